@@ -1,0 +1,294 @@
+"""SQLite store. The driver is its only writer (batched transactions); readers open it read-only.
+
+Durability: WAL mode with synchronous=NORMAL, so a committed transaction survives a crash of any process
+(the driver, a worker); only an OS crash / power loss may lose the last commits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import sqlite3
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+from sweeplab.errors import StoreError, UserError
+
+__all__ = ["EVENT_KINDS", "SCHEMA_VERSION", "Store", "default_store_dir"]
+
+SCHEMA_VERSION = 1
+DB_NAME = "store.db"
+
+# Kinds of rows in the `events` table (the sweep's event log, shown by status and the dashboard).
+EVENT_KINDS = (
+    "sweep_created", "sweep_resumed", "sweep_ended", "trial_started", "trial_ended", "retry",
+    "preempted", "interrupted", "pruned", "rule", "warning", "info", "budget", "checkpoint_corrupt",
+)
+
+
+def default_store_dir() -> Path:
+    return Path(os.environ.get("SWEEPLAB_STORE") or ".sweeplab")
+
+
+def _dumps(obj: Any) -> str | None:
+    if obj is None:
+        return None
+    return json.dumps(obj, separators=(",", ":"), default=str)
+
+
+def _finite(x: Any) -> float | None:
+    if x is None or isinstance(x, bool):
+        return None
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+class Store:
+    """Handle to a store directory. `Store.open(path)` for the writer, `readonly=True` for readers."""
+
+    def __init__(self, root: Path, conn: sqlite3.Connection, readonly: bool) -> None:
+        self.root = root
+        self.conn = conn
+        self.readonly = readonly
+        self._depth = 0
+
+    # ---------------------------------------------------------------- opening
+    @classmethod
+    def open(cls, root: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> Store:
+        root_path = Path(root) if root is not None else default_store_dir()
+        db = root_path / DB_NAME
+        if readonly:
+            if not db.exists():
+                raise UserError(f"no sweeplab store at {root_path} (no {DB_NAME}); run a sweep first "
+                                "or pass --store / SWEEPLAB_STORE")
+            try:
+                conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10,
+                                       check_same_thread=False)
+                conn.execute("PRAGMA query_only=ON")
+                conn.row_factory = sqlite3.Row
+                cls._check_version(conn, db)
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot read the store {db}: {exc}") from None
+            return cls(root_path, conn, readonly=True)
+        try:
+            for sub in ("", "checkpoints", "artifacts", "logs"):
+                (root_path / sub).mkdir(parents=True, exist_ok=True)
+            probe = root_path / ".write-probe"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise StoreError(f"the store directory {root_path} is not writable: {exc.strerror or exc}") from None
+        try:
+            conn = sqlite3.connect(str(db), timeout=10, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=10000")
+            conn.execute("PRAGMA foreign_keys=ON")
+            store = cls(root_path, conn, readonly=False)
+            store._migrate(db)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the store {db}: {exc}") from None
+        return store
+
+    @staticmethod
+    def _check_version(conn: sqlite3.Connection, db: Path) -> None:
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the store {db} has schema version {version}, newer than this sweeplab "
+                f"understands ({SCHEMA_VERSION}); upgrade sweeplab"
+            )
+
+    def _migrate(self, db: Path) -> None:
+        have = self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"
+        ).fetchone()
+        if have:
+            self._check_version(self.conn, db)
+        sql = resources.files("sweeplab.store").joinpath("schema.sql").read_text()
+        with self.transaction():
+            for statement in sql.split(";"):
+                if statement.strip():
+                    self.conn.execute(statement)
+            self.conn.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.close()
+
+    # ---------------------------------------------------------------- writing
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction; nested uses join the outer one. Errors roll back everything."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"cannot write the store {self.root / DB_NAME}: {exc}") from None
+        self._depth = 1
+        try:
+            yield
+        except BaseException:
+            self._depth = 0
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            raise
+        self._depth = 0
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            raise StoreError(f"cannot write the store {self.root / DB_NAME}: {exc}") from None
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self.conn.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"store {self.root / DB_NAME}: {exc}") from None
+
+    def create_sweep(self, *, name: str, method: str, metric: str | None, goal: str,
+                     spec: Mapping[str, Any], spec_path: str | None, seed: int | None,
+                     state: str = "running") -> int:
+        now = time.time()
+        with self.transaction():
+            cur = self._exec(
+                "INSERT INTO sweeps(name, state, method, metric, goal, spec, spec_path, seed, created, "
+                "updated, spend) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (name, state, method, metric, goal, _dumps(spec), spec_path, seed, now, now, _dumps({})),
+            )
+            sweep_id = int(cur.lastrowid or 0)
+            self.add_event(sweep_id, "sweep_created", f"sweep {name} created")
+        return sweep_id
+
+    def update_sweep(self, sweep_id: int, **fields: Any) -> None:
+        fields["updated"] = time.time()
+        for k in ("spec", "spend"):
+            if k in fields and not isinstance(fields[k], str):
+                fields[k] = _dumps(fields[k])
+        cols = ", ".join(f"{k}=?" for k in fields)
+        self._exec(f"UPDATE sweeps SET {cols} WHERE id=?", (*fields.values(), sweep_id))
+
+    def touch_sweep(self, sweep_id: int) -> None:
+        self._exec("UPDATE sweeps SET updated=? WHERE id=?", (time.time(), sweep_id))
+
+    def add_trial(self, sweep_id: int, number: int, params: Mapping[str, Any],
+                  config: Mapping[str, Any] | None, seed: int | None,
+                  resources: Mapping[str, Any] | None = None) -> int:
+        cur = self._exec(
+            "INSERT INTO trials(sweep_id, number, state, params, config, seed, created, resources) "
+            "VALUES (?,?,?,?,?,?,?,?)",
+            (sweep_id, number, "queued", _dumps(dict(params)), _dumps(config), seed, time.time(),
+             _dumps(resources)),
+        )
+        return int(cur.lastrowid or 0)
+
+    def update_trial(self, trial_id: int, **fields: Any) -> None:
+        for k in ("params", "config", "metrics", "resources", "profile"):
+            if k in fields and fields[k] is not None and not isinstance(fields[k], str):
+                fields[k] = _dumps(fields[k])
+        if "value" in fields:
+            fields["value"] = _finite(fields["value"])
+        cols = ", ".join(f"{k}=?" for k in fields)
+        self._exec(f"UPDATE trials SET {cols} WHERE id=?", (*fields.values(), trial_id))
+
+    def add_attempt(self, trial_id: int, number: int, *, started: float, host: str | None = None,
+                    pid: int | None = None, log_path: str | None = None,
+                    slot: Mapping[str, Any] | None = None) -> None:
+        self._exec(
+            "INSERT OR REPLACE INTO attempts(trial_id, number, state, started, host, pid, log_path, slot) "
+            "VALUES (?,?,?,?,?,?,?,?)",
+            (trial_id, number, "running", started, host, pid, log_path, _dumps(slot)),
+        )
+
+    def update_attempt(self, trial_id: int, number: int, **fields: Any) -> None:
+        cols = ", ".join(f"{k}=?" for k in fields)
+        self._exec(f"UPDATE attempts SET {cols} WHERE trial_id=? AND number=?",
+                   (*fields.values(), trial_id, number))
+
+    def add_metrics(self, trial_id: int, attempt: int, points: Iterable[Sequence[Any]]) -> None:
+        rows = [(trial_id, attempt, int(p[0]), str(p[1]), _finite(p[2]), float(p[3])) for p in points]
+        if rows:
+            try:
+                self.conn.executemany(
+                    "INSERT INTO metrics(trial_id, attempt, step, key, value, time) VALUES (?,?,?,?,?,?)", rows
+                )
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"store {self.root / DB_NAME}: {exc}") from None
+
+    def add_event(self, sweep_id: int, kind: str, message: str = "", *, trial_id: int | None = None,
+                  attempt: int | None = None, data: Mapping[str, Any] | None = None,
+                  at: float | None = None) -> None:
+        self._exec(
+            "INSERT INTO events(sweep_id, trial_id, attempt, time, kind, message, data) VALUES (?,?,?,?,?,?,?)",
+            (sweep_id, trial_id, attempt, at or time.time(), kind, message, _dumps(data)),
+        )
+
+    def add_checkpoint(self, trial_id: int, attempt: int, *, step: int | None, path: str,
+                       checksum: str | None, nbytes: int | None, seconds: float | None, at: float) -> None:
+        self._exec(
+            "INSERT INTO checkpoints(trial_id, attempt, step, path, checksum, bytes, seconds, time) "
+            "VALUES (?,?,?,?,?,?,?,?)",
+            (trial_id, attempt, step, path, checksum, nbytes, seconds, at),
+        )
+
+    def add_artifact(self, trial_id: int, attempt: int | None, name: str, path: str, at: float) -> None:
+        self._exec("INSERT INTO artifacts(trial_id, attempt, name, path, time) VALUES (?,?,?,?,?)",
+                   (trial_id, attempt, name, path, at))
+
+    def add_system_samples(self, trial_id: int, attempt: int, samples: Iterable[Mapping[str, Any]]) -> None:
+        rows = [(trial_id, attempt, float(s["time"]), s.get("cpu"), s.get("rss"), s.get("gpu_util"),
+                 s.get("gpu_mem")) for s in samples]
+        if rows:
+            self.conn.executemany(
+                "INSERT INTO system_samples(trial_id, attempt, time, cpu, rss, gpu_util, gpu_mem) "
+                "VALUES (?,?,?,?,?,?,?)", rows)
+
+    # ---------------------------------------------------------------- reading (shared by writer and readers)
+    def sweep_row(self, name: str) -> sqlite3.Row | None:
+        return self._exec("SELECT * FROM sweeps WHERE name=?", (name,)).fetchone()
+
+    def sweep_by_id(self, sweep_id: int) -> sqlite3.Row | None:
+        return self._exec("SELECT * FROM sweeps WHERE id=?", (sweep_id,)).fetchone()
+
+    def trial_rows(self, sweep_id: int) -> list[sqlite3.Row]:
+        return self._exec("SELECT * FROM trials WHERE sweep_id=? ORDER BY number", (sweep_id,)).fetchall()
+
+    def trial_row(self, trial_id: int) -> sqlite3.Row | None:
+        return self._exec("SELECT * FROM trials WHERE id=?", (trial_id,)).fetchone()
+
+    def metric_history(self, trial_id: int) -> dict[str, list[tuple[int, float]]]:
+        out: dict[str, list[tuple[int, float]]] = {}
+        for key, step, value in self._exec(
+            "SELECT key, step, value FROM metrics WHERE trial_id=? ORDER BY rowid", (trial_id,)
+        ):
+            out.setdefault(key, []).append((step, float("nan") if value is None else value))
+        return out
+
+    def checkpoint_rows(self, trial_id: int) -> list[sqlite3.Row]:
+        return self._exec("SELECT * FROM checkpoints WHERE trial_id=? ORDER BY id", (trial_id,)).fetchall()
+
+    def relpath(self, path: str | os.PathLike[str]) -> str:
+        """`path` relative to the store root when inside it, else as given."""
+        p = Path(path)
+        try:
+            return str(p.resolve().relative_to(self.root.resolve()))
+        except ValueError:
+            return str(path)
