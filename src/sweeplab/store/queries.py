@@ -1,0 +1,480 @@
+"""Read side of the store: pure functions over a (read-only) `Store`, returning JSON-able dicts.
+
+These dicts are the documented JSON API (docs/api.md): `sweeplab status --json`, `sweeplab best --json` and
+the dashboard all serve them unchanged. Rules: times are floats (epoch seconds); JSON columns are decoded;
+NaN and infinities never appear (they become None); every function costs a bounded number of queries
+(no query per trial).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from typing import Any, Iterable, Sequence
+
+from sweeplab.errors import UserError
+from sweeplab.store.sqlite import Store
+from sweeplab.types import Goal, TrialState
+
+__all__ = [
+    "best_trial",
+    "changed_since",
+    "curves",
+    "downsample",
+    "events",
+    "list_sweeps",
+    "metric_keys",
+    "sweep_status",
+    "trial_columns",
+    "trial_detail",
+]
+
+MAX_CURVE_TRIALS = 200
+_STATES = [s.value for s in TrialState]
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _clean(obj: Any) -> Any:
+    """`obj` with every non-finite float replaced by None (JSON has no NaN)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def _loads(text: str | None, default: Any = None) -> Any:
+    if text is None or text == "":
+        return default
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return default
+    if "NaN" in text or "Infinity" in text:
+        obj = _clean(obj)
+    return obj
+
+
+def _num(x: Any) -> float | None:
+    if x is None:
+        return None
+    f = float(x)
+    return f if math.isfinite(f) else None
+
+
+def _sweep_or_raise(store: Store, name: str) -> sqlite3.Row:
+    row = store.conn.execute("SELECT * FROM sweeps WHERE name=?", (name,)).fetchone()
+    if row is None:
+        names = [r[0] for r in store.conn.execute("SELECT name FROM sweeps ORDER BY id")]
+        have = ", ".join(names) if names else "(none)"
+        raise UserError(f"no sweep named {name!r} in {store.root}; sweeps: {have}")
+    return row
+
+
+def _trial_or_raise(store: Store, sweep: sqlite3.Row, number: int) -> sqlite3.Row:
+    row = store.conn.execute(
+        "SELECT * FROM trials WHERE sweep_id=? AND number=?", (sweep["id"], number)
+    ).fetchone()
+    if row is None:
+        lo, hi = store.conn.execute(
+            "SELECT MIN(number), MAX(number) FROM trials WHERE sweep_id=?", (sweep["id"],)
+        ).fetchone()
+        have = "it has no trials" if lo is None else f"trials are {lo}..{hi}"
+        raise UserError(f"sweep {sweep['name']!r} has no trial {number}; {have}")
+    return row
+
+
+def _goal(sweep: sqlite3.Row) -> Goal:
+    try:
+        return Goal(sweep["goal"])
+    except ValueError:
+        return Goal.MINIMIZE
+
+
+def _relpath(store: Store, path: str | None) -> str | None:
+    return None if path is None else store.relpath(path)
+
+
+# ---------------------------------------------------------------------------------------------- sweeps
+def _sweep_dicts(store: Store, rows: Sequence[sqlite3.Row]) -> list[dict[str, Any]]:
+    if not rows:
+        return []
+    ids = [r["id"] for r in rows]
+    marks = ",".join("?" * len(ids))
+    counts: dict[int, dict[str, int]] = {i: dict.fromkeys(_STATES, 0) for i in ids}
+    for sid, state, n in store.conn.execute(
+        f"SELECT sweep_id, state, COUNT(*) FROM trials WHERE sweep_id IN ({marks}) GROUP BY sweep_id, state",
+        ids,
+    ):
+        counts[sid][state] = counts[sid].get(state, 0) + n
+    # SQLite returns the bare column `number` from the row holding the MIN / MAX.
+    best: dict[tuple[int, str], tuple[int, float]] = {}
+    for agg in ("MIN", "MAX"):
+        for sid, number, value in store.conn.execute(
+            f"SELECT sweep_id, number, {agg}(value) FROM trials WHERE sweep_id IN ({marks}) "
+            "AND state='completed' AND value IS NOT NULL GROUP BY sweep_id",
+            ids,
+        ):
+            if value is not None:
+                best[(sid, agg)] = (number, value)
+    out = []
+    for r in rows:
+        spec = _loads(r["spec"], {}) or {}
+        budget = dict(spec.get("budget") or {}) if isinstance(spec, dict) else {}
+        if isinstance(spec, dict) and spec.get("run_cap") is not None:
+            budget.setdefault("trials", spec["run_cap"])
+        b = best.get((r["id"], "MIN" if _goal(r) is Goal.MINIMIZE else "MAX"))
+        out.append({
+            "name": r["name"],
+            "state": r["state"],
+            "method": r["method"],
+            "metric": r["metric"],
+            "goal": r["goal"],
+            "created": r["created"],
+            "updated": r["updated"],
+            "ended": r["ended"],
+            "end_reason": r["end_reason"],
+            "counts": counts[r["id"]],
+            "trials": sum(counts[r["id"]].values()),
+            "best": _num(b[1]) if b else None,
+            "best_trial": b[0] if b else None,
+            "spend": _loads(r["spend"], {}) or {},
+            "budget": budget,
+        })
+    return out
+
+
+def list_sweeps(store: Store) -> list[dict[str, Any]]:
+    """Every sweep in the store, oldest first, with trial counts by state, best value, spend and budget."""
+    rows = store.conn.execute("SELECT * FROM sweeps ORDER BY id").fetchall()
+    return _sweep_dicts(store, rows)
+
+
+def _sweep_dict(store: Store, row: sqlite3.Row) -> dict[str, Any]:
+    return _sweep_dicts(store, [row])[0]
+
+
+def _trial_dict(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "number": row["number"],
+        "state": row["state"],
+        "value": _num(row["value"]),
+        "params": _loads(row["params"], {}),
+        "attempts": row["attempts"],
+        "started": row["started"],
+        "ended": row["ended"],
+        "reason": row["reason"],
+        "metrics": _loads(row["metrics"], None),
+    }
+
+
+def sweep_status(store: Store, name: str) -> dict[str, Any]:
+    """The sweep (as in `list_sweeps`) and all of its trials, by number."""
+    sweep = _sweep_or_raise(store, name)
+    rows = store.conn.execute(
+        "SELECT number, state, value, params, attempts, started, ended, reason, metrics FROM trials "
+        "WHERE sweep_id=? ORDER BY number",
+        (sweep["id"],),
+    ).fetchall()
+    return {"sweep": _sweep_dict(store, sweep), "trials": [_trial_dict(r) for r in rows]}
+
+
+def best_trial(store: Store, name: str) -> dict[str, Any] | None:
+    """The best COMPLETED trial with a finite value (by the sweep's goal), or None."""
+    sweep = _sweep_or_raise(store, name)
+    order = "ASC" if _goal(sweep) is Goal.MINIMIZE else "DESC"
+    row = store.conn.execute(
+        "SELECT number, value, params, metrics FROM trials WHERE sweep_id=? AND state='completed' "
+        f"AND value IS NOT NULL ORDER BY value {order}, number ASC LIMIT 1",
+        (sweep["id"],),
+    ).fetchone()
+    if row is None or _num(row["value"]) is None:
+        return None
+    return {
+        "sweep": name,
+        "trial": row["number"],
+        "value": _num(row["value"]),
+        "params": _loads(row["params"], {}),
+        "metrics": _loads(row["metrics"], None),
+    }
+
+
+def trial_columns(store: Store, name: str) -> dict[str, Any]:
+    """All trials of a sweep in columnar form (compact; what the dashboard's plots and table need).
+
+    {"sweep": ..., "n": N, "number": [...], "state": [...], "value": [...], "started": [...],
+     "ended": [...], "attempts": [...], "reason": [...], "params": {name: [...]},
+     "metrics": {key: [...]}}  -- params/metrics hold None where a trial lacks that name.
+    """
+    sweep = _sweep_or_raise(store, name)
+    rows = store.conn.execute(
+        "SELECT number, state, value, params, metrics, attempts, started, ended, reason FROM trials "
+        "WHERE sweep_id=? ORDER BY number",
+        (sweep["id"],),
+    ).fetchall()
+    n = len(rows)
+    params: dict[str, list[Any]] = {}
+    metrics: dict[str, list[Any]] = {}
+    for i, r in enumerate(rows):
+        for target, text in ((params, r["params"]), (metrics, r["metrics"])):
+            obj = _loads(text, None)
+            if not isinstance(obj, dict):
+                continue
+            for k, v in obj.items():
+                col = target.get(k)
+                if col is None:
+                    col = target[k] = [None] * n
+                col[i] = v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
+    return {
+        "sweep": _sweep_dict(store, sweep),
+        "n": n,
+        "number": [r["number"] for r in rows],
+        "state": [r["state"] for r in rows],
+        "value": [_num(r["value"]) for r in rows],
+        "started": [r["started"] for r in rows],
+        "ended": [r["ended"] for r in rows],
+        "attempts": [r["attempts"] for r in rows],
+        "reason": [r["reason"] for r in rows],
+        "params": params,
+        "metrics": metrics,
+    }
+
+
+# ---------------------------------------------------------------------------------------------- trials
+def _attempt_dict(store: Store, row: sqlite3.Row) -> dict[str, Any]:
+    d = {k: row[k] for k in row.keys() if k not in ("id", "trial_id")}
+    d["slot"] = _loads(row["slot"], None)
+    d["log_path"] = _relpath(store, row["log_path"])
+    return d
+
+
+def _event_dict(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "time": row["time"],
+        "kind": row["kind"],
+        "message": row["message"],
+        "trial": row["trial"],
+        "attempt": row["attempt"],
+        "data": _loads(row["data"], None),
+    }
+
+
+def _system_summary(store: Store, trial_id: int) -> dict[str, Any]:
+    r = store.conn.execute(
+        "SELECT COUNT(*), AVG(cpu), MAX(cpu), MAX(rss), AVG(gpu_util), MAX(gpu_mem), MIN(time), MAX(time) "
+        "FROM system_samples WHERE trial_id=?",
+        (trial_id,),
+    ).fetchone()
+    keys = ("samples", "cpu_mean", "cpu_max", "rss_max", "gpu_util_mean", "gpu_mem_max", "first", "last")
+    return {k: (_num(v) if k != "samples" else v) for k, v in zip(keys, r)}
+
+
+def metric_keys(store: Store, trial_ids: Iterable[int]) -> list[str]:
+    """Distinct metric keys logged by these trials (index skip-scan: one seek per (trial, key) pair)."""
+    ids = sorted(set(trial_ids))
+    if not ids:
+        return []
+    keys: set[str] = set()
+    # A recursive skip-scan over the (trial_id, key, step) index, in ranges of contiguous trial ids.
+    sql = (
+        "WITH RECURSIVE k(tid, key) AS ("
+        " SELECT * FROM (SELECT trial_id, key FROM metrics WHERE trial_id >= :lo ORDER BY trial_id, key LIMIT 1)"
+        " UNION ALL"
+        " SELECT (SELECT trial_id FROM metrics WHERE (trial_id, key) > (k.tid, k.key)"
+        "         ORDER BY trial_id, key LIMIT 1),"
+        "        (SELECT key FROM metrics WHERE (trial_id, key) > (k.tid, k.key)"
+        "         ORDER BY trial_id, key LIMIT 1)"
+        " FROM k WHERE k.tid <= :hi)"
+        " SELECT DISTINCT tid, key FROM k WHERE tid BETWEEN :lo AND :hi"
+    )
+    wanted = set(ids)
+    for lo, hi in _ranges(ids):
+        for tid, key in store.conn.execute(sql, {"lo": lo, "hi": hi}):
+            if tid in wanted and key is not None:
+                keys.add(key)
+    return sorted(keys)
+
+
+def _ranges(ids: list[int]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for i in ids:
+        if out and i == out[-1][1] + 1:
+            out[-1] = (out[-1][0], i)
+        else:
+            out.append((i, i))
+    return out
+
+
+def trial_detail(store: Store, name: str, number: int) -> dict[str, Any]:
+    """Everything about one trial: config, final metrics, attempts, events, checkpoints, profile, keys."""
+    sweep = _sweep_or_raise(store, name)
+    t = _trial_or_raise(store, sweep, number)
+    tid = t["id"]
+    attempts = [
+        _attempt_dict(store, r)
+        for r in store.conn.execute("SELECT * FROM attempts WHERE trial_id=? ORDER BY number", (tid,))
+    ]
+    evs = [
+        _event_dict(r)
+        for r in store.conn.execute(
+            "SELECT e.*, ? AS trial FROM events e WHERE e.trial_id=? ORDER BY e.id", (number, tid)
+        )
+    ]
+    checkpoints = [
+        {
+            "attempt": r["attempt"], "step": r["step"], "path": _relpath(store, r["path"]),
+            "checksum": r["checksum"], "bytes": r["bytes"], "seconds": _num(r["seconds"]), "time": r["time"],
+        }
+        for r in store.conn.execute("SELECT * FROM checkpoints WHERE trial_id=? ORDER BY id", (tid,))
+    ]
+    artifacts = [
+        {"attempt": r["attempt"], "name": r["name"], "path": _relpath(store, r["path"]), "time": r["time"]}
+        for r in store.conn.execute("SELECT * FROM artifacts WHERE trial_id=? ORDER BY id", (tid,))
+    ]
+    log_path = next((a["log_path"] for a in reversed(attempts) if a["log_path"]), None)
+    return {
+        "sweep": name,
+        "goal": sweep["goal"],
+        "metric": sweep["metric"],
+        "number": number,
+        "state": t["state"],
+        "value": _num(t["value"]),
+        "params": _loads(t["params"], {}),
+        "config": _loads(t["config"], None),
+        "metrics": _loads(t["metrics"], None),
+        "seed": t["seed"],
+        "created": t["created"],
+        "started": t["started"],
+        "ended": t["ended"],
+        "reason": t["reason"],
+        "resources": _loads(t["resources"], None),
+        "last_step": t["last_step"],
+        "attempt_count": t["attempts"],
+        "profile": _loads(t["profile"], None),
+        "system": _system_summary(store, tid),
+        "attempts": attempts,
+        "events": evs,
+        "checkpoints": checkpoints,
+        "artifacts": artifacts,
+        "metric_keys": metric_keys(store, [tid]),
+        "log_path": log_path,
+    }
+
+
+# ---------------------------------------------------------------------------------------------- curves
+def downsample(steps: Sequence[float], values: Sequence[float | None],
+               max_points: int) -> tuple[list[Any], list[Any]]:
+    """Min/max-per-bucket downsampling that keeps the first and last points and every extreme.
+
+    Series no longer than `max_points` come back unchanged (None values kept: they plot as gaps).
+    Longer ones: non-finite values are dropped, the rest cut into max_points // 2 buckets of equal
+    point count, and each bucket contributes its minimum and its maximum, in step order.
+    """
+    n = len(steps)
+    if n <= max_points:
+        return list(steps), [_num(v) for v in values]
+    import numpy as np
+
+    x = np.asarray(steps, dtype=float)
+    y = np.asarray([np.nan if v is None else v for v in values], dtype=float)
+    ok = np.isfinite(y)
+    x, y = x[ok], y[ok]
+    n = len(x)
+    if n <= max_points:
+        return x.tolist(), y.tolist()
+    buckets = max(1, (max_points - 2) // 2)
+    inner = np.arange(1, n - 1)
+    b = (inner - 1) * buckets // (n - 2)
+    # Within each bucket, order by value: the first is the min, the last the max.
+    order = np.lexsort((y[inner], b))
+    sorted_b = b[order]
+    starts = np.flatnonzero(np.r_[True, sorted_b[1:] != sorted_b[:-1]])
+    ends = np.r_[starts[1:], len(order)] - 1
+    keep = np.unique(np.r_[0, inner[order[starts]], inner[order[ends]], n - 1])
+    xs = x[keep]
+    return [int(s) if float(s).is_integer() else float(s) for s in xs], y[keep].tolist()
+
+
+def curves(store: Store, name: str, numbers: Sequence[int], key: str,
+           max_points: int = 1000) -> dict[str, Any]:
+    """One metric's curve for each of the given trials, downsampled to at most ~max_points points each.
+
+    When a step was logged by several attempts (a resumed trial), the latest attempt's value wins.
+    """
+    sweep = _sweep_or_raise(store, name)
+    max_points = max(4, min(int(max_points), 100_000))
+    wanted = sorted({int(n) for n in numbers})[:MAX_CURVE_TRIALS]
+    if not wanted:
+        return {"sweep": name, "key": key, "max_points": max_points, "trials": []}
+    marks = ",".join("?" * len(wanted))
+    trows = store.conn.execute(
+        f"SELECT id, number, state, reason, value FROM trials WHERE sweep_id=? AND number IN ({marks}) "
+        "ORDER BY number",
+        (sweep["id"], *wanted),
+    ).fetchall()
+    by_id = {r["id"]: r for r in trows}
+    series: dict[int, dict[int, Any]] = {tid: {} for tid in by_id}
+    if by_id:
+        idmarks = ",".join("?" * len(by_id))
+        for tid, step, value in store.conn.execute(
+            f"SELECT trial_id, step, value FROM metrics WHERE key=? AND trial_id IN ({idmarks}) "
+            "ORDER BY trial_id, step, attempt, rowid",
+            (key, *by_id),
+        ):
+            series[tid][step] = value
+    out = []
+    for tid, r in by_id.items():
+        pts = series[tid]
+        steps = list(pts)
+        xs, ys = downsample(steps, [pts[s] for s in steps], max_points)
+        out.append({
+            "number": r["number"], "state": r["state"], "reason": r["reason"], "value": _num(r["value"]),
+            "n": len(steps), "step": xs, "values": ys,
+        })
+    return {"sweep": name, "key": key, "max_points": max_points, "trials": out}
+
+
+# ---------------------------------------------------------------------------------------------- events
+def events(store: Store, name: str, *, trial: int | None = None, after_id: int = 0,
+           limit: int = 500) -> list[dict[str, Any]]:
+    """Events of a sweep (or one of its trials) with id > after_id, oldest first, at most `limit`."""
+    sweep = _sweep_or_raise(store, name)
+    limit = max(1, min(int(limit), 10_000))
+    sql = (
+        "SELECT e.*, t.number AS trial FROM events e LEFT JOIN trials t ON t.id = e.trial_id "
+        "WHERE e.sweep_id=? AND e.id>? "
+    )
+    args: list[Any] = [sweep["id"], int(after_id)]
+    if trial is not None:
+        t = _trial_or_raise(store, sweep, int(trial))
+        sql += "AND e.trial_id=? "
+        args.append(t["id"])
+    sql += "ORDER BY e.id LIMIT ?"
+    args.append(limit)
+    return [_event_dict(r) for r in store.conn.execute(sql, args)]
+
+
+# ---------------------------------------------------------------------------------------------- live
+def changed_since(store: Store, name: str | None, token: str | None) -> dict[str, Any]:
+    """A cheap change check for live views: {"token": str, "changed": bool}.
+
+    The token combines the sweep's `updated` time, its trial count, the newest event id and the newest
+    metrics rowid; any write the driver makes moves at least one of them. Pass the previous token back.
+    """
+    c = store.conn
+    mrow = c.execute("SELECT MAX(rowid) FROM metrics").fetchone()[0] or 0
+    if name is None:
+        upd, nsweeps = c.execute("SELECT MAX(updated), COUNT(*) FROM sweeps").fetchone()
+        ev = c.execute("SELECT MAX(id) FROM events").fetchone()[0] or 0
+        ntrials = c.execute("SELECT MAX(id) FROM trials").fetchone()[0] or 0
+        new = f"{upd or 0!r}:{nsweeps}:{ntrials}:{ev}:{mrow}"
+    else:
+        sweep = _sweep_or_raise(store, name)
+        ev = c.execute("SELECT MAX(id) FROM events WHERE sweep_id=?", (sweep["id"],)).fetchone()[0] or 0
+        ntrials = c.execute("SELECT COUNT(*) FROM trials WHERE sweep_id=?", (sweep["id"],)).fetchone()[0]
+        new = f"{sweep['updated']!r}:{ntrials}:{ev}:{mrow}"
+    return {"token": new, "changed": token != new}

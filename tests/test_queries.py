@@ -1,0 +1,196 @@
+"""The read side of the store: the JSON the CLI (`status --json`, `best --json`) and the dashboard serve."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from sweeplab.errors import UserError
+from sweeplab.store import Store
+from sweeplab.store import queries as q
+from sweeplab.types import TrialState
+
+T0 = 1_700_000_000.0
+
+
+def _build(root: Path, goal: str = "minimize") -> None:
+    """Sweep 'alpha': 6 trials with known values/states; sweep 'beta': empty."""
+    s = Store.open(root)
+    with s.transaction():
+        sid = s.create_sweep(name="alpha", method="random", metric="loss", goal=goal,
+                             spec={"budget": {"trials": 10, "time": "30m"}, "run_cap": 99}, spec_path=None,
+                             seed=0)
+        s.update_sweep(sid, spend={"trials": 6, "seconds": 12.5})
+        plan = [  # (state, value, lr)
+            ("completed", 0.5, 0.1),
+            ("completed", 0.2, 0.01),
+            ("pruned", 0.05, 0.3),        # better value but not completed: never "best"
+            ("failed", None, 0.2),
+            ("completed", float("nan"), 0.05),   # NaN value -> stored as NULL
+            ("running", None, 0.02),
+        ]
+        for i, (state, value, lr) in enumerate(plan):
+            tid = s.add_trial(sid, i, {"lr": lr, "opt": "adam" if i % 2 else "sgd"},
+                              {"lr": lr, "model": {"hidden": 8}}, seed=i)
+            s.update_trial(tid, state=state, value=value, started=T0 + i, attempts=1,
+                           metrics={"loss": value, "acc": float("nan")} if value is not None else None,
+                           reason="ASHA rung 1" if state == "pruned" else None,
+                           profile={"steps": 3} if i == 1 else None)
+            s.add_attempt(tid, 1, started=T0 + i, host="h", pid=100 + i,
+                          log_path=str(root / "logs" / f"alpha-{i}.log"))
+            s.add_metrics(tid, 1, [(step, "loss", 1.0 / (step + 1) + i, T0 + step) for step in range(5)])
+            if i == 1:  # a retried trial: attempt 2 re-logs steps 3 and 4
+                s.add_attempt(tid, 2, started=T0 + 50)
+                s.add_metrics(tid, 2, [(3, "loss", -3.0, T0 + 60), (4, "loss", -4.0, T0 + 61),
+                                       (0, "acc", float("nan"), T0 + 61)])
+                s.add_event(sid, "retry", "attempt 1 died (SIGKILL)", trial_id=tid, attempt=1,
+                            data={"signal": 9})
+                s.add_checkpoint(tid, 1, step=2, path=str(root / "checkpoints" / "c1"), checksum="x",
+                                 nbytes=10, seconds=0.1, at=T0 + 3)
+                s.add_system_samples(tid, 1, [{"time": T0, "cpu": 50.0, "rss": 1e6},
+                                              {"time": T0 + 1, "cpu": 100.0, "rss": 2e6}])
+        s.create_sweep(name="beta", method="grid", metric="acc", goal="maximize", spec={}, spec_path=None,
+                       seed=None)
+    s.close()
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    _build(tmp_path)
+    s = Store.open(tmp_path, readonly=True)
+    yield s
+    s.close()
+
+
+def test_list_sweeps_counts_every_state_and_picks_best_completed(store: Store) -> None:
+    sweeps = q.list_sweeps(store)
+    assert [s["name"] for s in sweeps] == ["alpha", "beta"]
+    a = sweeps[0]
+    assert set(a["counts"]) == {s.value for s in TrialState}
+    assert a["counts"]["completed"] == 3 and a["counts"]["pruned"] == 1 and a["counts"]["queued"] == 0
+    assert a["trials"] == 6
+    assert (a["best"], a["best_trial"]) == (0.2, 1)
+    assert a["budget"] == {"trials": 10, "time": "30m"}
+    assert a["spend"] == {"trials": 6, "seconds": 12.5}
+    assert sweeps[1]["best"] is None and sweeps[1]["trials"] == 0
+    json.dumps(sweeps, allow_nan=False)
+
+
+def test_best_respects_maximize_goal(tmp_path: Path) -> None:
+    _build(tmp_path, goal="maximize")
+    s = Store.open(tmp_path, readonly=True)
+    best = q.best_trial(s, "alpha")
+    assert best is not None and best["trial"] == 0 and best["value"] == 0.5
+    assert q.list_sweeps(s)[0]["best_trial"] == 0
+
+
+def test_best_trial_ignores_non_completed_and_nan(store: Store) -> None:
+    best = q.best_trial(store, "alpha")
+    assert best == {"sweep": "alpha", "trial": 1, "value": 0.2, "params": {"lr": 0.01, "opt": "adam"},
+                    "metrics": {"loss": 0.2, "acc": None}}
+    assert q.best_trial(store, "beta") is None
+
+
+def test_unknown_sweep_names_the_existing_ones(store: Store) -> None:
+    with pytest.raises(UserError, match=r"no sweep named 'gamma' in .*; sweeps: alpha, beta"):
+        q.sweep_status(store, "gamma")
+
+
+def test_sweep_status_lists_trials_without_nan(store: Store) -> None:
+    st = q.sweep_status(store, "alpha")
+    assert st["sweep"]["name"] == "alpha"
+    assert [t["number"] for t in st["trials"]] == list(range(6))
+    t4 = st["trials"][4]
+    assert t4["state"] == "completed" and t4["value"] is None
+    assert st["trials"][2]["reason"] == "ASHA rung 1"
+    text = json.dumps(st, allow_nan=False)   # raises on NaN
+    assert "NaN" not in text
+
+
+def test_trial_detail_has_attempts_events_checkpoints_and_relative_log_path(store: Store) -> None:
+    d = q.trial_detail(store, "alpha", 1)
+    assert d["config"] == {"lr": 0.01, "model": {"hidden": 8}}
+    assert [a["number"] for a in d["attempts"]] == [1, 2]
+    assert d["attempts"][0]["pid"] == 101
+    assert d["attempts"][0]["log_path"] == str(Path("logs") / "alpha-1.log")
+    assert d["log_path"] == str(Path("logs") / "alpha-1.log")
+    assert [e["kind"] for e in d["events"]] == ["retry"] and d["events"][0]["data"] == {"signal": 9}
+    assert d["events"][0]["trial"] == 1
+    assert d["checkpoints"][0]["path"] == str(Path("checkpoints") / "c1")
+    assert d["metric_keys"] == ["acc", "loss"]
+    assert d["profile"] == {"steps": 3}
+    assert d["system"]["samples"] == 2 and d["system"]["cpu_max"] == 100.0
+    json.dumps(d, allow_nan=False)
+    with pytest.raises(UserError, match="has no trial 42; trials are 0..5"):
+        q.trial_detail(store, "alpha", 42)
+
+
+def test_curves_latest_attempt_wins_and_nan_is_none(store: Store) -> None:
+    c = q.curves(store, "alpha", [1, 0, 99], "loss")
+    assert [t["number"] for t in c["trials"]] == [0, 1]
+    t1 = c["trials"][1]
+    assert t1["step"] == [0, 1, 2, 3, 4]
+    assert t1["values"][3:] == [-3.0, -4.0]
+    acc = q.curves(store, "alpha", [1], "acc")["trials"][0]
+    assert acc["values"] == [None]
+    json.dumps(acc, allow_nan=False)
+
+
+@pytest.mark.parametrize("n,max_points", [(10, 100), (10_000, 100), (1001, 1000), (5, 4)],
+                         ids=["short", "long", "just-over", "tiny"])
+def test_downsample_keeps_extremes_and_endpoints(n: int, max_points: int) -> None:
+    steps = list(range(n))
+    values = [math.sin(i / 7.0) * (1 + i % 13) for i in steps]
+    values[n // 3] = 1e6  # a spike must survive
+    xs, ys = q.downsample(steps, values, max_points)
+    assert len(xs) == len(ys) <= max(max_points, 4)
+    assert xs[0] == 0 and xs[-1] == n - 1
+    assert xs == sorted(xs)
+    assert max(ys) == 1e6 and min(ys) == min(values)
+    assert all(values[x] == y for x, y in zip(xs, ys))
+
+
+def test_events_paging_and_trial_filter(store: Store) -> None:
+    all_ev = q.events(store, "alpha")
+    assert all_ev[0]["kind"] == "sweep_created"
+    assert [e["id"] for e in all_ev] == sorted(e["id"] for e in all_ev)
+    later = q.events(store, "alpha", after_id=all_ev[0]["id"], limit=1)
+    assert len(later) == 1 and later[0]["id"] > all_ev[0]["id"]
+    assert [e["kind"] for e in q.events(store, "alpha", trial=1)] == ["retry"]
+    assert q.events(store, "alpha", trial=0) == []
+
+
+def test_changed_since_moves_on_every_kind_of_write(tmp_path: Path) -> None:
+    _build(tmp_path)
+    r = Store.open(tmp_path, readonly=True)
+    w = Store.open(tmp_path)
+    sid = w.sweep_row("alpha")["id"]
+    tid = w.conn.execute("SELECT id FROM trials WHERE sweep_id=? AND number=5", (sid,)).fetchone()[0]
+    tok = q.changed_since(r, "alpha", None)["token"]
+    assert q.changed_since(r, "alpha", tok) == {"token": tok, "changed": False}
+    writes = [
+        lambda: w.add_metrics(tid, 1, [(9, "loss", 0.1, T0)]),
+        lambda: w.add_event(sid, "info", "hello"),
+        lambda: w.add_trial(sid, 6, {"lr": 1}, None, None),
+        lambda: w.touch_sweep(sid),
+    ]
+    for write in writes:
+        write()
+        now = q.changed_since(r, "alpha", tok)
+        assert now["changed"] and now["token"] != tok
+        tok = now["token"]
+    g = q.changed_since(r, None, None)["token"]
+    w.add_event(sid, "info", "again")
+    assert q.changed_since(r, None, g)["changed"]
+
+
+def test_trial_columns_is_columnar_and_aligned(store: Store) -> None:
+    cols = q.trial_columns(store, "alpha")
+    assert cols["n"] == 6 and cols["number"] == list(range(6))
+    assert cols["params"]["lr"] == [0.1, 0.01, 0.3, 0.2, 0.05, 0.02]
+    assert cols["params"]["opt"][:2] == ["sgd", "adam"]
+    assert cols["metrics"]["acc"][0] is None and cols["value"][4] is None
+    json.dumps(cols, allow_nan=False)
