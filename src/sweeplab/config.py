@@ -1,0 +1,492 @@
+"""Experiment config: a base YAML file, an environment profile, sampled parameters and overrides.
+
+Merge order (later wins): base config < profile < sweep parameters < command-line overrides.
+
+    cfg = resolve_config(base="config/base.yaml", profile="local",
+                         params={"lr": 0.01, "model.hidden": 256}, overrides=["epochs=3"])
+    typed = coerce(cfg, typed_schema_of(train))   # a dataclass / pydantic model, or a read-only Config
+
+Hyperparameters belong in the base config; a profile (`profiles/<name>.yaml`) holds facts about the
+machine (data_dir, output_dir, num_workers) so the same code runs on a laptop and on a cluster.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import inspect
+import re
+import sys
+import typing
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import yaml
+
+from sweeplab.errors import ConfigError
+
+__all__ = [
+    "Config",
+    "apply_overrides",
+    "coerce",
+    "deep_merge",
+    "find_profile",
+    "load_yaml_mapping",
+    "parse_override",
+    "profile_search_path",
+    "resolve_config",
+    "typed_schema_of",
+]
+
+
+# --------------------------------------------------------------------------------------------- YAML
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that also reads `1e-3` as a float (YAML 1.1 insists on a dot: `1.0e-3`)."""
+
+
+_FLOAT = re.compile(
+    r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9_]+|[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?$"
+    r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"
+)
+_Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
+
+
+def _yaml_scalar(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+def load_yaml_mapping(path: str | Path, *, what: str = "config") -> dict[str, Any]:
+    """Read a YAML file that must hold a mapping (an empty file is an empty mapping)."""
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{what} file not found", file=file) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} file: {exc.strerror or exc}", file=file) from None
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"invalid YAML: {where}{problem}", file=file) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"the {what} must be a mapping of keys to values", file=file,
+            value=_short(data), expected="a YAML mapping (key: value lines)",
+        )
+    return data
+
+
+# ------------------------------------------------------------------------------------------- Config
+
+class Config(Mapping[str, Any]):
+    """A read-only nested mapping with attribute access: `config.model.hidden`, `config["lr"]`.
+
+    Nested mappings come back as Config; lists come back as fresh lists (changing them changes
+    nothing here). Equal to any mapping with the same content.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        object.__setattr__(self, "_data", copy.deepcopy(dict(data or {})))
+
+    def __getitem__(self, key: str) -> Any:
+        return _wrap(self._data[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return _wrap(self._data[name])
+        except KeyError:
+            hint = _did_you_mean(name, [str(k) for k in self._data])
+            raise AttributeError(
+                f"config has no key {name!r}" + (f" ({hint})" if hint else "")
+            ) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise TypeError("Config is read-only; use to_dict() for a mutable copy")
+
+    def __delattr__(self, name: str) -> None:
+        raise TypeError("Config is read-only; use to_dict() for a mutable copy")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Config):
+            return self._data == other._data
+        if isinstance(other, Mapping):
+            return self._data == _plain(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Config({self._data!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Config, (self._data,))
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | {k for k in self._data if str(k).isidentifier()})
+
+    def to_dict(self) -> dict[str, Any]:
+        """A deep, plain, mutable copy."""
+        return copy.deepcopy(self._data)
+
+
+def _wrap(value: Any) -> Any:
+    if isinstance(value, dict):
+        return Config(value)
+    if isinstance(value, list):
+        return [_wrap(v) for v in value]
+    return value
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Config):
+        return value.to_dict()
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------------------- merge and overrides
+
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_][A-Za-z0-9_\-]*)*$")
+
+
+def deep_merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """`a` updated by `b`, recursively for mappings; `b` wins elsewhere. Inputs are not changed."""
+    out = {k: copy.deepcopy(_plain(v)) for k, v in a.items()}
+    for key, value in b.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(_plain(value))
+    return out
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`"model.hidden=256"` -> `("model.hidden", 256)`; the value is read as a YAML scalar.
+
+    `lr=0.01` is a float, `lr=1e-3` too, `name=abc` a string, `layers=[1,2]` a list, `flag=true`
+    a bool, `x=null` None and `x=` the empty string.
+    """
+    if not isinstance(text, str):
+        raise ConfigError("an override must be a string", value=text, expected="'key=value'")
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep:
+        raise ConfigError(
+            "override has no value", value=text, expected="'key=value'",
+            hint=f"write '{key}=<value>'",
+        )
+    if not key:
+        raise ConfigError("override has no key", value=text, expected="'key=value'")
+    if not _KEY.match(key):
+        raise ConfigError(
+            "override key is not a dotted name", value=text,
+            expected="a key like 'lr' or 'model.hidden' before '='",
+        )
+    if raw.strip() == "":
+        return key, ""
+    try:
+        value = _yaml_scalar(raw)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(
+            f"cannot read the value of override '{key}': {problem}", key=key, value=raw,
+            expected="a YAML value (0.01, abc, true, [1, 2], {a: 1})",
+            hint="quote it in the shell, e.g. 'name=\"a: b\"'",
+        ) from None
+    return key, value
+
+
+def _set_dotted(target: dict[str, Any], dotted: str, value: Any, *, source: str) -> None:
+    parts = dotted.split(".")
+    node = target
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            where = ".".join(parts[: i + 1])
+            raise ConfigError(
+                f"cannot set '{dotted}' from {source}: '{where}' is not a mapping",
+                key=where, value=_short(child), expected="a mapping to set sub-keys in",
+            )
+        node = child
+    node[parts[-1]] = copy.deepcopy(_plain(value))
+
+
+def apply_overrides(base: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """A copy of `base` with each `key.sub=value` applied in order (missing parents are created)."""
+    if isinstance(overrides, str):
+        overrides = [overrides]
+    out = deep_merge({}, base)
+    for text in overrides:
+        key, value = parse_override(text)
+        _set_dotted(out, key, value, source=f"override {text!r}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------ profiles
+
+def profile_search_path(base: str | Path | None = None, *, cwd: str | Path | None = None) -> list[Path]:
+    """Where profiles are looked for: `<base dir>/../profiles`, `<base dir>/profiles`, `./profiles`."""
+    dirs: list[Path] = []
+    if base is not None:
+        here = Path(base).parent
+        dirs += [here.parent / "profiles", here / "profiles"]
+    dirs.append((Path(cwd) if cwd is not None else Path.cwd()) / "profiles")
+    unique: list[Path] = []
+    for d in dirs:
+        if d not in unique:
+            unique.append(d)
+    return unique
+
+
+def find_profile(name: str, *, search: Sequence[Path]) -> Path:
+    """The file of profile `name`: `<dir>/<name>.yaml` (or `.yml`) in the first dir that has it.
+
+    A name that is itself a path to a YAML file is used as is.
+    """
+    if not isinstance(name, str) or not name:
+        raise ConfigError("a profile name must be a non-empty string", key="profile", value=name)
+    direct = Path(name)
+    if direct.suffix in (".yaml", ".yml") and direct.is_file():
+        return direct
+    if "/" in name or "\\" in name:
+        raise ConfigError("profile file not found", key="profile", value=name)
+    for d in search:
+        for suffix in (".yaml", ".yml"):
+            candidate = Path(d) / f"{name}{suffix}"
+            if candidate.is_file():
+                return candidate
+    available = sorted({
+        p.stem for d in search if Path(d).is_dir()
+        for p in Path(d).iterdir() if p.suffix in (".yaml", ".yml")
+    })
+    looked = ", ".join(str(d) for d in search) or "(no directories)"
+    hint = _did_you_mean(name, available)
+    listing = ", ".join(available) if available else "none"
+    raise ConfigError(
+        f"unknown profile; looked in {looked}", key="profile", value=name,
+        expected=f"one of the available profiles: {listing}", hint=hint or None,
+    )
+
+
+# ------------------------------------------------------------------------------------------- resolve
+
+def resolve_config(
+    *,
+    base: str | Path | None,
+    profile: str | None,
+    params: Mapping[str, Any],
+    overrides: Sequence[str] = (),
+    search: Sequence[Path] = (),
+) -> dict[str, Any]:
+    """Merge base config < profile < sweep parameters (flat dotted keys) < overrides.
+
+    `search` lists profile directories; empty means `profile_search_path(base)`.
+    """
+    merged: dict[str, Any] = load_yaml_mapping(base, what="config") if base is not None else {}
+    if profile:
+        dirs = list(search) or profile_search_path(base)
+        path = find_profile(profile, search=dirs)
+        merged = deep_merge(merged, load_yaml_mapping(path, what="profile"))
+    for key, value in params.items():
+        if not isinstance(key, str) or not _KEY.match(key):
+            raise ConfigError("a parameter name must be a dotted name", key=str(key), value=key)
+        _set_dotted(merged, key, value, source=f"parameter '{key}'")
+    return apply_overrides(merged, list(overrides))
+
+
+# ----------------------------------------------------------------------------------- typed configs
+
+def _pydantic_base() -> type | None:
+    """pydantic.BaseModel if pydantic is already imported (a user model implies it is)."""
+    module = sys.modules.get("pydantic")
+    return getattr(module, "BaseModel", None) if module is not None else None
+
+
+def _is_model(tp: Any) -> bool:
+    base = _pydantic_base()
+    return base is not None and isinstance(tp, type) and issubclass(tp, base)
+
+
+def _is_schema(tp: Any) -> bool:
+    return isinstance(tp, type) and (dataclasses.is_dataclass(tp) or _is_model(tp))
+
+
+def typed_schema_of(fn: Callable[..., Any]) -> Any | None:
+    """The annotation of `fn`'s first parameter when it is a dataclass or pydantic model class."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if not params:
+        return None
+    first = params[0]
+    target = getattr(fn, "__call__", fn) if not (inspect.isfunction(fn) or inspect.ismethod(fn)) else fn
+    try:
+        hints = typing.get_type_hints(target)
+        annotation = hints.get(first.name, first.annotation)
+    except Exception:  # unresolvable forward reference: fall back to what is written
+        annotation = first.annotation
+    return annotation if _is_schema(annotation) else None
+
+
+def coerce(config: Mapping[str, Any], schema: Any) -> Any:
+    """Turn a merged config into what the user's function declares.
+
+    `schema` None -> a read-only Config. A dataclass or pydantic model class -> an instance (nested
+    dataclasses / models too), after checking that every key is known (with a did-you-mean hint)
+    and that every value has the declared type.
+    """
+    data = _plain(config)
+    if schema is None:
+        return Config(data)
+    if not _is_schema(schema):
+        raise TypeError(f"coerce: schema must be None, a dataclass or a pydantic model, not {schema!r}")
+    _check_keys(data, schema, path="")
+    pydantic = __import__("pydantic")
+    try:
+        if _is_model(schema):
+            return schema.model_validate(data)
+        return pydantic.TypeAdapter(schema).validate_python(data)
+    except pydantic.ValidationError as exc:
+        raise _translate(exc, schema) from None
+
+
+def _fields(schema: Any) -> dict[str, Any]:
+    """Accepted key -> declared type, for a dataclass or pydantic model class."""
+    if _is_model(schema):
+        out: dict[str, Any] = {}
+        for name, info in schema.model_fields.items():
+            out[name] = info.annotation
+            for alias in (info.alias, info.validation_alias):
+                if isinstance(alias, str):
+                    out[alias] = info.annotation
+        return out
+    try:
+        hints = typing.get_type_hints(schema)
+    except Exception:
+        hints = {}
+    return {f.name: hints.get(f.name, f.type) for f in dataclasses.fields(schema) if f.init}
+
+
+def _allows_extra(schema: Any) -> bool:
+    return _is_model(schema) and schema.model_config.get("extra") == "allow"
+
+
+def _nested_schema(tp: Any) -> Any | None:
+    """The dataclass / model class inside `tp` (`Model`, `Model | None`, `Optional[Model]`)."""
+    if _is_schema(tp):
+        return tp
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        if len(args) == 1 and _is_schema(args[0]):
+            return args[0]
+    return None
+
+
+def _check_keys(data: Any, schema: Any, *, path: str) -> None:
+    if not isinstance(data, Mapping):
+        return  # a type error: reported by validation with its path
+    fields = _fields(schema)
+    if not _allows_extra(schema):
+        for key in data:
+            if key not in fields:
+                where = f"{path}.{key}" if path else str(key)
+                hint = _did_you_mean(str(key), list(fields))
+                raise ConfigError(
+                    f"unknown key for {schema.__name__}", key=where, value=_short(data[key]),
+                    expected=f"one of {', '.join(sorted(fields))}", hint=hint or None,
+                )
+    for key, tp in fields.items():
+        nested = _nested_schema(tp)
+        if nested is not None and key in data:
+            _check_keys(data[key], nested, path=f"{path}.{key}" if path else key)
+
+
+def _loc_path(loc: Sequence[Any]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _annotation_at(schema: Any, loc: Sequence[Any]) -> Any | None:
+    tp: Any = schema
+    for part in loc:
+        nested = _nested_schema(tp)
+        if nested is None or not isinstance(part, str):
+            return None
+        tp = _fields(nested).get(part)
+        if tp is None:
+            return None
+    return tp
+
+
+def _type_name(tp: Any) -> str:
+    if isinstance(tp, type):
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+def _translate(exc: Any, schema: Any) -> ConfigError:
+    errors = exc.errors()
+    first = errors[0]
+    loc = [p for p in first.get("loc", ()) if p != "__root__"]
+    # pydantic adds the dataclass/model tag to some locations; drop anything that is not a field path
+    path = _loc_path(loc)
+    msg = str(first.get("msg", "invalid value"))
+    detail = msg[len("Input should be "):] if msg.startswith("Input should be ") else msg
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    if first.get("type") == "missing":
+        return ConfigError(f"missing required key for {schema.__name__}{more}", key=path or None)
+    annotation = _annotation_at(schema, loc)
+    expected = f"{_type_name(annotation)} ({detail})" if annotation is not None else detail
+    value = first.get("input", ...)
+    return ConfigError(f"wrong type{more}", key=path or None, value=_short(value), expected=expected)
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean '{match[0]}'?" if match else ""
+
+
+def _short(value: Any) -> Any:
+    text = repr(value)
+    if len(text) <= 80:
+        return value
+    return _Abbrev(text[:77] + "...")
+
+
+class _Abbrev(str):
+    def __repr__(self) -> str:
+        return str(self)
