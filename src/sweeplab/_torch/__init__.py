@@ -1,0 +1,1 @@
+"""Internals of `sweeplab.torch` (the [torch] extra): environment parsing and data helpers."""

@@ -1,0 +1,405 @@
+"""sweeplab.torch: one training code path for CPU, one GPU and DDP (CPU-only tests, real processes)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+
+import sweeplab
+from sweeplab.errors import ConfigError, UserError
+
+try:
+    import torch
+    from torch import nn
+    from torch.utils.data import TensorDataset
+except ImportError:  # a minimal install: only the "missing extra" test runs
+    torch = None  # type: ignore[assignment]
+
+needs_torch = pytest.mark.skipif(torch is None, reason="the [torch] extra is not installed")
+
+SRC = str(Path(sweeplab.__file__).resolve().parents[1])
+TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_WORLD_SIZE")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARS}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, env.get("PYTHONPATH")) if p)
+    env["OMP_NUM_THREADS"] = "1"
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def single_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in TORCHRUN_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+# -- the extra ----------------------------------------------------------------------------------------
+
+BLOCK_TORCH = textwrap.dedent("""
+    import sys
+    class BlockTorch:
+        def find_spec(self, name, path=None, target=None):
+            if name == "torch" or name.startswith("torch."):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+    sys.meta_path.insert(0, BlockTorch())
+    from sweeplab.errors import MissingExtraError
+    try:
+        import sweeplab.torch
+    except MissingExtraError as exc:
+        print("MissingExtraError:", exc)
+    else:
+        print("imported")
+""")
+
+
+def test_importing_sweeplab_torch_without_torch_raises_missing_extra_naming_the_extra() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", BLOCK_TORCH], env=_env(), capture_output=True, text=True, timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("MissingExtraError:"), proc.stdout + proc.stderr
+    assert "pip install 'sweeplab[torch]'" in proc.stdout
+
+
+def test_importing_sweeplab_does_not_import_torch() -> None:
+    code = "import sys, sweeplab; print('torch' in sys.modules, 'sweeplab.torch' in sys.modules)"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.stdout.split() == ["False", "False"], proc.stderr
+
+
+# -- environment ------------------------------------------------------------------------------------
+
+@needs_torch
+def test_strategy_without_launcher_variables_is_one_cpu_process(single_process: None) -> None:
+    from sweeplab.torch import strategy
+
+    s = strategy()
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert (s.device.type, s.rank, s.local_rank, s.world_size) == (expected, 0, 0, 1)
+    assert s.is_main and not s.is_distributed
+    assert s.all_reduce_mean(2.5) == 2.5
+    s.barrier()
+    s.cleanup()
+
+
+BAD_ENVS = [
+    ({"WORLD_SIZE": "two"}, "WORLD_SIZE"),
+    ({"WORLD_SIZE": "0"}, "WORLD_SIZE"),
+    ({"WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}, "RANK"),
+    ({"WORLD_SIZE": "2", "RANK": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "x", "MASTER_PORT": "1"}, "RANK"),
+    ({"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1", "MASTER_PORT": "29500"}, "MASTER_ADDR"),
+    ({"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1", "MASTER_ADDR": "h", "MASTER_PORT": "70000"},
+     "MASTER_PORT"),
+]
+
+
+@needs_torch
+@pytest.mark.parametrize(("env", "key"), BAD_ENVS,
+                         ids=["ws-not-int", "ws-zero", "no-rank", "rank-too-big", "no-addr", "bad-port"])
+def test_bad_launcher_environment_is_a_config_error_naming_the_variable(
+    single_process: None, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], key: str
+) -> None:
+    from sweeplab.torch import strategy
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as info:
+        strategy()
+    assert info.value.key == key
+    assert not torch.distributed.is_initialized()
+
+
+@needs_torch
+@pytest.mark.parametrize("backend", ["mpi", "nccl"])
+def test_unknown_or_impossible_backend_is_a_config_error(single_process: None, backend: str) -> None:
+    from sweeplab.torch import strategy
+
+    if backend == "nccl" and torch.cuda.is_available():
+        pytest.skip("NCCL is possible on this machine")
+    with pytest.raises(ConfigError) as info:
+        strategy(backend=backend)
+    assert info.value.key == "backend"
+
+
+# -- one process ------------------------------------------------------------------------------------
+
+def _regression_data(n: int = 64) -> TensorDataset:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n, 4, generator=g)
+    y = torch.tanh(x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]])) + 0.01 * torch.randn(n, 1, generator=g)
+    return TensorDataset(x, y)
+
+
+def _train(amp: bool, epochs: int = 6) -> tuple[list[float], torch.dtype]:
+    from sweeplab.torch import strategy
+
+    torch.manual_seed(0)
+    s = strategy(amp=amp)
+    model, optimizer = s.setup(
+        nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1)), None
+    )
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.3)
+    loader = s.loader(_regression_data(), batch_size=16, seed=3)
+    losses, dtype = [], torch.float32
+    for _ in range(epochs):
+        total = 0.0
+        for batch in loader:
+            x, y = s.to_device(batch)
+            with s.autocast():
+                out = model(x)
+                dtype = out.dtype
+                loss = nn.functional.mse_loss(out.float(), y)
+            s.backward(loss)
+            assert math.isfinite(s.grad_norm())
+            s.step(optimizer)
+            total += loss.item()
+        losses.append(s.all_reduce_mean(total / len(loader)))
+    return losses, dtype
+
+
+@needs_torch
+@pytest.mark.parametrize("amp", [False, True], ids=["fp32", "amp-bf16"])
+def test_single_process_strategy_trains_a_tiny_model(single_process: None, amp: bool) -> None:
+    losses, dtype = _train(amp)
+    assert losses[-1] < 0.5 * losses[0], losses
+    assert dtype == (torch.bfloat16 if amp else torch.float32)
+
+
+@needs_torch
+def test_grad_norm_equals_the_hand_computed_norm(single_process: None) -> None:
+    from sweeplab.torch import strategy
+
+    s = strategy()
+    model, _ = s.setup(nn.Linear(3, 2))
+    x = torch.tensor([[1.0, 2.0, 2.0]])
+    s.backward(model(s.to_device(x)).sum())
+    # d(sum(Wx + b))/dW[i, j] = x[j] for both rows, d/db[i] = 1: |g|^2 = 2 * |x|^2 + 2 = 2 * 9 + 2
+    assert s.grad_norm() == pytest.approx(math.sqrt(20.0), rel=1e-6)
+    assert s.grad_norm(model) == pytest.approx(math.sqrt(20.0), rel=1e-6)
+
+
+@needs_torch
+def test_grad_norm_after_step_is_a_user_error_not_a_silent_zero(single_process: None) -> None:
+    from sweeplab.torch import Strategy
+
+    s = Strategy()
+    model, optimizer = s.setup(nn.Linear(3, 1), None)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    s.backward(model(torch.ones(1, 3)).sum())
+    s.step(optimizer)
+    with pytest.raises(UserError, match="before strategy.step"):
+        s.grad_norm()
+
+
+@needs_torch
+def test_step_with_max_norm_clips_the_update(single_process: None) -> None:
+    from sweeplab.torch import Strategy
+
+    s = Strategy()
+    layer = nn.Linear(3, 1, bias=False)
+    model, optimizer = s.setup(layer, torch.optim.SGD(layer.parameters(), lr=1.0))
+    before = layer.weight.detach().clone()
+    s.backward(model(torch.tensor([[30.0, 40.0, 0.0]])).sum())  # gradient norm 50
+    assert s.grad_norm() == pytest.approx(50.0)
+    s.step(optimizer, max_norm=2.0)
+    assert torch.linalg.vector_norm(layer.weight.detach() - before).item() == pytest.approx(2.0, rel=1e-5)
+    assert layer.weight.grad is None  # zero_grad(set_to_none=True)
+
+
+Pair = namedtuple("Pair", "x y")
+
+
+@needs_torch
+def test_to_device_moves_nested_tensors_and_keeps_the_structure(single_process: None) -> None:
+    from sweeplab.torch import Strategy
+
+    s = Strategy("cpu")
+    batch = {"a": (torch.ones(2), [torch.zeros(1), "label"]), "b": Pair(torch.ones(1), 3)}
+    moved = s.to_device(batch)
+    assert isinstance(moved["b"], Pair) and moved["b"].y == 3
+    assert isinstance(moved["a"], tuple) and isinstance(moved["a"][1], list)
+    assert moved["a"][1][1] == "label"
+    assert all(t.device == s.device for t in (moved["a"][0], moved["a"][1][0], moved["b"].x))
+
+
+@needs_torch
+def test_state_dict_is_unwrapped_and_a_cpu_copy(single_process: None) -> None:
+    from sweeplab.torch import Strategy
+
+    s = Strategy()
+    inner = nn.Linear(2, 2)
+    wrapped = nn.DataParallel(inner)  # no GPU: a plain wrapper around `inner`
+    state = s.state_dict(wrapped)
+    assert set(state) == {"weight", "bias"}
+    assert s.unwrap(wrapped) is inner
+    with torch.no_grad():
+        inner.weight.add_(1.0)
+    assert not torch.equal(state["weight"], inner.weight)  # a copy, not a view of live parameters
+    s.load_state_dict(wrapped, state)
+    assert torch.equal(state["weight"], inner.weight)
+
+
+# -- the loader -------------------------------------------------------------------------------------
+
+def _batches(loader: object) -> list[list[int]]:
+    return [b[0].tolist() for b in loader]  # type: ignore[attr-defined]
+
+
+@needs_torch
+def test_ranks_split_each_global_batch_of_the_one_process_order() -> None:
+    from sweeplab.torch import Strategy
+
+    data = TensorDataset(torch.arange(24))
+    one = _batches(Strategy().loader(data, batch_size=6, seed=5))
+    ranks = [_batches(Strategy(rank=r, world_size=2).loader(data, batch_size=6, seed=5)) for r in (0, 1)]
+    assert len(one) == len(ranks[0]) == len(ranks[1]) == 4
+    for k, batch in enumerate(one):
+        assert len(ranks[0][k]) == len(ranks[1][k]) == 3  # batch_size is the global batch
+        assert sorted(ranks[0][k] + ranks[1][k]) == sorted(batch)
+    assert sorted(i for batch in one for i in batch) == list(range(24))
+
+
+@needs_torch
+def test_loader_reshuffles_each_pass_and_epoch_sets_the_next_pass() -> None:
+    from sweeplab.torch import Strategy
+
+    s = Strategy()
+    loader = s.loader(TensorDataset(torch.arange(32)), batch_size=8, seed=0)
+    first, second = _batches(loader), _batches(loader)
+    assert first != second
+    s.epoch(0)
+    assert _batches(loader) == first
+    s.epoch(1)
+    assert _batches(loader) == second
+    unshuffled = _batches(s.loader(TensorDataset(torch.arange(8)), batch_size=4, shuffle=False))
+    assert unshuffled == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+@needs_torch
+@pytest.mark.parametrize(("kwargs", "key"), [
+    ({"batch_size": 5}, "batch_size"),
+    ({"batch_size": 0}, "batch_size"),
+    ({"batch_size": 4, "sampler": [0, 1]}, "sampler"),
+], ids=["not-divisible", "zero", "own-sampler"])
+def test_loader_rejects_what_it_cannot_honour(kwargs: dict[str, object], key: str) -> None:
+    from sweeplab.torch import Strategy
+
+    with pytest.raises(ConfigError) as info:
+        Strategy(world_size=2, rank=0).loader(TensorDataset(torch.arange(8)), **kwargs)  # type: ignore[arg-type]
+    assert info.value.key == key
+
+
+# -- DDP: two real processes on CPU (gloo) ----------------------------------------------------------
+
+WORKER = textwrap.dedent("""
+    import json, os, sys
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.utils.data import TensorDataset
+    import sweeplab.torch
+
+    torch.set_num_threads(1)
+    rank = int(os.environ.get("RANK", "0"))
+    torch.manual_seed(rank)  # ranks start different: DDP must broadcast rank 0's parameters
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(64, 4, generator=g)
+    y = torch.tanh(x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]])) + 0.01 * torch.randn(64, 1, generator=g)
+
+    strategy = sweeplab.torch.strategy()
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.2)
+    model, optimizer = strategy.setup(model, optimizer)
+    loader = strategy.loader(TensorDataset(x, y), batch_size=16, seed=7)
+    losses, norms = [], []
+    for epoch in range(3):
+        total = 0.0
+        for batch in loader:
+            xb, yb = strategy.to_device(batch)
+            with strategy.autocast():
+                loss = nn.functional.mse_loss(model(xb), yb)
+            strategy.backward(loss)
+            norms.append(strategy.grad_norm())
+            strategy.step(optimizer)
+            total += loss.item()
+        losses.append(strategy.all_reduce_mean(total / len(loader)))
+    state = strategy.state_dict(model)
+    out = {
+        "rank": strategy.rank, "world_size": strategy.world_size, "is_main": strategy.is_main,
+        "wrapper": type(model).__name__, "losses": losses, "norms": norms,
+        "mean_rank": strategy.all_reduce_mean(float(strategy.rank)),
+        "keys": sorted(state), "params": {k: v.flatten().tolist() for k, v in state.items()},
+    }
+    strategy.barrier()
+    strategy.cleanup()
+    strategy.cleanup()
+    out["group_after_cleanup"] = dist.is_initialized()
+    with open(os.path.join(sys.argv[1], f"rank{strategy.rank}-of-{strategy.world_size}.json"), "w") as f:
+        json.dump(out, f)
+""")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@needs_torch
+@pytest.mark.slow
+def test_two_process_ddp_on_cpu_matches_the_one_process_run(tmp_path: Path) -> None:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    port = str(_free_port())
+    envs = [_env()] + [
+        _env(RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        for r in (0, 1)
+    ]
+    procs = [
+        subprocess.Popen([sys.executable, str(script), str(tmp_path)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for env in envs
+    ]
+    try:
+        outputs = [p.communicate(timeout=180) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for p, (_, err) in zip(procs, outputs):
+        assert p.returncode == 0, err
+
+    def load(name: str) -> dict:
+        return json.loads((tmp_path / name).read_text())
+
+    one, r0, r1 = load("rank0-of-1.json"), load("rank0-of-2.json"), load("rank1-of-2.json")
+    assert (one["wrapper"], r0["wrapper"], r1["wrapper"]) == (
+        "Sequential", "DistributedDataParallel", "DistributedDataParallel")
+    assert (r0["is_main"], r1["is_main"], r0["world_size"]) == (True, False, 2)
+    assert r0["keys"] == one["keys"] and not any(k.startswith("module.") for k in r0["keys"])
+    assert r0["mean_rank"] == r1["mean_rank"] == 0.5
+    assert not r0["group_after_cleanup"] and not r1["group_after_cleanup"]
+    # 2 ranks x 8 samples with averaged gradients == 1 rank x 16 samples: the same run
+    assert one["losses"][-1] < one["losses"][0]
+    assert r0["losses"] == r1["losses"]
+    assert r0["losses"] == pytest.approx(one["losses"], rel=1e-4)
+    assert r0["norms"] == pytest.approx(one["norms"], rel=1e-4)
+    assert r0["norms"] == pytest.approx(r1["norms"], rel=1e-6)
+    for key, values in one["params"].items():
+        assert r0["params"][key] == pytest.approx(values, abs=1e-5), key
+        assert r1["params"][key] == pytest.approx(r0["params"][key], abs=1e-7), key
