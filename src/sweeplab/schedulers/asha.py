@@ -1,0 +1,164 @@
+"""Asynchronous successive halving (ASHA; Li et al. 2018, "A System for Massively Parallel
+Hyperparameter Tuning"), as a stopping rule.
+
+Rungs: bracket b (0-based) judges at steps `ceil(min_iter * eta**(k + b))`, k = 0, 1, ..., below `max_iter`
+(a trial that reaches `max_iter` is never judged again). Trials are spread over the brackets round-robin by
+trial number. When a trial first reports at or past a rung step, the value of that report is recorded at the
+rung, and the trial continues only if it is in the top `floor(n / eta)` of the n values recorded there so far
+(ties continue). Promotions are asynchronous: a rung with fewer than `eta` values lets every trial through,
+so no worker ever waits for a rung to fill.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sweeplab.errors import SpecError
+from sweeplab.schedulers.base import Options, Scheduler, fmt, geometric_steps, unscore
+from sweeplab.types import Decision, Goal, TrialState, Verdict
+
+__all__ = ["AshaScheduler"]
+
+_KEYS = ("type", "metric", "min_iter", "max_iter", "eta", "brackets")
+_UNBOUNDED = 10**18
+
+
+@dataclass
+class _Trial:
+    done: int = 0                  # rungs already recorded
+    stopped: Verdict | None = None
+    ended: bool = False
+
+
+class AshaScheduler(Scheduler):
+    """ASHA with `brackets` independent brackets. See the module docstring for the exact rule."""
+
+    type = "asha"
+
+    def __init__(
+        self, *, min_iter: int = 1, max_iter: int | None = None, eta: float = 3, brackets: int = 1,
+        goal: Goal = Goal.MINIMIZE, metric: str | None = None,
+    ) -> None:
+        super().__init__(goal=goal, metric=metric)
+        _validate(min_iter=min_iter, max_iter=max_iter, eta=eta, brackets=brackets, key=self.type, file=None)
+        self.min_iter, self.max_iter, self.eta, self.brackets = min_iter, max_iter, eta, brackets
+        # bracket -> rung step -> sorted scores recorded there
+        self._rungs: list[dict[int, list[float]]] = [{} for _ in range(brackets)]
+        self._trials: dict[int, _Trial] = {}
+
+    @classmethod
+    def from_spec(
+        cls, raw: Mapping[str, Any], *, goal: Goal, file: str | None = None, key: str = "early_terminate",
+        metric: str | None = None,
+    ) -> AshaScheduler:
+        o = Options(raw, key=key, file=file, allowed=_KEYS)
+        min_iter = o.integer("min_iter", 1, minimum=1, hint="steps count from 0; min_iter: 1 is the earliest rung") or 1
+        max_iter = o.integer("max_iter", None, minimum=1)
+        eta = o.number("eta", 3.0, above=1.0, hint="eta: 3 keeps the top third at each rung")
+        brackets = o.integer("brackets", 1, minimum=1) or 1
+        _validate(min_iter=min_iter, max_iter=max_iter, eta=eta, brackets=brackets, key=key, file=file)
+        return cls(
+            min_iter=min_iter, max_iter=max_iter, eta=eta, brackets=brackets, goal=goal,
+            metric=o.string("metric", None) or metric,
+        )
+
+    def bracket_of(self, trial: int) -> int:
+        return trial % self.brackets
+
+    def rungs(self, bracket: int = 0, upto: int = _UNBOUNDED) -> list[int]:
+        """Rung steps of `bracket` (those <= `upto`; pass a bound when max_iter is not set)."""
+        return geometric_steps(
+            self.min_iter * self.eta**bracket, self.eta, upto=upto, below=self.max_iter, round_up=True
+        )
+
+    def on_report(self, trial: int, step: int, value: float) -> Verdict:
+        t = self._trials.setdefault(trial, _Trial())
+        if t.ended:
+            return Verdict.go_on()
+        if t.stopped is not None:
+            return t.stopped
+        bracket = self.bracket_of(trial)
+        steps = self.rungs(bracket, upto=step)
+        sc = self._score(value)
+        while t.done < len(steps):
+            index = t.done
+            rung_step = steps[index]
+            values = self._rungs[bracket].setdefault(rung_step, [])
+            bisect.insort(values, sc)
+            t.done += 1
+            n = len(values)
+            if n < self.eta:
+                continue
+            keep = math.floor(n / self.eta + 1e-9)
+            cutoff = values[keep - 1]
+            if sc > cutoff:
+                t.stopped = self._pruned(bracket, index, rung_step, step, sc, cutoff, n)
+                return t.stopped
+        return Verdict.go_on()
+
+    def _pruned(
+        self, bracket: int, index: int, rung_step: int, step: int, sc: float, cutoff: float, n: int
+    ) -> Verdict:
+        raw, raw_cutoff = unscore(sc, self.goal), unscore(cutoff, self.goal)
+        where = f"bracket {bracket} " if self.brackets > 1 else ""
+        return Verdict(
+            Decision.STOP,
+            reason=(
+                f"{where}rung {index + 1} (step {rung_step}): {self._metric_name} {fmt(raw)} not in top "
+                f"1/{fmt(self.eta)} of {n} trials (cutoff {fmt(raw_cutoff)})"
+            ),
+            rule="asha",
+            data={
+                "bracket": bracket, "rung": index + 1, "rung_step": rung_step, "step": step,
+                "value": raw, "cutoff": raw_cutoff, "n": n,
+            },
+        )
+
+    def on_trial_end(self, trial: int, state: TrialState) -> None:
+        if state.is_terminal:
+            self._trials.setdefault(trial, _Trial()).ended = True
+
+    def describe(self) -> str:
+        limit = self.max_iter if self.max_iter is not None else int(self.min_iter * self.eta**4 + 1e-9)
+        more = "" if self.max_iter is not None else ", ..."
+        parts = []
+        for b in range(self.brackets):
+            label = f"bracket {b}: " if self.brackets > 1 else ""
+            parts.append(label + "rungs at steps " + ", ".join(map(str, self.rungs(b, upto=limit))) + more)
+        top = f", max_iter {self.max_iter}" if self.max_iter is not None else ""
+        return (
+            f"asha: {'; '.join(parts)} (eta {fmt(self.eta)}{top}, {self.goal.value} {self._metric_name})"
+        )
+
+
+def _validate(
+    *, min_iter: int, max_iter: int | None, eta: float, brackets: int, key: str, file: str | None
+) -> None:
+    def err(name: str, message: str, value: Any, expected: str, hint: str) -> SpecError:
+        return SpecError(message, file=file, key=f"{key}.{name}", value=value, expected=expected, hint=hint)
+
+    if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not eta > 1:
+        raise err("eta", "eta must exceed 1", eta, "a number > 1", "eta: 3 keeps the top third at each rung")
+    for name, v in (("min_iter", min_iter), ("max_iter", max_iter), ("brackets", brackets)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise err(name, f"{name} must be a positive integer", v, "an integer >= 1", f"set {name}: 1 or more")
+    if max_iter is None:
+        return
+    if min_iter >= max_iter:
+        raise err("min_iter", "min_iter must be below max_iter", min_iter, f"an integer < {max_iter}",
+                  "min_iter is the first rung, max_iter the full budget of a trial")
+    last = brackets - 1
+    if math.ceil(min_iter * eta**last - 1e-9) >= max_iter:
+        raise err("brackets", f"bracket {last} would have no rung below max_iter {max_iter}", brackets,
+                  f"at most {_max_brackets(min_iter, max_iter, eta)}", "decrease brackets or eta, or raise max_iter")
+
+
+def _max_brackets(min_iter: int, max_iter: int, eta: float) -> int:
+    b = 0
+    while math.ceil(min_iter * eta**b - 1e-9) < max_iter:
+        b += 1
+    return b

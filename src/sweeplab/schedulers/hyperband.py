@@ -1,0 +1,182 @@
+"""W&B's `hyperband` early termination, with W&B's keys and meaning, judged on every report.
+
+Bands (the steps where trials are judged), as W&B computes them:
+    min_iter given:  int(min_iter * eta**k) for k = 0, 1, ... (k < s when `s` is given)
+    max_iter given:  int(max_iter / eta**k) for k = 1 .. s, dropping bands below 1 (max_iter takes
+                     precedence when both are given, as in W&B)
+At each band every trial that reached it records its value (the value of its first report whose step is
+>= the band). The threshold of a band is the `int(n / eta)`-th best of the n values recorded there (so the
+top 1/eta pass); a running trial whose value is worse than the threshold of the last band it passed is
+stopped. `strict: true` (W&B's default) compares the value recorded at that band; `strict: false` compares
+the trial's best value so far, which stops fewer trials. W&B evaluates this every few minutes; sweeplab on
+every report, so a trial can also be stopped between bands when later trials raise the bar.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweeplab.errors import SpecError
+from sweeplab.schedulers.base import Options, Scheduler, fmt, geometric_steps, unscore
+from sweeplab.types import Decision, Goal, TrialState, Verdict
+
+__all__ = ["HyperbandScheduler", "hyperband_bands"]
+
+_KEYS = ("type", "metric", "min_iter", "max_iter", "s", "eta", "strict")
+_UNBOUNDED = 10**18
+
+
+def hyperband_bands(
+    *, min_iter: int | None = None, max_iter: int | None = None, s: int | None = None, eta: float = 3,
+    upto: int = _UNBOUNDED,
+) -> list[int]:
+    """The band steps W&B's hyperband judges at, ascending (those <= `upto` when unbounded)."""
+    if max_iter is not None:
+        bands = {int(max_iter / eta**k + 1e-9) for k in range(1, (s or 0) + 1)}
+        return sorted(b for b in bands if 1 <= b <= upto)
+    if min_iter is None:
+        raise ValueError("hyperband needs min_iter or max_iter")
+    return geometric_steps(min_iter, eta, upto=upto, count=s, round_up=False)
+
+
+@dataclass
+class _Trial:
+    band_scores: dict[int, float] = field(default_factory=dict)  # band step -> score recorded there
+    best: float = math.inf
+    stopped: Verdict | None = None
+    ended: bool = False
+
+
+class HyperbandScheduler(Scheduler):
+    """W&B-compatible hyperband stopping. See the module docstring for the exact rule."""
+
+    type = "hyperband"
+
+    def __init__(
+        self, *, min_iter: int | None = None, max_iter: int | None = None, s: int | None = None,
+        eta: float = 3, strict: bool = True, goal: Goal = Goal.MINIMIZE, metric: str | None = None,
+    ) -> None:
+        super().__init__(goal=goal, metric=metric)
+        _validate(min_iter=min_iter, max_iter=max_iter, s=s, eta=eta, key=self.type, file=None)
+        self.min_iter, self.max_iter, self.s, self.eta, self.strict = min_iter, max_iter, s, eta, strict
+        self._finite = max_iter is not None or s is not None
+        self._bands = hyperband_bands(min_iter=min_iter, max_iter=max_iter, s=s, eta=eta) if self._finite \
+            else []
+        self._values: dict[int, list[float]] = {}   # band step -> sorted scores of every trial there
+        self._trials: dict[int, _Trial] = {}
+
+    @classmethod
+    def from_spec(
+        cls, raw: Mapping[str, Any], *, goal: Goal, file: str | None = None, key: str = "early_terminate",
+        metric: str | None = None,
+    ) -> HyperbandScheduler:
+        o = Options(raw, key=key, file=file, allowed=_KEYS)
+        min_iter = o.integer("min_iter", None, minimum=1, hint="min_iter: 1 is the earliest band")
+        max_iter = o.integer("max_iter", None, minimum=1)
+        s = o.integer("s", None, minimum=1)
+        eta = o.number("eta", 3.0, above=1.0, hint="eta: 3 keeps the top third at each band")
+        _validate(min_iter=min_iter, max_iter=max_iter, s=s, eta=eta, key=key, file=file)
+        return cls(
+            min_iter=min_iter, max_iter=max_iter, s=s, eta=eta, strict=o.boolean("strict", True),
+            goal=goal, metric=o.string("metric", None) or metric,
+        )
+
+    def bands(self, upto: int = 10**6) -> list[int]:
+        """The band steps (those <= `upto` when the bands are unbounded)."""
+        return self._bands_upto(upto)
+
+    def _bands_upto(self, step: int) -> list[int]:
+        if self._finite:
+            return [b for b in self._bands if b <= step]
+        return hyperband_bands(min_iter=self.min_iter, eta=self.eta, upto=step)
+
+    def on_report(self, trial: int, step: int, value: float) -> Verdict:
+        t = self._trials.setdefault(trial, _Trial())
+        if t.ended:
+            return Verdict.go_on()
+        if t.stopped is not None:
+            return t.stopped
+        sc = self._score(value)
+        t.best = min(t.best, sc)
+        passed = self._bands_upto(step)
+        for band in passed:
+            if band not in t.band_scores:
+                t.band_scores[band] = sc
+                bisect.insort(self._values.setdefault(band, []), sc)
+        if not passed:
+            return Verdict.go_on()
+        band = passed[-1]
+        values = self._values[band]
+        n = len(values)
+        threshold = values[int((1.0 / self.eta) * n)]
+        judged = t.band_scores[band] if self.strict else t.best
+        if not judged > threshold:
+            return Verdict.go_on()
+        raw_judged, raw_threshold = unscore(judged, self.goal), unscore(threshold, self.goal)
+        what = f"{self._metric_name} {fmt(raw_judged)}" if self.strict \
+            else f"best {self._metric_name} so far {fmt(raw_judged)}"
+        t.stopped = Verdict(
+            Decision.STOP,
+            reason=(
+                f"hyperband band {len(passed)} (step {band}): {what} worse than threshold "
+                f"{fmt(raw_threshold)} (top 1/{fmt(self.eta)} of {n} trials)"
+            ),
+            rule="hyperband",
+            data={
+                "rung": len(passed), "band": band, "step": step, "value": raw_judged,
+                "cutoff": raw_threshold, "threshold": raw_threshold, "n": n, "strict": self.strict,
+            },
+        )
+        return t.stopped
+
+    def on_trial_end(self, trial: int, state: TrialState) -> None:
+        if state.is_terminal:
+            self._trials.setdefault(trial, _Trial()).ended = True
+
+    def describe(self) -> str:
+        shown = self._bands if self._finite else self.bands(upto=_shown_limit(self.min_iter, self.eta))
+        more = "" if self._finite else ", ..."
+        mode = "strict" if self.strict else "not strict"
+        return (
+            f"hyperband: bands at steps {', '.join(map(str, shown))}{more} (eta {fmt(self.eta)}, {mode}, "
+            f"{self.goal.value} {self._metric_name})"
+        )
+
+
+def _shown_limit(min_iter: int | None, eta: float) -> int:
+    return int((min_iter or 1) * eta**4 + 1e-9)
+
+
+def _validate(
+    *, min_iter: int | None, max_iter: int | None, s: int | None, eta: float, key: str, file: str | None,
+) -> None:
+    def err(name: str, message: str, value: Any, expected: str, hint: str) -> SpecError:
+        return SpecError(message, file=file, key=f"{key}.{name}", value=value, expected=expected, hint=hint)
+
+    if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not eta > 1:
+        raise err("eta", "eta must exceed 1", eta, "a number > 1", "eta: 3 keeps the top third at each band")
+    if min_iter is None and max_iter is None:
+        raise SpecError(
+            "hyperband needs min_iter or max_iter", file=file, key=key,
+            expected="min_iter (first band) or max_iter with s (last step judged)",
+            hint="e.g. early_terminate: {type: hyperband, min_iter: 3}",
+        )
+    for name, v in (("min_iter", min_iter), ("max_iter", max_iter), ("s", s)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise err(name, f"{name} must be a positive integer", v, "an integer >= 1", f"set {name}: 1 or more")
+    if min_iter is not None and max_iter is not None and min_iter > max_iter:
+        raise err("min_iter", "min_iter is greater than max_iter", min_iter, f"an integer <= {max_iter}",
+                  "give only one of them, as W&B recommends")
+    if max_iter is not None:
+        if s is None:
+            raise SpecError(
+                "hyperband with max_iter needs s (the number of bands below max_iter)", file=file,
+                key=f"{key}.s", expected="an integer >= 1", hint="add s: 2 (bands at max_iter/eta, max_iter/eta^2)",
+            )
+        if not hyperband_bands(max_iter=max_iter, s=s, eta=eta):
+            raise err("max_iter", "max_iter / eta is below 1, so there is no band", max_iter,
+                      f"an integer >= {math.ceil(eta)}", "increase max_iter or decrease eta")
