@@ -44,6 +44,7 @@ __all__ = [
     "KINDS",
     "LogNormal",
     "LogUniform",
+    "LogUniformBase",
     "LogUniformValues",
     "Normal",
     "QBeta",
@@ -55,6 +56,7 @@ __all__ = [
     "SearchSpace",
     "Uniform",
     "parse_parameters",
+    "quantize",
     "unflatten",
 ]
 
@@ -102,7 +104,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=repr)
 
 
-def _quantize(x: float, q: int | float) -> int | float:
+def quantize(x: float, q: int | float) -> int | float:
     """round(x / q) * q, as an int when q is an int (as W&B does), else a float without 0.1+0.2 noise."""
     k = round(x / q)
     if isinstance(q, int):
@@ -290,7 +292,7 @@ class _Quantized:
     q: int | float
 
     def from_unit(self, u: float) -> Any:
-        return _quantize(self._ppf(self._clip(u)), self.q)  # type: ignore[attr-defined]
+        return quantize(self._ppf(self._clip(u)), self.q)  # type: ignore[attr-defined]
 
     def contains(self, value: Any) -> bool:
         if not _is_number(value) or not math.isfinite(value):
@@ -327,11 +329,11 @@ class QUniform(_Quantized, Uniform):
 
     def grid_values(self) -> list[Any]:
         lo, hi = round(self.min / self.q), round(self.max / self.q)
-        return [_quantize(k * self.q, self.q) for k in range(lo, hi + 1)]
+        return [quantize(k * self.q, self.q) for k in range(lo, hi + 1)]
 
 
 @dataclass(frozen=True)
-class _LogUniformBase(_Continuous):
+class LogUniformBase(_Continuous):
     """Log-uniform between exp(log_bounds()[0]) and exp(log_bounds()[1])."""
 
     min: float
@@ -358,7 +360,7 @@ class _LogUniformBase(_Continuous):
 
 
 @dataclass(frozen=True)
-class LogUniform(_LogUniformBase):
+class LogUniform(LogUniformBase):
     kind: ClassVar[str] = "log_uniform"  # min/max are natural-log exponents
 
     def log_bounds(self) -> tuple[float, float]:
@@ -366,7 +368,7 @@ class LogUniform(_LogUniformBase):
 
 
 @dataclass(frozen=True)
-class LogUniformValues(_LogUniformBase):
+class LogUniformValues(LogUniformBase):
     kind: ClassVar[str] = "log_uniform_values"
 
     def log_bounds(self) -> tuple[float, float]:
@@ -377,7 +379,7 @@ class LogUniformValues(_LogUniformBase):
 
 
 @dataclass(frozen=True)
-class InvLogUniform(_LogUniformBase):
+class InvLogUniform(LogUniformBase):
     kind: ClassVar[str] = "inv_log_uniform"  # 1/x is log-uniform with exponents min..max
 
     def log_bounds(self) -> tuple[float, float]:
@@ -385,7 +387,7 @@ class InvLogUniform(_LogUniformBase):
 
 
 @dataclass(frozen=True)
-class InvLogUniformValues(_LogUniformBase):
+class InvLogUniformValues(LogUniformBase):
     kind: ClassVar[str] = "inv_log_uniform_values"  # the same law as log_uniform_values
 
     def log_bounds(self) -> tuple[float, float]:
@@ -528,7 +530,8 @@ class SearchSpace:
     def to_unit(self, params: Mapping[str, Any]) -> list[float]:
         return [self.params[n].to_unit(params[n]) for n in self.searchable]
 
-    def _grid_axes(self) -> list[tuple[str, list[Any]]]:
+    def grid_axes(self) -> list[tuple[str, list[Any]]]:
+        """(name, values) per parameter in W&B's grid order: sorted by name, the last varies fastest."""
         axes = []
         for name, dist in self.params.items():
             values = dist.grid_values()
@@ -546,7 +549,7 @@ class SearchSpace:
 
     def grid(self) -> Iterator[dict[str, Any]]:
         """Every combination, in W&B's order; raises SpecError if a parameter is continuous."""
-        axes = self._grid_axes()
+        axes = self.grid_axes()
         names = [a[0] for a in axes]
         for combo in itertools.product(*(a[1] for a in axes)):
             chosen = dict(zip(names, combo))
