@@ -1,0 +1,496 @@
+"""Profiling: where a training step's time goes, what the process uses, and a plain-words bottleneck hint.
+
+`StepTracker.track(loader)` wraps the data iterable: per step it measures the time spent waiting for the
+next batch (data wait) and the time in the loop body (compute), counts samples and keeps step-time
+percentiles, for two `perf_counter` calls and three deque appends per step. `SystemSampler` is a background
+thread sampling CPU %, RSS (process tree) and, through NVML when present, GPU utilisation and memory.
+`profile_summary` merges both into the per-trial profile with a `bottleneck_hint`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from sweeplab._clock import Clock
+
+__all__ = [
+    "StepTracker",
+    "SystemSampler",
+    "batch_size_of",
+    "bottleneck_hint",
+    "merge_summaries",
+    "profile_summary",
+]
+
+T = TypeVar("T")
+
+#: a data-wait fraction at or above this is "input-bound"; at or below COMPUTE_BOUND, "compute-bound"
+INPUT_BOUND = 0.25
+COMPUTE_BOUND = 0.10
+GPU_UNDERUSED = 50.0  # percent
+MEMORY_TIGHT = 0.90  # peak RSS / machine memory
+MIN_STEPS = 3
+
+
+# ------------------------------------------------------------------------------------------ step tracker
+def batch_size_of(batch: Any) -> int | None:
+    """Number of samples in `batch`: its leading dimension or len(); for a tuple/list/dict whose first
+    element is a tensor/array, that element's leading dimension. None when it cannot be told.
+
+    A list of per-sample arrays is ambiguous (it reads as columns); pass `batch_size=` to `track` then.
+    """
+    shape = getattr(batch, "shape", None)
+    if shape is not None:
+        try:
+            return int(shape[0]) if len(shape) else 1
+        except TypeError:
+            return None
+    if isinstance(batch, (tuple, list)):
+        if batch:
+            first_shape = getattr(batch[0], "shape", None)
+            if first_shape is not None and len(first_shape):
+                return int(first_shape[0])
+        return len(batch)
+    if isinstance(batch, Mapping):
+        for value in batch.values():
+            return batch_size_of(value)
+        return 0
+    try:
+        return len(batch)
+    except TypeError:
+        return None
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile of already sorted values (numpy's default method)."""
+    if not values:
+        return None
+    pos = (len(values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
+
+
+class _Bucket:
+    """Totals and a bounded window of recent per-step times."""
+
+    __slots__ = ("steps", "samples", "wait", "compute", "waits", "computes", "totals", "unknown")
+
+    def __init__(self, window: int) -> None:
+        self.steps = self.samples = self.unknown = 0
+        self.wait = self.compute = 0.0
+        self.waits: deque[float] = deque(maxlen=window)
+        self.computes: deque[float] = deque(maxlen=window)
+        self.totals: deque[float] = deque(maxlen=window)
+
+    def add(self, wait: float, compute: float, n: int | None) -> None:
+        self.steps += 1
+        self.wait += wait
+        self.compute += compute
+        if n is None:
+            self.unknown += 1
+        else:
+            self.samples += n
+        self.waits.append(wait)
+        self.computes.append(compute)
+        self.totals.append(wait + compute)
+
+
+class StepTracker:
+    """Wraps an iterable: `for batch in tracker.track(loader)` measures, per step, the time waiting for the
+    next item (data wait) vs the time spent in the loop body (compute), the batch size, samples/s and
+    step-time percentiles.
+
+    The first step of each `track` call is a warm-up (worker start, first compilation): it counts in
+    `steps`, `samples`, `wall` and `startup`, but not in the fractions, rates and percentiles, unless no
+    other step was seen. Percentiles cover the last `WINDOW` steps, so memory stays bounded.
+    `max_steps` (smoke mode) stops each `track` loop after that many steps.
+    """
+
+    WINDOW = 4096
+
+    def __init__(self, *, clock: Clock | None = None, max_steps: int | None = None) -> None:
+        if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int)
+                                      or max_steps < 1):
+            raise ValueError(f"max_steps must be a positive integer or None, got {max_steps!r}")
+        self._now: Callable[[], float] = clock.monotonic if clock is not None else time.perf_counter
+        self.max_steps = max_steps
+        self._steady = _Bucket(self.WINDOW)
+        self._warm = _Bucket(256)
+
+    def track(self, iterable: Iterable[T], *, batch_size: int | None = None) -> Iterator[T]:
+        """Yield the items of `iterable`, timing each step; `batch_size` overrides the detected size."""
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or batch_size < 0):
+            raise ValueError(f"batch_size must be a non-negative integer or None, got {batch_size!r}")
+        return self._track(iterable, batch_size)
+
+    def _track(self, iterable: Iterable[T], batch_size: int | None) -> Iterator[T]:
+        now, limit = self._now, self.max_steps
+        bucket, count = self._warm, 0
+        t0 = now()
+        it = iter(iterable)  # a DataLoader starts its workers here: part of the first wait
+        while limit is None or count < limit:
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+            t1 = now()
+            n = batch_size if batch_size is not None else batch_size_of(item)
+            try:
+                yield item
+            finally:  # also when the loop breaks (generator closed) or raises into us
+                t0_next = now()
+                bucket.add(t1 - t0, t0_next - t1, n)
+            t0 = t0_next
+            bucket, count = self._steady, count + 1
+
+    def summary(self) -> dict[str, Any]:
+        """Steps, samples, samples/s, data-wait fraction and percentiles (seconds). Cheap; thread-safe."""
+        steady, warm = self._steady, self._warm
+        use = steady if steady.steps else warm
+        busy = use.wait + use.compute
+        totals, waits, computes = sorted(use.totals), sorted(use.waits), sorted(use.computes)
+        steps = steady.steps + warm.steps
+        known = steps - steady.unknown - warm.unknown
+        return {
+            "steps": steps,
+            "samples": steady.samples + warm.samples if known else None,
+            "samples_per_s": use.samples / busy if busy > 0 and use.steps > use.unknown else None,
+            "steps_per_s": use.steps / busy if busy > 0 else None,
+            "data_wait_fraction": use.wait / busy if busy > 0 else None,
+            "step_p50": _percentile(totals, 50),
+            "step_p95": _percentile(totals, 95),
+            "data_wait_p50": _percentile(waits, 50),
+            "data_wait_p95": _percentile(waits, 95),
+            "compute_p50": _percentile(computes, 50),
+            "compute_p95": _percentile(computes, 95),
+            "wall": steady.wait + steady.compute + warm.wait + warm.compute,
+            "startup": warm.wait,
+            "data_wait_s": use.wait,
+            "compute_s": use.compute,
+            "measured_steps": use.steps,
+        }
+
+
+def merge_summaries(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One summary from several trackers' summaries (e.g. one per epoch). Counts, totals, rates and the
+    data-wait fraction are exact; percentiles are the step-weighted mean of each summary's percentiles
+    (an approximation: reuse one StepTracker across loops for exact ones)."""
+    parts = [s for s in summaries if s and s.get("steps")]
+    if not parts:
+        return StepTracker().summary()
+    if len(parts) == 1:
+        return dict(parts[0])
+
+    def total(key: str) -> float:
+        return sum(float(s.get(key) or 0.0) for s in parts)
+
+    busy = total("data_wait_s") + total("compute_s")
+    rated = [s for s in parts if s.get("samples_per_s") is not None]
+    rated_busy = sum(float(s["data_wait_s"]) + float(s["compute_s"]) for s in rated)
+    merged: dict[str, Any] = {
+        "steps": int(total("steps")),
+        "samples": int(total("samples")) if any(s.get("samples") is not None for s in parts) else None,
+        "samples_per_s": (sum(float(s["samples_per_s"]) * (float(s["data_wait_s"]) + float(s["compute_s"]))
+                              for s in rated) / rated_busy) if rated_busy > 0 else None,
+        "steps_per_s": total("measured_steps") / busy if busy > 0 else None,
+        "data_wait_fraction": total("data_wait_s") / busy if busy > 0 else None,
+    }
+    weights = [float(s.get("measured_steps") or 0) for s in parts]
+    for key in ("step_p50", "step_p95", "data_wait_p50", "data_wait_p95", "compute_p50", "compute_p95"):
+        pairs = [(w, float(s[key])) for w, s in zip(weights, parts) if s.get(key) is not None and w > 0]
+        wsum = sum(w for w, _ in pairs)
+        merged[key] = sum(w * v for w, v in pairs) / wsum if wsum else None
+    merged.update({
+        "wall": total("wall"), "startup": total("startup"), "data_wait_s": total("data_wait_s"),
+        "compute_s": total("compute_s"), "measured_steps": int(total("measured_steps")),
+    })
+    return merged
+
+
+# ---------------------------------------------------------------------------------------- system sampler
+def _visible_gpus(value: str | None) -> list[int | str] | None:
+    """Devices named by a CUDA_VISIBLE_DEVICES value: None = all, [] = none, else indices or UUIDs."""
+    if value is None:
+        return None
+    out: list[int | str] = []
+    for part in value.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part.lstrip("-").isdigit():
+            if int(part) < 0:
+                break  # CUDA stops at the first invalid index
+            out.append(int(part))
+        else:
+            out.append(part)
+    return out
+
+
+class _Nvml:
+    """GPU utilisation and memory of the visible devices through NVML (nvidia-ml-py); None if unavailable."""
+
+    def __init__(self, visible: list[int | str] | None) -> None:
+        import pynvml  # nvidia-ml-py, optional: the caller treats ImportError as "no GPU"
+
+        self._nvml = pynvml
+        pynvml.nvmlInit()
+        try:
+            if visible is None:
+                visible = list(range(pynvml.nvmlDeviceGetCount()))
+            self.handles = [
+                pynvml.nvmlDeviceGetHandleByIndex(d) if isinstance(d, int)
+                else pynvml.nvmlDeviceGetHandleByUUID(d)
+                for d in visible
+            ]
+        except Exception:
+            pynvml.nvmlShutdown()
+            raise
+
+    def sample(self) -> dict[str, float]:
+        utils, used, total = [], 0.0, 0.0
+        for h in self.handles:
+            utils.append(float(self._nvml.nvmlDeviceGetUtilizationRates(h).gpu))
+            mem = self._nvml.nvmlDeviceGetMemoryInfo(h)
+            used += float(mem.used)
+            total += float(mem.total)
+        return {"gpu_util": sum(utils) / len(utils), "gpu_mem": used, "gpu_mem_total": total}
+
+    def close(self) -> None:
+        try:
+            self._nvml.nvmlShutdown()
+        except Exception:  # pragma: no cover - shutting down a library that already failed
+            pass
+
+
+class SystemSampler:
+    """Background thread sampling CPU % (percent of one core, summed over the process and its children),
+    RSS (bytes, process tree), and GPU util/memory via NVML when nvidia-ml-py imports and a GPU is present
+    (the devices in `gpus`, by default those of CUDA_VISIBLE_DEVICES). Calls `sink(samples)` with batches of
+    `flush_every` samples from the sampling thread, and with the rest on `stop()`.
+
+    Each sample: {"time", "cpu", "rss", "procs"} plus {"gpu_util", "gpu_mem", "gpu_mem_total"} with a GPU.
+    """
+
+    def __init__(
+        self,
+        sink: Callable[[list[dict[str, Any]]], None],
+        *,
+        interval: float = 1.0,
+        pid: int | None = None,
+        flush_every: int = 10,
+        gpus: list[int | str] | None = None,
+    ) -> None:
+        if not (isinstance(interval, (int, float)) and interval > 0):
+            raise ValueError(f"interval must be > 0 seconds, got {interval!r}")
+        self.sink, self.interval = sink, float(interval)
+        self.pid = os.getpid() if pid is None else pid
+        self.flush_every = max(1, int(flush_every))
+        self._gpus_arg = gpus
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._pending: list[dict[str, Any]] = []
+        self._procs: dict[int, Any] = {}
+        self._gpu: _Nvml | None = None
+        self.error: BaseException | None = None  # last exception raised by the sink
+        self._n = 0
+        self._cpu_sum = self._cpu_peak = 0.0
+        self._rss_peak = 0
+        self._gpu_n = 0
+        self._gpu_util_sum = self._gpu_mem_peak = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Start sampling (the first sample comes one interval later: CPU % needs a baseline)."""
+        if self._thread is not None:
+            return
+        import psutil
+
+        self._psutil = psutil
+        self._root = psutil.Process(self.pid)
+        self._mem_total = psutil.virtual_memory().total
+        self._ncpu = psutil.cpu_count() or 1
+        gpus = self._gpus_arg if self._gpus_arg is not None else _visible_gpus(
+            os.environ.get("CUDA_VISIBLE_DEVICES"))
+        if gpus is None or gpus:
+            try:
+                self._gpu = _Nvml(gpus)
+                if not self._gpu.handles:
+                    self._gpu.close()
+                    self._gpu = None
+            except Exception:  # no pynvml, no driver, no device: sample without GPU figures
+                self._gpu = None
+        self._tree()  # prime cpu_percent baselines
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="sweeplab-system-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and hand the remaining samples to the sink."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stop.set()
+        thread.join(timeout=max(5.0, 2 * self.interval))
+        self._flush()
+        if self._gpu is not None:
+            self._gpu.close()
+            self._gpu = None
+
+    def __enter__(self) -> SystemSampler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ sampling
+    def _tree(self) -> list[Any]:
+        psutil = self._psutil
+        try:
+            procs = [self._root, *self._root.children(recursive=True)]
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            return []
+        except psutil.AccessDenied:
+            procs = [self._root]
+        cached = []
+        for p in procs:
+            known = self._procs.get(p.pid)
+            if known is None:
+                known = self._procs[p.pid] = p
+                try:
+                    p.cpu_percent(None)
+                except psutil.Error:
+                    continue
+            cached.append(known)
+        alive = {p.pid for p in procs}
+        for pid in [pid for pid in self._procs if pid not in alive]:
+            del self._procs[pid]
+        return cached
+
+    def sample(self) -> dict[str, Any] | None:
+        """Take one sample now (None once the process is gone)."""
+        psutil = self._psutil
+        cpu, rss, n = 0.0, 0, 0
+        for p in self._tree():
+            try:
+                with p.oneshot():
+                    cpu += p.cpu_percent(None)
+                    rss += p.memory_info().rss
+                n += 1
+            except psutil.Error:
+                continue
+        if n == 0:
+            return None
+        out: dict[str, Any] = {"time": time.time(), "cpu": cpu, "rss": rss, "procs": n}
+        if self._gpu is not None:
+            try:
+                out.update(self._gpu.sample())
+            except Exception:
+                self._gpu.close()
+                self._gpu = None
+        self._account(out)
+        return out
+
+    def _account(self, s: dict[str, Any]) -> None:
+        with self._lock:
+            self._n += 1
+            self._cpu_sum += s["cpu"]
+            self._cpu_peak = max(self._cpu_peak, s["cpu"])
+            self._rss_peak = max(self._rss_peak, s["rss"])
+            if "gpu_util" in s:
+                self._gpu_n += 1
+                self._gpu_util_sum += s["gpu_util"]
+                self._gpu_mem_peak = max(self._gpu_mem_peak, s["gpu_mem"])
+            self._pending.append(s)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            if self.sample() is None:
+                break
+            if len(self._pending) >= self.flush_every:
+                self._flush()
+
+    def _flush(self) -> None:
+        with self._lock:
+            batch, self._pending = self._pending, []
+        if batch:
+            try:
+                self.sink(batch)
+            except Exception as exc:  # a failing sink must not kill the trial; keep the reason
+                self.error = exc
+
+    def peak(self) -> dict[str, Any]:
+        """Aggregates so far: system_samples, rss_peak, cpu_mean, cpu_peak, gpu_util_mean, gpu_mem_peak, mem_total, ncpu."""
+        with self._lock:
+            n, g = self._n, self._gpu_n
+            return {
+                "system_samples": n,
+                "rss_peak": self._rss_peak if n else None,
+                "cpu_mean": self._cpu_sum / n if n else None,
+                "cpu_peak": self._cpu_peak if n else None,
+                "gpu_util_mean": self._gpu_util_sum / g if g else None,
+                "gpu_mem_peak": self._gpu_mem_peak if g else None,
+                "mem_total": getattr(self, "_mem_total", None),
+                "ncpu": getattr(self, "_ncpu", None),
+            }
+
+
+# ------------------------------------------------------------------------------------------------- hints
+def _pct(x: float) -> int:
+    return int(round(100 * x))
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.1f} GB"
+
+
+def bottleneck_hint(summary: Mapping[str, Any]) -> str:
+    """The most useful single observation about a profile summary, in plain words; "" when none stands out."""
+    steps = summary.get("steps") or 0
+    wait = summary.get("data_wait_fraction")
+    if steps < MIN_STEPS or wait is None:
+        return ""
+    gpu = summary.get("gpu_util_mean")
+    cpu, ncpu = summary.get("cpu_mean"), summary.get("ncpu")
+    if wait >= INPUT_BOUND:
+        hint = (f"input-bound: {_pct(wait)}% of each step waits for data; raise DataLoader num_workers "
+                f"or prefetch_factor, or cache/preprocess the data")
+        if cpu is not None and ncpu and cpu >= 85.0 * ncpu:
+            hint += " (the CPUs are saturated: make loading cheaper rather than adding workers)"
+        return hint
+    if gpu is not None and gpu < GPU_UNDERUSED:
+        return (f"GPU underused: the GPU is busy {round(gpu)}% of the time although only {_pct(wait)}% of "
+                f"each step waits for data; host-side work dominates (Python overhead, host-to-device "
+                f"copies, small kernels): try a larger batch, pin_memory with non_blocking copies, "
+                f"mixed precision or torch.compile")
+    rss, total = summary.get("rss_peak"), summary.get("mem_total")
+    if rss and total and rss >= MEMORY_TIGHT * total:
+        return (f"memory-bound: peak memory {_gb(rss)} is {_pct(rss / total)}% of the machine's "
+                f"{_gb(total)}; lower the batch size or the number of workers before it is OOM-killed")
+    startup, wall = summary.get("startup") or 0.0, summary.get("wall") or 0.0
+    if wall > 0 and startup >= 1.0 and startup >= 0.2 * wall:
+        return (f"slow start: {startup:.1f} s ({_pct(startup / wall)}% of the tracked time) passes before "
+                f"the first batch of each loop; use DataLoader(persistent_workers=True) or a lighter "
+                f"dataset setup")
+    if wait <= COMPUTE_BOUND:
+        busy = f" and the GPU is busy {round(gpu)}%" if gpu is not None else ""
+        return (f"compute-bound: {_pct(1 - wait)}% of each step is spent in the loop body{busy}; to go "
+                f"faster make the step cheaper (mixed precision, a larger batch per device, a faster "
+                f"device or more of them)")
+    return ""
+
+
+def profile_summary(steps: Mapping[str, Any], system: Mapping[str, Any]) -> dict[str, Any]:
+    """The per-trial profile: step figures, system aggregates (`SystemSampler.peak()`) and a `hint`."""
+    merged: dict[str, Any] = {**steps, **system}
+    merged["hint"] = bottleneck_hint(merged)
+    return merged
