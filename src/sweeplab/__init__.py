@@ -1,6 +1,40 @@
-"""sweeplab: run many ML experiments at once, from a laptop to a Ray cluster, without code changes."""
+"""sweeplab: run many ML experiments at once, from a laptop to a Ray cluster, without code changes.
+
+    import sweeplab as sl
+
+    def train(config, run: sl.Run) -> dict:
+        for epoch in range(config.epochs):
+            ...
+            run.log({"val_loss": loss}, step=epoch)
+        return {"val_loss": loss}
+"""
 
 from __future__ import annotations
 
+from sweeplab.errors import (
+    BackendError,
+    ConfigError,
+    MissingExtraError,
+    SpecError,
+    StoreError,
+    SweeplabError,
+    UserError,
+)
+from sweeplab.reporting import report
+from sweeplab.run import Run
+from sweeplab.types import TrialState
+
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+__all__ = [
+    "BackendError",
+    "ConfigError",
+    "MissingExtraError",
+    "Run",
+    "SpecError",
+    "StoreError",
+    "SweeplabError",
+    "TrialState",
+    "UserError",
+    "__version__",
+    "report",
+]

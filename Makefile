@@ -1,0 +1,48 @@
+# sweeplab: `make demo` runs the main job; `make test` runs the whole test suite. Both set up .venv first.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+# torch's CPU wheel first, so that the extras that need torch do not pull a multi-GB CUDA build
+TORCH  := torch==2.13.0
+
+.PHONY: demo test test-fast venv dev-install demo-install browser bench lint clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(VENV)/.demo-installed: $(VENV)/bin/python pyproject.toml
+	$(PIP) install -q -e '.[xgboost]'
+	touch $@
+
+$(VENV)/.dev-installed: $(VENV)/bin/python pyproject.toml
+	$(PIP) install -q $(TORCH)
+	$(PIP) install -q -e '.[dev]'
+	touch $@ $(VENV)/.demo-installed
+
+demo-install: $(VENV)/.demo-installed
+dev-install: $(VENV)/.dev-installed
+
+demo: demo-install
+	$(VENV)/bin/sweeplab sweep examples/xgboost_diabetes/sweep.yaml --workers 2
+
+browser:
+	bash .ci/install-browser.sh
+
+test: dev-install browser
+	$(PY) -m pytest -q -p no:cacheprovider
+	$(VENV)/bin/lint-imports
+
+test-fast: dev-install
+	$(PY) -m pytest -q -m "not slow and not ray and not browser"
+
+bench: dev-install
+	$(PY) benchmarks/overhead.py
+
+lint: dev-install
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/lint-imports
+
+clean:
+	rm -rf $(VENV) .sweeplab build *.egg-info src/*.egg-info

@@ -1,0 +1,105 @@
+"""The backend seam: where trials run. Asynchronous submit / poll events / stop.
+
+A backend turns a `TrialTask` into a running process (or several, or a Ray actor) and a stream of
+`Event`s (backends/events.py). It reports every way an attempt can end as an event: a worker that dies
+becomes FAILED (exit code / signal), a lost node or SIGTERM becomes PREEMPTED. It never touches the store
+or the searcher: the driver owns decisions. Adding a backend touches no other module.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
+
+from sweeplab.backends.events import Event
+
+__all__ = ["Backend", "TrialTask"]
+
+
+@dataclass(frozen=True)
+class TrialTask:
+    """Everything a worker needs to run one attempt of one trial (JSON-able: no pickle on the wire)."""
+
+    trial_id: int
+    number: int
+    attempt: int
+    sweep: str
+    kind: str                                  # "function" | "command"
+    target: str | None = None                  # "pkg.mod:fn" or "path/file.py:fn"
+    command: Sequence[str] | None = None       # argv of a command trial
+    config: Mapping[str, Any] = field(default_factory=dict)   # resolved nested config
+    params: Mapping[str, Any] = field(default_factory=dict)   # flat sampled params
+    seed: int | None = None
+    smoke: bool = False
+    log_path: str = ""                         # absolute path of this attempt's log file
+    report_path: str = ""                      # absolute path command trials report into (JSON lines)
+    checkpoint_dir: str = ""                   # this trial's checkpoint root (path or fsspec URL)
+    keep_checkpoints: int = 2
+    checkpoint_every: Any = None               # int steps | float seconds | "auto" | None
+    mtbf: float | None = None                  # observed mean time between failures (auto checkpointing)
+    grace: float = 30.0
+    heartbeat_interval: float = 5.0
+    cwd: str = ""
+    python_path: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    capture_dir: str = ""                      # where failure captures go
+    artifacts_dir: str = ""
+    torch_profiler: Mapping[str, Any] | None = None
+    smoke_steps: int = 3                       # run.track stops after this many batches in smoke mode
+    world_size: int = 1                        # processes per trial (DDP); 1 = a plain trial
+    replay: Mapping[str, Any] | None = None    # repro: {"capture": path} of a failed trial's captured objects
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TrialTask:
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+class Backend(ABC):
+    """Runs trials somewhere. All methods are called from the driver's thread."""
+
+    name: str = "backend"
+
+    @abstractmethod
+    def start(self) -> None:
+        """Acquire resources (start workers / connect to a cluster). Raise BackendError or UserError."""
+
+    @abstractmethod
+    def free_slots(self) -> int:
+        """How many more trials can be submitted right now."""
+
+    @abstractmethod
+    def submit(self, task: TrialTask) -> None:
+        """Start one attempt. Its events arrive through `poll`, beginning with STARTED."""
+
+    @abstractmethod
+    def poll(self, timeout: float) -> list[Event]:
+        """Events that arrived, waiting at most `timeout` seconds for the first."""
+
+    @abstractmethod
+    def stop(self, trial_id: int) -> None:
+        """Ask a running trial to stop (sets `run.should_stop`; a command trial gets SIGTERM)."""
+
+    @abstractmethod
+    def preempt(self, trial_id: int) -> None:
+        """Preempt a trial as a spot reclaim would (SIGTERM): it may checkpoint within its grace period,
+        then ends with a PREEMPTED event and is requeued by the driver."""
+
+    @abstractmethod
+    def kill(self, trial_id: int, reason: str) -> None:
+        """Kill a trial now; a FAILED event with `reason` follows (or PREEMPTED if it was preempted)."""
+
+    @abstractmethod
+    def running(self) -> list[int]:
+        """Trial ids with an attempt in flight."""
+
+    @abstractmethod
+    def shutdown(self, *, grace: float = 0.0) -> None:
+        """Stop every worker; running trials are stopped (with `grace` seconds to finish) then killed."""
+
+    def describe(self) -> str:
+        return self.name

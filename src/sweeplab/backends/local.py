@@ -1,0 +1,345 @@
+"""The local backend: N worker processes on this machine, one resource slot each.
+
+Each worker (backends/worker.py) is a separate Python process with its own session, so a trial that
+segfaults, calls os._exit, leaks or hangs takes down only its worker: the backend reports the attempt as
+FAILED (exit code or signal) and starts a fresh worker for the slot. Workers are reused across trials
+(starting Python per trial would cost ~50 ms); command trials run in a child of the worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from sweeplab.backends.base import Backend, TrialTask
+from sweeplab.backends.events import Event, EventKind, decode
+from sweeplab.errors import BackendError, UserError
+
+__all__ = ["LocalBackend", "Slot", "plan_slots"]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A place one trial runs: CPUs it may use and the GPU ids it sees."""
+
+    index: int
+    cpus: float
+    gpus: tuple[int, ...] = ()
+
+    def describe(self) -> dict[str, Any]:
+        return {"slot": self.index, "cpus": self.cpus, "gpus": list(self.gpus)}
+
+
+def plan_slots(workers: int, *, cpus: float, gpus: float, gpu_ids: Sequence[int],
+               cpu_count: int | None = None) -> list[Slot]:
+    """Assign each of `workers` slots its CPUs and GPU ids.
+
+    Whole `gpus` (1, 2...) give each slot that many devices of its own; a fraction (0.5, 0.25) packs
+    1/fraction slots onto one device, and never splits one trial across devices.
+    """
+    if workers < 1:
+        raise UserError(f"workers must be at least 1; got {workers}")
+    cpu_count = cpu_count or os.cpu_count() or 1
+    if cpus > 0 and workers * cpus > cpu_count + 1e-9:
+        raise UserError(
+            f"{workers} workers x {cpus:g} CPUs each need {workers * cpus:g} CPUs but this machine has "
+            f"{cpu_count}; lower --workers or resources.cpus"
+        )
+    if gpus <= 0:
+        return [Slot(i, cpus) for i in range(workers)]
+    ids = list(gpu_ids)
+    if gpus < 1:
+        per_device = int(math.floor(1 / gpus + 1e-9))
+        capacity = per_device * len(ids)
+        if workers > capacity:
+            raise UserError(
+                f"{workers} workers x {gpus:g} GPU need more than the {len(ids)} GPU(s) available "
+                f"({capacity} trials fit); lower --workers or resources.gpus, or pass --gpus"
+            )
+        return [Slot(i, cpus, (ids[i // per_device],)) for i in range(workers)]
+    if gpus != int(gpus):
+        raise UserError(f"resources.gpus above 1 must be a whole number; got {gpus:g}")
+    n = int(gpus)
+    if workers * n > len(ids):
+        raise UserError(
+            f"{workers} workers x {n} GPU(s) need {workers * n} GPUs but {len(ids)} are available; "
+            "lower --workers or resources.gpus, or pass --gpus"
+        )
+    return [Slot(i, cpus, tuple(ids[i * n:(i + 1) * n])) for i in range(workers)]
+
+
+def detect_gpus() -> list[int]:
+    """GPU ids from NVML when nvidia-ml-py is installed and a driver is present; else none."""
+    try:
+        import pynvml  # type: ignore[import-not-found]
+
+        pynvml.nvmlInit()
+        try:
+            return list(range(pynvml.nvmlDeviceGetCount()))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML, no driver, no GPU: all mean "none"
+        return []
+
+
+@dataclass
+class _Worker:
+    slot: Slot
+    proc: subprocess.Popen[bytes]
+    rfd: int
+    buf: bytearray = field(default_factory=bytearray)
+    task: TrialTask | None = None
+    kill_reason: str | None = None
+    preempting: bool = False
+    retiring: bool = False       # it said it will exit after its attempt: never give it another
+    closed: bool = False
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def __init__(self, slots: Sequence[Slot], *, env: Mapping[str, str] | None = None,
+                 hide_gpus: bool = False) -> None:
+        self.slots = list(slots)
+        self._env = dict(env or {})
+        self._hide_gpus = hide_gpus
+        self._workers: dict[int, _Worker] = {}          # slot index -> worker
+        self._retired: list[_Worker] = []
+        self._by_trial: dict[int, _Worker] = {}
+        self._sel = selectors.DefaultSelector()
+        self._pending: list[Event] = []
+
+    def describe(self) -> str:
+        gpus = sorted({g for s in self.slots for g in s.gpus})
+        return f"local: {len(self.slots)} worker(s)" + (f", GPUs {gpus}" if gpus else "")
+
+    # ----------------------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        for slot in self.slots:
+            self._spawn(slot)
+
+    def _spawn(self, slot: Slot) -> _Worker:
+        r, w = os.pipe()
+        env = dict(os.environ)
+        env.update(self._env)
+        env["SWEEPLAB_EVENT_FD"] = str(w)
+        env["PYTHONUNBUFFERED"] = "1"
+        if slot.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in slot.gpus)
+        elif self._hide_gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        # keep user code from oversubscribing the machine: one slot's CPUs worth of threads
+        threads = str(max(1, int(slot.cpus))) if slot.cpus >= 1 else "1"
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env.setdefault(var, threads)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "sweeplab.backends.worker"],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=None,
+                pass_fds=(w,), env=env, start_new_session=True,
+            )
+        except OSError as exc:
+            os.close(r)
+            os.close(w)
+            raise BackendError(f"cannot start a worker process: {exc}") from None
+        os.close(w)
+        os.set_blocking(r, False)
+        worker = _Worker(slot, proc, r)
+        self._workers[slot.index] = worker
+        self._sel.register(r, selectors.EVENT_READ, worker)
+        return worker
+
+    def shutdown(self, *, grace: float = 0.0) -> None:
+        for worker in self._retired:
+            self._killpg(worker)
+            self._close(worker)
+        self._retired.clear()
+        for worker in list(self._workers.values()):
+            if worker.task is not None:
+                self._send(worker, {"op": "stop", "trial": worker.task.trial_id, "reason": "sweep shutting down"})
+            self._send(worker, {"op": "exit"})
+        deadline = time.monotonic() + grace
+        for worker in list(self._workers.values()):
+            remaining = max(0.0, deadline - time.monotonic())
+            try:
+                worker.proc.wait(timeout=remaining if worker.task is not None else max(remaining, 2.0))
+            except subprocess.TimeoutExpired:
+                self._killpg(worker)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    worker.proc.wait(timeout=5)
+            self._drain(worker)
+            self._close(worker)
+        self._workers.clear()
+
+    # ----------------------------------------------------------------------------- trials
+    def free_slots(self) -> int:
+        return sum(1 for s in self.slots if self._slot_free(s))
+
+    def _slot_free(self, slot: Slot) -> bool:
+        w = self._workers.get(slot.index)
+        return w is None or w.task is None
+
+    def running(self) -> list[int]:
+        return list(self._by_trial)
+
+    def submit(self, task: TrialTask) -> None:
+        for slot in self.slots:
+            if not self._slot_free(slot):
+                continue
+            worker = self._workers.get(slot.index)
+            if worker is not None and worker.retiring and not worker.closed:
+                self._retired.append(worker)
+                del self._workers[slot.index]
+                worker = None
+            if worker is None or worker.closed or worker.proc.poll() is not None:
+                if worker is not None:
+                    self._close(worker)
+                worker = self._spawn(slot)
+            env = dict(task.env)
+            env.update({"SWEEPLAB_SLOT": str(slot.index)})
+            task_d = task.to_dict()
+            task_d["env"] = env
+            worker.task = task
+            self._by_trial[task.trial_id] = worker
+            if not self._send(worker, {"op": "run", "task": task_d}):
+                worker.kill_reason = "worker died before the trial started"
+            return
+        raise BackendError("submit() called with no free slot")
+
+    def stop(self, trial_id: int, reason: str = "") -> None:
+        worker = self._by_trial.get(trial_id)
+        if worker is not None:
+            self._send(worker, {"op": "stop", "trial": trial_id, "reason": reason})
+
+    def preempt(self, trial_id: int) -> None:
+        """Send SIGTERM to the trial's process, as a spot reclaim would."""
+        worker = self._by_trial.get(trial_id)
+        if worker is not None:
+            worker.preempting = True
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.proc.pid, signal.SIGTERM)
+
+    def kill(self, trial_id: int, reason: str) -> None:
+        worker = self._by_trial.get(trial_id)
+        if worker is not None:
+            worker.kill_reason = reason
+            self._killpg(worker)
+
+    def pid_of(self, trial_id: int) -> int | None:
+        worker = self._by_trial.get(trial_id)
+        return worker.proc.pid if worker is not None else None
+
+    # ----------------------------------------------------------------------------- events
+    def poll(self, timeout: float) -> list[Event]:
+        events, self._pending = self._pending, []
+        if events:
+            timeout = 0.0
+        for key, _ in self._sel.select(timeout):
+            worker: _Worker = key.data
+            events.extend(self._read(worker))
+        for worker in list(self._workers.values()) + self._retired:
+            if not worker.closed and worker.proc.poll() is not None:
+                events.extend(self._drain(worker))
+                events.extend(self._on_exit(worker))
+                self._close(worker)
+        self._retired = [w for w in self._retired if not w.closed]
+        return events
+
+    def _read(self, worker: _Worker) -> list[Event]:
+        out: list[Event] = []
+        while True:
+            try:
+                chunk = os.read(worker.rfd, 1 << 20)
+            except BlockingIOError:
+                break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            worker.buf += chunk
+            if len(chunk) < (1 << 20):
+                break
+        if b"\n" in worker.buf:
+            *lines, rest = bytes(worker.buf).split(b"\n")
+            worker.buf = bytearray(rest)
+            for line in lines:
+                if not line:
+                    continue
+                try:
+                    ev = decode(line)
+                except (ValueError, KeyError):
+                    continue
+                out.append(ev)
+                if ev.kind.ends_attempt and worker.task is not None and ev.trial == worker.task.trial_id:
+                    if self._by_trial.get(worker.task.trial_id) is worker:
+                        del self._by_trial[worker.task.trial_id]
+                    worker.task = None
+                    if ev.data.get("retire"):
+                        worker.retiring = True
+        return out
+
+    def _drain(self, worker: _Worker) -> list[Event]:
+        if worker.closed:
+            return []
+        return self._read(worker)
+
+    def _on_exit(self, worker: _Worker) -> list[Event]:
+        task = worker.task
+        if task is None:
+            return []
+        if self._by_trial.get(task.trial_id) is worker:
+            del self._by_trial[task.trial_id]
+        worker.task = None
+        code = worker.proc.returncode
+        now = time.time()
+        if worker.preempting and worker.kill_reason is None:
+            return [Event(EventKind.PREEMPTED, task.trial_id, task.attempt, now,
+                          {"reason": "worker preempted (SIGTERM)"})]
+        sig = -code if code is not None and code < 0 else None
+        how = f"killed by signal {signal.Signals(sig).name}" if sig else f"exited with code {code}"
+        reason = worker.kill_reason or f"worker process {how}"
+        if worker.kill_reason:
+            reason = f"{worker.kill_reason} ({how})"
+        return [Event(EventKind.FAILED, task.trial_id, task.attempt, now, {
+            "reason": reason, "error_type": "WorkerDied" if not worker.kill_reason else "Killed",
+            "exit_code": None if sig else code, "signal": sig, "message": reason,
+        })]
+
+    # ----------------------------------------------------------------------------- plumbing
+    def _send(self, worker: _Worker, msg: dict[str, Any]) -> bool:
+        stdin = worker.proc.stdin
+        if stdin is None or worker.closed:
+            return False
+        try:
+            stdin.write(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
+            stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+    def _killpg(self, worker: _Worker) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(worker.proc.pid, signal.SIGKILL)
+
+    def _close(self, worker: _Worker) -> None:
+        if worker.closed:
+            return
+        worker.closed = True
+        with contextlib.suppress(KeyError, ValueError):
+            self._sel.unregister(worker.rfd)
+        with contextlib.suppress(OSError):
+            os.close(worker.rfd)
+        if worker.proc.stdin is not None:
+            with contextlib.suppress(OSError, BrokenPipeError):
+                worker.proc.stdin.close()
+        if self._workers.get(worker.slot.index) is worker:
+            del self._workers[worker.slot.index]

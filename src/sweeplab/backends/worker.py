@@ -1,0 +1,524 @@
+"""The worker: runs trials in a process of its own and streams their events back.
+
+`python -m sweeplab.backends.worker` reads commands as JSON lines on stdin
+    {"op": "run", "task": {...TrialTask...}}   {"op": "stop", "trial": id}   {"op": "exit"}
+and writes events (backends/events.py) as JSON lines to the file descriptor named by SWEEPLAB_EVENT_FD.
+A worker runs one trial at a time and is reused for the next one (cheap), unless the trial was a command
+(it ran in a child process anyway), it was preempted, or its memory grew past a limit: then it exits and
+the backend starts a fresh one. A trial that crashes the interpreter (segfault, os._exit) takes only this
+process down; the backend turns that into a FAILED event.
+
+The same `execute` function serves every backend: the Ray backend calls it inside an actor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from sweeplab.backends.base import TrialTask
+from sweeplab.backends.events import Event, EventKind, encode
+from sweeplab.run import Run
+
+__all__ = ["Channel", "execute", "main"]
+
+_RSS_GROWTH_LIMIT = 1 << 30   # recycle the worker when a trial left it this much bigger
+
+
+class Channel:
+    """Thread-safe sender of one trial attempt's events (to a pipe, a Ray queue, a list...)."""
+
+    def __init__(self, write: Callable[[bytes], None], task: TrialTask) -> None:
+        self._write = write
+        self._lock = threading.Lock()
+        self.trial = task.trial_id
+        self.attempt = task.attempt
+
+    def send(self, kind: EventKind, data: dict[str, Any] | None = None) -> None:
+        line = encode(Event(kind, self.trial, self.attempt, time.time(), data or {}))
+        with self._lock:
+            self._write(line)
+
+
+def fd_writer(fd: int) -> Callable[[bytes], None]:
+    def write(data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    return write
+
+
+# ---------------------------------------------------------------------------------------- importing targets
+_module_cache: dict[str, Any] = {}
+
+
+def load_target(target: str, python_path: list[str] | tuple[str, ...] = ()) -> Callable[..., Any]:
+    """'pkg.mod:fn' or 'path/to/file.py:fn' -> the function."""
+    for p in python_path:
+        if p and p not in sys.path:
+            sys.path.insert(0, p)
+    module_part, _, attr = target.rpartition(":")
+    if not module_part or not attr:
+        raise ValueError(f"function {target!r} must look like 'package.module:function' or 'file.py:function'")
+    if module_part.endswith(".py") or os.sep in module_part or "/" in module_part:
+        path = str(Path(module_part).resolve())
+        module = _module_cache.get(path)
+        if module is None:
+            name = "_sweeplab_user_" + Path(path).stem
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot import {path}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            sys.path.insert(0, str(Path(path).parent))
+            spec.loader.exec_module(module)
+            _module_cache[path] = module
+    else:
+        module = importlib.import_module(module_part)
+    fn = getattr(module, attr, None)
+    if fn is None or not callable(fn):
+        raise AttributeError(f"{module_part} has no function {attr!r}")
+    return fn
+
+
+def _seed_everything(seed: int) -> None:
+    import random
+
+    random.seed(seed)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(seed % (2**32))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+
+
+def _call(fn: Callable[..., Any], config: Any, run: Run) -> Any:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return fn(config, run)
+    positional = [p for p in params.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    if len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional):
+        return fn(config, run)
+    if "run" in params:
+        return fn(config, run=run)
+    return fn(config)
+
+
+# ---------------------------------------------------------------------------------------- executing
+class _Heartbeat(threading.Thread):
+    def __init__(self, channel: Channel, interval: float) -> None:
+        super().__init__(daemon=True, name="sweeplab-heartbeat")
+        self._channel, self._interval = channel, interval
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(self._interval):
+            with contextlib.suppress(OSError):
+                self._channel.send(EventKind.HEARTBEAT)
+
+    def stop(self) -> None:
+        self._done.set()
+
+
+@contextlib.contextmanager
+def _redirect_output(log_path: str):  # type: ignore[no-untyped-def]
+    """Send fds 1 and 2 (print, C extensions, subprocesses) to the trial's log file."""
+    if not log_path:
+        yield
+        return
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved = (os.dup(1), os.dup(2))
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+class Execution:
+    """One attempt in progress inside this process (what `stop` and SIGTERM act on)."""
+
+    def __init__(self, task: TrialTask, channel: Channel) -> None:
+        self.task = task
+        self.channel = channel
+        self.run: Run | None = None
+        self.child: subprocess.Popen[bytes] | None = None
+        self.preempted = False
+        self.stop_requested = False
+        self.timer: threading.Timer | None = None
+        self.baseline_rss = 0
+
+    @property
+    def retire(self) -> bool:
+        """Whether this worker should exit after the attempt (preempted, or grown by a leak)."""
+        if self.preempted:
+            return True
+        if self.task.kind != "function":
+            return False
+        rss = _rss()
+        return rss is not None and rss - self.baseline_rss > _RSS_GROWTH_LIMIT
+
+    def stop(self, reason: str) -> None:
+        self.stop_requested = True
+        if self.run is not None:
+            self.run.request_stop(reason)
+        child = self.child
+        if child is not None and child.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGTERM)
+
+
+def _load_captures(replay: Any) -> dict[str, Any]:
+    if not replay or not replay.get("capture"):
+        return {}
+    from sweeplab.capture import load_captures
+
+    return load_captures(replay["capture"])
+
+
+def execute(task: TrialTask, channel: Channel, current: list[Execution | None],
+            baseline_rss: int = 0) -> Execution:
+    """Run one attempt to its end, sending STARTED ... FINISHED | FAILED | PREEMPTED."""
+    ex = Execution(task, channel)
+    ex.baseline_rss = baseline_rss
+    current[0] = ex
+    channel.send(EventKind.STARTED, {"pid": os.getpid(), "host": socket.gethostname()})
+    heartbeat = _Heartbeat(channel, task.heartbeat_interval)
+    heartbeat.start()
+    try:
+        if task.kind == "command":
+            _execute_command(ex)
+        else:
+            _execute_function(ex)
+    finally:
+        heartbeat.stop()
+        if ex.timer is not None:
+            ex.timer.cancel()
+        current[0] = None
+    return ex
+
+
+def _execute_function(ex: Execution) -> None:
+    task, channel = ex.task, ex.channel
+    run: Run | None = None
+    try:
+        with _redirect_output(task.log_path):
+            old_env = {k: os.environ.get(k) for k in task.env}
+            os.environ.update({k: str(v) for k, v in task.env.items()})
+            cwd = os.getcwd()
+            try:
+                if task.cwd:
+                    os.chdir(task.cwd)
+                fn = load_target(task.target or "", list(task.python_path))
+                from sweeplab.config import coerce, typed_schema_of
+
+                config = coerce(dict(task.config), typed_schema_of(fn))
+                run = Run(
+                    config=config, sink=channel.send, params=task.params, sweep=task.sweep,
+                    trial=task.number, attempt=task.attempt, seed=task.seed, smoke=task.smoke,
+                    smoke_steps=task.smoke_steps, checkpoint_dir=task.checkpoint_dir,
+                    keep_checkpoints=task.keep_checkpoints, checkpoint_every=task.checkpoint_every,
+                    mtbf=task.mtbf, captured=_load_captures(task.replay),
+                    rank=int(os.environ.get("RANK", "0")),
+                )
+                ex.run = run
+                if ex.stop_requested:
+                    run.request_stop("stop requested")
+                if task.seed is not None:
+                    _seed_everything(task.seed)
+                result = _call(fn, config, run)
+            finally:
+                os.chdir(cwd)
+                for k, v in old_env.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+        run.flush()
+        _send_profile(run, channel)
+        if ex.preempted:
+            channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
+            return
+        from sweeplab.run import objective_from
+
+        metrics, _ = objective_from(result, None)
+        channel.send(EventKind.FINISHED, {"metrics": metrics, "stopped": run.should_stop, "retire": ex.retire})
+    except BaseException as exc:  # noqa: BLE001 - everything a trial raises is reported, then we go on
+        if isinstance(exc, KeyboardInterrupt) and not ex.preempted:
+            raise
+        if run is not None:
+            with contextlib.suppress(Exception):
+                run.flush()
+            _send_profile(run, channel)
+        if ex.preempted:
+            channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
+            return
+        tb = traceback.format_exc()
+        capture_ref = None
+        if run is not None and run.captures and task.capture_dir:
+            with contextlib.suppress(Exception):
+                from sweeplab.capture import save_captures
+
+                capture_ref = save_captures(run.captures, task.capture_dir)
+        channel.send(EventKind.FAILED, {
+            "reason": f"{type(exc).__name__}: {exc}".strip()[:500],
+            "error_type": type(exc).__name__, "message": str(exc)[:2000], "traceback": tb[-20000:],
+            "capture": capture_ref, "retire": ex.retire,
+        })
+
+
+def _send_profile(run: Run, channel: Channel) -> None:
+    with contextlib.suppress(Exception):
+        summary = run.profile_summary()
+        if summary:
+            channel.send(EventKind.PROFILE, {"summary": summary})
+
+
+def _rss() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def parse_report_line(line: str) -> tuple[int | None, dict[str, float]] | None:
+    """A JSON object of metrics, optionally with "step". Non-numeric values are ignored."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    step = obj.pop("step", None)
+    out: dict[str, float] = {}
+    for k, v in obj.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[str(k)] = float(v)
+    return (int(step) if isinstance(step, (int, float)) else None), out
+
+
+class _Reporter:
+    """Turns report lines (from stdout `@sweeplab ` lines or the report file) into METRICS events."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.step = 0
+        self.lock = threading.Lock()
+
+    def line(self, text: str) -> None:
+        parsed = parse_report_line(text)
+        if parsed is None:
+            return
+        step, metrics = parsed
+        if not metrics:
+            return
+        with self.lock:
+            if step is None:
+                step = self.step
+            self.step = step + 1
+            now = time.time()
+            self.channel.send(EventKind.METRICS, {"points": [[step, k, v, now] for k, v in metrics.items()]})
+
+
+def _execute_command(ex: Execution) -> None:
+    task, channel = ex.task, ex.channel
+    Path(task.log_path).parent.mkdir(parents=True, exist_ok=True)
+    report_path = task.report_path or str(Path(task.log_path).with_suffix(".report.jsonl"))
+    Path(report_path).write_text("")
+    env = dict(os.environ)
+    env.update({k: str(v) for k, v in task.env.items()})
+    env.update({
+        "SWEEPLAB_REPORT_FILE": report_path,
+        "SWEEPLAB_SWEEP": task.sweep,
+        "SWEEPLAB_TRIAL": str(task.number),
+        "SWEEPLAB_ATTEMPT": str(task.attempt),
+        "SWEEPLAB_CHECKPOINT_DIR": task.checkpoint_dir,
+        "PYTHONUNBUFFERED": "1",
+    })
+    if task.seed is not None:
+        env["SWEEPLAB_SEED"] = str(task.seed)
+    reporter = _Reporter(channel)
+    with open(task.log_path, "ab") as log:
+        try:
+            child = subprocess.Popen(
+                list(task.command or ()), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+                cwd=task.cwd or None, env=env, start_new_session=True,
+            )
+        except OSError as exc:
+            channel.send(EventKind.FAILED, {"reason": f"cannot start {task.command[0] if task.command else '?'}:"
+                                            f" {exc.strerror or exc}", "error_type": type(exc).__name__,
+                                            "message": str(exc)})
+            return
+        ex.child = child
+        if ex.stop_requested:
+            ex.stop("stop requested")
+        tail = threading.Thread(target=_tail_file, args=(report_path, reporter, child), daemon=True)
+        tail.start()
+        assert child.stdout is not None
+        for raw in child.stdout:
+            log.write(raw)
+            if raw.startswith(b"@sweeplab "):
+                reporter.line(raw[10:].decode(errors="replace"))
+        log.flush()
+        code = child.wait()
+        tail.join(timeout=5)
+    if ex.preempted:
+        channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
+    elif code == 0 or (ex.stop_requested and code in (-signal.SIGTERM, 143)):
+        channel.send(EventKind.FINISHED, {"metrics": {}, "stopped": ex.stop_requested})
+    else:
+        sig = -code if code < 0 else None
+        why = f"killed by signal {signal.Signals(sig).name}" if sig else f"exited with code {code}"
+        channel.send(EventKind.FAILED, {"reason": f"command {why}", "exit_code": None if sig else code,
+                                        "signal": sig, "error_type": "CommandFailed",
+                                        "message": _log_tail(task.log_path), "traceback": _log_tail(task.log_path)})
+
+
+def _tail_file(path: str, reporter: _Reporter, child: subprocess.Popen[bytes]) -> None:
+    with open(path, "rb") as fh:
+        pending = b""
+        while True:
+            chunk = fh.read()
+            if chunk:
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    reporter.line(line.decode(errors="replace"))
+            elif child.poll() is not None:
+                chunk = fh.read()
+                if not chunk:
+                    break
+                pending += chunk
+            else:
+                time.sleep(0.05)
+        if pending.strip():
+            reporter.line(pending.decode(errors="replace"))
+
+
+def _log_tail(path: str, limit: int = 4000) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+# ---------------------------------------------------------------------------------------- process main
+def main() -> int:
+    fd = int(os.environ["SWEEPLAB_EVENT_FD"])
+    write = fd_writer(fd)
+    current: list[Execution | None] = [None]
+    tasks: list[TrialTask | None] = []
+    have_task = threading.Condition()
+    sigterm = {"got": False}
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        sigterm["got"] = True
+        ex = current[0]
+        if ex is not None:
+            ex.preempted = True
+            ex.stop("preempted (SIGTERM)")
+            if ex.timer is None:
+                ex.timer = threading.Timer(ex.task.grace, _grace_expired, args=(ex,))
+                ex.timer.daemon = True
+                ex.timer.start()
+        else:
+            os._exit(0)
+
+    def _grace_expired(ex: Execution) -> None:
+        with contextlib.suppress(Exception):
+            ex.channel.send(EventKind.PREEMPTED, {"reason": f"SIGTERM; grace of {ex.task.grace:g}s expired",
+                                                  "retire": True})
+        if ex.child is not None:
+            with contextlib.suppress(Exception):
+                os.killpg(ex.child.pid, signal.SIGKILL)
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the driver's to handle
+
+    def reader() -> None:
+        for line in sys.stdin:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            op = msg.get("op")
+            if op == "run":
+                with have_task:
+                    tasks.append(TrialTask.from_dict(msg["task"]))
+                    have_task.notify()
+            elif op == "stop":
+                ex = current[0]
+                if ex is not None and ex.task.trial_id == msg.get("trial"):
+                    ex.stop(msg.get("reason") or "stop requested")
+                else:
+                    with have_task:   # a stop that overtook its task: mark it
+                        for t in tasks:
+                            if t.trial_id == msg.get("trial"):
+                                tasks.remove(t)
+                                Channel(write, t).send(EventKind.FINISHED, {"metrics": {}, "stopped": True})
+            elif op == "exit":
+                break
+        else:
+            # stdin closed without "exit": the driver died. An orphan must not go on writing checkpoints
+            # beside the attempt a resumed driver will start, so it ends now, with its command children.
+            ex = current[0]
+            if ex is not None and ex.child is not None:
+                with contextlib.suppress(Exception):
+                    os.killpg(ex.child.pid, signal.SIGKILL)
+            os._exit(1)
+        with have_task:
+            tasks.append(None)
+            have_task.notify()
+
+    threading.Thread(target=reader, daemon=True, name="sweeplab-control").start()
+    baseline = _rss() or 0
+    while True:
+        with have_task:
+            while not tasks:
+                have_task.wait()
+            task = tasks.pop(0)
+        if task is None:
+            return 0
+        ex = execute(task, Channel(write, task), current, baseline)
+        if ex.preempted or sigterm["got"] or ex.retire:
+            return 0   # the backend saw "retire" in the last event and starts a fresh worker
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Failure capture: objects a trial registered with `run.capture(name, obj)`, saved when it fails.
+
+Saved with pickle beside a manifest holding their SHA-256; `load_captures` unpickles only a file whose
+checksum matches the manifest sweeplab wrote, inside the store (nothing unpickles data it did not write).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import platform
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Mapping
+
+__all__ = ["environment_facts", "load_captures", "save_captures"]
+
+
+def save_captures(objects: Mapping[str, Any], directory: str) -> str:
+    """Pickle `objects` into `directory`/<uuid>.pkl with a manifest; returns the payload path."""
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    saved: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    for name, obj in objects.items():
+        try:
+            pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+            saved[name] = obj
+        except Exception as exc:  # noqa: BLE001 - an unpicklable capture is reported, not fatal
+            skipped[name] = f"{type(exc).__name__}: {exc}"
+    payload = pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL)
+    path = root / f"capture-{uuid.uuid4().hex[:12]}.pkl"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(payload)
+    os.replace(tmp, path)
+    manifest = {"sha256": hashlib.sha256(payload).hexdigest(), "names": sorted(saved),
+                "skipped": skipped, "time": time.time()}
+    path.with_suffix(".json").write_text(json.dumps(manifest))
+    return str(path)
+
+
+def load_captures(path: str) -> dict[str, Any]:
+    p = Path(path)
+    manifest = json.loads(p.with_suffix(".json").read_text())
+    payload = p.read_bytes()
+    if hashlib.sha256(payload).hexdigest() != manifest.get("sha256"):
+        raise ValueError(f"capture {p} does not match its manifest; refusing to load it")
+    return pickle.loads(payload)  # noqa: S301 - sweeplab wrote it; checksum verified above
+
+
+def environment_facts(cwd: str | None = None) -> dict[str, Any]:
+    """Git commit and dirty flag, Python, host, versions of the imported ML frameworks."""
+    facts: dict[str, Any] = {"python": sys.version.split()[0], "host": platform.node(),
+                             "platform": platform.platform()}
+    for mod in ("numpy", "torch", "xgboost", "sklearn", "jax", "lightning", "transformers"):
+        m = sys.modules.get(mod)
+        if m is not None:
+            facts[mod] = getattr(m, "__version__", "?")
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                                timeout=5)
+        if commit.returncode == 0:
+            facts["git_commit"] = commit.stdout.strip()
+            dirty = subprocess.run(["git", "status", "--porcelain"], cwd=cwd, capture_output=True,
+                                   text=True, timeout=5)
+            facts["git_dirty"] = bool(dirty.stdout.strip())
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return facts

@@ -1,0 +1,40 @@
+"""`sweeplab.report(...)`: metrics from any Python process of a command-line trial.
+
+The runner sets SWEEPLAB_REPORT_FILE; each call appends one JSON line there (lines under 4 KiB are written
+with one O_APPEND write, so concurrent writers do not interleave). Programs in other languages print
+`@sweeplab {"loss": 0.3, "step": 2}` on stdout instead. Outside a sweep, report() does nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Mapping
+
+__all__ = ["report"]
+
+
+def report(metrics: Mapping[str, Any] | None = None, *, step: int | None = None, **kw: Any) -> bool:
+    """Report metrics (`report({"loss": 0.3}, step=2)` or `report(loss=0.3, step=2)`).
+
+    Returns True when a sweep received them, False when not running under sweeplab.
+    """
+    path = os.environ.get("SWEEPLAB_REPORT_FILE")
+    values = dict(metrics or {})
+    values.update(kw)
+    if step is not None:
+        values["step"] = int(step)
+    if not path:
+        return False
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        f = float(v)
+        out[k] = f if math.isfinite(f) else str(f)
+    line = (json.dumps(out, separators=(",", ":")) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+    return True

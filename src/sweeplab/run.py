@@ -1,0 +1,222 @@
+"""`Run`: the object user code receives. log, checkpoint/restore, track, capture, should_stop.
+
+A Run never talks to the store: it emits events through a sink (the worker's pipe to the driver, a Ray
+queue, or a list in tests). Logging is buffered and sent in batches so that `run.log` costs about a
+microsecond per point; checkpoints are throttled by a policy so that frequent calls are cheap no-ops.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
+
+from sweeplab.backends.events import EventKind
+
+__all__ = ["Run"]
+
+T = TypeVar("T")
+Sink = Callable[[EventKind, dict[str, Any]], None]
+
+_FLUSH_POINTS = 4096      # send a metrics batch at this many buffered points ...
+_FLUSH_SECONDS = 0.2      # ... or when the oldest buffered point is this old
+
+
+class Run:
+    """Handed to `train(config, run)`. Attribute docs:
+
+    config      the resolved config (attribute access: `run.config.model.hidden`)
+    params      the sampled parameters (flat, dotted names)
+    trial       the trial number within its sweep; `attempt` counts retries from 1
+    seed        derived from the sweep seed and the trial number (None when no seed is set)
+    smoke       True in smoke mode: keep everything tiny
+    rank        this process's rank (multi-process trials); only rank 0's logs and result count
+    """
+
+    def __init__(
+        self,
+        *,
+        config: Any,
+        sink: Sink,
+        params: Mapping[str, Any] | None = None,
+        sweep: str = "",
+        trial: int = 0,
+        attempt: int = 1,
+        seed: int | None = None,
+        smoke: bool = False,
+        smoke_steps: int = 3,
+        checkpoint_dir: str = "",
+        keep_checkpoints: int = 2,
+        checkpoint_every: Any = None,
+        mtbf: float | None = None,
+        captured: Mapping[str, Any] | None = None,
+        rank: int = 0,
+    ) -> None:
+        self.config = config
+        self.params = dict(params or {})
+        self.sweep = sweep
+        self.trial = trial
+        self.attempt = attempt
+        self.seed = seed
+        self.smoke = smoke
+        self.rank = rank
+        self._sink = sink
+        self._smoke_steps = smoke_steps
+        self._buf: list[list[Any]] = []
+        self._buf_t0 = 0.0
+        self._auto_step = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._stop_reason = ""
+        self._ckpt_dir = checkpoint_dir
+        self._keep = keep_checkpoints
+        self._ckpt_every = checkpoint_every
+        self._mtbf = mtbf
+        self._ckpt: Any = None
+        self._policy: Any = None
+        self._trackers: list[Any] = []
+        self._captures: dict[str, Any] = {}
+        self._captured = dict(captured or {})
+
+    # ------------------------------------------------------------------ metrics
+    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        """Record metric values at `step` (default: one more than the previous step)."""
+        if step is None:
+            step = self._auto_step
+        self._auto_step = step + 1
+        now = time.time()
+        buf = self._buf
+        if not buf:
+            self._buf_t0 = now
+        for key, value in metrics.items():
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise TypeError(f"run.log: metric {key!r} must be a number, got {value!r}") from None
+            buf.append([step, key, value, now])
+        if len(buf) >= _FLUSH_POINTS or now - self._buf_t0 >= _FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send buffered metrics now (called automatically; also at the end of the trial)."""
+        with self._lock:
+            if not self._buf:
+                return
+            points, self._buf = self._buf, []
+        if self.rank == 0:
+            self._sink(EventKind.METRICS, {"points": points})
+
+    # ------------------------------------------------------------------ stopping
+    @property
+    def should_stop(self) -> bool:
+        """True once the scheduler, a monitor, the user or a SIGTERM asked this trial to stop."""
+        return self._stop.is_set()
+
+    @property
+    def stop_reason(self) -> str:
+        return self._stop_reason
+
+    def request_stop(self, reason: str = "") -> None:
+        """Ask the trial to stop at its next check (used by the worker; safe from signal handlers)."""
+        self._stop_reason = self._stop_reason or reason
+        self._stop.set()
+
+    # ------------------------------------------------------------------ checkpoints
+    def _manager(self) -> Any:
+        if self._ckpt is None:
+            from sweeplab.checkpoint import CheckpointManager, CheckpointPolicy
+
+            if not self._ckpt_dir:
+                raise RuntimeError("this run has no checkpoint directory")
+            self._ckpt = CheckpointManager(self._ckpt_dir, keep=self._keep)
+            self._policy = CheckpointPolicy(self._ckpt_every, mtbf=self._mtbf)
+        return self._ckpt
+
+    def checkpoint(self, obj: Any, step: int | None = None, *, force: bool = False) -> bool:
+        """Save `obj` (a dict, bytes, a torch state_dict, a directory path...) atomically.
+
+        Returns True when it was written; False when the `trial.checkpoint_every` policy skipped it.
+        A stop request (preemption, pruning) always lets the next checkpoint through.
+        """
+        manager = self._manager()
+        if not (force or self.should_stop or self._policy.due(step)):
+            return False
+        if self.rank != 0:
+            return False
+        info = manager.save(obj, step=step)
+        self._policy.record(step, info.seconds)
+        self._sink(
+            EventKind.CHECKPOINT,
+            {"step": info.step, "path": info.path, "checksum": info.checksum, "bytes": info.bytes,
+             "seconds": info.seconds, "format": info.format},
+        )
+        return True
+
+    def restore(self) -> Any:
+        """The latest valid checkpoint of this trial (across its attempts), or None."""
+        manager = self._manager()
+        found = manager.latest()
+        for path, reason in getattr(manager, "corrupt", ()):
+            self._sink(EventKind.NOTE, {"level": "warning", "kind": "checkpoint_corrupt",
+                                        "message": f"checkpoint {path} skipped: {reason}", "path": path})
+        if found is None:
+            return None
+        info, obj = found
+        self._sink(EventKind.NOTE, {"level": "info", "kind": "restored",
+                                    "message": f"restored checkpoint of step {info.step}", "step": info.step})
+        return obj
+
+    # ------------------------------------------------------------------ profiling
+    def track(self, iterable: Iterable[T], *, batch_size: int | None = None) -> Iterator[T]:
+        """Iterate `iterable`, timing data-wait vs compute per step; in smoke mode stop after a few steps."""
+        from sweeplab.profiling import StepTracker
+
+        tracker = StepTracker(max_steps=self._smoke_steps if self.smoke else None)
+        self._trackers.append(tracker)
+        return tracker.track(iterable, batch_size=batch_size)
+
+    def profile_summary(self) -> dict[str, Any] | None:
+        if not self._trackers:
+            return None
+        from sweeplab.profiling import merge_summaries
+
+        return merge_summaries([t.summary() for t in self._trackers])
+
+    # ------------------------------------------------------------------ failure capture
+    def capture(self, name: str, obj: Any) -> None:
+        """Keep a reference to `obj` (e.g. the current batch); saved only if the trial fails."""
+        self._captures[name] = obj
+
+    def captured(self, name: str, default: Any = None) -> Any:
+        """In `sweeplab repro`: the object the failed trial registered under `name`."""
+        return self._captured.get(name, default)
+
+    @property
+    def captures(self) -> dict[str, Any]:
+        return dict(self._captures)
+
+    def __repr__(self) -> str:
+        return f"Run(sweep={self.sweep!r}, trial={self.trial}, attempt={self.attempt})"
+
+
+def objective_from(result: Any, metric: str | None) -> tuple[dict[str, float], float | None]:
+    """Split a trial's return value into final metrics and the objective (None when absent)."""
+    metrics: dict[str, float] = {}
+    if isinstance(result, Mapping):
+        for k, v in result.items():
+            try:
+                metrics[str(k)] = float(v)
+            except (TypeError, ValueError):
+                continue
+    elif isinstance(result, (int, float)) and not isinstance(result, bool):
+        metrics[metric or "value"] = float(result)
+    value = metrics.get(metric) if metric else None
+    return metrics, value
+
+
+def is_bad_number(x: float | None) -> bool:
+    return x is None or not math.isfinite(x)
+
+
+
