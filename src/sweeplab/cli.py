@@ -1,0 +1,466 @@
+"""The `sweeplab` command line (typer + rich). Exit codes: 0 ok, 1 runtime failure, 2 bad input, 130 interrupted."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sweeplab.errors import SweeplabError, UserError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Run many ML experiments at once, from a laptop to a Ray cluster.")
+console = Console(stderr=False, highlight=False)
+err = Console(stderr=True, highlight=False)
+
+STORE_HELP = "store directory (default: $SWEEPLAB_STORE or ./.sweeplab)"
+
+
+def _store_path(store: Optional[Path]) -> Path:
+    from sweeplab.store import default_store_dir
+
+    return store if store is not None else default_store_dir()
+
+
+def _open_store(store: Optional[Path], readonly: bool = False):  # type: ignore[no-untyped-def]
+    from sweeplab.store import Store
+
+    return Store.open(_store_path(store), readonly=readonly)
+
+
+def _parse_gpus(text: Optional[str]) -> Optional[list[int]]:
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--gpus: expected a comma-separated list of GPU ids such as 0,1; got {text!r}") from None
+
+
+def _split_overrides(args: list[str]) -> list[str]:
+    for a in args:
+        if "=" not in a:
+            raise UserError(f"expected key=value overrides after the target; got {a!r}")
+    return list(args)
+
+
+# ---------------------------------------------------------------------------------------------- sweep
+@app.command()
+def sweep(
+    spec_file: Path = typer.Argument(..., metavar="SPEC", help="sweep spec (YAML; W&B sweep files work as is)"),
+    overrides: Optional[List[str]] = typer.Argument(None, metavar="[KEY=VALUE]...",
+                                                    help="config overrides for every trial"),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="parallel trials (default: spec, or one per core)"),
+    backend: Optional[str] = typer.Option(None, "--backend", help="local | ray (default: spec, or local)"),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (ray backend)"),
+    name: Optional[str] = typer.Option(None, "--name", help="sweep name (default: spec name or file name)"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU ids to use, e.g. 0,1 (default: detected)"),
+    trials: Optional[int] = typer.Option(None, "--trials", help="override budget.trials"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="validate and describe the sweep; run nothing"),
+    smoke: bool = typer.Option(False, "--smoke", help="a few tiny trials on the CPU before the real thing"),
+    hard: bool = typer.Option(False, "--hard", help="when a budget is hit, stop running trials too"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress"),
+) -> None:
+    """Run a sweep from a spec file."""
+    from sweeplab.spec import load_spec
+
+    spec = load_spec(spec_file)
+    for key in spec.ignored:
+        err.print(f"[dim]info: {spec_file}: '{key}' is a W&B setting that does not apply offline; ignored[/dim]")
+    if trials is not None:
+        spec = _with_budget_trials(spec, trials)
+    if smoke:
+        spec = _with_budget_trials(spec, min(spec.budget.trials or 2, 2))
+    if dry_run:
+        _describe(spec, spec_file)
+        raise typer.Exit(0)
+    st = _open_store(store)
+    sweep_name = _unique_name(st, name or spec.name or spec_file.stem)
+    be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke)
+    _run_driver(spec, st, be, sweep_name=sweep_name, overrides=_split_overrides(overrides or []), smoke=smoke,
+                hard=hard, quiet=quiet, create=True, spec_path=str(spec_file))
+
+
+def _with_budget_trials(spec: Any, n: int) -> Any:
+    import dataclasses
+
+    return spec.with_overrides(budget=dataclasses.replace(spec.budget, trials=n))
+
+
+def _unique_name(st: Any, base: str) -> str:
+    if st.sweep_row(base) is None:
+        return base
+    i = 2
+    while st.sweep_row(f"{base}-{i}") is not None:
+        i += 1
+    return f"{base}-{i}"
+
+
+def _describe(spec: Any, spec_file: Path) -> None:
+    from sweeplab.monitors import parse_monitors
+    from sweeplab.schedulers import make_scheduler
+
+    file = str(spec_file)
+    scheduler = make_scheduler(spec.early_terminate, goal=spec.metric.goal, file=file) if spec.early_terminate else None
+    monitors = parse_monitors(list(spec.monitors), file=file) if spec.monitors else []
+    console.print(f"[bold]{spec.name or spec_file.stem}[/bold]: valid")
+    console.print(f"  method   {spec.method}" + (f" (seed {spec.seed})" if spec.seed is not None else ""))
+    if spec.metric.name:
+        console.print(f"  metric   {spec.metric.goal.value} {spec.metric.name}")
+    target = spec.function or " ".join(spec.command or ()) or spec.program
+    console.print(f"  runs     {target}")
+    console.print("  search space:")
+    for line in spec.space.describe():
+        console.print(f"    {line}")
+    if spec.method == "grid":
+        console.print(f"  grid     {spec.space.grid_size()} combinations")
+    b = spec.budget
+    console.print(f"  budget   trials={b.trials} time={b.time}")
+    if scheduler is not None:
+        console.print(f"  early stopping: {scheduler.describe()}")
+    for m in monitors:
+        console.print(f"  monitor: {getattr(m, 'name', m)}")
+
+
+def _make_backend(spec: Any, *, workers: Optional[int], backend: Optional[str], address: Optional[str],
+                  gpus: Optional[str], smoke: bool) -> Any:
+    kind = backend or getattr(spec, "backend", None) or "local"
+    res = spec.resources
+    n = workers or spec.workers
+    if kind == "local":
+        from sweeplab.backends.local import LocalBackend, detect_gpus, plan_slots
+
+        gpu_ids = [] if smoke else (_parse_gpus(gpus) if gpus is not None else detect_gpus())
+        cpus = float(res.cpus) * max(1, int(getattr(res, "workers", 1) or 1))
+        gpu_req = 0.0 if smoke else float(res.gpus)
+        if n is None:
+            n = max(1, int((os.cpu_count() or 1) // cpus)) if cpus > 0 else (os.cpu_count() or 1)
+            if gpu_req > 0 and gpu_ids:
+                n = min(n, int(len(gpu_ids) / gpu_req) if gpu_req >= 1 else int(len(gpu_ids) * (1 / gpu_req)))
+        slots = plan_slots(n, cpus=cpus, gpus=gpu_req, gpu_ids=gpu_ids)
+        return LocalBackend(slots, hide_gpus=smoke)
+    if kind == "ray":
+        from sweeplab.backends.ray import RayBackend
+
+        return RayBackend(spec, workers=n, address=address or getattr(spec, "address", None), smoke=smoke)
+    raise UserError(f"--backend: unknown backend {kind!r}; expected local or ray")
+
+
+class _LiveProgress:
+    """Live progress with rich: trials done/running/failed, best so far, elapsed and ETA."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.live: Any = None
+        self.last: Any = None
+
+    def __enter__(self) -> _LiveProgress:
+        if not self.quiet and console.is_terminal:
+            from rich.live import Live
+
+            self.live = Live(console=console, refresh_per_second=4, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def update(self, p: Any) -> None:
+        self.last = p
+        if self.live is not None:
+            self.live.update(self.render(p))
+        elif not self.quiet and not console.is_terminal:
+            now = time.monotonic()
+            if now - getattr(self, "_printed", 0.0) > 5:
+                self._printed = now
+                console.print(self.line(p))
+
+    @staticmethod
+    def line(p: Any) -> str:
+        c = p.counts
+        done = sum(c.get(k, 0) for k in ("completed", "pruned", "stopped_by_rule", "stopped"))
+        total = p.budget_trials if p.budget_trials is not None else "?"
+        best = f"{p.best_value:.6g} (trial {p.best_trial})" if p.best_value is not None else "-"
+        eta = f"{p.eta:.0f}s" if p.eta is not None else "-"
+        return (f"{p.sweep}: {done}/{total} done, {p.running} running, {c.get('failed', 0)} failed, "
+                f"{c.get('pruned', 0)} pruned | best {best} | elapsed {p.elapsed:.0f}s, ETA {eta}")
+
+    def render(self, p: Any) -> Any:
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table as T
+
+        c = p.counts
+        done = sum(c.get(k, 0) for k in ("completed", "pruned", "stopped_by_rule", "stopped", "failed"))
+        grid = T.grid(padding=(0, 2))
+        total = p.budget_trials or max(done, 1)
+        grid.add_row(ProgressBar(total=total, completed=done, width=30),
+                     f"{done}/{p.budget_trials or '?'} trials")
+        grid.add_row("running", str(p.running))
+        grid.add_row("completed", str(c.get("completed", 0)))
+        if c.get("pruned") or c.get("stopped_by_rule"):
+            grid.add_row("pruned / stopped by rule", f"{c.get('pruned', 0)} / {c.get('stopped_by_rule', 0)}")
+        grid.add_row("failed", str(c.get("failed", 0)))
+        best = f"{p.best_value:.6g}  (trial {p.best_trial})" if p.best_value is not None else "-"
+        grid.add_row("best so far", best)
+        eta = f"{p.eta:.0f}s" if p.eta is not None else "-"
+        grid.add_row("elapsed / ETA", f"{p.elapsed:.1f}s / {eta}")
+        return grid
+
+
+def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list[str], smoke: bool, hard: bool,
+                quiet: bool, create: bool, spec_path: Optional[str] = None, extra_trials: Optional[int] = None,
+                total_trials: Optional[int] = None) -> None:
+    from sweeplab.driver import Driver
+
+    def note(text: str) -> None:
+        err.print(f"[yellow]{text}[/yellow]")
+
+    with _LiveProgress(quiet) as live:
+        driver = Driver(spec, st, be, sweep_name=sweep_name, overrides=overrides, smoke=smoke,
+                        hard_budget=hard, on_progress=live.update, on_note=note)
+        if create:
+            driver.create(spec_path=spec_path)
+        else:
+            driver.resume(extra_trials=extra_trials, total_trials=total_trials)
+        if not quiet:
+            console.print(f"sweep [bold]{sweep_name}[/bold] on {be.describe()} -> store {st.root}")
+        outcome = driver.run()
+    _report(outcome, st, quiet)
+    raise typer.Exit(outcome.exit_code)
+
+
+def _report(outcome: Any, st: Any, quiet: bool) -> None:
+    c = outcome.counts
+    summary = ", ".join(f"{n} {s}" for s, n in c.items() if n)
+    console.print(f"\nsweep [bold]{outcome.sweep}[/bold] {outcome.state.value}: {outcome.reason.splitlines()[0]}")
+    if len(outcome.reason.splitlines()) > 1:
+        err.print("\n".join(outcome.reason.splitlines()[1:]))
+    console.print(f"trials: {summary or 'none'}")
+    if outcome.best_trial is not None:
+        console.print(f"best: trial {outcome.best_trial}, value {outcome.best_value:.6g}")
+        for k, v in (outcome.best_params or {}).items():
+            console.print(f"    {k} = {v!r}")
+    console.print(f"results: {Path(st.root) / 'store.db'}")
+    store_flag = "" if str(st.root) in (".sweeplab", str(Path(".sweeplab"))) else f" --store {st.root}"
+    console.print("next: "
+                  f"sweeplab status {outcome.sweep}{store_flag}  |  sweeplab best {outcome.sweep} --json{store_flag}"
+                  f"  |  sweeplab dashboard{store_flag}"
+                  + (f"  |  sweeplab resume {outcome.sweep}{store_flag}" if outcome.state.value != "finished" else ""))
+
+
+# ---------------------------------------------------------------------------------------------- resume
+@app.command()
+def resume(
+    sweep_name: str = typer.Argument(..., metavar="SWEEP"),
+    trials: Optional[str] = typer.Option(None, "--trials", help="+N more trials, or a new total N"),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w"),
+    backend: Optional[str] = typer.Option(None, "--backend"),
+    address: Optional[str] = typer.Option(None, "--address"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    gpus: Optional[str] = typer.Option(None, "--gpus"),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+) -> None:
+    """Continue a sweep after a crash, Ctrl-C or budget end; nothing completed is redone."""
+    from sweeplab.spec import parse_spec
+
+    st = _open_store(store)
+    row = st.sweep_row(sweep_name)
+    if row is None:
+        raise UserError(f"no sweep named {sweep_name!r} in {st.root}")
+    raw = json.loads(row["spec"])
+    meta = raw.pop("_sweeplab", {}) or {}
+    spec = parse_spec(raw, file=row["spec_path"] or f"<stored spec of {sweep_name}>",
+                      base_dir=Path(row["spec_path"]).parent if row["spec_path"] else None)
+    extra = total = None
+    if trials is not None:
+        text = trials.strip()
+        try:
+            if text.startswith("+"):
+                extra = int(text[1:])
+            else:
+                total = int(text)
+        except ValueError:
+            raise UserError(f"--trials: expected +N (more trials) or N (a new total); got {trials!r}") from None
+    be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus,
+                       smoke=bool(meta.get("smoke")))
+    if meta.get("cwd") and Path(meta["cwd"]).is_dir():
+        os.chdir(meta["cwd"])
+    _run_driver(spec, st, be, sweep_name=sweep_name, overrides=list(meta.get("overrides") or []),
+                smoke=bool(meta.get("smoke")), hard=False, quiet=quiet, create=False,
+                extra_trials=extra, total_trials=total)
+
+
+# ---------------------------------------------------------------------------------------------- run
+@app.command(context_settings={"allow_extra_args": False})
+def run(
+    target: str = typer.Argument(..., help="a function, e.g. train.py:train or pkg.module:train"),
+    overrides: Optional[List[str]] = typer.Argument(None, metavar="[KEY=VALUE]..."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="base config YAML"),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="environment profile name"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    smoke: bool = typer.Option(False, "--smoke"),
+    name: Optional[str] = typer.Option(None, "--name"),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+) -> None:
+    """Run one trial of a function (recorded as a single-trial sweep): the same code path as a sweep."""
+    from sweeplab.backends.local import LocalBackend, plan_slots
+    from sweeplab.spec import parse_spec
+
+    raw: dict[str, Any] = {"function": target, "method": "grid", "parameters": {}, "run_cap": 1}
+    if config is not None:
+        raw["config"] = str(config.resolve())
+    if profile:
+        raw["profile"] = profile
+    spec = parse_spec(raw, file="<sweeplab run>", base_dir=Path.cwd())
+    st = _open_store(store)
+    stem = Path(target.split(":")[0]).stem.replace(".", "-") or "run"
+    sweep_name = _unique_name(st, name or f"run-{stem}")
+    be = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]), hide_gpus=smoke)
+    _run_driver(spec, st, be, sweep_name=sweep_name, overrides=_split_overrides(overrides or []), smoke=smoke,
+                hard=False, quiet=quiet, create=True, spec_path=None)
+
+
+# ---------------------------------------------------------------------------------------------- reading
+@app.command()
+def status(
+    sweep_name: Optional[str] = typer.Argument(None, metavar="[SWEEP]"),
+    as_json: bool = typer.Option(False, "--json", help="stable JSON (see docs/api.md)"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """Sweeps in the store, or one sweep's trials (with attempts and reasons)."""
+    from sweeplab.store import queries
+
+    st = _open_store(store, readonly=True)
+    if sweep_name is None:
+        sweeps = queries.list_sweeps(st)
+        if as_json:
+            _print_json({"sweeps": sweeps})
+            return
+        table = Table("sweep", "state", "method", "trials", "completed", "pruned", "failed", "running", "best")
+        for s in sweeps:
+            c = s["counts"]
+            table.add_row(s["name"], s["state"], s["method"], str(s["trials"]), str(c.get("completed", 0)),
+                          str(c.get("pruned", 0) + c.get("stopped_by_rule", 0)), str(c.get("failed", 0)),
+                          str(c.get("running", 0)), _fmt(s["best"]))
+        console.print(table)
+        return
+    data = queries.sweep_status(st, sweep_name)
+    if as_json:
+        _print_json(data)
+        return
+    s = data["sweep"]
+    console.print(f"[bold]{s['name']}[/bold]  {s['state']}  {s['method']}  "
+                  f"{(s.get('goal') or '')} {s.get('metric') or ''}  best {_fmt(s['best'])}")
+    if s.get("end_reason"):
+        console.print(f"ended: {s['end_reason'].splitlines()[0]}")
+    budget, spend = s.get("budget") or {}, s.get("spend") or {}
+    if budget or spend:
+        parts = []
+        if budget.get("trials"):
+            parts.append(f"trials {s['trials']}/{budget['trials']}")
+        if spend.get("seconds") is not None:
+            parts.append(f"time {spend['seconds']:.0f}s" + (f"/{budget['time']:g}s" if budget.get("time") else ""))
+        if spend.get("cpu_seconds"):
+            parts.append(f"cpu-hours {spend['cpu_seconds'] / 3600:.3f}"
+                         + (f"/{budget['cpu_hours']:g}" if budget.get("cpu_hours") else ""))
+        if spend.get("gpu_seconds"):
+            parts.append(f"gpu-hours {spend['gpu_seconds'] / 3600:.3f}"
+                         + (f"/{budget['gpu_hours']:g}" if budget.get("gpu_hours") else ""))
+        console.print("spend: " + ", ".join(parts))
+    table = Table("#", "state", "value", "attempts", "params", "reason")
+    for t in data["trials"]:
+        params = ", ".join(f"{k}={_fmt(v)}" for k, v in (t.get("params") or {}).items())
+        table.add_row(str(t["number"]), t["state"], _fmt(t.get("value")), str(t.get("attempts", "")),
+                      params, (t.get("reason") or "")[:80])
+    console.print(table)
+
+
+@app.command()
+def best(
+    sweep_name: str = typer.Argument(..., metavar="SWEEP"),
+    as_json: bool = typer.Option(False, "--json"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """The best completed trial of a sweep."""
+    from sweeplab.store import queries
+
+    st = _open_store(store, readonly=True)
+    queries.sweep_status(st, sweep_name)  # a clear error when the sweep does not exist
+    b = queries.best_trial(st, sweep_name)
+    if b is None:
+        if as_json:
+            _print_json(None)
+        else:
+            console.print(f"{sweep_name}: no completed trial with a value yet")
+        raise typer.Exit(1)
+    if as_json:
+        _print_json(b)
+        return
+    console.print(f"best of {sweep_name}: trial {b['trial']}, value {_fmt(b['value'])}")
+    for k, v in (b.get("params") or {}).items():
+        console.print(f"    {k} = {v!r}")
+
+
+@app.command()
+def dashboard(
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8765, "--port"),
+    token: Optional[str] = typer.Option(None, "--token", help="required to bind a non-loopback host"),
+    insecure: bool = typer.Option(False, "--insecure", help="allow a non-loopback host without a token"),
+) -> None:
+    """Serve the read-only web dashboard (http://127.0.0.1:8765)."""
+    from sweeplab.dashboard.app import serve
+
+    serve(_store_path(store), host=host, port=port, token=token, insecure=insecure)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def main() -> None:
+    """Console entry point: user mistakes print one line and exit 2; no traceback."""
+    try:
+        app(standalone_mode=False)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except UserError as e:
+        err.print(f"error: {e}", markup=False)
+        sys.exit(2)
+    except SweeplabError as e:
+        err.print(f"error: {e}", markup=False)
+        sys.exit(e.exit_code)
+    except Exception as e:  # click usage errors
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(2)
+        if isinstance(e, click.exceptions.Abort):
+            sys.exit(130)
+        raise
