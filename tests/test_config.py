@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import pickle
 from pathlib import Path
-from typing import Optional
 
 import pydantic
 import pytest
@@ -270,7 +269,7 @@ class TrainDC:
     epochs: int = 10
     model: ModelDC = dataclasses.field(default_factory=ModelDC)
     layers: list[int] = dataclasses.field(default_factory=list)
-    head: Optional[ModelDC] = None
+    head: ModelDC | None = None
 
 
 class ModelPM(pydantic.BaseModel):
@@ -283,7 +282,7 @@ class TrainPM(pydantic.BaseModel):
     epochs: int = 10
     model: ModelPM = ModelPM()
     layers: list[int] = []
-    head: Optional[ModelPM] = None
+    head: ModelPM | None = None
 
 
 SCHEMAS = [pytest.param(TrainDC, id="dataclass"), pytest.param(TrainPM, id="pydantic")]
@@ -367,7 +366,7 @@ def _dc_fn(config: TrainDC, run) -> None:
     return None
 
 
-def _pm_fn(config: "TrainPM", run) -> None:  # a string annotation, resolved
+def _pm_fn(config: TrainPM, run) -> None:  # a string annotation, resolved
     return None
 
 

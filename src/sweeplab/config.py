@@ -18,9 +18,11 @@ import difflib
 import inspect
 import re
 import sys
+import types
 import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import yaml
 
@@ -55,7 +57,7 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456
 
 
 def _yaml_scalar(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    return yaml.load(text, Loader=_Loader)
 
 
 def load_yaml_mapping(path: str | Path, *, what: str = "config") -> dict[str, Any]:
@@ -68,7 +70,7 @@ def load_yaml_mapping(path: str | Path, *, what: str = "config") -> dict[str, An
     except OSError as exc:
         raise ConfigError(f"cannot read {what} file: {exc.strerror or exc}", file=file) from None
     try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -346,12 +348,17 @@ def typed_schema_of(fn: Callable[..., Any]) -> Any | None:
     if not params:
         return None
     first = params[0]
-    target = getattr(fn, "__call__", fn) if not (inspect.isfunction(fn) or inspect.ismethod(fn)) else fn
+    if inspect.isfunction(fn) or inspect.ismethod(fn):
+        target: Any = fn
+    elif isinstance(fn, type):
+        target = fn.__init__  # type: ignore[misc]
+    else:
+        target = type(fn).__call__  # a callable object
     try:
         hints = typing.get_type_hints(target)
         annotation = hints.get(first.name, first.annotation)
-    except Exception:  # unresolvable forward reference: fall back to what is written
-        annotation = first.annotation
+    except (NameError, TypeError, AttributeError, SyntaxError):
+        annotation = first.annotation  # unresolvable forward reference: use what is written
     return annotation if _is_schema(annotation) else None
 
 
@@ -389,7 +396,7 @@ def _fields(schema: Any) -> dict[str, Any]:
         return out
     try:
         hints = typing.get_type_hints(schema)
-    except Exception:
+    except (NameError, TypeError, AttributeError, SyntaxError):
         hints = {}
     return {f.name: hints.get(f.name, f.type) for f in dataclasses.fields(schema) if f.init}
 
@@ -403,10 +410,8 @@ def _nested_schema(tp: Any) -> Any | None:
     if _is_schema(tp):
         return tp
     args = [a for a in typing.get_args(tp) if a is not type(None)]
-    if typing.get_origin(tp) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        if len(args) == 1 and _is_schema(args[0]):
-            return args[0]
-    return None
+    is_union = typing.get_origin(tp) in (typing.Union, types.UnionType)
+    return args[0] if is_union and len(args) == 1 and _is_schema(args[0]) else None
 
 
 def _check_keys(data: Any, schema: Any, *, path: str) -> None:
@@ -463,7 +468,7 @@ def _translate(exc: Any, schema: Any) -> ConfigError:
     # pydantic adds the dataclass/model tag to some locations; drop anything that is not a field path
     path = _loc_path(loc)
     msg = str(first.get("msg", "invalid value"))
-    detail = msg[len("Input should be "):] if msg.startswith("Input should be ") else msg
+    detail = msg.removeprefix("Input should be ")
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     if first.get("type") == "missing":
         return ConfigError(f"missing required key for {schema.__name__}{more}", key=path or None)

@@ -1,0 +1,878 @@
+"""The sweep spec: W&B's sweep configuration grammar plus sweeplab's own keys.
+
+A W&B `sweep.yaml` loads unchanged (`entity`, `project`, `controller`, `apiVersion` and `kind` are
+accepted and listed in `SweepSpec.ignored`). Every mistake raises SpecError naming the file, the key
+path, the bad value and what was expected:
+
+    sweep.yaml: budget.time: unknown duration unit; got '30x'; expected a duration like 45s, 30m, 2h, 1h30m, 1d
+
+    spec = load_spec("sweep.yaml")
+    argv = build_command(spec, {"lr": 0.01}, interpreter=sys.executable, args_json_file="/tmp/p.json")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import difflib
+import json
+import math
+import os
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sweeplab.errors import SpecError
+from sweeplab.space import SearchSpace, parse_parameters, unflatten
+from sweeplab.types import Goal
+
+__all__ = [
+    "DEFAULT_COMMAND",
+    "EARLY_TERMINATE_TYPES",
+    "MACROS",
+    "METHODS",
+    "Budget",
+    "MetricSpec",
+    "Resources",
+    "SweepSpec",
+    "TrialPolicy",
+    "args_json",
+    "build_command",
+    "load_spec",
+    "parse_duration",
+    "parse_spec",
+]
+
+METHODS = ("grid", "random", "sobol", "bayes", "tpe", "gp")
+_NEEDS_METRIC = ("bayes", "tpe", "gp")
+EARLY_TERMINATE_TYPES = ("hyperband", "asha", "median")
+_IMPUTE = ("worst", "best", "latest")
+
+#: command macros (W&B's); `${envvar:NAME}` is also accepted
+MACROS = (
+    "env", "interpreter", "program", "args", "args_no_hyphens", "args_no_boolean_flags",
+    "args_json", "args_json_file",
+)
+_LIST_MACROS = ("args", "args_no_hyphens", "args_no_boolean_flags")
+DEFAULT_COMMAND = ("${env}", "${interpreter}", "${program}", "${args}")
+_MACRO = re.compile(r"\$\{([^}]*)\}")
+
+_WANDB_KEYS = (
+    "program", "command", "method", "metric", "parameters", "early_terminate", "run_cap", "name",
+    "description",
+)
+_IGNORED_KEYS = ("entity", "project", "controller", "apiVersion", "kind")
+_UNSUPPORTED_KEYS = {
+    "job": "W&B Launch jobs are not supported; use program/command or function",
+    "image_uri": "W&B Launch images are not supported; use program/command or function",
+    "metrics": "multi-objective sweeps are not supported; give one metric",
+    "scheduler": "custom W&B schedulers are not supported; use method and early_terminate",
+}
+_OUR_KEYS = (
+    "function", "config", "profile", "seed", "workers", "resources", "budget", "trial", "monitors",
+    "backend", "address", "checkpoint_dir",
+)
+_TOP_KEYS = (*_WANDB_KEYS, *_OUR_KEYS, *_IGNORED_KEYS)
+
+_FUNCTION = re.compile(
+    r"^(?:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[^:]*\.py)"
+    r":[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$"
+)
+
+
+# -------------------------------------------------------------------------------------- the model
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """The metric to optimise. `name` None: no metric (grid/random/sobol only; no 'best' trial)."""
+
+    name: str | None = None
+    goal: Goal = Goal.MINIMIZE
+    target: float | None = None                 # stop creating trials once a trial reaches it
+    impute: str = "worst"                       # value used for failed trials by model-based search
+    impute_while_running: str | None = None     # W&B option, kept for compatibility
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one trial needs. `workers` > 1 starts that many processes per trial (torchrun style)."""
+
+    cpus: float = 1.0
+    gpus: float = 0.0
+    workers: int = 1
+    cpus_per_worker: float | None = None        # None: cpus / workers
+    gpus_per_worker: float | None = None        # None: gpus / workers
+    custom: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When the sweep stops creating trials. None means no limit of that kind."""
+
+    trials: int | None = None
+    time: float | None = None                   # seconds of sweep wall time
+    gpu_hours: float | None = None
+    cpu_hours: float | None = None
+    cost: Mapping[str, float] | None = None     # name -> limit on the sum of that cost over trials
+
+
+@dataclass(frozen=True)
+class TrialPolicy:
+    """How each trial is run.
+
+    `checkpoint_every`: an int is a step count, a float is seconds (written as a duration, "5m"),
+    "auto" lets the runtime choose, None writes every checkpoint the code asks for.
+    """
+
+    timeout: float | None = None
+    retries: int = 1
+    checkpoint_every: float | str | None = None  # int: steps; float: seconds; "auto"
+    keep_checkpoints: int = 2
+    grace: float = 30.0                         # seconds between SIGTERM and SIGKILL
+    heartbeat_timeout: float | None = 60.0      # a silent trial is declared lost after this
+    torch_profiler: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A validated sweep spec. Build it with `load_spec` / `parse_spec`."""
+
+    method: str
+    space: SearchSpace
+    metric: MetricSpec = field(default_factory=MetricSpec)
+    name: str | None = None
+    description: str | None = None
+    function: str | None = None
+    program: str | None = None
+    command: tuple[str, ...] | None = None
+    config: Path | None = None
+    profile: str | None = None
+    seed: int | None = None
+    workers: int | None = None
+    resources: Resources = field(default_factory=Resources)
+    budget: Budget = field(default_factory=Budget)
+    trial: TrialPolicy = field(default_factory=TrialPolicy)
+    early_terminate: Mapping[str, Any] | None = None
+    monitors: tuple[Any, ...] = ()
+    backend: str = "local"
+    address: str | None = None
+    checkpoint_dir: str | None = None
+    source: Path | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+    ignored: tuple[str, ...] = ()
+
+    @property
+    def is_function(self) -> bool:
+        """True when trials call a Python function; False when they run a command."""
+        return self.function is not None
+
+    @property
+    def effective_command(self) -> tuple[str, ...] | None:
+        """The command template trials run (W&B's default when only `program` is given)."""
+        if self.command is not None:
+            return self.command
+        return DEFAULT_COMMAND if self.program is not None else None
+
+    @property
+    def base_dir(self) -> Path | None:
+        """The directory of the spec file (programs and relative paths are relative to it)."""
+        return self.source.parent if self.source is not None else None
+
+    def with_overrides(self, **changes: Any) -> SweepSpec:
+        """A copy with some fields replaced (e.g. `--workers 4` from the command line)."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise TypeError(f"SweepSpec has no field {unknown[0]!r}")
+        for key, value in changes.items():
+            _check_override(key, value)
+        return dataclasses.replace(self, **changes)
+
+    def to_jsonable(self) -> dict[str, Any]:
+        """Everything needed to rebuild this spec (see `from_jsonable`), as JSON-safe values.
+
+        `spec` is a normalised spec mapping that `parse_spec` accepts; `raw` is the mapping as
+        written; `source` the spec file.
+        """
+        spec: dict[str, Any] = {"method": self.method, "parameters": _jsonable(self.raw.get("parameters") or {})}
+        for key in ("name", "description", "function", "program", "profile", "seed", "workers",
+                    "address", "checkpoint_dir"):
+            value = getattr(self, key)
+            if value is not None:
+                spec[key] = value
+        if self.command is not None:
+            spec["command"] = list(self.command)
+        if self.config is not None:
+            spec["config"] = str(self.config)
+        if self.metric.name is not None:
+            metric: dict[str, Any] = {"name": self.metric.name, "goal": self.metric.goal.value,
+                                      "impute": self.metric.impute}
+            if self.metric.target is not None:
+                metric["target"] = self.metric.target
+            if self.metric.impute_while_running is not None:
+                metric["impute_while_running"] = self.metric.impute_while_running
+            spec["metric"] = metric
+        spec["backend"] = self.backend
+        spec["resources"] = {
+            k: (dict(v) if isinstance(v, Mapping) else v)
+            for k, v in dataclasses.asdict(self.resources).items() if v is not None
+        }
+        spec["budget"] = {
+            k: (dict(v) if isinstance(v, Mapping) else v)
+            for k, v in dataclasses.asdict(self.budget).items() if v is not None
+        }
+        trial = dataclasses.asdict(self.trial)
+        every = trial["checkpoint_every"]
+        if isinstance(every, float):
+            trial["checkpoint_every"] = f"{every!r}s"  # a float is seconds; a bare number is steps
+        spec["trial"] = {k: v for k, v in trial.items() if v is not None or k == "heartbeat_timeout"}
+        if self.early_terminate is not None:
+            spec["early_terminate"] = _jsonable(self.early_terminate)
+        if self.monitors:
+            spec["monitors"] = _jsonable(list(self.monitors))
+        return {
+            "version": 1,
+            "spec": spec,
+            "raw": _jsonable(self.raw),
+            "source": str(self.source) if self.source is not None else None,
+            "ignored": list(self.ignored),
+        }
+
+    @classmethod
+    def from_jsonable(cls, data: Mapping[str, Any]) -> SweepSpec:
+        """Rebuild a spec written by `to_jsonable` (e.g. from the sweep row, on resume)."""
+        if not isinstance(data, Mapping) or data.get("version") != 1 or "spec" not in data:
+            raise SpecError("not a stored sweep spec", key="spec", value=_short(data),
+                            expected="the output of SweepSpec.to_jsonable() (version 1)")
+        source = data.get("source")
+        spec = parse_spec(data["spec"], file=source)
+        return dataclasses.replace(
+            spec,
+            source=Path(source) if source else None,
+            raw=data.get("raw") or dict(data["spec"]),
+            ignored=tuple(data.get("ignored") or ()),
+        )
+
+
+def _check_override(key: str, value: Any) -> None:
+    if key == "workers" and value is not None and (not _is_int(value) or value < 1):
+        raise SpecError("must be an integer >= 1", key="workers", value=value, expected="an integer >= 1")
+    if key == "seed" and value is not None and (not _is_int(value) or value < 0):
+        raise SpecError("must be an integer >= 0", key="seed", value=value, expected="an integer >= 0")
+    if key == "method" and value not in METHODS:
+        raise SpecError("unknown method", key="method", value=value, expected=f"one of {', '.join(METHODS)}")
+    if key == "backend" and not (isinstance(value, str) and value):
+        raise SpecError("must be a name", key="backend", value=value, expected="a string like local or ray")
+
+
+# ----------------------------------------------------------------------------------------- loading
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that also reads `1e-3` as a float (YAML 1.1 insists on a dot: `1.0e-3`)."""
+
+
+_Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9_]+|[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?$"
+               r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
+    list("-+0123456789."),
+)
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read and validate a sweep spec file; every error names the file."""
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError("sweep spec file not found", file=file) from None
+    except OSError as exc:
+        raise SpecError(f"cannot read the sweep spec: {exc.strerror or exc}", file=file) from None
+    try:
+        raw = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(f"invalid YAML: {where}{problem}", file=file) from None
+    spec = parse_spec(raw, file=file, base_dir=Path(path).parent)
+    return dataclasses.replace(spec, source=Path(path))
+
+
+def parse_spec(raw: Any, *, file: str | None = None, base_dir: Path | None = None) -> SweepSpec:
+    """Validate a spec mapping (as loaded from YAML). `base_dir` anchors a relative `config` path
+    (default: the directory of `file`)."""
+    return _SpecParser(file, base_dir).parse(raw)
+
+
+# --------------------------------------------------------------------------------------- durations
+
+_UNITS = {
+    "ms": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "d": 86400.0, "day": 86400.0, "days": 86400.0,
+}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*")
+_DURATION_EXPECTED = "a duration like 45s, 30m, 2h, 1h30m, 1d, or a number of seconds"
+
+
+def parse_duration(text: str | float, *, file: str | None = None, key: str = "duration") -> float:
+    """Seconds in `text`: "45s", "30m", "2h", "1h30m", "1.5h", "1d", "500ms"; a number is seconds."""
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        raise SpecError("a duration must be a string or a number", file=file, key=key, value=text,
+                        expected=_DURATION_EXPECTED)
+    if isinstance(text, (int, float)):
+        seconds = float(text)
+    else:
+        s = text.strip().lower()
+        if not s:
+            raise SpecError("empty duration", file=file, key=key, value=text, expected=_DURATION_EXPECTED)
+        if s.startswith("-"):
+            raise SpecError("a duration cannot be negative", file=file, key=key, value=text,
+                            expected=_DURATION_EXPECTED)
+        pos, seconds, parts = 0, 0.0, 0
+        for match in _DURATION_PART.finditer(s):
+            if match.start() != pos:
+                break
+            number, unit = match.groups()
+            if not unit:
+                if match.end() != len(s) or parts:
+                    raise SpecError("missing duration unit", file=file, key=key, value=text,
+                                    expected=_DURATION_EXPECTED)
+                unit = "s"
+            if unit not in _UNITS:
+                close = difflib.get_close_matches(unit, list(_UNITS), n=1)
+                raise SpecError(f"unknown duration unit {unit!r}", file=file, key=key, value=text,
+                                expected=_DURATION_EXPECTED,
+                                hint=f"did you mean {close[0]!r}?" if close else None)
+            seconds += float(number) * _UNITS[unit]
+            pos, parts = match.end(), parts + 1
+        if pos != len(s) or parts == 0:
+            raise SpecError("not a duration", file=file, key=key, value=text, expected=_DURATION_EXPECTED)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise SpecError("a duration must be finite and >= 0", file=file, key=key, value=text,
+                        expected=_DURATION_EXPECTED)
+    return seconds
+
+
+# ---------------------------------------------------------------------------------------- commands
+
+def args_json(params: Mapping[str, Any]) -> str:
+    """The JSON that `${args_json}` passes and an `${args_json_file}` must hold (nested by dots)."""
+    return json.dumps(unflatten(dict(params)), sort_keys=False, default=str)
+
+
+def _arg_value(value: Any) -> str:
+    # W&B formats scalars with str() (True, 0.01, abc); containers are passed as JSON
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+def _substitute(single: Callable[[str, str], str | None], where: str, match: re.Match[str]) -> str:
+    return single(match.group(1), where) or ""
+
+
+def build_command(
+    spec: SweepSpec,
+    params: Mapping[str, Any],
+    *,
+    interpreter: str,
+    args_json_file: str,
+    environ: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The argv of one trial: the spec's command with W&B's macros expanded.
+
+    `params` is flat with dotted names (`{"lr": 0.1, "model.hidden": 64}`). An item that is exactly
+    a macro expands to its arguments (`${args}` -> `--lr=0.1 --model.hidden=64`, `${env}` ->
+    `/usr/bin/env`, nothing on Windows); inside a longer item the single-value macros are replaced
+    as text (`--params=${args_json_file}`). The caller writes `args_json(params)` to `args_json_file`.
+    """
+    template = spec.effective_command
+    if template is None:
+        raise SpecError("this sweep calls a function; it has no command to build", key="command",
+                        file=str(spec.source) if spec.source else None)
+    env = os.environ if environ is None else environ
+    flat = dict(params)
+
+    def single(name: str, where: str) -> str | None:
+        if name == "env":
+            return None if os.name == "nt" else "/usr/bin/env"
+        if name == "interpreter":
+            return interpreter
+        if name == "program":
+            if spec.program is None:
+                raise SpecError("command uses ${program} but the spec has no program", key=where)
+            return spec.program
+        if name == "args_json":
+            return args_json(flat)
+        if name == "args_json_file":
+            return args_json_file
+        if name.startswith("envvar:"):
+            var = name[len("envvar:"):]
+            if var not in env:
+                raise SpecError(f"environment variable {var} is not set", key=where,
+                                value=f"${{{name}}}", expected="a variable set in the environment")
+            return env[var]
+        raise SpecError("unknown macro", key=where, value=f"${{{name}}}")  # parse_spec prevents this
+
+    argv: list[str] = []
+    for i, item in enumerate(template):
+        where = f"command[{i}]"
+        whole = _MACRO.fullmatch(item)
+        if whole is not None:
+            name = whole.group(1)
+            if name == "args":
+                argv += [f"--{k}={_arg_value(v)}" for k, v in flat.items()]
+            elif name == "args_no_hyphens":
+                argv += [f"{k}={_arg_value(v)}" for k, v in flat.items()]
+            elif name == "args_no_boolean_flags":
+                for k, v in flat.items():
+                    if v is True:
+                        argv.append(f"--{k}")
+                    elif v is not False:
+                        argv.append(f"--{k}={_arg_value(v)}")
+            else:
+                value = single(name, where)
+                if value is not None:
+                    argv.append(value)
+            continue
+        argv.append(_MACRO.sub(partial(_substitute, single, where), item))
+    return argv
+
+
+# ----------------------------------------------------------------------------------------- parsing
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str | None:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else None
+
+
+class _Abbrev(str):
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _short(value: Any) -> Any:
+    text = repr(value)
+    return value if len(text) <= 80 else _Abbrev(text[:77] + "...")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+class _SpecParser:
+    def __init__(self, file: str | None, base_dir: Path | None) -> None:
+        self.file = file
+        if base_dir is None and file:
+            base_dir = Path(file).parent
+        self.base_dir = base_dir
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def error(self, message: str, key: str | None, **kw: Any) -> SpecError:
+        if "value" in kw:
+            kw["value"] = _short(kw["value"])
+        return SpecError(message, file=self.file, key=key, **kw)
+
+    def mapping(self, raw: Any, key: str, example: str) -> Mapping[str, Any]:
+        if not isinstance(raw, Mapping):
+            raise self.error("must be a mapping", key, value=raw, expected=f"a mapping like {example}")
+        return raw
+
+    def keys(self, raw: Mapping[str, Any], allowed: Sequence[str], key: str) -> None:
+        for k in raw:
+            if k not in allowed:
+                where = f"{key}.{k}" if key else str(k)
+                raise self.error(f"unknown key {k!r}", where, expected=f"one of {', '.join(allowed)}",
+                                 hint=_did_you_mean(str(k), allowed))
+
+    def string(self, raw: Any, key: str) -> str | None:
+        if raw is None:
+            return None
+        if not isinstance(raw, str) or not raw.strip():
+            raise self.error("must be a non-empty string", key, value=raw, expected="a string")
+        return raw
+
+    def integer(self, raw: Any, key: str, *, minimum: int) -> int | None:
+        if raw is None:
+            return None
+        if not _is_int(raw):
+            raise self.error("must be an integer", key, value=raw, expected=f"an integer >= {minimum}")
+        if raw < minimum:
+            raise self.error(f"must be at least {minimum}", key, value=raw, expected=f"an integer >= {minimum}")
+        return int(raw)
+
+    def number(self, raw: Any, key: str, *, minimum: float = 0.0) -> float | None:
+        if raw is None:
+            return None
+        if not _is_number(raw):
+            raise self.error("must be a number", key, value=raw, expected=f"a number >= {minimum:g}")
+        if raw < minimum:
+            raise self.error(f"must be at least {minimum:g}", key, value=raw, expected=f"a number >= {minimum:g}")
+        return float(raw)
+
+    def duration(self, raw: Any, key: str) -> float | None:
+        return None if raw is None else parse_duration(raw, file=self.file, key=key)
+
+    def gpus(self, raw: Any, key: str) -> float | None:
+        value = self.number(raw, key)
+        if value is not None and value > 1 and not float(value).is_integer():
+            raise self.error("a fraction of a GPU must be <= 1; more than one GPU must be a whole number",
+                             key, value=raw, expected="a number in [0, 1] or a whole number of GPUs")
+        return value
+
+    # -- the spec -------------------------------------------------------------------------------
+
+    def parse(self, raw: Any) -> SweepSpec:
+        if raw is None:
+            raise self.error("the sweep spec is empty", None, expected="a mapping with method and parameters")
+        if not isinstance(raw, Mapping):
+            raise self.error("the sweep spec must be a mapping", None, value=raw,
+                             expected="a YAML mapping (method: ..., parameters: ...)")
+        for k in raw:
+            if k in _UNSUPPORTED_KEYS:
+                raise self.error(f"{k!r} is not supported", str(k), hint=_UNSUPPORTED_KEYS[k])
+            if k not in _TOP_KEYS:
+                raise self.error(f"unknown key {k!r}", str(k), expected="a sweep spec key",
+                                 hint=_did_you_mean(str(k), _TOP_KEYS) or "see docs/spec.md for the keys")
+
+        method = self.method(raw.get("method"))
+        metric = self.metric(raw.get("metric"), method)
+        space = self.space(raw.get("parameters"), method)
+        function, program, command = self.target(raw)
+        budget = self.budget(raw.get("budget"), raw.get("run_cap"))
+        early = self.early_terminate(raw.get("early_terminate"), metric)
+        config = self.string(raw.get("config"), "config")
+        config_path = Path(config) if config is not None else None
+        if config_path is not None and not config_path.is_absolute() and self.base_dir is not None:
+            config_path = self.base_dir / config_path
+        ignored = tuple(k for k in _IGNORED_KEYS if k in raw)
+        return SweepSpec(
+            method=method,
+            space=space,
+            metric=metric,
+            name=self.string(raw.get("name"), "name"),
+            description=self.text(raw.get("description"), "description"),
+            function=function,
+            program=program,
+            command=command,
+            config=config_path,
+            profile=self.string(raw.get("profile"), "profile"),
+            seed=self.integer(raw.get("seed"), "seed", minimum=0),
+            workers=self.integer(raw.get("workers"), "workers", minimum=1),
+            resources=self.resources(raw.get("resources")),
+            budget=budget,
+            trial=self.trial(raw.get("trial")),
+            early_terminate=early,
+            monitors=self.monitors(raw.get("monitors")),
+            backend=self.string(raw.get("backend"), "backend") or "local",
+            address=self.string(raw.get("address"), "address"),
+            checkpoint_dir=self.string(raw.get("checkpoint_dir"), "checkpoint_dir"),
+            source=Path(self.file) if self.file else None,
+            raw=dict(raw),
+            ignored=ignored,
+        )
+
+    def text(self, raw: Any, key: str) -> str | None:
+        if raw is None:
+            return None
+        if not isinstance(raw, str):
+            raise self.error("must be a string", key, value=raw, expected="a string")
+        return raw
+
+    def method(self, raw: Any) -> str:
+        expected = f"one of {', '.join(METHODS)}"
+        if raw is None:
+            raise self.error("missing required key 'method'", "method", expected=expected)
+        if raw == "custom":
+            raise self.error("W&B's custom method is not supported", "method", value=raw, expected=expected)
+        if raw not in METHODS:
+            raise self.error("unknown method", "method", value=raw, expected=expected,
+                             hint=_did_you_mean(str(raw), METHODS))
+        return str(raw)
+
+    def metric(self, raw: Any, method: str) -> MetricSpec:
+        if raw is None:
+            if method in _NEEDS_METRIC:
+                raise self.error(f"method {method} needs a metric to optimise", "metric",
+                                 expected="a mapping like {name: val_loss, goal: minimize}")
+            return MetricSpec()
+        raw = self.mapping(raw, "metric", "{name: val_loss, goal: minimize}")
+        self.keys(raw, ("name", "goal", "target", "impute", "impute_while_running"), "metric")
+        if "name" not in raw:
+            raise self.error("missing required key 'name'", "metric.name", expected="the name of a metric")
+        name = self.string(raw.get("name"), "metric.name")
+        goal_raw = raw.get("goal", "minimize")
+        if goal_raw not in ("minimize", "maximize"):
+            raise self.error("unknown goal", "metric.goal", value=goal_raw, expected="minimize or maximize",
+                             hint=_did_you_mean(str(goal_raw), ("minimize", "maximize")))
+        target = raw.get("target")
+        if target is not None and not _is_number(target):
+            raise self.error("must be a number", "metric.target", value=target, expected="a number")
+        impute = raw.get("impute", "worst")
+        if impute not in _IMPUTE:
+            raise self.error("unknown impute", "metric.impute", value=impute, expected=f"one of {', '.join(_IMPUTE)}")
+        running = raw.get("impute_while_running")
+        if running is False or running == "false":
+            running = None
+        if running is not None and running not in _IMPUTE:
+            raise self.error("unknown impute_while_running", "metric.impute_while_running", value=running,
+                             expected="false or one of " + ", ".join(_IMPUTE))
+        return MetricSpec(
+            name=name, goal=Goal(goal_raw), target=float(target) if target is not None else None,
+            impute=str(impute), impute_while_running=running,
+        )
+
+    def space(self, raw: Any, method: str) -> SearchSpace:
+        try:
+            space = parse_parameters(raw, file=self.file, key="parameters")
+        except SpecError as err:
+            raise (err.with_file(self.file) if self.file and not err.file else err) from None
+        if method == "grid":
+            for name, dist in space.params.items():
+                if dist.grid_values() is None:
+                    raise self.error(
+                        f"grid search needs a finite set of values, but parameter {name!r} is {dist.kind}",
+                        _param_key(raw, name),
+                        expected="value, values, an int_uniform or a q_uniform range",
+                        hint="use values: [...] or method: random",
+                    )
+        return space
+
+    def target(self, raw: Mapping[str, Any]) -> tuple[str | None, str | None, tuple[str, ...] | None]:
+        function = self.string(raw.get("function"), "function")
+        program = self.string(raw.get("program"), "program")
+        command = self.command(raw.get("command")) if "command" in raw else None
+        if function is not None:
+            if not _FUNCTION.match(function):
+                raise self.error("function must name a module or file and a function", "function",
+                                 value=function, expected="'pkg.module:fn' or 'path/to/file.py:fn'")
+            for other in ("program", "command"):
+                if raw.get(other) is not None:
+                    raise self.error(f"function and {other} are alternatives; give one", other,
+                                     hint="a Python function is called in the worker; a program runs as a command")
+            return function, None, None
+        if command is not None:
+            uses_program = any("${program}" in item for item in command)
+            if uses_program and program is None:
+                index = next(i for i, item in enumerate(command) if "${program}" in item)
+                raise self.error("command uses ${program} but no program is given", f"command[{index}]",
+                                 value=command[index], hint="add program: train.py")
+            if program is None:
+                self.executable(command)
+            return None, program, command
+        if program is not None:
+            return None, program, None
+        raise self.error("nothing to run", None,
+                         expected="one of function ('pkg.module:fn'), program (train.py) or command",
+                         hint="add program: train.py or function: module:train")
+
+    def command(self, raw: Any) -> tuple[str, ...]:
+        if isinstance(raw, str):
+            try:
+                raw = shlex.split(raw)
+            except ValueError as exc:
+                raise self.error(f"cannot split command: {exc}", "command", value=raw) from None
+        if not isinstance(raw, (list, tuple)) or not raw:
+            raise self.error("must be a non-empty list", "command", value=raw,
+                             expected="a list like [${env}, ${interpreter}, ${program}, ${args}]")
+        items: list[str] = []
+        for i, item in enumerate(raw):
+            key = f"command[{i}]"
+            if _is_number(item):
+                item = str(item)
+            if not isinstance(item, str):
+                raise self.error("a command item must be a string", key, value=item, expected="a string")
+            if "${" in _MACRO.sub("", item):
+                raise self.error("unclosed macro: '${' without '}'", key, value=item,
+                                 expected="macros written as ${name}")
+            for match in _MACRO.finditer(item):
+                name = match.group(1)
+                if name.startswith("envvar:") and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name[7:]):
+                    continue
+                if name not in MACROS:
+                    raise self.error(f"unknown macro ${{{name}}}", key, value=item,
+                                     expected="one of " + ", ".join(f"${{{m}}}" for m in MACROS)
+                                     + " or ${envvar:NAME}",
+                                     hint=_did_you_mean(name, MACROS))
+                if name in _LIST_MACROS and match.group(0) != item:
+                    raise self.error(f"${{{name}}} expands to several arguments; it must be a whole item",
+                                     key, value=item, expected=f"an item that is exactly ${{{name}}}")
+            items.append(item)
+        return tuple(items)
+
+    def executable(self, command: tuple[str, ...]) -> None:
+        """A command without a program must start with something to execute."""
+        i = 1 if command[0] == "${env}" else 0
+        if i >= len(command):
+            raise self.error("command has nothing to execute", "command", value=list(command),
+                             expected="an executable after ${env}")
+        first = command[i]
+        if first == "${interpreter}" or first.startswith("${envvar:"):
+            return
+        if _MACRO.search(first) or not first.strip() or first.startswith("-"):
+            raise self.error("command must start with an executable", f"command[{i}]", value=first,
+                             expected="a program name or path such as python3, ./train.sh or ${interpreter}")
+
+    def budget(self, raw: Any, run_cap: Any) -> Budget:
+        cap = self.integer(run_cap, "run_cap", minimum=1)
+        if raw is None:
+            return Budget(trials=cap)
+        raw = self.mapping(raw, "budget", "{trials: 60, time: 30m, gpu_hours: 4}")
+        self.keys(raw, ("trials", "time", "gpu_hours", "cpu_hours", "cost"), "budget")
+        trials = self.integer(raw.get("trials"), "budget.trials", minimum=1)
+        if cap is not None and trials is not None and cap != trials:
+            raise self.error("run_cap and budget.trials disagree (run_cap is an alias of budget.trials)",
+                             "run_cap", value=cap, expected=f"{trials} (budget.trials) or only one of them")
+        cost = raw.get("cost")
+        if cost is not None:
+            cost = self.mapping(cost, "budget.cost", "{usd: 20}")
+            cost = {str(k): self.number(v, f"budget.cost.{k}") for k, v in cost.items()}
+        return Budget(
+            trials=trials if trials is not None else cap,
+            time=self.duration(raw.get("time"), "budget.time"),
+            gpu_hours=self.hours(raw.get("gpu_hours"), "budget.gpu_hours"),
+            cpu_hours=self.hours(raw.get("cpu_hours"), "budget.cpu_hours"),
+            cost=cost,
+        )
+
+    def hours(self, raw: Any, key: str) -> float | None:
+        """A number of hours, or a duration string ("90m")."""
+        if raw is None:
+            return None
+        if isinstance(raw, str):
+            return parse_duration(raw, file=self.file, key=key) / 3600.0
+        return self.number(raw, key)
+
+    def resources(self, raw: Any) -> Resources:
+        if raw is None:
+            return Resources()
+        raw = self.mapping(raw, "resources", "{cpus: 1, gpus: 0}")
+        allowed = ("cpus", "gpus", "workers", "cpus_per_worker", "gpus_per_worker", "custom")
+        self.keys(raw, allowed, "resources")
+        custom = raw.get("custom") or {}
+        custom = self.mapping(custom, "resources.custom", "{tpu: 1}")
+        return Resources(
+            cpus=self.number(raw.get("cpus", 1.0), "resources.cpus"),  # type: ignore[arg-type]
+            gpus=self.gpus(raw.get("gpus", 0.0), "resources.gpus"),  # type: ignore[arg-type]
+            workers=self.integer(raw.get("workers", 1), "resources.workers", minimum=1),  # type: ignore[arg-type]
+            cpus_per_worker=self.number(raw.get("cpus_per_worker"), "resources.cpus_per_worker"),
+            gpus_per_worker=self.gpus(raw.get("gpus_per_worker"), "resources.gpus_per_worker"),
+            custom={str(k): self.number(v, f"resources.custom.{k}") for k, v in custom.items()},  # type: ignore[misc]
+        )
+
+    def trial(self, raw: Any) -> TrialPolicy:
+        if raw is None:
+            return TrialPolicy()
+        raw = self.mapping(raw, "trial", "{timeout: 10m, retries: 2, checkpoint_every: 5m}")
+        allowed = ("timeout", "retries", "checkpoint_every", "keep_checkpoints", "grace",
+                   "heartbeat_timeout", "torch_profiler")
+        self.keys(raw, allowed, "trial")
+        profiler = raw.get("torch_profiler")
+        if profiler is True:
+            profiler = {}
+        elif profiler is False:
+            profiler = None
+        elif profiler is not None:
+            profiler = dict(self.mapping(profiler, "trial.torch_profiler", "{wait: 1, warmup: 1, active: 3}"))
+        defaults = TrialPolicy()
+        return TrialPolicy(
+            timeout=self.duration(raw.get("timeout"), "trial.timeout"),
+            retries=self.integer(raw.get("retries", defaults.retries), "trial.retries", minimum=0),  # type: ignore[arg-type]
+            checkpoint_every=self.checkpoint_every(raw.get("checkpoint_every")),
+            keep_checkpoints=self.integer(  # type: ignore[arg-type]
+                raw.get("keep_checkpoints", defaults.keep_checkpoints), "trial.keep_checkpoints", minimum=1),
+            grace=self.duration(raw.get("grace", defaults.grace), "trial.grace"),  # type: ignore[arg-type]
+            heartbeat_timeout=self.duration(raw.get("heartbeat_timeout", defaults.heartbeat_timeout),
+                                            "trial.heartbeat_timeout"),
+            torch_profiler=profiler,
+        )
+
+    def checkpoint_every(self, raw: Any) -> float | str | None:
+        key = "trial.checkpoint_every"
+        expected = "a step count (100), a duration ('5m') or 'auto'"
+        if raw is None:
+            return None
+        if _is_int(raw):
+            if raw < 1:
+                raise self.error("checkpoint_every must be at least 1 step", key, value=raw, expected=expected)
+            return int(raw)
+        if isinstance(raw, str):
+            text = raw.strip().lower()
+            if text == "auto":
+                return "auto"
+            steps = re.fullmatch(r"(\d+)\s*steps?", text)
+            if steps:
+                return self.checkpoint_every(int(steps.group(1)))
+            return parse_duration(raw, file=self.file, key=key)
+        raise self.error("checkpoint_every must be steps, a duration or 'auto'", key, value=raw,
+                         expected=expected, hint="a bare number is a step count; write '30s' for time")
+
+    def early_terminate(self, raw: Any, metric: MetricSpec) -> Mapping[str, Any] | None:
+        if raw is None:
+            return None
+        raw = self.mapping(raw, "early_terminate", "{type: hyperband, min_iter: 3}")
+        kind = raw.get("type")
+        if kind is None:
+            raise self.error("missing required key 'type'", "early_terminate.type",
+                             expected=f"one of {', '.join(EARLY_TERMINATE_TYPES)}")
+        if kind not in EARLY_TERMINATE_TYPES:
+            raise self.error("unknown early_terminate type", "early_terminate.type", value=kind,
+                             expected=f"one of {', '.join(EARLY_TERMINATE_TYPES)}",
+                             hint=_did_you_mean(str(kind), EARLY_TERMINATE_TYPES))
+        if raw.get("metric") is None and metric.name is None:
+            raise self.error("early termination needs a metric", "early_terminate",
+                             expected="a sweep metric or early_terminate.metric")
+        return dict(raw)
+
+    def monitors(self, raw: Any) -> tuple[Any, ...]:
+        if raw is None:
+            return ()
+        if not isinstance(raw, (list, tuple)):
+            raise self.error("must be a list", "monitors", value=raw,
+                             expected="a list like [nan, {plateau: {metric: val_loss, patience: 5}}]")
+        for i, item in enumerate(raw):
+            if not isinstance(item, (str, Mapping)):
+                raise self.error("a monitor must be a name or a mapping", f"monitors[{i}]", value=item,
+                                 expected="a name (nan) or a mapping ({plateau: {...}})")
+        return tuple(raw)
+
+
+def _param_key(raw: Any, name: str) -> str:
+    """The spec key path of a flat parameter name: `a.b` -> `parameters.a.parameters.b`."""
+    if not isinstance(raw, Mapping):
+        return f"parameters.{name}"
+    if name in raw:
+        return f"parameters.{name}"
+    parts = name.split(".")
+    for i in range(1, len(parts)):
+        head, rest = ".".join(parts[:i]), ".".join(parts[i:])
+        node = raw.get(head)
+        if isinstance(node, Mapping) and isinstance(node.get("parameters"), Mapping):
+            return f"parameters.{head}.{_param_key(node['parameters'], rest)}"
+    return f"parameters.{name}"
