@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -467,26 +468,51 @@ def test_with_overrides_replaces_fields_and_validates():
         spec.with_overrides(wrokers=2)
 
 
+def _comparable(spec: SweepSpec) -> SweepSpec:
+    return dataclasses.replace(spec, raw={}, source=None)
+
+
 @pytest.mark.parametrize(
     "fixture", ["wandb_grid.yaml", "wandb_random.yaml", "wandb_bayes_hyperband.yaml", "sweeplab_full.yaml"]
 )
 def test_to_jsonable_round_trips_through_json(fixture):
     spec = load_spec(SPECS / fixture)
     data = json.loads(json.dumps(spec.to_jsonable()))
-    rebuilt = SweepSpec.from_jsonable(data)
-    assert rebuilt == spec
+    rebuilt = SweepSpec.from_jsonable(data, source=spec.source)
+    assert _comparable(rebuilt) == _comparable(spec)
+    assert rebuilt.source == spec.source and rebuilt.ignored == spec.ignored
+    assert parse_spec(data) is not None  # the stored mapping is itself a valid spec
 
 
-def test_to_jsonable_keeps_overrides_and_checkpoint_kinds():
-    spec = load_spec(SPECS / "sweeplab_full.yaml").with_overrides(workers=8)
+def test_to_jsonable_folds_run_cap_into_budget_and_keeps_overrides():
+    spec = load_spec(SPECS / "wandb_random.yaml").with_overrides(workers=8)
+    data = spec.to_jsonable()
+    assert "run_cap" not in data and data["budget"] == {"trials": 20} and data["workers"] == 8
+    assert data["entity"] == "my-team"
+    rebuilt = SweepSpec.from_jsonable(json.loads(json.dumps(data)))
+    assert rebuilt.workers == 8 and rebuilt.budget.trials == 20 and rebuilt.source is None
+
+
+def test_to_jsonable_keeps_checkpoint_kinds():
+    spec = load_spec(SPECS / "sweeplab_full.yaml")
     rebuilt = SweepSpec.from_jsonable(json.loads(json.dumps(spec.to_jsonable())))
-    assert rebuilt.workers == 8
     assert rebuilt.trial.checkpoint_every == 300.0 and isinstance(rebuilt.trial.checkpoint_every, float)
     steps = spec.with_overrides(trial=TrialPolicy(checkpoint_every=300))
     again = SweepSpec.from_jsonable(json.loads(json.dumps(steps.to_jsonable())))
     assert again.trial.checkpoint_every == 300 and isinstance(again.trial.checkpoint_every, int)
 
 
-def test_from_jsonable_rejects_other_data():
-    with pytest.raises(SpecError, match="not a stored sweep spec"):
-        SweepSpec.from_jsonable({"method": "grid"})
+def test_stored_config_path_is_absolute(tmp_path, monkeypatch):
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "sweep.yaml").write_text("method: grid\nfunction: m:f\nconfig: conf/base.yaml\n")
+    monkeypatch.chdir(tmp_path)
+    spec = load_spec("exp/sweep.yaml")  # a relative spec path
+    assert spec.config == tmp_path / "exp" / "conf" / "base.yaml"
+    monkeypatch.chdir(tmp_path / "exp")
+    again = SweepSpec.from_jsonable(spec.to_jsonable(), source="exp/sweep.yaml")
+    assert again.config == tmp_path / "exp" / "conf" / "base.yaml"
+
+
+def test_from_jsonable_names_the_stored_spec_in_errors():
+    with pytest.raises(SpecError, match="<stored spec>: method: missing required key"):
+        SweepSpec.from_jsonable({"function": "m:f"})

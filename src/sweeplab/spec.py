@@ -194,10 +194,11 @@ class SweepSpec:
         return dataclasses.replace(self, **changes)
 
     def to_jsonable(self) -> dict[str, Any]:
-        """Everything needed to rebuild this spec (see `from_jsonable`), as JSON-safe values.
+        """A normalised, JSON-safe spec mapping that `parse_spec` turns back into this spec.
 
-        `spec` is a normalised spec mapping that `parse_spec` accepts; `raw` is the mapping as
-        written; `source` the spec file.
+        It is what the sweep row stores: every field with its resolved value (overrides included,
+        `run_cap` folded into `budget.trials`, durations in seconds, `config` as an absolute path),
+        the parameters as written, and the W&B-only keys that were ignored.
         """
         spec: dict[str, Any] = {"method": self.method, "parameters": _jsonable(self.raw.get("parameters") or {})}
         for key in ("name", "description", "function", "program", "profile", "seed", "workers",
@@ -208,7 +209,7 @@ class SweepSpec:
         if self.command is not None:
             spec["command"] = list(self.command)
         if self.config is not None:
-            spec["config"] = str(self.config)
+            spec["config"] = str(Path(self.config).absolute())
         if self.metric.name is not None:
             metric: dict[str, Any] = {"name": self.metric.name, "goal": self.metric.goal.value,
                                       "impute": self.metric.impute}
@@ -218,45 +219,29 @@ class SweepSpec:
                 metric["impute_while_running"] = self.metric.impute_while_running
             spec["metric"] = metric
         spec["backend"] = self.backend
-        spec["resources"] = {
-            k: (dict(v) if isinstance(v, Mapping) else v)
-            for k, v in dataclasses.asdict(self.resources).items() if v is not None
-        }
-        spec["budget"] = {
-            k: (dict(v) if isinstance(v, Mapping) else v)
-            for k, v in dataclasses.asdict(self.budget).items() if v is not None
-        }
+        spec["resources"] = _jsonable({k: v for k, v in dataclasses.asdict(self.resources).items() if v is not None})
+        spec["budget"] = _jsonable({k: v for k, v in dataclasses.asdict(self.budget).items() if v is not None})
         trial = dataclasses.asdict(self.trial)
-        every = trial["checkpoint_every"]
-        if isinstance(every, float):
-            trial["checkpoint_every"] = f"{every!r}s"  # a float is seconds; a bare number is steps
-        spec["trial"] = {k: v for k, v in trial.items() if v is not None or k == "heartbeat_timeout"}
+        if isinstance(trial["checkpoint_every"], float):
+            trial["checkpoint_every"] = f"{trial['checkpoint_every']!r}s"  # a bare number would mean steps
+        spec["trial"] = _jsonable({k: v for k, v in trial.items() if v is not None or k == "heartbeat_timeout"})
         if self.early_terminate is not None:
             spec["early_terminate"] = _jsonable(self.early_terminate)
         if self.monitors:
             spec["monitors"] = _jsonable(list(self.monitors))
-        return {
-            "version": 1,
-            "spec": spec,
-            "raw": _jsonable(self.raw),
-            "source": str(self.source) if self.source is not None else None,
-            "ignored": list(self.ignored),
-        }
+        for key in self.ignored:
+            if key in self.raw:
+                spec[key] = _jsonable(self.raw[key])
+        return spec
 
     @classmethod
-    def from_jsonable(cls, data: Mapping[str, Any]) -> SweepSpec:
-        """Rebuild a spec written by `to_jsonable` (e.g. from the sweep row, on resume)."""
-        if not isinstance(data, Mapping) or data.get("version") != 1 or "spec" not in data:
-            raise SpecError("not a stored sweep spec", key="spec", value=_short(data),
-                            expected="the output of SweepSpec.to_jsonable() (version 1)")
-        source = data.get("source")
-        spec = parse_spec(data["spec"], file=source)
-        return dataclasses.replace(
-            spec,
-            source=Path(source) if source else None,
-            raw=data.get("raw") or dict(data["spec"]),
-            ignored=tuple(data.get("ignored") or ()),
-        )
+    def from_jsonable(cls, data: Mapping[str, Any], *, source: str | Path | None = None) -> SweepSpec:
+        """Rebuild a spec from `to_jsonable()` output (the sweep row, on resume).
+
+        `source`, when known, is the spec file (errors name it and `base_dir` follows it).
+        """
+        spec = parse_spec(data, file=str(source) if source is not None else "<stored spec>")
+        return dataclasses.replace(spec, source=Path(source) if source is not None else None)
 
 
 def _check_override(key: str, value: Any) -> None:
@@ -488,7 +473,7 @@ def _jsonable(value: Any) -> Any:
 class _SpecParser:
     def __init__(self, file: str | None, base_dir: Path | None) -> None:
         self.file = file
-        if base_dir is None and file:
+        if base_dir is None and file and not file.startswith("<"):  # "<stored spec>" is no file
             base_dir = Path(file).parent
         self.base_dir = base_dir
 
@@ -570,7 +555,7 @@ class _SpecParser:
         config = self.string(raw.get("config"), "config")
         config_path = Path(config) if config is not None else None
         if config_path is not None and not config_path.is_absolute() and self.base_dir is not None:
-            config_path = self.base_dir / config_path
+            config_path = (self.base_dir / config_path).absolute()
         ignored = tuple(k for k in _IGNORED_KEYS if k in raw)
         return SweepSpec(
             method=method,
@@ -593,7 +578,7 @@ class _SpecParser:
             backend=self.string(raw.get("backend"), "backend") or "local",
             address=self.string(raw.get("address"), "address"),
             checkpoint_dir=self.string(raw.get("checkpoint_dir"), "checkpoint_dir"),
-            source=Path(self.file) if self.file else None,
+            source=Path(self.file) if self.file and not self.file.startswith("<") else None,
             raw=dict(raw),
             ignored=ignored,
         )
