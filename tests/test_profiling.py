@@ -1,0 +1,273 @@
+"""StepTracker (data wait vs compute), SystemSampler (real processes) and bottleneck hints."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from sweeplab._clock import FakeClock
+from sweeplab.profiling import (
+    StepTracker,
+    SystemSampler,
+    _visible_gpus,
+    batch_size_of,
+    bottleneck_hint,
+    merge_summaries,
+    profile_summary,
+)
+
+
+def _fake_loop(tracker: StepTracker, clock: FakeClock, waits, computes, batch=None):
+    def loader():
+        for w in waits:
+            clock.advance(w)
+            yield batch if batch is not None else np.zeros((8, 3))
+
+    for _, c in zip(tracker.track(loader()), computes):
+        clock.advance(c)
+
+
+# --------------------------------------------------------------------------------------------- tracker
+def test_fake_clock_split_is_exact():
+    clock = FakeClock()
+    tracker = StepTracker(clock=clock)
+    _fake_loop(tracker, clock, [0.03] * 20, [0.01] * 20)
+    s = tracker.summary()
+    assert s["steps"] == 20 and s["samples"] == 160
+    assert s["data_wait_fraction"] == pytest.approx(0.75)
+    assert s["samples_per_s"] == pytest.approx(8 / 0.04)
+    assert s["step_p50"] == pytest.approx(0.04) and s["step_p95"] == pytest.approx(0.04)
+    assert s["data_wait_p50"] == pytest.approx(0.03) and s["compute_p50"] == pytest.approx(0.01)
+    assert s["wall"] == pytest.approx(0.8)
+
+
+def test_sleeping_loader_and_body_give_the_true_data_wait_fraction():
+    def loader():
+        for i in range(12):
+            time.sleep(0.02)
+            yield [i, i]
+
+    tracker = StepTracker()
+    for _ in tracker.track(loader()):
+        time.sleep(0.01)
+    s = tracker.summary()
+    assert s["steps"] == 12 and s["samples"] == 24
+    assert s["data_wait_fraction"] == pytest.approx(2 / 3, abs=0.15)
+
+
+def test_first_step_is_a_warm_up_reported_as_startup():
+    clock = FakeClock()
+    tracker = StepTracker(clock=clock)
+    _fake_loop(tracker, clock, [5.0] + [0.01] * 9, [0.04] * 10)
+    s = tracker.summary()
+    assert s["steps"] == 10 and s["startup"] == pytest.approx(5.0)
+    assert s["data_wait_fraction"] == pytest.approx(0.2)  # the slow start is not a per-step wait
+    assert s["wall"] == pytest.approx(5.0 + 0.09 + 0.4)
+    assert "slow start" in bottleneck_hint(s)
+
+
+def test_percentiles_cover_a_bounded_recent_window():
+    clock = FakeClock()
+    tracker = StepTracker(clock=clock)
+    n_old, n_new = 3000, StepTracker.WINDOW
+    _fake_loop(tracker, clock, [0.0] * (n_old + n_new + 1), [1.0] * (n_old + 1) + [2.0] * n_new)
+    s = tracker.summary()
+    assert s["steps"] == n_old + n_new + 1
+    assert s["step_p50"] == 2.0 and s["compute_p95"] == 2.0  # the old steps fell out of the window
+    assert s["compute_s"] == pytest.approx(n_old * 1.0 + n_new * 2.0)  # totals are over every step
+
+
+BATCHES = [
+    ([1, 2, 3, 4, 5], 5),
+    ((np.zeros((16, 3)), np.zeros(16)), 16),
+    ([np.zeros((4, 28, 28)), np.zeros(4)], 4),
+    ({"input_ids": np.zeros((6, 128)), "label": np.zeros(6)}, 6),
+    ({"text": ["a", "b", "c"]}, 3),
+    (np.zeros((7, 2)), 7),
+    (np.float32(1.0), 1),
+    (object(), None),
+]
+
+
+@pytest.mark.parametrize(("batch", "size"), BATCHES, ids=[str(i) for i in range(len(BATCHES))])
+def test_batch_size_detection(batch, size):
+    assert batch_size_of(batch) == size
+
+
+def test_batch_size_of_torch_batches():
+    torch = pytest.importorskip("torch")
+    assert batch_size_of((torch.zeros(32, 3, 8, 8), torch.zeros(32, dtype=torch.long))) == 32
+    assert batch_size_of({"x": torch.zeros(5, 2)}) == 5
+
+
+def test_explicit_batch_size_overrides_detection_and_unknown_sizes_give_no_rate():
+    clock = FakeClock()
+    tracker = StepTracker(clock=clock)
+    _fake_loop(tracker, clock, [0.01] * 5, [0.01] * 5, batch=object())
+    assert tracker.summary()["samples"] is None and tracker.summary()["samples_per_s"] is None
+    tracker = StepTracker(clock=clock)
+    for _ in tracker.track([object()] * 5, batch_size=64):
+        clock.advance(0.5)
+    assert tracker.summary()["samples"] == 320 and tracker.summary()["samples_per_s"] == pytest.approx(128)
+
+
+def test_max_steps_stops_each_loop_early_without_pulling_more_items():
+    pulled = []
+
+    def endless():
+        for i in itertools.count():
+            pulled.append(i)
+            yield [i]
+
+    tracker = StepTracker(max_steps=3)
+    assert [b for b in tracker.track(endless())] == [[0], [1], [2]]
+    assert pulled == [0, 1, 2]
+    assert list(tracker.track(range(10, 20))) == [10, 11, 12]  # per loop, e.g. per epoch in smoke mode
+    assert tracker.summary()["steps"] == 6
+
+
+def test_a_loop_left_with_break_still_counts_its_last_step():
+    clock = FakeClock()
+    tracker = StepTracker(clock=clock)
+    for i in tracker.track(range(100)):
+        clock.advance(1.0)
+        if i == 4:
+            break
+    s = tracker.summary()
+    assert s["steps"] == 5 and s["compute_s"] == pytest.approx(4.0)
+
+
+def test_empty_tracker_summary():
+    s = StepTracker().summary()
+    assert s["steps"] == 0 and s["data_wait_fraction"] is None and s["step_p50"] is None
+    assert bottleneck_hint(s) == ""
+
+
+def test_merged_summaries_match_one_tracker_for_counts_rates_and_fractions():
+    clock = FakeClock()
+    one, parts = StepTracker(clock=clock), [StepTracker(clock=clock) for _ in range(3)]
+    loops = [([0.02, 0.05, 0.01, 0.04], [0.01, 0.02, 0.03, 0.01]),
+             ([0.1] * 6, [0.01] * 6),
+             ([0.001] * 3, [0.2, 0.3, 0.1])]
+    for part, (waits, computes) in zip(parts, loops):
+        _fake_loop(part, clock, waits, computes)
+        _fake_loop(one, clock, waits, computes)  # one tracker reused across the three loops
+    merged, single = merge_summaries([p.summary() for p in parts]), one.summary()
+    for key in ("steps", "samples", "wall", "startup", "data_wait_fraction", "samples_per_s", "steps_per_s"):
+        assert merged[key] == pytest.approx(single[key]), key
+    assert merged["step_p50"] is not None and merged["step_p95"] >= merged["step_p50"]
+    assert merge_summaries([])["steps"] == 0
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        StepTracker(max_steps=0)
+    with pytest.raises(ValueError):
+        StepTracker().track([], batch_size=-1)
+
+
+# --------------------------------------------------------------------------------------------- sampler
+BUSY = (
+    "import time\n"
+    "ballast = b'x' * 100_000_000\n"
+    "print('ready', flush=True)\n"
+    "end = time.time() + 30\n"
+    "while time.time() < end:\n"
+    "    pass\n"
+)
+
+
+@pytest.fixture
+def busy_child():
+    proc = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_sampler_records_a_busy_subprocess_cpu_and_rss(busy_child):
+    batches: list[list[dict]] = []
+    tree_batches: list[list[dict]] = []
+    child = SystemSampler(batches.append, interval=0.1, pid=busy_child.pid, flush_every=3)
+    tree = SystemSampler(tree_batches.append, interval=0.1)  # this process and its children
+    with child, tree:
+        time.sleep(1.2)
+    peak = child.peak()
+    assert peak["system_samples"] >= 3
+    assert peak["rss_peak"] >= 100_000_000
+    assert peak["cpu_peak"] > 5.0 and peak["cpu_mean"] > 0.0
+    assert peak["gpu_util_mean"] is None or peak["gpu_util_mean"] >= 0.0
+    samples = [s for b in batches for s in b]
+    assert len(samples) == peak["system_samples"] and all(len(b) <= 3 for b in batches[:-1])
+    assert {"time", "cpu", "rss", "procs"} <= set(samples[0])
+    assert [s["time"] for s in samples] == sorted(s["time"] for s in samples)
+
+    tree_samples = [s for b in tree_batches for s in b]
+    assert max(s["procs"] for s in tree_samples) >= 2  # the busy child is counted in our tree
+    assert tree.peak()["rss_peak"] > 100_000_000
+
+
+def test_sampler_stops_by_itself_when_the_process_is_gone_and_keeps_sink_errors():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+
+    def failing_sink(batch):
+        raise RuntimeError("sink down")
+
+    sampler = SystemSampler(failing_sink, interval=0.05, pid=proc.pid, flush_every=1)
+    sampler.start()
+    proc.wait(timeout=10)
+    time.sleep(0.3)
+    sampler.stop()
+    assert isinstance(sampler.error, RuntimeError)
+    assert sampler.peak()["system_samples"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, None), ("", []), ("0,2", [0, 2]), (" 1 ", [1]), ("GPU-abc,GPU-def", ["GPU-abc", "GPU-def"]),
+     ("1,-1,2", [1])],
+)
+def test_visible_gpus_follow_cuda_visible_devices(value, expected):
+    assert _visible_gpus(value) == expected
+
+
+# ----------------------------------------------------------------------------------------------- hints
+BASE = {"steps": 100, "wall": 100.0, "startup": 0.5}
+HINTS = [
+    ({**BASE, "data_wait_fraction": 0.64}, "input-bound: 64% of each step waits for data; raise DataLoader "
+                                           "num_workers or prefetch"),
+    ({**BASE, "data_wait_fraction": 0.64, "cpu_mean": 195.0, "ncpu": 2}, "the CPUs are saturated"),
+    ({**BASE, "data_wait_fraction": 0.03}, "compute-bound: 97% of each step is spent in the loop body"),
+    ({**BASE, "data_wait_fraction": 0.03, "gpu_util_mean": 96.0}, "the GPU is busy 96%"),
+    ({**BASE, "data_wait_fraction": 0.05, "gpu_util_mean": 22.0}, "GPU underused: the GPU is busy 22%"),
+    ({**BASE, "data_wait_fraction": 0.05, "rss_peak": 15e9, "mem_total": 16e9}, "memory-bound: peak memory"),
+    ({**BASE, "data_wait_fraction": 0.05, "startup": 40.0}, "slow start: 40.0 s (40% of the tracked time)"),
+    ({**BASE, "data_wait_fraction": 0.18}, ""),
+    ({**BASE, "steps": 2, "data_wait_fraction": 0.9}, ""),
+]
+
+
+@pytest.mark.parametrize(("summary", "text"), HINTS, ids=[
+    "input", "input-cpu-saturated", "compute", "compute-gpu", "gpu-underused", "memory", "slow-start",
+    "balanced", "too-few-steps"])
+def test_bottleneck_hints(summary, text):
+    hint = bottleneck_hint(summary)
+    assert (text in hint) if text else hint == ""
+
+
+def test_profile_summary_merges_step_and_system_figures_with_a_hint():
+    clock = FakeClock()
+    tracker = StepTracker(clock=clock)
+    _fake_loop(tracker, clock, [0.064] * 10, [0.036] * 10)
+    system = {"system_samples": 3, "rss_peak": 1e9, "cpu_mean": 90.0, "gpu_util_mean": None, "mem_total": 8e9}
+    merged = profile_summary(tracker.summary(), system)
+    assert merged["rss_peak"] == 1e9 and merged["steps"] == 10 and merged["samples"] == 80
+    assert merged["hint"].startswith("input-bound: 64% of each step waits for data")
