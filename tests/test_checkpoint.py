@@ -361,7 +361,7 @@ def _written_steps(policy: CheckpointPolicy, steps, clock: FakeClock | None = No
 
 
 def test_policy_every_n_steps():
-    assert _written_steps(CheckpointPolicy(5), range(0, 13)) == [0, 5, 10]
+    assert _written_steps(CheckpointPolicy(5), range(13)) == [0, 5, 10]
     assert _written_steps(CheckpointPolicy("3 steps"), [None] * 7) == [None] * 3  # counts calls
     assert CheckpointPolicy(5).interval() == 5
 

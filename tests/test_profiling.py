@@ -242,8 +242,8 @@ def test_visible_gpus_follow_cuda_visible_devices(value, expected):
 # ----------------------------------------------------------------------------------------------- hints
 BASE = {"steps": 100, "wall": 100.0, "startup": 0.5}
 HINTS = [
-    ({**BASE, "data_wait_fraction": 0.64}, "input-bound: 64% of each step waits for data; raise DataLoader "
-                                           "num_workers or prefetch"),
+    ({**BASE, "data_wait_fraction": 0.64},
+     "input-bound: 64% of each step waits for data; raise DataLoader num_workers or prefetch"),
     ({**BASE, "data_wait_fraction": 0.64, "cpu_mean": 195.0, "ncpu": 2}, "the CPUs are saturated"),
     ({**BASE, "data_wait_fraction": 0.03}, "compute-bound: 97% of each step is spent in the loop body"),
     ({**BASE, "data_wait_fraction": 0.03, "gpu_util_mean": 96.0}, "the GPU is busy 96%"),

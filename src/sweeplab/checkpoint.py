@@ -57,6 +57,9 @@ _CHUNK = 1 << 20
 _NAME_RE = re.compile(r"^(step|seq)-(-?\d+)(?:-(\d+))?$")
 _STALE_TMP_SECONDS = 24 * 3600.0
 
+_Entries = list[tuple[str, dict[str, Any]]]
+_Bad = list[tuple[str, str]]
+
 
 class CheckpointCorruptError(SweeplabError):
     """A checkpoint failed verification (missing payload, truncated, checksum mismatch, unreadable)."""
@@ -122,7 +125,7 @@ class _PickleSerializer:
         pickle.dump(obj, fileobj, protocol=pickle.HIGHEST_PROTOCOL)
 
     def load(self, fileobj: BinaryIO) -> Any:
-        return pickle.load(fileobj)  # noqa: S301 - verified checksum of our own write, see module docstring
+        return pickle.load(fileobj)  # only after the manifest checksum matched, see the module docstring
 
 
 class _NumpySerializer:
@@ -330,7 +333,7 @@ class _Local:
         os.makedirs(path, exist_ok=True)
 
     def open(self, path: str, mode: str) -> Any:
-        return open(path, mode)  # noqa: SIM115 - closed by the caller's with-block
+        return open(path, mode)
 
     def read_bytes(self, path: str) -> bytes:
         with open(path, "rb") as f:
@@ -456,8 +459,7 @@ class CheckpointManager:
         if serializer not in valid:
             raise ConfigError("unknown checkpoint serializer", key="serializer", value=serializer,
                               expected=" | ".join(valid), hint="register_serializer() adds one")
-        if root.startswith("file://"):
-            root = root[len("file://"):]
+        root = root.removeprefix("file://")
         self._fs: _Local | _Remote = _Remote(root) if _is_url(root) else _Local(root)
         self.root = self._fs.url(self._fs.root)
         self.keep = keep
@@ -484,9 +486,10 @@ class CheckpointManager:
         try:
             fs.makedirs(work)
             payload, checksum, size = self._write_payload(obj, fmt, work)
-            manifest = {
+            written = time.time()
+            manifest: dict[str, Any] = {
                 "version": 1, "step": step, "seq": seq, "format": fmt, "payload": payload,
-                "checksum": checksum, "bytes": size, "time": time.time(),
+                "checksum": checksum, "bytes": size, "time": written,
             }
             manifest["seconds"] = time.perf_counter() - started
             with fs.open(fs.join(work, _MANIFEST), "wb") as f:
@@ -504,7 +507,7 @@ class CheckpointManager:
             raise
         info = CheckpointInfo(
             path=fs.url(final), step=step, checksum=checksum, bytes=size,
-            seconds=time.perf_counter() - started, format=fmt, time=float(manifest["time"]),
+            seconds=time.perf_counter() - started, format=fmt, time=written,
         )
         self._retain()
         return info
@@ -605,9 +608,10 @@ class CheckpointManager:
                 fs.rmtree(path)
 
     # -------------------------------------------------------------------------- reading
-    def _scan(self) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, str]]]:
+    def _scan(self) -> tuple[_Entries, _Bad]:
         """(name, manifest) of checkpoints in write order, and (path, reason) of unreadable manifests."""
-        entries, bad = [], []
+        entries: _Entries = []
+        bad: _Bad = []
         for name in self._fs.names(self._fs.root):
             if not _NAME_RE.match(name):
                 continue
@@ -799,7 +803,7 @@ class CheckpointPolicy:
 
     def __init__(
         self,
-        every: int | float | str | None,
+        every: float | str | None,
         *,
         clock: Clock | None = None,
         mtbf: float | None = None,

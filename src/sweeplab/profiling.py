@@ -80,7 +80,7 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
 class _Bucket:
     """Totals and a bounded window of recent per-step times."""
 
-    __slots__ = ("steps", "samples", "wait", "compute", "waits", "computes", "totals", "unknown")
+    __slots__ = ("compute", "computes", "samples", "steps", "totals", "unknown", "wait", "waits")
 
     def __init__(self, window: int) -> None:
         self.steps = self.samples = self.unknown = 0
@@ -446,7 +446,7 @@ class SystemSampler:
 
 # ------------------------------------------------------------------------------------------------- hints
 def _pct(x: float) -> int:
-    return int(round(100 * x))
+    return round(100 * x)
 
 
 def _gb(x: float) -> str:
