@@ -85,7 +85,10 @@ def sweep(
         _describe(spec, spec_file)
         raise typer.Exit(0)
     st = _open_store(store)
-    sweep_name = _unique_name(st, name or spec.name or spec_file.stem)
+    default = spec_file.stem
+    if default in ("sweep", "config", "spec") and spec_file.resolve().parent.name:
+        default = spec_file.resolve().parent.name   # examples/cli_program/sweep.yaml -> cli_program
+    sweep_name = _unique_name(st, name or spec.name or default)
     be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke)
     _run_driver(spec, st, be, sweep_name=sweep_name, overrides=_split_overrides(overrides or []), smoke=smoke,
                 hard=hard, quiet=quiet, create=True, spec_path=str(spec_file))
@@ -441,7 +444,8 @@ def _print_json(obj: Any) -> None:
 def main() -> None:
     """Console entry point: user mistakes print one line and exit 2; no traceback."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except SystemExit:

@@ -140,6 +140,7 @@ class Driver:
         self._exhausted = False
         self._ending: str | None = None            # why no new trials are created
         self._ending_state = SweepState.FINISHED
+        self._halt = False                         # no retries / requeues either (time budget, crash loop)
         self._consecutive_failures = 0
         self._first_failure: str | None = None
         self._completed_any = False
@@ -308,11 +309,11 @@ class Driver:
         return True
 
     def _can_submit(self) -> bool:
-        return bool(self.requeue and not self._ending) or self._can_create()
+        return bool(self.requeue and not self._halt) or self._can_create()
 
     def _fill(self) -> None:
         while self.backend.free_slots() > 0:
-            if self.requeue and not self._ending:
+            if self.requeue and not self._halt:
                 trial = self.requeue.popleft()
             elif self._can_create():
                 trial = self._new_trial()
@@ -606,7 +607,7 @@ class Driver:
             return
         retries = self.spec.trial.retries
         failed_attempts = len(t.failures)
-        if (not t.no_retry and not deterministic and failed_attempts <= retries and not self._ending
+        if (not t.no_retry and not deterministic and failed_attempts <= retries and not self._halt
                 and self._signal is None):
             t.state = TrialState.QUEUED
             self.store.update_trial(t.id, state=t.state.value, reason=f"retrying after: {reason}")
@@ -696,6 +697,7 @@ class Driver:
         if budget_time is not None and not self._ending and \
                 self._time_spent_before + self._elapsed() >= budget_time:
             self._end(f"budget.time {budget_time:g}s reached")
+            self._halt = True
             for tid in self.backend.running():
                 t = self.trials[tid]
                 if t.stop_verdict is None:
@@ -733,6 +735,8 @@ class Driver:
 
     # ------------------------------------------------------------------------------------------ ending
     def _end(self, reason: str, state: SweepState = SweepState.FINISHED) -> None:
+        if state is SweepState.FAILED:
+            self._halt = True
         if self._ending is None:
             self._ending = reason
             self._ending_state = state

@@ -1,0 +1,3 @@
+from sweeplab.cli import main
+
+main()

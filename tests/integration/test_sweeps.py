@@ -1,0 +1,178 @@
+"""End-to-end sweeps through the real CLI, real worker processes and a real SQLite store."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import time
+
+import pytest
+
+from pathlib import Path
+
+TRIALS = Path(__file__).resolve().parents[1] / "fixtures" / "trials.py"
+
+
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met in time")
+
+pytestmark = pytest.mark.slow
+
+
+def spec(function: str, *, params: str = "  x: {values: [1, 2, 3]}", extra: str = "", method: str = "grid",
+         metric: str = "loss") -> str:
+    return (f"function: {TRIALS}:{function}\nmethod: {method}\nseed: 1\n"
+            f"metric: {{name: {metric}, goal: minimize}}\nparameters:\n{params}\n{extra}")
+
+
+def states(status: dict) -> dict[int, str]:
+    return {t["number"]: t["state"] for t in status["trials"]}
+
+
+def test_grid_sweep_runs_every_combination_once_and_ends(cli):
+    f = cli.spec("s", spec("quick", params="  x: {values: [1, 2, 3]}\n  steps: {values: [2, 4]}"))
+    cp = cli("sweep", str(f), "--name", "g", "--workers", "2", "-q", check=True)
+    assert "search space exhausted" in cp.stdout
+    st = cli.status("g")
+    assert st["sweep"]["counts"]["completed"] == 6 and st["sweep"]["state"] == "finished"
+    combos = sorted((t["params"]["x"], t["params"]["steps"]) for t in st["trials"])
+    assert combos == [(1, 2), (1, 4), (2, 2), (2, 4), (3, 2), (3, 4)]
+    best = json.loads(cli("best", "g", "--json", check=True).stdout)
+    assert set(best) == {"sweep", "trial", "value", "params", "metrics"} and best["value"] == pytest.approx(0.25)
+
+
+def test_crashing_trial_fails_alone_and_the_sweep_finishes(cli):
+    f = cli.spec("s", spec("crash_on_two", extra="trial: {retries: 0}"))
+    cli("sweep", str(f), "--name", "c", "--workers", "2", "-q", check=True)
+    st = cli.status("c")
+    by_x = {t["params"]["x"]: t for t in st["trials"]}
+    assert by_x[2]["state"] == "failed" and "SIGSEGV" in by_x[2]["reason"]
+    assert by_x[1]["state"] == by_x[3]["state"] == "completed"
+
+
+def test_hanging_trial_is_stopped_by_budget_time(cli):
+    f = cli.spec("s", spec("hang", params="  x: {value: 1}", method="random",
+                           extra="budget: {time: 2s, trials: 1}\ntrial: {grace: 1s}"))
+    t0 = time.monotonic()
+    cp = cli("sweep", str(f), "--name", "h", "--workers", "1", "-q")
+    assert cp.returncode == 0, cp.stderr
+    assert time.monotonic() - t0 < 60
+    st = cli.status("h")
+    assert st["sweep"]["end_reason"].startswith("budget.time")
+    assert st["trials"][0]["state"] == "stopped"
+
+
+def test_nan_objective_is_failed_and_never_best(cli):
+    f = cli.spec("s", spec("nan_objective", params="  x: {values: [1]}", extra="trial: {retries: 0}"))
+    cli("sweep", str(f), "--name", "n", "-q")
+    st = cli.status("n")
+    assert st["trials"][0]["state"] == "failed" and "nan" in st["trials"][0]["reason"].lower()
+    assert json.loads(cli("best", "n", "--json").stdout) is None
+
+
+def test_wrong_metric_name_fails_with_the_names_logged(cli):
+    f = cli.spec("s", spec("quick", params="  x: {values: [1]}", metric="val_loss", extra="trial: {retries: 0}"))
+    cli("sweep", str(f), "--name", "m", "-q")
+    reason = cli.status("m")["trials"][0]["reason"]
+    assert "val_loss" in reason and "loss" in reason and "never reported" in reason
+
+
+def test_transient_failure_is_retried_and_completes(cli):
+    f = cli.spec("s", spec("flaky", params="  x: {values: [1]}", extra="trial: {retries: 2}"))
+    cli("sweep", str(f), "--name", "r", "-q", check=True)
+    t = cli.status("r")["trials"][0]
+    assert t["state"] == "completed" and t["attempts"] == 2
+
+
+def test_deterministic_failure_is_not_retried_again(cli):
+    f = cli.spec("s", spec("raises", params="  x: {values: [5]}", extra="trial: {retries: 5}"))
+    cli("sweep", str(f), "--name", "d", "-q")
+    t = cli.status("d")["trials"][0]
+    assert t["state"] == "failed" and t["attempts"] == 2 and "same way twice" in t["reason"]
+
+
+def test_crash_loop_ends_the_sweep_with_the_first_traceback(cli):
+    f = cli.spec("s", spec("raises", params="  x: {min: 0, max: 1000}", method="random",
+                           extra="trial: {retries: 0}\nbudget: {trials: 50}"))
+    cp = cli("sweep", str(f), "--name", "loop", "--workers", "1", "-q")
+    assert cp.returncode == 1
+    assert "crash loop" in cp.stdout + cp.stderr and "planted failure" in cp.stdout + cp.stderr
+    st = cli.status("loop")
+    assert st["sweep"]["state"] == "failed" and len(st["trials"]) < 10
+
+
+def test_command_trial_sweep_from_a_wandb_spec(cli, tmp_path):
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "examples" / "cli_program"
+    shutil.copytree(src, tmp_path / "prog")
+    cli("sweep", str(tmp_path / "prog" / "sweep.yaml"), "--name", "cmd", "-q", check=True)
+    st = cli.status("cmd")
+    assert st["sweep"]["counts"]["completed"] == 6
+    for t in st["trials"]:
+        assert t["value"] is not None and "final_loss" in t["metrics"]
+    log = sorted((cli.store / "logs" / "cmd").glob("0-1.log"))[0].read_text()
+    assert "@sweeplab" in log
+
+
+def test_bad_spec_exits_2_names_file_and_key_and_writes_nothing(cli):
+    f = cli.spec("bad", spec("quick", params="  lr: {min: 0.5, max: 0.1}"))
+    cp = cli("sweep", str(f))
+    assert cp.returncode == 2
+    assert "bad.yaml" in cp.stderr and "parameters.lr" in cp.stderr and "Traceback" not in cp.stderr
+    assert not (cli.store / "store.db").exists()
+
+
+def test_dry_run_describes_grid_without_running(cli):
+    f = cli.spec("s", spec("quick", params="  x: {values: [1, 2, 3]}\n  y: {values: [a, b]}"))
+    cp = cli("sweep", str(f), "--dry-run", check=True)
+    assert "6 combinations" in cp.stdout and "grid" in cp.stdout
+    assert not (cli.store / "store.db").exists()
+
+
+def test_ctrl_c_then_resume_never_reruns_a_completed_trial(cli):
+    f = cli.spec("s", spec("slow_square", params="  x: {min: -5.0, max: 5.0}", method="random",
+                           extra="budget: {trials: 8}"))
+    proc = cli.start("sweep", str(f), "--name", "cc", "--workers", "2", "-q")
+    db = cli.store / "store.db"
+
+    def completed() -> int:
+        if not db.exists():
+            return 0
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+            try:
+                return c.execute("SELECT count(*) FROM trials WHERE state='completed'").fetchone()[0]
+            except sqlite3.OperationalError:
+                return 0
+
+    wait_for(lambda: completed() >= 2, timeout=60)
+    proc.send_signal(signal.SIGINT)
+    out, errs = proc.communicate(timeout=60)
+    assert proc.returncode == 130, errs
+    first = cli.status("cc")
+    assert first["sweep"]["state"] == "stopped"
+    done_before = {t["number"]: t["ended"] for t in first["trials"] if t["state"] == "completed"}
+    assert len(done_before) >= 2
+    assert all(t["state"] in ("completed", "interrupted") for t in first["trials"])
+    cli("resume", "cc", "-q", check=True)
+    after = cli.status("cc")
+    assert after["sweep"]["state"] == "finished" and len(after["trials"]) == 8
+    assert all(t["state"] == "completed" for t in after["trials"])
+    for number, ended in done_before.items():   # completed before: untouched, not run again
+        t = after["trials"][number]
+        assert t["ended"] == ended and t["attempts"] == 1
+
+
+def test_run_command_records_a_single_trial_sweep(cli):
+    cp = cli("run", f"{TRIALS}:quick", "steps=4", "x=2.5", "--name", "one", "-q", check=True)
+    assert "1 completed" in cp.stdout
+    t = cli.status("one")["trials"][0]
+    assert t["state"] == "completed" and t["metrics"]["x"] == 2.5 and t["value"] is None
