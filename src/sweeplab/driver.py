@@ -383,9 +383,9 @@ class Driver:
 
             args_file = str(Path(paths["log"]).with_suffix(".args.json"))
             Path(args_file).parent.mkdir(parents=True, exist_ok=True)
-            import json
+            from sweeplab.spec import args_json
 
-            Path(args_file).write_text(json.dumps(t.params))
+            Path(args_file).write_text(args_json(t.params))
             kind, target = "command", None
             command = build_command(spec, t.params, interpreter=sys.executable, args_json_file=args_file)
             spec_dir = Path(spec.source).resolve().parent if spec.source else None
