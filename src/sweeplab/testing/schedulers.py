@@ -27,12 +27,10 @@ def feed(scheduler: Scheduler, calls: Sequence[Call]) -> list[Verdict | None]:
     """Replay `calls` into `scheduler`; the verdict of each report (None for trial ends)."""
     out: list[Verdict | None] = []
     for call in calls:
-        if call[0] == "report":
-            _, trial, step, value = call
-            out.append(scheduler.on_report(trial, int(step), float(value)))  # type: ignore[arg-type]
+        if len(call) == 4:
+            out.append(scheduler.on_report(call[1], int(call[2]), float(call[3])))
         else:
-            _, trial, state = call
-            scheduler.on_trial_end(trial, state)  # type: ignore[arg-type]
+            scheduler.on_trial_end(call[1], TrialState(call[2]))
             out.append(None)
     return out
 
@@ -137,7 +135,7 @@ class SchedulerContract:
     def test_maximize_on_negated_values_decides_like_minimize(self) -> None:
         calls = random_calls(7, horizon=self.horizon, nan_rate=0.0)
         negated: list[Call] = [
-            (c[0], c[1], c[2], -c[3]) if c[0] == "report" else c for c in calls  # type: ignore[misc]
+            (c[0], c[1], c[2], -c[3]) if len(c) == 4 else c for c in calls
         ]
         lo = feed(self.make(Goal.MINIMIZE), calls)
         hi = feed(self.make(Goal.MAXIMIZE), negated)

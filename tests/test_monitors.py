@@ -1,0 +1,305 @@
+"""Training-health monitors: every rule firing and not firing, fire-once / warn-after-recovery, spec parsing
+with key paths, Python constructors, and rebuild determinism."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from sweeplab import monitors as sm
+from sweeplab._clock import FakeClock
+from sweeplab.errors import SpecError
+from sweeplab.monitors import Monitor, parse_duration, parse_monitors
+from sweeplab.types import Decision, Goal, MetricPoint, Verdict
+
+NAN, INF = math.nan, math.inf
+
+
+def pts(*rows: tuple[int, str, float]) -> list[MetricPoint]:
+    return [MetricPoint(step, key, float(value), 1000.0 + step) for step, key, value in rows]
+
+
+def series(key: str, values: Sequence[float], start: int = 0) -> list[MetricPoint]:
+    return pts(*[(start + i, key, v) for i, v in enumerate(values)])
+
+
+def fire_at(monitor: Monitor, points: Sequence[MetricPoint], trial: int = 0) -> list[int]:
+    """Indices of the points (fed one per observe call) at which the monitor fired."""
+    return [i for i, p in enumerate(points) if monitor.observe(trial, [p]).decision is not Decision.CONTINUE]
+
+
+# one row per firing / not firing: (monitor, points, indices where it fires, substring of the first reason)
+CASES: list[tuple[str, Monitor, list[MetricPoint], list[int], str]] = [
+    ("nan-fires", sm.nan(), pts((0, "loss", 1), (1, "acc", 0.5), (2, "loss", NAN)), [2],
+     "nan: loss is NaN at step 2"),
+    ("nan-inf", sm.nan(), pts((0, "loss", 1), (1, "loss", -INF)), [1], "loss is -inf at step 1"),
+    ("nan-quiet", sm.nan(), series("loss", [3, 2, 1, 1e30]), [], ""),
+    ("nan-named-only", sm.nan(["val_loss"]), pts((0, "loss", NAN), (0, "val_loss", 1), (1, "val_loss", INF)),
+     [2], "val_loss is inf at step 1"),
+    ("nan-stop-fires-once", sm.nan(), series("loss", [NAN, NAN, 1, NAN]), [0], "loss is NaN at step 0"),
+    ("nan-warn-again-after-recovery", sm.nan(action="warn"), series("loss", [NAN, NAN, 1, NAN]), [0, 3],
+     "loss is NaN"),
+    ("diverging-min", sm.diverging("loss", factor=10), series("loss", [1, 0.5, 4, 6]), [3],
+     "loss 6 at step 3 is worse than 10 x its best 0.5"),
+    ("diverging-min-quiet", sm.diverging("loss", factor=10), series("loss", [1, 0.5, 4, 5]), [], ""),
+    ("diverging-max", sm.diverging("acc", factor=10, goal="maximize"), series("acc", [0.5, 0.9, 0.1, 0.08]),
+     [3], "acc 0.08 at step 3 is worse than 10 x its best 0.9"),
+    ("diverging-negative-min", sm.diverging("nll", factor=2), series("nll", [-4, -2.5, -1.9]), [2], "-1.9"),
+    ("diverging-min-steps", sm.diverging("loss", factor=2, min_steps=3), series("loss", [1, 5, 5, 5]), [3],
+     "at step 3"),
+    ("diverging-ignores-nan", sm.diverging("loss", factor=2), series("loss", [1, NAN, 1.5]), [], ""),
+    ("plateau", sm.plateau("val_loss", patience=3), series("val_loss", [1, 0.9, 0.9, 0.95, 0.9, 0.5]), [4],
+     "val_loss did not improve by more than 0 for 3 reports (best 0.9 at step 1"),
+    ("plateau-improving", sm.plateau("val_loss", patience=2), series("val_loss", [1, 0.9, 0.8, 0.7]), [], ""),
+    ("plateau-min-delta", sm.plateau("loss", patience=3, min_delta=0.05), series("loss", [1, .99, .98, .97]),
+     [3], "by more than 0.05"),
+    ("plateau-max", sm.plateau("acc", patience=2, goal="maximize"), series("acc", [0.5, 0.6, 0.6, 0.55]),
+     [3], "best 0.6"),
+    ("plateau-nan-counts-as-no-gain", sm.plateau("loss", patience=2), series("loss", [1, NAN, NAN]), [2], ""),
+    ("plateau-warn-twice", sm.plateau("loss", patience=2, action="warn"),
+     series("loss", [1, 1, 1, 1, 0.5, 0.5, 0.5]), [2, 6], "for 2 reports"),
+    ("exploding-threshold", sm.exploding(threshold=100), series("grad_norm", [1, 2, 150, 1]), [2],
+     "grad_norm 150 at step 2 is above the threshold 100"),
+    ("exploding-factor", sm.exploding(factor=10), series("grad_norm", [1, 1.2, 0.9, 11]), [3],
+     "above 10 x its running median 1"),
+    ("exploding-factor-quiet", sm.exploding(factor=10), series("grad_norm", [1, 1.2, 0.9, 9]), [], ""),
+    ("exploding-default-factor", sm.exploding(), series("grad_norm", [2, 2, 30]), [2], "10 x"),
+    ("exploding-inf", sm.exploding("gn", threshold=1e9), series("gn", [1, INF]), [1], "gn is inf at step 1"),
+    ("exploding-first-value-no-reference", sm.exploding(factor=2), series("grad_norm", [1e6]), [], ""),
+    ("vanishing", sm.vanishing(threshold=1e-6, patience=3), series("grad_norm", [1e-3, 1e-8, 1e-9, 1e-8]),
+     [3], "below 1e-06 for 3 reports"),
+    ("vanishing-interrupted", sm.vanishing(threshold=1e-6, patience=3),
+     series("grad_norm", [1e-8, 1e-8, 1e-2, 1e-8, 1e-8]), [], ""),
+    ("overfitting", sm.overfitting("train_loss", "val_loss", patience=3),
+     [p for i, (t, v) in enumerate([(1, 1), (.8, 1.0), (.6, 1.1), (.5, 1.2), (.4, 1.3)])
+      for p in pts((i, "train_loss", t), (i, "val_loss", v))], [7],
+     "the gap between val_loss and train_loss grew for 3 reports in a row, to 0.7 at step 3"),
+    ("overfitting-gap-shrinks", sm.overfitting("train_loss", "val_loss", patience=2),
+     [p for i, (t, v) in enumerate([(1, 1.5), (.8, 1.2), (.6, 0.9), (.5, 0.7)])
+      for p in pts((i, "val_loss", v), (i, "train_loss", t))], [], ""),
+    ("overfitting-max", sm.overfitting("train_acc", "val_acc", patience=2, goal="maximize"),
+     [p for i, (t, v) in enumerate([(.5, .5), (.7, .55), (.9, .56)])
+      for p in pts((i, "train_acc", t), (i, "val_acc", v))], [5], "grew for 2 reports"),
+    ("custom-true", sm.custom(lambda trial, p: p[-1].value > 3, name="too_big"), series("x", [1, 5]), [1],
+     "too_big: fired at step 1"),
+    ("custom-str", sm.custom(lambda trial, p: "x above 3" if p[-1].value > 3 else None), series("x", [1, 5]),
+     [1], "custom: x above 3"),
+    ("custom-verdict", sm.custom(lambda trial, p: Verdict(Decision.STOP, "odd") if p[-1].step % 2 else None),
+     series("x", [1, 5]), [1], "odd"),
+    ("custom-quiet", sm.custom(lambda trial, p: False), series("x", [1, 5]), [], ""),
+]
+
+
+@pytest.mark.parametrize(("monitor", "points", "fires", "reason"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_monitor_fires_exactly_when_expected(monitor: Monitor, points: list[MetricPoint], fires: list[int],
+                                             reason: str) -> None:
+    verdicts = [monitor.observe(0, [p]) for p in points]
+    assert [i for i, v in enumerate(verdicts) if v.decision is not Decision.CONTINUE] == fires
+    for i in fires:
+        v = verdicts[i]
+        assert v.decision is (Decision.STOP if monitor.action == "stop" else Decision.WARN)
+        assert v.rule == monitor.name and v.reason.startswith(f"{monitor.name}: ")
+        assert v.data["action"] == monitor.action and "step" in v.data
+        json.dumps(dict(v.data), allow_nan=False)        # event data is strict JSON, even for NaN values
+    if fires:
+        assert reason in verdicts[fires[0]].reason
+
+
+def test_a_batch_returns_its_first_firing_and_trials_are_independent() -> None:
+    m = sm.nan()
+    batch = pts((0, "loss", 1), (1, "loss", NAN), (2, "acc", INF))
+    v = m.observe(0, batch)
+    assert v.stops and v.data["metric"] == "loss" and v.data["value"] == "NaN"
+    assert m.observe(1, batch).stops                      # another trial: its own state
+    assert not m.observe(0, batch).stops                  # stop fires once per trial
+
+
+def test_stalled_uses_the_time_it_is_given() -> None:
+    clock = FakeClock()
+    m = sm.stalled("10m")
+    last = clock.time()
+    clock.advance(599)
+    assert m.idle(0, last, clock.time()).decision is Decision.CONTINUE
+    clock.advance(1)
+    v = m.idle(0, last, clock.time())
+    assert v.stops and v.reason == "stalled: no report for 10m (limit 10m)" and v.data["seconds"] == 600
+    clock.advance(60)
+    assert not m.idle(0, last, clock.time()).stops       # once per trial
+    assert m.idle(0, None, clock.time()).decision is Decision.CONTINUE
+    assert m.metrics() == frozenset()
+
+
+def test_stalled_warn_fires_again_only_after_a_new_report() -> None:
+    clock = FakeClock()
+    m = sm.stalled(30, action="warn")
+    last = clock.time()
+    clock.advance(31)
+    assert m.idle(0, last, clock.time()).decision is Decision.WARN
+    clock.advance(31)
+    assert m.idle(0, last, clock.time()).decision is Decision.CONTINUE
+    assert m.observe(0, pts((1, "loss", 1))).decision is Decision.CONTINUE
+    last = clock.time()
+    clock.advance(31)
+    assert m.idle(0, last, clock.time()).decision is Decision.WARN
+
+
+def test_custom_rule_that_raises_warns_once_instead_of_ending_the_sweep() -> None:
+    def broken(trial: int, points: Sequence[MetricPoint]) -> bool:
+        raise ZeroDivisionError("oops")
+
+    m = sm.custom(broken)
+    v = m.observe(0, pts((0, "x", 1)))
+    assert v.decision is Decision.WARN and "broken: the rule raised ZeroDivisionError: oops" == v.reason
+    assert m.observe(0, pts((1, "x", 1))).decision is Decision.CONTINUE
+
+
+def test_custom_warn_turns_a_stop_verdict_into_a_warning() -> None:
+    m = sm.custom(lambda t, p: Verdict(Decision.STOP, "bad"), name="mine", action="warn")
+    assert m.observe(0, pts((0, "x", 1))).decision is Decision.WARN
+
+
+@pytest.mark.parametrize(
+    ("monitor", "names"),
+    [(sm.nan(), None), (sm.nan(["a", "b"]), {"a", "b"}), (sm.plateau("val_loss"), {"val_loss"}),
+     (sm.exploding(), {"grad_norm"}), (sm.overfitting("tr", "va"), {"tr", "va"}),
+     (sm.custom(lambda t, p: None), None)],
+    ids=["nan-any", "nan-named", "plateau", "exploding", "overfitting", "custom"],
+)
+def test_metrics_names_what_the_monitor_needs(monitor: Monitor, names: set[str] | None) -> None:
+    assert monitor.metrics() == (None if names is None else frozenset(names))
+
+
+# spec parsing -----------------------------------------------------------------------------------------
+
+
+def test_spec_forms_build_the_same_monitors_as_python() -> None:
+    built = parse_monitors(
+        ["nan", {"plateau": {"metric": "val_loss", "patience": 5}}, {"exploding": {"metric": "grad_norm",
+                                                                                   "factor": 10}},
+         {"stalled": {"after": "10m", "action": "warn"}}, {"vanishing": None}, sm.nan(["x"])]
+    )
+    assert [type(m) for m in built[:5]] == [type(sm.nan()), type(sm.plateau("v")), type(sm.exploding()),
+                                             type(sm.stalled(1)), type(sm.vanishing())]
+    assert built[1].metric == "val_loss" and built[1].patience == 5        # type: ignore[attr-defined]
+    assert built[2].factor == 10 and built[2].threshold is None            # type: ignore[attr-defined]
+    assert built[3].after == 600 and built[3].action == "warn"             # type: ignore[attr-defined]
+    assert built[5].metrics() == frozenset({"x"})
+    assert parse_monitors(None) == []
+
+
+def test_diverging_and_plateau_default_to_the_sweep_metric_and_goal() -> None:
+    plateau, diverging = parse_monitors(["plateau", {"diverging": {"factor": 3}}], metric="acc",
+                                        goal=Goal.MAXIMIZE)
+    assert plateau.metric == "acc" and plateau.goal is Goal.MAXIMIZE          # type: ignore[attr-defined]
+    assert diverging.metric == "acc" and diverging.goal is Goal.MAXIMIZE      # type: ignore[attr-defined]
+    (other,) = parse_monitors([{"plateau": {"metric": "loss"}}], metric="acc", goal="maximize")
+    assert other.goal is Goal.MINIMIZE                                         # type: ignore[attr-defined]
+
+
+BAD: list[tuple[Any, str, str]] = [
+    ("nan", "monitors", "must be a list"),
+    (["nann"], "monitors[0]", "did you mean 'nan'"),
+    (["explode"], "monitors[0]", "unknown monitor"),
+    ([42], "monitors[0]", "a name or a one-key mapping"),
+    ([{"nan": {}, "plateau": {}}], "monitors[0]", "a name or a one-key mapping"),
+    ([{"plateau": 5}], "monitors[0].plateau", "options must be a mapping"),
+    (["nan", {"plateau": {"metric": "x", "patiense": 3}}], "monitors[1].plateau.patiense",
+     "did you mean 'patience'"),
+    ([{"plateau": {"metric": "val_loss", "patience": 0}}], "monitors[0].plateau.patience", "integer >= 1"),
+    ([{"plateau": {"metric": "val_loss", "patience": 2.5}}], "monitors[0].plateau.patience", "not an integer"),
+    ([{"plateau": {"metric": "val_loss", "min_delta": -1}}], "monitors[0].plateau.min_delta", ">= 0"),
+    ([{"plateau": {}}], "monitors[0].plateau.metric", "needs metric"),
+    ([{"plateau": {"metric": 3}}], "monitors[0].plateau.metric", "not a metric name"),
+    ([{"exploding": {"factor": 1}}], "monitors[0].exploding.factor", "must exceed 1"),
+    ([{"exploding": {"threshold": "high"}}], "monitors[0].exploding.threshold", "not a number"),
+    ([{"vanishing": {"threshold": -1}}], "monitors[0].vanishing.threshold", "a number > 0"),
+    ([{"diverging": {"metric": "loss", "factor": 0.5}}], "monitors[0].diverging.factor", "must exceed 1"),
+    ([{"diverging": {"metric": "loss", "goal": "up"}}], "monitors[0].diverging.goal", "minimize or maximize"),
+    ([{"overfitting": {"train": "a"}}], "monitors[0].overfitting.val", "needs val"),
+    ([{"stalled": {"after": "10 parsecs"}}], "monitors[0].stalled.after", "not a duration"),
+    ([{"stalled": {}}], "monitors[0].stalled.after", "needs after"),
+    ([{"nan": {"action": "kill"}}], "monitors[0].nan.action", "stop or warn"),
+    ([{"nan": {"metrics": [1]}}], "monitors[0].nan.metrics", "list of metric names"),
+]
+
+
+@pytest.mark.parametrize(("raw", "key", "text"), BAD, ids=[f"{k}: {t}" for _, k, t in BAD])
+def test_bad_input_names_key_value_and_fix(raw: Any, key: str, text: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_monitors(raw, file="sweep.yaml")
+    assert info.value.key == key
+    assert str(info.value).startswith(f"sweep.yaml: {key}: ")
+    assert text in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("call", "key"),
+    [(lambda: sm.plateau("x", patience=0), "plateau.patience"), (lambda: sm.exploding(factor=1),
+                                                                 "exploding.factor"),
+     (lambda: sm.nan(action="explode"), "nan.action"), (lambda: sm.stalled("soon"), "stalled.after"),
+     (lambda: sm.custom("not callable"), "custom")],  # type: ignore[arg-type]
+    ids=["plateau", "exploding", "nan-action", "stalled", "custom"],
+)
+def test_python_constructors_validate_like_the_spec(call: Any, key: str) -> None:
+    with pytest.raises(SpecError) as info:
+        call()
+    assert info.value.key == key
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30s", 30), ("10m", 600), ("1h30m", 5400), ("2d", 172800), ("1.5h", 5400), ("250ms", 0.25),
+     (45, 45), (0.5, 0.5), ("90", 90), (" 5 m ", 300)],
+    ids=lambda x: str(x),
+)
+def test_parse_duration(text: Any, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "10 parsecs", "m", "-5s", 0, -1, True, "5x", None, math.inf],
+                         ids=lambda x: repr(x))
+def test_parse_duration_refuses(text: Any) -> None:
+    with pytest.raises(SpecError):
+        parse_duration(text)
+
+
+# rebuild determinism ------------------------------------------------------------------------------------
+
+
+def _random_stream(seed: int) -> list[tuple[int, list[MetricPoint]]]:
+    rng = random.Random(seed)
+    out = []
+    for step in range(60):
+        for trial in range(4):
+            rows = []
+            for key in ("loss", "val_loss", "train_loss", "grad_norm"):
+                v = rng.choice([rng.uniform(0, 2), rng.uniform(0, 2), rng.uniform(0, 50), 1e-9, NAN, INF])
+                rows.append((step, key, v))
+            out.append((trial, pts(*rows)))
+    return out
+
+
+def _all() -> list[Monitor]:
+    return parse_monitors(
+        ["nan", {"diverging": {"metric": "loss", "factor": 3, "action": "warn"}},
+         {"plateau": {"metric": "val_loss", "patience": 3, "action": "warn"}}, {"exploding": {"factor": 5}},
+         {"vanishing": {"threshold": 1e-6, "patience": 2, "action": "warn"}},
+         {"overfitting": {"train": "train_loss", "val": "val_loss", "patience": 2}}]
+    )
+
+
+def test_feeding_the_same_points_to_fresh_monitors_gives_the_same_verdicts() -> None:
+    def run() -> list[tuple[str, str]]:
+        monitors = _all()
+        return [(v.decision.value, v.reason) for trial, batch in _random_stream(3) for m in monitors
+                for v in [m.observe(trial, batch)]]
+
+    first = run()
+    assert first == run()
+    assert {d for d, _ in first} == {"continue", "stop", "warn"}   # the stream exercises every outcome
