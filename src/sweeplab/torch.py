@@ -44,7 +44,7 @@ from sweeplab._torch.env import DistEnv, read_env
 __all__ = ["Strategy", "strategy"]
 
 _BACKENDS = ("gloo", "nccl")
-O = TypeVar("O", bound=torch.optim.Optimizer)
+OptimizerT = TypeVar("OptimizerT", bound=torch.optim.Optimizer)
 
 
 def strategy(*, amp: bool | None = None, backend: str | None = None) -> Strategy:
@@ -162,7 +162,7 @@ class Strategy:
     @overload
     def setup(self, model: nn.Module, optimizer: None = None, **ddp_options: Any) -> tuple[nn.Module, None]: ...
     @overload
-    def setup(self, model: nn.Module, optimizer: O, **ddp_options: Any) -> tuple[nn.Module, O]: ...
+    def setup(self, model: nn.Module, optimizer: OptimizerT, **ddp_options: Any) -> tuple[nn.Module, OptimizerT]: ...
 
     def setup(
         self, model: nn.Module, optimizer: torch.optim.Optimizer | None = None, **ddp_options: Any
