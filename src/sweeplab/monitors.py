@@ -82,7 +82,10 @@ class Monitor(ABC):
     def observe(self, trial: int, points: Sequence[MetricPoint]) -> Verdict:
         """New points of `trial`, in report order. Returns the first firing among them, else CONTINUE."""
         verdict = Verdict.go_on()
+        wanted = self.metrics()
         for point in points:
+            if wanted is not None and point.key not in wanted:
+                continue  # fast path: run.log may send many points of metrics this rule ignores
             v = self._decide(trial, self._check(trial, point))
             if v is not None and verdict.decision is Decision.CONTINUE:
                 verdict = v

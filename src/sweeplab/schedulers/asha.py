@@ -48,6 +48,7 @@ class AshaScheduler(Scheduler):
         self.min_iter, self.max_iter, self.eta, self.brackets = min_iter, max_iter, eta, brackets
         # bracket -> rung step -> sorted scores recorded there
         self._rungs: list[dict[int, list[float]]] = [{} for _ in range(brackets)]
+        self._steps: list[list[int]] = [[] for _ in range(brackets)]  # rung steps known so far, per bracket
         self._trials: dict[int, _Trial] = {}
 
     @classmethod
@@ -82,11 +83,9 @@ class AshaScheduler(Scheduler):
         if t.stopped is not None:
             return t.stopped
         bracket = self.bracket_of(trial)
-        steps = self.rungs(bracket, upto=step)
         sc = self._score(value)
-        while t.done < len(steps):
+        while (rung_step := self._rung_step(bracket, t.done)) is not None and rung_step <= step:
             index = t.done
-            rung_step = steps[index]
             values = self._rungs[bracket].setdefault(rung_step, [])
             bisect.insort(values, sc)
             t.done += 1
@@ -99,6 +98,17 @@ class AshaScheduler(Scheduler):
                 t.stopped = self._pruned(bracket, index, rung_step, step, sc, cutoff, n)
                 return t.stopped
         return Verdict.go_on()
+
+    def _rung_step(self, bracket: int, index: int) -> int | None:
+        """Step of rung `index` of `bracket`, or None past the last rung (below max_iter)."""
+        known = self._steps[bracket]
+        while len(known) <= index:
+            upto = max(2 * (known[-1] if known else 1), 2) * math.ceil(self.eta)
+            more = self.rungs(bracket, upto=upto)
+            if len(more) == len(known):
+                return None  # no further rung below max_iter
+            known[:] = more
+        return known[index]
 
     def _pruned(
         self, bracket: int, index: int, rung_step: int, step: int, sc: float, cutoff: float, n: int
