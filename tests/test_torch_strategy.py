@@ -299,8 +299,9 @@ def test_loader_reshuffles_each_pass_and_epoch_sets_the_next_pass() -> None:
 def test_loader_rejects_what_it_cannot_honour(kwargs: dict[str, object], key: str) -> None:
     from sweeplab.torch import Strategy
 
+    data = TensorDataset(torch.arange(8))
     with pytest.raises(ConfigError) as info:
-        Strategy(world_size=2, rank=0).loader(TensorDataset(torch.arange(8)), **kwargs)  # type: ignore[arg-type]
+        Strategy(world_size=2, rank=0).loader(data, **kwargs)  # type: ignore[arg-type]
     assert info.value.key == key
 
 

@@ -160,9 +160,13 @@ class Strategy:
 
     # -- model, data --------------------------------------------------------------------------------
     @overload
-    def setup(self, model: nn.Module, optimizer: None = None, **ddp_options: Any) -> tuple[nn.Module, None]: ...
+    def setup(
+        self, model: nn.Module, optimizer: None = None, **ddp_options: Any
+    ) -> tuple[nn.Module, None]: ...
     @overload
-    def setup(self, model: nn.Module, optimizer: OptimizerT, **ddp_options: Any) -> tuple[nn.Module, OptimizerT]: ...
+    def setup(
+        self, model: nn.Module, optimizer: OptimizerT, **ddp_options: Any
+    ) -> tuple[nn.Module, OptimizerT]: ...
 
     def setup(
         self, model: nn.Module, optimizer: torch.optim.Optimizer | None = None, **ddp_options: Any
@@ -254,7 +258,9 @@ class Strategy:
         """
         target = model if model is not None else self._model
         if target is None:
-            raise UserError("strategy.grad_norm() needs a model: pass one, or call strategy.setup(model) first")
+            raise UserError(
+                "strategy.grad_norm() needs a model: pass one, or call strategy.setup(model) first"
+            )
         norms = [_norm(p.grad) for p in target.parameters() if p.grad is not None]
         if not norms:
             raise UserError(
