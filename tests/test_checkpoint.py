@@ -400,6 +400,15 @@ def test_auto_interval_follows_cost_and_mtbf_within_bounds():
     assert default.interval() == pytest.approx(120.0)  # MTBF defaults to one hour
 
 
+def test_auto_uses_the_uptime_when_the_process_outlived_the_assumed_mtbf():
+    clock = FakeClock()
+    policy = CheckpointPolicy("auto", clock=clock, mtbf=3600.0)
+    policy.due(0)
+    policy.record(0, 2.0)
+    clock.advance(4 * 3600.0)
+    assert policy.interval() == pytest.approx(math.sqrt(2 * 2.0 * 4 * 3600.0))
+
+
 def test_auto_cost_is_smoothed_over_writes():
     policy = CheckpointPolicy("auto", mtbf=3600.0, max_interval=1e9)
     for _ in range(30):

@@ -29,9 +29,11 @@ import re
 import shutil
 import socket
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
@@ -276,6 +278,19 @@ def _pick_format(obj: Any) -> str:
 
 
 # --------------------------------------------------------------------------------------------- file systems
+_PARALLEL_HASH = 1 << 20
+_HASH_POOL: ThreadPoolExecutor | None = None
+_HASH_POOL_LOCK = threading.Lock()
+
+
+def _hash_pool() -> ThreadPoolExecutor:
+    global _HASH_POOL
+    with _HASH_POOL_LOCK:
+        if _HASH_POOL is None:
+            _HASH_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweeplab-checksum")
+        return _HASH_POOL
+
+
 class _HashingWriter:
     """A write-only file object that hashes and counts what passes through (one pass, no re-read)."""
 
@@ -284,8 +299,15 @@ class _HashingWriter:
 
     def write(self, data: Any) -> int:
         n = memoryview(data).nbytes
-        self._hash.update(data)
-        self._raw.write(data)
+        if n >= _PARALLEL_HASH:  # hash and write at once (both release the GIL); done before returning,
+            pending = _hash_pool().submit(self._hash.update, data)  # so the caller may reuse its buffer
+            try:
+                self._raw.write(data)
+            finally:
+                pending.result()
+        else:
+            self._hash.update(data)
+            self._raw.write(data)
         self.bytes += n
         return n
 
@@ -796,7 +818,8 @@ class CheckpointPolicy:
     Strings are accepted too: "100 steps", "30s", "5m", "1h". With "auto" the interval (seconds of work
     between checkpoints) is Young/Daly's sqrt(2 x cost x MTBF), where cost is the measured write time
     (`record`) and `mtbf` the observed mean time between failures (1 hour until one is known), clamped to
-    [min_interval, max_interval]. The first call is always due.
+    [min_interval, max_interval]. A process that has already run longer than that MTBF without failing
+    uses its own uptime instead (evidence that failures are rarer). The first call is always due.
     """
 
     DEFAULT_MTBF = 3600.0
@@ -821,6 +844,7 @@ class CheckpointPolicy:
         self._last_step: int | None = None
         self._last_time: float | None = None
         self._calls = 0
+        self._started = self.clock.monotonic()
         self._last_call = 0
 
     @property
@@ -855,6 +879,8 @@ class CheckpointPolicy:
     def interval(self) -> float | int | None:
         """Steps (int) or seconds (float) between writes; None when every call writes."""
         if self.mode == "auto":
-            ideal = young_daly_interval(self.cost or 0.0, self.mtbf or self.DEFAULT_MTBF)
+            uptime = self.clock.monotonic() - self._started
+            mtbf = max(self.mtbf or self.DEFAULT_MTBF, uptime)
+            ideal = young_daly_interval(self.cost or 0.0, mtbf)
             return min(max(ideal, self.min_interval), self.max_interval)
         return self.every
