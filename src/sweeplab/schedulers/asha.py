@@ -80,24 +80,23 @@ class AshaScheduler(Scheduler):
         t = self._trials.setdefault(trial, _Trial())
         if t.ended:
             return Verdict.go_on()
-        if t.stopped is not None:
-            return t.stopped
         bracket = self.bracket_of(trial)
         sc = self._score(value)
+        # Rung values are recorded whatever the verdicts were, so the rung populations depend only on
+        # which values each trial reported, not on the order trials are replayed in after a restart.
         while (rung_step := self._rung_step(bracket, t.done)) is not None and rung_step <= step:
             index = t.done
             values = self._rungs[bracket].setdefault(rung_step, [])
             bisect.insort(values, sc)
             t.done += 1
             n = len(values)
-            if n < self.eta:
+            if t.stopped is not None or n < self.eta:
                 continue
             keep = math.floor(n / self.eta + 1e-9)
             cutoff = values[keep - 1]
             if sc > cutoff:
                 t.stopped = self._pruned(bracket, index, rung_step, step, sc, cutoff, n)
-                return t.stopped
-        return Verdict.go_on()
+        return t.stopped or Verdict.go_on()
 
     def _rung_step(self, bracket: int, index: int) -> int | None:
         """Step of rung `index` of `bracket`, or None past the last rung (below max_iter)."""

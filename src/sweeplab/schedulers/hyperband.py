@@ -98,15 +98,15 @@ class HyperbandScheduler(Scheduler):
         t = self._trials.setdefault(trial, _Trial())
         if t.ended:
             return Verdict.go_on()
-        if t.stopped is not None:
-            return t.stopped
         sc = self._score(value)
         t.best = min(t.best, sc)
         passed = self._bands_upto(step)
-        for band in passed:
+        for band in passed:  # recorded whatever the verdicts: the replay order cannot change the bands
             if band not in t.band_scores:
                 t.band_scores[band] = sc
                 bisect.insort(self._values.setdefault(band, []), sc)
+        if t.stopped is not None:
+            return t.stopped
         if not passed:
             return Verdict.go_on()
         band = passed[-1]

@@ -60,11 +60,11 @@ class MedianScheduler(Scheduler):
         t = self._trials.setdefault(trial, _Trial())
         if t.ended:
             return Verdict.go_on()
-        if t.stopped is not None:
-            return t.stopped
         sc = self._score(value)
         t.values.setdefault(step, sc)
         t.best = min(t.best, sc)
+        if t.stopped is not None:
+            return t.stopped
         if self._n_completed < max(self.warmup, 1) or step < self.min_iter:
             return Verdict.go_on()
         reference = self._completed.get(step)

@@ -62,8 +62,8 @@ def random_calls(seed: int, *, trials: int = 12, horizon: int = 30, nan_rate: fl
 
 
 def _same(a: list[Verdict | None], b: list[Verdict | None]) -> bool:
-    return [None if v is None else (v.decision, v.reason) for v in a] == \
-        [None if v is None else (v.decision, v.reason) for v in b]
+    return [None if v is None else (v.decision, v.reason, dict(v.data)) for v in a] == \
+        [None if v is None else (v.decision, v.reason, dict(v.data)) for v in b]
 
 
 class SchedulerContract:
@@ -131,6 +131,18 @@ class SchedulerContract:
         for seed in range(3):
             calls = random_calls(seed, horizon=self.horizon)
             assert _same(feed(self.make(Goal.MINIMIZE), calls), feed(self.make(Goal.MINIMIZE), calls))
+
+    def test_the_order_finished_trials_are_replayed_in_does_not_change_later_decisions(self) -> None:
+        # the driver may replay stored history trial by trial rather than in the original interleaving
+        for seed in range(4):
+            calls = random_calls(seed, trials=20, horizon=self.horizon)
+            by_trial = sorted(calls, key=lambda c: -c[1])   # stable: each trial's own order is kept
+            later: list[Call] = [(c[0], c[1] + 1000, *c[2:]) for c in random_calls(seed + 100, trials=20,
+                                                                                    horizon=self.horizon)]
+            a, b = self.make(Goal.MINIMIZE), self.make(Goal.MINIMIZE)
+            feed(a, calls)
+            feed(b, by_trial)
+            assert _same(feed(a, later), feed(b, later))
 
     def test_maximize_on_negated_values_decides_like_minimize(self) -> None:
         calls = random_calls(7, horizon=self.horizon, nan_rate=0.0)
