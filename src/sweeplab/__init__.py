@@ -25,6 +25,16 @@ from sweeplab.run import Run
 from sweeplab.types import TrialState
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):  # noqa: ANN202 - lazy optional submodules: `sl.torch` without importing torch eagerly
+    if name in ("torch", "monitors"):
+        import importlib
+
+        return importlib.import_module(f"sweeplab.{name}")
+    raise AttributeError(f"module 'sweeplab' has no attribute {name!r}")
+
+
 __all__ = [
     "BackendError",
     "ConfigError",

@@ -155,6 +155,9 @@ class Driver:
         self._checked_monitor_metrics = False
         self._resources = spec.resources
         self.max_trials: int | None = spec.budget.trials
+        self._config_base: dict[str, Any] | None = None
+        self._failures = 0
+        self._root = str(store.root.resolve())
 
     # ------------------------------------------------------------------------------------------ setup
     def _build_logic(self) -> None:
@@ -312,6 +315,12 @@ class Driver:
         return bool(self.requeue and not self._halt) or self._can_create()
 
     def _fill(self) -> None:
+        if self.backend.free_slots() <= 0:
+            return
+        with self.store.transaction():
+            self._fill_slots()
+
+    def _fill_slots(self) -> None:
         while self.backend.free_slots() > 0:
             if self.requeue and not self._halt:
                 trial = self.requeue.popleft()
@@ -341,6 +350,16 @@ class Driver:
         return t
 
     def _resolve_config(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """base config < profile (both read once) < sampled params < command-line overrides."""
+        from sweeplab.config import apply_overrides, deep_merge
+        from sweeplab.space import unflatten
+
+        if self._config_base is None:
+            self._config_base = self._load_config_base()
+        merged = deep_merge(self._config_base, unflatten(dict(params)))
+        return apply_overrides(merged, self.overrides) if self.overrides else merged
+
+    def _load_config_base(self) -> dict[str, Any]:
         from sweeplab.config import resolve_config
 
         search: list[Path] = []
@@ -350,23 +369,19 @@ class Driver:
         if self.spec.source is not None:
             search.append(Path(self.spec.source).parent / "profiles")
         search.append(Path(self.cwd) / "profiles")
-        return resolve_config(base=self.spec.config, profile=self.spec.profile, params=params,
-                              overrides=self.overrides, search=search)
+        return resolve_config(base=self.spec.config, profile=self.spec.profile, params={}, search=search)
 
     def _paths(self, t: _Trial) -> dict[str, str]:
-        root = self.store.root.resolve()
-        safe = _safe_name(self.name)
+        root, safe, n = self._root, _safe_name(self.name), t.number
         ckpt = self.spec.checkpoint_dir
-        if ckpt:
-            ckpt_dir = f"{str(ckpt).rstrip('/')}/{safe}/{t.number}"
-        else:
-            ckpt_dir = str(root / "checkpoints" / safe / str(t.number))
+        ckpt_dir = f"{str(ckpt).rstrip('/')}/{safe}/{n}" if ckpt else f"{root}/checkpoints/{safe}/{n}"
         return {
-            "log": str(root / "logs" / safe / f"{t.number}-{t.attempt}.log"),
-            "report": str(root / "logs" / safe / f"{t.number}-{t.attempt}.report.jsonl"),
+            "log_rel": f"logs/{safe}/{n}-{t.attempt}.log",
+            "log": f"{root}/logs/{safe}/{n}-{t.attempt}.log",
+            "report": f"{root}/logs/{safe}/{n}-{t.attempt}.report.jsonl",
             "checkpoint": ckpt_dir,
-            "capture": str(root / "artifacts" / safe / str(t.number) / "captures"),
-            "artifacts": str(root / "artifacts" / safe / str(t.number)),
+            "capture": f"{root}/artifacts/{safe}/{n}/captures",
+            "artifacts": f"{root}/artifacts/{safe}/{n}",
         }
 
     def _task(self, t: _Trial) -> TrialTask:
@@ -419,7 +434,7 @@ class Driver:
         return target
 
     def _mtbf(self) -> float | None:
-        failures = sum(len(t.failures) for t in self.trials.values())
+        failures = self._failures
         if not failures:
             return None
         return max(1.0, self._elapsed() * max(1, len(self.backend.running())) / failures)
@@ -436,7 +451,7 @@ class Driver:
         now = self.clock.time()
         with self.store.transaction():
             self.store.update_trial(t.id, state=TrialState.RUNNING.value, attempts=t.attempt)
-            self.store.add_attempt(t.id, t.attempt, started=now, log_path=self.store.relpath(task.log_path))
+            self.store.add_attempt(t.id, t.attempt, started=now, log_path=self._paths(t)["log_rel"])
         self.backend.submit(task)
 
     # ------------------------------------------------------------------------------------------ events
@@ -595,6 +610,7 @@ class Driver:
         signature = (str(d.get("error_type")), str(d.get("message")))
         deterministic = signature in t.failures and signature[0] not in ("WorkerDied", "Killed", "None")
         t.failures.append(signature)
+        self._failures += 1
         self.store.update_attempt(t.id, t.attempt, state="failed", ended=ev.time, reason=reason,
                                   error_type=d.get("error_type"), traceback=d.get("traceback"),
                                   exit_code=d.get("exit_code"), signal=d.get("signal"))
