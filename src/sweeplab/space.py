@@ -24,15 +24,17 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from decimal import Decimal
-from typing import Any, ClassVar, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
 from sweeplab.errors import SpecError
 
 __all__ = [
+    "KINDS",
     "Beta",
     "Categorical",
     "CategoricalWithProbabilities",
@@ -41,7 +43,6 @@ __all__ = [
     "IntUniform",
     "InvLogUniform",
     "InvLogUniformValues",
-    "KINDS",
     "LogNormal",
     "LogUniform",
     "LogUniformBase",
@@ -104,7 +105,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=repr)
 
 
-def quantize(x: float, q: int | float) -> int | float:
+def quantize(x: float, q: float) -> int | float:
     """round(x / q) * q, as an int when q is an int (as W&B does), else a float without 0.1+0.2 noise."""
     k = round(x / q)
     if isinstance(q, int):
@@ -686,7 +687,7 @@ class _Parser:
         groups = [g for g in (("value",), ("values", "probabilities"), ("min", "max"), ("mu", "sigma"), ("a", "b"))
                   if present & set(g)]
         if len(groups) > 1:
-            a, b = sorted(present & set(groups[0]))[0], sorted(present & set(groups[1]))[0]
+            a, b = min(present & set(groups[0])), min(present & set(groups[1]))
             raise self.error(f"cannot combine {a!r} with {b!r} without a distribution", f"{key}.{b}",
                              hint="add distribution: <name>")
         if "q" in present:

@@ -40,9 +40,12 @@ def make_searcher(
     `options` are method specific (`metric` for all; `n_startup_trials`, `multivariate` for tpe;
     `n_startup_trials`, `deterministic_objective` for gp/bayes). Unknown ones raise SpecError.
     """
-    if method in ("grid", "random", "sobol"):
-        cls = {"grid": GridSearcher, "random": RandomSearcher, "sobol": SobolSearcher}[method]
-        return cls(space, goal, seed, **options)
+    if method == "grid":
+        return GridSearcher(space, goal, seed, **options)
+    if method == "random":
+        return RandomSearcher(space, goal, seed, **options)
+    if method == "sobol":
+        return SobolSearcher(space, goal, seed, **options)
     if method not in METHODS:
         close = difflib.get_close_matches(str(method), METHODS, n=1)
         raise SpecError("unknown search method", key="method", value=method, expected=" | ".join(METHODS),

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import secrets
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from sweeplab.errors import SpecError
 from sweeplab.space import SearchSpace

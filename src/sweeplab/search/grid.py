@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from sweeplab.search.base import SequentialSearcher
@@ -30,7 +31,7 @@ class GridSearcher(SequentialSearcher):
         for name, values in reversed(self._axes):
             k, i = divmod(k, len(values))
             chosen[name] = values[i]
-        return {name: chosen[name] for name in self.space.params}
+        return copy.deepcopy({name: chosen[name] for name in self.space.params})
 
     @property
     def exhausted(self) -> bool:

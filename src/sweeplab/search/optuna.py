@@ -8,11 +8,13 @@ search the unit interval, mapped through the distribution's inverse CDF, so thei
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 from sweeplab._imports import optional_import
 from sweeplab.search.base import Searcher
@@ -114,7 +116,7 @@ class OptunaSearcher(Searcher):
         out = {}
         for name, dist in self.space.params.items():
             out[name] = dist.value if isinstance(dist, Constant) else self._axes[name].decode(internal[name])
-        return out
+        return copy.deepcopy(out)  # never hand out the space's own (mutable) values
 
     def _encode(self, params: Mapping[str, Any]) -> dict[str, Any]:
         return {name: axis.encode(params[name]) for name, axis in self._axes.items()}
@@ -197,7 +199,9 @@ class TPESearcher(OptunaSearcher):
     """Tree-structured Parzen estimator; constant liar for parallel trials, multivariate for d >= 2."""
 
     method = "tpe"
-    accepted_options = {**Searcher.accepted_options, "n_startup_trials": int, "multivariate": bool}
+    accepted_options: ClassVar[Mapping[str, type]] = {
+        **Searcher.accepted_options, "n_startup_trials": int, "multivariate": bool,
+    }
 
     def make_sampler(self) -> Any:
         return self._optuna.samplers.TPESampler(
@@ -212,7 +216,9 @@ class GPSearcher(OptunaSearcher):
     """Gaussian-process Bayesian optimisation (Optuna's GPSampler; needs torch)."""
 
     method = "gp"
-    accepted_options = {**Searcher.accepted_options, "n_startup_trials": int, "deterministic_objective": bool}
+    accepted_options: ClassVar[Mapping[str, type]] = {
+        **Searcher.accepted_options, "n_startup_trials": int, "deterministic_objective": bool,
+    }
 
     def __init__(self, space: SearchSpace, goal: Goal, seed: int | None = None, **options: Any) -> None:
         optional_import("torch", "bayes", "GP search")

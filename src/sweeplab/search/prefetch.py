@@ -8,7 +8,8 @@ each `tell` and after `replay`, and hands that suggestion out on the next `ask`.
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sweeplab.search.base import Searcher
 from sweeplab.types import TrialSnapshot, TrialState
@@ -21,10 +22,9 @@ _NOTHING: Any = object()
 class Prefetching(Searcher):
     """Wraps a searcher; one lock guards it, one daemon thread at a time computes ahead."""
 
-    def __init__(self, inner: Searcher) -> None:  # noqa: D107 - no Searcher.__init__: options live inside
+    def __init__(self, inner: Searcher) -> None:
         self.inner = inner
         self.space, self.goal, self.seed, self.options = inner.space, inner.goal, inner.seed, inner.options
-        self.method = inner.method
         self._lock = threading.Lock()          # around every call into `inner`
         self._cond = threading.Condition()     # around the prefetch slot below
         self._thread: threading.Thread | None = None

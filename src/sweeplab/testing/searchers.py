@@ -175,3 +175,18 @@ class SearcherContract:
             assert space.contains(searcher.ask() or {})
         finally:
             searcher.close()
+
+    def test_suggestions_do_not_share_mutable_values_with_the_space(
+        self, method: str, space: SearchSpace
+    ) -> None:
+        searcher = self.make(method, space)
+        try:
+            for number in range(self.steps):
+                params = searcher.ask()
+                assert params is not None
+                if isinstance(params["optimizer.name"], dict):
+                    params["optimizer.name"]["nesterov"] = "mutated"
+                searcher.tell(number, params, TrialState.FAILED, None)
+            assert space == parse_parameters(CONTRACT_PARAMETERS)
+        finally:
+            searcher.close()
