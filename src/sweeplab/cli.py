@@ -114,8 +114,10 @@ def _describe(spec: Any, spec_file: Path) -> None:
     from sweeplab.schedulers import make_scheduler
 
     file = str(spec_file)
-    scheduler = make_scheduler(spec.early_terminate, goal=spec.metric.goal, file=file) if spec.early_terminate else None
-    monitors = parse_monitors(list(spec.monitors), file=file) if spec.monitors else []
+    metric, goal = spec.metric.name, spec.metric.goal
+    scheduler = (make_scheduler(spec.early_terminate, goal=goal, file=file, metric=metric)
+                 if spec.early_terminate else None)
+    monitors = parse_monitors(list(spec.monitors), file=file, metric=metric, goal=goal) if spec.monitors else []
     console.print(f"[bold]{spec.name or spec_file.stem}[/bold]: valid")
     console.print(f"  method   {spec.method}" + (f" (seed {spec.seed})" if spec.seed is not None else ""))
     if spec.metric.name:

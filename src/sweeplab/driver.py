@@ -136,6 +136,7 @@ class Driver:
         self.seed = 0
         self.searcher: Any = None
         self.scheduler: Any = None
+        self._sched_metric: str | None = None
         self.monitors: list[Any] = []
         self._exhausted = False
         self._ending: str | None = None            # why no new trials are created
@@ -173,8 +174,12 @@ class Driver:
             if not self.metric:
                 raise SpecError("early_terminate needs metric.name: the value schedulers compare", file=file,
                                 key="early_terminate")
-            self.scheduler = make_scheduler(self.spec.early_terminate, goal=self.goal, file=file)
-        self.monitors = parse_monitors(list(self.spec.monitors), file=file) if self.spec.monitors else []
+            self.scheduler = make_scheduler(self.spec.early_terminate, goal=self.goal, file=file,
+                                            metric=self.metric)
+        self.monitors = (parse_monitors(list(self.spec.monitors), file=file, metric=self.metric, goal=self.goal)
+                         if self.spec.monitors else [])
+        # the value schedulers judge: early_terminate.metric when given, else the sweep's metric
+        self._sched_metric = (getattr(self.scheduler, "metric", None) or self.metric) if self.scheduler else None
 
     def create(self, *, spec_path: str | None) -> None:
         """Start a new sweep in the store."""
@@ -244,11 +249,27 @@ class Driver:
                                  f"resumed with {len(rows)} trials, {len(self.requeue)} requeued")
         self.searcher.replay(history)
         if self.scheduler is not None:
-            for t in sorted(self.trials.values(), key=lambda x: x.number):
-                for step, value in sorted(t.intermediate.items()):
-                    self.scheduler.on_report(t.number, step, value)
-                if t.state.is_terminal:
-                    self.scheduler.on_trial_end(t.number, t.state)
+            self._replay_scheduler()
+
+    def _replay_scheduler(self) -> None:
+        """Feed the scheduler the stored reports and trial ends in the order they first happened."""
+        by_id = self.trials
+        rows = self.store.conn.execute(
+            "SELECT m.trial_id, m.step, m.value, m.time FROM metrics m JOIN trials t ON t.id = m.trial_id "
+            "WHERE t.sweep_id = ? AND m.key = ? ORDER BY m.rowid", (self.sweep_id, self._sched_metric)).fetchall()
+        timeline: list[tuple[float, int, int, Any, Any]] = [
+            (float(r[3]), 0, i, r, None) for i, r in enumerate(rows) if r[0] in by_id]
+        ended = {int(r["id"]): r["ended"] for r in self.store.trial_rows(self.sweep_id)}
+        for t in by_id.values():
+            if t.state.is_terminal:
+                timeline.append((float(ended.get(t.id) or 0.0), 1, t.number, None, t))
+        timeline.sort(key=lambda e: (e[0], e[1], e[2]))
+        for _, kind, _, row, t in timeline:
+            if kind == 0:
+                value = float("nan") if row[2] is None else float(row[2])
+                self.scheduler.on_report(by_id[row[0]].number, int(row[1]), value)
+            else:
+                self.scheduler.on_trial_end(t.number, t.state)
 
     def _persist_budget(self) -> None:
         spec = _loads(self.store.sweep_by_id(self.sweep_id)["spec"]) or {}
@@ -498,14 +519,15 @@ class Driver:
         t.last_report = self.clock.monotonic()
         metric = self.metric
         verdicts: list[Verdict] = []
+        sched_metric = self._sched_metric
         for step, key, value, _ in points:
             t.last[key] = (step, value)
             if key == metric:
                 t.intermediate[int(step)] = float(value)
-                if self.scheduler is not None and t.stop_verdict is None:
-                    v = self.scheduler.on_report(t.number, int(step), float(value))
-                    if v.stops:
-                        verdicts.append(v)
+            if key == sched_metric and self.scheduler is not None and t.stop_verdict is None:
+                v = self.scheduler.on_report(t.number, int(step), float(value))
+                if v.stops:
+                    verdicts.append(v)
         self.store.update_trial(t.id, last_step=int(points[-1][0]))
         if self.monitors:
             mpoints = [MetricPoint(int(p[0]), str(p[1]), float(p[2]), float(p[3])) for p in points]
@@ -671,6 +693,10 @@ class Driver:
                            intermediate=dict(t.intermediate) if t.intermediate else None)
         if self.scheduler is not None:
             self.scheduler.on_trial_end(t.number, state)
+        for m in self.monitors:
+            forget = getattr(m, "forget", None)
+            if forget is not None:
+                forget(t.number)
         target = self.spec.metric.target
         if (target is not None and value is not None and state is TrialState.COMPLETED
                 and (value <= target if self.goal is Goal.MINIMIZE else value >= target)):
