@@ -9,15 +9,19 @@ thread sampling CPU %, RSS (process tree) and, through NVML when present, GPU ut
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sweeplab._clock import Clock
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = [
     "StepTracker",
@@ -264,10 +268,8 @@ class _Nvml:
         return {"gpu_util": sum(utils) / len(utils), "gpu_mem": used, "gpu_mem_total": total}
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # shutting down a library that may already have failed
             self._nvml.nvmlShutdown()
-        except Exception:  # pragma: no cover - shutting down a library that already failed
-            pass
 
 
 class SystemSampler:
@@ -277,7 +279,10 @@ class SystemSampler:
     `flush_every` samples from the sampling thread, and with the rest on `stop()`.
 
     Each sample: {"time", "cpu", "rss", "procs"} plus {"gpu_util", "gpu_mem", "gpu_mem_total"} with a GPU.
+    The list of child processes is refreshed every TREE_REFRESH seconds (listing them reads all of /proc).
     """
+
+    TREE_REFRESH = 5.0
 
     def __init__(
         self,
@@ -299,6 +304,8 @@ class SystemSampler:
         self._lock = threading.Lock()
         self._pending: list[dict[str, Any]] = []
         self._procs: dict[int, Any] = {}
+        self._tree_cache: list[Any] | None = None
+        self._tree_time = 0.0
         self._gpu: _Nvml | None = None
         self.error: BaseException | None = None  # last exception raised by the sink
         self._n = 0
@@ -326,7 +333,7 @@ class SystemSampler:
                 if not self._gpu.handles:
                     self._gpu.close()
                     self._gpu = None
-            except Exception:  # no pynvml, no driver, no device: sample without GPU figures
+            except Exception:  # noqa: BLE001 - no pynvml, no driver, no device: no GPU figures
                 self._gpu = None
         self._tree()  # prime cpu_percent baselines
         self._stop.clear()
@@ -345,7 +352,7 @@ class SystemSampler:
             self._gpu.close()
             self._gpu = None
 
-    def __enter__(self) -> SystemSampler:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -354,6 +361,11 @@ class SystemSampler:
 
     # ------------------------------------------------------------------ sampling
     def _tree(self) -> list[Any]:
+        """The process and its descendants; rescanned every TREE_REFRESH s (a scan reads all of /proc)."""
+        now = time.monotonic()
+        if self._tree_cache is not None and now - self._tree_time < self.TREE_REFRESH:
+            return self._tree_cache
+        self._tree_time = now
         psutil = self._psutil
         try:
             procs = [self._root, *self._root.children(recursive=True)]
@@ -374,6 +386,7 @@ class SystemSampler:
         alive = {p.pid for p in procs}
         for pid in [pid for pid in self._procs if pid not in alive]:
             del self._procs[pid]
+        self._tree_cache = cached
         return cached
 
     def sample(self) -> dict[str, Any] | None:
@@ -394,7 +407,7 @@ class SystemSampler:
         if self._gpu is not None:
             try:
                 out.update(self._gpu.sample())
-            except Exception:
+            except Exception:  # noqa: BLE001 - a GPU that stops answering: go on without it
                 self._gpu.close()
                 self._gpu = None
         self._account(out)
@@ -425,7 +438,7 @@ class SystemSampler:
         if batch:
             try:
                 self.sink(batch)
-            except Exception as exc:  # a failing sink must not kill the trial; keep the reason
+            except Exception as exc:  # noqa: BLE001 - a failing sink must not kill the trial
                 self.error = exc
 
     def peak(self) -> dict[str, Any]:
