@@ -229,6 +229,11 @@ def execute(task: TrialTask, channel: Channel, current: list[Execution | None],
 
 def _execute_function(ex: Execution) -> None:
     task, channel = ex.task, ex.channel
+    if task.world_size > 1:   # several processes for one trial: this worker supervises them
+        from sweeplab.backends.multiproc import execute_ranks
+
+        execute_ranks(ex)
+        return
     run: Run | None = None
     try:
         with _redirect_output(task.log_path):

@@ -1,0 +1,311 @@
+"""Multi-process trials: W ranks of one trial with the torchrun environment (DDP, Fabric, Accelerate).
+
+A trial with `resources.workers: W` (`TrialTask.world_size` = W) is supervised by the worker that got it:
+`execute_ranks` starts W processes (`python -m sweeplab.backends.multiproc`), each with `RANK`,
+`LOCAL_RANK`, `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR=127.0.0.1` and a free `MASTER_PORT`, and
+each running the trial function through `worker.execute` as one rank. The supervisor
+
+- forwards rank 0's metrics, checkpoints, notes and profile to the driver (other ranks' `run.log` and
+  `run.checkpoint` are dropped by `Run` itself; their events are ignored here);
+- passes a stop request to every rank at once and SIGTERM (preemption) to every rank;
+- ends the attempt as one trial: FINISHED with rank 0's result once every rank has returned; FAILED with
+  the failing rank's traceback as soon as any rank raises or dies (the other ranks are killed);
+  PREEMPTED when the trial was preempted.
+
+Ranks run in the worker's process group, so a backend that kills the worker's group kills every rank,
+and a rank whose supervisor dies sees its control pipe close and exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from sweeplab.backends.base import TrialTask
+from sweeplab.backends.events import Event, EventKind, decode
+
+if TYPE_CHECKING:
+    from sweeplab.backends.worker import Execution
+
+__all__ = ["execute_ranks", "free_port", "main", "rank_env"]
+
+_FORWARDED = (EventKind.METRICS, EventKind.CHECKPOINT, EventKind.ARTIFACT, EventKind.NOTE,
+              EventKind.PROFILE, EventKind.SYSTEM)
+_STRAGGLER_SECONDS = 10.0   # after rank 0 returned, how long the other ranks get to return too
+_FAILURE_SETTLE = 0.5       # after a first failure, how long to wait for the rank that caused it
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (for MASTER_PORT)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def rank_env(rank: int, world_size: int, port: int, *, threads: int | None = None,
+             addr: str = "127.0.0.1") -> dict[str, str]:
+    """The torchrun variables of one rank on this machine (all ranks local: LOCAL_RANK = RANK)."""
+    env = {
+        "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
+        "LOCAL_WORLD_SIZE": str(world_size), "GROUP_RANK": "0", "NODE_RANK": "0",
+        "MASTER_ADDR": addr, "MASTER_PORT": str(port),
+        "TORCHELASTIC_RUN_ID": "sweeplab",
+    }
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+@dataclass
+class _Rank:
+    index: int
+    proc: subprocess.Popen[bytes]
+    rfd: int
+    buf: bytearray = field(default_factory=bytearray)
+    end: Event | None = None
+    closed: bool = False
+
+
+def _rank_log(log_path: str, rank: int) -> str:
+    if not log_path or rank == 0:
+        return log_path
+    p = Path(log_path)
+    return str(p.with_name(f"{p.stem}.rank{rank}{p.suffix}"))
+
+
+def _spawn(task: TrialTask, rank: int, port: int, threads: int | None) -> _Rank:
+    r, w = os.pipe()
+    env = dict(os.environ)
+    env.update({k: str(v) for k, v in task.env.items()})
+    env.update(rank_env(rank, task.world_size, port, threads=threads))
+    env["SWEEPLAB_EVENT_FD"] = str(w)
+    env["PYTHONUNBUFFERED"] = "1"
+    rank_task = dataclasses.replace(task, world_size=1, log_path=_rank_log(task.log_path, rank))
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sweeplab.backends.multiproc"], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=None, pass_fds=(w,), env=env,
+        )
+    finally:
+        os.close(w)
+    os.set_blocking(r, False)
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(rank_task.to_dict(), default=str).encode() + b"\n")
+    proc.stdin.flush()
+    return _Rank(rank, proc, r)
+
+
+def _threads_per_rank(world_size: int) -> int | None:
+    raw = os.environ.get("OMP_NUM_THREADS")
+    if not raw or not raw.isdigit():
+        return None
+    return max(1, int(raw) // world_size)
+
+
+def execute_ranks(ex: Execution) -> None:
+    """Run `ex.task` as `task.world_size` ranks and send the attempt's one ending event."""
+    task, channel = ex.task, ex.channel
+    sel = selectors.DefaultSelector()
+    ranks: list[_Rank] = []
+    try:
+        port = free_port()
+        threads = _threads_per_rank(task.world_size)
+        for r in range(task.world_size):
+            rank = _spawn(task, r, port, threads)
+            ranks.append(rank)
+            sel.register(rank.rfd, selectors.EVENT_READ, rank)
+        kind, data = _supervise(ex, ranks, sel)
+    except OSError as exc:
+        kind, data = EventKind.FAILED, {"reason": f"cannot start the trial's processes: {exc}",
+                                        "error_type": type(exc).__name__, "message": str(exc)}
+    finally:
+        for rank in ranks:
+            _kill(rank)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                rank.proc.wait(timeout=5)
+            _close(rank, sel)
+        sel.close()
+    if ex.preempted:
+        kind, data = EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)"}
+    data["retire"] = True if kind is EventKind.PREEMPTED else ex.retire
+    channel.send(kind, data)
+
+
+def _supervise(ex: Execution, ranks: list[_Rank], sel: selectors.BaseSelector) -> tuple[EventKind, dict[str, Any]]:
+    stop_sent = term_sent = False
+    first_failure: float | None = None
+    rank0_done: float | None = None
+    while True:
+        if ex.stop_requested and not stop_sent:
+            stop_sent = True
+            for rank in ranks:
+                _send(rank, {"op": "stop", "reason": "stop requested"})
+        if ex.preempted and not term_sent:
+            term_sent = True
+            for rank in ranks:
+                with contextlib.suppress(ProcessLookupError):
+                    rank.proc.send_signal(signal.SIGTERM)
+        for key, _ in sel.select(0.05):
+            _read(key.data, ex)
+        now = time.monotonic()
+        for rank in ranks:
+            if not rank.closed and rank.proc.poll() is not None:
+                _read(rank, ex)
+                _close(rank, sel)
+                if rank.end is None:
+                    rank.end = _crash_event(ex.task, rank)
+        failures = [r for r in ranks if r.end is not None and r.end.kind is EventKind.FAILED]
+        if failures and first_failure is None:
+            first_failure = now
+            for rank in ranks:   # peers blocked in a collective with the failed rank would hang
+                if rank.end is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        rank.proc.send_signal(signal.SIGTERM)
+        ended = all(r.end is not None for r in ranks)
+        if failures and (ended or now - (first_failure or now) >= _FAILURE_SETTLE):
+            return _failure(failures)
+        if ranks[0].end is not None and rank0_done is None:
+            rank0_done = now
+        if ended or (rank0_done is not None and now - rank0_done >= _STRAGGLER_SECONDS):
+            end0 = ranks[0].end
+            assert end0 is not None
+            if not ended:
+                late = [r.index for r in ranks if r.end is None]
+                ex.channel.send(EventKind.NOTE, {"level": "warning", "kind": "ranks_killed",
+                                                 "message": f"rank(s) {late} still running "
+                                                            f"{_STRAGGLER_SECONDS:g}s after rank 0 returned; killed"})
+            return end0.kind, dict(end0.data)
+
+
+def _failure(failures: list[_Rank]) -> tuple[EventKind, dict[str, Any]]:
+    """The failure that came first: the rank whose error made the others fail."""
+    first = min(failures, key=lambda r: (r.end.time if r.end is not None else 0.0, r.index))
+    assert first.end is not None
+    data = dict(first.end.data)
+    data["reason"] = f"rank {first.index}: {data.get('reason', 'failed')}"
+    data["rank"] = first.index
+    return EventKind.FAILED, data
+
+
+def _crash_event(task: TrialTask, rank: _Rank) -> Event:
+    code = rank.proc.returncode
+    sig = -code if code is not None and code < 0 else None
+    how = f"killed by signal {signal.Signals(sig).name}" if sig else f"exited with code {code}"
+    reason = f"process {how}"
+    return Event(EventKind.FAILED, task.trial_id, task.attempt, time.time(), {
+        "reason": reason, "error_type": "WorkerDied", "exit_code": None if sig else code, "signal": sig,
+        "message": reason,
+    })
+
+
+def _read(rank: _Rank, ex: Execution) -> None:
+    while not rank.closed:
+        try:
+            chunk = os.read(rank.rfd, 1 << 16)
+        except BlockingIOError:
+            break
+        except OSError:
+            chunk = b""
+        if not chunk:
+            break
+        rank.buf += chunk
+    if b"\n" not in rank.buf:
+        return
+    *lines, rest = bytes(rank.buf).split(b"\n")
+    rank.buf = bytearray(rest)
+    for line in lines:
+        if not line:
+            continue
+        try:
+            ev = decode(line)
+        except (ValueError, KeyError):
+            continue
+        if ev.kind.ends_attempt:
+            if rank.end is None:
+                rank.end = ev
+        elif rank.index == 0 and ev.kind in _FORWARDED:
+            ex.channel.send(ev.kind, ev.data)
+
+
+def _send(rank: _Rank, msg: Mapping[str, Any]) -> None:
+    stdin = rank.proc.stdin
+    if stdin is None or rank.proc.poll() is not None:
+        return
+    with contextlib.suppress(BrokenPipeError, OSError, ValueError):
+        stdin.write(json.dumps(msg).encode() + b"\n")
+        stdin.flush()
+
+
+def _kill(rank: _Rank) -> None:
+    if rank.proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            rank.proc.kill()
+
+
+def _close(rank: _Rank, sel: selectors.BaseSelector) -> None:
+    if rank.closed:
+        return
+    rank.closed = True
+    with contextlib.suppress(KeyError, ValueError):
+        sel.unregister(rank.rfd)
+    with contextlib.suppress(OSError):
+        os.close(rank.rfd)
+    if rank.proc.stdin is not None:
+        with contextlib.suppress(OSError, BrokenPipeError):
+            rank.proc.stdin.close()
+
+
+# ---------------------------------------------------------------------------------------- one rank
+def main() -> int:
+    """One rank: read the task from stdin, run it, obey stop lines; exit when the supervisor goes away."""
+    from sweeplab.backends.worker import Channel, Execution, execute, fd_writer
+
+    write = fd_writer(int(os.environ["SWEEPLAB_EVENT_FD"]))
+    task = TrialTask.from_dict(json.loads(sys.stdin.readline()))
+    current: list[Execution | None] = [None]
+    pending = {"stop": False}
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        ex = current[0]
+        if ex is None:
+            os._exit(143)
+        ex.preempted = True
+        ex.stop("preempted (SIGTERM)")
+
+    def control() -> None:
+        for line in sys.stdin:
+            with contextlib.suppress(ValueError):
+                if json.loads(line).get("op") == "stop":
+                    pending["stop"] = True
+                    for _ in range(500):   # the stop may overtake the start of the attempt
+                        ex = current[0]
+                        if ex is not None:
+                            ex.stop("stop requested")
+                            break
+                        time.sleep(0.01)
+        os._exit(1)   # the supervisor is gone: an orphan rank must not go on
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=control, daemon=True, name="sweeplab-rank-control").start()
+    execute(task, Channel(write, task), current)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)   # skip interpreter teardown (process groups, CUDA): the result is already sent
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Multi-process trials through the local backend: real rank processes, torchrun environment, one outcome.
+
+The trial functions below are module-level so that the rank processes can import this file as a target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from sweeplab.backends.events import EventKind
+from sweeplab.backends.local import LocalBackend, plan_slots
+from sweeplab.backends.multiproc import free_port, rank_env
+from sweeplab.testing.backends import collect, make_task
+
+HERE = str(Path(__file__).resolve())
+
+
+# ------------------------------------------------------------------------------------ trial functions
+def report_env(config, run):
+    names = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    seen = {n: os.environ.get(n) for n in names}
+    seen["run_rank"] = run.rank
+    Path(config["out"], f"rank{run.rank}.json").write_text(json.dumps(seen))
+    for step in range(3):
+        run.log({"who": float(run.rank)}, step=step)
+    return {"who": float(run.rank)}
+
+
+def one_rank_fails(config, run):
+    if run.rank == int(config["bad"]):
+        if config.get("how") == "segfault":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        raise ValueError(f"rank {run.rank} broke on purpose")
+    while not run.should_stop:   # the healthy rank would wait forever for its peer
+        time.sleep(0.05)
+    return {"done": 1.0}
+
+
+def until_stopped(config, run):
+    step = 0
+    while not run.should_stop:
+        run.log({"step": float(step)}, step=step)
+        step += 1
+        time.sleep(0.02)
+    Path(config["out"], f"stopped{run.rank}").write_text(str(step))
+    return {"steps": float(step)}
+
+
+# ------------------------------------------------------------------------------------ tests
+@pytest.fixture
+def backend():
+    b = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]))
+    b.start()
+    yield b
+    b.shutdown(grace=0.0)
+
+
+def test_rank_env_is_the_torchrun_set():
+    env = rank_env(1, 4, 29500, threads=2)
+    assert env["RANK"] == env["LOCAL_RANK"] == "1"
+    assert (env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"], env["MASTER_ADDR"], env["MASTER_PORT"]) == \
+        ("4", "4", "127.0.0.1", "29500")
+    assert env["OMP_NUM_THREADS"] == "2"
+    assert 0 < free_port() < 65536
+
+
+@pytest.mark.slow
+def test_each_rank_gets_its_environment_and_only_rank_zero_reports(backend, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:report_env", config={"out": str(out)}, world_size=3))
+    ev = collect(backend, [1])[1]
+    assert ev[-1].kind is EventKind.FINISHED, ev[-1].data
+    assert ev[-1].data["metrics"] == {"who": 0.0}
+    seen = [json.loads((out / f"rank{r}.json").read_text()) for r in range(3)]
+    assert [s["RANK"] for s in seen] == ["0", "1", "2"] == [s["LOCAL_RANK"] for s in seen]
+    assert [s["run_rank"] for s in seen] == [0, 1, 2]
+    assert {s["WORLD_SIZE"] for s in seen} == {"3"} and {s["MASTER_ADDR"] for s in seen} == {"127.0.0.1"}
+    assert len({s["MASTER_PORT"] for s in seen}) == 1
+    points = [p for e in ev if e.kind is EventKind.METRICS for p in e.data["points"]]
+    assert [(p[0], p[2]) for p in points] == [(0, 0.0), (1, 0.0), (2, 0.0)]
+    assert sum(e.kind is EventKind.STARTED for e in ev) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how, expect", [("raise", "ValueError: rank 1 broke on purpose"),
+                                         ("segfault", "SIGSEGV")], ids=["raises", "segfault"])
+def test_a_failing_rank_fails_the_trial_with_its_own_error(backend, tmp_path, how, expect):
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:one_rank_fails", config={"bad": 1, "how": how},
+                             world_size=2))
+    end = collect(backend, [1], timeout=60)[1][-1]
+    assert end.kind is EventKind.FAILED
+    assert end.data["reason"].startswith("rank 1: ") and expect in end.data["reason"]
+    assert end.data["rank"] == 1
+    if how == "raise":
+        assert "one_rank_fails" in end.data["traceback"]
+    # the worker survives for the next trial
+    backend.submit(make_task(tmp_path, 2, f"{HERE}:until_stopped", config={"out": str(tmp_path)}, world_size=2))
+    backend.stop(2)
+    assert collect(backend, [2])[2][-1].kind is EventKind.FINISHED
+
+
+@pytest.mark.slow
+def test_stop_reaches_every_rank(backend, tmp_path):
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:until_stopped", config={"out": str(tmp_path)}, world_size=2))
+
+    def on_event(ev):
+        if ev.kind is EventKind.METRICS:
+            backend.stop(1)
+
+    end = collect(backend, [1], on_event=on_event)[1][-1]
+    assert end.kind is EventKind.FINISHED and end.data["stopped"] is True
+    assert (tmp_path / "stopped0").exists() and (tmp_path / "stopped1").exists()
