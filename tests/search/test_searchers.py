@@ -139,6 +139,17 @@ def test_tpe_replay_rebuilds_the_study_from_history() -> None:
     assert len(searcher.study.get_trials(deepcopy=False)) == 5
 
 
+def test_replay_without_a_metric_option_reads_a_single_series() -> None:
+    searcher = TPESearcher(parse_parameters(XY), Goal.MINIMIZE, 0)
+    searcher.replay([
+        TrialSnapshot(0, {"x": 0.4, "y": 0.9}, TrialState.PRUNED, history={"val": ((0, 3.0), (2, 1.0))}),
+        TrialSnapshot(1, {"x": 0.4, "y": 0.8}, TrialState.PRUNED, history={"val": ((0, 3.0),), "b": ((0, 1),)}),
+    ])
+    first, second = searcher.study.get_trials(deepcopy=False)
+    assert first.state == OptunaState.PRUNED and first.intermediate_values == {0: 3.0, 2: 1.0}
+    assert second.state == OptunaState.FAIL  # ambiguous: which series is the objective?
+
+
 def test_optuna_tell_maps_outcomes_to_optuna_states() -> None:
     searcher = TPESearcher(parse_parameters(XY), Goal.MAXIMIZE, 0)
     outcomes = [

@@ -188,11 +188,11 @@ class OptunaSearcher(Searcher):
             self._add(snap.params, snap.state, snap.value, self._intermediate(snap))
 
     def _intermediate(self, snap: TrialSnapshot) -> dict[int, float]:
-        """The objective's history, when the snapshot carries it under a metric named like the sweep's."""
+        """The objective's history: the series named by the `metric` option, else the only series."""
         metric = self.options.get("metric")
-        if metric and metric in snap.history:
-            return {step: v for step, v in snap.series(metric)}
-        return {}
+        if metric is None and len(snap.history) == 1:
+            metric = next(iter(snap.history))
+        return {int(step): v for step, v in snap.series(metric)} if metric else {}
 
 
 class TPESearcher(OptunaSearcher):
