@@ -194,3 +194,9 @@ def test_trial_columns_is_columnar_and_aligned(store: Store) -> None:
     assert cols["params"]["opt"][:2] == ["sgd", "adam"]
     assert cols["metrics"]["acc"][0] is None and cols["value"][4] is None
     json.dumps(cols, allow_nan=False)
+
+
+def test_events_newest_returns_the_tail_in_order(store: Store) -> None:
+    every = q.events(store, "alpha")
+    tail = q.events(store, "alpha", limit=2, newest=True)
+    assert [e["id"] for e in tail] == [e["id"] for e in every[-2:]]

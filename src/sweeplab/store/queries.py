@@ -23,9 +23,11 @@ __all__ = [
     "curves",
     "downsample",
     "events",
+    "json_safe",
     "list_sweeps",
     "metric_keys",
     "sweep_status",
+    "sweep_summary",
     "trial_columns",
     "trial_detail",
 ]
@@ -35,14 +37,14 @@ _STATES = [s.value for s in TrialState]
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def _clean(obj: Any) -> Any:
+def json_safe(obj: Any) -> Any:
     """`obj` with every non-finite float replaced by None (JSON has no NaN)."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
+        return {k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
+        return [json_safe(v) for v in obj]
     return obj
 
 
@@ -54,7 +56,7 @@ def _loads(text: str | None, default: Any = None) -> Any:
     except ValueError:
         return default
     if "NaN" in text or "Infinity" in text:
-        obj = _clean(obj)
+        obj = json_safe(obj)
     return obj
 
 
@@ -155,6 +157,13 @@ def list_sweeps(store: Store) -> list[dict[str, Any]]:
 
 def _sweep_dict(store: Store, row: sqlite3.Row) -> dict[str, Any]:
     return _sweep_dicts(store, [row])[0]
+
+
+def sweep_summary(store: Store, name: str) -> dict[str, Any]:
+    """One sweep (as in `list_sweeps`) plus its resolved spec: {"sweep", "spec", "spec_path", "seed"}."""
+    row = _sweep_or_raise(store, name)
+    return {"sweep": _sweep_dict(store, row), "spec": _loads(row["spec"], {}), "spec_path": row["spec_path"],
+            "seed": row["seed"]}
 
 
 def _trial_dict(row: sqlite3.Row) -> dict[str, Any]:
@@ -440,8 +449,11 @@ def curves(store: Store, name: str, numbers: Sequence[int], key: str,
 
 # ---------------------------------------------------------------------------------------------- events
 def events(store: Store, name: str, *, trial: int | None = None, after_id: int = 0,
-           limit: int = 500) -> list[dict[str, Any]]:
-    """Events of a sweep (or one of its trials) with id > after_id, oldest first, at most `limit`."""
+           limit: int = 500, newest: bool = False) -> list[dict[str, Any]]:
+    """Events of a sweep (or one of its trials) with id > after_id, oldest first, at most `limit`.
+
+    With `newest`, the last `limit` of them (still returned oldest first).
+    """
     sweep = _sweep_or_raise(store, name)
     limit = max(1, min(int(limit), 10_000))
     sql = (
@@ -453,9 +465,10 @@ def events(store: Store, name: str, *, trial: int | None = None, after_id: int =
         t = _trial_or_raise(store, sweep, int(trial))
         sql += "AND e.trial_id=? "
         args.append(t["id"])
-    sql += "ORDER BY e.id LIMIT ?"
+    sql += f"ORDER BY e.id {'DESC' if newest else 'ASC'} LIMIT ?"
     args.append(limit)
-    return [_event_dict(r) for r in store.conn.execute(sql, args)]
+    out = [_event_dict(r) for r in store.conn.execute(sql, args)]
+    return out[::-1] if newest else out
 
 
 # ---------------------------------------------------------------------------------------------- live

@@ -1,0 +1,73 @@
+"""The dashboard web app: `create_app` (an ASGI app over a store directory) and `serve` (run it).
+
+Read-only by construction: the store is opened with a read-only SQLite connection, only GET/HEAD reach
+the routes, and every served file is confined to the store (logs/, artifacts/) or the bundled static
+files. Starlette, uvicorn and plotly are the `dashboard` extra and are imported only here, lazily.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterable
+
+from sweeplab._imports import optional_import
+from sweeplab.dashboard.security import LOOPBACK_NAMES, Guard, is_loopback
+from sweeplab.errors import UserError
+
+__all__ = ["create_app", "serve"]
+
+_PURPOSE = "the dashboard"
+
+
+def create_app(store_root: Path, *, token: str | None = None,
+               allowed_hosts: Iterable[str] | None = LOOPBACK_NAMES) -> Any:
+    """The dashboard as an ASGI app (a Starlette app wrapped in the security `Guard`).
+
+    `token`: when set, every request must carry it (Bearer header, or `?token=` once, then a cookie).
+    `allowed_hosts`: accepted Host header names (DNS-rebinding protection); None accepts any.
+    """
+    optional_import("starlette", "dashboard", _PURPOSE)
+    optional_import("plotly", "dashboard", _PURPOSE)
+    from starlette.applications import Starlette
+
+    from sweeplab.dashboard.reader import Reader
+    from sweeplab.dashboard.routes import build_routes
+
+    reader = Reader(Path(store_root))
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        yield
+        reader.close()
+
+    app = Starlette(routes=build_routes(reader), lifespan=lifespan)
+    app.state.reader = reader
+    return Guard(app, token=token, allowed_hosts=allowed_hosts)
+
+
+def serve(store_root: Path, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
+          insecure: bool = False) -> None:
+    """Serve the dashboard until interrupted. Binding beyond loopback needs a token (or `insecure`)."""
+    loopback = is_loopback(host)
+    if not loopback and not token and not insecure:
+        raise UserError(
+            f"refusing to serve the dashboard on {host!r} without a token: anyone who can reach this "
+            "machine could read your sweeps. Pass --token SECRET (then open the printed URL), or "
+            "--insecure to serve without authentication anyway, or keep the default --host 127.0.0.1 "
+            "(and use an SSH tunnel from elsewhere)"
+        )
+    if not loopback and insecure and not token:
+        print(f"WARNING: serving the dashboard on {host}:{port} WITHOUT authentication (--insecure): "
+              "anyone who can reach this port can read every sweep in the store.", file=sys.stderr)
+    uvicorn = optional_import("uvicorn", "dashboard", _PURPOSE)
+    from sweeplab.store.sqlite import Store
+
+    Store.open(store_root, readonly=True).close()  # fail now, with a helpful message, if there is no store
+    app = create_app(store_root, token=token, allowed_hosts=LOOPBACK_NAMES if loopback else None)
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+    print(f"sweeplab dashboard (read-only) for {store_root}: {url}  (Ctrl-C to stop)", file=sys.stderr)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, server_header=False,
+                limit_concurrency=64, timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)

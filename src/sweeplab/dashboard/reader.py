@@ -1,0 +1,90 @@
+"""Read-only access to the store for the web app: one read-only SQLite connection per worker thread and
+small caches keyed by the store's change token (so nothing is recomputed until the driver writes).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from sweeplab.store import queries
+from sweeplab.store.sqlite import Store
+from sweeplab.types import TrialState
+
+__all__ = ["Reader"]
+
+T = TypeVar("T")
+_TERMINAL = tuple(s.value for s in TrialState if s.is_terminal)
+
+
+class Reader:
+    """Per-thread read-only stores and per-sweep caches for the expensive answers."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._local = threading.local()
+        self._stores: list[Store] = []
+        self._lock = threading.Lock()
+        self._cache: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._compute_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._keys: dict[str, tuple[frozenset[int], frozenset[str]]] = {}
+
+    def store(self) -> Store:
+        s: Store | None = getattr(self._local, "store", None)
+        if s is None:
+            s = Store.open(self.root, readonly=True)
+            self._local.store = s
+            with self._lock:
+                self._stores.append(s)
+        return s
+
+    def close(self) -> None:
+        with self._lock:
+            for s in self._stores:
+                s.close()
+            self._stores.clear()
+
+    def version(self, sweep: str | None) -> str:
+        return str(queries.changed_since(self.store(), sweep, None)["token"])
+
+    def cached(self, kind: str, sweep: str, version: Any, compute: Callable[[], T]) -> T:
+        """`compute()` once per (kind, sweep, version); concurrent callers wait for the first."""
+        key = (kind, sweep)
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]  # type: ignore[no-any-return]
+        with self._lock:
+            lock = self._compute_locks.setdefault(key, threading.Lock())
+        with lock:
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] == version:
+                return hit[1]  # type: ignore[no-any-return]
+            value = compute()
+            self._cache[key] = (version, value)
+            return value
+
+    def completed_version(self, sweep: str) -> tuple[Any, ...]:
+        """Changes only when the set of completed trials (or their values) changes."""
+        row = self.store().conn.execute(
+            "SELECT COUNT(*), TOTAL(t.value), MAX(t.number) FROM trials t JOIN sweeps s ON s.id = t.sweep_id "
+            "WHERE s.name=? AND t.state='completed'",
+            (sweep,),
+        ).fetchone()
+        return tuple(row)
+
+    def sweep_metric_keys(self, sweep_id: int) -> list[str]:
+        """Metric keys of a sweep. Keys of finished trials never change, so they are scanned only once."""
+        store = self.store()
+        rows = store.conn.execute("SELECT id, state FROM trials WHERE sweep_id=?", (sweep_id,)).fetchall()
+        with self._lock:
+            done, keys = self._keys.get(str(sweep_id), (frozenset(), frozenset()))
+        newly_done = [r[0] for r in rows if r[0] not in done and r[1] in _TERMINAL]
+        live = [r[0] for r in rows if r[0] not in done and r[1] not in _TERMINAL]
+        if newly_done:
+            keys = keys | set(queries.metric_keys(store, newly_done))
+            done = done | set(newly_done)
+            with self._lock:
+                self._keys[str(sweep_id)] = (done, keys)
+        # Keys of still-running trials are rescanned every time (they are few).
+        return sorted(keys | set(queries.metric_keys(store, live)))

@@ -1,0 +1,292 @@
+"""The Starlette routes: the JSON API (docs/api.md), the single-page app's HTML and its static files.
+
+Imported only by `app.create_app`, after the `dashboard` extra has been checked.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Route
+
+from sweeplab.dashboard.importance import param_importance
+from sweeplab.dashboard.reader import Reader
+from sweeplab.dashboard.security import safe_join
+from sweeplab.errors import StoreError, UserError
+from sweeplab.store import queries
+
+__all__ = ["build_routes"]
+
+STATIC_DIR = Path(__file__).parent / "static"
+MAX_LOG_TAIL = 1 << 20
+SERVED_DIRS = ("logs", "artifacts")  # the only parts of the store /files/ may serve
+_TEXT_SUFFIXES = {".log", ".txt", ".json", ".yaml", ".yml", ".csv", ".md", ".out", ".err"}
+
+
+class BadRequest(ValueError):
+    pass
+
+
+def _json_bytes(obj: Any) -> bytes:
+    try:
+        return json.dumps(obj, allow_nan=False, separators=(",", ":")).encode()
+    except ValueError:  # a NaN slipped through: clean it rather than emit invalid JSON
+        return json.dumps(queries.json_safe(obj), allow_nan=False, separators=(",", ":")).encode()
+
+
+def _json(obj: Any, status: int = 200, etag: str | None = None) -> Response:
+    headers = {"cache-control": "no-cache"}
+    if etag:
+        headers["etag"] = etag
+    return Response(_json_bytes(obj), status_code=status, media_type="application/json", headers=headers)
+
+
+def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest(f"query parameter {name!r} must be an integer, got {raw!r}") from None
+    return max(lo, min(hi, value))
+
+
+def _int_list(request: Request, name: str, limit: int) -> list[int]:
+    raw = request.query_params.get(name, "")
+    try:
+        out = [int(x) for x in raw.split(",") if x.strip()]
+    except ValueError:
+        raise BadRequest(f"query parameter {name!r} must be comma-separated integers") from None
+    if len(out) > limit:
+        raise BadRequest(f"at most {limit} values in {name!r}")
+    return out
+
+
+def _guarded(fn: Callable[[Request], Response]) -> Callable[[Request], Response]:
+    """Map our errors to HTTP: unknown sweep/trial -> 404, bad query -> 400, store unreadable -> 503."""
+
+    def endpoint(request: Request) -> Response:
+        try:
+            return fn(request)
+        except BadRequest as exc:
+            return _json({"error": str(exc)}, 400)
+        except UserError as exc:
+            status = 503 if "no sweeplab store" in str(exc) else 404
+            return _json({"error": str(exc)}, status)
+        except StoreError as exc:
+            return _json({"error": str(exc)}, 503)
+
+    endpoint.__name__ = fn.__name__
+    return endpoint
+
+
+def _not_modified(request: Request, etag: str) -> bool:
+    return request.headers.get("if-none-match") == etag
+
+
+class _Plotly:
+    """The Plotly.js bundle shipped inside the `plotly` Python package, gzipped once in memory."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._gz: bytes | None = None
+        self.path: Path | None = None
+
+    def locate(self) -> Path:
+        if self.path is None:
+            import plotly
+
+            self.path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+        return self.path
+
+    def gzipped(self) -> bytes:
+        with self._lock:
+            if self._gz is None:
+                self._gz = gzip.compress(self.locate().read_bytes(), compresslevel=6, mtime=0)
+            return self._gz
+
+
+def build_routes(reader: Reader) -> list[Route]:
+    plotly = _Plotly()
+    etag_plotly: list[str] = []
+
+    def sweep_id(name: str) -> int:
+        row = reader.store().conn.execute("SELECT id FROM sweeps WHERE name=?", (name,)).fetchone()
+        if row is None:
+            queries.sweep_status(reader.store(), name)  # raises the helpful UserError
+        return int(row[0])
+
+    # ------------------------------------------------------------------------------------------- pages
+    def page(request: Request) -> Response:
+        return FileResponse(STATIC_DIR / "index.html", media_type="text/html",
+                            headers={"cache-control": "no-cache"})
+
+    def static(request: Request) -> Response:
+        rel = request.path_params["path"]
+        if rel == "plotly.min.js":
+            path = plotly.locate()
+            if not etag_plotly:
+                st = path.stat()
+                etag_plotly.append('"' + hashlib.sha1(f"{path}:{st.st_size}:{st.st_mtime}".encode())
+                                   .hexdigest()[:16] + '"')
+            headers = {"cache-control": "public, max-age=3600", "etag": etag_plotly[0],
+                       "vary": "accept-encoding"}
+            if _not_modified(request, etag_plotly[0]):
+                return Response(status_code=304, headers=headers)
+            if "gzip" in request.headers.get("accept-encoding", ""):
+                return Response(plotly.gzipped(), media_type="text/javascript",
+                                headers={**headers, "content-encoding": "gzip"})
+            return FileResponse(path, media_type="text/javascript", headers=headers)
+        target = safe_join(STATIC_DIR, rel)
+        if target is None:
+            return _json({"error": "not found"}, 404)
+        media = {".js": "text/javascript", ".css": "text/css", ".html": "text/html",
+                 ".svg": "image/svg+xml", ".png": "image/png"}.get(target.suffix, "application/octet-stream")
+        return FileResponse(target, media_type=media, headers={"cache-control": "no-cache"})
+
+    def files(request: Request) -> Response:
+        rel = request.path_params["path"]
+        first = rel.split("/", 1)[0]
+        target = safe_join(reader.root, rel) if first in SERVED_DIRS else None
+        if target is None:
+            return _json({"error": "not found"}, 404)
+        if target.suffix.lower() in _TEXT_SUFFIXES:
+            return FileResponse(target, media_type="text/plain; charset=utf-8")
+        return FileResponse(target, media_type="application/octet-stream", filename=target.name)
+
+    # --------------------------------------------------------------------------------------------- api
+    def api_sweeps(request: Request) -> Response:
+        return _json({"sweeps": queries.list_sweeps(reader.store())})
+
+    def api_sweep(request: Request) -> Response:
+        return _json(queries.sweep_summary(reader.store(), request.path_params["name"]))
+
+    def api_status(request: Request) -> Response:
+        return _json(queries.sweep_status(reader.store(), request.path_params["name"]))
+
+    def api_best(request: Request) -> Response:
+        return _json({"best": queries.best_trial(reader.store(), request.path_params["name"])})
+
+    def api_trials(request: Request) -> Response:
+        name = request.path_params["name"]
+        version = reader.version(name)
+        etag = '"t-' + hashlib.sha1(version.encode()).hexdigest()[:20] + '"'
+        if _not_modified(request, etag):
+            return Response(status_code=304, headers={"etag": etag, "cache-control": "no-cache"})
+        body = reader.cached("trials", name, version,
+                             lambda: _json_bytes({"version": version,
+                                                  **queries.trial_columns(reader.store(), name)}))
+        return Response(body, media_type="application/json", headers={"etag": etag, "cache-control": "no-cache"})
+
+    def api_keys(request: Request) -> Response:
+        name = request.path_params["name"]
+        return _json({"sweep": name, "keys": reader.sweep_metric_keys(sweep_id(name))})
+
+    def api_curves(request: Request) -> Response:
+        name = request.path_params["name"]
+        key = request.query_params.get("key", "")
+        if not key or len(key) > 200:
+            raise BadRequest("query parameter 'key' (a metric name) is required")
+        numbers = _int_list(request, "trials", queries.MAX_CURVE_TRIALS)
+        max_points = _int(request, "max_points", 1000, 4, 10_000)
+        return _json(queries.curves(reader.store(), name, numbers, key, max_points))
+
+    def api_importance(request: Request) -> Response:
+        name = request.path_params["name"]
+        sweep_id(name)
+        version = reader.completed_version(name)
+
+        def compute() -> dict[str, Any]:
+            cols = queries.trial_columns(reader.store(), name)
+            return param_importance(cols)
+
+        return _json({"sweep": name, **reader.cached("importance", name, version, compute)})
+
+    def api_events(request: Request) -> Response:
+        name = request.path_params["name"]
+        trial = request.query_params.get("trial")
+        evs = queries.events(
+            reader.store(), name,
+            trial=None if trial in (None, "") else _int(request, "trial", 0, 0, 1 << 62),
+            after_id=_int(request, "after_id", 0, 0, 1 << 62),
+            limit=_int(request, "limit", 500, 1, 5000),
+            newest=request.query_params.get("newest") in ("1", "true"),
+        )
+        return _json({"sweep": name, "events": evs})
+
+    def api_trial(request: Request) -> Response:
+        name, number = request.path_params["name"], request.path_params["number"]
+        return _json(queries.trial_detail(reader.store(), name, number))
+
+    def api_trial_curves(request: Request) -> Response:
+        name, number = request.path_params["name"], request.path_params["number"]
+        detail = queries.trial_detail(reader.store(), name, number)
+        max_points = _int(request, "max_points", 1000, 4, 10_000)
+        keys = detail["metric_keys"][:50]
+        out = {}
+        for key in keys:
+            c = queries.curves(reader.store(), name, [number], key, max_points)["trials"]
+            if c:
+                out[key] = {"n": c[0]["n"], "step": c[0]["step"], "values": c[0]["values"]}
+        return _json({"sweep": name, "number": number, "state": detail["state"], "curves": out})
+
+    def api_log(request: Request) -> Response:
+        name, number = request.path_params["name"], request.path_params["number"]
+        detail = queries.trial_detail(reader.store(), name, number)
+        attempt = request.query_params.get("attempt")
+        rel = detail["log_path"]
+        if attempt not in (None, ""):
+            n = _int(request, "attempt", 1, 1, 1 << 30)
+            rel = next((a["log_path"] for a in detail["attempts"] if a["number"] == n), None)
+        target = safe_join(reader.root, rel) if rel else None
+        if target is None:
+            return _json({"error": f"trial {number} has no log file in the store", "path": rel}, 404)
+        tail = _int(request, "tail", 64 * 1024, 1, MAX_LOG_TAIL)
+        size = target.stat().st_size
+        with target.open("rb") as fh:
+            if size > tail:
+                fh.seek(size - tail)
+            data = fh.read(tail)
+        text = data.decode("utf-8", errors="replace")
+        if size > tail and "\n" in text:
+            text = text.split("\n", 1)[1]  # drop the partial first line
+        return _json({"sweep": name, "number": number, "path": rel, "size": size,
+                      "truncated": size > tail, "text": text})
+
+    def api_changes(request: Request) -> Response:
+        sweep = request.query_params.get("sweep") or None
+        return _json(queries.changed_since(reader.store(), sweep, request.query_params.get("token")))
+
+    def api_missing(request: Request) -> Response:
+        return _json({"error": "no such API endpoint; see docs/api.md"}, 404)
+
+    g = _guarded
+    return [
+        Route("/", page),
+        Route("/sweeps/{name}", page),
+        Route("/sweeps/{name}/trials/{number:int}", page),
+        Route("/static/{path:path}", static),
+        Route("/files/{path:path}", files),
+        Route("/api/sweeps", g(api_sweeps)),
+        Route("/api/sweeps/{name}", g(api_sweep)),
+        Route("/api/sweeps/{name}/status", g(api_status)),
+        Route("/api/sweeps/{name}/best", g(api_best)),
+        Route("/api/sweeps/{name}/trials", g(api_trials)),
+        Route("/api/sweeps/{name}/keys", g(api_keys)),
+        Route("/api/sweeps/{name}/curves", g(api_curves)),
+        Route("/api/sweeps/{name}/importance", g(api_importance)),
+        Route("/api/sweeps/{name}/events", g(api_events)),
+        Route("/api/sweeps/{name}/trials/{number:int}", g(api_trial)),
+        Route("/api/sweeps/{name}/trials/{number:int}/curves", g(api_trial_curves)),
+        Route("/api/sweeps/{name}/trials/{number:int}/log", g(api_log)),
+        Route("/api/changes", g(api_changes)),
+        Route("/api/{rest:path}", api_missing),
+    ]

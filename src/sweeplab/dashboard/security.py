@@ -1,0 +1,199 @@
+"""The dashboard's guard rails: read-only methods, request size limits, token auth, Host checks, headers,
+and confinement of every served file to a directory.
+
+Everything here is a plain ASGI middleware or a pure function (no Starlette import), so it is cheap to
+test and cannot be bypassed by a route that forgets to call it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+from http.cookies import SimpleCookie
+from pathlib import Path, PurePosixPath
+from typing import Any, Awaitable, Callable, Iterable
+from urllib.parse import parse_qsl, urlencode
+
+__all__ = [
+    "LOOPBACK_NAMES",
+    "Guard",
+    "is_loopback",
+    "safe_join",
+]
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+COOKIE = "sweeplab_token"
+MAX_URL = 4096            # bytes of path + query string
+MAX_HEADERS = 16 * 1024   # bytes of all request headers
+ALLOWED_METHODS = ("GET", "HEAD")
+
+_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:; connect-src 'self'; font-src 'self' data:; object-src 'none'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)  # 'unsafe-eval': Plotly's WebGL traces (parcoords) compile shaders with Function().
+_SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"content-security-policy", _CSP.encode()),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+]
+
+
+def is_loopback(host: str) -> bool:
+    """True for names and addresses that only this machine can reach."""
+    h = host.strip("[]")
+    if h == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def safe_join(base: Path, rel: str) -> Path | None:
+    """`base / rel` when that names an existing regular file inside `base` after resolving symlinks, else None.
+
+    Rejects absolute paths, drive letters, backslashes, NUL bytes and any `..` component outright, then
+    checks the resolved path (so a symlink pointing out of `base` is refused too).
+    """
+    if not rel or "\x00" in rel or "\\" in rel or rel.startswith("/") or (len(rel) > 1 and rel[1] == ":"):
+        return None
+    parts = PurePosixPath(rel).parts
+    if any(p in ("..", "") for p in parts):
+        return None
+    try:
+        root = base.resolve(strict=True)
+        target = (root / rel).resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    if not target.is_relative_to(root) or not target.is_file():
+        return None
+    return target
+
+
+def _cookie_value(token: str) -> str:
+    """What the auth cookie holds: derived from the token, so the cookie never contains the token itself."""
+    return hmac.new(token.encode(), b"sweeplab-dashboard-cookie", hashlib.sha256).hexdigest()
+
+
+class Guard:
+    """ASGI middleware in front of the whole app.
+
+    - only GET and HEAD (anything else: 405, the dashboard never writes);
+    - no request bodies (413), bounded URL (414) and header (431) sizes;
+    - Host header restricted to `allowed_hosts` when given (blocks DNS-rebinding on a loopback bind);
+    - with a token: `Authorization: Bearer <token>`, or `?token=<token>` once (then an HttpOnly cookie);
+    - security headers (CSP, nosniff, frame denial) on every response.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str | None, allowed_hosts: Iterable[str] | None) -> None:
+        self.app = app
+        self.token = token
+        self.cookie = _cookie_value(token) if token else None
+        self.allowed_hosts = None if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # no websockets
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal = self._refuse(scope, headers)
+        if refusal is not None:
+            status, message, extra = refusal
+            await _send_error(send, status, message, extra)
+            return
+        set_cookie = False
+        if self.token is not None:
+            how = self._authenticated(scope, headers)
+            if how is None:
+                await _send_error(send, 401, "this dashboard needs its token: open the URL printed by "
+                                  "`sweeplab dashboard` (with ?token=...) or send 'Authorization: Bearer <token>'",
+                                  [(b"www-authenticate", b"Bearer")])
+                return
+            if how == "query":
+                set_cookie = True
+                if not scope["path"].startswith("/api/"):
+                    await self._redirect_without_token(scope, send)
+                    return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                extra = list(_SECURITY_HEADERS)
+                if set_cookie:
+                    extra.append((b"set-cookie", self._cookie_header()))
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    # ------------------------------------------------------------------------------------------------
+    def _refuse(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str, list[Any]] | None:
+        if scope["method"] not in ALLOWED_METHODS:
+            return 405, "the dashboard is read-only: only GET and HEAD", [(b"allow", b"GET, HEAD")]
+        if len(scope.get("raw_path") or scope["path"].encode()) + len(scope.get("query_string", b"")) > MAX_URL:
+            return 414, "URL too long", []
+        if sum(len(k) + len(v) for k, v in scope["headers"]) > MAX_HEADERS:
+            return 431, "request headers too large", []
+        if headers.get("content-length", "0").strip() not in ("", "0") or "transfer-encoding" in headers:
+            return 413, "request bodies are not accepted", []
+        if self.allowed_hosts is not None:
+            host = headers.get("host", "")
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name.lower() not in self.allowed_hosts:
+                return 421, f"unexpected Host header {host!r}; open the dashboard via 127.0.0.1 or localhost", []
+        return None
+
+    def _authenticated(self, scope: Scope, headers: dict[str, str]) -> str | None:
+        if self.token is None or self.cookie is None:
+            return None
+        auth = headers.get("authorization", "")
+        if auth.lower().startswith("bearer ") and hmac.compare_digest(auth[7:].strip().encode(),
+                                                                      self.token.encode()):
+            return "header"
+        if "cookie" in headers:
+            jar: SimpleCookie = SimpleCookie()
+            try:
+                jar.load(headers["cookie"])
+            except Exception:  # noqa: BLE001 - a malformed cookie header just does not authenticate
+                jar = SimpleCookie()
+            morsel = jar.get(COOKIE)
+            if morsel is not None and hmac.compare_digest(morsel.value.encode(), self.cookie.encode()):
+                return "cookie"
+        for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")):
+            if k == "token" and hmac.compare_digest(v.encode(), self.token.encode()):
+                return "query"
+        return None
+
+    def _cookie_header(self) -> bytes:
+        return f"{COOKIE}={self.cookie}; Path=/; HttpOnly; SameSite=Strict".encode()
+
+    async def _redirect_without_token(self, scope: Scope, send: Send) -> None:
+        query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")) if k != "token"]
+        location = scope["path"] + (f"?{urlencode(query)}" if query else "")
+        await send({"type": "http.response.start", "status": 303, "headers": [
+            (b"location", location.encode("latin-1", "replace")), (b"set-cookie", self._cookie_header()),
+            (b"content-length", b"0"), *_SECURITY_HEADERS,
+        ]})
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def _send_error(send: Send, status: int, message: str, extra: list[Any]) -> None:
+    body = json.dumps({"error": message}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        *extra, *_SECURITY_HEADERS,
+    ]})
+    await send({"type": "http.response.body", "body": body})

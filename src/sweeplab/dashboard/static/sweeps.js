@@ -1,0 +1,60 @@
+// The sweeps list: state, trials by state, best value, budgets spent.
+import { el, badge, fmtNum, fmtTime, fmtDur, getJSON, sweepUrl, trialUrl, setCrumbs, STATES } from "./util.js";
+
+function budgetCell(s) {
+  const b = s.budget || {}, sp = s.spend || {};
+  const items = [];
+  const bar = (used, cap) => el("span", { class: "bar", title: `${fmtNum(used)} / ${fmtNum(cap)}` },
+    el("i", { style: `width:${Math.min(100, (100 * used) / cap).toFixed(1)}%` }));
+  if (b.trials) items.push(el("span", {}, `trials ${s.trials}/${b.trials} `, bar(s.trials, b.trials)));
+  if (b.time) items.push(el("span", {}, `time ${fmtDur(sp.seconds)} of ${b.time}`));
+  if (b.gpu_hours) items.push(el("span", {}, `GPU ${fmtNum((sp.gpu_seconds || 0) / 3600)}/${b.gpu_hours} h`));
+  if (!items.length && sp.seconds) items.push(el("span", {}, `ran ${fmtDur(sp.seconds)}`));
+  return el("div", { class: "budget" }, items.length ? items : "–");
+}
+
+export class SweepsView {
+  constructor(root) { this.root = root; this.sweeps = []; }
+
+  isLive() { return this.sweeps.some((s) => s.state === "running"); }
+
+  async load() {
+    setCrumbs([["sweeps", null]]);
+    document.title = "sweeplab · sweeps";
+    await this.refresh();
+  }
+
+  async refresh() {
+    const data = await getJSON("/api/sweeps");
+    this.sweeps = data.sweeps;
+    if (!this.sweeps.length) {
+      this.root.replaceChildren(el("div", { class: "card" },
+        el("h2", { text: "No sweeps yet" }),
+        el("p", { class: "muted" }, "Run ", el("code", { text: "sweeplab sweep sweep.yaml" }),
+          " and this page fills in by itself.")));
+      return;
+    }
+    const rows = this.sweeps.slice().reverse().map((s) => el("tr", { dataset: { sweep: s.name } },
+      el("td", {}, el("a", { href: sweepUrl(s.name), text: s.name })),
+      el("td", {}, badge(s.state)),
+      el("td", { text: s.method }),
+      el("td", {}, s.metric ? `${s.metric} (${s.goal === "maximize" ? "max" : "min"})` : "–"),
+      el("td", { class: "num" }, String(s.trials)),
+      el("td", {}, el("div", { class: "counts" }, STATES.filter((k) => s.counts[k]).map((k) =>
+        el("span", { class: `badge s-${k}`, title: k }, `${s.counts[k]} ${k.replaceAll("_", " ")}`)))),
+      el("td", { class: "num" }, s.best_trial === null ? "–" :
+        el("a", { href: trialUrl(s.name, s.best_trial), title: `trial ${s.best_trial}` }, fmtNum(s.best))),
+      el("td", {}, budgetCell(s)),
+      el("td", { text: fmtTime(s.created) }),
+      el("td", { text: s.ended ? fmtTime(s.ended) : fmtTime(s.updated) }),
+      el("td", { class: "reason", text: s.end_reason || "" }),
+    ));
+    this.root.replaceChildren(el("div", { class: "card" },
+      el("h2", {}, "Sweeps", el("span", { class: "chip" }, String(this.sweeps.length))),
+      el("div", { class: "tablewrap" }, el("table", { id: "sweeps" },
+        el("thead", {}, el("tr", {}, ["name", "state", "method", "metric", "trials", "by state", "best",
+          "budget", "created", "updated / ended", "end reason"].map((h) =>
+          el("th", { class: h === "trials" || h === "best" ? "num" : "", text: h })))),
+        el("tbody", {}, rows)))));
+  }
+}

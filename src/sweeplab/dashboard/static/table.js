@@ -1,0 +1,158 @@
+// The trials table: sortable, filterable (text, state, parallel-coordinates brushing), paginated, with
+// checkboxes that choose the trials whose learning curves are drawn.
+import { el, badge, fmtNum, fmtDur, trialUrl, STATES } from "./util.js";
+
+const PAGE = 50;
+
+export class TrialsTable {
+  constructor(container, { sweep, goal, onSelectionChange }) {
+    this.container = container;
+    this.sweep = sweep;
+    this.goal = goal;
+    this.onSelectionChange = onSelectionChange;
+    this.cols = null;
+    this.paramNames = [];
+    this.brush = null;        // Set of row indices allowed by brushing, or null
+    this.text = "";
+    this.state = "";
+    this.sort = { key: "number", dir: 1 };
+    this.page = 0;
+    this.selected = new Set();
+    this.bestNumber = null;
+    this.build();
+  }
+
+  build() {
+    this.search = el("input", { type: "search", placeholder: "filter: text in any column…", id: "trial-filter",
+      oninput: () => { this.text = this.search.value.trim().toLowerCase(); this.page = 0; this.render(); } });
+    this.stateSel = el("select", { id: "state-filter", onchange: () => { this.state = this.stateSel.value; this.page = 0; this.render(); } },
+      el("option", { value: "", text: "all states" }), STATES.map((s) => el("option", { value: s, text: s.replaceAll("_", " ") })));
+    this.count = el("span", { id: "trial-count", class: "muted" });
+    this.brushNote = el("span", { class: "chip", id: "brush-note", style: "display:none" });
+    this.selNote = el("span", { class: "muted", id: "selection-note" });
+    this.thead = el("thead");
+    this.tbody = el("tbody");
+    this.pager = el("div", { class: "pager" });
+    this.container.replaceChildren(
+      el("div", { class: "toolbar" }, this.search, this.stateSel, this.brushNote, el("span", { class: "grow" }),
+        this.selNote,
+        el("button", { type: "button", onclick: () => this.selectVisible(), title: "draw the curves of the first 20 matching trials" }, "curves of matches"),
+        el("button", { type: "button", onclick: () => this.setSelection([]) }, "clear selection")),
+      el("div", { class: "tablewrap" }, el("table", { id: "trials" }, this.thead, this.tbody)),
+      el("div", { class: "pager" }, this.count, this.pager));
+  }
+
+  setData(cols, paramNames, bestNumber) {
+    this.cols = cols;
+    this.paramNames = paramNames;
+    this.bestNumber = bestNumber;
+    this.render();
+  }
+
+  setBrush(rowSet, description) {
+    this.brush = rowSet;
+    this.page = 0;
+    this.brushNote.style.display = rowSet ? "" : "none";
+    this.brushNote.textContent = rowSet ? `brushed: ${description}` : "";
+    this.render();
+  }
+
+  setSelection(numbers) {
+    this.selected = new Set(numbers);
+    this.render();
+    this.onSelectionChange([...this.selected]);
+  }
+
+  selectVisible() {
+    this.setSelection(this.filtered().slice(0, 20).map((i) => this.cols.number[i]));
+  }
+
+  columns() {
+    const c = this.cols;
+    const dur = (i) => (c.started[i] && c.ended[i] ? c.ended[i] - c.started[i] : null);
+    const defs = [
+      { key: "number", label: "#", num: true, get: (i) => c.number[i] },
+      { key: "state", label: "state", get: (i) => c.state[i] },
+      { key: "value", label: "value", num: true, get: (i) => c.value[i] },
+      ...this.paramNames.map((p) => ({ key: `p:${p}`, label: p, num: true, get: (i) => c.params[p][i] })),
+      { key: "attempts", label: "attempts", num: true, get: (i) => c.attempts[i] },
+      { key: "duration", label: "duration", num: true, get: dur, fmt: fmtDur },
+      { key: "reason", label: "reason", get: (i) => c.reason[i] },
+    ];
+    return defs;
+  }
+
+  filtered() {
+    const c = this.cols;
+    if (!c) return [];
+    const defs = this.columns();
+    let rows = [];
+    for (let i = 0; i < c.n; i++) {
+      if (this.brush && !this.brush.has(i)) continue;
+      if (this.state && c.state[i] !== this.state) continue;
+      rows.push(i);
+    }
+    if (this.text) {
+      const words = this.text.split(/\s+/);
+      rows = rows.filter((i) => {
+        const hay = defs.map((d) => { const v = d.get(i); return v === null || v === undefined ? "" : String(v); })
+          .join(" ").toLowerCase();
+        return words.every((w) => hay.includes(w));
+      });
+    }
+    const d = defs.find((x) => x.key === this.sort.key) || defs[0];
+    const dir = this.sort.dir;
+    rows.sort((a, b) => {
+      const va = d.get(a), vb = d.get(b);
+      const na = va === null || va === undefined, nb = vb === null || vb === undefined;
+      if (na || nb) return na === nb ? c.number[a] - c.number[b] : na ? 1 : -1;  // missing last
+      if (va < vb) return -dir;
+      if (va > vb) return dir;
+      return c.number[a] - c.number[b];
+    });
+    return rows;
+  }
+
+  render() {
+    const c = this.cols;
+    if (!c) return;
+    const defs = this.columns();
+    this.thead.replaceChildren(el("tr", {}, el("th", { title: "draw learning curves" }, "curve"),
+      defs.map((d) => el("th", {
+        class: `sortable ${d.num ? "num" : ""} ${this.sort.key === d.key ? (this.sort.dir > 0 ? "sorted-asc" : "sorted-desc") : ""}`,
+        dataset: { key: d.key },
+        onclick: () => {
+          this.sort = this.sort.key === d.key ? { key: d.key, dir: -this.sort.dir } : { key: d.key, dir: 1 };
+          this.render();
+        },
+      }, d.label))));
+    const rows = this.filtered();
+    const pages = Math.max(1, Math.ceil(rows.length / PAGE));
+    this.page = Math.min(this.page, pages - 1);
+    const slice = rows.slice(this.page * PAGE, (this.page + 1) * PAGE);
+    this.tbody.replaceChildren(...slice.map((i) => {
+      const n = c.number[i];
+      const box = el("input", { type: "checkbox", checked: this.selected.has(n), "aria-label": `curve of trial ${n}`,
+        onchange: () => {
+          if (box.checked) this.selected.add(n); else this.selected.delete(n);
+          this.selNote.textContent = `${this.selected.size} selected`;
+          this.onSelectionChange([...this.selected]);
+        } });
+      return el("tr", { dataset: { number: n }, class: n === this.bestNumber ? "best" : "" },
+        el("td", {}, box),
+        defs.map((d) => {
+          const v = d.get(i);
+          if (d.key === "number") return el("td", { class: "num" }, el("a", { href: trialUrl(this.sweep, n), text: String(n) }));
+          if (d.key === "state") return el("td", {}, badge(v));
+          if (d.key === "reason") return el("td", { class: "reason", title: v || "", text: v || "" });
+          return el("td", { class: d.num ? "num" : "", text: d.fmt ? d.fmt(v) : fmtNum(v) });
+        }));
+    }));
+    this.count.textContent = `${rows.length} of ${c.n} trials match`;
+    this.selNote.textContent = `${this.selected.size} selected`;
+    this.pager.replaceChildren(
+      el("button", { type: "button", disabled: this.page === 0, onclick: () => { this.page--; this.render(); } }, "‹ prev"),
+      el("span", { text: `page ${this.page + 1} / ${pages}` }),
+      el("button", { type: "button", disabled: this.page >= pages - 1, onclick: () => { this.page++; this.render(); } }, "next ›"));
+  }
+}

@@ -1,0 +1,169 @@
+// The trial view: config, final metrics, all curves, attempts, events (with reasons), profile, log tail.
+import {
+  el, badge, fmtNum, fmtTime, fmtDur, fmtBytes, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
+  plotConfig, baseLayout, STATE_COLOR, STATE_DASH,
+} from "./util.js";
+
+const MAX_PLOTS = 12;
+
+function kvList(obj) {
+  const entries = Object.entries(obj || {});
+  if (!entries.length) return el("p", { class: "muted", text: "–" });
+  return el("dl", { class: "kv" }, entries.flatMap(([k, v]) => [
+    el("dt", { text: k }),
+    el("dd", { text: v !== null && typeof v === "object" ? JSON.stringify(v) : fmtNum(v) })]));
+}
+
+export class TrialView {
+  constructor(root, r) {
+    this.root = root;
+    this.name = r.sweep;
+    this.number = r.trial;
+    this.detail = null;
+  }
+
+  isLive() { return this.detail && ["running", "queued", "preempted"].includes(this.detail.state); }
+
+  async load() {
+    setCrumbs([["sweeps", "/"], [this.name, sweepUrl(this.name)], [`trial ${this.number}`, null]]);
+    document.title = `sweeplab · ${this.name} · trial ${this.number}`;
+    this.header = el("div", { class: "section", id: "trial-header" });
+    this.params = el("div", { id: "params" });
+    this.metrics = el("div", { id: "final-metrics" });
+    this.profile = el("div", { id: "profile" });
+    this.plots = el("div", { class: "grid2", id: "trial-curves" });
+    this.attempts = el("div", { id: "attempts" });
+    this.events = el("div", { class: "events", id: "trial-events" });
+    this.checkpoints = el("div", { id: "checkpoints" });
+    this.config = el("pre", { class: "json", id: "config" });
+    this.log = el("pre", { class: "box", id: "log" });
+    this.logNote = el("span", { class: "legend-note" });
+    this.root.replaceChildren(
+      this.header,
+      el("div", { class: "grid3 section" },
+        el("div", { class: "card" }, el("h2", {}, "Parameters"), this.params),
+        el("div", { class: "card" }, el("h2", {}, "Final metrics"), this.metrics),
+        el("div", { class: "card" }, el("h2", {}, "Profile"), this.profile)),
+      el("div", { class: "card" }, el("h2", {}, "Curves"), this.plots),
+      el("div", { class: "card" }, el("h2", {}, "Attempts"), this.attempts),
+      el("div", { class: "grid2 section" },
+        el("div", { class: "card" }, el("h2", {}, "Events"), this.events),
+        el("div", { class: "card" }, el("h2", {}, "Checkpoints"), this.checkpoints)),
+      el("div", { class: "grid2 section" },
+        el("div", { class: "card" }, el("h2", {}, "Config"), this.config),
+        el("div", { class: "card" }, el("h2", {}, "Log", el("span", { class: "tools" }, this.logNote)), this.log)),
+    );
+    await this.refresh();
+  }
+
+  async refresh() {
+    const d = await getJSON(apiUrl(this.name, `/trials/${this.number}`));
+    this.detail = d;
+    this.renderHeader(d);
+    this.params.replaceChildren(kvList(d.params));
+    this.metrics.replaceChildren(kvList(d.metrics));
+    const prof = { ...(d.profile || {}) };
+    const sys = d.system || {};
+    if (sys.samples) {
+      prof["cpu % (mean / max)"] = `${fmtNum(sys.cpu_mean)} / ${fmtNum(sys.cpu_max)}`;
+      prof["peak RSS"] = fmtBytes(sys.rss_max);
+      if (sys.gpu_util_mean !== null) prof["GPU util % (mean)"] = fmtNum(sys.gpu_util_mean);
+      if (sys.gpu_mem_max !== null) prof["peak GPU memory"] = fmtBytes(sys.gpu_mem_max);
+    }
+    this.profile.replaceChildren(kvList(prof));
+    this.renderAttempts(d);
+    this.renderEvents(d);
+    this.renderCheckpoints(d);
+    this.config.textContent = d.config ? JSON.stringify(d.config, null, 2) : "–";
+    await Promise.all([this.loadCurves(), this.loadLog()]);
+  }
+
+  renderHeader(d) {
+    const dur = d.started && d.ended ? d.ended - d.started : d.started ? Date.now() / 1000 - d.started : null;
+    this.header.replaceChildren(
+      el("h1", {}, `Trial ${d.number}`, badge(d.state)),
+      el("div", { class: "meta" },
+        el("span", {}, `${d.metric || "value"} `, el("b", { id: "trial-value", text: fmtNum(d.value) })),
+        el("span", {}, "attempts ", el("b", { text: String(d.attempt_count) })),
+        el("span", {}, "started ", el("b", { text: fmtTime(d.started) })),
+        el("span", {}, "duration ", el("b", { text: fmtDur(dur) })),
+        el("span", {}, "last step ", el("b", { text: d.last_step ?? "–" })),
+        d.seed !== null ? el("span", {}, "seed ", el("b", { text: String(d.seed) })) : null),
+      d.reason ? el("div", { class: `reasonbox s-${d.state}`, id: "trial-reason" }, el("b", { text: "Why it ended: " }), d.reason) : null);
+  }
+
+  renderAttempts(d) {
+    if (!d.attempts.length) { this.attempts.replaceChildren(el("p", { class: "muted", text: "not started yet" })); return; }
+    const heads = ["#", "state", "started", "duration", "exit", "signal", "host", "pid", "slot", "reason"];
+    const rows = d.attempts.flatMap((a) => {
+      const row = el("tr", {},
+        el("td", { class: "num", text: String(a.number) }), el("td", {}, badge(a.state)),
+        el("td", { text: fmtTime(a.started) }), el("td", { class: "num", text: fmtDur(a.ended ? a.ended - a.started : null) }),
+        el("td", { class: "num", text: a.exit_code ?? "–" }), el("td", { class: "num", text: a.signal ?? "–" }),
+        el("td", { text: a.host || "–" }), el("td", { class: "num", text: a.pid ?? "–" }),
+        el("td", { class: "mono", text: a.slot ? JSON.stringify(a.slot) : "–" }),
+        el("td", { class: "reason", title: a.reason || "", text: [a.error_type, a.reason].filter(Boolean).join(": ") }));
+      const out = [row];
+      if (a.traceback) out.push(el("tr", {}, el("td", { colspan: heads.length },
+        el("details", {}, el("summary", { text: "traceback" }), el("pre", { class: "box", text: a.traceback })))));
+      return out;
+    });
+    this.attempts.replaceChildren(el("div", { class: "tablewrap" }, el("table", {},
+      el("thead", {}, el("tr", {}, heads.map((h) => el("th", { text: h })))), el("tbody", {}, rows))));
+  }
+
+  renderEvents(d) {
+    if (!d.events.length) { this.events.replaceChildren(el("p", { class: "muted", text: "no events" })); return; }
+    this.events.replaceChildren(...d.events.slice().reverse().map((e) => el("div", { class: "ev" },
+      el("span", { class: "muted", text: fmtTime(e.time) }),
+      el("span", {}, el("span", { class: `kind k-${e.kind}`, text: e.kind })),
+      el("span", { class: "muted", text: e.attempt ? `attempt ${e.attempt}` : "" }),
+      el("span", { text: e.message || "" }))));
+  }
+
+  renderCheckpoints(d) {
+    if (!d.checkpoints.length) { this.checkpoints.replaceChildren(el("p", { class: "muted", text: "no checkpoints" })); return; }
+    this.checkpoints.replaceChildren(el("div", { class: "tablewrap" }, el("table", {},
+      el("thead", {}, el("tr", {}, ["attempt", "step", "size", "write time", "when", "path"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, d.checkpoints.slice().reverse().map((c) => el("tr", {},
+        el("td", { class: "num", text: String(c.attempt) }), el("td", { class: "num", text: c.step ?? "–" }),
+        el("td", { class: "num", text: fmtBytes(c.bytes) }), el("td", { class: "num", text: fmtDur(c.seconds) }),
+        el("td", { text: fmtTime(c.time) }), el("td", { class: "mono", text: c.path })))))));
+  }
+
+  async loadCurves() {
+    let data;
+    try { data = await getJSON(apiUrl(this.name, `/trials/${this.number}/curves?max_points=800`)); } catch (e) { showError(this.plots, e); return; }
+    const keys = Object.keys(data.curves).slice(0, MAX_PLOTS);
+    if (!keys.length) { this.plots.replaceChildren(el("p", { class: "muted", text: "no metrics logged" })); return; }
+    const have = [...this.plots.children].map((n) => n.dataset.key);
+    if (have.join("\n") !== keys.join("\n")) {
+      this.plots.replaceChildren(...keys.map((k) => el("div", { class: "plot small", dataset: { key: k } })));
+    }
+    const color = STATE_COLOR[data.state] || "#3b5bdb";
+    await Promise.all(keys.map((k, j) => {
+      const c = data.curves[k];
+      return Plotly.react(this.plots.children[j], [{ type: "scatter", mode: c.n < 60 ? "lines+markers" : "lines",
+        x: c.step, y: c.values, line: { color, dash: STATE_DASH[data.state] || "solid", width: 2 }, marker: { size: 4 },
+        hovertemplate: `step %{x}<br>${k}=%{y}<extra></extra>` }],
+      baseLayout({ title: { text: `${k}${c.n > c.step.length ? ` (${c.step.length} of ${c.n} points)` : ""}`, font: { size: 13 }, x: 0.02, y: 0.97 },
+        margin: { l: 55, r: 10, t: 30, b: 35 }, showlegend: false, xaxis: { title: { text: "step" }, gridcolor: "#eef0f3", zeroline: false } }),
+      plotConfig());
+    }));
+    this.plots.dataset.rendered = String(keys.length);
+  }
+
+  async loadLog() {
+    try {
+      const log = await getJSON(apiUrl(this.name, `/trials/${this.number}/log?tail=65536`));
+      const atBottom = this.log.scrollTop + this.log.clientHeight >= this.log.scrollHeight - 4;
+      this.log.textContent = log.text || "(empty)";
+      if (atBottom) this.log.scrollTop = this.log.scrollHeight;
+      this.logNote.replaceChildren(`${log.path} · ${fmtBytes(log.size)}${log.truncated ? " · last 64 KB" : ""} · `,
+        el("a", { href: `/files/${log.path.split("/").map(encodeURIComponent).join("/")}`, target: "_blank", rel: "noopener", text: "full log" }));
+    } catch (e) {
+      this.log.textContent = e.message;
+      this.logNote.textContent = "";
+    }
+  }
+}
