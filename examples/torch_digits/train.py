@@ -1,0 +1,113 @@
+"""A small PyTorch MLP on scikit-learn's bundled digits (8x8 images, 10 classes; no download).
+
+Epochs are the fidelity: each epoch is logged at `step` = epochs trained so far (1, 2, ...), so an
+`early_terminate: {type: asha, min_iter: 1, max_iter: <epochs>}` judges trials after 1, 3, 9 ... epochs.
+Every epoch logs train_loss, val_loss, val_acc and grad_norm (the largest gradient norm of the epoch,
+which the `exploding` monitor watches). A diverging trial is not special-cased here: its NaN or exploding
+values are logged as they are and the sweep's monitors stop it.
+
+    sweeplab sweep examples/torch_digits/sweep.yaml
+    sweeplab run examples/torch_digits/train.py:train lr=0.05 --config examples/torch_digits/config.yaml
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def load_data(split_seed: int = 0):
+    """Digits as float tensors scaled to [0, 1]: 1437 training and 360 validation images."""
+    import torch
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    from torch.utils.data import TensorDataset
+
+    X, y = load_digits(return_X_y=True)
+    X_train, X_val, y_train, y_val = train_test_split(X / 16.0, y, test_size=0.2, random_state=split_seed,
+                                                      stratify=y)
+
+    def tensors(a, b):
+        return TensorDataset(torch.tensor(a, dtype=torch.float32), torch.tensor(b, dtype=torch.long))
+
+    return tensors(X_train, y_train), tensors(X_val, y_val)
+
+
+def build_model(hidden: int, layers: int, activation: str = "leaky_relu"):
+    from torch import nn
+
+    act = {"relu": nn.ReLU, "leaky_relu": nn.LeakyReLU, "tanh": nn.Tanh}[activation]
+    blocks: list = []
+    width = 64
+    for _ in range(layers):
+        blocks += [nn.Linear(width, hidden), act()]
+        width = hidden
+    return nn.Sequential(*blocks, nn.Linear(width, 10))
+
+
+def train(config, run):
+    import torch
+    from torch import nn
+
+    import sweeplab.torch
+
+    torch.set_num_threads(1)            # one trial = one CPU; parallelism comes from the sweep's workers
+    seed = run.seed or 0
+    torch.manual_seed(seed)
+    strategy = sweeplab.torch.strategy()
+    train_set, val_set = load_data(int(config.data.split_seed))
+    model = build_model(int(config.model.hidden), int(config.model.layers), str(config.model.activation))
+    optimizer = torch.optim.SGD(model.parameters(), lr=float(config.lr), momentum=float(config.momentum),
+                                weight_decay=float(config.weight_decay))
+    model, optimizer = strategy.setup(model, optimizer)
+
+    epochs = 2 if run.smoke else int(config.epochs)
+    start = 0
+    state = run.restore()                                   # this trial's latest checkpoint, or None
+    if state is not None:
+        strategy.load_state_dict(model, state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start = int(state["epoch"])                         # epochs already trained
+
+    train_loader = strategy.loader(train_set, batch_size=int(config.batch_size), seed=seed)
+    val_loader = strategy.loader(val_set, batch_size=512, shuffle=False)
+    metrics: dict[str, float] = {}
+    for epoch in range(start, epochs):
+        strategy.epoch(epoch)
+        model.train()
+        loss_sum, seen, grad_max = 0.0, 0, 0.0
+        for x, y in run.track(train_loader):
+            x, y = strategy.to_device((x, y))
+            loss = nn.functional.cross_entropy(model(x), y)
+            strategy.backward(loss)
+            g = strategy.grad_norm()                        # before step(), which clears the gradients
+            if math.isfinite(g):
+                grad_max = max(grad_max, g)
+            elif not math.isfinite(float(loss.item())):
+                grad_max = g if grad_max == 0.0 else grad_max   # diverged from the start: log it as it is
+            strategy.step(optimizer, max_norm=config.clip)
+            loss_sum += float(loss.item()) * len(y)
+            seen += len(y)
+
+        model.eval()
+        val_sum, correct, count = 0.0, 0, 0
+        with torch.no_grad():
+            for x, y in val_loader:
+                x, y = strategy.to_device((x, y))
+                out = model(x)
+                val_sum += float(nn.functional.cross_entropy(out, y, reduction="sum").item())
+                correct += int((out.argmax(dim=1) == y).sum().item())
+                count += len(y)
+        metrics = {
+            "train_loss": strategy.all_reduce_mean(loss_sum / max(seen, 1)),
+            "val_loss": strategy.all_reduce_mean(val_sum / max(count, 1)),
+            "val_acc": strategy.all_reduce_mean(correct / max(count, 1)),
+            "grad_norm": grad_max,
+        }
+        run.log(metrics, step=epoch + 1)                    # step = epochs trained: the fidelity
+        run.checkpoint({"model": strategy.state_dict(model), "optimizer": optimizer.state_dict(),
+                        "epoch": epoch + 1}, step=epoch + 1)
+        if run.should_stop:                                 # pruned by ASHA, stopped by a monitor, preempted
+            break
+
+    strategy.cleanup()
+    return metrics

@@ -1,0 +1,201 @@
+"""Early stopping, training-health monitors and budgets, end to end: the real CLI, real worker processes
+and a real SQLite store, with synthetic learning curves (tests/fixtures/curves.py) instead of torch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+CURVES = Path(__file__).resolve().parents[1] / "fixtures" / "curves.py"
+
+
+def spec(kinds: list[str], *, extra: str = "", steps: int = 9, delay: float = 0.02, method: str = "grid") -> str:
+    """A sweep over curve kinds (grid order = trial order with one worker)."""
+    return (f"function: {CURVES}:curve\nmethod: {method}\nseed: 0\n"
+            "metric: {name: val_loss, goal: minimize}\n"
+            "parameters:\n"
+            f"  kind: {{values: [{', '.join(kinds)}]}}\n"
+            f"  steps: {{value: {steps}}}\n"
+            f"  delay: {{value: {delay}}}\n"
+            f"{extra}")
+
+
+ASHA_AND_MONITORS = """\
+early_terminate: {type: asha, min_iter: 1, max_iter: 9, eta: 3}
+monitors:
+  - nan
+  - exploding: {metric: grad_norm, threshold: 50}
+trial: {retries: 0}
+"""
+
+
+def by_kind(status: dict) -> dict[str, dict]:
+    return {t["params"]["kind"]: t for t in status["trials"]}
+
+
+def test_diverging_trials_are_stopped_by_rules_and_hopeless_ones_pruned_by_asha(cli):
+    kinds = ["good", "good-b", "hopeless-a", "nan", "explode", "hopeless-b", "inf", "hopeless-c"]
+    f = cli.spec("s", spec(kinds, extra=ASHA_AND_MONITORS))
+    cp = cli("sweep", str(f), "--name", "es", "--workers", "1", "-q", check=True)
+    st = cli.status("es")
+    trials = by_kind(st)
+
+    assert trials["good"]["state"] == "completed" and trials["good-b"]["state"] == "completed"
+    assert trials["good"]["value"] == pytest.approx(0.1 + 1 / 9)
+
+    for kind in ("hopeless-a", "hopeless-b", "hopeless-c"):
+        t = trials[kind]
+        assert t["state"] == "pruned", (kind, t)
+        assert t["reason"].startswith("rung 1 (step 1): val_loss 2.5 not in top 1/3"), t["reason"]
+
+    for kind, rule, what in (("nan", "nan", "NaN"), ("inf", "nan", "inf"), ("explode", "exploding", "grad_norm")):
+        t = trials[kind]
+        assert t["state"] == "stopped_by_rule", (kind, t)
+        assert t["reason"].startswith(f"{rule}:") and what.lower() in t["reason"].lower(), t["reason"]
+        assert "step 2" in t["reason"], t["reason"]   # the first step that went wrong
+
+    counts = st["sweep"]["counts"]
+    assert (counts["completed"], counts["pruned"], counts["stopped_by_rule"]) == (2, 3, 3)
+    assert st["sweep"]["state"] == "finished"
+
+    text = cli("status", "es", check=True).stdout
+    assert "stopped_by_rule" in text and "pruned" in text
+    assert "rung 1 (step 1)" in text and "nan:" in text and "exploding:" in text
+    assert "3 pruned" in cp.stdout and "3 stopped_by_rule" in cp.stdout
+
+
+def test_a_stopped_trial_stops_early_and_its_decision_is_an_event(cli):
+    """A pruned trial does not train to max_iter: it sees run.should_stop and returns."""
+    kinds = ["good", "good-b", "hopeless-a"]
+    f = cli.spec("s", spec(kinds, extra=ASHA_AND_MONITORS, steps=60, delay=0.05))
+    cli("sweep", str(f), "--name", "ev", "--workers", "1", "-q", check=True)
+    import sqlite3
+
+    with sqlite3.connect(cli.store / "store.db") as c:
+        steps = dict(c.execute("SELECT t.number, MAX(m.step) FROM metrics m JOIN trials t ON t.id = m.trial_id "
+                               "GROUP BY t.number"))
+        kinds_of_events = [r[0] for r in c.execute("SELECT kind FROM events WHERE message LIKE 'rung 1%'")]
+    assert steps[0] == 60 and steps[1] == 60
+    assert steps[2] < 60, steps            # the hopeless one was stopped long before its 60 steps
+    assert kinds_of_events == ["pruned"]
+
+
+def test_metric_target_ends_the_sweep_when_a_trial_reaches_it(cli):
+    kinds = ["hopeless-a", "good", "hopeless-b", "hopeless-c", "good-b"]
+    f = cli.spec("s", spec(kinds, steps=3, extra="metric: {name: val_loss, goal: minimize, target: 0.5}\n"))
+    f.write_text(f.read_text().replace("metric: {name: val_loss, goal: minimize}\n", ""))
+    cp = cli("sweep", str(f), "--name", "tg", "--workers", "1", "-q", check=True)
+    st = cli.status("tg")
+    assert st["sweep"]["end_reason"] == "metric.target 0.5 reached by trial 1"
+    assert len(st["trials"]) == 2           # nothing created after the target was reached
+    assert "metric.target 0.5 reached" in cp.stdout
+
+
+@pytest.mark.parametrize(("extra", "key", "words"), [
+    ("early_terminate: {type: asha, eta: 1, max_iter: 9}\n", "early_terminate.eta", ["1"]),
+    ("early_terminate: {type: asha, min_iter: 30, max_iter: 27}\n", "early_terminate.min_iter", ["30"]),
+    ("early_terminate: {type: hyperband, min_iter: 3, eta: 0.5}\n", "early_terminate.eta", ["0.5"]),
+    ("monitors: [nann]\n", "monitors[0]", ["did you mean 'nan'"]),
+    ("monitors: [{plateau: {patience: 0}}]\n", "monitors[0].plateau.patience", ["0"]),
+    ("budget: {time: 30x}\n", "budget.time", ["30x"]),
+    ("budget: {cpu_hours: 2 fortnights}\n", "budget.cpu_hours", ["fortnights"]),
+    ("budget: {trials: 0}\n", "budget.trials", ["0"]),
+], ids=["eta-1", "min-above-max", "hyperband-eta", "unknown-monitor", "patience-0", "time-unit", "hours-unit",
+        "trials-0"])
+def test_bad_scheduler_monitor_or_budget_is_refused_before_any_trial(cli, extra, key, words):
+    f = cli.spec("bad", spec(["good"], extra=extra))
+    cp = cli("sweep", str(f), "-q")
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    assert "bad.yaml" in cp.stderr and key in cp.stderr and "Traceback" not in cp.stderr, cp.stderr
+    for w in words:
+        assert w in cp.stderr, cp.stderr
+    db = cli.store / "store.db"
+    if db.exists():                          # the store may exist; no sweep and no trial may
+        assert json.loads(cli("status", "--json", check=True).stdout)["sweeps"] == []
+
+
+def test_a_monitor_on_a_metric_no_trial_logs_is_reported(cli):
+    f = cli.spec("s", spec(["good", "good-b"], steps=4,
+                           extra="monitors: [{exploding: {metric: grad_nrom}}]\n"))
+    cp = cli("sweep", str(f), "--name", "typo", "--workers", "1", "-q", check=True)
+    assert "grad_nrom" in cp.stderr and "no trial logs it" in cp.stderr and "grad_norm" in cp.stderr
+    assert cp.stderr.count("grad_nrom") == 1            # said once, not once per report
+    assert cli.status("typo")["sweep"]["counts"]["completed"] == 2   # a warning, not an error
+    import sqlite3
+
+    with sqlite3.connect(cli.store / "store.db") as c:
+        rows = c.execute("SELECT message FROM events WHERE kind = 'warning'").fetchall()
+    assert len(rows) == 1 and "grad_nrom" in rows[0][0]
+
+
+# ------------------------------------------------------------------------------------------------ budgets
+def test_budget_trials_caps_the_sweep_and_status_shows_the_spend(cli):
+    f = cli.spec("s", spec(["good"], method="random", steps=2, extra="budget: {trials: 3}\n"))
+    cp = cli("sweep", str(f), "--name", "bt", "--workers", "1", "-q", check=True)
+    assert "budget.trials reached" in cp.stdout
+    st = cli.status("bt")
+    assert len(st["trials"]) == 3 and st["sweep"]["end_reason"] == "budget.trials reached"
+    assert "trials 3/3" in cli("status", "bt", check=True).stdout
+
+
+def test_budget_time_stops_running_trials_and_names_the_budget(cli):
+    f = cli.spec("s", spec(["good"], method="random", steps=400, delay=0.05,
+                           extra="budget: {time: 2s}\ntrial: {grace: 5s}\n"))
+    cli("sweep", str(f), "--name", "btime", "--workers", "1", "-q", check=True)
+    st = cli.status("btime")
+    assert st["sweep"]["end_reason"] == "budget.time 2s reached"
+    assert [t["state"] for t in st["trials"]] == ["stopped"]
+    assert st["trials"][0]["reason"] == "stopped: budget.time 2s reached"
+
+
+def _cpu_budget_spec(hours: float) -> str:
+    # each trial holds 1 cpu for ~0.8 s; the budget is ~2 trials' worth
+    return spec(["good"], method="random", steps=16, delay=0.05,
+                extra=f"resources: {{cpus: 1}}\nbudget: {{cpu_hours: {hours}, trials: 20}}\n")
+
+
+def test_budget_cpu_hours_stops_creating_trials_and_lets_running_ones_finish(cli):
+    f = cli.spec("s", _cpu_budget_spec(0.0005))   # 1.8 cpu-seconds
+    cp = cli("sweep", str(f), "--name", "bcpu", "--workers", "1", "-q", check=True)
+    st = cli.status("bcpu")
+    assert st["sweep"]["end_reason"].startswith("budget.cpu_hours 0.0005 reached"), st["sweep"]["end_reason"]
+    assert 2 <= len(st["trials"]) < 20
+    assert all(t["state"] == "completed" for t in st["trials"])    # soft: the running trial finished
+    spend = st["sweep"]["spend"]
+    assert spend["cpu_seconds"] >= 1.8
+    assert "cpu-hours" in cli("status", "bcpu", check=True).stdout and "budget.cpu_hours" in cp.stdout
+
+
+def test_budget_cpu_hours_with_hard_stops_the_running_trial(cli):
+    f = cli.spec("s", _cpu_budget_spec(0.0002))   # 0.72 cpu-seconds: hit while the first trial runs
+    cli("sweep", str(f), "--name", "bhard", "--workers", "1", "--hard", "-q", check=True)
+    st = cli.status("bhard")
+    assert st["sweep"]["end_reason"].startswith("budget.cpu_hours 0.0002 reached")
+    assert [t["state"] for t in st["trials"]] == ["stopped"]
+    assert "budget.cpu_hours" in st["trials"][0]["reason"]
+
+
+def test_budget_gpu_hours_counts_only_gpu_holding_trials(cli):
+    """A CPU-only sweep holds no GPU: a gpu_hours budget never ends it."""
+    f = cli.spec("s", spec(["good"], method="random", steps=2,
+                           extra="budget: {gpu_hours: 0.0001, trials: 3}\n"))
+    cli("sweep", str(f), "--name", "bgpu", "--workers", "1", "-q", check=True)
+    st = cli.status("bgpu")
+    assert st["sweep"]["end_reason"] == "budget.trials reached" and st["sweep"]["spend"]["gpu_seconds"] == 0
+
+
+def test_budget_cost_sums_what_trials_report(cli):
+    """budget.cost.usd limits the sum of the `usd` metric that trials log or return."""
+    f = cli.spec("s", spec(["good"], method="random", steps=2,
+                           extra="budget: {cost: {usd: 1.0}, trials: 20}\n"))
+    body = f.read_text().replace("function: ", "function: ", 1)
+    f.write_text(body.replace(f"{CURVES}:curve", f"{CURVES}:priced_curve"))
+    cli("sweep", str(f), "--name", "bcost", "--workers", "1", "-q", check=True)
+    st = cli.status("bcost")
+    assert st["sweep"]["end_reason"].startswith("budget.cost.usd 1 reached"), st["sweep"]["end_reason"]
+    assert len(st["trials"]) == 3            # 0.4 per trial: 0.4, 0.8, 1.2 >= 1
+    assert st["sweep"]["spend"]["cost.usd"] == pytest.approx(1.2)
