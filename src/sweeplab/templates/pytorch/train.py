@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import sweeplab.torch
 import torch
+from sweeplab import Run
 from torch import nn
 
-import sweeplab.torch
-from sweeplab import Run
 from data import CLASSES, IN_FEATURES, datasets
 from model import build_model
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from sweeplab import Run
 
 from data import datasets
 from model import booster_params, build_booster
-from sweeplab import Run
 
 
 @dataclass(frozen=True)
