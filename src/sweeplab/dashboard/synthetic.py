@@ -141,12 +141,12 @@ def make_synthetic_store(root: str | Path, *, sweep: str = "demo", trials: int =
                     {"time": start + k, "cpu": 80.0 + k, "rss": 4e8 + k * 1e6} for k in range(3)
                 ])
                 if with_logs and i < 500:
-                    path = root / log_rel
-                    path.parent.mkdir(parents=True, exist_ok=True)
                     lines = [f"[trial {i}] epoch {s} val_loss={floor + 1 / (s + 1):.4f}" for s in range(n_steps)]
-                    if reason:
-                        lines.append(reason)
-                    path.write_text("\n".join(lines) + "\n")
+                    for a in range(1, attempts + 1):
+                        path = root / log_rel.replace(f"attempt-{attempts}", f"attempt-{a}")
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        last = reason if a == attempts else "Killed (SIGKILL)"
+                        path.write_text("\n".join(lines + [last] if last else lines) + "\n")
             store.update_sweep(sid, spend={"trials": trials, "seconds": trials * 30.0, "cpu_seconds": 0.0,
                                            "gpu_seconds": 0.0})
     finally:

@@ -114,7 +114,7 @@ export class TrialView {
 
   renderEvents(d) {
     if (!d.events.length) { this.events.replaceChildren(el("p", { class: "muted", text: "no events" })); return; }
-    this.events.replaceChildren(...d.events.slice().reverse().map((e) => el("div", { class: "ev" },
+    this.events.replaceChildren(...d.events.slice().sort((a, b) => b.time - a.time || b.id - a.id).map((e) => el("div", { class: "ev" },
       el("span", { class: "muted", text: fmtTime(e.time) }),
       el("span", {}, el("span", { class: `kind k-${e.kind}`, text: e.kind })),
       el("span", { class: "muted", text: e.attempt ? `attempt ${e.attempt}` : "" }),

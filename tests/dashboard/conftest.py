@@ -1,0 +1,87 @@
+"""Fixtures for the dashboard: a generated store, an in-process client, and a real uvicorn server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from sweeplab.dashboard import create_app
+from sweeplab.dashboard.synthetic import make_synthetic_store
+
+LOCAL = "http://127.0.0.1:8765"
+
+
+@pytest.fixture(scope="session")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """60 trials in every state, ~3000 metric points, log files; plus a file *outside* the store and a
+    symlink under logs/ pointing at it (for traversal tests)."""
+    base = tmp_path_factory.mktemp("dash")
+    root = make_synthetic_store(base / "store", trials=60, points=3000, seed=1)
+    (base / "secret.txt").write_text("outside the store\n")
+    os.symlink(base / "secret.txt", root / "logs" / "link-out.log")
+    os.symlink(base, root / "artifacts" / "dir-out")
+    return root
+
+
+@pytest.fixture(scope="session")
+def client(demo_store: Path):
+    with make_client(create_app(demo_store)) as c:
+        yield c
+
+
+def make_client(app: object, base_url: str = LOCAL) -> Any:
+    """Starlette's in-process client (its httpx deprecation notice is not ours to fix)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+    return TestClient(app, base_url=base_url)
+
+
+@pytest.fixture
+def client_for() -> Any:
+    """`client_for(app)`: an in-process client for another app (another store, a token...)."""
+    return make_client
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveServer:
+    def __init__(self, app: object) -> None:
+        import uvicorn
+
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                    access_log=False, lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def live_server(demo_store: Path) -> Iterator[LiveServer]:
+    """The dashboard served by a real uvicorn on a free loopback port (raw HTTP, browser tests)."""
+    with LiveServer(create_app(demo_store)) as srv:
+        yield srv

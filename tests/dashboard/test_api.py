@@ -1,0 +1,169 @@
+"""The JSON API of the dashboard, against a generated store (docs/api.md documents every endpoint)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from sweeplab.dashboard import create_app
+from sweeplab.dashboard.synthetic import make_synthetic_store
+from sweeplab.store import Store
+from sweeplab.store import queries as q
+from sweeplab.types import TrialState
+
+
+@pytest.fixture
+def ro(demo_store: Path) -> Iterator[Store]:
+    s = Store.open(demo_store, readonly=True)
+    yield s
+    s.close()
+
+
+def _get(client: Any, url: str, status: int = 200) -> Any:
+    r = client.get(url)
+    assert r.status_code == status, (url, r.status_code, r.text[:300])
+    assert r.headers["content-type"].startswith("application/json")
+    return r.json()
+
+
+def _same(a: Any) -> Any:
+    return json.loads(json.dumps(a))
+
+
+def test_sweeps_list_is_the_query_layers_json(client: Any, ro: Store) -> None:
+    body = _get(client, "/api/sweeps")
+    assert body == {"sweeps": _same(q.list_sweeps(ro))}
+    sweep = body["sweeps"][0]
+    assert sweep["name"] == "demo" and sweep["trials"] == 60
+    assert set(sweep["counts"]) == {s.value for s in TrialState}
+
+
+def test_status_and_best_are_what_the_cli_prints(client: Any, ro: Store) -> None:
+    assert _get(client, "/api/sweeps/demo/status") == _same(q.sweep_status(ro, "demo"))
+    best = _get(client, "/api/sweeps/demo/best")["best"]
+    assert best == _same(q.best_trial(ro, "demo"))
+    completed = [t for t in q.sweep_status(ro, "demo")["trials"] if t["state"] == "completed"]
+    assert best["value"] == min(t["value"] for t in completed)
+
+
+def test_sweep_summary_carries_the_spec(client: Any) -> None:
+    body = _get(client, "/api/sweeps/demo")
+    assert body["sweep"]["name"] == "demo"
+    assert set(body["spec"]["parameters"]) == {"lr", "hidden", "dropout", "optimizer"}
+
+
+def test_trials_are_columnar_and_revalidate_with_etag(client: Any) -> None:
+    r = client.get("/api/sweeps/demo/trials")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["n"] == 60 and len(body["params"]["lr"]) == 60 and len(body["state"]) == 60
+    assert body["number"] == list(range(60))
+    again = client.get("/api/sweeps/demo/trials", headers={"if-none-match": r.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
+
+
+def test_unknown_sweep_and_trial_are_404_with_a_helpful_message(client: Any) -> None:
+    assert "sweeps: demo" in _get(client, "/api/sweeps/nope/trials", 404)["error"]
+    assert "has no trial 999" in _get(client, "/api/sweeps/demo/trials/999", 404)["error"]
+    assert _get(client, "/api/not-an-endpoint", 404)["error"]
+
+
+@pytest.mark.parametrize("url", [
+    "/api/sweeps/demo/curves?key=val_loss&trials=1,x",
+    "/api/sweeps/demo/curves?trials=1",
+    "/api/sweeps/demo/curves?key=val_loss&trials=" + ",".join(map(str, range(300))),
+    "/api/sweeps/demo/events?after_id=abc",
+], ids=["non-int-trial", "no-key", "too-many-trials", "bad-after-id"])
+def test_bad_queries_are_400(client: Any, url: str) -> None:
+    assert _get(client, url, 400)["error"]
+
+
+def test_curves_are_downsampled_server_side(client: Any, ro: Store) -> None:
+    full = _get(client, "/api/sweeps/demo/curves?key=val_loss&trials=0,1,2")
+    assert [t["number"] for t in full["trials"]] == [0, 1, 2]
+    for t in full["trials"]:
+        assert len(t["step"]) == len(t["values"]) == t["n"]
+    small = _get(client, "/api/sweeps/demo/curves?key=loss&trials=0&max_points=4")
+    t0 = small["trials"][0]
+    assert t0["n"] > 4 and len(t0["step"]) <= 4
+    assert t0["step"][0] == 0 and t0["step"][-1] == t0["n"] - 1
+
+
+def test_keys_list_every_logged_metric(client: Any) -> None:
+    assert _get(client, "/api/sweeps/demo/keys")["keys"] == ["loss", "lr_now", "val_loss"]
+
+
+def test_importance_ranks_the_parameter_that_matters_first(client: Any) -> None:
+    body = _get(client, "/api/sweeps/demo/importance")
+    assert body["method"] == "fanova"
+    ranked = [d["param"] for d in body["importances"]]
+    assert ranked[0] == "lr" and set(ranked) == {"lr", "hidden", "dropout", "optimizer"}
+    assert sum(d["importance"] for d in body["importances"]) == pytest.approx(1.0)
+    assert _get(client, "/api/sweeps/demo/importance") == body  # cached, identical
+
+
+def test_trial_detail_curves_and_log(client: Any, ro: Store) -> None:
+    failed = next(t["number"] for t in q.sweep_status(ro, "demo")["trials"] if t["attempts"] == 2)
+    d = _get(client, f"/api/sweeps/demo/trials/{failed}")
+    assert [a["number"] for a in d["attempts"]] == [1, 2]
+    assert any(e["kind"] == "retry" for e in d["events"])
+    assert d["log_path"] == f"logs/demo/trial-{failed}-attempt-2.log"
+    curves = _get(client, f"/api/sweeps/demo/trials/{failed}/curves")
+    assert set(curves["curves"]) == {"loss", "lr_now", "val_loss"}
+    log = _get(client, f"/api/sweeps/demo/trials/{failed}/log")
+    assert log["text"].startswith(f"[trial {failed}] epoch 0") and not log["truncated"]
+    tail = _get(client, f"/api/sweeps/demo/trials/{failed}/log?tail=40")
+    assert tail["truncated"] and len(tail["text"]) < 40 and log["text"].endswith(tail["text"])
+    first = _get(client, f"/api/sweeps/demo/trials/{failed}/log?attempt=1")
+    assert first["path"].endswith("attempt-1.log")
+
+
+def test_events_page_forward_from_an_id(client: Any) -> None:
+    newest = _get(client, "/api/sweeps/demo/events?newest=1&limit=5")["events"]
+    assert len(newest) == 5
+    after = _get(client, f"/api/sweeps/demo/events?after_id={newest[0]['id']}")["events"]
+    assert [e["id"] for e in after] == [e["id"] for e in newest[1:]]
+
+
+def test_changes_token_is_stable_until_a_write(client_for: Any, tmp_path: Path) -> None:
+    root = make_synthetic_store(tmp_path, trials=5, points=50, with_logs=False)
+    with client_for(create_app(root)) as c:
+        first = c.get("/api/changes?sweep=demo").json()
+        same = c.get(f"/api/changes?sweep=demo&token={first['token']}").json()
+        assert same == {"token": first["token"], "changed": False}
+        trials_before = c.get("/api/sweeps/demo/trials").json()
+        w = Store.open(root)
+        sid = w.sweep_row("demo")["id"]
+        w.add_trial(sid, 5, {"lr": 0.01, "hidden": 32, "dropout": 0.1, "optimizer": "sgd"}, None, None)
+        w.close()
+        moved = c.get(f"/api/changes?sweep=demo&token={first['token']}").json()
+        assert moved["changed"] and moved["token"] != first["token"]
+        trials_after = c.get("/api/sweeps/demo/trials").json()  # the token-keyed cache saw the write
+        assert trials_after["n"] == trials_before["n"] + 1
+
+
+def test_pages_serve_the_single_page_app(client: Any) -> None:
+    for url in ("/", "/sweeps/demo", "/sweeps/demo/trials/3"):
+        r = client.get(url)
+        assert r.status_code == 200 and "<main id=\"main\">" in r.text
+        assert "/static/plotly.min.js" in r.text  # served locally, no CDN
+    assert "cdn" not in client.get("/").text.lower()
+
+
+def test_plotly_bundle_comes_from_the_python_package_gzipped(client: Any) -> None:
+    import plotly
+
+    r = client.get("/static/plotly.min.js", headers={"accept-encoding": "gzip"})
+    assert r.status_code == 200 and r.headers["content-encoding"] == "gzip"
+    bundled = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_bytes()
+    assert r.content == bundled  # httpx decompressed it
+    assert client.get("/static/plotly.min.js", headers={"if-none-match": r.headers["etag"]}).status_code == 304
+
+
+def test_store_missing_is_503_not_a_crash(client_for: Any, tmp_path: Path) -> None:
+    with client_for(create_app(tmp_path / "nothing")) as c:
+        r = c.get("/api/sweeps")
+        assert r.status_code == 503 and "no sweeplab store" in r.json()["error"]

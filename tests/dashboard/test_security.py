@@ -1,0 +1,242 @@
+"""Safe by default: read-only, confined file serving, request limits, token auth, loopback binding."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sweeplab.dashboard import create_app, serve
+from sweeplab.dashboard.security import is_loopback, safe_join
+from sweeplab.errors import UserError
+from sweeplab.store import Store
+
+
+def _raw(server: Any, method: str, path: str, headers: dict[str, str] | None = None,
+         body: bytes | None = None) -> tuple[int, bytes]:
+    """Send exactly this request line to the real server (no client-side URL normalisation)."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.putrequest(method, path, skip_accept_encoding=True)
+    for k, v in (headers or {}).items():
+        conn.putheader(k, v)
+    if body is not None:
+        conn.putheader("Content-Length", str(len(body)))
+    conn.endheaders(body)
+    resp = conn.getresponse()
+    data = resp.read()
+    conn.close()
+    return resp.status, data
+
+
+TRAVERSALS = [
+    "/static/../../../../../../etc/passwd",
+    "/static/%2e%2e/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+    "/static/%2e%2e%2f%2e%2e%2fapp.py",
+    "/static/..%2fapp.py",
+    "/static/..%2f..%2fdashboard%2fapp.py",
+    "/static/%252e%252e/%252e%252e/app.py",
+    "/static//etc/passwd",
+    "/static/%2fetc%2fpasswd",
+    "/static/..%5capp.py",
+    "/static/app.js%00.html",
+    "/files/logs/../store.db",
+    "/files/logs/%2e%2e/store.db",
+    "/files/logs/..%2fstore.db",
+    "/files/store.db",
+    "/files/logs/%2e%2e/%2e%2e/secret.txt",
+    "/files//etc/passwd",
+    "/files/%2fetc%2fpasswd",
+    "/files/logs/link-out.log",
+    "/files/artifacts/dir-out/secret.txt",
+    "/files/logs/..%5c..%5csecret.txt",
+    "/files/C:%5cWindows%5cwin.ini",
+]
+
+
+@pytest.mark.parametrize("path", TRAVERSALS)
+def test_path_traversal_is_404(live_server: Any, path: str) -> None:
+    status, body = _raw(live_server, "GET", path)
+    assert status == 404, (path, status, body[:200])
+    assert b"outside the store" not in body and b"root:" not in body and b"SQLite" not in body
+
+
+def test_files_inside_the_store_are_served(live_server: Any, demo_store: Path) -> None:
+    status, body = _raw(live_server, "GET", "/files/logs/demo/trial-0-attempt-1.log")
+    assert status == 200 and body.startswith(b"[trial 0] epoch 0")
+    assert _raw(live_server, "GET", "/static/app.css")[0] == 200
+
+
+def test_safe_join_refuses_symlinks_out_of_the_base(tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    (base / "d").mkdir(parents=True)
+    (base / "d" / "ok.txt").write_text("ok")
+    (tmp_path / "out.txt").write_text("out")
+    os.symlink(tmp_path / "out.txt", base / "d" / "link.txt")
+    os.symlink(base / "d" / "ok.txt", base / "d" / "inner-link.txt")
+    assert safe_join(base, "d/ok.txt") == (base / "d" / "ok.txt").resolve()
+    assert safe_join(base, "d/inner-link.txt") is not None  # a symlink that stays inside is fine
+    for rel in ("d/link.txt", "../out.txt", "d/../../out.txt", str(tmp_path / "out.txt"), "d", "", "d/missing"):
+        assert safe_join(base, rel) is None, rel
+
+
+def test_log_path_pointing_outside_the_store_is_404(tmp_path: Path, client_for: Any) -> None:
+    (tmp_path / "secret.log").write_text("secret")
+    root = tmp_path / "store"
+    s = Store.open(root)
+    sid = s.create_sweep(name="x", method="random", metric="m", goal="minimize", spec={}, spec_path=None,
+                         seed=0)
+    for n, log in enumerate([str(tmp_path / "secret.log"), "../secret.log", "logs/../../secret.log"]):
+        tid = s.add_trial(sid, n, {}, None, None)
+        s.add_attempt(tid, 1, started=0.0, log_path=log)
+    s.close()
+    with client_for(create_app(root)) as c:
+        for n in range(3):
+            r = c.get(f"/api/sweeps/x/trials/{n}/log")
+            assert r.status_code == 404 and "secret" not in r.json()["error"].replace("secret.log", "")
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"])
+@pytest.mark.parametrize("path", ["/", "/api/sweeps", "/api/sweeps/demo/trials/0", "/static/app.js"])
+def test_write_methods_are_rejected(live_server: Any, method: str, path: str) -> None:
+    status, _ = _raw(live_server, method, path, body=b"{}" if method in ("POST", "PUT", "PATCH") else None)
+    assert status == 405
+
+
+def test_head_is_allowed(live_server: Any) -> None:
+    assert _raw(live_server, "HEAD", "/api/sweeps")[0] == 200
+
+
+@pytest.mark.parametrize("headers,body,status", [
+    ({}, b"x" * 100, 413),
+    ({"Transfer-Encoding": "chunked"}, None, 413),
+    ({"X-Pad": "a" * 20_000}, None, 431),
+], ids=["body", "chunked", "huge-headers"])
+def test_request_size_limits(client: Any, headers: dict[str, str], body: bytes | None, status: int) -> None:
+    r = client.request("GET", "/api/sweeps", headers=headers, content=body)
+    assert r.status_code == status
+
+
+def test_long_urls_are_refused(client: Any) -> None:
+    assert client.get("/api/sweeps?x=" + "a" * 5000).status_code == 414
+
+
+def test_dns_rebinding_host_is_refused_on_loopback(client: Any) -> None:
+    assert client.get("/api/sweeps", headers={"host": "evil.example:8765"}).status_code == 421
+    for host in ("127.0.0.1:8765", "localhost:8765", "[::1]:8765", "localhost"):
+        assert client.get("/api/sweeps", headers={"host": host}).status_code == 200, host
+
+
+def test_security_headers(client: Any) -> None:
+    r = client.get("/")
+    csp = r.headers["content-security-policy"]
+    assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert r.headers["x-frame-options"] == "DENY"
+
+
+def test_the_database_connection_is_read_only(demo_store: Path) -> None:
+    app = create_app(demo_store)
+    store = app.app.state.reader.store()
+    with pytest.raises(sqlite3.OperationalError, match="readonly|read-only|query_only"):
+        store.conn.execute("DELETE FROM trials")
+    store.close()
+
+
+# ------------------------------------------------------------------------------------------------ token
+@pytest.fixture
+def token_client(demo_store: Path, client_for: Any) -> Any:
+    with client_for(create_app(demo_store, token="s3cret-token", allowed_hosts=None),
+                    base_url="http://10.1.2.3:8765") as c:
+        yield c
+
+
+def test_token_is_required(token_client: Any) -> None:
+    for url in ("/", "/api/sweeps", "/static/app.js", "/files/logs/demo/trial-0-attempt-1.log"):
+        r = token_client.get(url)
+        assert r.status_code == 401, url
+    assert token_client.get("/api/sweeps", headers={"authorization": "Bearer wrong"}).status_code == 401
+    assert token_client.get("/api/sweeps?token=wrong").status_code == 401
+
+
+def test_bearer_header_authenticates(token_client: Any) -> None:
+    r = token_client.get("/api/sweeps", headers={"authorization": "Bearer s3cret-token"})
+    assert r.status_code == 200 and "set-cookie" not in r.headers
+
+
+def test_query_token_once_then_cookie(token_client: Any) -> None:
+    r = token_client.get("/sweeps/demo?token=s3cret-token&x=1", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/sweeps/demo?x=1"
+    cookie = r.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "s3cret-token" not in cookie
+    # the client kept the cookie: no token needed any more
+    assert token_client.get("/api/sweeps").status_code == 200
+    assert token_client.get("/sweeps/demo").status_code == 200
+    token_client.cookies.clear()
+    assert token_client.get("/api/sweeps").status_code == 401
+
+
+# ------------------------------------------------------------------------------------------------ bind
+@pytest.mark.parametrize("host,loopback", [
+    ("127.0.0.1", True), ("localhost", True), ("::1", True), ("[::1]", True), ("127.0.0.2", True),
+    ("0.0.0.0", False), ("::", False), ("192.168.1.10", False), ("example.com", False),
+])
+def test_is_loopback(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10"])
+def test_non_loopback_bind_without_token_is_refused(demo_store: Path, host: str) -> None:
+    with pytest.raises(UserError, match="--token") as info:
+        serve(demo_store, host=host, port=1)
+    assert "--insecure" in str(info.value)
+
+
+def test_missing_store_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no sweeplab store"):
+        serve(tmp_path / "none", port=1)
+
+
+def test_insecure_bind_warns_and_serves(demo_store: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    code = ("import sys; from pathlib import Path; from sweeplab.dashboard import serve; "
+            f"serve(Path(sys.argv[1]), host='0.0.0.0', port={port}, insecure=True)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", code, str(demo_store)], stderr=subprocess.PIPE, env=env,
+                            text=True)
+    try:
+        warning = proc.stderr.readline() if proc.stderr else ""
+        assert "WITHOUT authentication" in warning
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                conn.request("GET", "/api/sweeps")
+                assert conn.getresponse().status == 200
+                conn.close()
+                break
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
