@@ -1,0 +1,130 @@
+"""The dashboard in real headless Chromium (Debian's /usr/bin/chromium, driven by Playwright).
+
+Screenshots land in test-artifacts/dashboard/ for a human to look at.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "dashboard"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(),
+                       reason="needs Debian's chromium at /usr/bin/chromium (bash .ci/install-browser.sh)"),
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1100})
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.set_default_timeout(30_000)
+    yield pg
+    ctx.close()
+    assert not errors, errors
+
+
+def _count(page: Any) -> tuple[int, int]:
+    m = re.match(r"(\d+) of (\d+) trials match", page.inner_text("#trial-count"))
+    assert m, page.inner_text("#trial-count")
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_sweeps_list_links_to_the_sweep(page: Any, live_server: Any) -> None:
+    page.goto(live_server.url + "/")
+    page.wait_for_selector("body[data-ready='1']")
+    row = page.locator("#sweeps tr[data-sweep='demo']")
+    assert "60" in row.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "sweeps.png"), full_page=True)
+    row.locator("a").first.click()
+    page.wait_for_url(re.compile(r"/sweeps/demo$"))
+
+
+def test_sweep_page_parcoords_brushing_filters_the_table(page: Any, live_server: Any) -> None:
+    page.goto(live_server.url + "/sweeps/demo")
+    page.wait_for_selector("#parcoords[data-rendered='1']")
+    # Plotly drew one axis per parameter plus the metric, and the WebGL line layers.
+    axes = page.locator("#parcoords .y-axis")
+    assert axes.count() == 5
+    assert page.locator("#parcoords canvas").count() >= 1
+    assert page.locator("#history .scatterlayer, #history .gl-container").count() >= 1
+    page.wait_for_selector("#curves[data-rendered]")
+    page.wait_for_selector("#importance .bars, #importance .barlayer")
+    shown, total = _count(page)
+    assert shown == total == 60
+    page.screenshot(path=str(ARTIFACTS / "sweep.png"), full_page=True)
+
+    # Brush the metric axis (the last one): drag along its lower half.
+    brush = page.locator("#parcoords .axis-brush rect.background").last
+    box = brush.bounding_box()
+    x = box["x"] + box["width"] / 2
+    page.mouse.move(x, box["y"] + box["height"] * 0.55)
+    page.mouse.down()
+    page.mouse.move(x, box["y"] + box["height"] * 0.98, steps=10)
+    page.mouse.up()
+    page.wait_for_function("() => document.querySelector('#brush-note').style.display !== 'none'")
+    shown_after, _ = _count(page)
+    assert 0 < shown_after < total
+    # Every row left in the table has a value inside the brushed range.
+    note = page.inner_text("#brush-note")
+    lo, hi = (float(v) for v in re.search(r"\[([-\d.e]+), ([-\d.e]+)\]", note).groups())
+    values = page.locator("#trials tbody tr td:nth-child(4)").all_inner_texts()
+    assert values and all(lo - 1e-3 <= float(v) <= hi + 1e-3 for v in values), (note, values)
+    page.screenshot(path=str(ARTIFACTS / "sweep-brushed.png"), full_page=True)
+
+    page.click("#clear-brush")
+    page.wait_for_function("() => document.querySelector('#brush-note').style.display === 'none'")
+    assert _count(page) == (60, 60)
+
+
+def test_table_sorts_and_filters(page: Any, live_server: Any) -> None:
+    page.goto(live_server.url + "/sweeps/demo")
+    page.wait_for_selector("#trials tbody tr")
+    page.click("#trials th[data-key='value']")
+    first = page.locator("#trials tbody tr td:nth-child(4)").all_inner_texts()
+    nums = [float(v) for v in first if v != "–"]
+    assert nums == sorted(nums) and nums
+    page.select_option("#state-filter", "pruned")
+    states = page.locator("#trials tbody tr td:nth-child(3)").all_inner_texts()
+    assert states and set(states) == {"pruned"}
+
+
+def test_trial_page_shows_curves_attempts_and_log(page: Any, live_server: Any) -> None:
+    page.goto(live_server.url + "/sweeps/demo")
+    page.wait_for_selector("#trials tbody tr")
+    page.select_option("#state-filter", "failed")
+    link = page.locator("#trials tbody tr td:nth-child(2) a").first
+    number = link.inner_text()
+    link.click()
+    page.wait_for_url(re.compile(rf"/sweeps/demo/trials/{number}$"))
+    page.wait_for_selector("#trial-curves[data-rendered='3']")
+    assert page.locator("#trial-curves .plot .scatterlayer .trace").count() == 3
+    assert page.locator("#trial-curves path.js-line").count() >= 3
+    assert "Why it ended" in page.inner_text("#trial-reason")
+    assert page.locator("#attempts tbody tr").count() >= 2
+    page.wait_for_function("() => document.querySelector('#log').textContent.includes('epoch 0')")
+    assert "retry" in page.inner_text("#trial-events")
+    page.screenshot(path=str(ARTIFACTS / "trial.png"), full_page=True)
