@@ -83,6 +83,7 @@ def sweep(
         spec = _with_budget_trials(spec, min(spec.budget.trials or 2, 2))
     if dry_run:
         _describe(spec, spec_file)
+        _estimate(spec, spec_file, store, workers)
         raise typer.Exit(0)
     st = _open_store(store)
     default = spec_file.stem
@@ -135,6 +136,45 @@ def _describe(spec: Any, spec_file: Path) -> None:
         console.print(f"  early stopping: {scheduler.describe()}")
     for m in monitors:
         console.print(f"  monitor: {getattr(m, 'name', m)}")
+
+
+def _estimate(spec: Any, spec_file: Path, store: Optional[Path], workers: Optional[int]) -> None:
+    """Cost estimate from the latest smoke run of this spec: trials x time per trial / workers."""
+    db = _store_path(store) / "store.db"
+    if not db.exists():
+        console.print("  cost     unknown: run `sweeplab sweep SPEC --smoke` first to time a step")
+        return
+    st = _open_store(store, readonly=True)
+    rows = st.conn.execute(
+        "SELECT id FROM sweeps WHERE spec_path=? AND json_extract(spec, '$._sweeplab.smoke') ORDER BY id DESC",
+        (str(spec_file),)).fetchall()
+    timing = None
+    for r in rows:
+        timing = st.conn.execute(
+            "SELECT sum(a.ended - a.started), sum(coalesce(t.last_step, 0) + 1), count(*) FROM attempts a "
+            "JOIN trials t ON t.id = a.trial_id WHERE t.sweep_id=? AND t.state='completed' AND a.ended IS NOT NULL",
+            (r["id"],)).fetchone()
+        if timing and timing[2]:
+            break
+    if not timing or not timing[2]:
+        console.print("  cost     unknown: no completed smoke trial of this spec in the store yet")
+        return
+    per_step = timing[0] / max(1, timing[1])
+    steps = None
+    if spec.early_terminate and spec.early_terminate.get("max_iter"):
+        steps = int(spec.early_terminate["max_iter"])
+    trials = spec.budget.trials or spec.space.grid_size() or 0
+    n = workers or spec.workers or max(1, os.cpu_count() or 1)
+    if steps is None:
+        console.print(f"  cost     {per_step:.3g}s per step measured by smoke trials; give early_terminate.max_iter "
+                      "to estimate whole trials")
+        return
+    per_trial = per_step * steps
+    wall = trials * per_trial / n
+    res = spec.resources
+    console.print(f"  cost     ~{trials} trials x {per_trial:.3g}s / {n} workers = {wall / 60:.1f} min wall; "
+                  f"{trials * per_trial * float(res.cpus) / 3600:.3g} CPU-hours, "
+                  f"{trials * per_trial * float(res.gpus) / 3600:.3g} GPU-hours (upper bound: no early stopping)")
 
 
 def _make_backend(spec: Any, *, workers: Optional[int], backend: Optional[str], address: Optional[str],
@@ -234,6 +274,14 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
     with _LiveProgress(quiet) as live:
         driver = Driver(spec, st, be, sweep_name=sweep_name, overrides=overrides, smoke=smoke,
                         hard_budget=hard, on_progress=live.update, on_note=note)
+        if smoke and create:
+            problems, notes = driver.smoke_check()
+            for n in notes:
+                console.print(f"smoke: {n}")
+            if problems:
+                for p in problems:
+                    err.print(f"smoke check: {p}", markup=False)
+                raise UserError(f"smoke check failed before any trial ran ({len(problems)} problem(s) above)")
         if create:
             driver.create(spec_path=spec_path)
         else:
@@ -242,7 +290,24 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
             console.print(f"sweep [bold]{sweep_name}[/bold] on {be.describe()} -> store {st.root}")
         outcome = driver.run()
     _report(outcome, st, quiet)
+    if smoke:
+        raise typer.Exit(_smoke_verdict(st, sweep_name))
     raise typer.Exit(outcome.exit_code)
+
+
+def _smoke_verdict(st: Any, sweep_name: str) -> int:
+    from sweeplab.store import queries
+
+    data = queries.sweep_status(st, sweep_name)
+    failed = [t for t in data["trials"] if t["state"] == "failed"]
+    if failed or not data["trials"]:
+        err.print(f"smoke check FAILED: {len(failed)} of {len(data['trials'])} trial(s) failed:")
+        for t in failed:
+            err.print(f"  trial {t['number']}: {t.get('reason')}", markup=False)
+        return 1
+    console.print(f"smoke check passed: {len(data['trials'])} tiny trial(s) ran on the CPU and reported "
+                  f"{data['sweep'].get('metric') or 'their metrics'}; run the sweep without --smoke")
+    return 0
 
 
 def _report(outcome: Any, st: Any, quiet: bool) -> None:
@@ -415,6 +480,66 @@ def best(
     console.print(f"best of {sweep_name}: trial {b['trial']}, value {_fmt(b['value'])}")
     for k, v in (b.get("params") or {}).items():
         console.print(f"    {k} = {v!r}")
+
+
+@app.command()
+def repro(
+    ref: str = typer.Argument(..., metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
+    debug: bool = typer.Option(False, "--debug", help="drop into pdb at the exception"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """Replay a failed trial in the foreground with its config, seed, checkpoint and captured objects."""
+    from sweeplab.repro import repro as replay
+
+    st = _open_store(store, readonly=True)
+    raise typer.Exit(replay(st, ref, debug=debug, echo=lambda s: console.print(s, markup=False, highlight=False)))
+
+
+@app.command()
+def profile(
+    ref: str = typer.Argument(..., metavar="SWEEP/TRIAL"),
+    as_json: bool = typer.Option(False, "--json"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """Where a trial's time went: throughput, data-wait vs compute, step-time percentiles, memory, a hint."""
+    from sweeplab.repro import parse_trial_ref
+    from sweeplab.store import queries
+
+    name, number = parse_trial_ref(ref)
+    st = _open_store(store, readonly=True)
+    detail = queries.trial_detail(st, name, number)
+    prof = detail.get("profile")
+    if as_json:
+        _print_json(prof)
+        return
+    if not prof:
+        console.print(f"{ref}: no profile recorded (use `for batch in run.track(loader)` in the training loop)")
+        raise typer.Exit(1)
+    table = Table("measure", "value", title=f"profile of {ref}")
+    labels = [("steps", "steps"), ("samples_per_s", "samples/s"), ("steps_per_s", "steps/s"),
+              ("data_wait_fraction", "data-wait fraction"), ("step_p50", "step p50 (s)"),
+              ("step_p95", "step p95 (s)"), ("data_wait_p50", "data wait p50 (s)"), ("compute_p50", "compute p50 (s)"),
+              ("cpu_mean", "CPU % (mean)"), ("cpu_peak", "CPU % (peak)"), ("rss_peak", "peak memory (bytes)"),
+              ("gpu_util_mean", "GPU util % (mean)"), ("gpu_mem_peak", "GPU memory peak (bytes)")]
+    for key, label in labels:
+        if prof.get(key) is not None:
+            table.add_row(label, _fmt(prof[key]))
+    console.print(table)
+    if prof.get("hint"):
+        console.print(f"hint: {prof['hint']}")
+
+
+@app.command()
+def init(
+    directory: Path = typer.Argument(..., metavar="DIR"),
+    template: str = typer.Option("pytorch", "--template", "-t", help="pytorch | xgboost"),
+) -> None:
+    """Scaffold a project: configs/, profiles/, model.py, data.py, train.py, sweeps/, a smoke test."""
+    from sweeplab.scaffold import scaffold
+
+    files = scaffold(directory, template)
+    console.print(f"created {directory} from the {template} template ({len(files)} files)")
+    console.print(f"next: make -C {directory} smoke")
 
 
 @app.command()

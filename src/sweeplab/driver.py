@@ -32,6 +32,7 @@ __all__ = ["Driver", "Progress", "SweepOutcome", "trial_seed"]
 
 _CRASH_LOOP = 3            # this many trials failing in a row with nothing completed ends the sweep
 _HEARTBEAT_INTERVAL = 5.0
+_SMOKE_STEPS = 2           # smoke trials are stopped after this many reported steps
 
 
 def trial_seed(sweep_seed: int, number: int) -> int:
@@ -271,6 +272,15 @@ class Driver:
             else:
                 self.scheduler.on_trial_end(t.number, t.state)
 
+    def smoke_check(self) -> tuple[list[str], list[str]]:
+        """Before smoke trials: the target imports and every categorical combination fits the typed config."""
+        if not self.spec.function:
+            return [], []
+        from sweeplab.smoke import check_config_combinations
+
+        python_path = [self.cwd] + ([str(Path(self.spec.source).resolve().parent)] if self.spec.source else [])
+        return check_config_combinations(self.spec, self._resolve_config, python_path, self._function_target())
+
     def _persist_budget(self) -> None:
         spec = _loads(self.store.sweep_by_id(self.sweep_id)["spec"]) or {}
         spec.setdefault("budget", {})
@@ -393,17 +403,9 @@ class Driver:
         return resolve_config(base=self.spec.config, profile=self.spec.profile, params={}, search=search)
 
     def _paths(self, t: _Trial) -> dict[str, str]:
-        root, safe, n = self._root, _safe_name(self.name), t.number
-        ckpt = self.spec.checkpoint_dir
-        ckpt_dir = f"{str(ckpt).rstrip('/')}/{safe}/{n}" if ckpt else f"{root}/checkpoints/{safe}/{n}"
-        return {
-            "log_rel": f"logs/{safe}/{n}-{t.attempt}.log",
-            "log": f"{root}/logs/{safe}/{n}-{t.attempt}.log",
-            "report": f"{root}/logs/{safe}/{n}-{t.attempt}.report.jsonl",
-            "checkpoint": ckpt_dir,
-            "capture": f"{root}/artifacts/{safe}/{n}/captures",
-            "artifacts": f"{root}/artifacts/{safe}/{n}",
-        }
+        from sweeplab.store.layout import trial_paths
+
+        return trial_paths(self._root, self.name, t.number, t.attempt, self.spec.checkpoint_dir)
 
     def _task(self, t: _Trial) -> TrialTask:
         spec = self.spec
@@ -529,12 +531,17 @@ class Driver:
                 if v.stops:
                     verdicts.append(v)
         self.store.update_trial(t.id, last_step=int(points[-1][0]))
+        if self.smoke and int(points[-1][0]) >= _SMOKE_STEPS - 1 and t.stop_at is None:
+            t.stop_at = self.clock.monotonic()     # smoke: fidelity shrinks to a couple of reports
+            self.backend.stop(t.id)
         if self.monitors:
             mpoints = [MetricPoint(int(p[0]), str(p[1]), float(p[2]), float(p[3])) for p in points]
+            rules = []
             for m in self.monitors:
                 v = m.observe(t.number, mpoints)
                 if v.decision.value != "continue":
-                    verdicts.append(v)
+                    rules.append(v)
+            verdicts = rules + verdicts   # a health rule (NaN, divergence) says more than a rung comparison
             self._check_monitor_metrics(points)
         for v in verdicts:
             self._apply_verdict(t, v)
@@ -636,8 +643,15 @@ class Driver:
         self.store.update_attempt(t.id, t.attempt, state="failed", ended=ev.time, reason=reason,
                                   error_type=d.get("error_type"), traceback=d.get("traceback"),
                                   exit_code=d.get("exit_code"), signal=d.get("signal"))
-        if d.get("capture"):
-            self.store.add_artifact(t.id, t.attempt, "capture", self.store.relpath(d["capture"]), ev.time)
+        capture = self.store.relpath(d["capture"]) if d.get("capture") else None
+        if capture:
+            self.store.add_artifact(t.id, t.attempt, "capture", capture, ev.time)
+        ckpts = self.store.checkpoint_rows(t.id)
+        self.store.add_event(self.sweep_id, "failure", f"trial {t.number} attempt {t.attempt}: {reason}",
+                             trial_id=t.id, attempt=t.attempt, at=ev.time, data={
+                                 "environment": d.get("environment"), "capture": capture,
+                                 "checkpoint": ckpts[-1]["path"] if ckpts else None,
+                                 "exit_code": d.get("exit_code"), "signal": d.get("signal")})
         if t.stop_verdict is not None and t.stop_state is not None:
             # we asked it to stop and it died on the way: the stop decision stands
             self._end_trial(t, t.stop_state, value=None, metrics={k: v for k, (_, v) in t.last.items()},
@@ -937,7 +951,3 @@ def _resources_dict(res: Any) -> dict[str, Any]:
     from dataclasses import asdict, is_dataclass
 
     return asdict(res) if is_dataclass(res) else dict(res or {})
-
-
-def _safe_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "sweep"

@@ -52,6 +52,8 @@ class Run:
         mtbf: float | None = None,
         captured: Mapping[str, Any] | None = None,
         rank: int = 0,
+        torch_profiler: Mapping[str, Any] | None = None,
+        artifacts_dir: str = "",
     ) -> None:
         self.config = config
         self.params = dict(params or {})
@@ -76,8 +78,11 @@ class Run:
         self._ckpt: Any = None
         self._policy: Any = None
         self._trackers: list[Any] = []
+        self._tracked_loops = 0
         self._captures: dict[str, Any] = {}
         self._captured = dict(captured or {})
+        self._torch_profiler = dict(torch_profiler) if torch_profiler else None
+        self._artifacts_dir = artifacts_dir
 
     # ------------------------------------------------------------------ metrics
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
@@ -172,16 +177,43 @@ class Run:
         """Iterate `iterable`, timing data-wait vs compute per step; in smoke mode stop after a few steps."""
         from sweeplab.profiling import StepTracker
 
-        tracker = StepTracker(max_steps=self._smoke_steps if self.smoke else None)
-        self._trackers.append(tracker)
-        return tracker.track(iterable, batch_size=batch_size)
+        if not self._trackers:   # one tracker for the whole trial: exact percentiles across epochs
+            self._trackers.append(StepTracker(max_steps=self._smoke_steps if self.smoke else None))
+        self._tracked_loops += 1
+        steps = self._trackers[0].track(iterable, batch_size=batch_size)
+        if self._torch_profiler and self._tracked_loops == 1 and self.rank == 0:
+            return self._profiled(steps)
+        return steps
+
+    def _profiled(self, steps: Iterator[T]) -> Iterator[T]:
+        """Capture a torch.profiler trace of steps [start, start+steps) into the trial's artifacts."""
+        from pathlib import Path
+
+        opts = self._torch_profiler or {}
+        start, count = int(opts.get("start", 10)), int(opts.get("steps", 5))
+        prof: Any = None
+        for i, item in enumerate(steps):
+            if i == start:
+                import torch.profiler as tp
+
+                prof = tp.profile(activities=[tp.ProfilerActivity.CPU]
+                                  + ([tp.ProfilerActivity.CUDA] if _cuda_available() else []))
+                prof.__enter__()
+            yield item
+            if prof is not None and i == start + count - 1:
+                prof.__exit__(None, None, None)
+                out = Path(self._artifacts_dir or ".") / f"torch-trace-attempt{self.attempt}.json"
+                out.parent.mkdir(parents=True, exist_ok=True)
+                prof.export_chrome_trace(str(out))
+                self._sink(EventKind.ARTIFACT, {"name": "torch_trace", "path": str(out)})
+                prof = None
+        if prof is not None:
+            prof.__exit__(None, None, None)
 
     def profile_summary(self) -> dict[str, Any] | None:
         if not self._trackers:
             return None
-        from sweeplab.profiling import merge_summaries
-
-        return merge_summaries([t.summary() for t in self._trackers])
+        return dict(self._trackers[0].summary())
 
     # ------------------------------------------------------------------ failure capture
     def capture(self, name: str, obj: Any) -> None:
@@ -213,6 +245,13 @@ def objective_from(result: Any, metric: str | None) -> tuple[dict[str, float], f
         metrics[metric or "value"] = float(result)
     value = metrics.get(metric) if metric else None
     return metrics, value
+
+
+def _cuda_available() -> bool:
+    import sys
+
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available())
 
 
 def is_bad_number(x: float | None) -> bool:

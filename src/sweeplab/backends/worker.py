@@ -176,6 +176,7 @@ class Execution:
         self.stop_requested = False
         self.timer: threading.Timer | None = None
         self.baseline_rss = 0
+        self.sampler: Any = None
 
     @property
     def retire(self) -> bool:
@@ -214,6 +215,7 @@ def execute(task: TrialTask, channel: Channel, current: list[Execution | None],
     channel.send(EventKind.STARTED, {"pid": os.getpid(), "host": socket.gethostname()})
     heartbeat = _Heartbeat(channel, task.heartbeat_interval)
     heartbeat.start()
+    ex.sampler = _start_sampler(channel)
     try:
         if task.kind == "command":
             _execute_command(ex)
@@ -221,6 +223,9 @@ def execute(task: TrialTask, channel: Channel, current: list[Execution | None],
             _execute_function(ex)
     finally:
         heartbeat.stop()
+        if ex.sampler is not None:
+            with contextlib.suppress(Exception):
+                ex.sampler.stop()
         if ex.timer is not None:
             ex.timer.cancel()
         current[0] = None
@@ -253,7 +258,8 @@ def _execute_function(ex: Execution) -> None:
                     smoke_steps=task.smoke_steps, checkpoint_dir=task.checkpoint_dir,
                     keep_checkpoints=task.keep_checkpoints, checkpoint_every=task.checkpoint_every,
                     mtbf=task.mtbf, captured=_load_captures(task.replay),
-                    rank=int(os.environ.get("RANK", "0")),
+                    rank=int(os.environ.get("RANK", "0")), torch_profiler=task.torch_profiler,
+                    artifacts_dir=task.artifacts_dir,
                 )
                 ex.run = run
                 if ex.stop_requested:
@@ -269,7 +275,7 @@ def _execute_function(ex: Execution) -> None:
                     else:
                         os.environ[k] = v
         run.flush()
-        _send_profile(run, channel)
+        _send_profile(ex)
         if ex.preempted:
             channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
             return
@@ -283,7 +289,7 @@ def _execute_function(ex: Execution) -> None:
         if run is not None:
             with contextlib.suppress(Exception):
                 run.flush()
-            _send_profile(run, channel)
+        _send_profile(ex)
         if ex.preempted:
             channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
             return
@@ -294,18 +300,42 @@ def _execute_function(ex: Execution) -> None:
                 from sweeplab.capture import save_captures
 
                 capture_ref = save_captures(run.captures, task.capture_dir)
+        from sweeplab.capture import environment_facts
+
         channel.send(EventKind.FAILED, {
+            "environment": environment_facts(task.cwd or None),
             "reason": f"{type(exc).__name__}: {exc}".strip()[:500],
             "error_type": type(exc).__name__, "message": str(exc)[:2000], "traceback": tb[-20000:],
             "capture": capture_ref, "retire": ex.retire,
         })
 
 
-def _send_profile(run: Run, channel: Channel) -> None:
+def _start_sampler(channel: Channel) -> Any:
+    """CPU %, RSS (and GPU via NVML) of this worker and its children, sampled once a second."""
+    try:
+        from sweeplab.profiling import SystemSampler
+
+        sampler = SystemSampler(lambda samples: channel.send(EventKind.SYSTEM, {"samples": samples}),
+                                interval=1.0, flush_every=5)
+        sampler.start()
+        return sampler
+    except Exception:  # noqa: BLE001 - profiling must never break a trial
+        return None
+
+
+def _send_profile(ex: Execution) -> None:
+    """Stop the sampler and send the per-trial profile summary (step timings + system figures + hint)."""
     with contextlib.suppress(Exception):
-        summary = run.profile_summary()
-        if summary:
-            channel.send(EventKind.PROFILE, {"summary": summary})
+        from sweeplab.profiling import profile_summary
+
+        steps = (ex.run.profile_summary() if ex.run is not None else None) or {}
+        system: dict[str, Any] = {}
+        if ex.sampler is not None:
+            ex.sampler.stop()
+            system = ex.sampler.peak()
+            ex.sampler = None
+        if steps or any(v for v in system.values() if v):
+            ex.channel.send(EventKind.PROFILE, {"summary": profile_summary(steps, system)})
 
 
 def _rss() -> int | None:
@@ -398,6 +428,7 @@ def _execute_command(ex: Execution) -> None:
         log.flush()
         code = child.wait()
         tail.join(timeout=5)
+    _send_profile(ex)
     if ex.preempted:
         channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
     elif code == 0 or (ex.stop_requested and code in (-signal.SIGTERM, 143)):

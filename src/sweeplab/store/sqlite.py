@@ -27,6 +27,7 @@ DB_NAME = "store.db"
 EVENT_KINDS = (
     "sweep_created", "sweep_resumed", "sweep_ended", "trial_started", "trial_ended", "retry",
     "preempted", "interrupted", "pruned", "rule", "warning", "info", "budget", "checkpoint_corrupt",
+    "restored", "failure",
 )
 
 

@@ -1,0 +1,121 @@
+"""`sweeplab repro SWEEP/TRIAL`: replay a failed trial in the foreground, locally.
+
+Same resolved config, same seed, the trial's latest checkpoint (a copy: the original is never written)
+and the objects it registered with `run.capture(...)` available through `run.captured(name)`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from sweeplab.backends.events import EventKind
+from sweeplab.errors import UserError
+from sweeplab.run import Run
+from sweeplab.store import Store
+
+__all__ = ["parse_trial_ref", "repro"]
+
+
+def parse_trial_ref(ref: str) -> tuple[str, int]:
+    sweep, sep, number = ref.rpartition("/")
+    if not sep or not sweep or not number.isdigit():
+        raise UserError(f"expected SWEEP/TRIAL, e.g. xgb-diabetes/17; got {ref!r}")
+    return sweep, int(number)
+
+
+def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], None] = print) -> int:
+    """Re-run a failed trial. Returns 1 when the failure reproduced, 0 when the trial now succeeds."""
+    from sweeplab.backends.worker import _call, _seed_everything, load_target
+    from sweeplab.capture import load_captures
+    from sweeplab.config import coerce, typed_schema_of
+    from sweeplab.store.layout import trial_paths
+
+    name, number = parse_trial_ref(ref)
+    sweep = store.sweep_row(name)
+    if sweep is None:
+        raise UserError(f"no sweep named {name!r} in {store.root}")
+    trial = store.conn.execute("SELECT * FROM trials WHERE sweep_id=? AND number=?",
+                               (sweep["id"], number)).fetchone()
+    if trial is None:
+        count = store.conn.execute("SELECT count(*) FROM trials WHERE sweep_id=?", (sweep["id"],)).fetchone()[0]
+        raise UserError(f"sweep {name!r} has no trial {number} (it has trials 0..{count - 1})")
+    failed = store.conn.execute(
+        "SELECT * FROM attempts WHERE trial_id=? AND state='failed' ORDER BY number DESC", (trial["id"],)
+    ).fetchone()
+    if failed is None:
+        raise UserError(f"trial {name}/{number} did not fail (state {trial['state']}); repro replays failures")
+    spec = json.loads(sweep["spec"])
+    if not spec.get("function"):
+        raise UserError(f"trial {name}/{number} is a command trial; run its command from the log instead: "
+                        f"{store.root / (failed['log_path'] or '')}")
+    meta = spec.get("_sweeplab") or {}
+    cwd = meta.get("cwd") or "."
+    root = str(store.root.resolve())
+    paths = trial_paths(root, name, number, int(failed["number"]), spec.get("checkpoint_dir"))
+    recorded = store.checkpoint_rows(trial["id"])
+    tmp = Path(tempfile.mkdtemp(prefix="sweeplab-repro-"))
+    ckpt_copy = tmp / "checkpoints"
+    if recorded:
+        src = Path(paths["checkpoint"])
+        if not src.is_dir():
+            raise UserError(f"trial {name}/{number} wrote checkpoints but {src} is gone; cannot replay it "
+                            "from where it failed")
+        shutil.copytree(src, ckpt_copy)
+    captured: dict[str, Any] = {}
+    cap = store.conn.execute(
+        "SELECT path FROM artifacts WHERE trial_id=? AND name='capture' ORDER BY id DESC", (trial["id"],)
+    ).fetchone()
+    if cap is not None:
+        cap_path = (store.root / cap["path"]).resolve()
+        if store.root.resolve() not in cap_path.parents:
+            raise UserError(f"capture {cap_path} is outside the store; refusing to load it")
+        captured = load_captures(str(cap_path))
+    config_raw = json.loads(trial["config"] or "{}")
+    target = _resolve_target(spec["function"], sweep["spec_path"], cwd)
+    echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
+    echo(f"  target {target}, seed {trial['seed']}, checkpoints: {len(recorded)}, captured: "
+         f"{', '.join(sorted(captured)) or 'nothing'}")
+
+    def sink(kind: EventKind, data: dict[str, Any]) -> None:
+        if kind is EventKind.METRICS:
+            for step, key, value, _ in data.get("points", []):
+                echo(f"  step {step}: {key} = {value:.6g}")
+
+    fn = load_target(target, [cwd, str(Path(sweep["spec_path"]).parent) if sweep["spec_path"] else cwd])
+    config = coerce(config_raw, typed_schema_of(fn))
+    run = Run(config=config, sink=sink, params=json.loads(trial["params"] or "{}"), sweep=name, trial=number,
+              attempt=int(failed["number"]) + 1, seed=trial["seed"], checkpoint_dir=str(ckpt_copy),
+              captured=captured)
+    if trial["seed"] is not None:
+        _seed_everything(int(trial["seed"]))
+    try:
+        result = _call(fn, config, run)
+    except Exception:
+        run.flush()
+        echo("the failure reproduced:")
+        echo(traceback.format_exc())
+        if debug:
+            import pdb
+
+            pdb.post_mortem(sys.exc_info()[2])
+        return 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    run.flush()
+    echo(f"the trial did not fail this time; it returned {result!r}")
+    return 0
+
+
+def _resolve_target(target: str, spec_path: str | None, cwd: str) -> str:
+    module, _, fn = target.rpartition(":")
+    if module.endswith(".py") and not Path(module).is_absolute():
+        for base in ([Path(spec_path).resolve().parent] if spec_path else []) + [Path(cwd)]:
+            if (base / module).exists():
+                return f"{base / module}:{fn}"
+    return target
