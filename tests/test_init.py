@@ -3,6 +3,7 @@ template's smoke sweep passes out of the box (`make -C DIR smoke`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import py_compile
 import shutil
@@ -222,3 +223,50 @@ def test_the_projects_own_smoke_test_passes(tmp_path: Path, template: str) -> No
                           cwd=project, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+RESUME_SCRIPT = """
+import json, sys
+sys.path.insert(0, ".")
+from sweeplab.config import coerce, resolve_config, typed_schema_of
+from sweeplab.run import Run
+from train import train
+
+def attempt(fidelity):
+    cfg = resolve_config(base="configs/base.yaml", profile="local", params={}, overrides=[fidelity])
+    events = []
+    run = Run(config=coerce(cfg, typed_schema_of(train)), sink=lambda kind, data: events.append((kind, data)),
+              sweep="resume", trial=0, seed=0, checkpoint_dir="ckpt", checkpoint_every=1)
+    result = train(run.config, run)
+    run.flush()
+    steps = sorted({p[0] for kind, data in events if kind == "metrics" for p in data["points"]})
+    restored = [data["step"] for kind, data in events if kind == "note" and data.get("kind") == "restored"]
+    return {"result": result, "steps": steps, "restored": restored}
+
+print(json.dumps([attempt(sys.argv[1]), attempt(sys.argv[2])]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("template", "first", "second"),
+    [("pytorch", "epochs=2", "epochs=4"), ("xgboost", "rounds=10", "rounds=15")],
+    ids=["pytorch", "xgboost"],
+)
+def test_train_resumes_from_its_checkpoint_where_it_left_off(
+    tmp_path: Path, template: str, first: str, second: str
+) -> None:
+    """A second attempt with a larger budget restores the first one's checkpoint and trains only the rest."""
+    scaffold(tmp_path, template)
+    done = subprocess.run([sys.executable, "-c", RESUME_SCRIPT, first, second], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    one, two = json.loads(done.stdout.strip().splitlines()[-1])
+    n1, n2 = int(first.split("=")[1]), int(second.split("=")[1])
+    assert one["restored"] == [] and one["steps"] == list(range(1, n1 + 1))
+    assert two["restored"] == [n1] and two["steps"] == list(range(n1 + 1, n2 + 1))
+    metric = "val_loss" if template == "pytorch" else "val_rmse"
+    assert metric in two["result"]
+    if template == "xgboost":
+        assert two["result"]["rounds"] == n2
+    assert (tmp_path / "outputs" / "resume" / "0").is_dir()   # the final model, outside smoke mode
