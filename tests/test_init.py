@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import py_compile
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -188,9 +189,12 @@ def make() -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("template", TEMPLATES)
-def test_make_smoke_passes_out_of_the_box(tmp_path: Path, template: str) -> None:
+def test_init_then_make_smoke_passes_out_of_the_box(tmp_path: Path, template: str) -> None:
     project = tmp_path / f"{template}-project"
-    scaffold(project, template)
+    init = subprocess.run([*shlex.split(sweeplab_command()), "init", str(project), "--template", template],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert init.returncode == 0, init.stdout + init.stderr
+    assert files_under(project) == LAYOUT
     done = subprocess.run([make(), "-C", str(project), "smoke", f"SWEEPLAB={sweeplab_command()}"],
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
