@@ -11,8 +11,8 @@ __all__ = ["param_importance"]
 
 # fANOVA fits a random forest: its cost grows fast with depth and trial count. These bounds keep one
 # computation around a second on a small machine while ranking parameters the same way in practice.
-MAX_TRIALS = 1000
-N_TREES = 32
+MAX_TRIALS = 500
+N_TREES = 16
 MAX_DEPTH = 6
 
 

@@ -170,7 +170,10 @@ def build_routes(reader: Reader) -> list[Route]:
         return _json(queries.sweep_summary(reader.store(), request.path_params["name"]))
 
     def api_status(request: Request) -> Response:
-        return _json(queries.sweep_status(reader.store(), request.path_params["name"]))
+        name = request.path_params["name"]
+        body = reader.cached("status", name, reader.version(name),
+                             lambda: _json_bytes(queries.sweep_status(reader.store(), name)))
+        return Response(body, media_type="application/json", headers={"cache-control": "no-cache"})
 
     def api_best(request: Request) -> Response:
         return _json({"best": queries.best_trial(reader.store(), request.path_params["name"])})
@@ -188,7 +191,9 @@ def build_routes(reader: Reader) -> list[Route]:
 
     def api_keys(request: Request) -> Response:
         name = request.path_params["name"]
-        return _json({"sweep": name, "keys": reader.sweep_metric_keys(sweep_id(name))})
+        sid = sweep_id(name)
+        keys = reader.cached("keys", name, reader.version(name), lambda: reader.sweep_metric_keys(sid))
+        return _json({"sweep": name, "keys": keys})
 
     def api_curves(request: Request) -> Response:
         name = request.path_params["name"]

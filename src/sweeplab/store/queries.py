@@ -283,39 +283,23 @@ def _system_summary(store: Store, trial_id: int) -> dict[str, Any]:
 
 
 def metric_keys(store: Store, trial_ids: Iterable[int]) -> list[str]:
-    """Distinct metric keys logged by these trials (index skip-scan: one seek per (trial, key) pair)."""
-    ids = sorted(set(trial_ids))
+    """Distinct metric keys logged by these trials.
+
+    A recursive skip-scan over the (trial_id, key, step) index: one index seek per (trial, key) pair,
+    however many points each trial logged.
+    """
+    ids = sorted({int(i) for i in trial_ids})
     if not ids:
         return []
-    keys: set[str] = set()
-    # A recursive skip-scan over the (trial_id, key, step) index, in ranges of contiguous trial ids.
     sql = (
         "WITH RECURSIVE k(tid, key) AS ("
-        " SELECT * FROM (SELECT trial_id, key FROM metrics WHERE trial_id >= :lo ORDER BY trial_id, key LIMIT 1)"
+        " SELECT j.value, (SELECT MIN(m.key) FROM metrics m WHERE m.trial_id = j.value) FROM json_each(?) AS j"
         " UNION ALL"
-        " SELECT (SELECT trial_id FROM metrics WHERE (trial_id, key) > (k.tid, k.key)"
-        "         ORDER BY trial_id, key LIMIT 1),"
-        "        (SELECT key FROM metrics WHERE (trial_id, key) > (k.tid, k.key)"
-        "         ORDER BY trial_id, key LIMIT 1)"
-        " FROM k WHERE k.tid <= :hi)"
-        " SELECT DISTINCT tid, key FROM k WHERE tid BETWEEN :lo AND :hi"
+        " SELECT k.tid, (SELECT MIN(m.key) FROM metrics m WHERE m.trial_id = k.tid AND m.key > k.key)"
+        " FROM k WHERE k.key IS NOT NULL"
+        ") SELECT DISTINCT key FROM k WHERE key IS NOT NULL ORDER BY key"
     )
-    wanted = set(ids)
-    for lo, hi in _ranges(ids):
-        for tid, key in store.conn.execute(sql, {"lo": lo, "hi": hi}):
-            if tid in wanted and key is not None:
-                keys.add(key)
-    return sorted(keys)
-
-
-def _ranges(ids: list[int]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for i in ids:
-        if out and i == out[-1][1] + 1:
-            out[-1] = (out[-1][0], i)
-        else:
-            out.append((i, i))
-    return out
+    return [r[0] for r in store.conn.execute(sql, (json.dumps(ids),))]
 
 
 def trial_detail(store: Store, name: str, number: int) -> dict[str, Any]:
