@@ -1,0 +1,182 @@
+"""Faults of the driver: kill -9 at random moments, SIGTERM, and extending a finished sweep.
+
+What must hold after `sweeplab resume`: exactly the budgeted trials completed, none completed twice,
+trials completed before the fault untouched, and no orphaned worker left running or writing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BUDGET = 6
+
+
+def _tree_state(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `root` with its size and mtime (ns): a fingerprint of what was written."""
+    out: dict[str, tuple[int, int]] = {}
+    for p in root.rglob("*"):
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            continue
+        if p.is_file():
+            out[str(p.relative_to(root))] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _completed(chaos, sweep: str) -> dict[int, tuple[float, float]]:
+    return {t["number"]: (t["ended"], t["value"]) for t in chaos.trials(sweep) if t["state"] == "completed"}
+
+
+def _assert_exactly_once(chaos, sweep: str, budget: int) -> None:
+    trials = chaos.trials(sweep)
+    assert sorted(t["number"] for t in trials) == list(range(budget))
+    assert all(t["state"] == "completed" for t in trials), [(t["number"], t["state"]) for t in trials]
+    for t in trials:
+        attempts = chaos.attempts(t["id"])
+        states = [a["state"] for a in attempts]
+        assert states.count("completed") == 1, (t["number"], states)
+        assert states[-1] == "completed" and "running" not in states, (t["number"], states)
+        assert t["attempts"] == len(attempts) == attempts[-1]["number"]
+        params = json.loads(t["params"])
+        assert t["value"] == pytest.approx((float(params["x"]) - 0.3) ** 2)
+
+
+def _kill_driver(chaos, reap, proc, delay: float) -> tuple[dict[int, tuple[float, float]], list[int]]:
+    """SIGKILL the driver `delay` seconds from now; check its orphans die without writing anything.
+
+    Returns the trials completed before the kill (number -> (ended, value)) and those left 'running'.
+    """
+    driver = psutil.Process(proc.pid)
+    time.sleep(delay)
+    workers = driver.children(recursive=True)
+    reap.extend(w.pid for w in workers)
+    assert proc.poll() is None, "the sweep ended before the kill; lengthen its trials"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    killed_at = time.time()
+    before = _completed(chaos, "dk")
+
+    # orphans notice the driver is gone (stdin EOF) and end at once, taking nothing with them
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, f"orphaned workers still running: {[p.pid for p in alive]}"
+    ckpts = chaos.store / "checkpoints"
+    fingerprint = _tree_state(ckpts)
+    time.sleep(0.3)
+    assert _tree_state(ckpts) == fingerprint, "something wrote checkpoints after the driver was killed"
+    for name, (_, mtime_ns) in fingerprint.items():
+        assert mtime_ns / 1e9 <= killed_at + 1.0, f"{name} written after the kill"
+    assert chaos.integrity() == "ok"
+    # trials that were running are still marked running: the driver had no chance to say otherwise
+    running = [t["number"] for t in chaos.trials("dk") if t["state"] == "running"]
+    return before, running
+
+
+@pytest.mark.parametrize("run", range(4), ids=lambda r: f"run{r}")
+def test_resume_after_driver_kill_loses_no_completed_trial(chaos, reap, run):
+    """Run r kills the driver at a seeded random moment in [0.45 r, 0.45 r + 0.45] s after the first trial
+    started (early runs hit the first trials, late runs the last ones); the last run also kills the
+    resuming driver once."""
+    rng = random.Random(1000 + run)
+    body = chaos.faulty_spec("stepper", method="random", seed=run,
+                             params="  x: {min: -1.0, max: 1.0}\n  steps: {value: 12}\n  delay: {value: 0.05}",
+                             extra=f"budget: {{trials: {BUDGET}}}\ntrial: {{retries: 1}}")
+    proc = chaos.start("sweep", str(chaos.spec("s", body)), "--name", "dk", "--workers", "2", "-q")
+    reap.append(proc.pid)
+    chaos.wait_for(lambda: chaos.running_attempt("dk", 0), what="first trial running")
+    before, running = _kill_driver(chaos, reap, proc, rng.uniform(0.45 * run, 0.45 * (run + 1)))
+    interrupted = set(running)
+    if run == 3:
+        proc = chaos.start("resume", "dk", "-q")
+        reap.append(proc.pid)
+        chaos.wait_for(lambda: any(t["state"] == "running" for t in chaos.trials("dk")), what="resumed")
+        again, running = _kill_driver(chaos, reap, proc, rng.uniform(0.1, 0.6))
+        for number, kept in before.items():
+            assert again[number] == kept
+        before = again
+        interrupted |= set(running)
+
+    cp = chaos("resume", "dk", "-q", timeout=120)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert chaos.status("dk")["sweep"]["state"] == "finished"
+    _assert_exactly_once(chaos, "dk", BUDGET)
+    after = _completed(chaos, "dk")
+    for number, kept in before.items():      # completed before the kill: same end time, same value
+        assert after[number] == kept
+    for number in interrupted:               # requeued: the killed attempt is recorded as interrupted
+        states = [a["state"] for a in chaos.attempts(chaos.trial("dk", number)["id"])]
+        assert "interrupted" in states and states[-1] == "completed", (number, states)
+    events = chaos.events("interrupted")
+    assert {e["trial_id"] for e in events} == {chaos.trial("dk", n)["id"] for n in interrupted}
+
+
+def test_sigterm_to_the_driver_preempts_running_trials_exits_0_and_resume_finishes(chaos, reap):
+    body = chaos.faulty_spec("stepper", method="random",
+                             params="  x: {min: -1.0, max: 1.0}\n  steps: {value: 150}\n  delay: {value: 0.02}",
+                             extra="budget: {trials: 3}\ntrial: {grace: 10s}")
+    proc = chaos.start("sweep", str(chaos.spec("s", body)), "--name", "term", "--workers", "2")
+    reap.append(proc.pid)
+    for n in (0, 1):
+        att = chaos.wait_for(lambda n=n: chaos.running_attempt("term", n), what=f"trial {n} running")
+        chaos.wait_for(lambda a=att: len(chaos.checkpoints(a["trial_id"], 1)) >= 3, what="checkpoints")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out + err
+    assert "resume" in out + err
+
+    st = chaos.status("term")
+    assert st["sweep"]["state"] == "stopped"
+    assert len(st["trials"]) == 2
+    preempted = {}
+    for t in chaos.trials("term"):
+        assert t["state"] == "preempted", (t["number"], t["state"])
+        a = chaos.attempts(t["id"])
+        assert [x["state"] for x in a] == ["preempted"]
+        last = chaos.steps(t["id"], 1)[-1]
+        assert max(c["step"] for c in chaos.checkpoints(t["id"], 1)) == last   # checkpointed on the way out
+        preempted[t["number"]] = last
+
+    cp = chaos("resume", "term", "-q", timeout=120)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    st = chaos.status("term")
+    assert st["sweep"]["state"] == "finished" and len(st["trials"]) == 3
+    for t in chaos.trials("term"):
+        assert t["state"] == "completed"
+        if t["number"] in preempted:
+            states = [a["state"] for a in chaos.attempts(t["id"])]
+            assert states == ["preempted", "completed"]
+            assert chaos.steps(t["id"], 2)[0] == preempted[t["number"]] + 1   # resumed, not restarted
+        else:
+            assert t["attempts"] == 1
+
+
+def test_resume_with_more_trials_runs_exactly_that_many_more(chaos):
+    body = chaos.faulty_spec("stepper", method="random",
+                             params="  x: {min: -1.0, max: 1.0}\n  steps: {value: 2}\n  delay: {value: 0.0}",
+                             extra="budget: {trials: 3}")
+    chaos("sweep", str(chaos.spec("s", body)), "--name", "more", "--workers", "2", "-q", check=True)
+    before = {t["number"]: tuple(t) for t in chaos.trials("more")}
+    assert len(before) == 3 and chaos.status("more")["sweep"]["state"] == "finished"
+
+    chaos("resume", "more", "--trials", "+3", "-q", check=True)
+    trials = chaos.trials("more")
+    assert [t["number"] for t in trials] == [0, 1, 2, 3, 4, 5]
+    assert all(t["state"] == "completed" and t["attempts"] == 1 for t in trials)
+    for t in trials[:3]:
+        assert tuple(t) == before[t["number"]]          # the first three are untouched
+    xs = [json.loads(t["params"])["x"] for t in trials]
+    assert len(set(xs)) == 6, f"the searcher repeated earlier parameters: {xs}"
+    assert chaos.status("more")["sweep"]["state"] == "finished"
+
+    chaos("resume", "more", "-q", check=True)           # a finished sweep without --trials: nothing more
+    assert len(chaos.trials("more")) == 6

@@ -1,0 +1,180 @@
+"""Faults of one trial's process: SIGKILL, SIGTERM (preemption), a damaged checkpoint, a hang, a timeout.
+
+Every test runs the real CLI, real worker processes and real signals, then reads the store to check what
+was kept: which attempt ran, where it resumed, what reason was recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _start(chaos, reap, name: str, body: str, *args: str):
+    proc = chaos.start("sweep", str(chaos.spec(name, body)), "--name", name, "-q", *args)
+    reap.append(proc.pid)
+    return proc
+
+
+def _finish(proc, timeout: float = 90) -> tuple[str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{err}"
+    return out, err
+
+
+def _restored_step(chaos, trial_id: int, attempt: int) -> int | None:
+    got = chaos.rows("SELECT data FROM events WHERE kind='restored' AND trial_id=? AND attempt=?",
+                     trial_id, attempt)
+    return json.loads(got[0]["data"])["step"] if got else None
+
+
+def test_worker_sigkill_mid_trial_is_retried_from_its_checkpoint(chaos, reap):
+    body = chaos.faulty_spec("stepper", params="  x: {value: 0.5}\n  steps: {value: 60}\n  delay: {value: 0.03}",
+                extra="trial: {retries: 1}")
+    proc = _start(chaos, reap, "k9", body, "--workers", "1")
+    att = chaos.wait_for(lambda: chaos.running_attempt("k9", 0), what="trial 0 running")
+    trial_id = att["trial_id"]
+    chaos.wait_for(lambda: len(chaos.checkpoints(trial_id, 1)) >= 5 and len(chaos.steps(trial_id, 1)) >= 5,
+                   what="5 steps logged and checkpointed by attempt 1")
+    os.kill(att["pid"], signal.SIGKILL)
+    _finish(proc)
+
+    trial = chaos.trial("k9", 0)
+    attempts = chaos.attempts(trial_id)
+    assert trial["state"] == "completed" and trial["attempts"] == 2
+    assert [a["state"] for a in attempts] == ["failed", "completed"]
+    assert attempts[0]["signal"] == signal.SIGKILL and "SIGKILL" in attempts[0]["reason"]
+    first = chaos.steps(trial_id, 1)
+    second = chaos.steps(trial_id, 2)
+    assert first[0] == 0 and len(first) >= 5
+    restored = _restored_step(chaos, trial_id, 2)
+    recorded = max(c["step"] for c in chaos.checkpoints(trial_id, 1))
+    # attempt 2 resumed from the newest checkpoint attempt 1 wrote, and logged from the step after it
+    assert restored is not None and restored >= recorded >= 4
+    assert second[0] == restored + 1 > 0, second[:3]
+    assert second[-1] == 59 and second == list(range(restored + 1, 60))
+    metrics = json.loads(trial["metrics"])
+    assert metrics["resumed_from"] == restored + 1 and metrics["attempt"] == 2
+
+
+def test_worker_sigterm_is_a_preemption_then_the_trial_resumes_and_completes(chaos, reap):
+    body = chaos.faulty_spec("stepper", params="  x: {value: 0.5}\n  steps: {value: 40}\n  delay: {value: 0.03}",
+                extra="trial: {retries: 0, grace: 10s}")
+    proc = _start(chaos, reap, "pre", body, "--workers", "1")
+    att = chaos.wait_for(lambda: chaos.running_attempt("pre", 0), what="trial 0 running")
+    trial_id = att["trial_id"]
+    chaos.wait_for(lambda: len(chaos.checkpoints(trial_id, 1)) >= 3, what="3 checkpoints of attempt 1")
+    os.kill(att["pid"], signal.SIGTERM)
+    _finish(proc)
+
+    trial = chaos.trial("pre", 0)
+    attempts = chaos.attempts(trial_id)
+    # retries: 0, yet it ran again: a preemption is not a failure and does not use up retries
+    assert trial["state"] == "completed" and trial["attempts"] == 2
+    assert [a["state"] for a in attempts] == ["preempted", "completed"]
+    assert "SIGTERM" in attempts[0]["reason"]
+    assert chaos.events("preempted", trial_id), "no preempted event recorded"
+    # the preempted attempt got its grace period: it wrote a last checkpoint on the way out, and
+    # attempt 2 started right after it
+    last_ckpt = max(c["step"] for c in chaos.checkpoints(trial_id, 1))
+    assert last_ckpt == chaos.steps(trial_id, 1)[-1]
+    assert _restored_step(chaos, trial_id, 2) == last_ckpt
+    assert chaos.steps(trial_id, 2) == list(range(last_ckpt + 1, 40))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(chaos, reap, tmp_path, damage):
+    ready = tmp_path / "ready"
+    body = chaos.faulty_spec("checkpoint_then_wait",
+                params=f"  x: {{value: 0.5}}\n  steps: {{value: 4}}\n  ready_file: {{value: '{ready}'}}",
+                extra="trial: {retries: 1, keep_checkpoints: 2}")
+    proc = _start(chaos, reap, "cc", body, "--workers", "1")
+    chaos.wait_for(ready.exists, what="attempt 1 checkpointed and waiting")
+    att = chaos.wait_for(lambda: chaos.running_attempt("cc", 0), what="attempt 1 row")
+    trial_id = att["trial_id"]
+    rows = chaos.wait_for(lambda: (r := chaos.checkpoints(trial_id, 1)) and len(r) == 4 and r, what="4 checkpoints")
+    ckdir = chaos.store / rows[-1]["path"] if not Path(rows[-1]["path"]).is_absolute() else Path(rows[-1]["path"])
+    assert rows[-1]["step"] == 3 and ckdir.is_dir()
+    manifest = json.loads((ckdir / "manifest.json").read_text())
+    payload = ckdir / manifest["payload"]
+    data = payload.read_bytes()
+    if damage == "truncate":
+        payload.write_bytes(data[: len(data) // 2])
+    else:
+        payload.write_bytes(bytes([data[0] ^ 0xFF]) + data[1:])
+    os.kill(att["pid"], signal.SIGKILL)      # the attempt dies; the retry must not trust step 3
+    _finish(proc)
+
+    trial = chaos.trial("cc", 0)
+    assert trial["state"] == "completed" and trial["attempts"] == 2
+    assert _restored_step(chaos, trial_id, 2) == 2            # the previous checkpoint
+    assert chaos.steps(trial_id, 2) == [3, 4, 5]              # redoes step 3, not from 0
+    assert json.loads(trial["metrics"])["resumed_from"] == 3
+    corrupt = chaos.events("checkpoint_corrupt", trial_id)
+    assert len(corrupt) >= 1 and str(ckdir.name) in corrupt[0]["message"]
+
+
+@pytest.mark.xfail(strict=True, reason="Run.checkpoint sends the CHECKPOINT event while the metrics logged "
+                   "before it may still sit in the log buffer (flushed every 0.2 s or 4096 points); a SIGKILL "
+                   "then loses them, and the retry resumes after the checkpoint so they are never logged; "
+                   "fix: flush the buffer in Run.checkpoint before saving")
+def test_metrics_logged_before_a_checkpoint_survive_a_worker_kill(chaos, reap, tmp_path):
+    ready = tmp_path / "ready"
+    body = chaos.faulty_spec(
+        "checkpoint_then_wait",
+        params=f"  x: {{value: 0.5}}\n  steps: {{value: 4}}\n  flush: {{value: false}}\n"
+               f"  ready_file: {{value: '{ready}'}}",
+        extra="trial: {retries: 1}")
+    proc = _start(chaos, reap, "mk", body, "--workers", "1")
+    chaos.wait_for(ready.exists, what="attempt 1 checkpointed and waiting")
+    att = chaos.wait_for(lambda: chaos.running_attempt("mk", 0), what="attempt 1 row")
+    trial_id = att["trial_id"]
+    chaos.wait_for(lambda: len(chaos.checkpoints(trial_id, 1)) == 4, what="4 checkpoints recorded")
+    os.kill(att["pid"], signal.SIGKILL)
+    _finish(proc)
+
+    assert chaos.trial("mk", 0)["state"] == "completed"
+    assert _restored_step(chaos, trial_id, 2) == 3 and chaos.steps(trial_id, 2) == [4, 5]
+    # the trial's history has no hole: steps 0-3 were logged before their checkpoints were written
+    assert sorted(chaos.steps(trial_id, 1) + chaos.steps(trial_id, 2)) == list(range(6))
+
+
+def test_heartbeat_loss_kills_the_frozen_trial_as_a_failure_and_the_sweep_goes_on(chaos, reap):
+    body = chaos.faulty_spec("freeze_on", params="  x: {values: [1, 2, 3]}\n  freeze_x: {value: 1}",
+                extra="trial: {heartbeat_timeout: 2s, retries: 0}")
+    proc = _start(chaos, reap, "hb", body, "--workers", "1")
+    att = chaos.wait_for(lambda: chaos.running_attempt("hb", 0), what="trial 0 running")
+    reap.append(att["pid"])
+    _finish(proc)
+
+    trials = {t["number"]: t for t in chaos.trials("hb")}
+    assert trials[0]["state"] == "failed" and "no heartbeat" in trials[0]["reason"]
+    attempt = chaos.attempts(trials[0]["id"])[0]
+    assert attempt["state"] == "failed" and "no heartbeat" in attempt["reason"]
+    assert attempt["signal"] == signal.SIGKILL
+    assert chaos.steps(trials[0]["id"], 1) == [0]            # what it logged before freezing is kept
+    assert trials[1]["state"] == trials[2]["state"] == "completed"
+    import psutil
+
+    assert not psutil.pid_exists(att["pid"]) or psutil.Process(att["pid"]).status() == psutil.STATUS_ZOMBIE
+
+
+def test_trial_timeout_bounds_the_trial_and_names_trial_timeout(chaos, reap):
+    body = chaos.faulty_spec("stepper", params="  x: {values: [0.5, 0.6]}\n  steps: {value: 100000}\n  delay: {value: 0.05}",
+                extra="trial: {timeout: 2s, retries: 2}\nbudget: {trials: 2}")
+    proc = _start(chaos, reap, "to", body, "--workers", "2")
+    _finish(proc)
+
+    for t in chaos.trials("to"):
+        assert t["state"] == "failed" and "trial.timeout" in t["reason"], t["reason"]
+        attempts = chaos.attempts(t["id"])
+        assert len(attempts) == 1, "a timed-out trial is not retried (it would time out again)"
+        a = attempts[0]
+        assert a["ended"] - a["started"] < 30
+        assert len(chaos.steps(t["id"], 1)) >= 5              # its progress up to the kill is kept
