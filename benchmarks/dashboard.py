@@ -34,8 +34,8 @@ from typing import Any
 SRC = Path(__file__).resolve().parents[1] / "src"
 sys.path.insert(0, str(SRC))
 
-from sweeplab.dashboard.synthetic import make_synthetic_store  # noqa: E402
-from sweeplab.store import Store  # noqa: E402
+from sweeplab.dashboard.synthetic import make_synthetic_store
+from sweeplab.store import Store
 
 API_P95_MS = 200.0
 OPEN_MS = 1000.0

@@ -7,23 +7,29 @@ import socket
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from sweeplab.dashboard import create_app
 from sweeplab.dashboard.synthetic import make_synthetic_store
+from sweeplab.store import Store
 
 LOCAL = "http://127.0.0.1:8765"
 
 
 @pytest.fixture(scope="session")
 def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """60 trials in every state, ~3000 metric points, log files; plus a file *outside* the store and a
-    symlink under logs/ pointing at it (for traversal tests)."""
+    """Sweep 'demo': 60 trials in every state, ~3000 metric points, log files; sweep 'empty': no trials.
+    Plus a file *outside* the store and symlinks under logs/ and artifacts/ pointing out (traversal tests)."""
     base = tmp_path_factory.mktemp("dash")
     root = make_synthetic_store(base / "store", trials=60, points=3000, seed=1)
+    w = Store.open(root)  # a second sweep that has not started a trial yet
+    w.create_sweep(name="empty", method="grid", metric="acc", goal="maximize", spec={}, spec_path=None,
+                   seed=None)
+    w.close()
     (base / "secret.txt").write_text("outside the store\n")
     os.symlink(base / "secret.txt", root / "logs" / "link-out.log")
     os.symlink(base, root / "artifacts" / "dir-out")
@@ -66,7 +72,7 @@ class LiveServer:
                                                     access_log=False, lifespan="on"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def __enter__(self) -> LiveServer:
+    def __enter__(self) -> LiveServer:  # noqa: PYI034
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:

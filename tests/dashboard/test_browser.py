@@ -6,8 +6,9 @@ Screenshots land in test-artifacts/dashboard/ for a human to look at.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -128,3 +129,10 @@ def test_trial_page_shows_curves_attempts_and_log(page: Any, live_server: Any) -
     page.wait_for_function("() => document.querySelector('#log').textContent.includes('epoch 0')")
     assert "retry" in page.inner_text("#trial-events")
     page.screenshot(path=str(ARTIFACTS / "trial.png"), full_page=True)
+
+
+def test_a_sweep_without_trials_renders_without_errors(page: Any, live_server: Any) -> None:
+    page.goto(live_server.url + "/sweeps/empty")
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.locator("#parcoords[data-rendered='empty']").count() == 1
+    assert "0 of 0 trials match" in page.inner_text("#trial-count")

@@ -8,9 +8,10 @@ files. Starlette, uvicorn and plotly are the `dashboard` extra and are imported 
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable
+from typing import Any
 
 from sweeplab._imports import optional_import
 from sweeplab.dashboard.security import LOOPBACK_NAMES, Guard, is_loopback

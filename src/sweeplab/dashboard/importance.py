@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import random
 import warnings
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = ["param_importance"]
 

@@ -5,8 +5,9 @@ small caches keyed by the store's change token (so nothing is recomputed until t
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from sweeplab.store import queries
 from sweeplab.store.sqlite import Store

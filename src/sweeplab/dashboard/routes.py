@@ -9,8 +9,9 @@ import gzip
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
@@ -102,7 +103,7 @@ class _Plotly:
 
     def locate(self) -> Path:
         if self.path is None:
-            import plotly
+            import plotly  # type: ignore[import-untyped]
 
             self.path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
         return self.path

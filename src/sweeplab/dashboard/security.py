@@ -11,9 +11,10 @@ import hashlib
 import hmac
 import ipaddress
 import json
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from http.cookies import SimpleCookie
 from pathlib import Path, PurePosixPath
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 __all__ = [
@@ -23,8 +24,8 @@ __all__ = [
     "safe_join",
 ]
 
-Scope = dict[str, Any]
-Message = dict[str, Any]
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]

@@ -108,7 +108,7 @@ def make_synthetic_store(root: str | Path, *, sweep: str = "demo", trials: int =
                 end = None if state == "running" else start + n_steps + 1
                 reason = {
                     "pruned": f"ASHA: rung {max(1, n_steps)}: val_loss {loss:.4f} not in top 1/3",
-                    "stopped_by_rule": "nan: val_loss is NaN at step %d" % (n_steps - 1),
+                    "stopped_by_rule": f"nan: val_loss is NaN at step {n_steps - 1}",
                     "failed": "RuntimeError: CUDA error: out of memory (retries exhausted)",
                     "preempted": "SIGTERM received (node preempted); will resume from checkpoint",
                     "stopped": "budget: time limit 2h reached",
