@@ -1,0 +1,110 @@
+"""The Ray backend: the same sweep on a Ray cluster (`--backend ray [--address ADDR]`).
+
+This module is a thin shell: nothing here imports ray. `start()` imports `_core`, which does, so that a
+sweep on the local backend never pays for (or needs) ray, and a missing ray is one clear error:
+`pip install 'sweeplab[ray]'`.
+
+Each of `workers` slots is a long-lived Ray actor holding the trial's resources (CPUs, GPUs, fractional
+GPUs, custom resources, and `workers x cpus_per_worker` for a multi-process trial). Inside it a one-slot
+local backend runs trials in a reusable worker process, exactly as on a laptop; events come back to the
+driver in batches over Ray. A node that disappears (a reclaimed spot instance) takes its actors with it:
+their trials end PREEMPTED and the driver requeues them from their last checkpoint.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from sweeplab._imports import optional_import
+from sweeplab.backends.base import Backend, TrialTask
+from sweeplab.backends.events import Event
+from sweeplab.backends.ray._plan import TrialDemand, trial_demand
+from sweeplab.errors import UserError
+
+if TYPE_CHECKING:
+    from sweeplab.backends.ray._core import RayCore
+
+__all__ = ["RayBackend", "TrialDemand", "trial_demand"]
+
+
+class RayBackend(Backend):
+    """Runs trials as Ray actors.
+
+    spec        the sweep spec (its `resources` and `checkpoint_dir` are read); None for defaults
+    workers     trials at once; None: as many as the cluster's nodes can hold right now
+    address     a Ray address ("auto", "host:6379", "ray://host:10001"); None: the cluster this process
+                is already connected to, else `RAY_ADDRESS`, else a new local cluster
+    smoke       hide GPUs (trials run on CPU)
+    resources   overrides `spec.resources` (a `sweeplab.spec.Resources` or a mapping of its fields)
+    checkpoint_root  where checkpoints go when `spec.checkpoint_dir` is not set (the store's
+                `checkpoints/`); checked to be reachable from every node of a multi-node cluster
+    init        extra keyword arguments of `ray.init` when this backend starts the cluster connection
+    """
+
+    name = "ray"
+
+    def __init__(self, spec: Any = None, *, workers: int | None = None, address: str | None = None,
+                 smoke: bool = False, resources: Any = None, checkpoint_root: str | None = None,
+                 init: Mapping[str, Any] | None = None) -> None:
+        if workers is not None and workers < 1:
+            raise UserError(f"--workers must be at least 1; got {workers}")
+        res = resources if resources is not None else getattr(spec, "resources", None)
+        self.demand = trial_demand(res, smoke=smoke)
+        self.workers = workers
+        self.address = address
+        self.smoke = smoke
+        ckpt = getattr(spec, "checkpoint_dir", None)
+        self.checkpoint_root = str(ckpt) if ckpt else checkpoint_root
+        self.init = dict(init or {})
+        self._core: RayCore | None = None
+
+    def describe(self) -> str:
+        if self._core is None:
+            return f"ray ({self.address or 'local'})"
+        return self._core.describe()
+
+    def start(self) -> None:
+        optional_import("ray", "ray", "the Ray backend")
+        from sweeplab.backends.ray._core import RayCore
+
+        core = RayCore(self.demand, workers=self.workers, address=self.address,
+                       checkpoint_root=self.checkpoint_root, init=self.init)
+        core.start()
+        self._core = core
+
+    def _started(self) -> RayCore:
+        if self._core is None:
+            from sweeplab.errors import BackendError
+
+            raise BackendError("the Ray backend is not started")
+        return self._core
+
+    def free_slots(self) -> int:
+        return self._core.free_slots() if self._core is not None else 0
+
+    def submit(self, task: TrialTask) -> None:
+        self._started().submit(task)
+
+    def poll(self, timeout: float) -> list[Event]:
+        return self._started().poll(timeout)
+
+    def stop(self, trial_id: int, reason: str = "") -> None:
+        self._started().stop(trial_id, reason)
+
+    def preempt(self, trial_id: int) -> None:
+        self._started().preempt(trial_id)
+
+    def kill(self, trial_id: int, reason: str) -> None:
+        self._started().kill(trial_id, reason)
+
+    def running(self) -> list[int]:
+        return self._core.running() if self._core is not None else []
+
+    def node_of(self, trial_id: int) -> str | None:
+        """The Ray node id a running trial is on (None when unknown)."""
+        return self._core.node_of(trial_id) if self._core is not None else None
+
+    def shutdown(self, *, grace: float = 0.0) -> None:
+        if self._core is not None:
+            self._core.shutdown(grace=grace)
+            self._core = None

@@ -1,0 +1,135 @@
+"""Pure planning of the Ray backend (no ray import): what one trial asks of a node, how many trials the
+cluster holds, and whether a checkpoint location is one every node can reach."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from sweeplab.errors import UserError
+
+__all__ = ["TrialDemand", "capacity", "checkpoint_scheme", "check_fits", "trial_demand"]
+
+_NODE_LOCAL_SCHEMES = ("memory",)           # fsspec protocols that are never shared between processes
+_LOCAL_FILE_SCHEMES = ("", "file", "local")  # a path on the node itself
+
+
+@dataclass(frozen=True)
+class TrialDemand:
+    """The resources one trial holds on one node (all its processes together)."""
+
+    cpus: float = 1.0
+    gpus: float = 0.0
+    custom: Mapping[str, float] = field(default_factory=dict)
+    world_size: int = 1
+
+    def ray_options(self) -> dict[str, Any]:
+        opts: dict[str, Any] = {"num_cpus": self.cpus, "num_gpus": self.gpus}
+        if self.custom:
+            opts["resources"] = dict(self.custom)
+        return opts
+
+    def as_resources(self) -> dict[str, float]:
+        """In Ray's node resource names."""
+        out = {"CPU": self.cpus, "GPU": self.gpus}
+        out.update(self.custom)
+        return {k: v for k, v in out.items() if v > 0}
+
+    def describe(self) -> str:
+        parts = [f"{self.cpus:g} CPU"]
+        if self.gpus:
+            parts.append(f"{self.gpus:g} GPU")
+        parts += [f"{v:g} {k}" for k, v in self.custom.items()]
+        text = ", ".join(parts)
+        return f"{text} ({self.world_size} processes)" if self.world_size > 1 else text
+
+
+def trial_demand(resources: Any, *, smoke: bool = False) -> TrialDemand:
+    """From `spec.resources` (a Resources dataclass, a mapping, or None).
+
+    A multi-process trial holds `workers x cpus_per_worker` CPUs and `workers x gpus_per_worker` GPUs on
+    one node; without the per-worker keys, `cpus` and `gpus` are the trial's totals.
+    """
+    def get(name: str, default: Any) -> Any:
+        if resources is None:
+            return default
+        if isinstance(resources, Mapping):
+            value = resources.get(name, default)
+        else:
+            value = getattr(resources, name, default)
+        return default if value is None else value
+
+    world = int(get("workers", 1))
+    if world < 1:
+        raise UserError(f"resources.workers must be at least 1; got {world}")
+    per_cpu, per_gpu = get("cpus_per_worker", None), get("gpus_per_worker", None)
+    cpus = float(per_cpu) * world if per_cpu is not None else float(get("cpus", 1.0))
+    gpus = float(per_gpu) * world if per_gpu is not None else float(get("gpus", 0.0))
+    if smoke:
+        gpus = 0.0
+    if gpus > 1 and gpus != int(gpus):
+        raise UserError(f"resources.gpus above 1 must be a whole number per trial; got {gpus:g}")
+    custom = {str(k): float(v) for k, v in dict(get("custom", {}) or {}).items()}
+    return TrialDemand(cpus=cpus, gpus=gpus, custom=custom, world_size=world)
+
+
+def _fit_count(demand: TrialDemand, node: Mapping[str, float]) -> int:
+    """How many such trials one node holds (0 when one does not fit)."""
+    need = demand.as_resources()
+    if not need:
+        return 1 << 30
+    counts = []
+    for name, amount in need.items():
+        have = float(node.get(name, 0.0))
+        counts.append(int(math.floor(have / amount + 1e-9)))
+    return min(counts)
+
+
+def check_fits(demand: TrialDemand, nodes: Iterable[Mapping[str, float]]) -> None:
+    """Raise UserError when no node can hold even one trial."""
+    nodes = list(nodes)
+    if any(_fit_count(demand, n) >= 1 for n in nodes):
+        return
+    have = "; ".join(
+        ", ".join(f"{v:g} {k}" for k, v in sorted(n.items()) if not k.startswith(("node:", "memory",
+                                                                                    "object_store")))
+        for n in nodes
+    ) or "no nodes"
+    raise UserError(
+        f"resources: no node of the Ray cluster can run a trial that needs {demand.describe()}; "
+        f"the nodes have: {have}",
+    )
+
+
+def capacity(demand: TrialDemand, nodes: Iterable[Mapping[str, float]]) -> int:
+    """How many trials the given nodes hold at once."""
+    return sum(min(_fit_count(demand, n), 1 << 20) for n in nodes)
+
+
+def checkpoint_scheme(root: str) -> str:
+    """'' for a plain path, else the fsspec protocol of a URL ('s3', 'gs', 'file', 'memory'...)."""
+    head, sep, _ = root.partition("://")
+    if not sep or "/" in head or not head:
+        return ""
+    return head.split("::")[-1].lower()
+
+
+def check_checkpoint_root(root: str, *, multi_host: bool, unseen: list[str] | None = None) -> None:
+    """Checkpoints of a multi-node sweep must be where every node can read them back.
+
+    `unseen`: the nodes that could not see a probe file the driver wrote under `root` (None: not probed).
+    """
+    scheme = checkpoint_scheme(root)
+    if scheme in _NODE_LOCAL_SCHEMES:
+        raise UserError(
+            f"checkpoint_dir: {root!r} lives in one process's memory; the Ray backend needs a location "
+            "every node can reach (a shared filesystem path or a URL such as s3://bucket/sweeps)"
+        )
+    if not multi_host or scheme not in _LOCAL_FILE_SCHEMES or not unseen:
+        return
+    raise UserError(
+        f"checkpoint_dir: {root!r} is local to this machine: node(s) {', '.join(sorted(unseen))} of the "
+        "Ray cluster cannot see it, so a preempted trial could not resume there; set checkpoint_dir to a "
+        "URL every node can reach (s3://bucket/sweeps, gs://...) or to a shared filesystem (NFS, EFS)"
+    )

@@ -1,0 +1,158 @@
+"""The Ray backend on a real local Ray cluster (this machine only): the backend contract, bad input before any
+trial, and the loss of a worker node mid-trial (PREEMPTED, then resumed from its checkpoint elsewhere).
+
+One cluster serves the whole module (starting Ray costs seconds); the node-loss test adds its own
+worker nodes and runs last. The nodes use the machine's own address: Ray maps a 127.0.0.1 bootstrap
+address to the node address when connecting, so a loopback-only head cannot be joined.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sweeplab.backends.events import EventKind
+from sweeplab.backends.ray import RayBackend, trial_demand
+from sweeplab.backends.ray._plan import capacity, check_checkpoint_root, check_fits
+from sweeplab.errors import UserError
+from sweeplab.testing.backends import BackendContract, collect, make_task
+
+ray = pytest.importorskip("ray")
+
+TRIALS = str(Path(__file__).resolve().parents[1] / "fixtures" / "trials.py")
+
+pytestmark = pytest.mark.ray
+
+# fast node-death detection, so that a lost node is noticed in about a second
+_SYSTEM = {"health_check_period_ms": 300, "health_check_failure_threshold": 3,
+           "health_check_initial_delay_ms": 0, "health_check_timeout_ms": 300}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 2, "include_dashboard": False, "_system_config": _SYSTEM,
+    })
+    ray.init(address=c.address, log_to_driver=False, configure_logging=False)
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+class TestRayBackendContract(BackendContract):
+    @pytest.fixture
+    def make_backend(self, cluster):
+        return lambda n: RayBackend(workers=n, resources={"cpus": 1})
+
+    @pytest.fixture
+    def trials_file(self):
+        return TRIALS
+
+
+# ------------------------------------------------------------------------------------ bad input (pure)
+@pytest.mark.parametrize("res, smoke, expect", [
+    ({"cpus": 2, "gpus": 0.5}, False, (2.0, 0.5, 1)),
+    ({"cpus": 4, "gpus": 1}, True, (4.0, 0.0, 1)),
+    ({"workers": 2, "cpus_per_worker": 1, "gpus_per_worker": 0.25}, False, (2.0, 0.5, 2)),
+    (None, False, (1.0, 0.0, 1)),
+], ids=["fractional-gpu", "smoke-hides-gpus", "ddp-per-worker", "defaults"])
+def test_trial_demand_from_resources(res, smoke, expect):
+    d = trial_demand(res, smoke=smoke)
+    assert (d.cpus, d.gpus, d.world_size) == expect
+
+
+def test_resources_no_node_can_hold_are_refused_with_what_nodes_have():
+    nodes = [{"CPU": 8.0, "GPU": 1.0, "memory": 1e9}, {"CPU": 2.0, "spot": 1.0}]
+    with pytest.raises(UserError, match=r"needs 4 CPU, 1 GPU, 1 spot.*8 CPU, 1 GPU"):
+        check_fits(trial_demand({"cpus": 4, "gpus": 1, "custom": {"spot": 1}}), nodes)
+    check_fits(trial_demand({"cpus": 2, "custom": {"spot": 1}}), nodes)   # fits the second node
+    assert capacity(trial_demand({"cpus": 2, "gpus": 0.5}), nodes) == 2   # GPU-bound: 1 GPU / 0.5
+
+
+@pytest.mark.parametrize("root, multi, unseen, match", [
+    ("memory://ckpt", False, None, "memory"),
+    ("/data/ckpt", True, ["10.0.0.7"], "10.0.0.7 of the Ray cluster cannot see it"),
+    ("file:///data/ckpt", True, ["10.0.0.7"], "local to this machine"),
+], ids=["memory-url", "node-local-path", "file-url"])
+def test_checkpoint_location_every_node_cannot_reach_is_refused(root, multi, unseen, match):
+    with pytest.raises(UserError, match=match):
+        check_checkpoint_root(root, multi_host=multi, unseen=unseen)
+
+
+@pytest.mark.parametrize("root, multi, unseen", [
+    ("s3://bucket/sweeps", True, None), ("/shared/efs", True, []), ("/home/me/ckpt", False, None),
+], ids=["s3", "shared-path-seen-by-all", "single-machine"])
+def test_checkpoint_location_reachable_by_all_is_accepted(root, multi, unseen):
+    check_checkpoint_root(root, multi_host=multi, unseen=unseen)
+
+
+# ------------------------------------------------------------------------------------ bad input (cluster)
+def test_unreachable_address_is_a_user_error_before_anything_runs():
+    import socket
+
+    with socket.socket() as s:   # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    b = RayBackend(address=f"127.0.0.1:{port}")
+    if ray.is_initialized():   # the module cluster is connected: probe the address check directly
+        from sweeplab.backends.ray._core import _probe_address
+
+        with pytest.raises(UserError, match="nothing answers there"):
+            _probe_address(b.address)
+    else:
+        with pytest.raises(UserError, match="nothing answers there"):
+            b.start()
+
+
+def test_start_refuses_resources_and_worker_counts_the_cluster_cannot_hold(cluster):
+    with pytest.raises(UserError, match="no node of the Ray cluster can run a trial that needs 64 CPU"):
+        RayBackend(resources={"cpus": 64}).start()
+    with pytest.raises(UserError, match="1 tpu"):
+        RayBackend(resources={"cpus": 1, "custom": {"tpu": 1}}).start()
+    with pytest.raises(UserError, match="--workers 5: the Ray cluster holds only 2 trial"):
+        RayBackend(workers=5, resources={"cpus": 1}).start()
+
+
+# ------------------------------------------------------------------------------------ node loss
+def test_lost_node_preempts_the_trial_which_resumes_from_its_checkpoint_on_another_node(cluster, tmp_path):
+    nodes = {name: cluster.add_node(num_cpus=1, resources={"spot": 1, name: 1})
+             for name in ("node_a", "node_b")}
+    cluster.wait_for_nodes()
+    b = RayBackend(workers=1, resources={"cpus": 1, "custom": {"spot": 1}})
+    b.start()
+    try:
+        fn = f"{TRIALS}:checkpointing"
+        b.submit(make_task(tmp_path, 1, fn, config={"steps": 10_000, "delay": 0.02}))
+        steps: list[int] = []
+        lost: list[str] = []
+
+        def on_event(ev):
+            if ev.kind is EventKind.METRICS:
+                steps.extend(p[0] for p in ev.data["points"])
+                if len(steps) >= 5 and not lost:
+                    node_id = b.node_of(1)
+                    victim = next(n for n in nodes.values() if n.node_id == node_id)
+                    lost.append(node_id)
+                    cluster.remove_node(victim, allow_graceful=False)
+
+        ev = collect(b, [1], timeout=90, on_event=on_event)[1]
+        assert lost, "the trial never reported metrics"
+        assert ev[-1].kind is EventKind.PREEMPTED, ev[-1].data
+        ckpts = [e.data["step"] for e in ev if e.kind is EventKind.CHECKPOINT]
+        assert ckpts
+        # the driver requeues it: attempt 2 lands on the surviving node and resumes
+        b.submit(make_task(tmp_path, 1, fn, config={"steps": ckpts[-1] + 200}, attempt=2))
+        ev2 = collect(b, [1], timeout=90)[1]
+        assert ev2[-1].kind is EventKind.FINISHED, ev2[-1].data
+        assert b.node_of(1) is None   # no longer running
+        # events still in flight died with the node, so the newest checkpoint may be newer than the last
+        # CHECKPOINT event seen: the new attempt starts right after whatever it restored
+        restored = [e.data["step"] for e in ev2 if e.kind is EventKind.NOTE and e.data.get("kind") == "restored"]
+        resumed = [p[0] for e in ev2 if e.kind is EventKind.METRICS for p in e.data["points"]]
+        assert restored and restored[0] >= ckpts[-1]
+        assert resumed[0] == restored[0] + 1
+    finally:
+        b.shutdown()
