@@ -14,7 +14,6 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from sweeplab.backends.events import EventKind
 from sweeplab.errors import UserError
 from sweeplab.run import Run
 from sweeplab.store import Store
@@ -82,8 +81,8 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     echo(f"  target {target}, seed {trial['seed']}, checkpoints: {len(recorded)}, captured: "
          f"{', '.join(sorted(captured)) or 'nothing'}")
 
-    def sink(kind: EventKind, data: dict[str, Any]) -> None:
-        if kind is EventKind.METRICS:
+    def sink(kind: str, data: dict[str, Any]) -> None:
+        if kind == "metrics":
             for step, key, value, _ in data.get("points", []):
                 echo(f"  step {step}: {key} = {value:.6g}")
 

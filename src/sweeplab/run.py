@@ -12,12 +12,11 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
-from sweeplab.backends.events import EventKind
 
 __all__ = ["Run"]
 
 T = TypeVar("T")
-Sink = Callable[[EventKind, dict[str, Any]], None]
+Sink = Callable[[str, dict[str, Any]], None]   # (event kind, data): see backends/events.py
 
 _FLUSH_POINTS = 4096      # send a metrics batch at this many buffered points ...
 _FLUSH_SECONDS = 0.2      # ... or when the oldest buffered point is this old
@@ -110,7 +109,7 @@ class Run:
                 return
             points, self._buf = self._buf, []
         if self.rank == 0:
-            self._sink(EventKind.METRICS, {"points": points})
+            self._sink("metrics", {"points": points})
 
     # ------------------------------------------------------------------ stopping
     @property
@@ -152,7 +151,7 @@ class Run:
         info = manager.save(obj, step=step)
         self._policy.record(step, info.seconds)
         self._sink(
-            EventKind.CHECKPOINT,
+            "checkpoint",
             {"step": info.step, "path": info.path, "checksum": info.checksum, "bytes": info.bytes,
              "seconds": info.seconds, "format": info.format},
         )
@@ -163,12 +162,12 @@ class Run:
         manager = self._manager()
         found = manager.latest()
         for path, reason in getattr(manager, "corrupt", ()):
-            self._sink(EventKind.NOTE, {"level": "warning", "kind": "checkpoint_corrupt",
+            self._sink("note", {"level": "warning", "kind": "checkpoint_corrupt",
                                         "message": f"checkpoint {path} skipped: {reason}", "path": path})
         if found is None:
             return None
         info, obj = found
-        self._sink(EventKind.NOTE, {"level": "info", "kind": "restored",
+        self._sink("note", {"level": "info", "kind": "restored",
                                     "message": f"restored checkpoint of step {info.step}", "step": info.step})
         return obj
 
@@ -205,7 +204,7 @@ class Run:
                 out = Path(self._artifacts_dir or ".") / f"torch-trace-attempt{self.attempt}.json"
                 out.parent.mkdir(parents=True, exist_ok=True)
                 prof.export_chrome_trace(str(out))
-                self._sink(EventKind.ARTIFACT, {"name": "torch_trace", "path": str(out)})
+                self._sink("artifact", {"name": "torch_trace", "path": str(out)})
                 prof = None
         if prof is not None:
             prof.__exit__(None, None, None)

@@ -47,8 +47,8 @@ class Channel:
         self.trial = task.trial_id
         self.attempt = task.attempt
 
-    def send(self, kind: EventKind, data: dict[str, Any] | None = None) -> None:
-        line = encode(Event(kind, self.trial, self.attempt, time.time(), data or {}))
+    def send(self, kind: EventKind | str, data: dict[str, Any] | None = None) -> None:
+        line = encode(Event(EventKind(kind), self.trial, self.attempt, time.time(), data or {}))
         with self._lock:
             self._write(line)
 
