@@ -116,6 +116,25 @@ def test_start_refuses_resources_and_worker_counts_the_cluster_cannot_hold(clust
         RayBackend(workers=5, resources={"cpus": 1}).start()
 
 
+# ------------------------------------------------------------------------------------ multi-process trials
+def test_multi_process_trial_runs_its_ranks_inside_one_actor(cluster, tmp_path):
+    import json
+
+    out = tmp_path / "out"
+    out.mkdir()
+    b = RayBackend(workers=1, resources={"workers": 2, "cpus_per_worker": 0.5})
+    b.start()
+    try:
+        here = Path(__file__).resolve().parent / "test_multiproc.py"
+        b.submit(make_task(tmp_path, 1, f"{here}:report_env", config={"out": str(out)}, world_size=2))
+        end = collect(b, [1])[1][-1]
+    finally:
+        b.shutdown()
+    assert end.kind is EventKind.FINISHED and end.data["metrics"] == {"who": 0.0}
+    seen = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [(s["RANK"], s["WORLD_SIZE"]) for s in seen] == [("0", "2"), ("1", "2")]
+
+
 # ------------------------------------------------------------------------------------ node loss
 def test_lost_node_preempts_the_trial_which_resumes_from_its_checkpoint_on_another_node(cluster, tmp_path):
     nodes = {name: cluster.add_node(num_cpus=1, resources={"spot": 1, name: 1})

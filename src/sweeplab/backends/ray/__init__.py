@@ -64,6 +64,10 @@ class RayBackend(Backend):
         return self._core.describe()
 
     def start(self) -> None:
+        """Connect and check everything before any trial is queued. A second call does nothing, so the
+        CLI may start the backend before it creates the sweep (nothing is written when this fails)."""
+        if self._core is not None:
+            return
         optional_import("ray", "ray", "the Ray backend")
         from sweeplab.backends.ray._core import RayCore
 
