@@ -170,7 +170,8 @@ class Driver:
         file = str(self.spec.source) if self.spec.source else None
         if self.spec.method in ("gp", "bayes"):
             _one_torch_thread()   # Optuna's GP asks are ~3x faster single-threaded; this process only searches
-        self.searcher = make_searcher(self.spec.method, self.spec.space, self.goal, self.seed, metric=self.metric)
+        options = {"metric": self.metric} if self.metric else {}
+        self.searcher = make_searcher(self.spec.method, self.spec.space, self.goal, self.seed, **options)
         for note in getattr(self.searcher, "notes", []):
             self.on_note(note)
         if self.spec.early_terminate:
