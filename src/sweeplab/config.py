@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from sweeplab._yaml import read_yaml, yaml_load
 from sweeplab.errors import ConfigError
 
 __all__ = [
@@ -44,38 +45,14 @@ __all__ = [
 
 # --------------------------------------------------------------------------------------------- YAML
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads `1e-3` as a float (YAML 1.1 insists on a dot: `1.0e-3`)."""
-
-
-_FLOAT = re.compile(
-    r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9_]+|[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?$"
-    r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"
-)
-_Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
-
-
 def _yaml_scalar(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)
+    return yaml_load(text)
 
 
 def load_yaml_mapping(path: str | Path, *, what: str = "config") -> dict[str, Any]:
     """Read a YAML file that must hold a mapping (an empty file is an empty mapping)."""
     file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{what} file not found", file=file) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what} file: {exc.strerror or exc}", file=file) from None
-    try:
-        data = yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"invalid YAML: {where}{problem}", file=file) from None
+    data = read_yaml(path, what=what, error=ConfigError)
     if data is None:
         return {}
     if not isinstance(data, dict):

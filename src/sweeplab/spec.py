@@ -26,8 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from sweeplab._yaml import read_yaml
 from sweeplab.errors import SpecError
 from sweeplab.space import SearchSpace, parse_parameters, unflatten
 from sweeplab.types import Goal
@@ -257,35 +256,10 @@ def _check_override(key: str, value: Any) -> None:
 
 # ----------------------------------------------------------------------------------------- loading
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads `1e-3` as a float (YAML 1.1 insists on a dot: `1.0e-3`)."""
-
-
-_Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9_]+|[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?$"
-               r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
-    list("-+0123456789."),
-)
-
-
 def load_spec(path: str | Path) -> SweepSpec:
     """Read and validate a sweep spec file; every error names the file."""
     file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError("sweep spec file not found", file=file) from None
-    except OSError as exc:
-        raise SpecError(f"cannot read the sweep spec: {exc.strerror or exc}", file=file) from None
-    try:
-        raw = yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"invalid YAML: {where}{problem}", file=file) from None
+    raw = read_yaml(path, what="sweep spec")
     spec = parse_spec(raw, file=file, base_dir=Path(path).parent)
     return dataclasses.replace(spec, source=Path(path))
 
