@@ -483,6 +483,39 @@ def best(
 
 
 @app.command()
+def stop(
+    sweep_name: str = typer.Argument(..., metavar="SWEEP"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """Stop a running sweep: its trials checkpoint within trial.grace and it exits resumable."""
+    import signal
+    import socket
+
+    import psutil
+
+    st = _open_store(store, readonly=True)
+    row = st.sweep_row(sweep_name)
+    if row is None:
+        raise UserError(f"no sweep named {sweep_name!r} in {st.root}")
+    driver = json.loads(row["driver"] or "null") if "driver" in row.keys() else None
+    if row["state"] != "running" or not driver:
+        raise UserError(f"sweep {sweep_name!r} is not running (state {row['state']})")
+    if driver.get("host") != socket.gethostname():
+        raise UserError(f"sweep {sweep_name!r} is driven from host {driver.get('host')}; run `sweeplab stop` there")
+    try:
+        proc = psutil.Process(int(driver["pid"]))
+        alive = proc.is_running() and "sweeplab" in " ".join(proc.cmdline())
+    except (psutil.Error, ValueError):
+        alive = False
+    if not alive:
+        raise UserError(f"the driver of {sweep_name!r} (pid {driver.get('pid')}) is gone; "
+                        f"`sweeplab resume {sweep_name}` continues the sweep")
+    proc.send_signal(signal.SIGTERM)
+    console.print(f"asked the driver of {sweep_name} (pid {proc.pid}) to stop; its trials checkpoint and the sweep "
+                  f"stays resumable: sweeplab resume {sweep_name}")
+
+
+@app.command()
 def repro(
     ref: str = typer.Argument(..., metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
     debug: bool = typer.Option(False, "--debug", help="drop into pdb at the exception"),

@@ -305,6 +305,12 @@ class Driver:
         if _main_thread():
             for sig in previous:
                 signal.signal(sig, on_signal)
+        import json
+        import socket
+
+        with self.store.transaction():
+            self.store.update_sweep(self.sweep_id, driver=json.dumps(
+                {"pid": os.getpid(), "host": socket.gethostname(), "started": self.clock.time()}))
         self.backend.start()
         try:
             while True:

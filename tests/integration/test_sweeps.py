@@ -176,3 +176,29 @@ def test_run_command_records_a_single_trial_sweep(cli):
     assert "1 completed" in cp.stdout
     t = cli.status("one")["trials"][0]
     assert t["state"] == "completed" and t["metrics"]["x"] == 2.5 and t["value"] is None
+
+
+def test_stop_command_ends_a_running_sweep_resumably(cli):
+    f = cli.spec("s", spec("sleeper", params="  x: {values: [1, 2]}", extra="trial: {grace: 10s}"))
+    proc = cli.start("sweep", str(f), "--name", "st", "--workers", "2", "-q")
+    db = cli.store / "store.db"
+
+    def running() -> bool:
+        if not db.exists():
+            return False
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+            try:
+                return c.execute("SELECT count(*) FROM trials WHERE state='running'").fetchone()[0] == 2
+            except sqlite3.OperationalError:
+                return False
+
+    wait_for(running, timeout=60)
+    cp = cli("stop", "st")
+    assert cp.returncode == 0, cp.stderr
+    proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    st = cli.status("st")
+    assert st["sweep"]["state"] == "stopped"
+    assert {t["state"] for t in st["trials"]} == {"preempted"}
+    again = cli("stop", "st")
+    assert again.returncode == 2 and "not running" in again.stderr

@@ -18,7 +18,8 @@ CREATE TABLE IF NOT EXISTS sweeps (
     updated    REAL NOT NULL,              -- bumped on every write batch touching the sweep
     ended      REAL,
     end_reason TEXT,                       -- which budget / why it ended
-    spend      TEXT                        -- JSON {"trials", "seconds", "cpu_seconds", "gpu_seconds", "cost"}
+    spend      TEXT,                       -- JSON {"trials", "seconds", "cpu_seconds", "gpu_seconds", "cost"}
+    driver     TEXT                        -- JSON {"pid", "host", "started"} of the driver running it now
 );
 CREATE TABLE IF NOT EXISTS trials (
     id         INTEGER PRIMARY KEY,
