@@ -71,7 +71,7 @@ def test_diverging_trials_are_stopped_by_rules_and_hopeless_ones_pruned_by_asha(
 def test_a_stopped_trial_stops_early_and_its_decision_is_an_event(cli):
     """A pruned trial does not train to max_iter: it sees run.should_stop and returns."""
     kinds = ["good", "good-b", "hopeless-a"]
-    f = cli.spec("s", spec(kinds, extra=ASHA_AND_MONITORS, steps=60, delay=0.05))
+    f = cli.spec("s", spec(kinds, extra=ASHA_AND_MONITORS, steps=40, delay=0.04))
     cli("sweep", str(f), "--name", "ev", "--workers", "1", "-q", check=True)
     import sqlite3
 
@@ -79,8 +79,8 @@ def test_a_stopped_trial_stops_early_and_its_decision_is_an_event(cli):
         steps = dict(c.execute("SELECT t.number, MAX(m.step) FROM metrics m JOIN trials t ON t.id = m.trial_id "
                                "GROUP BY t.number"))
         kinds_of_events = [r[0] for r in c.execute("SELECT kind FROM events WHERE message LIKE 'rung 1%'")]
-    assert steps[0] == 60 and steps[1] == 60
-    assert steps[2] < 60, steps            # the hopeless one was stopped long before its 60 steps
+    assert steps[0] == 40 and steps[1] == 40
+    assert steps[2] < 40, steps            # the hopeless one was stopped long before its 40 steps
     assert kinds_of_events == ["pruned"]
 
 
