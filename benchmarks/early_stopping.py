@@ -18,7 +18,8 @@ Methods: `random` and `tpe` run every trial to the end; `tpe+asha` adds the exam
 without ASHA (to separate the two effects). Tasks:
 
 - `synthetic`: learning curves fixed by the parameters (lr, width, decay), slightly faster for larger
-  learning rates (so early rankings are informative but imperfect), 27 epochs of 50 ms each;
+  learning rates (`--speedup`) and with a per-trial noise that fades over the epochs, so that early
+  rankings are informative but imperfect, 27 epochs of 50 ms each;
   learning rates above 2 diverge to NaN at epoch 2;
 - `digits`: examples/torch_digits (PyTorch MLP on scikit-learn's digits, 27 epochs; needs torch and
   scikit-learn).
@@ -60,12 +61,13 @@ def synthetic_final(lr: float, width: int, decay: float) -> float:
 
 
 def synthetic_train(config: Any, run: Any) -> dict[str, float]:
-    """A learning curve: 2.3 (chance) decaying towards `synthetic_final`, faster for larger learning rates;
+    """A learning curve: 2.3 (chance) decaying towards `synthetic_final`, faster for larger learning rates
+    (by `config.speedup`), plus a per-trial noise that fades with the epochs (early rankings are noisy);
     learning rates above 2 diverge (NaN from epoch 2). Each epoch costs `config.epoch_seconds`."""
     lr, width, decay = float(config.lr), int(config.width), float(config.decay)
     final = synthetic_final(lr, width, decay)
-    rate = 0.3 + 0.1 * min(lr, 1.0) ** 0.5
-    wobble = 0.01 * ((run.trial * 7919) % 13 - 6) / 6          # a fixed per-trial noise
+    rate = 0.3 + float(config.speedup) * min(lr, 1.0) ** 0.5
+    wobble = 0.05 * ((run.trial * 7919) % 13 - 6) / 6          # fixed per trial, +-0.05 at epoch 1
     metrics: dict[str, float] = {}
     epochs = 2 if run.smoke else int(config.epochs)
     for epoch in range(1, epochs + 1):
@@ -92,7 +94,7 @@ class Task:
     trials: int
 
 
-def synthetic_task(target: float, trials: int) -> Task:
+def synthetic_task(target: float, trials: int, speedup: float) -> Task:
     raw = {
         "function": f"{HERE}:synthetic_train",
         "metric": {"name": "val_loss", "goal": "minimize"},
@@ -102,6 +104,7 @@ def synthetic_task(target: float, trials: int) -> Task:
             "decay": {"min": 0.0, "max": 0.5},
             "epochs": {"value": EPOCHS},
             "epoch_seconds": {"value": 0.05},
+            "speedup": {"value": speedup},
         },
     }
     return Task("synthetic", raw, HERE.parent, target, trials)
@@ -225,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--synthetic-target", type=float, default=0.13)
     ap.add_argument("--digits-target", type=float, default=0.13)
+    ap.add_argument("--speedup", type=float, default=0.03,
+                    help="synthetic: how much faster large learning rates converge; 0.1 makes curves cross "
+                         "often, so that early rungs prefer fast-but-worse trials (ASHA's failure mode)")
     ap.add_argument("--trials", type=int, default=80, help="trial budget of one sweep (synthetic)")
     ap.add_argument("--digits-trials", type=int, default=40)
     args = ap.parse_args(argv)
@@ -232,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for name in args.tasks:
         if name == "synthetic":
-            task: Task | None = synthetic_task(args.synthetic_target, args.trials)
+            task: Task | None = synthetic_task(args.synthetic_target, args.trials, args.speedup)
             seeds = args.seeds if args.seeds is not None else [0, 1, 2, 3, 4]
         else:
             task = digits_task(args.digits_target, args.digits_trials)
