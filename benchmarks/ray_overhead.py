@@ -17,14 +17,15 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from sweeplab.backends.base import Backend, TrialTask  # noqa: E402
-from sweeplab.backends.events import EventKind  # noqa: E402
+from sweeplab.backends.base import Backend, TrialTask
+from sweeplab.backends.events import EventKind
 
 NOOP = f"{HERE / '_noop.py'}:noop"
 WORKERS = 2

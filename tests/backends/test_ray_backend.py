@@ -8,6 +8,7 @@ address to the node address when connecting, so a loopback-only head cannot be j
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,57 @@ def test_lost_node_preempts_the_trial_which_resumes_from_its_checkpoint_on_anoth
         assert resumed[0] == restored[0] + 1
     finally:
         b.shutdown()
+
+
+def test_sweep_survives_a_lost_node_with_every_trial_accounted_for(cluster, tmp_path):
+    """The full driver: a node dies mid-sweep and every trial completes; the trial that was on the lost
+    node is preempted once and resumes from its checkpoint on the spare node."""
+    import threading
+
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    def add(name):
+        return cluster.add_node(num_cpus=1, resources={"sweeper": 1, name: 1})
+
+    nodes = {"a": add("sweep_a"), "b": add("sweep_b"), "spare": add("sweep_c")}   # Ray nodes start on the main thread only
+    cluster.wait_for_nodes()
+    spec = parse_spec({"function": f"{TRIALS}:checkpointing", "method": "grid",
+                       "metric": {"name": "loss", "goal": "minimize"},
+                       "parameters": {"steps": {"values": [40, 41, 42, 43]}, "delay": {"value": 0.05}},
+                       "resources": {"cpus": 1, "custom": {"sweeper": 1}},
+                       "budget": {"time": "90s"}}, file="<test>")   # never hang the suite
+    store = Store.open(tmp_path / "store")
+    backend = RayBackend(spec, workers=2)
+    driver = Driver(spec, store, backend, sweep_name="lost-node")
+    driver.create(spec_path=None)
+    victim: dict[str, int] = {}
+
+    def kill_a_node_once_a_trial_checkpointed():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not victim:
+            for tid in backend.running():
+                ckpt = tmp_path / "store" / "checkpoints"
+                if any(ckpt.rglob("*")) and backend.node_of(tid) is not None:
+                    node_id = backend.node_of(tid)
+                    for key, node in list(nodes.items()):
+                        if node.node_id == node_id:
+                            victim["trial"] = tid
+                            cluster.remove_node(node, allow_graceful=False)
+                            return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_a_node_once_a_trial_checkpointed, daemon=True)
+    killer.start()
+    outcome = driver.run()
+    killer.join(timeout=5)
+    assert victim, "no node was killed"
+    assert outcome.counts.get("completed") == 4, outcome
+    rows = store.conn.execute("SELECT number, state FROM attempts WHERE trial_id = ? ORDER BY number",
+                              (victim["trial"],)).fetchall()
+    assert [tuple(r) for r in rows][:2] == [(1, "preempted"), (2, "completed")]
+    first_step = store.conn.execute("SELECT MIN(step) FROM metrics WHERE trial_id = ? AND attempt = 2",
+                                    (victim["trial"],)).fetchone()[0]
+    assert first_step > 0, "the second attempt started over instead of resuming from its checkpoint"
+    store.close()

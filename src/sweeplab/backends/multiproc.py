@@ -29,9 +29,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, decode
@@ -270,7 +271,7 @@ def _close(rank: _Rank, sel: selectors.BaseSelector) -> None:
 # ---------------------------------------------------------------------------------------- one rank
 def main() -> int:
     """One rank: read the task from stdin, run it, obey stop lines; exit when the supervisor goes away."""
-    from sweeplab.backends.worker import Channel, Execution, execute, fd_writer
+    from sweeplab.backends.worker import Channel, execute, fd_writer
 
     write = fd_writer(int(os.environ["SWEEPLAB_EVENT_FD"]))
     task = TrialTask.from_dict(json.loads(sys.stdin.readline()))

@@ -13,7 +13,8 @@ their trials end PREEMPTED and the driver requeues them from their last checkpoi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from sweeplab._imports import optional_import
 from sweeplab.backends.base import Backend, TrialTask

@@ -19,16 +19,23 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError, RayTaskError
 
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind
-from sweeplab.backends.ray._plan import TrialDemand, capacity, check_checkpoint_root, check_fits, checkpoint_scheme
+from sweeplab.backends.ray._plan import (
+    TrialDemand,
+    capacity,
+    check_checkpoint_root,
+    check_fits,
+    checkpoint_scheme,
+)
 from sweeplab.errors import BackendError, UserError
 
 __all__ = ["RayCore", "TrialHost"]

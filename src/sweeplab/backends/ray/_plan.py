@@ -4,12 +4,13 @@ cluster holds, and whether a checkpoint location is one every node can reach."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from sweeplab.errors import UserError
 
-__all__ = ["TrialDemand", "capacity", "checkpoint_scheme", "check_fits", "trial_demand"]
+__all__ = ["TrialDemand", "capacity", "check_fits", "checkpoint_scheme", "trial_demand"]
 
 _NODE_LOCAL_SCHEMES = ("memory",)           # fsspec protocols that are never shared between processes
 _LOCAL_FILE_SCHEMES = ("", "file", "local")  # a path on the node itself
@@ -82,7 +83,7 @@ def _fit_count(demand: TrialDemand, node: Mapping[str, float]) -> int:
     counts = []
     for name, amount in need.items():
         have = float(node.get(name, 0.0))
-        counts.append(int(math.floor(have / amount + 1e-9)))
+        counts.append(math.floor(have / amount + 1e-9))
     return min(counts)
 
 
