@@ -1,0 +1,340 @@
+"""Issue 6 end to end, through the real CLI and real worker processes: smoke mode catches the common
+mistakes before the real sweep, `run.track` profiles where a step's time goes, a failed trial leaves what
+is needed to replay it and `sweeplab repro` replays it, and seeds make trials repeatable."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sweeplab.driver import trial_seed
+
+pytestmark = pytest.mark.slow
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+PROJECT = FIXTURES / "smoke_project"
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def flat(text: str) -> str:
+    """Output with line wrapping undone (rich wraps long lines)."""
+    return " ".join(text.split())
+
+
+def db(cli) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"file:{cli.store / 'store.db'}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def trial_row(cli, sweep: str, number: int) -> sqlite3.Row:
+    with db(cli) as conn:
+        return conn.execute("SELECT t.* FROM trials t JOIN sweeps s ON s.id = t.sweep_id "
+                            "WHERE s.name=? AND t.number=?", (sweep, number)).fetchone()
+
+
+def sweep_names(cli) -> list[str]:
+    if not (cli.store / "store.db").exists():
+        return []
+    return [s["name"] for s in json.loads(cli("status", "--json", check=True).stdout)["sweeps"]]
+
+
+# ------------------------------------------------------------------------------------------- smoke mode
+SMOKE_MISTAKES = [
+    # spec, exit code, what the message must name, whether it is caught before any trial starts
+    ("import_error", 2, ["cannot import", "ModuleNotFoundError", "sweeplab_fixture_missing_dependency"], True),
+    ("bad_key", 2, ["optim={'name': 'adam', 'bta1': 0.8}", "optim.bta1", "unknown key for Optim",
+                    "did you mean 'beta1'"], True),
+    ("wrong_metric", 1, ["smoke check FAILED", "'val_accuracy' was never reported", "val_loss"], False),
+    ("bad_checkpoint", 1, ["smoke check FAILED", "checkpoint: cannot save", "pickle", "<lambda>"], False),
+]
+
+
+@pytest.mark.parametrize("spec, code, names, before_trials", SMOKE_MISTAKES,
+                         ids=[m[0] for m in SMOKE_MISTAKES])
+def test_smoke_names_each_common_mistake(cli, spec, code, names, before_trials):
+    cp = cli("sweep", str(PROJECT / f"{spec}.yaml"), "--smoke", "--workers", "2", "-q")
+    out = flat(cp.stderr)
+    assert cp.returncode == code, cp.stdout + cp.stderr
+    for name in names:
+        assert name in out, f"{name!r} missing from:\n{cp.stderr}"
+    assert "Traceback" not in cp.stderr
+    if before_trials:   # caught in the driver's process: no sweep was created, no trial ran
+        assert "before any trial ran" in out
+        assert sweep_names(cli) == []
+    else:
+        trials = cli.status(f"smoke-{spec.split('_')[1]}")["trials"]
+        assert trials and all(t["state"] == "failed" for t in trials)
+
+
+def test_smoke_checks_every_categorical_choice_and_names_only_the_bad_one(cli):
+    cp = cli("sweep", str(PROJECT / "bad_key.yaml"), "--smoke", "-q")
+    problems = [line for line in cp.stderr.splitlines() if line.startswith("smoke check:")]
+    assert cp.returncode == 2 and len(problems) == 1, cp.stderr
+    assert "'sgd'" not in flat(cp.stderr)
+
+
+@pytest.mark.xfail(strict=True, reason="cli.py's rich consoles turn ':train:' in 'broken.py:train: ...' into an "
+                                      "emoji; fix: Console(..., emoji=False), see /tmp/helperK.patch")
+def test_smoke_message_prints_the_target_verbatim(cli):
+    cp = cli("sweep", str(PROJECT / "import_error.yaml"), "--smoke", "-q")
+    assert cp.returncode == 2
+    assert "broken.py:train" in cp.stderr, cp.stderr
+
+
+def test_clean_spec_passes_smoke_with_tiny_cpu_trials_and_dry_run_prices_the_sweep(cli):
+    spec = str(PROJECT / "clean.yaml")
+    before = cli("sweep", spec, "--dry-run", check=True)
+    assert "cost unknown" in flat(before.stdout) and "--smoke" in before.stdout
+
+    cp = cli("sweep", spec, "--smoke", "--workers", "2", "-q")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "smoke check passed" in cp.stdout
+    st = cli.status("smoke-clean")
+    assert st["sweep"]["counts"]["completed"] == len(st["trials"]) == 2   # a handful, not budget.trials=12
+    for t in st["trials"]:
+        m = t["metrics"]
+        assert m["smoke"] == 1.0                           # run.smoke is True inside the trial
+        assert 1 <= m["batches_per_epoch"] <= 5            # run.track stopped a 1000-batch loader early
+        assert m["epochs_run"] < 50                        # the driver stopped the trial after a few reports
+        assert m["gpus_hidden"] == 1.0                     # CUDA_VISIBLE_DEVICES is set and empty
+
+    after = flat(cli("sweep", spec, "--dry-run", check=True).stdout)
+    assert "cost unknown" not in after
+    assert "cost ~12 trials x" in after and "min wall" in after
+    assert "CPU-hours" in after and "GPU-hours" in after
+    assert sweep_names(cli) == ["smoke-clean"]            # --dry-run ran nothing
+
+
+def test_smoke_without_categorical_parameters_says_so_once_and_still_runs(cli):
+    cp = cli("sweep", str(PROJECT / "no_categorical.yaml"), "--smoke", "-q")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    said = [line for line in cp.stdout.splitlines() if "no categorical parameters" in line]
+    assert len(said) == 1
+    assert "smoke check passed" in cp.stdout
+    assert cli.status("smoke-continuous")["sweep"]["counts"]["completed"] == 2
+
+
+def test_run_smoke_runs_one_tiny_trial(cli):
+    cp = cli("run", f"{PROJECT / 'train.py'}:train", "--config", str(PROJECT / "configs" / "base.yaml"),
+             "--smoke", "--name", "one", "-q", "lr=0.2")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "smoke check passed" in cp.stdout
+    (t,) = cli.status("one")["trials"]
+    assert t["state"] == "completed" and t["metrics"]["smoke"] == 1.0 and t["metrics"]["lr"] == 0.2
+    assert t["metrics"]["batches_per_epoch"] <= 5 and t["metrics"]["gpus_hidden"] == 1.0
+
+
+# -------------------------------------------------------------------------------------------- profiling
+def test_profile_of_an_input_bound_trial(cli):
+    # loader sleeps 20 ms per batch of 8, the body 10 ms: 2/3 of each step waits for data; 80 steps > 2 s
+    f = cli.spec("p", f"function: {FIXTURES / 'profiled.py'}:train\nmethod: grid\n"
+                      "metric: {name: loss, goal: minimize}\n"
+                      "parameters:\n  load_s: {value: 0.02}\n  step_s: {value: 0.01}\n  steps: {value: 80}\n")
+    cli("sweep", str(f), "--name", "prof", "-q", check=True)
+    prof = json.loads(cli("profile", "prof/0", "--json", check=True).stdout)
+    assert prof["steps"] == 80
+    assert prof["data_wait_fraction"] == pytest.approx(2 / 3, abs=0.15)
+    assert prof["samples_per_s"] == pytest.approx(8 * prof["steps_per_s"], rel=0.01)
+    assert 0.02 <= prof["step_p50"] <= prof["step_p95"]
+    assert prof["data_wait_p50"] > prof["compute_p50"] > 0
+    assert prof["rss_peak"] > 5_000_000                      # the worker process, in bytes
+    assert prof["hint"].startswith("input-bound:") and "DataLoader" in prof["hint"]
+
+    text = flat(cli("profile", "prof/0", check=True).stdout)
+    assert "data-wait fraction" in text and "samples/s" in text and "hint: input-bound:" in text
+
+    t = trial_row(cli, "prof", 0)
+    with db(cli) as conn:
+        samples = conn.execute("SELECT count(*), max(rss), max(cpu) FROM system_samples WHERE trial_id=?",
+                               (t["id"],)).fetchone()
+    assert samples[0] >= 1 and samples[1] > 0 and samples[2] is not None
+
+
+@pytest.mark.xfail(strict=True, reason="the worker sends a profile holding only mem_total/ncpu for a short trial "
+                                      "without run.track, so `profile` prints an empty table and exits 0; "
+                                      "fix in /tmp/helperK.patch")
+def test_profile_of_a_trial_without_track_says_how_to_get_one(cli):
+    f = cli.spec("s", f"function: {PROJECT / 'seeded.py'}:train\nmethod: grid\nparameters:\n  x: {{value: 1}}\n")
+    cli("sweep", str(f), "--name", "plain", "-q", check=True)
+    cp = cli("profile", "plain/0")
+    assert cp.returncode == 1 and "run.track" in cp.stdout
+    assert cli("profile", "plain/5").returncode == 2
+
+
+# --------------------------------------------------------------------------------- failure capture + repro
+NAN_SPEC = """\
+name: nan
+function: {fn}
+method: grid
+seed: 7
+metric: {{name: loss, goal: minimize}}
+trial: {{retries: 0}}
+parameters:
+  data: {{values: [good.npy, bad.npy]}}
+"""
+
+
+def failing_sweep(cli) -> int:
+    """Two trials: data good.npy completes; bad.npy holds a NaN in batch 3 and fails. Returns the failed one."""
+    data = np.random.default_rng(0).normal(size=(6, 4, 3))
+    np.save(cli.tmp / "good.npy", data)
+    data[3, 1, 2] = np.nan
+    np.save(cli.tmp / "bad.npy", data)
+    f = cli.spec("nan", NAN_SPEC.format(fn=f"{PROJECT / 'nan_batch.py'}:train"))
+    cli("sweep", str(f), "--workers", "2", "-q", check=True)
+    states = {t["params"]["data"]: t for t in cli.status("nan")["trials"]}
+    assert states["good.npy"]["state"] == "completed"
+    assert states["bad.npy"]["state"] == "failed"
+    return states["bad.npy"]["number"]
+
+
+def git_repo(path: Path) -> str | None:
+    if shutil.which("git") is None:
+        return None
+    (path / "README").write_text("a project\n")
+    for args in (["init", "-q"], ["add", "README"],
+                 ["-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "init"]):
+        subprocess.run(["git", *args], cwd=path, check=True, capture_output=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_failed_trial_keeps_what_repro_needs_and_repro_replays_it(cli):
+    commit = git_repo(cli.tmp)
+    n = failing_sweep(cli)
+    t = trial_row(cli, "nan", n)
+    with db(cli) as conn:
+        attempt = conn.execute("SELECT * FROM attempts WHERE trial_id=?", (t["id"],)).fetchone()
+        (failure,) = conn.execute("SELECT data FROM events WHERE trial_id=? AND kind='failure'",
+                                  (t["id"],)).fetchall()
+        captures = conn.execute("SELECT path FROM artifacts WHERE trial_id=? AND name='capture'",
+                                (t["id"],)).fetchall()
+        checkpoints = conn.execute("SELECT path, step FROM checkpoints WHERE trial_id=? ORDER BY id",
+                                   (t["id"],)).fetchall()
+    # the traceback, the resolved config, the seed
+    assert attempt["state"] == "failed" and attempt["error_type"] == "FloatingPointError"
+    assert "Traceback" in attempt["traceback"] and "NaN in batch 3 (row 1)" in attempt["traceback"]
+    assert json.loads(t["config"]) == {"data": "bad.npy"}
+    assert t["seed"] == trial_seed(7, n)
+    # environment facts, the capture and the last checkpoint
+    data = json.loads(failure["data"])
+    env = data["environment"]
+    assert env["python"] == ".".join(map(str, sys.version_info[:3])) and env["host"]
+    assert env["numpy"] == np.__version__
+    if commit is not None:
+        assert env["git_commit"] == commit and env["git_dirty"] is True   # the .npy files are untracked
+    assert len(captures) == 1 and data["capture"] == captures[0]["path"]
+    assert (cli.store / captures[0]["path"]).is_file()
+    assert [c["step"] for c in checkpoints] == [0, 1, 2]
+    assert data["checkpoint"] == checkpoints[-1]["path"]
+
+    # the data is gone (a remote machine's disk): the captured batch alone reproduces the failure
+    (cli.tmp / "bad.npy").unlink()
+    cp = cli("repro", f"nan/{n}")
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    assert "the failure reproduced" in cp.stdout
+    assert attempt["traceback"].strip().splitlines()[-1] == "FloatingPointError: NaN in batch 3 (row 1)"
+    assert "FloatingPointError: NaN in batch 3 (row 1)" in cp.stdout
+    assert "replayed_batch = 3" in cp.stdout          # run.captured("batch") returned the failing batch
+    assert "restored_step = 2" in cp.stdout           # run.restore() returned the last checkpoint
+    assert f"seed {t['seed']}" in cp.stdout
+
+    # --debug: pdb opens at the raise, in the frame holding the batch
+    dbg = subprocess.run([sys.executable, "-m", "sweeplab", "repro", f"nan/{n}", "--debug"], cwd=cli.tmp,
+                         env=cli.env(), input="p batch['index']\nq\n", capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert dbg.returncode == 1, dbg.stdout + dbg.stderr
+    assert "(Pdb)" in dbg.stdout and "-> raise FloatingPointError" in dbg.stdout
+    assert "(Pdb) 3" in dbg.stdout
+
+
+def store_snapshot(cli) -> tuple[list[str], dict[str, str]]:
+    with db(cli) as conn:
+        rows = list(conn.iterdump())
+    files = {str(p.relative_to(cli.store)): hashlib.sha256(p.read_bytes()).hexdigest()
+             for p in sorted(cli.store.rglob("*")) if p.is_file() and not p.name.startswith("store.db")}
+    return rows, files
+
+
+def test_repro_refuses_what_it_cannot_replay_and_changes_nothing(cli):
+    n = failing_sweep(cli)
+    ok = 1 - n
+    shutil.rmtree(cli.store / "checkpoints" / "nan" / str(n))
+    before = store_snapshot(cli)
+    cases = [
+        ("nan/9", ["has no trial 9", "0..1"]),
+        ("nope/0", ["no sweep named 'nope'"]),
+        (f"nan/{ok}", [f"nan/{ok} did not fail", "completed"]),
+        (f"nan/{n}", ["wrote checkpoints", "is gone"]),
+        ("nan", ["expected SWEEP/TRIAL"]),
+    ]
+    for ref, names in cases:
+        cp = cli("repro", ref)
+        assert cp.returncode == 2, (ref, cp.stdout, cp.stderr)
+        for name in names:
+            assert name in flat(cp.stderr), (ref, cp.stderr)
+        assert "Traceback" not in cp.stderr and "replaying" not in cp.stdout
+    assert store_snapshot(cli) == before
+
+
+@pytest.mark.xfail(strict=True, reason="repro.py makes its temporary checkpoint copy before checking that the "
+                                      "checkpoints exist and leaks it on refusal; fix in /tmp/helperK.patch")
+def test_refused_repro_leaves_no_temporary_directory(cli):
+    n = failing_sweep(cli)
+    shutil.rmtree(cli.store / "checkpoints" / "nan" / str(n))
+    tmp = cli.tmp / "tmpdir"
+    tmp.mkdir()
+    env = {**cli.env(), "TMPDIR": str(tmp)}
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "repro", f"nan/{n}"], cwd=cli.tmp, env=env,
+                        capture_output=True, text=True, timeout=60, check=False)
+    assert cp.returncode == 2
+    assert list(tmp.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------------ seeds
+def test_trial_seeds_are_recorded_repeatable_and_seed_numpy(cli):
+    f = cli.spec("s", f"function: {PROJECT / 'seeded.py'}:train\nmethod: grid\nseed: 11\n"
+                      "metric: {name: loss, goal: minimize}\nparameters:\n  x: {values: [1, 2]}\n")
+    runs = []
+    for name in ("a", "b"):
+        cli("sweep", str(f), "--name", name, "--workers", "1", "-q", check=True)
+        runs.append({t["number"]: (trial_row(cli, name, t["number"])["seed"], t["metrics"])
+                     for t in cli.status(name)["trials"]})
+    a, b = runs
+    assert sorted(a) == sorted(b) == [0, 1]
+    for number in (0, 1):
+        seed, metrics = a[number]
+        assert seed == trial_seed(11, number)               # recorded in trials.seed
+        assert metrics["seed"] == seed                       # and handed to the trial as run.seed
+        assert b[number][0] == seed                          # the same seed in the second sweep
+        assert b[number][1]["np_rand"] == metrics["np_rand"]  # numpy's global RNG was seeded with it
+        assert b[number][1]["py_rand"] == metrics["py_rand"]  # and Python's
+    assert a[0][0] != a[1][0] and a[0][1]["np_rand"] != a[1][1]["np_rand"]   # each trial its own seed
+
+
+# ------------------------------------------------------------------------------------------ torch profiler
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_torch_profiler_writes_a_chrome_trace_artifact(cli):
+    f = cli.spec("t", f"function: {PROJECT / 'torch_loop.py'}:train\nmethod: grid\nseed: 5\n"
+                      "metric: {name: loss, goal: minimize}\ntrial: {torch_profiler: {start: 1, steps: 2}}\n"
+                      "parameters:\n  x: {value: 1}\n")
+    cli("sweep", str(f), "--name", "tp", "-q", check=True, timeout=180)
+    t = trial_row(cli, "tp", 0)
+    with db(cli) as conn:
+        (row,) = conn.execute("SELECT path FROM artifacts WHERE trial_id=? AND name='torch_trace'",
+                              (t["id"],)).fetchall()
+    path = Path(row["path"]) if Path(row["path"]).is_absolute() else cli.store / row["path"]
+    assert path.is_file() and cli.store.resolve() in path.resolve().parents
+    trace = json.loads(path.read_text())
+    assert isinstance(trace["traceEvents"], list) and trace["traceEvents"]
+    assert json.loads(t["metrics"])["torch_seed"] == t["seed"]   # torch was seeded with run.seed
