@@ -91,8 +91,13 @@ def sweep(
         default = spec_file.resolve().parent.name   # examples/cli_program/sweep.yaml -> cli_program
     sweep_name = _unique_name(st, name or spec.name or default)
     be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke)
-    _run_driver(spec, st, be, sweep_name=sweep_name, overrides=_split_overrides(overrides or []), smoke=smoke,
-                hard=hard, quiet=quiet, create=True, spec_path=str(spec_file))
+    if be.name == "local":
+        be.start()   # workers boot while the driver sets up: the first result comes sooner
+    try:
+        _run_driver(spec, st, be, sweep_name=sweep_name, overrides=_split_overrides(overrides or []),
+                    smoke=smoke, hard=hard, quiet=quiet, create=True, spec_path=str(spec_file))
+    finally:
+        be.shutdown(grace=0.0)
 
 
 def _with_budget_trials(spec: Any, n: int) -> Any:

@@ -124,8 +124,10 @@ class LocalBackend(Backend):
 
     # ----------------------------------------------------------------------------- lifecycle
     def start(self) -> None:
+        """Start one worker per slot (idempotent: the CLI starts them early, while the driver sets up)."""
         for slot in self.slots:
-            self._spawn(slot)
+            if slot.index not in self._workers:
+                self._spawn(slot)
 
     def _spawn(self, slot: Slot) -> _Worker:
         r, w = os.pipe()

@@ -473,6 +473,15 @@ def _log_tail(path: str, limit: int = 4000) -> str:
         return ""
 
 
+def _preload() -> None:
+    """Import what every trial needs while no trial waits (the first task may already be queued)."""
+    with contextlib.suppress(Exception):
+        import psutil  # noqa: F401
+
+        import sweeplab.config  # noqa: F401
+        import sweeplab.profiling  # noqa: F401
+
+
 # ---------------------------------------------------------------------------------------- process main
 def main() -> int:
     fd = int(os.environ["SWEEPLAB_EVENT_FD"])
@@ -543,6 +552,7 @@ def main() -> int:
             have_task.notify()
 
     threading.Thread(target=reader, daemon=True, name="sweeplab-control").start()
+    _preload()
     baseline = _rss() or 0
     while True:
         with have_task:
