@@ -19,8 +19,8 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Run many ML experiments at once, from a laptop to a Ray cluster.")
-console = Console(stderr=False, highlight=False)
-err = Console(stderr=True, highlight=False)
+console = Console(stderr=False, highlight=False, emoji=False)   # no emoji: "train.py:train:" stays as written
+err = Console(stderr=True, highlight=False, emoji=False)
 
 STORE_HELP = "store directory (default: $SWEEPLAB_STORE or ./.sweeplab)"
 
@@ -95,7 +95,7 @@ def sweep(
         be.start()   # workers boot while the driver sets up: the first result comes sooner
     try:
         _run_driver(spec, st, be, sweep_name=sweep_name, overrides=_split_overrides(overrides or []),
-                    smoke=smoke, hard=hard, quiet=quiet, create=True, spec_path=str(spec_file))
+                    smoke=smoke, hard=hard, quiet=quiet, create=True, spec_path=str(spec_file.resolve()))
     finally:
         be.shutdown(grace=0.0)
 
@@ -152,7 +152,7 @@ def _estimate(spec: Any, spec_file: Path, store: Optional[Path], workers: Option
     st = _open_store(store, readonly=True)
     rows = st.conn.execute(
         "SELECT id FROM sweeps WHERE spec_path=? AND json_extract(spec, '$._sweeplab.smoke') ORDER BY id DESC",
-        (str(spec_file),)).fetchall()
+        (str(spec_file.resolve()),)).fetchall()
     timing = None
     for r in rows:
         timing = st.conn.execute(

@@ -512,7 +512,8 @@ class Driver:
         elif kind is EventKind.PROFILE:
             self.store.update_trial(t.id, profile=ev.data.get("summary"))
         elif kind is EventKind.ARTIFACT:
-            self.store.add_artifact(t.id, t.attempt, str(ev.data.get("name")), str(ev.data.get("path")), ev.time)
+            self.store.add_artifact(t.id, t.attempt, str(ev.data.get("name")),
+                                    self.store.relpath(str(ev.data.get("path"))), ev.time)
         elif kind is EventKind.NOTE:
             d = ev.data
             self.store.add_event(self.sweep_id, str(d.get("kind") or d.get("level") or "info"),

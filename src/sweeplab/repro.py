@@ -7,6 +7,7 @@ and the objects it registered with `run.capture(...)` available through `run.cap
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -58,14 +59,10 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     root = str(store.root.resolve())
     paths = trial_paths(root, name, number, int(failed["number"]), spec.get("checkpoint_dir"))
     recorded = store.checkpoint_rows(trial["id"])
-    tmp = Path(tempfile.mkdtemp(prefix="sweeplab-repro-"))
-    ckpt_copy = tmp / "checkpoints"
-    if recorded:
-        src = Path(paths["checkpoint"])
-        if not src.is_dir():
-            raise UserError(f"trial {name}/{number} wrote checkpoints but {src} is gone; cannot replay it "
-                            "from where it failed")
-        shutil.copytree(src, ckpt_copy)
+    src = Path(paths["checkpoint"])
+    if recorded and not src.is_dir():
+        raise UserError(f"trial {name}/{number} wrote checkpoints but {src} is gone; cannot replay it "
+                        "from where it failed")
     captured: dict[str, Any] = {}
     cap = store.conn.execute(
         "SELECT path FROM artifacts WHERE trial_id=? AND name='capture' ORDER BY id DESC", (trial["id"],)
@@ -86,8 +83,14 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
             for step, key, value, _ in data.get("points", []):
                 echo(f"  step {step}: {key} = {value:.6g}")
 
+    if Path(cwd).is_dir():
+        os.chdir(cwd)   # relative paths in the config resolve as they did in the sweep
     fn = load_target(target, [cwd, str(Path(sweep["spec_path"]).parent) if sweep["spec_path"] else cwd])
     config = coerce(config_raw, typed_schema_of(fn))
+    tmp = Path(tempfile.mkdtemp(prefix="sweeplab-repro-"))   # a copy: the originals are never written
+    ckpt_copy = tmp / "checkpoints"
+    if recorded:
+        shutil.copytree(src, ckpt_copy)
     run = Run(config=config, sink=sink, params=json.loads(trial["params"] or "{}"), sweep=name, trial=number,
               attempt=int(failed["number"]) + 1, seed=trial["seed"], checkpoint_dir=str(ckpt_copy),
               captured=captured)

@@ -83,8 +83,6 @@ def test_smoke_checks_every_categorical_choice_and_names_only_the_bad_one(cli):
     assert "'sgd'" not in flat(cp.stderr)
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py's rich consoles turn ':train:' in 'broken.py:train: ...' into an "
-                                      "emoji; fix: Console(..., emoji=False), see /tmp/helperK.patch")
 def test_smoke_message_prints_the_target_verbatim(cli):
     cp = cli("sweep", str(PROJECT / "import_error.yaml"), "--smoke", "-q")
     assert cp.returncode == 2
@@ -160,9 +158,6 @@ def test_profile_of_an_input_bound_trial(cli):
     assert samples[0] >= 1 and samples[1] > 0 and samples[2] is not None
 
 
-@pytest.mark.xfail(strict=True, reason="the worker sends a profile holding only mem_total/ncpu for a short trial "
-                                      "without run.track, so `profile` prints an empty table and exits 0; "
-                                      "fix in /tmp/helperK.patch")
 def test_profile_of_a_trial_without_track_says_how_to_get_one(cli):
     f = cli.spec("s", f"function: {PROJECT / 'seeded.py'}:train\nmethod: grid\nparameters:\n  x: {{value: 1}}\n")
     cli("sweep", str(f), "--name", "plain", "-q", check=True)
@@ -287,8 +282,6 @@ def test_repro_refuses_what_it_cannot_replay_and_changes_nothing(cli):
     assert store_snapshot(cli) == before
 
 
-@pytest.mark.xfail(strict=True, reason="repro.py makes its temporary checkpoint copy before checking that the "
-                                      "checkpoints exist and leaks it on refusal; fix in /tmp/helperK.patch")
 def test_refused_repro_leaves_no_temporary_directory(cli):
     n = failing_sweep(cli)
     shutil.rmtree(cli.store / "checkpoints" / "nan" / str(n))

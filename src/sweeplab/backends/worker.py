@@ -334,7 +334,7 @@ def _send_profile(ex: Execution) -> None:
             ex.sampler.stop()
             system = ex.sampler.peak()
             ex.sampler = None
-        if steps or any(v for v in system.values() if v):
+        if steps or system.get("system_samples"):   # mem_total and ncpu alone are no profile
             ex.channel.send(EventKind.PROFILE, {"summary": profile_summary(steps, system)})
 
 
