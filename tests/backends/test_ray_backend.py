@@ -19,11 +19,7 @@ from sweeplab.backends.ray._plan import capacity, check_checkpoint_root, check_f
 from sweeplab.errors import UserError
 from sweeplab.testing.backends import BackendContract, collect, make_task
 
-ray = pytest.importorskip("ray")
-
 TRIALS = str(Path(__file__).resolve().parents[1] / "fixtures" / "trials.py")
-
-pytestmark = pytest.mark.ray
 
 # fast node-death detection, so that a lost node is noticed in about a second
 _SYSTEM = {"health_check_period_ms": 300, "health_check_failure_threshold": 3,
@@ -32,6 +28,7 @@ _SYSTEM = {"health_check_period_ms": 300, "health_check_failure_threshold": 3,
 
 @pytest.fixture(scope="module")
 def cluster():
+    ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
     c = Cluster(initialize_head=True, head_node_args={
@@ -43,6 +40,7 @@ def cluster():
     c.shutdown()
 
 
+@pytest.mark.ray
 class TestRayBackendContract(BackendContract):
     @pytest.fixture
     def make_backend(self, cluster):
@@ -53,7 +51,25 @@ class TestRayBackendContract(BackendContract):
         return TRIALS
 
 
-# ------------------------------------------------------------------------------------ bad input (pure)
+# ------------------------------------------------------------------------------------ without a cluster
+def test_importing_the_backend_does_not_import_ray():
+    import subprocess
+    import sys
+
+    code = "import sys, sweeplab.backends.ray; sys.exit('ray' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], timeout=60, check=False).returncode == 0
+
+
+def test_missing_ray_is_an_error_naming_the_extra(monkeypatch):
+    import sys
+
+    from sweeplab.errors import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "ray", None)   # as if ray were not installed
+    with pytest.raises(MissingExtraError, match=r"pip install 'sweeplab\[ray\]'"):
+        RayBackend().start()
+
+
 @pytest.mark.parametrize("res, smoke, expect", [
     ({"cpus": 2, "gpus": 0.5}, False, (2.0, 0.5, 1)),
     ({"cpus": 4, "gpus": 1}, True, (4.0, 0.0, 1)),
@@ -91,8 +107,11 @@ def test_checkpoint_location_reachable_by_all_is_accepted(root, multi, unseen):
 
 
 # ------------------------------------------------------------------------------------ bad input (cluster)
+@pytest.mark.ray
 def test_unreachable_address_is_a_user_error_before_anything_runs():
     import socket
+
+    import ray
 
     with socket.socket() as s:   # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -108,6 +127,7 @@ def test_unreachable_address_is_a_user_error_before_anything_runs():
             b.start()
 
 
+@pytest.mark.ray
 def test_start_refuses_resources_and_worker_counts_the_cluster_cannot_hold(cluster):
     with pytest.raises(UserError, match="no node of the Ray cluster can run a trial that needs 64 CPU"):
         RayBackend(resources={"cpus": 64}).start()
@@ -118,6 +138,7 @@ def test_start_refuses_resources_and_worker_counts_the_cluster_cannot_hold(clust
 
 
 # ------------------------------------------------------------------------------------ multi-process trials
+@pytest.mark.ray
 def test_multi_process_trial_runs_its_ranks_inside_one_actor(cluster, tmp_path):
     import json
 
@@ -137,6 +158,7 @@ def test_multi_process_trial_runs_its_ranks_inside_one_actor(cluster, tmp_path):
 
 
 # ------------------------------------------------------------------------------------ node loss
+@pytest.mark.ray
 def test_lost_node_preempts_the_trial_which_resumes_from_its_checkpoint_on_another_node(cluster, tmp_path):
     nodes = {name: cluster.add_node(num_cpus=1, resources={"spot": 1, name: 1})
              for name in ("node_a", "node_b")}
@@ -178,6 +200,7 @@ def test_lost_node_preempts_the_trial_which_resumes_from_its_checkpoint_on_anoth
         b.shutdown()
 
 
+@pytest.mark.ray
 def test_sweep_survives_a_lost_node_with_every_trial_accounted_for(cluster, tmp_path):
     """The full driver: a node dies mid-sweep and every trial completes; the trial that was on the lost
     node is preempted once and resumes from its checkpoint on the spare node."""
@@ -205,10 +228,14 @@ def test_sweep_survives_a_lost_node_with_every_trial_accounted_for(cluster, tmp_
 
     def kill_a_node_once_a_trial_checkpointed():
         deadline = time.monotonic() + 60
+        ckpt = tmp_path / "store" / "checkpoints" / "lost-node"
         while time.monotonic() < deadline and not victim:
+            # both first trials have checkpointed (whichever node dies, its trial has something to resume)
+            if sum(1 for d in ckpt.glob("*") if any(d.rglob("*"))) < 2:
+                time.sleep(0.05)
+                continue
             for tid in backend.running():
-                ckpt = tmp_path / "store" / "checkpoints"
-                if any(ckpt.rglob("*")) and backend.node_of(tid) is not None:
+                if backend.node_of(tid) is not None:
                     node_id = backend.node_of(tid)
                     for key, node in list(nodes.items()):
                         if node.node_id == node_id:

@@ -42,8 +42,9 @@ if TYPE_CHECKING:
 
 __all__ = ["execute_ranks", "free_port", "main", "rank_env"]
 
-_FORWARDED = (EventKind.METRICS, EventKind.CHECKPOINT, EventKind.ARTIFACT, EventKind.NOTE,
-              EventKind.PROFILE, EventKind.SYSTEM)
+# rank 0's events that reach the driver; SYSTEM samples come from the supervisor's own sampler, which
+# covers all of its children
+_FORWARDED = (EventKind.METRICS, EventKind.CHECKPOINT, EventKind.ARTIFACT, EventKind.NOTE, EventKind.PROFILE)
 _STRAGGLER_SECONDS = 10.0   # after rank 0 returned, how long the other ranks get to return too
 _FAILURE_SETTLE = 0.5       # after a first failure, how long to wait for the rank that caused it
 
@@ -141,6 +142,11 @@ def execute_ranks(ex: Execution) -> None:
     if ex.preempted:
         kind, data = EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)"}
     data["retire"] = True if kind is EventKind.PREEMPTED else ex.retire
+    sampler = getattr(ex, "sampler", None)
+    if sampler is not None:   # its last samples go out before the attempt's end, not after
+        with contextlib.suppress(Exception):
+            sampler.stop()
+        ex.sampler = None
     channel.send(kind, data)
 
 
