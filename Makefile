@@ -38,7 +38,9 @@ test-fast: dev-install
 	$(PY) -m pytest -q -m "not slow and not ray and not browser"
 
 bench: dev-install
+	$(PIP) install -q -e '.[bench]'
 	$(PY) benchmarks/overhead.py
+	$(PY) benchmarks/ray_overhead.py
 
 lint: dev-install
 	$(VENV)/bin/ruff check src tests benchmarks examples

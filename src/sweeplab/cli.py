@@ -90,7 +90,8 @@ def sweep(
     if default in ("sweep", "config", "spec") and spec_file.resolve().parent.name:
         default = spec_file.resolve().parent.name   # examples/cli_program/sweep.yaml -> cli_program
     sweep_name = _unique_name(st, name or spec.name or default)
-    be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke)
+    be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke,
+                       store_root=st.root)
     if be.name == "local":
         be.start()   # workers boot while the driver sets up: the first result comes sooner
     try:
@@ -183,7 +184,7 @@ def _estimate(spec: Any, spec_file: Path, store: Optional[Path], workers: Option
 
 
 def _make_backend(spec: Any, *, workers: Optional[int], backend: Optional[str], address: Optional[str],
-                  gpus: Optional[str], smoke: bool) -> Any:
+                  gpus: Optional[str], smoke: bool, store_root: Optional[Path] = None) -> Any:
     kind = backend or getattr(spec, "backend", None) or "local"
     res = spec.resources
     n = workers or spec.workers
@@ -191,7 +192,7 @@ def _make_backend(spec: Any, *, workers: Optional[int], backend: Optional[str], 
         from sweeplab.backends.local import LocalBackend, detect_gpus, plan_slots
 
         gpu_ids = [] if smoke else (_parse_gpus(gpus) if gpus is not None else detect_gpus())
-        cpus = float(res.cpus) * max(1, int(getattr(res, "workers", 1) or 1))
+        cpus = float(res.cpus)   # a trial's total, over all of its processes (resources.workers)
         gpu_req = 0.0 if smoke else float(res.gpus)
         if n is None:
             n = max(1, int((os.cpu_count() or 1) // cpus)) if cpus > 0 else (os.cpu_count() or 1)
@@ -202,7 +203,10 @@ def _make_backend(spec: Any, *, workers: Optional[int], backend: Optional[str], 
     if kind == "ray":
         from sweeplab.backends.ray import RayBackend
 
-        return RayBackend(spec, workers=n, address=address or getattr(spec, "address", None), smoke=smoke)
+        be = RayBackend(spec, workers=n, address=address or getattr(spec, "address", None), smoke=smoke,
+                        checkpoint_root=str(Path(store_root) / "checkpoints") if store_root else None)
+        be.start()   # bad address / resources / checkpoint location: exit 2 before the sweep is created
+        return be    # (start() is idempotent: the driver's own start() call is then a no-op)
     raise UserError(f"--backend: unknown backend {kind!r}; expected local or ray")
 
 
@@ -368,7 +372,7 @@ def resume(
         except ValueError:
             raise UserError(f"--trials: expected +N (more trials) or N (a new total); got {trials!r}") from None
     be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus,
-                       smoke=bool(meta.get("smoke")))
+                       smoke=bool(meta.get("smoke")), store_root=st.root)
     if meta.get("cwd") and Path(meta["cwd"]).is_dir():
         os.chdir(meta["cwd"])
     _run_driver(spec, st, be, sweep_name=sweep_name, overrides=list(meta.get("overrides") or []),

@@ -735,9 +735,8 @@ class Driver:
             return
         held = self.clock.monotonic() - t.started_mono
         res = self._resources
-        workers = int(getattr(res, "workers", 1) or 1)
-        cpus = float(getattr(res, "cpus", 1.0) or 0.0) * workers
-        gpus = float(getattr(res, "gpus", 0.0) or 0.0) * workers
+        cpus = float(getattr(res, "cpus", 1.0) or 0.0)     # the trial's totals, over all its processes
+        gpus = float(getattr(res, "gpus", 0.0) or 0.0)
         self._spend["cpu_seconds"] = self._spend.get("cpu_seconds", 0.0) + held * cpus
         self._spend["gpu_seconds"] = self._spend.get("gpu_seconds", 0.0) + held * gpus
         t.started_mono = None
