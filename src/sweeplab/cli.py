@@ -137,7 +137,9 @@ def _describe(spec: Any, spec_file: Path) -> None:
     if spec.method == "grid":
         console.print(f"  grid     {spec.space.grid_size()} combinations")
     b = spec.budget
-    console.print(f"  budget   trials={b.trials} time={b.time}")
+    limits = {"trials": b.trials, "time": b.time, "cpu_hours": b.cpu_hours, "gpu_hours": b.gpu_hours,
+              **{f"cost.{k}": v for k, v in (b.cost or {}).items()}}
+    console.print("  budget   " + (" ".join(f"{k}={v:g}" for k, v in limits.items() if v is not None) or "none"))
     if scheduler is not None:
         console.print(f"  early stopping: {scheduler.describe()}")
     for m in monitors:
@@ -348,6 +350,7 @@ def resume(
     address: Optional[str] = typer.Option(None, "--address"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
     gpus: Optional[str] = typer.Option(None, "--gpus"),
+    hard: bool = typer.Option(False, "--hard", help="when a budget is hit, stop running trials too"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ) -> None:
     """Continue a sweep after a crash, Ctrl-C or budget end; nothing completed is redone."""
@@ -376,7 +379,7 @@ def resume(
     if meta.get("cwd") and Path(meta["cwd"]).is_dir():
         os.chdir(meta["cwd"])
     _run_driver(spec, st, be, sweep_name=sweep_name, overrides=list(meta.get("overrides") or []),
-                smoke=bool(meta.get("smoke")), hard=False, quiet=quiet, create=False,
+                smoke=bool(meta.get("smoke")), hard=hard, quiet=quiet, create=False,
                 extra_trials=extra, total_trials=total)
 
 
@@ -456,6 +459,8 @@ def status(
         if spend.get("gpu_seconds"):
             parts.append(f"gpu-hours {spend['gpu_seconds'] / 3600:.3f}"
                          + (f"/{budget['gpu_hours']:g}" if budget.get("gpu_hours") else ""))
+        for name, limit in (budget.get("cost") or {}).items():
+            parts.append(f"{name} {spend.get(f'cost.{name}', 0.0):.4g}/{limit:g}")
         console.print("spend: " + ", ".join(parts))
     table = Table("#", "state", "value", "attempts", "params", "reason")
     for t in data["trials"]:

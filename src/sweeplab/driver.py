@@ -62,6 +62,7 @@ class _Trial:
     last_report: float | None = None
     failures: list[tuple[str, str]] = field(default_factory=list)
     resource_seconds: float = 0.0
+    costs: dict[str, float] = field(default_factory=dict)   # last reported value of each budget.cost name
 
     def snapshot(self) -> TrialSnapshot:
         return TrialSnapshot(number=self.number, params=self.params, state=self.state, value=self.value)
@@ -222,6 +223,7 @@ class Driver:
                 t = _Trial(id=int(r["id"]), number=int(r["number"]), params=_loads(r["params"]) or {},
                            config=_loads(r["config"]) or {}, seed=r["seed"], state=state,
                            attempt=int(r["attempts"] or 0), value=r["value"])
+                t.costs = _costs_of(_loads(r["metrics"]) or {}, self.spec.budget.cost)
                 if self.metric:
                     hist = self.store.metric_history(t.id).get(self.metric, [])
                     t.intermediate = {s: v for s, v in hist}
@@ -345,6 +347,7 @@ class Driver:
 
     # ------------------------------------------------------------------------------------------ submitting
     def _can_create(self) -> bool:
+        self._check_budgets()
         if self._ending or self._exhausted:
             return False
         if self.max_trials is not None and len(self.trials) >= self.max_trials:
@@ -531,6 +534,7 @@ class Driver:
         if not points:
             return
         t.last_report = self.clock.monotonic()
+        t.costs.update(_costs_of({p[1]: p[2] for p in points}, self.spec.budget.cost))
         metric = self.metric
         verdicts: list[Verdict] = []
         sched_metric = self._sched_metric
@@ -553,6 +557,7 @@ class Driver:
                 v = m.observe(t.number, mpoints)
                 if v.decision.value != "continue":
                     rules.append(v)
+            rules.sort(key=_fired_at)     # several rules fired in one batch: the earliest step explains it
             verdicts = rules + verdicts   # a health rule (NaN, divergence) says more than a rung comparison
             self._check_monitor_metrics(points)
         for v in verdicts:
@@ -620,6 +625,8 @@ class Driver:
         metrics.update(final)
         value, problem = self._objective(t, final)
         now = ev.time
+        t.costs.update(_costs_of(final, self.spec.budget.cost))
+        held = None if t.started_mono is None else self.clock.monotonic() - t.started_mono
         self._account(t)
         if t.stop_verdict is not None and t.stop_state is not None:
             state, reason = t.stop_state, t.stop_verdict.reason
@@ -634,8 +641,8 @@ class Driver:
             self._consecutive_failures = 0
         self._end_trial(t, state, value=value, metrics=metrics, reason=reason, at=now,
                         attempt_state=state.value)
-        if t.started_mono is not None:
-            self._durations.append(self.clock.monotonic() - t.started_mono)
+        if held is not None:
+            self._durations.append(held)
         self._check_crash_loop()
 
     def _on_failed(self, t: _Trial, ev: Event) -> None:
@@ -730,16 +737,51 @@ class Driver:
         if self._best is None or self.goal.better(t.value, self._best[0]):
             self._best = (t.value, t.number, t.params)
 
+    def _rates(self) -> tuple[float, float]:
+        """(cpus, gpus) one running trial holds: resources.cpus/gpus are its totals over all its processes."""
+        res = self._resources
+        return float(getattr(res, "cpus", 1.0) or 0.0), float(getattr(res, "gpus", 0.0) or 0.0)
+
     def _account(self, t: _Trial) -> None:
         if t.started_mono is None:
             return
         held = self.clock.monotonic() - t.started_mono
-        res = self._resources
-        cpus = float(getattr(res, "cpus", 1.0) or 0.0)     # the trial's totals, over all its processes
-        gpus = float(getattr(res, "gpus", 0.0) or 0.0)
+        cpus, gpus = self._rates()
         self._spend["cpu_seconds"] = self._spend.get("cpu_seconds", 0.0) + held * cpus
         self._spend["gpu_seconds"] = self._spend.get("gpu_seconds", 0.0) + held * gpus
         t.started_mono = None
+
+    def _budget_spent(self) -> str | None:
+        """Which resource or cost budget is spent, counting the time running trials hold so far; or None."""
+        b = self.spec.budget
+        now = self.clock.monotonic()
+        running = sum(now - t.started_mono for tid in self.backend.running()
+                      if (t := self.trials.get(tid)) is not None and t.started_mono is not None)
+        cpus, gpus = self._rates()
+        for key, limit, spent, unit in (
+                ("cpu_hours", b.cpu_hours, self._spend.get("cpu_seconds", 0.0) + running * cpus, "cpu"),
+                ("gpu_hours", b.gpu_hours, self._spend.get("gpu_seconds", 0.0) + running * gpus, "gpu")):
+            if limit is not None and spent >= limit * 3600:
+                return f"budget.{key} {limit:g} reached ({spent / 3600:.3g} {unit}-hours held by trials)"
+        for name, limit in (b.cost or {}).items():
+            spent = self._cost(name)
+            if spent >= limit:
+                return f"budget.cost.{name} {limit:g} reached ({spent:g} {name} reported by trials)"
+        return None
+
+    def _cost(self, name: str) -> float:
+        return sum(t.costs.get(name, 0.0) for t in self.trials.values())
+
+    def _stop_running(self, reason: str) -> None:
+        """Stop every running trial (state STOPPED) because the sweep's budget is spent."""
+        now = self.clock.monotonic()
+        for tid in self.backend.running():
+            t = self.trials[tid]
+            if t.stop_verdict is None:
+                t.stop_verdict = Verdict(_stop(), reason, "budget")
+                t.stop_state = TrialState.STOPPED
+                t.stop_at = now
+                self.backend.stop(tid)
 
     def _check_crash_loop(self) -> None:
         if self._completed_any or self._ending:
@@ -761,13 +803,8 @@ class Driver:
                 self._time_spent_before + self._elapsed() >= budget_time:
             self._end(f"budget.time {budget_time:g}s reached")
             self._halt = True
-            for tid in self.backend.running():
-                t = self.trials[tid]
-                if t.stop_verdict is None:
-                    t.stop_verdict = Verdict(_stop(), f"stopped: budget.time {budget_time:g}s reached", "budget")
-                    t.stop_state = TrialState.STOPPED
-                    t.stop_at = now
-                    self.backend.stop(tid)
+            self._stop_running(f"stopped: budget.time {budget_time:g}s reached")
+        self._check_budgets()
         for tid in self.backend.running():
             t = self.trials.get(tid)
             if t is None or t.started_mono is None:
@@ -795,6 +832,18 @@ class Driver:
         if mono is None:
             return None
         return self.clock.time() - (self.clock.monotonic() - mono)
+
+    def _check_budgets(self) -> None:
+        """cpu_hours / gpu_hours / cost spent: no new trials or retries; running trials finish (--hard: stop)."""
+        if self._ending:
+            return
+        reason = self._budget_spent()
+        if reason is None:
+            return
+        self._end(reason)
+        self._halt = True
+        if self.hard_budget:
+            self._stop_running(f"stopped: {reason}")
 
     # ------------------------------------------------------------------------------------------ ending
     def _end(self, reason: str, state: SweepState = SweepState.FINISHED) -> None:
@@ -835,6 +884,8 @@ class Driver:
     def _save_spend(self) -> None:
         self._spend["seconds"] = self._time_spent_before + self._elapsed()
         self._spend["trials"] = float(len(self.trials))
+        for name in self.spec.budget.cost or {}:
+            self._spend[f"cost.{name}"] = self._cost(name)
         self.store.update_sweep(self.sweep_id, spend=self._spend)
 
     def _finish(self) -> SweepOutcome:
@@ -948,6 +999,27 @@ def _loads(text: str | None) -> Any:
     import json
 
     return json.loads(text) if text else None
+
+
+def _fired_at(v: Verdict) -> float:
+    """The step at which a monitor fired (inf when it does not say)."""
+    try:
+        return float(v.data.get("step", math.inf))
+    except (TypeError, ValueError):
+        return math.inf
+
+
+def _costs_of(values: Mapping[str, Any], names: Mapping[str, float] | None) -> dict[str, float]:
+    """The finite values of the budget.cost names among `values` (metrics a trial logged or returned)."""
+    out: dict[str, float] = {}
+    for name in names or ():
+        try:
+            v = float(values[name])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if math.isfinite(v):
+            out[name] = v
+    return out
 
 
 def _finite_dict(d: Mapping[str, Any]) -> dict[str, float | None]:
