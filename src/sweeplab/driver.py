@@ -186,8 +186,34 @@ class Driver:
         # the value schedulers judge: early_terminate.metric when given, else the sweep's metric
         self._sched_metric = (getattr(self.scheduler, "metric", None) or self.metric) if self.scheduler else None
 
+    def _lock(self) -> None:
+        """One driver per sweep: an flock held for this process's life (the OS drops it if we are killed)."""
+        import fcntl
+
+        if getattr(self, "_lock_file", None) is not None:
+            return
+        from sweeplab.store.layout import safe_name
+
+        path = self.store.root / "locks" / f"{safe_name(self.name)}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a+")  # noqa: SIM115 - held open on purpose until the process ends
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise UserError(f"sweep {self.name!r} is already being run by {holder}; "
+                            f"`sweeplab stop {self.name}` stops it") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}")
+        fh.flush()
+        self._lock_file = fh
+
     def create(self, *, spec_path: str | None) -> None:
         """Start a new sweep in the store."""
+        self._lock()
         if self.store.sweep_row(self.name) is not None:
             raise UserError(f"a sweep named {self.name!r} already exists in {self.store.root}; "
                             f"`sweeplab resume {self.name}` continues it, or give the sweep another name")
@@ -208,6 +234,7 @@ class Driver:
         row = self.store.sweep_row(self.name)
         if row is None:
             raise UserError(f"no sweep named {self.name!r} in {self.store.root}")
+        self._lock()
         self.sweep_id = int(row["id"])
         self.seed = int(row["seed"] or 0)
         spend = _loads(row["spend"]) or {}

@@ -148,6 +148,7 @@ class Run:
             return False
         if self.rank != 0:
             return False
+        self.flush()   # metrics logged before a checkpoint must reach the store before it can be resumed from
         info = manager.save(obj, step=step)
         self._policy.record(step, info.seconds)
         self._sink(

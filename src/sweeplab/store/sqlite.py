@@ -70,13 +70,12 @@ class Store:
                 raise UserError(f"no sweeplab store at {root_path} (no {DB_NAME}); run a sweep first "
                                 "or pass --store / SWEEPLAB_STORE")
             try:
-                conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10,
-                                       check_same_thread=False)
-                conn.execute("PRAGMA query_only=ON")
-                conn.row_factory = sqlite3.Row
-                cls._check_version(conn, db)
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot read the store {db}: {exc}") from None
+                conn = cls._connect_ro(db, immutable=not os.access(root_path, os.W_OK))
+            except sqlite3.Error:
+                try:   # a WAL database in a read-only directory: SQLite cannot create its -shm file
+                    conn = cls._connect_ro(db, immutable=True)
+                except sqlite3.Error as exc:
+                    raise StoreError(f"cannot read the store {db}: {exc}") from None
             return cls(root_path, conn, readonly=True)
         try:
             for sub in ("", "checkpoints", "artifacts", "logs"):
@@ -98,6 +97,15 @@ class Store:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the store {db}: {exc}") from None
         return store
+
+    @classmethod
+    def _connect_ro(cls, db: Path, *, immutable: bool) -> sqlite3.Connection:
+        flags = "mode=ro&immutable=1" if immutable else "mode=ro"
+        conn = sqlite3.connect(f"file:{db}?{flags}", uri=True, timeout=10, check_same_thread=False)
+        conn.execute("PRAGMA query_only=ON")
+        conn.row_factory = sqlite3.Row
+        cls._check_version(conn, db)
+        return conn
 
     @staticmethod
     def _check_version(conn: sqlite3.Connection, db: Path) -> None:
