@@ -344,6 +344,8 @@ WORKER = textwrap.dedent("""
         "rank": strategy.rank, "world_size": strategy.world_size, "is_main": strategy.is_main,
         "wrapper": type(model).__name__, "losses": losses, "norms": norms,
         "mean_rank": strategy.all_reduce_mean(float(strategy.rank)),
+        # only rank 1 is asked to stop; every rank must agree to stop at the same step
+        "agreed_stop": strategy.should_stop(type("R", (), {"should_stop": strategy.rank == 1})()),
         "keys": sorted(state), "params": {k: v.flatten().tolist() for k, v in state.items()},
     }
     strategy.barrier()
@@ -394,6 +396,7 @@ def test_two_process_ddp_on_cpu_matches_the_one_process_run(tmp_path: Path) -> N
     assert (r0["is_main"], r1["is_main"], r0["world_size"]) == (True, False, 2)
     assert r0["keys"] == one["keys"] and not any(k.startswith("module.") for k in r0["keys"])
     assert r0["mean_rank"] == r1["mean_rank"] == 0.5
+    assert r0["agreed_stop"] is True and r1["agreed_stop"] is True and one["agreed_stop"] is False
     assert not r0["group_after_cleanup"] and not r1["group_after_cleanup"]
     # 2 ranks x 8 samples with averaged gradients == 1 rank x 16 samples: the same run
     assert one["losses"][-1] < one["losses"][0]

@@ -282,6 +282,19 @@ class Strategy:
         dist.all_reduce(buf, op=dist.ReduceOp.SUM)
         return float(buf.item()) / self._world_size
 
+    def should_stop(self, run: Any) -> bool:
+        """`run.should_stop`, agreed by every rank: True on all ranks at the same step once any rank sees it.
+
+        Call it at the same point of the loop on every rank (it is a collective): `if strategy.should_stop(run):
+        break` keeps DDP ranks in step when a trial is pruned or preempted.
+        """
+        local = 1.0 if run.should_stop else 0.0
+        if not self.is_distributed:
+            return bool(local)
+        buf = torch.tensor([local], dtype=torch.float64, device=self._device)
+        dist.all_reduce(buf, op=dist.ReduceOp.MAX)
+        return bool(buf.item() > 0)
+
     def barrier(self) -> None:
         """Wait for every rank (no-op in a single process)."""
         if not (self.is_distributed and dist.is_initialized()):
