@@ -106,7 +106,7 @@ def train(config, run):
         run.log(metrics, step=epoch + 1)                    # step = epochs trained: the fidelity
         run.checkpoint({"model": strategy.state_dict(model), "optimizer": optimizer.state_dict(),
                         "epoch": epoch + 1}, step=epoch + 1)
-        if run.should_stop:                                 # pruned by ASHA, stopped by a monitor, preempted
+        if strategy.should_stop(run):     # pruned, stopped by a monitor, preempted: all DDP ranks agree
             break
 
     strategy.cleanup()
