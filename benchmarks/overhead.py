@@ -25,10 +25,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from sweeplab.backends.local import LocalBackend, plan_slots  # noqa: E402
-from sweeplab.driver import Driver  # noqa: E402
-from sweeplab.spec import parse_spec  # noqa: E402
-from sweeplab.store import Store  # noqa: E402
+from sweeplab.backends.local import LocalBackend, plan_slots
+from sweeplab.driver import Driver
+from sweeplab.spec import parse_spec
+from sweeplab.store import Store
 
 NOOP = f"{HERE / '_noop.py'}:noop"
 SLEEP = f"{HERE / '_noop.py'}:sleep_half"
@@ -93,7 +93,7 @@ print(first[0])
 
 
 def idle_fraction(method: str, store_dir: Path, trials: int = 30) -> tuple[float, float]:
-    wall, driver, _ = sweep(SLEEP, trials, method=method, store_dir=store_dir, name=f"idle-{method}",
+    wall, _driver, _ = sweep(SLEEP, trials, method=method, store_dir=store_dir, name=f"idle-{method}",
                             config={"seconds": 0.2})
     store = Store.open(store_dir, readonly=True)
     busy = store.conn.execute(
@@ -111,7 +111,7 @@ def main() -> None:
     per_trial = (w400 - w200) / 200
     f200, f400 = floor(200), floor(400)
     per_floor = (f400 - f200) / 200
-    print(f"no-op trials, 2 workers (random searcher, durable SQLite store):")
+    print("no-op trials, 2 workers (random searcher, durable SQLite store):")
     print(f"  sweeplab   {w200:.3f}s for 200, {w400:.3f}s for 400 -> {per_trial * 1e3:.3f} ms/trial marginal")
     print(f"  floor      ProcessPoolExecutor(2): {per_floor * 1e3:.3f} ms/trial")
     print(f"  ratio      {per_trial / per_floor:.1f}x the floor")
@@ -123,7 +123,7 @@ def main() -> None:
     for method in ("random", "tpe", "gp"):
         try:
             wall, idle = idle_fraction(method, tmp / f"i-{method}")
-        except Exception as exc:  # noqa: BLE001 - gp needs torch: say so and go on
+        except Exception as exc:
             print(f"worker idle with {method}: skipped ({type(exc).__name__}: {exc})")
             continue
         print(f"worker idle with {method:6s}: {idle * 100:5.1f}% of slot time (30 trials of 0.2 s, wall {wall:.2f}s)")

@@ -63,7 +63,8 @@ def test_each_serializer_round_trips(tmp_path, fmt, obj):
     assert loaded_info == mgr.list()[-1]
     assert _equal(obj, loaded)
     manifest = json.loads((Path(info.path) / "manifest.json").read_text())
-    assert manifest["checksum"] == info.checksum and manifest["bytes"] == info.bytes == _payload(info.path).stat().st_size
+    assert manifest["checksum"] == info.checksum
+    assert manifest["bytes"] == info.bytes == _payload(info.path).stat().st_size
     assert manifest["format"] == fmt and manifest["step"] == 1
 
 

@@ -27,7 +27,7 @@ from sweeplab.types import TrialState
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):  # noqa: ANN202 - lazy optional submodules: `sl.torch` without importing torch eagerly
+def __getattr__(name: str):
     if name in ("torch", "monitors"):
         import importlib
 

@@ -15,8 +15,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["environment_facts", "load_captures", "save_captures"]
 
@@ -31,7 +32,7 @@ def save_captures(objects: Mapping[str, Any], directory: str) -> str:
         try:
             pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
             saved[name] = obj
-        except Exception as exc:  # noqa: BLE001 - an unpicklable capture is reported, not fatal
+        except Exception as exc:
             skipped[name] = f"{type(exc).__name__}: {exc}"
     payload = pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL)
     path = root / f"capture-{uuid.uuid4().hex[:12]}.pkl"
@@ -50,7 +51,7 @@ def load_captures(path: str) -> dict[str, Any]:
     payload = p.read_bytes()
     if hashlib.sha256(payload).hexdigest() != manifest.get("sha256"):
         raise ValueError(f"capture {p} does not match its manifest; refusing to load it")
-    return pickle.loads(payload)  # noqa: S301 - sweeplab wrote it; checksum verified above
+    return pickle.loads(payload)
 
 
 def environment_facts(cwd: str | None = None) -> dict[str, Any]:

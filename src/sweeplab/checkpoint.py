@@ -583,7 +583,7 @@ class CheckpointManager:
     def _copy_dir(self, src: str, dst: str) -> tuple[str, int]:
         fs, digest, total = self._fs, hashlib.sha256(), 0
         fs.makedirs(dst)
-        for dirpath, dirs, files in os.walk(src):
+        for dirpath, dirs, _files in os.walk(src):
             dirs.sort()
             rel_dir = os.path.relpath(dirpath, src)
             out_dir = dst if rel_dir == "." else fs.join(dst, *rel_dir.split(os.sep))

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -57,9 +57,10 @@ def _split_overrides(args: list[str]) -> list[str]:
 @app.command()
 def sweep(
     spec_file: Path = typer.Argument(..., metavar="SPEC", help="sweep spec (YAML; W&B sweep files work as is)"),
-    overrides: Optional[List[str]] = typer.Argument(None, metavar="[KEY=VALUE]...",
+    overrides: Optional[list[str]] = typer.Argument(None, metavar="[KEY=VALUE]...",
                                                     help="config overrides for every trial"),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="parallel trials (default: spec, or one per core)"),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w",
+                                          help="parallel trials (default: spec, or one per core)"),
     backend: Optional[str] = typer.Option(None, "--backend", help="local | ray (default: spec, or local)"),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (ray backend)"),
     name: Optional[str] = typer.Option(None, "--name", help="sweep name (default: spec name or file name)"),
@@ -387,7 +388,7 @@ def resume(
 @app.command(context_settings={"allow_extra_args": False})
 def run(
     target: str = typer.Argument(..., help="a function, e.g. train.py:train or pkg.module:train"),
-    overrides: Optional[List[str]] = typer.Argument(None, metavar="[KEY=VALUE]..."),
+    overrides: Optional[list[str]] = typer.Argument(None, metavar="[KEY=VALUE]..."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="base config YAML"),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="environment profile name"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),

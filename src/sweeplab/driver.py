@@ -15,11 +15,11 @@ import math
 import os
 import signal
 import sys
-import time
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from sweeplab._clock import Clock, RealClock
 from sweeplab.backends.base import Backend, TrialTask
@@ -196,7 +196,7 @@ class Driver:
 
         path = self.store.root / "locks" / f"{safe_name(self.name)}.lock"
         path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(path, "a+")  # noqa: SIM115 - held open on purpose until the process ends
+        fh = open(path, "a+")
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -397,7 +397,7 @@ class CustomMonitor(Monitor):
     def observe(self, trial: int, points: Sequence[MetricPoint]) -> Verdict:
         try:
             out = self.fn(trial, points)
-        except Exception as exc:  # noqa: BLE001 - a broken user rule must not end the sweep; said once
+        except Exception as exc:
             if trial in self._spent:
                 return Verdict.go_on()
             self._spent.add(trial)

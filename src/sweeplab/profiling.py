@@ -333,7 +333,7 @@ class SystemSampler:
                 if not self._gpu.handles:
                     self._gpu.close()
                     self._gpu = None
-            except Exception:  # noqa: BLE001 - no pynvml, no driver, no device: no GPU figures
+            except Exception:
                 self._gpu = None
         self._tree()  # prime cpu_percent baselines
         self._stop.clear()
@@ -407,7 +407,7 @@ class SystemSampler:
         if self._gpu is not None:
             try:
                 out.update(self._gpu.sample())
-            except Exception:  # noqa: BLE001 - a GPU that stops answering: go on without it
+            except Exception:
                 self._gpu.close()
                 self._gpu = None
         self._account(out)
@@ -438,11 +438,12 @@ class SystemSampler:
         if batch:
             try:
                 self.sink(batch)
-            except Exception as exc:  # noqa: BLE001 - a failing sink must not kill the trial
+            except Exception as exc:
                 self.error = exc
 
     def peak(self) -> dict[str, Any]:
-        """Aggregates so far: system_samples, rss_peak, cpu_mean, cpu_peak, gpu_util_mean, gpu_mem_peak, mem_total, ncpu."""
+        """Aggregates so far: system_samples, rss_peak, cpu_mean, cpu_peak, gpu_util_mean, gpu_mem_peak,
+        mem_total, ncpu."""
         with self._lock:
             n, g = self._n, self._gpu_n
             return {

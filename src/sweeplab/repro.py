@@ -12,8 +12,9 @@ import shutil
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sweeplab.errors import UserError
 from sweeplab.run import Run

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
-
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 __all__ = ["Run"]
 

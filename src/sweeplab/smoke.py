@@ -4,8 +4,9 @@ combination of categorical choices the spec can produce fits the typed config.""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 __all__ = ["check_config_combinations"]
 
@@ -21,7 +22,7 @@ def check_config_combinations(spec: Any, resolve: Callable[[dict[str, Any]], dic
     notes: list[str] = []
     try:
         fn = load_target(target, list(python_path))
-    except Exception as exc:  # noqa: BLE001 - any import failure is the finding
+    except Exception as exc:
         return [f"cannot import {target}: {type(exc).__name__}: {exc}"], notes
     schema = typed_schema_of(fn)
     choices: dict[str, list[Any]] = {}

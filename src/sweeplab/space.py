@@ -73,7 +73,7 @@ def _is_number(x: Any) -> bool:
 
 
 def _is_integral(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) or isinstance(x, float) and x.is_integer()
+    return (isinstance(x, int) and not isinstance(x, bool)) or (isinstance(x, float) and x.is_integer())
 
 
 def _plain(x: Any) -> Any:
@@ -97,7 +97,7 @@ def _same(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     try:
         return bool(a == b)
-    except Exception:  # noqa: BLE001 - exotic objects: treat as different
+    except Exception:
         return False
 
 

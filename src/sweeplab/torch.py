@@ -310,7 +310,7 @@ class Strategy:
             dist.destroy_process_group()
         self._owns_group = False
 
-    def __enter__(self) -> Strategy:  # noqa: PYI034 - not meant to be subclassed
+    def __enter__(self) -> Strategy:
         return self
 
     def __exit__(self, *exc: object) -> None:

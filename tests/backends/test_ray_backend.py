@@ -213,7 +213,8 @@ def test_sweep_survives_a_lost_node_with_every_trial_accounted_for(cluster, tmp_
     def add(name):
         return cluster.add_node(num_cpus=1, resources={"sweeper": 1, name: 1})
 
-    nodes = {"a": add("sweep_a"), "b": add("sweep_b"), "spare": add("sweep_c")}   # Ray nodes start on the main thread only
+    # Ray nodes start on the main thread only
+    nodes = {"a": add("sweep_a"), "b": add("sweep_b"), "spare": add("sweep_c")}
     cluster.wait_for_nodes()
     spec = parse_spec({"function": f"{TRIALS}:checkpointing", "method": "grid",
                        "metric": {"name": "loss", "goal": "minimize"},
@@ -237,7 +238,7 @@ def test_sweep_survives_a_lost_node_with_every_trial_accounted_for(cluster, tmp_
             for tid in backend.running():
                 if backend.node_of(tid) is not None:
                     node_id = backend.node_of(tid)
-                    for key, node in list(nodes.items()):
+                    for _key, node in list(nodes.items()):
                         if node.node_id == node_id:
                             victim["trial"] = tid
                             cluster.remove_node(node, allow_graceful=False)

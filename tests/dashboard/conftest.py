@@ -72,7 +72,7 @@ class LiveServer:
                                                     access_log=False, lifespan="on"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def __enter__(self) -> LiveServer:  # noqa: PYI034
+    def __enter__(self) -> LiveServer:
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:

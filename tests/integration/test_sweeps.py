@@ -6,10 +6,9 @@ import json
 import signal
 import sqlite3
 import time
+from pathlib import Path
 
 import pytest
-
-from pathlib import Path
 
 TRIALS = Path(__file__).resolve().parents[1] / "fixtures" / "trials.py"
 
@@ -155,7 +154,7 @@ def test_ctrl_c_then_resume_never_reruns_a_completed_trial(cli):
 
     wait_for(lambda: completed() >= 2, timeout=60)
     proc.send_signal(signal.SIGINT)
-    out, errs = proc.communicate(timeout=60)
+    _, errs = proc.communicate(timeout=60)
     assert proc.returncode == 130, errs
     first = cli.status("cc")
     assert first["sweep"]["state"] == "stopped"

@@ -9,8 +9,9 @@ or the searcher: the driver owns decisions. Adding a backend touches no other mo
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from sweeplab.backends.events import Event
 

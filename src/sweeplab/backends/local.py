@@ -17,8 +17,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from sweeplab.backends.base import Backend, TrialTask
 from sweeplab.backends.events import Event, EventKind, decode
@@ -58,7 +59,7 @@ def plan_slots(workers: int, *, cpus: float, gpus: float, gpu_ids: Sequence[int]
         return [Slot(i, cpus) for i in range(workers)]
     ids = list(gpu_ids)
     if gpus < 1:
-        per_device = int(math.floor(1 / gpus + 1e-9))
+        per_device = math.floor(1 / gpus + 1e-9)
         capacity = per_device * len(ids)
         if workers > capacity:
             raise UserError(
@@ -87,7 +88,7 @@ def detect_gpus() -> list[int]:
             return list(range(pynvml.nvmlDeviceGetCount()))
         finally:
             pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no NVML, no driver, no GPU: all mean "none"
+    except Exception:
         return []
 
 

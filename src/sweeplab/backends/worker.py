@@ -26,8 +26,9 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, encode
@@ -283,7 +284,7 @@ def _execute_function(ex: Execution) -> None:
 
         metrics, _ = objective_from(result, None)
         channel.send(EventKind.FINISHED, {"metrics": metrics, "stopped": run.should_stop, "retire": ex.retire})
-    except BaseException as exc:  # noqa: BLE001 - everything a trial raises is reported, then we go on
+    except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt) and not ex.preempted:
             raise
         if run is not None:
@@ -319,7 +320,7 @@ def _start_sampler(channel: Channel) -> Any:
                                 interval=1.0, flush_every=5)
         sampler.start()
         return sampler
-    except Exception:  # noqa: BLE001 - profiling must never break a trial
+    except Exception:
         return None
 
 
@@ -343,7 +344,7 @@ def _rss() -> int | None:
         import psutil
 
         return int(psutil.Process().memory_info().rss)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 
@@ -478,7 +479,7 @@ def _preload() -> None:
     with contextlib.suppress(Exception):
         import psutil  # noqa: F401
 
-        import sweeplab.config  # noqa: F401
+        import sweeplab.config
         import sweeplab.profiling  # noqa: F401
 
 

@@ -168,7 +168,7 @@ class Guard:
             jar: SimpleCookie = SimpleCookie()
             try:
                 jar.load(headers["cookie"])
-            except Exception:  # noqa: BLE001 - a malformed cookie header just does not authenticate
+            except Exception:
                 jar = SimpleCookie()
             morsel = jar.get(COOKIE)
             if morsel is not None and hmac.compare_digest(morsel.value.encode(), self.cookie.encode()):

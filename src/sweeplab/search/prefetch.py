@@ -49,7 +49,7 @@ class Prefetching(Searcher):
         try:
             with self._lock:
                 result = self.inner.ask()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller of the next ask()
+        except BaseException as exc:
             error = exc
         with self._cond:
             self._ready, self._error, self._thread = result, error, None

@@ -255,7 +255,7 @@ def trial_columns(store: Store, name: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- trials
 def _attempt_dict(store: Store, row: sqlite3.Row) -> dict[str, Any]:
-    d = {k: row[k] for k in row.keys() if k not in ("id", "trial_id")}  # noqa: SIM118 (sqlite3.Row)
+    d = {k: row[k] for k in row.keys() if k not in ("id", "trial_id")}
     d["slot"] = _loads(row["slot"], None)
     d["log_path"] = _relpath(store, row["log_path"])
     return d

@@ -12,9 +12,10 @@ import math
 import os
 import sqlite3
 import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from sweeplab.errors import StoreError, UserError
 
