@@ -35,15 +35,29 @@ CLI = _load_cli_class()
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.05,
-             what: str = "condition") -> Any:
-    """Poll `predicate` until it returns something truthy; fail the test after `timeout` seconds."""
+             what: str = "condition", proc: Any = None) -> Any:
+    """Poll `predicate` until it returns something truthy; fail the test after `timeout` seconds,
+    or as soon as `proc` (a Popen the condition depends on) has exited."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
+        if proc is not None and proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"{what}: the process exited ({proc.returncode}) first\n{out}\n{err}")
         time.sleep(interval)
     raise AssertionError(f"{what} not met within {timeout:g}s")
+
+
+def params(**values: Any) -> str:
+    """The `parameters:` block of a spec: a string starting with "{" is a distribution, anything else a
+    constant. params(x="{min: 0, max: 1}", steps=10) -> "  x: {min: 0, max: 1}\\n  steps: {value: 10}"."""
+    lines = []
+    for key, v in values.items():
+        text = v if isinstance(v, str) and v.startswith("{") else f"{{value: {v!r}}}"
+        lines.append(f"  {key}: {text}")
+    return "\n".join(lines)
 
 
 def spec(function: str, *, params: str, extra: str = "", method: str = "grid", seed: int = 1) -> str:
@@ -57,6 +71,7 @@ class Chaos(CLI):  # type: ignore[misc,valid-type]
 
     wait_for = staticmethod(wait_for)
     faulty_spec = staticmethod(spec)
+    params = staticmethod(params)
 
     @property
     def db_path(self) -> Path:
@@ -102,7 +117,8 @@ class Chaos(CLI):  # type: ignore[misc,valid-type]
     def checkpoints(self, trial_id: int, attempt: int | None = None) -> list[sqlite3.Row]:
         if attempt is None:
             return self.rows("SELECT * FROM checkpoints WHERE trial_id=? ORDER BY id", trial_id)
-        return self.rows("SELECT * FROM checkpoints WHERE trial_id=? AND attempt=? ORDER BY id", trial_id, attempt)
+        return self.rows("SELECT * FROM checkpoints WHERE trial_id=? AND attempt=? ORDER BY id",
+                         trial_id, attempt)
 
     def events(self, kind: str, trial_id: int | None = None) -> list[sqlite3.Row]:
         if trial_id is None:
@@ -141,9 +157,10 @@ class Chaos(CLI):  # type: ignore[misc,valid-type]
             conn.close()
 
     def dump_sweep(self, sweep: str) -> dict[str, list[tuple[Any, ...]]]:
-        """Every row that belongs to `sweep` (trials, attempts, metrics, checkpoints), for before/after equality."""
+        """Every row of `sweep` (trials, attempts, metrics, checkpoints), to compare before and after."""
         q = {
-            "trials": "SELECT t.* FROM trials t JOIN sweeps s ON s.id=t.sweep_id WHERE s.name=? ORDER BY t.id",
+            "trials": "SELECT t.* FROM trials t JOIN sweeps s ON s.id=t.sweep_id WHERE s.name=? "
+                      "ORDER BY t.id",
             "attempts": "SELECT a.* FROM attempts a JOIN trials t ON t.id=a.trial_id JOIN sweeps s "
                         "ON s.id=t.sweep_id WHERE s.name=? ORDER BY a.id",
             "metrics": "SELECT m.* FROM metrics m JOIN trials t ON t.id=m.trial_id JOIN sweeps s "

@@ -57,7 +57,8 @@ def _assert_clear_error(cp, path: Path) -> None:
 
 
 def _assert_consistent(chaos, sweep: str) -> None:
-    """No half-written trial: attempt counts match attempt rows; completed means a value and a completed attempt."""
+    """No half-written trial: attempt counts match attempt rows; completed means a value and a
+    completed attempt."""
     for t in chaos.trials(sweep):
         attempts = chaos.attempts(t["id"])
         assert t["attempts"] == len(attempts), (t["number"], t["attempts"], len(attempts))
@@ -122,9 +123,6 @@ def read_only(chaos):
         _umount(path)
 
 
-@pytest.mark.xfail(strict=True, reason="Store.open(readonly=True) cannot open a WAL database on a read-only "
-                   "directory (SQLite needs to create store.db-shm): `sweeplab status` says 'unable to open "
-                   "database file'; fix: retry with immutable=1 when the directory is not writable")
 def test_read_only_store_refuses_new_sweeps_and_keeps_old_results_readable(chaos, read_only):
     first = _first_sweep(chaos)
     _quiesce(chaos.db_path)
@@ -176,7 +174,8 @@ def test_disk_full_fails_clearly_keeps_earlier_results_and_resume_recovers(chaos
     assert chaos.integrity() == "ok"
     assert chaos.dump_sweep("first") == first              # what was written before is intact
     _assert_consistent(chaos, "second")
-    done = {t["number"]: (t["ended"], t["value"]) for t in chaos.trials("second") if t["state"] == "completed"}
+    done = {t["number"]: (t["ended"], t["value"]) for t in chaos.trials("second")
+            if t["state"] == "completed"}
 
     if disk:                                              # room again: the sweep continues where it was
         assert _mount("-o", "remount,size=64m", str(disk))
@@ -194,12 +193,12 @@ def test_disk_full_fails_clearly_keeps_earlier_results_and_resume_recovers(chaos
 def test_locked_database_mid_sweep_fails_clearly_and_resume_finishes(chaos, reap):
     first = _first_sweep(chaos)
     body = chaos.faulty_spec("stepper", method="random",
-                             params="  x: {min: -1.0, max: 1.0}\n  steps: {value: 40}\n  delay: {value: 0.02}",
-                             extra="budget: {trials: 6}")
+                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=60, delay=0.02),
+                             extra="budget: {trials: 6}\ntrial: {checkpoint_every: 1000}")
     proc = chaos.start("sweep", str(chaos.spec("second", body)), "--name", "second", "-w", "2", "-q")
     reap.append(proc.pid)
     chaos.wait_for(lambda: any(t["state"] == "completed" for t in chaos.trials("second")),
-                   what="a completed trial")
+                   what="a completed trial", proc=proc)
     holder = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(chaos.db_path)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     reap.append(holder.pid)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-from pathlib import Path
 
 import pytest
 
@@ -35,13 +34,14 @@ def _restored_step(chaos, trial_id: int, attempt: int) -> int | None:
 
 
 def test_worker_sigkill_mid_trial_is_retried_from_its_checkpoint(chaos, reap):
-    body = chaos.faulty_spec("stepper", params="  x: {value: 0.5}\n  steps: {value: 60}\n  delay: {value: 0.03}",
+    body = chaos.faulty_spec("stepper", params=chaos.params(x=0.5, steps=60, delay=0.03),
                 extra="trial: {retries: 1}")
     proc = _start(chaos, reap, "k9", body, "--workers", "1")
-    att = chaos.wait_for(lambda: chaos.running_attempt("k9", 0), what="trial 0 running")
+    att = chaos.wait_for(lambda: chaos.running_attempt("k9", 0), what="trial 0 running", proc=proc)
     trial_id = att["trial_id"]
     chaos.wait_for(lambda: len(chaos.checkpoints(trial_id, 1)) >= 5 and len(chaos.steps(trial_id, 1)) >= 5,
-                   what="5 steps logged and checkpointed by attempt 1")
+                   what="5 steps logged and checkpointed by attempt 1", proc=proc)
+    assert proc.poll() is None and chaos.trial("k9", 0)["state"] == "running"
     os.kill(att["pid"], signal.SIGKILL)
     _finish(proc)
 
@@ -64,12 +64,14 @@ def test_worker_sigkill_mid_trial_is_retried_from_its_checkpoint(chaos, reap):
 
 
 def test_worker_sigterm_is_a_preemption_then_the_trial_resumes_and_completes(chaos, reap):
-    body = chaos.faulty_spec("stepper", params="  x: {value: 0.5}\n  steps: {value: 40}\n  delay: {value: 0.03}",
+    body = chaos.faulty_spec("stepper", params=chaos.params(x=0.5, steps=50, delay=0.03),
                 extra="trial: {retries: 0, grace: 10s}")
     proc = _start(chaos, reap, "pre", body, "--workers", "1")
-    att = chaos.wait_for(lambda: chaos.running_attempt("pre", 0), what="trial 0 running")
+    att = chaos.wait_for(lambda: chaos.running_attempt("pre", 0), what="trial 0 running", proc=proc)
     trial_id = att["trial_id"]
-    chaos.wait_for(lambda: len(chaos.checkpoints(trial_id, 1)) >= 3, what="3 checkpoints of attempt 1")
+    chaos.wait_for(lambda: len(chaos.checkpoints(trial_id, 1)) >= 3, what="3 checkpoints of attempt 1",
+                   proc=proc)
+    assert proc.poll() is None and chaos.trial("pre", 0)["state"] == "running"
     os.kill(att["pid"], signal.SIGTERM)
     _finish(proc)
 
@@ -85,21 +87,22 @@ def test_worker_sigterm_is_a_preemption_then_the_trial_resumes_and_completes(cha
     last_ckpt = max(c["step"] for c in chaos.checkpoints(trial_id, 1))
     assert last_ckpt == chaos.steps(trial_id, 1)[-1]
     assert _restored_step(chaos, trial_id, 2) == last_ckpt
-    assert chaos.steps(trial_id, 2) == list(range(last_ckpt + 1, 40))
+    assert chaos.steps(trial_id, 2) == list(range(last_ckpt + 1, 50))
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
 def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(chaos, reap, tmp_path, damage):
     ready = tmp_path / "ready"
     body = chaos.faulty_spec("checkpoint_then_wait",
-                params=f"  x: {{value: 0.5}}\n  steps: {{value: 4}}\n  ready_file: {{value: '{ready}'}}",
+                params=chaos.params(x=0.5, steps=4, ready_file=str(ready)),
                 extra="trial: {retries: 1, keep_checkpoints: 2}")
     proc = _start(chaos, reap, "cc", body, "--workers", "1")
-    chaos.wait_for(ready.exists, what="attempt 1 checkpointed and waiting")
-    att = chaos.wait_for(lambda: chaos.running_attempt("cc", 0), what="attempt 1 row")
+    chaos.wait_for(ready.exists, what="attempt 1 checkpointed and waiting", proc=proc)
+    att = chaos.wait_for(lambda: chaos.running_attempt("cc", 0), what="attempt 1 row", proc=proc)
     trial_id = att["trial_id"]
-    rows = chaos.wait_for(lambda: (r := chaos.checkpoints(trial_id, 1)) and len(r) == 4 and r, what="4 checkpoints")
-    ckdir = chaos.store / rows[-1]["path"] if not Path(rows[-1]["path"]).is_absolute() else Path(rows[-1]["path"])
+    rows = chaos.wait_for(lambda: (r := chaos.checkpoints(trial_id, 1)) and len(r) == 4 and r,
+                          what="4 checkpoints", proc=proc)
+    ckdir = chaos.store / rows[-1]["path"]        # relative to the store, or absolute (then `/` keeps it)
     assert rows[-1]["step"] == 3 and ckdir.is_dir()
     manifest = json.loads((ckdir / "manifest.json").read_text())
     payload = ckdir / manifest["payload"]
@@ -120,22 +123,17 @@ def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(chaos, reap, t
     assert len(corrupt) >= 1 and str(ckdir.name) in corrupt[0]["message"]
 
 
-@pytest.mark.xfail(strict=True, reason="Run.checkpoint sends the CHECKPOINT event while the metrics logged "
-                   "before it may still sit in the log buffer (flushed every 0.2 s or 4096 points); a SIGKILL "
-                   "then loses them, and the retry resumes after the checkpoint so they are never logged; "
-                   "fix: flush the buffer in Run.checkpoint before saving")
 def test_metrics_logged_before_a_checkpoint_survive_a_worker_kill(chaos, reap, tmp_path):
     ready = tmp_path / "ready"
     body = chaos.faulty_spec(
         "checkpoint_then_wait",
-        params=f"  x: {{value: 0.5}}\n  steps: {{value: 4}}\n  flush: {{value: false}}\n"
-               f"  ready_file: {{value: '{ready}'}}",
+        params=chaos.params(x=0.5, steps=4, flush=False, ready_file=str(ready)),
         extra="trial: {retries: 1}")
     proc = _start(chaos, reap, "mk", body, "--workers", "1")
-    chaos.wait_for(ready.exists, what="attempt 1 checkpointed and waiting")
-    att = chaos.wait_for(lambda: chaos.running_attempt("mk", 0), what="attempt 1 row")
+    chaos.wait_for(ready.exists, what="attempt 1 checkpointed and waiting", proc=proc)
+    att = chaos.wait_for(lambda: chaos.running_attempt("mk", 0), what="attempt 1 row", proc=proc)
     trial_id = att["trial_id"]
-    chaos.wait_for(lambda: len(chaos.checkpoints(trial_id, 1)) == 4, what="4 checkpoints recorded")
+    chaos.wait_for(lambda: len(chaos.checkpoints(trial_id, 1)) == 4, what="4 checkpoints recorded", proc=proc)
     os.kill(att["pid"], signal.SIGKILL)
     _finish(proc)
 
@@ -146,10 +144,10 @@ def test_metrics_logged_before_a_checkpoint_survive_a_worker_kill(chaos, reap, t
 
 
 def test_heartbeat_loss_kills_the_frozen_trial_as_a_failure_and_the_sweep_goes_on(chaos, reap):
-    body = chaos.faulty_spec("freeze_on", params="  x: {values: [1, 2, 3]}\n  freeze_x: {value: 1}",
+    body = chaos.faulty_spec("freeze_on", params=chaos.params(x="{values: [1, 2, 3]}", freeze_x=1),
                 extra="trial: {heartbeat_timeout: 2s, retries: 0}")
     proc = _start(chaos, reap, "hb", body, "--workers", "1")
-    att = chaos.wait_for(lambda: chaos.running_attempt("hb", 0), what="trial 0 running")
+    att = chaos.wait_for(lambda: chaos.running_attempt("hb", 0), what="trial 0 running", proc=proc)
     reap.append(att["pid"])
     _finish(proc)
 
@@ -166,7 +164,8 @@ def test_heartbeat_loss_kills_the_frozen_trial_as_a_failure_and_the_sweep_goes_o
 
 
 def test_trial_timeout_bounds_the_trial_and_names_trial_timeout(chaos, reap):
-    body = chaos.faulty_spec("stepper", params="  x: {values: [0.5, 0.6]}\n  steps: {value: 100000}\n  delay: {value: 0.05}",
+    body = chaos.faulty_spec("stepper",
+                             params=chaos.params(x="{values: [0.5, 0.6]}", steps=100000, delay=0.05),
                 extra="trial: {timeout: 2s, retries: 2}\nbudget: {trials: 2}")
     proc = _start(chaos, reap, "to", body, "--workers", "2")
     _finish(proc)
