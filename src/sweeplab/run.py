@@ -90,16 +90,24 @@ class Run:
             step = self._auto_step
         self._auto_step = step + 1
         now = time.time()
-        buf = self._buf
-        if not buf:
-            self._buf_t0 = now
-        for key, value in metrics.items():
-            try:
-                value = float(value)
-            except (TypeError, ValueError):
-                raise TypeError(f"run.log: metric {key!r} must be a number, got {value!r}") from None
-            buf.append([step, key, value, now])
-        if len(buf) >= _FLUSH_POINTS or now - self._buf_t0 >= _FLUSH_SECONDS:
+        try:
+            points = [[step, key, float(value), now] for key, value in metrics.items()]
+        except (TypeError, ValueError):
+            bad = next((k, v) for k, v in metrics.items() if not _is_number(v))
+            raise TypeError(f"run.log: metric {bad[0]!r} must be a number, got {bad[1]!r}") from None
+        with self._lock:
+            buf = self._buf
+            if not buf:
+                self._buf_t0 = now
+            buf.extend(points)
+            due = len(buf) >= _FLUSH_POINTS or now - self._buf_t0 >= _FLUSH_SECONDS
+        if due:
+            self.flush()
+
+    def flush_if_stale(self, max_age: float = 1.0) -> None:
+        """Send points buffered for longer than `max_age` s (the worker's heartbeat calls it, so a trial
+        that logs and then computes for a long time does not hold its last points back)."""
+        if self._buf and time.time() - self._buf_t0 >= max_age:
             self.flush()
 
     def flush(self) -> None:
@@ -245,6 +253,14 @@ def objective_from(result: Any, metric: str | None) -> tuple[dict[str, float], f
         metrics[metric or "value"] = float(result)
     value = metrics.get(metric) if metric else None
     return metrics, value
+
+
+def _is_number(v: Any) -> bool:
+    try:
+        float(v)
+        return True
+    except (TypeError, ValueError):
+        return False
 
 
 def _cuda_available() -> bool:

@@ -124,15 +124,19 @@ def _call(fn: Callable[..., Any], config: Any, run: Run) -> Any:
 
 # ---------------------------------------------------------------------------------------- executing
 class _Heartbeat(threading.Thread):
-    def __init__(self, channel: Channel, interval: float) -> None:
+    """Tells the driver the process is alive, and sends metrics a quiet trial has kept buffered."""
+
+    def __init__(self, ex: Execution, interval: float) -> None:
         super().__init__(daemon=True, name="sweeplab-heartbeat")
-        self._channel, self._interval = channel, interval
+        self._ex, self._interval = ex, interval
         self._done = threading.Event()
 
     def run(self) -> None:
         while not self._done.wait(self._interval):
             with contextlib.suppress(OSError):
-                self._channel.send(EventKind.HEARTBEAT)
+                self._ex.channel.send(EventKind.HEARTBEAT)
+                if self._ex.run is not None:
+                    self._ex.run.flush_if_stale(1.0)
 
     def stop(self) -> None:
         self._done.set()
@@ -214,7 +218,7 @@ def execute(task: TrialTask, channel: Channel, current: list[Execution | None],
     ex.baseline_rss = baseline_rss
     current[0] = ex
     channel.send(EventKind.STARTED, {"pid": os.getpid(), "host": socket.gethostname()})
-    heartbeat = _Heartbeat(channel, task.heartbeat_interval)
+    heartbeat = _Heartbeat(ex, task.heartbeat_interval)
     heartbeat.start()
     ex.sampler = _start_sampler(channel)
     try:

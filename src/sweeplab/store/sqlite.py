@@ -32,6 +32,14 @@ EVENT_KINDS = (
 )
 
 
+def _why(exc: BaseException) -> str:
+    """The SQLite error, with a hint when it usually means the disk (or a file-size limit) is full."""
+    text = str(exc)
+    if "disk I/O error" in text or "full" in text:
+        text += " (is the disk full, or a file-size limit reached?)"
+    return text
+
+
 def default_store_dir() -> Path:
     return Path(os.environ.get("SWEEPLAB_STORE") or ".sweeplab")
 
@@ -151,7 +159,7 @@ class Store:
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            raise StoreError(f"cannot write the store {self.root / DB_NAME}: {exc}") from None
+            raise StoreError(f"cannot write the store {self.root / DB_NAME}: {_why(exc)}") from None
         self._depth = 1
         try:
             yield
@@ -166,13 +174,13 @@ class Store:
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
-            raise StoreError(f"cannot write the store {self.root / DB_NAME}: {exc}") from None
+            raise StoreError(f"cannot write the store {self.root / DB_NAME}: {_why(exc)}") from None
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         try:
             return self.conn.execute(sql, params)
         except sqlite3.OperationalError as exc:
-            raise StoreError(f"store {self.root / DB_NAME}: {exc}") from None
+            raise StoreError(f"store {self.root / DB_NAME}: {_why(exc)}") from None
 
     def create_sweep(self, *, name: str, method: str, metric: str | None, goal: str,
                      spec: Mapping[str, Any], spec_path: str | None, seed: int | None,
@@ -241,7 +249,7 @@ class Store:
                     "INSERT INTO metrics(trial_id, attempt, step, key, value, time) VALUES (?,?,?,?,?,?)", rows
                 )
             except sqlite3.OperationalError as exc:
-                raise StoreError(f"store {self.root / DB_NAME}: {exc}") from None
+                raise StoreError(f"store {self.root / DB_NAME}: {_why(exc)}") from None
 
     def add_event(self, sweep_id: int, kind: str, message: str = "", *, trial_id: int | None = None,
                   attempt: int | None = None, data: Mapping[str, Any] | None = None,
