@@ -791,13 +791,22 @@ class Driver:
             if limit is not None and spent >= limit * 3600:
                 return f"budget.{key} {limit:g} reached ({spent / 3600:.3g} {unit}-hours held by trials)"
         for name, limit in (b.cost or {}).items():
-            spent = self._cost(name)
+            spent = self._cost(name, running)
             if spent >= limit:
-                return f"budget.cost.{name} {limit:g} reached ({spent:g} {name} reported by trials)"
+                how = "spent by trials (reported and priced resource-hours)" if b.prices else "reported by trials"
+                return f"budget.cost.{name} {limit:g} reached ({spent:.4g} {name} {how})"
         return None
 
-    def _cost(self, name: str) -> float:
-        return sum(t.costs.get(name, 0.0) for t in self.trials.values())
+    def _cost(self, name: str, running_seconds: float = 0.0) -> float:
+        """What trials reported under `name`, plus the priced resource-hours (budget.prices) held so far."""
+        reported = sum(t.costs.get(name, 0.0) for t in self.trials.values())
+        prices = self.spec.budget.prices or {}
+        if not prices:
+            return reported
+        cpus, gpus = self._rates()
+        cpu_h = (self._spend.get("cpu_seconds", 0.0) + running_seconds * cpus) / 3600
+        gpu_h = (self._spend.get("gpu_seconds", 0.0) + running_seconds * gpus) / 3600
+        return reported + cpu_h * prices.get("cpu_hour", 0.0) + gpu_h * prices.get("gpu_hour", 0.0)
 
     def _stop_running(self, reason: str) -> None:
         """Stop every running trial (state STOPPED) because the sweep's budget is spent."""

@@ -119,6 +119,7 @@ class Budget:
     gpu_hours: float | None = None
     cpu_hours: float | None = None
     cost: Mapping[str, float] | None = None     # name -> limit on the sum of that cost over trials
+    prices: Mapping[str, float] | None = None   # {cpu_hour, gpu_hour}: resource-hours priced into every cost
 
 
 @dataclass(frozen=True)
@@ -703,7 +704,7 @@ class _SpecParser:
         if raw is None:
             return Budget(trials=cap)
         raw = self.mapping(raw, "budget", "{trials: 60, time: 30m, gpu_hours: 4}")
-        self.keys(raw, ("trials", "time", "gpu_hours", "cpu_hours", "cost"), "budget")
+        self.keys(raw, ("trials", "time", "gpu_hours", "cpu_hours", "cost", "prices"), "budget")
         trials = self.integer(raw.get("trials"), "budget.trials", minimum=1)
         if cap is not None and trials is not None and cap != trials:
             raise self.error("run_cap and budget.trials disagree (run_cap is an alias of budget.trials)",
@@ -718,7 +719,26 @@ class _SpecParser:
             gpu_hours=self.hours(raw.get("gpu_hours"), "budget.gpu_hours"),
             cpu_hours=self.hours(raw.get("cpu_hours"), "budget.cpu_hours"),
             cost=cost,
+            prices=self.prices(raw.get("prices"), cost),
         )
+
+    def prices(self, raw: Any, cost: Mapping[str, float] | None) -> dict[str, float] | None:
+        """Prices per resource-hour, e.g. {cpu_hour: 0.04, gpu_hour: 2.5}: added to every budget.cost."""
+        if raw is None:
+            return None
+        raw = self.mapping(raw, "budget.prices", "{cpu_hour: 0.04, gpu_hour: 2.5}")
+        self.keys(raw, ("cpu_hour", "gpu_hour"), "budget.prices")
+        if not cost:
+            raise self.error("budget.prices needs a budget.cost limit to spend against", "budget.prices",
+                             expected="budget.cost: {usd: 20} beside it")
+        out = {}
+        for k, v in raw.items():
+            price = self.number(v, f"budget.prices.{k}")
+            if price is None or price < 0:
+                raise self.error("a price cannot be negative", f"budget.prices.{k}", value=v,
+                                 expected="a number >= 0 (currency per resource-hour)")
+            out[str(k)] = float(price)
+        return out
 
     def hours(self, raw: Any, key: str) -> float | None:
         """A number of hours, or a duration string ("90m")."""

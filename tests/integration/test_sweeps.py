@@ -201,3 +201,21 @@ def test_stop_command_ends_a_running_sweep_resumably(cli):
     assert {t["state"] for t in st["trials"]} == {"preempted"}
     again = cli("stop", "st")
     assert again.returncode == 2 and "not running" in again.stderr
+
+
+def test_priced_resource_hours_end_the_sweep_at_the_cost_limit(cli):
+    f = cli.spec("s", spec("slow_square", params="  x: {min: -1.0, max: 1.0}", method="random",
+                           extra="resources: {cpus: 1}\nbudget: {trials: 40, cost: {usd: 0.0003}, "
+                                 "prices: {cpu_hour: 1.0}}"))
+    cli("sweep", str(f), "--name", "priced", "--workers", "1", "-q", check=True)
+    st = cli.status("priced")
+    assert st["sweep"]["end_reason"].startswith("budget.cost.usd 0.0003 reached")
+    assert 1 <= len(st["trials"]) < 40
+    assert st["sweep"]["spend"]["cost.usd"] >= 0.0003
+    assert all(t["state"] == "completed" for t in st["trials"])   # running trials finish (no --hard)
+
+
+def test_prices_without_a_cost_limit_is_refused(cli):
+    f = cli.spec("bad", spec("quick", extra="budget: {prices: {cpu_hour: 1.0}}"))
+    cp = cli("sweep", str(f))
+    assert cp.returncode == 2 and "budget.prices" in cp.stderr and "budget.cost" in cp.stderr
