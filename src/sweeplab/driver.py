@@ -62,6 +62,7 @@ class _Trial:
     last_report: float | None = None
     failures: list[tuple[str, str]] = field(default_factory=list)
     resource_seconds: float = 0.0
+    spent: float = 0.0                     # seconds of earlier attempts (trial.timeout bounds the total)
     costs: dict[str, float] = field(default_factory=dict)   # last reported value of each budget.cost name
 
     def snapshot(self) -> TrialSnapshot:
@@ -254,6 +255,9 @@ class Driver:
                 if self.metric:
                     hist = self.store.metric_history(t.id).get(self.metric, [])
                     t.intermediate = {s: v for s, v in hist}
+                t.spent = float(self.store.conn.execute(
+                    "SELECT coalesce(sum(ended - started), 0) FROM attempts WHERE trial_id=? AND ended IS NOT NULL",
+                    (t.id,)).fetchone()[0])
                 self.trials[t.id] = t
                 self.by_number[t.number] = t
                 if state is TrialState.RUNNING:
@@ -773,6 +777,7 @@ class Driver:
         if t.started_mono is None:
             return
         held = self.clock.monotonic() - t.started_mono
+        t.spent += held
         cpus, gpus = self._rates()
         self._spend["cpu_seconds"] = self._spend.get("cpu_seconds", 0.0) + held * cpus
         self._spend["gpu_seconds"] = self._spend.get("gpu_seconds", 0.0) + held * gpus
@@ -848,8 +853,9 @@ class Driver:
             if t.stop_at is not None and now - t.stop_at > policy.grace and t.kill_reason is None:
                 t.kill_reason = f"did not stop within trial.grace ({policy.grace:g}s)"
                 self.backend.kill(tid, t.kill_reason)
-            elif policy.timeout is not None and now - t.started_mono > policy.timeout and t.kill_reason is None:
-                t.kill_reason = f"trial.timeout ({policy.timeout:g}s) exceeded"
+            elif (policy.timeout is not None and t.spent + now - t.started_mono > policy.timeout
+                  and t.kill_reason is None):
+                t.kill_reason = f"trial.timeout ({policy.timeout:g}s over all its attempts) exceeded"
                 t.no_retry = True
                 self.backend.kill(tid, t.kill_reason)
             elif (policy.heartbeat_timeout is not None and t.last_seen is not None

@@ -219,3 +219,15 @@ def test_prices_without_a_cost_limit_is_refused(cli):
     f = cli.spec("bad", spec("quick", extra="budget: {prices: {cpu_hour: 1.0}}"))
     cp = cli("sweep", str(f))
     assert cp.returncode == 2 and "budget.prices" in cp.stderr and "budget.cost" in cp.stderr
+
+
+def test_trial_timeout_bounds_the_total_over_attempts(cli):
+    f = cli.spec("s", spec("slow_then_fail", params="  x: {values: [1]}", extra="trial: {timeout: 2s, retries: 2}"))
+    cli("sweep", str(f), "--name", "to", "-q")
+    t = cli.status("to")["trials"][0]
+    assert t["state"] == "failed" and "over all its attempts" in t["reason"] and t["attempts"] == 2
+    import sqlite3 as sq
+
+    with sq.connect(cli.store / "store.db") as c:
+        second = c.execute("SELECT ended - started FROM attempts WHERE number=2").fetchone()[0]
+    assert second < 1.9   # the first attempt's 1.2 s counted against the 2 s
