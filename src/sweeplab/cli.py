@@ -277,7 +277,8 @@ class _LiveProgress:
 
 def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list[str], smoke: bool, hard: bool,
                 quiet: bool, create: bool, spec_path: Optional[str] = None, extra_trials: Optional[int] = None,
-                total_trials: Optional[int] = None) -> None:
+                total_trials: Optional[int] = None, fork_from: Optional[str] = None,
+                new_spec_path: Optional[str] = None) -> None:
     from sweeplab.driver import Driver
 
     def note(text: str) -> None:
@@ -294,10 +295,14 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
                 for p in problems:
                     err.print(f"smoke check: {p}", markup=False)
                 raise UserError(f"smoke check failed before any trial ran ({len(problems)} problem(s) above)")
-        if create:
+        if fork_from is not None:
+            n = driver.fork(fork_from, spec_path=spec_path)
+            if not quiet:
+                console.print(f"forked {n} completed trial(s) of {fork_from} that fit the new space")
+        elif create:
             driver.create(spec_path=spec_path)
         else:
-            driver.resume(extra_trials=extra_trials, total_trials=total_trials)
+            driver.resume(extra_trials=extra_trials, total_trials=total_trials, new_spec_path=new_spec_path)
         if not quiet:
             console.print(f"sweep [bold]{sweep_name}[/bold] on {be.describe()} -> store {st.root}")
         outcome = driver.run()
@@ -352,10 +357,17 @@ def resume(
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
     gpus: Optional[str] = typer.Option(None, "--gpus"),
     hard: bool = typer.Option(False, "--hard", help="when a budget is hit, stop running trials too"),
+    spec_file: Optional[Path] = typer.Option(None, "--spec", help="a changed spec (budgets, early stopping...)"),
+    fork: Optional[str] = typer.Option(None, "--fork", help="start a new sweep NAME from --spec, seeded with "
+                                                             "the old trials that fit its space"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ) -> None:
-    """Continue a sweep after a crash, Ctrl-C or budget end; nothing completed is redone."""
-    from sweeplab.spec import parse_spec
+    """Continue a sweep after a crash, Ctrl-C or budget end; nothing completed is redone.
+
+    --spec NEW.yaml changes budgets, early stopping, monitors, resources or trial policy of the sweep;
+    a different search space needs --fork NEW_NAME: a new sweep seeded with the old trials that fit it.
+    """
+    from sweeplab.spec import SweepSpec, load_spec
 
     st = _open_store(store)
     row = st.sweep_row(sweep_name)
@@ -363,8 +375,15 @@ def resume(
         raise UserError(f"no sweep named {sweep_name!r} in {st.root}")
     raw = json.loads(row["spec"])
     meta = raw.pop("_sweeplab", {}) or {}
-    spec = parse_spec(raw, file=row["spec_path"] or f"<stored spec of {sweep_name}>",
-                      base_dir=Path(row["spec_path"]).parent if row["spec_path"] else None)
+    source = row["spec_path"] if row["spec_path"] and Path(row["spec_path"]).exists() else None
+    spec = SweepSpec.from_jsonable(raw, source=source)
+    if fork is not None and spec_file is None:
+        raise UserError("--fork needs --spec NEW.yaml: the spec of the new sweep")
+    if spec_file is not None:
+        new = load_spec(spec_file)
+        if fork is None:
+            _check_compatible(spec, new, spec_file, sweep_name)
+        spec = new
     extra = total = None
     if trials is not None:
         text = trials.strip()
@@ -379,9 +398,35 @@ def resume(
                        smoke=bool(meta.get("smoke")), store_root=st.root)
     if meta.get("cwd") and Path(meta["cwd"]).is_dir():
         os.chdir(meta["cwd"])
+    if fork is not None:
+        if st.sweep_row(fork) is not None:
+            raise UserError(f"--fork: a sweep named {fork!r} already exists in {st.root}")
+        _run_driver(spec, st, be, sweep_name=fork, overrides=list(meta.get("overrides") or []),
+                    smoke=bool(meta.get("smoke")), hard=hard, quiet=quiet, create=True,
+                    spec_path=str(Path(spec_file).resolve()), fork_from=sweep_name)
+        return
     _run_driver(spec, st, be, sweep_name=sweep_name, overrides=list(meta.get("overrides") or []),
                 smoke=bool(meta.get("smoke")), hard=hard, quiet=quiet, create=False,
-                extra_trials=extra, total_trials=total)
+                extra_trials=extra, total_trials=total,
+                new_spec_path=str(Path(spec_file).resolve()) if spec_file is not None else None)
+
+
+def _check_compatible(old: Any, new: Any, spec_file: Path, sweep: str) -> None:
+    """Only budgets, early stopping, monitors, resources and trial policy may change on resume."""
+    same = [("parameters", old.space.params, new.space.params), ("method", old.method, new.method),
+            ("metric", (old.metric.name, old.metric.goal), (new.metric.name, new.metric.goal)),
+            ("function", old.function, new.function), ("program", old.program, new.program),
+            ("command", old.command, new.command)]
+    for key, a, b in same:
+        if a != b:
+            what = key
+            if key == "parameters":
+                names = sorted(set(a) ^ set(b)) or sorted(k for k in a if a[k] != b.get(k))
+                what = f"parameters.{names[0]}" if names else key
+            raise UserError(
+                f"{spec_file}: {what}: differs from sweep {sweep!r}; a resumed sweep may change only budget, "
+                f"early_terminate, monitors, resources, workers and trial (a new search needs "
+                f"`--fork NEW_NAME`, which starts a new sweep seeded with the old trials that fit)")
 
 
 # ---------------------------------------------------------------------------------------------- run

@@ -169,6 +169,8 @@ class Driver:
         from sweeplab.schedulers import make_scheduler
         from sweeplab.search import make_searcher
 
+        if self.searcher is not None:   # rebuilt (fork, then resume): stop the old one's prefetching
+            self.searcher.close()
         file = str(self.spec.source) if self.spec.source else None
         if self.spec.method in ("gp", "bayes"):
             _one_torch_thread()   # Optuna's GP asks are ~3x faster single-threaded; this process only searches
@@ -230,13 +232,60 @@ class Driver:
         d["_sweeplab"] = {"overrides": self.overrides, "smoke": self.smoke, "cwd": self.cwd}
         return d
 
-    def resume(self, *, extra_trials: int | None = None, total_trials: int | None = None) -> None:
-        """Rebuild the driver's state from the store; requeue interrupted and preempted trials."""
+    def fork(self, source: str, *, spec_path: str | None) -> int:
+        """Create this sweep seeded with `source`'s completed trials whose parameters fit the new space.
+
+        They are recorded as completed trials of the new sweep (reason "forked from ..."), so the searcher
+        learns from them; `budget.trials` counts the new trials only. Returns how many were taken.
+        """
+        src = self.store.sweep_row(source)
+        if src is None:
+            raise UserError(f"no sweep named {source!r} in {self.store.root}")
+        self.create(spec_path=spec_path)
+        import json
+
+        kept = 0
+        with self.store.transaction():
+            for r in self.store.trial_rows(int(src["id"])):
+                params = json.loads(r["params"] or "{}")
+                if r["state"] != TrialState.COMPLETED.value or not self.spec.space.contains(params):
+                    continue
+                metrics = json.loads(r["metrics"] or "{}")
+                value = metrics.get(self.metric) if self.metric else None
+                tid = self.store.add_trial(self.sweep_id, kept, params, json.loads(r["config"] or "{}"),
+                                           r["seed"], resources=json.loads(r["resources"] or "null"))
+                self.store.update_trial(tid, state=TrialState.COMPLETED.value, value=value, metrics=metrics,
+                                        started=r["started"], ended=r["ended"],
+                                        reason=f"forked from {source}/{r['number']}")
+                kept += 1
+            self.store.add_event(self.sweep_id, "info", f"forked from {source}: {kept} completed trial(s) fit "
+                                 "the new space", data={"source": source, "trials": kept})
+        self.trials.clear()
+        self.by_number.clear()
+        budget = self.spec.budget.trials
+        self.resume(extra_trials=budget if budget is not None else None)
+        return kept
+
+    def resume(self, *, extra_trials: int | None = None, total_trials: int | None = None,
+               new_spec_path: str | None = None) -> None:
+        """Rebuild the driver's state from the store; requeue interrupted and preempted trials.
+
+        With `new_spec_path` the stored spec is replaced by `self.spec` (the caller checked that only
+        budgets, early stopping, monitors, resources and trial policy changed).
+        """
         row = self.store.sweep_row(self.name)
         if row is None:
             raise UserError(f"no sweep named {self.name!r} in {self.store.root}")
         self._lock()
         self.sweep_id = int(row["id"])
+        if new_spec_path is not None:
+            old = _loads(row["spec"]) or {}
+            spec = self._stored_spec()
+            spec["_sweeplab"] = {**(old.get("_sweeplab") or {}), "cwd": (old.get("_sweeplab") or {}).get("cwd",
+                                                                                                        self.cwd)}
+            with self.store.transaction():
+                self.store.update_sweep(self.sweep_id, spec=spec, spec_path=new_spec_path)
+                self.store.add_event(self.sweep_id, "info", f"spec replaced by {new_spec_path}")
         self.seed = int(row["seed"] or 0)
         spend = _loads(row["spend"]) or {}
         self._spend = {k: float(v) for k, v in spend.items() if isinstance(v, (int, float))}

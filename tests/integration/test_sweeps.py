@@ -231,3 +231,36 @@ def test_trial_timeout_bounds_the_total_over_attempts(cli):
     with sq.connect(cli.store / "store.db") as c:
         second = c.execute("SELECT ended - started FROM attempts WHERE number=2").fetchone()[0]
     assert second < 1.9   # the first attempt's 1.2 s counted against the 2 s
+
+
+QUAD = "  x: {min: -3.0, max: 3.0}\n  y: {values: [1, 2]}"
+
+
+def test_resume_with_a_new_spec_changes_budgets_but_refuses_a_new_space(cli):
+    first = cli.spec("a", spec("quick", params=QUAD, method="random", extra="budget: {trials: 4}"))
+    cli("sweep", str(first), "--name", "ext", "-q", check=True)
+    bigger = cli.spec("b", spec("quick", params=QUAD, method="random", extra="budget: {trials: 7}\nworkers: 1"))
+    cli("resume", "ext", "--spec", str(bigger), "-q", check=True)
+    st = cli.status("ext")
+    assert len(st["trials"]) == 7 and st["sweep"]["budget"]["trials"] == 7
+    narrower = cli.spec("c", spec("quick", params="  x: {min: 0.0, max: 3.0}\n  y: {values: [1, 2]}",
+                                  method="random", extra="budget: {trials: 9}"))
+    cp = cli("resume", "ext", "--spec", str(narrower), "-q")
+    assert cp.returncode == 2 and "parameters.x" in cp.stderr and "--fork" in cp.stderr
+    assert len(cli.status("ext")["trials"]) == 7   # nothing ran
+
+
+def test_fork_seeds_a_new_sweep_with_the_old_trials_that_fit(cli):
+    first = cli.spec("a", spec("quick", params=QUAD, method="random", extra="budget: {trials: 10}"))
+    cli("sweep", str(first), "--name", "old", "-q", check=True)
+    old = cli.status("old")["trials"]
+    fits = [t for t in old if t["params"]["x"] >= 0.0]
+    narrower = cli.spec("c", spec("quick", params="  x: {min: 0.0, max: 3.0}\n  y: {values: [1, 2]}",
+                                  method="tpe", extra="budget: {trials: 3}"))
+    cli("resume", "old", "--spec", str(narrower), "--fork", "new", "-q", check=True)
+    new = cli.status("new")["trials"]
+    forked = [t for t in new if (t["reason"] or "").startswith("forked from old/")]
+    assert len(forked) == len(fits) and len(new) == len(fits) + 3
+    assert sorted(t["params"]["x"] for t in forked) == sorted(t["params"]["x"] for t in fits)
+    assert all(0.0 <= t["params"]["x"] <= 3.0 for t in new)
+    assert cli.status("old")["trials"] == old   # the source sweep is untouched
