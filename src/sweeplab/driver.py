@@ -63,6 +63,7 @@ class _Trial:
     failures: list[tuple[str, str]] = field(default_factory=list)
     resource_seconds: float = 0.0
     spent: float = 0.0                     # seconds of earlier attempts (trial.timeout bounds the total)
+    fresh: bool = False                    # just inserted as running by _new_trial
     costs: dict[str, float] = field(default_factory=dict)   # last reported value of each budget.cost name
 
     def snapshot(self) -> TrialSnapshot:
@@ -160,6 +161,7 @@ class Driver:
         self._resources = spec.resources
         self.max_trials: int | None = spec.budget.trials
         self._config_base: dict[str, Any] | None = None
+        self._resources_json: dict[str, Any] | None = None
         self._failures = 0
         self._root = str(store.root.resolve())
 
@@ -395,18 +397,21 @@ class Driver:
                 {"pid": os.getpid(), "host": socket.gethostname(), "started": self.clock.time()}))
         self.backend.start()
         try:
+            events: list[Event] = []
             while True:
                 if self._signal is not None:
                     return self._interrupted()
-                self._fill()
+                # one transaction per turn: the events that arrived, and the trials that replace them
+                with self.store.transaction():
+                    for ev in events:
+                        self._handle(ev)
+                    if events:
+                        self.store.touch_sweep(self.sweep_id)
+                    if self.backend.free_slots() > 0:
+                        self._fill_slots()
                 if not self.backend.running() and not self._can_submit():
                     break
                 events = self.backend.poll(self._poll_timeout())
-                if events:
-                    with self.store.transaction():
-                        for ev in events:
-                            self._handle(ev)
-                        self.store.touch_sweep(self.sweep_id)
                 self._check_time()
                 self._progress()
             return self._finish()
@@ -439,12 +444,6 @@ class Driver:
     def _can_submit(self) -> bool:
         return bool(self.requeue and not self._halt) or self._can_create()
 
-    def _fill(self) -> None:
-        if self.backend.free_slots() <= 0:
-            return
-        with self.store.transaction():
-            self._fill_slots()
-
     def _fill_slots(self) -> None:
         while self.backend.free_slots() > 0:
             if self.requeue and not self._halt:
@@ -466,10 +465,14 @@ class Driver:
         number = len(self.trials)
         config = self._resolve_config(params)
         seed = trial_seed(self.seed, number)
-        with self.store.transaction():
+        if self._resources_json is None:
+            self._resources_json = _resources_dict(self._resources)
+        with self.store.transaction():   # created running: _submit follows at once
             trial_id = self.store.add_trial(self.sweep_id, number, params, config, seed,
-                                            resources=_resources_dict(self._resources))
+                                            resources=self._resources_json, state=TrialState.RUNNING.value,
+                                            started=self.clock.time(), attempts=1)
         t = _Trial(id=trial_id, number=number, params=dict(params), config=config, seed=seed)
+        t.fresh = True
         self.trials[trial_id] = t
         self.by_number[number] = t
         return t
@@ -567,7 +570,12 @@ class Driver:
         task = self._task(t)
         now = self.clock.time()
         with self.store.transaction():
-            self.store.update_trial(t.id, state=TrialState.RUNNING.value, attempts=t.attempt)
+            if t.fresh:
+                t.fresh = False     # inserted as running a moment ago
+            elif t.attempt == 1:
+                self.store.update_trial(t.id, state=TrialState.RUNNING.value, attempts=1, started=now)
+            else:
+                self.store.update_trial(t.id, state=TrialState.RUNNING.value, attempts=t.attempt)
             self.store.add_attempt(t.id, t.attempt, started=now, log_path=self._paths(t)["log_rel"])
         self.backend.submit(task)
 
@@ -583,7 +591,6 @@ class Driver:
         elif kind is EventKind.HEARTBEAT:
             pass
         elif kind is EventKind.STARTED:
-            self.store.update_trial(t.id, started=ev.time) if t.attempt == 1 else None
             self.store.update_attempt(t.id, t.attempt, host=ev.data.get("host"), pid=ev.data.get("pid"))
         elif kind is EventKind.CHECKPOINT:
             d = ev.data
@@ -791,10 +798,11 @@ class Driver:
                                 ended=at, reason=reason)
         if attempt_state is not None:
             self.store.update_attempt(t.id, t.attempt, state=attempt_state, ended=at, reason=reason)
-        self.store.add_event(self.sweep_id, "trial_ended",
-                             f"trial {t.number} {state.value}" + (f": {reason}" if reason else ""),
-                             trial_id=t.id, attempt=t.attempt,
-                             data={"state": state.value, "value": value})
+        if state is not TrialState.COMPLETED:   # a completed trial's row says it all; the log keeps the rest
+            self.store.add_event(self.sweep_id, "trial_ended",
+                                 f"trial {t.number} {state.value}" + (f": {reason}" if reason else ""),
+                                 trial_id=t.id, attempt=t.attempt,
+                                 data={"state": state.value, "value": value})
         if state is TrialState.COMPLETED:
             self._completed_any = True
             self._note_best(t)

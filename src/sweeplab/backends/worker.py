@@ -37,6 +37,8 @@ from sweeplab.run import Run
 __all__ = ["Channel", "execute", "main"]
 
 _RSS_GROWTH_LIMIT = 1 << 30   # recycle the worker when a trial left it this much bigger
+_SAMPLER_DELAY = 1.0          # a trial gets CPU/memory sampling once it has run this long
+_STARTED_DELAY = 0.05         # STARTED waits this long to share a write with the next event
 
 
 class Channel:
@@ -45,13 +47,27 @@ class Channel:
     def __init__(self, write: Callable[[bytes], None], task: TrialTask) -> None:
         self._write = write
         self._lock = threading.Lock()
+        self._held = b""
         self.trial = task.trial_id
         self.attempt = task.attempt
 
     def send(self, kind: EventKind | str, data: dict[str, Any] | None = None) -> None:
-        line = encode(Event(EventKind(kind), self.trial, self.attempt, time.time(), data or {}))
+        kind = EventKind(kind)
+        line = encode(Event(kind, self.trial, self.attempt, time.time(), data or {}))
         with self._lock:
+            if kind is EventKind.STARTED:
+                self._held = line     # sent with the next event, or by the heartbeat within 50 ms:
+                return                # a short trial then costs the driver one wake-up, not two
+            if self._held:
+                line, self._held = self._held + line, b""
             self._write(line)
+
+    def flush(self) -> None:
+        """Send a held STARTED event now."""
+        with self._lock:
+            if self._held:
+                line, self._held = self._held, b""
+                self._write(line)
 
 
 def fd_writer(fd: int) -> Callable[[bytes], None]:
@@ -124,7 +140,11 @@ def _call(fn: Callable[..., Any], config: Any, run: Run) -> Any:
 
 # ---------------------------------------------------------------------------------------- executing
 class _Heartbeat(threading.Thread):
-    """Tells the driver the process is alive, and sends metrics a quiet trial has kept buffered."""
+    """Tells the driver the process is alive, and sends metrics a quiet trial has kept buffered.
+
+    It also starts the system sampler once the trial has run for a second: listing a process tree costs a
+    few milliseconds, which would dominate short trials, and a sub-second trial has nothing to profile.
+    """
 
     def __init__(self, ex: Execution, interval: float) -> None:
         super().__init__(daemon=True, name="sweeplab-heartbeat")
@@ -132,11 +152,27 @@ class _Heartbeat(threading.Thread):
         self._done = threading.Event()
 
     def run(self) -> None:
+        if self._done.wait(_STARTED_DELAY):
+            return
+        with contextlib.suppress(OSError):
+            self._ex.channel.flush()
+        if self._done.wait(min(_SAMPLER_DELAY, self._interval) - _STARTED_DELAY):
+            return
+        with self._ex.lock:
+            if not self._ex.ended:
+                self._ex.sampler = _start_sampler(self._ex.channel)
+        if self._interval > _SAMPLER_DELAY:
+            if self._done.wait(self._interval - _SAMPLER_DELAY):
+                return
+        self._beat()
         while not self._done.wait(self._interval):
-            with contextlib.suppress(OSError):
-                self._ex.channel.send(EventKind.HEARTBEAT)
-                if self._ex.run is not None:
-                    self._ex.run.flush_if_stale(1.0)
+            self._beat()
+
+    def _beat(self) -> None:
+        with contextlib.suppress(OSError):
+            self._ex.channel.send(EventKind.HEARTBEAT)
+            if self._ex.run is not None:
+                self._ex.run.flush_if_stale(1.0)
 
     def stop(self) -> None:
         self._done.set()
@@ -182,6 +218,8 @@ class Execution:
         self.timer: threading.Timer | None = None
         self.baseline_rss = 0
         self.sampler: Any = None
+        self.lock = threading.Lock()
+        self.ended = False
 
     @property
     def retire(self) -> bool:
@@ -220,7 +258,6 @@ def execute(task: TrialTask, channel: Channel, current: list[Execution | None],
     channel.send(EventKind.STARTED, {"pid": os.getpid(), "host": socket.gethostname()})
     heartbeat = _Heartbeat(ex, task.heartbeat_interval)
     heartbeat.start()
-    ex.sampler = _start_sampler(channel)
     try:
         if task.kind == "command":
             _execute_command(ex)
@@ -228,9 +265,12 @@ def execute(task: TrialTask, channel: Channel, current: list[Execution | None],
             _execute_function(ex)
     finally:
         heartbeat.stop()
-        if ex.sampler is not None:
+        with ex.lock:
+            ex.ended = True
+            sampler, ex.sampler = ex.sampler, None
+        if sampler is not None:
             with contextlib.suppress(Exception):
-                ex.sampler.stop()
+                sampler.stop()
         if ex.timer is not None:
             ex.timer.cancel()
         current[0] = None
@@ -335,10 +375,12 @@ def _send_profile(ex: Execution) -> None:
 
         steps = (ex.run.profile_summary() if ex.run is not None else None) or {}
         system: dict[str, Any] = {}
-        if ex.sampler is not None:
-            ex.sampler.stop()
-            system = ex.sampler.peak()
-            ex.sampler = None
+        with ex.lock:
+            ex.ended = True
+            sampler, ex.sampler = ex.sampler, None
+        if sampler is not None:
+            sampler.stop()
+            system = sampler.peak()
         if steps or system.get("system_samples"):   # mem_total and ncpu alone are no profile
             ex.channel.send(EventKind.PROFILE, {"summary": profile_summary(steps, system)})
 

@@ -209,12 +209,14 @@ class Store:
 
     def add_trial(self, sweep_id: int, number: int, params: Mapping[str, Any],
                   config: Mapping[str, Any] | None, seed: int | None,
-                  resources: Mapping[str, Any] | None = None) -> int:
+                  resources: Mapping[str, Any] | None = None, *, state: str = "queued",
+                  started: float | None = None, attempts: int = 0) -> int:
+        """A new trial; created `running` (with `started`, `attempts=1`) when it is submitted at once."""
         cur = self._exec(
-            "INSERT INTO trials(sweep_id, number, state, params, config, seed, created, resources) "
-            "VALUES (?,?,?,?,?,?,?,?)",
-            (sweep_id, number, "queued", _dumps(dict(params)), _dumps(config), seed, time.time(),
-             _dumps(resources)),
+            "INSERT INTO trials(sweep_id, number, state, params, config, seed, created, resources, started, "
+            "attempts) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (sweep_id, number, state, _dumps(dict(params)), _dumps(config), seed, time.time(),
+             _dumps(resources), started, attempts),
         )
         return int(cur.lastrowid or 0)
 
