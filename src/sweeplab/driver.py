@@ -399,16 +399,16 @@ class Driver:
         try:
             events: list[Event] = []
             while True:
-                if self._signal is not None:
-                    return self._interrupted()
                 # one transaction per turn: the events that arrived, and the trials that replace them
                 with self.store.transaction():
                     for ev in events:
                         self._handle(ev)
                     if events:
                         self.store.touch_sweep(self.sweep_id)
-                    if self.backend.free_slots() > 0:
+                    if self._signal is None and self.backend.free_slots() > 0:
                         self._fill_slots()
+                if self._signal is not None:
+                    return self._interrupted()
                 if not self.backend.running() and not self._can_submit():
                     break
                 events = self.backend.poll(self._poll_timeout())

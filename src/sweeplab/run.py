@@ -112,12 +112,12 @@ class Run:
 
     def flush(self) -> None:
         """Send buffered metrics now (called automatically; also at the end of the trial)."""
-        with self._lock:
+        with self._lock:   # sent under the lock: batches from two threads (heartbeat, trial) keep their order
             if not self._buf:
                 return
             points, self._buf = self._buf, []
-        if self.rank == 0:
-            self._sink("metrics", {"points": points})
+            if self.rank == 0:
+                self._sink("metrics", {"points": points})
 
     # ------------------------------------------------------------------ stopping
     @property
