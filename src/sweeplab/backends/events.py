@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import enum
 import json
+import os
+import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Event", "EventKind", "decode", "encode"]
+__all__ = ["Event", "EventKind", "decode", "describe_exit", "encode", "read_events"]
 
 
 class EventKind(str, enum.Enum):
@@ -82,3 +84,41 @@ def _default(o: Any) -> Any:
 def decode(line: bytes | str) -> Event:
     # Python's json emits and accepts NaN / Infinity bare words, so floats round-trip.
     return Event.from_dict(json.loads(line))
+
+
+def read_events(fd: int, buf: bytearray, chunk: int = 1 << 20) -> list[Event]:
+    """Read what a non-blocking pipe holds, append it to `buf`, and decode every complete line.
+
+    A partial last line stays in `buf` for the next call; lines that do not decode are skipped.
+    """
+    while True:
+        try:
+            data = os.read(fd, chunk)
+        except BlockingIOError:
+            break
+        except OSError:
+            data = b""
+        if not data:
+            break
+        buf += data
+        if len(data) < chunk:
+            break
+    if b"\n" not in buf:
+        return []
+    *lines, rest = bytes(buf).split(b"\n")
+    buf[:] = rest
+    out = []
+    for line in lines:
+        if line:
+            try:
+                out.append(decode(line))
+            except (ValueError, KeyError):
+                continue
+    return out
+
+
+def describe_exit(code: int | None) -> tuple[str, int | None, int | None]:
+    """(how a process ended, its exit code, the signal that killed it) from a Popen returncode."""
+    sig = -code if code is not None and code < 0 else None
+    how = f"killed by signal {signal.Signals(sig).name}" if sig else f"exited with code {code}"
+    return how, (None if sig else code), sig

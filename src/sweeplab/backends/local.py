@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweeplab.backends.base import Backend, TrialTask
-from sweeplab.backends.events import Event, EventKind, decode
+from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
 from sweeplab.errors import BackendError, UserError
 
 __all__ = ["LocalBackend", "Slot", "plan_slots"]
@@ -258,36 +258,14 @@ class LocalBackend(Backend):
         return events
 
     def _read(self, worker: _Worker) -> list[Event]:
-        out: list[Event] = []
-        while True:
-            try:
-                chunk = os.read(worker.rfd, 1 << 20)
-            except BlockingIOError:
-                break
-            except OSError:
-                chunk = b""
-            if not chunk:
-                break
-            worker.buf += chunk
-            if len(chunk) < (1 << 20):
-                break
-        if b"\n" in worker.buf:
-            *lines, rest = bytes(worker.buf).split(b"\n")
-            worker.buf = bytearray(rest)
-            for line in lines:
-                if not line:
-                    continue
-                try:
-                    ev = decode(line)
-                except (ValueError, KeyError):
-                    continue
-                out.append(ev)
-                if ev.kind.ends_attempt and worker.task is not None and ev.trial == worker.task.trial_id:
-                    if self._by_trial.get(worker.task.trial_id) is worker:
-                        del self._by_trial[worker.task.trial_id]
-                    worker.task = None
-                    if ev.data.get("retire"):
-                        worker.retiring = True
+        out = read_events(worker.rfd, worker.buf)
+        for ev in out:
+            if ev.kind.ends_attempt and worker.task is not None and ev.trial == worker.task.trial_id:
+                if self._by_trial.get(worker.task.trial_id) is worker:
+                    del self._by_trial[worker.task.trial_id]
+                worker.task = None
+                if ev.data.get("retire"):
+                    worker.retiring = True
         return out
 
     def _drain(self, worker: _Worker) -> list[Event]:
@@ -307,14 +285,13 @@ class LocalBackend(Backend):
         if worker.preempting and worker.kill_reason is None:
             return [Event(EventKind.PREEMPTED, task.trial_id, task.attempt, now,
                           {"reason": "worker preempted (SIGTERM)"})]
-        sig = -code if code is not None and code < 0 else None
-        how = f"killed by signal {signal.Signals(sig).name}" if sig else f"exited with code {code}"
+        how, exit_code, sig = describe_exit(code)
         reason = worker.kill_reason or f"worker process {how}"
         if worker.kill_reason:
             reason = f"{worker.kill_reason} ({how})"
         return [Event(EventKind.FAILED, task.trial_id, task.attempt, now, {
             "reason": reason, "error_type": "WorkerDied" if not worker.kill_reason else "Killed",
-            "exit_code": None if sig else code, "signal": sig, "message": reason,
+            "exit_code": exit_code, "signal": sig, "message": reason,
         })]
 
     # ----------------------------------------------------------------------------- plumbing

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeplab.backends.base import TrialTask
-from sweeplab.backends.events import Event, EventKind, decode
+from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
 
 if TYPE_CHECKING:
     from sweeplab.backends.worker import Execution
@@ -207,38 +207,17 @@ def _failure(failures: list[_Rank]) -> tuple[EventKind, dict[str, Any]]:
 
 
 def _crash_event(task: TrialTask, rank: _Rank) -> Event:
-    code = rank.proc.returncode
-    sig = -code if code is not None and code < 0 else None
-    how = f"killed by signal {signal.Signals(sig).name}" if sig else f"exited with code {code}"
+    how, exit_code, sig = describe_exit(rank.proc.returncode)
     reason = f"process {how}"
     return Event(EventKind.FAILED, task.trial_id, task.attempt, time.time(), {
-        "reason": reason, "error_type": "WorkerDied", "exit_code": None if sig else code, "signal": sig,
-        "message": reason,
+        "reason": reason, "error_type": "WorkerDied", "exit_code": exit_code, "signal": sig, "message": reason,
     })
 
 
 def _read(rank: _Rank, ex: Execution) -> None:
-    while not rank.closed:
-        try:
-            chunk = os.read(rank.rfd, 1 << 16)
-        except BlockingIOError:
-            break
-        except OSError:
-            chunk = b""
-        if not chunk:
-            break
-        rank.buf += chunk
-    if b"\n" not in rank.buf:
+    if rank.closed:
         return
-    *lines, rest = bytes(rank.buf).split(b"\n")
-    rank.buf = bytearray(rest)
-    for line in lines:
-        if not line:
-            continue
-        try:
-            ev = decode(line)
-        except (ValueError, KeyError):
-            continue
+    for ev in read_events(rank.rfd, rank.buf, 1 << 16):
         if ev.kind.ends_attempt:
             if rank.end is None:
                 rank.end = ev

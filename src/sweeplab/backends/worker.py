@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeplab.backends.base import TrialTask
-from sweeplab.backends.events import Event, EventKind, encode
+from sweeplab.backends.events import Event, EventKind, describe_exit, encode
 from sweeplab.run import Run
 
 __all__ = ["Channel", "execute", "main"]
@@ -481,9 +481,8 @@ def _execute_command(ex: Execution) -> None:
     elif code == 0 or (ex.stop_requested and code in (-signal.SIGTERM, 143)):
         channel.send(EventKind.FINISHED, {"metrics": {}, "stopped": ex.stop_requested})
     else:
-        sig = -code if code < 0 else None
-        why = f"killed by signal {signal.Signals(sig).name}" if sig else f"exited with code {code}"
-        channel.send(EventKind.FAILED, {"reason": f"command {why}", "exit_code": None if sig else code,
+        why, exit_code, sig = describe_exit(code)
+        channel.send(EventKind.FAILED, {"reason": f"command {why}", "exit_code": exit_code,
                                         "signal": sig, "error_type": "CommandFailed",
                                         "message": _log_tail(task.log_path), "traceback": _log_tail(task.log_path)})
 
