@@ -2,7 +2,7 @@
 // history, parameter importance, learning curves of selected trials, parameter-vs-metric scatter, events.
 import {
   el, badge, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
-  plotConfig, baseLayout, describeColumn, isNum, STATES, STATE_COLOR, STATE_DASH,
+  plotConfig, baseLayout, describeColumn, isNum, focusRange, STATES, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 import { TrialsTable } from "./table.js";
 
@@ -266,7 +266,8 @@ export class SweepView {
     if (!traces.length) { this.history.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
     Plotly.react(this.history, traces, baseLayout({
       xaxis: { title: { text: "trial" }, gridcolor: "#eef0f3", zeroline: false },
-      yaxis: { title: { text: s.metric || "value" }, gridcolor: "#eef0f3", zeroline: false },
+      yaxis: { title: { text: s.metric || "value" }, gridcolor: "#eef0f3", zeroline: false,
+               range: focusRange(traces.flatMap((t) => t.y)) },
       legend: { orientation: "h", y: 1.12, font: { size: 11 } }, margin: { l: 60, r: 15, t: 30, b: 45 },
     }), plotConfig());
   }
@@ -294,7 +295,8 @@ export class SweepView {
     if (!traces.length) { this.scatter.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
     Plotly.react(this.scatter, traces, baseLayout({
       xaxis: { title: { text: p }, type: desc.kind === "cat" ? "category" : desc.log ? "log" : "linear", gridcolor: "#eef0f3" },
-      yaxis: { title: { text: s.metric || "value" }, gridcolor: "#eef0f3", zeroline: false },
+      yaxis: { title: { text: s.metric || "value" }, gridcolor: "#eef0f3", zeroline: false,
+               range: focusRange(traces.flatMap((t) => t.y)) },
       legend: { orientation: "h", y: 1.12 }, margin: { l: 60, r: 15, t: 30, b: 45 },
     }), plotConfig());
   }
@@ -366,7 +368,8 @@ export class SweepView {
     if (!this.curves.data) this.curves.replaceChildren();
     Plotly.react(this.curves, traces, baseLayout({
       xaxis: { title: { text: "step" }, gridcolor: "#eef0f3", zeroline: false },
-      yaxis: { title: { text: this.curveKey }, gridcolor: "#eef0f3", zeroline: false },
+      yaxis: { title: { text: this.curveKey }, gridcolor: "#eef0f3", zeroline: false,
+               range: focusRange(traces.flatMap((t) => t.y)) },
       margin: { l: 60, r: 10, t: 10, b: 45 }, legend: { font: { size: 10 } },
     }), plotConfig()).then(() => { this.curves.dataset.rendered = String(traces.length); });
   }

@@ -131,3 +131,17 @@ export function setCrumbs(parts) {
   });
   nav.replaceChildren(...nodes);
 }
+
+// An axis range that keeps the bulk of `values` readable when a few diverged trials report values
+// orders of magnitude away (1e12 next to 0.3): the 10th–90th percentile span, widened by that span on each
+// side and never beyond the data. Points outside it are drawn off-axis; hovering and zooming still work.
+export function focusRange(values) {
+  const v = values.filter(isNum).sort((a, b) => a - b);
+  if (v.length < 4) return undefined;
+  const q = (p) => v[Math.min(v.length - 1, Math.max(0, Math.round(p * (v.length - 1))))];
+  const lo = q(0.1), hi = q(0.9), span = hi - lo || Math.abs(hi) * 0.1 || 1;
+  const r = [Math.max(v[0], lo - span), Math.min(v[v.length - 1], hi + span)];
+  if (r[0] === v[0] && r[1] === v[v.length - 1]) return undefined;   // nothing far out: autorange
+  const pad = (r[1] - r[0]) * 0.05 || 1;
+  return [r[0] - pad, r[1] + pad];
+}
