@@ -8,6 +8,9 @@ address to the node address when connecting, so a loopback-only head cannot be j
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import time
 from pathlib import Path
 
@@ -89,6 +92,49 @@ def test_resources_no_node_can_hold_are_refused_with_what_nodes_have():
     assert capacity(trial_demand({"cpus": 2, "gpus": 0.5}), nodes) == 2   # GPU-bound: 1 GPU / 0.5
 
 
+@pytest.mark.parametrize("placement, holds", [("PACK", 2), ("STRICT_SPREAD", 1), ("STRICT_PACK", 1)])
+def test_ranks_spread_over_nodes_count_every_node_s_room(placement, holds):
+    two_ranks = trial_demand({"workers": 2, "cpus_per_worker": 1})
+    nodes = [{"CPU": 1.0}, {"CPU": 3.0}]
+    assert two_ranks.bundles() == [{"CPU": 1.0}, {"CPU": 1.0}]
+    assert capacity(two_ranks, nodes, placement=placement) == holds
+    assert capacity(two_ranks, nodes) == 1                  # all ranks in one actor: only on the 3-CPU node
+    check_fits(two_ranks, [{"CPU": 1.0}, {"CPU": 1.0}], placement="PACK")   # one rank per node is fine
+    with pytest.raises(UserError, match=r"workers 3: .* room for only 2 process\(es\) of 1 CPU on distinct"):
+        check_fits(trial_demand({"workers": 3, "cpus_per_worker": 1}), [{"CPU": 1.0}, {"CPU": 4.0}],
+                   placement="STRICT_SPREAD")
+
+
+def test_rank_tasks_give_each_rank_its_node_local_environment(tmp_path):
+    from sweeplab.backends.ray._gang import rank_tasks
+
+    tasks = rank_tasks(make_task(tmp_path, 1, "x:y", world_size=3), ["a", "b", "a"], "10.0.0.5", 29400)
+    env = [(t.env["RANK"], t.env["LOCAL_RANK"], t.env["LOCAL_WORLD_SIZE"], t.env["NODE_RANK"]) for t in tasks]
+    assert env == [("0", "0", "2", "0"), ("1", "0", "1", "1"), ("2", "1", "2", "0")]
+    assert {(t.env["MASTER_ADDR"], t.env["MASTER_PORT"], t.env["WORLD_SIZE"], t.world_size) for t in tasks} == {
+        ("10.0.0.5", "29400", "3", 1)}
+    assert len({t.log_path for t in tasks}) == 3            # ranks do not write over rank 0's log
+
+
+def test_gang_fails_with_the_first_failing_rank_and_kills_the_others(tmp_path):
+    from sweeplab.backends.events import Event
+    from sweeplab.backends.ray._gang import Gang, Op
+
+    g = Gang(make_task(tmp_path, 7, "x:y", world_size=3), 3)
+
+    def ev(kind, **data):
+        return Event(kind, 7, 1, time.time(), data)
+
+    assert g.accept(1, ev(EventKind.METRICS, points=[]))[0] == []           # only rank 0's events pass
+    assert len(g.accept(0, ev(EventKind.METRICS, points=[]))[0]) == 1
+    out, ops = g.accept(2, ev(EventKind.FAILED, reason="ValueError: boom", traceback="tb"))
+    assert out == [] and sorted(ops) == [(Op.KILL, 0), (Op.KILL, 1)]
+    assert g.accept(0, ev(EventKind.FAILED, reason="killed"))[0] == []
+    (end,), _ = g.accept(1, ev(EventKind.FAILED, reason="killed"))
+    assert end.kind is EventKind.FAILED and end.data["reason"] == "rank 2: ValueError: boom"
+    assert end.data["rank"] == 2 and end.data["traceback"] == "tb"
+
+
 @pytest.mark.parametrize("root, multi, unseen, match", [
     ("memory://ckpt", False, None, "memory"),
     ("/data/ckpt", True, ["10.0.0.7"], "10.0.0.7 of the Ray cluster cannot see it"),
@@ -138,13 +184,149 @@ def test_start_refuses_resources_and_worker_counts_the_cluster_cannot_hold(clust
 
 
 # ------------------------------------------------------------------------------------ multi-process trials
-@pytest.mark.ray
-def test_multi_process_trial_runs_its_ranks_inside_one_actor(cluster, tmp_path):
-    import json
+_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
 
+
+def _raylet_pid() -> int | None:
+    """The Ray node (raylet process) this process descends from: one per node, on any machine."""
+    pid = os.getpid()
+    for _ in range(12):
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        if pid <= 1:
+            return None
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"raylet" in f.read().split(b"\0")[0]:
+                return pid
+    return None
+
+
+def where_am_i(config, run):
+    """A rank reports its environment, its node and (config ddp) a gloo all-reduce over the ranks."""
+    seen = {n: os.environ.get(n) for n in _ENV}
+    seen.update(raylet=_raylet_pid(), host=socket.gethostname(), run_rank=run.rank)
+    if config.get("ddp"):
+        import torch
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", init_method="env://")
+        try:
+            t = torch.tensor([float(run.rank + 1)])
+            dist.all_reduce(t)
+            seen["sum"] = float(t.item())
+        finally:
+            dist.destroy_process_group()
+    if run.rank == int(config.get("bad", -1)):
+        raise ValueError(f"rank {run.rank} broke on purpose")
+    Path(config["out"], f"rank{run.rank}.json").write_text(json.dumps(seen))
+    while config.get("bad") is not None and not run.should_stop:   # a healthy peer would block
+        time.sleep(0.02)
+    run.log({"who": float(run.rank)}, step=0)
+    return {"who": float(run.rank)}
+
+
+@pytest.fixture(scope="class")
+def two_node_backend(cluster):
+    """Two 1-CPU nodes (with `rank_slot`, so that only they take ranks) and a backend on them."""
+    nodes = [cluster.add_node(num_cpus=1, resources={"rank_slot": 1}) for _ in range(2)]
+    cluster.wait_for_nodes()
+    b = RayBackend(workers=1, resources={"workers": 2, "cpus_per_worker": 1, "custom": {"rank_slot": 1}})
+    b.start()
+    yield b
+    b.shutdown()
+    for node in nodes:
+        if node in cluster.worker_nodes:
+            cluster.remove_node(node)
+
+
+@pytest.mark.ray
+class TestRanksOnSeveralNodes:
+    """A 2-rank trial over a placement group on two 1-CPU nodes: its ranks must land on both."""
+
+    @pytest.fixture
+    def backend(self, two_node_backend):
+        return two_node_backend
+
+    def _run(self, b, tmp_path, trial, **config):
+        out = tmp_path / "out"
+        out.mkdir(parents=True, exist_ok=True)
+        me = f"{Path(__file__).resolve()}:where_am_i"
+        b.submit(make_task(tmp_path, trial, me, config={"out": str(out), **config}))
+        events = collect(b, [trial], timeout=60)[trial]
+        ranks = {int(p.stem[4:]): json.loads(p.read_text()) for p in out.glob("rank*.json")}
+        return events, ranks
+
+    def test_ranks_run_on_two_nodes_with_the_torchrun_environment(self, backend, tmp_path):
+        import ray
+
+        events, ranks = self._run(backend, tmp_path, 1)
+        end = events[-1]
+        assert end.kind is EventKind.FINISHED, end.data
+        assert end.data["metrics"] == {"who": 0.0}                     # rank 0's result
+        points = [p for e in events if e.kind is EventKind.METRICS for p in e.data["points"]]
+        assert points and all(p[1:3] == ["who", 0.0] for p in points)   # only rank 0's run.log
+        assert sorted(ranks) == [0, 1]
+        assert len({r["raylet"] for r in ranks.values()} - {None}) == 2, ranks   # two distinct nodes
+        for r, seen in ranks.items():
+            assert (seen["RANK"], seen["WORLD_SIZE"], seen["run_rank"]) == (str(r), "2", r)
+            assert (seen["LOCAL_RANK"], seen["LOCAL_WORLD_SIZE"], seen["NODE_RANK"]) == ("0", "1", str(r))
+        assert ranks[0]["MASTER_PORT"] == ranks[1]["MASTER_PORT"] and int(ranks[0]["MASTER_PORT"]) > 0
+        assert ranks[0]["MASTER_ADDR"] == ranks[1]["MASTER_ADDR"] == ray.util.get_node_ip_address()
+
+    def test_a_failing_rank_fails_the_trial_naming_it_and_the_others_are_killed(self, backend, tmp_path):
+        events, ranks = self._run(backend, tmp_path, 2, bad=1)
+        end = events[-1]
+        assert end.kind is EventKind.FAILED, end.data
+        assert end.data["reason"].startswith("rank 1: ") and end.data["rank"] == 1
+        assert "broke on purpose" in end.data["traceback"] and "where_am_i" in end.data["traceback"]
+        assert [e.kind for e in events if e.kind.ends_attempt] == [EventKind.FAILED]   # one end, not two
+        assert sorted(ranks) == [0]                      # rank 0 ran, and was killed while it waited
+        # the slot is whole again: the next trial runs on both nodes
+        events, _ = self._run(backend, tmp_path / "again", 3)
+        assert events[-1].kind is EventKind.FINISHED, events[-1].data
+
+    def test_stop_reaches_every_rank(self, backend, tmp_path):
+        out = tmp_path / "out"
+        out.mkdir()
+        me = f"{Path(__file__).resolve()}:where_am_i"
+        backend.submit(make_task(tmp_path, 4, me, config={"out": str(out), "bad": 99}))
+        deadline = time.monotonic() + 30
+        while len(list(out.glob("rank*.json"))) < 2 and time.monotonic() < deadline:
+            backend.poll(0.05)
+        backend.stop(4, "enough")
+        end = collect(backend, [4], timeout=30)[4][-1]
+        assert end.kind is EventKind.FINISHED, end.data   # both ranks saw should_stop and returned
+
+    def test_ddp_all_reduce_over_gloo_across_the_two_nodes(self, backend, tmp_path):
+        pytest.importorskip("torch")
+        events, ranks = self._run(backend, tmp_path, 5, ddp=True)
+        assert events[-1].kind is EventKind.FINISHED, events[-1].data
+        assert [ranks[r]["sum"] for r in (0, 1)] == [3.0, 3.0]
+        assert ranks[0]["raylet"] != ranks[1]["raylet"]
+
+
+    def test_a_lost_node_preempts_the_whole_trial(self, backend, cluster, tmp_path):
+        """Runs last in the class: it takes one of the class's nodes away."""
+        out = tmp_path / "out"
+        out.mkdir()
+        me = f"{Path(__file__).resolve()}:where_am_i"
+        backend.submit(make_task(tmp_path, 6, me, config={"out": str(out), "bad": 99}))
+        deadline = time.monotonic() + 30
+        while len(list(out.glob("rank*.json"))) < 2 and time.monotonic() < deadline:
+            backend.poll(0.05)
+        rank1_node = backend._core.slots[0].members[1].node
+        victim = next(n for n in cluster.worker_nodes if n.node_id == rank1_node)
+        cluster.remove_node(victim, allow_graceful=False)
+        events = collect(backend, [6], timeout=60)[6]
+        assert [e.kind for e in events if e.kind.ends_attempt] == [EventKind.PREEMPTED], events[-1].data
+        assert events[-1].data["rank"] == 1 and events[-1].data["reason"].startswith("rank 1: ")
+
+
+@pytest.mark.ray
+def test_placement_none_runs_a_multi_process_trial_inside_one_actor(cluster, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    b = RayBackend(workers=1, resources={"workers": 2, "cpus_per_worker": 0.5})
+    b = RayBackend(workers=1, resources={"workers": 2, "cpus_per_worker": 0.5}, placement=None)
     b.start()
     try:
         here = Path(__file__).resolve().parent / "test_multiproc.py"

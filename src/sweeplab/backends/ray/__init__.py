@@ -5,7 +5,9 @@ sweep on the local backend never pays for (or needs) ray, and a missing ray is o
 `pip install 'sweeplab[ray]'`.
 
 Each of `workers` slots is a long-lived Ray actor holding the trial's resources (CPUs, GPUs, fractional
-GPUs, custom resources, and `workers x cpus_per_worker` for a multi-process trial). Inside it a one-slot
+GPUs, custom resources). A multi-process trial (`resources.workers` W > 1) gets a placement group of W
+bundles instead, one actor per rank, so that its ranks may run on different nodes (see `_gang`). Inside
+each actor a one-slot
 local backend runs trials in a reusable worker process, exactly as on a laptop; events come back to the
 driver in batches over Ray. A node that disappears (a reclaimed spot instance) takes its actors with it:
 their trials end PREEMPTED and the driver requeues them from their last checkpoint.
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sweeplab._imports import optional_import
 from sweeplab.backends.base import Backend, TrialTask
 from sweeplab.backends.events import Event
-from sweeplab.backends.ray._plan import TrialDemand, trial_demand
+from sweeplab.backends.ray._plan import PLACEMENTS, TrialDemand, trial_demand
 from sweeplab.errors import UserError
 
 if TYPE_CHECKING:
@@ -40,15 +42,21 @@ class RayBackend(Backend):
     checkpoint_root  where checkpoints go when `spec.checkpoint_dir` is not set (the store's
                 `checkpoints/`); checked to be reachable from every node of a multi-node cluster
     init        extra keyword arguments of `ray.init` when this backend starts the cluster connection
+    placement   how the ranks of a multi-process trial are placed: a Ray placement group strategy
+                ("PACK": as few nodes as possible, "STRICT_SPREAD": one rank per node, "SPREAD",
+                "STRICT_PACK"), or None: every rank inside one actor on one node
     """
 
     name = "ray"
 
     def __init__(self, spec: Any = None, *, workers: int | None = None, address: str | None = None,
                  smoke: bool = False, resources: Any = None, checkpoint_root: str | None = None,
-                 init: Mapping[str, Any] | None = None) -> None:
+                 init: Mapping[str, Any] | None = None, placement: str | None = "PACK") -> None:
         if workers is not None and workers < 1:
             raise UserError(f"--workers must be at least 1; got {workers}")
+        if placement is not None and str(placement).upper() not in PLACEMENTS:
+            raise UserError(f"placement: expected one of {', '.join(PLACEMENTS)} (or none); got {placement!r}")
+        self.placement = str(placement).upper() if placement is not None else None
         res = resources if resources is not None else getattr(spec, "resources", None)
         self.demand = trial_demand(res, smoke=smoke)
         self.workers = workers
@@ -73,7 +81,7 @@ class RayBackend(Backend):
         from sweeplab.backends.ray._core import RayCore
 
         core = RayCore(self.demand, workers=self.workers, address=self.address,
-                       checkpoint_root=self.checkpoint_root, init=self.init)
+                       checkpoint_root=self.checkpoint_root, init=self.init, placement=self.placement)
         core.start()
         self._core = core
 

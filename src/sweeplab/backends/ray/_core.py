@@ -9,6 +9,11 @@ Actor side (`TrialHost`): a one-slot `LocalBackend` in the actor's process, so a
 process of its own exactly as on the local backend (a segfault is a FAILED trial, not a dead actor;
 SIGTERM-based preemption, stop, kill and command trials behave the same). A dead actor therefore means a
 lost node or a killed Ray worker: its trial ends PREEMPTED and is requeued from its checkpoint.
+
+A multi-process trial (`resources.workers` W > 1) takes a slot made of a placement group of W bundles
+(one per rank, PACK by default, so ranks may land on different nodes) and one `TrialHost` per bundle;
+each rank runs as a one-process trial with the torchrun environment (`_gang.rank_tasks`) and `_gang.Gang`
+turns the ranks' events into the events of one trial.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +34,8 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind
+from sweeplab.backends.multiproc import free_port
+from sweeplab.backends.ray._gang import Gang, Op, rank_tasks
 from sweeplab.backends.ray._plan import (
     TrialDemand,
     capacity,
@@ -65,7 +72,11 @@ class TrialHost:
 
     def where(self) -> dict[str, Any]:
         return {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(),
-                "pid": os.getpid()}
+                "pid": os.getpid(), "ip": ray.util.get_node_ip_address()}
+
+    def master_port(self) -> int:
+        """A free port on this node, for MASTER_PORT of a multi-process trial whose rank 0 runs here."""
+        return free_port(ray.util.get_node_ip_address())
 
     def submit(self, task: dict[str, Any]) -> None:
         t = TrialTask.from_dict(task)
@@ -141,6 +152,10 @@ class _Slot:
     kill_reason: str | None = None
     kill_deadline: float | None = None
     unavailable: int = 0
+    members: list[_Slot] | None = None  # a multi-process slot: one TrialHost per rank
+    pg: Any = None                      # ... in the bundles of this placement group
+    gang: Gang | None = None            # ... running this attempt
+    queued: list[Event] = field(default_factory=list)
 
 
 class RayCore:
@@ -148,8 +163,10 @@ class RayCore:
 
     def __init__(self, demand: TrialDemand, *, workers: int | None, address: str | None,
                  checkpoint_root: str | None, init: Mapping[str, Any] | None = None,
-                 drain_wait: float = _DRAIN_WAIT) -> None:
+                 drain_wait: float = _DRAIN_WAIT, placement: str | None = "PACK") -> None:
         self.demand = demand
+        # ranks of a multi-process trial spread over a placement group (None: all in one actor)
+        self.placement = placement if demand.world_size > 1 else None
         self.workers = workers
         self.address = address
         self.checkpoint_root = checkpoint_root
@@ -158,10 +175,12 @@ class RayCore:
         self.slots: list[_Slot] = []
         self._owns_ray = False
         self._host_cls: Any = None
+        self._host_opts: dict[str, Any] = {}
         self._by_trial: dict[int, _Slot] = {}
 
     def describe(self) -> str:
-        return f"ray: {len(self.slots)} slot(s) of {self.demand.describe()}"
+        text = f"ray: {len(self.slots)} slot(s) of {self.demand.describe()}"
+        return f"{text}, one placement group ({self.placement}) each" if self.placement else text
 
     # ------------------------------------------------------------------------------ start
     def start(self) -> None:
@@ -169,8 +188,8 @@ class RayCore:
         try:
             nodes = [n for n in ray.nodes() if n.get("Alive")]
             resources = [dict(n.get("Resources") or {}) for n in nodes]
-            check_fits(self.demand, resources)
-            fit = capacity(self.demand, resources)
+            check_fits(self.demand, resources, placement=self.placement)
+            fit = capacity(self.demand, resources, placement=self.placement)
             n = self.workers or max(1, fit)
             if n > fit:
                 raise UserError(
@@ -178,10 +197,16 @@ class RayCore:
                     "at once right now; lower --workers or add nodes"
                 )
             self._check_checkpoints(nodes)
-            self._host_cls = ray.remote(TrialHost).options(
-                max_concurrency=4, max_restarts=0, **self.demand.ray_options(),
-            )
+            host_demand = self.demand.per_rank() if self.placement else self.demand
+            self._host_opts = {"max_concurrency": 4, "max_restarts": 0, **host_demand.ray_options()}
+            self._host_cls = ray.remote(TrialHost).options(**self._host_opts)
             self.slots = [_Slot(i) for i in range(n)]
+            if self.placement:
+                from ray.util.placement_group import placement_group
+
+                for slot in self.slots:
+                    slot.pg = placement_group(self.demand.bundles(), strategy=self.placement)
+                    slot.members = [_Slot(r) for r in range(self.demand.world_size)]
             for slot in self.slots:
                 self._spawn(slot)
             self._wait_first_actor()
@@ -251,14 +276,33 @@ class RayCore:
                 probe.unlink()
 
     def _spawn(self, slot: _Slot) -> None:
+        if slot.members is not None:
+            for member in slot.members:
+                if member.actor is None:
+                    self._spawn_rank(slot, member)
+            return
         slot.actor = self._host_cls.remote(self.demand.cpus, self.demand.gpus <= 0)
         slot.where = slot.actor.where.remote()
         slot.node = None
         slot.drain = slot.actor.drain.remote(self.drain_wait)
         slot.unavailable = 0
 
+    def _spawn_rank(self, slot: _Slot, member: _Slot) -> None:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        one = self.demand.per_rank()
+        strategy = PlacementGroupSchedulingStrategy(placement_group=slot.pg,
+                                                    placement_group_bundle_index=member.index)
+        host = ray.remote(TrialHost).options(scheduling_strategy=strategy, **self._host_opts)
+        member.actor = host.remote(one.cpus, one.gpus <= 0)
+        member.where = member.actor.where.remote()
+        member.node = None
+        member.drain = member.actor.drain.remote(self.drain_wait)
+        member.unavailable = 0
+        member.kill_reason = member.kill_deadline = None
+
     def _wait_first_actor(self) -> None:
-        refs = [s.where for s in self.slots if s.where is not None]
+        refs = [m.where for s in self.slots for m in (s.members or [s]) if m.where is not None]
         ready, _ = ray.wait(refs, num_returns=1, timeout=_START_TIMEOUT)
         if not ready:
             raise BackendError(
@@ -293,24 +337,104 @@ class RayCore:
             raise BackendError("submit() called with no free slot")
         if slot.actor is None:
             self._spawn(slot)
+        if slot.members is not None:
+            self._submit_gang(slot, task)
+            return
         slot.task = task
         slot.kill_reason = slot.kill_deadline = None
         self._by_trial[task.trial_id] = slot
         slot.actor.submit.remote(task.to_dict())
 
+    def _submit_gang(self, slot: _Slot, task: TrialTask) -> None:
+        """Every rank's node is known (its actor is placed), rank 0's node gives MASTER_ADDR/PORT."""
+        assert slot.members is not None
+        self._spawn(slot)   # ranks lost with their node come back in the rescheduled bundles
+        slot.task, slot.gang = task, Gang(task, len(slot.members))
+        slot.kill_reason = slot.kill_deadline = None
+        self._by_trial[task.trial_id] = slot
+        try:
+            where = ray.get([m.where for m in slot.members], timeout=_START_TIMEOUT)
+            port = ray.get(slot.members[0].actor.master_port.remote(), timeout=_START_TIMEOUT)
+        except (RayError, GetTimeoutError) as exc:
+            for r in range(len(slot.members)):   # the trial never started: PREEMPTED, requeued
+                slot.queued.extend(self._rank_lost(slot, r, f"rank {r} could not start: {_first_line(exc)}"))
+            return
+        for member, info in zip(slot.members, where):
+            member.node = info["node"]
+        slot.node = where[0]["node"]
+        tasks = rank_tasks(task, [w["node"] for w in where], where[0]["ip"], int(port))
+        for member, t in zip(slot.members, tasks):
+            member.task = t
+            member.kill_reason = member.kill_deadline = None
+            member.actor.submit.remote(t.to_dict())
+
+    def _apply(self, slot: _Slot, ops: list[tuple[Op, int]], reason: str = "") -> None:
+        assert slot.members is not None and slot.task is not None
+        trial = slot.task.trial_id
+        for op, r in ops:
+            member = slot.members[r]
+            if member.actor is None:
+                continue
+            if op is Op.KILL:
+                why = reason or "another rank of the trial failed or was lost"
+                member.kill_reason = why
+                member.kill_deadline = time.monotonic() + _KILL_GRACE
+                member.actor.kill.remote(trial, why)
+            else:
+                member.actor.preempt.remote(trial)
+
+    def _accept(self, slot: _Slot, rank: int, ev: Event, *, lost: bool = False) -> list[Event]:
+        gang = slot.gang
+        if gang is None:
+            return []
+        events, ops = gang.accept(rank, ev, lost=lost)
+        if ops:
+            self._apply(slot, ops)
+        if gang.done:
+            self._release(slot)
+        return events
+
+    def _rank_lost(self, slot: _Slot, rank: int, reason: str) -> list[Event]:
+        """The actor of one rank is gone: forget it (it is placed again for the next trial)."""
+        assert slot.members is not None
+        member = slot.members[rank]
+        if member.actor is not None:
+            with contextlib.suppress(Exception):
+                ray.kill(member.actor, no_restart=True)
+        member.actor = member.drain = member.where = member.node = None
+        killed = member.kill_reason is not None
+        member.kill_reason = member.kill_deadline = None
+        task = slot.task
+        if task is None or slot.gang is None:
+            return []
+        kind = EventKind.FAILED if killed else EventKind.PREEMPTED
+        data: dict[str, Any] = {"reason": reason}
+        if killed:
+            data.update({"error_type": "Killed", "message": reason})
+        return self._accept(slot, rank, Event(kind, task.trial_id, task.attempt, time.time(), data),
+                            lost=not killed)
+
     def stop(self, trial_id: int, reason: str = "") -> None:
         slot = self._by_trial.get(trial_id)
-        if slot is not None and slot.actor is not None:
+        if slot is not None and slot.members is not None:
+            for member in slot.members:   # every rank sees run.should_stop
+                if member.actor is not None:
+                    member.actor.stop.remote(trial_id, reason)
+        elif slot is not None and slot.actor is not None:
             slot.actor.stop.remote(trial_id, reason)
 
     def preempt(self, trial_id: int) -> None:
         slot = self._by_trial.get(trial_id)
-        if slot is not None and slot.actor is not None:
+        if slot is not None and slot.gang is not None:
+            self._apply(slot, slot.gang.preempt_all())
+        elif slot is not None and slot.actor is not None:
             slot.actor.preempt.remote(trial_id)
 
     def kill(self, trial_id: int, reason: str) -> None:
         slot = self._by_trial.get(trial_id)
-        if slot is not None and slot.actor is not None:
+        if slot is not None and slot.gang is not None:
+            self._apply(slot, slot.gang.kill_all(), reason)
+        elif slot is not None and slot.actor is not None:
             slot.kill_reason = reason
             slot.kill_deadline = time.monotonic() + _KILL_GRACE
             slot.actor.kill.remote(trial_id, reason)
@@ -318,18 +442,38 @@ class RayCore:
     # ------------------------------------------------------------------------------ events
     def poll(self, timeout: float) -> list[Event]:
         events: list[Event] = []
-        by_ref = {s.drain: s for s in self.slots if s.drain is not None}
+        for slot in self.slots:
+            events.extend(slot.queued)
+            slot.queued.clear()
+        if events:
+            timeout = 0.0
+        by_ref: dict[Any, tuple[_Slot, int | None]] = {}
+        for s in self.slots:
+            if s.members is None:
+                if s.drain is not None:
+                    by_ref[s.drain] = (s, None)
+                continue
+            for m in s.members:
+                if m.drain is not None:
+                    by_ref[m.drain] = (s, m.index)
         if by_ref:
             refs = list(by_ref)
             ready, _ = ray.wait(refs, num_returns=1, timeout=max(0.0, timeout))
             if ready and len(refs) > 1:
                 ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
             for ref in ready:
-                events.extend(self._collect(by_ref[ref], ref))
+                slot, rank = by_ref[ref]
+                if rank is None:
+                    events.extend(self._collect(slot, ref))
+                else:
+                    events.extend(self._collect_rank(slot, rank, ref))
         elif timeout > 0:
             time.sleep(timeout)
         now = time.monotonic()
         for slot in self.slots:
+            if slot.members is not None:
+                events.extend(self._check_gang(slot, now))
+                continue
             if slot.task is not None and slot.kill_deadline is not None and now > slot.kill_deadline:
                 events.extend(self._end_lost(slot, f"{slot.kill_reason} (Ray actor killed)", killed=True))
         return events
@@ -359,10 +503,52 @@ class RayCore:
         slot.drain = slot.actor.drain.remote(self.drain_wait)
         return out
 
+    def _collect_rank(self, slot: _Slot, rank: int, ref: Any) -> list[Event]:
+        assert slot.members is not None
+        member = slot.members[rank]
+        member.drain = None
+        try:
+            batch = ray.get(ref)
+        except ActorUnavailableError:
+            member.unavailable += 1
+            if member.unavailable < 10:
+                member.drain = member.actor.drain.remote(self.drain_wait)
+                return []
+            return self._rank_lost(slot, rank, "Ray actor unavailable")
+        except RayActorError as exc:
+            return self._rank_lost(slot, rank, _lost_reason(exc))
+        except RayTaskError as exc:
+            return self._rank_lost(slot, rank, f"Ray actor failed: {_first_line(exc)}")
+        member.unavailable = 0
+        out: list[Event] = []
+        for d in batch:
+            ev = Event.from_dict(d)
+            if ev.kind.ends_attempt and member.task is not None and ev.trial == member.task.trial_id:
+                member.task = None
+                member.kill_reason = member.kill_deadline = None
+            out.extend(self._accept(slot, rank, ev))
+        member.drain = member.actor.drain.remote(self.drain_wait)
+        return out
+
+    def _check_gang(self, slot: _Slot, now: float) -> list[Event]:
+        """Ranks that outlived rank 0 too long are killed; a rank whose actor ignores a kill is lost."""
+        assert slot.members is not None
+        if slot.gang is None:
+            return []
+        ops = slot.gang.tick()
+        if ops:
+            self._apply(slot, ops, "still running after rank 0 returned")
+        out: list[Event] = []
+        for member in slot.members:
+            if slot.gang is not None and member.kill_deadline is not None and now > member.kill_deadline:
+                out.extend(self._rank_lost(slot, member.index, f"{member.kill_reason} (Ray actor killed)"))
+        return out
+
     def _release(self, slot: _Slot) -> None:
         if slot.task is not None and self._by_trial.get(slot.task.trial_id) is slot:
             del self._by_trial[slot.task.trial_id]
         slot.task = None
+        slot.gang = None
         slot.kill_reason = slot.kill_deadline = None
 
     def _end_lost(self, slot: _Slot, reason: str, *, killed: bool = False) -> list[Event]:
@@ -385,19 +571,28 @@ class RayCore:
     # ------------------------------------------------------------------------------ shutdown
     def shutdown(self, *, grace: float = 0.0) -> None:
         refs = []
-        for slot in self.slots:
+        hosts = [m for s in self.slots for m in (s.members or [s])]
+        for slot in hosts:
             if slot.actor is not None:
                 with contextlib.suppress(Exception):
                     refs.append(slot.actor.shutdown.remote(grace))
         if refs:
             with contextlib.suppress(Exception):
                 ray.wait(refs, num_returns=len(refs), timeout=grace + 10.0)
-        for slot in self.slots:
+        for slot in hosts:
             if slot.actor is not None:
                 with contextlib.suppress(Exception):
                     ray.kill(slot.actor, no_restart=True)
             slot.actor = slot.drain = slot.where = None
             slot.task = None
+        for slot in self.slots:
+            slot.task = slot.gang = None
+            if slot.pg is not None:
+                from ray.util.placement_group import remove_placement_group
+
+                with contextlib.suppress(Exception):
+                    remove_placement_group(slot.pg)
+                slot.pg = None
         self._by_trial.clear()
         if self._owns_ray:
             with contextlib.suppress(Exception):

@@ -10,7 +10,9 @@ from typing import Any
 
 from sweeplab.errors import UserError
 
-__all__ = ["TrialDemand", "capacity", "check_fits", "checkpoint_scheme", "trial_demand"]
+__all__ = ["PLACEMENTS", "TrialDemand", "capacity", "check_fits", "checkpoint_scheme", "trial_demand"]
+
+PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")   # Ray placement group strategies
 
 _NODE_LOCAL_SCHEMES = ("memory",)           # fsspec protocols that are never shared between processes
 _LOCAL_FILE_SCHEMES = ("", "file", "local")  # a path on the node itself
@@ -36,6 +38,17 @@ class TrialDemand:
         out = {"CPU": self.cpus, "GPU": self.gpus}
         out.update(self.custom)
         return {k: v for k, v in out.items() if v > 0}
+
+    def per_rank(self) -> TrialDemand:
+        """What one process of a multi-process trial holds: one bundle of its placement group. Custom
+        resources are asked of every rank's node (a `spot: 1` trial runs only on spot nodes)."""
+        w = self.world_size
+        return TrialDemand(cpus=self.cpus / w, gpus=self.gpus / w, custom=dict(self.custom), world_size=1)
+
+    def bundles(self) -> list[dict[str, float]]:
+        """One placement-group bundle per rank (a zero CPU bundle still needs one entry)."""
+        one = self.per_rank().as_resources() or {"CPU": 0.001}
+        return [dict(one) for _ in range(self.world_size)]
 
     def describe(self) -> str:
         parts = [f"{self.cpus:g} CPU"]
@@ -87,9 +100,28 @@ def _fit_count(demand: TrialDemand, node: Mapping[str, float]) -> int:
     return min(counts)
 
 
-def check_fits(demand: TrialDemand, nodes: Iterable[Mapping[str, float]]) -> None:
-    """Raise UserError when no node can hold even one trial."""
+def check_fits(demand: TrialDemand, nodes: Iterable[Mapping[str, float]], *, placement: str | None = None) -> None:
+    """Raise UserError when the cluster cannot hold even one trial.
+
+    `placement` (a multi-process trial on a placement group): each rank needs one node with room for
+    its bundle, and the cluster as a whole room for all of them (on distinct nodes for STRICT_SPREAD).
+    """
     nodes = list(nodes)
+    if placement is not None and demand.world_size > 1:
+        one = demand.per_rank()
+        fits = [_fit_count(one, n) for n in nodes]
+        if any(fits):
+            slots = sum(1 for f in fits if f) if placement == "STRICT_SPREAD" else sum(fits)
+            if placement == "STRICT_PACK":
+                slots = max(fits)
+            if slots >= demand.world_size:
+                return
+            where = {"STRICT_SPREAD": " on distinct nodes", "STRICT_PACK": " on one node"}.get(placement, "")
+            raise UserError(
+                f"resources.workers {demand.world_size}: the Ray cluster has room for only {slots} process(es) "
+                f"of {one.describe()}{where} ({placement}); lower workers or add nodes"
+            )
+        demand = one
     if any(_fit_count(demand, n) >= 1 for n in nodes):
         return
     have = "; ".join(
@@ -103,9 +135,20 @@ def check_fits(demand: TrialDemand, nodes: Iterable[Mapping[str, float]]) -> Non
     )
 
 
-def capacity(demand: TrialDemand, nodes: Iterable[Mapping[str, float]]) -> int:
-    """How many trials the given nodes hold at once."""
-    return sum(min(_fit_count(demand, n), 1 << 20) for n in nodes)
+def capacity(demand: TrialDemand, nodes: Iterable[Mapping[str, float]], *, placement: str | None = None) -> int:
+    """How many trials the given nodes hold at once (`placement`: ranks spread over a placement group)."""
+    nodes = list(nodes)
+    if placement is None or demand.world_size <= 1:
+        return sum(min(_fit_count(demand, n), 1 << 20) for n in nodes)
+    fits = [min(_fit_count(demand.per_rank(), n), 1 << 20) for n in nodes]
+    if placement == "STRICT_PACK":
+        return sum(f // demand.world_size for f in fits)
+    if placement == "STRICT_SPREAD":   # k trials fit when each node gives at most one rank to each
+        k = 0
+        while sum(min(f, k + 1) for f in fits) >= (k + 1) * demand.world_size and k < (1 << 20):
+            k += 1
+        return k
+    return sum(fits) // demand.world_size
 
 
 def checkpoint_scheme(root: str) -> str:

@@ -1,0 +1,173 @@
+"""One multi-process trial spread over a Ray placement group (no ray import): the torchrun environment of
+each rank, and how the ranks' events become the events of one trial.
+
+Each rank runs as an ordinary one-process trial in a `TrialHost` actor placed in its own bundle, with
+`RANK`, `LOCAL_RANK`, `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR` (rank 0's node) and `MASTER_PORT`
+(free on that node) in its environment. `Gang` merges what the ranks report, as the local supervisor
+(`backends.multiproc`) does for ranks on one machine:
+
+- rank 0's events reach the driver; the other ranks' events are dropped (only their ends count);
+- a rank that fails fails the trial with that rank's traceback, and the other ranks are killed;
+- a rank lost with its node makes the trial PREEMPTED (the other ranks are killed: they would block in
+  a collective with the lost one);
+- the trial ends once every rank has ended; ranks still running some time after rank 0 returned are
+  killed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from sweeplab.backends.base import TrialTask
+from sweeplab.backends.events import Event, EventKind
+from sweeplab.backends.multiproc import rank_env
+
+__all__ = ["Gang", "Op", "rank_tasks"]
+
+STRAGGLER_SECONDS = 10.0   # after rank 0 returned, how long the other ranks get to return too
+
+
+class Op(str, Enum):
+    """What the driver must do to one rank's actor."""
+
+    KILL = "kill"
+    PREEMPT = "preempt"
+
+
+def _rank_log(log_path: str, rank: int) -> str:
+    if not log_path or rank == 0:
+        return log_path
+    p = Path(log_path)
+    return str(p.with_name(f"{p.stem}.rank{rank}{p.suffix}"))
+
+
+def rank_tasks(task: TrialTask, nodes: Sequence[str], master_addr: str, master_port: int, *,
+               threads: int | None = None) -> list[TrialTask]:
+    """The one-process task of every rank. `nodes[r]`: the node rank r runs on (any hashable id);
+    LOCAL_RANK / LOCAL_WORLD_SIZE / NODE_RANK follow from which ranks share a node."""
+    world = len(nodes)
+    order: list[str] = []
+    for n in nodes:
+        if n not in order:
+            order.append(n)
+    out = []
+    for r, node in enumerate(nodes):
+        env = rank_env(r, world, master_port, threads=threads, addr=master_addr)
+        local = [i for i, n in enumerate(nodes) if n == node]
+        env.update({"LOCAL_RANK": str(local.index(r)), "LOCAL_WORLD_SIZE": str(len(local)),
+                    "GROUP_RANK": str(order.index(node)), "NODE_RANK": str(order.index(node))})
+        merged = {k: str(v) for k, v in task.env.items()}
+        merged.update(env)
+        out.append(dataclasses.replace(task, world_size=1, env=merged, log_path=_rank_log(task.log_path, r)))
+    return out
+
+
+class Gang:
+    """The ranks of one attempt of one trial, as seen by the driver."""
+
+    def __init__(self, task: TrialTask, world_size: int, *, straggler_seconds: float = STRAGGLER_SECONDS) -> None:
+        self.task = task
+        self.world_size = world_size
+        self.straggler_seconds = straggler_seconds
+        self.ends: dict[int, Event] = {}
+        self.killed: set[int] = set()        # ranks this gang (or the driver) asked to kill
+        self.preempting = False              # the driver preempted the trial
+        self.first_failure: int | None = None
+        self.lost: int | None = None         # a rank whose actor or node was lost
+        self.rank0_done: float | None = None
+        self.stragglers: list[int] = []
+
+    def _mine(self, ev: Event) -> bool:
+        return (ev.trial, ev.attempt) == (self.task.trial_id, self.task.attempt)
+
+    def _others(self, rank: int) -> list[int]:
+        return [r for r in range(self.world_size) if r != rank and r not in self.ends and r not in self.killed]
+
+    def kill_all(self) -> list[tuple[Op, int]]:
+        ops = [(Op.KILL, r) for r in range(self.world_size) if r not in self.ends and r not in self.killed]
+        self.killed.update(r for _, r in ops)
+        return ops
+
+    def preempt_all(self) -> list[tuple[Op, int]]:
+        self.preempting = True
+        return [(Op.PREEMPT, r) for r in range(self.world_size) if r not in self.ends]
+
+    def accept(self, rank: int, ev: Event, *, lost: bool = False) -> tuple[list[Event], list[tuple[Op, int]]]:
+        """One event of one rank: the events to pass on to the driver and what to do to other ranks.
+        `lost`: `ev` is the PREEMPTED/FAILED end made up for a rank whose actor is gone."""
+        if not self._mine(ev) or rank in self.ends:
+            return [], []
+        if not ev.kind.ends_attempt:
+            return ([ev] if rank == 0 else []), []
+        self.ends[rank] = ev
+        ops: list[tuple[Op, int]] = []
+        if ev.kind is EventKind.FAILED and rank not in self.killed and self.first_failure is None and not lost:
+            self.first_failure = rank
+            ops = self._kill_others(rank)
+        elif lost and rank not in self.killed and self.lost is None:
+            self.lost = rank
+            ops = self._kill_others(rank)
+        elif ev.kind is EventKind.PREEMPTED and not self.preempting and rank not in self.killed:
+            ops = [(Op.PREEMPT, r) for r in self._others(rank)]   # a rank saw SIGTERM: all go
+            self.preempting = True
+        if rank == 0 and self.rank0_done is None:
+            self.rank0_done = time.monotonic()
+        return self._end_if_done(), ops
+
+    def _kill_others(self, rank: int) -> list[tuple[Op, int]]:
+        others = self._others(rank)
+        self.killed.update(others)
+        return [(Op.KILL, r) for r in others]
+
+    def tick(self, now: float | None = None) -> list[tuple[Op, int]]:
+        """Ranks still running `straggler_seconds` after rank 0 returned are killed."""
+        now = time.monotonic() if now is None else now
+        if self.rank0_done is None or now - self.rank0_done < self.straggler_seconds:
+            return []
+        late = self._others(0)
+        if late:
+            self.stragglers.extend(late)
+            self.killed.update(late)
+        return [(Op.KILL, r) for r in late]
+
+    def _end_if_done(self) -> list[Event]:
+        if len(self.ends) < self.world_size:
+            return []
+        now = time.time()
+        out: list[Event] = []
+        if self.stragglers:
+            out.append(Event(EventKind.NOTE, self.task.trial_id, self.task.attempt, now, {
+                "level": "warning", "kind": "ranks_killed",
+                "message": f"rank(s) {self.stragglers} still running {self.straggler_seconds:g}s after rank 0 "
+                           "returned; killed"}))
+        if self.first_failure is not None:
+            data = dict(self.ends[self.first_failure].data)
+            data["reason"] = f"rank {self.first_failure}: {data.get('reason', 'failed')}"
+            data["rank"] = self.first_failure
+            kind = EventKind.FAILED
+        elif self.lost is not None:
+            data = dict(self.ends[self.lost].data)
+            kind = self.ends[self.lost].kind
+            data["reason"] = f"rank {self.lost}: {data.get('reason', 'lost')}"
+            data["rank"] = self.lost
+        elif any(e.kind is EventKind.PREEMPTED for e in self.ends.values()):
+            kind, data = EventKind.PREEMPTED, dict(next(
+                e.data for e in self.ends.values() if e.kind is EventKind.PREEMPTED))
+        else:
+            kind, data = self.ends[0].kind, dict(self.ends[0].data)
+        if kind is EventKind.PREEMPTED:
+            data["retire"] = True
+        out.append(Event(kind, self.task.trial_id, self.task.attempt, now, data))
+        return out
+
+    @property
+    def done(self) -> bool:
+        return len(self.ends) >= self.world_size
+
+    def describe(self) -> dict[str, Any]:
+        return {"ends": {r: e.kind.value for r, e in self.ends.items()}, "killed": sorted(self.killed)}
