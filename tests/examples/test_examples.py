@@ -51,3 +51,19 @@ def test_example_runs_in_smoke_mode(spec: Path, tmp_path: Path):
         assert t["state"] in ("completed", "pruned", "stopped_by_rule", "stopped"), t
         assert metric in (t.get("metrics") or {}), t
     assert any(t["state"] == "completed" and t["value"] is not None for t in st["trials"]), st["trials"]
+
+
+@pytest.mark.ray
+def test_torch_digits_ddp_runs_unchanged_on_the_ray_backend(tmp_path: Path):
+    """The same example, 2 DDP processes per trial, on a local Ray cluster (ranks in a placement group)."""
+    for module in ("torch", "sklearn", "ray"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"needs {module}")
+    spec = EXAMPLES / "torch_digits" / "sweep_ddp.yaml"
+    cp = run_cli(tmp_path, "sweep", str(spec), "--backend", "ray", "--trials", "1", "--name", "rayddp", "-q")
+    assert cp.returncode == 0, f"exit {cp.returncode}\n{cp.stdout}\n{cp.stderr}"
+    st = json.loads(run_cli(tmp_path, "status", "rayddp", "--json").stdout)
+    (t,) = st["trials"]
+    assert t["state"] == "completed" and t["value"] is not None and 0 < t["metrics"]["val_acc"] <= 1
+    logs = [p.name for p in (tmp_path / "store" / "logs" / "rayddp").iterdir()]
+    assert any("rank1" in name for name in logs), logs   # the second rank was a process of its own
