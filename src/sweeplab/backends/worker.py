@@ -386,6 +386,12 @@ def _send_profile(ex: Execution) -> None:
 
 
 def _rss() -> int | None:
+    """This process's resident memory: /proc/self/statm where it exists (no import), else psutil."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         import psutil
 
@@ -520,12 +526,10 @@ def _log_tail(path: str, limit: int = 4000) -> str:
 
 
 def _preload() -> None:
-    """Import what every trial needs while no trial waits (the first task may already be queued)."""
+    """Import what every trial needs before the first task (profiling and psutil come later, lazily:
+    the sampler starts after a second and `run.track` imports its tracker on first use)."""
     with contextlib.suppress(Exception):
-        import psutil  # noqa: F401
-
-        import sweeplab.config
-        import sweeplab.profiling  # noqa: F401
+        import sweeplab.config  # noqa: F401
 
 
 # ---------------------------------------------------------------------------------------- process main
