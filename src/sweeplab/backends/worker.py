@@ -140,42 +140,70 @@ def _call(fn: Callable[..., Any], config: Any, run: Run) -> Any:
 
 # ---------------------------------------------------------------------------------------- executing
 class _Heartbeat(threading.Thread):
-    """Tells the driver the process is alive, and sends metrics a quiet trial has kept buffered.
+    """One thread per worker process, watching the attempt in progress (a thread per trial would cost a
+    context switch at every start).
 
-    It also starts the system sampler once the trial has run for a second: listing a process tree costs a
-    few milliseconds, which would dominate short trials, and a sub-second trial has nothing to profile.
+    It sends the held STARTED event after 50 ms, starts the system sampler once the attempt has run for a
+    second (listing a process tree costs a few milliseconds, which would dominate short trials), then tells
+    the driver the process is alive every `heartbeat_interval` and sends metrics a quiet trial kept buffered.
     """
 
-    def __init__(self, ex: Execution, interval: float) -> None:
+    _TICK = 0.05
+
+    def __init__(self) -> None:
         super().__init__(daemon=True, name="sweeplab-heartbeat")
-        self._ex, self._interval = ex, interval
-        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._ex: Execution | None = None
+        self._t0 = self._next = 0.0
+        self._flushed = self._sampling = False
+
+    def attach(self, ex: Execution) -> None:
+        with self._lock:
+            self._ex, self._t0 = ex, time.monotonic()
+            self._next = self._t0 + ex.task.heartbeat_interval
+            self._flushed = self._sampling = False
+
+    def detach(self) -> None:
+        with self._lock:
+            self._ex = None
 
     def run(self) -> None:
-        if self._done.wait(_STARTED_DELAY):
-            return
-        with contextlib.suppress(OSError):
-            self._ex.channel.flush()
-        if self._done.wait(min(_SAMPLER_DELAY, self._interval) - _STARTED_DELAY):
-            return
-        with self._ex.lock:
-            if not self._ex.ended:
-                self._ex.sampler = _start_sampler(self._ex.channel)
-        if self._interval > _SAMPLER_DELAY:
-            if self._done.wait(self._interval - _SAMPLER_DELAY):
-                return
-        self._beat()
-        while not self._done.wait(self._interval):
-            self._beat()
+        while True:
+            time.sleep(self._TICK)
+            with self._lock:
+                ex = self._ex
+                if ex is None:
+                    continue
+                now = time.monotonic()
+                flush = not self._flushed and now - self._t0 >= _STARTED_DELAY
+                sample = not self._sampling and now - self._t0 >= _SAMPLER_DELAY
+                beat = now >= self._next
+                self._flushed |= flush
+                self._sampling |= sample
+                if beat:
+                    self._next = now + ex.task.heartbeat_interval
+            with contextlib.suppress(OSError):
+                if flush:
+                    ex.channel.flush()
+                if sample:
+                    with ex.lock:
+                        if not ex.ended:
+                            ex.sampler = _start_sampler(ex.channel)
+                if beat:
+                    ex.channel.send(EventKind.HEARTBEAT)
+                    if ex.run is not None:
+                        ex.run.flush_if_stale(1.0)
 
-    def _beat(self) -> None:
-        with contextlib.suppress(OSError):
-            self._ex.channel.send(EventKind.HEARTBEAT)
-            if self._ex.run is not None:
-                self._ex.run.flush_if_stale(1.0)
 
-    def stop(self) -> None:
-        self._done.set()
+_heartbeat: _Heartbeat | None = None
+
+
+def _heartbeat_thread() -> _Heartbeat:
+    global _heartbeat
+    if _heartbeat is None:
+        _heartbeat = _Heartbeat()
+        _heartbeat.start()
+    return _heartbeat
 
 
 @contextlib.contextmanager
@@ -256,15 +284,15 @@ def execute(task: TrialTask, channel: Channel, current: list[Execution | None],
     ex.baseline_rss = baseline_rss
     current[0] = ex
     channel.send(EventKind.STARTED, {"pid": os.getpid(), "host": socket.gethostname()})
-    heartbeat = _Heartbeat(ex, task.heartbeat_interval)
-    heartbeat.start()
+    heartbeat = _heartbeat_thread()
+    heartbeat.attach(ex)
     try:
         if task.kind == "command":
             _execute_command(ex)
         else:
             _execute_function(ex)
     finally:
-        heartbeat.stop()
+        heartbeat.detach()
         with ex.lock:
             ex.ended = True
             sampler, ex.sampler = ex.sampler, None
