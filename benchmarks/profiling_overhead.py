@@ -33,8 +33,8 @@ def _best(fn: Callable[[], float], repeat: int) -> float:
     return min(fn() for _ in range(repeat))
 
 
-def tracker_cost_per_step(steps: int, repeat: int) -> float:
-    items = list(range(steps))
+def _tracker_cost(items: list, repeat: int) -> float:
+    """Seconds per step that `StepTracker.track` adds to a bare loop over `items`."""
 
     def bare() -> float:
         t0 = time.perf_counter()
@@ -49,28 +49,17 @@ def tracker_cost_per_step(steps: int, repeat: int) -> float:
             pass
         return time.perf_counter() - t0
 
-    return max(_best(tracked, repeat) - _best(bare, repeat), 0.0) / steps
+    return max(_best(tracked, repeat) - _best(bare, repeat), 0.0) / len(items)
+
+
+def tracker_cost_per_step(steps: int, repeat: int) -> float:
+    return _tracker_cost(list(range(steps)), repeat)
 
 
 def tracker_cost_with_arrays(steps: int, repeat: int) -> float:
     """Same, with batches whose size is detected: a tuple (x, y) of arrays."""
     batch = (np.zeros((32, 8)), np.zeros(32))
-    items = [batch] * steps
-
-    def bare() -> float:
-        t0 = time.perf_counter()
-        for _ in items:
-            pass
-        return time.perf_counter() - t0
-
-    def tracked() -> float:
-        tracker = StepTracker()
-        t0 = time.perf_counter()
-        for _ in tracker.track(items):
-            pass
-        return time.perf_counter() - t0
-
-    return max(_best(tracked, repeat) - _best(bare, repeat), 0.0) / steps
+    return _tracker_cost([batch] * steps, repeat)
 
 
 def matmul_step(target: float) -> tuple[Callable[[], None], float]:
