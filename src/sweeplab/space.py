@@ -27,11 +27,17 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from decimal import Decimal
-from typing import Any, ClassVar
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sweeplab.errors import SpecError
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class UnitSource(Protocol):
+        """What sampling needs of a generator: `random.Random` and `numpy.random.Generator` both fit."""
+
+        def random(self) -> float: ...
 
 __all__ = [
     "KINDS",
@@ -78,7 +84,7 @@ def _is_integral(x: Any) -> bool:
 
 def _plain(x: Any) -> Any:
     """numpy scalars -> Python scalars; containers converted recursively."""
-    if isinstance(x, np.generic):
+    if type(x).__module__ == "numpy":   # a numpy scalar (without importing numpy to ask)
         return x.item()
     if isinstance(x, (list, tuple)):
         return [_plain(v) for v in x]
@@ -136,7 +142,7 @@ class Distribution:
     name: str
     kind: ClassVar[str] = ""
 
-    def sample(self, rng: np.random.Generator) -> Any:
+    def sample(self, rng: UnitSource) -> Any:
         return self.from_unit(float(rng.random()))
 
     def from_unit(self, u: float) -> Any:
@@ -165,7 +171,7 @@ class Constant(Distribution):
     value: Any
     kind: ClassVar[str] = "constant"
 
-    def sample(self, rng: np.random.Generator) -> Any:
+    def sample(self, rng: UnitSource) -> Any:
         return self.value
 
     def from_unit(self, u: float) -> Any:
@@ -515,7 +521,7 @@ class SearchSpace:
     def dimension(self) -> int:
         return len(self.searchable)
 
-    def sample(self, rng: np.random.Generator) -> dict[str, Any]:
+    def sample(self, rng: UnitSource) -> dict[str, Any]:
         return {n: _plain(d.sample(rng)) for n, d in self.params.items()}
 
     def from_unit(self, u: Sequence[float]) -> dict[str, Any]:
