@@ -14,6 +14,7 @@ The same `execute` function serves every backend: the Ray backend calls it insid
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -37,6 +38,8 @@ from sweeplab.run import Run
 __all__ = ["Channel", "execute", "main"]
 
 _RSS_GROWTH_LIMIT = 1 << 30   # recycle the worker when a trial left it this much bigger
+_RSS_CHECK_EVERY = 0.25     # ... looked at after a trial, at most this often (s)
+_rss_checked = -_RSS_CHECK_EVERY
 _SAMPLER_DELAY = 1.0          # a trial gets CPU/memory sampling once it has run this long
 _STARTED_DELAY = 0.05         # STARTED waits this long to share a write with the next event
 
@@ -83,8 +86,19 @@ def fd_writer(fd: int) -> Callable[[bytes], None]:
 _module_cache: dict[str, Any] = {}
 
 
+_target_cache: dict[tuple[str, tuple[str, ...], str], Callable[..., Any]] = {}
+
+
 def load_target(target: str, python_path: list[str] | tuple[str, ...] = ()) -> Callable[..., Any]:
-    """'pkg.mod:fn' or 'path/to/file.py:fn' -> the function."""
+    """'pkg.mod:fn' or 'path/to/file.py:fn' -> the function (looked up once per target, path and cwd)."""
+    key = (target, tuple(python_path), os.getcwd())
+    fn = _target_cache.get(key)
+    if fn is None:
+        fn = _target_cache[key] = _load_target(target, python_path)
+    return fn
+
+
+def _load_target(target: str, python_path: list[str] | tuple[str, ...]) -> Callable[..., Any]:
     for p in python_path:
         if p and p not in sys.path:
             sys.path.insert(0, p)
@@ -124,16 +138,40 @@ def _seed_everything(seed: int) -> None:
         torch.manual_seed(seed)
 
 
-def _call(fn: Callable[..., Any], config: Any, run: Run) -> Any:
+_facts_cache: dict[Any, tuple[Any, str]] = {}
+
+
+def _facts(fn: Callable[..., Any]) -> tuple[Any, str]:
+    """(typed config schema or None, how to call: 'positional' | 'keyword' | 'config') of a trial function,
+    worked out once per function (inspect.signature costs more than a short trial's own work)."""
+    try:
+        return _facts_cache[fn]
+    except (KeyError, TypeError):
+        pass
+    from sweeplab.config import typed_schema_of
+
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
+        style = "positional"
+    else:
+        positional = [p for p in params.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        if len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional):
+            style = "positional"
+        else:
+            style = "keyword" if "run" in params else "config"
+    facts = (typed_schema_of(fn), style)
+    with contextlib.suppress(TypeError):   # an unhashable callable object is inspected every time
+        _facts_cache[fn] = facts
+    return facts
+
+
+def _call(fn: Callable[..., Any], config: Any, run: Run) -> Any:
+    style = _facts(fn)[1]
+    if style == "positional":
         return fn(config, run)
-    positional = [p for p in params.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
-    if len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional):
-        return fn(config, run)
-    if "run" in params:
+    if style == "keyword":
         return fn(config, run=run)
     return fn(config)
 
@@ -206,13 +244,19 @@ def _heartbeat_thread() -> _Heartbeat:
     return _heartbeat
 
 
+_made_dirs: set[str] = set()   # log directories known to exist (one mkdir per directory, not per trial)
+
+
 @contextlib.contextmanager
 def _redirect_output(log_path: str):  # type: ignore[no-untyped-def]
     """Send fds 1 and 2 (print, C extensions, subprocesses) to the trial's log file."""
     if not log_path:
         yield
         return
-    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    parent = os.path.dirname(log_path)
+    if parent not in _made_dirs:
+        Path(parent).mkdir(parents=True, exist_ok=True)
+        _made_dirs.add(parent)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
@@ -256,6 +300,11 @@ class Execution:
             return True
         if self.task.kind != "function":
             return False
+        global _rss_checked
+        now = time.monotonic()
+        if now - _rss_checked < _RSS_CHECK_EVERY:   # many short trials: one look at /proc per interval
+            return False
+        _rss_checked = now
         rss = _rss()
         return rss is not None and rss - self.baseline_rss > _RSS_GROWTH_LIMIT
 
@@ -277,13 +326,18 @@ def _load_captures(replay: Any) -> dict[str, Any]:
     return load_captures(replay["capture"])
 
 
+@functools.cache
+def _hostname() -> str:
+    return socket.gethostname()
+
+
 def execute(task: TrialTask, channel: Channel, current: list[Execution | None],
             baseline_rss: int = 0) -> Execution:
     """Run one attempt to its end, sending STARTED ... FINISHED | FAILED | PREEMPTED."""
     ex = Execution(task, channel)
     ex.baseline_rss = baseline_rss
     current[0] = ex
-    channel.send(EventKind.STARTED, {"pid": os.getpid(), "host": socket.gethostname()})
+    channel.send(EventKind.STARTED, {"pid": os.getpid(), "host": _hostname()})
     heartbeat = _heartbeat_thread()
     heartbeat.attach(ex)
     try:
@@ -322,9 +376,9 @@ def _execute_function(ex: Execution) -> None:
                 if task.cwd:
                     os.chdir(task.cwd)
                 fn = load_target(task.target or "", list(task.python_path))
-                from sweeplab.config import coerce, typed_schema_of
+                from sweeplab.config import coerce
 
-                config = coerce(dict(task.config), typed_schema_of(fn))
+                config = coerce(dict(task.config), _facts(fn)[0])
                 run = Run(
                     config=config, sink=channel.send, params=task.params, sweep=task.sweep,
                     trial=task.number, attempt=task.attempt, seed=task.seed, smoke=task.smoke,
@@ -399,8 +453,6 @@ def _start_sampler(channel: Channel) -> Any:
 def _send_profile(ex: Execution) -> None:
     """Stop the sampler and send the per-trial profile summary (step timings + system figures + hint)."""
     with contextlib.suppress(Exception):
-        from sweeplab.profiling import profile_summary
-
         steps = (ex.run.profile_summary() if ex.run is not None else None) or {}
         system: dict[str, Any] = {}
         with ex.lock:
@@ -410,6 +462,8 @@ def _send_profile(ex: Execution) -> None:
             sampler.stop()
             system = sampler.peak()
         if steps or system.get("system_samples"):   # mem_total and ncpu alone are no profile
+            from sweeplab.profiling import profile_summary   # imported only by trials with something to say
+
             ex.channel.send(EventKind.PROFILE, {"summary": profile_summary(steps, system)})
 
 
@@ -644,5 +698,19 @@ def main() -> int:
             return 0   # the backend saw "retire" in the last event and starts a fresh worker
 
 
+def _exit(code: int) -> None:
+    """End the process without the interpreter's teardown (freeing every module of a process that ran
+    numpy or torch takes tens of milliseconds, which the driver would wait for at the end of each sweep):
+    atexit handlers of user code and libraries still run, and standard streams are flushed."""
+    import atexit
+
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())
