@@ -66,6 +66,7 @@ class _Trial:
     spent: float = 0.0                     # seconds of earlier attempts (trial.timeout bounds the total)
     fresh: bool = False                    # just inserted as running by _new_trial
     costs: dict[str, float] = field(default_factory=dict)   # last reported value of each budget.cost name
+    where: dict[str, Any] | None = None    # host/pid of the attempt, not yet written (see _write_where)
 
     def snapshot(self) -> TrialSnapshot:
         return TrialSnapshot(number=self.number, params=self.params, state=self.state, value=self.value)
@@ -166,6 +167,9 @@ class Driver:
         self._touched = -1e9
         self._failures = 0
         self._root = str(store.root.resolve())
+        self._python_path: list[str] | None = None
+        self._where: list[_Trial] = []
+        self._target: str | None = None
 
     # ------------------------------------------------------------------------------------------ setup
     def _build_logic(self) -> None:
@@ -398,6 +402,8 @@ class Driver:
             self.store.update_sweep(self.sweep_id, driver=json.dumps(
                 {"pid": os.getpid(), "host": socket.gethostname(), "started": self.clock.time()}))
         self.backend.start()
+        checkpoints = self.store.background_checkpoints()
+        checkpoints.__enter__()
         try:
             events: list[Event] = []
             while True:
@@ -405,6 +411,7 @@ class Driver:
                 with self.store.transaction():
                     for ev in events:
                         self._handle(ev)
+                    self._write_where()
                     if events and self.clock.monotonic() - self._touched >= _TOUCH_EVERY:
                         self.store.touch_sweep(self.sweep_id)   # readers' "changed since" token
                         self._touched = self.clock.monotonic()
@@ -426,6 +433,7 @@ class Driver:
                 self.backend.shutdown(grace=0.0)
             with contextlib.suppress(Exception):
                 self.searcher.close()
+            checkpoints.__exit__(None, None, None)
             if _main_thread():
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
@@ -507,15 +515,17 @@ class Driver:
 
         return trial_paths(self._root, self.name, t.number, t.attempt, self.spec.checkpoint_dir)
 
-    def _task(self, t: _Trial) -> TrialTask:
+    def _task(self, t: _Trial, paths: Mapping[str, str]) -> TrialTask:
         spec = self.spec
-        paths = self._paths(t)
-        python_path = [self.cwd]
-        if spec.source is not None:
-            python_path.append(str(Path(spec.source).resolve().parent))
+        if self._python_path is None:   # what depends only on the spec and cwd is resolved once
+            self._python_path = [self.cwd]
+            if spec.source is not None:
+                self._python_path.append(str(Path(spec.source).resolve().parent))
+            self._target = self._function_target() if spec.function else None
+        python_path = list(self._python_path)
         cwd = self.cwd
         if spec.function:
-            kind, target, command = "function", self._function_target(), None
+            kind, target, command = "function", self._target, None
         else:
             from sweeplab.spec import build_command
 
@@ -570,7 +580,8 @@ class Driver:
         t.started_mono = self.clock.monotonic()
         t.last_seen = t.started_mono
         t.last_report = None
-        task = self._task(t)
+        paths = self._paths(t)
+        task = self._task(t, paths)
         now = self.clock.time()
         with self.store.transaction():
             if t.fresh:
@@ -579,7 +590,7 @@ class Driver:
                 self.store.update_trial(t.id, state=TrialState.RUNNING.value, attempts=1, started=now)
             else:
                 self.store.update_trial(t.id, state=TrialState.RUNNING.value, attempts=t.attempt)
-            self.store.add_attempt(t.id, t.attempt, started=now, log_path=self._paths(t)["log_rel"])
+            self.store.add_attempt(t.id, t.attempt, started=now, log_path=paths["log_rel"])
         self.backend.submit(task)
 
     # ------------------------------------------------------------------------------------------ events
@@ -594,7 +605,9 @@ class Driver:
         elif kind is EventKind.HEARTBEAT:
             pass
         elif kind is EventKind.STARTED:
-            self.store.update_attempt(t.id, t.attempt, host=ev.data.get("host"), pid=ev.data.get("pid"))
+            # written at the end of the turn, or with the attempt's end if that came in the same batch
+            t.where = {"host": ev.data.get("host"), "pid": ev.data.get("pid")}
+            self._where.append(t)
         elif kind is EventKind.CHECKPOINT:
             d = ev.data
             self.store.add_checkpoint(t.id, t.attempt, step=d.get("step"), path=str(d.get("path")),
@@ -617,6 +630,18 @@ class Driver:
             self._on_failed(t, ev)
         elif kind is EventKind.PREEMPTED:
             self._on_preempted(t, ev)
+
+    def _take_where(self, t: _Trial) -> dict[str, Any]:
+        where, t.where = t.where, None
+        return where or {}
+
+    def _write_where(self) -> None:
+        """Store host/pid of attempts that started in this turn and are still running (an attempt that also
+        ended in this turn had them written with its end: one statement fewer for short trials)."""
+        for t in self._where:
+            if t.where:
+                self.store.update_attempt(t.id, t.attempt, **self._take_where(t))
+        self._where.clear()
 
     def _on_metrics(self, t: _Trial, ev: Event) -> None:
         points = ev.data.get("points") or []
@@ -745,7 +770,8 @@ class Driver:
         deterministic = signature in t.failures and signature[0] not in ("WorkerDied", "Killed", "None")
         t.failures.append(signature)
         self._failures += 1
-        self.store.update_attempt(t.id, t.attempt, state="failed", ended=ev.time, reason=reason,
+        self.store.update_attempt(t.id, t.attempt, **self._take_where(t), state="failed", ended=ev.time,
+                                  reason=reason,
                                   error_type=d.get("error_type"), traceback=d.get("traceback"),
                                   exit_code=d.get("exit_code"), signal=d.get("signal"))
         capture = self.store.relpath(d["capture"]) if d.get("capture") else None
@@ -785,7 +811,8 @@ class Driver:
     def _on_preempted(self, t: _Trial, ev: Event) -> None:
         reason = str(ev.data.get("reason") or "preempted")
         self._account(t)
-        self.store.update_attempt(t.id, t.attempt, state="preempted", ended=ev.time, reason=reason)
+        self.store.update_attempt(t.id, t.attempt, **self._take_where(t), state="preempted", ended=ev.time,
+                                  reason=reason)
         t.state = TrialState.PREEMPTED
         self.store.update_trial(t.id, state=t.state.value, reason=reason)
         self.store.add_event(self.sweep_id, "preempted", f"trial {t.number} preempted ({reason}); requeued",
@@ -800,7 +827,8 @@ class Driver:
         self.store.update_trial(t.id, state=state.value, value=value, metrics=_finite_dict(metrics),
                                 ended=at, reason=reason)
         if attempt_state is not None:
-            self.store.update_attempt(t.id, t.attempt, state=attempt_state, ended=at, reason=reason)
+            self.store.update_attempt(t.id, t.attempt, **self._take_where(t), state=attempt_state, ended=at,
+                                      reason=reason)
         if state is not TrialState.COMPLETED:   # a completed trial's row says it all; the log keeps the rest
             self.store.add_event(self.sweep_id, "trial_ended",
                                  f"trial {t.number} {state.value}" + (f": {reason}" if reason else ""),
@@ -937,7 +965,8 @@ class Driver:
 
     def _check_budgets(self) -> None:
         """cpu_hours / gpu_hours / cost spent: no new trials or retries; running trials finish (--hard: stop)."""
-        if self._ending:
+        b = self.spec.budget
+        if self._ending or (b.cpu_hours is None and b.gpu_hours is None and not b.cost):
             return
         reason = self._budget_spent()
         if reason is None:
@@ -1030,6 +1059,7 @@ class Driver:
                             self._handle_interrupted(ev)
                         else:
                             self._handle(ev)
+                    self._write_where()
         except KeyboardInterrupt:
             pass
         with self.store.transaction():
@@ -1059,7 +1089,8 @@ class Driver:
                           state: TrialState = TrialState.INTERRUPTED) -> None:
         t.state = state
         self.store.update_trial(t.id, state=state.value, reason=reason)
-        self.store.update_attempt(t.id, t.attempt, state=state.value, ended=now, reason=reason)
+        self.store.update_attempt(t.id, t.attempt, **self._take_where(t), state=state.value, ended=now,
+                                  reason=reason)
         self.store.add_event(self.sweep_id, "interrupted" if state is TrialState.INTERRUPTED else "preempted",
                              f"trial {t.number} {state.value}: {reason}", trial_id=t.id, attempt=t.attempt)
 
