@@ -462,7 +462,8 @@ def _send_profile(ex: Execution) -> None:
             sampler.stop()
             system = sampler.peak()
         if steps or system.get("system_samples"):   # mem_total and ncpu alone are no profile
-            from sweeplab.profiling import profile_summary   # imported only by trials with something to say
+            # imported only by trials with something to say
+            from sweeplab.profiling import profile_summary
 
             ex.channel.send(EventKind.PROFILE, {"summary": profile_summary(steps, system)})
 
