@@ -550,7 +550,15 @@ class Driver:
             cwd=cwd, python_path=python_path, capture_dir=paths["capture"],
             artifacts_dir=paths["artifacts"], torch_profiler=policy.torch_profiler,
             world_size=int(getattr(self._resources, "workers", 1) or 1),
+            **self._decisions(t),
         )
+
+    def _decisions(self, t: _Trial) -> dict[str, Any]:
+        """Rungs at which a function trial waits for the scheduler's verdict (see Scheduler.decision_steps)."""
+        if self.scheduler is None or not self.spec.function or not self.backend.supports_decisions:
+            return {}
+        steps = self.scheduler.decision_steps(t.number)
+        return {"decision_steps": list(steps), "decision_metric": self._sched_metric} if steps else {}
 
     def _function_target(self) -> str:
         """A 'file.py:fn' target is found beside the spec file first, then in the working directory."""
@@ -677,6 +685,9 @@ class Driver:
             self._check_monitor_metrics(points)
         for v in verdicts:
             self._apply_verdict(t, v)
+        decide = ev.data.get("decide")
+        if decide is not None and t.stop_verdict is None:   # the trial waits at a rung: it goes on
+            self.backend.go(t.id, int(decide))
 
     def _check_monitor_metrics(self, points: Sequence[Sequence[Any]]) -> None:
         self._seen_keys.update(str(p[1]) for p in points)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 __all__ = ["Run"]
@@ -20,6 +20,7 @@ Sink = Callable[[str, dict[str, Any]], None]   # (event kind, data): see backend
 
 _FLUSH_POINTS = 4096      # send a metrics batch at this many buffered points ...
 _FLUSH_SECONDS = 0.02     # ... or when the oldest buffered point is this old (schedulers see reports soon)
+_DECISION_WAIT = 10.0     # longest wait for the verdict at a decision step (then the trial goes on)
 
 
 class Run:
@@ -53,6 +54,8 @@ class Run:
         rank: int = 0,
         torch_profiler: Mapping[str, Any] | None = None,
         artifacts_dir: str = "",
+        decision_steps: Sequence[int] = (),
+        decision_metric: str | None = None,
     ) -> None:
         self.config = config
         self.params = dict(params or {})
@@ -70,6 +73,11 @@ class Run:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._stop_reason = ""
+        self._decide_at = frozenset(int(s) for s in decision_steps) if decision_metric and rank == 0 \
+            else frozenset()
+        self._decide_metric = decision_metric
+        self._decided = threading.Condition()
+        self._go_step = -1
         self._ckpt_dir = checkpoint_dir
         self._keep = keep_checkpoints
         self._ckpt_every = checkpoint_every
@@ -101,8 +109,31 @@ class Run:
                 self._buf_t0 = now
             buf.extend(points)
             due = len(buf) >= _FLUSH_POINTS or now - self._buf_t0 >= _FLUSH_SECONDS
-        if due:
+        if self._decide_at and step in self._decide_at and self._decide_metric in metrics:
+            self._await_decision(step)
+        elif due:
             self.flush()
+
+    def _await_decision(self, step: int) -> None:
+        """At a rung of the scheduler: send the report now and wait until the driver says go on or stop,
+        so a pruned trial trains nothing past its rung (at most `_DECISION_WAIT` seconds, a round trip
+        through the driver normally: about a millisecond on this machine's local backend)."""
+        if self._stop.is_set():
+            return
+        self.flush(decide=step)
+        deadline = time.monotonic() + _DECISION_WAIT
+        with self._decided:
+            while self._go_step < step and not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._decided.wait(left)
+
+    def go(self, step: int) -> None:
+        """The driver's verdict at decision step `step`: continue (called by the worker)."""
+        with self._decided:
+            self._go_step = max(self._go_step, int(step))
+            self._decided.notify_all()
 
     def flush_if_stale(self, max_age: float = 1.0) -> None:
         """Send points buffered for longer than `max_age` s (the worker's heartbeat calls it, so a trial
@@ -110,14 +141,15 @@ class Run:
         if self._buf and time.time() - self._buf_t0 >= max_age:
             self.flush()
 
-    def flush(self) -> None:
-        """Send buffered metrics now (called automatically; also at the end of the trial)."""
+    def flush(self, decide: int | None = None) -> None:
+        """Send buffered metrics now (called automatically; also at the end of the trial). `decide`: this
+        batch ends with a report at that decision step, and the trial waits for the verdict."""
         with self._lock:   # sent under the lock: batches from two threads (heartbeat, trial) keep their order
             if not self._buf:
                 return
             points, self._buf = self._buf, []
             if self.rank == 0:
-                self._sink("metrics", {"points": points})
+                self._sink("metrics", {"points": points} if decide is None else {"points": points, "decide": decide})
 
     # ------------------------------------------------------------------ stopping
     @property
@@ -133,6 +165,9 @@ class Run:
         """Ask the trial to stop at its next check (used by the worker; safe from signal handlers)."""
         self._stop_reason = self._stop_reason or reason
         self._stop.set()
+        if self._decide_at:   # a trial waiting at a decision step wakes up to stop (an RLock: a signal
+            with self._decided:   # handler interrupting the waiting thread may take it again)
+                self._decided.notify_all()
 
     # ------------------------------------------------------------------ checkpoints
     def _manager(self) -> Any:

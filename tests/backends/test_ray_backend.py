@@ -440,3 +440,28 @@ def test_sweep_survives_a_lost_node_with_every_trial_accounted_for(cluster, tmp_
                                     (victim["trial"],)).fetchone()[0]
     assert first_step > 0, "the second attempt started over instead of resuming from its checkpoint"
     store.close()
+
+
+@pytest.mark.ray
+def test_asha_verdicts_reach_trials_waiting_at_their_rung_on_ray(cluster, tmp_path):
+    """`go` travels driver -> actor -> worker like `stop`: a pruned trial trains nothing past its rung,
+    a promoted one is not held up (it runs to the end)."""
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    curves = Path(__file__).resolve().parents[1] / "fixtures" / "curves.py"
+    spec = parse_spec({"function": f"{curves}:curve", "method": "grid",
+                       "metric": {"name": "val_loss", "goal": "minimize"},
+                       "early_terminate": {"type": "asha", "min_iter": 1, "max_iter": 300, "eta": 3},
+                       "parameters": {"kind": {"values": ["good", "good-b", "hopeless-a", "hopeless-b"]},
+                                      "steps": {"value": 300}, "delay": {"value": 0.0}},
+                       "budget": {"time": "90s"}}, file="<test>")
+    store = Store.open(tmp_path / "store")
+    driver = Driver(spec, store, RayBackend(spec, workers=1), sweep_name="ray-rungs")
+    driver.create(spec_path=None)
+    driver.run()
+    rows = store.conn.execute(
+        "SELECT t.state, MAX(m.step) FROM metrics m JOIN trials t ON t.id = m.trial_id WHERE m.key = 'val_loss' "
+        "GROUP BY t.number ORDER BY t.number").fetchall()
+    assert [tuple(r) for r in rows] == [("completed", 300), ("completed", 300), ("pruned", 1), ("pruned", 1)]

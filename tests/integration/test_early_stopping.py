@@ -84,6 +84,21 @@ def test_a_stopped_trial_stops_early_and_its_decision_is_an_event(cli):
     assert kinds_of_events == ["pruned"]
 
 
+def test_a_pruned_trial_trains_nothing_past_its_rung(cli):
+    """At a rung the trial waits for the verdict: with no pause between steps, a hopeless trial would
+    otherwise run far past step 1 before the stop reached it."""
+    kinds = ["good", "good-b", "hopeless-a", "hopeless-b"]
+    f = cli.spec("s", spec(kinds, steps=300, delay=0.0,
+                           extra="early_terminate: {type: asha, min_iter: 1, max_iter: 300, eta: 3}\n"))
+    cli("sweep", str(f), "--name", "sync", "--workers", "1", "-q", check=True)
+    import sqlite3
+
+    with sqlite3.connect(cli.store / "store.db") as c:
+        rows = c.execute("SELECT t.state, MAX(m.step) FROM metrics m JOIN trials t ON t.id = m.trial_id "
+                         "WHERE m.key = 'val_loss' GROUP BY t.number ORDER BY t.number").fetchall()
+    assert rows == [("completed", 300), ("completed", 300), ("pruned", 1), ("pruned", 1)], rows
+
+
 def test_metric_target_ends_the_sweep_when_a_trial_reaches_it(cli):
     kinds = ["hopeless-a", "good", "hopeless-b", "hopeless-c", "good-b"]
     f = cli.spec("s", spec(kinds, steps=3, extra="metric: {name: val_loss, goal: minimize, target: 0.5}\n"))

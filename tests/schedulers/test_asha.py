@@ -128,3 +128,10 @@ def test_describe_lists_rungs_per_bracket() -> None:
         "asha: bracket 0: rungs at steps 1, 3, 9; bracket 1: rungs at steps 3, 9 (eta 3, max_iter 27, "
         "minimize loss)"
     )
+
+
+def test_decision_steps_are_the_rungs_of_the_trials_bracket():
+    s = AshaScheduler(min_iter=1, max_iter=27, eta=3, brackets=2)
+    assert s.decision_steps(0) == (1, 3, 9)
+    assert s.decision_steps(1) == (3, 9)
+    assert AshaScheduler(min_iter=2, eta=2).decision_steps(0)[:4] == (2, 4, 8, 16)

@@ -128,3 +128,8 @@ def test_describe_lists_the_bands() -> None:
     sched = make_scheduler({"type": "hyperband", "max_iter": 81, "s": 3}, goal=Goal.MAXIMIZE, metric="acc")
     assert sched is not None
     assert sched.describe() == "hyperband: bands at steps 3, 9, 27 (eta 3, strict, maximize acc)"
+
+
+def test_decision_steps_are_the_bands():
+    assert HyperbandScheduler(min_iter=1, s=3, eta=3).decision_steps(7) == (1, 3, 9)
+    assert HyperbandScheduler(max_iter=27, s=2, eta=3).decision_steps(0) == (3, 9)

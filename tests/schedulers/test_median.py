@@ -88,3 +88,8 @@ def test_reason_and_data() -> None:
 def test_spec_keys() -> None:
     sched = make_scheduler({"type": "median", "min_iter": 3, "warmup": 4}, goal=Goal.MINIMIZE)
     assert isinstance(sched, MedianScheduler) and (sched.min_iter, sched.warmup) == (3, 4)
+
+
+def test_the_median_rule_has_no_decision_steps():
+    """It may stop a trial at any report, so trials never wait for it."""
+    assert MedianScheduler(warmup=1, metric="loss").decision_steps(0) == ()

@@ -50,6 +50,8 @@ class TrialTask:
     smoke_steps: int = 3                       # run.track stops after this many batches in smoke mode
     world_size: int = 1                        # processes per trial (DDP); 1 = a plain trial
     replay: Mapping[str, Any] | None = None    # repro: {"capture": path} of a failed trial's captured objects
+    decision_steps: Sequence[int] = ()         # steps whose report of decision_metric waits for the verdict
+    decision_metric: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A shallow dict (fields are JSON-able already); much cheaper than dataclasses.asdict."""
@@ -65,6 +67,9 @@ class Backend(ABC):
     """Runs trials somewhere. All methods are called from the driver's thread."""
 
     name: str = "backend"
+    #: Whether `go` reaches a running trial. Only then does the driver give trials `decision_steps`
+    #: (a trial waiting for a verdict that never comes would wait out `Run`'s timeout at every rung).
+    supports_decisions: bool = False
 
     @abstractmethod
     def start(self) -> None:
@@ -85,6 +90,9 @@ class Backend(ABC):
     @abstractmethod
     def stop(self, trial_id: int) -> None:
         """Ask a running trial to stop (sets `run.should_stop`; a command trial gets SIGTERM)."""
+
+    def go(self, trial_id: int, step: int) -> None:
+        """Tell a trial waiting at decision step `step` that it continues (a stop says the opposite)."""
 
     @abstractmethod
     def preempt(self, trial_id: int) -> None:

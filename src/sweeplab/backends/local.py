@@ -107,6 +107,7 @@ class _Worker:
 
 class LocalBackend(Backend):
     name = "local"
+    supports_decisions = True
 
     def __init__(self, slots: Sequence[Slot], *, env: Mapping[str, str] | None = None,
                  hide_gpus: bool = False) -> None:
@@ -222,6 +223,11 @@ class LocalBackend(Backend):
         worker = self._by_trial.get(trial_id)
         if worker is not None:
             self._send(worker, {"op": "stop", "trial": trial_id, "reason": reason})
+
+    def go(self, trial_id: int, step: int) -> None:
+        worker = self._by_trial.get(trial_id)
+        if worker is not None:
+            self._send(worker, {"op": "go", "trial": trial_id, "step": step})
 
     def preempt(self, trial_id: int) -> None:
         """Send SIGTERM to the trial's process, as a spot reclaim would."""

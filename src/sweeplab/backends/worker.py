@@ -2,6 +2,7 @@
 
 `python -m sweeplab.backends.worker` reads commands as JSON lines on stdin
     {"op": "run", "task": {...TrialTask...}}   {"op": "stop", "trial": id}   {"op": "exit"}
+    {"op": "go", "trial": id, "step": n}       (the trial waiting at decision step n goes on)
 and writes events (backends/events.py) as JSON lines to the file descriptor named by SWEEPLAB_EVENT_FD.
 A worker runs one trial at a time and is reused for the next one (cheap), unless the trial was a command
 (it ran in a child process anyway), it was preempted, or its memory grew past a limit: then it exits and
@@ -386,7 +387,8 @@ def _execute_function(ex: Execution) -> None:
                     keep_checkpoints=task.keep_checkpoints, checkpoint_every=task.checkpoint_every,
                     mtbf=task.mtbf, captured=_load_captures(task.replay),
                     rank=int(os.environ.get("RANK", "0")), torch_profiler=task.torch_profiler,
-                    artifacts_dir=task.artifacts_dir,
+                    artifacts_dir=task.artifacts_dir, decision_steps=task.decision_steps,
+                    decision_metric=task.decision_metric,
                 )
                 ex.run = run
                 if ex.stop_requested:
@@ -660,6 +662,10 @@ def main() -> int:
                 with have_task:
                     tasks.append(TrialTask.from_dict(msg["task"]))
                     have_task.notify()
+            elif op == "go":
+                ex = current[0]
+                if ex is not None and ex.run is not None and ex.task.trial_id == msg.get("trial"):
+                    ex.run.go(int(msg.get("step", -1)))
             elif op == "stop":
                 ex = current[0]
                 if ex is not None and ex.task.trial_id == msg.get("trial"):

@@ -25,6 +25,7 @@ __all__ = ["AshaScheduler"]
 
 _KEYS = ("type", "metric", "min_iter", "max_iter", "eta", "brackets")
 _UNBOUNDED = 10**18
+_DECISION_HORIZON = 10**6   # with no max_iter, rungs past this step are not waited for
 
 
 @dataclass
@@ -75,6 +76,9 @@ class AshaScheduler(Scheduler):
         return geometric_steps(
             self.min_iter * self.eta**bracket, self.eta, upto=upto, below=self.max_iter, round_up=True
         )
+
+    def decision_steps(self, trial: int) -> tuple[int, ...]:
+        return tuple(self.rungs(self.bracket_of(trial), upto=self.max_iter or _DECISION_HORIZON))
 
     def on_report(self, trial: int, step: int, value: float) -> Verdict:
         t = self._trials.setdefault(trial, _Trial())

@@ -45,6 +45,12 @@ class Scheduler(ABC):
     def on_trial_end(self, trial: int, state: TrialState) -> None:
         """`trial` reached `state`. Terminal states stop the trial's judging; others are ignored."""
 
+    def decision_steps(self, trial: int) -> tuple[int, ...]:
+        """The steps at which `trial` may be stopped (ASHA's rungs, hyperband's bands), or () when any
+        report can stop it (the median rule). A trial that reports its metric at one of these steps waits
+        for the verdict before its next step (`Run.log`), so a pruned trial trains nothing past its rung."""
+        return ()
+
     @abstractmethod
     def describe(self) -> str:
         """One line for `--dry-run`, e.g. `asha: rungs at steps 1, 3, 9 (eta 3), judged on val_loss`."""

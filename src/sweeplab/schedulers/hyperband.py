@@ -94,6 +94,9 @@ class HyperbandScheduler(Scheduler):
             return [b for b in self._bands if b <= step]
         return hyperband_bands(min_iter=self.min_iter, eta=self.eta, upto=step)
 
+    def decision_steps(self, trial: int) -> tuple[int, ...]:
+        return tuple(self.bands())
+
     def on_report(self, trial: int, step: int, value: float) -> Verdict:
         t = self._trials.setdefault(trial, _Trial())
         if t.ended:

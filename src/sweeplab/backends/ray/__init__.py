@@ -48,6 +48,7 @@ class RayBackend(Backend):
     """
 
     name = "ray"
+    supports_decisions = True
 
     def __init__(self, spec: Any = None, *, workers: int | None = None, address: str | None = None,
                  smoke: bool = False, resources: Any = None, checkpoint_root: str | None = None,
@@ -103,6 +104,9 @@ class RayBackend(Backend):
 
     def stop(self, trial_id: int, reason: str = "") -> None:
         self._started().stop(trial_id, reason)
+
+    def go(self, trial_id: int, step: int) -> None:
+        self._started().go(trial_id, step)
 
     def preempt(self, trial_id: int) -> None:
         self._started().preempt(trial_id)

@@ -98,6 +98,9 @@ class TrialHost:
     def stop(self, trial: int, reason: str = "") -> None:
         self._control("stop", trial, reason)
 
+    def go(self, trial: int, step: int) -> None:
+        self._control("go", trial, step)
+
     def preempt(self, trial: int) -> None:
         self._control("preempt", trial)
 
@@ -422,6 +425,15 @@ class RayCore:
                     member.actor.stop.remote(trial_id, reason)
         elif slot is not None and slot.actor is not None:
             slot.actor.stop.remote(trial_id, reason)
+
+    def go(self, trial_id: int, step: int) -> None:
+        slot = self._by_trial.get(trial_id)
+        if slot is not None and slot.members is not None:
+            for member in slot.members:   # rank 0 reports, so rank 0 is the one waiting
+                if member.actor is not None:
+                    member.actor.go.remote(trial_id, step)
+        elif slot is not None and slot.actor is not None:
+            slot.actor.go.remote(trial_id, step)
 
     def preempt(self, trial_id: int) -> None:
         slot = self._by_trial.get(trial_id)

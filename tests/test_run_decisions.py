@@ -1,0 +1,58 @@
+"""`Run` at a scheduler's decision steps: the report goes out at once and the trial waits for the verdict."""
+
+from __future__ import annotations
+
+import threading
+
+from sweeplab.run import Run
+
+
+def _run(sent: list, steps=(1, 3)) -> Run:
+    return Run(config={}, sink=lambda kind, data: sent.append((kind, data)), decision_steps=steps,
+               decision_metric="loss")
+
+
+def test_a_report_at_a_decision_step_waits_for_go_and_others_do_not():
+    sent: list = []
+    run = _run(sent)
+    released = threading.Event()
+
+    def driver() -> None:                      # answers once it has seen the step-1 batch
+        while not any(d.get("decide") == 1 for _, d in sent):
+            threading.Event().wait(0.001)
+        released.set()
+        run.go(1)
+
+    t = threading.Thread(target=driver)
+    t.start()
+    run.log({"loss": 1.0}, step=1)
+    assert released.is_set()                   # log returned only after the verdict
+    t.join()
+    assert sent[-1] == ("metrics", {"points": [[1, "loss", 1.0, sent[-1][1]["points"][0][3]]], "decide": 1})
+
+    run.log({"loss": 0.9}, step=2)             # not a decision step: buffered, no wait
+    run.log({"acc": 0.5}, step=3)              # a decision step without the judged metric: no wait
+    assert not any(d.get("decide") in (2, 3) for _, d in sent)
+    assert not run.should_stop
+
+
+def test_a_stop_wakes_a_trial_waiting_at_a_decision_step():
+    sent: list = []
+    run = _run(sent)
+    threading.Timer(0.05, run.request_stop, args=("pruned",)).start()
+    run.log({"loss": 2.0}, step=3)
+    assert run.should_stop and run.stop_reason == "pruned"
+    assert sent[-1][1]["decide"] == 3
+
+
+def test_without_decision_steps_a_report_never_waits():
+    sent: list = []
+    run = Run(config={}, sink=lambda kind, data: sent.append((kind, data)))
+    run.log({"loss": 1.0}, step=1)
+    run.flush()
+    assert sent == [("metrics", {"points": sent[0][1]["points"]})]   # no "decide" key
+
+
+def test_other_ranks_never_wait():
+    run = Run(config={}, sink=lambda kind, data: None, decision_steps=(1,), decision_metric="loss", rank=1)
+    run.log({"loss": 1.0}, step=1)            # returns at once: only rank 0 reports
