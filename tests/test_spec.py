@@ -99,6 +99,15 @@ def test_every_sweeplab_key():
     assert spec.raw["budget"]["time"] == "30m"  # the mapping as written is kept
 
 
+@pytest.mark.parametrize(("written", "parsed"), [
+    ("spread", "SPREAD"), ("STRICT_PACK", "STRICT_PACK"), ("none", None), (None, None)])
+def test_resources_placement_is_a_ray_strategy_or_none(written, parsed):
+    spec = parse_spec({"method": "random", "program": "train.py", "parameters": {"x": {"values": [1]}},
+                       "resources": {"workers": 2, "placement": written}})
+    assert spec.resources.placement == parsed
+    assert Resources().placement == "PACK"
+
+
 def test_defaults_of_a_minimal_spec():
     spec = parse_spec({"method": "random", "program": "train.py", "parameters": {"x": {"values": [1]}}})
     assert spec.metric == MetricSpec() and spec.metric.name is None
@@ -189,6 +198,8 @@ ERRORS = [
     ("resources-fractional-gpus", {"resources/gpus": 1.5}, "resources.gpus", "a fraction of a GPU must be <= 1"),
     ("resources-workers", {"resources/workers": 0}, "resources.workers", "expected an integer >= 1"),
     ("resources-type", {"resources": [1]}, "resources", "must be a mapping"),
+    ("resources-placement", {"resources/placement": "scatter"}, "resources.placement",
+     "expected one of pack, spread, strict_pack, strict_spread or none"),
     ("budget-unknown-key", {"budget/trails": 3}, "budget.trails", "did you mean 'trials'?"),
     ("budget-time-unit", {"budget/time": "30x"}, "budget.time", "unknown duration unit 'x'"),
     ("budget-time-type", {"budget/time": [30]}, "budget.time", "a duration must be a string or a number"),

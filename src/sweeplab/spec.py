@@ -108,6 +108,10 @@ class Resources:
     cpus_per_worker: float | None = None        # None: cpus / workers
     gpus_per_worker: float | None = None        # None: gpus / workers
     custom: Mapping[str, float] = field(default_factory=dict)
+    placement: str | None = "PACK"              # Ray: how the ranks of a multi-process trial are placed
+
+
+PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")   # Ray placement group strategies
 
 
 @dataclass(frozen=True)
@@ -752,11 +756,20 @@ class _SpecParser:
         if raw is None:
             return Resources()
         raw = self.mapping(raw, "resources", "{cpus: 1, gpus: 0}")
-        allowed = ("cpus", "gpus", "workers", "cpus_per_worker", "gpus_per_worker", "custom")
+        allowed = ("cpus", "gpus", "workers", "cpus_per_worker", "gpus_per_worker", "custom", "placement")
         self.keys(raw, allowed, "resources")
         custom = raw.get("custom") or {}
         custom = self.mapping(custom, "resources.custom", "{tpu: 1}")
+        placement = raw.get("placement", "pack")
+        if placement is not None and str(placement).lower() != "none":
+            placement = str(placement).upper()
+            if placement not in PLACEMENTS:
+                raise self.error("unknown placement strategy", "resources.placement", value=raw.get("placement"),
+                                 expected=f"one of {', '.join(p.lower() for p in PLACEMENTS)} or none")
+        else:
+            placement = None
         return Resources(
+            placement=placement,
             cpus=self.number(raw.get("cpus", 1.0), "resources.cpus"),  # type: ignore[arg-type]
             gpus=self.gpus(raw.get("gpus", 0.0), "resources.gpus"),  # type: ignore[arg-type]
             workers=self.integer(raw.get("workers", 1), "resources.workers", minimum=1),  # type: ignore[arg-type]

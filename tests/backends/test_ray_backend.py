@@ -465,3 +465,15 @@ def test_asha_verdicts_reach_trials_waiting_at_their_rung_on_ray(cluster, tmp_pa
         "SELECT t.state, MAX(m.step) FROM metrics m JOIN trials t ON t.id = m.trial_id WHERE m.key = 'val_loss' "
         "GROUP BY t.number ORDER BY t.number").fetchall()
     assert [tuple(r) for r in rows] == [("completed", 300), ("completed", 300), ("pruned", 1), ("pruned", 1)]
+
+
+def test_the_spec_s_resources_placement_reaches_the_backend_unless_given():
+    """Constructing the backend does not start Ray: this runs without a cluster."""
+    from sweeplab.spec import parse_spec
+
+    spec = parse_spec({"function": f"{TRIALS}:quick", "method": "random",
+                       "parameters": {"x": {"values": [1]}},
+                       "resources": {"workers": 2, "placement": "strict_spread"}}, file="<test>")
+    assert RayBackend(spec).placement == "STRICT_SPREAD"
+    assert RayBackend(spec, placement=None).placement is None
+    assert RayBackend().placement == "PACK"

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = ["RayBackend", "TrialDemand", "trial_demand"]
 
+_FROM_SPEC = object()   # RayBackend(placement=...) not given: the spec's resources.placement
+
 
 class RayBackend(Backend):
     """Runs trials as Ray actors.
@@ -52,13 +54,15 @@ class RayBackend(Backend):
 
     def __init__(self, spec: Any = None, *, workers: int | None = None, address: str | None = None,
                  smoke: bool = False, resources: Any = None, checkpoint_root: str | None = None,
-                 init: Mapping[str, Any] | None = None, placement: str | None = "PACK") -> None:
+                 init: Mapping[str, Any] | None = None, placement: str | object | None = _FROM_SPEC) -> None:
         if workers is not None and workers < 1:
             raise UserError(f"--workers must be at least 1; got {workers}")
+        res = resources if resources is not None else getattr(spec, "resources", None)
+        if placement is _FROM_SPEC:   # the spec's resources.placement (PACK when not given)
+            placement = getattr(res, "placement", "PACK") if res is not None else "PACK"
         if placement is not None and str(placement).upper() not in PLACEMENTS:
             raise UserError(f"placement: expected one of {', '.join(PLACEMENTS)} (or none); got {placement!r}")
         self.placement = str(placement).upper() if placement is not None else None
-        res = resources if resources is not None else getattr(spec, "resources", None)
         self.demand = trial_demand(res, smoke=smoke)
         self.workers = workers
         self.address = address

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweeplab.errors import UserError
+from sweeplab.spec import PLACEMENTS
 
 __all__ = ["PLACEMENTS", "TrialDemand", "capacity", "check_fits", "checkpoint_scheme", "trial_demand"]
 
-PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")   # Ray placement group strategies
 
 _NODE_LOCAL_SCHEMES = ("memory",)           # fsspec protocols that are never shared between processes
 _LOCAL_FILE_SCHEMES = ("", "file", "local")  # a path on the node itself
