@@ -1,6 +1,6 @@
 """Early stopping: compute and wall time to reach a target validation score, with and without ASHA.
 
-    python benchmarks/early_stopping.py                       # synthetic curves (5 seeds) + torch_digits (3)
+    python benchmarks/early_stopping.py                       # synthetic curves + torch_digits, 5 seeds each
     python benchmarks/early_stopping.py --tasks synthetic --seeds 0 1 2 --synthetic-target 0.12
     python benchmarks/early_stopping.py --methods random tpe tpe+asha tpe+monitors
 
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", nargs="+", default=list(METHODS),
                     choices=["random", "tpe", "tpe+asha", "tpe+monitors", "random+asha"])
     ap.add_argument("--seeds", nargs="+", type=int, default=None,
-                    help="default: 0..4 (synthetic), 0..2 (digits)")
+                    help="default: 0..4")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--synthetic-target", type=float, nargs="+", default=[0.13, 0.115],
                     help="one table per target (the best configuration converges to 0.10)")
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             seeds = args.seeds if args.seeds is not None else [0, 1, 2, 3, 4]
         else:
             task = digits_task(target, args.digits_trials, args.epochs)
-            seeds = args.seeds if args.seeds is not None else [0, 1, 2]
+            seeds = args.seeds if args.seeds is not None else [0, 1, 2, 3, 4]
             if task is None:
                 print("\n== digits: skipped (needs torch and scikit-learn) ==")
                 continue
