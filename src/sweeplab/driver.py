@@ -554,8 +554,10 @@ class Driver:
         )
 
     def _decisions(self, t: _Trial) -> dict[str, Any]:
-        """Rungs at which a function trial waits for the scheduler's verdict (see Scheduler.decision_steps)."""
-        if self.scheduler is None or not self.spec.function or not self.backend.supports_decisions:
+        """Rungs at which a function trial waits for the scheduler's verdict (see Scheduler.decision_steps).
+        Not for multi-process trials: their ranks run under a supervisor that relays only stops."""
+        if (self.scheduler is None or not self.spec.function or not self.backend.supports_decisions
+                or int(getattr(self._resources, "workers", 1) or 1) > 1):
             return {}
         steps = self.scheduler.decision_steps(t.number)
         return {"decision_steps": list(steps), "decision_metric": self._sched_metric} if steps else {}

@@ -214,3 +214,33 @@ def test_budget_cost_sums_what_trials_report(cli):
     assert st["sweep"]["end_reason"].startswith("budget.cost.usd 1 reached"), st["sweep"]["end_reason"]
     assert len(st["trials"]) == 3            # 0.4 per trial: 0.4, 0.8, 1.2 >= 1
     assert st["sweep"]["spend"]["cost.usd"] == pytest.approx(1.2)
+
+
+@pytest.mark.parametrize(("workers", "held"), [(1, [1, 3]), (2, [])])
+def test_only_one_process_trials_are_held_at_rungs(tmp_path, workers, held):
+    """A multi-process trial's ranks run under a supervisor that relays stops only: it gets no decision
+    steps (it would wait out the timeout at every rung), and still runs to its end."""
+    from sweeplab.backends.local import LocalBackend, plan_slots
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    class Recording(LocalBackend):
+        def submit(self, task):
+            tasks.append(task)
+            super().submit(task)
+
+    tasks: list = []
+    spec = parse_spec({"function": f"{CURVES}:curve", "method": "grid",
+                       "metric": {"name": "val_loss", "goal": "minimize"},
+                       "early_terminate": {"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3},
+                       "resources": {"cpus": 1, "workers": workers},
+                       "parameters": {"kind": {"values": ["good"]}, "steps": {"value": 4},
+                                      "delay": {"value": 0.0}}}, file="<test>")
+    store = Store.open(tmp_path / "store")
+    backend = Recording(plan_slots(1, cpus=workers, gpus=0, gpu_ids=[]))
+    driver = Driver(spec, store, backend, sweep_name="held")
+    driver.create(spec_path=None)
+    outcome = driver.run()
+    assert outcome.counts.get("completed") == 1, outcome
+    assert [list(t.decision_steps) for t in tasks] == [held]
