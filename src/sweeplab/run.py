@@ -93,7 +93,10 @@ class Run:
 
     # ------------------------------------------------------------------ metrics
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        """Record metric values at `step` (default: one more than the previous step)."""
+        """Record metric values at `step` (default: one more than the previous step).
+
+        At a rung of the sweep's scheduler (ASHA, hyperband), a report of the judged metric waits for the
+        verdict before returning: check `should_stop` right after it."""
         if step is None:
             step = self._auto_step
         self._auto_step = step + 1
