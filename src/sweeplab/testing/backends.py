@@ -88,6 +88,32 @@ class BackendContract:
         assert ev[-1].data["metrics"] == {"loss": 1 / 3, "x": 2.0}
         assert all(e.attempt == 1 and e.trial == 1 for e in ev)
 
+    @pytest.mark.parametrize("answer", ["go", "stop"])
+    def test_a_trial_waits_at_its_decision_steps_for_go_or_stop(self, backend, trials_file, tmp_path, answer):
+        """With no pause between steps, only waiting for the verdict makes the ends below exact."""
+        b = backend(1)
+        if not b.supports_decisions:
+            pytest.skip(f"{b.name} does not hold trials at decision steps (supports_decisions is False)")
+        decided: list[int] = []
+
+        def answer_it(ev: Event) -> None:   # what the driver does after reading a report at a rung
+            step = ev.data.get("decide") if ev.kind is EventKind.METRICS else None
+            if step is not None:
+                decided.append(step)
+                if answer == "go":
+                    b.go(1, step)
+                else:
+                    b.stop(1)
+
+        b.submit(make_task(tmp_path, 1, self.fn(trials_file, "rungs"), config={"steps": 50},
+                           decision_steps=[1, 10], decision_metric="loss"))
+        end = collect(b, [1], on_event=answer_it)[1][-1]
+        assert end.kind is EventKind.FINISHED
+        if answer == "go":
+            assert decided == [1, 10] and end.data["metrics"]["last_step"] == 50
+        else:
+            assert decided == [1] and end.data["metrics"]["last_step"] == 1
+
     def test_one_argument_function_gets_config_only(self, backend, trials_file, tmp_path):
         b = backend(1)
         b.submit(make_task(tmp_path, 1, self.fn(trials_file, "one_arg"), config={"x": 3}))
