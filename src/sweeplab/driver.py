@@ -371,8 +371,8 @@ class Driver:
             return [], []
         from sweeplab.smoke import check_config_combinations
 
-        python_path = [self.cwd] + ([str(Path(self.spec.source).resolve().parent)] if self.spec.source else [])
-        return check_config_combinations(self.spec, self._resolve_config, python_path, self._function_target())
+        return check_config_combinations(self.spec, self._resolve_config, self._import_path(),
+                                         self._function_target())
 
     def _persist_budget(self) -> None:
         spec = _loads(self.store.sweep_by_id(self.sweep_id)["spec"]) or {}
@@ -402,29 +402,9 @@ class Driver:
             self.store.update_sweep(self.sweep_id, driver=json.dumps(
                 {"pid": os.getpid(), "host": socket.gethostname(), "started": self.clock.time()}))
         self.backend.start()
-        checkpoints = self.store.background_checkpoints()
-        checkpoints.__enter__()
         try:
-            events: list[Event] = []
-            while True:
-                # one transaction per turn: the events that arrived, and the trials that replace them
-                with self.store.transaction():
-                    for ev in events:
-                        self._handle(ev)
-                    self._write_where()
-                    if events and self.clock.monotonic() - self._touched >= _TOUCH_EVERY:
-                        self.store.touch_sweep(self.sweep_id)   # readers' "changed since" token
-                        self._touched = self.clock.monotonic()
-                    if self._signal is None and self.backend.free_slots() > 0:
-                        self._fill_slots()
-                if self._signal is not None:
-                    return self._interrupted()
-                if not self.backend.running() and not self._can_submit():
-                    break
-                events = self.backend.poll(self._poll_timeout())
-                self._check_time()
-                self._progress()
-            return self._finish()
+            with self.store.background_checkpoints():
+                return self._loop()
         except KeyboardInterrupt:
             self._signal = signal.SIGINT
             return self._interrupted(grace=0.0)
@@ -433,10 +413,31 @@ class Driver:
                 self.backend.shutdown(grace=0.0)
             with contextlib.suppress(Exception):
                 self.searcher.close()
-            checkpoints.__exit__(None, None, None)
             if _main_thread():
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
+
+    def _loop(self) -> SweepOutcome:
+        events: list[Event] = []
+        while True:
+            # one transaction per turn: the events that arrived, and the trials that replace them
+            with self.store.transaction():
+                for ev in events:
+                    self._handle(ev)
+                self._write_where()
+                if events and self.clock.monotonic() - self._touched >= _TOUCH_EVERY:
+                    self.store.touch_sweep(self.sweep_id)   # readers' "changed since" token
+                    self._touched = self.clock.monotonic()
+                if self._signal is None and self.backend.free_slots() > 0:
+                    self._fill_slots()
+            if self._signal is not None:
+                return self._interrupted()
+            if not self.backend.running() and not self._can_submit():
+                break
+            events = self.backend.poll(self._poll_timeout())
+            self._check_time()
+            self._progress()
+        return self._finish()
 
     def _poll_timeout(self) -> float:
         return 0.1 if self.backend.running() else 0.02
@@ -515,16 +516,20 @@ class Driver:
 
         return trial_paths(self._root, self.name, t.number, t.attempt, self.spec.checkpoint_dir)
 
+    def _import_path(self) -> list[str]:
+        """Where a trial's imports are found: the working directory, then the spec file's directory."""
+        if self._python_path is None:   # depends only on the spec and cwd: resolved once
+            self._python_path = [self.cwd]
+            if self.spec.source is not None:
+                self._python_path.append(str(Path(self.spec.source).resolve().parent))
+        return list(self._python_path)
+
     def _task(self, t: _Trial, paths: Mapping[str, str]) -> TrialTask:
         spec = self.spec
-        if self._python_path is None:   # what depends only on the spec and cwd is resolved once
-            self._python_path = [self.cwd]
-            if spec.source is not None:
-                self._python_path.append(str(Path(spec.source).resolve().parent))
-            self._target = self._function_target() if spec.function else None
-        python_path = list(self._python_path)
         cwd = self.cwd
         if spec.function:
+            if self._target is None:
+                self._target = self._function_target()
             kind, target, command = "function", self._target, None
         else:
             from sweeplab.spec import build_command
@@ -541,23 +546,23 @@ class Driver:
                     and not (Path(self.cwd) / spec.program).exists():
                 cwd = str(spec_dir)   # W&B runs `program` relative to where the agent runs; we accept both
         policy = spec.trial
+        world_size = int(getattr(self._resources, "workers", 1) or 1)
         return TrialTask(
             trial_id=t.id, number=t.number, attempt=t.attempt, sweep=self.name, kind=kind, target=target,
             command=command, config=t.config, params=t.params, seed=t.seed, smoke=self.smoke,
             log_path=paths["log"], report_path=paths["report"], checkpoint_dir=paths["checkpoint"],
             keep_checkpoints=policy.keep_checkpoints, checkpoint_every=policy.checkpoint_every,
             mtbf=self._mtbf(), grace=policy.grace, heartbeat_interval=_heartbeat_interval(policy),
-            cwd=cwd, python_path=python_path, capture_dir=paths["capture"],
+            cwd=cwd, python_path=self._import_path(), capture_dir=paths["capture"],
             artifacts_dir=paths["artifacts"], torch_profiler=policy.torch_profiler,
-            world_size=int(getattr(self._resources, "workers", 1) or 1),
-            **self._decisions(t),
+            world_size=world_size, **self._decisions(t, world_size),
         )
 
-    def _decisions(self, t: _Trial) -> dict[str, Any]:
+    def _decisions(self, t: _Trial, world_size: int) -> dict[str, Any]:
         """Rungs at which a function trial waits for the scheduler's verdict (see Scheduler.decision_steps).
         Not for multi-process trials: their ranks run under a supervisor that relays only stops."""
-        if (self.scheduler is None or not self.spec.function or not self.backend.supports_decisions
-                or int(getattr(self._resources, "workers", 1) or 1) > 1):
+        if self.scheduler is None or not self.spec.function or not self.backend.supports_decisions \
+                or world_size > 1:
             return {}
         steps = self.scheduler.decision_steps(t.number)
         return {"decision_steps": list(steps), "decision_metric": self._sched_metric} if steps else {}
