@@ -46,8 +46,9 @@ class Searcher(ABC):
     """Suggests flat parameter dicts over a SearchSpace; learns from terminal trials."""
 
     method: ClassVar[str] = ""
-    # `metric`: the sweep metric's name, so replay can read intermediate values from snapshots
-    accepted_options: ClassVar[Mapping[str, type]] = {"metric": str}
+    # `metric`: the sweep metric's name, so replay can read intermediate values from snapshots;
+    # `impute`: the spec's metric.impute, what model-based searchers assume for failed trials (others ignore it)
+    accepted_options: ClassVar[Mapping[str, type]] = {"metric": str, "impute": str}
 
     def __init__(self, space: SearchSpace, goal: Goal, seed: int | None = None, **options: Any) -> None:
         check_options(self.method, options, self.accepted_options)

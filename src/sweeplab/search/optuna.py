@@ -4,11 +4,20 @@ Each W&B distribution maps to the Optuna distribution with exactly its support w
 (uniform -> float, log-uniform -> float(log=True), int_uniform -> int, q_uniform -> int over the
 multiples of q, categorical -> categorical over value indices). The others (normal, beta, ...) let Optuna
 search the unit interval, mapped through the distribution's inverse CDF, so their prior is respected.
+
+Trial k is asked with the sampler's random generators seeded from (seed, k), so a study rebuilt by
+`replay` after a restart draws trial k as the uninterrupted one would, given the same history (TPE exactly;
+GP up to the warm start of its kernel fit, which a restart loses). Without that, a rebuilt sampler would
+restart its random startup phase and propose the sweep's first configurations again.
+
+Failed trials are invisible to the model unless the `impute` option (the spec's `metric.impute`) is set:
+then they are told as completed with an imputed value (see `OptunaSearcher.tell`).
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import warnings
@@ -17,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from sweeplab._imports import optional_import
+from sweeplab.errors import SpecError
 from sweeplab.search.base import Searcher
 from sweeplab.space import (
     Categorical,
@@ -33,7 +43,10 @@ from sweeplab.space import (
 )
 from sweeplab.types import Goal, TrialSnapshot, TrialState
 
-__all__ = ["GPSearcher", "OptunaSearcher", "TPESearcher", "encode_space"]
+__all__ = ["IMPUTE", "GPSearcher", "OptunaSearcher", "TPESearcher", "encode_space"]
+
+IMPUTE = ("worst", "best", "latest")
+_IMPUTED_ATTR = "sweeplab_imputed"   # user attr on an Optuna trial whose value was imputed
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,40 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def trial_seed(seed: int, number: int, stream: str) -> int:
+    """A 32-bit seed for one generator (`stream`) when asking trial `number` of a searcher seeded `seed`."""
+    digest = hashlib.blake2b(f"{seed}:{number}:{stream}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big")
+
+
+def _generator(owner: Any) -> Any:
+    """The numpy RandomState behind `owner._rng` (a LazyRandomState in recent Optuna), or None."""
+    import numpy as np
+
+    rng = getattr(owner, "_rng", None)
+    rng = getattr(rng, "rng", rng)
+    return rng if isinstance(rng, np.random.RandomState) else None
+
+
+def _reseed(sampler: Any, seed: int, number: int) -> bool:
+    """Seed every random generator of a TPE/GP sampler from (seed, number); False if one is out of reach.
+
+    The generators are the sampler's own (model phase) and its random sampler's (startup phase), private
+    attributes of Optuna's samplers; when they are not where this expects (another Optuna version) the
+    caller builds a fresh sampler instead, which gives the same guarantee at the cost of any warm start.
+    """
+    owners = [("model", sampler)]
+    startup = getattr(sampler, "_random_sampler", None) or getattr(sampler, "_independent_sampler", None)
+    if startup is not None:
+        owners.append(("startup", startup))
+    generators = [(stream, _generator(owner)) for stream, owner in owners]
+    if any(g is None for _, g in generators):
+        return False
+    for stream, g in generators:
+        g.seed(trial_seed(seed, number, stream))
+    return True
+
+
 def _silence_optuna() -> Any:
     optuna = optional_import("optuna", "bayes", "TPE/GP search")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -93,12 +140,16 @@ class OptunaSearcher(Searcher):
 
     def __init__(self, space: SearchSpace, goal: Goal, seed: int | None = None, **options: Any) -> None:
         super().__init__(space, goal, seed, **options)
+        impute = self.options.get("impute")
+        if impute is not None and impute not in IMPUTE:
+            raise SpecError("unknown impute", key="metric.impute", value=impute, expected=" | ".join(IMPUTE))
         self._optuna = _silence_optuna()
         self._axes = encode_space(space)
         self._distributions = {name: axis.distribution for name, axis in self._axes.items()}
         self._new_study()
 
-    def make_sampler(self) -> Any:
+    def make_sampler(self, seed: int | None = None) -> Any:
+        """A new sampler seeded `seed` (default: the searcher's seed)."""
         raise NotImplementedError
 
     @property
@@ -111,6 +162,9 @@ class OptunaSearcher(Searcher):
         self._study = self._optuna.create_study(sampler=self.make_sampler(), direction=direction)
         self._pending: dict[str, list[Any]] = {}  # params key -> asked (or replayed running) trials
         self._told: set[int] = set()
+        self._worst: float | None = None   # among completed trials (what `impute` draws on)
+        self._best: float | None = None
+        self._deferred: list[tuple[Any, dict[int, float]]] = []  # failed, waiting for a value to impute
 
     def _decode(self, internal: Mapping[str, Any]) -> dict[str, Any]:
         out = {}
@@ -122,6 +176,9 @@ class OptunaSearcher(Searcher):
         return {name: axis.encode(params[name]) for name, axis in self._axes.items()}
 
     def ask(self) -> dict[str, Any]:
+        number = len(self._study.get_trials(deepcopy=False))   # the number Optuna gives the new trial
+        if not _reseed(self._study.sampler, self.seed, number):
+            self._study.sampler = self.make_sampler(trial_seed(self.seed, number, "sampler"))
         trial = self._study.ask(self._distributions)
         params = self._decode(trial.params)
         self._pending.setdefault(_key(params), []).append(trial)
@@ -147,7 +204,46 @@ class OptunaSearcher(Searcher):
         for step, v in steps.items():
             trial.report(v, step)
         TS = self._optuna.trial.TrialState
+        if ostate is TS.FAIL and self._imputes(state):
+            self._tell_imputed(trial, steps)
+            return
         self._study.tell(trial, ovalue if ostate is TS.COMPLETE else None, state=ostate)
+        if ostate is TS.COMPLETE:
+            self._note(ovalue)
+
+    # ------------------------------------------------------------------ imputation (metric.impute)
+    def _imputes(self, state: TrialState) -> bool:
+        """Whether a trial that ended without a usable value is imputed: it failed, completed without a
+        finite value, or a monitor stopped it before any finite report (pruned/stopped ones are not)."""
+        return self.options.get("impute") is not None and state in (
+            TrialState.FAILED, TrialState.COMPLETED, TrialState.STOPPED_BY_RULE)
+
+    def _imputed(self, steps: Mapping[int, float]) -> float | None:
+        """worst/best: of the trials completed so far; latest: the trial's last report (else worst).
+        None while no trial has completed."""
+        how = self.options.get("impute")
+        if how == "latest" and steps:
+            return steps[max(steps)]
+        return self._best if how == "best" else self._worst
+
+    def _tell_imputed(self, trial: Any, steps: dict[int, float]) -> None:
+        value = self._imputed(steps)
+        if value is None:   # nothing completed yet: it stays running (a constant liar's pending trial)
+            self._deferred.append((trial, steps))
+            return
+        trial.set_user_attr(_IMPUTED_ATTR, self.options["impute"])
+        self._study.tell(trial, value)
+
+    def _note(self, value: float | None) -> None:
+        """A completed trial's value: update worst/best, and tell failed trials that waited for one."""
+        if value is None:
+            return
+        better = self.goal.better
+        self._best = value if self._best is None or better(value, self._best) else self._best
+        self._worst = value if self._worst is None or better(self._worst, value) else self._worst
+        deferred, self._deferred = self._deferred, []
+        for trial, steps in deferred:
+            self._tell_imputed(trial, steps)
 
     def _outcome(
         self, state: TrialState, value: float | None, intermediate: Mapping[int, float] | None
@@ -166,23 +262,42 @@ class OptunaSearcher(Searcher):
         if not self.space.contains(params):
             return  # from another search space (a forked sweep): nothing Optuna could use
         create = self._optuna.trial.create_trial
+        TS = self._optuna.trial.TrialState
         if state.is_terminal:
             ostate, ovalue, steps = self._outcome(state, value, intermediate)
+            attrs: dict[str, Any] = {}
+            if ostate is TS.FAIL and self._imputes(state):
+                imputed = self._imputed(steps)
+                if imputed is None:   # imputed once a trial completes
+                    self._deferred.append((self._add_running(params, steps), steps))
+                    return
+                ostate, ovalue, attrs = TS.COMPLETE, imputed, {_IMPUTED_ATTR: self.options["impute"]}
             frozen = create(state=ostate, value=ovalue, params=self._encode(params),
-                            distributions=self._distributions, intermediate_values=steps)
+                            distributions=self._distributions, intermediate_values=steps, user_attrs=attrs)
             self._study.add_trial(frozen)
+            if ostate is TS.COMPLETE and not attrs:
+                self._note(ovalue)
             return
-        frozen = create(state=self._optuna.trial.TrialState.RUNNING, params=self._encode(params),
-                        distributions=self._distributions)
+        self._pending.setdefault(_key(params), []).append(self._add_running(params, {}))
+
+    def _add_running(self, params: Mapping[str, Any], steps: dict[int, float]) -> Any:
+        """Add a running trial to the study; returns a handle to tell it later."""
+        frozen = self._optuna.trial.create_trial(state=self._optuna.trial.TrialState.RUNNING,
+                                                 params=self._encode(params), distributions=self._distributions,
+                                                 intermediate_values=steps)
         self._study.add_trial(frozen)
         added = self._study.get_trials(deepcopy=False)[-1]
-        handle = self._optuna.trial.Trial(self._study, added._trial_id)
-        self._pending.setdefault(_key(params), []).append(handle)
+        return self._optuna.trial.Trial(self._study, added._trial_id)
 
     def replay(self, history: Sequence[TrialSnapshot]) -> None:
         """A fresh study holding every trial of `history`: terminal ones told, the others running."""
         self._new_study()
-        for snap in sorted(history, key=lambda s: s.number):
+        ordered = sorted(history, key=lambda s: s.number)
+        if self.options.get("impute") is not None:   # failed trials are imputed from the whole history
+            for snap in ordered:
+                if snap.state is TrialState.COMPLETED and _finite(snap.value) and self.space.contains(snap.params):
+                    self._note(float(snap.value))  # type: ignore[arg-type]
+        for snap in ordered:
             if snap.state.is_terminal:
                 self._told.add(snap.number)
             self._add(snap.params, snap.state, snap.value, self._intermediate(snap))
@@ -203,9 +318,9 @@ class TPESearcher(OptunaSearcher):
         **Searcher.accepted_options, "n_startup_trials": int, "multivariate": bool,
     }
 
-    def make_sampler(self) -> Any:
+    def make_sampler(self, seed: int | None = None) -> Any:
         return self._optuna.samplers.TPESampler(
-            seed=self.seed,
+            seed=self.seed if seed is None else seed,
             constant_liar=True,
             multivariate=self.options.get("multivariate", self.space.dimension >= 2),
             n_startup_trials=self.options.get("n_startup_trials", 10),
@@ -224,9 +339,9 @@ class GPSearcher(OptunaSearcher):
         optional_import("torch", "bayes", "GP search")
         super().__init__(space, goal, seed, **options)
 
-    def make_sampler(self) -> Any:
+    def make_sampler(self, seed: int | None = None) -> Any:
         return self._optuna.samplers.GPSampler(
-            seed=self.seed,
+            seed=self.seed if seed is None else seed,
             n_startup_trials=self.options.get("n_startup_trials", 10),
             deterministic_objective=self.options.get("deterministic_objective", False),
             warn_independent_sampling=False,
