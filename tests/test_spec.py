@@ -66,7 +66,7 @@ def test_wandb_random_sweep_with_distributions_nested_params_and_run_cap():
 def test_wandb_bayes_sweep_with_hyperband_and_command_macros():
     spec = load_spec(SPECS / "wandb_bayes_hyperband.yaml")
     assert spec.method == "bayes"
-    assert spec.metric.name == "val_loss" and spec.metric.target == 0.05 and spec.metric.impute == "worst"
+    assert spec.metric.name == "val_loss" and spec.metric.target == 0.05 and spec.metric.impute is None
     assert spec.early_terminate == {"type": "hyperband", "min_iter": 3, "eta": 3, "strict": True}
     assert spec.command == ("${env}", "${interpreter}", "${program}", "--config", "base-config.json", "${args}")
     assert spec.ignored == ("controller",)

@@ -183,6 +183,8 @@ class Driver:
         if self.spec.method in ("gp", "bayes"):
             _one_torch_thread()   # Optuna's GP asks are ~3x faster single-threaded; this process only searches
         options = {"metric": self.metric} if self.metric else {}
+        if self.metric and self.spec.metric.impute:
+            options["impute"] = self.spec.metric.impute   # failed trials, as model-based searchers see them
         self.searcher = make_searcher(self.spec.method, self.spec.space, self.goal, self.seed, **options)
         for note in getattr(self.searcher, "notes", []):
             self.on_note(note)

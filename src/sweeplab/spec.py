@@ -94,7 +94,7 @@ class MetricSpec:
     name: str | None = None
     goal: Goal = Goal.MINIMIZE
     target: float | None = None                 # stop creating trials once a trial reaches it
-    impute: str = "worst"                       # value used for failed trials by model-based search
+    impute: str | None = None                   # value model-based search assumes for failed trials (None: ignored)
     impute_while_running: str | None = None     # W&B option, kept for compatibility
 
 
@@ -215,8 +215,9 @@ class SweepSpec:
         if self.config is not None:
             spec["config"] = str(Path(self.config).absolute())
         if self.metric.name is not None:
-            metric: dict[str, Any] = {"name": self.metric.name, "goal": self.metric.goal.value,
-                                      "impute": self.metric.impute}
+            metric: dict[str, Any] = {"name": self.metric.name, "goal": self.metric.goal.value}
+            if self.metric.impute is not None:
+                metric["impute"] = self.metric.impute
             if self.metric.target is not None:
                 metric["target"] = self.metric.target
             if self.metric.impute_while_running is not None:
@@ -598,8 +599,8 @@ class _SpecParser:
         target = raw.get("target")
         if target is not None and not _is_number(target):
             raise self.error("must be a number", "metric.target", value=target, expected="a number")
-        impute = raw.get("impute", "worst")
-        if impute not in _IMPUTE:
+        impute = raw.get("impute")
+        if impute is not None and impute not in _IMPUTE:
             raise self.error("unknown impute", "metric.impute", value=impute, expected=f"one of {', '.join(_IMPUTE)}")
         running = raw.get("impute_while_running")
         if running is False or running == "false":
@@ -609,7 +610,7 @@ class _SpecParser:
                              expected="false or one of " + ", ".join(_IMPUTE))
         return MetricSpec(
             name=name, goal=Goal(goal_raw), target=float(target) if target is not None else None,
-            impute=str(impute), impute_while_running=running,
+            impute=None if impute is None else str(impute), impute_while_running=running,
         )
 
     def space(self, raw: Any, method: str) -> SearchSpace:
