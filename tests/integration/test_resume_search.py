@@ -1,0 +1,134 @@
+"""Interrupt a real `sweeplab sweep` three times (Ctrl-C, kill -9, Ctrl-C) at seeded random moments and
+resume it each time: no method may propose a configuration it already tried.
+
+Model-based searchers used to be rebuilt with their random generators back at the start, so a resumed
+TPE or GP sweep re-proposed the sweep's first configurations. What must hold after the rounds: every
+trial completed once, no continuous value drawn twice, and grid / Sobol / random trial k is exactly the
+k-th point of the method's sequence (no repeat, no gap).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import signal
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sweeplab.search import GridSearcher, RandomSearcher, SobolSearcher
+from sweeplab.space import parse_parameters
+from sweeplab.testing.searchers import HAS_TORCH
+from sweeplab.types import Goal
+
+pytestmark = pytest.mark.slow
+
+BUDGET = 13
+SEED = 11
+CONTINUOUS = {"x": {"min": 0.0, "max": 1.0},
+              "lr": {"distribution": "log_uniform_values", "min": 1e-4, "max": 1.0},
+              "act": {"values": ["relu", "tanh"]}}
+BOUNDS = {"x": (0.0, 1.0), "lr": (1e-4, 1.0)}
+GRID = {"a": {"values": [1, 2, 3]}, "b": {"values": ["u", "v"]}, "c": {"values": [0.1, 0.2]}}   # 12 points
+TRIAL = '''
+import time
+
+
+def trial(config, run):
+    time.sleep(0.25)
+    x = float(config.get("x", config.get("c", 0.0)))
+    lr = float(config.get("lr", 0.01))
+    return {"loss": (x - 0.3) ** 2 + abs(lr - 0.01)}
+'''
+
+
+def _spec(tmp: Path, method: str) -> Path:
+    (tmp / "resume_trial.py").write_text(TRIAL)
+    params = GRID if method == "grid" else CONTINUOUS
+    lines = [f"function: {tmp / 'resume_trial.py'}:trial", f"method: {method}", f"seed: {SEED}",
+             "metric: {name: loss, goal: minimize}", "trial: {grace: 2, retries: 0}",
+             f"budget: {{trials: {BUDGET}}}", "parameters:"]
+    lines += [f"  {name}: {json.dumps(dist)}" for name, dist in params.items()]
+    path = tmp / f"{method}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _trials(db: Path) -> list[sqlite3.Row]:
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    conn.row_factory = sqlite3.Row
+    try:
+        return conn.execute("SELECT number, state, params FROM trials ORDER BY number").fetchall()
+    except sqlite3.OperationalError:   # not created yet, or busy: ask again
+        return []
+    finally:
+        conn.close()
+
+
+def _interrupt(cli: Any, proc: Any, db: Path, at: int, delay: float, sig: int) -> None:
+    """Once `at` trials exist (plus `delay` s), send `sig` to the driver; it must end as that signal says."""
+    deadline = time.monotonic() + 120
+    while len(_trials(db)) < at:
+        assert proc.poll() is None, f"the driver ended before trial {at}:\n{proc.communicate()}"
+        assert time.monotonic() < deadline, f"trial {at} was never created"
+        time.sleep(0.02)
+    time.sleep(delay)
+    assert proc.poll() is None, "the sweep ended before the interruption; lengthen its trials"
+    os.kill(proc.pid, sig)
+    out, err = proc.communicate(timeout=120)
+    expected = 130 if sig == signal.SIGINT else -signal.SIGKILL
+    assert proc.returncode == expected, (proc.returncode, out, err)
+
+
+def _sequence(method: str) -> list[dict[str, Any]]:
+    """What an uninterrupted grid / random / Sobol sweep with this seed tries, in order."""
+    space = parse_parameters(GRID if method == "grid" else CONTINUOUS)
+    cls = {"grid": GridSearcher, "random": RandomSearcher, "sobol": SobolSearcher}[method]
+    searcher = cls(space, Goal.MINIMIZE, SEED)
+    return [searcher.point(k) for k in range(BUDGET)]
+
+
+@pytest.mark.parametrize("method", ["random", "grid", "sobol", "tpe",
+                                    pytest.param("bayes", marks=pytest.mark.skipif(not HAS_TORCH,
+                                                                                    reason="torch is not installed"))])
+def test_three_interruptions_and_resumes_never_repeat_a_configuration(cli, method):
+    rng = random.Random(f"resume-{method}")
+    db = cli.store / "store.db"
+    spec = _spec(cli.tmp, method)
+    proc = cli.start("sweep", str(spec), "--name", "r", "--workers", "2", "-q")
+    try:
+        for round_, sig in enumerate((signal.SIGINT, signal.SIGKILL, signal.SIGINT)):
+            if round_:
+                proc = cli.start("resume", "r", "-q")
+            # round r interrupts once trial 3r+1..3r+3 exists: early, middle and late in the budget
+            _interrupt(cli, proc, db, rng.randint(3 * round_ + 1, 3 * round_ + 3), rng.uniform(0.0, 0.4), sig)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    cp = cli("resume", "r", "-q", timeout=300)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+
+    trials = _trials(db)
+    budget = 12 if method == "grid" else BUDGET     # the grid has 12 points
+    assert [t["number"] for t in trials] == list(range(budget))
+    assert all(t["state"] == "completed" for t in trials), [(t["number"], t["state"]) for t in trials]
+    params = [json.loads(t["params"]) for t in trials]
+    configs = [json.dumps(p, sort_keys=True) for p in params]
+    assert len(set(configs)) == len(configs), configs
+    if method in ("grid", "random", "sobol"):
+        assert params == _sequence(method)[:budget]       # exactly the sequence: no repeat, no gap
+    if method == "grid":
+        return
+    for name, (lo, hi) in BOUNDS.items():
+        values = [p[name] for p in params]
+        if method == "bayes":   # a GP may put its acquisition optimum on a bound, uninterrupted too
+            values = [v for v in values if not (math.isclose(v, lo) or math.isclose(v, hi))]
+        assert len(set(values)) == len(values), (name, values)
