@@ -185,3 +185,30 @@ def test_the_study_numbers_its_trials_like_the_driver() -> None:
         assert [t.number for t in inner.study.get_trials(deepcopy=False)] == list(range(6))
     finally:
         searcher.close()
+
+
+def test_grid_replay_continues_after_the_combinations_the_history_holds() -> None:
+    space = parse_parameters(DISCRETE)
+    plain = make_searcher("grid", space, Goal.MINIMIZE, 0)
+    every = [plain.ask() for _ in range(24)]
+    assert plain.ask() is None and plain.exhausted
+    # a resume: combinations 0..9 done (9 was running when the driver died, and is requeued)
+    resumed = make_searcher("grid", space, Goal.MINIMIZE, 0)
+    resumed.replay([TrialSnapshot(k, every[k], TrialState.COMPLETED if k < 9 else TrialState.INTERRUPTED)
+                    for k in range(10)])
+    assert [resumed.ask() for _ in range(14)] == every[10:] and resumed.ask() is None
+
+
+def test_a_forked_grid_runs_each_untried_combination_once_and_no_tried_one() -> None:
+    """A fork's history starts with another sweep's trials: counting them would skip untried combinations
+    at the start and repeat the tried ones later."""
+    space = parse_parameters(DISCRETE)
+    plain = make_searcher("grid", space, Goal.MINIMIZE, 0)
+    every = [plain.ask() for _ in range(24)]
+    forked = [every[20], every[3], {"a": 9, "b": "w", "n": 1}, every[7]]   # one is outside the new space
+    searcher = make_searcher("grid", space, Goal.MINIMIZE, 0)
+    searcher.replay([TrialSnapshot(k, p, TrialState.COMPLETED, value=1.0) for k, p in enumerate(forked)])
+    rest = []
+    while not searcher.exhausted:
+        rest.append(searcher.ask())
+    assert rest == [p for p in every if p not in forked]

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sweeplab.search.base import SequentialSearcher
 from sweeplab.space import SearchSpace
-from sweeplab.types import Goal
+from sweeplab.types import Goal, TrialSnapshot
 
 __all__ = ["GridSearcher"]
 
 
+def _key(params: Mapping[str, Any]) -> str:
+    return json.dumps(dict(params), sort_keys=True, default=repr)
+
+
 class GridSearcher(SequentialSearcher):
-    """Combination k is found by mixed-radix decomposition of k, so replay is O(1)."""
+    """Combination k is found by mixed-radix decomposition of k.
+
+    Replay skips the combinations the history already holds, not merely as many as it holds: after a
+    resume that is the same (the history is combinations 0..n-1), but a forked sweep's history starts with
+    another sweep's trials, which must neither be run again nor push untried combinations off the end.
+    """
 
     method = "grid"
 
@@ -23,6 +34,19 @@ class GridSearcher(SequentialSearcher):
         self.size = 1
         for _, values in self._axes:
             self.size *= len(values)
+        self._tried: set[str] = set()
+
+    def replay(self, history: Sequence[TrialSnapshot]) -> None:
+        self.position = 0
+        self._tried = {_key(snap.params) for snap in history}
+
+    def _skip_tried(self) -> None:
+        while self._tried and self.position < self.size and _key(self.point(self.position)) in self._tried:
+            self.position += 1
+
+    def ask(self) -> dict[str, Any] | None:
+        self._skip_tried()
+        return super().ask()
 
     def point(self, k: int) -> dict[str, Any] | None:
         if k >= self.size:
@@ -35,4 +59,5 @@ class GridSearcher(SequentialSearcher):
 
     @property
     def exhausted(self) -> bool:
+        self._skip_tried()
         return self.position >= self.size
