@@ -132,3 +132,72 @@ def test_three_interruptions_and_resumes_never_repeat_a_configuration(cli, metho
         if method == "bayes":   # a GP may put its acquisition optimum on a bound, uninterrupted too
             values = [v for v in values if not (math.isclose(v, lo) or math.isclose(v, hi))]
         assert len(set(values)) == len(values), (name, values)
+
+
+FAILING = '''
+def trial(config, run):
+    x = float(config["x"])
+    run.log({"loss": 10.0 + x}, step=0)
+    if x > 0.5:
+        raise RuntimeError("planted failure")
+    return {"loss": x}
+'''
+
+
+def _impute_driver(tmp: Path, impute: str | None) -> Any:
+    from sweeplab.backends.local import LocalBackend, plan_slots
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    (tmp / "failing.py").write_text(FAILING)
+    metric: dict[str, Any] = {"name": "loss", "goal": "minimize"}
+    if impute is not None:
+        metric["impute"] = impute
+    spec = parse_spec({"function": f"{tmp / 'failing.py'}:trial", "method": "tpe", "seed": 5, "metric": metric,
+                       "budget": {"trials": 8}, "trial": {"retries": 0},
+                       "parameters": {"x": {"min": 0.0, "max": 1.0}}}, file="<test>")
+    store = Store.open(tmp / "store")
+    return Driver(spec, store, LocalBackend(plan_slots(1, cpus=1, gpus=0, gpu_ids=[])), sweep_name="imp")
+
+
+def _study_by_x(driver: Any) -> dict[float, Any]:
+    study = driver.searcher.inner.study          # Prefetching -> TPESearcher -> Optuna study
+    return {t.params["x"]: t for t in study.get_trials(deepcopy=False)}
+
+
+@pytest.mark.parametrize(("impute", "expected"), [("worst", "max"), ("latest", "report"), (None, None)])
+def test_metric_impute_reaches_the_searcher_live_and_after_resume(tmp_path, impute, expected):
+    """The spec's metric.impute is what the driver's searcher tells Optuna for a failed trial: while the
+    sweep runs, and in the study rebuilt by resume. Unset, a failed trial stays an Optuna failure."""
+    driver = _impute_driver(tmp_path, impute)
+    driver.create(spec_path=None)
+    outcome = driver.run()
+    driver.store.close()
+    driver._lock_file.close()   # a driver holds its flock for its process's life; this test runs a second one
+    assert outcome.counts["failed"] >= 1 and outcome.counts["completed"] >= 1, outcome
+    resumed = _impute_driver(tmp_path, impute)
+    resumed.resume()
+    try:
+        for who in (driver, resumed):
+            study = _study_by_x(who)
+            done = {t.number: t for t in who.trials.values()}
+            worst = max(t.value for t in done.values() if t.state.value == "completed")
+            for t in done.values():
+                if t.state.value != "failed":
+                    assert study[t.params["x"]].value == t.value
+                    continue
+                got = study[t.params["x"]]
+                if expected is None:
+                    assert got.state.name == "FAIL" and got.value is None
+                    continue
+                assert got.state.name == "COMPLETE" and got.user_attrs["sweeplab_imputed"] == impute
+                if expected == "report":
+                    assert got.value == 10.0 + t.params["x"]
+                elif who is resumed:              # replay: the worst of the whole history
+                    assert got.value == worst
+                else:                             # live: the worst completed when it failed
+                    assert got.value <= worst
+    finally:
+        resumed.searcher.close()
+        resumed.store.close()
