@@ -94,7 +94,7 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def trial_seed(seed: int, number: int, stream: str) -> int:
+def _ask_seed(seed: int, number: int, stream: str) -> int:
     """A 32-bit seed for one generator (`stream`) when asking trial `number` of a searcher seeded `seed`."""
     digest = hashlib.blake2b(f"{seed}:{number}:{stream}".encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big")
@@ -124,7 +124,7 @@ def _reseed(sampler: Any, seed: int, number: int) -> bool:
     if any(g is None for _, g in generators):
         return False
     for stream, g in generators:
-        g.seed(trial_seed(seed, number, stream))
+        g.seed(_ask_seed(seed, number, stream))
     return True
 
 
@@ -178,7 +178,7 @@ class OptunaSearcher(Searcher):
     def ask(self) -> dict[str, Any]:
         number = len(self._study.get_trials(deepcopy=False))   # the number Optuna gives the new trial
         if not _reseed(self._study.sampler, self.seed, number):
-            self._study.sampler = self.make_sampler(trial_seed(self.seed, number, "sampler"))
+            self._study.sampler = self.make_sampler(_ask_seed(self.seed, number, "sampler"))
         trial = self._study.ask(self._distributions)
         params = self._decode(trial.params)
         self._pending.setdefault(_key(params), []).append(trial)
