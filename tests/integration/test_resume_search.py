@@ -177,6 +177,7 @@ def test_metric_impute_reaches_the_searcher_live_and_after_resume(tmp_path, impu
     assert outcome.counts["failed"] >= 1 and outcome.counts["completed"] >= 1, outcome
     resumed = _impute_driver(tmp_path, impute)
     resumed.resume()
+    resumed.searcher.close()   # waits for the suggestion prefetched after the replay (a study trial in the making)
     try:
         for who in (driver, resumed):
             study = _study_by_x(who)
@@ -198,5 +199,4 @@ def test_metric_impute_reaches_the_searcher_live_and_after_resume(tmp_path, impu
                 else:                             # live: the worst completed when it failed
                     assert got.value <= worst
     finally:
-        resumed.searcher.close()
         resumed.store.close()
