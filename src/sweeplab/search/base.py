@@ -74,7 +74,12 @@ class Searcher(ABC):
 
     @abstractmethod
     def replay(self, history: Sequence[TrialSnapshot]) -> None:
-        """Rebuild from every trial the sweep created so far, in number order (reset semantics)."""
+        """Rebuild from every trial the sweep created so far, in number order (reset semantics).
+
+        Afterwards `ask` continues as the uninterrupted searcher would with this history (trial k depends
+        on the seed, k and the history, not on how often the process restarted); it never starts over.
+        Unfinished trials in `history` are requeued by the driver with their parameters: not asked again.
+        """
 
     @property
     def exhausted(self) -> bool:
