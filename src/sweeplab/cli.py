@@ -538,8 +538,9 @@ def status(
     table = Table("#", "state", "value", "attempts", "params", "reason")
     for t in data["trials"]:
         params = ", ".join(f"{k}={_fmt(v)}" for k, v in (t.get("params") or {}).items())
+        reason = " ".join((t.get("reason") or "").split())   # one line per trial
         table.add_row(str(t["number"]), t["state"], _fmt(t.get("value")), str(t.get("attempts", "")),
-                      params, (t.get("reason") or "")[:80])
+                      params, reason[:80] if console.is_terminal else reason)   # a pipe gets it whole
     console.print(table)
 
 
