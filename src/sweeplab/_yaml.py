@@ -90,8 +90,13 @@ class _Loader(yaml.SafeLoader):
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
-        self._paths: list[str] = [""]
-        self._alias_nodes = 0
+        self._paths: list[str] = [""]     # key paths of the nodes being composed, root first
+        self._alias_nodes = 0              # nodes that aliases stand for, in all
+        # by id(node), for the nodes of this document (alive as long as the loader):
+        self._path: dict[int, str] = {}
+        self._size: dict[int, int] = {}                 # nodes in it, aliases expanded
+        self._height: dict[int, int] = {}               # levels in it, aliases expanded
+        self._own_keys: dict[int, list[Node]] = {}      # a mapping's keys as written (before `<<` merges)
 
     # -- composing: depth, alias expansion, cycles -------------------------------------------------
 
@@ -112,31 +117,30 @@ class _Loader(yaml.SafeLoader):
             node = super().compose_node(parent, index)
         finally:
             self._paths.pop()
-        node.sweeplab_path = path
+        children: list[Node] = []
         if isinstance(node, MappingNode):
-            node.sweeplab_own = list(node.value)   # before merge keys (<<) are flattened into it
+            self._own_keys[id(node)] = [key for key, _ in node.value]
             children = [n for pair in node.value for n in pair]
         elif isinstance(node, SequenceNode):
             children = list(node.value)
-        else:
-            children = []
-        node.sweeplab_size = 1 + sum(c.sweeplab_size for c in children)
-        node.sweeplab_height = 1 + max((c.sweeplab_height for c in children), default=0)
+        self._path[id(node)] = path
+        self._size[id(node)] = 1 + sum(self._size[id(c)] for c in children)
+        self._height[id(node)] = 1 + max((self._height[id(c)] for c in children), default=0)
         return node
 
     def _count_alias(self, node: Node, event: Any, path: str, depth: int) -> None:
         """An alias stands for a copy of its node: count that copy's nodes and depth."""
-        if not hasattr(node, "sweeplab_size"):
+        if id(node) not in self._size:
             raise YAMLInputError(f"alias *{event.anchor} refers to a node that contains it (a cycle)",
                                  key=_short_path(path), mark=event.start_mark,
                                  expected="aliases to finished nodes only")
-        self._alias_nodes += node.sweeplab_size
+        self._alias_nodes += self._size[id(node)]
         if self._alias_nodes > MAX_ALIAS_NODES:
             raise YAMLInputError(f"aliases (*name) expand to more than {MAX_ALIAS_NODES:,} nodes", column=False,
                                  key=_short_path(path), mark=event.start_mark,
                                  expected=f"aliases that expand to at most {MAX_ALIAS_NODES:,} nodes in all "
                                  "(is this a 'billion laughs' document?)")
-        if depth - 1 + node.sweeplab_height > MAX_DEPTH:
+        if depth - 1 + self._height[id(node)] > MAX_DEPTH:
             raise YAMLInputError(f"nested deeper than {MAX_DEPTH} levels through alias *{event.anchor}",
                                  key=_short_path(path), mark=event.start_mark,
                                  expected=f"at most {MAX_DEPTH} levels of nested mappings and lists")
@@ -162,7 +166,7 @@ class _Loader(yaml.SafeLoader):
 
     def _check_duplicates(self, node: MappingNode) -> None:
         seen: dict[Any, Node] = {}
-        for key_node, _ in getattr(node, "sweeplab_own", node.value):
+        for key_node in self._own_keys.get(id(node), [key for key, _ in node.value]):
             if key_node.tag == _MERGE:
                 continue      # `<<: *defaults` merges keys the mapping may then override
             key = self.construct_object(key_node, deep=True)
@@ -171,7 +175,7 @@ class _Loader(yaml.SafeLoader):
             except TypeError:
                 continue      # an unhashable key: SafeConstructor names it
             if first is not None:
-                path = _child_path(getattr(node, "sweeplab_path", ""), key_node)
+                path = _child_path(self._path.get(id(node), ""), key_node)
                 raise YAMLInputError(
                     f"duplicate key {key!r} on line {key_node.start_mark.line + 1} "
                     f"(first on line {first.start_mark.line + 1}); the second would silently replace the first",
@@ -179,7 +183,7 @@ class _Loader(yaml.SafeLoader):
             seen[key] = key_node
 
     def _value_error(self, node: Node, exc: Exception) -> YAMLInputError:
-        path = _short_path(getattr(node, "sweeplab_path", ""))
+        path = _short_path(self._path.get(id(node), ""))
         tag = node.tag
         known = tag in self.yaml_constructors
         if not known:
