@@ -181,3 +181,11 @@ def test_piped_status_prints_whole_names_and_values(finished):
     assert "…" not in trials.stdout
     rows = [line for line in trials.stdout.splitlines() if LONG_VALUE in line]
     assert len(rows) == 1   # one line per trial: nothing folded onto a second line
+
+
+def test_the_error_printer_keeps_a_multi_line_message_on_one_line(capsys):
+    from sweeplab.cli import print_error
+
+    print_error("first part\n  second part\n\nthird " + "x" * 300)
+    out = capsys.readouterr().err
+    assert out == "error: first part; second part; third " + "x" * 300 + "\n"
