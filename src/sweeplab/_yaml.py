@@ -1,5 +1,18 @@
-"""Safe YAML for specs, configs and overrides: `yaml.SafeLoader` that also reads `1e-3` as a float
-(YAML 1.1 insists on a dot: `1.0e-3`), and file reading whose errors name the file, line and column."""
+"""Safe YAML for specs, configs, profiles and overrides.
+
+`yaml.SafeLoader` (no Python objects are ever built) that also reads `1e-3` as a float (YAML 1.1
+insists on a dot: `1.0e-3`) and refuses, with a one-line error naming the key path and line:
+
+- a key given twice in one mapping (YAML would keep the last one silently): both lines are named;
+- nesting deeper than MAX_DEPTH levels, checked while composing, before Python's recursion limit;
+- aliases (`*name`) that expand to more than MAX_ALIAS_NODES nodes ("billion laughs"): counted on
+  the composed node graph, so the check costs as much as reading the file, not as the expansion;
+- an alias that refers to a node containing it (a cycle);
+- tags other than YAML's standard ones (`!!python/object`) and values their tag cannot build (`!!int abc`).
+
+`read_yaml` adds the file: at most MAX_FILE_BYTES are read, and bytes that are not UTF-8 are named by
+offset, line and column. Every error is a SpecError (or the ConfigError asked for) on one line.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +21,180 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from sweeplab.errors import SpecError
 
-__all__ = ["read_yaml", "yaml_load"]
+__all__ = [
+    "MAX_ALIAS_NODES",
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "YAMLInputError",
+    "read_yaml",
+    "yaml_load",
+]
+
+#: limits no real spec or config reaches; each one stops a different way to exhaust time, memory or stack
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 100
+MAX_ALIAS_NODES = 100_000
+
+_MERGE = "tag:yaml.org,2002:merge"
+_STD_TAG = "tag:yaml.org,2002:"
+
+
+class YAMLInputError(yaml.YAMLError):
+    """A YAML document sweeplab refuses to read: what is wrong, where (key path, line) and what was expected."""
+
+    def __init__(self, message: str, *, key: str | None = None, mark: Any = None, column: bool = True,
+                 expected: str | None = None) -> None:
+        self.key = key or None
+        self.line = mark.line + 1 if mark is not None else None
+        self.column = mark.column + 1 if mark is not None and column else None
+        self.expected = expected
+        self.message = message
+        self.problem = message   # what `yaml.MarkedYAMLError` callers read
+        super().__init__(self.located)
+
+    @property
+    def located(self) -> str:
+        """The message behind its line (and column): `line 4, column 7: duplicate key ...`."""
+        if self.line is None:
+            return self.message
+        where = f"line {self.line}" + (f", column {self.column}" if self.column is not None else "")
+        return f"{where}: {self.message}"
+
+
+def _tag_name(tag: str) -> str:
+    return "!!" + tag[len(_STD_TAG):] if tag.startswith(_STD_TAG) else tag
+
+
+def _short_path(path: str, limit: int = 120) -> str:
+    """A key path short enough for one line: the head and the tail of a very deep one."""
+    if len(path) <= limit:
+        return path
+    return f"{path[: limit // 2 - 2]}...{path[-(limit // 2 - 1):]}"
+
+
+def _child_path(parent: str, index: Any) -> str:
+    if index is None:                     # a mapping key: errors about it belong to its mapping
+        return parent
+    if isinstance(index, int):
+        return f"{parent}[{index}]"
+    key = index.value if isinstance(index, ScalarNode) else "?"
+    return f"{parent}.{key}" if parent else str(key)
 
 
 class _Loader(yaml.SafeLoader):
-    pass
+    """SafeLoader with limits and duplicate-key detection (see the module docstring)."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._paths: list[str] = [""]     # key paths of the nodes being composed, root first
+        self._alias_nodes = 0              # nodes that aliases stand for, in all
+        # by id(node), for the nodes of this document (alive as long as the loader):
+        self._path: dict[int, str] = {}
+        self._size: dict[int, int] = {}                 # nodes in it, aliases expanded
+        self._height: dict[int, int] = {}               # levels in it, aliases expanded
+        self._own_keys: dict[int, list[Node]] = {}      # a mapping's keys as written (before `<<` merges)
+
+    # -- composing: depth, alias expansion, cycles -------------------------------------------------
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        path = _child_path(self._paths[-1], index)
+        depth = len(self._paths)
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            node = super().compose_node(parent, index)
+            self._count_alias(node, event, path, depth)
+            return node
+        if depth > MAX_DEPTH:
+            raise YAMLInputError(f"nested deeper than {MAX_DEPTH} levels", key=_short_path(path),
+                                 mark=self.peek_event().start_mark,
+                                 expected=f"at most {MAX_DEPTH} levels of nested mappings and lists")
+        self._paths.append(path)
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._paths.pop()
+        children: list[Node] = []
+        if isinstance(node, MappingNode):
+            self._own_keys[id(node)] = [key for key, _ in node.value]
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, SequenceNode):
+            children = list(node.value)
+        self._path[id(node)] = path
+        self._size[id(node)] = 1 + sum(self._size[id(c)] for c in children)
+        self._height[id(node)] = 1 + max((self._height[id(c)] for c in children), default=0)
+        return node
+
+    def _count_alias(self, node: Node, event: Any, path: str, depth: int) -> None:
+        """An alias stands for a copy of its node: count that copy's nodes and depth."""
+        if id(node) not in self._size:
+            raise YAMLInputError(f"alias *{event.anchor} refers to a node that contains it (a cycle)",
+                                 key=_short_path(path), mark=event.start_mark,
+                                 expected="aliases to finished nodes only")
+        self._alias_nodes += self._size[id(node)]
+        if self._alias_nodes > MAX_ALIAS_NODES:
+            raise YAMLInputError(f"aliases (*name) expand to more than {MAX_ALIAS_NODES:,} nodes", column=False,
+                                 key=_short_path(path), mark=event.start_mark,
+                                 expected=f"aliases that expand to at most {MAX_ALIAS_NODES:,} nodes in all "
+                                 "(is this a 'billion laughs' document?)")
+        if depth - 1 + self._height[id(node)] > MAX_DEPTH:
+            raise YAMLInputError(f"nested deeper than {MAX_DEPTH} levels through alias *{event.anchor}",
+                                 key=_short_path(path), mark=event.start_mark,
+                                 expected=f"at most {MAX_DEPTH} levels of nested mappings and lists")
+
+    # -- constructing: duplicate keys, tags, values ------------------------------------------------
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except YAMLInputError:
+            raise
+        except Exception as exc:   # any failure to build a value is the file's fault
+            raise self._value_error(node, exc) from None
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> Any:  # type: ignore[override]
+        try:
+            self._check_duplicates(node)
+            return super().construct_mapping(node, deep=deep)
+        except YAMLInputError:
+            raise
+        except Exception as exc:
+            raise self._value_error(node, exc) from None
+
+    def _check_duplicates(self, node: MappingNode) -> None:
+        seen: dict[Any, Node] = {}
+        for key_node in self._own_keys.get(id(node), [key for key, _ in node.value]):
+            if key_node.tag == _MERGE:
+                continue      # `<<: *defaults` merges keys the mapping may then override
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:
+                continue      # an unhashable key: SafeConstructor names it
+            if first is not None:
+                path = _child_path(self._path.get(id(node), ""), key_node)
+                raise YAMLInputError(
+                    f"duplicate key {key!r} on line {key_node.start_mark.line + 1} "
+                    f"(first on line {first.start_mark.line + 1}); the second would silently replace the first",
+                    key=_short_path(path), expected="each key once in a mapping")
+            seen[key] = key_node
+
+    def _value_error(self, node: Node, exc: Exception) -> YAMLInputError:
+        path = _short_path(self._path.get(id(node), ""))
+        tag = node.tag
+        known = tag in self.yaml_constructors
+        if not known:
+            return YAMLInputError(f"unsupported YAML tag {_tag_name(tag)!r}", key=path, mark=node.start_mark,
+                                  expected="plain YAML values (mappings, lists, strings, numbers, booleans, "
+                                  "null); tags such as !!python/... are never read")
+        problem = getattr(exc, "problem", None) or " ".join(str(exc).split()) or type(exc).__name__
+        if isinstance(node, ScalarNode):
+            return YAMLInputError(f"cannot read {node.value!r} as {_tag_name(tag)}: {problem}", key=path,
+                                  mark=getattr(exc, "problem_mark", None) or node.start_mark)
+        return YAMLInputError(str(problem), key=path, mark=getattr(exc, "problem_mark", None) or node.start_mark)
 
 
 _FLOAT = re.compile(
@@ -27,23 +206,49 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456
 
 
 def yaml_load(text: str) -> Any:
-    """Parse YAML text safely (no Python objects are ever built)."""
-    return yaml.load(text, Loader=_Loader)
+    """Parse YAML text safely (no Python objects are ever built); YAMLInputError for refused documents."""
+    loader = _Loader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def _decode(data: bytes, file: str, what: str, error: type[SpecError]) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise error(f"line {line}, column {column}: byte 0x{data[exc.start]:02x} at offset {exc.start} is not "
+                    "UTF-8 text", file=file, expected=f"a UTF-8 encoded {what} file") from None
 
 
 def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError) -> Any:
-    """Read and parse a YAML file; `error` (SpecError or ConfigError) names the file and the place."""
+    """Read and parse a YAML file; `error` (SpecError or ConfigError) names the file, the key path and the line."""
     file = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise error(f"{what} file not found", file=file) from None
     except OSError as exc:
         raise error(f"cannot read the {what} file: {exc.strerror or exc}", file=file) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise error(f"the {what} file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB", file=file,
+                    expected=f"a {what} file of at most {MAX_FILE_BYTES:,} bytes")
+    text = _decode(data, file, what, error)
     try:
         return yaml_load(text)
+    except YAMLInputError as exc:
+        raise error(exc.located, file=file, key=exc.key, expected=exc.expected) from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise error(f"line {line}, column {column}: unacceptable character #x{exc.character:04x}: {exc.reason}",
+                    file=file, expected="printable text") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
         raise error(f"invalid YAML: {where}{problem}", file=file) from None

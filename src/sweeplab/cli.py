@@ -19,8 +19,22 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Run many ML experiments at once, from a laptop to a Ray cluster.")
-console = Console(stderr=False, highlight=False, emoji=False)   # no emoji: "train.py:train:" stays as written
-err = Console(stderr=True, highlight=False, emoji=False)
+#: the width of output that is not a terminal (a pipe, a file, CI): wide enough that nothing is cut or wrapped
+PIPE_WIDTH = 1_000_000
+
+
+def _make_console(*, stderr: bool) -> Console:
+    """A console for stdout or stderr. Not a terminal: no width limit, so tables print whole values and lines
+    are not wrapped (rich would assume 80 columns). Stderr never wraps: each message stays one line."""
+    # no emoji: "train.py:train:" stays as written
+    out = Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=stderr)
+    if not out.is_terminal:
+        out.width = PIPE_WIDTH
+    return out
+
+
+console = _make_console(stderr=False)
+err = _make_console(stderr=True)
 
 STORE_HELP = "store directory (default: $SWEEPLAB_STORE or ./.sweeplab)"
 
@@ -82,6 +96,7 @@ def sweep(
         spec = _with_budget_trials(spec, trials)
     if smoke:
         spec = _with_budget_trials(spec, min(spec.budget.trials or 2, 2))
+    _check_config_files(spec)
     if dry_run:
         _describe(spec, spec_file)
         _estimate(spec, spec_file, store, workers)
@@ -100,6 +115,16 @@ def sweep(
                     smoke=smoke, hard=hard, quiet=quiet, create=True, spec_path=str(spec_file.resolve()))
     finally:
         be.shutdown(grace=0.0)
+
+
+def _check_config_files(spec: Any) -> None:
+    """Read the base config and profile now, as the driver will: a bad file is an error before the store
+    is opened, so nothing is written for it."""
+    if spec.config is None and not spec.profile:
+        return
+    from sweeplab.config import load_base_config
+
+    load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
 
 
 def _with_budget_trials(spec: Any, n: int) -> Any:
@@ -398,6 +423,7 @@ def resume(
                        smoke=bool(meta.get("smoke")), store_root=st.root)
     if meta.get("cwd") and Path(meta["cwd"]).is_dir():
         os.chdir(meta["cwd"])
+    _check_config_files(spec)
     if fork is not None:
         if st.sweep_row(fork) is not None:
             raise UserError(f"--fork: a sweep named {fork!r} already exists in {st.root}")
@@ -451,6 +477,7 @@ def run(
     if profile:
         raw["profile"] = profile
     spec = parse_spec(raw, file="<sweeplab run>", base_dir=Path.cwd())
+    _check_config_files(spec)
     st = _open_store(store)
     stem = Path(target.split(":")[0]).stem.replace(".", "-") or "run"
     sweep_name = _unique_name(st, name or f"run-{stem}")
@@ -511,8 +538,9 @@ def status(
     table = Table("#", "state", "value", "attempts", "params", "reason")
     for t in data["trials"]:
         params = ", ".join(f"{k}={_fmt(v)}" for k, v in (t.get("params") or {}).items())
+        reason = " ".join((t.get("reason") or "").split())   # one line per trial
         table.add_row(str(t["number"]), t["state"], _fmt(t.get("value")), str(t.get("attempts", "")),
-                      params, (t.get("reason") or "")[:80])
+                      params, reason[:80] if console.is_terminal else reason)   # a pipe gets it whole
     console.print(table)
 
 
@@ -671,20 +699,39 @@ def main() -> None:
     except SystemExit:
         raise
     except KeyboardInterrupt:
-        err.print("interrupted")
+        print_error("interrupted", prefix="")
         sys.exit(130)
     except UserError as e:
-        err.print(f"error: {e}", markup=False)
+        print_error(str(e))
         sys.exit(2)
     except SweeplabError as e:
-        err.print(f"error: {e}", markup=False)
+        print_error(str(e))
         sys.exit(e.exit_code)
     except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(2)
-        if isinstance(e, click.exceptions.Abort):
+        if isinstance(e, typer.Abort):
             sys.exit(130)
-        raise
+        if not _is_click_error(e):
+            raise
+        if type(e).__name__ == "NoArgsIsHelpError":   # `sweeplab` alone: the help
+            e.show()  # type: ignore[attr-defined]
+            sys.exit(2)
+        ctx = getattr(e, "ctx", None)
+        usage = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        print_error(f"{e.format_message()}{usage}")  # type: ignore[attr-defined]
+        sys.exit(2)
+
+
+def _is_click_error(e: BaseException) -> bool:
+    """A click usage error (bad or missing argument, unknown option or command), from click itself or
+    from the copy of click that newer typer releases carry."""
+    return any(c.__name__ == "ClickException" and c.__module__.split(".")[0] in ("click", "typer")
+               for c in type(e).__mro__)
+
+
+def print_error(message: str, *, prefix: str = "error: ") -> None:
+    """Every error the command line reports: one line on stderr, whatever the terminal or pipe.
+
+    A message that spans lines is joined with '; ' (a log line must not be cut from its error).
+    """
+    text = "; ".join(part.strip() for part in message.splitlines() if part.strip())
+    err.print(f"{prefix}{text}", markup=False, highlight=False, soft_wrap=True)

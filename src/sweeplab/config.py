@@ -35,6 +35,7 @@ __all__ = [
     "coerce",
     "deep_merge",
     "find_profile",
+    "load_base_config",
     "load_yaml_mapping",
     "parse_override",
     "profile_search_path",
@@ -297,6 +298,25 @@ def resolve_config(
             raise ConfigError("a parameter name must be a dotted name", key=str(key), value=key)
         _set_dotted(merged, key, value, source=f"parameter '{key}'")
     return apply_overrides(merged, list(overrides))
+
+
+def load_base_config(
+    config: str | Path | None, profile: str | None, *, spec_file: str | Path | None, cwd: str | Path,
+) -> dict[str, Any]:
+    """The part of every trial's config that does not vary: base config < profile, as a sweep reads it.
+
+    Profiles are looked for beside the base config (`../profiles`, `profiles`), beside the spec file and in
+    `cwd`. The command line calls this before it opens the store, so a bad config or profile file is an
+    error before anything is written; the driver calls it again for the trials.
+    """
+    search: list[Path] = []
+    if config is not None:
+        base_dir = Path(config).parent
+        search += [base_dir.parent / "profiles", base_dir / "profiles"]
+    if spec_file is not None:
+        search.append(Path(spec_file).parent / "profiles")
+    search.append(Path(cwd) / "profiles")
+    return resolve_config(base=config, profile=profile, params={}, search=search)
 
 
 # ----------------------------------------------------------------------------------- typed configs

@@ -502,16 +502,9 @@ class Driver:
         return apply_overrides(merged, self.overrides) if self.overrides else merged
 
     def _load_config_base(self) -> dict[str, Any]:
-        from sweeplab.config import resolve_config
+        from sweeplab.config import load_base_config
 
-        search: list[Path] = []
-        if self.spec.config is not None:
-            base_dir = Path(self.spec.config).parent
-            search += [base_dir.parent / "profiles", base_dir / "profiles"]
-        if self.spec.source is not None:
-            search.append(Path(self.spec.source).parent / "profiles")
-        search.append(Path(self.cwd) / "profiles")
-        return resolve_config(base=self.spec.config, profile=self.spec.profile, params={}, search=search)
+        return load_base_config(self.spec.config, self.spec.profile, spec_file=self.spec.source, cwd=self.cwd)
 
     def _paths(self, t: _Trial) -> dict[str, str]:
         from sweeplab.store.layout import trial_paths

@@ -1,0 +1,191 @@
+"""Bad input through the real command line: one line on stderr, exit 2, nothing written to the store.
+
+Every entry point that reads YAML is covered (`sweep`, a spec's `config:` and `profile:`, `run --config`,
+`run --profile`, `resume --spec`), and output that is not a terminal is never cut at 80 columns: errors
+stay one line, piped tables print whole values. The commands run in subprocesses with stdout and stderr
+piped and COLUMNS unset, as in CI or `sweeplab status | grep`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TRIALS = Path(__file__).resolve().parent / "fixtures" / "trials.py"
+LONG_NAME = "my-project-with-a-rather-long-sweep-name-that-is-wider-than-eighty-columns-of-a-pipe"
+LONG_VALUE = "a-categorical-value-long-enough-to-be-cut-when-a-table-assumes-eighty-columns-wide"
+GOOD = f"function: {TRIALS}:quick\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+
+BAD_YAML = {
+    "non-utf8": GOOD.encode() + b"parameters: {x: {values: [1]}}\nname: caf\xe9\n",
+    "deep-nesting": GOOD + "parameters: " + "{x: {parameters: " * 1000 + "{y: {value: 1}}" + "}}" * 1000 + "\n",
+    "alias-bomb": "entity:\n  - &a0 [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n"
+                  + "".join(f"  - &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]\n" for i in range(1, 12))
+                  + GOOD + "parameters: {x: {values: [1]}}\n",
+    "duplicate-key": GOOD + "parameters:\n  x: {values: [1]}\n  x: {values: [2]}\n",
+    "python-tag": GOOD + "parameters:\n  x: {values: !!python/object/apply:os.system [ls]}\n",
+}
+BAD_MESSAGE = {
+    "non-utf8": "not UTF-8", "deep-nesting": "nested deeper than", "alias-bomb": "aliases (*name) expand",
+    "duplicate-key": "parameters.x: duplicate key 'x' on line 6 (first on line 5)",
+    "python-tag": "parameters.x.values: line 5",
+}
+
+
+def cli(cwd: Path, *args: str, store: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["SWEEPLAB_STORE"] = str(store if store is not None else cwd / "store")
+    return subprocess.run([sys.executable, "-m", "sweeplab", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def write(path: Path, content: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return path
+
+
+def assert_one_line_error(cp: subprocess.CompletedProcess, *fragments: str) -> str:
+    assert cp.returncode == 2, (cp.returncode, cp.stdout, cp.stderr)
+    lines = cp.stderr.splitlines()
+    assert len(lines) == 1, cp.stderr
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------- bad YAML files
+
+
+@pytest.mark.parametrize("case", list(BAD_YAML), ids=list(BAD_YAML))
+def test_sweep_with_bad_spec_yaml_is_one_line_exit_2_and_no_store(tmp_path, case):
+    spec = write(tmp_path / "sweep.yaml", BAD_YAML[case])
+    cp = cli(tmp_path, "sweep", str(spec))
+    assert_one_line_error(cp, f"error: {spec}: ", BAD_MESSAGE[case])
+    assert cp.stdout == ""
+    assert not (tmp_path / "store").exists()
+
+
+ENTRY_POINTS = {
+    # id: (files to write, command line); "{bad}" is replaced by the bad YAML of the case
+    "spec-config": ({"configs/base.yaml": "{bad}", "s.yaml": GOOD + "config: configs/base.yaml\n"
+                     "parameters: {x: {values: [1]}}\n"}, ["sweep", "s.yaml"], "configs/base.yaml"),
+    "spec-profile": ({"profiles/local.yaml": "{bad}", "s.yaml": GOOD + "profile: local\n"
+                      "parameters: {x: {values: [1]}}\n"}, ["sweep", "s.yaml"], "profiles/local.yaml"),
+    "spec-config-dry-run": ({"base.yaml": "{bad}", "s.yaml": GOOD + "config: base.yaml\n"
+                             "parameters: {x: {values: [1]}}\n"}, ["sweep", "s.yaml", "--dry-run"], "base.yaml"),
+    "run-config": ({"base.yaml": "{bad}"}, ["run", f"{TRIALS}:quick", "--config", "base.yaml"], "base.yaml"),
+    "run-profile": ({"profiles/gpu.yaml": "{bad}"}, ["run", f"{TRIALS}:quick", "--profile", "gpu"],
+                    "profiles/gpu.yaml"),
+}
+CONFIG_BAD = {
+    "duplicate-key": ("lr: 0.1\nmodel: {hidden: 1}\nlr: 0.2\n", "lr: duplicate key 'lr' on line 3 (first on line 1)"),
+    "alias-bomb": ("a: &a0 [x,x,x,x,x,x,x,x,x]\n" + "".join(
+        f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]\n" for i in range(1, 12)), "expand to more than"),
+    "non-utf8": (b"lr: 0.1\nname: \xff\xfe\n", "line 2, column 7: byte 0xff at offset 14 is not UTF-8"),
+    "tag": ("lr: !!python/name:os.system\n", "lr: line 1, column 5: unsupported YAML tag"),
+}
+CASES = [(e, c) for e in ENTRY_POINTS for c in CONFIG_BAD]
+
+
+@pytest.mark.parametrize(("entry", "case"), CASES, ids=[f"{e}-{c}" for e, c in CASES])
+def test_bad_config_or_profile_is_one_line_exit_2_and_no_store(tmp_path, entry, case):
+    files, args, bad_file = ENTRY_POINTS[entry]
+    content, fragment = CONFIG_BAD[case]
+    for name, text in files.items():
+        write(tmp_path / name, content if text == "{bad}" else text)
+    cp = cli(tmp_path, *args)
+    line = assert_one_line_error(cp, fragment)
+    assert f"{(tmp_path / bad_file).resolve()}: " in line or f"{bad_file}: " in line
+    assert not (tmp_path / "store").exists()
+
+
+# ------------------------------------------------------------------------- a sweep that exists
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """A finished one-trial sweep named LONG_NAME whose parameter `tag` has LONG_VALUE."""
+    tmp = tmp_path_factory.mktemp("finished")
+    write(tmp / "s.yaml", GOOD + f"parameters:\n  x: {{values: [1]}}\n  tag: {{values: [{LONG_VALUE}]}}\n")
+    cp = cli(tmp, "sweep", "s.yaml", "--name", LONG_NAME, "--workers", "1", "-q", timeout=300)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    return tmp
+
+
+def _store_state(tmp: Path) -> tuple[bytes, list[str]]:
+    listed = json.loads(cli(tmp, "status", "--json").stdout)
+    return (tmp / "store" / "store.db").read_bytes(), [s["name"] for s in listed["sweeps"]]
+
+
+SAME_SPACE = f"parameters:\n  x: {{values: [1]}}\n  tag: {{values: [{LONG_VALUE}]}}\n"
+RESUME_SPECS = {
+    # each spec has the search space of the finished sweep: only its defect can stop the resume
+    "duplicate-key": ({"new.yaml": GOOD + SAME_SPACE + "  x: {values: [1]}\n"},
+                      "new.yaml: parameters.x: duplicate key 'x' on line 7 (first on line 5)"),
+    "alias-bomb": ({"new.yaml": BAD_YAML["alias-bomb"].replace("parameters: {x: {values: [1]}}\n", SAME_SPACE)},
+                   "aliases (*name) expand"),
+    "bad-config": ({"base.yaml": CONFIG_BAD["duplicate-key"][0], "new.yaml": GOOD + "config: base.yaml\n" + SAME_SPACE},
+                   "base.yaml: lr: duplicate key 'lr'"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(RESUME_SPECS), ids=list(RESUME_SPECS))
+@pytest.mark.parametrize("fork", [False, True], ids=["resume", "fork"])
+def test_resume_with_bad_spec_is_one_line_exit_2_and_store_unchanged(finished, case, fork):
+    files, fragment = RESUME_SPECS[case]
+    for name, text in files.items():
+        write(finished / name, text)
+    before = _store_state(finished)
+    args = ["resume", LONG_NAME, "--spec", "new.yaml"] + (["--fork", f"forked-{case}"] if fork else [])
+    assert_one_line_error(cli(finished, *args), fragment)
+    assert _store_state(finished) == before
+
+
+# ------------------------------------------------------------------------ output without a terminal
+
+
+def test_long_error_is_one_line_on_a_pipe(tmp_path):
+    deep = tmp_path / ("a-directory-with-a-long-name-" * 4) / ("and-another-one-" * 4)
+    spec = write(deep / "my-sweep-spec-with-a-long-file-name.yaml",
+                 GOOD + "parameters: {x: {values: [1]}}\nbudget: {trials: 3, time: 30 parsecs}\n")
+    line = assert_one_line_error(cli(tmp_path, "sweep", str(spec)))
+    assert line.startswith(f"error: {spec}: budget.time: ")
+    assert len(line) > 200
+
+
+@pytest.mark.parametrize("args", [["sweep"], ["sweep", "s.yaml", "--workers", "many"], ["no-such-command"],
+                                  ["status", "--no-such-option"]],
+                         ids=["missing-argument", "bad-option-value", "unknown-command", "unknown-option"])
+def test_usage_errors_are_one_line_too(tmp_path, args):
+    write(tmp_path / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
+    assert_one_line_error(cli(tmp_path, *args), "--help`)")
+
+
+@pytest.mark.slow
+def test_piped_status_prints_whole_names_and_values(finished):
+    listing = cli(finished, "status")
+    assert listing.returncode == 0, listing.stderr
+    assert LONG_NAME in listing.stdout
+    assert "…" not in listing.stdout
+    trials = cli(finished, "status", LONG_NAME)
+    assert trials.returncode == 0, trials.stderr
+    assert f"tag={LONG_VALUE}" in trials.stdout and LONG_NAME in trials.stdout
+    assert "…" not in trials.stdout
+    rows = [line for line in trials.stdout.splitlines() if LONG_VALUE in line]
+    assert len(rows) == 1   # one line per trial: nothing folded onto a second line
+
+
+def test_the_error_printer_keeps_a_multi_line_message_on_one_line(capsys):
+    from sweeplab.cli import print_error
+
+    print_error("first part\n  second part\n\nthird " + "x" * 300)
+    out = capsys.readouterr().err
+    assert out == "error: first part; second part; third " + "x" * 300 + "\n"
