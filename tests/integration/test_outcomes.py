@@ -83,7 +83,7 @@ def test_a_failed_run_exits_1_with_the_reason_on_stderr(project):
 @pytest.mark.parametrize("trials", [1, 2], ids=["one-trial", "two-trials"])
 def test_a_sweep_whose_program_cannot_start_exits_1(cli, trials):
     spec = cli.spec("nostart", "method: random\nparameters: {x: {min: 0.0, max: 1.0}}\n"
-                    "command: [./no-such-program, ${args}]\n")
+                    "command: [./no-such-program, '${args}']\n")
     cp = cli("sweep", str(spec), "--trials", str(trials), "-q")
     assert cp.returncode == 1, cp.stdout + cp.stderr
     assert "cannot start ./no-such-program" in flat(cp.stderr)
