@@ -5,8 +5,8 @@ completed, 1 none did, 2 bad input), what is printed, and what a failed command 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -163,8 +163,6 @@ def test_repro_runs_a_command_trial_again_with_its_argv_and_environment(cli, tmp
                     "trial: {retries: 0}\n")
     env = cli.env()
     env["ECHO_OUT"] = str(out)
-    import subprocess
-
     cp = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", str(spec), "-q"], cwd=cli.tmp, env=env,
                         capture_output=True, text=True, timeout=120)
     assert cp.returncode == 1, cp.stdout + cp.stderr
