@@ -334,15 +334,15 @@ def _report(outcome: Any, st: Any, quiet: bool, single: bool = False) -> None:
     summary = ", ".join(f"{n} {s}" for s, n in c.items() if n)
     lines = outcome.reason.splitlines() or [""]
     if outcome.exit_code == 2:
-        err.print(f"error: {lines[0]}", markup=False)
+        err.print(f"error: {lines[0]}", markup=False, soft_wrap=True)
         return
     if outcome.exit_code == 1:
-        err.print(f"error: sweep {outcome.sweep} {outcome.state.value}: {lines[0]}", markup=False)
+        err.print(f"error: sweep {outcome.sweep} {outcome.state.value}: {lines[0]}", markup=False, soft_wrap=True)
     else:
         console.print(f"\nsweep [bold]{outcome.sweep}[/bold] {outcome.state.value}: ", end="")
         console.print(lines[0], markup=False)
     if len(lines) > 1:
-        err.print("\n".join(lines[1:]), markup=False)
+        err.print("\n".join(lines[1:]), markup=False, soft_wrap=True)
     console.print(f"trials: {summary or 'none'}")
     if single:
         _print_run_metrics(st, outcome.sweep)
