@@ -306,9 +306,9 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
         if not quiet:
             console.print(f"sweep [bold]{sweep_name}[/bold] on {be.describe()} -> store {st.root}")
         outcome = driver.run()
-    _report(outcome, st, quiet, single=single)
+    _report(outcome, st, quiet, single=single, smoke=smoke)
     if smoke:
-        raise typer.Exit(_smoke_verdict(st, sweep_name))
+        raise typer.Exit(2 if outcome.exit_code == 2 else _smoke_verdict(st, sweep_name))
     raise typer.Exit(outcome.exit_code)
 
 
@@ -327,7 +327,7 @@ def _smoke_verdict(st: Any, sweep_name: str) -> int:
     return 0
 
 
-def _report(outcome: Any, st: Any, quiet: bool, single: bool = False) -> None:
+def _report(outcome: Any, st: Any, quiet: bool, single: bool = False, smoke: bool = False) -> None:
     """How the sweep ended (stdout); a failure's reason on stderr: one line for bad input (exit 2), the first
     failure and its traceback when no trial completed (exit 1). `single`: a `run`, whose metrics are shown."""
     c = outcome.counts
@@ -336,13 +336,13 @@ def _report(outcome: Any, st: Any, quiet: bool, single: bool = False) -> None:
     if outcome.exit_code == 2:
         err.print(f"error: {lines[0]}", markup=False, soft_wrap=True)
         return
-    if outcome.exit_code == 1:
+    if outcome.exit_code == 1 and not smoke:   # smoke mode's verdict lists every failed trial instead
         err.print(f"error: sweep {outcome.sweep} {outcome.state.value}: {lines[0]}", markup=False, soft_wrap=True)
+        if len(lines) > 1:
+            err.print("\n".join(lines[1:]), markup=False, soft_wrap=True)
     else:
         console.print(f"\nsweep [bold]{outcome.sweep}[/bold] {outcome.state.value}: ", end="")
         console.print(lines[0], markup=False)
-    if len(lines) > 1:
-        err.print("\n".join(lines[1:]), markup=False, soft_wrap=True)
     console.print(f"trials: {summary or 'none'}")
     if single:
         _print_run_metrics(st, outcome.sweep)

@@ -850,7 +850,7 @@ class Driver:
         for text in self.overrides:   # overrides apply last: a key they set is theirs, sampled or not
             with contextlib.suppress(SweeplabError):
                 name = parse_override(text)[0]
-                if key and (key == name or key.startswith(f"{name}.")):
+                if key and (key == name or key.startswith(f"{name}.") or name.startswith(f"{key}.")):
                     where = f"override {text}"
         if where is None:
             sampled = (any(key == p or key.startswith(f"{p}.") or p.startswith(f"{key}.") for p in t.params)
@@ -1076,18 +1076,23 @@ class Driver:
     def _finish(self) -> SweepOutcome:
         reason = self._ending or "done"
         state = self._ending_state
-        if state is SweepState.FINISHED and not self._completed_any:
-            state, reason = SweepState.FAILED, self._nothing_completed(reason)
+        shown = reason
+        if not self._completed_any and self._bad_input is None:   # no answer: exit 1, whatever the cause
+            if state is SweepState.FINISHED and self._first_failure:
+                state, reason = SweepState.FAILED, self._nothing_completed(reason)   # its trials failed
+            shown = reason if state is SweepState.FAILED else self._nothing_completed(reason)
         with self.store.transaction():
             self._save_spend()
             self.store.update_sweep(self.sweep_id, state=state.value, ended=self.clock.time(), end_reason=reason)
             self.store.add_event(self.sweep_id, "sweep_ended", f"sweep {state.value}: {reason}")
         self._progress(force=True)
-        code = 2 if self._bad_input is not None else 1 if state is SweepState.FAILED else 0
-        return self._outcome(state, reason, code)
+        code = 2 if self._bad_input is not None else 1 if state is SweepState.FAILED or not self._completed_any \
+            else 0
+        return self._outcome(state, shown, code)
 
     def _nothing_completed(self, ending: str) -> str:
-        """Why a sweep that ended without a completed trial failed: its trials, then the first failure."""
+        """Why a sweep ended without a completed trial: its trials, then the first failure (or why it ended:
+        trials stopped by a budget, pruned or stopped by a rule)."""
         counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n) or "none ran"
         if self._first_failure:
             return f"no trial completed ({counts}): {self._first_failure}"
