@@ -69,7 +69,19 @@ def test_run_prints_its_final_metrics_and_best_answers_for_it(project):
     assert "loss = 0.125" in flat(cp.stdout) or "loss=0.125" in flat(cp.stdout), cp.stdout
     best = json.loads(project("best", "run-train", "--json", check=True).stdout)
     assert best["trial"] == 0 and best["metrics"]["loss"] == pytest.approx(0.125)
-    assert best["params"] == {}
+    assert best["params"] == {} and best["value"] is None     # no metric declared: no value, its metrics
+    head = (project.store / "logs" / "run-train" / "0-1.log").read_text().splitlines()[:4]
+    assert head[1] == f"# function: {json.dumps(str(project.tmp / 'train.py') + ':train')}"
+    assert head[2] == f"# cwd: {json.dumps(str(project.tmp))}" and head[3].startswith("# env: {")
+
+
+def test_best_of_a_sweep_without_a_metric_and_several_trials_has_no_answer(project):
+    spec = project.spec("nometric", "function: train.py:train\nconfig: configs/base.yaml\nmethod: grid\n"
+                        "parameters: {lr: {values: [0.1, 0.2]}}\n")
+    project("sweep", str(spec), "--workers", "1", "-q", check=True)
+    cp = project("best", "nometric")
+    assert cp.returncode == 1 and "declares no metric.name" in flat(cp.stdout)
+    assert json.loads(project("best", "nometric", "--json").stdout) is None
 
 
 def test_a_failed_run_exits_1_with_the_reason_on_stderr(project):
