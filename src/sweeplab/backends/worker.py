@@ -28,7 +28,6 @@ import sys
 import threading
 import time
 import traceback
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -553,7 +552,7 @@ def _execute_command(ex: Execution) -> None:
     env.update(added)
     argv = list(task.command or ())
     reporter = _Reporter(channel)
-    stderr_tail: deque[bytes] = deque(maxlen=_STDERR_LINES)
+    stderr_tail = bytearray()
     with open(task.log_path, "ab") as log:
         log.write(_header(task, argv=argv, added=added))
         log.flush()
@@ -593,31 +592,46 @@ def _execute_command(ex: Execution) -> None:
         channel.send(EventKind.FINISHED, {"metrics": {}, "stopped": ex.stop_requested})
     else:
         why, exit_code, sig = describe_exit(code)
-        last, text = _stderr_summary(list(stderr_tail))
+        last, text = _stderr_summary(bytes(stderr_tail))
         channel.send(EventKind.FAILED, {"reason": f"command {why}" + (f": {last}" if last else ""),
                                         "exit_code": exit_code, "signal": sig, "error_type": "CommandFailed",
                                         "message": last or f"command {why}",
                                         "traceback": text or _log_tail(task.log_path, _STDERR_BYTES)})
 
 
-_STDERR_LINES = 200     # stderr lines a command trial keeps in memory for its failure reason ...
+_STDERR_KEEP = 64 << 10  # the end of a command trial's stderr kept in memory for its failure reason ...
 _STDERR_BYTES = 2000    # ... of which at most this much (the last traceback, or the last lines) is reported
 _REASON_LINE = 300      # the last line of stderr, as it appears in the one-line reason
 
 
-def _copy_stderr(child: subprocess.Popen[bytes], log: Any, lock: threading.Lock, tail: deque[bytes]) -> None:
-    """Copy a command's stderr into its log, keeping the last lines for the failure reason."""
+def _copy_stderr(child: subprocess.Popen[bytes], log: Any, lock: threading.Lock, tail: bytearray) -> None:
+    """Copy a command's stderr into its log as it comes (in chunks, not lines: a progress bar redrawn with
+    carriage returns is one endless line), keeping its end for the failure reason."""
     assert child.stderr is not None
-    for raw in child.stderr:
+    fd = child.stderr.fileno()
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:
+            break
+        if not chunk:
+            break
         with lock, contextlib.suppress(ValueError):   # closed: a grandchild held stderr past the wait
-            log.write(raw)
-        tail.append(raw)
+            log.write(chunk)
+        tail += chunk
+        if len(tail) > _STDERR_KEEP:
+            del tail[:len(tail) - _STDERR_KEEP]
 
 
-def _stderr_summary(lines: list[bytes]) -> tuple[str, str]:
+def _stderr_summary(data: bytes) -> tuple[str, str]:
     """(the last non-empty line, the last traceback or else the last 20 lines) of a command's stderr,
     bounded: what says why a command trial failed without opening its log."""
-    text = [ln.decode(errors="replace").rstrip("\r\n") for ln in lines]
+    lines = data.decode(errors="replace").replace("\r\n", "\n").split("\n")
+    if len(data) >= _STDERR_KEEP:
+        lines = lines[1:]                             # the first line was cut
+    text = [ln.rsplit("\r", 1)[-1] for ln in lines]  # what a terminal shows of a line redrawn with \r
+    while text and not text[-1].strip():
+        text.pop()
     start = max((i for i, ln in enumerate(text) if ln.startswith("Traceback (most recent call last)")),
                 default=max(0, len(text) - 20))
     shown = "\n".join(text[start:]).strip("\n")
