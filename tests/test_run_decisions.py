@@ -53,6 +53,16 @@ def test_without_decision_steps_a_report_never_waits():
     assert sent == [("metrics", {"points": sent[0][1]["points"]})]   # no "decide" key
 
 
-def test_other_ranks_never_wait():
-    run = Run(config={}, sink=lambda kind, data: None, decision_steps=(1,), decision_metric="loss", rank=1)
-    run.log({"loss": 1.0}, step=1)            # returns at once: only rank 0 reports
+def test_other_ranks_never_wait(monkeypatch):
+    # a rank that waited would hang for the whole bound (made an hour here), far past the join below
+    monkeypatch.setattr("sweeplab.run._DECISION_WAIT", 3600.0)
+    sent: list = []
+    run = Run(config={}, sink=lambda kind, data: sent.append((kind, data)), decision_steps=(1,),
+              decision_metric="loss", rank=1)
+    t = threading.Thread(target=run.log, args=({"loss": 1.0},), kwargs={"step": 1}, daemon=True)
+    t.start()
+    t.join(timeout=30)                        # returns at once: only rank 0 reports and waits
+    waited = t.is_alive()
+    run.request_stop("test over")             # releases a rank that did wait
+    assert not waited, "rank 1 waited for a verdict at a decision step"
+    assert sent == []                         # and it sent nothing: rank 0 reports for the trial

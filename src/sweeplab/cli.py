@@ -303,7 +303,7 @@ class _LiveProgress:
 def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list[str], smoke: bool, hard: bool,
                 quiet: bool, create: bool, spec_path: Optional[str] = None, extra_trials: Optional[int] = None,
                 total_trials: Optional[int] = None, fork_from: Optional[str] = None,
-                new_spec_path: Optional[str] = None) -> None:
+                new_spec_path: Optional[str] = None, single: bool = False) -> None:
     from sweeplab.driver import Driver
 
     def note(text: str) -> None:
@@ -331,9 +331,9 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
         if not quiet:
             console.print(f"sweep [bold]{sweep_name}[/bold] on {be.describe()} -> store {st.root}")
         outcome = driver.run()
-    _report(outcome, st, quiet)
+    _report(outcome, st, quiet, single=single, smoke=smoke)
     if smoke:
-        raise typer.Exit(_smoke_verdict(st, sweep_name))
+        raise typer.Exit(2 if outcome.exit_code == 2 else _smoke_verdict(st, sweep_name))
     raise typer.Exit(outcome.exit_code)
 
 
@@ -352,13 +352,25 @@ def _smoke_verdict(st: Any, sweep_name: str) -> int:
     return 0
 
 
-def _report(outcome: Any, st: Any, quiet: bool) -> None:
+def _report(outcome: Any, st: Any, quiet: bool, single: bool = False, smoke: bool = False) -> None:
+    """How the sweep ended (stdout); a failure's reason on stderr: one line for bad input (exit 2), the first
+    failure and its traceback when no trial completed (exit 1). `single`: a `run`, whose metrics are shown."""
     c = outcome.counts
     summary = ", ".join(f"{n} {s}" for s, n in c.items() if n)
-    console.print(f"\nsweep [bold]{outcome.sweep}[/bold] {outcome.state.value}: {outcome.reason.splitlines()[0]}")
-    if len(outcome.reason.splitlines()) > 1:
-        err.print("\n".join(outcome.reason.splitlines()[1:]))
+    lines = outcome.reason.splitlines() or [""]
+    if outcome.exit_code == 2:
+        err.print(f"error: {lines[0]}", markup=False, soft_wrap=True)
+        return
+    if outcome.exit_code == 1 and not smoke:   # smoke mode's verdict lists every failed trial instead
+        err.print(f"error: sweep {outcome.sweep} {outcome.state.value}: {lines[0]}", markup=False, soft_wrap=True)
+        if len(lines) > 1:
+            err.print("\n".join(lines[1:]), markup=False, soft_wrap=True)
+    else:
+        console.print(f"\nsweep [bold]{outcome.sweep}[/bold] {outcome.state.value}: ", end="")
+        console.print(lines[0], markup=False)
     console.print(f"trials: {summary or 'none'}")
+    if single:
+        _print_run_metrics(st, outcome.sweep)
     if outcome.best_trial is not None:
         console.print(f"best: trial {outcome.best_trial}, value {outcome.best_value:.6g}")
         for k, v in (outcome.best_params or {}).items():
@@ -369,6 +381,17 @@ def _report(outcome: Any, st: Any, quiet: bool) -> None:
                   f"sweeplab status {outcome.sweep}{store_flag}  |  sweeplab best {outcome.sweep} --json{store_flag}"
                   f"  |  sweeplab dashboard{store_flag}"
                   + (f"  |  sweeplab resume {outcome.sweep}{store_flag}" if outcome.state.value != "finished" else ""))
+
+
+def _print_run_metrics(st: Any, sweep_name: str) -> None:
+    """The final metrics of a `run`'s trial (what it returned, else the last value it logged of each)."""
+    from sweeplab.store import queries
+
+    trials = queries.sweep_status(st, sweep_name)["trials"]
+    if trials and trials[0]["state"] == "completed":
+        console.print("metrics:" if trials[0].get("metrics") else "metrics: none reported")
+        for k, v in (trials[0].get("metrics") or {}).items():
+            console.print(f"    {k} = {_fmt(v)}", markup=False)
 
 
 # ---------------------------------------------------------------------------------------------- resume
@@ -483,7 +506,7 @@ def run(
     sweep_name = _unique_name(st, name or f"run-{stem}")
     be = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]), hide_gpus=smoke)
     _run_driver(spec, st, be, sweep_name=sweep_name, overrides=_split_overrides(overrides or []), smoke=smoke,
-                hard=False, quiet=quiet, create=True, spec_path=None)
+                hard=False, quiet=quiet, create=True, spec_path=None, single=True)
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -554,20 +577,42 @@ def best(
     from sweeplab.store import queries
 
     st = _open_store(store, readonly=True)
-    queries.sweep_status(st, sweep_name)  # a clear error when the sweep does not exist
+    data = queries.sweep_status(st, sweep_name)  # a clear error when the sweep does not exist
     b = queries.best_trial(st, sweep_name)
+    if b is None and not data["sweep"].get("metric"):
+        b = _only_completed(data)
     if b is None:
         if as_json:
             _print_json(None)
+        elif not data["sweep"].get("metric") and any(t["state"] == "completed" for t in data["trials"]):
+            console.print(f"{sweep_name}: the sweep declares no metric.name, so no trial is best; "
+                          f"`sweeplab status {sweep_name} --json` lists each trial's metrics")
         else:
             console.print(f"{sweep_name}: no completed trial with a value yet")
         raise typer.Exit(1)
     if as_json:
         _print_json(b)
         return
-    console.print(f"best of {sweep_name}: trial {b['trial']}, value {_fmt(b['value'])}")
+    if b["value"] is None:
+        console.print(f"best of {sweep_name}: trial {b['trial']} (its only completed trial; no metric declared)")
+    else:
+        console.print(f"best of {sweep_name}: trial {b['trial']}, value {_fmt(b['value'])}")
     for k, v in (b.get("params") or {}).items():
-        console.print(f"    {k} = {v!r}")
+        console.print(f"    {k} = {v!r}", markup=False)
+    if b["value"] is None:
+        for k, v in (b.get("metrics") or {}).items():
+            console.print(f"    metric {k} = {_fmt(v)}", markup=False)
+
+
+def _only_completed(data: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """Without a declared metric, the answer for a sweep with exactly one completed trial (a `run`): it,
+    with its final metrics and no value. With several, nothing says which is best."""
+    done = [t for t in data["trials"] if t["state"] == "completed"]
+    if len(done) != 1:
+        return None
+    t = done[0]
+    return {"sweep": data["sweep"]["name"], "trial": t["number"], "value": None,
+            "params": t.get("params") or {}, "metrics": t.get("metrics")}
 
 
 @app.command()

@@ -150,6 +150,7 @@ class Driver:
         self._halt = False                         # no retries / requeues either (time budget, crash loop)
         self._consecutive_failures = 0
         self._first_failure: str | None = None
+        self._bad_input: str | None = None         # a config no trial can build: the sweep ends, exit 2
         self._completed_any = False
         self._t0 = self.clock.monotonic()
         self._time_spent_before = 0.0
@@ -232,6 +233,7 @@ class Driver:
                             f"`sweeplab resume {self.name}` continues it, or give the sweep another name")
         self.seed = self.spec.seed if self.spec.seed is not None else int.from_bytes(os.urandom(3), "big")
         self._build_logic()
+        self._resolve_config({})   # a missing config file or a bad override: exit 2 before the sweep exists
         self.sweep_id = self.store.create_sweep(
             name=self.name, method=self.spec.method, metric=self.metric, goal=self.goal.value,
             spec=self._stored_spec(), spec_path=spec_path, seed=self.seed,
@@ -779,6 +781,10 @@ class Driver:
         if t.kill_reason and d.get("reason") and t.kill_reason not in str(d.get("reason")):
             reason = f"{t.kill_reason}"
         self._account(t)
+        every_trial = False
+        if d.get("bad_input"):   # the worker could not build the config: failing again is certain
+            t.no_retry = True
+            reason, every_trial = self._config_failure(t, d)
         signature = (str(d.get("error_type")), str(d.get("message")))
         deterministic = signature in t.failures and signature[0] not in ("WorkerDied", "Killed", "None")
         t.failures.append(signature)
@@ -819,7 +825,37 @@ class Driver:
             f"trial {t.number}: {reason}\n{(d.get('traceback') or '').rstrip()}")
         self._end_trial(t, TrialState.FAILED, value=None, metrics={k: v for k, (_, v) in t.last.items()},
                         reason=reason, at=ev.time, attempt_state=None)
+        if every_trial and self._bad_input is None:
+            self._bad_input = reason   # no new trials or retries; running ones end as they will
+            self._halt = True
+            if self._ending is None:
+                self._ending, self._ending_state = reason, SweepState.FAILED
         self._check_crash_loop()
+
+    def _config_failure(self, t: _Trial, d: Mapping[str, Any]) -> tuple[str, bool]:
+        """(the reason, whether every trial would fail the same way) of a config the worker could not build.
+
+        An error at a sampled parameter's key (or inside it, or around it) belongs to this trial's sample;
+        any other key comes from the base config, the profile or an override, which every trial shares."""
+        key = d.get("key")
+        message = str(d.get("message") or d.get("reason") or "the config cannot be built")
+        from sweeplab.config import parse_override
+
+        where = None
+        for text in self.overrides:   # overrides apply last: a key they set is theirs, sampled or not
+            with contextlib.suppress(SweeplabError):
+                name = parse_override(text)[0]
+                if key and (key == name or key.startswith(f"{name}.") or name.startswith(f"{key}.")):
+                    where = f"override {text}"
+        if where is None:
+            sampled = (any(key == p or key.startswith(f"{p}.") or p.startswith(f"{key}.") for p in t.params)
+                       if key else bool(t.params))
+            if sampled:
+                return f"{d.get('reason') or message} (the sampled configuration does not fit: not retried)", False
+            if self.spec.config is not None:
+                where = f"config {_shown_path(str(self.spec.config))}" + (
+                    f" (profile {self.spec.profile})" if self.spec.profile else "")
+        return (f"{where}: {message}" if where else message), True
 
     def _on_preempted(self, t: _Trial, ev: Event) -> None:
         reason = str(ev.data.get("reason") or "preempted")
@@ -1035,12 +1071,27 @@ class Driver:
     def _finish(self) -> SweepOutcome:
         reason = self._ending or "done"
         state = self._ending_state
+        shown = reason
+        if not self._completed_any and self._bad_input is None:   # no answer: exit 1, whatever the cause
+            if state is SweepState.FINISHED and self._first_failure:
+                state, reason = SweepState.FAILED, self._nothing_completed(reason)   # its trials failed
+            shown = reason if state is SweepState.FAILED else self._nothing_completed(reason)
         with self.store.transaction():
             self._save_spend()
             self.store.update_sweep(self.sweep_id, state=state.value, ended=self.clock.time(), end_reason=reason)
             self.store.add_event(self.sweep_id, "sweep_ended", f"sweep {state.value}: {reason}")
         self._progress(force=True)
-        return self._outcome(state, reason, 1 if state is SweepState.FAILED else 0)
+        code = 2 if self._bad_input is not None else 1 if state is SweepState.FAILED or not self._completed_any \
+            else 0
+        return self._outcome(state, shown, code)
+
+    def _nothing_completed(self, ending: str) -> str:
+        """Why a sweep ended without a completed trial: its trials, then the first failure (or why it ended:
+        trials stopped by a budget, pruned or stopped by a rule)."""
+        counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n) or "none ran"
+        if self._first_failure:
+            return f"no trial completed ({counts}): {self._first_failure}"
+        return f"no trial completed ({counts}; {ending})"
 
     def _interrupted(self, grace: float | None = None) -> SweepOutcome:
         """Ctrl-C: stop running trials (INTERRUPTED, requeued on resume). SIGTERM: preempt them."""
@@ -1139,6 +1190,12 @@ def _heartbeat_interval(policy: Any) -> float:
     if hb is None:
         return _HEARTBEAT_INTERVAL
     return max(0.05, min(_HEARTBEAT_INTERVAL, hb / 4))
+
+
+def _shown_path(path: str) -> str:
+    """A path as the user likely typed it: relative to the working directory when inside it."""
+    rel = os.path.relpath(path) if os.path.isabs(path) else path
+    return path if rel.startswith("..") else rel
 
 
 def _loads(text: str | None) -> Any:

@@ -1,7 +1,9 @@
 """`sweeplab repro SWEEP/TRIAL`: replay a failed trial in the foreground, locally.
 
-Same resolved config, same seed, the trial's latest checkpoint (a copy: the original is never written)
-and the objects it registered with `run.capture(...)` available through `run.captured(name)`.
+Function trials: same resolved config, same seed, the trial's latest checkpoint (a copy: the original is
+never written) and the objects it registered with `run.capture(...)` available through `run.captured(name)`.
+Command trials: the same argv, working directory and sweeplab environment variables (read from the header of
+the failed attempt's log), with a copy of the trial's checkpoint directory.
 """
 
 from __future__ import annotations
@@ -53,8 +55,10 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         raise UserError(f"trial {name}/{number} did not fail (state {trial['state']}); repro replays failures")
     spec = json.loads(sweep["spec"])
     if not spec.get("function"):
-        raise UserError(f"trial {name}/{number} is a command trial; run its command from the log instead: "
-                        f"{store.root / (failed['log_path'] or '')}")
+        if debug:
+            raise UserError(f"--debug opens pdb in a function trial; {name}/{number} runs a command: "
+                            "run it without --debug (its program may call breakpoint() itself)")
+        return _repro_command(store, name, number, trial, failed, spec, echo)
     meta = spec.get("_sweeplab") or {}
     cwd = meta.get("cwd") or "."
     root = str(store.root.resolve())
@@ -122,3 +126,63 @@ def _resolve_target(target: str, spec_path: str | None, cwd: str) -> str:
             if (base / module).exists():
                 return f"{base / module}:{fn}"
     return target
+
+
+def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any, spec: dict[str, Any],
+                   echo: Callable[[str], None]) -> int:
+    """Run a failed command trial's argv again in the foreground; returns the program's exit code."""
+    import subprocess
+
+    from sweeplab.store.layout import trial_paths
+
+    log = store.root / (failed["log_path"] or "")
+    how = read_log_header(log)
+    if how is None:
+        raise UserError(f"trial {name}/{number}: {log} does not start with the argv, cwd and env of the "
+                        "attempt (a log of an older sweeplab?); run its command by hand")
+    argv, cwd, added = how["argv"], how["cwd"], how["env"]
+    if not Path(cwd).is_dir():
+        raise UserError(f"trial {name}/{number} ran in {cwd}, which is gone; cannot run it there again")
+    root = str(store.root.resolve())
+    src = Path(trial_paths(root, name, number, int(failed["number"]), spec.get("checkpoint_dir"))["checkpoint"])
+    tmp = Path(tempfile.mkdtemp(prefix="sweeplab-repro-"))   # copies: the store is never written
+    ckpt_copy = tmp / "checkpoints"
+    if src.is_dir():
+        shutil.copytree(src, ckpt_copy)
+    else:
+        ckpt_copy.mkdir()
+    env = dict(os.environ)
+    env.update(added)
+    env.update({"SWEEPLAB_CHECKPOINT_DIR": str(ckpt_copy), "SWEEPLAB_REPORT_FILE": str(tmp / "report.jsonl"),
+                "SWEEPLAB_ATTEMPT": str(int(failed["number"]) + 1)})
+    echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
+    echo(f"  argv {' '.join(argv)}")
+    echo(f"  cwd {cwd}, seed {trial['seed']}, checkpoints copied: {'yes' if src.is_dir() else 'none'}")
+    sys.stdout.flush()
+    try:
+        code = subprocess.run(argv, cwd=cwd, env=env).returncode
+    except OSError as exc:
+        echo(f"the failure reproduced: cannot start {argv[0] if argv else '?'}: {exc.strerror or exc}")
+        return 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    code = 128 - code if code < 0 else code   # killed by a signal: the shell's convention
+    echo("the trial did not fail this time" if code == 0 else f"the failure reproduced: exit code {code}")
+    return code
+
+
+def read_log_header(path: Path) -> dict[str, Any] | None:
+    """{"argv", "cwd", "env"} from the first lines of a command trial's log (see worker._header), or None."""
+    found: dict[str, Any] = {}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for _ in range(8):
+                line = fh.readline()
+                for key in ("argv", "cwd", "env"):
+                    if line.startswith(f"# {key}: "):
+                        found[key] = json.loads(line[len(key) + 4:])
+    except (OSError, ValueError):
+        return None
+    if not isinstance(found.get("argv"), list) or not isinstance(found.get("env"), dict) or "cwd" not in found:
+        return None
+    return found

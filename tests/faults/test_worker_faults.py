@@ -21,9 +21,9 @@ def _start(chaos, reap, name: str, body: str, *args: str):
     return proc
 
 
-def _finish(proc, timeout: float = 90) -> tuple[str, str]:
+def _finish(proc, timeout: float = 90, code: int = 0) -> tuple[str, str]:
     out, err = proc.communicate(timeout=timeout)
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{err}"
+    assert proc.returncode == code, f"exit {proc.returncode}\n{out}\n{err}"
     return out, err
 
 
@@ -168,7 +168,8 @@ def test_trial_timeout_bounds_the_trial_and_names_trial_timeout(chaos, reap):
                              params=chaos.params(x="{values: [0.5, 0.6]}", steps=100000, delay=0.05),
                 extra="trial: {timeout: 2s, retries: 2}\nbudget: {trials: 2}")
     proc = _start(chaos, reap, "to", body, "--workers", "2")
-    _finish(proc)
+    _, err = _finish(proc, code=1)                            # no trial completed
+    assert "trial.timeout" in err
 
     for t in chaos.trials("to"):
         assert t["state"] == "failed" and "trial.timeout" in t["reason"], t["reason"]

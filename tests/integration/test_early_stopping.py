@@ -160,7 +160,8 @@ def test_budget_trials_caps_the_sweep_and_status_shows_the_spend(cli):
 def test_budget_time_stops_running_trials_and_names_the_budget(cli):
     f = cli.spec("s", spec(["good"], method="random", steps=400, delay=0.05,
                            extra="budget: {time: 2s}\ntrial: {grace: 5s}\n"))
-    cli("sweep", str(f), "--name", "btime", "--workers", "1", "-q", check=True)
+    cp = cli("sweep", str(f), "--name", "btime", "--workers", "1", "-q")
+    assert cp.returncode == 1 and "no trial completed (1 stopped; budget.time 2s reached)" in cp.stderr
     st = cli.status("btime")
     assert st["sweep"]["end_reason"] == "budget.time 2s reached"
     assert [t["state"] for t in st["trials"]] == ["stopped"]
@@ -187,7 +188,8 @@ def test_budget_cpu_hours_stops_creating_trials_and_lets_running_ones_finish(cli
 
 def test_budget_cpu_hours_with_hard_stops_the_running_trial(cli):
     f = cli.spec("s", _cpu_budget_spec(0.0002))   # 0.72 cpu-seconds: hit while the first trial runs
-    cli("sweep", str(f), "--name", "bhard", "--workers", "1", "--hard", "-q", check=True)
+    cp = cli("sweep", str(f), "--name", "bhard", "--workers", "1", "--hard", "-q")
+    assert cp.returncode == 1 and "no trial completed (1 stopped" in cp.stderr   # stopped: no answer
     st = cli.status("bhard")
     assert st["sweep"]["end_reason"].startswith("budget.cpu_hours 0.0002 reached")
     assert [t["state"] for t in st["trials"]] == ["stopped"]

@@ -15,6 +15,7 @@ Kinds and their `data`:
     NOTE        {"level", "message", ...}                          a warning or info line for the event log
     FINISHED    {"metrics": {...}, "stopped": bool}                the trial returned
     FAILED      {"reason", "error_type", "message", "traceback", "exit_code", "signal", "capture"}
+                + {"bad_input": true, "key"} when the trial's config could not be built (never retried)
     PREEMPTED   {"reason"}                                         SIGTERM / node loss: requeue
 """
 

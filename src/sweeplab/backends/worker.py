@@ -368,8 +368,10 @@ def _execute_function(ex: Execution) -> None:
         execute_ranks(ex)
         return
     run: Run | None = None
+    building = False
     try:
         with _redirect_output(task.log_path):
+            _write_header(task)
             old_env = {k: os.environ.get(k) for k in task.env}
             os.environ.update({k: str(v) for k, v in task.env.items()})
             cwd = os.getcwd()
@@ -379,7 +381,9 @@ def _execute_function(ex: Execution) -> None:
                 fn = load_target(task.target or "", list(task.python_path))
                 from sweeplab.config import coerce
 
+                building = True       # a ConfigError from here on is bad input: the config cannot be built
                 config = coerce(dict(task.config), _facts(fn)[0])
+                building = False
                 run = Run(
                     config=config, sink=channel.send, params=task.params, sweep=task.sweep,
                     trial=task.number, attempt=task.attempt, seed=task.seed, smoke=task.smoke,
@@ -430,13 +434,17 @@ def _execute_function(ex: Execution) -> None:
 
                 capture_ref = save_captures(run.captures, task.capture_dir)
         from sweeplab.capture import environment_facts
+        from sweeplab.errors import ConfigError
 
-        channel.send(EventKind.FAILED, {
+        data = {
             "environment": environment_facts(task.cwd or None),
             "reason": f"{type(exc).__name__}: {exc}".strip()[:500],
             "error_type": type(exc).__name__, "message": str(exc)[:2000], "traceback": tb[-20000:],
             "capture": capture_ref, "retire": ex.retire,
-        })
+        }
+        if building and isinstance(exc, ConfigError):   # deterministic: the driver never retries it
+            data.update(bad_input=True, key=exc.key, message=str(exc))
+        channel.send(EventKind.FAILED, data)
 
 
 def _start_sampler(channel: Channel) -> Any:
@@ -529,9 +537,8 @@ def _execute_command(ex: Execution) -> None:
     Path(task.log_path).parent.mkdir(parents=True, exist_ok=True)
     report_path = task.report_path or str(Path(task.log_path).with_suffix(".report.jsonl"))
     Path(report_path).write_text("")
-    env = dict(os.environ)
-    env.update({k: str(v) for k, v in task.env.items()})
-    env.update({
+    added = {k: str(v) for k, v in task.env.items()}
+    added.update({
         "SWEEPLAB_REPORT_FILE": report_path,
         "SWEEPLAB_SWEEP": task.sweep,
         "SWEEPLAB_TRIAL": str(task.number),
@@ -540,16 +547,22 @@ def _execute_command(ex: Execution) -> None:
         "PYTHONUNBUFFERED": "1",
     })
     if task.seed is not None:
-        env["SWEEPLAB_SEED"] = str(task.seed)
+        added["SWEEPLAB_SEED"] = str(task.seed)
+    env = dict(os.environ)
+    env.update(added)
+    argv = list(task.command or ())
     reporter = _Reporter(channel)
+    stderr_tail = bytearray()
     with open(task.log_path, "ab") as log:
+        log.write(_header(task, argv=argv, added=added))
+        log.flush()
         try:
             child = subprocess.Popen(
-                list(task.command or ()), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 cwd=task.cwd or None, env=env, start_new_session=True,
             )
         except OSError as exc:
-            channel.send(EventKind.FAILED, {"reason": f"cannot start {task.command[0] if task.command else '?'}:"
+            channel.send(EventKind.FAILED, {"reason": f"cannot start {argv[0] if argv else '?'}:"
                                             f" {exc.strerror or exc}", "error_type": type(exc).__name__,
                                             "message": str(exc)})
             return
@@ -558,14 +571,20 @@ def _execute_command(ex: Execution) -> None:
             ex.stop("stop requested")
         tail = threading.Thread(target=_tail_file, args=(report_path, reporter, child), daemon=True)
         tail.start()
+        write_lock = threading.Lock()   # stdout and stderr lines go to the one log, whole lines at a time
+        errors = threading.Thread(target=_copy_stderr, args=(child, log, write_lock, stderr_tail), daemon=True)
+        errors.start()
         assert child.stdout is not None
         for raw in child.stdout:
-            log.write(raw)
+            with write_lock:
+                log.write(raw)
             if raw.startswith(b"@sweeplab "):
                 reporter.line(raw[10:].decode(errors="replace"))
-        log.flush()
         code = child.wait()
+        errors.join(timeout=5)
         tail.join(timeout=5)
+        with write_lock:
+            log.flush()
     _send_profile(ex)
     if ex.preempted:
         channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
@@ -573,9 +592,81 @@ def _execute_command(ex: Execution) -> None:
         channel.send(EventKind.FINISHED, {"metrics": {}, "stopped": ex.stop_requested})
     else:
         why, exit_code, sig = describe_exit(code)
-        channel.send(EventKind.FAILED, {"reason": f"command {why}", "exit_code": exit_code,
-                                        "signal": sig, "error_type": "CommandFailed",
-                                        "message": _log_tail(task.log_path), "traceback": _log_tail(task.log_path)})
+        last, text = _stderr_summary(bytes(stderr_tail))
+        channel.send(EventKind.FAILED, {"reason": f"command {why}" + (f": {last}" if last else ""),
+                                        "exit_code": exit_code, "signal": sig, "error_type": "CommandFailed",
+                                        "message": last or f"command {why}",
+                                        "traceback": text or _log_tail(task.log_path, _STDERR_BYTES)})
+
+
+_STDERR_KEEP = 64 << 10  # the end of a command trial's stderr kept in memory for its failure reason ...
+_STDERR_BYTES = 2000    # ... of which at most this much (the last traceback, or the last lines) is reported
+_REASON_LINE = 300      # the last line of stderr, as it appears in the one-line reason
+
+
+def _copy_stderr(child: subprocess.Popen[bytes], log: Any, lock: threading.Lock, tail: bytearray) -> None:
+    """Copy a command's stderr into its log as it comes (in chunks, not lines: a progress bar redrawn with
+    carriage returns is one endless line), keeping its end for the failure reason."""
+    assert child.stderr is not None
+    fd = child.stderr.fileno()
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:
+            break
+        if not chunk:
+            break
+        with lock, contextlib.suppress(ValueError):   # closed: a grandchild held stderr past the wait
+            log.write(chunk)
+        tail += chunk
+        if len(tail) > _STDERR_KEEP:
+            del tail[:len(tail) - _STDERR_KEEP]
+
+
+def _stderr_summary(data: bytes) -> tuple[str, str]:
+    """(the last non-empty line, the last traceback or else the last 20 lines) of a command's stderr,
+    bounded: what says why a command trial failed without opening its log."""
+    lines = data.decode(errors="replace").replace("\r\n", "\n").split("\n")
+    if len(data) >= _STDERR_KEEP:
+        lines = lines[1:]                             # the first line was cut
+    text = [ln.rsplit("\r", 1)[-1] for ln in lines]  # what a terminal shows of a line redrawn with \r
+    while text and not text[-1].strip():
+        text.pop()
+    start = max((i for i, ln in enumerate(text) if ln.startswith("Traceback (most recent call last)")),
+                default=max(0, len(text) - 20))
+    shown = "\n".join(text[start:]).strip("\n")
+    if len(shown) > _STDERR_BYTES:
+        shown = "...\n" + shown[-_STDERR_BYTES:].split("\n", 1)[-1]
+    last = next((ln.strip() for ln in reversed(text) if ln.strip()), "")
+    if len(last) > _REASON_LINE:
+        last = last[:_REASON_LINE] + "..."
+    return last, shown
+
+
+_ENV_SHOWN = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def _header(task: TrialTask, *, argv: list[str] | None = None, added: dict[str, str] | None = None) -> bytes:
+    """The first lines of every trial's log: how the attempt ran (argv or function, working directory, and
+    the environment variables sweeplab set: never the whole environment, which may hold secrets). Values are
+    JSON; `sweeplab repro` reads a command trial's back from here."""
+    env = {k: os.environ[k] for k in _ENV_SHOWN if k in os.environ}   # the backend set these for the slot
+    env.update(added if added is not None else {k: str(v) for k, v in task.env.items()})
+    lines = [f"# sweeplab: sweep {task.sweep}, trial {task.number}, attempt {task.attempt}"]
+    if argv is not None:
+        lines.append(f"# argv: {json.dumps(argv)}")
+    else:
+        lines.append(f"# function: {json.dumps(task.target)}")
+    lines.append(f"# cwd: {json.dumps(os.path.abspath(task.cwd or os.getcwd()))}")
+    lines.append(f"# env: {json.dumps(env, sort_keys=True)}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _write_header(task: TrialTask) -> None:
+    """The log header of a function trial, written to fd 1 (the trial's log while it runs)."""
+    if task.log_path:
+        with contextlib.suppress(OSError):
+            fd_writer(1)(_header(task))
 
 
 def _tail_file(path: str, reporter: _Reporter, child: subprocess.Popen[bytes]) -> None:

@@ -7,6 +7,7 @@ fixture: the path of a module of trial functions (see tests/fixtures/trials.py).
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -234,3 +235,32 @@ class BackendContract:
                                                  "import sys; print('boom', file=sys.stderr); sys.exit(4)"]))
         end = collect(b, [1])[1][-1]
         assert end.kind is EventKind.FAILED and end.data["exit_code"] == 4 and "boom" in end.data["message"]
+
+    def test_command_trial_failure_says_why_and_its_log_says_how_it_ran(self, backend, tmp_path):
+        script = tmp_path / "prog.py"
+        script.write_text("print('to stdout')\nimport sweeplab_contract_missing_module\n")
+        b = backend(1)
+        b.submit(make_task(tmp_path, 1, command=[sys.executable, str(script), "--lr=0.5"], seed=11))
+        end = collect(b, [1])[1][-1]
+        assert end.kind is EventKind.FAILED and end.data["exit_code"] == 1
+        assert end.data["reason"] == ("command exited with code 1: ModuleNotFoundError: No module named "
+                                      "'sweeplab_contract_missing_module'")
+        assert end.data["traceback"].startswith("Traceback") and "to stdout" not in end.data["traceback"]
+        head = Path(tmp_path / "t1" / "1.log").read_text().splitlines()[:4]
+        assert head[1] == f"# argv: {json.dumps([sys.executable, str(script), '--lr=0.5'])}"
+        assert head[2] == f"# cwd: {json.dumps(str(tmp_path))}"
+        env = json.loads(head[3][len("# env: "):])
+        assert env["SWEEPLAB_SEED"] == "11" and env["SWEEPLAB_TRIAL"] == "1" and "PATH" not in env
+
+    def test_a_config_the_function_cannot_take_fails_as_bad_input(self, backend, tmp_path):
+        module = tmp_path / "typed.py"
+        module.write_text("from dataclasses import dataclass\n\n@dataclass\nclass Config:\n    lr: float = 0.1\n\n"
+                          "def train(config: Config, run):\n    return {'loss': config.lr}\n")
+        b = backend(1)
+        b.submit(make_task(tmp_path, 1, f"{module}:train", config={"lrr": 3}))
+        end = collect(b, [1])[1][-1]
+        assert end.kind is EventKind.FAILED and end.data["error_type"] == "ConfigError"
+        assert end.data["bad_input"] is True and end.data["key"] == "lrr"
+        b.submit(make_task(tmp_path, 2, f"{module}:train", config={"lr": "x"}))
+        end = collect(b, [2])[2][-1]
+        assert end.data["bad_input"] is True and end.data["key"] == "lr"
