@@ -67,7 +67,8 @@ class Store:
         self.root = root
         self.conn = conn
         self.readonly = readonly
-        self._depth = 0
+        self._depth = 0      # nesting of write transactions (`transaction`)
+        self._reading = 0    # nesting of read snapshots (`snapshot`)
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -145,10 +146,41 @@ class Store:
         with contextlib.suppress(sqlite3.Error):
             self.conn.close()
 
+    # ---------------------------------------------------------------- reading one snapshot
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction: every query inside sees the same committed state of the store.
+
+        Without it each SELECT is its own transaction, and an answer assembled from several of them (a
+        sweep's counts and its trial list) can mix states from before and after one of the driver's commits.
+        In WAL mode a read transaction never blocks the writer, and the writer never blocks it. Nested uses
+        (and uses inside a write transaction, which is a snapshot already) join the outer one.
+        """
+        if self._reading or self._depth:
+            self._reading += 1
+            try:
+                yield
+            finally:
+                self._reading -= 1
+            return
+        try:
+            self.conn.execute("BEGIN DEFERRED")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"cannot read the store {self.root / DB_NAME}: {_why(exc)}") from None
+        self._reading = 1
+        try:
+            yield
+        finally:
+            self._reading = 0
+            with contextlib.suppress(sqlite3.Error):   # a read transaction: nothing to keep or lose
+                self.conn.execute("ROLLBACK")
+
     # ---------------------------------------------------------------- writing
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """One write transaction; nested uses join the outer one. Errors roll back everything."""
+        if self._reading and not self._depth:
+            raise RuntimeError("a write transaction cannot start inside a read snapshot (Store.snapshot)")
         if self._depth:
             self._depth += 1
             try:
