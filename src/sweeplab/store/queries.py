@@ -162,6 +162,8 @@ def _sweep_dicts(store: Store, rows: Sequence[sqlite3.Row]) -> list[dict[str, An
             "best_trial": b[0] if b else None,
             "spend": _loads(r["spend"], {}) or {},
             "budget": budget,
+            "backend": r["backend"] if "backend" in r.keys() else None,   # None: a store before version 2
+            "address": r["address"] if "address" in r.keys() else None,
         })
     return out
 
