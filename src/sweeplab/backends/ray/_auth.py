@@ -54,12 +54,9 @@ def _metadata(where: str) -> tuple[tuple[str, str], ...] | None:
                            f"{token_help()}") from None
 
 
-def check_token(address: str, where: str | None = None) -> None:
-    """Raise BackendError when the Ray cluster at host:port refuses this process's credentials.
-
-    `where` names the address in the message (default "--address HOST:PORT").
-    """
-    where = where or f"--address {address}"
+def check_token(address: str) -> None:
+    """Raise BackendError when the Ray cluster at host:port (an explicit address) refuses our credentials."""
+    where = f"--address {address}"
     metadata = _metadata(where)
     if metadata is None:
         return

@@ -226,10 +226,10 @@ class RayCore:
         address = self.address
         if address and address not in ("auto", "local"):
             _probe_address(address)
-        target = address or os.environ.get("RAY_ADDRESS") or ""
-        if target and "://" not in target and target not in ("auto", "local"):
-            # a cluster refusing our token: one clear error now, not 20 s of warnings and a wrong hint
-            check_token(target, where=f"--address {target}" if address else f"RAY_ADDRESS={target}")
+        if address and "://" not in address and address not in ("auto", "local"):
+            # a cluster refusing our token: one clear error now, not 20 s of warnings and a wrong hint.
+            # (Without an address, or with "auto", Ray itself sends a token it finds: nothing to check.)
+            check_token(address)
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                   "configure_logging": False}
         kwargs.update(self.init)
