@@ -362,8 +362,10 @@ def resume(
     sweep_name: str = typer.Argument(..., metavar="SWEEP"),
     trials: Optional[str] = typer.Option(None, "--trials", help="+N more trials, or a new total N"),
     workers: Optional[int] = typer.Option(None, "--workers", "-w"),
-    backend: Optional[str] = typer.Option(None, "--backend"),
-    address: Optional[str] = typer.Option(None, "--address"),
+    backend: Optional[str] = typer.Option(None, "--backend",
+                                          help="local | ray (default: where the sweep last ran)"),
+    address: Optional[str] = typer.Option(None, "--address",
+                                          help="Ray cluster address (default: the one the sweep last ran on)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
     gpus: Optional[str] = typer.Option(None, "--gpus"),
     hard: bool = typer.Option(False, "--hard", help="when a budget is hit, stop running trials too"),
@@ -373,6 +375,8 @@ def resume(
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ) -> None:
     """Continue a sweep after a crash, Ctrl-C or budget end; nothing completed is redone.
+
+    It runs where it last ran (backend and Ray address, recorded in the store); --backend / --address override.
 
     --spec NEW.yaml changes budgets, early stopping, monitors, resources or trial policy of the sweep;
     a different search space needs --fork NEW_NAME: a new sweep seeded with the old trials that fit it.
