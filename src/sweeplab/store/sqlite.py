@@ -138,7 +138,7 @@ class Store:
         """Create the schema in a new store, or bring an older store's schema up to `SCHEMA_VERSION`.
 
         Runs inside one write transaction, so two processes opening an old store at once migrate it once.
-        Readers never migrate: they read older stores as they are (see `sweep_columns`).
+        Readers never migrate: they read older stores as they are (see `columns`).
         """
         have = self.conn.execute(
             "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"
