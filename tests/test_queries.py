@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -200,3 +202,68 @@ def test_events_newest_returns_the_tail_in_order(store: Store) -> None:
     every = q.events(store, "alpha")
     tail = q.events(store, "alpha", limit=2, newest=True)
     assert [e["id"] for e in tail] == [e["id"] for e in every[-2:]]
+
+
+class _WriteBetween:
+    """A read connection that lets the writer commit right after the first statement matching `after` ran:
+    the moment between two statements of one answer, made deterministic."""
+
+    def __init__(self, conn: Any, after: str, write: Any) -> None:
+        self._conn, self._after, self._write = conn, after, write
+        self.fired = False
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        cur = self._conn.execute(sql, params)
+        if not self.fired and self._after in sql:
+            self.fired = True
+            return _Rows(cur.fetchall(), self._write)
+        return cur
+
+
+class _Rows(list):
+    """The rows of a finished statement (read before the write), as a cursor."""
+
+    def __init__(self, rows: list[Any], write: Any) -> None:
+        super().__init__(rows)
+        write()
+
+    def fetchall(self) -> list[Any]:
+        return list(self)
+
+    def fetchone(self) -> Any:
+        return self[0] if self else None
+
+
+@pytest.mark.parametrize("query, after", [
+    ("status", "SELECT number, state, value, params"),
+    ("columns", "SELECT number, state, value, params"),
+    ("list", "SELECT * FROM sweeps ORDER BY id"),
+])
+def test_an_answer_is_one_snapshot_even_when_the_driver_commits_midway(tmp_path: Path, query: str,
+                                                                         after: str) -> None:
+    _build(tmp_path)
+    w = Store.open(tmp_path)
+    sid = w.sweep_row("alpha")["id"]
+
+    def driver_commits() -> None:   # trial 5 ends and trial 6 starts, in one batch
+        with w.transaction():
+            tid = w.conn.execute("SELECT id FROM trials WHERE sweep_id=? AND number=5", (sid,)).fetchone()[0]
+            w.update_trial(tid, state="completed", value=0.01)
+            w.add_trial(sid, 6, {"lr": 0.5}, None, None, state="running")
+
+    plain = Store.open(tmp_path, readonly=True)
+    r = Store(plain.root, _WriteBetween(plain.conn, after, driver_commits), readonly=True)  # type: ignore[arg-type]
+    before = {"completed": 3, "pruned": 1, "failed": 1, "running": 1}
+    if query == "status":
+        data = q.sweep_status(r, "alpha")
+        counts, states = data["sweep"]["counts"], [t["state"] for t in data["trials"]]
+    elif query == "columns":
+        data = q.trial_columns(r, "alpha")
+        counts, states = data["sweep"]["counts"], data["state"]
+    else:   # the sweeps are read first, then their counts
+        counts, states = q.list_sweeps(r)[0]["counts"], [s for s, n in before.items() for _ in range(n)]
+    assert r.conn.fired   # the write really happened in the middle of the answer
+    assert {k: v for k, v in counts.items() if v} == dict(collections.Counter(states)) == before
+    assert len(q.sweep_status(plain, "alpha")["trials"]) == 7   # the next answer sees it
+    plain.close()
+    w.close()

@@ -328,6 +328,7 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
             driver.create(spec_path=spec_path)
         else:
             driver.resume(extra_trials=extra_trials, total_trials=total_trials, new_spec_path=new_spec_path)
+        _record_backend(st, driver.sweep_id, be)
         if not quiet:
             console.print(f"sweep [bold]{sweep_name}[/bold] on {be.describe()} -> store {st.root}")
         outcome = driver.run()
@@ -335,6 +336,15 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
     if smoke:
         raise typer.Exit(2 if outcome.exit_code == 2 else _smoke_verdict(st, sweep_name))
     raise typer.Exit(outcome.exit_code)
+
+
+def _record_backend(st: Any, sweep_id: int, be: Any) -> None:
+    """Store where the sweep runs (backend name, Ray address as given), so that `resume` goes back there."""
+    address = None
+    if be.name == "ray":   # no address: RAY_ADDRESS if set (what Ray connects to), else a new local cluster
+        address = getattr(be, "address", None) or os.environ.get("RAY_ADDRESS") or None
+    with st.transaction():
+        st.update_sweep(sweep_id, backend=be.name, address=address)
 
 
 def _smoke_verdict(st: Any, sweep_name: str) -> int:
@@ -400,8 +410,10 @@ def resume(
     sweep_name: str = typer.Argument(..., metavar="SWEEP"),
     trials: Optional[str] = typer.Option(None, "--trials", help="+N more trials, or a new total N"),
     workers: Optional[int] = typer.Option(None, "--workers", "-w"),
-    backend: Optional[str] = typer.Option(None, "--backend"),
-    address: Optional[str] = typer.Option(None, "--address"),
+    backend: Optional[str] = typer.Option(None, "--backend",
+                                          help="local | ray (default: where the sweep last ran)"),
+    address: Optional[str] = typer.Option(None, "--address",
+                                          help="Ray cluster address (default: the one the sweep last ran on)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
     gpus: Optional[str] = typer.Option(None, "--gpus"),
     hard: bool = typer.Option(False, "--hard", help="when a budget is hit, stop running trials too"),
@@ -411,6 +423,8 @@ def resume(
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ) -> None:
     """Continue a sweep after a crash, Ctrl-C or budget end; nothing completed is redone.
+
+    It runs where it last ran (backend and Ray address, recorded in the store); --backend / --address override.
 
     --spec NEW.yaml changes budgets, early stopping, monitors, resources or trial policy of the sweep;
     a different search space needs --fork NEW_NAME: a new sweep seeded with the old trials that fit it.
@@ -442,6 +456,8 @@ def resume(
                 total = int(text)
         except ValueError:
             raise UserError(f"--trials: expected +N (more trials) or N (a new total); got {trials!r}") from None
+    backend, address, where = _resume_target(row, spec, backend, address)
+    console.print(where, markup=False)
     be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus,
                        smoke=bool(meta.get("smoke")), store_root=st.root)
     if meta.get("cwd") and Path(meta["cwd"]).is_dir():
@@ -458,6 +474,42 @@ def resume(
                 smoke=bool(meta.get("smoke")), hard=hard, quiet=quiet, create=False,
                 extra_trials=extra, total_trials=total,
                 new_spec_path=str(Path(spec_file).resolve()) if spec_file is not None else None)
+
+
+def _resume_target(row: Any, spec: Any, backend: Optional[str], address: Optional[str]
+                   ) -> tuple[str, Optional[str], str]:
+    """Where a resumed sweep runs: --backend / --address, else where the store says it last ran.
+
+    Returns (backend, address, a line saying which and why). A sweep recorded before the store kept its
+    backend resumes on the spec's backend (local unless the spec says otherwise), as it always did.
+    """
+    name = row["name"]
+    keys = row.keys()
+    was = row["backend"] if "backend" in keys else None
+    was_address = row["address"] if "address" in keys and was == "ray" else None
+
+    def on(kind: str, addr: Optional[str]) -> str:
+        if kind != "ray":
+            return f"the {kind} backend"
+        return f"ray at {addr}" if addr else "ray (RAY_ADDRESS, else a new local Ray cluster)"
+
+    before = f"it last ran on {on(was, was_address)}" if was else "the store has no record of where it ran"
+    if backend is None and address is not None:
+        backend = was or spec.backend
+        if backend != "ray":
+            raise UserError(f"--address {address}: an address is for the ray backend, and sweep {name!r} ran on "
+                            f"{backend}; add --backend ray to run it on that cluster")
+    if backend is not None:
+        if backend == "ray" and address is None and was == "ray":
+            address = was_address
+        return backend, address, f"resuming {name} on {on(backend, address or spec.address)} (as asked; {before})"
+    if was is None:
+        kind = spec.backend or "local"
+        return kind, spec.address, (
+            f"resuming {name} on {on(kind, spec.address)}: the store has no record of where it ran (it was "
+            "started by an older sweeplab); --backend ray --address HOST:PORT runs it on a Ray cluster")
+    return was, was_address, (f"resuming {name} on {on(was, was_address)}, where it last ran "
+                              "(--backend / --address choose another)")
 
 
 def _check_compatible(old: Any, new: Any, spec_file: Path, sweep: str) -> None:

@@ -1,11 +1,15 @@
 """Read-only access to the store for the web app: one read-only SQLite connection per worker thread and
 small caches keyed by the store's change token (so nothing is recomputed until the driver writes).
+
+Every API call reads inside one `snapshot()` (one read transaction on its thread's connection): its change
+token, cached answers and fresh queries then all describe the same committed state of the store.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,6 +43,13 @@ class Reader:
             with self._lock:
                 self._stores.append(s)
         return s
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Store]:
+        """This thread's store, inside one read transaction for the duration of the block."""
+        store = self.store()
+        with store.snapshot():
+            yield store
 
     def close(self) -> None:
         with self._lock:

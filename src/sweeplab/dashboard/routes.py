@@ -274,7 +274,16 @@ def build_routes(reader: Reader) -> list[Route]:
     def api_missing(request: Request) -> Response:
         return _json({"error": "no such API endpoint; see docs/api.md"}, 404)
 
-    g = _guarded
+    def g(fn: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        """An API endpoint: HTTP errors for ours, and every read of one call from one snapshot."""
+
+        def in_snapshot(request: Request) -> Response:
+            with reader.snapshot():
+                return fn(request)
+
+        in_snapshot.__name__ = fn.__name__
+        return _guarded(in_snapshot)
+
     return [
         Route("/", page),
         Route("/sweeps/{name}", page),

@@ -3,16 +3,18 @@
 These dicts are the documented JSON API (docs/api.md): `sweeplab status --json`, `sweeplab best --json` and
 the dashboard all serve them unchanged. Rules: times are floats (epoch seconds); JSON columns are decoded;
 NaN and infinities never appear (they become None); every function costs a bounded number of queries
-(no query per trial).
+(no query per trial); every public function reads one snapshot of the store (`Store.snapshot`), so the
+parts of an answer (a sweep's counts and its trial list) always agree even while the driver writes.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sqlite3
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sweeplab.errors import UserError
 from sweeplab.store.sqlite import Store
@@ -35,6 +37,20 @@ __all__ = [
 
 MAX_CURVE_TRIALS = 200
 _STATES = [s.value for s in TrialState]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _one_snapshot(fn: Callable[Concatenate[Store, P], R]) -> Callable[Concatenate[Store, P], R]:
+    """Run a query entry point inside one read transaction of its store (nested calls join it)."""
+
+    @functools.wraps(fn)
+    def wrapper(store: Store, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with store.snapshot():
+            return fn(store, *args, **kwargs)
+
+    return wrapper
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -146,10 +162,13 @@ def _sweep_dicts(store: Store, rows: Sequence[sqlite3.Row]) -> list[dict[str, An
             "best_trial": b[0] if b else None,
             "spend": _loads(r["spend"], {}) or {},
             "budget": budget,
+            "backend": r["backend"] if "backend" in r.keys() else None,   # None: a store before version 2
+            "address": r["address"] if "address" in r.keys() else None,
         })
     return out
 
 
+@_one_snapshot
 def list_sweeps(store: Store) -> list[dict[str, Any]]:
     """Every sweep in the store, oldest first, with trial counts by state, best value, spend and budget."""
     rows = store.conn.execute("SELECT * FROM sweeps ORDER BY id").fetchall()
@@ -160,6 +179,7 @@ def _sweep_dict(store: Store, row: sqlite3.Row) -> dict[str, Any]:
     return _sweep_dicts(store, [row])[0]
 
 
+@_one_snapshot
 def sweep_summary(store: Store, name: str) -> dict[str, Any]:
     """One sweep (as in `list_sweeps`) plus its resolved spec: {"sweep", "spec", "spec_path", "seed"}."""
     row = _sweep_or_raise(store, name)
@@ -181,6 +201,7 @@ def _trial_dict(row: sqlite3.Row) -> dict[str, Any]:
     }
 
 
+@_one_snapshot
 def sweep_status(store: Store, name: str) -> dict[str, Any]:
     """The sweep (as in `list_sweeps`) and all of its trials, by number."""
     sweep = _sweep_or_raise(store, name)
@@ -192,6 +213,7 @@ def sweep_status(store: Store, name: str) -> dict[str, Any]:
     return {"sweep": _sweep_dict(store, sweep), "trials": [_trial_dict(r) for r in rows]}
 
 
+@_one_snapshot
 def best_trial(store: Store, name: str) -> dict[str, Any] | None:
     """The best COMPLETED trial with a finite value (by the sweep's goal), or None."""
     sweep = _sweep_or_raise(store, name)
@@ -212,6 +234,7 @@ def best_trial(store: Store, name: str) -> dict[str, Any] | None:
     }
 
 
+@_one_snapshot
 def trial_columns(store: Store, name: str) -> dict[str, Any]:
     """All trials of a sweep in columnar form (compact; what the dashboard's plots and table need).
 
@@ -283,6 +306,7 @@ def _system_summary(store: Store, trial_id: int) -> dict[str, Any]:
     return {k: (_num(v) if k != "samples" else v) for k, v in zip(keys, r)}
 
 
+@_one_snapshot
 def metric_keys(store: Store, trial_ids: Iterable[int]) -> list[str]:
     """Distinct metric keys logged by these trials.
 
@@ -303,6 +327,7 @@ def metric_keys(store: Store, trial_ids: Iterable[int]) -> list[str]:
     return [r[0] for r in store.conn.execute(sql, (json.dumps(ids),))]
 
 
+@_one_snapshot
 def trial_detail(store: Store, name: str, number: int) -> dict[str, Any]:
     """Everything about one trial: config, final metrics, attempts, events, checkpoints, profile, keys."""
     sweep = _sweep_or_raise(store, name)
@@ -393,6 +418,7 @@ def downsample(steps: Sequence[float], values: Sequence[float | None],
     return [int(s) if float(s).is_integer() else float(s) for s in xs], y[keep].tolist()
 
 
+@_one_snapshot
 def curves(store: Store, name: str, numbers: Sequence[int], key: str,
            max_points: int = 1000) -> dict[str, Any]:
     """One metric's curve for each of the given trials, downsampled to at most ~max_points points each.
@@ -433,6 +459,7 @@ def curves(store: Store, name: str, numbers: Sequence[int], key: str,
 
 
 # ---------------------------------------------------------------------------------------------- events
+@_one_snapshot
 def events(store: Store, name: str, *, trial: int | None = None, after_id: int = 0,
            limit: int = 500, newest: bool = False) -> list[dict[str, Any]]:
     """Events of a sweep (or one of its trials) with id > after_id, oldest first, at most `limit`.
@@ -457,6 +484,7 @@ def events(store: Store, name: str, *, trial: int | None = None, after_id: int =
 
 
 # ---------------------------------------------------------------------------------------------- live
+@_one_snapshot
 def changed_since(store: Store, name: str | None, token: str | None) -> dict[str, Any]:
     """A cheap change check for live views: {"token": str, "changed": bool}.
 

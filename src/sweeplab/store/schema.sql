@@ -1,4 +1,5 @@
--- sweeplab store, schema version 1. Times are seconds since the epoch (float). JSON columns hold text.
+-- sweeplab store, schema version 2 (an older store is upgraded by store/sqlite.py _MIGRATIONS).
+-- Times are seconds since the epoch (float). JSON columns hold text.
 -- Paths (log_path, checkpoint path, artifact path) are relative to the store directory when inside it.
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
@@ -19,7 +20,9 @@ CREATE TABLE IF NOT EXISTS sweeps (
     ended      REAL,
     end_reason TEXT,                       -- which budget / why it ended
     spend      TEXT,                       -- JSON {"trials", "seconds", "cpu_seconds", "gpu_seconds", "cost"}
-    driver     TEXT                        -- JSON {"pid", "host", "started"} of the driver running it now
+    driver     TEXT,                       -- JSON {"pid", "host", "started"} of the driver running it now
+    backend    TEXT,                       -- where it last ran: local | ray (NULL: a store before version 2)
+    address    TEXT                        -- the Ray address it was given (NULL: none, a new local cluster)
 );
 CREATE TABLE IF NOT EXISTS trials (
     id         INTEGER PRIMARY KEY,

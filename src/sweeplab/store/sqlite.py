@@ -21,8 +21,15 @@ from sweeplab.errors import StoreError, UserError
 
 __all__ = ["EVENT_KINDS", "SCHEMA_VERSION", "Store", "default_store_dir"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_NAME = "store.db"
+
+# What each schema version added to the one before, as (table, column, declaration): `Store.open` (the
+# writer) applies the missing steps to an older store; readers read older stores as they are.
+_MIGRATIONS: dict[int, tuple[tuple[str, str, str], ...]] = {
+    2: (("sweeps", "backend", "TEXT"),    # where the sweep last ran: `sweeplab resume` goes back there
+        ("sweeps", "address", "TEXT")),
+}
 
 # Kinds of rows in the `events` table (the sweep's event log, shown by status and the dashboard).
 EVENT_KINDS = (
@@ -67,7 +74,8 @@ class Store:
         self.root = root
         self.conn = conn
         self.readonly = readonly
-        self._depth = 0
+        self._depth = 0      # nesting of write transactions (`transaction`)
+        self._reading = 0    # nesting of read snapshots (`snapshot`)
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -127,6 +135,11 @@ class Store:
             )
 
     def _migrate(self, db: Path) -> None:
+        """Create the schema in a new store, or bring an older store's schema up to `SCHEMA_VERSION`.
+
+        Runs inside one write transaction, so two processes opening an old store at once migrate it once.
+        Readers never migrate: they read older stores as they are (see `columns`).
+        """
         have = self.conn.execute(
             "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"
         ).fetchone()
@@ -134,21 +147,65 @@ class Store:
             self._check_version(self.conn, db)
         sql = resources.files("sweeplab.store").joinpath("schema.sql").read_text()
         with self.transaction():
-            for statement in sql.split(";"):
+            row = self.conn.execute(
+                "SELECT value FROM meta WHERE key='schema_version'"
+            ).fetchone() if have else None
+            for statement in sql.split(";"):   # CREATE ... IF NOT EXISTS: new tables and indexes only
                 if statement.strip():
                     self.conn.execute(statement)
+            version = int(row[0]) if row else (0 if have else SCHEMA_VERSION)
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for table, column, decl in _MIGRATIONS.get(target, ()):
+                    if column not in self.columns(table):
+                        self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
             self.conn.execute(
-                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                "INSERT INTO meta(key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (str(SCHEMA_VERSION),)
             )
+
+    def columns(self, table: str) -> set[str]:
+        """The column names `table` has in this store (an older store may lack newer ones)."""
+        return {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
             self.conn.close()
 
+    # ---------------------------------------------------------------- reading one snapshot
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction: every query inside sees the same committed state of the store.
+
+        Without it each SELECT is its own transaction, and an answer assembled from several of them (a
+        sweep's counts and its trial list) can mix states from before and after one of the driver's commits.
+        In WAL mode a read transaction never blocks the writer, and the writer never blocks it. Nested uses
+        (and uses inside a write transaction, which is a snapshot already) join the outer one.
+        """
+        if self._reading or self._depth:
+            self._reading += 1
+            try:
+                yield
+            finally:
+                self._reading -= 1
+            return
+        try:
+            self.conn.execute("BEGIN DEFERRED")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"cannot read the store {self.root / DB_NAME}: {_why(exc)}") from None
+        self._reading = 1
+        try:
+            yield
+        finally:
+            self._reading = 0
+            with contextlib.suppress(sqlite3.Error):   # a read transaction: nothing to keep or lose
+                self.conn.execute("ROLLBACK")
+
     # ---------------------------------------------------------------- writing
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """One write transaction; nested uses join the outer one. Errors roll back everything."""
+        if self._reading and not self._depth:
+            raise RuntimeError("a write transaction cannot start inside a read snapshot (Store.snapshot)")
         if self._depth:
             self._depth += 1
             try:

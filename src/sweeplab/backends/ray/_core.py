@@ -35,6 +35,7 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind
 from sweeplab.backends.multiproc import free_port
+from sweeplab.backends.ray._auth import check_token, token_help
 from sweeplab.backends.ray._gang import Gang, Op, rank_tasks
 from sweeplab.backends.ray._plan import (
     TrialDemand,
@@ -50,6 +51,8 @@ __all__ = ["RayCore", "TrialHost"]
 _DRAIN_WAIT = 1.0          # seconds an idle actor's drain call waits before returning nothing
 _KILL_GRACE = 10.0         # after kill(), how long the actor has to report before it is ray.kill'ed
 _START_TIMEOUT = 120.0     # the first actor must be up within this (else the cluster cannot run trials)
+# token authentication errors (recent Ray; older Ray has none, and ConnectionError stands in harmlessly)
+_AUTH_ERROR: type[Exception] = getattr(ray.exceptions, "AuthenticationError", ConnectionError)
 
 
 # ================================================================================== actor side
@@ -223,15 +226,24 @@ class RayCore:
         address = self.address
         if address and address not in ("auto", "local"):
             _probe_address(address)
+        if address and "://" not in address and address not in ("auto", "local"):
+            # a cluster refusing our token: one clear error now, not 20 s of warnings and a wrong hint.
+            # (Without an address, or with "auto", Ray itself sends a token it finds: nothing to check.)
+            check_token(address)
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                   "configure_logging": False}
         kwargs.update(self.init)
         try:
             ray.init(address=address, **kwargs)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        except (ConnectionError, RuntimeError, ValueError, _AUTH_ERROR) as exc:
             where = f"--address {address}" if address else "Ray"
-            raise UserError(f"{where}: cannot connect to a Ray cluster: {str(exc).splitlines()[0]}"
-                            " (start one with `ray start --head`, or check the address)") from None
+            text = str(exc).splitlines()[0]
+            auth = _AUTH_ERROR is not ConnectionError and isinstance(exc, _AUTH_ERROR)
+            if auth or "authenticat" in text.lower() or "InvalidAuthToken" in text:
+                raise BackendError(f"{where}: Ray token authentication failed: {text}; {token_help()}") from None
+            raise UserError(f"{where}: cannot connect to a Ray cluster: {text} (is its head running "
+                            "(`ray start --head`) and reachable at that address? A cluster with token "
+                            f"authentication also needs RAY_AUTH_MODE=token and its token here)") from None
         self._owns_ray = True
 
     def _check_checkpoints(self, nodes: list[dict[str, Any]]) -> None:

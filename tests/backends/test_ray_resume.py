@@ -1,0 +1,216 @@
+"""A sweep on a real `ray start --head` cluster (loopback, token authentication on, as recent Ray does):
+`resume` goes back to the cluster the sweep ran on and says so, `--backend local` overrides it, and a
+client without the cluster's token gets one clear error at once (not 20 s of `InvalidAuthToken` warnings
+ending in "start one with `ray start --head`").
+
+Everything runs through the real `sweeplab` command in subprocesses. The cluster has its own temporary
+directory, HOME (so no ~/.ray/auth_token of the machine is read or written) and free ports; teardown
+kills every process of its session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+TRIALS = Path(__file__).resolve().parents[1] / "fixtures" / "trials.py"
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _session_pids(sid: int) -> list[int]:
+    """Every live process of session `sid` (the `ray start` process and all it spawned)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[3]) == sid and fields[0] != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+@dataclass
+class Head:
+    address: str
+    token: str
+    home: Path
+    proc: subprocess.Popen
+
+    def env(self, store: Path, **auth: str) -> dict[str, str]:
+        """The environment of a sweeplab command: this cluster's HOME, `auth` as the RAY_AUTH_* variables."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+        env.update(HOME=str(self.home), SWEEPLAB_STORE=str(store), COLUMNS="200", **auth)
+        return env
+
+    def with_token(self, store: Path) -> dict[str, str]:
+        return self.env(store, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self.token)
+
+
+@pytest.fixture(scope="module")
+def head() -> Iterator[Head]:
+    ray = pytest.importorskip("ray")
+    try:
+        from ray._raylet import AuthenticationTokenLoader  # noqa: F401
+        auth = True
+    except ImportError:
+        auth = False
+    if not auth:
+        pytest.skip(f"Ray {ray.__version__} has no token authentication")
+    tmp = Path(tempfile.mkdtemp(prefix="slray-"))   # short: Ray's socket paths live under it
+    home = tmp / "home"
+    home.mkdir()
+    token = secrets.token_hex(32)
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(HOME=str(home), RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    ports = {opt: str(_free_port()) for opt in ("--dashboard-port", "--ray-client-server-port",
+                                                "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
+                                                "--runtime-env-agent-port", "--metrics-export-port")}
+    cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+           "--port", str(port), "--temp-dir", str(tmp / "t"), "--num-cpus", "2", "--include-dashboard", "false",
+           "--object-store-memory", str(100 * 1024 * 1024), "--disable-usage-stats",
+           *[x for kv in ports.items() for x in kv]]
+    log = tmp / "ray-start.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while "Ray runtime started" not in log.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"`ray start --head` did not start:\n{log.read_text(errors='replace')}")
+            time.sleep(0.2)
+        yield Head(address=f"127.0.0.1:{port}", token=token, home=home, proc=proc)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)   # `ray start --block` stops the processes it started
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=30)
+        for pid in _session_pids(proc.pid):   # and whatever is left of them
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _sweeplab(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sweeplab", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _status(name: str, env: dict[str, str], cwd: Path) -> dict:
+    cp = _sweeplab(["status", name, "--json"], env, cwd)
+    assert cp.returncode == 0, cp.stderr
+    return json.loads(cp.stdout)
+
+
+def _spec(tmp_path: Path, trials: int, seconds: float) -> Path:
+    f = tmp_path / "s.yaml"
+    f.write_text(f"function: {TRIALS}:sleeper\nmethod: random\nseed: 1\nmetric: {{name: loss, goal: minimize}}\n"
+                 f"parameters:\n  x: {{min: 0.0, max: 1.0}}\n  seconds: {{value: {seconds}}}\n"
+                 f"budget: {{trials: {trials}}}\n")
+    return f
+
+
+def _completed(db: Path) -> int:
+    if not db.exists():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as c:
+            return int(c.execute("SELECT count(*) FROM trials WHERE state='completed'").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def test_resume_goes_back_to_the_ray_cluster_it_ran_on_and_local_overrides(head: Head, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    env = head.with_token(store)
+    spec = _spec(tmp_path, trials=3, seconds=1.0)
+    proc = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", str(spec), "--name", "onray", "--backend",
+                             "ray", "--address", head.address, "--workers", "1", "-q"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while _completed(store / "store.db") < 1:
+            assert proc.poll() is None, f"the sweep ended early: {proc.communicate()}"
+            assert time.monotonic() < deadline, "no trial completed on the Ray cluster in time"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, errs = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, errs
+    first = _status("onray", env, tmp_path)["sweep"]
+    assert first["state"] == "stopped" and first["counts"]["completed"] < 3
+
+    # (a) no --backend: back on the cluster, and it says so
+    cp = _sweeplab(["resume", "onray"], env, tmp_path)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert f"resuming onray on ray at {head.address}, where it last ran" in cp.stdout
+    assert "sweep onray on ray: " in cp.stdout and "slot(s)" in cp.stdout   # the Ray backend ran it
+    assert (first.get("backend"), first.get("address")) == ("ray", head.address)   # recorded by the first run
+    after = _status("onray", env, tmp_path)
+    assert after["sweep"]["state"] == "finished" and after["sweep"]["counts"]["completed"] == 3
+    assert (after["sweep"]["backend"], after["sweep"]["address"]) == ("ray", head.address)
+
+    # (b) --backend local overrides where it ran, and is recorded as where it ran last
+    cp = _sweeplab(["resume", "onray", "--trials", "+1", "--backend", "local", "-w", "1"], env, tmp_path)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert f"resuming onray on the local backend (as asked; it last ran on ray at {head.address})" in cp.stdout
+    assert "sweep onray on local:" in cp.stdout
+    last = _status("onray", env, tmp_path)["sweep"]
+    assert last["counts"]["completed"] == 4 and (last["backend"], last["address"]) == ("local", None)
+
+
+@pytest.mark.parametrize("auth, expect", [
+    ({}, "the Ray cluster requires token authentication and this process sent no token"),
+    ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64},
+     "the Ray cluster rejected this process's authentication token (from RAY_AUTH_TOKEN)"),
+    ({"RAY_AUTH_MODE": "token"}, "RAY_AUTH_MODE=token but no Ray authentication token was found"),
+], ids=["no-token", "wrong-token", "token-mode-without-token"])
+def test_connecting_without_the_cluster_s_token_fails_at_once_naming_cause_and_fix(
+        head: Head, tmp_path: Path, auth: dict[str, str], expect: str) -> None:
+    store = tmp_path / "store"
+    spec = _spec(tmp_path, trials=1, seconds=0.1)
+    t0 = time.monotonic()
+    cp = _sweeplab(["sweep", str(spec), "--name", "noauth", "--backend", "ray", "--address", head.address, "-q"],
+                   head.env(store, **auth), tmp_path, timeout=120)
+    took = time.monotonic() - t0
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    err = cp.stderr
+    assert f"--address {head.address}: {expect}" in err
+    assert "RAY_AUTH_MODE=token" in err and "RAY_AUTH_TOKEN" in err and "ray get-auth-token" in err
+    assert "ray start --head" not in err and "InvalidAuthToken" not in err   # no wrong advice, no warning spam
+    assert took < 15, f"the error took {took:.1f} s"   # Ray alone retries for ~20 s before it gives up
+    if (store / "store.db").exists():   # nothing was created
+        with contextlib.closing(sqlite3.connect(store / "store.db")) as c:
+            assert c.execute("SELECT count(*) FROM sweeps").fetchone()[0] == 0
