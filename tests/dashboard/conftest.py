@@ -88,7 +88,7 @@ class LiveServer:
         self.thread.join(10)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def live_server_for() -> Any:
     """`with live_server_for(app) as srv:` serves another app (another store, a token...) on a free port."""
     return LiveServer
