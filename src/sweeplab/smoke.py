@@ -1,14 +1,30 @@
 """Smoke checks that run in the driver's process before any trial: the target imports, and every
-combination of categorical choices the spec can produce fits the typed config."""
+combination of categorical choices the spec can produce fits the typed config. And what a smoke run
+measured, for `sweeplab sweep SPEC --dry-run`'s cost estimate.
+
+Timing: a smoke trial runs cold (its worker imports the training code and builds its data first) and
+stops after a couple of reports, each over a few batches. So its wall time is split into a fixed
+start-up (paid once per worker in a real sweep: later trials reuse the warm process) and a time per
+reported step, scaled from the batches it ran to the batches a full step has (`run.track` records a
+loop's full length when smoke mode cuts it short). The measurement is written next to the spec
+(`.sweeplab-smoke.json` in the spec's directory), so the dry-run finds it whatever store the smoke used.
+"""
 
 from __future__ import annotations
 
 import itertools
+import json
+import math
+import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_config_combinations"]
+__all__ = ["SMOKE_RECORD", "check_config_combinations", "estimate_lines", "expected_steps", "load_smoke_timing",
+           "record_smoke_timing", "smoke_timing"]
+
+SMOKE_RECORD = ".sweeplab-smoke.json"   # next to the spec: {spec file name: timing}
 
 
 def check_config_combinations(spec: Any, resolve: Callable[[dict[str, Any]], dict[str, Any]],
@@ -56,3 +72,163 @@ def check_config_combinations(spec: Any, resolve: Callable[[dict[str, Any]], dic
         notes.append(f"{Path(target.split(':')[0]).name}: the function declares no typed config "
                      "(annotate its first parameter with a dataclass or pydantic model to check keys)")
     return problems, notes
+
+
+# ------------------------------------------------------------------------------------------ cost estimate
+def smoke_timing(store: Any, sweep_name: str) -> dict[str, Any] | None:
+    """What the smoke sweep `sweep_name` measured: fixed start-up and seconds per reported step (medians
+    over its completed trials), or None when no smoke trial completed."""
+    sweep = store.conn.execute("SELECT id, spec_path FROM sweeps WHERE name=?", (sweep_name,)).fetchone()
+    if sweep is None:
+        return None
+    rows = store.conn.execute(
+        "SELECT t.id, t.profile, a.started, a.ended FROM trials t JOIN attempts a ON a.trial_id = t.id "
+        "WHERE t.sweep_id=? AND t.state='completed' AND a.ended IS NOT NULL", (sweep["id"],)).fetchall()
+    fixed: list[float] = []
+    per_step: list[float] = []
+    for r in rows:
+        reports = store.conn.execute(
+            "SELECT step, MAX(time) FROM metrics WHERE trial_id=? GROUP BY step ORDER BY step", (r["id"],)
+        ).fetchall()
+        if not reports:
+            continue
+        split = _split(r["ended"] - r["started"], r["started"], [float(t) for _, t in reports],
+                       _loads(r["profile"]))
+        if split is not None:
+            fixed.append(split[0])
+            per_step.append(split[1])
+    if not per_step:
+        return None
+    return {"fixed_s": _median(fixed), "per_step_s": _median(per_step), "trials": len(per_step),
+            "sweep": sweep_name, "store": str(store.root), "spec_path": sweep["spec_path"], "time": time.time()}
+
+
+def _split(duration: float, started: float, report_times: list[float],
+           profile: dict[str, Any] | None) -> tuple[float, float] | None:
+    """(fixed start-up, seconds per reported step) of one smoke attempt."""
+    n = len(report_times)
+    if profile and profile.get("steps") and profile.get("step_p50") is not None:
+        # run.track timed the steps: a full reported step is (full loop length / reports) typical steps
+        planned = float(profile.get("planned_steps") or profile["steps"])
+        per_step = planned * float(profile["step_p50"]) / n
+        ran = float(profile.get("wall") or 0.0)
+        return max(0.0, duration - ran), per_step
+    if n >= 2:  # no tracked loop: the spacing of the reports
+        per_step = (report_times[-1] - report_times[0]) / (n - 1)
+        return max(0.0, report_times[0] - started - per_step), per_step
+    return None
+
+
+def _loads(text: str | None) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
+def record_smoke_timing(spec_path: str | Path, timing: dict[str, Any]) -> Path | None:
+    """Write `timing` into `.sweeplab-smoke.json` next to the spec (atomically); None if it cannot."""
+    spec = Path(spec_path)
+    record = spec.parent / SMOKE_RECORD
+    try:
+        data = json.loads(record.read_text()) if record.exists() else {}
+        if not isinstance(data, dict):
+            data = {}
+        data[spec.name] = timing
+        tmp = record.with_name(f"{record.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        tmp.replace(record)
+    except (OSError, ValueError):
+        return None
+    return record
+
+
+def load_smoke_timing(spec_path: str | Path, store: Any | None) -> dict[str, Any] | None:
+    """The newest smoke measurement of this spec: from `.sweeplab-smoke.json` next to it, or from a smoke
+    sweep of the same spec file in `store` (when given)."""
+    spec = Path(spec_path).resolve()
+    found: list[dict[str, Any]] = []
+    try:
+        data = json.loads((spec.parent / SMOKE_RECORD).read_text())
+        if isinstance(data, dict) and isinstance(data.get(spec.name), dict):
+            found.append(data[spec.name])
+    except (OSError, ValueError):
+        pass
+    if store is not None:
+        for r in store.conn.execute(
+                "SELECT name FROM sweeps WHERE spec_path=? AND json_extract(spec, '$._sweeplab.smoke') "
+                "ORDER BY id DESC", (str(spec),)).fetchall():
+            timing = smoke_timing(store, r["name"])
+            if timing is not None:
+                row = store.conn.execute("SELECT updated FROM sweeps WHERE name=?", (r["name"],)).fetchone()
+                timing["time"] = float(row["updated"] or 0.0)
+                found.append(timing)
+                break
+    usable = [t for t in found if isinstance(t.get("per_step_s"), (int, float))]
+    return max(usable, key=lambda t: float(t.get("time") or 0.0)) if usable else None
+
+
+def expected_steps(early_terminate: dict[str, Any] | None) -> tuple[float, float | None, str] | None:
+    """(expected steps per trial, steps without early stopping, how) for the spec's early stopping, or None
+    when the spec says nothing about a trial's length (no `max_iter`).
+
+    ASHA keeps 1/eta of the trials at each rung, so a trial runs to rung k+1 with probability eta^-(k+1);
+    the others (hyperband's brackets, the median rule) are counted at full length.
+    """
+    et = early_terminate or {}
+    if not et.get("max_iter"):
+        return None
+    full = float(et["max_iter"])
+    if et.get("type") != "asha":
+        return full, full, "no pruning assumed"
+    eta = float(et.get("eta", 3))
+    rung = float(et.get("min_iter", 1))
+    rungs = []
+    while math.ceil(rung - 1e-9) < full:
+        rungs.append(float(math.ceil(rung - 1e-9)))
+        rung *= eta
+    steps, prev, p = 0.0, 0.0, 1.0
+    for r in [*rungs, full]:
+        steps += p * (r - prev)
+        prev, p = r, p / eta
+    return steps, full, f"ASHA keeping 1/{eta:g} at rungs {', '.join(f'{r:g}' for r in rungs)}"
+
+
+def estimate_lines(spec: Any, timing: dict[str, Any], workers: int) -> list[str]:
+    """The dry-run's cost lines from a smoke measurement."""
+    fixed, per_step = float(timing["fixed_s"]), float(timing["per_step_s"])
+    head = (f"{per_step:.3g}s per step + {fixed:.3g}s start-up per worker, measured by "
+            f"{timing.get('trials', '?')} smoke trial(s) (store {timing.get('store', '?')})")
+    steps = expected_steps(dict(spec.early_terminate) if spec.early_terminate else None)
+    if steps is None:
+        return [head, "give early_terminate.max_iter to estimate whole trials"]
+    expected, full, how = steps
+    trials = spec.budget.trials or spec.space.grid_size() or 0
+    res = spec.resources
+    n = max(1, min(workers, trials or 1))
+
+    def wall(steps_per_trial: float) -> float:
+        return fixed + trials * steps_per_trial * per_step / n
+
+    busy = trials * expected * per_step + n * fixed
+    lines = [head,
+             f"~{trials} trials x {expected:.3g} steps ({how}) / {n} workers = {_dur(wall(expected))} wall; "
+             f"{busy * float(res.cpus) / 3600:.3g} CPU-hours, {busy * float(res.gpus) / 3600:.3g} GPU-hours"]
+    if full is not None and full > expected:
+        lines.append(f"at most {_dur(wall(full))} wall if nothing is stopped early")
+    return lines
+
+
+def _dur(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
