@@ -310,9 +310,11 @@ def _smoke_verdict(st: Any, sweep_name: str) -> int:
 
 def _record_smoke(st: Any, sweep_name: str) -> None:
     """Keep what the smoke trials measured next to the spec, where `--dry-run` looks for it."""
+    import psutil
+
     from sweeplab.smoke import record_smoke_timing, smoke_timing
 
-    timing = smoke_timing(st, sweep_name)
+    timing = smoke_timing(st, sweep_name, process_started=psutil.Process().create_time())
     row = st.sweep_row(sweep_name)
     if timing is not None and row is not None and row["spec_path"]:
         record_smoke_timing(row["spec_path"], timing)

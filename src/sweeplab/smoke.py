@@ -75,47 +75,71 @@ def check_config_combinations(spec: Any, resolve: Callable[[dict[str, Any]], dic
 
 
 # ------------------------------------------------------------------------------------------ cost estimate
-def smoke_timing(store: Any, sweep_name: str) -> dict[str, Any] | None:
-    """What the smoke sweep `sweep_name` measured: fixed start-up and seconds per reported step (medians
-    over its completed trials), or None when no smoke trial completed."""
-    sweep = store.conn.execute("SELECT id, spec_path FROM sweeps WHERE name=?", (sweep_name,)).fetchone()
+def smoke_timing(store: Any, sweep_name: str, *, process_started: float | None = None) -> dict[str, Any] | None:
+    """What the smoke sweep `sweep_name` measured (medians over its completed trials), or None when no smoke
+    trial completed:
+
+    - `fixed_s`: a worker's cold start (imports, data) before its first trial's loop: once per worker;
+    - `trial_s`: a trial's own start-up in a warm worker (its loop's first step: model and booster setup);
+    - `per_step_s`: one reported step (a boosting round, an epoch scaled to all its batches);
+    - `overhead_s`: the command's own start-up and shutdown around the trials (`process_started`: when the
+      command's process started, for its import time).
+    """
+    sweep = store.conn.execute("SELECT id, spec_path, created, ended FROM sweeps WHERE name=?",
+                               (sweep_name,)).fetchone()
     if sweep is None:
         return None
     rows = store.conn.execute(
         "SELECT t.id, t.profile, a.started, a.ended FROM trials t JOIN attempts a ON a.trial_id = t.id "
         "WHERE t.sweep_id=? AND t.state='completed' AND a.ended IS NOT NULL", (sweep["id"],)).fetchall()
-    fixed: list[float] = []
-    per_step: list[float] = []
+    parts: list[tuple[float, float, float]] = []
     for r in rows:
         reports = store.conn.execute(
             "SELECT step, MAX(time) FROM metrics WHERE trial_id=? GROUP BY step ORDER BY step", (r["id"],)
         ).fetchall()
-        if not reports:
-            continue
-        split = _split(r["ended"] - r["started"], r["started"], [float(t) for _, t in reports],
-                       _loads(r["profile"]))
-        if split is not None:
-            fixed.append(split[0])
-            per_step.append(split[1])
-    if not per_step:
+        if reports:
+            split = _split(r["ended"] - r["started"], r["started"], [float(t) for _, t in reports],
+                           _loads(r["profile"]))
+            if split is not None:
+                parts.append(split)
+    if not parts:
         return None
-    return {"fixed_s": _median(fixed), "per_step_s": _median(per_step), "trials": len(per_step),
-            "sweep": sweep_name, "store": str(store.root), "spec_path": sweep["spec_path"], "time": time.time()}
+    span = store.conn.execute(
+        "SELECT MIN(a.started), MAX(a.ended) FROM attempts a JOIN trials t ON t.id = a.trial_id "
+        "WHERE t.sweep_id=?", (sweep["id"],)).fetchone()
+    overhead = (span[0] - sweep["created"]) + max(0.0, (sweep["ended"] or span[1]) - span[1])
+    if process_started is not None:
+        overhead += max(0.0, sweep["created"] - process_started)
+    return {"fixed_s": _median([p[0] for p in parts]), "trial_s": _median([p[1] for p in parts]),
+            "per_step_s": _median([p[2] for p in parts]), "overhead_s": max(0.0, overhead),
+            "trials": len(parts), "sweep": sweep_name, "store": str(Path(store.root).resolve()),
+            "spec_path": sweep["spec_path"], "time": time.time()}
 
 
 def _split(duration: float, started: float, report_times: list[float],
-           profile: dict[str, Any] | None) -> tuple[float, float] | None:
-    """(fixed start-up, seconds per reported step) of one smoke attempt."""
-    n = len(report_times)
-    if profile and profile.get("steps") and profile.get("step_p50") is not None:
-        # run.track timed the steps: a full reported step is (full loop length / reports) typical steps
-        planned = float(profile.get("planned_steps") or profile["steps"])
-        per_step = planned * float(profile["step_p50"]) / n
-        ran = float(profile.get("wall") or 0.0)
-        return max(0.0, duration - ran), per_step
-    if n >= 2:  # no tracked loop: the spacing of the reports
-        per_step = (report_times[-1] - report_times[0]) / (n - 1)
-        return max(0.0, report_times[0] - started - per_step), per_step
+           profile: dict[str, Any] | None) -> tuple[float, float, float] | None:
+    """(worker cold start, trial start-up, seconds per reported step) of one smoke attempt."""
+    reports = len(report_times)
+    steps = int(profile.get("steps") or 0) if profile else 0
+    if profile and steps:
+        # run.track timed the loop: its first step (per loop) is the warm-up, the others the steady state
+        measured = int(profile.get("measured_steps") or 0)
+        tracked = float(profile.get("wall") or 0.0)
+        steady = float(profile.get("compute_s") or 0.0) + float(profile.get("data_wait_s") or 0.0)
+        if measured <= 0 or measured > steps:
+            measured, steady = steps, tracked
+        warm, warm_n = max(0.0, tracked - steady), steps - measured if measured < steps else 0
+        step = steady / measured
+        cold = max(0.0, duration - tracked)
+        if steps <= reports:   # a report per tracked step (boosting rounds): the warm-up is once a trial
+            return cold, warm, step * steps / reports
+        # several tracked steps per report (the batches of an epoch), cut short by smoke mode: scale to the
+        # loop's full length, and count its warm-up once per report
+        planned = float(profile.get("planned_steps") or steps)
+        return cold, 0.0, (max(planned - warm_n, measured) * step + warm) / reports
+    if reports >= 2:  # no tracked loop: the spacing of the reports
+        step = (report_times[-1] - report_times[0]) / (reports - 1)
+        return max(0.0, report_times[0] - started - step), 0.0, step
     return None
 
 
@@ -202,10 +226,12 @@ def expected_steps(early_terminate: dict[str, Any] | None) -> tuple[float, float
 
 
 def estimate_lines(spec: Any, timing: dict[str, Any], workers: int) -> list[str]:
-    """The dry-run's cost lines from a smoke measurement."""
+    """The dry-run's cost lines from a smoke measurement: wall = the command's overhead + one worker cold
+    start + trials x (trial start-up + steps x time per step) / workers."""
     fixed, per_step = float(timing["fixed_s"]), float(timing["per_step_s"])
-    head = (f"{per_step:.3g}s per step + {fixed:.3g}s start-up per worker, measured by "
-            f"{timing.get('trials', '?')} smoke trial(s) (store {timing.get('store', '?')})")
+    trial_s, overhead = float(timing.get("trial_s") or 0.0), float(timing.get("overhead_s") or 0.0)
+    head = (f"{per_step:.3g}s per step, {trial_s:.3g}s start-up per trial, {fixed:.3g}s per worker, "
+            f"measured by {timing.get('trials', '?')} smoke trial(s) (store {timing.get('store', '?')})")
     steps = expected_steps(dict(spec.early_terminate) if spec.early_terminate else None)
     if steps is None:
         return [head, "give early_terminate.max_iter to estimate whole trials"]
@@ -215,9 +241,9 @@ def estimate_lines(spec: Any, timing: dict[str, Any], workers: int) -> list[str]
     n = max(1, min(workers, trials or 1))
 
     def wall(steps_per_trial: float) -> float:
-        return fixed + trials * steps_per_trial * per_step / n
+        return overhead + fixed + trials * (trial_s + steps_per_trial * per_step) / n
 
-    busy = trials * expected * per_step + n * fixed
+    busy = trials * (trial_s + expected * per_step) + n * fixed
     lines = [head,
              f"~{trials} trials x {expected:.3g} steps ({how}) / {n} workers = {_dur(wall(expected))} wall; "
              f"{busy * float(res.cpus) / 3600:.3g} CPU-hours, {busy * float(res.gpus) / 3600:.3g} GPU-hours"]
