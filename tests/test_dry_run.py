@@ -73,14 +73,17 @@ def test_dry_run_without_a_smoke_says_so(tmp_path: Path) -> None:
     assert dry.returncode == 0 and "cost     unknown: run `sweeplab sweep SPEC --smoke` first" in dry.stdout
 
 
-@pytest.mark.parametrize("et,expected", [
-    ({"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3}, 1 + 2 / 3 + 6 / 9),
-    ({"type": "asha", "min_iter": 20, "max_iter": 200, "eta": 3}, 20 + 40 / 3 + 120 / 9 + 20 / 27),
-    ({"type": "hyperband", "min_iter": 1, "max_iter": 27, "eta": 3}, 27),
-    ({"type": "median", "max_iter": 50}, 50),
+@pytest.mark.parametrize("et,trials,expected", [
+    ({"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3}, 0, 1 + 2 / 3 + 6 / 9),     # n -> infinity
+    ({"type": "asha", "min_iter": 20, "max_iter": 200, "eta": 3}, 0, 20 + 40 / 3 + 120 / 9 + 20 / 27),
+    ({"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3}, 2, 9),          # 2 < eta: nobody is judged
+    # 3 trials: at rung 1 the 3rd continues if best of 3 (1/3): 7/3 go on; at rung 3, 2 of them (both pass)
+    ({"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3}, 3, 1 + (7 / 9) * 2 + (7 / 9) * 6),
+    ({"type": "hyperband", "min_iter": 1, "max_iter": 27, "eta": 3}, 10, 27),
+    ({"type": "median", "max_iter": 50}, 10, 50),
 ])
-def test_expected_steps_follow_ashas_promotion_rate(et: dict, expected: float) -> None:
-    got = expected_steps(et)
+def test_expected_steps_follow_ashas_promotion_rate(et: dict, trials: int, expected: float) -> None:
+    got = expected_steps(et, trials)
     assert got is not None and got[0] == pytest.approx(expected) and got[1] == et["max_iter"]
 
 

@@ -199,12 +199,14 @@ def load_smoke_timing(spec_path: str | Path, store: Any | None) -> dict[str, Any
     return max(usable, key=lambda t: float(t.get("time") or 0.0)) if usable else None
 
 
-def expected_steps(early_terminate: dict[str, Any] | None) -> tuple[float, float | None, str] | None:
-    """(expected steps per trial, steps without early stopping, how) for the spec's early stopping, or None
-    when the spec says nothing about a trial's length (no `max_iter`).
+def expected_steps(early_terminate: dict[str, Any] | None, trials: int = 0) -> tuple[float, float, str] | None:
+    """(expected steps per trial, steps without early stopping, how) for the spec's early stopping over
+    `trials` trials, or None when the spec says nothing about a trial's length (no `max_iter`).
 
-    ASHA keeps 1/eta of the trials at each rung, so a trial runs to rung k+1 with probability eta^-(k+1);
-    the others (hyperband's brackets, the median rule) are counted at full length.
+    ASHA: of the n trials that reach a rung, the m-th to arrive continues when it is in the top
+    floor(m/eta) of the m values recorded there (the first eta-1 always do), which for values in random
+    order happens with probability floor(m/eta)/m; so about n/eta continue, a few more when n is small.
+    Hyperband's brackets and the median rule are counted at full length.
     """
     et = early_terminate or {}
     if not et.get("max_iter"):
@@ -214,15 +216,22 @@ def expected_steps(early_terminate: dict[str, Any] | None) -> tuple[float, float
         return full, full, "no pruning assumed"
     eta = float(et.get("eta", 3))
     rung = float(et.get("min_iter", 1))
-    rungs = []
+    rungs: list[float] = []
     while math.ceil(rung - 1e-9) < full:
         rungs.append(float(math.ceil(rung - 1e-9)))
         rung *= eta
-    steps, prev, p = 0.0, 0.0, 1.0
+    n = float(trials) if trials > 0 else 0.0
+    total, prev, share = 0.0, 0.0, 1.0   # share: fraction of the trials still running
     for r in [*rungs, full]:
-        steps += p * (r - prev)
-        prev, p = r, p / eta
-    return steps, full, f"ASHA keeping 1/{eta:g} at rungs {', '.join(f'{r:g}' for r in rungs)}"
+        total += share * (r - prev)
+        prev = r
+        arrivals = round(share * n)
+        if arrivals > 0:
+            share *= sum(1.0 if m < eta else math.floor(m / eta + 1e-9) / m
+                         for m in range(1, arrivals + 1)) / arrivals
+        else:
+            share /= eta
+    return total, full, f"ASHA keeping ~1/{eta:g} at rungs {', '.join(f'{r:g}' for r in rungs)}"
 
 
 def estimate_lines(spec: Any, timing: dict[str, Any], workers: int) -> list[str]:
@@ -232,11 +241,11 @@ def estimate_lines(spec: Any, timing: dict[str, Any], workers: int) -> list[str]
     trial_s, overhead = float(timing.get("trial_s") or 0.0), float(timing.get("overhead_s") or 0.0)
     head = (f"{per_step:.3g}s per step, {trial_s:.3g}s start-up per trial, {fixed:.3g}s per worker, "
             f"measured by {timing.get('trials', '?')} smoke trial(s) (store {timing.get('store', '?')})")
-    steps = expected_steps(dict(spec.early_terminate) if spec.early_terminate else None)
+    trials = spec.budget.trials or spec.space.grid_size() or 0
+    steps = expected_steps(dict(spec.early_terminate) if spec.early_terminate else None, trials)
     if steps is None:
         return [head, "give early_terminate.max_iter to estimate whole trials"]
     expected, full, how = steps
-    trials = spec.budget.trials or spec.space.grid_size() or 0
     res = spec.resources
     n = max(1, min(workers, trials or 1))
 
@@ -247,7 +256,7 @@ def estimate_lines(spec: Any, timing: dict[str, Any], workers: int) -> list[str]
     lines = [head,
              f"~{trials} trials x {expected:.3g} steps ({how}) / {n} workers = {_dur(wall(expected))} wall; "
              f"{busy * float(res.cpus) / 3600:.3g} CPU-hours, {busy * float(res.gpus) / 3600:.3g} GPU-hours"]
-    if full is not None and full > expected:
+    if full > expected:
         lines.append(f"at most {_dur(wall(full))} wall if nothing is stopped early")
     return lines
 
