@@ -66,12 +66,12 @@ def _free_port() -> int:
 class LiveServer:
     """A real uvicorn in a thread, configured as `serve` configures it (header deadline, connection cap)."""
 
-    def __init__(self, app: object) -> None:
+    def __init__(self, app: object, **limits: Any) -> None:
         import uvicorn
 
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(server_config(app, host="127.0.0.1", port=self.port))
+        self.server = uvicorn.Server(server_config(app, host="127.0.0.1", port=self.port, **limits))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> LiveServer:

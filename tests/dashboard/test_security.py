@@ -437,3 +437,21 @@ def test_busy_connections_are_not_cut_by_the_header_timeout(demo_store: Path) ->
             assert conn.getresponse().read().startswith(b'{"sweeps"')
             time.sleep(0.2)
         conn.close()
+
+
+def test_at_the_connection_cap_the_longest_waiting_connection_makes_room(demo_store: Path,
+                                                                         live_server_for: Any) -> None:
+    """With room for 8 connections, 20 slow ones do not lock out a normal request: each new connection
+    closes the one that has waited longest for its headers, and the open ones stay within the cap."""
+    with live_server_for(create_app(demo_store), max_connections=8, header_timeout=120) as srv:
+        slow = SlowClients(srv.port, 20, pace=0.2, limit=60)
+        try:
+            results = [_timed_get(srv.port, "/api/sweeps", {}) for _ in range(3)]
+            assert [status for status, _ in results] == [200] * 3, results
+            deadline = time.monotonic() + 30
+            while slow.open_count() > 8 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert slow.open_count() <= 8
+            assert 0 in slow.closed_at and 19 not in slow.closed_at   # the oldest went first, the newest stays
+        finally:
+            slow.close()
