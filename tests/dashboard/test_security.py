@@ -455,3 +455,37 @@ def test_at_the_connection_cap_the_longest_waiting_connection_makes_room(demo_st
             assert 0 in slow.closed_at and 19 not in slow.closed_at   # the oldest went first, the newest stays
         finally:
             slow.close()
+
+
+def test_a_client_that_stops_reading_is_cut_and_frees_its_request_slot(tmp_path: Path,
+                                                                         live_server_for: Any) -> None:
+    """A client asks for a 64 MB log and reads nothing: after the write timeout it is disconnected and its
+    request no longer counts against the 64 requests answered at once."""
+    from sweeplab.dashboard.synthetic import make_synthetic_store
+
+    root = make_synthetic_store(tmp_path / "store", trials=2, points=10, running=0)
+    (root / "logs" / "big.log").write_bytes(b"x" * (64 << 20))
+    app = create_app(root)
+    with live_server_for(app, write_timeout=1.0) as srv:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", srv.port))
+        try:
+            sock.sendall(b"GET /files/logs/big.log HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            deadline = time.monotonic() + 10
+            while app.in_flight == 0 and time.monotonic() < deadline:   # the request started...
+                time.sleep(0.05)
+            deadline = time.monotonic() + 30
+            while app.in_flight and time.monotonic() < deadline:         # ...and is given up on
+                time.sleep(0.1)
+            assert app.in_flight == 0, "the unread response still holds its request slot after 30 s"
+            sock.settimeout(10)
+            received = 0
+            while chunk := sock.recv(1 << 20):
+                received += len(chunk)
+            assert received < 64 << 20   # cut off, not delivered
+        except ConnectionResetError:
+            pass  # the abort may reach us as a reset: cut off all the same
+        finally:
+            sock.close()
+        assert _timed_get(srv.port, "/api/sweeps", {})[0] == 200

@@ -49,16 +49,18 @@ def create_app(store_root: Path, *, token: str | None = None,
 
 
 def server_config(app: Any, *, host: str = "127.0.0.1", port: int = 8765, header_timeout: float | None = None,
-                  max_connections: int | None = None) -> Any:
+                  max_connections: int | None = None, write_timeout: float | None = None) -> Any:
     """The uvicorn `Config` the dashboard runs under: h11 with a request-header deadline and a connection
     cap that slow clients cannot fill (see `server.py`), short keep-alive, bounded headers, no websockets.
 
-    `header_timeout`: seconds a client has to send its request headers (default `server.HEADER_TIMEOUT`).
+    `header_timeout`: seconds a client has to send its request headers (default `server.HEADER_TIMEOUT`);
+    `write_timeout`: seconds it may leave a response unread (default `server.WRITE_TIMEOUT`).
     """
     uvicorn = optional_import("uvicorn", "dashboard", _PURPOSE)
-    from sweeplab.dashboard.server import HEADER_TIMEOUT, protocol_class
+    from sweeplab.dashboard.server import HEADER_TIMEOUT, WRITE_TIMEOUT, protocol_class
 
-    protocol = protocol_class(HEADER_TIMEOUT if header_timeout is None else header_timeout, max_connections)
+    protocol = protocol_class(HEADER_TIMEOUT if header_timeout is None else header_timeout, max_connections,
+                              WRITE_TIMEOUT if write_timeout is None else write_timeout)
     return uvicorn.Config(app, host=host, port=port, http=protocol, ws="none", lifespan="on",
                           log_level="warning", access_log=False, server_header=False, timeout_keep_alive=5,
                           h11_max_incomplete_event_size=16 * 1024)
