@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -51,6 +52,8 @@ def test_dry_run_after_make_smoke_estimates_within_2x_of_the_real_sweep(tmp_path
     assert done.returncode == 0, done.stdout + done.stderr
     done, _ = _run([make, "-s", "smoke", f"SWEEPLAB={shlex.join(cmd)}"], project)
     assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(project / ".sweeplab-smoke" / "store.db") as db:   # rounds count from 1: two
+        assert [r[0] >= 2 for r in db.execute("SELECT last_step FROM trials")] == [True, True]  # reports each
 
     dry, _ = _run([*cmd, "sweep", "sweeps/tpe_asha.yaml", "--dry-run", "--trials", "10"], project)
     assert dry.returncode == 0, dry.stdout + dry.stderr
