@@ -173,42 +173,22 @@ def _describe(spec: Any, spec_file: Path) -> None:
 
 
 def _estimate(spec: Any, spec_file: Path, store: Optional[Path], workers: Optional[int]) -> None:
-    """Cost estimate from the latest smoke run of this spec: trials x time per trial / workers."""
+    """Cost estimate from this spec's latest smoke run (recorded next to the spec, or in the store)."""
+    from sweeplab.smoke import estimate_lines, load_smoke_timing
+
     db = _store_path(store) / "store.db"
-    if not db.exists():
+    st = _open_store(store, readonly=True) if db.exists() else None
+    try:
+        timing = load_smoke_timing(spec_file, st)
+    finally:
+        if st is not None:
+            st.close()
+    if timing is None:
         console.print("  cost     unknown: run `sweeplab sweep SPEC --smoke` first to time a step")
         return
-    st = _open_store(store, readonly=True)
-    rows = st.conn.execute(
-        "SELECT id FROM sweeps WHERE spec_path=? AND json_extract(spec, '$._sweeplab.smoke') ORDER BY id DESC",
-        (str(spec_file.resolve()),)).fetchall()
-    timing = None
-    for r in rows:
-        timing = st.conn.execute(
-            "SELECT sum(a.ended - a.started), sum(coalesce(t.last_step, 0) + 1), count(*) FROM attempts a "
-            "JOIN trials t ON t.id = a.trial_id WHERE t.sweep_id=? AND t.state='completed' AND a.ended IS NOT NULL",
-            (r["id"],)).fetchone()
-        if timing and timing[2]:
-            break
-    if not timing or not timing[2]:
-        console.print("  cost     unknown: no completed smoke trial of this spec in the store yet")
-        return
-    per_step = timing[0] / max(1, timing[1])
-    steps = None
-    if spec.early_terminate and spec.early_terminate.get("max_iter"):
-        steps = int(spec.early_terminate["max_iter"])
-    trials = spec.budget.trials or spec.space.grid_size() or 0
     n = workers or spec.workers or max(1, os.cpu_count() or 1)
-    if steps is None:
-        console.print(f"  cost     {per_step:.3g}s per step measured by smoke trials; give early_terminate.max_iter "
-                      "to estimate whole trials")
-        return
-    per_trial = per_step * steps
-    wall = trials * per_trial / n
-    res = spec.resources
-    console.print(f"  cost     ~{trials} trials x {per_trial:.3g}s / {n} workers = {wall / 60:.1f} min wall; "
-                  f"{trials * per_trial * float(res.cpus) / 3600:.3g} CPU-hours, "
-                  f"{trials * per_trial * float(res.gpus) / 3600:.3g} GPU-hours (upper bound: no early stopping)")
+    for i, line in enumerate(estimate_lines(spec, timing, n)):
+        console.print(("  cost     " if i == 0 else "           ") + line, markup=False)
 
 
 def _make_backend(spec: Any, *, workers: Optional[int], backend: Optional[str], address: Optional[str],
@@ -357,9 +337,22 @@ def _smoke_verdict(st: Any, sweep_name: str) -> int:
         for t in failed:
             err.print(f"  trial {t['number']}: {t.get('reason')}", markup=False)
         return 1
+    _record_smoke(st, sweep_name)
     console.print(f"smoke check passed: {len(data['trials'])} tiny trial(s) ran on the CPU and reported "
                   f"{data['sweep'].get('metric') or 'their metrics'}; run the sweep without --smoke")
     return 0
+
+
+def _record_smoke(st: Any, sweep_name: str) -> None:
+    """Keep what the smoke trials measured next to the spec, where `--dry-run` looks for it."""
+    import psutil
+
+    from sweeplab.smoke import record_smoke_timing, smoke_timing
+
+    timing = smoke_timing(st, sweep_name, process_started=psutil.Process().create_time())
+    row = st.sweep_row(sweep_name)
+    if timing is not None and row is not None and row["spec_path"]:
+        record_smoke_timing(row["spec_path"], timing)
 
 
 def _report(outcome: Any, st: Any, quiet: bool, single: bool = False, smoke: bool = False) -> None:

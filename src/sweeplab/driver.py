@@ -674,7 +674,8 @@ class Driver:
                 if v.stops:
                     verdicts.append(v)
         self.store.update_trial(t.id, last_step=int(points[-1][0]))
-        if self.smoke and int(points[-1][0]) >= _SMOKE_STEPS - 1 and t.stop_at is None:
+        if (self.smoke and (len(t.intermediate) >= _SMOKE_STEPS or int(points[-1][0]) >= _SMOKE_STEPS)
+                and t.stop_at is None):  # counted in reports: steps may start at 0 or at 1
             t.stop_at = self.clock.monotonic()     # smoke: fidelity shrinks to a couple of reports
             self.backend.stop(t.id)
         if self.monitors:

@@ -127,6 +127,7 @@ class StepTracker:
         self.max_steps = max_steps
         self._steady = _Bucket(self.WINDOW)
         self._warm = _Bucket(256)
+        self._planned = 0  # steps the loops would have run without `max_steps` (smoke cost estimates)
 
     def track(self, iterable: Iterable[T], *, batch_size: int | None = None) -> Iterator[T]:
         """Yield the items of `iterable`, timing each step; `batch_size` overrides the detected size."""
@@ -138,22 +139,27 @@ class StepTracker:
     def _track(self, iterable: Iterable[T], batch_size: int | None) -> Iterator[T]:
         now, limit = self._now, self.max_steps
         bucket, count = self._warm, 0
+        full: int | None = None  # the loop's length when `max_steps` cut it short (smoke mode)
         t0 = now()
         it = iter(iterable)  # a DataLoader starts its workers here: part of the first wait
-        while limit is None or count < limit:
-            try:
-                item = next(it)
-            except StopIteration:
-                return
-            t1 = now()
-            n = batch_size if batch_size is not None else batch_size_of(item)
-            try:
-                yield item
-            finally:  # also when the loop breaks (generator closed) or raises into us
-                t0_next = now()
-                bucket.add(t1 - t0, t0_next - t1, n)
-            t0 = t0_next
-            bucket, count = self._steady, count + 1
+        try:
+            while limit is None or count < limit:
+                try:
+                    item = next(it)
+                except StopIteration:
+                    return
+                t1 = now()
+                n = batch_size if batch_size is not None else batch_size_of(item)
+                try:
+                    yield item
+                finally:  # also when the loop breaks (generator closed) or raises into us
+                    t0_next = now()
+                    bucket.add(t1 - t0, t0_next - t1, n)
+                t0 = t0_next
+                bucket, count = self._steady, count + 1
+            full = len(iterable) if hasattr(iterable, "__len__") else None  # type: ignore[arg-type]
+        finally:
+            self._planned += max(count, full or 0)
 
     def summary(self) -> dict[str, Any]:
         """Steps, samples, samples/s, data-wait fraction and percentiles (seconds). Cheap; thread-safe."""
@@ -180,6 +186,7 @@ class StepTracker:
             "data_wait_s": use.wait,
             "compute_s": use.compute,
             "measured_steps": use.steps,
+            "planned_steps": self._planned,
         }
 
 
@@ -215,6 +222,7 @@ def merge_summaries(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     merged.update({
         "wall": total("wall"), "startup": total("startup"), "data_wait_s": total("data_wait_s"),
         "compute_s": total("compute_s"), "measured_steps": int(total("measured_steps")),
+        "planned_steps": int(sum(float(s.get("planned_steps", s.get("steps")) or 0) for s in parts)),
     })
     return merged
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from sweeplab.dashboard import create_app
+from sweeplab.dashboard.app import server_config
 from sweeplab.dashboard.synthetic import make_synthetic_store
 from sweeplab.store import Store
 
@@ -63,13 +64,14 @@ def _free_port() -> int:
 
 
 class LiveServer:
-    def __init__(self, app: object) -> None:
+    """A real uvicorn in a thread, configured as `serve` configures it (header deadline, connection cap)."""
+
+    def __init__(self, app: object, **limits: Any) -> None:
         import uvicorn
 
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                    access_log=False, lifespan="on"))
+        self.server = uvicorn.Server(server_config(app, host="127.0.0.1", port=self.port, **limits))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> LiveServer:
@@ -84,6 +86,12 @@ class LiveServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def live_server_for() -> Any:
+    """`with live_server_for(app) as srv:` serves another app (another store, a token...) on a free port."""
+    return LiveServer
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,10 @@ Screenshots land in test-artifacts/dashboard/ for a human to look at.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,3 +139,66 @@ def test_a_sweep_without_trials_renders_without_errors(page: Any, live_server: A
     page.wait_for_selector("body[data-ready='1']")
     assert page.locator("#parcoords[data-rendered='empty']").count() == 1
     assert "0 of 0 trials match" in page.inner_text("#trial-count")
+
+
+
+FAILING_TRAIN = """
+def train(config, run):
+    for step in range(3):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+        if config.x == 2 and step == 1:
+            raise FloatingPointError("loss is NaN at step 1")
+    return {"loss": 0.5}
+"""
+FAILING_SPEC = """
+name: fpe
+function: train.py:train
+method: grid
+metric: {name: loss, goal: minimize}
+trial: {retries: 1}
+parameters:
+  x: {values: [1, 2]}
+"""
+
+
+@pytest.fixture(scope="module")
+def real_sweep_server(tmp_path_factory: pytest.TempPathFactory, live_server_for: Any) -> Iterator[Any]:
+    """A real sweep (CLI, worker processes): trial 0 completes, trial 1 raises FloatingPointError twice."""
+    from sweeplab.dashboard import create_app
+
+    project = tmp_path_factory.mktemp("fpe")
+    (project / "train.py").write_text(FAILING_TRAIN)
+    (project / "sweep.yaml").write_text(FAILING_SPEC)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "-q", "--workers", "2",
+                           "--store", str(project / "store")], cwd=project, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with live_server_for(create_app(project / "store")) as srv:
+        yield srv
+
+
+def _trial_page(page: Any, server: Any, number: int) -> str:
+    page.goto(f"{server.url}/sweeps/fpe/trials/{number}")
+    page.wait_for_selector("#attempts tbody tr")
+    page.wait_for_selector("#trial-curves[data-rendered]")
+    return str(page.inner_text("body"))
+
+
+def test_a_failed_trial_names_its_exception_type_once(page: Any, real_sweep_server: Any) -> None:
+    text = _trial_page(page, real_sweep_server, 1)
+    assert "FloatingPointError: FloatingPointError" not in text
+    reason = page.inner_text("#trial-reason")
+    assert reason.count("FloatingPointError") == 1 and "loss is NaN at step 1" in reason, reason
+    cells = page.locator("#attempts tbody td.reason").all_inner_texts()
+    assert cells == ["FloatingPointError: loss is NaN at step 1"] * 2, cells
+    page.screenshot(path=str(ARTIFACTS / "trial-failed.png"), full_page=True)
+
+
+def test_a_completed_trial_page_has_no_stray_null(page: Any, real_sweep_server: Any) -> None:
+    text = _trial_page(page, real_sweep_server, 0)
+    header = page.inner_text("#trial-header")
+    assert "Trial 0" in header and "completed" in header
+    assert "null" not in header and "undefined" not in header, header
+    assert not re.search(r"\b(null|undefined)\b", text), text[:2000]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -90,7 +91,9 @@ def test_smoke_message_prints_the_target_verbatim(cli):
 
 
 def test_clean_spec_passes_smoke_with_tiny_cpu_trials_and_dry_run_prices_the_sweep(cli):
-    spec = str(PROJECT / "clean.yaml")
+    project = cli.tmp / "project"   # a copy: the smoke records its timing next to the spec
+    shutil.copytree(PROJECT, project)
+    spec = str(project / "clean.yaml")
     before = cli("sweep", spec, "--dry-run", check=True)
     assert "cost unknown" in flat(before.stdout) and "--smoke" in before.stdout
 
@@ -108,7 +111,9 @@ def test_clean_spec_passes_smoke_with_tiny_cpu_trials_and_dry_run_prices_the_swe
 
     after = flat(cli("sweep", spec, "--dry-run", check=True).stdout)
     assert "cost unknown" not in after
-    assert "cost ~12 trials x" in after and "min wall" in after
+    assert "per step" in after and "start-up per trial" in after and "~12 trials x" in after
+    assert re.search(r"= [\d.]+ (s|min|h) wall", after), after
+    assert (project / ".sweeplab-smoke.json").is_file()
     assert "CPU-hours" in after and "GPU-hours" in after
     assert sweep_names(cli) == ["smoke-clean"]            # --dry-run ran nothing
 

@@ -135,3 +135,16 @@ def test_decision_steps_are_the_rungs_of_the_trials_bracket():
     assert s.decision_steps(0) == (1, 3, 9)
     assert s.decision_steps(1) == (3, 9)
     assert AshaScheduler(min_iter=2, eta=2).decision_steps(0)[:4] == (2, 4, 8, 16)
+
+
+@pytest.mark.parametrize("min_iter,max_iter,eta", [(20, 200, 3), (10, 90, 3), (7, 100, 2), (50, 1000, 4)])
+def test_a_first_rung_far_from_step_zero_still_prunes(min_iter: int, max_iter: int, eta: int) -> None:
+    """The xgboost template's ASHA (rungs at 20, 60, 180): the third trial worse than two others at the
+    first rung is stopped there (the lazy rung lookup used to search only steps up to 2*eta)."""
+    sched = make_scheduler({"type": "asha", "min_iter": min_iter, "max_iter": max_iter, "eta": eta},
+                           goal=Goal.MINIMIZE)
+    assert isinstance(sched, AshaScheduler)
+    for trial, value in enumerate([0.1] * (eta - 1)):
+        assert sched.on_report(trial, min_iter, value).decision is C
+    verdict = sched.on_report(eta - 1, min_iter, 0.9)
+    assert verdict.decision is S and f"step {min_iter}" in verdict.reason

@@ -17,7 +17,7 @@ from sweeplab._imports import optional_import
 from sweeplab.dashboard.security import LOOPBACK_NAMES, Guard, is_loopback
 from sweeplab.errors import UserError
 
-__all__ = ["create_app", "serve"]
+__all__ = ["create_app", "serve", "server_config"]
 
 _PURPOSE = "the dashboard"
 
@@ -48,9 +48,30 @@ def create_app(store_root: Path, *, token: str | None = None,
     return Guard(app, token=token, allowed_hosts=allowed_hosts)
 
 
+def server_config(app: Any, *, host: str = "127.0.0.1", port: int = 8765, header_timeout: float | None = None,
+                  max_connections: int | None = None, write_timeout: float | None = None) -> Any:
+    """The uvicorn `Config` the dashboard runs under: h11 with a request-header deadline and a connection
+    cap that slow clients cannot fill (see `server.py`), short keep-alive, bounded headers, no websockets.
+
+    `header_timeout`: seconds a client has to send its request headers (default `server.HEADER_TIMEOUT`);
+    `write_timeout`: seconds it may leave a response unread (default `server.WRITE_TIMEOUT`).
+    """
+    uvicorn = optional_import("uvicorn", "dashboard", _PURPOSE)
+    from sweeplab.dashboard.server import HEADER_TIMEOUT, WRITE_TIMEOUT, protocol_class
+
+    protocol = protocol_class(HEADER_TIMEOUT if header_timeout is None else header_timeout, max_connections,
+                              WRITE_TIMEOUT if write_timeout is None else write_timeout)
+    return uvicorn.Config(app, host=host, port=port, http=protocol, ws="none", lifespan="on",
+                          log_level="warning", access_log=False, server_header=False, timeout_keep_alive=5,
+                          h11_max_incomplete_event_size=16 * 1024)
+
+
 def serve(store_root: Path, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-          insecure: bool = False) -> None:
-    """Serve the dashboard until interrupted. Binding beyond loopback needs a token (or `insecure`)."""
+          insecure: bool = False, header_timeout: float | None = None) -> None:
+    """Serve the dashboard until interrupted. Binding beyond loopback needs a token (or `insecure`).
+
+    `header_timeout`: seconds a client has to send its request headers before it is disconnected.
+    """
     loopback = is_loopback(host)
     if not loopback and not token and not insecure:
         raise UserError(
@@ -70,5 +91,8 @@ def serve(store_root: Path, *, host: str = "127.0.0.1", port: int = 8765, token:
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     print(f"sweeplab dashboard (read-only) for {store_root}: {url}  (Ctrl-C to stop)", file=sys.stderr)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, server_header=False,
-                limit_concurrency=64, timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)
+    server = uvicorn.Server(server_config(app, host=host, port=port, header_timeout=header_timeout))
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass

@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from sweeplab.dashboard.importance import param_importance
 from sweeplab.dashboard.reader import Reader
-from sweeplab.dashboard.security import safe_join
+from sweeplab.dashboard.security import safe_join, store_file
 from sweeplab.errors import StoreError, UserError
 from sweeplab.store import queries
 
@@ -154,9 +154,7 @@ def build_routes(reader: Reader) -> list[Route]:
         return FileResponse(target, media_type=media, headers={"cache-control": "no-cache"})
 
     def files(request: Request) -> Response:
-        rel = request.path_params["path"]
-        first = rel.split("/", 1)[0]
-        target = safe_join(reader.root, rel) if first in SERVED_DIRS else None
+        target = store_file(reader.root, request.path_params["path"], SERVED_DIRS)
         if target is None:
             return _json({"error": "not found"}, 404)
         if target.suffix.lower() in _TEXT_SUFFIXES:
@@ -252,7 +250,7 @@ def build_routes(reader: Reader) -> list[Route]:
         if attempt not in (None, ""):
             n = _int(request, "attempt", 1, 1, 1 << 30)
             rel = next((a["log_path"] for a in detail["attempts"] if a["number"] == n), None)
-        target = safe_join(reader.root, rel) if rel else None
+        target = store_file(reader.root, rel, SERVED_DIRS) if rel else None
         if target is None:
             return _json({"error": f"trial {number} has no log file in the store", "path": rel}, 404)
         tail = _int(request, "tail", 64 * 1024, 1, MAX_LOG_TAIL)

@@ -22,6 +22,7 @@ __all__ = [
     "Guard",
     "is_loopback",
     "safe_join",
+    "store_file",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -34,6 +35,7 @@ LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 COOKIE = "sweeplab_token"
 MAX_URL = 4096            # bytes of path + query string
 MAX_HEADERS = 16 * 1024   # bytes of all request headers
+MAX_IN_FLIGHT = 64        # requests answered at once (more: 503); counts requests, not open connections
 ALLOWED_METHODS = ("GET", "HEAD")
 
 _CSP = (
@@ -83,6 +85,19 @@ def safe_join(base: Path, rel: str) -> Path | None:
     return target
 
 
+def store_file(store_root: Path, rel: str, dirs: Iterable[str]) -> Path | None:
+    """The file `rel` names (e.g. `logs/sweep/trial-0.log`) when it is a regular file whose *real* path lies
+    inside one of the store's `dirs` (e.g. `logs/`, `artifacts/`), else None.
+
+    The first component picks the directory and the rest is joined with `safe_join` under it, so a
+    symlink in `logs/` that resolves to `store.db`, or anywhere else outside `logs/`, is refused.
+    """
+    first, _, rest = (rel or "").partition("/")
+    if first not in set(dirs) or not rest:
+        return None
+    return safe_join(store_root / first, rest)
+
+
 def _cookie_value(token: str) -> str:
     """What the auth cookie holds: derived from the token, so the cookie never contains the token itself."""
     return hmac.new(token.encode(), b"sweeplab-dashboard-cookie", hashlib.sha256).hexdigest()
@@ -93,13 +108,17 @@ class Guard:
 
     - only GET and HEAD (anything else: 405, the dashboard never writes);
     - no request bodies (413), bounded URL (414) and header (431) sizes;
+    - at most `max_in_flight` requests answered at once (503 beyond);
     - Host header restricted to `allowed_hosts` when given (blocks DNS-rebinding on a loopback bind);
     - with a token: `Authorization: Bearer <token>`, or `?token=<token>` once (then an HttpOnly cookie);
     - security headers (CSP, nosniff, frame denial) on every response.
     """
 
-    def __init__(self, app: ASGIApp, *, token: str | None, allowed_hosts: Iterable[str] | None) -> None:
+    def __init__(self, app: ASGIApp, *, token: str | None, allowed_hosts: Iterable[str] | None,
+                 max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self.app = app
+        self.max_in_flight = max_in_flight
+        self.in_flight = 0
         self.token = token
         self.cookie = _cookie_value(token) if token else None
         self.allowed_hosts = None if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
@@ -110,6 +129,16 @@ class Guard:
             return
         if scope["type"] != "http":  # no websockets
             return
+        if self.in_flight >= self.max_in_flight:
+            await _send_error(send, 503, "the dashboard is busy; try again", [(b"retry-after", b"1")])
+            return
+        self.in_flight += 1
+        try:
+            await self._http(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         refusal = self._refuse(scope, headers)
         if refusal is not None:

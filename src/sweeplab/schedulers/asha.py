@@ -106,7 +106,8 @@ class AshaScheduler(Scheduler):
         """Step of rung `index` of `bracket`, or None past the last rung (below max_iter)."""
         known = self._steps[bracket]
         while len(known) <= index:
-            upto = max(2 * (known[-1] if known else 1), 2) * math.ceil(self.eta)
+            first = math.ceil(self.min_iter * self.eta**bracket - 1e-9)  # the search starts at the first rung
+            upto = max(2 * (known[-1] if known else first), 2) * math.ceil(self.eta)
             more = self.rungs(bracket, upto=upto)
             if len(more) == len(known):
                 return None  # no further rung below max_iter

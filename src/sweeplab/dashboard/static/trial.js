@@ -1,6 +1,6 @@
 // The trial view: config, final metrics, all curves, attempts, events (with reasons), profile, log tail.
 import {
-  el, badge, fmtNum, fmtTime, fmtDur, fmtBytes, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
+  el, fill, badge, fmtNum, fmtTime, fmtDur, fmtBytes, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
   plotConfig, baseLayout, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 
@@ -80,7 +80,7 @@ export class TrialView {
 
   renderHeader(d) {
     const dur = d.started && d.ended ? d.ended - d.started : d.started ? Date.now() / 1000 - d.started : null;
-    this.header.replaceChildren(
+    fill(this.header,
       el("h1", {}, `Trial ${d.number}`, badge(d.state)),
       el("div", { class: "meta" },
         el("span", {}, `${d.metric || "value"} `, el("b", { id: "trial-value", text: fmtNum(d.value) })),
@@ -102,7 +102,8 @@ export class TrialView {
         el("td", { class: "num", text: a.exit_code ?? "–" }), el("td", { class: "num", text: a.signal ?? "–" }),
         el("td", { text: a.host || "–" }), el("td", { class: "num", text: a.pid ?? "–" }),
         el("td", { class: "mono", text: a.slot ? JSON.stringify(a.slot) : "–" }),
-        el("td", { class: "reason", title: a.reason || "", text: [a.error_type, a.reason].filter(Boolean).join(": ") }));
+        // the reason is the whole sentence (for an exception "Type: message"); error_type only classifies it
+        el("td", { class: "reason", title: a.error_type || "", text: a.reason || a.error_type || "" }));
       const out = [row];
       if (a.traceback) out.push(el("tr", {}, el("td", { colspan: heads.length },
         el("details", {}, el("summary", { text: "traceback" }), el("pre", { class: "box", text: a.traceback })))));

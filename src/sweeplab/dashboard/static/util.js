@@ -31,6 +31,13 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// node.replaceChildren(...) that, like el(), skips null/undefined/false children (replaceChildren would
+// turn them into the text "null").
+export function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+  return node;
+}
+
 export function badge(state) {
   return el("span", { class: `badge s-${state}`, text: state.replaceAll("_", " ") });
 }

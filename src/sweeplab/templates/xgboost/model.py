@@ -25,7 +25,7 @@ def booster_params(config: Any, *, seed: int, threads: int) -> dict[str, Any]:
 
 
 def build_booster(params: dict[str, Any], train: xgb.DMatrix, val: xgb.DMatrix,
-                  saved: bytes | None = None) -> xgb.Booster:
-    """A new booster, or the one of a checkpoint (`saved`: `booster.save_raw()`) to continue."""
-    model_file = bytearray(saved) if saved is not None else None
+                  saved: xgb.Booster | bytes | None = None) -> xgb.Booster:
+    """A new booster, or a copy of a checkpoint's (`saved`: a Booster, or `booster.save_raw()`) to continue."""
+    model_file = saved if isinstance(saved, xgb.Booster) else bytearray(saved) if saved is not None else None
     return xgb.Booster(params, [train, val], model_file=model_file)

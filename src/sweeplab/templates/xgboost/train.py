@@ -51,7 +51,9 @@ def train(config: TrainConfig, run: Run) -> dict[str, float]:
         booster.update(dtrain, i)
         metrics = {"val_rmse": rmse(booster, dval, labels)}
         run.log(metrics, step=i + 1)          # step = rounds trained: what ASHA compares
-        run.checkpoint({"booster": bytes(booster.save_raw("ubj")), "round": i + 1}, step=i + 1)
+        # the booster itself: serialized only when a checkpoint is really written (every
+        # trial.checkpoint_every rounds), not every round (a growing model: that would be quadratic)
+        run.checkpoint({"booster": booster, "round": i + 1}, step=i + 1)
         if run.should_stop:                   # pruned by ASHA, stopped by a monitor, or preempted
             break
 

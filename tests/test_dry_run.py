@@ -1,0 +1,102 @@
+"""`sweeplab sweep SPEC --dry-run`'s cost estimate: found after `make smoke` of an `init` project (whose
+smoke writes its own store), and within 2x of a real sweep's wall time."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sweeplab.smoke import estimate_lines, expected_steps
+from sweeplab.spec import load_spec
+
+_WALL = re.compile(r"= ([\d.]+) (s|min|h) wall")
+
+
+def sweeplab_command() -> list[str]:
+    script = Path(sys.executable).parent / "sweeplab"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "sweeplab"]
+
+
+def _run(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    env = {**os.environ, "COLUMNS": "240"}  # one cost line per line, unwrapped
+    t0 = time.monotonic()
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False)
+    return done, time.monotonic() - t0
+
+
+def _estimated_seconds(text: str) -> float:
+    m = _WALL.search(text)
+    assert m, text
+    return float(m.group(1)) * {"s": 1, "min": 60, "h": 3600}[m.group(2)]
+
+
+@pytest.mark.slow
+def test_dry_run_after_make_smoke_estimates_within_2x_of_the_real_sweep(tmp_path: Path) -> None:
+    """The xgboost template (the lighter one), 10 trials: `make smoke` (store .sweeplab-smoke), then a
+    dry-run without --store has an estimate, and a real sweep of those 10 trials takes 0.5x-2x that."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    project = tmp_path / "proj"
+    cmd = sweeplab_command()
+    done, _ = _run([*cmd, "init", str(project), "--template", "xgboost"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done, _ = _run([make, "-s", "smoke", f"SWEEPLAB={shlex.join(cmd)}"], project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(project / ".sweeplab-smoke" / "store.db") as db:   # rounds count from 1: two
+        assert [r[0] >= 2 for r in db.execute("SELECT last_step FROM trials")] == [True, True]  # reports each
+
+    dry, _ = _run([*cmd, "sweep", "sweeps/tpe_asha.yaml", "--dry-run", "--trials", "10"], project)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "unknown" not in dry.stdout and ".sweeplab-smoke" in dry.stdout, dry.stdout
+    assert not (project / ".sweeplab").exists()   # the dry-run wrote no store
+    assert (project / "sweeps" / ".sweeplab-smoke.json").is_file()   # where the smoke recorded it
+    estimate = _estimated_seconds(dry.stdout)
+
+    real, wall = _run([*cmd, "sweep", "sweeps/tpe_asha.yaml", "-q", "--trials", "10"], project)
+    assert real.returncode == 0, real.stdout + real.stderr
+    assert wall / 2 <= estimate <= wall * 2, f"estimated {estimate:.1f}s, took {wall:.1f}s\n{dry.stdout}"
+
+
+def test_dry_run_without_a_smoke_says_so(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("function: t.py:train\nmethod: random\nmetric: {name: loss, goal: minimize}\n"
+                    "budget: {trials: 4}\nparameters:\n  x: {min: 0.0, max: 1.0}\n")
+    (tmp_path / "t.py").write_text("def train(config, run):\n    return {'loss': config.x}\n")
+    dry, _ = _run([*sweeplab_command(), "sweep", str(spec), "--dry-run"], tmp_path)
+    assert dry.returncode == 0 and "cost     unknown: run `sweeplab sweep SPEC --smoke` first" in dry.stdout
+
+
+@pytest.mark.parametrize("et,trials,expected", [
+    ({"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3}, 0, 1 + 2 / 3 + 6 / 9),     # n -> infinity
+    ({"type": "asha", "min_iter": 20, "max_iter": 200, "eta": 3}, 0, 20 + 40 / 3 + 120 / 9 + 20 / 27),
+    ({"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3}, 2, 9),          # 2 < eta: nobody is judged
+    # 3 trials: at rung 1 the 3rd continues if best of 3 (1/3): 7/3 go on; at rung 3, 2 of them (both pass)
+    ({"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3}, 3, 1 + (7 / 9) * 2 + (7 / 9) * 6),
+    ({"type": "hyperband", "min_iter": 1, "max_iter": 27, "eta": 3}, 10, 27),
+    ({"type": "median", "max_iter": 50}, 10, 50),
+])
+def test_expected_steps_follow_ashas_promotion_rate(et: dict, trials: int, expected: float) -> None:
+    got = expected_steps(et, trials)
+    assert got is not None and got[0] == pytest.approx(expected) and got[1] == et["max_iter"]
+
+
+def test_estimate_separates_worker_start_up_from_steps(tmp_path: Path) -> None:
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text("function: t.py:train\nmethod: random\nmetric: {name: loss, goal: minimize}\n"
+                         "budget: {trials: 40}\nearly_terminate: {type: median, max_iter: 100}\n"
+                         "parameters:\n  x: {min: 0.0, max: 1.0}\n")
+    spec = load_spec(spec_file)
+    timing = {"fixed_s": 5.0, "trial_s": 0.5, "per_step_s": 0.01, "overhead_s": 2.0, "trials": 2, "store": "s"}
+    lines = estimate_lines(spec, timing, 4)
+    # 2 s overhead + 5 s cold start once + 40 trials x (0.5 s + 100 x 0.01 s) / 4 workers = 22 s
+    assert _estimated_seconds(lines[1]) == pytest.approx(22, abs=0.5)
