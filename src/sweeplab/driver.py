@@ -613,8 +613,9 @@ class Driver:
         t = self.trials.get(ev.trial)
         if t is None or ev.attempt != t.attempt:
             return   # an event of an attempt we already gave up on (e.g. from a killed worker)
-        t.last_seen = self.clock.monotonic()
         kind = ev.kind
+        if kind is not EventKind.SYSTEM:   # samples come from a thread of the worker: no sign of the trial's life
+            t.last_seen = self.clock.monotonic()
         if kind is EventKind.METRICS:
             self._on_metrics(t, ev)
         elif kind is EventKind.HEARTBEAT:
@@ -966,7 +967,7 @@ class Driver:
                 self.backend.kill(tid, t.kill_reason)
             elif (policy.heartbeat_timeout is not None and t.last_seen is not None
                   and now - t.last_seen > policy.heartbeat_timeout and t.kill_reason is None):
-                t.kill_reason = f"no heartbeat for {policy.heartbeat_timeout:g}s (hung)"
+                t.kill_reason = f"no heartbeat for {policy.heartbeat_timeout:g}s (trial.heartbeat_timeout; hung)"
                 self.backend.kill(tid, t.kill_reason)
             elif self.monitors and t.stop_verdict is None:
                 for m in self.monitors:
