@@ -11,7 +11,8 @@ Kinds and their `data`:
                                                                    program showed a sign of life, _tree.py)
     PROCESS     {"pid", "pgid"}                                    a command trial's program started: every
                                                                    kill of the attempt also kills this group
-    CHECKPOINT  {"step", "path", "checksum", "bytes", "seconds"}   a checkpoint was written
+    CHECKPOINT  {"step", "path", "checksum", "bytes", "seconds",   a checkpoint was written; "removed": paths
+                 "removed"}                                        of older ones its retention deleted
     ARTIFACT    {"name", "path"}
     SYSTEM      {"samples": [{"time", "cpu", "rss", "gpu_util", "gpu_mem"}, ...]}
     PROFILE     {"summary": {...}}                                 per-trial profile summary
