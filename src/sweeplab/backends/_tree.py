@@ -8,9 +8,10 @@ group, not the worker). Three things make sure nothing of an attempt outlives it
   group with the worker on every kill path (trial.timeout, heartbeat, grace period, shutdown);
 - a `Reaper`, a small process in a session of its own started beside the program, keeps a list of every
   descendant of the program (also those that start sessions of their own, as torchrun ranks may) and kills
-  all of them, with the program's session and group, as soon as the program exits, the worker closes its
-  pipe at the end of the attempt, or the worker dies. It is what reaches grandchildren a SIGKILL to the
-  program's group misses.
+  all of them, with the program's session and group and every process carrying the attempt's mark in its
+  environment (`MARK`, inherited by whatever the program starts, even once orphaned), as soon as the
+  program exits, the worker closes its pipe at the end of the attempt, or the worker dies. It is what
+  reaches grandchildren a SIGKILL to the program's group misses.
 
 `Liveness` tells whether a command program showed a sign of life since the last look: a line on stdout, its
 log file (stderr) or report file grew, or its checkpoint directory changed. A stopped (SIGSTOP) program is
@@ -33,7 +34,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Liveness", "Reaper", "die_with_parent", "kill_group"]
+__all__ = ["MARK", "Liveness", "Reaper", "die_with_parent", "kill_group", "new_mark"]
+
+MARK = "SWEEPLAB_ATTEMPT_MARK"   # environment variable naming one attempt's processes (value: new_mark())
 
 _SNAPSHOT_EVERY = 0.2      # how often the reaper lists the program's descendants (s)
 _PR_SET_PDEATHSIG = 1
@@ -62,6 +65,12 @@ def die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
+def new_mark() -> str:
+    import uuid
+
+    return uuid.uuid4().hex
+
+
 def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -74,10 +83,11 @@ class Reaper:
         self._proc = proc
 
     @classmethod
-    def start(cls, pid: int) -> Reaper:
+    def start(cls, pid: int, mark: str = "") -> Reaper:
+        """`mark`: the value of MARK in the program's environment ("" if none)."""
         try:
             proc = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), str(pid)], stdin=subprocess.PIPE,
+                [sys.executable, os.path.abspath(__file__), str(pid), mark], stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )
         except OSError:
@@ -149,17 +159,28 @@ def _session_of(pid: int) -> int | None:
         return None
 
 
-def _in_session(sid: int) -> list[int]:
-    """Pids of the processes in session `sid` (Linux /proc; empty elsewhere)."""
+def _marked(pid: int, entry: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return entry in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _of_attempt(sid: int, mark: str) -> list[int]:
+    """Pids in session `sid` or with the attempt's mark in their environment (Linux /proc; else none)."""
+    entry = f"{MARK}={mark}".encode()
     out = []
     with contextlib.suppress(OSError):
         for name in os.listdir("/proc"):
-            if name.isdigit() and int(name) != os.getpid() and _session_of(int(name)) == sid:
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            if _session_of(int(name)) == sid or (mark and _marked(int(name), entry)):
                 out.append(int(name))
     return out
 
 
-def _reap(pid: int) -> int:
+def _reap(pid: int, mark: str = "") -> int:
     import psutil
 
     try:
@@ -185,7 +206,7 @@ def _reap(pid: int) -> int:
             break   # EOF: the attempt is over, or the worker died
     for _ in range(3):   # a process forking while we kill: look again
         kill_group(pid)  # the program's group, and what remains of its session
-        for other in _in_session(pid):
+        for other in _of_attempt(pid, mark):
             with contextlib.suppress(psutil.Error):
                 known.setdefault(other, psutil.Process(other))
         for p in list(known.values()):
@@ -206,4 +227,4 @@ def _reap(pid: int) -> int:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.exit(_reap(int(sys.argv[1])))
+    sys.exit(_reap(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else ""))

@@ -284,7 +284,7 @@ class LocalBackend(Backend):
         return self._read(worker)
 
     def _on_exit(self, worker: _Worker) -> list[Event]:
-        self._kill_groups(worker)   # a worker that died on its own: its program goes with it
+        self._killpg(worker)   # a worker that died on its own (OOM killer, kill -9): its ranks and program too
         task = worker.task
         if task is None:
             return []

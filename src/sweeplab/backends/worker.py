@@ -547,6 +547,7 @@ def _execute_command(ex: Execution) -> None:
         "SWEEPLAB_ATTEMPT": str(task.attempt),
         "SWEEPLAB_CHECKPOINT_DIR": task.checkpoint_dir,
         "PYTHONUNBUFFERED": "1",
+        _tree.MARK: _tree.new_mark(),      # found on every process of this attempt, even orphaned ones
     })
     if task.seed is not None:
         env["SWEEPLAB_SEED"] = str(task.seed)
@@ -565,7 +566,7 @@ def _execute_command(ex: Execution) -> None:
         ex.child = child
         # every process of the attempt ends with it: the backend kills this group too, the reaper the rest
         channel.send(EventKind.PROCESS, {"pid": child.pid, "pgid": child.pid})
-        reaper = _tree.Reaper.start(child.pid)
+        reaper = _tree.Reaper.start(child.pid, env[_tree.MARK])
         ex.liveness = _tree.Liveness(child.pid, (task.log_path, report_path), task.checkpoint_dir)
         if ex.stop_requested:
             ex.stop("stop requested")
