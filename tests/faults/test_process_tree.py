@@ -136,3 +136,17 @@ def test_a_hung_program_is_killed_with_its_tree_and_retried_from_its_checkpoint(
     assert "no heartbeat for 2s" in first["reason"] and "trial.heartbeat_timeout" in first["reason"]
     _assert_all_dead(tree, within=2.0)
     assert (pids / "0-2-restored").read_text() == "1"   # attempt 2 went on from attempt 1's step 1
+
+
+@pytest.mark.parametrize("setsid_child", [0, 1])
+def test_a_program_that_exits_leaving_a_child_behind_ends_its_attempt_and_the_child(chaos, reap, pids,
+                                                                                    setsid_child):
+    # the child holds the program's stdout open: the attempt must still end when the program does
+    body = _spec(pids, steps=2, setsid_child=setsid_child)
+    proc = _start(chaos, reap, body, "left")
+    tree = _wait_pids(chaos, pids, proc)
+    reap.extend(tree)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert chaos.trial("left", 0)["state"] == "completed"
+    _assert_all_dead(tree, within=2.0)
