@@ -183,16 +183,17 @@ def _of_attempt(sid: int, mark: str) -> list[int]:
 def _reap(pid: int, mark: str = "") -> int:
     import psutil
 
+    known: dict[int, Any] = {}
     try:
         root = psutil.Process(pid)
-    except psutil.Error:
-        return 0
-    known: dict[int, Any] = {pid: root}
+        known[pid] = root
+    except psutil.Error:   # a short program already gone: what it left behind still carries its mark
+        root = None
 
     def snapshot() -> bool:
         """Add the root's current descendants to `known`; False once the root has exited."""
         try:
-            if root.status() == psutil.STATUS_ZOMBIE:
+            if root is None or root.status() == psutil.STATUS_ZOMBIE:
                 return False
             for child in root.children(recursive=True):
                 known.setdefault(child.pid, child)
@@ -226,5 +227,7 @@ def _reap(pid: int, mark: str = "") -> int:
 
 
 if __name__ == "__main__":
+    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]   # this directory holds modules (ray/) that must not shadow installed ones
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(_reap(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else ""))
