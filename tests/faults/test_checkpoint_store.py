@@ -91,3 +91,48 @@ def test_a_checkpoint_a_dead_attempt_writes_late_is_never_restored(tmp_path):
                    "M(sys.argv[1], attempt=1).save({'step': 9}, step=9)", root)
     assert late.returncode != 0 and "declared dead" in late.stderr
     assert CheckpointManager(root, attempt=2).latest()[1] == {"step": 3}
+
+
+_LATE = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from sweeplab.checkpoint import CheckpointManager
+
+    root, started, done = sys.argv[1:4]
+    while not Path(started).exists():   # attempt 2 runs: attempt 1 was declared dead long ago
+        time.sleep(0.05)
+    try:
+        mgr = CheckpointManager(root, attempt=1)
+    except TypeError:                   # a sweeplab without attempts: an unfenced writer
+        mgr = CheckpointManager(root)
+    try:
+        mgr.save({"step": 99}, step=99)
+        Path(done).write_text("written")
+    except Exception as exc:
+        Path(done).write_text(type(exc).__name__)
+""")
+
+
+def test_a_sweep_never_restores_what_a_dead_attempt_wrote_after_it_was_killed(chaos, reap, tmp_path):
+    """A process of attempt 1 out of the sweep's reach (a partitioned node, say) writes a checkpoint after
+    attempt 1 was killed as hung; attempt 2 restores attempt 1's last checkpoint from before its death."""
+    program = Path(__file__).resolve().parent / "tree_program.py"
+    pids, done = tmp_path / "pids", tmp_path / "late-done"
+    pids.mkdir()
+    body = (f"command: [{sys.executable!r}, {str(program)!r}, '${{args}}']\nmethod: grid\n"
+            f"metric: {{name: loss, goal: minimize}}\nparameters:\n"
+            f"  pids: {{value: {str(pids)!r}}}\n  mode: {{value: freeze}}\n  steps: {{value: 4}}\n"
+            f"  wait_for: {{value: {str(done)!r}}}\n"
+            f"trial: {{heartbeat_timeout: 2s, retries: 1}}\nbudget: {{trials: 1}}\n")
+    proc = chaos.start("sweep", str(chaos.spec("late", body)), "--name", "late", "-q", "--workers", "1")
+    reap.append(proc.pid)
+    root = chaos.store / "checkpoints" / "late" / "0"
+    late = subprocess.Popen([sys.executable, "-c", _LATE, str(root), str(pids / "0-2-program.pid"), str(done)])
+    reap.append(late.pid)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    late.wait(timeout=30)
+    assert done.read_text() == "StaleAttemptError"
+    assert chaos.trial("late", 0)["state"] == "completed"
+    assert (pids / "0-2-restored").read_text() == "1"      # not 99
+    assert not any(p.name.startswith("step-0000000099") for p in root.iterdir())

@@ -8,6 +8,7 @@ restores its step from the trial's checkpoint directory (sweeplab's CheckpointMa
 DIR/<trial>-<attempt>-restored with the restored step (-1: none), then reports and checkpoints one step every
 0.2 s. --mode=freeze: attempt 1 stops itself with SIGSTOP after step 1; --mode=silent: it sleeps silently
 instead. --ignore_term=1: the program and its child ignore SIGTERM (only a SIGKILL ends them).
+--wait_for=FILE: attempts after the first wait (up to 60 s) for FILE to exist before they restore.
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ def main() -> None:
     from sweeplab import report
     from sweeplab.checkpoint import CheckpointManager
 
+    if args.get("wait_for") and os.environ["SWEEPLAB_ATTEMPT"] != "1":
+        deadline = time.monotonic() + 60
+        while not os.path.exists(args["wait_for"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
     mgr = CheckpointManager(os.environ["SWEEPLAB_CHECKPOINT_DIR"])
     found = mgr.latest()
     start = int(found[1]["step"]) + 1 if found else 0
