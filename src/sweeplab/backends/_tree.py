@@ -38,7 +38,7 @@ __all__ = ["MARK", "Liveness", "Reaper", "die_with_parent", "kill_group", "new_m
 
 MARK = "SWEEPLAB_ATTEMPT_MARK"   # environment variable naming one attempt's processes (value: new_mark())
 
-_SNAPSHOT_EVERY = 0.2      # how often the reaper lists the program's descendants (s)
+_SNAPSHOT_EVERY = 0.5      # how often the reaper lists the program's descendants (s; a look costs ~ms)
 _PR_SET_PDEATHSIG = 1
 
 
@@ -195,6 +195,8 @@ def _reap(pid: int, mark: str = "") -> int:
         try:
             if root is None or root.status() == psutil.STATUS_ZOMBIE:
                 return False
+            for gone in [p for p in known.values() if p is not root and not p.is_running()]:
+                del known[gone.pid]   # a program starting many short processes: keep only the living
             for child in root.children(recursive=True):
                 known.setdefault(child.pid, child)
             return True
