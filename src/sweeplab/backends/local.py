@@ -4,6 +4,10 @@ Each worker (backends/worker.py) is a separate Python process with its own sessi
 segfaults, calls os._exit, leaks or hangs takes down only its worker: the backend reports the attempt as
 FAILED (exit code or signal) and starts a fresh worker for the slot. Workers are reused across trials
 (starting Python per trial would cost ~50 ms); command trials run in a child of the worker.
+
+A kill (and a shutdown, and a worker found dead) takes the worker's process group and the process group of
+its command program, which the worker reports in a PROCESS event; the program's reaper (backends/_tree.py)
+takes whatever of its tree left both groups.
 """
 
 from __future__ import annotations
