@@ -136,3 +136,18 @@ def test_a_sweep_never_restores_what_a_dead_attempt_wrote_after_it_was_killed(ch
     assert chaos.trial("late", 0)["state"] == "completed"
     assert (pids / "0-2-restored").read_text() == "1"      # not 99
     assert not any(p.name.startswith("step-0000000099") for p in root.iterdir())
+
+
+def test_a_checkpoint_in_place_before_its_writer_saw_the_fence_is_still_never_restored(tmp_path):
+    """A writer killed between putting its checkpoint in place and its second look at the fence leaves the
+    checkpoint on disk: `latest()` skips it, since its manifest is later than its attempt's death."""
+    from sweeplab.checkpoint import CheckpointManager, fence
+
+    root = str(tmp_path / "ckpt")
+    CheckpointManager(root, attempt=1).save({"step": 3}, step=3)
+    declared = time.time()
+    time.sleep(0.05)
+    CheckpointManager(root, attempt=1).save({"step": 4}, step=4)   # the late write (no fence yet to see)
+    fence(root, 1, at=declared)                                      # ... of an attempt dead since `declared`
+    assert CheckpointManager(root, attempt=2).latest()[1] == {"step": 3}
+    assert CheckpointManager(root).latest()[1] == {"step": 3}        # whoever reads, without an attempt too
