@@ -48,11 +48,14 @@ __all__ = [
     "CheckpointManager",
     "CheckpointPolicy",
     "Serializer",
+    "StaleAttemptError",
+    "fence",
     "register_serializer",
     "young_daly_interval",
 ]
 
 _MANIFEST = "manifest.json"
+_FENCE = ".fence.json"        # {"dead": {"<attempt>": time declared dead}}: see `fence`
 _DIR_FORMAT = "dir"
 _AUTO = "auto"
 _CHUNK = 1 << 20
@@ -71,6 +74,14 @@ class CheckpointCorruptError(SweeplabError):
         super().__init__(f"checkpoint {path} is corrupt: {reason}")
 
 
+class StaleAttemptError(TrialError):
+    """A save by an attempt that was declared dead (a newer attempt of the trial runs): refused."""
+
+    def __init__(self, root: str, attempt: int) -> None:
+        super().__init__(f"checkpoint under {root} refused: attempt {attempt} of this trial was declared dead "
+                         "(a newer attempt owns the checkpoints)")
+
+
 @dataclass(frozen=True)
 class CheckpointInfo:
     """Metadata of one written checkpoint (what the store keeps; the payload stays in `path`)."""
@@ -82,6 +93,7 @@ class CheckpointInfo:
     seconds: float
     format: str
     time: float
+    removed: tuple[str, ...] = ()   # paths of the older checkpoints this save's retention deleted
 
 
 # ---------------------------------------------------------------------------------------------- serializers
@@ -459,6 +471,50 @@ def _is_url(root: str) -> bool:
     return "://" in root and not root.startswith("file://")
 
 
+# ------------------------------------------------------------------------------------------------- fencing
+def fence(root: str, attempt: int, at: float | None = None) -> None:
+    """Declare attempt `attempt` (and every earlier one) of the trial whose checkpoints live in `root` dead.
+
+    The driver calls it when it kills an attempt and before it starts the next one. From then on a
+    `CheckpointManager` of that attempt refuses to save (StaleAttemptError; a save in progress removes what
+    it wrote), and `latest()` ignores a checkpoint of that attempt written after `at` (default: now), so a
+    late write of a dead attempt is never restored by the attempts after it."""
+    root = os.fspath(root).removeprefix("file://")
+    fs: _Local | _Remote = _Remote(root) if _is_url(root) else _Local(root)
+    dead = _read_fence(fs)
+    dead.setdefault(int(attempt), time.time() if at is None else float(at))
+    data = json.dumps({"dead": {str(k): v for k, v in sorted(dead.items())}}).encode("utf-8")
+    fs.makedirs(fs.root)
+    path = fs.join(fs.root, _FENCE)
+    if not fs.atomic_rename:
+        with fs.open(path, "wb") as f:
+            f.write(data)
+        return
+    tmp = fs.join(fs.root, f".fence.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+    with fs.open(tmp, "wb") as f:
+        f.write(data)
+        fs.sync(f)
+    os.replace(tmp, path)
+
+
+def _read_fence(fs: _Local | _Remote) -> dict[int, float]:
+    """{attempt: time it was declared dead} of the trial under `fs.root` ({} without a fence)."""
+    try:
+        raw = json.loads(fs.read_bytes(fs.join(fs.root, _FENCE)).decode("utf-8"))
+        return {int(k): float(v) for k, v in dict(raw.get("dead", {})).items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def _attempt_from_env(root: str) -> int | None:
+    """A command trial's program using the checkpoint directory sweeplab gave it is that attempt's writer."""
+    attempt = os.environ.get("SWEEPLAB_ATTEMPT", "")
+    given = os.environ.get("SWEEPLAB_CHECKPOINT_DIR")
+    if given and attempt.isdigit() and given.rstrip("/") == root.rstrip("/"):
+        return int(attempt)
+    return None
+
+
 # ------------------------------------------------------------------------------------------------- manager
 class CheckpointManager:
     """Save, list, verify and load the checkpoints of one trial under `root`.
@@ -468,9 +524,13 @@ class CheckpointManager:
     >>> info, state = mgr.latest()
 
     After `latest()`, `corrupt` lists the (path, reason) of newer checkpoints that failed verification.
+
+    `attempt`: the trial attempt this manager writes for (`Run` passes it; a command program using
+    SWEEPLAB_CHECKPOINT_DIR gets SWEEPLAB_ATTEMPT by default). Saves of an attempt declared dead with
+    `fence` are refused, and late writes of dead attempts are never returned by `latest()`.
     """
 
-    def __init__(self, root: str, *, keep: int = 2, serializer: str = _AUTO) -> None:
+    def __init__(self, root: str, *, keep: int = 2, serializer: str = _AUTO, attempt: int | None = None) -> None:
         root = os.fspath(root)
         if not root:
             raise ConfigError("the checkpoint directory is empty", key="checkpoint_dir", value=root)
@@ -488,6 +548,7 @@ class CheckpointManager:
         self.serializer = serializer
         self.corrupt: list[tuple[str, str]] = []
         self._known_corrupt: set[str] = set()
+        self.attempt = attempt if attempt is not None else _attempt_from_env(os.fspath(root))
 
     # -------------------------------------------------------------------------- public API
     def save(self, obj: Any, step: int | None = None) -> CheckpointInfo:
@@ -497,6 +558,7 @@ class CheckpointManager:
         started = time.perf_counter()
         fmt = _pick_format(obj) if self.serializer == _AUTO else self.serializer
         fs = self._fs
+        self._check_fence()
         entries, _bad = self._scan()
         seq = max((int(m.get("seq", 0)) for _, m in entries), default=0) + 1
         name = self._name(step, seq, {n for n, _ in entries})
@@ -513,6 +575,8 @@ class CheckpointManager:
                 "version": 1, "step": step, "seq": seq, "format": fmt, "payload": payload,
                 "checksum": checksum, "bytes": size, "time": written,
             }
+            if self.attempt is not None:
+                manifest["attempt"] = self.attempt
             manifest["seconds"] = time.perf_counter() - started
             with fs.open(fs.join(work, _MANIFEST), "wb") as f:
                 f.write(json.dumps(manifest, indent=1).encode("utf-8"))
@@ -522,17 +586,17 @@ class CheckpointManager:
                 fs.sync_dir(work)
                 fs.rename(work, final)
                 fs.sync_dir(fs.root)
+            work = final
+            self._check_fence()      # declared dead while writing: what it wrote must not stay
         except BaseException as exc:
             fs.rmtree(work)
             if isinstance(exc, OSError):
                 raise StoreError(f"cannot write checkpoint under {self.root}: {exc}") from exc
             raise
-        info = CheckpointInfo(
-            path=fs.url(final), step=step, checksum=checksum, bytes=size,
-            seconds=time.perf_counter() - started, format=fmt, time=written,
-        )
-        self._retain()
-        return info
+        seconds = time.perf_counter() - started
+        removed = self._retain()
+        return CheckpointInfo(path=fs.url(final), step=step, checksum=checksum, bytes=size, seconds=seconds,
+                              format=fmt, time=written, removed=tuple(removed))
 
     def list(self) -> list[CheckpointInfo]:
         """Checkpoints with a readable manifest (not yet verified), oldest first, newest last."""
@@ -542,7 +606,10 @@ class CheckpointManager:
         """The newest checkpoint that verifies, loaded; None if there is none. Fills `self.corrupt`."""
         entries, bad = self._scan()
         self.corrupt = list(bad)
+        dead = _read_fence(self._fs)
         for name, manifest in reversed(entries):
+            if _late(manifest, dead):
+                continue   # written by an attempt after it was declared dead: never restored
             info = self._info(name, manifest)
             try:
                 return info, self._load(name, manifest)
@@ -560,6 +627,13 @@ class CheckpointManager:
         return self._load(name, manifest)
 
     # -------------------------------------------------------------------------- writing
+    def _check_fence(self) -> None:
+        if self.attempt is None:
+            return
+        dead = _read_fence(self._fs)
+        if dead and self.attempt <= max(dead):
+            raise StaleAttemptError(self.root, self.attempt)
+
     def _write_payload(self, obj: Any, fmt: str, work: str) -> tuple[str, str, int]:
         fs = self._fs
         if fmt == _DIR_FORMAT:
@@ -602,14 +676,19 @@ class CheckpointManager:
             total += size
         return "sha256:" + digest.hexdigest(), total
 
-    def _retain(self) -> None:
+    def _retain(self) -> list[str]:
+        """Delete all but the newest `keep` valid checkpoints; their paths (as `CheckpointInfo.path`)."""
         entries, _bad = self._scan()
         valid = [name for name, _ in entries if name not in self._known_corrupt]
         kept = set(valid[-self.keep:])
+        removed = []
         for name, _ in entries:
             if name not in kept:
-                self._fs.rmtree(self._fs.join(self._fs.root, name))
+                path = self._fs.join(self._fs.root, name)
+                self._fs.rmtree(path)
                 self._known_corrupt.discard(name)
+                removed.append(self._fs.url(path))
+        return removed
 
     def _clean_stale_tmp(self) -> None:
         """Remove temp dirs of dead writers on this host (and very old ones from any host)."""
@@ -742,6 +821,15 @@ class CheckpointManager:
     def _name(step: int | None, seq: int, taken: set[str]) -> str:
         base = f"step-{step:010d}" if step is not None else f"seq-{seq:010d}"
         return base if base not in taken else f"{base}-{seq}"
+
+
+def _late(manifest: dict[str, Any], dead: dict[int, float]) -> bool:
+    """Whether a checkpoint was written by its attempt after that attempt was declared dead."""
+    attempt = manifest.get("attempt")
+    if not dead or not isinstance(attempt, int):
+        return False
+    declared = min((t for a, t in dead.items() if a >= attempt), default=None)
+    return declared is not None and float(manifest.get("time", 0.0)) > declared
 
 
 def _check(where: str, manifest: dict[str, Any], size: int, checksum: str) -> None:

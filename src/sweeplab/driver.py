@@ -585,6 +585,8 @@ class Driver:
         return max(1.0, self._elapsed() * max(1, len(self.backend.running())) / failures)
 
     def _submit(self, t: _Trial) -> None:
+        if t.attempt >= 1:
+            self._fence(t)      # the attempts before this one are over, whatever they still write
         t.attempt += 1
         t.state = TrialState.RUNNING
         t.stop_verdict = t.stop_state = t.kill_reason = None
@@ -610,8 +612,9 @@ class Driver:
         t = self.trials.get(ev.trial)
         if t is None or ev.attempt != t.attempt:
             return   # an event of an attempt we already gave up on (e.g. from a killed worker)
-        t.last_seen = self.clock.monotonic()
         kind = ev.kind
+        if kind is not EventKind.SYSTEM:   # samples come from a thread of the worker: no sign of the trial's life
+            t.last_seen = self.clock.monotonic()
         if kind is EventKind.METRICS:
             self._on_metrics(t, ev)
         elif kind is EventKind.HEARTBEAT:
@@ -625,6 +628,8 @@ class Driver:
             self.store.add_checkpoint(t.id, t.attempt, step=d.get("step"), path=str(d.get("path")),
                                       checksum=d.get("checksum"), nbytes=d.get("bytes"),
                                       seconds=d.get("seconds"), at=ev.time)
+            if d.get("removed"):   # retention deleted them: the store lists only checkpoints that exist
+                self.store.remove_checkpoints(t.id, [str(p) for p in d["removed"]])
         elif kind is EventKind.SYSTEM:
             self.store.add_system_samples(t.id, t.attempt, ev.data.get("samples", []))
         elif kind is EventKind.PROFILE:
@@ -990,15 +995,18 @@ class Driver:
                 continue
             if t.stop_at is not None and now - t.stop_at > policy.grace and t.kill_reason is None:
                 t.kill_reason = f"did not stop within trial.grace ({policy.grace:g}s)"
+                self._fence(t)
                 self.backend.kill(tid, t.kill_reason)
             elif (policy.timeout is not None and t.spent + now - t.started_mono > policy.timeout
                   and t.kill_reason is None):
                 t.kill_reason = f"trial.timeout ({policy.timeout:g}s over all its attempts) exceeded"
                 t.no_retry = True
+                self._fence(t)
                 self.backend.kill(tid, t.kill_reason)
             elif (policy.heartbeat_timeout is not None and t.last_seen is not None
                   and now - t.last_seen > policy.heartbeat_timeout and t.kill_reason is None):
-                t.kill_reason = f"no heartbeat for {policy.heartbeat_timeout:g}s (hung)"
+                t.kill_reason = f"no heartbeat for {policy.heartbeat_timeout:g}s (trial.heartbeat_timeout; hung)"
+                self._fence(t)
                 self.backend.kill(tid, t.kill_reason)
             elif self.monitors and t.stop_verdict is None:
                 for m in self.monitors:
@@ -1007,6 +1015,14 @@ class Driver:
                         with self.store.transaction():
                             self._apply_verdict(t, v)
                         break
+
+    def _fence(self, t: _Trial) -> None:
+        """Declare the trial's current attempt dead in its checkpoint directory (checkpoint.fence): a write
+        it makes from now on is refused or ignored, never restored by the next attempt."""
+        from sweeplab.checkpoint import fence
+
+        with contextlib.suppress(Exception):   # a location this host cannot reach: the kill still happens
+            fence(self._paths(t)["checkpoint"], t.attempt)
 
     def _wall_of(self, mono: float | None) -> float | None:
         if mono is None:

@@ -179,7 +179,7 @@ class Run:
 
             if not self._ckpt_dir:
                 raise RuntimeError("this run has no checkpoint directory")
-            self._ckpt = CheckpointManager(self._ckpt_dir, keep=self._keep)
+            self._ckpt = CheckpointManager(self._ckpt_dir, keep=self._keep, attempt=self.attempt)
             self._policy = CheckpointPolicy(self._ckpt_every, mtbf=self._mtbf)
         return self._ckpt
 
@@ -200,7 +200,7 @@ class Run:
         self._sink(
             "checkpoint",
             {"step": info.step, "path": info.path, "checksum": info.checksum, "bytes": info.bytes,
-             "seconds": info.seconds, "format": info.format},
+             "seconds": info.seconds, "format": info.format, "removed": list(info.removed)},
         )
         return True
 

@@ -117,3 +117,38 @@ def test_stop_reaches_every_rank(backend, tmp_path):
     end = collect(backend, [1], on_event=on_event)[1][-1]
     assert end.kind is EventKind.FINISHED and end.data["stopped"] is True
     assert (tmp_path / "stopped0").exists() and (tmp_path / "stopped1").exists()
+
+
+def busy_ranks(config, run):
+    """Each rank writes its pid and then computes without ever looking at run.should_stop."""
+    Path(config["out"], f"pid{run.rank}").write_text(str(os.getpid()))
+    while True:
+        sum(range(10_000))
+
+
+@pytest.mark.slow
+def test_ranks_die_with_their_worker_even_when_it_is_killed_alone(backend, tmp_path):
+    import psutil
+
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:busy_ranks", config={"out": str(tmp_path)}, world_size=2))
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"pid{r}").exists() for r in (0, 1)):
+        assert time.monotonic() < deadline, "the ranks did not start"
+        time.sleep(0.05)
+    ranks = [int((tmp_path / f"pid{r}").read_text()) for r in (0, 1)]
+    os.kill(backend.pid_of(1), signal.SIGKILL)    # the worker alone (an OOM kill), not its process group
+
+    def alive(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + 2.0     # without polling the backend: the kernel ends them
+    while time.monotonic() < deadline and any(alive(p) for p in ranks):
+        time.sleep(0.05)
+    left = [p for p in ranks if alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, "ranks outlived their killed worker"
+    assert collect(backend, [1])[1][-1].kind is EventKind.FAILED

@@ -477,3 +477,53 @@ def test_the_spec_s_resources_placement_reaches_the_backend_unless_given():
     assert RayBackend(spec).placement == "STRICT_SPREAD"
     assert RayBackend(spec, placement=None).placement is None
     assert RayBackend().placement == "PACK"
+
+
+# ------------------------------------------------------------------------------------ command trials' process trees
+def _tree_of(pids: Path, trial: int, timeout: float = 60.0) -> list[int]:
+    files = [pids / f"{trial}-1-{who}.pid" for who in ("program", "child")]
+    deadline = time.monotonic() + timeout
+    while not all(f.exists() for f in files):
+        assert time.monotonic() < deadline, f"trial {trial}'s program and child did not start"
+        time.sleep(0.05)
+    return [int(f.read_text()) for f in files]
+
+
+def _all_dead(pids: list[int], within: float = 3.0) -> list[int]:
+    import psutil
+
+    def alive(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+@pytest.mark.ray
+def test_kill_and_shutdown_take_down_a_command_trial_s_whole_tree_on_ray(cluster, tmp_path):
+    """The program ignores SIGTERM and its child starts a session of its own: only the tree kill ends them."""
+    import sys
+
+    program = Path(__file__).resolve().parents[1] / "faults" / "tree_program.py"
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    argv = [sys.executable, str(program), f"--pids={pids}", "--ignore_term=1", "--setsid_child=1"]
+    b = RayBackend(workers=1, resources={"cpus": 1})
+    b.start()
+    try:
+        b.submit(make_task(tmp_path, 1, command=argv))
+        tree = _tree_of(pids, 1)
+        b.kill(1, "killed by the test")
+        ev = collect(b, [1], timeout=60)[1]
+        assert ev[-1].kind is EventKind.FAILED and "killed by the test" in ev[-1].data["reason"]
+        assert not _all_dead(tree), "a killed command trial left processes behind"
+        b.submit(make_task(tmp_path, 2, command=argv))
+        tree = _tree_of(pids, 2)
+    finally:
+        b.shutdown()
+    assert not _all_dead(tree), "a command trial outlived the backend's shutdown"

@@ -33,15 +33,22 @@ def _restored_step(chaos, trial_id: int, attempt: int) -> int | None:
     return json.loads(got[0]["data"])["step"] if got else None
 
 
+def _newest(chaos, trial_id: int, attempt: int = 1) -> int:
+    """The step of the newest checkpoint the store lists for an attempt (-1: none); retention keeps only
+    the newest few, and the store lists only those."""
+    return max((c["step"] for c in chaos.checkpoints(trial_id, attempt)), default=-1)
+
+
 def test_worker_sigkill_mid_trial_is_retried_from_its_checkpoint(chaos, reap):
     body = chaos.faulty_spec("stepper", params=chaos.params(x=0.5, steps=60, delay=0.03),
                 extra="trial: {retries: 1}")
     proc = _start(chaos, reap, "k9", body, "--workers", "1")
     att = chaos.wait_for(lambda: chaos.running_attempt("k9", 0), what="trial 0 running", proc=proc)
     trial_id = att["trial_id"]
-    chaos.wait_for(lambda: len(chaos.checkpoints(trial_id, 1)) >= 5 and len(chaos.steps(trial_id, 1)) >= 5,
+    chaos.wait_for(lambda: _newest(chaos, trial_id) >= 4 and len(chaos.steps(trial_id, 1)) >= 5,
                    what="5 steps logged and checkpointed by attempt 1", proc=proc)
     assert proc.poll() is None and chaos.trial("k9", 0)["state"] == "running"
+    recorded = _newest(chaos, trial_id)     # (attempt 2's retention later deletes attempt 1's checkpoints)
     os.kill(att["pid"], signal.SIGKILL)
     _finish(proc)
 
@@ -54,7 +61,6 @@ def test_worker_sigkill_mid_trial_is_retried_from_its_checkpoint(chaos, reap):
     second = chaos.steps(trial_id, 2)
     assert first[0] == 0 and len(first) >= 5
     restored = _restored_step(chaos, trial_id, 2)
-    recorded = max(c["step"] for c in chaos.checkpoints(trial_id, 1))
     # attempt 2 resumed from the newest checkpoint attempt 1 wrote, and logged from the step after it
     assert restored is not None and restored >= recorded >= 4
     assert second[0] == restored + 1 > 0, second[:3]
@@ -69,7 +75,7 @@ def test_worker_sigterm_is_a_preemption_then_the_trial_resumes_and_completes(cha
     proc = _start(chaos, reap, "pre", body, "--workers", "1")
     att = chaos.wait_for(lambda: chaos.running_attempt("pre", 0), what="trial 0 running", proc=proc)
     trial_id = att["trial_id"]
-    chaos.wait_for(lambda: len(chaos.checkpoints(trial_id, 1)) >= 3, what="3 checkpoints of attempt 1",
+    chaos.wait_for(lambda: _newest(chaos, trial_id) >= 2, what="3 checkpoints of attempt 1",
                    proc=proc)
     assert proc.poll() is None and chaos.trial("pre", 0)["state"] == "running"
     os.kill(att["pid"], signal.SIGTERM)
@@ -83,9 +89,9 @@ def test_worker_sigterm_is_a_preemption_then_the_trial_resumes_and_completes(cha
     assert "SIGTERM" in attempts[0]["reason"]
     assert chaos.events("preempted", trial_id), "no preempted event recorded"
     # the preempted attempt got its grace period: it wrote a last checkpoint on the way out, and
-    # attempt 2 started right after it
-    last_ckpt = max(c["step"] for c in chaos.checkpoints(trial_id, 1))
-    assert last_ckpt == chaos.steps(trial_id, 1)[-1]
+    # attempt 2 started right after it (the store no longer lists attempt 1's checkpoints: attempt 2's
+    # retention deleted them)
+    last_ckpt = chaos.steps(trial_id, 1)[-1]
     assert _restored_step(chaos, trial_id, 2) == last_ckpt
     assert chaos.steps(trial_id, 2) == list(range(last_ckpt + 1, 50))
 
@@ -100,8 +106,9 @@ def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(chaos, reap, t
     chaos.wait_for(ready.exists, what="attempt 1 checkpointed and waiting", proc=proc)
     att = chaos.wait_for(lambda: chaos.running_attempt("cc", 0), what="attempt 1 row", proc=proc)
     trial_id = att["trial_id"]
-    rows = chaos.wait_for(lambda: (r := chaos.checkpoints(trial_id, 1)) and len(r) == 4 and r,
+    rows = chaos.wait_for(lambda: (r := chaos.checkpoints(trial_id, 1)) and r[-1]["step"] == 3 and r,
                           what="4 checkpoints", proc=proc)
+    assert [r["step"] for r in rows] == [2, 3]    # the store lists the 2 that retention kept
     ckdir = chaos.store / rows[-1]["path"]        # relative to the store, or absolute (then `/` keeps it)
     assert rows[-1]["step"] == 3 and ckdir.is_dir()
     manifest = json.loads((ckdir / "manifest.json").read_text())
@@ -133,7 +140,9 @@ def test_metrics_logged_before_a_checkpoint_survive_a_worker_kill(chaos, reap, t
     chaos.wait_for(ready.exists, what="attempt 1 checkpointed and waiting", proc=proc)
     att = chaos.wait_for(lambda: chaos.running_attempt("mk", 0), what="attempt 1 row", proc=proc)
     trial_id = att["trial_id"]
-    chaos.wait_for(lambda: len(chaos.checkpoints(trial_id, 1)) == 4, what="4 checkpoints recorded", proc=proc)
+    # 4 written, the 2 newest kept (trial.keep_checkpoints): the store lists those that exist
+    chaos.wait_for(lambda: [c["step"] for c in chaos.checkpoints(trial_id, 1)] == [2, 3],
+                   what="checkpoints of steps 2 and 3 recorded", proc=proc)
     os.kill(att["pid"], signal.SIGKILL)
     _finish(proc)
 

@@ -235,7 +235,7 @@ def test_failed_trial_keeps_what_repro_needs_and_repro_replays_it(cli):
         assert env["git_commit"] == commit and env["git_dirty"] is True   # the .npy files are untracked
     assert len(captures) == 1 and data["capture"] == captures[0]["path"]
     assert (cli.store / captures[0]["path"]).is_file()
-    assert [c["step"] for c in checkpoints] == [0, 1, 2]
+    assert [c["step"] for c in checkpoints] == [1, 2]     # trial.keep_checkpoints (2) kept; listed as kept
     assert data["checkpoint"] == checkpoints[-1]["path"]
 
     # the data is gone (a remote machine's disk): the captured batch alone reproduces the failure

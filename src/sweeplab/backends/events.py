@@ -7,8 +7,12 @@ a file tailed from a command trial) can carry them without pickle. `trial` is th
 Kinds and their `data`:
     STARTED     {"pid", "host"}
     METRICS     {"points": [[step, key, value, time], ...]}        batched by the Run
-    HEARTBEAT   {}                                                 the worker process is alive
-    CHECKPOINT  {"step", "path", "checksum", "bytes", "seconds"}   a checkpoint was written
+    HEARTBEAT   {}                                                 the trial is alive (a command trial: its
+                                                                   program showed a sign of life, _tree.py)
+    PROCESS     {"pid", "pgid"}                                    a command trial's program started: every
+                                                                   kill of the attempt also kills this group
+    CHECKPOINT  {"step", "path", "checksum", "bytes", "seconds",   a checkpoint was written; "removed": paths
+                 "removed"}                                        of older ones its retention deleted
     ARTIFACT    {"name", "path"}
     SYSTEM      {"samples": [{"time", "cpu", "rss", "gpu_util", "gpu_mem"}, ...]}
     PROFILE     {"summary": {...}}                                 per-trial profile summary
@@ -35,6 +39,7 @@ class EventKind(str, enum.Enum):
     STARTED = "started"
     METRICS = "metrics"
     HEARTBEAT = "heartbeat"
+    PROCESS = "process"
     CHECKPOINT = "checkpoint"
     ARTIFACT = "artifact"
     SYSTEM = "system"

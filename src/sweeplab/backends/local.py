@@ -4,6 +4,10 @@ Each worker (backends/worker.py) is a separate Python process with its own sessi
 segfaults, calls os._exit, leaks or hangs takes down only its worker: the backend reports the attempt as
 FAILED (exit code or signal) and starts a fresh worker for the slot. Workers are reused across trials
 (starting Python per trial would cost ~50 ms); command trials run in a child of the worker.
+
+A kill (and a shutdown, and a worker found dead) takes the worker's process group and the process group of
+its command program, which the worker reports in a PROCESS event; the program's reaper (backends/_tree.py)
+takes whatever of its tree left both groups.
 """
 
 from __future__ import annotations
@@ -102,6 +106,7 @@ class _Worker:
     kill_reason: str | None = None
     preempting: bool = False
     retiring: bool = False       # it said it will exit after its attempt: never give it another
+    groups: list[int] = field(default_factory=list)   # process groups of its attempt's command program
     closed: bool = False
 
 
@@ -266,7 +271,10 @@ class LocalBackend(Backend):
     def _read(self, worker: _Worker) -> list[Event]:
         out = read_events(worker.rfd, worker.buf)
         for ev in out:
+            if ev.kind is EventKind.PROCESS and worker.task is not None and ev.trial == worker.task.trial_id:
+                worker.groups.append(int(ev.data["pgid"]))
             if ev.kind.ends_attempt and worker.task is not None and ev.trial == worker.task.trial_id:
+                worker.groups.clear()    # the program has exited (the worker waited for it)
                 if self._by_trial.get(worker.task.trial_id) is worker:
                     del self._by_trial[worker.task.trial_id]
                 worker.task = None
@@ -280,6 +288,7 @@ class LocalBackend(Backend):
         return self._read(worker)
 
     def _on_exit(self, worker: _Worker) -> list[Event]:
+        self._killpg(worker)   # a worker that died on its own (OOM killer, kill -9): its ranks and program too
         task = worker.task
         if task is None:
             return []
@@ -313,8 +322,18 @@ class LocalBackend(Backend):
             return False
 
     def _killpg(self, worker: _Worker) -> None:
+        """Kill the worker's group and its command program's (a session of its own): at once, not when the
+        worker's death reaches them, so no process of the attempt outlives the kill (the program's
+        reaper, backends/_tree.py, then kills what started sessions of its own)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(worker.proc.pid, signal.SIGKILL)
+        self._kill_groups(worker)
+
+    def _kill_groups(self, worker: _Worker) -> None:
+        groups, worker.groups = worker.groups, []
+        for pgid in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
 
     def _close(self, worker: _Worker) -> None:
         if worker.closed:

@@ -13,7 +13,7 @@ each running the trial function through `worker.execute` as one rank. The superv
   PREEMPTED when the trial was preempted.
 
 Ranks run in the worker's process group, so a backend that kills the worker's group kills every rank,
-and a rank whose supervisor dies sees its control pipe close and exits.
+and a rank whose supervisor dies gets SIGKILL from the kernel (backends/_tree.die_with_parent).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sweeplab.backends import _tree
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
 
@@ -99,6 +100,7 @@ def _spawn(task: TrialTask, rank: int, port: int, threads: int | None) -> _Rank:
         proc = subprocess.Popen(
             [sys.executable, "-m", "sweeplab.backends.multiproc"], stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=None, pass_fds=(w,), env=env,
+            preexec_fn=_tree.die_with_parent(),   # a rank dies with its supervisor, even mid-computation
         )
     finally:
         os.close(w)

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sweeplab.backends import _tree
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, describe_exit, encode
 from sweeplab.run import Run
@@ -228,7 +229,7 @@ class _Heartbeat(threading.Thread):
                     with ex.lock:
                         if not ex.ended:
                             ex.sampler = _start_sampler(ex.channel)
-                if beat:
+                if beat and ex.alive():
                     ex.channel.send(EventKind.HEARTBEAT)
                     if ex.run is not None:
                         ex.run.flush_if_stale(1.0)
@@ -286,6 +287,8 @@ class Execution:
         self.channel = channel
         self.run: Run | None = None
         self.child: subprocess.Popen[bytes] | None = None
+        self.liveness: Any = None          # a command program's signs of life (_tree.Liveness)
+        self.output = 0                    # ... lines it printed so far
         self.preempted = False
         self.stop_requested = False
         self.timer: threading.Timer | None = None
@@ -308,6 +311,12 @@ class Execution:
         _rss_checked = now
         rss = _rss()
         return rss is not None and rss - self.baseline_rss > _RSS_GROWTH_LIMIT
+
+    def alive(self) -> bool:
+        """Whether to send a heartbeat now: always for a function trial (this process is the trial); for a
+        command trial only if its program showed a sign of life since the last beat (backends/_tree.py)."""
+        liveness = self.liveness
+        return liveness is None or liveness.check(self.output)
 
     def stop(self, reason: str) -> None:
         self.stop_requested = True
@@ -545,6 +554,7 @@ def _execute_command(ex: Execution) -> None:
         "SWEEPLAB_ATTEMPT": str(task.attempt),
         "SWEEPLAB_CHECKPOINT_DIR": task.checkpoint_dir,
         "PYTHONUNBUFFERED": "1",
+        _tree.MARK: _tree.new_mark(),      # found on every process of this attempt, even orphaned ones
     })
     if task.seed is not None:
         added["SWEEPLAB_SEED"] = str(task.seed)
@@ -559,7 +569,7 @@ def _execute_command(ex: Execution) -> None:
         try:
             child = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=task.cwd or None, env=env, start_new_session=True,
+                cwd=task.cwd or None, env=env, start_new_session=True, preexec_fn=_tree.die_with_parent(),
             )
         except OSError as exc:
             channel.send(EventKind.FAILED, {"reason": f"cannot start {argv[0] if argv else '?'}:"
@@ -567,6 +577,10 @@ def _execute_command(ex: Execution) -> None:
                                             "message": str(exc)})
             return
         ex.child = child
+        # every process of the attempt ends with it: the backend kills this group too, the reaper the rest
+        channel.send(EventKind.PROCESS, {"pid": child.pid, "pgid": child.pid})
+        reaper = _tree.Reaper.start(child.pid, env[_tree.MARK])
+        ex.liveness = _tree.Liveness(child.pid, (task.log_path, report_path), task.checkpoint_dir)
         if ex.stop_requested:
             ex.stop("stop requested")
         tail = threading.Thread(target=_tail_file, args=(report_path, reporter, child), daemon=True)
@@ -578,9 +592,11 @@ def _execute_command(ex: Execution) -> None:
         for raw in child.stdout:
             with write_lock:
                 log.write(raw)
+                ex.output += 1
             if raw.startswith(b"@sweeplab "):
                 reporter.line(raw[10:].decode(errors="replace"))
         code = child.wait()
+        reaper.close()
         errors.join(timeout=5)
         tail.join(timeout=5)
         with write_lock:

@@ -367,6 +367,11 @@ class Store:
             (trial_id, attempt, step, path, checksum, nbytes, seconds, at),
         )
 
+    def remove_checkpoints(self, trial_id: int, paths: Iterable[str]) -> None:
+        """Forget checkpoints of a trial that no longer exist (deleted by retention)."""
+        self.conn.executemany("DELETE FROM checkpoints WHERE trial_id=? AND path=?",
+                              [(trial_id, p) for p in paths])
+
     def add_artifact(self, trial_id: int, attempt: int | None, name: str, path: str, at: float) -> None:
         self._exec("INSERT INTO artifacts(trial_id, attempt, name, path, time) VALUES (?,?,?,?,?)",
                    (trial_id, attempt, name, path, at))
