@@ -74,7 +74,7 @@ def test_trial_timeout_kills_the_program_and_its_child(chaos, reap, pids, setsid
     tree = _wait_pids(chaos, pids, proc)
     reap.extend(tree)
     _out, err = proc.communicate(timeout=90)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 1, err   # no trial completed
     assert "trial.timeout" in chaos.trial("to", 0)["reason"]
     _assert_all_dead(tree, within=2.0)
 
@@ -88,7 +88,7 @@ def test_a_frozen_worker_is_killed_with_its_program_tree(chaos, reap, pids):
     reap.append(att["pid"])
     os.kill(att["pid"], signal.SIGSTOP)            # the worker freezes; its program goes on reporting
     _out, err = proc.communicate(timeout=90)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 1, err   # no trial completed
     assert "no heartbeat" in chaos.trial("hbw", 0)["reason"]
     _assert_all_dead(tree + [att["pid"]], within=3.0)
 
@@ -101,7 +101,7 @@ def test_the_grace_period_kill_after_a_stop_takes_the_whole_tree(chaos, reap, pi
     tree = _wait_pids(chaos, pids, proc)
     reap.extend(tree)
     _out, err = proc.communicate(timeout=90)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 1, err   # no trial completed
     attempt = chaos.attempts(chaos.trial("gr", 0)["id"])[0]
     assert "trial.grace" in attempt["reason"], attempt["reason"]
     _assert_all_dead(tree, within=2.0)
@@ -136,6 +136,17 @@ def test_a_hung_program_is_killed_with_its_tree_and_retried_from_its_checkpoint(
     assert "no heartbeat for 2s" in first["reason"] and "trial.heartbeat_timeout" in first["reason"]
     _assert_all_dead(tree, within=2.0)
     assert (pids / "0-2-restored").read_text() == "1"   # attempt 2 went on from attempt 1's step 1
+
+
+def test_a_program_computing_a_long_silent_step_is_not_taken_for_hung(chaos, reap, pids):
+    # 5 s without a line, a report or a checkpoint, but using CPU: alive, whatever heartbeat_timeout says
+    body = _spec(pids, trial="trial: {heartbeat_timeout: 2s, retries: 1}", mode="compute", steps=4)
+    proc = _start(chaos, reap, body, "busy")
+    reap.extend(_wait_pids(chaos, pids, proc))
+    _out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err
+    trial = chaos.trial("busy", 0)
+    assert trial["state"] == "completed" and trial["attempts"] == 1, trial
 
 
 @pytest.mark.parametrize("setsid_child", [0, 1])

@@ -14,9 +14,10 @@ group, not the worker). Three things make sure nothing of an attempt outlives it
   reaches grandchildren a SIGKILL to the program's group misses.
 
 `Liveness` tells whether a command program showed a sign of life since the last look: a line on stdout, its
-log file (stderr) or report file grew, or its checkpoint directory changed. A stopped (SIGSTOP) program is
-not alive, whatever its files do. The worker sends a HEARTBEAT only then, so a deadlocked or stopped program
-is killed after `trial.heartbeat_timeout` like a frozen worker.
+log file (stderr) or report file grew, its checkpoint directory changed, or its process tree used CPU time.
+A stopped (SIGSTOP) program is not alive, whatever its files do. The worker sends a HEARTBEAT only then, so
+a deadlocked (idle) or stopped program is killed after `trial.heartbeat_timeout` like a frozen worker, while
+a program that computes silently for a long epoch is not.
 
 This file runs as a script for the reaper (`python _tree.py PID`): it imports only psutil there.
 """
@@ -119,7 +120,7 @@ class Liveness:
         """`output`: lines the program printed so far (counted by whoever reads its stdout)."""
         if _stopped(self._pid):
             return False
-        seen = (output, *(_size(f) for f in self._files), _dir_state(self._ckpt))
+        seen = (output, *(_size(f) for f in self._files), _dir_state(self._ckpt), _cpu_ticks(self._pid))
         alive, self._last = seen != self._last, seen
         return alive
 
@@ -139,6 +140,23 @@ def _dir_state(path: str) -> tuple[int, int]:
         return (os.stat(path).st_mtime_ns, len(os.listdir(path)))
     except OSError:
         return (-1, -1)
+
+
+def _cpu_ticks(pid: int) -> int:
+    """CPU time (user + system, in clock ticks as /proc counts it) used so far by a process and its
+    descendants; -1 once it is gone. Ticks, not seconds: an idle tree's total does not move at all."""
+    try:
+        import psutil
+
+        root = psutil.Process(pid)
+        total = 0.0
+        for p in (root, *root.children(recursive=True)):
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system
+        return round(total * 100)
+    except Exception:
+        return -1
 
 
 def _stopped(pid: int) -> bool:
