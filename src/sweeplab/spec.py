@@ -20,6 +20,8 @@ import math
 import os
 import re
 import shlex
+import shutil
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -28,7 +30,7 @@ from typing import Any
 
 from sweeplab._yaml import read_yaml
 from sweeplab.errors import SpecError
-from sweeplab.space import SearchSpace, parse_parameters, unflatten
+from sweeplab.space import SearchSpace, parse_parameters
 from sweeplab.types import Goal
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "EARLY_TERMINATE_TYPES",
     "MACROS",
     "METHODS",
+    "PARAM_MACROS",
     "Budget",
     "MetricSpec",
     "Resources",
@@ -46,6 +49,9 @@ __all__ = [
     "load_spec",
     "parse_duration",
     "parse_spec",
+    "passes_params",
+    "resolve_interpreter",
+    "wandb_args",
 ]
 
 METHODS = ("grid", "random", "sobol", "bayes", "tpe", "gp")
@@ -55,10 +61,13 @@ _IMPUTE = ("worst", "best", "latest")
 
 #: command macros (W&B's); `${envvar:NAME}` is also accepted
 MACROS = (
-    "env", "interpreter", "program", "args", "args_no_hyphens", "args_no_boolean_flags",
-    "args_json", "args_json_file",
+    "env", "interpreter", "program", "args", "args_no_equals", "args_no_hyphens", "args_no_boolean_flags",
+    "args_append_hydra", "args_override_hydra", "args_json", "args_json_file",
 )
-_LIST_MACROS = ("args", "args_no_hyphens", "args_no_boolean_flags")
+_LIST_MACROS = ("args", "args_no_equals", "args_no_hyphens", "args_no_boolean_flags", "args_append_hydra",
+                "args_override_hydra")
+#: the macros that hand a trial its parameters (a command without one passes none)
+PARAM_MACROS = (*_LIST_MACROS, "args_json", "args_json_file")
 DEFAULT_COMMAND = ("${env}", "${interpreter}", "${program}", "${args}")
 _MACRO = re.compile(r"\$\{([^}]*)\}")
 
@@ -328,16 +337,77 @@ def parse_duration(text: str | float, *, file: str | None = None, key: str = "du
 
 # ---------------------------------------------------------------------------------------- commands
 
-def args_json(params: Mapping[str, Any]) -> str:
-    """The JSON that `${args_json}` passes and an `${args_json_file}` must hold (nested by dots)."""
-    return json.dumps(unflatten(dict(params)), sort_keys=False, default=str)
+def wandb_args(params: Mapping[str, Any], parameters: Any = None) -> dict[str, Any]:
+    """The trial's parameters as W&B's controller hands them to the agent: one entry per top-level name
+    of the spec's `parameters`, a nested parameter's value being a dict of its own (`{"optimizer":
+    {"lr": 0.001, "nadam": {"beta": 0.9}}}`), and a dotted name (`optimizer.lr:` written flat) kept as
+    one key. `params` is sweeplab's flat form; `parameters` is the spec's raw `parameters` mapping
+    (without it, every name is taken as written)."""
+    flat = dict(params)
+    if not isinstance(parameters, Mapping):
+        return flat
+    out = _nest(parameters, flat, "")
+    for name, value in flat.items():   # names the raw mapping does not know (overrides): as written
+        if not any(name == k or name.startswith(k + ".") for k in parameters):
+            out[name] = value
+    return out
 
 
-def _arg_value(value: Any) -> str:
-    # W&B formats scalars with str() (True, 0.01, abc); containers are passed as JSON
-    if isinstance(value, (list, tuple, dict)):
-        return json.dumps(value, default=str)
-    return str(value)
+def _nest(block: Mapping[str, Any], flat: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, node in block.items():
+        path = f"{prefix}{name}"
+        if isinstance(node, Mapping) and isinstance(node.get("parameters"), Mapping):
+            out[str(name)] = _nest(node["parameters"], flat, f"{path}.")
+        elif path in flat:
+            out[str(name)] = flat[path]
+    return out
+
+
+def args_json(params: Mapping[str, Any], parameters: Any = None) -> str:
+    """What `${args_json}` passes and `${args_json_file}` holds: `json.dumps` of `wandb_args`, as W&B's
+    agent writes it (wandb/sdk/launch/sweeps/utils.py, create_sweep_command_args)."""
+    return json.dumps(wandb_args(params, parameters), default=str)
+
+
+def _arg_lists(args: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The list macros, built as W&B's agent builds them: every value formatted with Python's str()
+    (`True`, `None`, `['a', 'b']`, `{'lr': 0.001}`), false booleans left out of args_no_boolean_flags.
+    Source: wandb/sdk/launch/sweeps/utils.py, create_sweep_command_args."""
+    out: dict[str, list[str]] = {name: [] for name in _LIST_MACROS}
+    for name, value in args.items():
+        flag = f"{name}={value}"
+        out["args"].append(f"--{flag}")
+        out["args_no_hyphens"].append(flag)
+        out["args_no_equals"] += [f"--{name}", str(value)]
+        out["args_append_hydra"].append(f"+{flag}")
+        out["args_override_hydra"].append(f"++{flag}")
+        if isinstance(value, bool):
+            if value:
+                out["args_no_boolean_flags"].append(f"--{name}")
+        else:
+            out["args_no_boolean_flags"].append(f"--{flag}")
+    return out
+
+
+def passes_params(command: Sequence[str]) -> bool:
+    """True when a command template hands the trial its parameters (`${args}`, `${args_json}`, ...)."""
+    return any(m.group(1) in PARAM_MACROS for item in command for m in _MACRO.finditer(item))
+
+
+def resolve_interpreter(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """What `${interpreter}` runs, and why: W&B's agent runs `python` from PATH (wandb/wandb_agent.py,
+    Agent._command_run: sweep_vars["interpreter"] = ["python"]), so the user's own environment runs the
+    program, not sweeplab's. Without a `python` on PATH, `python3`, then sweeplab's own interpreter."""
+    env = os.environ if environ is None else environ
+    path = env.get("PATH", os.defpath)
+    for name in ("python", "python3"):
+        found = shutil.which(name, path=path)
+        if found:
+            why = "python on PATH, as W&B's agent runs it" if name == "python" else \
+                "python3 on PATH (no `python` on PATH; W&B's agent would fail here)"
+            return found, why
+    return sys.executable, "sweeplab's own interpreter (neither python nor python3 on PATH)"
 
 
 def _substitute(single: Callable[[str, str], str | None], where: str, match: re.Match[str]) -> str:
@@ -352,19 +422,21 @@ def build_command(
     args_json_file: str,
     environ: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """The argv of one trial: the spec's command with W&B's macros expanded.
+    """The argv of one trial: the spec's command with W&B's macros expanded as W&B's agent does.
 
-    `params` is flat with dotted names (`{"lr": 0.1, "model.hidden": 64}`). An item that is exactly
-    a macro expands to its arguments (`${args}` -> `--lr=0.1 --model.hidden=64`, `${env}` ->
-    `/usr/bin/env`, nothing on Windows); inside a longer item the single-value macros are replaced
-    as text (`--params=${args_json_file}`). The caller writes `args_json(params)` to `args_json_file`.
+    `params` is flat with dotted names (`{"lr": 0.1, "model.hidden": 64}`); the arguments are W&B's
+    (`wandb_args`: a nested parameter is one argument, `--model={'hidden': 64}`). An item that is exactly
+    a macro expands to its arguments (`${args}` -> `--lr=0.1`, `${env}` -> `/usr/bin/env`, nothing on
+    Windows); inside a longer item the single-value macros are replaced as text (`--params=${args_json_file}`,
+    which W&B's agent would leave as it is). The caller writes `args_json(...)` to `args_json_file`.
     """
     template = spec.effective_command
     if template is None:
         raise SpecError("this sweep calls a function; it has no command to build", key="command",
                         file=str(spec.source) if spec.source else None)
     env = os.environ if environ is None else environ
-    flat = dict(params)
+    args = wandb_args(params, spec.raw.get("parameters"))
+    lists = _arg_lists(args)
 
     def single(name: str, where: str) -> str | None:
         if name == "env":
@@ -376,7 +448,7 @@ def build_command(
                 raise SpecError("command uses ${program} but the spec has no program", key=where)
             return spec.program
         if name == "args_json":
-            return args_json(flat)
+            return json.dumps(args, default=str)
         if name == "args_json_file":
             return args_json_file
         if name.startswith("envvar:"):
@@ -393,16 +465,8 @@ def build_command(
         whole = _MACRO.fullmatch(item)
         if whole is not None:
             name = whole.group(1)
-            if name == "args":
-                argv += [f"--{k}={_arg_value(v)}" for k, v in flat.items()]
-            elif name == "args_no_hyphens":
-                argv += [f"{k}={_arg_value(v)}" for k, v in flat.items()]
-            elif name == "args_no_boolean_flags":
-                for k, v in flat.items():
-                    if v is True:
-                        argv.append(f"--{k}")
-                    elif v is not False:
-                        argv.append(f"--{k}={_arg_value(v)}")
+            if name in lists:
+                argv += lists[name]
             else:
                 value = single(name, where)
                 if value is not None:
