@@ -75,6 +75,7 @@ _WANDB_KEYS = (
     "program", "command", "method", "metric", "parameters", "early_terminate", "run_cap", "name",
     "description",
 )
+_HYPERBAND_KEYS = ("type", "metric", "min_iter", "max_iter", "s", "eta", "strict")
 _IGNORED_KEYS = ("entity", "project", "controller", "apiVersion", "kind")
 _UNSUPPORTED_KEYS = {
     "job": "W&B Launch jobs are not supported; use program/command or function",
@@ -179,6 +180,7 @@ class SweepSpec:
     source: Path | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
     ignored: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()    # what W&B would warn about and run anyway (errors under strict)
 
     @property
     def is_function(self) -> bool:
@@ -270,18 +272,25 @@ def _check_override(key: str, value: Any) -> None:
 
 # ----------------------------------------------------------------------------------------- loading
 
-def load_spec(path: str | Path) -> SweepSpec:
-    """Read and validate a sweep spec file; every error names the file."""
+def load_spec(path: str | Path, *, strict: bool = False, function: str | None = None) -> SweepSpec:
+    """Read and validate a sweep spec file; every error names the file.
+
+    `strict` turns what W&B only warns about into errors; `function` ('train.py:train', the CLI's
+    `--function`) runs a W&B file written for `wandb.agent(sweep_id, function=train)`."""
     file = str(path)
     raw = read_yaml(path, what="sweep spec")
-    spec = parse_spec(raw, file=file, base_dir=Path(path).parent)
+    if function is not None and isinstance(raw, Mapping):
+        raw = {k: v for k, v in raw.items() if k not in ("program", "command")}
+        raw["function"] = function
+    spec = parse_spec(raw, file=file, base_dir=Path(path).parent, strict=strict)
     return dataclasses.replace(spec, source=Path(path))
 
 
-def parse_spec(raw: Any, *, file: str | None = None, base_dir: Path | None = None) -> SweepSpec:
+def parse_spec(raw: Any, *, file: str | None = None, base_dir: Path | None = None,
+               strict: bool = False) -> SweepSpec:
     """Validate a spec mapping (as loaded from YAML). `base_dir` anchors a relative `config` path
     (default: the directory of `file`)."""
-    return _SpecParser(file, base_dir).parse(raw)
+    return _SpecParser(file, base_dir, strict=strict).parse(raw)
 
 
 # --------------------------------------------------------------------------------------- durations
@@ -514,8 +523,10 @@ def _jsonable(value: Any) -> Any:
 
 
 class _SpecParser:
-    def __init__(self, file: str | None, base_dir: Path | None) -> None:
+    def __init__(self, file: str | None, base_dir: Path | None, *, strict: bool = False) -> None:
         self.file = file
+        self.strict = strict
+        self.warnings: list[str] = []
         if base_dir is None and file and not file.startswith("<"):  # "<stored spec>" is no file
             base_dir = Path(file).parent
         self.base_dir = base_dir
@@ -585,9 +596,9 @@ class _SpecParser:
         for k in raw:
             if k in _UNSUPPORTED_KEYS:
                 raise self.error(f"{k!r} is not supported", str(k), hint=_UNSUPPORTED_KEYS[k])
-            if k not in _TOP_KEYS:
-                raise self.error(f"unknown key {k!r}", str(k), expected="a sweep spec key",
-                                 hint=_did_you_mean(str(k), _TOP_KEYS) or "see docs/spec.md for the keys")
+            if k not in _TOP_KEYS:   # W&B warns about a schema violation and runs (wandb sweep)
+                self.warn(f"unknown key {k!r}", str(k), expected="a sweep spec key",
+                          hint=_did_you_mean(str(k), _TOP_KEYS) or "see docs/spec.md for the keys")
 
         method = self.method(raw.get("method"))
         metric = self.metric(raw.get("metric"), method)
@@ -622,9 +633,37 @@ class _SpecParser:
             address=self.string(raw.get("address"), "address"),
             checkpoint_dir=self.string(raw.get("checkpoint_dir"), "checkpoint_dir"),
             source=Path(self.file) if self.file and not self.file.startswith("<") else None,
-            raw=dict(raw),
+            raw={k: v for k, v in raw.items() if k in _TOP_KEYS},
             ignored=ignored,
+            warnings=tuple(self.warnings) + self.param_warnings(function, program, command),
         )
+
+    def warn(self, message: str, key: str | None, **kw: Any) -> None:
+        """What W&B accepts with a warning: a warning here, an error under `strict`."""
+        err = self.error(message, key, **kw)
+        if self.strict:
+            raise err
+        self.warnings.append(f"{err} (ignored, as W&B does; --strict makes this an error)")
+
+    def param_warnings(self, function: str | None, program: str | None,
+                       command: tuple[str, ...] | None) -> tuple[str, ...]:
+        """A command that passes no parameters to a program that never reads wandb.config runs every trial
+        with the same settings: say so (W&B's agent runs it silently)."""
+        if function is not None or command is None or passes_params(command):
+            return ()
+        files = [program] if program else [c for c in command if c.endswith(".py") and "${" not in c]
+        for name in files:
+            path = Path(name) if self.base_dir is None else self.base_dir / name
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            if "wandb" in text and re.search(r"\.config\b", text):
+                return ()   # it reads its parameters from wandb.config (WANDB_SWEEP_PARAM_PATH)
+        shown = files[0] if files else "the program"
+        return (f"{self.file or 'spec'}: command: passes no parameters (no ${{args}}, ${{args_json}} or other "
+                f"${{args...}} macro) and {shown} does not read wandb.config, so every trial runs with the same "
+                "settings; add ${args} to command (or read the parameters from wandb.config)",)
 
     def text(self, raw: Any, key: str) -> str | None:
         if raw is None:
@@ -716,9 +755,10 @@ class _SpecParser:
             return None, program, command
         if program is not None:
             return None, program, None
-        raise self.error("nothing to run", None,
+        raise self.error("nothing to run: no program, command or function", None,
                          expected="one of function ('pkg.module:fn'), program (train.py) or command",
-                         hint="add program: train.py or function: module:train")
+                         hint="a W&B sweep run by wandb.agent(sweep_id, function=train) runs with "
+                              "`sweeplab sweep FILE --function train.py:train`; or add program: train.py")
 
     def command(self, raw: Any) -> tuple[str, ...]:
         if isinstance(raw, str):
@@ -904,7 +944,15 @@ class _SpecParser:
         if raw.get("metric") is None and metric.name is None:
             raise self.error("early termination needs a metric", "early_terminate",
                              expected="a sweep metric or early_terminate.metric")
-        return dict(raw)
+        out = dict(raw)
+        if kind == "hyperband":   # W&B drops keys its schema lacks (sweeps/hyperband_stopping.py,
+            for k in raw:         # hyperband_baseline_validate_and_fill) and runs
+                if k not in _HYPERBAND_KEYS:
+                    self.warn(f"unknown key {k!r}", f"early_terminate.{k}",
+                              expected=f"one of {', '.join(_HYPERBAND_KEYS)}",
+                              hint=_did_you_mean(str(k), _HYPERBAND_KEYS))
+                    del out[k]
+        return out
 
     def monitors(self, raw: Any) -> tuple[Any, ...]:
         if raw is None:

@@ -6,7 +6,7 @@
     current step commits the row and moves to it; a smaller step is dropped, as W&B drops it with a
     warning). Sources: wandb/sdk/wandb_run.py (`Run._log`) and the history handler of the client's
     internal process (wandb/sdk/internal/handler.py, `handle_request_partial_history`).
-  - `Run.finish` (and the end of the process): the run's summary as W&B has it (`run.summary`, with
+  - `Run._finish` (every way a run ends) and the end of the process: the run's summary as W&B has it (`run.summary`, with
     `define_metric` summaries such as `{"acc": {"max": 0.9}}`) becomes the trial's final metrics, and a
     `finish(exit_code=N)` its exit code;
   - `wandb.init`: a run is never online (mode `offline`), whatever the program asks.
@@ -144,12 +144,13 @@ def _summary_of(run: Any) -> dict[str, Any]:
 
 def _finish_run(run: Any, exit_code: int | None = None) -> None:
     """Send the run's last row and its summary once (from finish() or at the end of the process)."""
-    state = run.__dict__.get("_sweeplab_history")
-    if state is None or run.__dict__.get("_sweeplab_done"):
+    if run.__dict__.get("_sweeplab_done"):
         return
     run.__dict__["_sweeplab_done"] = True
-    with _lock:
-        state.commit()
+    state = run.__dict__.get("_sweeplab_history")
+    if state is not None:
+        with _lock:
+            state.commit()
     summary = _summary_of(run)
     for key, value in list(summary.items()):
         if isinstance(value, float) and not math.isfinite(value):
@@ -166,7 +167,9 @@ def _patch_run_class(module: Any) -> None:
     cls = getattr(module, "Run", None)
     if cls is None or getattr(cls, "_sweeplab_patched", False):
         return
-    original_log, original_finish = cls.log, cls.finish
+    # every way a run ends (finish(), wandb.finish(), `with wandb.init()`) goes through Run._finish
+    # (wandb 0.16 to the newest); log() is the one public way to add to its history
+    original_log, original_finish = cls.log, cls._finish
 
     def log(self: Any, data: Any, step: Any = None, commit: Any = None, *args: Any, **kwargs: Any) -> Any:
         result = original_log(self, data, step, commit, *args, **kwargs)
@@ -174,19 +177,19 @@ def _patch_run_class(module: Any) -> None:
             state = self.__dict__.get("_sweeplab_history")
             if state is None:
                 state = self.__dict__["_sweeplab_history"] = _History()
-                atexit.register(_finish_run, self)   # runs before wandb's own exit hook (LIFO)
             with _lock:
                 state.log(data, step, commit)
         return result
 
-    def finish(self: Any, exit_code: Any = None, *args: Any, **kwargs: Any) -> Any:
+    def _finish(self: Any, *args: Any, **kwargs: Any) -> Any:
+        exit_code = kwargs.get("exit_code", args[0] if args else None)
         try:
             _finish_run(self, exit_code)
         except Exception as exc:
             sys.stderr.write(f"sweeplab: could not read the W&B run's summary: {exc}\n")
-        return original_finish(self, exit_code, *args, **kwargs)
+        return original_finish(self, *args, **kwargs)
 
-    for name, fn, orig in (("log", log, original_log), ("finish", finish, original_finish)):
+    for name, fn, orig in (("log", log, original_log), ("_finish", _finish, original_finish)):
         fn.__doc__, fn.__name__, fn.__wrapped__ = orig.__doc__, name, orig  # type: ignore[attr-defined]
         setattr(cls, name, fn)
     cls._sweeplab_patched = True
@@ -200,7 +203,10 @@ def _patch_init(wandb: Any) -> None:
     def offline_init(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("mode") not in ("offline", "disabled"):
             kwargs["mode"] = "offline"   # nothing is sent anywhere, whatever the program asks
-        return init(*args, **kwargs)
+        run = init(*args, **kwargs)
+        if run is not None and hasattr(run, "__dict__"):
+            atexit.register(_finish_run, run)   # runs before wandb's own exit hook (LIFO)
+        return run
 
     offline_init.__doc__, offline_init.__wrapped__ = init.__doc__, init  # type: ignore[attr-defined]
     offline_init._sweeplab_patched = True  # type: ignore[attr-defined]
