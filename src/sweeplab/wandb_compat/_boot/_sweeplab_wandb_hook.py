@@ -34,6 +34,7 @@ _lock = threading.Lock()
 _sink: Callable[[dict[str, float], int], None] | None = None
 _final: Callable[[dict[str, Any]], None] | None = None
 _patched = False
+_original_log: Callable[..., Any] | None = None
 
 
 def _number(value: Any) -> float | None:
@@ -150,7 +151,13 @@ def _finish_run(run: Any, exit_code: int | None = None) -> None:
     state = run.__dict__.get("_sweeplab_history")
     if state is not None:
         with _lock:
+            pending = state.open
             state.commit()
+        if pending and _original_log is not None:   # wandb commits the open row at finish: do it now,
+            try:                                     # so that the summary read next includes it
+                _original_log(run, {}, commit=True)
+            except Exception:
+                pass
     summary = _summary_of(run)
     for key, value in list(summary.items()):
         if isinstance(value, float) and not math.isfinite(value):
@@ -169,7 +176,9 @@ def _patch_run_class(module: Any) -> None:
         return
     # every way a run ends (finish(), wandb.finish(), `with wandb.init()`) goes through Run._finish
     # (wandb 0.16 to the newest); log() is the one public way to add to its history
+    global _original_log
     original_log, original_finish = cls.log, cls._finish
+    _original_log = original_log
 
     def log(self: Any, data: Any, step: Any = None, commit: Any = None, *args: Any, **kwargs: Any) -> Any:
         result = original_log(self, data, step, commit, *args, **kwargs)
