@@ -7,7 +7,8 @@ Bands (the steps where trials are judged), as W&B computes them:
 At each band every trial that reached it records its value. As in W&B's controller, band b is reached by
 a trial's (b+1)-th report of the metric (its value at index b of the metric's history, whatever the steps
 the program gives; sources: wandb/sweeps, hyperband_stopping.py, hyperband_stop_runs: `h[band]` and
-`band < len(history)`), so a trial logging from step 0 is judged at step b, one logging from step 1 at b+1. The threshold of a band is the `int(n / eta)`-th best of the n values recorded there (so the
+`band < len(history)`), so a trial logging from step 0 is judged at step b, one logging from step 1 at b+1.
+The threshold of a band is the `int(n / eta)`-th best of the n values recorded there (so the
 top 1/eta pass); a running trial whose value is worse than the threshold of the last band it passed is
 stopped. `strict: true` (W&B's default) compares the value recorded at that band; `strict: false` compares
 the trial's best value so far, which stops fewer trials. W&B evaluates this every few minutes; sweeplab on

@@ -6,9 +6,9 @@
     current step commits the row and moves to it; a smaller step is dropped, as W&B drops it with a
     warning). Sources: wandb/sdk/wandb_run.py (`Run._log`) and the history handler of the client's
     internal process (wandb/sdk/internal/handler.py, `handle_request_partial_history`).
-  - `Run._finish` (every way a run ends) and the end of the process: the run's summary as W&B has it (`run.summary`, with
-    `define_metric` summaries such as `{"acc": {"max": 0.9}}`) becomes the trial's final metrics, and a
-    `finish(exit_code=N)` its exit code;
+  - `Run._finish` (every way a run ends) and the end of the process: the run's summary as W&B has it
+    (`run.summary`, with `define_metric` summaries such as `{"acc": {"max": 0.9}}`) becomes the trial's
+    final metrics, and a `finish(exit_code=N)` its exit code;
   - `wandb.init`: a run is never online (mode `offline`), whatever the program asks.
 Values that are not numbers (images, tables, strings) stay in wandb's own offline files only.
 
