@@ -143,9 +143,16 @@ def _summary_of(run: Any) -> dict[str, Any]:
     return out
 
 
+def _in_trial(run: Any) -> bool:
+    """A run is the trial's when it started with the trial's W&B environment. A process of the program that
+    clears the WANDB_ variables first (W&B's cross-validation example does, for per-fold runs) starts runs
+    of its own, which W&B would not count in the sweep either."""
+    return bool(run.__dict__.setdefault("_sweeplab_trial", "WANDB_SWEEP_PARAM_PATH" in os.environ))
+
+
 def _finish_run(run: Any, exit_code: int | None = None) -> None:
     """Send the run's last row and its summary once (from finish() or at the end of the process)."""
-    if run.__dict__.get("_sweeplab_done"):
+    if run.__dict__.get("_sweeplab_done") or not _in_trial(run):
         return
     run.__dict__["_sweeplab_done"] = True
     state = run.__dict__.get("_sweeplab_history")
@@ -182,7 +189,7 @@ def _patch_run_class(module: Any) -> None:
 
     def log(self: Any, data: Any, step: Any = None, commit: Any = None, *args: Any, **kwargs: Any) -> Any:
         result = original_log(self, data, step, commit, *args, **kwargs)
-        if isinstance(data, Mapping):
+        if isinstance(data, Mapping) and _in_trial(self):
             state = self.__dict__.get("_sweeplab_history")
             if state is None:
                 state = self.__dict__["_sweeplab_history"] = _History()
@@ -212,8 +219,10 @@ def _patch_init(wandb: Any) -> None:
     def offline_init(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("mode") not in ("offline", "disabled"):
             kwargs["mode"] = "offline"   # nothing is sent anywhere, whatever the program asks
+        in_trial = "WANDB_SWEEP_PARAM_PATH" in os.environ
         run = init(*args, **kwargs)
         if run is not None and hasattr(run, "__dict__"):
+            run.__dict__["_sweeplab_trial"] = in_trial
             atexit.register(_finish_run, run)   # runs before wandb's own exit hook (LIFO)
         return run
 
