@@ -381,6 +381,10 @@ def _execute_function(ex: Execution) -> None:
             try:
                 if task.cwd:
                     os.chdir(task.cwd)
+                if "WANDB_SWEEP_PARAM_PATH" in task.env:   # before the import: W&B scripts call wandb there
+                    from sweeplab.wandb_compat import install_hook
+
+                    install_hook()
                 fn = load_target(task.target or "", list(task.python_path))
                 from sweeplab.config import coerce
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BOOT_DIR", "function_trial", "trial_env", "write_sweep_params"]
+__all__ = ["BOOT_DIR", "function_trial", "install_hook", "trial_env", "write_sweep_params"]
 
 #: the folder put first on a command trial's PYTHONPATH
 BOOT_DIR = Path(__file__).resolve().parent / "_boot"
@@ -55,6 +55,14 @@ def trial_env(*, param_path: str | Path, wandb_dir: str | Path, python_path: str
     if command:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), python_path) if p)
     return env
+
+
+def install_hook() -> None:
+    """Arm the hook in this process (a worker about to import a function trial's module, which may call
+    `wandb.sweep`/`wandb.agent` at import as W&B's function-style scripts do)."""
+    from sweeplab.wandb_compat._boot import _sweeplab_wandb_hook as hook
+
+    hook.install()
 
 
 @contextlib.contextmanager

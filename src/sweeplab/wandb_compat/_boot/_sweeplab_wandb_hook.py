@@ -9,7 +9,8 @@
   - `Run._finish` (every way a run ends) and the end of the process: the run's summary as W&B has it
     (`run.summary`, with `define_metric` summaries such as `{"acc": {"max": 0.9}}`) becomes the trial's
     final metrics, and a `finish(exit_code=N)` its exit code;
-  - `wandb.init`: a run is never online (mode `offline`), whatever the program asks.
+  - `wandb.init`: a run is never online (mode `offline`), whatever the program asks;
+  - `wandb.sweep`, `wandb.agent`, `wandb.login`: inside a trial they do nothing (sweeplab is the controller).
 Values that are not numbers (images, tables, strings) stay in wandb's own offline files only.
 
 Where the values go: the runner names a JSON-lines file in SWEEPLAB_REPORT_FILE (command trials); a worker
@@ -229,6 +230,39 @@ def _patch_init(wandb: Any) -> None:
     offline_init.__doc__, offline_init.__wrapped__ = init.__doc__, init  # type: ignore[attr-defined]
     offline_init._sweeplab_patched = True  # type: ignore[attr-defined]
     wandb.init = offline_init
+    _patch_controller(wandb)
+
+
+def _patch_controller(wandb: Any) -> None:
+    """Inside a trial, sweeplab is the sweep's controller and agent: a script in W&B's
+    `wandb.sweep(config)` + `wandb.agent(sweep_id, function=train)` style, imported for its `train`,
+    creates no sweep and starts no agent, and `wandb.login()` asks for no key."""
+    def in_trial() -> bool:
+        return "WANDB_SWEEP_PARAM_PATH" in os.environ
+
+    def wrap(name: str, inside: Callable[..., Any]) -> None:
+        original = getattr(wandb, name, None)
+        if original is None or getattr(original, "_sweeplab_patched", False):
+            return
+
+        def patched(*args: Any, **kwargs: Any) -> Any:
+            return inside(*args, **kwargs) if in_trial() else original(*args, **kwargs)
+
+        patched.__doc__, patched.__wrapped__ = original.__doc__, original  # type: ignore[attr-defined]
+        patched._sweeplab_patched = True  # type: ignore[attr-defined]
+        setattr(wandb, name, patched)
+
+    def sweep(*args: Any, **kwargs: Any) -> str:
+        sys.stderr.write("sweeplab: wandb.sweep() creates nothing inside a sweeplab trial\n")
+        return os.environ.get("SWEEPLAB_SWEEP") or "sweeplab"
+
+    def agent(*args: Any, **kwargs: Any) -> None:
+        sys.stderr.write("sweeplab: wandb.agent() returns at once inside a sweeplab trial (sweeplab runs the "
+                         "trials)\n")
+
+    wrap("sweep", sweep)
+    wrap("agent", agent)
+    wrap("login", lambda *args, **kwargs: True)
 
 
 def _after_import(name: str, module: Any) -> None:
