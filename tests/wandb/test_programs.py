@@ -88,3 +88,31 @@ def test_args_reach_an_argparse_program_as_wandbs_agent_passes_them(tmp_path: Pa
     assert by_bn[True]["state"] == "completed" and by_bn[True]["value"] == 2.0, proc.stderr
     # wandb.finish(exit_code=1) fails the run under W&B; so it fails the trial here
     assert by_bn[False]["state"] == "failed"
+
+
+def test_a_script_that_creates_its_own_sweep_and_agent_runs_for_its_train_function(tmp_path: Path) -> None:
+    proc, store = _sweep("script_sweep_agent", tmp_path, "--function", "tune.py:train_model", "--trials", "3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"] * 3
+    assert all(t["value"] == t["metrics"]["mse"] and t["metrics"]["mae"] > 0 for t in trials)
+
+
+def test_fold_runs_that_clear_the_wandb_environment_do_not_report_to_the_trial(tmp_path: Path) -> None:
+    proc, store = _sweep("cross_validation", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for t in _trials(store):
+        scale = json.loads(t["params"])["scale"]
+        assert t["value"] == pytest.approx(0.2 * scale)   # the mean of the folds, logged by the sweep run
+        assert [n for _, n, _ in t["history"]] == ["val_accuracy"]   # the fold runs' values are not here
+
+
+def test_boolean_flags_reach_the_program_as_wandbs_agent_passes_them(tmp_path: Path) -> None:
+    work = tmp_path / "bool_flags"
+    shutil.copytree(PROJECTS / "bool_flags", work)
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep-bool.yaml", "--store",
+                           str(tmp_path / "store"), "-q"], cwd=work, env=_offline_env(), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    values = {(json.loads(t["params"])["flag1"], t["value"]) for t in _trials(tmp_path / "store")}
+    assert values == {(False, 0.0), (True, 2.0)}   # --flag1=True parsed by the program, config agrees
