@@ -116,3 +116,22 @@ def test_boolean_flags_reach_the_program_as_wandbs_agent_passes_them(tmp_path: P
     assert proc.returncode == 0, proc.stdout + proc.stderr
     values = {(json.loads(t["params"])["flag1"], t["value"]) for t in _trials(tmp_path / "store")}
     assert values == {(False, 0.0), (True, 2.0)}   # --flag1=True parsed by the program, config agrees
+
+
+@pytest.mark.skipif(not os.environ.get("SWEEPLAB_TEST_WANDB_PYTHON"),
+                    reason="opt-in: SWEEPLAB_TEST_WANDB_PYTHON=<a python with another wandb, e.g. 0.16>")
+def test_an_older_wandb_client_in_the_users_environment(tmp_path: Path) -> None:
+    """The program runs under the user's `python` (from PATH) with its own wandb; the hook needs nothing
+    of sweeplab there. Run with e.g. a venv holding wandb==0.16.6 and pyyaml (no sweeplab)."""
+    python = Path(os.environ["SWEEPLAB_TEST_WANDB_PYTHON"])
+    work = tmp_path / "nested_vae"
+    shutil.copytree(PROJECTS / "nested_vae", work)
+    env = _offline_env()
+    env["PATH"] = f"{python.parent}{os.pathsep}{env['PATH']}"
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "s"),
+                           "-q"], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(tmp_path / "s")
+    assert [t["value"] for t in trials] == pytest.approx([0.2, 0.6])
+    log = next((tmp_path / "s" / "logs").rglob("0-1.log")).read_text()
+    assert f"${{interpreter}} is {python.parent}" in log
