@@ -135,3 +135,15 @@ def test_an_older_wandb_client_in_the_users_environment(tmp_path: Path) -> None:
     assert [t["value"] for t in trials] == pytest.approx([0.2, 0.6])
     log = next((tmp_path / "s" / "logs").rglob("0-1.log")).read_text()
     assert f"${{interpreter}} is {python.parent}" in log
+
+
+def test_what_a_wandb_program_logs_drives_hyperband_as_in_wandb(tmp_path: Path) -> None:
+    work = tmp_path / "hyperband"
+    shutil.copytree(PROJECTS / "hyperband", work)
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "s"),
+                           "-q", "--workers", "1"], cwd=work, env=_offline_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(tmp_path / "s")
+    assert [t["state"] for t in trials] == ["completed", "pruned"]
+    assert "band 1" in trials[1]["reason"]
