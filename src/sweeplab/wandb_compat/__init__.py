@@ -45,8 +45,8 @@ def trial_env(*, param_path: str | Path, wandb_dir: str | Path, python_path: str
               command: bool = True) -> dict[str, str]:
     """The variables a trial gets so that a W&B program runs as under W&B's agent, offline.
 
-    `python_path` is the PYTHONPATH the trial would otherwise have; command trials get BOOT_DIR in front."""
-    Path(wandb_dir).mkdir(parents=True, exist_ok=True)
+    `python_path` is the PYTHONPATH the trial would otherwise have; command trials get BOOT_DIR in front.
+    wandb creates WANDB_DIR when a run starts (so trials that do not use wandb leave no folder)."""
     env = {
         "WANDB_MODE": "offline",                 # nothing is sent anywhere
         "WANDB_SWEEP_PARAM_PATH": str(param_path),
