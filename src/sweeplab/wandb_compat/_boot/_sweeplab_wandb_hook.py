@@ -185,7 +185,8 @@ def _patch_run_class(module: Any) -> None:
     # every way a run ends (finish(), wandb.finish(), `with wandb.init()`) goes through Run._finish
     # (wandb 0.16 to the newest); log() is the one public way to add to its history
     global _original_log
-    original_log, original_finish = cls.log, cls._finish
+    finish_name = "_finish" if hasattr(cls, "_finish") else "finish"
+    original_log, original_finish = cls.log, getattr(cls, finish_name)
     _original_log = original_log
 
     def log(self: Any, data: Any, step: Any = None, commit: Any = None, *args: Any, **kwargs: Any) -> Any:
@@ -206,7 +207,7 @@ def _patch_run_class(module: Any) -> None:
             sys.stderr.write(f"sweeplab: could not read the W&B run's summary: {exc}\n")
         return original_finish(self, *args, **kwargs)
 
-    for name, fn, orig in (("log", log, original_log), ("_finish", _finish, original_finish)):
+    for name, fn, orig in (("log", log, original_log), (finish_name, _finish, original_finish)):
         fn.__doc__, fn.__name__, fn.__wrapped__ = orig.__doc__, name, orig  # type: ignore[attr-defined]
         setattr(cls, name, fn)
     cls._sweeplab_patched = True
