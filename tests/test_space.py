@@ -235,7 +235,7 @@ def test_grid_follows_wandb_order_sorted_by_name_last_fastest() -> None:
         "d": {"min": 1, "max": 2},
     })
     combos = list(space.grid())
-    assert space.grid_size() == len(combos) == 2 * 2 * 3 * 2
+    assert space.grid_size() == len(combos) == 2 * 2 * 2 * 2   # q_uniform 0..1 by 0.5: 0, 0.5 (W&B's arange)
     assert list(combos[0]) == ["b", "a.y", "a.x", "c", "d"]  # keys stay in spec order
     order = [(c["a.y"], c["b"], c["c"], c["d"]) for c in combos]  # W&B sorts: a.x, a.y, b, c, d
     assert order == sorted(order)

@@ -77,7 +77,7 @@ def test_wandb_bayes_sweep_with_hyperband_and_command_macros():
                          interpreter="python3", args_json_file="unused.json")
     assert argv == ["/usr/bin/env"] * POSIX + [
         "python3", "train.py", "--config", "base-config.json",
-        "--lr=0.001", "--model.hidden=64", "--model.dropout=0.25",
+        "--lr=0.001", "--model={'hidden': 64, 'dropout': 0.25}",   # nested: one argument, as W&B's agent
     ]
 
 
@@ -237,7 +237,7 @@ def test_errors_name_file_and_key_path(changes, key, fragment):
     for path, value in changes.items():
         _set(raw, path, value)
     with pytest.raises(SpecError) as info:
-        parse_spec(raw, file="sweep.yaml")
+        parse_spec(raw, file="sweep.yaml", strict=True)   # strict: W&B-only warnings are errors too
     text = str(info.value)
     prefix = f"sweep.yaml: {key}: " if key else "sweep.yaml: "
     assert text.startswith(prefix), text
@@ -425,8 +425,8 @@ ENV = ["/usr/bin/env"] if POSIX else []
                                   "layers=[1, 2]"]),
         (["${args_no_boolean_flags}"], ["--lr=0.01", "--model.hidden=64", "--name=abc", "--flag",
                                         "--layers=[1, 2]"]),
-        (["${args_json}"], [('{"lr": 0.01, "model": {"hidden": 64}, "name": "abc", "flag": true, '
-                             '"off": false, "layers": [1, 2]}')]),
+        (["${args_json}"], [('{"lr": 0.01, "model.hidden": 64, "name": "abc", "flag": true, '
+                             '"off": false, "layers": [1, 2]}')]),   # a dotted name stays flat, as in W&B
         (["${args_json_file}"], ["/tmp/trial-3/params.json"]),
         (["python", "${program}", "--params=${args_json_file}"], ["python", "train.py",
                                                                   "--params=/tmp/trial-3/params.json"]),
@@ -443,7 +443,9 @@ def test_build_command_expands_each_macro(command, expected):
 
 
 def test_args_json_matches_what_args_json_file_should_hold():
-    assert json.loads(args_json({"a.b": 1, "a.c": "x", "d": None})) == {"a": {"b": 1, "c": "x"}, "d": None}
+    nested = {"a": {"parameters": {"b": {"value": 1}, "c": {"value": "x"}}}, "d": {"value": None}}
+    assert json.loads(args_json({"a.b": 1, "a.c": "x", "d": None}, nested)) == {"a": {"b": 1, "c": "x"}, "d": None}
+    assert json.loads(args_json({"a.b": 1, "d": None})) == {"a.b": 1, "d": None}   # dotted names stay flat
 
 
 def test_build_command_unset_envvar_names_the_item():

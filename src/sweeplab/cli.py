@@ -85,11 +85,18 @@ def sweep(
     smoke: bool = typer.Option(False, "--smoke", help="a few tiny trials on the CPU before the real thing"),
     hard: bool = typer.Option(False, "--hard", help="when a budget is hit, stop running trials too"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress"),
+    function: Optional[str] = typer.Option(None, "--function", help="run this function for each trial "
+                                           "(train.py:train), e.g. for a W&B sweep run by wandb.agent(function=)"),
+    strict: bool = typer.Option(False, "--strict", help="what W&B only warns about in a spec is an error"),
 ) -> None:
     """Run a sweep from a spec file."""
     from sweeplab.spec import load_spec
 
-    spec = load_spec(spec_file)
+    spec = load_spec(spec_file, strict=strict, function=function)
+    for warning in spec.warnings:
+        from rich.markup import escape
+
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     for key in spec.ignored:
         err.print(f"[dim]info: {spec_file}: '{key}' is a W&B setting that does not apply offline; ignored[/dim]")
     if trials is not None:

@@ -14,7 +14,6 @@ import contextlib
 import math
 import os
 import signal
-import sys
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -524,20 +523,23 @@ class Driver:
     def _task(self, t: _Trial, paths: Mapping[str, str]) -> TrialTask:
         spec = self.spec
         cwd = self.cwd
+        env = self._wandb_env(t, paths)
         if spec.function:
             if self._target is None:
                 self._target = self._function_target()
             kind, target, command = "function", self._target, None
         else:
-            from sweeplab.spec import build_command
+            from sweeplab.spec import args_json, build_command, resolve_interpreter
 
             args_file = str(Path(paths["log"]).with_suffix(".args.json"))
             Path(args_file).parent.mkdir(parents=True, exist_ok=True)
-            from sweeplab.spec import args_json
-
-            Path(args_file).write_text(args_json(t.params))
+            Path(args_file).write_text(args_json(t.params, spec.raw.get("parameters")))
             kind, target = "command", None
-            command = build_command(spec, t.params, interpreter=sys.executable, args_json_file=args_file)
+            interpreter, why = resolve_interpreter()
+            command = build_command(spec, t.params, interpreter=interpreter, args_json_file=args_file)
+            if "${interpreter}" in (spec.effective_command or ()):
+                with open(paths["log"], "a") as log:   # the trial's log says which Python ran it
+                    log.write(f"sweeplab: ${{interpreter}} is {interpreter} ({why})\n")
             spec_dir = Path(spec.source).resolve().parent if spec.source else None
             if spec.program and spec_dir is not None and (spec_dir / spec.program).exists() \
                     and not (Path(self.cwd) / spec.program).exists():
@@ -552,8 +554,18 @@ class Driver:
             mtbf=self._mtbf(), grace=policy.grace, heartbeat_interval=_heartbeat_interval(policy),
             cwd=cwd, python_path=self._import_path(), capture_dir=paths["capture"],
             artifacts_dir=paths["artifacts"], torch_profiler=policy.torch_profiler,
-            world_size=world_size, **self._decisions(t, world_size),
+            world_size=world_size, env=env, **self._decisions(t, world_size),
         )
+
+    def _wandb_env(self, t: _Trial, paths: Mapping[str, str]) -> dict[str, str]:
+        """W&B's agent environment for the trial (offline), so `wandb.init()` gets its parameters."""
+        from sweeplab.spec import wandb_args
+        from sweeplab.wandb_compat import trial_env, write_sweep_params
+
+        base = Path(paths["log"]).with_suffix("")
+        write_sweep_params(f"{base}.wandb-params.yaml", wandb_args(t.params, self.spec.raw.get("parameters")))
+        return trial_env(param_path=f"{base}.wandb-params.yaml", wandb_dir=f"{base}.wandb",
+                         python_path=os.environ.get("PYTHONPATH"), command=not self.spec.function)
 
     def _decisions(self, t: _Trial, world_size: int) -> dict[str, Any]:
         """Rungs at which a function trial waits for the scheduler's verdict (see Scheduler.decision_steps).

@@ -335,8 +335,11 @@ class QUniform(_Quantized, Uniform):
     kind: ClassVar[str] = "q_uniform"
 
     def grid_values(self) -> list[Any]:
-        lo, hi = round(self.min / self.q), round(self.max / self.q)
-        return [quantize(k * self.q, self.q) for k in range(lo, hi + 1)]
+        """W&B's grid points: `numpy.arange(min, max, q)`, so `max` itself is left out (0..10 by 2 gives
+        0, 2, 4, 6, 8). Source: wandb/sweeps, grid_search.py (grid_search_next_runs)."""
+        import numpy as np
+
+        return [_plain(v) for v in np.arange(self.min, self.max, self.q).tolist()]
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ import math
 import os
 import re
 import shlex
+import shutil
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -28,7 +30,7 @@ from typing import Any
 
 from sweeplab._yaml import read_yaml
 from sweeplab.errors import SpecError
-from sweeplab.space import SearchSpace, parse_parameters, unflatten
+from sweeplab.space import SearchSpace, parse_parameters
 from sweeplab.types import Goal
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "EARLY_TERMINATE_TYPES",
     "MACROS",
     "METHODS",
+    "PARAM_MACROS",
     "Budget",
     "MetricSpec",
     "Resources",
@@ -46,6 +49,9 @@ __all__ = [
     "load_spec",
     "parse_duration",
     "parse_spec",
+    "passes_params",
+    "resolve_interpreter",
+    "wandb_args",
 ]
 
 METHODS = ("grid", "random", "sobol", "bayes", "tpe", "gp")
@@ -55,10 +61,13 @@ _IMPUTE = ("worst", "best", "latest")
 
 #: command macros (W&B's); `${envvar:NAME}` is also accepted
 MACROS = (
-    "env", "interpreter", "program", "args", "args_no_hyphens", "args_no_boolean_flags",
-    "args_json", "args_json_file",
+    "env", "interpreter", "program", "args", "args_no_equals", "args_no_hyphens", "args_no_boolean_flags",
+    "args_append_hydra", "args_override_hydra", "args_json", "args_json_file",
 )
-_LIST_MACROS = ("args", "args_no_hyphens", "args_no_boolean_flags")
+_LIST_MACROS = ("args", "args_no_equals", "args_no_hyphens", "args_no_boolean_flags", "args_append_hydra",
+                "args_override_hydra")
+#: the macros that hand a trial its parameters (a command without one passes none)
+PARAM_MACROS = (*_LIST_MACROS, "args_json", "args_json_file")
 DEFAULT_COMMAND = ("${env}", "${interpreter}", "${program}", "${args}")
 _MACRO = re.compile(r"\$\{([^}]*)\}")
 
@@ -66,6 +75,7 @@ _WANDB_KEYS = (
     "program", "command", "method", "metric", "parameters", "early_terminate", "run_cap", "name",
     "description",
 )
+_HYPERBAND_KEYS = ("type", "metric", "min_iter", "max_iter", "s", "eta", "strict")
 _IGNORED_KEYS = ("entity", "project", "controller", "apiVersion", "kind")
 _UNSUPPORTED_KEYS = {
     "job": "W&B Launch jobs are not supported; use program/command or function",
@@ -170,6 +180,7 @@ class SweepSpec:
     source: Path | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
     ignored: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()    # what W&B would warn about and run anyway (errors under strict)
 
     @property
     def is_function(self) -> bool:
@@ -262,18 +273,25 @@ def _check_override(key: str, value: Any) -> None:
 
 # ----------------------------------------------------------------------------------------- loading
 
-def load_spec(path: str | Path) -> SweepSpec:
-    """Read and validate a sweep spec file; every error names the file."""
+def load_spec(path: str | Path, *, strict: bool = False, function: str | None = None) -> SweepSpec:
+    """Read and validate a sweep spec file; every error names the file.
+
+    `strict` turns what W&B only warns about into errors; `function` ('train.py:train', the CLI's
+    `--function`) runs a W&B file written for `wandb.agent(sweep_id, function=train)`."""
     file = str(path)
     raw = read_yaml(path, what="sweep spec")
-    spec = parse_spec(raw, file=file, base_dir=Path(path).parent)
+    if function is not None and isinstance(raw, Mapping):
+        raw = {k: v for k, v in raw.items() if k not in ("program", "command")}
+        raw["function"] = function
+    spec = parse_spec(raw, file=file, base_dir=Path(path).parent, strict=strict)
     return dataclasses.replace(spec, source=Path(path))
 
 
-def parse_spec(raw: Any, *, file: str | None = None, base_dir: Path | None = None) -> SweepSpec:
+def parse_spec(raw: Any, *, file: str | None = None, base_dir: Path | None = None,
+               strict: bool = False) -> SweepSpec:
     """Validate a spec mapping (as loaded from YAML). `base_dir` anchors a relative `config` path
     (default: the directory of `file`)."""
-    return _SpecParser(file, base_dir).parse(raw)
+    return _SpecParser(file, base_dir, strict=strict).parse(raw)
 
 
 # --------------------------------------------------------------------------------------- durations
@@ -329,16 +347,77 @@ def parse_duration(text: str | float, *, file: str | None = None, key: str = "du
 
 # ---------------------------------------------------------------------------------------- commands
 
-def args_json(params: Mapping[str, Any]) -> str:
-    """The JSON that `${args_json}` passes and an `${args_json_file}` must hold (nested by dots)."""
-    return json.dumps(unflatten(dict(params)), sort_keys=False, default=str)
+def wandb_args(params: Mapping[str, Any], parameters: Any = None) -> dict[str, Any]:
+    """The trial's parameters as W&B's controller hands them to the agent: one entry per top-level name
+    of the spec's `parameters`, a nested parameter's value being a dict of its own (`{"optimizer":
+    {"lr": 0.001, "nadam": {"beta": 0.9}}}`), and a dotted name (`optimizer.lr:` written flat) kept as
+    one key. `params` is sweeplab's flat form; `parameters` is the spec's raw `parameters` mapping
+    (without it, every name is taken as written)."""
+    flat = dict(params)
+    if not isinstance(parameters, Mapping):
+        return flat
+    out = _nest(parameters, flat, "")
+    for name, value in flat.items():   # names the raw mapping does not know (overrides): as written
+        if not any(name == k or name.startswith(k + ".") for k in parameters):
+            out[name] = value
+    return out
 
 
-def _arg_value(value: Any) -> str:
-    # W&B formats scalars with str() (True, 0.01, abc); containers are passed as JSON
-    if isinstance(value, (list, tuple, dict)):
-        return json.dumps(value, default=str)
-    return str(value)
+def _nest(block: Mapping[str, Any], flat: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, node in block.items():
+        path = f"{prefix}{name}"
+        if isinstance(node, Mapping) and isinstance(node.get("parameters"), Mapping):
+            out[str(name)] = _nest(node["parameters"], flat, f"{path}.")
+        elif path in flat:
+            out[str(name)] = flat[path]
+    return out
+
+
+def args_json(params: Mapping[str, Any], parameters: Any = None) -> str:
+    """What `${args_json}` passes and `${args_json_file}` holds: `json.dumps` of `wandb_args`, as W&B's
+    agent writes it (wandb/sdk/launch/sweeps/utils.py, create_sweep_command_args)."""
+    return json.dumps(wandb_args(params, parameters), default=str)
+
+
+def _arg_lists(args: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The list macros, built as W&B's agent builds them: every value formatted with Python's str()
+    (`True`, `None`, `['a', 'b']`, `{'lr': 0.001}`), false booleans left out of args_no_boolean_flags.
+    Source: wandb/sdk/launch/sweeps/utils.py, create_sweep_command_args."""
+    out: dict[str, list[str]] = {name: [] for name in _LIST_MACROS}
+    for name, value in args.items():
+        flag = f"{name}={value}"
+        out["args"].append(f"--{flag}")
+        out["args_no_hyphens"].append(flag)
+        out["args_no_equals"] += [f"--{name}", str(value)]
+        out["args_append_hydra"].append(f"+{flag}")
+        out["args_override_hydra"].append(f"++{flag}")
+        if isinstance(value, bool):
+            if value:
+                out["args_no_boolean_flags"].append(f"--{name}")
+        else:
+            out["args_no_boolean_flags"].append(f"--{flag}")
+    return out
+
+
+def passes_params(command: Sequence[str]) -> bool:
+    """True when a command template hands the trial its parameters (`${args}`, `${args_json}`, ...)."""
+    return any(m.group(1) in PARAM_MACROS for item in command for m in _MACRO.finditer(item))
+
+
+def resolve_interpreter(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """What `${interpreter}` runs, and why: W&B's agent runs `python` from PATH (wandb/wandb_agent.py,
+    Agent._command_run: sweep_vars["interpreter"] = ["python"]), so the user's own environment runs the
+    program, not sweeplab's. Without a `python` on PATH, `python3`, then sweeplab's own interpreter."""
+    env = os.environ if environ is None else environ
+    path = env.get("PATH", os.defpath)
+    for name in ("python", "python3"):
+        found = shutil.which(name, path=path)
+        if found:
+            why = "python on PATH, as W&B's agent runs it" if name == "python" else \
+                "python3 on PATH (no `python` on PATH; W&B's agent would fail here)"
+            return found, why
+    return sys.executable, "sweeplab's own interpreter (neither python nor python3 on PATH)"
 
 
 def _substitute(single: Callable[[str, str], str | None], where: str, match: re.Match[str]) -> str:
@@ -353,19 +432,21 @@ def build_command(
     args_json_file: str,
     environ: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """The argv of one trial: the spec's command with W&B's macros expanded.
+    """The argv of one trial: the spec's command with W&B's macros expanded as W&B's agent does.
 
-    `params` is flat with dotted names (`{"lr": 0.1, "model.hidden": 64}`). An item that is exactly
-    a macro expands to its arguments (`${args}` -> `--lr=0.1 --model.hidden=64`, `${env}` ->
-    `/usr/bin/env`, nothing on Windows); inside a longer item the single-value macros are replaced
-    as text (`--params=${args_json_file}`). The caller writes `args_json(params)` to `args_json_file`.
+    `params` is flat with dotted names (`{"lr": 0.1, "model.hidden": 64}`); the arguments are W&B's
+    (`wandb_args`: a nested parameter is one argument, `--model={'hidden': 64}`). An item that is exactly
+    a macro expands to its arguments (`${args}` -> `--lr=0.1`, `${env}` -> `/usr/bin/env`, nothing on
+    Windows); inside a longer item the single-value macros are replaced as text (`--params=${args_json_file}`,
+    which W&B's agent would leave as it is). The caller writes `args_json(...)` to `args_json_file`.
     """
     template = spec.effective_command
     if template is None:
         raise SpecError("this sweep calls a function; it has no command to build", key="command",
                         file=str(spec.source) if spec.source else None)
     env = os.environ if environ is None else environ
-    flat = dict(params)
+    args = wandb_args(params, spec.raw.get("parameters"))
+    lists = _arg_lists(args)
 
     def single(name: str, where: str) -> str | None:
         if name == "env":
@@ -377,7 +458,7 @@ def build_command(
                 raise SpecError("command uses ${program} but the spec has no program", key=where)
             return spec.program
         if name == "args_json":
-            return args_json(flat)
+            return json.dumps(args, default=str)
         if name == "args_json_file":
             return args_json_file
         if name.startswith("envvar:"):
@@ -394,16 +475,8 @@ def build_command(
         whole = _MACRO.fullmatch(item)
         if whole is not None:
             name = whole.group(1)
-            if name == "args":
-                argv += [f"--{k}={_arg_value(v)}" for k, v in flat.items()]
-            elif name == "args_no_hyphens":
-                argv += [f"{k}={_arg_value(v)}" for k, v in flat.items()]
-            elif name == "args_no_boolean_flags":
-                for k, v in flat.items():
-                    if v is True:
-                        argv.append(f"--{k}")
-                    elif v is not False:
-                        argv.append(f"--{k}={_arg_value(v)}")
+            if name in lists:
+                argv += lists[name]
             else:
                 value = single(name, where)
                 if value is not None:
@@ -451,8 +524,10 @@ def _jsonable(value: Any) -> Any:
 
 
 class _SpecParser:
-    def __init__(self, file: str | None, base_dir: Path | None) -> None:
+    def __init__(self, file: str | None, base_dir: Path | None, *, strict: bool = False) -> None:
         self.file = file
+        self.strict = strict
+        self.warnings: list[str] = []
         if base_dir is None and file and not file.startswith("<"):  # "<stored spec>" is no file
             base_dir = Path(file).parent
         self.base_dir = base_dir
@@ -522,9 +597,9 @@ class _SpecParser:
         for k in raw:
             if k in _UNSUPPORTED_KEYS:
                 raise self.error(f"{k!r} is not supported", str(k), hint=_UNSUPPORTED_KEYS[k])
-            if k not in _TOP_KEYS:
-                raise self.error(f"unknown key {k!r}", str(k), expected="a sweep spec key",
-                                 hint=_did_you_mean(str(k), _TOP_KEYS) or "see docs/spec.md for the keys")
+            if k not in _TOP_KEYS:   # W&B warns about a schema violation and runs (wandb sweep)
+                self.warn(f"unknown key {k!r}", str(k), expected="a sweep spec key",
+                          hint=_did_you_mean(str(k), _TOP_KEYS) or "see docs/spec.md for the keys")
 
         method = self.method(raw.get("method"))
         metric = self.metric(raw.get("metric"), method)
@@ -559,9 +634,37 @@ class _SpecParser:
             address=self.string(raw.get("address"), "address"),
             checkpoint_dir=self.string(raw.get("checkpoint_dir"), "checkpoint_dir"),
             source=Path(self.file) if self.file and not self.file.startswith("<") else None,
-            raw=dict(raw),
+            raw={k: v for k, v in raw.items() if k in _TOP_KEYS},
             ignored=ignored,
+            warnings=tuple(self.warnings) + self.param_warnings(function, program, command),
         )
+
+    def warn(self, message: str, key: str | None, **kw: Any) -> None:
+        """What W&B accepts with a warning: a warning here, an error under `strict`."""
+        err = self.error(message, key, **kw)
+        if self.strict:
+            raise err
+        self.warnings.append(f"{err} (ignored, as W&B does; --strict makes this an error)")
+
+    def param_warnings(self, function: str | None, program: str | None,
+                       command: tuple[str, ...] | None) -> tuple[str, ...]:
+        """A command that passes no parameters to a program that never reads wandb.config runs every trial
+        with the same settings: say so (W&B's agent runs it silently)."""
+        if function is not None or command is None or passes_params(command):
+            return ()
+        files = [program] if program else [c for c in command if c.endswith(".py") and "${" not in c]
+        for name in files:
+            path = Path(name) if self.base_dir is None else self.base_dir / name
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            if "wandb" in text and re.search(r"\.config\b", text):
+                return ()   # it reads its parameters from wandb.config (WANDB_SWEEP_PARAM_PATH)
+        shown = files[0] if files else "the program"
+        return (f"{self.file or 'spec'}: command: passes no parameters (no ${{args}}, ${{args_json}} or other "
+                f"${{args...}} macro) and {shown} does not read wandb.config, so every trial runs with the same "
+                "settings; add ${args} to command (or read the parameters from wandb.config)",)
 
     def text(self, raw: Any, key: str) -> str | None:
         if raw is None:
@@ -653,9 +756,10 @@ class _SpecParser:
             return None, program, command
         if program is not None:
             return None, program, None
-        raise self.error("nothing to run", None,
+        raise self.error("nothing to run: no program, command or function", None,
                          expected="one of function ('pkg.module:fn'), program (train.py) or command",
-                         hint="add program: train.py or function: module:train")
+                         hint="a W&B sweep run by wandb.agent(sweep_id, function=train) runs with "
+                              "`sweeplab sweep FILE --function train.py:train`; or add program: train.py")
 
     def command(self, raw: Any) -> tuple[str, ...]:
         if isinstance(raw, str):
@@ -841,7 +945,15 @@ class _SpecParser:
         if raw.get("metric") is None and metric.name is None:
             raise self.error("early termination needs a metric", "early_terminate",
                              expected="a sweep metric or early_terminate.metric")
-        return dict(raw)
+        out = dict(raw)
+        if kind == "hyperband":   # W&B drops keys its schema lacks (sweeps/hyperband_stopping.py,
+            for k in raw:         # hyperband_baseline_validate_and_fill) and runs
+                if k not in _HYPERBAND_KEYS:
+                    self.warn(f"unknown key {k!r}", f"early_terminate.{k}",
+                              expected=f"one of {', '.join(_HYPERBAND_KEYS)}",
+                              hint=_did_you_mean(str(k), _HYPERBAND_KEYS))
+                    del out[k]
+        return out
 
     def monitors(self, raw: Any) -> tuple[Any, ...]:
         if raw is None:

@@ -18,8 +18,9 @@ import pytest
 pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-KNOWN = {"quadratic", "xgboost_diabetes", "cli_program", "torch_digits"}
-NEEDS = {"xgboost_diabetes": ["xgboost", "sklearn"], "torch_digits": ["torch", "sklearn"]}
+KNOWN = {"quadratic", "xgboost_diabetes", "cli_program", "torch_digits", "wandb_sklearn"}
+NEEDS = {"xgboost_diabetes": ["xgboost", "sklearn"], "torch_digits": ["torch", "sklearn"],
+         "wandb_sklearn": ["wandb", "sklearn"]}
 SPECS = sorted(p for p in EXAMPLES.glob("*/sweep*.yaml"))
 
 

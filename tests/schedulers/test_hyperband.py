@@ -108,12 +108,14 @@ def test_nan_is_the_worst_value_at_a_band() -> None:
     assert _feed(sched, 1, [1, math.nan])[-1] is Decision.STOP
 
 
-def test_a_report_past_several_bands_records_its_value_at_each() -> None:
+def test_a_band_is_reached_by_the_count_of_reports_not_by_the_step_as_in_wandb() -> None:
+    # W&B's hyperband_stop_runs indexes the metric's history: band b needs b+1 values, whatever the steps
     sched = HyperbandScheduler(min_iter=1, eta=3, s=3)           # bands 1, 3, 9
     sched.on_report(0, 0, 1.0)
-    sched.on_report(0, 10, 2.0)                                  # jumps over 1, 3 and 9
-    v = sched.on_report(1, 10, 3.0)
-    assert v.stops and v.data["band"] == 9 and v.data["cutoff"] == 2.0
+    sched.on_report(0, 10, 2.0)                                  # its 2nd value: band 1 only
+    assert sched.on_report(1, 10, 3.0).decision is Decision.CONTINUE   # a 1st value reaches no band
+    v = sched.on_report(1, 11, 3.0)
+    assert v.stops and v.data["band"] == 1 and v.data["cutoff"] == 2.0
 
 
 def test_ended_trials_still_count_in_thresholds_but_are_not_judged() -> None:

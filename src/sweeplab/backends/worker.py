@@ -161,6 +161,8 @@ def _facts(fn: Callable[..., Any]) -> tuple[Any, str]:
                       if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
         if len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional):
             style = "positional"
+        elif not positional and "run" not in params:
+            style = "none"   # W&B's wandb.agent(function=train) style: train() reads wandb.config
         else:
             style = "keyword" if "run" in params else "config"
     facts = (typed_schema_of(fn), style)
@@ -175,6 +177,8 @@ def _call(fn: Callable[..., Any], config: Any, run: Run) -> Any:
         return fn(config, run)
     if style == "keyword":
         return fn(config, run=run)
+    if style == "none":
+        return fn()
     return fn(config)
 
 
@@ -378,6 +382,7 @@ def _execute_function(ex: Execution) -> None:
         return
     run: Run | None = None
     building = False
+    wandb_final: dict[str, Any] = {}
     try:
         with _redirect_output(task.log_path):
             _write_header(task)
@@ -387,6 +392,10 @@ def _execute_function(ex: Execution) -> None:
             try:
                 if task.cwd:
                     os.chdir(task.cwd)
+                if "WANDB_SWEEP_PARAM_PATH" in task.env:   # before the import: W&B scripts call wandb there
+                    from sweeplab.wandb_compat import install_hook
+
+                    install_hook()
                 fn = load_target(task.target or "", list(task.python_path))
                 from sweeplab.config import coerce
 
@@ -408,7 +417,13 @@ def _execute_function(ex: Execution) -> None:
                     run.request_stop("stop requested")
                 if task.seed is not None:
                     _seed_everything(task.seed)
-                result = _call(fn, config, run)
+                if "WANDB_SWEEP_PARAM_PATH" in task.env:   # wandb.init()/log in the function reach the run
+                    from sweeplab.wandb_compat import function_trial
+
+                    with function_trial(run.log) as wandb_final:
+                        result = _call(fn, config, run)
+                else:
+                    result = _call(fn, config, run)
             finally:
                 os.chdir(cwd)
                 for k, v in old_env.items():
@@ -424,6 +439,8 @@ def _execute_function(ex: Execution) -> None:
         from sweeplab.run import objective_from
 
         metrics, _ = objective_from(result, None)
+        if wandb_final:
+            metrics = {**_wandb_summary(wandb_final), **metrics}
         channel.send(EventKind.FINISHED, {"metrics": metrics, "stopped": run.should_stop, "retire": ex.retire})
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt) and not ex.preempted:
@@ -525,8 +542,13 @@ class _Reporter:
         self.channel = channel
         self.step = 0
         self.lock = threading.Lock()
+        self.final: dict[str, Any] = {}   # a W&B run's summary (wandb_compat hook): the final metrics
 
     def line(self, text: str) -> None:
+        if text.startswith('{"@summary":'):
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                self.final.update(json.loads(text)["@summary"])
+            return
         parsed = parse_report_line(text)
         if parsed is None:
             return
@@ -604,8 +626,11 @@ def _execute_command(ex: Execution) -> None:
     _send_profile(ex)
     if ex.preempted:
         channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
+    elif code == 0 and reporter.final.get("@exit_code"):   # wandb.finish(exit_code=N): failed, as in W&B
+        channel.send(EventKind.FAILED, {"reason": f"wandb.finish(exit_code={reporter.final['@exit_code']})",
+                                        "error_type": "CommandFailed", "message": _log_tail(task.log_path)})
     elif code == 0 or (ex.stop_requested and code in (-signal.SIGTERM, 143)):
-        channel.send(EventKind.FINISHED, {"metrics": {}, "stopped": ex.stop_requested})
+        channel.send(EventKind.FINISHED, {"metrics": _wandb_summary(reporter.final), "stopped": ex.stop_requested})
     else:
         why, exit_code, sig = describe_exit(code)
         last, text = _stderr_summary(bytes(stderr_tail))
@@ -683,6 +708,17 @@ def _write_header(task: TrialTask) -> None:
     if task.log_path:
         with contextlib.suppress(OSError):
             fd_writer(1)(_header(task))
+
+
+def _wandb_summary(final: dict[str, Any]) -> dict[str, float]:
+    """The numbers of a W&B run's summary (nan/inf arrive as strings)."""
+    out: dict[str, float] = {}
+    for k, v in final.items():
+        if k.startswith("@"):
+            continue
+        with contextlib.suppress(TypeError, ValueError):
+            out[k] = float(v)
+    return out
 
 
 def _tail_file(path: str, reporter: _Reporter, child: subprocess.Popen[bytes]) -> None:

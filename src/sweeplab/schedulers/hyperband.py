@@ -4,8 +4,11 @@ Bands (the steps where trials are judged), as W&B computes them:
     min_iter given:  int(min_iter * eta**k) for k = 0, 1, ... (k < s when `s` is given)
     max_iter given:  int(max_iter / eta**k) for k = 1 .. s, dropping bands below 1 (max_iter takes
                      precedence when both are given, as in W&B)
-At each band every trial that reached it records its value (the value of its first report whose step is
->= the band). The threshold of a band is the `int(n / eta)`-th best of the n values recorded there (so the
+At each band every trial that reached it records its value. As in W&B's controller, band b is reached by
+a trial's (b+1)-th report of the metric (its value at index b of the metric's history, whatever the steps
+the program gives; sources: wandb/sweeps, hyperband_stopping.py, hyperband_stop_runs: `h[band]` and
+`band < len(history)`), so a trial logging from step 0 is judged at step b, one logging from step 1 at b+1.
+The threshold of a band is the `int(n / eta)`-th best of the n values recorded there (so the
 top 1/eta pass); a running trial whose value is worse than the threshold of the last band it passed is
 stopped. `strict: true` (W&B's default) compares the value recorded at that band; `strict: false` compares
 the trial's best value so far, which stops fewer trials. W&B evaluates this every few minutes; sweeplab on
@@ -47,6 +50,7 @@ def hyperband_bands(
 class _Trial:
     band_scores: dict[int, float] = field(default_factory=dict)  # band step -> score recorded there
     best: float = math.inf
+    reports: int = 0
     stopped: Verdict | None = None
     ended: bool = False
 
@@ -103,7 +107,8 @@ class HyperbandScheduler(Scheduler):
             return Verdict.go_on()
         sc = self._score(value)
         t.best = min(t.best, sc)
-        passed = self._bands_upto(step)
+        t.reports += 1
+        passed = self._bands_upto(t.reports - 1)   # W&B: band b needs len(history) > b
         for band in passed:  # recorded whatever the verdicts: the replay order cannot change the bands
             if band not in t.band_scores:
                 t.band_scores[band] = sc

@@ -1,0 +1,91 @@
+"""W&B programs in a sweep, unchanged and offline: `wandb.init`, `wandb.config`, `wandb.log`, `run.summary`.
+
+sweeplab does what W&B's agent does for the real `wandb` client the user has installed (nothing of ours
+is named `wandb`): it writes the trial's parameters in W&B's format to a file named by
+WANDB_SWEEP_PARAM_PATH, which `wandb.init()` reads into `wandb.config` (sweep values win over
+`wandb.init(config=defaults)`), with WANDB_MODE=offline so nothing is sent and WANDB_DIR inside the
+trial's log folder (`wandb sync` uploads those runs later, if the user wants). Sources: wandb/wandb_agent.py
+(Agent._command_run) and wandb/sdk/lib/config_util.py (save_config_file_from_dict).
+
+What the program logs reaches the trial through `_boot/_sweeplab_wandb_hook.py`: command trials get
+`_boot/` first on PYTHONPATH (its `sitecustomize` arms the hook, then runs the one it hides); function
+trials install it in the worker (`function_trial`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BOOT_DIR", "function_trial", "install_hook", "trial_env", "write_sweep_params"]
+
+#: the folder put first on a command trial's PYTHONPATH
+BOOT_DIR = Path(__file__).resolve().parent / "_boot"
+
+
+def write_sweep_params(path: str | Path, args: Mapping[str, Any]) -> None:
+    """Write `args` (W&B's top-level parameter names -> values, see spec.wandb_args) as the YAML file W&B's
+    agent writes for WANDB_SWEEP_PARAM_PATH: `wandb_version: 1` then `name: {value: v}` per parameter."""
+    import yaml
+
+    text = "wandb_version: 1"
+    if args:
+        body = {str(k): {"value": v} for k, v in args.items()}
+        text += "\n\n" + yaml.safe_dump(body, default_flow_style=False, allow_unicode=True, sort_keys=False)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def trial_env(*, param_path: str | Path, wandb_dir: str | Path, python_path: str | None = None,
+              command: bool = True) -> dict[str, str]:
+    """The variables a trial gets so that a W&B program runs as under W&B's agent, offline.
+
+    `python_path` is the PYTHONPATH the trial would otherwise have; command trials get BOOT_DIR in front.
+    wandb creates WANDB_DIR when a run starts (so trials that do not use wandb leave no folder)."""
+    env = {
+        "WANDB_MODE": "offline",                 # nothing is sent anywhere
+        "WANDB_SWEEP_PARAM_PATH": str(param_path),
+        "WANDB_DIR": str(wandb_dir),
+    }
+    if command:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), python_path) if p)
+    return env
+
+
+def install_hook() -> None:
+    """Arm the hook in this process (a worker about to import a function trial's module, which may call
+    `wandb.sweep`/`wandb.agent` at import as W&B's function-style scripts do)."""
+    from sweeplab.wandb_compat._boot import _sweeplab_wandb_hook as hook
+
+    hook.install()
+
+
+@contextlib.contextmanager
+def function_trial(log: Any) -> Iterator[dict[str, Any]]:
+    """Around one function trial in the worker: W&B runs it starts report through `log(metrics, step=)`;
+    their summary (and a `wandb.finish(exit_code=N)`) lands in the yielded dict when the trial ends.
+
+    As W&B's agent does between function runs, wandb's setup is torn down first, so that `wandb.init()`
+    reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's."""
+    from sweeplab.wandb_compat._boot import _sweeplab_wandb_hook as hook
+
+    final: dict[str, Any] = {}
+    if "wandb" in sys.modules:
+        with contextlib.suppress(Exception):
+            sys.modules["wandb"].teardown()
+    hook.install(sink=lambda metrics, step: log(metrics, step=step), final=final.update)
+    ok = False
+    try:
+        yield final
+        ok = True
+    finally:
+        wandb = sys.modules.get("wandb")
+        if wandb is not None and getattr(wandb, "run", None) is not None:
+            with contextlib.suppress(Exception):   # a run the function left open ends with it
+                wandb.run.finish(exit_code=0 if ok else 1)
+        hook.uninstall_sinks()

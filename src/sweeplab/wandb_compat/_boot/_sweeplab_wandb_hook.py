@@ -1,0 +1,325 @@
+"""Mirror what a W&B program logs into its sweeplab trial, with the real `wandb` client left in charge.
+
+`install()` waits (a meta-path finder) until the program imports `wandb.sdk.wandb_run`, then wraps
+  - `Run.log`: each committed history row becomes one report line `{"step": _step, metric: value, ...}`,
+    rows built with W&B's partial-history rules (`commit=False` adds to the row; `step=` greater than the
+    current step commits the row and moves to it; a smaller step is dropped, as W&B drops it with a
+    warning). Sources: wandb/sdk/wandb_run.py (`Run._log`) and the history handler of the client's
+    internal process (wandb/sdk/internal/handler.py, `handle_request_partial_history`).
+  - `Run._finish` (every way a run ends) and the end of the process: the run's summary as W&B has it
+    (`run.summary`, with `define_metric` summaries such as `{"acc": {"max": 0.9}}`) becomes the trial's
+    final metrics, and a `finish(exit_code=N)` its exit code;
+  - `wandb.init`: a run is never online (mode `offline`), whatever the program asks;
+  - `wandb.sweep`, `wandb.agent`, `wandb.login`: inside a trial they do nothing (sweeplab is the controller).
+Values that are not numbers (images, tables, strings) stay in wandb's own offline files only.
+
+Where the values go: the runner names a JSON-lines file in SWEEPLAB_REPORT_FILE (command trials); a worker
+running a function trial passes `sink` and `final` callables instead. Standard library only.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import json
+import math
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+_SUMMARY_KEY = "@summary"
+_EXIT_KEY = "@exit_code"
+_lock = threading.Lock()
+_sink: Callable[[dict[str, float], int], None] | None = None
+_final: Callable[[dict[str, Any]], None] | None = None
+_patched = False
+_original_log: Callable[..., Any] | None = None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    item = getattr(value, "item", None)   # numpy scalars, 0-d tensors
+    if callable(item) and getattr(value, "ndim", 0) == 0 and type(value).__module__.split(".")[0] in (
+            "numpy", "torch", "jax", "jaxlib", "tensorflow"):
+        try:
+            out = item()
+        except Exception:
+            return None
+        return float(out) if isinstance(out, (int, float)) and not isinstance(out, bool) else None
+    return None
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """Numbers of a logged dict, nested dicts as dotted names (W&B shows `{"a": {"b": 1}}` as `a.b`)."""
+    out: dict[str, float] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, f"{name}."))
+            continue
+        number = _number(value)
+        if number is not None:
+            out[name] = number
+    return out
+
+
+def _write_line(obj: dict[str, Any]) -> None:
+    path = os.environ.get("SWEEPLAB_REPORT_FILE")
+    if not path:
+        return
+    line = (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def _emit(metrics: dict[str, float], step: int) -> None:
+    if _sink is not None:
+        _sink(metrics, step)
+        return
+    row: dict[str, Any] = {k: (v if math.isfinite(v) else str(v)) for k, v in metrics.items()}
+    row["step"] = step
+    _write_line(row)
+
+
+class _History:
+    """One run's history rows, committed as W&B commits them."""
+
+    def __init__(self) -> None:
+        self.step = 0
+        self.row: dict[str, float] = {}
+        self.open = False
+
+    def log(self, data: Mapping[str, Any], step: int | None, commit: bool | None) -> None:
+        if step is not None:
+            step = int(step)
+            if step < self.step:   # W&B: "Tried to log to step N that is less than the current step"
+                return
+            if step > self.step:
+                self.commit()
+                self.step = step
+        self.row.update(_flatten(data))
+        self.open = True
+        if (step is None and commit is None) or commit:
+            self.commit()
+
+    def commit(self) -> None:
+        if not self.open:
+            return
+        row, self.row, self.open = self.row, {}, False
+        if row:
+            _emit(row, self.step)
+        self.step += 1
+
+
+def _summary_of(run: Any) -> dict[str, Any]:
+    try:
+        raw = run.summary._as_dict()
+    except Exception:
+        try:
+            raw = dict(run.summary)
+        except Exception:
+            return {}
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if str(key).startswith("_"):
+            continue
+        if isinstance(value, Mapping):
+            flat = _flatten(value, f"{key}.")
+            out.update(flat)
+            aggregates = [k for k in value if k in ("min", "max", "mean", "last", "best", "first")]
+            if len(aggregates) == 1 and f"{key}.{aggregates[0]}" in flat:   # define_metric(summary=...)
+                out[str(key)] = flat[f"{key}.{aggregates[0]}"]
+            continue
+        number = _number(value)
+        if number is not None:
+            out[str(key)] = number
+    return out
+
+
+def _in_trial(run: Any) -> bool:
+    """A run is the trial's when it started with the trial's W&B environment. A process of the program that
+    clears the WANDB_ variables first (W&B's cross-validation example does, for per-fold runs) starts runs
+    of its own, which W&B would not count in the sweep either."""
+    return bool(run.__dict__.setdefault("_sweeplab_trial", "WANDB_SWEEP_PARAM_PATH" in os.environ))
+
+
+def _finish_run(run: Any, exit_code: int | None = None) -> None:
+    """Send the run's last row and its summary once (from finish() or at the end of the process)."""
+    if run.__dict__.get("_sweeplab_done") or not _in_trial(run):
+        return
+    run.__dict__["_sweeplab_done"] = True
+    state = run.__dict__.get("_sweeplab_history")
+    if state is not None:
+        with _lock:
+            pending = state.open
+            state.commit()
+        if pending and _original_log is not None:   # wandb commits the open row at finish: do it now,
+            try:                                     # so that the summary read next includes it
+                _original_log(run, {}, commit=True)
+            except Exception:
+                pass
+    summary = _summary_of(run)
+    for key, value in list(summary.items()):
+        if isinstance(value, float) and not math.isfinite(value):
+            summary[key] = str(value)
+    if exit_code:
+        summary[_EXIT_KEY] = int(exit_code)
+    if _final is not None:
+        _final(summary)
+    else:
+        _write_line({_SUMMARY_KEY: summary})
+
+
+def _patch_run_class(module: Any) -> None:
+    cls = getattr(module, "Run", None)
+    if cls is None or getattr(cls, "_sweeplab_patched", False):
+        return
+    # every way a run ends (finish(), wandb.finish(), `with wandb.init()`) goes through Run._finish
+    # (wandb 0.16 to the newest); log() is the one public way to add to its history
+    global _original_log
+    finish_name = "_finish" if hasattr(cls, "_finish") else "finish"
+    original_log, original_finish = cls.log, getattr(cls, finish_name)
+    _original_log = original_log
+
+    def log(self: Any, data: Any, step: Any = None, commit: Any = None, *args: Any, **kwargs: Any) -> Any:
+        result = original_log(self, data, step, commit, *args, **kwargs)
+        if isinstance(data, Mapping) and _in_trial(self):
+            state = self.__dict__.get("_sweeplab_history")
+            if state is None:
+                state = self.__dict__["_sweeplab_history"] = _History()
+            with _lock:
+                state.log(data, step, commit)
+        return result
+
+    def _finish(self: Any, *args: Any, **kwargs: Any) -> Any:
+        exit_code = kwargs.get("exit_code", args[0] if args else None)
+        try:
+            _finish_run(self, exit_code)
+        except Exception as exc:
+            sys.stderr.write(f"sweeplab: could not read the W&B run's summary: {exc}\n")
+        return original_finish(self, *args, **kwargs)
+
+    for name, fn, orig in (("log", log, original_log), (finish_name, _finish, original_finish)):
+        fn.__doc__, fn.__name__, fn.__wrapped__ = orig.__doc__, name, orig  # type: ignore[attr-defined]
+        setattr(cls, name, fn)
+    cls._sweeplab_patched = True
+
+
+def _patch_init(wandb: Any) -> None:
+    init = getattr(wandb, "init", None)
+    if init is None or getattr(init, "_sweeplab_patched", False):
+        return
+
+    def offline_init(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("mode") not in ("offline", "disabled"):
+            kwargs["mode"] = "offline"   # nothing is sent anywhere, whatever the program asks
+        in_trial = "WANDB_SWEEP_PARAM_PATH" in os.environ
+        run = init(*args, **kwargs)
+        if run is not None and hasattr(run, "__dict__"):
+            run.__dict__["_sweeplab_trial"] = in_trial
+            atexit.register(_finish_run, run)   # runs before wandb's own exit hook (LIFO)
+        return run
+
+    offline_init.__doc__, offline_init.__wrapped__ = init.__doc__, init  # type: ignore[attr-defined]
+    offline_init._sweeplab_patched = True  # type: ignore[attr-defined]
+    wandb.init = offline_init
+    _patch_controller(wandb)
+
+
+def _patch_controller(wandb: Any) -> None:
+    """Inside a trial, sweeplab is the sweep's controller and agent: a script in W&B's
+    `wandb.sweep(config)` + `wandb.agent(sweep_id, function=train)` style, imported for its `train`,
+    creates no sweep and starts no agent, and `wandb.login()` asks for no key."""
+    def in_trial() -> bool:
+        return "WANDB_SWEEP_PARAM_PATH" in os.environ
+
+    def wrap(name: str, inside: Callable[..., Any]) -> None:
+        original = getattr(wandb, name, None)
+        if original is None or getattr(original, "_sweeplab_patched", False):
+            return
+
+        def patched(*args: Any, **kwargs: Any) -> Any:
+            return inside(*args, **kwargs) if in_trial() else original(*args, **kwargs)
+
+        patched.__doc__, patched.__wrapped__ = original.__doc__, original  # type: ignore[attr-defined]
+        patched._sweeplab_patched = True  # type: ignore[attr-defined]
+        setattr(wandb, name, patched)
+
+    def sweep(*args: Any, **kwargs: Any) -> str:
+        sys.stderr.write("sweeplab: wandb.sweep() creates nothing inside a sweeplab trial\n")
+        return os.environ.get("SWEEPLAB_SWEEP") or "sweeplab"
+
+    def agent(*args: Any, **kwargs: Any) -> None:
+        sys.stderr.write("sweeplab: wandb.agent() returns at once inside a sweeplab trial (sweeplab runs the "
+                         "trials)\n")
+
+    wrap("sweep", sweep)
+    wrap("agent", agent)
+    wrap("login", lambda *args, **kwargs: True)
+
+
+def _after_import(name: str, module: Any) -> None:
+    if name == "wandb.sdk.wandb_run":
+        _patch_run_class(module)
+    elif name == "wandb":
+        _patch_init(module)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Runs `_after_import` once `wandb` or `wandb.sdk.wandb_run` has been executed."""
+
+    _names = ("wandb", "wandb.sdk.wandb_run")
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname not in self._names:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module = loader.exec_module
+
+        def exec_and_patch(module: Any) -> None:
+            exec_module(module)
+            try:
+                _after_import(fullname, module)
+            except Exception as exc:
+                sys.stderr.write(f"sweeplab: could not hook {fullname}: {exc}\n")
+
+        loader.exec_module = exec_and_patch  # type: ignore[method-assign]
+        return spec
+
+
+def install(sink: Callable[[dict[str, float], int], None] | None = None,
+            final: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """Mirror W&B runs of this process into the trial: to `sink(metrics, step)` / `final(summary)` when
+    given (function trials), else to the file in SWEEPLAB_REPORT_FILE. Safe to call more than once."""
+    global _sink, _final, _patched
+    _sink, _final = sink, final
+    for name in _Finder._names:
+        if name in sys.modules:
+            _after_import(name, sys.modules[name])
+    if not _patched:
+        sys.meta_path.insert(0, _Finder())
+        _patched = True
+
+
+def uninstall_sinks() -> None:
+    """Forget the callables of a finished function trial (later runs write to the report file, if any)."""
+    global _sink, _final
+    _sink, _final = None, None

@@ -1,0 +1,90 @@
+"""Command macros pass what W&B's agent passes, byte for byte.
+
+The oracle is the real client's own code: wandb/sdk/launch/sweeps/utils.py, create_sweep_command_args,
+fed the arguments W&B's controller sends (one per top-level parameter, nested ones as dicts)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from sweeplab.spec import args_json, build_command, parse_spec, resolve_interpreter, wandb_args
+
+utils = pytest.importorskip("wandb.sdk.launch.sweeps.utils", reason="pip install 'sweeplab[wandb]'")
+
+PARAMETERS = {
+    "lr": {"values": [0.001]},
+    "optimizer": {"parameters": {"lr": {"value": 0.001}, "nadam": {"parameters": {"beta": {"value": 0.9}}}}},
+    "model.hidden": {"value": 64},          # a dotted name written flat: one key for W&B
+    "layers": {"value": ["a", "b"]},
+    "flag": {"value": True},
+    "off": {"value": False},
+    "nothing": {"value": None},
+    "name": {"value": "a b"},
+}
+FLAT = {"lr": 0.001, "optimizer.lr": 0.001, "optimizer.nadam.beta": 0.9, "model.hidden": 64,
+        "layers": ["a", "b"], "flag": True, "off": False, "nothing": None, "name": "a b"}
+WANDB_ARGS = {"lr": 0.001, "optimizer": {"lr": 0.001, "nadam": {"beta": 0.9}}, "model.hidden": 64,
+              "layers": ["a", "b"], "flag": True, "off": False, "nothing": None, "name": "a b"}
+
+
+def _spec(command: list[str]):
+    return parse_spec({"method": "grid", "program": "train.py", "parameters": PARAMETERS, "command": command},
+                      file="sweep.yaml")
+
+
+def _wandb(name: str) -> list[str]:
+    return utils.create_sweep_command_args({"args": {k: {"value": v} for k, v in WANDB_ARGS.items()}})[name]
+
+
+def test_parameters_are_grouped_as_wandbs_controller_sends_them() -> None:
+    assert wandb_args(FLAT, PARAMETERS) == WANDB_ARGS
+
+
+@pytest.mark.parametrize("macro", ["args", "args_no_equals", "args_no_hyphens", "args_no_boolean_flags",
+                                   "args_append_hydra", "args_override_hydra", "args_json"])
+def test_each_list_macro_matches_wandbs_agent(macro: str) -> None:
+    argv = build_command(_spec([f"${{{macro}}}"]), FLAT, interpreter="py", args_json_file="p.json")
+    assert argv == _wandb(macro)
+
+
+def test_nested_lists_booleans_and_none_use_pythons_form() -> None:
+    argv = build_command(_spec(["${args}"]), FLAT, interpreter="py", args_json_file="p.json")
+    assert "--optimizer={'lr': 0.001, 'nadam': {'beta': 0.9}}" in argv
+    assert "--layers=['a', 'b']" in argv and "--flag=True" in argv and "--nothing=None" in argv
+    assert "--model.hidden=64" in argv
+
+
+def test_args_json_file_holds_what_wandb_writes() -> None:
+    assert args_json(FLAT, PARAMETERS) == _wandb("args_json")[0]
+    assert json.loads(args_json(FLAT, PARAMETERS))["model.hidden"] == 64
+
+
+def test_wandbs_nested_parameters_example_parses_its_arguments() -> None:
+    # W&B's nested-parameters example reads --optimizer as one argument; sweeplab used to split it
+    import argparse
+    import ast
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lr", type=float)
+    parser.add_argument("--optimizer", type=ast.literal_eval)
+    argv = build_command(_spec(["${args}"]), {"lr": 0.001, "optimizer.lr": 0.001, "optimizer.nadam.beta": 0.9},
+                         interpreter="py", args_json_file="p.json")
+    ns = parser.parse_args(argv)
+    assert ns.optimizer == {"lr": 0.001, "nadam": {"beta": 0.9}}
+
+
+def test_interpreter_is_python_on_path_as_wandbs_agent(tmp_path) -> None:
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    found, why = resolve_interpreter({"PATH": f"{tmp_path}{os.pathsep}/usr/bin"})
+    assert found == str(fake) and "PATH" in why
+
+
+def test_interpreter_falls_back_when_no_python_is_on_path(tmp_path) -> None:
+    found, why = resolve_interpreter({"PATH": str(tmp_path)})
+    assert found and "own interpreter" in why

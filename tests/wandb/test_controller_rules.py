@@ -1,0 +1,90 @@
+"""Controller rules as W&B's controller applies them (wandb/sweeps: hyperband_stopping.py, grid_search.py),
+and the spec problems W&B only warns about."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeplab.errors import SpecError
+from sweeplab.schedulers.hyperband import HyperbandScheduler
+from sweeplab.space import parse_parameters
+from sweeplab.spec import parse_spec
+from sweeplab.types import Decision
+
+
+def test_hyperband_two_trial_case_wandb_stops_is_stopped() -> None:
+    # W&B's hyperband_stop_runs on these histories stops b: band 1 is h[1]; a's 9 sets the threshold
+    # (top 1/3 of [9, 10]) and b's 10 is worse. b logs from step 1 (step=epoch+1), so a step-based
+    # rule would wait for a step >= 3 and let b complete.
+    sched = HyperbandScheduler(min_iter=1, eta=3)
+    sched.on_report(0, 1, 10.0)
+    sched.on_report(0, 2, 9.0)
+    assert sched.on_report(1, 1, 10.0).decision is Decision.CONTINUE
+    v = sched.on_report(1, 2, 10.0)
+    assert v.stops and v.data["band"] == 1
+
+
+def test_hyperband_docstring_case_of_wandbs_controller() -> None:
+    # the example in hyperband_stop_runs' docstring (max_iter 5, eta 2, s 2: bands 1 and 2); W&B stops
+    # b (band 1) and c ("passes band 1 but not band 2"), not d. Histories from step 0, one value a step.
+    sched = HyperbandScheduler(max_iter=5, s=2, eta=2)
+    histories = {0: [10, 9], 4: [10, 6, 6], 1: [10, 10], 3: [10, 7, 7], 2: [10, 8, 8]}   # a, e, b, d, c
+    for trial in (0, 4):
+        for step, value in enumerate(histories[trial]):
+            sched.on_report(trial, step, value)
+    stopped = set()
+    for step in range(3):
+        for trial in (1, 3, 2):
+            if step < len(histories[trial]) and trial not in stopped \
+                    and sched.on_report(trial, step, histories[trial][step]).stops:
+                stopped.add(trial)
+    assert stopped == {1, 2}
+
+
+def test_grid_over_q_uniform_leaves_max_out_as_wandb() -> None:
+    space = parse_parameters({"x": {"distribution": "q_uniform", "min": 0, "max": 10, "q": 2}})
+    assert [p["x"] for p in space.grid()] == [0, 2, 4, 6, 8]
+
+
+BASE = {"method": "random", "program": "train.py", "metric": {"name": "loss", "goal": "minimize"},
+        "parameters": {"lr": {"min": 0.1, "max": 1.0}}}
+
+
+def test_unknown_top_level_key_is_a_warning_with_did_you_mean() -> None:
+    spec = parse_spec({**BASE, "earlyterminate": {"type": "hyperband"}}, file="sweep.yaml")
+    assert len(spec.warnings) == 1 and "did you mean 'early_terminate'?" in spec.warnings[0]
+    assert "sweep.yaml: earlyterminate" in spec.warnings[0]
+
+
+def test_extra_early_terminate_keys_are_dropped_with_a_warning() -> None:
+    raw = {**BASE, "early_terminate": {"type": "hyperband", "min_iter": 1, "et": 3}}
+    spec = parse_spec(raw, file="sweep.yaml")
+    assert spec.early_terminate == {"type": "hyperband", "min_iter": 1}
+    assert "early_terminate.et" in spec.warnings[0] and "did you mean 'eta'?" in spec.warnings[0]
+
+
+@pytest.mark.parametrize("extra", [{"earlyterminate": 1}, {"early_terminate": {"type": "hyperband",
+                                                                                 "min_iter": 1, "et": 3}}])
+def test_strict_turns_wandb_warnings_into_errors(extra: dict) -> None:
+    with pytest.raises(SpecError, match="unknown key"):
+        parse_spec({**BASE, **extra}, file="sweep.yaml", strict=True)
+
+
+def test_a_goal_typo_is_still_an_error() -> None:
+    with pytest.raises(SpecError, match="did you mean 'maximize'"):
+        parse_spec({**BASE, "metric": {"name": "loss", "goal": "maximum"}}, file="sweep.yaml")
+
+
+def test_a_command_passing_no_parameters_is_warned_about(tmp_path) -> None:
+    (tmp_path / "train.py").write_text("print('no parameters read')\n")
+    raw = {**BASE, "command": ["${env}", "python", "${program}"]}
+    spec = parse_spec(raw, file=str(tmp_path / "sweep.yaml"))
+    assert any("passes no parameters" in w and "add ${args}" in w for w in spec.warnings)
+    (tmp_path / "train.py").write_text("import wandb\nrun = wandb.init()\nprint(wandb.config.lr)\n")
+    assert parse_spec(raw, file=str(tmp_path / "sweep.yaml")).warnings == ()
+
+
+def test_a_wandb_file_without_program_names_the_function_option() -> None:
+    raw = {k: v for k, v in BASE.items() if k != "program"}
+    with pytest.raises(SpecError, match=r"--function train\.py:train"):
+        parse_spec(raw, file="sweep.yaml")

@@ -1,0 +1,51 @@
+"""The hook's own rules: W&B's history rows, and a start-up that leaves the interpreter as it was."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweeplab.wandb_compat import BOOT_DIR
+from sweeplab.wandb_compat._boot import _sweeplab_wandb_hook as hook
+
+
+@pytest.fixture
+def rows(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, dict[str, float]]]:
+    out: list[tuple[int, dict[str, float]]] = []
+    monkeypatch.setattr(hook, "_sink", lambda metrics, step: out.append((step, metrics)))
+    return out
+
+
+def test_history_rows_follow_wandbs_step_and_commit_rules(rows: list) -> None:
+    h = hook._History()
+    h.log({"a": 1}, None, None)                 # step 0, committed
+    h.log({"b": 2}, None, False)                # step 1, open
+    h.log({"c": 3}, None, None)                 # joins it, commits step 1
+    h.log({"d": 4}, 5, None)                    # step 5, open until a later step or finish
+    h.log({"e": 5}, 5, None)
+    h.log({"x": 9}, 2, None)                    # smaller than the current step: dropped, as W&B drops it
+    h.log({"f": {"g": 6}}, 7, True)             # commits step 5, then step 7 (nested -> dotted)
+    h.commit()
+    assert rows == [(0, {"a": 1.0}), (1, {"b": 2.0, "c": 3.0}), (5, {"d": 4.0, "e": 5.0}), (7, {"f.g": 6.0})]
+
+
+def test_only_numbers_are_mirrored(rows: list) -> None:
+    np = pytest.importorskip("numpy")
+    h = hook._History()
+    h.log({"n": np.float32(0.5), "i": np.int64(3), "s": "text", "flag": True, "arr": np.ones(3)}, None, None)
+    assert rows == [(0, {"n": 0.5, "i": 3.0})]
+
+
+def test_the_startup_hook_runs_the_sitecustomize_it_hides(tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text("import os\nos.environ['USER_SITECUSTOMIZE_RAN'] = '1'\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(BOOT_DIR), str(user)]))
+    code = ("import os, sys; print(os.environ.get('USER_SITECUSTOMIZE_RAN'), "
+            "any(type(f).__name__ == '_Finder' for f in sys.meta_path))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["1", "True"], out.stderr

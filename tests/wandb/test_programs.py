@@ -1,0 +1,149 @@
+"""Real W&B programs (the real `wandb` client, real processes) run unchanged under `sweeplab sweep`, offline.
+
+Each project under projects/ is a sweep.yaml + program in the style of public W&B sweep projects; the
+network variables point nowhere, so anything that tried to reach W&B would fail."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("wandb", reason="pip install 'sweeplab[wandb]'")
+pytestmark = pytest.mark.slow
+
+PROJECTS = Path(__file__).parent / "projects"
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _offline_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    nowhere = "http://127.0.0.1:9"
+    env.update({"WANDB_BASE_URL": nowhere, "HTTP_PROXY": nowhere, "HTTPS_PROXY": nowhere,
+                "http_proxy": nowhere, "https_proxy": nowhere, "NO_PROXY": "", "no_proxy": "",
+                "WANDB_API_KEY": "", "PYTHONPATH": os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)})
+    return env
+
+
+def _sweep(project: str, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    work = tmp_path / project
+    shutil.copytree(PROJECTS / project, work)
+    store = tmp_path / "store"
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(store), "-q",
+                           "--workers", "2", *extra], cwd=work, env=_offline_env(), capture_output=True,
+                          text=True, timeout=600)
+    return proc, store
+
+
+def _trials(store: Path) -> list[dict]:
+    con = sqlite3.connect(store / "store.db")
+    con.row_factory = sqlite3.Row
+    rows = [dict(r) for r in con.execute("SELECT * FROM trials ORDER BY number")]
+    for r in rows:
+        r["metrics"] = json.loads(r["metrics"] or "{}")
+        r["history"] = [tuple(x) for x in con.execute(
+            "SELECT step, key, value FROM metrics WHERE trial_id=? ORDER BY step, key", (r["id"],))]
+    return rows
+
+
+def test_a_wandb_program_gets_its_parameters_and_its_logs_become_the_trials_metrics(tmp_path: Path) -> None:
+    proc, store = _sweep("nested_vae", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed", "completed"]
+    for t, lr in zip(trials, (0.1, 0.3)):
+        # define_metric(summary="max") decides the objective, as W&B's summary does
+        assert t["value"] == pytest.approx(2 * lr)
+        assert t["metrics"]["best_epoch"] == 1 and t["metrics"]["val_acc.max"] == pytest.approx(2 * lr)
+        # commit=False rows join the next commit; nested dicts are dotted; step=10 moves on
+        steps = {(s, n) for s, n, _ in t["history"]}
+        assert {(0, "train_loss"), (0, "val_acc"), (0, "nested.x"), (3, "val_acc"), (10, "late")} <= steps
+    logs = list((store / "logs").rglob("0-1.log"))
+    text = logs[0].read_text()
+    assert "${interpreter} is" in text and "offline" in text
+    assert list((store / "logs").rglob("offline-run-*")), "wandb's own offline run files are kept for wandb sync"
+
+
+def test_a_wandb_agent_function_sweep_runs_with_the_function_option(tmp_path: Path) -> None:
+    proc, _ = _sweep("agent_function", tmp_path)
+    assert proc.returncode == 2 and "--function train.py:train" in " ".join(proc.stderr.split())
+    proc, store = _sweep("agent_function", tmp_path / "again", "--function", "train.py:train")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed", "completed"]
+    assert sorted(t["value"] for t in trials) == pytest.approx([0.25 / 3, 0.5 / 3])
+    assert all(len(t["history"]) == 3 for t in trials)
+
+
+def test_args_reach_an_argparse_program_as_wandbs_agent_passes_them(tmp_path: Path) -> None:
+    proc, store = _sweep("argparse_nested", tmp_path)
+    trials = _trials(store)
+    by_bn = {json.loads(t["params"])["use_bn"]: t for t in trials}
+    assert by_bn[True]["state"] == "completed" and by_bn[True]["value"] == 2.0, proc.stderr
+    # wandb.finish(exit_code=1) fails the run under W&B; so it fails the trial here
+    assert by_bn[False]["state"] == "failed"
+
+
+def test_a_script_that_creates_its_own_sweep_and_agent_runs_for_its_train_function(tmp_path: Path) -> None:
+    proc, store = _sweep("script_sweep_agent", tmp_path, "--function", "tune.py:train_model", "--trials", "3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"] * 3
+    assert all(t["value"] == t["metrics"]["mse"] and t["metrics"]["mae"] > 0 for t in trials)
+
+
+def test_fold_runs_that_clear_the_wandb_environment_do_not_report_to_the_trial(tmp_path: Path) -> None:
+    proc, store = _sweep("cross_validation", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for t in _trials(store):
+        scale = json.loads(t["params"])["scale"]
+        assert t["value"] == pytest.approx(0.2 * scale)   # the mean of the folds, logged by the sweep run
+        assert [n for _, n, _ in t["history"]] == ["val_accuracy"]   # the fold runs' values are not here
+
+
+def test_boolean_flags_reach_the_program_as_wandbs_agent_passes_them(tmp_path: Path) -> None:
+    work = tmp_path / "bool_flags"
+    shutil.copytree(PROJECTS / "bool_flags", work)
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep-bool.yaml", "--store",
+                           str(tmp_path / "store"), "-q"], cwd=work, env=_offline_env(), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    values = {(json.loads(t["params"])["flag1"], t["value"]) for t in _trials(tmp_path / "store")}
+    assert values == {(False, 0.0), (True, 2.0)}   # --flag1=True parsed by the program, config agrees
+
+
+@pytest.mark.skipif(not os.environ.get("SWEEPLAB_TEST_WANDB_PYTHON"),
+                    reason="opt-in: SWEEPLAB_TEST_WANDB_PYTHON=<a python with another wandb, e.g. 0.16>")
+def test_an_older_wandb_client_in_the_users_environment(tmp_path: Path) -> None:
+    """The program runs under the user's `python` (from PATH) with its own wandb; the hook needs nothing
+    of sweeplab there. Run with e.g. a venv holding wandb==0.16.6 and pyyaml (no sweeplab)."""
+    python = Path(os.environ["SWEEPLAB_TEST_WANDB_PYTHON"])
+    work = tmp_path / "nested_vae"
+    shutil.copytree(PROJECTS / "nested_vae", work)
+    env = _offline_env()
+    env["PATH"] = f"{python.parent}{os.pathsep}{env['PATH']}"
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "s"),
+                           "-q"], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(tmp_path / "s")
+    assert [t["value"] for t in trials] == pytest.approx([0.2, 0.6])
+    log = next((tmp_path / "s" / "logs").rglob("0-1.log")).read_text()
+    assert f"${{interpreter}} is {python.parent}" in log
+
+
+def test_what_a_wandb_program_logs_drives_hyperband_as_in_wandb(tmp_path: Path) -> None:
+    work = tmp_path / "hyperband"
+    shutil.copytree(PROJECTS / "hyperband", work)
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "s"),
+                           "-q", "--workers", "1"], cwd=work, env=_offline_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(tmp_path / "s")
+    assert [t["state"] for t in trials] == ["completed", "pruned"]
+    assert "band 1" in trials[1]["reason"]
