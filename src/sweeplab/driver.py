@@ -315,9 +315,7 @@ class Driver:
                 if self.metric:
                     hist = self.store.metric_history(t.id).get(self.metric, [])
                     t.intermediate = {s: v for s, v in hist}
-                t.spent = float(self.store.conn.execute(
-                    "SELECT coalesce(sum(ended - started), 0) FROM attempts WHERE trial_id=? AND ended IS NOT NULL",
-                    (t.id,)).fetchone()[0])
+                t.spent = self.store.attempt_seconds(t.id)
                 self.trials[t.id] = t
                 self.by_number[t.number] = t
                 if state is TrialState.RUNNING:
@@ -351,9 +349,7 @@ class Driver:
     def _replay_scheduler(self) -> None:
         """Feed the scheduler the stored reports and trial ends in the order they first happened."""
         by_id = self.trials
-        rows = self.store.conn.execute(
-            "SELECT m.trial_id, m.step, m.value, m.time FROM metrics m JOIN trials t ON t.id = m.trial_id "
-            "WHERE t.sweep_id = ? AND m.key = ? ORDER BY m.rowid", (self.sweep_id, self._sched_metric)).fetchall()
+        rows = self.store.metric_reports(self.sweep_id, self._sched_metric)
         timeline: list[tuple[float, int, int, Any, Any]] = [
             (float(r[3]), 0, i, r, None) for i, r in enumerate(rows) if r[0] in by_id]
         ended = {int(r["id"]): r["ended"] for r in self.store.trial_rows(self.sweep_id)}

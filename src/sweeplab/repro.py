@@ -43,14 +43,11 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     sweep = store.sweep_row(name)
     if sweep is None:
         raise UserError(f"no sweep named {name!r} in {store.root}")
-    trial = store.conn.execute("SELECT * FROM trials WHERE sweep_id=? AND number=?",
-                               (sweep["id"], number)).fetchone()
+    trial = store.trial_by_number(sweep["id"], number)
     if trial is None:
-        count = store.conn.execute("SELECT count(*) FROM trials WHERE sweep_id=?", (sweep["id"],)).fetchone()[0]
+        count = store.trial_count(sweep["id"])
         raise UserError(f"sweep {name!r} has no trial {number} (it has trials 0..{count - 1})")
-    failed = store.conn.execute(
-        "SELECT * FROM attempts WHERE trial_id=? AND state='failed' ORDER BY number DESC", (trial["id"],)
-    ).fetchone()
+    failed = store.last_failed_attempt(trial["id"])
     if failed is None:
         raise UserError(f"trial {name}/{number} did not fail (state {trial['state']}); repro replays failures")
     spec = json.loads(sweep["spec"])
@@ -69,9 +66,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         raise UserError(f"trial {name}/{number} wrote checkpoints but {src} is gone; cannot replay it "
                         "from where it failed")
     captured: dict[str, Any] = {}
-    cap = store.conn.execute(
-        "SELECT path FROM artifacts WHERE trial_id=? AND name='capture' ORDER BY id DESC", (trial["id"],)
-    ).fetchone()
+    cap = store.latest_artifact(trial["id"], "capture")
     if cap is not None:
         cap_path = (store.root / cap["path"]).resolve()
         if store.root.resolve() not in cap_path.parents:

@@ -78,17 +78,12 @@ class Reader:
 
     def completed_version(self, sweep: str) -> tuple[Any, ...]:
         """Changes only when the set of completed trials (or their values) changes."""
-        row = self.store().conn.execute(
-            "SELECT COUNT(*), TOTAL(t.value), MAX(t.number) FROM trials t JOIN sweeps s ON s.id = t.sweep_id "
-            "WHERE s.name=? AND t.state='completed'",
-            (sweep,),
-        ).fetchone()
-        return tuple(row)
+        return queries.completed_version(self.store(), sweep)
 
     def sweep_metric_keys(self, sweep_id: int) -> list[str]:
         """Metric keys of a sweep. Keys of finished trials never change, so they are scanned only once."""
         store = self.store()
-        rows = store.conn.execute("SELECT id, state FROM trials WHERE sweep_id=?", (sweep_id,)).fetchall()
+        rows = queries.trial_states(store, sweep_id)
         with self._lock:
             done, keys = self._keys.get(str(sweep_id), (frozenset(), frozenset()))
         newly_done = [r[0] for r in rows if r[0] not in done and r[1] in _TERMINAL]

@@ -120,10 +120,7 @@ def build_routes(reader: Reader) -> list[Route]:
     etag_plotly: list[str] = []
 
     def sweep_id(name: str) -> int:
-        row = reader.store().conn.execute("SELECT id FROM sweeps WHERE name=?", (name,)).fetchone()
-        if row is None:
-            queries.sweep_status(reader.store(), name)  # raises the helpful UserError
-        return int(row[0])
+        return queries.sweep_id(reader.store(), name)  # a helpful UserError when there is none
 
     # ------------------------------------------------------------------------------------------- pages
     def page(request: Request) -> Response:

@@ -23,16 +23,20 @@ from sweeplab.types import Goal, TrialState
 __all__ = [
     "best_trial",
     "changed_since",
+    "completed_version",
     "curves",
     "downsample",
     "events",
     "json_safe",
     "list_sweeps",
     "metric_keys",
+    "smoke_timing",
+    "sweep_id",
     "sweep_status",
     "sweep_summary",
     "trial_columns",
     "trial_detail",
+    "trial_states",
 ]
 
 MAX_CURVE_TRIALS = 200
@@ -175,6 +179,32 @@ def list_sweeps(store: Store) -> list[dict[str, Any]]:
     return _sweep_dicts(store, rows)
 
 
+@_one_snapshot
+def sweep_id(store: Store, name: str) -> int:
+    """The id of the sweep called `name`; a UserError naming the sweeps there are when there is none."""
+    return int(_sweep_or_raise(store, name)["id"])
+
+
+@_one_snapshot
+def smoke_timing(store: Store, spec_path: str) -> tuple[float, int] | None:
+    """What the latest smoke run of the spec at `spec_path` measured: (seconds, steps) summed over its
+    completed trials' finished attempts, or None when no smoke sweep of that spec completed a trial.
+
+    Steps count each trial's last step + 1 (a trial that never reported counts one step).
+    """
+    rows = store.conn.execute(
+        "SELECT id FROM sweeps WHERE spec_path=? AND json_extract(spec, '$._sweeplab.smoke') ORDER BY id DESC",
+        (spec_path,)).fetchall()
+    for r in rows:
+        seconds, steps, n = store.conn.execute(
+            "SELECT sum(a.ended - a.started), sum(coalesce(t.last_step, 0) + 1), count(*) FROM attempts a "
+            "JOIN trials t ON t.id = a.trial_id WHERE t.sweep_id=? AND t.state='completed' AND a.ended IS NOT NULL",
+            (r["id"],)).fetchone()
+        if n:
+            return float(seconds), int(steps)
+    return None
+
+
 def _sweep_dict(store: Store, row: sqlite3.Row) -> dict[str, Any]:
     return _sweep_dicts(store, [row])[0]
 
@@ -274,6 +304,25 @@ def trial_columns(store: Store, name: str) -> dict[str, Any]:
         "params": params,
         "metrics": metrics,
     }
+
+
+@_one_snapshot
+def trial_states(store: Store, sweep_id: int) -> list[tuple[int, str]]:
+    """(trial id, state) of every trial of the sweep with id `sweep_id`, by trial number."""
+    return [(int(r[0]), str(r[1])) for r in store.conn.execute(
+        "SELECT id, state FROM trials WHERE sweep_id=? ORDER BY number", (sweep_id,))]
+
+
+@_one_snapshot
+def completed_version(store: Store, name: str) -> tuple[Any, ...]:
+    """A token that changes only when the sweep's set of completed trials (or their values) changes:
+    (count, total of values, highest number). Caches of answers over completed trials key on it."""
+    row = store.conn.execute(
+        "SELECT COUNT(*), TOTAL(t.value), MAX(t.number) FROM trials t JOIN sweeps s ON s.id = t.sweep_id "
+        "WHERE s.name=? AND t.state='completed'",
+        (name,),
+    ).fetchone()
+    return tuple(row)
 
 
 # ---------------------------------------------------------------------------------------------- trials

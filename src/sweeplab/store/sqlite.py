@@ -397,6 +397,37 @@ class Store:
     def trial_row(self, trial_id: int) -> sqlite3.Row | None:
         return self._exec("SELECT * FROM trials WHERE id=?", (trial_id,)).fetchone()
 
+    def trial_by_number(self, sweep_id: int, number: int) -> sqlite3.Row | None:
+        """Trial `number` of a sweep (numbers count from 0 in the order trials were created)."""
+        return self._exec("SELECT * FROM trials WHERE sweep_id=? AND number=?", (sweep_id, number)).fetchone()
+
+    def trial_count(self, sweep_id: int) -> int:
+        return int(self._exec("SELECT count(*) FROM trials WHERE sweep_id=?", (sweep_id,)).fetchone()[0])
+
+    def last_failed_attempt(self, trial_id: int) -> sqlite3.Row | None:
+        """The trial's latest attempt that failed (what `sweeplab repro` replays), or None."""
+        return self._exec("SELECT * FROM attempts WHERE trial_id=? AND state='failed' ORDER BY number DESC",
+                          (trial_id,)).fetchone()
+
+    def attempt_seconds(self, trial_id: int) -> float:
+        """Wall seconds the trial's finished attempts ran (a running attempt counts once it ends)."""
+        return float(self._exec("SELECT coalesce(sum(ended - started), 0) FROM attempts "
+                                "WHERE trial_id=? AND ended IS NOT NULL", (trial_id,)).fetchone()[0])
+
+    def metric_reports(self, sweep_id: int, key: str) -> list[sqlite3.Row]:
+        """Every report of metric `key` by the sweep's trials, in the order they were stored.
+
+        Rows of (trial_id, step, value, time); value is None where a non-finite value was reported.
+        """
+        return self._exec(
+            "SELECT m.trial_id, m.step, m.value, m.time FROM metrics m JOIN trials t ON t.id = m.trial_id "
+            "WHERE t.sweep_id = ? AND m.key = ? ORDER BY m.rowid", (sweep_id, key)).fetchall()
+
+    def latest_artifact(self, trial_id: int, name: str) -> sqlite3.Row | None:
+        """The trial's newest artifact called `name`, or None."""
+        return self._exec("SELECT * FROM artifacts WHERE trial_id=? AND name=? ORDER BY id DESC",
+                          (trial_id, name)).fetchone()
+
     def metric_history(self, trial_id: int) -> dict[str, list[tuple[int, float]]]:
         out: dict[str, list[tuple[int, float]]] = {}
         for key, step, value in self._exec(
