@@ -85,18 +85,13 @@ def smoke_timing(store: Any, sweep_name: str, *, process_started: float | None =
     - `overhead_s`: the command's own start-up and shutdown around the trials (`process_started`: when the
       command's process started, for its import time).
     """
-    sweep = store.conn.execute("SELECT id, spec_path, created, ended FROM sweeps WHERE name=?",
-                               (sweep_name,)).fetchone()
+    sweep = store.sweep_row(sweep_name)
     if sweep is None:
         return None
-    rows = store.conn.execute(
-        "SELECT t.id, t.profile, a.started, a.ended FROM trials t JOIN attempts a ON a.trial_id = t.id "
-        "WHERE t.sweep_id=? AND t.state='completed' AND a.ended IS NOT NULL", (sweep["id"],)).fetchall()
+    rows = store.completed_attempts(sweep["id"])
     parts: list[tuple[float, float, float]] = []
     for r in rows:
-        reports = store.conn.execute(
-            "SELECT step, MAX(time) FROM metrics WHERE trial_id=? GROUP BY step ORDER BY step", (r["id"],)
-        ).fetchall()
+        reports = store.report_times(r["id"])
         if reports:
             split = _split(r["ended"] - r["started"], r["started"], [float(t) for _, t in reports],
                            _loads(r["profile"]))
@@ -104,9 +99,7 @@ def smoke_timing(store: Any, sweep_name: str, *, process_started: float | None =
                 parts.append(split)
     if not parts:
         return None
-    span = store.conn.execute(
-        "SELECT MIN(a.started), MAX(a.ended) FROM attempts a JOIN trials t ON t.id = a.trial_id "
-        "WHERE t.sweep_id=?", (sweep["id"],)).fetchone()
+    span = store.attempt_span(sweep["id"])
     overhead = (span[0] - sweep["created"]) + max(0.0, (sweep["ended"] or span[1]) - span[1])
     if process_started is not None:
         overhead += max(0.0, sweep["created"] - process_started)
@@ -186,12 +179,10 @@ def load_smoke_timing(spec_path: str | Path, store: Any | None) -> dict[str, Any
     except (OSError, ValueError):
         pass
     if store is not None:
-        for r in store.conn.execute(
-                "SELECT name FROM sweeps WHERE spec_path=? AND json_extract(spec, '$._sweeplab.smoke') "
-                "ORDER BY id DESC", (str(spec),)).fetchall():
+        for r in store.smoke_sweeps(str(spec)):
             timing = smoke_timing(store, r["name"])
             if timing is not None:
-                row = store.conn.execute("SELECT updated FROM sweeps WHERE name=?", (r["name"],)).fetchone()
+                row = store.sweep_row(r["name"])
                 timing["time"] = float(row["updated"] or 0.0)
                 found.append(timing)
                 break

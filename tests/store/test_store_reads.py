@@ -1,8 +1,9 @@
-"""The store's answers to the driver, `repro`, the CLI's estimate and the dashboard (their SQL lives here).
+"""The store's answers to the driver, `repro`, the dry-run's estimate and the dashboard (their SQL lives here).
 
-Store methods (`Store.attempt_seconds`, `Store.metric_reports`, ...) serve the driver and `repro`; query
-functions (`queries.sweep_id`, `queries.completed_version`, ...) serve the CLI and the dashboard, and read
-one snapshot of the store: an answer never mixes states from before and after one of the driver's commits.
+Store methods (`Store.attempt_seconds`, `Store.metric_reports`, ...) serve the driver, `repro` and the
+smoke measurements; query functions (`queries.sweep_id`, `queries.completed_version`, ...) serve the
+dashboard, and read one snapshot of the store: an answer never mixes states from before and after one of
+the driver's commits.
 """
 
 from __future__ import annotations
@@ -106,80 +107,41 @@ def test_repro_reads_trial_by_number_its_last_failure_and_newest_capture(tmp_pat
         reader.close()
 
 
-# ---------------------------------------------------------------------------------------------- CLI estimate
-def test_smoke_timing_is_the_latest_smoke_sweep_of_the_spec_that_completed_a_trial(tmp_path: Path,
-                                                                                   writer: Store) -> None:
+# ---------------------------------------------------------------------------------------------- dry-run
+def test_the_smoke_measurements_the_dry_run_estimate_reads(tmp_path: Path, writer: Store) -> None:
     with writer.transaction():
         old = writer.create_sweep(name="smoke-1", method="grid", metric="loss", goal="minimize",
                                   spec=_smoke_spec(), spec_path=SPEC, seed=0)
-        _completed(writer, old, 0, seconds=50.0, last_step=9)
         new = writer.create_sweep(name="smoke-2", method="grid", metric="loss", goal="minimize",
                                   spec=_smoke_spec(), spec_path=SPEC, seed=0)
-        _completed(writer, new, 0, seconds=2.0, last_step=1, attempts=2)     # 2 attempts x 2 s, 2 steps each
-        _completed(writer, new, 1, seconds=1.0, last_step=None)              # never reported: 1 step
+        writer.create_sweep(name="real", method="grid", metric="loss", goal="minimize", spec={},
+                            spec_path=SPEC, seed=0)                           # not a smoke run
+        writer.create_sweep(name="smoke-other", method="grid", metric="loss", goal="minimize",
+                            spec=_smoke_spec(), spec_path="/specs/other.yaml", seed=0)
+        t0 = _completed(writer, new, 0, seconds=2.0, last_step=1, attempts=2)   # attempts at T0+100, T0+200
+        t1 = _completed(writer, new, 1, seconds=1.0, last_step=None)
+        writer.update_trial(t1, profile={"steps": 3})
         failed = writer.add_trial(new, 2, {}, None, None, state="failed")
-        writer.add_attempt(failed, 1, started=T0)
-        writer.update_attempt(failed, 1, state="failed", ended=T0 + 1000)    # not a completed trial
-        empty = writer.create_sweep(name="smoke-3", method="grid", metric="loss", goal="minimize",
-                                    spec=_smoke_spec(), spec_path=SPEC, seed=0)
-        writer.add_trial(empty, 0, {}, None, None, state="running")          # newest, nothing completed yet
-        real = writer.create_sweep(name="real", method="grid", metric="loss", goal="minimize", spec={},
-                                   spec_path=SPEC, seed=0)
-        _completed(writer, real, 0, seconds=500.0, last_step=99)             # not a smoke run
+        writer.add_attempt(failed, 1, started=T0 + 50)
+        writer.update_attempt(failed, 1, state="failed", ended=T0 + 1000)
+        writer.add_attempt(t1, 2, started=T0 + 400)                             # still running: not finished
+        writer.add_metrics(t0, 1, [(0, "loss", 1.0, T0 + 101), (0, "acc", 0.1, T0 + 101.5),
+                                   (1, "loss", 0.5, T0 + 102)])
+        writer.add_metrics(t0, 2, [(0, "loss", 0.9, T0 + 201)])                 # a retry re-reports step 0
     reader = Store.open(tmp_path, readonly=True)
     try:
-        seconds, steps = q.smoke_timing(reader, SPEC)
-        assert seconds == pytest.approx(2 * 2.0 + 1.0)
-        assert steps == 2 * 2 + 1
-        assert q.smoke_timing(reader, "/specs/other.yaml") is None
+        assert [r["name"] for r in reader.smoke_sweeps(SPEC)] == ["smoke-2", "smoke-1"]
+        assert reader.smoke_sweeps("/specs/none.yaml") == []
+        rows = [(r["id"], r["profile"], r["started"], r["ended"]) for r in reader.completed_attempts(new)]
+        assert rows == [(t0, None, T0 + 100, T0 + 102), (t0, None, T0 + 200, T0 + 202),
+                        (t1, '{"steps":3}', T0 + 100, T0 + 101)]
+        assert reader.completed_attempts(old) == []
+        assert reader.report_times(t0) == [(0, T0 + 201), (1, T0 + 102)]
+        assert reader.report_times(t1) == []
+        assert reader.attempt_span(new) == (T0 + 50, T0 + 1000)
+        assert reader.attempt_span(old) == (None, None)
     finally:
         reader.close()
-
-
-class _CommitAfterFirst:
-    """A read connection on which the writer commits right after the first statement: the moment between
-    two statements of one answer, made deterministic."""
-
-    def __init__(self, conn: Any, write: Any) -> None:
-        self._conn, self._write = conn, write
-        self.fired = False
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        cur = self._conn.execute(sql, params)
-        if self.fired or sql.lstrip().upper().startswith(("BEGIN", "ROLLBACK", "PRAGMA")):
-            return cur
-        self.fired = True
-        rows = cur.fetchall()
-        self._write()
-        return _Rows(rows)
-
-
-class _Rows(list):
-    def fetchall(self) -> list[Any]:
-        return list(self)
-
-    def fetchone(self) -> Any:
-        return self[0] if self else None
-
-
-def test_smoke_timing_reads_one_snapshot_while_the_smoke_sweep_commits(tmp_path: Path, writer: Store) -> None:
-    with writer.transaction():
-        sid = writer.create_sweep(name="smoke", method="grid", metric="loss", goal="minimize",
-                                  spec=_smoke_spec(), spec_path=SPEC, seed=0)
-        _completed(writer, sid, 0, seconds=2.0, last_step=1)
-
-    def smoke_trial_completes() -> None:    # between finding the sweep and summing its attempts
-        with writer.transaction():
-            _completed(writer, sid, 1, seconds=100.0, last_step=1)
-
-    plain = Store.open(tmp_path, readonly=True)
-    try:
-        r = Store(plain.root, _CommitAfterFirst(plain.conn, smoke_trial_completes), readonly=True)  # type: ignore[arg-type]
-        assert q.smoke_timing(r, SPEC) == (pytest.approx(2.0), 2)
-        assert r.conn.fired   # the commit really happened in the middle of the answer
-        assert q.smoke_timing(plain, SPEC) == (pytest.approx(102.0), 4)   # the next answer sees it
-    finally:
-        plain.close()
 
 
 # ---------------------------------------------------------------------------------------------- dashboard

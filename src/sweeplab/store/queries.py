@@ -30,7 +30,6 @@ __all__ = [
     "json_safe",
     "list_sweeps",
     "metric_keys",
-    "smoke_timing",
     "sweep_id",
     "sweep_status",
     "sweep_summary",
@@ -183,26 +182,6 @@ def list_sweeps(store: Store) -> list[dict[str, Any]]:
 def sweep_id(store: Store, name: str) -> int:
     """The id of the sweep called `name`; a UserError naming the sweeps there are when there is none."""
     return int(_sweep_or_raise(store, name)["id"])
-
-
-@_one_snapshot
-def smoke_timing(store: Store, spec_path: str) -> tuple[float, int] | None:
-    """What the latest smoke run of the spec at `spec_path` measured: (seconds, steps) summed over its
-    completed trials' finished attempts, or None when no smoke sweep of that spec completed a trial.
-
-    Steps count each trial's last step + 1 (a trial that never reported counts one step).
-    """
-    rows = store.conn.execute(
-        "SELECT id FROM sweeps WHERE spec_path=? AND json_extract(spec, '$._sweeplab.smoke') ORDER BY id DESC",
-        (spec_path,)).fetchall()
-    for r in rows:
-        seconds, steps, n = store.conn.execute(
-            "SELECT sum(a.ended - a.started), sum(coalesce(t.last_step, 0) + 1), count(*) FROM attempts a "
-            "JOIN trials t ON t.id = a.trial_id WHERE t.sweep_id=? AND t.state='completed' AND a.ended IS NOT NULL",
-            (r["id"],)).fetchone()
-        if n:
-            return float(seconds), int(steps)
-    return None
 
 
 def _sweep_dict(store: Store, row: sqlite3.Row) -> dict[str, Any]:

@@ -423,6 +423,31 @@ class Store:
             "SELECT m.trial_id, m.step, m.value, m.time FROM metrics m JOIN trials t ON t.id = m.trial_id "
             "WHERE t.sweep_id = ? AND m.key = ? ORDER BY m.rowid", (sweep_id, key)).fetchall()
 
+    def smoke_sweeps(self, spec_path: str) -> list[sqlite3.Row]:
+        """The smoke sweeps (`sweeplab sweep --smoke`) of the spec file at `spec_path`, newest first."""
+        return self._exec("SELECT * FROM sweeps WHERE spec_path=? AND json_extract(spec, '$._sweeplab.smoke') "
+                          "ORDER BY id DESC", (spec_path,)).fetchall()
+
+    def completed_attempts(self, sweep_id: int) -> list[sqlite3.Row]:
+        """The finished attempts of the sweep's completed trials: rows of (id = the trial's id, profile,
+        started, ended), by trial id."""
+        return self._exec(
+            "SELECT t.id, t.profile, a.started, a.ended FROM trials t JOIN attempts a ON a.trial_id = t.id "
+            "WHERE t.sweep_id=? AND t.state='completed' AND a.ended IS NOT NULL ORDER BY t.id, a.number",
+            (sweep_id,)).fetchall()
+
+    def report_times(self, trial_id: int) -> list[tuple[int, float]]:
+        """(step, time of its last report) for each step the trial reported any metric at, by step."""
+        return [(int(step), float(t)) for step, t in self._exec(
+            "SELECT step, MAX(time) FROM metrics WHERE trial_id=? GROUP BY step ORDER BY step", (trial_id,))]
+
+    def attempt_span(self, sweep_id: int) -> tuple[float | None, float | None]:
+        """(first start, last end) over every attempt of the sweep's trials; None where there is none."""
+        first, last = self._exec(
+            "SELECT MIN(a.started), MAX(a.ended) FROM attempts a JOIN trials t ON t.id = a.trial_id "
+            "WHERE t.sweep_id=?", (sweep_id,)).fetchone()
+        return first, last
+
     def latest_artifact(self, trial_id: int, name: str) -> sqlite3.Row | None:
         """The trial's newest artifact called `name`, or None."""
         return self._exec("SELECT * FROM artifacts WHERE trial_id=? AND name=? ORDER BY id DESC",
