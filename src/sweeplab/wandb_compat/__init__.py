@@ -29,13 +29,22 @@ BOOT_DIR = Path(__file__).resolve().parent / "_boot"
 
 def write_sweep_params(path: str | Path, args: Mapping[str, Any]) -> None:
     """Write `args` (W&B's top-level parameter names -> values, see spec.wandb_args) as the YAML file W&B's
-    agent writes for WANDB_SWEEP_PARAM_PATH: `wandb_version: 1` then `name: {value: v}` per parameter."""
-    import yaml
+    agent writes for WANDB_SWEEP_PARAM_PATH: `wandb_version: 1` then `name: {value: v}` per parameter.
 
-    text = "wandb_version: 1"
-    if args:
+    Each entry is written as a JSON flow mapping, which YAML reads the same: one per trial on the driver's
+    hot path, and json is ~50x faster than yaml.safe_dump. Values JSON cannot say as YAML would read them
+    (NaN, infinities, other types) fall back to yaml."""
+    import json
+
+    try:
+        lines = [f"{json.dumps(str(k))}: {json.dumps({'value': v}, allow_nan=False)}" for k, v in args.items()]
+        text = "\n".join(["wandb_version: 1", *lines]) + "\n"
+    except (TypeError, ValueError):
+        import yaml
+
         body = {str(k): {"value": v} for k, v in args.items()}
-        text += "\n\n" + yaml.safe_dump(body, default_flow_style=False, allow_unicode=True, sort_keys=False)
+        text = "wandb_version: 1\n\n" + yaml.safe_dump(body, default_flow_style=False, allow_unicode=True,
+                                                        sort_keys=False)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

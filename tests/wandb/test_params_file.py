@@ -1,0 +1,31 @@
+"""The WANDB_SWEEP_PARAM_PATH file reads back, as YAML, to exactly the values W&B's agent would write."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+
+from sweeplab.wandb_compat import write_sweep_params
+
+CASES = {
+    "floats and ints": {"lr": 0.0123, "epochs": 3, "big": 12345678901234567890},
+    "nested and lists": {"optimizer": {"lr": 1e-3, "nadam": {"beta": 0.9}}, "layers": [64, 128], "e": []},
+    "bools, None, text": {"flag": True, "off": False, "none": None, "name": "é 'x' \"y\": z # w", "yes": "yes"},
+    "dotted and odd keys": {"model.width": 64, "a b": 1, "": 2, "1": 3},
+}
+
+
+@pytest.mark.parametrize("args", CASES.values(), ids=CASES.keys())
+def test_the_params_file_reads_back_exactly(tmp_path, args):
+    path = tmp_path / "p.yaml"
+    write_sweep_params(path, args)
+    assert yaml.safe_load(path.read_text()) == {"wandb_version": 1, **{k: {"value": v} for k, v in args.items()}}
+
+
+def test_non_finite_values_read_back_as_floats(tmp_path):
+    path = tmp_path / "p.yaml"
+    write_sweep_params(path, {"x": math.inf, "y": 1.5})
+    read = yaml.safe_load(path.read_text())
+    assert read["x"]["value"] == math.inf and read["y"]["value"] == 1.5
