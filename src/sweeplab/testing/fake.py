@@ -41,6 +41,8 @@ __all__ = ["DECISION_WAIT", "Call", "FakeBackend", "Script", "Step"]
 #: how long a trial waits at a decision step for go / stop before going on (run.py's _DECISION_WAIT)
 DECISION_WAIT = 10.0
 _INF = float("inf")
+#: FakeClock keeps wall time as one float near 1.7e9 (steps of ~2.4e-7 s): moments closer than this are one
+_EPS = 1e-6
 
 
 @dataclass(frozen=True)
@@ -265,15 +267,15 @@ class FakeBackend(Backend):
         first = min((a.next_time() for a in self._running.values()), default=_INF)
         if self._actions:
             first = min(first, self._actions[0][0])
-        if first > now:
+        if first > now + _EPS:
             self.clock.advance(min(first, now + max(0.0, timeout)) - now)
             now = self.clock.monotonic()
-        while self._actions and self._actions[0][0] <= now:
+        while self._actions and self._actions[0][0] <= now + _EPS:
             _, action = self._actions.pop(0)
             action()
         out: list[Event] = []
         for tid, a in list(self._running.items()):
-            while a.next_time() <= now:
+            while a.next_time() <= now + _EPS:
                 ended = self._fire(a, now, out)
                 if ended:
                     del self._running[tid]
@@ -300,18 +302,18 @@ class FakeBackend(Backend):
             a.heartbeat = now + max(a.task.heartbeat_interval, 1e-3)
             a.due = now + a.script.steps[0].after if a.script.steps else now
             return False
-        if a.end_at is not None and a.end_at <= now:
+        if a.end_at is not None and a.end_at <= now + _EPS:
             return self._returns(a, None, out)
-        if a.grace_expiry is not None and a.grace_expiry <= now:
+        if a.grace_expiry is not None and a.grace_expiry <= now + _EPS:
             out.append(self._event(a, EventKind.PREEMPTED, {
                 "reason": f"SIGTERM; grace of {a.task.grace:g}s expired", "retire": True}))
             return True
-        if a.waiting is not None and a.wait_until <= now:
+        if a.waiting is not None and a.wait_until <= now + _EPS:
             self._go_on(a, now)
             return False
-        if a.due is not None and a.due <= now:
+        if a.due is not None and a.due <= now + _EPS:
             return self._step(a, now, out)
-        if a.heartbeat is not None and a.heartbeat <= now:
+        if a.heartbeat is not None and a.heartbeat <= now + _EPS:
             out.append(self._event(a, EventKind.HEARTBEAT, {}))
             a.heartbeat = now + max(a.task.heartbeat_interval, 1e-3)
         return False
