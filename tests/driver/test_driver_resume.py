@@ -28,6 +28,10 @@ def ctrl_c() -> None:
     os.kill(os.getpid(), signal.SIGINT)
 
 
+def sigterm() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def crash() -> None:
     raise DriverKilled
 
@@ -36,17 +40,23 @@ def snapshot(sim):
     return {t["number"]: (t["state"], t["attempts"], t["params"], t["value"], t["ended"]) for t in sim.trials()}
 
 
-@pytest.mark.parametrize("how", ["ctrl-c", "crash"])
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "crash"])
 def test_resume_requeues_interrupted_trials_and_never_reruns_completed_ones(sim, how):
-    """Two slots, 20 s trials: at 30 s trials 0 and 1 are done and 2 and 3 are half way."""
+    """Two slots, 20 s trials: at 30 s trials 0 and 1 are done and 2 and 3 are half way. Ctrl-C stops them
+    (interrupted), SIGTERM preempts them (they may checkpoint; preempted), a crash leaves them 'running'."""
     driver, backend = sim.make(TWENTY, slots=2, budget={"trials": 6})
     driver.create(spec_path=None)
-    backend.at(30.0, ctrl_c if how == "ctrl-c" else crash)
+    backend.at(30.0, {"ctrl-c": ctrl_c, "sigterm": sigterm, "crash": crash}[how])
     if how == "ctrl-c":
         out = driver.run()
         assert (out.state.value, out.exit_code) == ("stopped", 130)
         assert sim.states() == ["completed", "completed", "interrupted", "interrupted"]
         assert [s.number for s in backend.calls_to("stop")] == [2, 3]
+    elif how == "sigterm":
+        out = driver.run()
+        assert (out.state.value, out.exit_code) == ("stopped", 0)
+        assert sim.states() == ["completed", "completed", "preempted", "preempted"]
+        assert [s.number for s in backend.calls_to("preempt")] == [2, 3]
     else:
         with pytest.raises(DriverKilled):
             driver.run()
@@ -62,13 +72,13 @@ def test_resume_requeues_interrupted_trials_and_never_reruns_completed_ones(sim,
     after = snapshot(sim)
     assert after[0] == before[0] and after[1] == before[1]
     assert after[2][2] == before[2][2] and after[3][2] == before[3][2]
-    interrupted = "the driver stopped while it ran" if how == "crash" else "interrupted"
+    first = {"ctrl-c": ("interrupted", "interrupted"), "sigterm": ("preempted", "SIGTERM (preemption)"),
+             "crash": ("interrupted", "the driver stopped while it ran")}[how]
     for n in (2, 3):
-        assert [(a["state"], a["reason"]) for a in sim.attempts(n)] == [("interrupted", interrupted),
-                                                                        ("completed", None)]
+        assert [(a["state"], a["reason"]) for a in sim.attempts(n)] == [first, ("completed", None)]
     # the searcher saw the four stored trials, then was told each new outcome once
-    assert sim.replayed[-1] == [(0, TrialState.COMPLETED), (1, TrialState.COMPLETED),
-                                (2, TrialState.INTERRUPTED), (3, TrialState.INTERRUPTED)]
+    lost = TrialState.PREEMPTED if how == "sigterm" else TrialState.INTERRUPTED
+    assert sim.replayed[-1] == [(0, TrialState.COMPLETED), (1, TrialState.COMPLETED), (2, lost), (3, lost)]
     assert sorted(x.number for x in sim.tells) == list(range(6))
 
 

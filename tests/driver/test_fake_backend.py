@@ -124,3 +124,11 @@ def test_every_call_is_recorded_with_the_trial_and_the_time():
 def test_mistakes_in_a_script_are_reported_at_once(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+def test_a_driver_that_never_ends_fails_the_test_instead_of_hanging_it():
+    b = FakeBackend(FakeClock(), Script().hang(after=1.0), max_polls=50)
+    b.submit(task())
+    with pytest.raises(AssertionError, match=r"polled 50 times .* running trials by number: \{0: 'hung'\}"):
+        while True:
+            b.poll(0.1)

@@ -170,15 +170,17 @@ class FakeBackend(Backend):
     """A backend whose trials follow scripts on a `FakeClock` (see the module docstring).
 
     `scripts` is one Script for every attempt, or a function of the TrialTask (task.number, task.attempt,
-    task.params, ...) returning one.
+    task.params, ...) returning one. `max_polls` bounds a test whose driver never ends (AssertionError).
     """
 
     name = "fake"
 
     def __init__(self, clock: FakeClock, scripts: Script | Callable[[TrialTask], Script], *, slots: int = 1,
-                 supports_decisions: bool = True) -> None:
+                 supports_decisions: bool = True, max_polls: int | None = 100_000) -> None:
         if slots < 1:
             raise ValueError(f"slots must be at least 1; got {slots}")
+        self.max_polls = max_polls          # a driver that never ends fails the test instead of hanging it
+        self.polls = 0
         self.clock = clock
         self._scripts = scripts
         self.capacity = slots
@@ -263,6 +265,11 @@ class FakeBackend(Backend):
 
     def poll(self, timeout: float) -> list[Event]:
         """Advance the clock to the next scripted moment (at most `timeout` ahead); its events."""
+        self.polls += 1
+        if self.max_polls is not None and self.polls > self.max_polls:
+            running = {a.task.number: ("hung" if a.hung else f"step {a.index}") for a in self._running.values()}
+            raise AssertionError(f"FakeBackend polled {self.max_polls} times (simulated {self.clock.monotonic():g}"
+                                 f" s) and the driver has not ended; running trials by number: {running}")
         now = self.clock.monotonic()
         first = min((a.next_time() for a in self._running.values()), default=_INF)
         if self._actions:
