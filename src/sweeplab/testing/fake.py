@@ -9,7 +9,7 @@ scripted. Every call the driver makes (submit, stop, go, preempt, kill, ...) is 
     clock = FakeClock()
     curve = Script().reports("loss", [0.9, 0.5, 0.3], every=60.0).finish()
     backend = FakeBackend(clock, lambda task: curve, slots=2)
-    driver = Driver(spec, store, backend, sweep_name="demo", clock=clock)
+    driver = Driver(spec, store, backend, sweep_name="demo", clock=clock)   # spec: budget.trials 4
     driver.create(spec_path=None)
     driver.run()                                  # three simulated minutes per trial, no sleeping
     assert [c.number for c in backend.calls_to("submit")] == [0, 1, 2, 3]
