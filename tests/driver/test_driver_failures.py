@@ -108,7 +108,7 @@ def test_trial_timeout_counts_every_attempt_and_is_not_retried(sim):
 def test_a_trial_that_does_not_stop_within_grace_is_killed_and_the_stop_stands(sim, script, killed):
     """budget.time stops the running trial at 20 s; grace is 5 s."""
     out = sim.run(script, budget={"time": 20}, trial={"grace": 5})
-    assert out.reason == "budget.time 20s reached"
+    assert out.reason.endswith("budget.time 20s reached)")   # no trial completed: exit 1
     stops, kills = sim.backend.calls_to("stop"), sim.backend.calls_to("kill")
     assert [s.number for s in stops] == [0] and 20.0 <= stops[0].at <= 20.2
     t = sim.trial(0)
@@ -127,10 +127,10 @@ def test_a_hung_trial_is_killed_after_heartbeat_timeout_and_retried(sim):
     hung = Script().metrics(0, {"loss": 0.9}, after=5.0).hang()
     sim.run(by_attempt(hung, GOOD), budget={"trials": 1}, trial={"heartbeat_timeout": 20})
     kills = sim.backend.calls_to("kill")
-    assert [(k.attempt, k.arg) for k in kills] == [(1, "no heartbeat for 20s (hung)")]
+    assert [(k.attempt, k.arg) for k in kills] == [(1, "no heartbeat for 20s (trial.heartbeat_timeout; hung)")]
     assert 25.0 < kills[0].at <= 25.2        # last sign of life at 5 s (the report), then 20 s of silence
     assert [(a["state"], a["reason"]) for a in sim.attempts(0)] == [
-        ("failed", "no heartbeat for 20s (hung)"), ("completed", None)]
+        ("failed", "no heartbeat for 20s (trial.heartbeat_timeout; hung)"), ("completed", None)]
     assert sim.trial(0)["state"] == "completed"
 
 
