@@ -27,19 +27,22 @@ class RealClock:
 
 
 class FakeClock:
-    """A clock that moves only when told to."""
+    """A clock that moves only when told to.
+
+    It keeps the time elapsed since `start` on its own: added to an epoch near 1.7e9, a float moves in steps
+    of ~2.4e-7 s, and many small advances would be lost."""
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self._now = start
         self._start = start
+        self._elapsed = 0.0
 
     def time(self) -> float:
-        return self._now
+        return self._start + self._elapsed
 
     def monotonic(self) -> float:
-        return self._now - self._start
+        return self._elapsed
 
     def advance(self, seconds: float) -> None:
         if seconds < 0:
             raise ValueError("a clock does not go back")
-        self._now += seconds
+        self._elapsed += seconds

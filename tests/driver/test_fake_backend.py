@@ -134,9 +134,6 @@ def test_a_driver_that_never_ends_fails_the_test_instead_of_hanging_it():
             b.poll(0.1)
 
 
-@pytest.mark.xfail(strict=True, reason="FakeClock bug: it keeps wall time as one float near 1.7e9, so monotonic() "
-                   "moves in steps of ~2.4e-7 s and a smaller advance() is lost (FakeBackend compares times with "
-                   "a 1e-6 s tolerance because of it)")
 def test_the_fake_clock_keeps_small_advances():
     clock = FakeClock()
     for _ in range(100):

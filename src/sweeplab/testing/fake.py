@@ -41,7 +41,7 @@ __all__ = ["DECISION_WAIT", "Call", "FakeBackend", "Script", "Step"]
 #: how long a trial waits at a decision step for go / stop before going on (run.py's _DECISION_WAIT)
 DECISION_WAIT = 10.0
 _INF = float("inf")
-#: FakeClock keeps wall time as one float near 1.7e9 (steps of ~2.4e-7 s): moments closer than this are one
+#: moments closer than this are one (scripted times are sums of floats: rounding must not split a moment)
 _EPS = 1e-6
 
 
