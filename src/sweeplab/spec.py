@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import difflib
 import json
-import math
 import os
 import re
 import shlex
@@ -26,8 +24,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from sweeplab import _values
+from sweeplab._values import is_int as _is_int
+from sweeplab._values import is_number as _is_number
+from sweeplab._values import parse_duration
 from sweeplab._yaml import read_yaml
 from sweeplab.errors import SpecError
+from sweeplab.schedulers import TYPES as SCHEDULER_TYPES
+from sweeplab.search import METHODS as SEARCH_METHODS
+from sweeplab.search import MODEL_BASED
 from sweeplab.space import SearchSpace, parse_parameters, unflatten
 from sweeplab.types import Goal
 
@@ -48,9 +53,9 @@ __all__ = [
     "parse_spec",
 ]
 
-METHODS = ("grid", "random", "sobol", "bayes", "tpe", "gp")
-_NEEDS_METRIC = ("bayes", "tpe", "gp")
-EARLY_TERMINATE_TYPES = ("hyperband", "asha", "median")
+METHODS = SEARCH_METHODS                     # the search registry's names (sweeplab.search.SEARCHERS)
+_NEEDS_METRIC = MODEL_BASED                  # model-based searchers optimise a metric
+EARLY_TERMINATE_TYPES = SCHEDULER_TYPES      # the scheduler registry's names (sweeplab.schedulers.SCHEDULERS)
 _IMPUTE = ("worst", "best", "latest")
 
 #: command macros (W&B's); `${envvar:NAME}` is also accepted
@@ -276,57 +281,6 @@ def parse_spec(raw: Any, *, file: str | None = None, base_dir: Path | None = Non
     return _SpecParser(file, base_dir).parse(raw)
 
 
-# --------------------------------------------------------------------------------------- durations
-
-_UNITS = {
-    "ms": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
-    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
-    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
-    "d": 86400.0, "day": 86400.0, "days": 86400.0,
-}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*")
-_DURATION_EXPECTED = "a duration like 45s, 30m, 2h, 1h30m, 1d, or a number of seconds"
-
-
-def parse_duration(text: str | float, *, file: str | None = None, key: str = "duration") -> float:
-    """Seconds in `text`: "45s", "30m", "2h", "1h30m", "1.5h", "1d", "500ms"; a number is seconds."""
-    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
-        raise SpecError("a duration must be a string or a number", file=file, key=key, value=text,
-                        expected=_DURATION_EXPECTED)
-    if isinstance(text, (int, float)):
-        seconds = float(text)
-    else:
-        s = text.strip().lower()
-        if not s:
-            raise SpecError("empty duration", file=file, key=key, value=text, expected=_DURATION_EXPECTED)
-        if s.startswith("-"):
-            raise SpecError("a duration cannot be negative", file=file, key=key, value=text,
-                            expected=_DURATION_EXPECTED)
-        pos, seconds, parts = 0, 0.0, 0
-        for match in _DURATION_PART.finditer(s):
-            if match.start() != pos:
-                break
-            number, unit = match.groups()
-            if not unit:
-                if match.end() != len(s) or parts:
-                    raise SpecError("missing duration unit", file=file, key=key, value=text,
-                                    expected=_DURATION_EXPECTED)
-                unit = "s"
-            if unit not in _UNITS:
-                close = difflib.get_close_matches(unit, list(_UNITS), n=1)
-                raise SpecError(f"unknown duration unit {unit!r}", file=file, key=key, value=text,
-                                expected=_DURATION_EXPECTED,
-                                hint=f"did you mean {close[0]!r}?" if close else None)
-            seconds += float(number) * _UNITS[unit]
-            pos, parts = match.end(), parts + 1
-        if pos != len(s) or parts == 0:
-            raise SpecError("not a duration", file=file, key=key, value=text, expected=_DURATION_EXPECTED)
-    if not math.isfinite(seconds) or seconds < 0:
-        raise SpecError("a duration must be finite and >= 0", file=file, key=key, value=text,
-                        expected=_DURATION_EXPECTED)
-    return seconds
-
-
 # ---------------------------------------------------------------------------------------- commands
 
 def args_json(params: Mapping[str, Any]) -> str:
@@ -415,17 +369,8 @@ def build_command(
 
 # ----------------------------------------------------------------------------------------- parsing
 
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def _did_you_mean(word: str, choices: Sequence[str]) -> str | None:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}?" if close else None
+    return _values.did_you_mean(word, choices)
 
 
 class _Abbrev(str):
@@ -484,22 +429,10 @@ class _SpecParser:
         return raw
 
     def integer(self, raw: Any, key: str, *, minimum: int) -> int | None:
-        if raw is None:
-            return None
-        if not _is_int(raw):
-            raise self.error("must be an integer", key, value=raw, expected=f"an integer >= {minimum}")
-        if raw < minimum:
-            raise self.error(f"must be at least {minimum}", key, value=raw, expected=f"an integer >= {minimum}")
-        return int(raw)
+        return None if raw is None else _values.integer(_short(raw), key=key, file=self.file, minimum=minimum)
 
     def number(self, raw: Any, key: str, *, minimum: float = 0.0) -> float | None:
-        if raw is None:
-            return None
-        if not _is_number(raw):
-            raise self.error("must be a number", key, value=raw, expected=f"a number >= {minimum:g}")
-        if raw < minimum:
-            raise self.error(f"must be at least {minimum:g}", key, value=raw, expected=f"a number >= {minimum:g}")
-        return float(raw)
+        return None if raw is None else _values.number(_short(raw), key=key, file=self.file, minimum=minimum)
 
     def duration(self, raw: Any, key: str) -> float | None:
         return None if raw is None else parse_duration(raw, file=self.file, key=key)
