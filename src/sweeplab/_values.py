@@ -101,7 +101,8 @@ def parse_duration(
                     raise bad("missing duration unit")
                 unit = "s"
             if unit not in DURATION_UNITS:
-                raise bad(f"unknown duration unit {unit!r}", did_you_mean(unit, DURATION_UNITS))
+                raise bad(f"unknown duration unit {unit!r}",
+                          did_you_mean(unit, DURATION_UNITS) or "units: ms, s, m, h, d")
             seconds += float(amount) * DURATION_UNITS[unit]
             pos, parts = match.end(), parts + 1
         if pos != len(s) or parts == 0:
@@ -126,7 +127,7 @@ def integer(
     """`value` as an int >= `minimum`. A float with an integral value (YAML `3.0`) is not an int."""
     expected = "an integer" if minimum is None else f"an integer >= {minimum}"
     if not is_int(value):
-        raise _error("must be an integer", file=file, key=key, value=value, expected=expected)
+        raise _error("not an integer", file=file, key=key, value=value, expected=expected)
     if minimum is not None and value < minimum:
         raise _error(f"must be at least {minimum}", file=file, key=key, value=value, expected=expected, hint=hint)
     return int(value)
@@ -149,7 +150,7 @@ def number(
     else:
         expected = "a finite number"
     if not is_number(value):
-        raise _error("must be a number", file=file, key=key, value=value, expected=expected)
+        raise _error("not a number", file=file, key=key, value=value, expected=expected)
     if minimum is not None and value < minimum:
         raise _error(f"must be at least {minimum:g}", file=file, key=key, value=value, expected=expected, hint=hint)
     if above is not None and value <= above:
@@ -160,14 +161,14 @@ def number(
 def boolean(value: Any, *, key: str, file: str | None = None) -> bool:
     """`value` as a bool (YAML true/false; no 0/1 or 'yes')."""
     if not isinstance(value, bool):
-        raise _error("must be true or false", file=file, key=key, value=value, expected="true or false")
+        raise _error("not true or false", file=file, key=key, value=value, expected="true or false")
     return value
 
 
 def name(value: Any, *, key: str, file: str | None = None, what: str = "a name") -> str:
     """`value` as a non-empty string (a metric name, a scheduler's metric)."""
     if not isinstance(value, str) or not value.strip():
-        raise _error(f"must be {what}", file=file, key=key, value=value, expected=f"{what} (a non-empty string)")
+        raise _error(f"not {what}", file=file, key=key, value=value, expected=f"{what} (a non-empty string)")
     return value
 
 

@@ -24,15 +24,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import sweeplab.schedulers as _schedulers
+import sweeplab.search as _search
 from sweeplab import _values
 from sweeplab._values import is_int as _is_int
 from sweeplab._values import is_number as _is_number
 from sweeplab._values import parse_duration
 from sweeplab._yaml import read_yaml
 from sweeplab.errors import SpecError
-from sweeplab.schedulers import TYPES as SCHEDULER_TYPES
-from sweeplab.search import METHODS as SEARCH_METHODS
-from sweeplab.search import MODEL_BASED
 from sweeplab.space import SearchSpace, parse_parameters, unflatten
 from sweeplab.types import Goal
 
@@ -53,9 +52,18 @@ __all__ = [
     "parse_spec",
 ]
 
-METHODS = SEARCH_METHODS                     # the search registry's names (sweeplab.search.SEARCHERS)
-_NEEDS_METRIC = MODEL_BASED                  # model-based searchers optimise a metric
-EARLY_TERMINATE_TYPES = SCHEDULER_TYPES      # the scheduler registry's names (sweeplab.schedulers.SCHEDULERS)
+# `method` and `early_terminate.type` are checked against the search and scheduler registries, read at each
+# check (sweeplab.search.SEARCHERS, sweeplab.schedulers.SCHEDULERS); these tuples are their names at import
+METHODS = _search.METHODS
+EARLY_TERMINATE_TYPES = _schedulers.TYPES
+
+
+def _methods() -> tuple[str, ...]:
+    return tuple(_search.SEARCHERS)
+
+
+def _early_terminate_types() -> tuple[str, ...]:
+    return tuple(_schedulers.SCHEDULERS)
 _IMPUTE = ("worst", "best", "latest")
 
 #: command macros (W&B's); `${envvar:NAME}` is also accepted
@@ -259,8 +267,8 @@ def _check_override(key: str, value: Any) -> None:
         raise SpecError("must be an integer >= 1", key="workers", value=value, expected="an integer >= 1")
     if key == "seed" and value is not None and (not _is_int(value) or value < 0):
         raise SpecError("must be an integer >= 0", key="seed", value=value, expected="an integer >= 0")
-    if key == "method" and value not in METHODS:
-        raise SpecError("unknown method", key="method", value=value, expected=f"one of {', '.join(METHODS)}")
+    if key == "method" and value not in _methods():
+        raise SpecError("unknown method", key="method", value=value, expected=f"one of {', '.join(_methods())}")
     if key == "backend" and not (isinstance(value, str) and value):
         raise SpecError("must be a name", key="backend", value=value, expected="a string like local or ray")
 
@@ -504,19 +512,20 @@ class _SpecParser:
         return raw
 
     def method(self, raw: Any) -> str:
-        expected = f"one of {', '.join(METHODS)}"
+        methods = _methods()
+        expected = f"one of {', '.join(methods)}"
         if raw is None:
             raise self.error("missing required key 'method'", "method", expected=expected)
         if raw == "custom":
             raise self.error("W&B's custom method is not supported", "method", value=raw, expected=expected)
-        if raw not in METHODS:
+        if raw not in methods:
             raise self.error("unknown method", "method", value=raw, expected=expected,
-                             hint=_did_you_mean(str(raw), METHODS))
+                             hint=_did_you_mean(str(raw), methods))
         return str(raw)
 
     def metric(self, raw: Any, method: str) -> MetricSpec:
         if raw is None:
-            if method in _NEEDS_METRIC:
+            if method in _search.MODEL_BASED:   # model-based searchers optimise a metric
                 raise self.error(f"method {method} needs a metric to optimise", "metric",
                                  expected="a mapping like {name: val_loss, goal: minimize}")
             return MetricSpec()
@@ -763,14 +772,14 @@ class _SpecParser:
         if raw is None:
             return None
         raw = self.mapping(raw, "early_terminate", "{type: hyperband, min_iter: 3}")
-        kind = raw.get("type")
+        kind, types = raw.get("type"), _early_terminate_types()
         if kind is None:
             raise self.error("missing required key 'type'", "early_terminate.type",
-                             expected=f"one of {', '.join(EARLY_TERMINATE_TYPES)}")
-        if kind not in EARLY_TERMINATE_TYPES:
+                             expected=f"one of {', '.join(types)}")
+        if kind not in types:
             raise self.error("unknown early_terminate type", "early_terminate.type", value=kind,
-                             expected=f"one of {', '.join(EARLY_TERMINATE_TYPES)}",
-                             hint=_did_you_mean(str(kind), EARLY_TERMINATE_TYPES))
+                             expected=f"one of {', '.join(types)}",
+                             hint=_did_you_mean(str(kind), types))
         if raw.get("metric") is None and metric.name is None:
             raise self.error("early termination needs a metric", "early_terminate",
                              expected="a sweep metric or early_terminate.metric")

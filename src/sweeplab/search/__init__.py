@@ -90,8 +90,8 @@ def make_searcher(
     """
     factory = SEARCHERS.get(method) if isinstance(method, str) else None
     if factory is None:
-        close = difflib.get_close_matches(str(method), METHODS, n=1)
-        raise SpecError("unknown search method", key="method", value=method, expected=" | ".join(METHODS),
+        close = difflib.get_close_matches(str(method), list(SEARCHERS), n=1)
+        raise SpecError("unknown search method", key="method", value=method, expected=" | ".join(SEARCHERS),
                         hint=f"did you mean {close[0]!r}?" if close else None)
     searcher = factory(space, goal, seed, **options)
     return Prefetching(searcher) if prefetch and method in MODEL_BASED else searcher
