@@ -100,10 +100,6 @@ class SweepOutcome:
     exit_code: int
 
 
-class Interrupted(SweeplabError):
-    """Ctrl-C or SIGTERM reached the driver."""
-
-
 class Driver:
     """Runs one sweep to its end (or until interrupted) on a backend, recording everything in the store."""
 
@@ -274,8 +270,7 @@ class Driver:
                                  "the new space", data={"source": source, "trials": kept})
         self.trials.clear()
         self.by_number.clear()
-        budget = self.spec.budget.trials
-        self.resume(extra_trials=budget if budget is not None else None)
+        self.resume(extra_trials=self.spec.budget.trials)
         return kept
 
     def resume(self, *, extra_trials: int | None = None, total_trials: int | None = None,
@@ -1099,9 +1094,9 @@ class Driver:
         running = list(self.backend.running())
         how = "SIGTERM" if sigterm else "Ctrl-C"
         self.on_note(f"{how}: stopping {len(running)} running trial(s); `sweeplab resume {self.name}` continues")
-        if sigterm and hasattr(self.backend, "preempt"):
+        if sigterm:   # every backend can preempt (an abstract method of Backend)
             for tid in running:
-                self.backend.preempt(tid)   # type: ignore[attr-defined]
+                self.backend.preempt(tid)
             wait = self.spec.trial.grace if grace is None else grace
         else:
             for tid in running:
