@@ -278,8 +278,8 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
                         hard_budget=hard, on_progress=live.update, on_note=note)
         if smoke and create:
             problems, notes = driver.smoke_check()
-            for n in notes:
-                console.print(f"smoke: {n}")
+            for line in notes:
+                console.print(f"smoke: {line}")
             if problems:
                 for p in problems:
                     err.print(f"smoke check: {p}", markup=False)
@@ -421,6 +421,7 @@ def resume(
     if fork is not None:
         if st.sweep_row(fork) is not None:
             raise UserError(f"--fork: a sweep named {fork!r} already exists in {st.root}")
+        assert spec_file is not None   # --fork needs --spec: checked above
         _run_driver(spec, st, be, sweep_name=fork, overrides=list(meta.get("overrides") or []),
                     smoke=bool(meta.get("smoke")), hard=hard, quiet=quiet, create=True,
                     spec_path=str(Path(spec_file).resolve()), fork_from=sweep_name)

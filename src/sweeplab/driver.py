@@ -179,7 +179,7 @@ class Driver:
         file = str(self.spec.source) if self.spec.source else None
         if self.spec.method in ("gp", "bayes"):
             _one_torch_thread()   # Optuna's GP asks are ~3x faster single-threaded; this process only searches
-        options = {"metric": self.metric} if self.metric else {}
+        options: dict[str, Any] = {"metric": self.metric} if self.metric else {}
         if self.metric and self.spec.metric.impute:
             options["impute"] = self.spec.metric.impute   # failed trials, as model-based searchers see them
         self.searcher = make_searcher(self.spec.method, self.spec.space, self.goal, self.seed, **options)
@@ -456,6 +456,7 @@ class Driver:
         return bool(self.requeue and not self._halt) or self._can_create()
 
     def _fill_slots(self) -> None:
+        trial: _Trial | None
         while self.backend.free_slots() > 0:
             if self.requeue and not self._halt:
                 trial = self.requeue.popleft()
@@ -1234,4 +1235,4 @@ def _finite_dict(d: Mapping[str, Any]) -> dict[str, float | None]:
 def _resources_dict(res: Any) -> dict[str, Any]:
     from dataclasses import asdict, is_dataclass
 
-    return asdict(res) if is_dataclass(res) else dict(res or {})
+    return asdict(res) if is_dataclass(res) and not isinstance(res, type) else dict(res or {})
