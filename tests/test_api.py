@@ -37,3 +37,10 @@ def test_run_sweep_bad_input_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(sl.SpecError, match="method: unknown method"):
         sl.run_sweep({"function": f"{TRIALS}:quick", "method": "gird", "parameters": {}}, store=tmp_path / "s")
     assert not (tmp_path / "s").exists()
+
+
+def test_run_sweep_unknown_backend_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(sl.UserError, match="unknown backend 'lcoal'; expected local or ray"):
+        sl.run_sweep({"function": f"{TRIALS}:quick", "method": "grid", "parameters": {"x": {"value": 1}}},
+                     store=tmp_path / "s", backend="lcoal")
+    assert not (tmp_path / "s").exists()

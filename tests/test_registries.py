@@ -94,7 +94,8 @@ def test_cli_backend_option_reads_the_registry(tmp_path: Path) -> None:
     cp = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", str(spec), "--backend", "nope"], env=env,
                         capture_output=True, text=True, timeout=120)
     assert cp.returncode == 2, cp.stderr
-    assert "unknown backend 'nope'; expected local or ray" in cp.stderr
+    assert cp.stderr.strip() == "error: --backend: unknown backend 'nope'; expected local or ray"
+    assert not (tmp_path / "store").exists()   # refused before the store is created
 
 
 @pytest.mark.parametrize(

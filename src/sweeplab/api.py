@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from sweeplab.spec import SweepSpec
     from sweeplab.store import Store
 
-__all__ = ["build_backend", "check_config_files", "default_name", "record_backend", "run_sweep", "unique_name"]
+__all__ = ["backend_name", "build_backend", "check_config_files", "default_name", "record_backend", "run_sweep", "unique_name"]
 
 
 def check_config_files(spec: SweepSpec) -> None:
@@ -59,14 +59,22 @@ def default_name(spec: SweepSpec) -> str:
     return stem
 
 
+def backend_name(spec: SweepSpec, backend: str | None = None) -> str:
+    """The registry name a sweep runs on (`backend`, else the spec's, else local); a UserError if unknown."""
+    from sweeplab.backends import backend_factory
+
+    kind = backend or getattr(spec, "backend", None) or "local"
+    backend_factory(kind)
+    return kind
+
+
 def build_backend(spec: SweepSpec, *, workers: int | None = None, backend: str | None = None,
                   address: str | None = None, gpu_ids: Sequence[int] | None = None, smoke: bool = False,
                   store_root: str | Path | None = None) -> Backend:
     """The backend a sweep runs on: `backend`, else the spec's, else local (see `sweeplab.backends`)."""
     from sweeplab.backends import make_backend
 
-    kind = backend or getattr(spec, "backend", None) or "local"
-    return make_backend(kind, spec=spec, workers=workers or spec.workers, address=address, gpu_ids=gpu_ids,
+    return make_backend(backend_name(spec, backend), spec=spec, workers=workers or spec.workers, address=address, gpu_ids=gpu_ids,
                         smoke=smoke, store_root=store_root)
 
 
@@ -120,6 +128,7 @@ def run_sweep(
 
     the_spec = _as_spec(spec)
     check_config_files(the_spec)
+    backend = backend_name(the_spec, backend)   # a typo is refused before the store is opened
     st = Store.open(Path(store) if store is not None else default_store_dir())
     try:
         sweep_name = unique_name(st, name or default_name(the_spec))

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sweeplab.api import build_backend, default_name
+from sweeplab.api import backend_name, build_backend, default_name
 from sweeplab.api import check_config_files as _check_config_files
 from sweeplab.api import record_backend as _record_backend
 from sweeplab.api import unique_name as _unique_name
@@ -107,6 +107,7 @@ def sweep(
         _describe(spec, spec_file)
         _estimate(spec, spec_file, store, workers)
         raise typer.Exit(0)
+    backend_name(spec, backend)   # an unknown --backend is refused before the store is created
     st = _open_store(store)
     sweep_name = _unique_name(st, name or default_name(spec))   # cli_program/sweep.yaml -> cli_program
     be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke,

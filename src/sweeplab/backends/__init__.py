@@ -18,7 +18,7 @@ from typing import Any
 from sweeplab.backends.base import Backend
 from sweeplab.errors import UserError
 
-__all__ = ["BACKENDS", "make_backend"]
+__all__ = ["BACKENDS", "backend_factory", "make_backend"]
 
 
 def _local(spec: Any = None, *, workers: int | None = None, gpu_ids: Sequence[int] | None = None,
@@ -61,12 +61,18 @@ BACKENDS: dict[str, Callable[..., Backend]] = {
 }
 
 
-def make_backend(name: str, **options: Any) -> Backend:
-    """The backend called `name`, built with `options` (spec, workers, address, gpu_ids, smoke, store_root;
-    each backend takes what applies to it). An unknown name is a UserError listing the known ones."""
+def backend_factory(name: str) -> Callable[..., Backend]:
+    """The registry's factory for `name`; an unknown name is a UserError listing the known ones (call it
+    before anything is written, so that a typo writes nothing)."""
     factory = BACKENDS.get(name) if isinstance(name, str) else None
     if factory is None:
         names = list(BACKENDS)
         known = " or ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else names[0]
         raise UserError(f"--backend: unknown backend {name!r}; expected {known}")
-    return factory(**options)
+    return factory
+
+
+def make_backend(name: str, **options: Any) -> Backend:
+    """The backend called `name`, built with `options` (spec, workers, address, gpu_ids, smoke, store_root;
+    each backend takes what applies to it). An unknown name is a UserError listing the known ones."""
+    return backend_factory(name)(**options)
