@@ -24,7 +24,10 @@ if TYPE_CHECKING:
     from sweeplab.spec import SweepSpec
     from sweeplab.store import Store
 
-__all__ = ["backend_name", "build_backend", "check_config_files", "default_name", "record_backend", "run_sweep", "unique_name"]
+__all__ = [
+    "backend_name", "build_backend", "check_config_files", "default_name", "record_backend", "run_sweep",
+    "unique_name",
+]
 
 
 def check_config_files(spec: SweepSpec) -> None:
@@ -74,8 +77,8 @@ def build_backend(spec: SweepSpec, *, workers: int | None = None, backend: str |
     """The backend a sweep runs on: `backend`, else the spec's, else local (see `sweeplab.backends`)."""
     from sweeplab.backends import make_backend
 
-    return make_backend(backend_name(spec, backend), spec=spec, workers=workers or spec.workers, address=address, gpu_ids=gpu_ids,
-                        smoke=smoke, store_root=store_root)
+    return make_backend(backend_name(spec, backend), spec=spec, workers=workers or spec.workers, address=address,
+                        gpu_ids=gpu_ids, smoke=smoke, store_root=store_root)
 
 
 def record_backend(st: Store, sweep_id: int, be: Backend) -> None:
