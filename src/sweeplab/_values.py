@@ -227,7 +227,3 @@ class Options:
     def string(self, option: str, default: str | None) -> str | None:
         v = self.raw.get(option)
         return default if v is None else name(v, key=self._key(option), file=self.file)
-
-    def duration(self, option: str, default: float | None, *, positive: bool = False) -> float | None:
-        v = self.raw.get(option)
-        return default if v is None else parse_duration(v, key=self._key(option), file=self.file, positive=positive)

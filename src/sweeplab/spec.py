@@ -64,6 +64,8 @@ def _methods() -> tuple[str, ...]:
 
 def _early_terminate_types() -> tuple[str, ...]:
     return tuple(_schedulers.SCHEDULERS)
+
+
 _IMPUTE = ("worst", "best", "latest")
 
 #: command macros (W&B's); `${envvar:NAME}` is also accepted
