@@ -33,6 +33,7 @@ browser:
 test: dev-install browser
 	$(PY) -m pytest -q -p no:cacheprovider
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy src
 
 test-fast: dev-install
 	$(PY) -m pytest -q -m "not slow and not ray and not browser"
@@ -45,6 +46,7 @@ bench: dev-install
 lint: dev-install
 	$(VENV)/bin/ruff check src tests benchmarks examples
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy src
 
 clean:
 	rm -rf $(VENV) .sweeplab build *.egg-info src/*.egg-info

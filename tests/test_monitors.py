@@ -222,7 +222,7 @@ BAD: list[tuple[Any, str, str]] = [
     ([{"diverging": {"metric": "loss", "factor": 0.5}}], "monitors[0].diverging.factor", "must exceed 1"),
     ([{"diverging": {"metric": "loss", "goal": "up"}}], "monitors[0].diverging.goal", "minimize or maximize"),
     ([{"overfitting": {"train": "a"}}], "monitors[0].overfitting.val", "needs val"),
-    ([{"stalled": {"after": "10 parsecs"}}], "monitors[0].stalled.after", "not a duration"),
+    ([{"stalled": {"after": "10 parsecs"}}], "monitors[0].stalled.after", "unknown duration unit 'parsecs'"),
     ([{"stalled": {}}], "monitors[0].stalled.after", "needs after"),
     ([{"nan": {"action": "kill"}}], "monitors[0].nan.action", "stop or warn"),
     ([{"nan": {"metrics": [1]}}], "monitors[0].nan.metrics", "list of metric names"),

@@ -7,10 +7,13 @@
             ...
             run.log({"val_loss": loss}, step=epoch)
         return {"val_loss": loss}
+
+    outcome = sl.run_sweep("sweep.yaml", workers=4)   # what `sweeplab sweep sweep.yaml -w 4` does
 """
 
 from __future__ import annotations
 
+from sweeplab.api import run_sweep
 from sweeplab.errors import (
     BackendError,
     ConfigError,
@@ -47,4 +50,5 @@ __all__ = [
     "UserError",
     "__version__",
     "report",
+    "run_sweep",
 ]

@@ -18,6 +18,7 @@ every T seconds, always, or "auto", the Young/Daly interval sqrt(2 x cost x MTBF
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import io
 import json
@@ -39,6 +40,7 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from sweeplab._clock import Clock, RealClock
 from sweeplab._imports import optional_import
+from sweeplab._values import parse_duration
 from sweeplab.errors import ConfigError, StoreError, SweeplabError, TrialError
 
 __all__ = [
@@ -676,7 +678,7 @@ class CheckpointManager:
             total += size
         return "sha256:" + digest.hexdigest(), total
 
-    def _retain(self) -> list[str]:
+    def _retain(self) -> builtins.list[str]:   # `list` here is the method of that name
         """Delete all but the newest `keep` valid checkpoints; their paths (as `CheckpointInfo.path`)."""
         entries, _bad = self._scan()
         valid = [name for name, _ in entries if name not in self._known_corrupt]
@@ -858,9 +860,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 # -------------------------------------------------------------------------------------------------- policy
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?)\s*$")
 _STEPS_RE = re.compile(r"^\s*(\d+)\s*steps?\s*$")
-_UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def young_daly_interval(cost: float, mtbf: float) -> float:
@@ -895,8 +895,7 @@ def _parse_every(every: Any) -> tuple[str, float | int | None]:
             return "auto", None
         if m := _STEPS_RE.match(text):
             return _parse_every(int(m.group(1)))
-        if m := _DURATION_RE.match(text):
-            return "seconds", float(m.group(1)) * _UNIT[m.group(2)[0]]
+        return "seconds", parse_duration(every, key=key, error=ConfigError)   # the spec's one grammar
     raise ConfigError("invalid checkpoint frequency", key=key, value=every, expected=expected)
 
 

@@ -13,6 +13,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from sweeplab.api import backend_name, build_backend, default_name
+from sweeplab.api import check_config_files as _check_config_files
+from sweeplab.api import record_backend as _record_backend
+from sweeplab.api import unique_name as _unique_name
+from sweeplab.backends import BACKENDS
 from sweeplab.errors import SweeplabError, UserError
 
 __all__ = ["app", "main"]
@@ -36,6 +41,7 @@ def _make_console(*, stderr: bool) -> Console:
 console = _make_console(stderr=False)
 err = _make_console(stderr=True)
 
+BACKEND_NAMES = " | ".join(BACKENDS)   # the backend registry's names, for --backend help
 STORE_HELP = "store directory (default: $SWEEPLAB_STORE or ./.sweeplab)"
 
 
@@ -75,7 +81,7 @@ def sweep(
                                                     help="config overrides for every trial"),
     workers: Optional[int] = typer.Option(None, "--workers", "-w",
                                           help="parallel trials (default: spec, or one per core)"),
-    backend: Optional[str] = typer.Option(None, "--backend", help="local | ray (default: spec, or local)"),
+    backend: Optional[str] = typer.Option(None, "--backend", help=f"{BACKEND_NAMES} (default: spec, or local)"),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (ray backend)"),
     name: Optional[str] = typer.Option(None, "--name", help="sweep name (default: spec name or file name)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
@@ -108,11 +114,9 @@ def sweep(
         _describe(spec, spec_file)
         _estimate(spec, spec_file, store, workers)
         raise typer.Exit(0)
+    backend_name(spec, backend)   # an unknown --backend is refused before the store is created
     st = _open_store(store)
-    default = spec_file.stem
-    if default in ("sweep", "config", "spec") and spec_file.resolve().parent.name:
-        default = spec_file.resolve().parent.name   # examples/cli_program/sweep.yaml -> cli_program
-    sweep_name = _unique_name(st, name or spec.name or default)
+    sweep_name = _unique_name(st, name or default_name(spec))   # cli_program/sweep.yaml -> cli_program
     be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke,
                        store_root=st.root)
     if be.name == "local":
@@ -124,29 +128,10 @@ def sweep(
         be.shutdown(grace=0.0)
 
 
-def _check_config_files(spec: Any) -> None:
-    """Read the base config and profile now, as the driver will: a bad file is an error before the store
-    is opened, so nothing is written for it."""
-    if spec.config is None and not spec.profile:
-        return
-    from sweeplab.config import load_base_config
-
-    load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
-
-
 def _with_budget_trials(spec: Any, n: int) -> Any:
     import dataclasses
 
     return spec.with_overrides(budget=dataclasses.replace(spec.budget, trials=n))
-
-
-def _unique_name(st: Any, base: str) -> str:
-    if st.sweep_row(base) is None:
-        return base
-    i = 2
-    while st.sweep_row(f"{base}-{i}") is not None:
-        i += 1
-    return f"{base}-{i}"
 
 
 def _describe(spec: Any, spec_file: Path) -> None:
@@ -200,29 +185,9 @@ def _estimate(spec: Any, spec_file: Path, store: Optional[Path], workers: Option
 
 def _make_backend(spec: Any, *, workers: Optional[int], backend: Optional[str], address: Optional[str],
                   gpus: Optional[str], smoke: bool, store_root: Optional[Path] = None) -> Any:
-    kind = backend or getattr(spec, "backend", None) or "local"
-    res = spec.resources
-    n = workers or spec.workers
-    if kind == "local":
-        from sweeplab.backends.local import LocalBackend, detect_gpus, plan_slots
-
-        gpu_ids = [] if smoke else (_parse_gpus(gpus) if gpus is not None else detect_gpus())
-        cpus = float(res.cpus)   # a trial's total, over all of its processes (resources.workers)
-        gpu_req = 0.0 if smoke else float(res.gpus)
-        if n is None:
-            n = max(1, int((os.cpu_count() or 1) // cpus)) if cpus > 0 else (os.cpu_count() or 1)
-            if gpu_req > 0 and gpu_ids:
-                n = min(n, int(len(gpu_ids) / gpu_req) if gpu_req >= 1 else int(len(gpu_ids) * (1 / gpu_req)))
-        slots = plan_slots(n, cpus=cpus, gpus=gpu_req, gpu_ids=gpu_ids)
-        return LocalBackend(slots, hide_gpus=smoke)
-    if kind == "ray":
-        from sweeplab.backends.ray import RayBackend
-
-        be = RayBackend(spec, workers=n, address=address or getattr(spec, "address", None), smoke=smoke,
-                        checkpoint_root=str(Path(store_root) / "checkpoints") if store_root else None)
-        be.start()   # bad address / resources / checkpoint location: exit 2 before the sweep is created
-        return be    # (start() is idempotent: the driver's own start() call is then a no-op)
-    raise UserError(f"--backend: unknown backend {kind!r}; expected local or ray")
+    """The backend from the registry (sweeplab.backends.BACKENDS), as `sweeplab.run_sweep` builds it."""
+    return build_backend(spec, workers=workers, backend=backend, address=address, gpu_ids=_parse_gpus(gpus),
+                         smoke=smoke, store_root=store_root)
 
 
 class _LiveProgress:
@@ -301,8 +266,8 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
                         hard_budget=hard, on_progress=live.update, on_note=note)
         if smoke and create:
             problems, notes = driver.smoke_check()
-            for n in notes:
-                console.print(f"smoke: {n}")
+            for line in notes:
+                console.print(f"smoke: {line}")
             if problems:
                 for p in problems:
                     err.print(f"smoke check: {p}", markup=False)
@@ -323,15 +288,6 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
     if smoke:
         raise typer.Exit(2 if outcome.exit_code == 2 else _smoke_verdict(st, sweep_name))
     raise typer.Exit(outcome.exit_code)
-
-
-def _record_backend(st: Any, sweep_id: int, be: Any) -> None:
-    """Store where the sweep runs (backend name, Ray address as given), so that `resume` goes back there."""
-    address = None
-    if be.name == "ray":   # no address: RAY_ADDRESS if set (what Ray connects to), else a new local cluster
-        address = getattr(be, "address", None) or os.environ.get("RAY_ADDRESS") or None
-    with st.transaction():
-        st.update_sweep(sweep_id, backend=be.name, address=address)
 
 
 def _smoke_verdict(st: Any, sweep_name: str) -> int:
@@ -411,7 +367,7 @@ def resume(
     trials: Optional[str] = typer.Option(None, "--trials", help="+N more trials, or a new total N"),
     workers: Optional[int] = typer.Option(None, "--workers", "-w"),
     backend: Optional[str] = typer.Option(None, "--backend",
-                                          help="local | ray (default: where the sweep last ran)"),
+                                          help=f"{BACKEND_NAMES} (default: where the sweep last ran)"),
     address: Optional[str] = typer.Option(None, "--address",
                                           help="Ray cluster address (default: the one the sweep last ran on)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
@@ -466,6 +422,7 @@ def resume(
     if fork is not None:
         if st.sweep_row(fork) is not None:
             raise UserError(f"--fork: a sweep named {fork!r} already exists in {st.root}")
+        assert spec_file is not None   # --fork needs --spec: checked above
         _run_driver(spec, st, be, sweep_name=fork, overrides=list(meta.get("overrides") or []),
                     smoke=bool(meta.get("smoke")), hard=hard, quiet=quiet, create=True,
                     spec_path=str(Path(spec_file).resolve()), fork_from=sweep_name)

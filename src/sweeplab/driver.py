@@ -99,10 +99,6 @@ class SweepOutcome:
     exit_code: int
 
 
-class Interrupted(SweeplabError):
-    """Ctrl-C or SIGTERM reached the driver."""
-
-
 class Driver:
     """Runs one sweep to its end (or until interrupted) on a backend, recording everything in the store."""
 
@@ -182,7 +178,7 @@ class Driver:
         file = str(self.spec.source) if self.spec.source else None
         if self.spec.method in ("gp", "bayes"):
             _one_torch_thread()   # Optuna's GP asks are ~3x faster single-threaded; this process only searches
-        options = {"metric": self.metric} if self.metric else {}
+        options: dict[str, Any] = {"metric": self.metric} if self.metric else {}
         if self.metric and self.spec.metric.impute:
             options["impute"] = self.spec.metric.impute   # failed trials, as model-based searchers see them
         self.searcher = make_searcher(self.spec.method, self.spec.space, self.goal, self.seed, **options)
@@ -273,8 +269,7 @@ class Driver:
                                  "the new space", data={"source": source, "trials": kept})
         self.trials.clear()
         self.by_number.clear()
-        budget = self.spec.budget.trials
-        self.resume(extra_trials=budget if budget is not None else None)
+        self.resume(extra_trials=self.spec.budget.trials)
         return kept
 
     def resume(self, *, extra_trials: int | None = None, total_trials: int | None = None,
@@ -349,7 +344,7 @@ class Driver:
     def _replay_scheduler(self) -> None:
         """Feed the scheduler the stored reports and trial ends in the order they first happened."""
         by_id = self.trials
-        rows = self.store.metric_reports(self.sweep_id, self._sched_metric)
+        rows = self.store.metric_reports(self.sweep_id, self._sched_metric or "")
         timeline: list[tuple[float, int, int, Any, Any]] = [
             (float(r[3]), 0, i, r, None) for i, r in enumerate(rows) if r[0] in by_id]
         ended = {int(r["id"]): r["ended"] for r in self.store.trial_rows(self.sweep_id)}
@@ -456,6 +451,7 @@ class Driver:
         return bool(self.requeue and not self._halt) or self._can_create()
 
     def _fill_slots(self) -> None:
+        trial: _Trial | None
         while self.backend.free_slots() > 0:
             if self.requeue and not self._halt:
                 trial = self.requeue.popleft()
@@ -1124,9 +1120,9 @@ class Driver:
         running = list(self.backend.running())
         how = "SIGTERM" if sigterm else "Ctrl-C"
         self.on_note(f"{how}: stopping {len(running)} running trial(s); `sweeplab resume {self.name}` continues")
-        if sigterm and hasattr(self.backend, "preempt"):
+        if sigterm:   # every backend can preempt (an abstract method of Backend)
             for tid in running:
-                self.backend.preempt(tid)   # type: ignore[attr-defined]
+                self.backend.preempt(tid)
             wait = self.spec.trial.grace if grace is None else grace
         else:
             for tid in running:
@@ -1264,4 +1260,4 @@ def _finite_dict(d: Mapping[str, Any]) -> dict[str, float | None]:
 def _resources_dict(res: Any) -> dict[str, Any]:
     from dataclasses import asdict, is_dataclass
 
-    return asdict(res) if is_dataclass(res) else dict(res or {})
+    return asdict(res) if is_dataclass(res) and not isinstance(res, type) else dict(res or {})

@@ -27,12 +27,12 @@ from __future__ import annotations
 import difflib
 import heapq
 import math
-import re
 from abc import ABC
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweeplab import _values
 from sweeplab.errors import SpecError
 from sweeplab.types import Decision, Goal, MetricPoint, Verdict
 
@@ -593,12 +593,7 @@ def _read(name: str, raw: Mapping[str, Any], *, key: str | None = None, file: st
     """Validate one monitor's options (spec or Python kwargs) into constructor keyword arguments."""
     key = key or name
     schema = {**_SCHEMA[name], "action": ("action", "stop")}
-    for option in raw:
-        if option not in schema:
-            close = difflib.get_close_matches(str(option), list(schema), n=1)
-            raise SpecError(f"unknown option for monitor {name}", file=file, key=f"{key}.{option}",
-                            expected="one of " + ", ".join(sorted(schema)),
-                            hint=f"did you mean '{close[0]}'?" if close else f"remove '{option}'")
+    _values.check_keys(raw, sorted(schema), key=key, file=file, what=f"option for monitor {name}:")
     out: dict[str, Any] = {}
     for option, (kind, default) in schema.items():
         value = raw.get(option)
@@ -613,18 +608,17 @@ def _read(name: str, raw: Mapping[str, Any], *, key: str | None = None, file: st
 
 
 def _coerce(kind: str, v: Any, *, key: str, file: str | None) -> Any:
+    """One option value by its kind (see _EXPECTED), through the shared validators of `sweeplab._values`."""
     def bad(message: str) -> SpecError:
         return SpecError(message, file=file, key=key, value=v, expected=_EXPECTED[kind])
 
     if kind == "name":
-        if not isinstance(v, str) or not v:
-            raise bad("not a metric name")
-        return v
+        return _values.name(v, key=key, file=file, what="a metric name")
     if kind == "names":
         if isinstance(v, str):
             v = [v]
         if not isinstance(v, Sequence) or not all(isinstance(x, str) and x for x in v):
-            raise bad("not a list of metric names")
+            raise bad("must be a list of metric names")
         return list(v)
     if kind == "goal":
         if v not in ("minimize", "maximize"):
@@ -639,51 +633,19 @@ def _coerce(kind: str, v: Any, *, key: str, file: str | None) -> Any:
     if kind in ("count0", "count1"):
         if isinstance(v, float) and v.is_integer():
             v = int(v)
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise bad("not an integer")
-        if v < (1 if kind == "count1" else 0):
-            raise SpecError("too small", file=file, key=key, value=v, expected=_EXPECTED[kind],
-                            hint="patience counts reports: 1 fires on the first bad one")
-        return v
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise bad("not a number")
-    if kind == "factor" and v <= 1:
-        raise SpecError("a factor must exceed 1", file=file, key=key, value=v, expected=_EXPECTED[kind],
-                        hint="factor: 10 means ten times its reference")
-    if (kind == "positive" and v <= 0) or (kind == "number0" and v < 0):
-        raise bad("out of range")
-    return float(v)
-
-
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)")
+        return _values.integer(v, key=key, file=file, minimum=1 if kind == "count1" else 0,
+                               hint="patience counts reports: 1 fires on the first bad one")
+    if kind == "factor":
+        return _values.number(v, key=key, file=file, above=1.0, hint="factor: 10 means ten times its reference")
+    if kind == "positive":
+        return _values.number(v, key=key, file=file, above=0.0)
+    return _values.number(v, key=key, file=file, minimum=0.0)
 
 
 def parse_duration(v: Any, *, key: str = "after", file: str | None = None) -> float:
-    """Seconds in a duration: a number (seconds), or text such as "30s", "10m", "1h30m", "2d"."""
-    def bad() -> SpecError:
-        return SpecError("not a duration", file=file, key=key, value=v,
-                         expected="a positive duration such as 30s, 10m, 1h30m or a number of seconds",
-                         hint="units: ms, s, m, h, d")
-
-    if isinstance(v, bool):
-        raise bad()
-    if isinstance(v, (int, float)):
-        seconds = float(v)
-    elif isinstance(v, str):
-        text = v.strip().lower()
-        try:
-            seconds = float(text)
-        except ValueError:
-            parts = _DURATION.findall(text)
-            if not parts or _DURATION.sub("", text).strip():
-                raise bad() from None
-            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    else:
-        raise bad()
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise bad()
-    return seconds
+    """Seconds in a duration above 0 (sweeplab's one grammar, `sweeplab._values.parse_duration`):
+    a number of seconds, or text such as "30s", "10m", "1h30m", "2d", "500ms"."""
+    return _values.parse_duration(v, key=key, file=file, positive=True)
 
 
 # small helpers -------------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ microsecond per point; checkpoints are throttled by a policy so that frequent ca
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -306,10 +305,3 @@ def _cuda_available() -> bool:
 
     torch = sys.modules.get("torch")
     return bool(torch is not None and torch.cuda.is_available())
-
-
-def is_bad_number(x: float | None) -> bool:
-    return x is None or not math.isfinite(x)
-
-
-

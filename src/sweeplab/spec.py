@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import difflib
 import json
-import math
 import os
 import re
 import shlex
@@ -28,10 +26,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import sweeplab.schedulers as _schedulers
+import sweeplab.search as _search
+from sweeplab import _values
+from sweeplab._values import is_int as _is_int
+from sweeplab._values import is_number as _is_number
+from sweeplab._values import parse_duration
 from sweeplab._yaml import read_yaml
 from sweeplab.errors import SpecError
 from sweeplab.space import SearchSpace, parse_parameters
-from sweeplab.types import Goal
+from sweeplab.types import PLACEMENTS, Goal
 
 __all__ = [
     "DEFAULT_COMMAND",
@@ -54,9 +58,20 @@ __all__ = [
     "wandb_args",
 ]
 
-METHODS = ("grid", "random", "sobol", "bayes", "tpe", "gp")
-_NEEDS_METRIC = ("bayes", "tpe", "gp")
-EARLY_TERMINATE_TYPES = ("hyperband", "asha", "median")
+# `method` and `early_terminate.type` are checked against the search and scheduler registries, read at each
+# check (sweeplab.search.SEARCHERS, sweeplab.schedulers.SCHEDULERS); these tuples are their names at import
+METHODS = _search.METHODS
+EARLY_TERMINATE_TYPES = _schedulers.TYPES
+
+
+def _methods() -> tuple[str, ...]:
+    return tuple(_search.SEARCHERS)
+
+
+def _early_terminate_types() -> tuple[str, ...]:
+    return tuple(_schedulers.SCHEDULERS)
+
+
 _IMPUTE = ("worst", "best", "latest")
 
 #: command macros (W&B's); `${envvar:NAME}` is also accepted
@@ -121,7 +136,6 @@ class Resources:
     placement: str | None = "PACK"              # Ray: how the ranks of a multi-process trial are placed
 
 
-PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")   # Ray placement group strategies
 
 
 @dataclass(frozen=True)
@@ -265,8 +279,8 @@ def _check_override(key: str, value: Any) -> None:
         raise SpecError("must be an integer >= 1", key="workers", value=value, expected="an integer >= 1")
     if key == "seed" and value is not None and (not _is_int(value) or value < 0):
         raise SpecError("must be an integer >= 0", key="seed", value=value, expected="an integer >= 0")
-    if key == "method" and value not in METHODS:
-        raise SpecError("unknown method", key="method", value=value, expected=f"one of {', '.join(METHODS)}")
+    if key == "method" and value not in _methods():
+        raise SpecError("unknown method", key="method", value=value, expected=f"one of {', '.join(_methods())}")
     if key == "backend" and not (isinstance(value, str) and value):
         raise SpecError("must be a name", key="backend", value=value, expected="a string like local or ray")
 
@@ -292,57 +306,6 @@ def parse_spec(raw: Any, *, file: str | None = None, base_dir: Path | None = Non
     """Validate a spec mapping (as loaded from YAML). `base_dir` anchors a relative `config` path
     (default: the directory of `file`)."""
     return _SpecParser(file, base_dir, strict=strict).parse(raw)
-
-
-# --------------------------------------------------------------------------------------- durations
-
-_UNITS = {
-    "ms": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
-    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
-    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
-    "d": 86400.0, "day": 86400.0, "days": 86400.0,
-}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*")
-_DURATION_EXPECTED = "a duration like 45s, 30m, 2h, 1h30m, 1d, or a number of seconds"
-
-
-def parse_duration(text: str | float, *, file: str | None = None, key: str = "duration") -> float:
-    """Seconds in `text`: "45s", "30m", "2h", "1h30m", "1.5h", "1d", "500ms"; a number is seconds."""
-    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
-        raise SpecError("a duration must be a string or a number", file=file, key=key, value=text,
-                        expected=_DURATION_EXPECTED)
-    if isinstance(text, (int, float)):
-        seconds = float(text)
-    else:
-        s = text.strip().lower()
-        if not s:
-            raise SpecError("empty duration", file=file, key=key, value=text, expected=_DURATION_EXPECTED)
-        if s.startswith("-"):
-            raise SpecError("a duration cannot be negative", file=file, key=key, value=text,
-                            expected=_DURATION_EXPECTED)
-        pos, seconds, parts = 0, 0.0, 0
-        for match in _DURATION_PART.finditer(s):
-            if match.start() != pos:
-                break
-            number, unit = match.groups()
-            if not unit:
-                if match.end() != len(s) or parts:
-                    raise SpecError("missing duration unit", file=file, key=key, value=text,
-                                    expected=_DURATION_EXPECTED)
-                unit = "s"
-            if unit not in _UNITS:
-                close = difflib.get_close_matches(unit, list(_UNITS), n=1)
-                raise SpecError(f"unknown duration unit {unit!r}", file=file, key=key, value=text,
-                                expected=_DURATION_EXPECTED,
-                                hint=f"did you mean {close[0]!r}?" if close else None)
-            seconds += float(number) * _UNITS[unit]
-            pos, parts = match.end(), parts + 1
-        if pos != len(s) or parts == 0:
-            raise SpecError("not a duration", file=file, key=key, value=text, expected=_DURATION_EXPECTED)
-    if not math.isfinite(seconds) or seconds < 0:
-        raise SpecError("a duration must be finite and >= 0", file=file, key=key, value=text,
-                        expected=_DURATION_EXPECTED)
-    return seconds
 
 
 # ---------------------------------------------------------------------------------------- commands
@@ -488,17 +451,8 @@ def build_command(
 
 # ----------------------------------------------------------------------------------------- parsing
 
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def _did_you_mean(word: str, choices: Sequence[str]) -> str | None:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}?" if close else None
+    return _values.did_you_mean(word, choices)
 
 
 class _Abbrev(str):
@@ -559,22 +513,10 @@ class _SpecParser:
         return raw
 
     def integer(self, raw: Any, key: str, *, minimum: int) -> int | None:
-        if raw is None:
-            return None
-        if not _is_int(raw):
-            raise self.error("must be an integer", key, value=raw, expected=f"an integer >= {minimum}")
-        if raw < minimum:
-            raise self.error(f"must be at least {minimum}", key, value=raw, expected=f"an integer >= {minimum}")
-        return int(raw)
+        return None if raw is None else _values.integer(_short(raw), key=key, file=self.file, minimum=minimum)
 
     def number(self, raw: Any, key: str, *, minimum: float = 0.0) -> float | None:
-        if raw is None:
-            return None
-        if not _is_number(raw):
-            raise self.error("must be a number", key, value=raw, expected=f"a number >= {minimum:g}")
-        if raw < minimum:
-            raise self.error(f"must be at least {minimum:g}", key, value=raw, expected=f"a number >= {minimum:g}")
-        return float(raw)
+        return None if raw is None else _values.number(_short(raw), key=key, file=self.file, minimum=minimum)
 
     def duration(self, raw: Any, key: str) -> float | None:
         return None if raw is None else parse_duration(raw, file=self.file, key=key)
@@ -674,19 +616,20 @@ class _SpecParser:
         return raw
 
     def method(self, raw: Any) -> str:
-        expected = f"one of {', '.join(METHODS)}"
+        methods = _methods()
+        expected = f"one of {', '.join(methods)}"
         if raw is None:
             raise self.error("missing required key 'method'", "method", expected=expected)
         if raw == "custom":
             raise self.error("W&B's custom method is not supported", "method", value=raw, expected=expected)
-        if raw not in METHODS:
+        if raw not in methods:
             raise self.error("unknown method", "method", value=raw, expected=expected,
-                             hint=_did_you_mean(str(raw), METHODS))
+                             hint=_did_you_mean(str(raw), methods))
         return str(raw)
 
     def metric(self, raw: Any, method: str) -> MetricSpec:
         if raw is None:
-            if method in _NEEDS_METRIC:
+            if method in _search.MODEL_BASED:   # model-based searchers optimise a metric
                 raise self.error(f"method {method} needs a metric to optimise", "metric",
                                  expected="a mapping like {name: val_loss, goal: minimize}")
             return MetricSpec()
@@ -934,14 +877,14 @@ class _SpecParser:
         if raw is None:
             return None
         raw = self.mapping(raw, "early_terminate", "{type: hyperband, min_iter: 3}")
-        kind = raw.get("type")
+        kind, types = raw.get("type"), _early_terminate_types()
         if kind is None:
             raise self.error("missing required key 'type'", "early_terminate.type",
-                             expected=f"one of {', '.join(EARLY_TERMINATE_TYPES)}")
-        if kind not in EARLY_TERMINATE_TYPES:
+                             expected=f"one of {', '.join(types)}")
+        if kind not in types:
             raise self.error("unknown early_terminate type", "early_terminate.type", value=kind,
-                             expected=f"one of {', '.join(EARLY_TERMINATE_TYPES)}",
-                             hint=_did_you_mean(str(kind), EARLY_TERMINATE_TYPES))
+                             expected=f"one of {', '.join(types)}",
+                             hint=_did_you_mean(str(kind), types))
         if raw.get("metric") is None and metric.name is None:
             raise self.error("early termination needs a metric", "early_terminate",
                              expected="a sweep metric or early_terminate.metric")

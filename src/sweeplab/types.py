@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "PLACEMENTS",
     "Decision",
     "Goal",
     "MetricPoint",
@@ -17,6 +17,9 @@ __all__ = [
     "TrialState",
     "Verdict",
 ]
+
+
+PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")   # Ray placement group strategies
 
 
 class TrialState(str, enum.Enum):
@@ -136,7 +139,3 @@ class TrialSnapshot:
     def last_step(self) -> int | None:
         steps = [s[-1][0] for s in self.history.values() if s]
         return max(steps) if steps else None
-
-
-def is_finite_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

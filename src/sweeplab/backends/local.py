@@ -248,10 +248,6 @@ class LocalBackend(Backend):
             worker.kill_reason = reason
             self._killpg(worker)
 
-    def pid_of(self, trial_id: int) -> int | None:
-        worker = self._by_trial.get(trial_id)
-        return worker.proc.pid if worker is not None else None
-
     # ----------------------------------------------------------------------------- events
     def poll(self, timeout: float) -> list[Event]:
         events, self._pending = self._pending, []

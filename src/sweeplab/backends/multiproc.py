@@ -263,7 +263,6 @@ def main() -> int:
     write = fd_writer(int(os.environ["SWEEPLAB_EVENT_FD"]))
     task = TrialTask.from_dict(json.loads(sys.stdin.readline()))
     current: list[Execution | None] = [None]
-    pending = {"stop": False}
 
     def on_sigterm(signum: int, frame: Any) -> None:
         ex = current[0]
@@ -276,7 +275,6 @@ def main() -> int:
         for line in sys.stdin:
             with contextlib.suppress(ValueError):
                 if json.loads(line).get("op") == "stop":
-                    pending["stop"] = True
                     for _ in range(500):   # the stop may overtake the start of the attempt
                         ex = current[0]
                         if ex is not None:

@@ -116,8 +116,8 @@ class SlowClientSafeH11(H11Protocol):
 
     def _make_room(self) -> bool:
         """Close the connection that has waited longest for its headers; False if none is waiting."""
-        waiting = [c for c in self.connections
-                   if c is not self and getattr(c, "waiting_since", None) is not None]
+        waiting: list[Any] = [c for c in self.connections
+                              if c is not self and getattr(c, "waiting_since", None) is not None]
         if not waiting:
             return False
         oldest: Any = min(waiting, key=lambda c: c.waiting_since)

@@ -20,6 +20,8 @@ from sweeplab.schedulers.median import MedianScheduler
 from sweeplab.types import Goal
 
 __all__ = [
+    "SCHEDULERS",
+    "TYPES",
     "AshaScheduler",
     "HyperbandScheduler",
     "MedianScheduler",
@@ -28,11 +30,14 @@ __all__ = [
     "make_scheduler",
 ]
 
-_TYPES: dict[str, type[AshaScheduler | HyperbandScheduler | MedianScheduler]] = {
-    "asha": AshaScheduler,
+#: THE scheduler registry: `early_terminate.type` -> scheduler class (with `from_spec`). The spec validates
+#: `early_terminate.type` against it and `make_scheduler` builds from it; a new scheduler is one entry here.
+SCHEDULERS: dict[str, type[AshaScheduler | HyperbandScheduler | MedianScheduler]] = {
     "hyperband": HyperbandScheduler,
+    "asha": AshaScheduler,
     "median": MedianScheduler,
 }
+TYPES: tuple[str, ...] = tuple(SCHEDULERS)
 
 
 def make_scheduler(
@@ -59,13 +64,13 @@ def make_scheduler(
     if kind is None:
         raise SpecError(
             "early_terminate needs a type", file=file, key=f"{key}.type",
-            expected="one of " + ", ".join(sorted(_TYPES)), hint="add type: asha",
+            expected="one of " + ", ".join(sorted(SCHEDULERS)), hint="add type: asha",
         )
-    if not isinstance(kind, str) or kind not in _TYPES:
-        close = difflib.get_close_matches(str(kind), list(_TYPES), n=1)
+    if not isinstance(kind, str) or kind not in SCHEDULERS:
+        close = difflib.get_close_matches(str(kind), list(SCHEDULERS), n=1)
         raise SpecError(
             "unknown early_terminate type", file=file, key=f"{key}.type", value=kind,
-            expected="one of " + ", ".join(sorted(_TYPES)),
+            expected="one of " + ", ".join(sorted(SCHEDULERS)),
             hint=f"did you mean '{close[0]}'?" if close else None,
         )
-    return _TYPES[kind].from_spec(raw, goal=Goal(goal), file=file, key=key, metric=metric)
+    return SCHEDULERS[kind].from_spec(raw, goal=Goal(goal), file=file, key=key, metric=metric)

@@ -12,13 +12,10 @@ value (NaN, +inf, -inf) scores +inf, the worst possible.
 
 from __future__ import annotations
 
-import difflib
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
-from typing import Any
 
-from sweeplab.errors import SpecError
+from sweeplab._values import Options as Options  # re-exported: the one option reader (spec, monitors too)
 from sweeplab.types import Goal, TrialState, Verdict
 
 __all__ = ["Scheduler"]
@@ -88,75 +85,6 @@ def fmt(value: float) -> str:
 def unscore(s: float, goal: Goal) -> float:
     """The raw value of a score (inverse of `score` for finite values)."""
     return goal.sign() * s if math.isfinite(s) else math.nan
-
-
-class Options:
-    """Reads one scheduler's raw option mapping, raising SpecError with the key path on any mistake."""
-
-    def __init__(
-        self, raw: Mapping[str, Any], *, key: str, file: str | None, allowed: Iterable[str]
-    ) -> None:
-        self.raw, self.key, self.file = raw, key, file
-        allowed = sorted(allowed)
-        for name in raw:
-            if name not in allowed:
-                close = difflib.get_close_matches(str(name), allowed, n=1)
-                hint = f"did you mean '{close[0]}'?" if close else f"remove '{name}'"
-                raise SpecError(
-                    f"unknown option '{name}'", file=file, key=f"{key}.{name}",
-                    expected="one of " + ", ".join(allowed), hint=hint,
-                )
-
-    def error(self, name: str, message: str, *, expected: str, hint: str | None = None) -> SpecError:
-        return SpecError(
-            message, file=self.file, key=f"{self.key}.{name}", value=self.raw.get(name),
-            expected=expected, hint=hint,
-        )
-
-    def has(self, name: str) -> bool:
-        return self.raw.get(name) is not None
-
-    def integer(
-        self, name: str, default: int | None, *, minimum: int | None = None, hint: str | None = None
-    ) -> int | None:
-        v = self.raw.get(name)
-        if v is None:
-            return default
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise self.error(name, "not an integer", expected="an integer")
-        if minimum is not None and v < minimum:
-            raise self.error(name, "too small", expected=f"an integer >= {minimum}", hint=hint)
-        return v
-
-    def number(
-        self, name: str, default: float, *, above: float | None = None, hint: str | None = None
-    ) -> float:
-        v = self.raw.get(name)
-        if v is None:
-            return default
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise self.error(name, "not a number", expected="a finite number")
-        if above is not None and v <= above:
-            raise self.error(name, "too small", expected=f"a number > {fmt(above)}", hint=hint)
-        return float(v)
-
-    def boolean(self, name: str, default: bool) -> bool:
-        v = self.raw.get(name)
-        if v is None:
-            return default
-        if not isinstance(v, bool):
-            raise self.error(name, "not a boolean", expected="true or false")
-        return v
-
-    def string(self, name: str, default: str | None) -> str | None:
-        v = self.raw.get(name)
-        if v is None:
-            return default
-        if not isinstance(v, str) or not v:
-            raise self.error(name, "not a name", expected="a non-empty string")
-        return v
 
 
 def geometric_steps(

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from typing import Any
 
 from sweeplab.errors import MissingExtraError, SpecError
@@ -21,6 +22,8 @@ from sweeplab.types import Goal
 
 __all__ = [
     "METHODS",
+    "MODEL_BASED",
+    "SEARCHERS",
     "GridSearcher",
     "Prefetching",
     "RandomSearcher",
@@ -29,44 +32,66 @@ __all__ = [
     "make_searcher",
 ]
 
-METHODS = ("grid", "random", "sobol", "bayes", "tpe", "gp")
+
+
+def _tpe(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
+    from sweeplab.search.optuna import TPESearcher
+
+    return TPESearcher(space, goal, seed, **options)
+
+
+def _gp(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
+    from sweeplab.search.optuna import GPSearcher
+
+    return GPSearcher(space, goal, seed, **options)
+
+
+def _bayes(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
+    """W&B's bayes: the GP, or TPE (with a note saying so) when torch is not installed."""
+    from sweeplab.search.optuna import GPSearcher, TPESearcher
+
+    try:
+        return GPSearcher(space, goal, seed, **options)
+    except MissingExtraError as exc:
+        if exc.module != "torch":
+            raise
+        tpe_options = {k: v for k, v in options.items() if k != "deterministic_objective"}
+        inner = TPESearcher(space, goal, seed, **tpe_options)
+        inner.notes.append(
+            "bayes: torch is not installed, so TPE stands in for the GP; "
+            "pip install 'sweeplab[bayes]' for GP-based bayes"
+        )
+        return inner
+
+
+#: THE search registry: `method` name -> factory(space, goal, seed, **options). The spec's `method` is
+#: validated against it and `make_searcher` builds from it; a new searcher is one entry here (and one in
+#: MODEL_BASED if it learns from results). Optuna is imported only when a model-based method is built.
+SEARCHERS: dict[str, Callable[..., Searcher]] = {
+    "grid": GridSearcher,
+    "random": RandomSearcher,
+    "sobol": SobolSearcher,
+    "bayes": _bayes,
+    "tpe": _tpe,
+    "gp": _gp,
+}
+#: methods that model past results: they need a metric, and are wrapped in Prefetching
+MODEL_BASED: tuple[str, ...] = ("bayes", "tpe", "gp")
+METHODS: tuple[str, ...] = tuple(SEARCHERS)
 
 
 def make_searcher(
     method: str, space: SearchSpace, goal: Goal, seed: int | None, *, prefetch: bool = True, **options: Any
 ) -> Searcher:
-    """The searcher for `method`; bayes/tpe/gp are wrapped in Prefetching unless `prefetch=False`.
+    """The searcher for `method`; model-based ones are wrapped in Prefetching unless `prefetch=False`.
 
     `options` are method specific (`metric` for all; `n_startup_trials`, `multivariate` for tpe;
     `n_startup_trials`, `deterministic_objective` for gp/bayes). Unknown ones raise SpecError.
     """
-    if method == "grid":
-        return GridSearcher(space, goal, seed, **options)
-    if method == "random":
-        return RandomSearcher(space, goal, seed, **options)
-    if method == "sobol":
-        return SobolSearcher(space, goal, seed, **options)
-    if method not in METHODS:
-        close = difflib.get_close_matches(str(method), METHODS, n=1)
-        raise SpecError("unknown search method", key="method", value=method, expected=" | ".join(METHODS),
+    factory = SEARCHERS.get(method) if isinstance(method, str) else None
+    if factory is None:
+        close = difflib.get_close_matches(str(method), list(SEARCHERS), n=1)
+        raise SpecError("unknown search method", key="method", value=method, expected=" | ".join(SEARCHERS),
                         hint=f"did you mean {close[0]!r}?" if close else None)
-    from sweeplab.search.optuna import GPSearcher, TPESearcher
-
-    inner: Searcher
-    if method == "tpe":
-        inner = TPESearcher(space, goal, seed, **options)
-    elif method == "gp":
-        inner = GPSearcher(space, goal, seed, **options)
-    else:
-        try:
-            inner = GPSearcher(space, goal, seed, **options)
-        except MissingExtraError as exc:
-            if exc.module != "torch":
-                raise
-            tpe_options = {k: v for k, v in options.items() if k != "deterministic_objective"}
-            inner = TPESearcher(space, goal, seed, **tpe_options)
-            inner.notes.append(
-                "bayes: torch is not installed, so TPE stands in for the GP; "
-                "pip install 'sweeplab[bayes]' for GP-based bayes"
-            )
-    return Prefetching(inner) if prefetch else inner
+    searcher = factory(space, goal, seed, **options)
+    return Prefetching(searcher) if prefetch and method in MODEL_BASED else searcher

@@ -41,7 +41,10 @@ class GridSearcher(SequentialSearcher):
         self._tried = {_key(snap.params) for snap in history}
 
     def _skip_tried(self) -> None:
-        while self._tried and self.position < self.size and _key(self.point(self.position)) in self._tried:
+        while self._tried and self.position < self.size:
+            point = self.point(self.position)
+            if point is None or _key(point) not in self._tried:
+                return
             self.position += 1
 
     def ask(self) -> dict[str, Any] | None:

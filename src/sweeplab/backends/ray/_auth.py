@@ -40,7 +40,8 @@ def _token_source() -> str:
 def _metadata(where: str) -> tuple[tuple[str, str], ...] | None:
     """The gRPC metadata `ray.init` would send; None when this Ray has no token authentication."""
     try:
-        from ray._raylet import AuthenticationTokenLoader
+        # ray ships _raylet.pyi without this class, though the compiled module has it
+        from ray._raylet import AuthenticationTokenLoader  # type: ignore[attr-defined]
         from ray.exceptions import AuthenticationError
     except ImportError:   # a Ray before token authentication: nothing to check
         return None

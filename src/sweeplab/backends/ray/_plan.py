@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweeplab.errors import UserError
-from sweeplab.spec import PLACEMENTS
+from sweeplab.types import PLACEMENTS
 
 __all__ = ["PLACEMENTS", "TrialDemand", "capacity", "check_fits", "checkpoint_scheme", "trial_demand"]
 

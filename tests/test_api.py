@@ -1,0 +1,46 @@
+"""`sweeplab.run_sweep`: the CLI's `sweep` as a function, on a real store and real worker processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import sweeplab as sl
+from sweeplab.store import Store
+from sweeplab.types import SweepState
+
+TRIALS = Path(__file__).resolve().parent / "fixtures" / "trials.py"
+
+
+def test_run_sweep_runs_a_tiny_sweep_to_its_end(tmp_path: Path) -> None:
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(f"function: {TRIALS}:quick\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+                    "parameters: {x: {values: [1.0, 2.0]}, steps: {values: [2, 4]}}\n")
+    outcome = sl.run_sweep(spec, store=tmp_path / "store", workers=2)
+    assert outcome.state is SweepState.FINISHED and outcome.exit_code == 0
+    assert outcome.counts.get("completed") == 4
+    assert outcome.best_value == pytest.approx(0.25) and outcome.best_params["steps"] == 4
+    assert outcome.sweep == "sweep" or outcome.sweep == tmp_path.name   # named after the file, as the CLI does
+    st = Store.open(tmp_path / "store", readonly=True)
+    try:
+        row = st.sweep_row(outcome.sweep)
+        assert row is not None and row["backend"] == "local"   # recorded for `resume`, as the CLI does
+    finally:
+        st.close()
+    again = sl.run_sweep({"function": f"{TRIALS}:quick", "method": "grid", "parameters": {"x": {"value": 1.0}}},
+                         store=tmp_path / "store", name=outcome.sweep, workers=1)
+    assert again.sweep == f"{outcome.sweep}-2" and again.counts.get("completed") == 1
+
+
+def test_run_sweep_bad_input_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(sl.SpecError, match="method: unknown method"):
+        sl.run_sweep({"function": f"{TRIALS}:quick", "method": "gird", "parameters": {}}, store=tmp_path / "s")
+    assert not (tmp_path / "s").exists()
+
+
+def test_run_sweep_unknown_backend_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(sl.UserError, match="unknown backend 'lcoal'; expected local or ray"):
+        sl.run_sweep({"function": f"{TRIALS}:quick", "method": "grid", "parameters": {"x": {"value": 1}}},
+                     store=tmp_path / "s", backend="lcoal")
+    assert not (tmp_path / "s").exists()
