@@ -11,6 +11,7 @@ from the trial history; a completed trial is never run again.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import signal
@@ -555,9 +556,13 @@ class Driver:
         from sweeplab.wandb_compat import trial_env, write_sweep_params
 
         base = Path(paths["log"]).with_suffix("")
-        write_sweep_params(f"{base}.wandb-params.yaml", wandb_args(t.params, self.spec.raw.get("parameters")))
+        args = wandb_args(t.params, self.spec.raw.get("parameters"))
+        if self.spec.function:   # written by the worker's hook if the trial starts a W&B run (cheaper)
+            return trial_env(param_path=f"{base}.wandb-params.yaml", wandb_dir=f"{base}.wandb",
+                             command=False, params=json.dumps(args))
+        write_sweep_params(f"{base}.wandb-params.yaml", args)
         return trial_env(param_path=f"{base}.wandb-params.yaml", wandb_dir=f"{base}.wandb",
-                         python_path=os.environ.get("PYTHONPATH"), command=not self.spec.function)
+                         python_path=os.environ.get("PYTHONPATH"))
 
     def _decisions(self, t: _Trial, world_size: int) -> dict[str, Any]:
         """Rungs at which a function trial waits for the scheduler's verdict (see Scheduler.decision_steps).

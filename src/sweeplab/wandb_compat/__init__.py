@@ -21,6 +21,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import PARAMS_ENV
+
 __all__ = ["BOOT_DIR", "function_trial", "install_hook", "trial_env", "write_sweep_params"]
 
 #: the folder put first on a command trial's PYTHONPATH
@@ -29,29 +31,15 @@ BOOT_DIR = Path(__file__).resolve().parent / "_boot"
 
 def write_sweep_params(path: str | Path, args: Mapping[str, Any]) -> None:
     """Write `args` (W&B's top-level parameter names -> values, see spec.wandb_args) as the YAML file W&B's
-    agent writes for WANDB_SWEEP_PARAM_PATH: `wandb_version: 1` then `name: {value: v}` per parameter.
+    agent writes for WANDB_SWEEP_PARAM_PATH (the hook's `write_params`, which function trials call at
+    `wandb.init`)."""
+    from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import write_params
 
-    Each entry is written as a JSON flow mapping, which YAML reads the same: one per trial on the driver's
-    hot path, and json is ~50x faster than yaml.safe_dump. Values JSON cannot say as YAML would read them
-    (NaN, infinities, other types) fall back to yaml."""
-    import json
-
-    try:
-        lines = [f"{json.dumps(str(k))}: {json.dumps({'value': v}, allow_nan=False)}" for k, v in args.items()]
-        text = "\n".join(["wandb_version: 1", *lines]) + "\n"
-    except (TypeError, ValueError):
-        import yaml
-
-        body = {str(k): {"value": v} for k, v in args.items()}
-        text = "wandb_version: 1\n\n" + yaml.safe_dump(body, default_flow_style=False, allow_unicode=True,
-                                                        sort_keys=False)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    write_params(str(path), args)
 
 
 def trial_env(*, param_path: str | Path, wandb_dir: str | Path, python_path: str | None = None,
-              command: bool = True) -> dict[str, str]:
+              command: bool = True, params: str | None = None) -> dict[str, str]:
     """The variables a trial gets so that a W&B program runs as under W&B's agent, offline.
 
     `python_path` is the PYTHONPATH the trial would otherwise have; command trials get BOOT_DIR in front.
@@ -63,6 +51,8 @@ def trial_env(*, param_path: str | Path, wandb_dir: str | Path, python_path: str
     }
     if command:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), python_path) if p)
+    if params is not None:   # a function trial: the hook writes the file at wandb.init (see _boot's hook)
+        env[PARAMS_ENV] = params
     return env
 
 

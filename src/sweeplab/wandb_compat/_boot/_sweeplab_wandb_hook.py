@@ -9,7 +9,9 @@
   - `Run._finish` (every way a run ends) and the end of the process: the run's summary as W&B has it
     (`run.summary`, with `define_metric` summaries such as `{"acc": {"max": 0.9}}`) becomes the trial's
     final metrics, and a `finish(exit_code=N)` its exit code;
-  - `wandb.init`: a run is never online (mode `offline`), whatever the program asks;
+  - `wandb.init`: a run is never online (mode `offline`), whatever the program asks; in a function trial
+    the parameters file (WANDB_SWEEP_PARAM_PATH) is written here, from SWEEPLAB_WANDB_PARAMS, only when a
+    run starts (a file per trial costs the driver more than the rest of a no-op trial);
   - `wandb.sweep`, `wandb.agent`, `wandb.login`: inside a trial they do nothing (sweeplab is the controller).
 Values that are not numbers (images, tables, strings) stay in wandb's own offline files only.
 
@@ -213,6 +215,36 @@ def _patch_run_class(module: Any) -> None:
     cls._sweeplab_patched = True
 
 
+PARAMS_ENV = "SWEEPLAB_WANDB_PARAMS"   # a function trial's W&B parameters (JSON), written out at wandb.init
+
+
+def write_params(path: str, args: Mapping[str, Any]) -> None:
+    """Write `args` (W&B's top-level parameter names -> values) as the YAML file W&B's agent writes for
+    WANDB_SWEEP_PARAM_PATH: `wandb_version: 1` then `name: {value: v}` per parameter (wandb/sdk/lib/
+    config_util.py, save_config_file_from_dict). Each entry is a JSON flow mapping, which YAML reads the
+    same (and json is ~50x faster than yaml.safe_dump); values JSON cannot say as YAML reads them (NaN,
+    infinities, other types) are written by PyYAML, which wandb itself depends on."""
+    try:
+        lines = [f"{json.dumps(str(k))}: {json.dumps({'value': v}, allow_nan=False)}" for k, v in args.items()]
+        text = "\n".join(["wandb_version: 1", *lines]) + "\n"
+    except (TypeError, ValueError):
+        import yaml
+
+        body = {str(k): {"value": v} for k, v in args.items()}
+        text = "wandb_version: 1\n\n" + yaml.safe_dump(body, default_flow_style=False, allow_unicode=True,
+                                                        sort_keys=False)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _params_file() -> None:
+    """Before a run starts in a function trial: its parameters file, from SWEEPLAB_WANDB_PARAMS."""
+    path, params = os.environ.get("WANDB_SWEEP_PARAM_PATH"), os.environ.get(PARAMS_ENV)
+    if path and params is not None and not os.path.exists(path):
+        write_params(path, json.loads(params))
+
+
 def _patch_init(wandb: Any) -> None:
     init = getattr(wandb, "init", None)
     if init is None or getattr(init, "_sweeplab_patched", False):
@@ -222,6 +254,8 @@ def _patch_init(wandb: Any) -> None:
         if kwargs.get("mode") not in ("offline", "disabled"):
             kwargs["mode"] = "offline"   # nothing is sent anywhere, whatever the program asks
         in_trial = "WANDB_SWEEP_PARAM_PATH" in os.environ
+        if in_trial:
+            _params_file()
         run = init(*args, **kwargs)
         if run is not None and hasattr(run, "__dict__"):
             run.__dict__["_sweeplab_trial"] = in_trial
