@@ -564,7 +564,7 @@ class Driver:
 
         base = Path(paths["log"]).with_suffix("")
         write_sweep_params(f"{base}.wandb-params.yaml", wandb_args(t.params, self.spec.raw.get("parameters")))
-        return trial_env(param_path=f"{base}.wandb-params.yaml", wandb_dir=f"{base}.wandb",
+        return trial_env(param_path=f"{base}.wandb-params.yaml",
                          python_path=os.environ.get("PYTHONPATH"), command=not self.spec.function)
 
     def _decisions(self, t: _Trial, world_size: int) -> dict[str, Any]:

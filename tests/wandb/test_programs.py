@@ -67,7 +67,8 @@ def test_a_wandb_program_gets_its_parameters_and_its_logs_become_the_trials_metr
     logs = list((store / "logs").rglob("0-1.log"))
     text = logs[0].read_text()
     assert "${interpreter} is" in text and "offline" in text
-    assert list((store / "logs").rglob("offline-run-*")), "wandb's own offline run files are kept for wandb sync"
+    # wandb's own offline runs stay where W&B puts them (./wandb), for `wandb sync`
+    assert len(list((tmp_path / "nested_vae" / "wandb").glob("offline-run-*"))) == 2
 
 
 def test_a_wandb_agent_function_sweep_runs_with_the_function_option(tmp_path: Path) -> None:
@@ -147,3 +148,23 @@ def test_what_a_wandb_program_logs_drives_hyperband_as_in_wandb(tmp_path: Path) 
     trials = _trials(tmp_path / "s")
     assert [t["state"] for t in trials] == ["completed", "pruned"]
     assert "band 1" in trials[1]["reason"]
+
+
+@pytest.mark.parametrize("how", ["function", "command"])
+def test_wandb_files_are_under_wandb_in_the_working_directory_as_under_wandbs_agent(tmp_path: Path,
+                                                                                      how: str) -> None:
+    # W&B's own sweep check copies wandb/debug.log after each run: W&B keeps a run's files under ./wandb
+    work = tmp_path / "run_files"
+    shutil.copytree(PROJECTS / "run_files", work)
+    extra = ["--function", "sweep_check.py:train"] if how == "function" else []
+    spec = work / "sweep.yaml"
+    if how == "command":
+        spec.write_text(spec.read_text() + "program: sweep_check.py\n")
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "store"),
+                           "-q", *extra], cwd=work, env=_offline_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(tmp_path / "store")
+    assert sorted(t["value"] for t in trials) == pytest.approx([2.0, 42.0])
+    copies = [p for p in (work / "wandb").glob("debug-*.log") if p.name != "debug-internal.log"]
+    assert len(copies) == 2   # the program's copy of wandb/debug.log after each run
+    assert len(list((work / "wandb").glob("offline-run-*"))) == 2   # for `wandb sync wandb/offline-run-*`
