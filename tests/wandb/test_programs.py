@@ -168,3 +168,28 @@ def test_wandb_files_are_under_wandb_in_the_working_directory_as_under_wandbs_ag
     copies = [p for p in (work / "wandb").glob("debug-*.log") if p.name != "debug-internal.log"]
     assert len(copies) == 2   # the program's copy of wandb/debug.log after each run
     assert len(list((work / "wandb").glob("offline-run-*"))) == 2   # for `wandb sync wandb/offline-run-*`
+
+
+def test_a_program_reading_stdin_gets_eof_as_under_wandbs_agent(tmp_path: Path) -> None:
+    work = tmp_path / "stdin_readline"
+    shutil.copytree(PROJECTS / "stdin_readline", work)
+    env = _offline_env()
+    env["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), env.get("PATH", "")))   # `python` here
+    # sweeplab's own stdin stays open (a pipe nobody writes to): the trial must not inherit it
+    with subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store",
+                           str(tmp_path / "store"), "-q"], cwd=work, env=env, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out + err
+    [trial] = _trials(tmp_path / "store")
+    assert trial["metrics"]["got_eof"] == 1.0 and trial["metrics"]["test_param"] == 1.0
+
+
+def test_a_program_that_passes_the_sweep_yaml_to_wandb_init_gets_the_sweeps_values(tmp_path: Path) -> None:
+    work = tmp_path / "sweep_yaml_defaults"
+    shutil.copytree(PROJECTS / "sweep_yaml_defaults", work)
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "config.yaml", "--store", str(tmp_path / "store"),
+                           "-q"], cwd=work, env=_offline_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    values = {json.loads(t["params"])["batch_size"]: t["value"] for t in _trials(tmp_path / "store")}
+    assert values == pytest.approx({16: 0.2 + 0.016, 64: 0.2 + 0.064})   # last epoch 2 of range(1, 3)
