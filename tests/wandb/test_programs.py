@@ -193,3 +193,16 @@ def test_a_program_that_passes_the_sweep_yaml_to_wandb_init_gets_the_sweeps_valu
     assert proc.returncode == 0, proc.stdout + proc.stderr
     values = {json.loads(t["params"])["batch_size"]: t["value"] for t in _trials(tmp_path / "store")}
     assert values == pytest.approx({16: 0.2 + 0.016, 64: 0.2 + 0.064})   # last epoch 2 of range(1, 3)
+
+
+def test_a_wandb_function_run_stopped_by_hyperband_ends_at_its_band_as_under_wandbs_agent(tmp_path: Path) -> None:
+    work = tmp_path / "hyperband_function"
+    shutil.copytree(PROJECTS / "hyperband_function", work)
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "s"),
+                           "-q", "--workers", "1", "--function", "sweep_check.py:train"], cwd=work,
+                          env=_offline_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    best, loser = _trials(tmp_path / "s")
+    assert (best["state"], loser["state"]) == ("completed", "pruned")
+    assert max(s for s, _, _ in best["history"]) == 29
+    assert max(s for s, _, _ in loser["history"]) <= 3, "the stopped run went on training"

@@ -66,22 +66,27 @@ def install_hook() -> None:
 
 
 @contextlib.contextmanager
-def function_trial(log: Any) -> Iterator[dict[str, Any]]:
+def function_trial(log: Any, stopped: Any = None) -> Iterator[dict[str, Any]]:
     """Around one function trial in the worker: W&B runs it starts report through `log(metrics, step=)`;
     their summary (and a `wandb.finish(exit_code=N)`) lands in the yielded dict when the trial ends.
 
     As W&B's agent does between function runs, wandb's setup is torn down first, so that `wandb.init()`
-    reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's."""
+    reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's. When `stopped()` turns true
+    (the sweep stopped the trial), the run's next `wandb.log` ends the function, as W&B's agent ends a
+    stopped run: the trial ends stopped, not failed."""
     from sweeplab.wandb_compat._boot import _sweeplab_wandb_hook as hook
 
     final: dict[str, Any] = {}
     if "wandb" in sys.modules:
         with contextlib.suppress(Exception):
             sys.modules["wandb"].teardown()
-    hook.install(sink=lambda metrics, step: log(metrics, step=step), final=final.update)
+    hook.install(sink=lambda metrics, step: log(metrics, step=step), final=final.update, stopped=stopped)
     ok = False
     try:
-        yield final
+        try:
+            yield final
+        except hook.TrialStopped:
+            final.pop("@exit_code", None)   # `with wandb.init()` saw the exception: not a failure
         ok = True
     finally:
         wandb = sys.modules.get("wandb")
