@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shlex
 import signal
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -229,7 +230,7 @@ class Driver:
         self._lock()
         if self.store.sweep_row(self.name) is not None:
             raise UserError(f"a sweep named {self.name!r} already exists in {self.store.root}; "
-                            f"`sweeplab resume {self.name}` continues it, or give the sweep another name")
+                            f"`sweeplab resume {shlex.quote(self.name)}` continues it, or give the sweep another name")
         self.seed = self.spec.seed if self.spec.seed is not None else int.from_bytes(os.urandom(3), "big")
         self._build_logic()
         self._resolve_config({})   # a missing config file or a bad override: exit 2 before the sweep exists
@@ -985,7 +986,8 @@ class Driver:
         limit = max(_CRASH_LOOP, min(len(self.backend.running()) + 1, 5))
         if self._consecutive_failures >= limit:
             self._end(f"crash loop: the first {self._consecutive_failures} trials all failed; fix the first "
-                      f"error and `sweeplab resume {self.name}`:\n{self._first_failure}", state=SweepState.FAILED)
+                      f"error and `sweeplab resume {shlex.quote(self.name)}`:\n{self._first_failure}",
+                      state=SweepState.FAILED)
 
     # ------------------------------------------------------------------------------------------ time
     def _elapsed(self) -> float:
@@ -1127,7 +1129,8 @@ class Driver:
         sigterm = self._signal == signal.SIGTERM
         running = list(self.backend.running())
         how = "SIGTERM" if sigterm else "Ctrl-C"
-        self.on_note(f"{how}: stopping {len(running)} running trial(s); `sweeplab resume {self.name}` continues")
+        self.on_note(f"{how}: stopping {len(running)} running trial(s); "
+                     f"`sweeplab resume {shlex.quote(self.name)}` continues")
         if sigterm and hasattr(self.backend, "preempt"):
             for tid in running:
                 self.backend.preempt(tid)   # type: ignore[attr-defined]

@@ -181,6 +181,8 @@ def test_a_program_reading_stdin_gets_eof_as_under_wandbs_agent(tmp_path: Path) 
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, out + err
+    # W&B's `name:` is free text: the commands sweeplab suggests must paste into a shell as they are
+    assert "sweeplab status 'Train with import readline' --store" in " ".join(out.split())
     [trial] = _trials(tmp_path / "store")
     assert trial["metrics"]["got_eof"] == 1.0 and trial["metrics"]["test_param"] == 1.0
 
