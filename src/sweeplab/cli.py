@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -342,11 +343,13 @@ def _report(outcome: Any, st: Any, quiet: bool, single: bool = False, smoke: boo
         for k, v in (outcome.best_params or {}).items():
             console.print(f"    {k} = {v!r}")
     console.print(f"results: {Path(st.root) / 'store.db'}")
-    store_flag = "" if str(st.root) in (".sweeplab", str(Path(".sweeplab"))) else f" --store {st.root}"
+    default = str(st.root) in (".sweeplab", str(Path(".sweeplab")))
+    store_flag = "" if default else f" --store {shlex.quote(str(st.root))}"
+    name = shlex.quote(outcome.sweep)   # a W&B `name:` is free text; the commands must paste into a shell
     console.print("next: "
-                  f"sweeplab status {outcome.sweep}{store_flag}  |  sweeplab best {outcome.sweep} --json{store_flag}"
+                  f"sweeplab status {name}{store_flag}  |  sweeplab best {name} --json{store_flag}"
                   f"  |  sweeplab dashboard{store_flag}"
-                  + (f"  |  sweeplab resume {outcome.sweep}{store_flag}" if outcome.state.value != "finished" else ""))
+                  + (f"  |  sweeplab resume {name}{store_flag}" if outcome.state.value != "finished" else ""))
 
 
 def _print_run_metrics(st: Any, sweep_name: str) -> None:
@@ -595,7 +598,7 @@ def best(
             _print_json(None)
         elif not data["sweep"].get("metric") and any(t["state"] == "completed" for t in data["trials"]):
             console.print(f"{sweep_name}: the sweep declares no metric.name, so no trial is best; "
-                          f"`sweeplab status {sweep_name} --json` lists each trial's metrics")
+                          f"`sweeplab status {shlex.quote(sweep_name)} --json` lists each trial's metrics")
         else:
             console.print(f"{sweep_name}: no completed trial with a value yet")
         raise typer.Exit(1)
@@ -651,10 +654,10 @@ def stop(
         alive = False
     if not alive:
         raise UserError(f"the driver of {sweep_name!r} (pid {driver.get('pid')}) is gone; "
-                        f"`sweeplab resume {sweep_name}` continues the sweep")
+                        f"`sweeplab resume {shlex.quote(sweep_name)}` continues the sweep")
     proc.send_signal(signal.SIGTERM)
     console.print(f"asked the driver of {sweep_name} (pid {proc.pid}) to stop; its trials checkpoint and the sweep "
-                  f"stays resumable: sweeplab resume {sweep_name}")
+                  f"stays resumable: sweeplab resume {shlex.quote(sweep_name)}")
 
 
 @app.command()

@@ -14,6 +14,7 @@ import contextlib
 import json
 import math
 import os
+import shlex
 import signal
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -226,7 +227,7 @@ class Driver:
         self._lock()
         if self.store.sweep_row(self.name) is not None:
             raise UserError(f"a sweep named {self.name!r} already exists in {self.store.root}; "
-                            f"`sweeplab resume {self.name}` continues it, or give the sweep another name")
+                            f"`sweeplab resume {shlex.quote(self.name)}` continues it, or give the sweep another name")
         self.seed = self.spec.seed if self.spec.seed is not None else int.from_bytes(os.urandom(3), "big")
         self._build_logic()
         self._resolve_config({})   # a missing config file or a bad override: exit 2 before the sweep exists
@@ -558,11 +559,9 @@ class Driver:
         base = Path(paths["log"]).with_suffix("")
         args = wandb_args(t.params, self.spec.raw.get("parameters"))
         if self.spec.function:   # written by the worker's hook if the trial starts a W&B run (cheaper)
-            return trial_env(param_path=f"{base}.wandb-params.yaml", wandb_dir=f"{base}.wandb",
-                             command=False, params=json.dumps(args))
+            return trial_env(param_path=f"{base}.wandb-params.yaml", command=False, params=json.dumps(args))
         write_sweep_params(f"{base}.wandb-params.yaml", args)
-        return trial_env(param_path=f"{base}.wandb-params.yaml", wandb_dir=f"{base}.wandb",
-                         python_path=os.environ.get("PYTHONPATH"))
+        return trial_env(param_path=f"{base}.wandb-params.yaml", python_path=os.environ.get("PYTHONPATH"))
 
     def _decisions(self, t: _Trial, world_size: int) -> dict[str, Any]:
         """Rungs at which a function trial waits for the scheduler's verdict (see Scheduler.decision_steps).
@@ -982,7 +981,8 @@ class Driver:
         limit = max(_CRASH_LOOP, min(len(self.backend.running()) + 1, 5))
         if self._consecutive_failures >= limit:
             self._end(f"crash loop: the first {self._consecutive_failures} trials all failed; fix the first "
-                      f"error and `sweeplab resume {self.name}`:\n{self._first_failure}", state=SweepState.FAILED)
+                      f"error and `sweeplab resume {shlex.quote(self.name)}`:\n{self._first_failure}",
+                      state=SweepState.FAILED)
 
     # ------------------------------------------------------------------------------------------ time
     def _elapsed(self) -> float:
@@ -1124,7 +1124,8 @@ class Driver:
         sigterm = self._signal == signal.SIGTERM
         running = list(self.backend.running())
         how = "SIGTERM" if sigterm else "Ctrl-C"
-        self.on_note(f"{how}: stopping {len(running)} running trial(s); `sweeplab resume {self.name}` continues")
+        self.on_note(f"{how}: stopping {len(running)} running trial(s); "
+                     f"`sweeplab resume {shlex.quote(self.name)}` continues")
         if sigterm:   # every backend can preempt (an abstract method of Backend)
             for tid in running:
                 self.backend.preempt(tid)

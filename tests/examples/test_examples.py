@@ -29,7 +29,8 @@ def test_every_known_example_has_a_sweep_spec():
 
 
 def run_cli(tmp: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ, SWEEPLAB_STORE=str(tmp / "store"), COLUMNS="200")
+    # WANDB_DIR: wandb keeps W&B examples' run files there rather than in ./wandb beside the example
+    env = dict(os.environ, SWEEPLAB_STORE=str(tmp / "store"), COLUMNS="200", WANDB_DIR=str(tmp))
     return subprocess.run([sys.executable, "-m", "sweeplab", *args], check=False, cwd=tmp, env=env,
                           capture_output=True, text=True, timeout=timeout)
 

@@ -67,7 +67,8 @@ def test_a_wandb_program_gets_its_parameters_and_its_logs_become_the_trials_metr
     logs = list((store / "logs").rglob("0-1.log"))
     text = logs[0].read_text()
     assert "${interpreter} is" in text and "offline" in text
-    assert list((store / "logs").rglob("offline-run-*")), "wandb's own offline run files are kept for wandb sync"
+    # wandb's own offline runs stay where W&B puts them (./wandb), for `wandb sync`
+    assert len(list((tmp_path / "nested_vae" / "wandb").glob("offline-run-*"))) == 2
 
 
 def test_a_wandb_agent_function_sweep_runs_with_the_function_option(tmp_path: Path) -> None:
@@ -147,3 +148,63 @@ def test_what_a_wandb_program_logs_drives_hyperband_as_in_wandb(tmp_path: Path) 
     trials = _trials(tmp_path / "s")
     assert [t["state"] for t in trials] == ["completed", "pruned"]
     assert "band 1" in trials[1]["reason"]
+
+
+@pytest.mark.parametrize("how", ["function", "command"])
+def test_wandb_files_are_under_wandb_in_the_working_directory_as_under_wandbs_agent(tmp_path: Path,
+                                                                                      how: str) -> None:
+    # W&B's own sweep check copies wandb/debug.log after each run: W&B keeps a run's files under ./wandb
+    work = tmp_path / "run_files"
+    shutil.copytree(PROJECTS / "run_files", work)
+    extra = ["--function", "sweep_check.py:train"] if how == "function" else []
+    spec = work / "sweep.yaml"
+    if how == "command":
+        spec.write_text(spec.read_text() + "program: sweep_check.py\n")
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "store"),
+                           "-q", *extra], cwd=work, env=_offline_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(tmp_path / "store")
+    assert sorted(t["value"] for t in trials) == pytest.approx([2.0, 42.0])
+    copies = [p for p in (work / "wandb").glob("debug-*.log") if p.name != "debug-internal.log"]
+    assert len(copies) == 2   # the program's copy of wandb/debug.log after each run
+    assert len(list((work / "wandb").glob("offline-run-*"))) == 2   # for `wandb sync wandb/offline-run-*`
+
+
+def test_a_program_reading_stdin_gets_eof_as_under_wandbs_agent(tmp_path: Path) -> None:
+    work = tmp_path / "stdin_readline"
+    shutil.copytree(PROJECTS / "stdin_readline", work)
+    env = _offline_env()
+    env["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), env.get("PATH", "")))   # `python` here
+    # sweeplab's own stdin stays open (a pipe nobody writes to): the trial must not inherit it
+    with subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store",
+                           str(tmp_path / "store"), "-q"], cwd=work, env=env, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out + err
+    # W&B's `name:` is free text: the commands sweeplab suggests must paste into a shell as they are
+    assert "sweeplab status 'Train with import readline' --store" in " ".join(out.split())
+    [trial] = _trials(tmp_path / "store")
+    assert trial["metrics"]["got_eof"] == 1.0 and trial["metrics"]["test_param"] == 1.0
+
+
+def test_a_program_that_passes_the_sweep_yaml_to_wandb_init_gets_the_sweeps_values(tmp_path: Path) -> None:
+    work = tmp_path / "sweep_yaml_defaults"
+    shutil.copytree(PROJECTS / "sweep_yaml_defaults", work)
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "config.yaml", "--store", str(tmp_path / "store"),
+                           "-q"], cwd=work, env=_offline_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    values = {json.loads(t["params"])["batch_size"]: t["value"] for t in _trials(tmp_path / "store")}
+    assert values == pytest.approx({16: 0.2 + 0.016, 64: 0.2 + 0.064})   # last epoch 2 of range(1, 3)
+
+
+def test_a_wandb_function_run_stopped_by_hyperband_ends_at_its_band_as_under_wandbs_agent(tmp_path: Path) -> None:
+    work = tmp_path / "hyperband_function"
+    shutil.copytree(PROJECTS / "hyperband_function", work)
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "s"),
+                           "-q", "--workers", "1", "--function", "sweep_check.py:train"], cwd=work,
+                          env=_offline_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    best, loser = _trials(tmp_path / "s")
+    assert (best["state"], loser["state"]) == ("completed", "pruned")
+    assert max(s for s, _, _ in best["history"]) == 29
+    assert max(s for s, _, _ in loser["history"]) <= 3, "the stopped run went on training"

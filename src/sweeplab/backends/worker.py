@@ -420,7 +420,8 @@ def _execute_function(ex: Execution) -> None:
                 if "WANDB_SWEEP_PARAM_PATH" in task.env:   # wandb.init()/log in the function reach the run
                     from sweeplab.wandb_compat import function_trial
 
-                    with function_trial(run.log) as wandb_final:
+                    result = None   # the sweep stopped the function at a wandb.log (it returned nothing)
+                    with function_trial(run.log, stopped=lambda: run.should_stop) as wandb_final:
                         result = _call(fn, config, run)
                 else:
                     result = _call(fn, config, run)

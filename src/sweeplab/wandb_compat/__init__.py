@@ -3,9 +3,10 @@
 sweeplab does what W&B's agent does for the real `wandb` client the user has installed (nothing of ours
 is named `wandb`): it writes the trial's parameters in W&B's format to a file named by
 WANDB_SWEEP_PARAM_PATH, which `wandb.init()` reads into `wandb.config` (sweep values win over
-`wandb.init(config=defaults)`), with WANDB_MODE=offline so nothing is sent and WANDB_DIR inside the
-trial's log folder (`wandb sync` uploads those runs later, if the user wants). Sources: wandb/wandb_agent.py
-(Agent._command_run) and wandb/sdk/lib/config_util.py (save_config_file_from_dict).
+`wandb.init(config=defaults)`), with WANDB_MODE=offline so nothing is sent. WANDB_DIR is left as the user
+has it: W&B keeps a run's files under ./wandb in the program's working directory (programs read
+`wandb/debug.log`, `wandb/latest-run`), and `wandb sync wandb/offline-run-*` uploads them later.
+Sources: wandb/wandb_agent.py (Agent._command_run) and wandb/sdk/lib/config_util.py (save_config_file_from_dict).
 
 What the program logs reaches the trial through `_boot/_sweeplab_wandb_hook.py`: command trials get
 `_boot/` first on PYTHONPATH (its `sitecustomize` arms the hook, then runs the one it hides); function
@@ -38,16 +39,15 @@ def write_sweep_params(path: str | Path, args: Mapping[str, Any]) -> None:
     write_params(str(path), args)
 
 
-def trial_env(*, param_path: str | Path, wandb_dir: str | Path, python_path: str | None = None,
+def trial_env(*, param_path: str | Path, python_path: str | None = None,
               command: bool = True, params: str | None = None) -> dict[str, str]:
     """The variables a trial gets so that a W&B program runs as under W&B's agent, offline.
 
     `python_path` is the PYTHONPATH the trial would otherwise have; command trials get BOOT_DIR in front.
-    wandb creates WANDB_DIR when a run starts (so trials that do not use wandb leave no folder)."""
+    No WANDB_DIR: W&B's agent sets none, so a run's files go where the program expects them (./wandb)."""
     env = {
         "WANDB_MODE": "offline",                 # nothing is sent anywhere
         "WANDB_SWEEP_PARAM_PATH": str(param_path),
-        "WANDB_DIR": str(wandb_dir),
     }
     if command:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), python_path) if p)
@@ -65,22 +65,27 @@ def install_hook() -> None:
 
 
 @contextlib.contextmanager
-def function_trial(log: Any) -> Iterator[dict[str, Any]]:
+def function_trial(log: Any, stopped: Any = None) -> Iterator[dict[str, Any]]:
     """Around one function trial in the worker: W&B runs it starts report through `log(metrics, step=)`;
     their summary (and a `wandb.finish(exit_code=N)`) lands in the yielded dict when the trial ends.
 
     As W&B's agent does between function runs, wandb's setup is torn down first, so that `wandb.init()`
-    reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's."""
+    reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's. When `stopped()` turns true
+    (the sweep stopped the trial), the run's next `wandb.log` ends the function, as W&B's agent ends a
+    stopped run: the trial ends stopped, not failed."""
     from sweeplab.wandb_compat._boot import _sweeplab_wandb_hook as hook
 
     final: dict[str, Any] = {}
     if "wandb" in sys.modules:
         with contextlib.suppress(Exception):
             sys.modules["wandb"].teardown()
-    hook.install(sink=lambda metrics, step: log(metrics, step=step), final=final.update)
+    hook.install(sink=lambda metrics, step: log(metrics, step=step), final=final.update, stopped=stopped)
     ok = False
     try:
-        yield final
+        try:
+            yield final
+        except hook.TrialStopped:
+            final.pop("@exit_code", None)   # `with wandb.init()` saw the exception: not a failure
         ok = True
     finally:
         wandb = sys.modules.get("wandb")

@@ -234,7 +234,7 @@ class RayCore:
                                   "configure_logging": False}
         kwargs.update(self.init)
         try:
-            ray.init(address=address, **kwargs)
+            ray.init(address=_init_address(address), **kwargs)
         except (ConnectionError, RuntimeError, ValueError, _AUTH_ERROR) as exc:
             where = f"--address {address}" if address else "Ray"
             text = str(exc).splitlines()[0]
@@ -637,6 +637,15 @@ def _lost_reason(exc: RayActorError) -> str:
     if "node" in text.lower() and ("died" in text.lower() or "dead" in text.lower()):
         return "Ray node lost"
     return f"Ray actor died: {_first_line(exc)}"
+
+
+def _init_address(address: str | None) -> str | None:
+    """The address given to `ray.init`. No address means RAY_ADDRESS if set, else a NEW local cluster:
+    `ray.init(address=None)` would instead join a Ray cluster it finds on this machine (the one last
+    started, e.g. another user's or another sweep's), whose nodes, environment and lifetime are not ours."""
+    if address is None and not os.environ.get("RAY_ADDRESS"):
+        return "local"
+    return address
 
 
 def _probe_address(address: str) -> None:

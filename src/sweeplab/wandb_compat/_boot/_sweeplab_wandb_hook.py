@@ -36,8 +36,15 @@ _EXIT_KEY = "@exit_code"
 _lock = threading.Lock()
 _sink: Callable[[dict[str, float], int], None] | None = None
 _final: Callable[[dict[str, Any]], None] | None = None
+_stopped: Callable[[], bool] | None = None
 _patched = False
 _original_log: Callable[..., Any] | None = None
+
+
+class TrialStopped(BaseException):
+    """Raised from `wandb.log` in a function trial the sweep has stopped (ASHA, hyperband): W&B's agent ends
+    such a run by raising in its thread (wandb/agents/pyagent.py, `_terminate_thread`); this ends it at the
+    report that decided it. A BaseException, so that the program's `except Exception` does not catch it."""
 
 
 def _number(value: Any) -> float | None:
@@ -199,6 +206,8 @@ def _patch_run_class(module: Any) -> None:
                 state = self.__dict__["_sweeplab_history"] = _History()
             with _lock:
                 state.log(data, step, commit)
+            if _stopped is not None and _stopped():
+                raise TrialStopped("stopped by the sweep's scheduler")
         return result
 
     def _finish(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -340,11 +349,13 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 
 def install(sink: Callable[[dict[str, float], int], None] | None = None,
-            final: Callable[[dict[str, Any]], None] | None = None) -> None:
+            final: Callable[[dict[str, Any]], None] | None = None,
+            stopped: Callable[[], bool] | None = None) -> None:
     """Mirror W&B runs of this process into the trial: to `sink(metrics, step)` / `final(summary)` when
-    given (function trials), else to the file in SWEEPLAB_REPORT_FILE. Safe to call more than once."""
-    global _sink, _final, _patched
-    _sink, _final = sink, final
+    given (function trials), else to the file in SWEEPLAB_REPORT_FILE. `stopped()` true (a function trial
+    the sweep stopped): the trial's run's next `log` raises TrialStopped. Safe to call more than once."""
+    global _sink, _final, _stopped, _patched
+    _sink, _final, _stopped = sink, final, stopped
     for name in _Finder._names:
         if name in sys.modules:
             _after_import(name, sys.modules[name])
@@ -355,5 +366,5 @@ def install(sink: Callable[[dict[str, float], int], None] | None = None,
 
 def uninstall_sinks() -> None:
     """Forget the callables of a finished function trial (later runs write to the report file, if any)."""
-    global _sink, _final
-    _sink, _final = None, None
+    global _sink, _final, _stopped
+    _sink, _final, _stopped = None, None, None
