@@ -37,3 +37,13 @@ def test_a_custom_monitor_named_like_a_scheduler_stops_by_rule_not_pruned(tmp_pa
     assert outcome.counts.get(TrialState.STOPPED_BY_RULE.value) == 1, outcome.counts
     assert outcome.counts.get(TrialState.PRUNED.value) == 0, outcome.counts
     assert [r["state"] for r in rows] == [TrialState.STOPPED_BY_RULE.value]
+
+
+def test_a_verdict_stamped_by_its_origin_keeps_everything_else():
+    from sweeplab.types import Decision, Origin, Verdict
+
+    v = Verdict(Decision.STOP, "slow", "median", {"step": 3})
+    by = v.by(Origin.SCHEDULER)
+    assert (by.decision, by.reason, by.rule, dict(by.data), by.origin) == (
+        Decision.STOP, "slow", "median", {"step": 3}, Origin.SCHEDULER)
+    assert v.origin is None and by.by(Origin.SCHEDULER) is by
