@@ -6,9 +6,12 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sweeplab.types import SweepState, TrialSnapshot, TrialState, Verdict
+
+if TYPE_CHECKING:
+    from sweeplab.spec import Resources
 
 __all__ = ["Progress", "SweepOutcome", "TrialRecord", "trial_seed"]
 
@@ -123,7 +126,7 @@ def finite_dict(d: Mapping[str, Any]) -> dict[str, float | None]:
     return out
 
 
-def resources_dict(res: Any) -> dict[str, Any]:
-    from dataclasses import asdict, is_dataclass
+def resources_dict(res: Resources) -> dict[str, Any]:
+    from dataclasses import asdict
 
-    return asdict(res) if is_dataclass(res) else dict(res or {})
+    return asdict(res)
