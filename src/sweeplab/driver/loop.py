@@ -108,6 +108,7 @@ class Driver(Recovery, EventWriter):
 
     def _fill_slots(self) -> None:
         while self.backend.free_slots() > 0:
+            trial: TrialRecord | None
             if self.requeue and not self._halt:
                 trial = self.requeue.popleft()
             elif self._can_create():

@@ -34,7 +34,7 @@ class Recovery(DriverState):
         file = str(self.spec.source) if self.spec.source else None
         if self.spec.method in ("gp", "bayes"):
             _one_torch_thread()   # Optuna's GP asks are ~3x faster single-threaded; this process only searches
-        options = {"metric": self.metric} if self.metric else {}
+        options: dict[str, Any] = {"metric": self.metric} if self.metric else {}
         if self.metric and self.spec.metric.impute:
             options["impute"] = self.spec.metric.impute   # failed trials, as model-based searchers see them
         self.searcher = make_searcher(self.spec.method, self.spec.space, self.goal, self.seed, **options)
