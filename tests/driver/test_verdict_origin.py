@@ -47,3 +47,31 @@ def test_a_verdict_stamped_by_its_origin_keeps_everything_else():
     assert (by.decision, by.reason, by.rule, dict(by.data), by.origin) == (
         Decision.STOP, "slow", "median", {"step": 3}, Origin.SCHEDULER)
     assert v.origin is None and by.by(Origin.SCHEDULER) is by
+
+
+@pytest.mark.parametrize(("origin", "state", "event"), [
+    ("scheduler", TrialState.PRUNED, "pruned"),
+    ("monitor", TrialState.STOPPED_BY_RULE, "rule"),
+], ids=["scheduler", "monitor"])
+def test_the_stop_state_follows_the_origin_whatever_the_rule_is_called(tmp_path, origin, state, event):
+    """The same rule name ("median") from either seam: only the origin decides (real store, no processes)."""
+    from sweeplab.backends.local import LocalBackend, plan_slots
+    from sweeplab.driver import Driver
+    from sweeplab.driver.records import TrialRecord
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+    from sweeplab.types import Decision, Origin, Verdict
+
+    spec = parse_spec({"function": "t.py:f", "method": "grid", "metric": {"name": "loss"},
+                       "parameters": {"x": {"values": [1]}}}, file="<test>")
+    store = Store.open(tmp_path / "store")
+    d = Driver(spec, store, LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[])), sweep_name="o")
+    d.create(spec_path=None)
+    t = TrialRecord(id=store.add_trial(d.sweep_id, 0, {"x": 1}, {"x": 1}, 0), number=0, params={"x": 1},
+                    config={"x": 1}, seed=0, attempt=1)
+    with store.transaction():
+        d._apply_verdict(t, Verdict(Decision.STOP, "median: slow", "median").by(Origin(origin)))
+    kinds = [r[0] for r in store.conn.execute("SELECT kind FROM events WHERE trial_id = ?", (t.id,))]
+    store.close()
+    assert t.stop_state is state
+    assert kinds == [event]
