@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "Decision",
     "Goal",
     "MetricPoint",
+    "Origin",
     "SweepState",
     "TrialSnapshot",
     "TrialState",
@@ -84,14 +85,29 @@ class Decision(str, enum.Enum):
     WARN = "warn"                # record an event, keep going
 
 
+class Origin(str, enum.Enum):
+    """Who decided a verdict. It, never the rule's name, says which state a stopped trial ends in."""
+
+    SCHEDULER = "scheduler"      # early stopping (ASHA, Hyperband, median, your own): PRUNED
+    MONITOR = "monitor"          # a training-health rule (built in or custom): STOPPED_BY_RULE
+    BUDGET = "budget"            # a spent budget, or the user: STOPPED
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """What a scheduler or monitor decided, and why (the reason is shown to users)."""
+    """What a scheduler or monitor decided, and why (the reason is shown to users).
+
+    `origin` is stamped by the driver as the verdict arrives (`by`), from the seam that returned it."""
 
     decision: Decision
     reason: str = ""
     rule: str = ""
     data: Mapping[str, Any] = field(default_factory=dict)
+    origin: Origin | None = None
+
+    def by(self, origin: Origin) -> Verdict:
+        """This verdict, as decided by `origin`."""
+        return self if self.origin is origin else replace(self, origin=origin)
 
     @classmethod
     def go_on(cls) -> Verdict:

@@ -111,5 +111,9 @@ class Backend(ABC):
     def shutdown(self, *, grace: float = 0.0) -> None:
         """Stop every worker; running trials are stopped (with `grace` seconds to finish) then killed."""
 
+    def capacity(self) -> int:
+        """How many trials it runs at once when all slots are busy (progress estimates; 1 when unknown)."""
+        return 1
+
     def describe(self) -> str:
         return self.name

@@ -125,6 +125,9 @@ class LocalBackend(Backend):
         self._sel = selectors.DefaultSelector()
         self._pending: list[Event] = []
 
+    def capacity(self) -> int:
+        return len(self.slots)
+
     def describe(self) -> str:
         gpus = sorted({g for s in self.slots for g in s.gpus})
         return f"local: {len(self.slots)} worker(s)" + (f", GPUs {gpus}" if gpus else "")

@@ -183,7 +183,7 @@ class FakeBackend(Backend):
         self.polls = 0
         self.clock = clock
         self._scripts = scripts
-        self.capacity = slots
+        self.slots = slots
         self.supports_decisions = supports_decisions
         self.calls: list[Call] = []
         self.events: list[Event] = []        # every event poll returned, in order
@@ -219,7 +219,10 @@ class FakeBackend(Backend):
         self._record("start")
 
     def free_slots(self) -> int:
-        return self.capacity - len(self._running)
+        return self.slots - len(self._running)
+
+    def capacity(self) -> int:
+        return self.slots
 
     def running(self) -> list[int]:
         return list(self._running)

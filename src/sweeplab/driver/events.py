@@ -1,0 +1,336 @@
+"""Event writing: what each backend event means for its trial, the searcher, the scheduler, the monitors
+and the store (one transaction per turn of the loop, opened by the caller)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sweeplab.backends.events import Event, EventKind
+from sweeplab.driver.records import TrialRecord, costs_of, finite_dict, fired_at, shown_path
+from sweeplab.driver.state import DriverState
+from sweeplab.errors import SweeplabError
+from sweeplab.types import Decision, Goal, MetricPoint, Origin, SweepState, TrialState, Verdict
+
+__all__ = ["EventWriter"]
+
+_SMOKE_STEPS = 2           # smoke trials are stopped after this many reported steps
+
+
+class EventWriter(DriverState):
+    """Turns backend events into trial states, verdicts, searcher/scheduler feedback and store rows."""
+
+    # ------------------------------------------------------------------------------------------ events
+    def _handle(self, ev: Event) -> None:
+        t = self.trials.get(ev.trial)
+        if t is None or ev.attempt != t.attempt:
+            return   # an event of an attempt we already gave up on (e.g. from a killed worker)
+        kind = ev.kind
+        if kind is not EventKind.SYSTEM:   # samples come from a thread of the worker: no sign of the trial's life
+            t.last_seen = self.clock.monotonic()
+        if kind is EventKind.METRICS:
+            self._on_metrics(t, ev)
+        elif kind is EventKind.HEARTBEAT:
+            pass
+        elif kind is EventKind.STARTED:
+            # written at the end of the turn, or with the attempt's end if that came in the same batch
+            t.where = {"host": ev.data.get("host"), "pid": ev.data.get("pid")}
+            self._where.append(t)
+        elif kind is EventKind.CHECKPOINT:
+            d = ev.data
+            self.store.add_checkpoint(t.id, t.attempt, step=d.get("step"), path=str(d.get("path")),
+                                      checksum=d.get("checksum"), nbytes=d.get("bytes"),
+                                      seconds=d.get("seconds"), at=ev.time)
+            if d.get("removed"):   # retention deleted them: the store lists only checkpoints that exist
+                self.store.remove_checkpoints(t.id, [str(p) for p in d["removed"]])
+        elif kind is EventKind.SYSTEM:
+            self.store.add_system_samples(t.id, t.attempt, ev.data.get("samples", []))
+        elif kind is EventKind.PROFILE:
+            self.store.update_trial(t.id, profile=ev.data.get("summary"))
+        elif kind is EventKind.ARTIFACT:
+            self.store.add_artifact(t.id, t.attempt, str(ev.data.get("name")),
+                                    self.store.relpath(str(ev.data.get("path"))), ev.time)
+        elif kind is EventKind.NOTE:
+            d = ev.data
+            self.store.add_event(self.sweep_id, str(d.get("kind") or d.get("level") or "info"),
+                                 str(d.get("message", "")), trial_id=t.id, attempt=t.attempt, data=d, at=ev.time)
+        elif kind is EventKind.FINISHED:
+            self._on_finished(t, ev)
+        elif kind is EventKind.FAILED:
+            self._on_failed(t, ev)
+        elif kind is EventKind.PREEMPTED:
+            self._on_preempted(t, ev)
+
+    def _write_where(self) -> None:
+        """Store host/pid of attempts that started in this turn and are still running (an attempt that also
+        ended in this turn had them written with its end: one statement fewer for short trials)."""
+        for t in self._where:
+            if t.where:
+                self.store.update_attempt(t.id, t.attempt, **self._take_where(t))
+        self._where.clear()
+
+    def _on_metrics(self, t: TrialRecord, ev: Event) -> None:
+        points = ev.data.get("points") or []
+        self.store.add_metrics(t.id, t.attempt, points)
+        if not points:
+            return
+        t.last_report = self.clock.monotonic()
+        t.costs.update(costs_of({p[1]: p[2] for p in points}, self.spec.budget.cost))
+        metric = self.metric
+        verdicts: list[Verdict] = []
+        sched_metric = self._sched_metric
+        for step, key, value, _ in points:
+            t.last[key] = (step, value)
+            if key == metric:
+                t.intermediate[int(step)] = float(value)
+            if key == sched_metric and self.scheduler is not None and t.stop_verdict is None:
+                v = self.scheduler.on_report(t.number, int(step), float(value))
+                if v.stops:
+                    verdicts.append(v.by(Origin.SCHEDULER))
+        self.store.update_trial(t.id, last_step=int(points[-1][0]))
+        if (self.smoke and (len(t.intermediate) >= _SMOKE_STEPS or int(points[-1][0]) >= _SMOKE_STEPS)
+                and t.stop_at is None):  # counted in reports: steps may start at 0 or at 1
+            t.stop_at = self.clock.monotonic()     # smoke: fidelity shrinks to a couple of reports
+            self.backend.stop(t.id)
+        if self.monitors:
+            mpoints = [MetricPoint(int(p[0]), str(p[1]), float(p[2]), float(p[3])) for p in points]
+            rules = []
+            for m in self.monitors:
+                v = m.observe(t.number, mpoints)
+                if v.decision is not Decision.CONTINUE:
+                    rules.append(v.by(Origin.MONITOR))
+            rules.sort(key=fired_at)     # several rules fired in one batch: the earliest step explains it
+            verdicts = rules + verdicts   # a health rule (NaN, divergence) says more than a rung comparison
+            self._check_monitor_metrics(points)
+        for v in verdicts:
+            self._apply_verdict(t, v)
+        decide = ev.data.get("decide")
+        if decide is not None and t.stop_verdict is None:   # the trial waits at a rung: it goes on
+            self.backend.go(t.id, int(decide))
+
+    def _check_monitor_metrics(self, points: Sequence[Sequence[Any]]) -> None:
+        self._seen_keys.update(str(p[1]) for p in points)
+        if self._checked_monitor_metrics:
+            return
+        done = sum(1 for x in self.trials.values() if x.last)
+        if done < 1 or len(self._seen_keys) == 0:
+            return
+        # after the first trial has reported for a while, name monitors watching metrics nobody logs
+        first = min((x for x in self.trials.values() if x.last), key=lambda x: x.number)
+        if len(first.intermediate) < 2 and self.metric:
+            return
+        self._checked_monitor_metrics = True
+        for m in self.monitors:
+            wanted = m.metrics()
+            missing = sorted(k for k in (wanted or ()) if k not in self._seen_keys)
+            if missing:
+                msg = (f"monitor {m.name!r} watches {', '.join(missing)} but no trial logs it "
+                       f"(logged: {', '.join(sorted(self._seen_keys))}); fix the metric name in `monitors`")
+                self.on_note(msg)
+                self.store.add_event(self.sweep_id, "warning", msg, data={"monitor": m.name, "missing": missing})
+
+    def _apply_verdict(self, t: TrialRecord, v: Verdict) -> None:
+        data = {"rule": v.rule, **dict(v.data)}
+        if v.decision is Decision.WARN:
+            self.store.add_event(self.sweep_id, "rule", f"[warn] {v.reason}", trial_id=t.id, attempt=t.attempt,
+                                 data=data)
+            return
+        if t.stop_verdict is not None:
+            return
+        pruned = v.origin is Origin.SCHEDULER   # who decided, never the rule's name
+        t.stop_verdict = v
+        t.stop_state = TrialState.PRUNED if pruned else TrialState.STOPPED_BY_RULE
+        t.stop_at = self.clock.monotonic()
+        self.store.add_event(self.sweep_id, "pruned" if pruned else "rule", v.reason, trial_id=t.id,
+                             attempt=t.attempt, data=data)
+        self.backend.stop(t.id)
+
+    def _objective(self, t: TrialRecord, final: Mapping[str, Any]) -> tuple[float | None, str | None]:
+        if not self.metric:
+            return None, None
+        if self.metric in final:
+            value = final[self.metric]
+        elif self.metric in t.last:
+            value = t.last[self.metric][1]
+        else:
+            logged = sorted(set(final) | set(t.last))
+            return None, (f"metric {self.metric!r} was never reported (reported: "
+                          f"{', '.join(logged) if logged else 'nothing'})")
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            return None, f"metric {self.metric!r} is not a number: {value!r}"
+        if not math.isfinite(value):
+            return None, f"objective {self.metric} is {value}"
+        return value, None
+
+    def _on_finished(self, t: TrialRecord, ev: Event) -> None:
+        final = dict(ev.data.get("metrics") or {})
+        metrics = {k: v for k, (_, v) in t.last.items()}
+        metrics.update(final)
+        value, problem = self._objective(t, final)
+        now = ev.time
+        t.costs.update(costs_of(final, self.spec.budget.cost))
+        held = None if t.started_mono is None else self.clock.monotonic() - t.started_mono
+        self._account(t)
+        if t.stop_verdict is not None and t.stop_state is not None:
+            state, reason = t.stop_state, t.stop_verdict.reason
+        elif problem:
+            state, reason = TrialState.FAILED, problem
+        else:   # returned normally (also after a smoke-mode stop): its value counts
+            state, reason = TrialState.COMPLETED, None
+        if state is TrialState.FAILED:
+            self.retry.trial_failed(f"trial {t.number}: {reason}")
+        else:
+            self.retry.trial_ended_otherwise()
+        self._end_trial(t, state, value=value, metrics=metrics, reason=reason, at=now,
+                        attempt_state=state.value)
+        if held is not None:
+            self._durations.append(held)
+        self._check_crash_loop()
+
+    def _on_failed(self, t: TrialRecord, ev: Event) -> None:
+        d = ev.data
+        reason = t.kill_reason or str(d.get("reason") or "failed")
+        if t.kill_reason and d.get("reason") and t.kill_reason not in str(d.get("reason")):
+            reason = f"{t.kill_reason}"
+        self._account(t)
+        every_trial = False
+        if d.get("bad_input"):   # the worker could not build the config: failing again is certain
+            t.no_retry = True
+            reason, every_trial = self._config_failure(t, d)
+        signature = (str(d.get("error_type")), str(d.get("message")))
+        deterministic = self.retry.deterministic(signature, t.failures)
+        t.failures.append(signature)
+        self._failures += 1
+        self.store.update_attempt(t.id, t.attempt, **self._take_where(t), state="failed", ended=ev.time,
+                                  reason=reason,
+                                  error_type=d.get("error_type"), traceback=d.get("traceback"),
+                                  exit_code=d.get("exit_code"), signal=d.get("signal"))
+        capture = self.store.relpath(d["capture"]) if d.get("capture") else None
+        if capture:
+            self.store.add_artifact(t.id, t.attempt, "capture", capture, ev.time)
+        ckpts = self.store.checkpoint_rows(t.id)
+        self.store.add_event(self.sweep_id, "failure", f"trial {t.number} attempt {t.attempt}: {reason}",
+                             trial_id=t.id, attempt=t.attempt, at=ev.time, data={
+                                 "environment": d.get("environment"), "capture": capture,
+                                 "checkpoint": ckpts[-1]["path"] if ckpts else None,
+                                 "exit_code": d.get("exit_code"), "signal": d.get("signal")})
+        if t.stop_verdict is not None and t.stop_state is not None:
+            # we asked it to stop and it died on the way: the stop decision stands
+            self._end_trial(t, t.stop_state, value=None, metrics={k: v for k, (_, v) in t.last.items()},
+                            reason=t.stop_verdict.reason, at=ev.time, attempt_state=None)
+            return
+        retries = self.retry.retries
+        failed_attempts = len(t.failures)
+        if self.retry.retry(failed_attempts=failed_attempts, deterministic=deterministic, no_retry=t.no_retry,
+                            halted=self._halt or self._signal is not None):
+            t.state = TrialState.QUEUED
+            self.store.update_trial(t.id, state=t.state.value, reason=f"retrying after: {reason}")
+            self.store.add_event(self.sweep_id, "retry",
+                                 f"trial {t.number} attempt {t.attempt} failed ({reason}); retrying "
+                                 f"({failed_attempts}/{retries})", trial_id=t.id, attempt=t.attempt)
+            self.requeue.append(t)
+            return
+        if deterministic:
+            reason = f"{reason} (failed the same way twice: not retried)"
+        self.retry.trial_failed(f"trial {t.number}: {reason}\n{(d.get('traceback') or '').rstrip()}")
+        self._end_trial(t, TrialState.FAILED, value=None, metrics={k: v for k, (_, v) in t.last.items()},
+                        reason=reason, at=ev.time, attempt_state=None)
+        if every_trial and self._bad_input is None:
+            self._bad_input = reason   # no new trials or retries; running ones end as they will
+            self._halt = True
+            if self._ending is None:
+                self._ending, self._ending_state = reason, SweepState.FAILED
+        self._check_crash_loop()
+
+    def _config_failure(self, t: TrialRecord, d: Mapping[str, Any]) -> tuple[str, bool]:
+        """(the reason, whether every trial would fail the same way) of a config the worker could not build.
+
+        An error at a sampled parameter's key (or inside it, or around it) belongs to this trial's sample;
+        any other key comes from the base config, the profile or an override, which every trial shares."""
+        key = d.get("key")
+        message = str(d.get("message") or d.get("reason") or "the config cannot be built")
+        from sweeplab.config import parse_override
+
+        where = None
+        for text in self.overrides:   # overrides apply last: a key they set is theirs, sampled or not
+            with contextlib.suppress(SweeplabError):
+                name = parse_override(text)[0]
+                if key and (key == name or key.startswith(f"{name}.") or name.startswith(f"{key}.")):
+                    where = f"override {text}"
+        if where is None:
+            sampled = (any(key == p or key.startswith(f"{p}.") or p.startswith(f"{key}.") for p in t.params)
+                       if key else bool(t.params))
+            if sampled:
+                return f"{d.get('reason') or message} (the sampled configuration does not fit: not retried)", False
+            if self.spec.config is not None:
+                where = f"config {shown_path(str(self.spec.config))}" + (
+                    f" (profile {self.spec.profile})" if self.spec.profile else "")
+        return (f"{where}: {message}" if where else message), True
+
+    def _on_preempted(self, t: TrialRecord, ev: Event) -> None:
+        reason = str(ev.data.get("reason") or "preempted")
+        self._account(t)
+        self.store.update_attempt(t.id, t.attempt, **self._take_where(t), state="preempted", ended=ev.time,
+                                  reason=reason)
+        t.state = TrialState.PREEMPTED
+        self.store.update_trial(t.id, state=t.state.value, reason=reason)
+        self.store.add_event(self.sweep_id, "preempted", f"trial {t.number} preempted ({reason}); requeued",
+                             trial_id=t.id, attempt=t.attempt)
+        if self._signal is None:
+            self.requeue.append(t)
+
+    def _end_trial(self, t: TrialRecord, state: TrialState, *, value: float | None, metrics: Mapping[str, Any],
+                   reason: str | None, at: float, attempt_state: str | None) -> None:
+        t.state = state
+        t.value = value
+        self.store.update_trial(t.id, state=state.value, value=value, metrics=finite_dict(metrics),
+                                ended=at, reason=reason)
+        if attempt_state is not None:
+            self.store.update_attempt(t.id, t.attempt, **self._take_where(t), state=attempt_state, ended=at,
+                                      reason=reason)
+        if state is not TrialState.COMPLETED:   # a completed trial's row says it all; the log keeps the rest
+            self.store.add_event(self.sweep_id, "trial_ended",
+                                 f"trial {t.number} {state.value}" + (f": {reason}" if reason else ""),
+                                 trial_id=t.id, attempt=t.attempt,
+                                 data={"state": state.value, "value": value})
+        if state is TrialState.COMPLETED:
+            self._completed_any = True
+            self._note_best(t)
+        self._searcher.tell(t.number, t.params, state, value,
+                           intermediate=dict(t.intermediate) if t.intermediate else None)
+        if self.scheduler is not None:
+            self.scheduler.on_trial_end(t.number, state)
+        for m in self.monitors:
+            m.forget(t.number)
+        target = self.spec.metric.target
+        if (target is not None and value is not None and state is TrialState.COMPLETED
+                and (value <= target if self.goal is Goal.MINIMIZE else value >= target)):
+            self._end(f"metric.target {target:g} reached by trial {t.number}")
+
+    def _handle_interrupted(self, ev: Event) -> None:
+        t = self.trials.get(ev.trial)
+        if t is None or ev.attempt != t.attempt:
+            return
+        self._account(t)
+        state = TrialState.PREEMPTED if ev.kind is EventKind.PREEMPTED else TrialState.INTERRUPTED
+        self._mark_interrupted(t, str(ev.data.get("reason") or state.value), ev.time, state)
+
+    def _mark_interrupted(self, t: TrialRecord, reason: str, now: float,
+                          state: TrialState = TrialState.INTERRUPTED) -> None:
+        t.state = state
+        self.store.update_trial(t.id, state=state.value, reason=reason)
+        self.store.update_attempt(t.id, t.attempt, **self._take_where(t), state=state.value, ended=now,
+                                  reason=reason)
+        self.store.add_event(self.sweep_id, "interrupted" if state is TrialState.INTERRUPTED else "preempted",
+                             f"trial {t.number} {state.value}: {reason}", trial_id=t.id, attempt=t.attempt)
+
+    def _check_crash_loop(self) -> None:
+        if self._completed_any or self._ending:
+            return
+        reason = self.retry.crash_loop(running=len(self.backend.running()))
+        if reason is not None:
+            self._end(reason, state=SweepState.FAILED)

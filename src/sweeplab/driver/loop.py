@@ -1,0 +1,325 @@
+"""The driver: one event loop per sweep, the only place that wires the other parts together.
+
+    searcher (what to try) --ask/tell--> DRIVER <--events-- backend (where it runs)
+    scheduler + monitors (whether to go on) --verdicts--> DRIVER --batched writes--> store
+
+Each turn of the loop: write the events that arrived (events.py) and fill the free slots with requeued or
+new trials (tasks.py builds what a backend runs), in one store transaction; poll the backend; carry out the
+watchdog's orders (watchdog.py: time budget, grace, timeouts, heartbeats, idle monitors). Budgets are
+counted by budget.py, retries and crash loops decided by retry.py, and `create`/`fork`/`resume` rebuild
+the state from the store (recovery.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+from typing import Any
+
+from sweeplab.backends.events import Event, EventKind
+from sweeplab.driver.events import EventWriter
+from sweeplab.driver.records import Progress, SweepOutcome, TrialRecord, resources_dict, trial_seed
+from sweeplab.driver.recovery import Recovery
+from sweeplab.driver.watchdog import Kill
+from sweeplab.types import Decision, Origin, SweepState, TrialState, Verdict
+
+__all__ = ["Driver"]
+
+_TOUCH_EVERY = 0.25        # bump sweeps.updated (what the dashboard polls) at most this often
+
+
+class Driver(Recovery, EventWriter):
+    """Runs one sweep to its end (or until interrupted) on a backend, recording everything in the store."""
+
+    # ------------------------------------------------------------------------------------------ main loop
+    def run(self) -> SweepOutcome:
+        """Run until the budget is spent or the space exhausted. Ctrl-C / SIGTERM stop cleanly."""
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def on_signal(signum: int, frame: Any) -> None:
+            if self._signal is not None and signum == signal.SIGINT:
+                raise KeyboardInterrupt   # a second Ctrl-C: stop waiting for graceful ends
+            self._signal = signum
+
+        if _main_thread():
+            for sig in previous:
+                signal.signal(sig, on_signal)
+        import json
+        import socket
+
+        with self.store.transaction():
+            self.store.update_sweep(self.sweep_id, driver=json.dumps(
+                {"pid": os.getpid(), "host": socket.gethostname(), "started": self.clock.time()}))
+        self.backend.start()
+        try:
+            with self.store.background_checkpoints():
+                return self._loop()
+        except KeyboardInterrupt:
+            self._signal = signal.SIGINT
+            return self._interrupted(grace=0.0)
+        finally:
+            with contextlib.suppress(Exception):
+                self.backend.shutdown(grace=0.0)
+            with contextlib.suppress(Exception):
+                self._searcher.close()
+            if _main_thread():
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    def _loop(self) -> SweepOutcome:
+        events: list[Event] = []
+        while True:
+            # one transaction per turn: the events that arrived, and the trials that replace them
+            with self.store.transaction():
+                for ev in events:
+                    self._handle(ev)
+                self._write_where()
+                if events and self.clock.monotonic() - self._touched >= _TOUCH_EVERY:
+                    self.store.touch_sweep(self.sweep_id)   # readers' "changed since" token
+                    self._touched = self.clock.monotonic()
+                if self._signal is None and self.backend.free_slots() > 0:
+                    self._fill_slots()
+            if self._signal is not None:
+                return self._interrupted()
+            if not self.backend.running() and not self._can_submit():
+                break
+            events = self.backend.poll(self._poll_timeout())
+            self._watch()
+            self._progress()
+        return self._finish()
+
+    def _poll_timeout(self) -> float:
+        return 0.1 if self.backend.running() else 0.02
+
+    # ------------------------------------------------------------------------------------------ submitting
+    def _can_create(self) -> bool:
+        self._check_budgets()
+        if self._ending or self._exhausted:
+            return False
+        if self.max_trials is not None and len(self.trials) >= self.max_trials:
+            self._end("budget.trials reached" if self.spec.budget.trials == self.max_trials
+                      else f"{self.max_trials} trials reached")
+            return False
+        return True
+
+    def _can_submit(self) -> bool:
+        return bool(self.requeue and not self._halt) or self._can_create()
+
+    def _fill_slots(self) -> None:
+        while self.backend.free_slots() > 0:
+            trial: TrialRecord | None
+            if self.requeue and not self._halt:
+                trial = self.requeue.popleft()
+            elif self._can_create():
+                trial = self._new_trial()
+                if trial is None:
+                    return
+            else:
+                return
+            self._submit(trial)
+
+    def _new_trial(self) -> TrialRecord | None:
+        params = self._searcher.ask()
+        if params is None:
+            self._exhausted = True
+            self._end("search space exhausted (grid finished)")
+            return None
+        number = len(self.trials)
+        config = self.tasks.resolve_config(params)
+        seed = trial_seed(self.seed, number)
+        if self._resources_json is None:
+            self._resources_json = resources_dict(self.spec.resources)
+        with self.store.transaction():   # created running: _submit follows at once
+            trial_id = self.store.add_trial(self.sweep_id, number, params, config, seed,
+                                            resources=self._resources_json, state=TrialState.RUNNING.value,
+                                            started=self.clock.time(), attempts=1)
+        t = TrialRecord(id=trial_id, number=number, params=dict(params), config=config, seed=seed)
+        t.fresh = True
+        self.trials[trial_id] = t
+        self.by_number[number] = t
+        return t
+
+    def _mtbf(self) -> float | None:
+        failures = self._failures
+        if not failures:
+            return None
+        return max(1.0, self.budget.elapsed() * max(1, len(self.backend.running())) / failures)
+
+    def _submit(self, t: TrialRecord) -> None:
+        if t.attempt >= 1:
+            self._fence(t)      # the attempts before this one are over, whatever they still write
+        t.attempt += 1
+        t.state = TrialState.RUNNING
+        t.stop_verdict = t.stop_state = t.kill_reason = None
+        t.stop_at = None
+        t.started_mono = self.clock.monotonic()
+        t.last_seen = t.started_mono
+        t.last_report = None
+        paths = self.tasks.paths(t)
+        decisions = self.tasks.decisions(t, self.scheduler, self._sched_metric,
+                                         supported=self.backend.supports_decisions)
+        task = self.tasks.task(t, paths, mtbf=self._mtbf(), decisions=decisions)
+        now = self.clock.time()
+        with self.store.transaction():
+            if t.fresh:
+                t.fresh = False     # inserted as running a moment ago
+            elif t.attempt == 1:
+                self.store.update_trial(t.id, state=TrialState.RUNNING.value, attempts=1, started=now)
+            else:
+                self.store.update_trial(t.id, state=TrialState.RUNNING.value, attempts=t.attempt)
+            self.store.add_attempt(t.id, t.attempt, started=now, log_path=paths["log_rel"])
+        self.backend.submit(task)
+
+    def _stop_running(self, reason: str) -> None:
+        """Stop every running trial (state STOPPED) because the sweep's budget is spent."""
+        now = self.clock.monotonic()
+        for tid in self.backend.running():
+            t = self.trials[tid]
+            if t.stop_verdict is None:
+                t.stop_verdict = Verdict(Decision.STOP, reason, "budget", origin=Origin.BUDGET)
+                t.stop_state = TrialState.STOPPED
+                t.stop_at = now
+                self.backend.stop(tid)
+
+    def _check_budgets(self) -> None:
+        """cpu_hours / gpu_hours / cost spent: no new trials or retries; running trials finish (--hard: stop)."""
+        if self._ending or not self.budget.watches_resources:
+            return
+        now = self.clock.monotonic()
+        running = sum(now - t.started_mono for tid in self.backend.running()
+                      if (t := self.trials.get(tid)) is not None and t.started_mono is not None)
+        reason = self.budget.resources_reached(running, self._reported())
+        if reason is None:
+            return
+        self._end(reason)
+        self._halt = True
+        if self.hard_budget:
+            self._stop_running(f"stopped: {reason}")
+
+
+    def _progress(self, force: bool = False) -> None:
+        now = self.clock.monotonic()
+        if not force and now - self._last_progress < 0.1:
+            return
+        self._last_progress = now
+        counts = self.counts()
+        done = sum(n for s, n in counts.items() if TrialState(s).is_terminal)
+        eta = None
+        if self.max_trials and self._durations:
+            remaining = max(0, self.max_trials - done)
+            per = sum(self._durations) / len(self._durations)
+            eta = remaining * per / max(1, len(self.backend.running()) or self.backend.capacity())
+        best = self._best
+        self.on_progress(Progress(
+            sweep=self.name, counts=counts, running=len(self.backend.running()), created=len(self.trials),
+            budget_trials=self.max_trials, best_value=best[0] if best else None,
+            best_trial=best[1] if best else None, best_params=best[2] if best else None,
+            elapsed=self.budget.elapsed(), eta=eta,
+        ))
+
+    def _save_spend(self) -> None:
+        self.store.update_sweep(self.sweep_id, spend=self.budget.totals(len(self.trials), self._reported()))
+
+    def _finish(self) -> SweepOutcome:
+        reason = self._ending or "done"
+        state = self._ending_state
+        shown = reason
+        if not self._completed_any and self._bad_input is None:   # no answer: exit 1, whatever the cause
+            if state is SweepState.FINISHED and self.retry.first_failure:
+                state, reason = SweepState.FAILED, self._nothing_completed(reason)   # its trials failed
+            shown = reason if state is SweepState.FAILED else self._nothing_completed(reason)
+        with self.store.transaction():
+            self._save_spend()
+            self.store.update_sweep(self.sweep_id, state=state.value, ended=self.clock.time(), end_reason=reason)
+            self.store.add_event(self.sweep_id, "sweep_ended", f"sweep {state.value}: {reason}")
+        self._progress(force=True)
+        code = 2 if self._bad_input is not None else 1 if state is SweepState.FAILED or not self._completed_any \
+            else 0
+        return self._outcome(state, shown, code)
+
+    def _nothing_completed(self, ending: str) -> str:
+        """Why a sweep ended without a completed trial: its trials, then the first failure (or why it ended:
+        trials stopped by a budget, pruned or stopped by a rule)."""
+        counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n) or "none ran"
+        if self.retry.first_failure:
+            return f"no trial completed ({counts}): {self.retry.first_failure}"
+        return f"no trial completed ({counts}; {ending})"
+
+    def _interrupted(self, grace: float | None = None) -> SweepOutcome:
+        """Ctrl-C: stop running trials (INTERRUPTED, requeued on resume). SIGTERM: preempt them."""
+        sigterm = self._signal == signal.SIGTERM
+        running = list(self.backend.running())
+        how = "SIGTERM" if sigterm else "Ctrl-C"
+        self.on_note(f"{how}: stopping {len(running)} running trial(s); "
+                     f"`sweeplab resume {shlex.quote(self.name)}` continues")
+        if sigterm:
+            for tid in running:
+                self.backend.preempt(tid)
+            wait = self.spec.trial.grace if grace is None else grace
+        else:
+            for tid in running:
+                self.backend.stop(tid)
+            wait = min(self.spec.trial.grace, 5.0) if grace is None else grace
+        deadline = self.clock.monotonic() + wait
+        try:
+            while self.backend.running() and self.clock.monotonic() < deadline:
+                events = self.backend.poll(0.1)
+                with self.store.transaction():
+                    for ev in events:
+                        if ev.kind is EventKind.FINISHED:
+                            t = self.trials.get(ev.trial)
+                            if t is not None and ev.attempt == t.attempt and not ev.data.get("stopped"):
+                                self._handle(ev)     # it really finished: keep it
+                                continue
+                            self._handle_interrupted(ev)
+                        elif ev.kind in (EventKind.FAILED, EventKind.PREEMPTED):
+                            self._handle_interrupted(ev)
+                        else:
+                            self._handle(ev)
+                    self._write_where()
+        except KeyboardInterrupt:
+            pass
+        with self.store.transaction():
+            now = self.clock.time()
+            for tid in list(self.backend.running()):
+                t = self.trials[tid]
+                self._mark_interrupted(t, f"{how}: killed after the grace period", now)
+            self.backend.shutdown(grace=0.0)
+            for t in self.trials.values():
+                if t.state is TrialState.RUNNING:
+                    self._mark_interrupted(t, how, now)
+            self._save_spend()
+            self.store.update_sweep(self.sweep_id, state=SweepState.STOPPED.value, ended=now,
+                                    end_reason=f"interrupted ({how})")
+            self.store.add_event(self.sweep_id, "sweep_ended", f"sweep stopped by {how}; resumable")
+        return self._outcome(SweepState.STOPPED, f"interrupted ({how})", 0 if sigterm else 130)
+
+
+    # ------------------------------------------------------------------------------------------ orders
+    def _watch(self) -> None:
+        """Carry out the watchdog's orders: the time budget, then the other budgets, then each trial's."""
+        reason = self.watchdog.time_up(ending=self._ending is not None)
+        if reason is not None:
+            self._end(reason)
+            self._halt = True
+            self._stop_running(f"stopped: {reason}")
+        self._check_budgets()
+        running = [t for tid in self.backend.running() if (t := self.trials.get(tid)) is not None]
+        for order in self.watchdog.orders(running):
+            t = self.trials[order.trial_id]
+            if isinstance(order, Kill):
+                t.kill_reason = order.reason
+                t.no_retry = t.no_retry or order.final
+                self._fence(t)
+                self.backend.kill(t.id, order.reason)
+            else:
+                with self.store.transaction():
+                    self._apply_verdict(t, order.verdict)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()

@@ -1,0 +1,245 @@
+"""Recovery: a sweep's driver state built from nothing (create, fork) or rebuilt from the store (resume).
+
+Trials that were running when a previous driver died are marked INTERRUPTED and requeued with their
+parameters; the searcher is replayed from the trial history and the scheduler from the stored reports, in the
+order they first happened; a completed trial is never run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+from typing import Any
+
+from sweeplab.driver.records import TrialRecord, costs_of, loads
+from sweeplab.driver.state import DriverState
+from sweeplab.driver.watchdog import Watchdog
+from sweeplab.errors import SpecError, UserError
+from sweeplab.types import SweepState, TrialSnapshot, TrialState
+
+__all__ = ["Recovery"]
+
+
+class Recovery(DriverState):
+    """create / fork / resume, and the replay of the searcher and scheduler that resume needs."""
+
+    # ------------------------------------------------------------------------------------------ setup
+    def _build_logic(self) -> None:
+        from sweeplab.monitors import parse_monitors
+        from sweeplab.schedulers import make_scheduler
+        from sweeplab.search import make_searcher
+
+        if self.searcher is not None:   # rebuilt (fork, then resume): stop the old one's prefetching
+            self.searcher.close()
+        file = str(self.spec.source) if self.spec.source else None
+        if self.spec.method in ("gp", "bayes"):
+            _one_torch_thread()   # Optuna's GP asks are ~3x faster single-threaded; this process only searches
+        options: dict[str, Any] = {"metric": self.metric} if self.metric else {}
+        if self.metric and self.spec.metric.impute:
+            options["impute"] = self.spec.metric.impute   # failed trials, as model-based searchers see them
+        self.searcher = make_searcher(self.spec.method, self.spec.space, self.goal, self.seed, **options)
+        for note in self.searcher.notes:
+            self.on_note(note)
+        if self.spec.early_terminate:
+            if not self.metric:
+                raise SpecError("early_terminate needs metric.name: the value schedulers compare", file=file,
+                                key="early_terminate")
+            self.scheduler = make_scheduler(self.spec.early_terminate, goal=self.goal, file=file,
+                                            metric=self.metric)
+        self.monitors = (parse_monitors(list(self.spec.monitors), file=file, metric=self.metric, goal=self.goal)
+                         if self.spec.monitors else [])
+        # the value schedulers judge: early_terminate.metric when given, else the sweep's metric
+        self._sched_metric = (self.scheduler.metric or self.metric) if self.scheduler else None
+        self.watchdog = Watchdog(self.spec.trial, self.monitors, self.budget, self.clock)
+
+    def _lock(self) -> None:
+        """One driver per sweep: an flock held for this process's life (the OS drops it if we are killed)."""
+        import fcntl
+
+        if self._lock_file is not None:
+            return
+        from sweeplab.store.layout import safe_name
+
+        path = self.store.root / "locks" / f"{safe_name(self.name)}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise UserError(f"sweep {self.name!r} is already being run by {holder}; "
+                            f"`sweeplab stop {self.name}` stops it") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}")
+        fh.flush()
+        self._lock_file = fh
+
+    def create(self, *, spec_path: str | None) -> None:
+        """Start a new sweep in the store."""
+        self._lock()
+        if self.store.sweep_row(self.name) is not None:
+            raise UserError(f"a sweep named {self.name!r} already exists in {self.store.root}; "
+                            f"`sweeplab resume {shlex.quote(self.name)}` continues it, or give the sweep another name")
+        self.seed = self.spec.seed if self.spec.seed is not None else int.from_bytes(os.urandom(3), "big")
+        self._build_logic()
+        self.tasks.resolve_config({})   # a missing config file or a bad override: exit 2 before the sweep exists
+        self.sweep_id = self.store.create_sweep(
+            name=self.name, method=self.spec.method, metric=self.metric, goal=self.goal.value,
+            spec=self._stored_spec(), spec_path=spec_path, seed=self.seed,
+        )
+
+    def _stored_spec(self) -> dict[str, Any]:
+        d = dict(self.spec.to_jsonable())
+        d["_sweeplab"] = {"overrides": self.overrides, "smoke": self.smoke, "cwd": self.cwd}
+        return d
+
+    def fork(self, source: str, *, spec_path: str | None) -> int:
+        """Create this sweep seeded with `source`'s completed trials whose parameters fit the new space.
+
+        They are recorded as completed trials of the new sweep (reason "forked from ..."), so the searcher
+        learns from them; `budget.trials` counts the new trials only. Returns how many were taken.
+        """
+        src = self.store.sweep_row(source)
+        if src is None:
+            raise UserError(f"no sweep named {source!r} in {self.store.root}")
+        self.create(spec_path=spec_path)
+        import json
+
+        kept = 0
+        with self.store.transaction():
+            for r in self.store.trial_rows(int(src["id"])):
+                params = json.loads(r["params"] or "{}")
+                if r["state"] != TrialState.COMPLETED.value or not self.spec.space.contains(params):
+                    continue
+                metrics = json.loads(r["metrics"] or "{}")
+                value = metrics.get(self.metric) if self.metric else None
+                tid = self.store.add_trial(self.sweep_id, kept, params, json.loads(r["config"] or "{}"),
+                                           r["seed"], resources=json.loads(r["resources"] or "null"))
+                self.store.update_trial(tid, state=TrialState.COMPLETED.value, value=value, metrics=metrics,
+                                        started=r["started"], ended=r["ended"],
+                                        reason=f"forked from {source}/{r['number']}")
+                kept += 1
+            self.store.add_event(self.sweep_id, "info", f"forked from {source}: {kept} completed trial(s) fit "
+                                 "the new space", data={"source": source, "trials": kept})
+        self.trials.clear()
+        self.by_number.clear()
+        self.resume(extra_trials=self.spec.budget.trials)
+        return kept
+
+    def resume(self, *, extra_trials: int | None = None, total_trials: int | None = None,
+               new_spec_path: str | None = None) -> None:
+        """Rebuild the driver's state from the store; requeue interrupted and preempted trials.
+
+        With `new_spec_path` the stored spec is replaced by `self.spec` (the caller checked that only
+        budgets, early stopping, monitors, resources and trial policy changed).
+        """
+        row = self.store.sweep_row(self.name)
+        if row is None:
+            raise UserError(f"no sweep named {self.name!r} in {self.store.root}")
+        self._lock()
+        self.sweep_id = int(row["id"])
+        if new_spec_path is not None:
+            old = loads(row["spec"]) or {}
+            spec = self._stored_spec()
+            spec["_sweeplab"] = {**(old.get("_sweeplab") or {}), "cwd": (old.get("_sweeplab") or {}).get("cwd",
+                                                                                                        self.cwd)}
+            with self.store.transaction():
+                self.store.update_sweep(self.sweep_id, spec=spec, spec_path=new_spec_path)
+                self.store.add_event(self.sweep_id, "info", f"spec replaced by {new_spec_path}")
+        self.seed = int(row["seed"] or 0)
+        self.budget.restore(loads(row["spend"]) or {})
+        self._build_logic()
+        rows = self.store.trial_rows(self.sweep_id)
+        history: list[TrialSnapshot] = []
+        now = self.clock.time()
+        with self.store.transaction():
+            for r in rows:
+                state = TrialState(r["state"])
+                t = TrialRecord(id=int(r["id"]), number=int(r["number"]), params=loads(r["params"]) or {},
+                           config=loads(r["config"]) or {}, seed=r["seed"], state=state,
+                           attempt=int(r["attempts"] or 0), value=r["value"])
+                t.costs = costs_of(loads(r["metrics"]) or {}, self.spec.budget.cost)
+                if self.metric:
+                    hist = self.store.metric_history(t.id).get(self.metric, [])
+                    t.intermediate = {s: v for s, v in hist}
+                t.spent = self.store.attempt_seconds(t.id)
+                self.trials[t.id] = t
+                self.by_number[t.number] = t
+                if state is TrialState.RUNNING:
+                    t.state = TrialState.INTERRUPTED
+                    self.store.update_trial(t.id, state=t.state.value, reason="the driver stopped while it ran")
+                    self.store.update_attempt(t.id, t.attempt, state="interrupted", ended=now,
+                                              reason="the driver stopped while it ran")
+                    self.store.add_event(self.sweep_id, "interrupted", f"trial {t.number} was running when the "
+                                         "driver stopped; requeued", trial_id=t.id, attempt=t.attempt)
+                if t.state.is_requeueable:
+                    self.requeue.append(t)
+                if t.state is TrialState.COMPLETED:
+                    self._completed_any = True
+                    self._note_best(t)
+                history.append(TrialSnapshot(number=t.number, params=t.params, state=t.state, value=t.value,
+                                             history={self.metric: tuple(sorted(t.intermediate.items()))}
+                                             if self.metric else {}))
+            if total_trials is not None:
+                self.max_trials = total_trials
+            elif extra_trials is not None:
+                self.max_trials = len(rows) + extra_trials
+            if self.max_trials != self.spec.budget.trials:
+                self._persist_budget()
+            self.store.update_sweep(self.sweep_id, state=SweepState.RUNNING.value, ended=None, end_reason=None)
+            self.store.add_event(self.sweep_id, "sweep_resumed",
+                                 f"resumed with {len(rows)} trials, {len(self.requeue)} requeued")
+        self._searcher.replay(history)
+        if self.scheduler is not None:
+            self._replay_scheduler()
+
+    def _replay_scheduler(self) -> None:
+        """Feed the scheduler the stored reports and trial ends in the order they first happened."""
+        by_id, scheduler = self.trials, self.scheduler
+        if scheduler is None:
+            return
+        rows = self.store.metric_reports(self.sweep_id, self._sched_metric or "")
+        timeline: list[tuple[float, int, int, Any, Any]] = [
+            (float(r[3]), 0, i, r, None) for i, r in enumerate(rows) if r[0] in by_id]
+        ended = {int(r["id"]): r["ended"] for r in self.store.trial_rows(self.sweep_id)}
+        for t in by_id.values():
+            if t.state.is_terminal:
+                timeline.append((float(ended.get(t.id) or 0.0), 1, t.number, None, t))
+        timeline.sort(key=lambda e: (e[0], e[1], e[2]))
+        for _, kind, _, row, t in timeline:
+            if kind == 0:
+                value = float("nan") if row[2] is None else float(row[2])
+                scheduler.on_report(by_id[row[0]].number, int(row[1]), value)
+            else:
+                scheduler.on_trial_end(t.number, t.state)
+
+    def smoke_check(self) -> tuple[list[str], list[str]]:
+        """Before smoke trials: the target imports and every categorical combination fits the typed config."""
+        if not self.spec.function:
+            return [], []
+        from sweeplab.smoke import check_config_combinations
+
+        return check_config_combinations(self.spec, self.tasks.resolve_config, self.tasks.import_path(),
+                                         self.tasks.function_target())
+
+    def _persist_budget(self) -> None:
+        row = self.store.sweep_by_id(self.sweep_id)
+        if row is None:
+            return
+        spec = loads(row["spec"]) or {}
+        spec.setdefault("budget", {})
+        if isinstance(spec["budget"], dict):
+            spec["budget"]["trials"] = self.max_trials
+        spec.pop("run_cap", None)
+        self.store.update_sweep(self.sweep_id, spec=spec)
+
+
+def _one_torch_thread() -> None:
+    with contextlib.suppress(Exception):
+        import torch
+
+        torch.set_num_threads(1)

@@ -1,0 +1,145 @@
+"""Task building: from a trial's parameters to the TrialTask a backend runs (config, paths, command, env)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweeplab.backends.base import TrialTask
+from sweeplab.driver.records import TrialRecord
+
+if TYPE_CHECKING:
+    from sweeplab.schedulers.base import Scheduler
+    from sweeplab.spec import SweepSpec, TrialPolicy
+
+__all__ = ["TaskBuilder", "heartbeat_interval"]
+
+_HEARTBEAT_INTERVAL = 5.0
+
+
+def heartbeat_interval(policy: TrialPolicy) -> float:
+    """How often a worker says it is alive: often enough for `trial.heartbeat_timeout` to be fair."""
+    hb = policy.heartbeat_timeout
+    if hb is None:
+        return _HEARTBEAT_INTERVAL
+    return max(0.05, min(_HEARTBEAT_INTERVAL, hb / 4))
+
+
+class TaskBuilder:
+    """Everything a trial's attempt needs that follows from the spec, the working directory and the trial."""
+
+    def __init__(self, spec: SweepSpec, *, sweep: str, root: str, cwd: str, overrides: Sequence[str],
+                 smoke: bool) -> None:
+        self.spec = spec
+        self.sweep = sweep
+        self.root = root
+        self.cwd = cwd
+        self.overrides = list(overrides)
+        self.smoke = smoke
+        self.world_size = int(spec.resources.workers or 1)
+        self._config_base: dict[str, Any] | None = None
+        self._python_path: list[str] | None = None
+        self._target: str | None = None
+
+    def resolve_config(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """base config < profile (both read once) < sampled params < command-line overrides."""
+        from sweeplab.config import apply_overrides, deep_merge
+        from sweeplab.space import unflatten
+
+        if self._config_base is None:
+            self._config_base = self._load_config_base()
+        merged = deep_merge(self._config_base, unflatten(dict(params)))
+        return apply_overrides(merged, self.overrides) if self.overrides else merged
+
+    def _load_config_base(self) -> dict[str, Any]:
+        from sweeplab.config import load_base_config
+
+        return load_base_config(self.spec.config, self.spec.profile, spec_file=self.spec.source, cwd=self.cwd)
+
+    def paths(self, t: TrialRecord) -> dict[str, str]:
+        from sweeplab.store.layout import trial_paths
+
+        return trial_paths(self.root, self.sweep, t.number, t.attempt, self.spec.checkpoint_dir)
+
+    def import_path(self) -> list[str]:
+        """Where a trial's imports are found: the working directory, then the spec file's directory."""
+        if self._python_path is None:   # depends only on the spec and cwd: resolved once
+            self._python_path = [self.cwd]
+            if self.spec.source is not None:
+                self._python_path.append(str(Path(self.spec.source).resolve().parent))
+        return list(self._python_path)
+
+    def task(self, t: TrialRecord, paths: Mapping[str, str], *, mtbf: float | None,
+             decisions: Mapping[str, Any]) -> TrialTask:
+        spec = self.spec
+        cwd = self.cwd
+        env = self._wandb_env(t, paths)
+        if spec.function:
+            if self._target is None:
+                self._target = self.function_target()
+            kind, target, command = "function", self._target, None
+        else:
+            from sweeplab.spec import args_json, build_command, resolve_interpreter
+
+            args_file = str(Path(paths["log"]).with_suffix(".args.json"))
+            Path(args_file).parent.mkdir(parents=True, exist_ok=True)
+            Path(args_file).write_text(args_json(t.params, spec.raw.get("parameters")))
+            kind, target = "command", None
+            interpreter, why = resolve_interpreter()
+            command = build_command(spec, t.params, interpreter=interpreter, args_json_file=args_file)
+            if "${interpreter}" in (spec.effective_command or ()):
+                with open(paths["log"], "a") as log:   # the trial's log says which Python ran it
+                    log.write(f"sweeplab: ${{interpreter}} is {interpreter} ({why})\n")
+            spec_dir = Path(spec.source).resolve().parent if spec.source else None
+            if spec.program and spec_dir is not None and (spec_dir / spec.program).exists() \
+                    and not (Path(self.cwd) / spec.program).exists():
+                cwd = str(spec_dir)   # W&B runs `program` relative to where the agent runs; we accept both
+        policy = spec.trial
+        return TrialTask(
+            trial_id=t.id, number=t.number, attempt=t.attempt, sweep=self.sweep, kind=kind, target=target,
+            command=command, config=t.config, params=t.params, seed=t.seed, smoke=self.smoke,
+            log_path=paths["log"], report_path=paths["report"], checkpoint_dir=paths["checkpoint"],
+            keep_checkpoints=policy.keep_checkpoints, checkpoint_every=policy.checkpoint_every,
+            mtbf=mtbf, grace=policy.grace, heartbeat_interval=heartbeat_interval(policy),
+            cwd=cwd, python_path=self.import_path(), capture_dir=paths["capture"],
+            artifacts_dir=paths["artifacts"], torch_profiler=policy.torch_profiler,
+            world_size=self.world_size, env=env, **decisions,
+        )
+
+    def _wandb_env(self, t: TrialRecord, paths: Mapping[str, str]) -> dict[str, str]:
+        """W&B's agent environment for the trial (offline), so `wandb.init()` gets its parameters."""
+        from sweeplab.spec import wandb_args
+        from sweeplab.wandb_compat import trial_env, write_sweep_params
+
+        base = Path(paths["log"]).with_suffix("")
+        args = wandb_args(t.params, self.spec.raw.get("parameters"))
+        if self.spec.function:   # written by the worker's hook if the trial starts a W&B run (cheaper)
+            return trial_env(param_path=f"{base}.wandb-params.yaml", command=False, params=json.dumps(args))
+        write_sweep_params(f"{base}.wandb-params.yaml", args)
+        return trial_env(param_path=f"{base}.wandb-params.yaml", python_path=os.environ.get("PYTHONPATH"))
+
+    def decisions(self, t: TrialRecord, scheduler: Scheduler | None, metric: str | None, *,
+                  supported: bool) -> dict[str, Any]:
+        """Rungs at which a function trial waits for the scheduler's verdict (see Scheduler.decision_steps).
+        Not for multi-process trials: their ranks run under a supervisor that relays only stops."""
+        if scheduler is None or not self.spec.function or not supported or self.world_size > 1:
+            return {}
+        steps = scheduler.decision_steps(t.number)
+        return {"decision_steps": list(steps), "decision_metric": metric} if steps else {}
+
+    def function_target(self) -> str:
+        """A 'file.py:fn' target is found beside the spec file first, then in the working directory."""
+        target = str(self.spec.function)
+        module, _, fn = target.rpartition(":")
+        if module.endswith(".py") and not Path(module).is_absolute():
+            candidates = []
+            if self.spec.source is not None:
+                candidates.append(Path(self.spec.source).resolve().parent / module)
+            candidates.append(Path(self.cwd) / module)
+            for c in candidates:
+                if c.exists():
+                    return f"{c}:{fn}"
+        return target

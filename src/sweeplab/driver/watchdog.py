@@ -1,0 +1,98 @@
+"""The watchdog: what the passing of time asks of running trials, as orders the driver carries out.
+
+Checked after every poll: `budget.time` spent (the sweep stops), a trial asked to stop that outlives
+`trial.grace`, one over `trial.timeout` (summed over its attempts), one silent for `trial.heartbeat_timeout`,
+and what `idle` monitors say of a trial that stopped reporting.
+The watchdog decides; it never stops, kills or writes anything itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sweeplab._clock import Clock
+from sweeplab.driver.budget import BudgetAccountant
+from sweeplab.driver.records import TrialRecord
+from sweeplab.types import Decision, Origin, Verdict
+
+if TYPE_CHECKING:
+    from sweeplab.monitors import Monitor
+    from sweeplab.spec import TrialPolicy
+
+__all__ = ["Judge", "Kill", "Watchdog"]
+
+
+@dataclass(frozen=True)
+class Kill:
+    """Kill the trial's attempt now (after fencing its checkpoints); `final`: no retry follows."""
+
+    trial_id: int
+    reason: str
+    final: bool = False
+
+
+@dataclass(frozen=True)
+class Judge:
+    """Apply a monitor's verdict (stop or warn) to a trial."""
+
+    trial_id: int
+    verdict: Verdict
+
+
+Order = Kill | Judge
+
+
+class Watchdog:
+    def __init__(self, policy: TrialPolicy, monitors: Sequence[Monitor], budget: BudgetAccountant,
+                 clock: Clock) -> None:
+        self.policy = policy
+        self.monitors = list(monitors)
+        self.budget = budget
+        self.clock = clock
+
+    def time_up(self, *, ending: bool) -> str | None:
+        """Why the sweep stops now because `budget.time` is spent (stop every running trial), or None."""
+        return None if ending else self.budget.time_reached()
+
+    def orders(self, running: Iterable[TrialRecord]) -> list[Order]:
+        """At most one order per running trial: the first of grace, timeout, heartbeat, idle monitors."""
+        now = self.clock.monotonic()
+        out: list[Order] = []
+        for t in running:
+            if t.started_mono is None:
+                continue
+            order: Order | None = self._kill(t, now) if t.kill_reason is None else None
+            if order is None and self.monitors and t.stop_verdict is None:
+                order = self._idle(t)
+            if order is not None:
+                out.append(order)
+        return out
+
+    def _kill(self, t: TrialRecord, now: float) -> Kill | None:
+        policy = self.policy
+        started = t.started_mono if t.started_mono is not None else now
+        if t.stop_at is not None and now - t.stop_at > policy.grace:
+            return Kill(t.id, f"did not stop within trial.grace ({policy.grace:g}s)")
+        if policy.timeout is not None and t.spent + now - started > policy.timeout:
+            return Kill(t.id, f"trial.timeout ({policy.timeout:g}s over all its attempts) exceeded", final=True)
+        if (policy.heartbeat_timeout is not None and t.last_seen is not None
+                and now - t.last_seen > policy.heartbeat_timeout):
+            return Kill(t.id, f"no heartbeat for {policy.heartbeat_timeout:g}s (trial.heartbeat_timeout; hung)")
+        return None
+
+    def _idle(self, t: TrialRecord) -> Judge | None:
+        last = self._wall_of(t.last_report)
+        wall = self.clock.time()
+        for m in self.monitors:
+            v = m.idle(t.number, last, wall)
+            if v.decision is not Decision.CONTINUE:
+                return Judge(t.id, v.by(Origin.MONITOR))
+        return None
+
+    def _wall_of(self, mono: float | None) -> float | None:
+        """The wall-clock time of a monotonic instant (monitors think in wall time)."""
+        if mono is None:
+            return None
+        return self.clock.time() - (self.clock.monotonic() - mono)

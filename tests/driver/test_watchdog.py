@@ -1,0 +1,109 @@
+"""Watchdog: the orders time gives (time budget, grace kills, timeouts, heartbeats, idle monitors), on a fake
+clock with plain trial records: nothing is stopped or killed here, the orders are only checked."""
+
+from __future__ import annotations
+
+from sweeplab._clock import FakeClock
+from sweeplab.driver.budget import BudgetAccountant
+from sweeplab.driver.records import TrialRecord
+from sweeplab.driver.watchdog import Judge, Kill, Watchdog
+from sweeplab.monitors import StalledMonitor
+from sweeplab.spec import Budget, Resources, TrialPolicy
+from sweeplab.types import Decision, Origin, Verdict
+
+
+def setup(policy: TrialPolicy = TrialPolicy(), monitors=(), budget: Budget = Budget()):
+    clock = FakeClock()
+    dog = Watchdog(policy, list(monitors), BudgetAccountant(budget, Resources(), clock), clock)
+    return dog, clock
+
+
+def running(clock: FakeClock, tid: int = 1, **kw) -> TrialRecord:
+    t = TrialRecord(id=tid, number=tid - 1, params={}, config={}, seed=0)
+    t.started_mono = t.last_seen = clock.monotonic()
+    for k, v in kw.items():
+        setattr(t, k, v)
+    return t
+
+
+def test_a_quiet_healthy_trial_gets_no_order():
+    dog, clock = setup(TrialPolicy(timeout=100.0, heartbeat_timeout=10.0, grace=5.0))
+    t = running(clock)
+    clock.advance(9.0)
+    assert dog.orders([t]) == []
+
+
+def test_the_time_budget_stops_the_sweep_once():
+    dog, clock = setup(budget=Budget(time=60.0))
+    clock.advance(59.0)
+    assert dog.time_up(ending=False) is None
+    clock.advance(1.0)
+    assert dog.time_up(ending=False) == "budget.time 60s reached"
+    assert dog.time_up(ending=True) is None          # already ending: nothing more to order
+
+
+def test_a_trial_that_outlives_its_grace_is_killed_and_may_be_retried():
+    dog, clock = setup(TrialPolicy(grace=5.0, heartbeat_timeout=None))
+    t = running(clock, stop_at=clock.monotonic())
+    clock.advance(5.0)
+    assert dog.orders([t]) == []
+    clock.advance(0.5)
+    assert dog.orders([t]) == [Kill(1, "did not stop within trial.grace (5s)")]
+
+
+def test_trial_timeout_counts_earlier_attempts_and_is_final():
+    dog, clock = setup(TrialPolicy(timeout=30.0, heartbeat_timeout=None))
+    t = running(clock, spent=25.0)
+    clock.advance(5.5)
+    assert dog.orders([t]) == [Kill(1, "trial.timeout (30s over all its attempts) exceeded", final=True)]
+
+
+def test_a_silent_trial_is_killed_as_hung():
+    dog, clock = setup(TrialPolicy(heartbeat_timeout=10.0))
+    t = running(clock)
+    clock.advance(10.5)
+    assert dog.orders([t]) == [Kill(1, "no heartbeat for 10s (trial.heartbeat_timeout; hung)")]
+
+
+def test_a_trial_being_killed_is_not_killed_again():
+    dog, clock = setup(TrialPolicy(heartbeat_timeout=10.0))
+    t = running(clock, kill_reason="earlier")
+    clock.advance(100.0)
+    assert dog.orders([t]) == []
+
+
+def test_a_not_yet_started_trial_is_left_alone():
+    dog, clock = setup(TrialPolicy(heartbeat_timeout=1.0))
+    t = running(clock, started_mono=None)
+    clock.advance(100.0)
+    assert dog.orders([t]) == []
+
+
+def test_an_idle_monitor_judges_a_trial_that_stopped_reporting_as_a_monitor():
+    dog, clock = setup(TrialPolicy(heartbeat_timeout=None), monitors=[StalledMonitor(30.0)])
+    t = running(clock, last_report=clock.monotonic())
+    clock.advance(20.0)
+    assert dog.orders([t]) == []
+    clock.advance(11.0)
+    [order] = dog.orders([t])
+    assert isinstance(order, Judge) and order.trial_id == 1
+    assert order.verdict.decision is Decision.STOP and order.verdict.origin is Origin.MONITOR
+    assert order.verdict.rule == "stalled"
+
+
+def test_idle_monitors_skip_a_trial_already_asked_to_stop():
+    dog, clock = setup(TrialPolicy(heartbeat_timeout=None, grace=1e9), monitors=[StalledMonitor(1.0)])
+    t = running(clock, last_report=clock.monotonic(), stop_verdict=Verdict(Decision.STOP, "pruned"),
+                stop_at=clock.monotonic())
+    clock.advance(50.0)
+    assert dog.orders([t]) == []
+
+
+def test_kills_come_before_monitors_one_order_per_trial():
+    dog, clock = setup(TrialPolicy(heartbeat_timeout=5.0), monitors=[StalledMonitor(1.0)])
+    quiet = running(clock, tid=1, last_report=clock.monotonic())
+    clock.advance(6.0)
+    fresh = running(clock, tid=2, last_report=clock.monotonic() - 3.0)
+    orders = dog.orders([quiet, fresh])
+    assert [type(o) for o in orders] == [Kill, Judge]
+    assert [o.trial_id for o in orders] == [1, 2]
