@@ -165,7 +165,10 @@ def test_a_failed_command_trial_says_why_and_its_log_says_how_it_ran(cli):
     assert "argv" in text and "prog.py" in text and "--x=1" in text
     assert f"cwd: {json.dumps(str(cli.tmp))}" in text
     assert "SWEEPLAB_SEED" in text and "SWEEPLAB_CHECKPOINT_DIR" in text
-    assert "PATH" not in text.replace("SWEEPLAB_", "")       # only what sweeplab added, not the environment
+    env = json.loads(next(ln for ln in head if ln.startswith("# env: "))[len("# env: "):])
+    assert "PATH" not in env and "HOME" not in env           # only what sweeplab added, not the environment
+    assert all(k.startswith(("SWEEPLAB_", "WANDB_")) or k.endswith("_NUM_THREADS")
+               or k in ("PYTHONPATH", "PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES") for k in env), env
 
 
 def test_repro_runs_a_command_trial_again_with_its_argv_and_environment(cli, tmp_path):

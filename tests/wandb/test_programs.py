@@ -66,7 +66,8 @@ def test_a_wandb_program_gets_its_parameters_and_its_logs_become_the_trials_metr
         assert {(0, "train_loss"), (0, "val_acc"), (0, "nested.x"), (3, "val_acc"), (10, "late")} <= steps
     logs = list((store / "logs").rglob("0-1.log"))
     text = logs[0].read_text()
-    assert "${interpreter} is" in text and "offline" in text
+    env = json.loads(next(ln for ln in text.splitlines() if ln.startswith("# env: "))[len("# env: "):])
+    assert "PATH, as W&B's agent runs it" in env["SWEEPLAB_INTERPRETER"] and env["WANDB_MODE"] == "offline"
     # wandb's own offline runs stay where W&B puts them (./wandb), for `wandb sync`
     assert len(list((tmp_path / "nested_vae" / "wandb").glob("offline-run-*"))) == 2
 

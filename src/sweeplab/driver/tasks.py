@@ -43,6 +43,7 @@ class TaskBuilder:
         self._config_base: dict[str, Any] | None = None
         self._python_path: list[str] | None = None
         self._target: str | None = None
+        self._interpreter: tuple[str, str] | None = None   # (${interpreter}, why), resolved once
 
     def resolve_config(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """base config < profile (both read once) < sampled params < command-line overrides."""
@@ -88,11 +89,12 @@ class TaskBuilder:
             Path(args_file).parent.mkdir(parents=True, exist_ok=True)
             Path(args_file).write_text(args_json(t.params, spec.raw.get("parameters")))
             kind, target = "command", None
-            interpreter, why = resolve_interpreter()
+            if self._interpreter is None:   # PATH does not change during a sweep: looked up once
+                self._interpreter = resolve_interpreter()
+            interpreter, why = self._interpreter
             command = build_command(spec, t.params, interpreter=interpreter, args_json_file=args_file)
-            if "${interpreter}" in (spec.effective_command or ()):
-                with open(paths["log"], "a") as log:   # the trial's log says which Python ran it
-                    log.write(f"sweeplab: ${{interpreter}} is {interpreter} ({why})\n")
+            if "${interpreter}" in (spec.effective_command or ()):   # the log header shows which Python ran it
+                env["SWEEPLAB_INTERPRETER"] = f"{interpreter} ({why})"
             spec_dir = Path(spec.source).resolve().parent if spec.source else None
             if spec.program and spec_dir is not None and (spec_dir / spec.program).exists() \
                     and not (Path(self.cwd) / spec.program).exists():
