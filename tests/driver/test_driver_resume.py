@@ -109,8 +109,6 @@ def test_time_budget_carries_over_a_ctrl_c(sim):
     assert sim.clock.monotonic() - resumed_at == pytest.approx(20.0, abs=0.2)
 
 
-@pytest.mark.xfail(strict=True, reason="driver bug: the time spent by a run whose driver was killed is lost "
-                   "(spend is saved only at a clean end), so budget.time restarts from the last clean end")
 def test_time_budget_carries_over_a_driver_crash(sim):
     driver, backend = sim.make(TWENTY, budget={"time": 50})
     driver.create(spec_path=None)
@@ -122,8 +120,6 @@ def test_time_budget_carries_over_a_driver_crash(sim):
     assert sim.clock.monotonic() - resumed_at <= 20.2
 
 
-@pytest.mark.xfail(strict=True, reason="driver bug: after a driver crash, resume stamps the lost attempt "
-                   "ended=<resume time>, so a later resume counts the downtime into trial.timeout")
 def test_trial_timeout_does_not_count_the_time_the_driver_was_down(sim):
     """trial.timeout 100 s; the trial runs 30 s, the driver crashes and is resumed an hour later, the retry runs
     10 s and is Ctrl-C'd; after a second resume the trial still has 60 s of its timeout left."""
@@ -183,9 +179,6 @@ def test_resume_replays_the_stored_reports_to_the_scheduler_in_their_original_or
     assert out.state.value == "finished" and len(sim.trials()) == 8
 
 
-@pytest.mark.xfail(strict=True, reason="driver bug: reports a pruned trial sends before it notices the stop "
-                   "are stored; live they never reach the scheduler, but _replay_scheduler feeds them, so "
-                   "ASHA's rungs after a resume differ from the rungs before it")
 def test_resume_does_not_feed_the_scheduler_reports_it_never_saw(sim):
     """Without decision steps a pruned trial reports on until it notices the stop (2.5 s here)."""
     def late(task):

@@ -32,7 +32,7 @@ class BudgetAccountant:
 
     def restore(self, spend: Mapping[str, object]) -> None:
         """Continue from what the store says earlier runs spent."""
-        self.spend = {k: float(v) for k, v in spend.items() if isinstance(v, (int, float))}
+        self.spend = {k: float(v) for k, v in spend.items() if isinstance(v, (int, float)) and k != "saved_at"}
         self.seconds_before = self.spend.get("seconds", 0.0)
 
     def elapsed(self) -> float:
@@ -83,6 +83,22 @@ class BudgetAccountant:
         cpu_h = (self.spend.get("cpu_seconds", 0.0) + running_seconds * self.cpus) / 3600
         gpu_h = (self.spend.get("gpu_seconds", 0.0) + running_seconds * self.gpus) / 3600
         return reported + cpu_h * prices.get("cpu_hour", 0.0) + gpu_h * prices.get("gpu_hour", 0.0)
+
+    def snapshot(self, trials: int, reported: Mapping[str, float], running_seconds: float) -> dict[str, float]:
+        """The spend as it stands now, counting the `running_seconds` that running trials hold so far, and
+        `saved_at` (wall time): what a resume continues from if this run of the driver is killed before its
+        clean end (`totals`), and the last moment the driver knew its running attempts alive."""
+        out = dict(self.totals(trials, reported))
+        out["cpu_seconds"] = out.get("cpu_seconds", 0.0) + running_seconds * self.cpus
+        out["gpu_seconds"] = out.get("gpu_seconds", 0.0) + running_seconds * self.gpus
+        out["saved_at"] = self.clock.time()
+        return out
+
+    def restore_alive(self, spend: Mapping[str, object]) -> float | None:
+        """When the run that saved `spend` last knew its running attempts alive (None: it ended cleanly,
+        or the store predates this record)."""
+        at = spend.get("saved_at")
+        return float(at) if isinstance(at, (int, float)) else None
 
     def totals(self, trials: int, reported: Mapping[str, float]) -> dict[str, float]:
         """The spend to store with the sweep (what `restore` reads back on resume)."""

@@ -144,7 +144,7 @@ class EventWriter(DriverState):
         t.stop_state = TrialState.PRUNED if pruned else TrialState.STOPPED_BY_RULE
         t.stop_at = self.clock.monotonic()
         self.store.add_event(self.sweep_id, "pruned" if pruned else "rule", v.reason, trial_id=t.id,
-                             attempt=t.attempt, data=data)
+                             attempt=t.attempt, data=data, at=self.clock.time())   # replay's cut (recovery)
         self.backend.stop(t.id)
 
     def _objective(self, t: TrialRecord, final: Mapping[str, Any]) -> tuple[float | None, str | None]:

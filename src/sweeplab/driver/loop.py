@@ -28,6 +28,8 @@ from sweeplab.types import Decision, Origin, SweepState, TrialState, Verdict
 __all__ = ["Driver"]
 
 _TOUCH_EVERY = 0.25        # bump sweeps.updated (what the dashboard polls) at most this often
+_SPEND_EVERY = 0.1         # save the spend so far (running trials included) this often: a killed driver loses
+                           # at most this much of budget.time, cpu/gpu hours and its attempts' run time
 
 
 class Driver(Recovery, EventWriter):
@@ -79,6 +81,8 @@ class Driver(Recovery, EventWriter):
                 if events and self.clock.monotonic() - self._touched >= _TOUCH_EVERY:
                     self.store.touch_sweep(self.sweep_id)   # readers' "changed since" token
                     self._touched = self.clock.monotonic()
+                if self.clock.monotonic() - self._spend_saved >= _SPEND_EVERY:
+                    self._save_running_spend()
                 if self._signal is None and self.backend.free_slots() > 0:
                     self._fill_slots()
             if self._signal is not None:
@@ -181,16 +185,16 @@ class Driver(Recovery, EventWriter):
                 t.stop_verdict = Verdict(Decision.STOP, reason, "budget", origin=Origin.BUDGET)
                 t.stop_state = TrialState.STOPPED
                 t.stop_at = now
+                with self.store.transaction():   # when it was asked: replay's cut (recovery)
+                    self.store.add_event(self.sweep_id, "stopped", reason, trial_id=t.id, attempt=t.attempt,
+                                         at=self.clock.time())
                 self.backend.stop(tid)
 
     def _check_budgets(self) -> None:
         """cpu_hours / gpu_hours / cost spent: no new trials or retries; running trials finish (--hard: stop)."""
         if self._ending or not self.budget.watches_resources:
             return
-        now = self.clock.monotonic()
-        running = sum(now - t.started_mono for tid in self.backend.running()
-                      if (t := self.trials.get(tid)) is not None and t.started_mono is not None)
-        reason = self.budget.resources_reached(running, self._reported())
+        reason = self.budget.resources_reached(self._running_seconds(), self._reported())
         if reason is None:
             return
         self._end(reason)
@@ -218,6 +222,17 @@ class Driver(Recovery, EventWriter):
             best_trial=best[1] if best else None, best_params=best[2] if best else None,
             elapsed=self.budget.elapsed(), eta=eta,
         ))
+
+    def _running_seconds(self) -> float:
+        """Seconds the running attempts have held their resources so far."""
+        now = self.clock.monotonic()
+        return sum(now - t.started_mono for tid in self.backend.running()
+                   if (t := self.trials.get(tid)) is not None and t.started_mono is not None)
+
+    def _save_running_spend(self) -> None:
+        self._spend_saved = self.clock.monotonic()
+        self.store.update_sweep(self.sweep_id, spend=self.budget.snapshot(len(self.trials), self._reported(),
+                                                                          self._running_seconds()))
 
     def _save_spend(self) -> None:
         self.store.update_sweep(self.sweep_id, spend=self.budget.totals(len(self.trials), self._reported()))

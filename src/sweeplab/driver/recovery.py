@@ -8,6 +8,7 @@ order they first happened; a completed trial is never run again.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shlex
 from typing import Any
@@ -151,7 +152,9 @@ class Recovery(DriverState):
                 self.store.update_sweep(self.sweep_id, spec=spec, spec_path=new_spec_path)
                 self.store.add_event(self.sweep_id, "info", f"spec replaced by {new_spec_path}")
         self.seed = int(row["seed"] or 0)
-        self.budget.restore(loads(row["spend"]) or {})
+        spend = loads(row["spend"]) or {}
+        self.budget.restore(spend)
+        alive = self.budget.restore_alive(spend)   # when a killed driver last saw its running attempts
         self._build_logic()
         rows = self.store.trial_rows(self.sweep_id)
         history: list[TrialSnapshot] = []
@@ -166,16 +169,20 @@ class Recovery(DriverState):
                 if self.metric:
                     hist = self.store.metric_history(t.id).get(self.metric, [])
                     t.intermediate = {s: v for s, v in hist}
-                t.spent = self.store.attempt_seconds(t.id)
                 self.trials[t.id] = t
                 self.by_number[t.number] = t
                 if state is TrialState.RUNNING:
                     t.state = TrialState.INTERRUPTED
                     self.store.update_trial(t.id, state=t.state.value, reason="the driver stopped while it ran")
-                    self.store.update_attempt(t.id, t.attempt, state="interrupted", ended=now,
+                    # ended when the driver that ran it last saw it, not now: its downtime is no run time
+                    started = self.store.attempt_started(t.id, t.attempt)
+                    ended = alive if alive is not None and started is not None and started <= alive <= now \
+                        else now
+                    self.store.update_attempt(t.id, t.attempt, state="interrupted", ended=ended,
                                               reason="the driver stopped while it ran")
                     self.store.add_event(self.sweep_id, "interrupted", f"trial {t.number} was running when the "
                                          "driver stopped; requeued", trial_id=t.id, attempt=t.attempt)
+                t.spent = self.store.attempt_seconds(t.id)   # trial.timeout bounds them all
                 if t.state.is_requeueable:
                     self.requeue.append(t)
                 if t.state is TrialState.COMPLETED:
@@ -203,8 +210,10 @@ class Recovery(DriverState):
         if scheduler is None:
             return
         rows = self.store.metric_reports(self.sweep_id, self._sched_metric or "")
+        asked = self.store.stop_requests(self.sweep_id)   # live, reports after a stop verdict are not judged
         timeline: list[tuple[float, int, int, Any, Any]] = [
-            (float(r[3]), 0, i, r, None) for i, r in enumerate(rows) if r[0] in by_id]
+            (float(r[3]), 0, i, r, None) for i, r in enumerate(rows)
+            if r[0] in by_id and float(r[3]) <= asked.get(r[0], math.inf)]
         ended = {int(r["id"]): r["ended"] for r in self.store.trial_rows(self.sweep_id)}
         for t in by_id.values():
             if t.state.is_terminal:

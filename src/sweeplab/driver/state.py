@@ -89,6 +89,7 @@ class DriverState:
         self.max_trials: int | None = spec.budget.trials
         self._resources_json: dict[str, Any] | None = None
         self._touched = -1e9
+        self._spend_saved = -1e9                   # monotonic time of the last running-spend save
         self._failures = 0
         self._where: list[TrialRecord] = []
         self._lock_file: IO[str] | None = None

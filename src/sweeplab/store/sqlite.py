@@ -414,6 +414,21 @@ class Store:
         return float(self._exec("SELECT coalesce(sum(ended - started), 0) FROM attempts "
                                 "WHERE trial_id=? AND ended IS NOT NULL", (trial_id,)).fetchone()[0])
 
+    def attempt_started(self, trial_id: int, attempt: int) -> float | None:
+        row = self._exec("SELECT started FROM attempts WHERE trial_id=? AND number=?",
+                         (trial_id, attempt)).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
+    def stop_requests(self, sweep_id: int) -> dict[int, float]:
+        """trial id -> when the driver first asked it to stop (a scheduler's, a monitor's or a budget's
+        verdict; `[warn]` rule events asked nothing): what a trial reported after that, its scheduler never
+        saw."""
+        rows = self._exec(
+            "SELECT trial_id, min(time) FROM events WHERE sweep_id=? AND trial_id IS NOT NULL AND "
+            "(kind IN ('pruned', 'stopped') OR (kind='rule' AND message NOT LIKE '[warn]%')) GROUP BY trial_id",
+            (sweep_id,)).fetchall()
+        return {int(r[0]): float(r[1]) for r in rows}
+
     def metric_reports(self, sweep_id: int, key: str) -> list[sqlite3.Row]:
         """Every report of metric `key` by the sweep's trials, in the order they were stored.
 
