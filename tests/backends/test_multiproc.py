@@ -136,7 +136,9 @@ def test_ranks_die_with_their_worker_even_when_it_is_killed_alone(backend, tmp_p
         assert time.monotonic() < deadline, "the ranks did not start"
         time.sleep(0.05)
     ranks = [int((tmp_path / f"pid{r}").read_text()) for r in (0, 1)]
-    os.kill(backend.pid_of(1), signal.SIGKILL)    # the worker alone (an OOM kill), not its process group
+    worker = {psutil.Process(p).ppid() for p in ranks}   # the ranks' supervisor: the trial's worker
+    assert len(worker) == 1
+    os.kill(worker.pop(), signal.SIGKILL)    # the worker alone (an OOM kill), not its process group
 
     def alive(pid: int) -> bool:
         try:
