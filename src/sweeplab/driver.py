@@ -661,7 +661,7 @@ class Driver:
         self._where.clear()
 
     def _on_metrics(self, t: _Trial, ev: Event) -> None:
-        points = ev.data.get("points") or []
+        points: list[MetricPoint] = ev.data.get("points") or []   # MetricPoints (Event.from_dict)
         self.store.add_metrics(t.id, t.attempt, points)
         if not points:
             return
@@ -684,10 +684,9 @@ class Driver:
             t.stop_at = self.clock.monotonic()     # smoke: fidelity shrinks to a couple of reports
             self.backend.stop(t.id)
         if self.monitors:
-            mpoints = [MetricPoint(int(p[0]), str(p[1]), float(p[2]), float(p[3])) for p in points]
             rules = []
             for m in self.monitors:
-                v = m.observe(t.number, mpoints)
+                v = m.observe(t.number, points)
                 if v.decision.value != "continue":
                     rules.append(v)
             rules.sort(key=_fired_at)     # several rules fired in one batch: the earliest step explains it

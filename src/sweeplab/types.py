@@ -6,7 +6,7 @@ import enum
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "Decision",
@@ -102,8 +102,10 @@ class Verdict:
 _CONTINUE = Verdict(Decision.CONTINUE)
 
 
-@dataclass(frozen=True)
-class MetricPoint:
+class MetricPoint(NamedTuple):
+    """One reported value. A tuple, so that it costs little to build per point and travels as a JSON array
+    `[step, key, value, time]` (events.py decodes it back into a MetricPoint)."""
+
     step: int
     key: str
     value: float

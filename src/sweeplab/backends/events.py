@@ -6,7 +6,8 @@ a file tailed from a command trial) can carry them without pickle. `trial` is th
 
 Kinds and their `data`:
     STARTED     {"pid", "host"}
-    METRICS     {"points": [[step, key, value, time], ...]}        batched by the Run
+    METRICS     {"points": [[step, key, value, time], ...]}        batched by the Run; a MetricPoint each once
+                                                                   decoded (Event.from_dict)
     HEARTBEAT   {}                                                 the trial is alive (a command trial: its
                                                                    program showed a sign of life, _tree.py)
     PROCESS     {"pid", "pgid"}                                    a command trial's program started: every
@@ -31,6 +32,8 @@ import os
 import signal
 from dataclasses import dataclass, field
 from typing import Any
+
+from sweeplab.types import MetricPoint
 
 __all__ = ["Event", "EventKind", "decode", "describe_exit", "encode", "read_events"]
 
@@ -67,7 +70,11 @@ class Event:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Event:
-        return cls(EventKind(d["k"]), int(d["tr"]), int(d["a"]), float(d["t"]), d.get("d") or {})
+        kind = EventKind(d["k"])
+        data = d.get("d") or {}
+        if kind is EventKind.METRICS and data.get("points"):   # the wire's lists become MetricPoints here
+            data["points"] = [MetricPoint._make(p) for p in data["points"]]
+        return cls(kind, int(d["tr"]), int(d["a"]), float(d["t"]), data)
 
 
 def encode(event: Event) -> bytes:
