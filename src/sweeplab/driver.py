@@ -661,7 +661,7 @@ class Driver:
         self._where.clear()
 
     def _on_metrics(self, t: _Trial, ev: Event) -> None:
-        points: list[MetricPoint] = ev.data.get("points") or []   # MetricPoints (Event.from_dict)
+        points = [tuple.__new__(MetricPoint, p) for p in ev.data.get("points") or ()]   # wire lists -> MetricPoint
         self.store.add_metrics(t.id, t.attempt, points)
         if not points:
             return

@@ -6,8 +6,8 @@ a file tailed from a command trial) can carry them without pickle. `trial` is th
 
 Kinds and their `data`:
     STARTED     {"pid", "host"}
-    METRICS     {"points": [[step, key, value, time], ...]}        batched by the Run; a MetricPoint each once
-                                                                   decoded (Event.from_dict)
+    METRICS     {"points": [[step, key, value, time], ...]}        batched by the Run (MetricPoints, which
+                                                                   are tuples: JSON arrays on the wire)
     HEARTBEAT   {}                                                 the trial is alive (a command trial: its
                                                                    program showed a sign of life, _tree.py)
     PROCESS     {"pid", "pgid"}                                    a command trial's program started: every
@@ -33,13 +33,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweeplab.types import MetricPoint
-
 __all__ = ["Event", "EventKind", "decode", "describe_exit", "encode", "read_events"]
-
-
-_point = tuple.__new__   # MetricPoint from a wire list at half the cost of MetricPoint._make (no length check:
-                         # the lines come from `encode`)
 
 
 class EventKind(str, enum.Enum):
@@ -74,11 +68,7 @@ class Event:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Event:
-        kind = EventKind(d["k"])
-        data = d.get("d") or {}
-        if kind is EventKind.METRICS and data.get("points"):   # the wire's lists become MetricPoints here
-            data["points"] = [_point(MetricPoint, p) for p in data["points"]]
-        return cls(kind, int(d["tr"]), int(d["a"]), float(d["t"]), data)
+        return cls(EventKind(d["k"]), int(d["tr"]), int(d["a"]), float(d["t"]), d.get("d") or {})
 
 
 def encode(event: Event) -> bytes:
