@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweeplab.backends.worker import _STDERR_BYTES, _STDERR_KEEP, _stderr_summary
+from sweeplab.backends.command_trial import _STDERR_BYTES, _STDERR_KEEP, _stderr_summary
 
 TRACEBACK = (b"Traceback (most recent call last):\n  File \"prog.py\", line 1, in <module>\n"
              b"    import nope\nModuleNotFoundError: No module named 'nope'\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from sweeplab.run import Run
+from sweeplab.types import MetricPoint
 
 
 def _run(sent: list, steps=(1, 3)) -> Run:
@@ -28,7 +29,7 @@ def test_a_report_at_a_decision_step_waits_for_go_and_others_do_not():
     run.log({"loss": 1.0}, step=1)
     assert released.is_set()                   # log returned only after the verdict
     t.join()
-    assert sent[-1] == ("metrics", {"points": [[1, "loss", 1.0, sent[-1][1]["points"][0][3]]], "decide": 1})
+    assert sent[-1] == ("metrics", {"points": [MetricPoint(1, "loss", 1.0, sent[-1][1]["points"][0][3])], "decide": 1})
 
     run.log({"loss": 0.9}, step=2)             # not a decision step: buffered, no wait
     run.log({"acc": 0.5}, step=3)              # a decision step without the judged metric: no wait

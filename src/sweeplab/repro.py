@@ -34,7 +34,7 @@ def parse_trial_ref(ref: str) -> tuple[str, int]:
 
 def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], None] = print) -> int:
     """Re-run a failed trial. Returns 1 when the failure reproduced, 0 when the trial now succeeds."""
-    from sweeplab.backends.worker import _call, _seed_everything, load_target
+    from sweeplab.backends.targets import call_trial, load_target, seed_everything
     from sweeplab.capture import load_captures
     from sweeplab.config import coerce, typed_schema_of
     from sweeplab.store.layout import trial_paths
@@ -95,9 +95,9 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
               attempt=int(failed["number"]) + 1, seed=trial["seed"], checkpoint_dir=str(ckpt_copy),
               captured=captured)
     if trial["seed"] is not None:
-        _seed_everything(int(trial["seed"]))
+        seed_everything(int(trial["seed"]))
     try:
-        result = _call(fn, config, run)
+        result = call_trial(fn, config, run)
     except Exception:
         run.flush()
         echo("the failure reproduced:")
@@ -167,7 +167,7 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
 
 
 def read_log_header(path: Path) -> dict[str, Any] | None:
-    """{"argv", "cwd", "env"} from the first lines of a command trial's log (see worker._header), or None."""
+    """{"argv", "cwd", "env"} from the first lines of a command trial's log (see execution.log_header), or None."""
     found: dict[str, Any] = {}
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:

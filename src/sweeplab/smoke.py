@@ -30,7 +30,7 @@ SMOKE_RECORD = ".sweeplab-smoke.json"   # next to the spec: {spec file name: tim
 def check_config_combinations(spec: Any, resolve: Callable[[dict[str, Any]], dict[str, Any]],
                               python_path: Sequence[str], target: str) -> tuple[list[str], list[str]]:
     """Returns (problems, notes). `resolve(params)` gives the merged config for flat params."""
-    from sweeplab.backends.worker import load_target
+    from sweeplab.backends.targets import load_target
     from sweeplab.config import coerce, typed_schema_of
     from sweeplab.errors import ConfigError
 

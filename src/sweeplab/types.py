@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "PLACEMENTS",
@@ -121,8 +121,10 @@ class Verdict:
 _CONTINUE = Verdict(Decision.CONTINUE)
 
 
-@dataclass(frozen=True)
-class MetricPoint:
+class MetricPoint(NamedTuple):
+    """One reported value. A tuple, so that it costs little to build per point and travels as a JSON array
+    `[step, key, value, time]` (events.py decodes it back into a MetricPoint)."""
+
     step: int
     key: str
     value: float

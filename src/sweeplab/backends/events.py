@@ -6,7 +6,8 @@ a file tailed from a command trial) can carry them without pickle. `trial` is th
 
 Kinds and their `data`:
     STARTED     {"pid", "host"}
-    METRICS     {"points": [[step, key, value, time], ...]}        batched by the Run
+    METRICS     {"points": [[step, key, value, time], ...]}        batched by the Run (MetricPoints, which
+                                                                   are tuples: JSON arrays on the wire)
     HEARTBEAT   {}                                                 the trial is alive (a command trial: its
                                                                    program showed a sign of life, _tree.py)
     PROCESS     {"pid", "pgid"}                                    a command trial's program started: every

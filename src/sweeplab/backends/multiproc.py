@@ -1,9 +1,9 @@
 """Multi-process trials: W ranks of one trial with the torchrun environment (DDP, Fabric, Accelerate).
 
 A trial with `resources.workers: W` (`TrialTask.world_size` = W) is supervised by the worker that got it:
-`execute_ranks` starts W processes (`python -m sweeplab.backends.multiproc`), each with `RANK`,
+`execute_ranks` starts W processes (`python -m sweeplab.backends.rank`), each with `RANK`,
 `LOCAL_RANK`, `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR=127.0.0.1` and a free `MASTER_PORT`, and
-each running the trial function through `worker.execute` as one rank. The supervisor
+each running the trial function through `attempt.execute` as one rank. The supervisor
 
 - forwards rank 0's metrics, checkpoints, notes and profile to the driver (other ranks' `run.log` and
   `run.checkpoint` are dropped by `Run` itself; their events are ignored here);
@@ -27,21 +27,18 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sweeplab.backends import _tree
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
+from sweeplab.backends.execution import Execution
 
-if TYPE_CHECKING:
-    from sweeplab.backends.worker import Execution
-
-__all__ = ["execute_ranks", "free_port", "main", "rank_env"]
+__all__ = ["execute_ranks", "free_port", "rank_env"]
 
 # rank 0's events that reach the driver; SYSTEM samples come from the supervisor's own sampler, which
 # covers all of its children
@@ -98,7 +95,7 @@ def _spawn(task: TrialTask, rank: int, port: int, threads: int | None) -> _Rank:
     rank_task = dataclasses.replace(task, world_size=1, log_path=_rank_log(task.log_path, rank))
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "sweeplab.backends.multiproc"], stdin=subprocess.PIPE,
+            [sys.executable, "-m", "sweeplab.backends.rank"], stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=None, pass_fds=(w,), env=env,
             preexec_fn=_tree.die_with_parent(),   # a rank dies with its supervisor, even mid-computation
         )
@@ -143,7 +140,7 @@ def execute_ranks(ex: Execution) -> None:
         sel.close()
     if ex.preempted:
         kind, data = EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)"}
-    data["retire"] = True if kind is EventKind.PREEMPTED else ex.retire
+    data["retire"] = True if kind is EventKind.PREEMPTED else ex.decide_retire()
     sampler = getattr(ex, "sampler", None)
     if sampler is not None:   # its last samples go out before the attempt's end, not after
         with contextlib.suppress(Exception):
@@ -253,45 +250,3 @@ def _close(rank: _Rank, sel: selectors.BaseSelector) -> None:
     if rank.proc.stdin is not None:
         with contextlib.suppress(OSError, BrokenPipeError):
             rank.proc.stdin.close()
-
-
-# ---------------------------------------------------------------------------------------- one rank
-def main() -> int:
-    """One rank: read the task from stdin, run it, obey stop lines; exit when the supervisor goes away."""
-    from sweeplab.backends.worker import Channel, execute, fd_writer
-
-    write = fd_writer(int(os.environ["SWEEPLAB_EVENT_FD"]))
-    task = TrialTask.from_dict(json.loads(sys.stdin.readline()))
-    current: list[Execution | None] = [None]
-
-    def on_sigterm(signum: int, frame: Any) -> None:
-        ex = current[0]
-        if ex is None:
-            os._exit(143)
-        ex.preempted = True
-        ex.stop("preempted (SIGTERM)")
-
-    def control() -> None:
-        for line in sys.stdin:
-            with contextlib.suppress(ValueError):
-                if json.loads(line).get("op") == "stop":
-                    for _ in range(500):   # the stop may overtake the start of the attempt
-                        ex = current[0]
-                        if ex is not None:
-                            ex.stop("stop requested")
-                            break
-                        time.sleep(0.01)
-        os._exit(1)   # the supervisor is gone: an orphan rank must not go on
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=control, daemon=True, name="sweeplab-rank-control").start()
-    execute(task, Channel(write, task), current)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(0)   # skip interpreter teardown (process groups, CUDA): the result is already sent
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -72,7 +72,7 @@ class EventWriter(DriverState):
         self._where.clear()
 
     def _on_metrics(self, t: TrialRecord, ev: Event) -> None:
-        points = ev.data.get("points") or []
+        points = [tuple.__new__(MetricPoint, p) for p in ev.data.get("points") or ()]   # wire lists -> MetricPoint
         self.store.add_metrics(t.id, t.attempt, points)
         if not points:
             return
@@ -95,10 +95,9 @@ class EventWriter(DriverState):
             t.stop_at = self.clock.monotonic()     # smoke: fidelity shrinks to a couple of reports
             self.backend.stop(t.id)
         if self.monitors:
-            mpoints = [MetricPoint(int(p[0]), str(p[1]), float(p[2]), float(p[3])) for p in points]
             rules = []
             for m in self.monitors:
-                v = m.observe(t.number, mpoints)
+                v = m.observe(t.number, points)
                 if v.decision is not Decision.CONTINUE:
                     rules.append(v.by(Origin.MONITOR))
             rules.sort(key=fired_at)     # several rules fired in one batch: the earliest step explains it

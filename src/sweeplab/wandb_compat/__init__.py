@@ -24,7 +24,7 @@ from typing import Any
 
 from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import PARAMS_ENV
 
-__all__ = ["BOOT_DIR", "function_trial", "install_hook", "trial_env", "write_sweep_params"]
+__all__ = ["BOOT_DIR", "function_trial", "install_hook", "summary_metrics", "trial_env", "write_sweep_params"]
 
 #: the folder put first on a command trial's PYTHONPATH
 BOOT_DIR = Path(__file__).resolve().parent / "_boot"
@@ -54,6 +54,18 @@ def trial_env(*, param_path: str | Path, python_path: str | None = None,
     if params is not None:   # a function trial: the hook writes the file at wandb.init (see _boot's hook)
         env[PARAMS_ENV] = params
     return env
+
+
+def summary_metrics(final: Mapping[str, Any]) -> dict[str, float]:
+    """The numbers of a W&B run's summary, as the hook hands it over (nan/inf arrive as strings; keys
+    starting with "@" are the hook's own, such as the exit code)."""
+    out: dict[str, float] = {}
+    for k, v in final.items():
+        if k.startswith("@"):
+            continue
+        with contextlib.suppress(TypeError, ValueError):
+            out[k] = float(v)
+    return out
 
 
 def install_hook() -> None:

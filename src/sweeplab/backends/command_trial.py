@@ -1,0 +1,226 @@
+"""A command trial: a program run in a process tree of its own, its output copied into the trial's log.
+
+Metrics come from `@sweeplab {json}` lines on its stdout and from the report file it may append JSON lines
+to; the end of its stderr gives the reason of a failure. Every process of the attempt ends with it
+(backends/_tree.py: a reaper, PDEATHSIG, and a liveness check for the heartbeat).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from sweeplab.backends import _tree
+from sweeplab.backends.channel import Channel
+from sweeplab.backends.events import EventKind, describe_exit
+from sweeplab.backends.execution import Execution, log_header, send_profile
+from sweeplab.types import MetricPoint
+
+__all__ = ["execute_command", "parse_report_line"]
+
+
+def parse_report_line(line: str) -> tuple[int | None, dict[str, float]] | None:
+    """A JSON object of metrics, optionally with "step". Non-numeric values are ignored."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    step = obj.pop("step", None)
+    out: dict[str, float] = {}
+    for k, v in obj.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[str(k)] = float(v)
+    return (int(step) if isinstance(step, (int, float)) else None), out
+
+
+class _Reporter:
+    """Turns report lines (from stdout `@sweeplab ` lines or the report file) into METRICS events."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.step = 0
+        self.lock = threading.Lock()
+        self.final: dict[str, Any] = {}   # a W&B run's summary (wandb_compat hook): the final metrics
+
+    def line(self, text: str) -> None:
+        if text.startswith('{"@summary":'):
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                self.final.update(json.loads(text)["@summary"])
+            return
+        parsed = parse_report_line(text)
+        if parsed is None:
+            return
+        step, metrics = parsed
+        if not metrics:
+            return
+        with self.lock:
+            if step is None:
+                step = self.step
+            self.step = step + 1
+            now = time.time()
+            self.channel.send(EventKind.METRICS, {"points": [MetricPoint(step, k, v, now) for k, v in metrics.items()]})
+
+
+def execute_command(ex: Execution) -> None:
+    task, channel = ex.task, ex.channel
+    Path(task.log_path).parent.mkdir(parents=True, exist_ok=True)
+    report_path = task.report_path or str(Path(task.log_path).with_suffix(".report.jsonl"))
+    Path(report_path).write_text("")
+    added = {k: str(v) for k, v in task.env.items()}
+    added.update({
+        "SWEEPLAB_REPORT_FILE": report_path,
+        "SWEEPLAB_SWEEP": task.sweep,
+        "SWEEPLAB_TRIAL": str(task.number),
+        "SWEEPLAB_ATTEMPT": str(task.attempt),
+        "SWEEPLAB_CHECKPOINT_DIR": task.checkpoint_dir,
+        "PYTHONUNBUFFERED": "1",
+        _tree.MARK: _tree.new_mark(),      # found on every process of this attempt, even orphaned ones
+    })
+    if task.seed is not None:
+        added["SWEEPLAB_SEED"] = str(task.seed)
+    env = dict(os.environ)
+    env.update(added)
+    argv = list(task.command or ())
+    reporter = _Reporter(channel)
+    stderr_tail = bytearray()
+    with open(task.log_path, "ab") as log:
+        log.write(log_header(task, argv=argv, added=added))
+        log.flush()
+        try:
+            child = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=task.cwd or None, env=env, start_new_session=True, preexec_fn=_tree.die_with_parent(),
+            )
+        except OSError as exc:
+            channel.send(EventKind.FAILED, {"reason": f"cannot start {argv[0] if argv else '?'}:"
+                                            f" {exc.strerror or exc}", "error_type": type(exc).__name__,
+                                            "message": str(exc)})
+            return
+        ex.child = child
+        # every process of the attempt ends with it: the backend kills this group too, the reaper the rest
+        channel.send(EventKind.PROCESS, {"pid": child.pid, "pgid": child.pid})
+        reaper = _tree.Reaper.start(child.pid, env[_tree.MARK])
+        ex.liveness = _tree.Liveness(child.pid, (task.log_path, report_path), task.checkpoint_dir)
+        if ex.stop_requested:
+            ex.stop("stop requested")
+        tail = threading.Thread(target=_tail_file, args=(report_path, reporter, child), daemon=True)
+        tail.start()
+        write_lock = threading.Lock()   # stdout and stderr lines go to the one log, whole lines at a time
+        errors = threading.Thread(target=_copy_stderr, args=(child, log, write_lock, stderr_tail), daemon=True)
+        errors.start()
+        assert child.stdout is not None
+        for raw in child.stdout:
+            with write_lock:
+                log.write(raw)
+                ex.output += 1
+            if raw.startswith(b"@sweeplab "):
+                reporter.line(raw[10:].decode(errors="replace"))
+        code = child.wait()
+        reaper.close()
+        errors.join(timeout=5)
+        tail.join(timeout=5)
+        with write_lock:
+            log.flush()
+    send_profile(ex)
+    if ex.preempted:
+        channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
+    elif code == 0 and reporter.final.get("@exit_code"):   # wandb.finish(exit_code=N): failed, as in W&B
+        channel.send(EventKind.FAILED, {"reason": f"wandb.finish(exit_code={reporter.final['@exit_code']})",
+                                        "error_type": "CommandFailed", "message": _log_tail(task.log_path)})
+    elif code == 0 or (ex.stop_requested and code in (-signal.SIGTERM, 143)):
+        from sweeplab.wandb_compat import summary_metrics
+
+        channel.send(EventKind.FINISHED, {"metrics": summary_metrics(reporter.final), "stopped": ex.stop_requested})
+    else:
+        why, exit_code, sig = describe_exit(code)
+        last, text = _stderr_summary(bytes(stderr_tail))
+        channel.send(EventKind.FAILED, {"reason": f"command {why}" + (f": {last}" if last else ""),
+                                        "exit_code": exit_code, "signal": sig, "error_type": "CommandFailed",
+                                        "message": last or f"command {why}",
+                                        "traceback": text or _log_tail(task.log_path, _STDERR_BYTES)})
+
+
+_STDERR_KEEP = 64 << 10  # the end of a command trial's stderr kept in memory for its failure reason ...
+_STDERR_BYTES = 2000    # ... of which at most this much (the last traceback, or the last lines) is reported
+_REASON_LINE = 300      # the last line of stderr, as it appears in the one-line reason
+
+
+def _copy_stderr(child: subprocess.Popen[bytes], log: Any, lock: threading.Lock, tail: bytearray) -> None:
+    """Copy a command's stderr into its log as it comes (in chunks, not lines: a progress bar redrawn with
+    carriage returns is one endless line), keeping its end for the failure reason."""
+    assert child.stderr is not None
+    fd = child.stderr.fileno()
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:
+            break
+        if not chunk:
+            break
+        with lock, contextlib.suppress(ValueError):   # closed: a grandchild held stderr past the wait
+            log.write(chunk)
+        tail += chunk
+        if len(tail) > _STDERR_KEEP:
+            del tail[:len(tail) - _STDERR_KEEP]
+
+
+def _stderr_summary(data: bytes) -> tuple[str, str]:
+    """(the last non-empty line, the last traceback or else the last 20 lines) of a command's stderr,
+    bounded: what says why a command trial failed without opening its log."""
+    lines = data.decode(errors="replace").replace("\r\n", "\n").split("\n")
+    if len(data) >= _STDERR_KEEP:
+        lines = lines[1:]                             # the first line was cut
+    text = [ln.rsplit("\r", 1)[-1] for ln in lines]  # what a terminal shows of a line redrawn with \r
+    while text and not text[-1].strip():
+        text.pop()
+    start = max((i for i, ln in enumerate(text) if ln.startswith("Traceback (most recent call last)")),
+                default=max(0, len(text) - 20))
+    shown = "\n".join(text[start:]).strip("\n")
+    if len(shown) > _STDERR_BYTES:
+        shown = "...\n" + shown[-_STDERR_BYTES:].split("\n", 1)[-1]
+    last = next((ln.strip() for ln in reversed(text) if ln.strip()), "")
+    if len(last) > _REASON_LINE:
+        last = last[:_REASON_LINE] + "..."
+    return last, shown
+
+
+def _tail_file(path: str, reporter: _Reporter, child: subprocess.Popen[bytes]) -> None:
+    with open(path, "rb") as fh:
+        pending = b""
+        while True:
+            chunk = fh.read()
+            if chunk:
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    reporter.line(line.decode(errors="replace"))
+            elif child.poll() is not None:
+                chunk = fh.read()
+                if not chunk:
+                    break
+                pending += chunk
+            else:
+                time.sleep(0.05)
+        if pending.strip():
+            reporter.line(pending.decode(errors="replace"))
+
+
+def _log_tail(path: str, limit: int = 4000) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+

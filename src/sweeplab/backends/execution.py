@@ -1,0 +1,266 @@
+"""One attempt in progress inside a worker or rank process, and what watches it.
+
+`Execution` is what `stop`, SIGTERM and the heartbeat act on; the heartbeat thread (one per process) sends
+the held STARTED event, starts the CPU/memory sampler and tells the driver the trial is alive; `RssWatch`
+says when a worker grew too much to take the next trial; `log_header` is the first lines of every trial's log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from sweeplab.backends.base import TrialTask
+from sweeplab.backends.channel import Channel, fd_writer
+from sweeplab.backends.events import EventKind
+from sweeplab.run import Run
+
+__all__ = ["Execution", "RssWatch", "heartbeat_thread", "log_header", "redirect_output", "rss", "send_profile",
+           "write_header"]
+
+_RSS_GROWTH_LIMIT = 1 << 30   # recycle the worker when a trial left it this much bigger
+_RSS_CHECK_EVERY = 0.25     # ... looked at after a trial, at most this often (s)
+_SAMPLER_DELAY = 1.0          # a trial gets CPU/memory sampling once it has run this long
+_STARTED_DELAY = 0.05         # STARTED waits this long to share a write with the next event
+
+
+class RssWatch:
+    """A worker's memory against its size before the first trial (owned by the worker's main loop)."""
+
+    def __init__(self, baseline: int) -> None:
+        self.baseline = baseline
+        self._checked = -_RSS_CHECK_EVERY
+
+    def grown(self) -> bool:
+        """Whether this process grew past the limit (looks at /proc at most once per interval: many short
+        trials cost one look)."""
+        now = time.monotonic()
+        if now - self._checked < _RSS_CHECK_EVERY:
+            return False
+        self._checked = now
+        size = rss()
+        return size is not None and size - self.baseline > _RSS_GROWTH_LIMIT
+
+
+class _Heartbeat(threading.Thread):
+    """One thread per worker process, watching the attempt in progress (a thread per trial would cost a
+    context switch at every start).
+
+    It sends the held STARTED event after 50 ms, starts the system sampler once the attempt has run for a
+    second (listing a process tree costs a few milliseconds, which would dominate short trials), then tells
+    the driver the process is alive every `heartbeat_interval` and sends metrics a quiet trial kept buffered.
+    """
+
+    _TICK = 0.05
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="sweeplab-heartbeat")
+        self._lock = threading.Lock()
+        self._ex: Execution | None = None
+        self._t0 = self._next = 0.0
+        self._flushed = self._sampling = False
+
+    def attach(self, ex: Execution) -> None:
+        with self._lock:
+            self._ex, self._t0 = ex, time.monotonic()
+            self._next = self._t0 + ex.task.heartbeat_interval
+            self._flushed = self._sampling = False
+
+    def detach(self) -> None:
+        with self._lock:
+            self._ex = None
+
+    def run(self) -> None:
+        while True:
+            time.sleep(self._TICK)
+            with self._lock:
+                ex = self._ex
+                if ex is None:
+                    continue
+                now = time.monotonic()
+                flush = not self._flushed and now - self._t0 >= _STARTED_DELAY
+                sample = not self._sampling and now - self._t0 >= _SAMPLER_DELAY
+                beat = now >= self._next
+                self._flushed |= flush
+                self._sampling |= sample
+                if beat:
+                    self._next = now + ex.task.heartbeat_interval
+            with contextlib.suppress(OSError):
+                if flush:
+                    ex.channel.flush()
+                if sample:
+                    with ex.lock:
+                        if not ex.ended:
+                            ex.sampler = _start_sampler(ex.channel)
+                if beat and ex.alive():
+                    ex.channel.send(EventKind.HEARTBEAT)
+                    if ex.run is not None:
+                        ex.run.flush_if_stale(1.0)
+
+
+_heartbeat: _Heartbeat | None = None
+
+
+def heartbeat_thread() -> _Heartbeat:
+    global _heartbeat
+    if _heartbeat is None:
+        _heartbeat = _Heartbeat()
+        _heartbeat.start()
+    return _heartbeat
+
+
+_made_dirs: set[str] = set()   # log directories known to exist (one mkdir per directory, not per trial)
+
+
+@contextlib.contextmanager
+def redirect_output(log_path: str):  # type: ignore[no-untyped-def]
+    """Send fds 1 and 2 (print, C extensions, subprocesses) to the trial's log file."""
+    if not log_path:
+        yield
+        return
+    parent = os.path.dirname(log_path)
+    if parent not in _made_dirs:
+        Path(parent).mkdir(parents=True, exist_ok=True)
+        _made_dirs.add(parent)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved = (os.dup(1), os.dup(2))
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+class Execution:
+    """One attempt in progress inside this process (what `stop` and SIGTERM act on)."""
+
+    def __init__(self, task: TrialTask, channel: Channel) -> None:
+        self.task = task
+        self.channel = channel
+        self.run: Run | None = None
+        self.child: subprocess.Popen[bytes] | None = None
+        self.liveness: Any = None          # a command program's signs of life (_tree.Liveness)
+        self.output = 0                    # ... lines it printed so far
+        self.preempted = False
+        self.stop_requested = False
+        self.timer: threading.Timer | None = None
+        self.rss_watch: RssWatch | None = None   # a reusable worker's memory watch (not a rank's)
+        self.retiring = False
+        self.sampler: Any = None
+        self.lock = threading.Lock()
+        self.ended = False
+
+    def decide_retire(self) -> bool:
+        """Whether this worker should exit after the attempt (preempted, or grown by a leak). Called once, as
+        the attempt ends (it may look at /proc): the answer is kept in `retiring` for the worker's main loop."""
+        if self.preempted:
+            self.retiring = True
+        elif self.task.kind == "function" and self.rss_watch is not None:
+            self.retiring = self.retiring or self.rss_watch.grown()
+        return self.retiring
+
+    def alive(self) -> bool:
+        """Whether to send a heartbeat now: always for a function trial (this process is the trial); for a
+        command trial only if its program showed a sign of life since the last beat (backends/_tree.py)."""
+        liveness = self.liveness
+        return liveness is None or liveness.check(self.output)
+
+    def stop(self, reason: str) -> None:
+        self.stop_requested = True
+        if self.run is not None:
+            self.run.request_stop(reason)
+        child = self.child
+        if child is not None and child.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGTERM)
+
+
+def _start_sampler(channel: Channel) -> Any:
+    """CPU %, RSS (and GPU via NVML) of this worker and its children, sampled once a second."""
+    try:
+        from sweeplab.profiling import SystemSampler
+
+        sampler = SystemSampler(lambda samples: channel.send(EventKind.SYSTEM, {"samples": samples}),
+                                interval=1.0, flush_every=5)
+        sampler.start()
+        return sampler
+    except Exception:
+        return None
+
+
+def send_profile(ex: Execution) -> None:
+    """Stop the sampler and send the per-trial profile summary (step timings + system figures + hint)."""
+    with contextlib.suppress(Exception):
+        steps = (ex.run.profile_summary() if ex.run is not None else None) or {}
+        system: dict[str, Any] = {}
+        with ex.lock:
+            ex.ended = True
+            sampler, ex.sampler = ex.sampler, None
+        if sampler is not None:
+            sampler.stop()
+            system = sampler.peak()
+        if steps or system.get("system_samples"):   # mem_total and ncpu alone are no profile
+            # imported only by trials with something to say
+            from sweeplab.profiling import profile_summary
+
+            ex.channel.send(EventKind.PROFILE, {"summary": profile_summary(steps, system)})
+
+
+def rss() -> int | None:
+    """This process's resident memory: /proc/self/statm where it exists (no import), else psutil."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except Exception:
+        return None
+
+_ENV_SHOWN = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def log_header(task: TrialTask, *, argv: list[str] | None = None, added: dict[str, str] | None = None) -> bytes:
+    """The first lines of every trial's log: how the attempt ran (argv or function, working directory, and
+    the environment variables sweeplab set: never the whole environment, which may hold secrets). Values are
+    JSON; `sweeplab repro` reads a command trial's back from here."""
+    env = {k: os.environ[k] for k in _ENV_SHOWN if k in os.environ}   # the backend set these for the slot
+    env.update(added if added is not None else {k: str(v) for k, v in task.env.items()})
+    lines = [f"# sweeplab: sweep {task.sweep}, trial {task.number}, attempt {task.attempt}"]
+    if argv is not None:
+        lines.append(f"# argv: {json.dumps(argv)}")
+    else:
+        lines.append(f"# function: {json.dumps(task.target)}")
+    lines.append(f"# cwd: {json.dumps(os.path.abspath(task.cwd or os.getcwd()))}")
+    lines.append(f"# env: {json.dumps(env, sort_keys=True)}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def write_header(task: TrialTask) -> None:
+    """The log header of a function trial, written to fd 1 (the trial's log while it runs)."""
+    if task.log_path:
+        with contextlib.suppress(OSError):
+            fd_writer(1)(log_header(task))
+

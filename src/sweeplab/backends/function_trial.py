@@ -1,0 +1,122 @@
+"""A function trial: the trial function called in this process, its output sent to the trial's log."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+from typing import Any
+
+from sweeplab.backends.events import EventKind
+from sweeplab.backends.execution import Execution, redirect_output, send_profile, write_header
+from sweeplab.backends.targets import call_trial, load_target, seed_everything, trial_facts
+from sweeplab.run import Run
+
+__all__ = ["execute_function"]
+
+
+def _load_captures(replay: Any) -> dict[str, Any]:
+    if not replay or not replay.get("capture"):
+        return {}
+    from sweeplab.capture import load_captures
+
+    return load_captures(replay["capture"])
+
+
+def execute_function(ex: Execution) -> None:
+    task, channel = ex.task, ex.channel
+    run: Run | None = None
+    building = False
+    wandb_final: dict[str, Any] = {}
+    try:
+        with redirect_output(task.log_path):
+            write_header(task)
+            old_env = {k: os.environ.get(k) for k in task.env}
+            os.environ.update({k: str(v) for k, v in task.env.items()})
+            cwd = os.getcwd()
+            try:
+                if task.cwd:
+                    os.chdir(task.cwd)
+                if "WANDB_SWEEP_PARAM_PATH" in task.env:   # before the import: W&B scripts call wandb there
+                    from sweeplab.wandb_compat import install_hook
+
+                    install_hook()
+                fn = load_target(task.target or "", list(task.python_path))
+                from sweeplab.config import coerce
+
+                building = True       # a ConfigError from here on is bad input: the config cannot be built
+                config = coerce(dict(task.config), trial_facts(fn)[0])
+                building = False
+                run = Run(
+                    config=config, sink=channel.send, params=task.params, sweep=task.sweep,
+                    trial=task.number, attempt=task.attempt, seed=task.seed, smoke=task.smoke,
+                    smoke_steps=task.smoke_steps, checkpoint_dir=task.checkpoint_dir,
+                    keep_checkpoints=task.keep_checkpoints, checkpoint_every=task.checkpoint_every,
+                    mtbf=task.mtbf, captured=_load_captures(task.replay),
+                    rank=int(os.environ.get("RANK", "0")), torch_profiler=task.torch_profiler,
+                    artifacts_dir=task.artifacts_dir, decision_steps=task.decision_steps,
+                    decision_metric=task.decision_metric,
+                )
+                ex.run = run
+                if ex.stop_requested:
+                    run.request_stop("stop requested")
+                if task.seed is not None:
+                    seed_everything(task.seed)
+                if "WANDB_SWEEP_PARAM_PATH" in task.env:   # wandb.init()/log in the function reach the run
+                    from sweeplab.wandb_compat import function_trial
+
+                    result = None   # the sweep stopped the function at a wandb.log (it returned nothing)
+                    with function_trial(run.log, stopped=lambda: run.should_stop) as wandb_final:
+                        result = call_trial(fn, config, run)
+                else:
+                    result = call_trial(fn, config, run)
+            finally:
+                os.chdir(cwd)
+                for k, v in old_env.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+        run.flush()
+        send_profile(ex)
+        if ex.preempted:
+            channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
+            return
+        from sweeplab.run import objective_from
+
+        metrics, _ = objective_from(result, None)
+        if wandb_final:
+            from sweeplab.wandb_compat import summary_metrics
+
+            metrics = {**summary_metrics(wandb_final), **metrics}
+        channel.send(EventKind.FINISHED, {"metrics": metrics, "stopped": run.should_stop, "retire": ex.decide_retire()})
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt) and not ex.preempted:
+            raise
+        if run is not None:
+            with contextlib.suppress(Exception):
+                run.flush()
+        send_profile(ex)
+        if ex.preempted:
+            channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
+            return
+        tb = traceback.format_exc()
+        capture_ref = None
+        if run is not None and run.captures and task.capture_dir:
+            with contextlib.suppress(Exception):
+                from sweeplab.capture import save_captures
+
+                capture_ref = save_captures(run.captures, task.capture_dir)
+        from sweeplab.capture import environment_facts
+        from sweeplab.errors import ConfigError
+
+        data = {
+            "environment": environment_facts(task.cwd or None),
+            "reason": f"{type(exc).__name__}: {exc}".strip()[:500],
+            "error_type": type(exc).__name__, "message": str(exc)[:2000], "traceback": tb[-20000:],
+            "capture": capture_ref, "retire": ex.decide_retire(),
+        }
+        if building and isinstance(exc, ConfigError):   # deterministic: the driver never retries it
+            data.update(bad_input=True, key=exc.key, message=str(exc))
+        channel.send(EventKind.FAILED, data)
+

@@ -1,0 +1,119 @@
+"""Finding and calling a trial function: what a worker, `sweeplab repro` and the smoke checks share.
+
+'pkg.mod:fn' or 'path/to/file.py:fn' is imported once per target, path and working directory; how the
+function is called (positional `(config, run)`, keyword `run=`, or config alone) is worked out once too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sweeplab.run import Run
+
+__all__ = ["call_trial", "load_target", "seed_everything", "trial_facts"]
+
+_module_cache: dict[str, Any] = {}
+
+
+_target_cache: dict[tuple[str, tuple[str, ...], str], Callable[..., Any]] = {}
+
+
+def load_target(target: str, python_path: list[str] | tuple[str, ...] = ()) -> Callable[..., Any]:
+    """'pkg.mod:fn' or 'path/to/file.py:fn' -> the function (looked up once per target, path and cwd)."""
+    key = (target, tuple(python_path), os.getcwd())
+    fn = _target_cache.get(key)
+    if fn is None:
+        fn = _target_cache[key] = _load_target(target, python_path)
+    return fn
+
+
+def _load_target(target: str, python_path: list[str] | tuple[str, ...]) -> Callable[..., Any]:
+    for p in python_path:
+        if p and p not in sys.path:
+            sys.path.insert(0, p)
+    module_part, _, attr = target.rpartition(":")
+    if not module_part or not attr:
+        raise ValueError(f"function {target!r} must look like 'package.module:function' or 'file.py:function'")
+    if module_part.endswith(".py") or os.sep in module_part or "/" in module_part:
+        path = str(Path(module_part).resolve())
+        module = _module_cache.get(path)
+        if module is None:
+            name = "_sweeplab_user_" + Path(path).stem
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot import {path}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            sys.path.insert(0, str(Path(path).parent))
+            spec.loader.exec_module(module)
+            _module_cache[path] = module
+    else:
+        module = importlib.import_module(module_part)
+    fn = getattr(module, attr, None)
+    if fn is None or not callable(fn):
+        raise AttributeError(f"{module_part} has no function {attr!r}")
+    return fn
+
+
+def seed_everything(seed: int) -> None:
+    import random
+
+    random.seed(seed)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(seed % (2**32))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+
+
+_facts_cache: dict[Any, tuple[Any, str]] = {}
+
+
+def trial_facts(fn: Callable[..., Any]) -> tuple[Any, str]:
+    """(typed config schema or None, how to call: 'positional' | 'keyword' | 'config') of a trial function,
+    worked out once per function (inspect.signature costs more than a short trial's own work)."""
+    try:
+        return _facts_cache[fn]
+    except (KeyError, TypeError):
+        pass
+    from sweeplab.config import typed_schema_of
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        style = "positional"
+    else:
+        positional = [p for p in params.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        if len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional):
+            style = "positional"
+        elif not positional and "run" not in params:
+            style = "none"   # W&B's wandb.agent(function=train) style: train() reads wandb.config
+        else:
+            style = "keyword" if "run" in params else "config"
+    facts = (typed_schema_of(fn), style)
+    with contextlib.suppress(TypeError):   # an unhashable callable object is inspected every time
+        _facts_cache[fn] = facts
+    return facts
+
+
+def call_trial(fn: Callable[..., Any], config: Any, run: Run) -> Any:
+    style = trial_facts(fn)[1]
+    if style == "positional":
+        return fn(config, run)
+    if style == "keyword":
+        return fn(config, run=run)
+    if style == "none":
+        return fn()
+    return fn(config)
+
