@@ -1,0 +1,45 @@
+"""The typer app every command registers on, and the options and helpers the commands share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from sweeplab.backends import BACKENDS
+from sweeplab.errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Run many ML experiments at once, from a laptop to a Ray cluster.")
+
+BACKEND_NAMES = " | ".join(BACKENDS)   # the backend registry's names, for --backend help
+STORE_HELP = "store directory (default: $SWEEPLAB_STORE or ./.sweeplab)"
+
+
+def _store_path(store: Optional[Path]) -> Path:
+    from sweeplab.store import default_store_dir
+
+    return store if store is not None else default_store_dir()
+
+
+def _open_store(store: Optional[Path], readonly: bool = False):  # type: ignore[no-untyped-def]
+    from sweeplab.store import Store
+
+    return Store.open(_store_path(store), readonly=readonly)
+
+
+def _parse_gpus(text: Optional[str]) -> Optional[list[int]]:
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--gpus: expected a comma-separated list of GPU ids such as 0,1; got {text!r}") from None
+
+
+def _split_overrides(args: list[str]) -> list[str]:
+    for a in args:
+        if "=" not in a:
+            raise UserError(f"expected key=value overrides after the target; got {a!r}")
+    return list(args)

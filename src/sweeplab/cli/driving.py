@@ -1,0 +1,134 @@
+"""Running a sweep from the command line: build the backend, drive it with live progress, report how it ended,
+and the smoke check's verdict."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from sweeplab.api import build_backend
+from sweeplab.api import record_backend as _record_backend
+from sweeplab.cli.app import _parse_gpus
+from sweeplab.cli.output import _fmt, console, err
+from sweeplab.cli.progress import _LiveProgress
+from sweeplab.errors import UserError
+
+
+def _make_backend(spec: Any, *, workers: Optional[int], backend: Optional[str], address: Optional[str],
+                  gpus: Optional[str], smoke: bool, store_root: Optional[Path] = None) -> Any:
+    """The backend from the registry (sweeplab.backends.BACKENDS), as `sweeplab.run_sweep` builds it."""
+    return build_backend(spec, workers=workers, backend=backend, address=address, gpu_ids=_parse_gpus(gpus),
+                         smoke=smoke, store_root=store_root)
+
+
+def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list[str], smoke: bool, hard: bool,
+                quiet: bool, create: bool, spec_path: Optional[str] = None, extra_trials: Optional[int] = None,
+                total_trials: Optional[int] = None, fork_from: Optional[str] = None,
+                new_spec_path: Optional[str] = None, single: bool = False) -> None:
+    from sweeplab.driver import Driver
+
+    def note(text: str) -> None:
+        err.print(f"[yellow]{text}[/yellow]")
+
+    with _LiveProgress(quiet) as live:
+        driver = Driver(spec, st, be, sweep_name=sweep_name, overrides=overrides, smoke=smoke,
+                        hard_budget=hard, on_progress=live.update, on_note=note)
+        if smoke and create:
+            problems, notes = driver.smoke_check()
+            for line in notes:
+                console.print(f"smoke: {line}")
+            if problems:
+                for p in problems:
+                    err.print(f"smoke check: {p}", markup=False)
+                raise UserError(f"smoke check failed before any trial ran ({len(problems)} problem(s) above)")
+        if fork_from is not None:
+            n = driver.fork(fork_from, spec_path=spec_path)
+            if not quiet:
+                console.print(f"forked {n} completed trial(s) of {fork_from} that fit the new space")
+        elif create:
+            driver.create(spec_path=spec_path)
+        else:
+            driver.resume(extra_trials=extra_trials, total_trials=total_trials, new_spec_path=new_spec_path)
+        _record_backend(st, driver.sweep_id, be)
+        if not quiet:
+            console.print(f"sweep [bold]{sweep_name}[/bold] on {be.describe()} -> store {st.root}")
+        outcome = driver.run()
+    _report(outcome, st, quiet, single=single, smoke=smoke)
+    if smoke:
+        raise typer.Exit(2 if outcome.exit_code == 2 else _smoke_verdict(st, sweep_name))
+    raise typer.Exit(outcome.exit_code)
+
+
+def _smoke_verdict(st: Any, sweep_name: str) -> int:
+    from sweeplab.store import queries
+
+    data = queries.sweep_status(st, sweep_name)
+    failed = [t for t in data["trials"] if t["state"] == "failed"]
+    if failed or not data["trials"]:
+        err.print(f"smoke check FAILED: {len(failed)} of {len(data['trials'])} trial(s) failed:")
+        for t in failed:
+            err.print(f"  trial {t['number']}: {t.get('reason')}", markup=False)
+        return 1
+    _record_smoke(st, sweep_name)
+    console.print(f"smoke check passed: {len(data['trials'])} tiny trial(s) ran on the CPU and reported "
+                  f"{data['sweep'].get('metric') or 'their metrics'}; run the sweep without --smoke")
+    return 0
+
+
+def _record_smoke(st: Any, sweep_name: str) -> None:
+    """Keep what the smoke trials measured next to the spec, where `--dry-run` looks for it."""
+    import psutil
+
+    from sweeplab.smoke import record_smoke_timing, smoke_timing
+
+    timing = smoke_timing(st, sweep_name, process_started=psutil.Process().create_time())
+    row = st.sweep_row(sweep_name)
+    if timing is not None and row is not None and row["spec_path"]:
+        record_smoke_timing(row["spec_path"], timing)
+
+
+def _report(outcome: Any, st: Any, quiet: bool, single: bool = False, smoke: bool = False) -> None:
+    """How the sweep ended (stdout); a failure's reason on stderr: one line for bad input (exit 2), the first
+    failure and its traceback when no trial completed (exit 1). `single`: a `run`, whose metrics are shown."""
+    c = outcome.counts
+    summary = ", ".join(f"{n} {s}" for s, n in c.items() if n)
+    lines = outcome.reason.splitlines() or [""]
+    if outcome.exit_code == 2:
+        err.print(f"error: {lines[0]}", markup=False, soft_wrap=True)
+        return
+    if outcome.exit_code == 1 and not smoke:   # smoke mode's verdict lists every failed trial instead
+        err.print(f"error: sweep {outcome.sweep} {outcome.state.value}: {lines[0]}", markup=False, soft_wrap=True)
+        if len(lines) > 1:
+            err.print("\n".join(lines[1:]), markup=False, soft_wrap=True)
+    else:
+        console.print(f"\nsweep [bold]{outcome.sweep}[/bold] {outcome.state.value}: ", end="")
+        console.print(lines[0], markup=False)
+    console.print(f"trials: {summary or 'none'}")
+    if single:
+        _print_run_metrics(st, outcome.sweep)
+    if outcome.best_trial is not None:
+        console.print(f"best: trial {outcome.best_trial}, value {outcome.best_value:.6g}")
+        for k, v in (outcome.best_params or {}).items():
+            console.print(f"    {k} = {v!r}")
+    console.print(f"results: {Path(st.root) / 'store.db'}")
+    default = str(st.root) in (".sweeplab", str(Path(".sweeplab")))
+    store_flag = "" if default else f" --store {shlex.quote(str(st.root))}"
+    name = shlex.quote(outcome.sweep)   # a W&B `name:` is free text; the commands must paste into a shell
+    console.print("next: "
+                  f"sweeplab status {name}{store_flag}  |  sweeplab best {name} --json{store_flag}"
+                  f"  |  sweeplab dashboard{store_flag}"
+                  + (f"  |  sweeplab resume {name}{store_flag}" if outcome.state.value != "finished" else ""))
+
+
+def _print_run_metrics(st: Any, sweep_name: str) -> None:
+    """The final metrics of a `run`'s trial (what it returned, else the last value it logged of each)."""
+    from sweeplab.store import queries
+
+    trials = queries.sweep_status(st, sweep_name)["trials"]
+    if trials and trials[0]["state"] == "completed":
+        console.print("metrics:" if trials[0].get("metrics") else "metrics: none reported")
+        for k, v in (trials[0].get("metrics") or {}).items():
+            console.print(f"    {k} = {_fmt(v)}", markup=False)

@@ -1,0 +1,50 @@
+"""The console entry point: exit codes 0 ok, 1 runtime failure, 2 bad input, 130 interrupted."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from sweeplab.cli.app import app
+from sweeplab.cli.output import print_error
+from sweeplab.errors import SweeplabError, UserError
+
+
+def main() -> None:
+    """Console entry point: user mistakes print one line and exit 2; no traceback."""
+    try:
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        print_error("interrupted", prefix="")
+        sys.exit(130)
+    except UserError as e:
+        print_error(str(e))
+        sys.exit(2)
+    except SweeplabError as e:
+        print_error(str(e))
+        sys.exit(e.exit_code)
+    except Exception as e:  # click usage errors
+        if isinstance(e, typer.Abort):
+            sys.exit(130)
+        if not _is_click_error(e):
+            raise
+        if type(e).__name__ == "NoArgsIsHelpError":   # `sweeplab` alone: the help
+            e.show()  # type: ignore[attr-defined]
+            sys.exit(2)
+        ctx = getattr(e, "ctx", None)
+        usage = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        print_error(f"{e.format_message()}{usage}")  # type: ignore[attr-defined]
+        sys.exit(2)
+
+
+def _is_click_error(e: BaseException) -> bool:
+    """A click usage error (bad or missing argument, unknown option or command), from click itself or
+    from the copy of click that newer typer releases carry."""
+    return any(c.__name__ == "ClickException" and c.__module__.split(".")[0] in ("click", "typer")
+               for c in type(e).__mro__)

@@ -1,0 +1,47 @@
+"""What the command line prints: the stdout and stderr consoles, values, JSON, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+#: the width of output that is not a terminal (a pipe, a file, CI): wide enough that nothing is cut or wrapped
+PIPE_WIDTH = 1_000_000
+
+
+def _make_console(*, stderr: bool) -> Console:
+    """A console for stdout or stderr. Not a terminal: no width limit, so tables print whole values and lines
+    are not wrapped (rich would assume 80 columns). Stderr never wraps: each message stays one line."""
+    # no emoji: "train.py:train:" stays as written
+    out = Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=stderr)
+    if not out.is_terminal:
+        out.width = PIPE_WIDTH
+    return out
+
+
+console = _make_console(stderr=False)
+err = _make_console(stderr=True)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def print_error(message: str, *, prefix: str = "error: ") -> None:
+    """Every error the command line reports: one line on stderr, whatever the terminal or pipe.
+
+    A message that spans lines is joined with '; ' (a log line must not be cut from its error).
+    """
+    text = "; ".join(part.strip() for part in message.splitlines() if part.strip())
+    err.print(f"{prefix}{text}", markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,119 @@
+"""`sweeplab status` and `sweeplab best`: what the store says about sweeps and trials."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from sweeplab.cli.app import STORE_HELP, _open_store, app
+from sweeplab.cli.output import _fmt, _print_json, console
+
+
+# ---------------------------------------------------------------------------------------------- reading
+@app.command()
+def status(
+    sweep_name: Optional[str] = typer.Argument(None, metavar="[SWEEP]"),
+    as_json: bool = typer.Option(False, "--json", help="stable JSON (see docs/api.md)"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """Sweeps in the store, or one sweep's trials (with attempts and reasons)."""
+    from sweeplab.store import queries
+
+    st = _open_store(store, readonly=True)
+    if sweep_name is None:
+        sweeps = queries.list_sweeps(st)
+        if as_json:
+            _print_json({"sweeps": sweeps})
+            return
+        table = Table("sweep", "state", "method", "trials", "completed", "pruned", "failed", "running", "best")
+        for s in sweeps:
+            c = s["counts"]
+            table.add_row(s["name"], s["state"], s["method"], str(s["trials"]), str(c.get("completed", 0)),
+                          str(c.get("pruned", 0) + c.get("stopped_by_rule", 0)), str(c.get("failed", 0)),
+                          str(c.get("running", 0)), _fmt(s["best"]))
+        console.print(table)
+        return
+    data = queries.sweep_status(st, sweep_name)
+    if as_json:
+        _print_json(data)
+        return
+    s = data["sweep"]
+    console.print(f"[bold]{s['name']}[/bold]  {s['state']}  {s['method']}  "
+                  f"{(s.get('goal') or '')} {s.get('metric') or ''}  best {_fmt(s['best'])}")
+    if s.get("end_reason"):
+        console.print(f"ended: {s['end_reason'].splitlines()[0]}")
+    budget, spend = s.get("budget") or {}, s.get("spend") or {}
+    if budget or spend:
+        parts = []
+        if budget.get("trials"):
+            parts.append(f"trials {s['trials']}/{budget['trials']}")
+        if spend.get("seconds") is not None:
+            parts.append(f"time {spend['seconds']:.0f}s" + (f"/{budget['time']:g}s" if budget.get("time") else ""))
+        if spend.get("cpu_seconds"):
+            parts.append(f"cpu-hours {spend['cpu_seconds'] / 3600:.3f}"
+                         + (f"/{budget['cpu_hours']:g}" if budget.get("cpu_hours") else ""))
+        if spend.get("gpu_seconds"):
+            parts.append(f"gpu-hours {spend['gpu_seconds'] / 3600:.3f}"
+                         + (f"/{budget['gpu_hours']:g}" if budget.get("gpu_hours") else ""))
+        for name, limit in (budget.get("cost") or {}).items():
+            parts.append(f"{name} {spend.get(f'cost.{name}', 0.0):.4g}/{limit:g}")
+        console.print("spend: " + ", ".join(parts))
+    table = Table("#", "state", "value", "attempts", "params", "reason")
+    for t in data["trials"]:
+        params = ", ".join(f"{k}={_fmt(v)}" for k, v in (t.get("params") or {}).items())
+        reason = " ".join((t.get("reason") or "").split())   # one line per trial
+        table.add_row(str(t["number"]), t["state"], _fmt(t.get("value")), str(t.get("attempts", "")),
+                      params, reason[:80] if console.is_terminal else reason)   # a pipe gets it whole
+    console.print(table)
+
+
+@app.command()
+def best(
+    sweep_name: str = typer.Argument(..., metavar="SWEEP"),
+    as_json: bool = typer.Option(False, "--json"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """The best completed trial of a sweep."""
+    from sweeplab.store import queries
+
+    st = _open_store(store, readonly=True)
+    data = queries.sweep_status(st, sweep_name)  # a clear error when the sweep does not exist
+    b = queries.best_trial(st, sweep_name)
+    if b is None and not data["sweep"].get("metric"):
+        b = _only_completed(data)
+    if b is None:
+        if as_json:
+            _print_json(None)
+        elif not data["sweep"].get("metric") and any(t["state"] == "completed" for t in data["trials"]):
+            console.print(f"{sweep_name}: the sweep declares no metric.name, so no trial is best; "
+                          f"`sweeplab status {shlex.quote(sweep_name)} --json` lists each trial's metrics")
+        else:
+            console.print(f"{sweep_name}: no completed trial with a value yet")
+        raise typer.Exit(1)
+    if as_json:
+        _print_json(b)
+        return
+    if b["value"] is None:
+        console.print(f"best of {sweep_name}: trial {b['trial']} (its only completed trial; no metric declared)")
+    else:
+        console.print(f"best of {sweep_name}: trial {b['trial']}, value {_fmt(b['value'])}")
+    for k, v in (b.get("params") or {}).items():
+        console.print(f"    {k} = {v!r}", markup=False)
+    if b["value"] is None:
+        for k, v in (b.get("metrics") or {}).items():
+            console.print(f"    metric {k} = {_fmt(v)}", markup=False)
+
+
+def _only_completed(data: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """Without a declared metric, the answer for a sweep with exactly one completed trial (a `run`): it,
+    with its final metrics and no value. With several, nothing says which is best."""
+    done = [t for t in data["trials"] if t["state"] == "completed"]
+    if len(done) != 1:
+        return None
+    t = done[0]
+    return {"sweep": data["sweep"]["name"], "trial": t["number"], "value": None,
+            "params": t.get("params") or {}, "metrics": t.get("metrics")}

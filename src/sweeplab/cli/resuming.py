@@ -1,0 +1,143 @@
+"""`sweeplab resume`: continue a sweep where it last ran, with a changed spec or as a fork."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from sweeplab.api import check_config_files as _check_config_files
+from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, app
+from sweeplab.cli.driving import _make_backend, _run_driver
+from sweeplab.cli.output import console
+from sweeplab.errors import UserError
+
+
+# ---------------------------------------------------------------------------------------------- resume
+@app.command()
+def resume(
+    sweep_name: str = typer.Argument(..., metavar="SWEEP"),
+    trials: Optional[str] = typer.Option(None, "--trials", help="+N more trials, or a new total N"),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w"),
+    backend: Optional[str] = typer.Option(None, "--backend",
+                                          help=f"{BACKEND_NAMES} (default: where the sweep last ran)"),
+    address: Optional[str] = typer.Option(None, "--address",
+                                          help="Ray cluster address (default: the one the sweep last ran on)"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    gpus: Optional[str] = typer.Option(None, "--gpus"),
+    hard: bool = typer.Option(False, "--hard", help="when a budget is hit, stop running trials too"),
+    spec_file: Optional[Path] = typer.Option(None, "--spec", help="a changed spec (budgets, early stopping...)"),
+    fork: Optional[str] = typer.Option(None, "--fork", help="start a new sweep NAME from --spec, seeded with "
+                                                             "the old trials that fit its space"),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+) -> None:
+    """Continue a sweep after a crash, Ctrl-C or budget end; nothing completed is redone.
+
+    It runs where it last ran (backend and Ray address, recorded in the store); --backend / --address override.
+
+    --spec NEW.yaml changes budgets, early stopping, monitors, resources or trial policy of the sweep;
+    a different search space needs --fork NEW_NAME: a new sweep seeded with the old trials that fit it.
+    """
+    from sweeplab.spec import SweepSpec, load_spec
+
+    st = _open_store(store)
+    row = st.sweep_row(sweep_name)
+    if row is None:
+        raise UserError(f"no sweep named {sweep_name!r} in {st.root}")
+    raw = json.loads(row["spec"])
+    meta = raw.pop("_sweeplab", {}) or {}
+    source = row["spec_path"] if row["spec_path"] and Path(row["spec_path"]).exists() else None
+    spec = SweepSpec.from_jsonable(raw, source=source)
+    if fork is not None and spec_file is None:
+        raise UserError("--fork needs --spec NEW.yaml: the spec of the new sweep")
+    if spec_file is not None:
+        new = load_spec(spec_file)
+        if fork is None:
+            _check_compatible(spec, new, spec_file, sweep_name)
+        spec = new
+    extra = total = None
+    if trials is not None:
+        text = trials.strip()
+        try:
+            if text.startswith("+"):
+                extra = int(text[1:])
+            else:
+                total = int(text)
+        except ValueError:
+            raise UserError(f"--trials: expected +N (more trials) or N (a new total); got {trials!r}") from None
+    backend, address, where = _resume_target(row, spec, backend, address)
+    console.print(where, markup=False)
+    be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus,
+                       smoke=bool(meta.get("smoke")), store_root=st.root)
+    if meta.get("cwd") and Path(meta["cwd"]).is_dir():
+        os.chdir(meta["cwd"])
+    _check_config_files(spec)
+    if fork is not None:
+        if st.sweep_row(fork) is not None:
+            raise UserError(f"--fork: a sweep named {fork!r} already exists in {st.root}")
+        assert spec_file is not None   # --fork needs --spec: checked above
+        _run_driver(spec, st, be, sweep_name=fork, overrides=list(meta.get("overrides") or []),
+                    smoke=bool(meta.get("smoke")), hard=hard, quiet=quiet, create=True,
+                    spec_path=str(Path(spec_file).resolve()), fork_from=sweep_name)
+        return
+    _run_driver(spec, st, be, sweep_name=sweep_name, overrides=list(meta.get("overrides") or []),
+                smoke=bool(meta.get("smoke")), hard=hard, quiet=quiet, create=False,
+                extra_trials=extra, total_trials=total,
+                new_spec_path=str(Path(spec_file).resolve()) if spec_file is not None else None)
+
+
+def _resume_target(row: Any, spec: Any, backend: Optional[str], address: Optional[str]
+                   ) -> tuple[str, Optional[str], str]:
+    """Where a resumed sweep runs: --backend / --address, else where the store says it last ran.
+
+    Returns (backend, address, a line saying which and why). A sweep recorded before the store kept its
+    backend resumes on the spec's backend (local unless the spec says otherwise), as it always did.
+    """
+    name = row["name"]
+    keys = row.keys()
+    was = row["backend"] if "backend" in keys else None
+    was_address = row["address"] if "address" in keys and was == "ray" else None
+
+    def on(kind: str, addr: Optional[str]) -> str:
+        if kind != "ray":
+            return f"the {kind} backend"
+        return f"ray at {addr}" if addr else "ray (RAY_ADDRESS, else a new local Ray cluster)"
+
+    before = f"it last ran on {on(was, was_address)}" if was else "the store has no record of where it ran"
+    if backend is None and address is not None:
+        backend = was or spec.backend
+        if backend != "ray":
+            raise UserError(f"--address {address}: an address is for the ray backend, and sweep {name!r} ran on "
+                            f"{backend}; add --backend ray to run it on that cluster")
+    if backend is not None:
+        if backend == "ray" and address is None and was == "ray":
+            address = was_address
+        return backend, address, f"resuming {name} on {on(backend, address or spec.address)} (as asked; {before})"
+    if was is None:
+        kind = spec.backend or "local"
+        return kind, spec.address, (
+            f"resuming {name} on {on(kind, spec.address)}: the store has no record of where it ran (it was "
+            "started by an older sweeplab); --backend ray --address HOST:PORT runs it on a Ray cluster")
+    return was, was_address, (f"resuming {name} on {on(was, was_address)}, where it last ran "
+                              "(--backend / --address choose another)")
+
+
+def _check_compatible(old: Any, new: Any, spec_file: Path, sweep: str) -> None:
+    """Only budgets, early stopping, monitors, resources and trial policy may change on resume."""
+    same = [("parameters", old.space.params, new.space.params), ("method", old.method, new.method),
+            ("metric", (old.metric.name, old.metric.goal), (new.metric.name, new.metric.goal)),
+            ("function", old.function, new.function), ("program", old.program, new.program),
+            ("command", old.command, new.command)]
+    for key, a, b in same:
+        if a != b:
+            what = key
+            if key == "parameters":
+                names = sorted(set(a) ^ set(b)) or sorted(k for k in a if a[k] != b.get(k))
+                what = f"parameters.{names[0]}" if names else key
+            raise UserError(
+                f"{spec_file}: {what}: differs from sweep {sweep!r}; a resumed sweep may change only budget, "
+                f"early_terminate, monitors, resources, workers and trial (a new search needs "
+                f"`--fork NEW_NAME`, which starts a new sweep seeded with the old trials that fit)")

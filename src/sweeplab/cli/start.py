@@ -1,0 +1,126 @@
+"""`sweeplab sweep`: start a sweep from a spec file, or describe it and estimate its cost (--dry-run)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from sweeplab.api import backend_name, default_name
+from sweeplab.api import check_config_files as _check_config_files
+from sweeplab.api import unique_name as _unique_name
+from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, _split_overrides, _store_path, app
+from sweeplab.cli.driving import _make_backend, _run_driver
+from sweeplab.cli.output import console, err
+
+
+# ---------------------------------------------------------------------------------------------- sweep
+@app.command()
+def sweep(
+    spec_file: Path = typer.Argument(..., metavar="SPEC", help="sweep spec (YAML; W&B sweep files work as is)"),
+    overrides: Optional[list[str]] = typer.Argument(None, metavar="[KEY=VALUE]...",
+                                                    help="config overrides for every trial"),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w",
+                                          help="parallel trials (default: spec, or one per core)"),
+    backend: Optional[str] = typer.Option(None, "--backend", help=f"{BACKEND_NAMES} (default: spec, or local)"),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (ray backend)"),
+    name: Optional[str] = typer.Option(None, "--name", help="sweep name (default: spec name or file name)"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU ids to use, e.g. 0,1 (default: detected)"),
+    trials: Optional[int] = typer.Option(None, "--trials", help="override budget.trials"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="validate and describe the sweep; run nothing"),
+    smoke: bool = typer.Option(False, "--smoke", help="a few tiny trials on the CPU before the real thing"),
+    hard: bool = typer.Option(False, "--hard", help="when a budget is hit, stop running trials too"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress"),
+    function: Optional[str] = typer.Option(None, "--function", help="run this function for each trial "
+                                           "(train.py:train), e.g. for a W&B sweep run by wandb.agent(function=)"),
+    strict: bool = typer.Option(False, "--strict", help="what W&B only warns about in a spec is an error"),
+) -> None:
+    """Run a sweep from a spec file."""
+    from sweeplab.spec import load_spec
+
+    spec = load_spec(spec_file, strict=strict, function=function)
+    for warning in spec.warnings:
+        from rich.markup import escape
+
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    for key in spec.ignored:
+        err.print(f"[dim]info: {spec_file}: '{key}' is a W&B setting that does not apply offline; ignored[/dim]")
+    if trials is not None:
+        spec = _with_budget_trials(spec, trials)
+    if smoke:
+        spec = _with_budget_trials(spec, min(spec.budget.trials or 2, 2))
+    _check_config_files(spec)
+    if dry_run:
+        _describe(spec, spec_file)
+        _estimate(spec, spec_file, store, workers)
+        raise typer.Exit(0)
+    backend_name(spec, backend)   # an unknown --backend is refused before the store is created
+    st = _open_store(store)
+    sweep_name = _unique_name(st, name or default_name(spec))   # cli_program/sweep.yaml -> cli_program
+    be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke,
+                       store_root=st.root)
+    if be.name == "local":
+        be.start()   # workers boot while the driver sets up: the first result comes sooner
+    try:
+        _run_driver(spec, st, be, sweep_name=sweep_name, overrides=_split_overrides(overrides or []),
+                    smoke=smoke, hard=hard, quiet=quiet, create=True, spec_path=str(spec_file.resolve()))
+    finally:
+        be.shutdown(grace=0.0)
+
+
+def _with_budget_trials(spec: Any, n: int) -> Any:
+    import dataclasses
+
+    return spec.with_overrides(budget=dataclasses.replace(spec.budget, trials=n))
+
+
+def _describe(spec: Any, spec_file: Path) -> None:
+    from sweeplab.monitors import parse_monitors
+    from sweeplab.schedulers import make_scheduler
+
+    file = str(spec_file)
+    metric, goal = spec.metric.name, spec.metric.goal
+    scheduler = (make_scheduler(spec.early_terminate, goal=goal, file=file, metric=metric)
+                 if spec.early_terminate else None)
+    monitors = parse_monitors(list(spec.monitors), file=file, metric=metric, goal=goal) if spec.monitors else []
+    console.print(f"[bold]{spec.name or spec_file.stem}[/bold]: valid")
+    console.print(f"  method   {spec.method}" + (f" (seed {spec.seed})" if spec.seed is not None else ""))
+    if spec.metric.name:
+        console.print(f"  metric   {spec.metric.goal.value} {spec.metric.name}")
+    target = spec.function or " ".join(spec.command or ()) or spec.program
+    console.print(f"  runs     {target}")
+    console.print("  search space:")
+    for line in spec.space.describe():
+        console.print(f"    {line}")
+    if spec.method == "grid":
+        console.print(f"  grid     {spec.space.grid_size()} combinations")
+    b = spec.budget
+    limits = {"trials": b.trials, "time": b.time, "cpu_hours": b.cpu_hours, "gpu_hours": b.gpu_hours,
+              **{f"cost.{k}": v for k, v in (b.cost or {}).items()}}
+    console.print("  budget   " + (" ".join(f"{k}={v:g}" for k, v in limits.items() if v is not None) or "none"))
+    if scheduler is not None:
+        console.print(f"  early stopping: {scheduler.describe()}")
+    for m in monitors:
+        console.print(f"  monitor: {getattr(m, 'name', m)}")
+
+
+def _estimate(spec: Any, spec_file: Path, store: Optional[Path], workers: Optional[int]) -> None:
+    """Cost estimate from this spec's latest smoke run (recorded next to the spec, or in the store)."""
+    from sweeplab.smoke import estimate_lines, load_smoke_timing
+
+    db = _store_path(store) / "store.db"
+    st = _open_store(store, readonly=True) if db.exists() else None
+    try:
+        timing = load_smoke_timing(spec_file, st)
+    finally:
+        if st is not None:
+            st.close()
+    if timing is None:
+        console.print("  cost     unknown: run `sweeplab sweep SPEC --smoke` first to time a step")
+        return
+    n = workers or spec.workers or max(1, os.cpu_count() or 1)
+    for i, line in enumerate(estimate_lines(spec, timing, n)):
+        console.print(("  cost     " if i == 0 else "           ") + line, markup=False)

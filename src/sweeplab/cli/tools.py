@@ -1,0 +1,122 @@
+"""`sweeplab stop`, `repro`, `profile`, `init` and `dashboard`: the commands around a sweep."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from sweeplab.cli.app import STORE_HELP, _open_store, _store_path, app
+from sweeplab.cli.output import _fmt, _print_json, console
+from sweeplab.errors import UserError
+
+
+@app.command()
+def stop(
+    sweep_name: str = typer.Argument(..., metavar="SWEEP"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """Stop a running sweep: its trials checkpoint within trial.grace and it exits resumable."""
+    import signal
+    import socket
+
+    import psutil
+
+    st = _open_store(store, readonly=True)
+    row = st.sweep_row(sweep_name)
+    if row is None:
+        raise UserError(f"no sweep named {sweep_name!r} in {st.root}")
+    driver = json.loads(row["driver"] or "null") if "driver" in row.keys() else None
+    if row["state"] != "running" or not driver:
+        raise UserError(f"sweep {sweep_name!r} is not running (state {row['state']})")
+    if driver.get("host") != socket.gethostname():
+        raise UserError(f"sweep {sweep_name!r} is driven from host {driver.get('host')}; run `sweeplab stop` there")
+    try:
+        proc = psutil.Process(int(driver["pid"]))
+        alive = proc.is_running() and "sweeplab" in " ".join(proc.cmdline())
+    except (psutil.Error, ValueError):
+        alive = False
+    if not alive:
+        raise UserError(f"the driver of {sweep_name!r} (pid {driver.get('pid')}) is gone; "
+                        f"`sweeplab resume {shlex.quote(sweep_name)}` continues the sweep")
+    proc.send_signal(signal.SIGTERM)
+    console.print(f"asked the driver of {sweep_name} (pid {proc.pid}) to stop; its trials checkpoint and the sweep "
+                  f"stays resumable: sweeplab resume {shlex.quote(sweep_name)}")
+
+
+@app.command()
+def repro(
+    ref: str = typer.Argument(..., metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
+    debug: bool = typer.Option(False, "--debug", help="drop into pdb at the exception"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """Replay a failed trial in the foreground with its config, seed, checkpoint and captured objects."""
+    from sweeplab.repro import repro as replay
+
+    st = _open_store(store, readonly=True)
+    raise typer.Exit(replay(st, ref, debug=debug, echo=lambda s: console.print(s, markup=False, highlight=False)))
+
+
+@app.command()
+def profile(
+    ref: str = typer.Argument(..., metavar="SWEEP/TRIAL"),
+    as_json: bool = typer.Option(False, "--json"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """Where a trial's time went: throughput, data-wait vs compute, step-time percentiles, memory, a hint."""
+    from sweeplab.repro import parse_trial_ref
+    from sweeplab.store import queries
+
+    name, number = parse_trial_ref(ref)
+    st = _open_store(store, readonly=True)
+    detail = queries.trial_detail(st, name, number)
+    prof = detail.get("profile")
+    if as_json:
+        _print_json(prof)
+        return
+    if not prof:
+        console.print(f"{ref}: no profile recorded (use `for batch in run.track(loader)` in the training loop)")
+        raise typer.Exit(1)
+    table = Table("measure", "value", title=f"profile of {ref}")
+    labels = [("steps", "steps"), ("samples_per_s", "samples/s"), ("steps_per_s", "steps/s"),
+              ("data_wait_fraction", "data-wait fraction"), ("step_p50", "step p50 (s)"),
+              ("step_p95", "step p95 (s)"), ("data_wait_p50", "data wait p50 (s)"), ("compute_p50", "compute p50 (s)"),
+              ("cpu_mean", "CPU % (mean)"), ("cpu_peak", "CPU % (peak)"), ("rss_peak", "peak memory (bytes)"),
+              ("gpu_util_mean", "GPU util % (mean)"), ("gpu_mem_peak", "GPU memory peak (bytes)")]
+    for key, label in labels:
+        if prof.get(key) is not None:
+            table.add_row(label, _fmt(prof[key]))
+    console.print(table)
+    if prof.get("hint"):
+        console.print(f"hint: {prof['hint']}")
+
+
+@app.command()
+def init(
+    directory: Path = typer.Argument(..., metavar="DIR"),
+    template: str = typer.Option("pytorch", "--template", "-t", help="pytorch | xgboost"),
+) -> None:
+    """Scaffold a project: configs/, profiles/, model.py, data.py, train.py, sweeps/, a smoke test."""
+    from sweeplab.scaffold import scaffold
+
+    files = scaffold(directory, template)
+    console.print(f"created {directory} from the {template} template ({len(files)} files)")
+    console.print(f"next: make -C {directory} smoke")
+
+
+@app.command()
+def dashboard(
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8765, "--port"),
+    token: Optional[str] = typer.Option(None, "--token", help="required to bind a non-loopback host"),
+    insecure: bool = typer.Option(False, "--insecure", help="allow a non-loopback host without a token"),
+) -> None:
+    """Serve the read-only web dashboard (http://127.0.0.1:8765)."""
+    from sweeplab.dashboard.app import serve
+
+    serve(_store_path(store), host=host, port=port, token=token, insecure=insecure)

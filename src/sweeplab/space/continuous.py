@@ -1,0 +1,250 @@
+"""The continuous kinds: uniform, log-uniform (exponents and values), normal, log-normal, beta, and their
+quantised twins."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from sweeplab.space.discrete import Distribution
+from sweeplab.space.values import _EPS, _is_number, _on_grid, _plain, quantize
+
+if TYPE_CHECKING:
+    pass
+
+
+@dataclass(frozen=True)
+class _Continuous(Distribution):
+    """A distribution given by a monotone map of the unit interval (`_ppf`) and its inverse (`_cdf`)."""
+
+    bounded: ClassVar[bool] = True
+
+    def _ppf(self, u: float) -> float:
+        raise NotImplementedError
+
+    def _cdf(self, x: float) -> float:
+        raise NotImplementedError
+
+    def bounds(self) -> tuple[float, float]:
+        """The support of the unquantised values (may be infinite)."""
+        return self._ppf(0.0), self._ppf(1.0)
+
+    def _clip(self, u: float) -> float:
+        lo = 0.0 if self.bounded else _EPS
+        return min(max(float(u), lo), 1.0 - _EPS if not self.bounded else 1.0)
+
+    def from_unit(self, u: float) -> Any:
+        return float(self._ppf(self._clip(u)))
+
+    def to_unit(self, value: Any) -> float:
+        return min(max(float(self._cdf(float(value))), 0.0), 1.0)
+
+    def contains(self, value: Any) -> bool:
+        if not _is_number(value) or not math.isfinite(value):
+            return False
+        lo, hi = self.bounds()
+        tol = 1e-12 * max(1.0, abs(lo) if math.isfinite(lo) else 0.0, abs(hi) if math.isfinite(hi) else 0.0)
+        return lo - tol <= value <= hi + tol
+
+
+class _Quantized:
+    """Mixin: round the continuous value to a multiple of `q` (an int result when q is an int)."""
+
+    q: int | float
+
+    def from_unit(self, u: float) -> Any:
+        return quantize(self._ppf(self._clip(u)), self.q)  # type: ignore[attr-defined]
+
+    def contains(self, value: Any) -> bool:
+        if not _is_number(value) or not math.isfinite(value):
+            return False
+        k = _on_grid(value, self.q)
+        if k is None:
+            return False
+        lo, hi = self.bounds()  # type: ignore[attr-defined]
+        if math.isfinite(lo) and k < round(lo / self.q):
+            return False
+        return not (math.isfinite(hi) and k > round(hi / self.q))
+
+    def grid_values(self) -> list[Any] | None:
+        return None
+
+
+@dataclass(frozen=True)
+class Uniform(_Continuous):
+    min: float
+    max: float
+    kind: ClassVar[str] = "uniform"
+
+    def _ppf(self, u: float) -> float:
+        return self.min + u * (self.max - self.min)
+
+    def _cdf(self, x: float) -> float:
+        return (x - self.min) / (self.max - self.min)
+
+
+@dataclass(frozen=True)
+class QUniform(_Quantized, Uniform):
+    q: int | float
+    kind: ClassVar[str] = "q_uniform"
+
+    def grid_values(self) -> list[Any]:
+        """W&B's grid points: `numpy.arange(min, max, q)`, so `max` itself is left out (0..10 by 2 gives
+        0, 2, 4, 6, 8). Source: wandb/sweeps, grid_search.py (grid_search_next_runs)."""
+        import numpy as np
+
+        return [_plain(v) for v in np.arange(self.min, self.max, self.q).tolist()]
+
+
+@dataclass(frozen=True)
+class LogUniformBase(_Continuous):
+    """Log-uniform between exp(log_bounds()[0]) and exp(log_bounds()[1])."""
+
+    min: float
+    max: float
+
+    def log_bounds(self) -> tuple[float, float]:
+        raise NotImplementedError
+
+    def value_bounds(self) -> tuple[float, float]:
+        lo, hi = self.log_bounds()
+        return math.exp(lo), math.exp(hi)
+
+    def bounds(self) -> tuple[float, float]:
+        return self.value_bounds()
+
+    def _ppf(self, u: float) -> float:
+        lo, hi = self.log_bounds()
+        a, b = self.value_bounds()
+        return min(max(math.exp(lo + u * (hi - lo)), a), b)  # no 9.999999e-06 for min: 1e-05
+
+    def _cdf(self, x: float) -> float:
+        lo, hi = self.log_bounds()
+        return (math.log(x) - lo) / (hi - lo) if x > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class LogUniform(LogUniformBase):
+    kind: ClassVar[str] = "log_uniform"  # min/max are natural-log exponents
+
+    def log_bounds(self) -> tuple[float, float]:
+        return self.min, self.max
+
+
+@dataclass(frozen=True)
+class LogUniformValues(LogUniformBase):
+    kind: ClassVar[str] = "log_uniform_values"
+
+    def log_bounds(self) -> tuple[float, float]:
+        return math.log(self.min), math.log(self.max)
+
+    def value_bounds(self) -> tuple[float, float]:
+        return float(self.min), float(self.max)
+
+
+@dataclass(frozen=True)
+class InvLogUniform(LogUniformBase):
+    kind: ClassVar[str] = "inv_log_uniform"  # 1/x is log-uniform with exponents min..max
+
+    def log_bounds(self) -> tuple[float, float]:
+        return -self.max, -self.min
+
+
+@dataclass(frozen=True)
+class InvLogUniformValues(LogUniformBase):
+    kind: ClassVar[str] = "inv_log_uniform_values"  # the same law as log_uniform_values
+
+    def log_bounds(self) -> tuple[float, float]:
+        return math.log(self.min), math.log(self.max)
+
+    def value_bounds(self) -> tuple[float, float]:
+        return float(self.min), float(self.max)
+
+
+@dataclass(frozen=True)
+class QLogUniform(_Quantized, LogUniform):
+    q: int | float
+    kind: ClassVar[str] = "q_log_uniform"
+
+
+@dataclass(frozen=True)
+class QLogUniformValues(_Quantized, LogUniformValues):
+    q: int | float
+    kind: ClassVar[str] = "q_log_uniform_values"
+
+
+@dataclass(frozen=True)
+class Normal(_Continuous):
+    mu: float
+    sigma: float
+    kind: ClassVar[str] = "normal"
+    bounded: ClassVar[bool] = False
+
+    def bounds(self) -> tuple[float, float]:
+        return -math.inf, math.inf
+
+    def _ppf(self, u: float) -> float:
+        from scipy.special import ndtri
+
+        return self.mu + self.sigma * float(ndtri(u))
+
+    def _cdf(self, x: float) -> float:
+        from scipy.special import ndtr
+
+        return float(ndtr((x - self.mu) / self.sigma))
+
+
+@dataclass(frozen=True)
+class QNormal(_Quantized, Normal):
+    q: int | float
+    kind: ClassVar[str] = "q_normal"
+
+
+@dataclass(frozen=True)
+class LogNormal(Normal):
+    kind: ClassVar[str] = "log_normal"  # exp(N(mu, sigma))
+
+    def bounds(self) -> tuple[float, float]:
+        return 0.0, math.inf
+
+    def _ppf(self, u: float) -> float:
+        return math.exp(min(super()._ppf(u), 700.0))
+
+    def _cdf(self, x: float) -> float:
+        return super()._cdf(math.log(x)) if x > 0 else 0.0
+
+    def contains(self, value: Any) -> bool:
+        return super().contains(value) and value > 0
+
+
+@dataclass(frozen=True)
+class QLogNormal(_Quantized, LogNormal):
+    q: int | float
+    kind: ClassVar[str] = "q_log_normal"
+
+
+@dataclass(frozen=True)
+class Beta(_Continuous):
+    a: float
+    b: float
+    kind: ClassVar[str] = "beta"
+
+    def bounds(self) -> tuple[float, float]:
+        return 0.0, 1.0
+
+    def _ppf(self, u: float) -> float:
+        from scipy.special import betaincinv
+
+        return float(betaincinv(self.a, self.b, u))
+
+    def _cdf(self, x: float) -> float:
+        from scipy.special import betainc
+
+        return float(betainc(self.a, self.b, min(max(x, 0.0), 1.0)))
+
+
+@dataclass(frozen=True)
+class QBeta(_Quantized, Beta):
+    q: int | float
+    kind: ClassVar[str] = "q_beta"

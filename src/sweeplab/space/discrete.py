@@ -1,0 +1,140 @@
+"""The distribution base class and the discrete kinds: constant, categorical (with probabilities), int_uniform."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from sweeplab.space.values import _canonical, _is_integral, _same, _short
+
+if TYPE_CHECKING:
+    from sweeplab.space.values import UnitSource
+
+
+# --------------------------------------------------------------------------------------------------
+# distributions
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One parameter: a W&B distribution over plain Python values."""
+
+    name: str
+    kind: ClassVar[str] = ""
+
+    def sample(self, rng: UnitSource) -> Any:
+        return self.from_unit(float(rng.random()))
+
+    def from_unit(self, u: float) -> Any:
+        """Inverse CDF: maps u in [0, 1) onto the distribution's values."""
+        raise NotImplementedError
+
+    def to_unit(self, value: Any) -> float:
+        """Approximate inverse of `from_unit` (the CDF, bin centres for discrete values)."""
+        raise NotImplementedError
+
+    def contains(self, value: Any) -> bool:
+        raise NotImplementedError
+
+    def grid_values(self) -> list[Any] | None:
+        return None
+
+    def describe(self) -> str:
+        args = ", ".join(
+            f"{f.name}={_short(getattr(self, f.name))}" for f in fields(self) if f.name != "name"
+        )
+        return f"{self.name}: {self.kind}({args})"
+
+
+@dataclass(frozen=True)
+class Constant(Distribution):
+    value: Any
+    kind: ClassVar[str] = "constant"
+
+    def sample(self, rng: UnitSource) -> Any:
+        return self.value
+
+    def from_unit(self, u: float) -> Any:
+        return self.value
+
+    def to_unit(self, value: Any) -> float:
+        return 0.5
+
+    def contains(self, value: Any) -> bool:
+        return _same(value, self.value)
+
+    def grid_values(self) -> list[Any]:
+        return [self.value]
+
+
+@dataclass(frozen=True)
+class Categorical(Distribution):
+    values: tuple[Any, ...]
+    kind: ClassVar[str] = "categorical"
+
+    def _cumulative(self) -> list[float]:
+        n = len(self.values)
+        return [(i + 1) / n for i in range(n)]
+
+    def index_of(self, value: Any) -> int | None:
+        for i, v in enumerate(self.values):
+            if _same(v, value):
+                return i
+        return None
+
+    def from_unit(self, u: float) -> Any:
+        u = min(max(u, 0.0), 1.0)
+        for i, c in enumerate(self._cumulative()):
+            if u < c:
+                return self.values[i]
+        return self.values[-1]
+
+    def to_unit(self, value: Any) -> float:
+        i = self.index_of(value)
+        if i is None:
+            raise ValueError(f"{value!r} is not a value of {self.name}")
+        cum = [0.0, *self._cumulative()]
+        return (cum[i] + cum[i + 1]) / 2
+
+    def contains(self, value: Any) -> bool:
+        return self.index_of(value) is not None
+
+    def grid_values(self) -> list[Any]:
+        seen: set[str] = set()
+        out = []
+        for v in self.values:  # W&B skips repeated values in a grid
+            key = _canonical(v)
+            if key not in seen:
+                seen.add(key)
+                out.append(v)
+        return out
+
+
+@dataclass(frozen=True)
+class CategoricalWithProbabilities(Categorical):
+    probabilities: tuple[float, ...]
+    kind: ClassVar[str] = "categorical_w_probabilities"
+
+    def _cumulative(self) -> list[float]:
+        return [float(c) for c in itertools.accumulate(self.probabilities)]
+
+
+@dataclass(frozen=True)
+class IntUniform(Distribution):
+    min: int
+    max: int
+    kind: ClassVar[str] = "int_uniform"
+
+    def from_unit(self, u: float) -> int:
+        n = self.max - self.min + 1
+        return self.min + min(max(int(u * n), 0), n - 1)
+
+    def to_unit(self, value: Any) -> float:
+        return (value - self.min + 0.5) / (self.max - self.min + 1)
+
+    def contains(self, value: Any) -> bool:
+        return _is_integral(value) and self.min <= value <= self.max
+
+    def grid_values(self) -> list[int]:
+        return list(range(self.min, self.max + 1))

@@ -1,0 +1,201 @@
+"""Parsing the W&B `parameters` grammar into a `SearchSpace`, inferring distributions as W&B does."""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from sweeplab.errors import SpecError
+from sweeplab.space.discrete import Categorical, CategoricalWithProbabilities, Constant, Distribution
+from sweeplab.space.kinds import KINDS
+from sweeplab.space.searchspace import SearchSpace
+from sweeplab.space.values import _is_number, _plain
+
+# --------------------------------------------------------------------------------------------------
+# parsing
+
+# kind -> (required keys, optional keys with W&B's defaults)
+_KEYS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "constant": (("value",), {}),
+    "categorical": (("values",), {}),
+    "categorical_w_probabilities": (("values", "probabilities"), {}),
+    "int_uniform": (("min", "max"), {}),
+    "uniform": (("min", "max"), {}),
+    "q_uniform": (("min", "max"), {"q": 1.0}),
+    "log_uniform": (("min", "max"), {}),
+    "log_uniform_values": (("min", "max"), {}),
+    "q_log_uniform": (("min", "max"), {"q": 1.0}),
+    "q_log_uniform_values": (("min", "max"), {"q": 1.0}),
+    "inv_log_uniform": (("min", "max"), {}),
+    "inv_log_uniform_values": (("min", "max"), {}),
+    "normal": ((), {"mu": 0.0, "sigma": 1.0}),
+    "q_normal": ((), {"mu": 0.0, "sigma": 1.0, "q": 1.0}),
+    "log_normal": ((), {"mu": 0.0, "sigma": 1.0}),
+    "q_log_normal": ((), {"mu": 0.0, "sigma": 1.0, "q": 1.0}),
+    "beta": ((), {"a": 1.0, "b": 1.0}),
+    "q_beta": ((), {"a": 1.0, "b": 1.0, "q": 1.0}),
+}
+_ALL_KEYS = sorted({"distribution", "parameters"} | {k for r, o in _KEYS.values() for k in (*r, *o)})
+_POSITIVE_VALUES = {"log_uniform_values", "q_log_uniform_values", "inv_log_uniform_values"}
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+class _Parser:
+    def __init__(self, file: str | None) -> None:
+        self.file = file
+        self.params: dict[str, Distribution] = {}
+
+    def error(self, message: str, key: str, **kw: Any) -> SpecError:
+        return SpecError(message, file=self.file, key=key, **kw)
+
+    def block(self, raw: Any, key: str, prefix: str) -> None:
+        if not isinstance(raw, Mapping):
+            raise self.error("parameters must be a mapping of names to parameters", key, value=raw,
+                             expected="a mapping like {lr: {min: 0.001, max: 0.1}}")
+        if not raw and prefix:
+            raise self.error("a nested parameters block is empty", key, expected="at least one parameter")
+        for name, spec in raw.items():
+            if not isinstance(name, str) or not _NAME.match(name):
+                raise self.error("invalid parameter name", f"{key}.{name}", value=name,
+                                 expected="letters, digits, '_', '-' or '.', not starting with a digit")
+            self.parameter(f"{prefix}{name}", spec, f"{key}.{name}")
+
+    def parameter(self, name: str, raw: Any, key: str) -> None:
+        if not isinstance(raw, Mapping):
+            raise self.error("a parameter must be a mapping", key, value=raw,
+                             expected="a mapping", hint=f"write {{value: {raw!r}}} for a constant")
+        for k in raw:
+            if k not in _ALL_KEYS:
+                close = difflib.get_close_matches(str(k), _ALL_KEYS, n=1)
+                raise self.error(f"unknown key {k!r}", f"{key}.{k}", expected=f"one of {', '.join(_ALL_KEYS)}",
+                                 hint=f"did you mean {close[0]!r}?" if close else None)
+        if "parameters" in raw:
+            extra = sorted(set(raw) - {"parameters"})
+            if extra:
+                raise self.error(f"a nested parameter takes only 'parameters', not {extra[0]!r}",
+                                 f"{key}.{extra[0]}")
+            self.block(raw["parameters"], f"{key}.parameters", f"{name}.")
+            return
+        kind = self.kind(raw, key)
+        required, optional = _KEYS[kind]
+        for k in raw:
+            if k != "distribution" and k not in required and k not in optional:
+                raise self.error(f"key {k!r} does not apply to distribution {kind}", f"{key}.{k}",
+                                 expected=f"keys {', '.join((*required, *optional)) or '(none)'}")
+        for k in required:
+            if k not in raw:
+                raise self.error(f"distribution {kind} needs {k!r}", f"{key}.{k}",
+                                 expected=f"keys {', '.join(required)}")
+        conf = {**optional, **{k: v for k, v in raw.items() if k != "distribution"}}
+        if name in self.params:
+            raise self.error(f"parameter {name!r} is defined twice (nesting and a dotted name?)", key)
+        self.params[name] = self.build(name, kind, conf, key)
+
+    def kind(self, raw: Mapping[str, Any], key: str) -> str:
+        if "distribution" in raw:
+            kind = raw["distribution"]
+            if kind not in _KEYS:
+                close = difflib.get_close_matches(str(kind), list(_KEYS), n=1)
+                raise self.error("unknown distribution", f"{key}.distribution", value=kind,
+                                 expected=f"one of {', '.join(_KEYS)}",
+                                 hint=f"did you mean {close[0]!r}?" if close else None)
+            return str(kind)
+        present = set(raw)
+        groups = [g for g in (("value",), ("values", "probabilities"), ("min", "max"), ("mu", "sigma"), ("a", "b"))
+                  if present & set(g)]
+        if len(groups) > 1:
+            a, b = min(present & set(groups[0])), min(present & set(groups[1]))
+            raise self.error(f"cannot combine {a!r} with {b!r} without a distribution", f"{key}.{b}",
+                             hint="add distribution: <name>")
+        if "q" in present:
+            raise self.error("'q' needs an explicit quantised distribution", f"{key}.q",
+                             hint="add distribution: q_uniform (or q_log_uniform_values, q_normal, ...)")
+        if not groups:
+            raise self.error("cannot tell the distribution", key, value=dict(raw),
+                             expected="value, values, min/max, mu/sigma or a distribution")
+        group = groups[0]
+        if group == ("value",):
+            return "constant"
+        if group == ("values", "probabilities"):
+            return "categorical_w_probabilities" if "probabilities" in present else "categorical"
+        if group == ("min", "max"):
+            lo, hi = raw.get("min"), raw.get("max")
+            ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi))
+            return "int_uniform" if ints else "uniform"
+        return "normal" if group == ("mu", "sigma") else "beta"
+
+    def number(self, conf: Mapping[str, Any], k: str, key: str, *, integer: bool = False) -> Any:
+        v = conf[k]
+        if integer and not (isinstance(v, int) and not isinstance(v, bool)):
+            raise self.error(f"{k} must be an integer", f"{key}.{k}", value=v, expected="an integer")
+        if not _is_number(v) or not math.isfinite(v):
+            hint = None
+            if isinstance(v, str) and re.fullmatch(r"[-+]?\d+(\.\d*)?[eE][-+]?\d+", v.strip()):
+                hint = "YAML reads 1e-5 as a string; write 1.0e-5"
+            raise self.error(f"{k} must be a finite number", f"{key}.{k}", value=v, expected="a number",
+                             hint=hint)
+        return v
+
+    def positive(self, conf: Mapping[str, Any], k: str, key: str) -> Any:
+        v = self.number(conf, k, key)
+        if v <= 0:
+            raise self.error(f"{k} must be positive", f"{key}.{k}", value=v, expected="a number > 0")
+        return v
+
+    def build(self, name: str, kind: str, conf: dict[str, Any], key: str) -> Distribution:
+        cls = KINDS[kind]
+        if kind == "constant":
+            return Constant(name, _plain(conf["value"]))
+        if kind.startswith("categorical"):
+            values = conf["values"]
+            if not isinstance(values, (list, tuple)):
+                raise self.error("values must be a list", f"{key}.values", value=values, expected="a list")
+            if not values:
+                raise self.error("values is empty", f"{key}.values", value=values, expected="at least one value")
+            values = tuple(_plain(list(values)))
+            if kind == "categorical":
+                return Categorical(name, values)
+            probs = conf["probabilities"]
+            if not isinstance(probs, (list, tuple)) or not all(_is_number(p) and p >= 0 for p in probs):
+                raise self.error("probabilities must be a list of numbers >= 0", f"{key}.probabilities",
+                                 value=probs, expected="a list of numbers >= 0")
+            if len(probs) != len(values):
+                raise self.error("probabilities and values differ in length", f"{key}.probabilities",
+                                 value=probs, expected=f"{len(values)} probabilities")
+            if abs(sum(probs) - 1.0) > 1e-6:
+                raise self.error("probabilities do not sum to 1", f"{key}.probabilities", value=probs,
+                                 expected="a sum of 1")
+            return CategoricalWithProbabilities(name, values, tuple(float(p) for p in probs))
+        args: dict[str, Any] = {}
+        if "min" in conf:
+            integer = kind == "int_uniform"
+            lo = self.number(conf, "min", key, integer=integer)
+            hi = self.number(conf, "max", key, integer=integer)
+            if kind in _POSITIVE_VALUES and lo <= 0:
+                raise self.error(f"{kind} needs min > 0 (min and max are values)", f"{key}.min", value=lo,
+                                 expected="a number > 0",
+                                 hint="use log_uniform for exponents" if "inv" not in kind else None)
+            if lo >= hi:
+                raise self.error("min must be less than max", f"{key}.min", value=lo, expected=f"< max ({hi})")
+            args.update(min=lo, max=hi)
+        if "mu" in conf:
+            args.update(mu=self.number(conf, "mu", key), sigma=self.positive(conf, "sigma", key))
+        if "a" in conf:
+            args.update(a=self.positive(conf, "a", key), b=self.positive(conf, "b", key))
+        if "q" in conf:
+            args["q"] = self.positive(conf, "q", key)
+        return cls(name, **args)
+
+
+def parse_parameters(raw: Any, *, file: str | None = None, key: str = "parameters") -> SearchSpace:
+    """Parse the `parameters` block of a sweep spec (W&B grammar) into a SearchSpace.
+
+    Raises SpecError naming `file` and the key path (e.g. `parameters.lr.min`) of the first problem.
+    """
+    parser = _Parser(file)
+    if raw is not None:
+        parser.block(raw, key, "")
+    return SearchSpace(dict(parser.params))

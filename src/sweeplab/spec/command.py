@@ -1,0 +1,155 @@
+"""The command a trial runs: W&B's macros expanded as W&B's agent expands them, and the parameters it passes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+from sweeplab.errors import SpecError
+from sweeplab.spec.keys import _LIST_MACROS, _MACRO, PARAM_MACROS
+from sweeplab.spec.model import SweepSpec
+
+
+def wandb_args(params: Mapping[str, Any], parameters: Any = None) -> dict[str, Any]:
+    """The trial's parameters as W&B's controller hands them to the agent: one entry per top-level name
+    of the spec's `parameters`, a nested parameter's value being a dict of its own (`{"optimizer":
+    {"lr": 0.001, "nadam": {"beta": 0.9}}}`), and a dotted name (`optimizer.lr:` written flat) kept as
+    one key. `params` is sweeplab's flat form; `parameters` is the spec's raw `parameters` mapping
+    (without it, every name is taken as written)."""
+    flat = dict(params)
+    if not isinstance(parameters, Mapping):
+        return flat
+    out = _nest(parameters, flat, "")
+    for name, value in flat.items():   # names the raw mapping does not know (overrides): as written
+        if not any(name == k or name.startswith(k + ".") for k in parameters):
+            out[name] = value
+    return out
+
+
+def _nest(block: Mapping[str, Any], flat: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, node in block.items():
+        path = f"{prefix}{name}"
+        if isinstance(node, Mapping) and isinstance(node.get("parameters"), Mapping):
+            out[str(name)] = _nest(node["parameters"], flat, f"{path}.")
+        elif path in flat:
+            out[str(name)] = flat[path]
+    return out
+
+
+def args_json(params: Mapping[str, Any], parameters: Any = None) -> str:
+    """What `${args_json}` passes and `${args_json_file}` holds: `json.dumps` of `wandb_args`, as W&B's
+    agent writes it (wandb/sdk/launch/sweeps/utils.py, create_sweep_command_args)."""
+    return json.dumps(wandb_args(params, parameters), default=str)
+
+
+def _arg_lists(args: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The list macros, built as W&B's agent builds them: every value formatted with Python's str()
+    (`True`, `None`, `['a', 'b']`, `{'lr': 0.001}`), false booleans left out of args_no_boolean_flags.
+    Source: wandb/sdk/launch/sweeps/utils.py, create_sweep_command_args."""
+    out: dict[str, list[str]] = {name: [] for name in _LIST_MACROS}
+    for name, value in args.items():
+        flag = f"{name}={value}"
+        out["args"].append(f"--{flag}")
+        out["args_no_hyphens"].append(flag)
+        out["args_no_equals"] += [f"--{name}", str(value)]
+        out["args_append_hydra"].append(f"+{flag}")
+        out["args_override_hydra"].append(f"++{flag}")
+        if isinstance(value, bool):
+            if value:
+                out["args_no_boolean_flags"].append(f"--{name}")
+        else:
+            out["args_no_boolean_flags"].append(f"--{flag}")
+    return out
+
+
+def passes_params(command: Sequence[str]) -> bool:
+    """True when a command template hands the trial its parameters (`${args}`, `${args_json}`, ...)."""
+    return any(m.group(1) in PARAM_MACROS for item in command for m in _MACRO.finditer(item))
+
+
+def resolve_interpreter(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """What `${interpreter}` runs, and why: W&B's agent runs `python` from PATH (wandb/wandb_agent.py,
+    Agent._command_run: sweep_vars["interpreter"] = ["python"]), so the user's own environment runs the
+    program, not sweeplab's. Without a `python` on PATH, `python3`, then sweeplab's own interpreter."""
+    env = os.environ if environ is None else environ
+    path = env.get("PATH", os.defpath)
+    for name in ("python", "python3"):
+        found = shutil.which(name, path=path)
+        if found:
+            why = "python on PATH, as W&B's agent runs it" if name == "python" else \
+                "python3 on PATH (no `python` on PATH; W&B's agent would fail here)"
+            return found, why
+    return sys.executable, "sweeplab's own interpreter (neither python nor python3 on PATH)"
+
+
+def _substitute(single: Callable[[str, str], str | None], where: str, match: re.Match[str]) -> str:
+    return single(match.group(1), where) or ""
+
+
+def build_command(
+    spec: SweepSpec,
+    params: Mapping[str, Any],
+    *,
+    interpreter: str,
+    args_json_file: str,
+    environ: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The argv of one trial: the spec's command with W&B's macros expanded as W&B's agent does.
+
+    `params` is flat with dotted names (`{"lr": 0.1, "model.hidden": 64}`); the arguments are W&B's
+    (`wandb_args`: a nested parameter is one argument, `--model={'hidden': 64}`). An item that is exactly
+    a macro expands to its arguments (`${args}` -> `--lr=0.1`, `${env}` -> `/usr/bin/env`, nothing on
+    Windows); inside a longer item the single-value macros are replaced as text (`--params=${args_json_file}`,
+    which W&B's agent would leave as it is). The caller writes `args_json(...)` to `args_json_file`.
+    """
+    template = spec.effective_command
+    if template is None:
+        raise SpecError("this sweep calls a function; it has no command to build", key="command",
+                        file=str(spec.source) if spec.source else None)
+    env = os.environ if environ is None else environ
+    args = wandb_args(params, spec.raw.get("parameters"))
+    lists = _arg_lists(args)
+
+    def single(name: str, where: str) -> str | None:
+        if name == "env":
+            return None if os.name == "nt" else "/usr/bin/env"
+        if name == "interpreter":
+            return interpreter
+        if name == "program":
+            if spec.program is None:
+                raise SpecError("command uses ${program} but the spec has no program", key=where)
+            return spec.program
+        if name == "args_json":
+            return json.dumps(args, default=str)
+        if name == "args_json_file":
+            return args_json_file
+        if name.startswith("envvar:"):
+            var = name[len("envvar:"):]
+            if var not in env:
+                raise SpecError(f"environment variable {var} is not set", key=where,
+                                value=f"${{{name}}}", expected="a variable set in the environment")
+            return env[var]
+        raise SpecError("unknown macro", key=where, value=f"${{{name}}}")  # parse_spec prevents this
+
+    argv: list[str] = []
+    for i, item in enumerate(template):
+        where = f"command[{i}]"
+        whole = _MACRO.fullmatch(item)
+        if whole is not None:
+            name = whole.group(1)
+            if name in lists:
+                argv += lists[name]
+            else:
+                value = single(name, where)
+                if value is not None:
+                    argv.append(value)
+            continue
+        argv.append(_MACRO.sub(partial(_substitute, single, where), item))
+    return argv

@@ -1,0 +1,59 @@
+"""The spec's vocabulary: the keys it knows, the methods and early-termination types, W&B's command macros."""
+
+from __future__ import annotations
+
+import re
+
+import sweeplab.schedulers as _schedulers
+import sweeplab.search as _search
+
+# `method` and `early_terminate.type` are checked against the search and scheduler registries, read at each
+# check (sweeplab.search.SEARCHERS, sweeplab.schedulers.SCHEDULERS); these tuples are their names at import
+METHODS = _search.METHODS
+EARLY_TERMINATE_TYPES = _schedulers.TYPES
+
+
+def _methods() -> tuple[str, ...]:
+    return tuple(_search.SEARCHERS)
+
+
+def _early_terminate_types() -> tuple[str, ...]:
+    return tuple(_schedulers.SCHEDULERS)
+
+
+_IMPUTE = ("worst", "best", "latest")
+
+#: command macros (W&B's); `${envvar:NAME}` is also accepted
+MACROS = (
+    "env", "interpreter", "program", "args", "args_no_equals", "args_no_hyphens", "args_no_boolean_flags",
+    "args_append_hydra", "args_override_hydra", "args_json", "args_json_file",
+)
+_LIST_MACROS = ("args", "args_no_equals", "args_no_hyphens", "args_no_boolean_flags", "args_append_hydra",
+                "args_override_hydra")
+#: the macros that hand a trial its parameters (a command without one passes none)
+PARAM_MACROS = (*_LIST_MACROS, "args_json", "args_json_file")
+DEFAULT_COMMAND = ("${env}", "${interpreter}", "${program}", "${args}")
+_MACRO = re.compile(r"\$\{([^}]*)\}")
+
+_WANDB_KEYS = (
+    "program", "command", "method", "metric", "parameters", "early_terminate", "run_cap", "name",
+    "description",
+)
+_HYPERBAND_KEYS = ("type", "metric", "min_iter", "max_iter", "s", "eta", "strict")
+_IGNORED_KEYS = ("entity", "project", "controller", "apiVersion", "kind")
+_UNSUPPORTED_KEYS = {
+    "job": "W&B Launch jobs are not supported; use program/command or function",
+    "image_uri": "W&B Launch images are not supported; use program/command or function",
+    "metrics": "multi-objective sweeps are not supported; give one metric",
+    "scheduler": "custom W&B schedulers are not supported; use method and early_terminate",
+}
+_OUR_KEYS = (
+    "function", "config", "profile", "seed", "workers", "resources", "budget", "trial", "monitors",
+    "backend", "address", "checkpoint_dir",
+)
+_TOP_KEYS = (*_WANDB_KEYS, *_OUR_KEYS, *_IGNORED_KEYS)
+
+_FUNCTION = re.compile(
+    r"^(?:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[^:]*\.py)"
+    r":[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$"
+)

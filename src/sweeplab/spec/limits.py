@@ -1,0 +1,139 @@
+"""Validation of `budget`, `resources` and `trial`: what a sweep may spend and how each trial runs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from sweeplab._values import is_int as _is_int
+from sweeplab._values import parse_duration
+from sweeplab.spec.model import Budget, Resources, TrialPolicy
+from sweeplab.spec.reader import _Reader
+from sweeplab.types import PLACEMENTS
+
+
+class _Limits(_Reader):
+    """The sections that bound a sweep and its trials: budget, resources, trial policy."""
+
+    def budget(self, raw: Any, run_cap: Any) -> Budget:
+        cap = self.integer(run_cap, "run_cap", minimum=1)
+        if raw is None:
+            return Budget(trials=cap)
+        raw = self.mapping(raw, "budget", "{trials: 60, time: 30m, gpu_hours: 4}")
+        self.keys(raw, ("trials", "time", "gpu_hours", "cpu_hours", "cost", "prices"), "budget")
+        trials = self.integer(raw.get("trials"), "budget.trials", minimum=1)
+        if cap is not None and trials is not None and cap != trials:
+            raise self.error("run_cap and budget.trials disagree (run_cap is an alias of budget.trials)",
+                             "run_cap", value=cap, expected=f"{trials} (budget.trials) or only one of them")
+        cost = raw.get("cost")
+        if cost is not None:
+            cost = self.mapping(cost, "budget.cost", "{usd: 20}")
+            cost = {str(k): self.number(v, f"budget.cost.{k}") for k, v in cost.items()}
+        return Budget(
+            trials=trials if trials is not None else cap,
+            time=self.duration(raw.get("time"), "budget.time"),
+            gpu_hours=self.hours(raw.get("gpu_hours"), "budget.gpu_hours"),
+            cpu_hours=self.hours(raw.get("cpu_hours"), "budget.cpu_hours"),
+            cost=cost,
+            prices=self.prices(raw.get("prices"), cost),
+        )
+
+    def prices(self, raw: Any, cost: Mapping[str, float] | None) -> dict[str, float] | None:
+        """Prices per resource-hour, e.g. {cpu_hour: 0.04, gpu_hour: 2.5}: added to every budget.cost."""
+        if raw is None:
+            return None
+        raw = self.mapping(raw, "budget.prices", "{cpu_hour: 0.04, gpu_hour: 2.5}")
+        self.keys(raw, ("cpu_hour", "gpu_hour"), "budget.prices")
+        if not cost:
+            raise self.error("budget.prices needs a budget.cost limit to spend against", "budget.prices",
+                             expected="budget.cost: {usd: 20} beside it")
+        out = {}
+        for k, v in raw.items():
+            price = self.number(v, f"budget.prices.{k}")
+            if price is None or price < 0:
+                raise self.error("a price cannot be negative", f"budget.prices.{k}", value=v,
+                                 expected="a number >= 0 (currency per resource-hour)")
+            out[str(k)] = float(price)
+        return out
+
+    def hours(self, raw: Any, key: str) -> float | None:
+        """A number of hours, or a duration string ("90m")."""
+        if raw is None:
+            return None
+        if isinstance(raw, str):
+            return parse_duration(raw, file=self.file, key=key) / 3600.0
+        return self.number(raw, key)
+
+    def resources(self, raw: Any) -> Resources:
+        if raw is None:
+            return Resources()
+        raw = self.mapping(raw, "resources", "{cpus: 1, gpus: 0}")
+        allowed = ("cpus", "gpus", "workers", "cpus_per_worker", "gpus_per_worker", "custom", "placement")
+        self.keys(raw, allowed, "resources")
+        custom = raw.get("custom") or {}
+        custom = self.mapping(custom, "resources.custom", "{tpu: 1}")
+        placement = raw.get("placement", "pack")
+        if placement is not None and str(placement).lower() != "none":
+            placement = str(placement).upper()
+            if placement not in PLACEMENTS:
+                raise self.error("unknown placement strategy", "resources.placement", value=raw.get("placement"),
+                                 expected=f"one of {', '.join(p.lower() for p in PLACEMENTS)} or none")
+        else:
+            placement = None
+        return Resources(
+            placement=placement,
+            cpus=self.number(raw.get("cpus", 1.0), "resources.cpus"),  # type: ignore[arg-type]
+            gpus=self.gpus(raw.get("gpus", 0.0), "resources.gpus"),  # type: ignore[arg-type]
+            workers=self.integer(raw.get("workers", 1), "resources.workers", minimum=1),  # type: ignore[arg-type]
+            cpus_per_worker=self.number(raw.get("cpus_per_worker"), "resources.cpus_per_worker"),
+            gpus_per_worker=self.gpus(raw.get("gpus_per_worker"), "resources.gpus_per_worker"),
+            custom={str(k): self.number(v, f"resources.custom.{k}") for k, v in custom.items()},  # type: ignore[misc]
+        )
+
+    def trial(self, raw: Any) -> TrialPolicy:
+        if raw is None:
+            return TrialPolicy()
+        raw = self.mapping(raw, "trial", "{timeout: 10m, retries: 2, checkpoint_every: 5m}")
+        allowed = ("timeout", "retries", "checkpoint_every", "keep_checkpoints", "grace",
+                   "heartbeat_timeout", "torch_profiler")
+        self.keys(raw, allowed, "trial")
+        profiler = raw.get("torch_profiler")
+        if profiler is True:
+            profiler = {}
+        elif profiler is False:
+            profiler = None
+        elif profiler is not None:
+            profiler = dict(self.mapping(profiler, "trial.torch_profiler", "{wait: 1, warmup: 1, active: 3}"))
+        defaults = TrialPolicy()
+        return TrialPolicy(
+            timeout=self.duration(raw.get("timeout"), "trial.timeout"),
+            retries=self.integer(raw.get("retries", defaults.retries), "trial.retries", minimum=0),  # type: ignore[arg-type]
+            checkpoint_every=self.checkpoint_every(raw.get("checkpoint_every")),
+            keep_checkpoints=self.integer(  # type: ignore[arg-type]
+                raw.get("keep_checkpoints", defaults.keep_checkpoints), "trial.keep_checkpoints", minimum=1),
+            grace=self.duration(raw.get("grace", defaults.grace), "trial.grace"),  # type: ignore[arg-type]
+            heartbeat_timeout=self.duration(raw.get("heartbeat_timeout", defaults.heartbeat_timeout),
+                                            "trial.heartbeat_timeout"),
+            torch_profiler=profiler,
+        )
+
+    def checkpoint_every(self, raw: Any) -> float | str | None:
+        key = "trial.checkpoint_every"
+        expected = "a step count (100), a duration ('5m') or 'auto'"
+        if raw is None:
+            return None
+        if _is_int(raw):
+            if raw < 1:
+                raise self.error("checkpoint_every must be at least 1 step", key, value=raw, expected=expected)
+            return int(raw)
+        if isinstance(raw, str):
+            text = raw.strip().lower()
+            if text == "auto":
+                return "auto"
+            steps = re.fullmatch(r"(\d+)\s*steps?", text)
+            if steps:
+                return self.checkpoint_every(int(steps.group(1)))
+            return parse_duration(raw, file=self.file, key=key)
+        raise self.error("checkpoint_every must be steps, a duration or 'auto'", key, value=raw,
+                         expected=expected, hint="a bare number is a step count; write '30s' for time")

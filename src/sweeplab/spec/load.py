@@ -1,0 +1,33 @@
+"""Reading a spec: from a file (`load_spec`) or from a mapping (`parse_spec`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sweeplab._yaml import read_yaml
+from sweeplab.spec.model import SweepSpec
+from sweeplab.spec.parse import _SpecParser
+
+
+def load_spec(path: str | Path, *, strict: bool = False, function: str | None = None) -> SweepSpec:
+    """Read and validate a sweep spec file; every error names the file.
+
+    `strict` turns what W&B only warns about into errors; `function` ('train.py:train', the CLI's
+    `--function`) runs a W&B file written for `wandb.agent(sweep_id, function=train)`."""
+    file = str(path)
+    raw = read_yaml(path, what="sweep spec")
+    if function is not None and isinstance(raw, Mapping):
+        raw = {k: v for k, v in raw.items() if k not in ("program", "command")}
+        raw["function"] = function
+    spec = parse_spec(raw, file=file, base_dir=Path(path).parent, strict=strict)
+    return dataclasses.replace(spec, source=Path(path))
+
+
+def parse_spec(raw: Any, *, file: str | None = None, base_dir: Path | None = None,
+               strict: bool = False) -> SweepSpec:
+    """Validate a spec mapping (as loaded from YAML). `base_dir` anchors a relative `config` path
+    (default: the directory of `file`)."""
+    return _SpecParser(file, base_dir, strict=strict).parse(raw)

@@ -1,0 +1,277 @@
+"""Validation by key: the top-level spec, method, metric, parameters, what runs, early termination, monitors."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import sweeplab.search as _search
+from sweeplab._values import is_number as _is_number
+from sweeplab.errors import SpecError
+from sweeplab.space import SearchSpace, parse_parameters
+from sweeplab.spec.keys import (
+    _FUNCTION,
+    _HYPERBAND_KEYS,
+    _IGNORED_KEYS,
+    _IMPUTE,
+    _LIST_MACROS,
+    _MACRO,
+    _TOP_KEYS,
+    _UNSUPPORTED_KEYS,
+    MACROS,
+    _early_terminate_types,
+    _methods,
+)
+from sweeplab.spec.limits import _Limits
+from sweeplab.spec.model import MetricSpec, SweepSpec
+from sweeplab.spec.reader import _did_you_mean
+from sweeplab.spec.wandb import _WandbWarnings
+from sweeplab.types import Goal
+
+
+class _SpecParser(_WandbWarnings, _Limits):
+    """Validates a spec mapping key by key into a `SweepSpec`."""
+
+    # -- the spec -------------------------------------------------------------------------------
+
+    def parse(self, raw: Any) -> SweepSpec:
+        if raw is None:
+            raise self.error("the sweep spec is empty", None, expected="a mapping with method and parameters")
+        if not isinstance(raw, Mapping):
+            raise self.error("the sweep spec must be a mapping", None, value=raw,
+                             expected="a YAML mapping (method: ..., parameters: ...)")
+        for k in raw:
+            if k in _UNSUPPORTED_KEYS:
+                raise self.error(f"{k!r} is not supported", str(k), hint=_UNSUPPORTED_KEYS[k])
+            if k not in _TOP_KEYS:   # W&B warns about a schema violation and runs (wandb sweep)
+                self.warn(f"unknown key {k!r}", str(k), expected="a sweep spec key",
+                          hint=_did_you_mean(str(k), _TOP_KEYS) or "see docs/spec.md for the keys")
+
+        method = self.method(raw.get("method"))
+        metric = self.metric(raw.get("metric"), method)
+        space = self.space(raw.get("parameters"), method)
+        function, program, command = self.target(raw)
+        budget = self.budget(raw.get("budget"), raw.get("run_cap"))
+        early = self.early_terminate(raw.get("early_terminate"), metric)
+        config = self.string(raw.get("config"), "config")
+        config_path = Path(config) if config is not None else None
+        if config_path is not None and not config_path.is_absolute() and self.base_dir is not None:
+            config_path = (self.base_dir / config_path).absolute()
+        ignored = tuple(k for k in _IGNORED_KEYS if k in raw)
+        return SweepSpec(
+            method=method,
+            space=space,
+            metric=metric,
+            name=self.string(raw.get("name"), "name"),
+            description=self.text(raw.get("description"), "description"),
+            function=function,
+            program=program,
+            command=command,
+            config=config_path,
+            profile=self.string(raw.get("profile"), "profile"),
+            seed=self.integer(raw.get("seed"), "seed", minimum=0),
+            workers=self.integer(raw.get("workers"), "workers", minimum=1),
+            resources=self.resources(raw.get("resources")),
+            budget=budget,
+            trial=self.trial(raw.get("trial")),
+            early_terminate=early,
+            monitors=self.monitors(raw.get("monitors")),
+            backend=self.string(raw.get("backend"), "backend") or "local",
+            address=self.string(raw.get("address"), "address"),
+            checkpoint_dir=self.string(raw.get("checkpoint_dir"), "checkpoint_dir"),
+            source=Path(self.file) if self.file and not self.file.startswith("<") else None,
+            raw={k: v for k, v in raw.items() if k in _TOP_KEYS},
+            ignored=ignored,
+            warnings=tuple(self.warnings) + self.param_warnings(function, program, command),
+        )
+
+    def method(self, raw: Any) -> str:
+        methods = _methods()
+        expected = f"one of {', '.join(methods)}"
+        if raw is None:
+            raise self.error("missing required key 'method'", "method", expected=expected)
+        if raw == "custom":
+            raise self.error("W&B's custom method is not supported", "method", value=raw, expected=expected)
+        if raw not in methods:
+            raise self.error("unknown method", "method", value=raw, expected=expected,
+                             hint=_did_you_mean(str(raw), methods))
+        return str(raw)
+
+    def metric(self, raw: Any, method: str) -> MetricSpec:
+        if raw is None:
+            if method in _search.MODEL_BASED:   # model-based searchers optimise a metric
+                raise self.error(f"method {method} needs a metric to optimise", "metric",
+                                 expected="a mapping like {name: val_loss, goal: minimize}")
+            return MetricSpec()
+        raw = self.mapping(raw, "metric", "{name: val_loss, goal: minimize}")
+        self.keys(raw, ("name", "goal", "target", "impute", "impute_while_running"), "metric")
+        if "name" not in raw:
+            raise self.error("missing required key 'name'", "metric.name", expected="the name of a metric")
+        name = self.string(raw.get("name"), "metric.name")
+        goal_raw = raw.get("goal", "minimize")
+        if goal_raw not in ("minimize", "maximize"):
+            raise self.error("unknown goal", "metric.goal", value=goal_raw, expected="minimize or maximize",
+                             hint=_did_you_mean(str(goal_raw), ("minimize", "maximize")))
+        target = raw.get("target")
+        if target is not None and not _is_number(target):
+            raise self.error("must be a number", "metric.target", value=target, expected="a number")
+        impute = raw.get("impute")
+        if impute is not None and impute not in _IMPUTE:
+            raise self.error("unknown impute", "metric.impute", value=impute, expected=f"one of {', '.join(_IMPUTE)}")
+        running = raw.get("impute_while_running")
+        if running is False or running == "false":
+            running = None
+        if running is not None and running not in _IMPUTE:
+            raise self.error("unknown impute_while_running", "metric.impute_while_running", value=running,
+                             expected="false or one of " + ", ".join(_IMPUTE))
+        return MetricSpec(
+            name=name, goal=Goal(goal_raw), target=float(target) if target is not None else None,
+            impute=None if impute is None else str(impute), impute_while_running=running,
+        )
+
+    def space(self, raw: Any, method: str) -> SearchSpace:
+        try:
+            space = parse_parameters(raw, file=self.file, key="parameters")
+        except SpecError as err:
+            raise (err.with_file(self.file) if self.file and not err.file else err) from None
+        if method == "grid":
+            for name, dist in space.params.items():
+                if dist.grid_values() is None:
+                    raise self.error(
+                        f"grid search needs a finite set of values, but parameter {name!r} is {dist.kind}",
+                        _param_key(raw, name),
+                        expected="value, values, an int_uniform or a q_uniform range",
+                        hint="use values: [...] or method: random",
+                    )
+        return space
+
+    def target(self, raw: Mapping[str, Any]) -> tuple[str | None, str | None, tuple[str, ...] | None]:
+        function = self.string(raw.get("function"), "function")
+        program = self.string(raw.get("program"), "program")
+        command = self.command(raw.get("command")) if "command" in raw else None
+        if function is not None:
+            if not _FUNCTION.match(function):
+                raise self.error("function must name a module or file and a function", "function",
+                                 value=function, expected="'pkg.module:fn' or 'path/to/file.py:fn'")
+            for other in ("program", "command"):
+                if raw.get(other) is not None:
+                    raise self.error(f"function and {other} are alternatives; give one", other,
+                                     hint="a Python function is called in the worker; a program runs as a command")
+            return function, None, None
+        if command is not None:
+            uses_program = any("${program}" in item for item in command)
+            if uses_program and program is None:
+                index = next(i for i, item in enumerate(command) if "${program}" in item)
+                raise self.error("command uses ${program} but no program is given", f"command[{index}]",
+                                 value=command[index], hint="add program: train.py")
+            if program is None:
+                self.executable(command)
+            return None, program, command
+        if program is not None:
+            return None, program, None
+        raise self.error("nothing to run: no program, command or function", None,
+                         expected="one of function ('pkg.module:fn'), program (train.py) or command",
+                         hint="a W&B sweep run by wandb.agent(sweep_id, function=train) runs with "
+                              "`sweeplab sweep FILE --function train.py:train`; or add program: train.py")
+
+    def command(self, raw: Any) -> tuple[str, ...]:
+        if isinstance(raw, str):
+            try:
+                raw = shlex.split(raw)
+            except ValueError as exc:
+                raise self.error(f"cannot split command: {exc}", "command", value=raw) from None
+        if not isinstance(raw, (list, tuple)) or not raw:
+            raise self.error("must be a non-empty list", "command", value=raw,
+                             expected="a list like [${env}, ${interpreter}, ${program}, ${args}]")
+        items: list[str] = []
+        for i, item in enumerate(raw):
+            key = f"command[{i}]"
+            if _is_number(item):
+                item = str(item)
+            if not isinstance(item, str):
+                raise self.error("a command item must be a string", key, value=item, expected="a string")
+            if "${" in _MACRO.sub("", item):
+                raise self.error("unclosed macro: '${' without '}'", key, value=item,
+                                 expected="macros written as ${name}")
+            for match in _MACRO.finditer(item):
+                name = match.group(1)
+                if name.startswith("envvar:") and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name[7:]):
+                    continue
+                if name not in MACROS:
+                    raise self.error(f"unknown macro ${{{name}}}", key, value=item,
+                                     expected="one of " + ", ".join(f"${{{m}}}" for m in MACROS)
+                                     + " or ${envvar:NAME}",
+                                     hint=_did_you_mean(name, MACROS))
+                if name in _LIST_MACROS and match.group(0) != item:
+                    raise self.error(f"${{{name}}} expands to several arguments; it must be a whole item",
+                                     key, value=item, expected=f"an item that is exactly ${{{name}}}")
+            items.append(item)
+        return tuple(items)
+
+    def executable(self, command: tuple[str, ...]) -> None:
+        """A command without a program must start with something to execute."""
+        i = 1 if command[0] == "${env}" else 0
+        if i >= len(command):
+            raise self.error("command has nothing to execute", "command", value=list(command),
+                             expected="an executable after ${env}")
+        first = command[i]
+        if first == "${interpreter}" or first.startswith("${envvar:"):
+            return
+        if _MACRO.search(first) or not first.strip() or first.startswith("-"):
+            raise self.error("command must start with an executable", f"command[{i}]", value=first,
+                             expected="a program name or path such as python3, ./train.sh or ${interpreter}")
+
+    def early_terminate(self, raw: Any, metric: MetricSpec) -> Mapping[str, Any] | None:
+        if raw is None:
+            return None
+        raw = self.mapping(raw, "early_terminate", "{type: hyperband, min_iter: 3}")
+        kind, types = raw.get("type"), _early_terminate_types()
+        if kind is None:
+            raise self.error("missing required key 'type'", "early_terminate.type",
+                             expected=f"one of {', '.join(types)}")
+        if kind not in types:
+            raise self.error("unknown early_terminate type", "early_terminate.type", value=kind,
+                             expected=f"one of {', '.join(types)}",
+                             hint=_did_you_mean(str(kind), types))
+        if raw.get("metric") is None and metric.name is None:
+            raise self.error("early termination needs a metric", "early_terminate",
+                             expected="a sweep metric or early_terminate.metric")
+        out = dict(raw)
+        if kind == "hyperband":   # W&B drops keys its schema lacks (sweeps/hyperband_stopping.py,
+            for k in raw:         # hyperband_baseline_validate_and_fill) and runs
+                if k not in _HYPERBAND_KEYS:
+                    self.warn(f"unknown key {k!r}", f"early_terminate.{k}",
+                              expected=f"one of {', '.join(_HYPERBAND_KEYS)}",
+                              hint=_did_you_mean(str(k), _HYPERBAND_KEYS))
+                    del out[k]
+        return out
+
+    def monitors(self, raw: Any) -> tuple[Any, ...]:
+        if raw is None:
+            return ()
+        if not isinstance(raw, (list, tuple)):
+            raise self.error("must be a list", "monitors", value=raw,
+                             expected="a list like [nan, {plateau: {metric: val_loss, patience: 5}}]")
+        for i, item in enumerate(raw):
+            if not isinstance(item, (str, Mapping)):
+                raise self.error("a monitor must be a name or a mapping", f"monitors[{i}]", value=item,
+                                 expected="a name (nan) or a mapping ({plateau: {...}})")
+        return tuple(raw)
+
+
+def _param_key(raw: Any, name: str) -> str:
+    """The spec key path of a flat parameter name: `a.b` -> `parameters.a.parameters.b`."""
+    if not isinstance(raw, Mapping):
+        return f"parameters.{name}"
+    if name in raw:
+        return f"parameters.{name}"
+    parts = name.split(".")
+    for i in range(1, len(parts)):
+        head, rest = ".".join(parts[:i]), ".".join(parts[i:])
+        node = raw.get(head)
+        if isinstance(node, Mapping) and isinstance(node.get("parameters"), Mapping):
+            return f"parameters.{head}.{_param_key(node['parameters'], rest)}"
+    return f"parameters.{name}"
