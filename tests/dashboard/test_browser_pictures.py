@@ -1,0 +1,150 @@
+"""Pictures that must not mislead, checked in headless Chromium on an ASHA sweep with failed, pruned and
+diverged trials (tests/dashboard/conftest.py `make_asha_store`). Screenshots at 1400x900 and 390x844 land
+in test-artifacts/dashboard/ for a person to look at."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.dashboard.test_browser import ARGS, ARTIFACTS, CHROMIUM
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(),
+                       reason="needs Debian's chromium at /usr/bin/chromium (bash .ci/install-browser.sh)"),
+]
+WIDE, PHONE = {"width": 1400, "height": 900}, {"width": 390, "height": 844}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def _page(browser: Any, viewport: dict[str, int]) -> tuple[Any, Any, list[str]]:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    ctx = browser.new_context(viewport=viewport)
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.set_default_timeout(30_000)
+    return ctx, pg, errors
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    ctx, pg, errors = _page(browser, WIDE)
+    yield pg
+    ctx.close()
+    assert not errors, errors
+
+
+def _numbers(texts: list[str]) -> list[float]:
+    return [float(t.replace("\u2212", "-").replace("≥ ", "")) for t in texts if t.strip()]
+
+
+def _open_sweep(page: Any, server: Any) -> None:
+    page.goto(server.url + "/sweeps/asha")
+    page.wait_for_selector("#parcoords[data-rendered='1']")
+    page.wait_for_selector("#history[data-rendered]")
+    page.wait_for_selector("#importance[data-rendered]")
+
+
+def test_constant_parameters_are_header_facts_not_axes(page: Any, asha_server: Any) -> None:
+    _open_sweep(page, asha_server)
+    labels = page.locator("#parcoords .axis-title").all_text_contents()
+    assert not any(t.startswith("epochs") for t in labels), labels
+    assert "epochs = 30" in page.inner_text("#constants")
+    options = page.locator("#scatter-param option").all_inner_texts()
+    assert "epochs" not in options and page.input_value("#scatter-param") == "lr", options
+    # the conditional parameter is an axis whose gaps are named, not zeros
+    assert "momentum (gaps: not set)" in labels, labels
+
+
+def test_failed_and_pruned_trials_show_and_outliers_do_not_flatten_the_axis(page: Any, asha_server: Any) -> None:
+    _open_sweep(page, asha_server)
+    # parallel coordinates: every trial that ran is a line; a state axis tells them apart
+    labels = page.locator("#parcoords .axis-title").all_text_contents()
+    assert "state" in labels
+    ticks = page.locator("#parcoords .y-axis").nth(labels.index("state")).locator(".tick text").all_text_contents()
+    assert {"completed", "pruned", "failed", "stopped by rule"} <= set(ticks), ticks
+    n_lines = page.evaluate("() => document.querySelector('#parcoords').data[0].dimensions[0].values.length")
+    assert n_lines == 22
+    # history: one trace per state, the failed trial included (it has no value: drawn on the bottom edge)
+    names = page.evaluate("() => document.querySelector('#history').data.map((t) => t.name)")
+    assert {"completed", "pruned", "failed", "stopped by rule"} <= set(names), names
+    # the 6.4e12 value is pinned to the edge: ticks are ordinary numbers, increasing, no SI "T"
+    yt = page.locator("#history .ytick text").all_text_contents()
+    assert yt and not any("T" in t for t in yt), yt
+    ys = _numbers(yt)
+    assert ys == sorted(ys) and max(ys) < 100, ys
+    assert "outlying value" in page.text_content("#history .g-ytitle")
+    # a log-scale toggle on the metric axis
+    page.click("#log-history")
+    page.wait_for_function("() => document.querySelector('#history').layout.yaxis.type === 'log'")
+    page.screenshot(path=str(ARTIFACTS / "asha-sweep-1400.png"), full_page=True)
+
+
+def test_importance_states_its_basis_and_uncertainty(page: Any, asha_server: Any) -> None:
+    _open_sweep(page, asha_server)
+    assert page.get_attribute("#importance", "data-basis") == "rung"
+    note = page.inner_text("#importance-note")
+    assert "from 11 of 22 trials (8 pruned, 3 completed), each at step 3" in note, note
+    assert "only 11 trials: too few to rank parameters reliably" in note
+    assert page.locator("#importance .errorbar").count() >= 1   # the bootstrap spread is drawn
+    page.select_option("#importance-basis", "final")
+    page.wait_for_selector("#importance[data-basis='final']")
+    assert "from 3 of 22 trials: the completed ones' final values" in page.inner_text("#importance-note")
+
+
+def test_sweeps_list_shows_backend_and_the_whole_end_reason(page: Any, asha_server: Any) -> None:
+    page.goto(asha_server.url + "/")
+    page.wait_for_selector("body[data-ready='1']")
+    row = page.locator("#sweeps tr[data-sweep='asha']")
+    assert "ray · 10.0.0.5:6379" in row.inner_text()
+    cell = row.locator("td.reason")
+    assert "trial budget was" in cell.inner_text()
+    box = cell.bounding_box()
+    assert box["x"] + box["width"] <= 1400
+    assert cell.evaluate("(e) => e.scrollWidth <= e.clientWidth + 1")
+    assert re.search(r"\d+ (s|min|h|d) ago", row.inner_text()), row.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "asha-sweeps-1400.png"), full_page=True)
+
+
+def test_trial_profile_is_formatted_with_units(page: Any, asha_server: Any) -> None:
+    page.goto(asha_server.url + "/sweeps/asha/trials/17")
+    page.wait_for_selector("#trial-curves[data-rendered]")
+    prof = page.inner_text("#profile")
+    assert "rss_peak" not in prof and "408674304" not in prof, prof
+    assert "peak RSS" in prof and "389.7 MB" in prof
+    assert "18.3 %" in prof and "12.3 ms" in prof and "5312/s" in prof, prof
+    page.screenshot(path=str(ARTIFACTS / "asha-trial-1400.png"), full_page=True)
+
+
+@pytest.mark.parametrize("path,ready,shot", [
+    ("/", "body[data-ready='1']", "sweeps"),
+    ("/sweeps/asha", "#parcoords[data-rendered='1']", "sweep"),
+    ("/sweeps/asha/trials/17", "#trial-curves[data-rendered]", "trial"),
+])
+def test_pages_fit_a_phone_screen(browser: Any, asha_server: Any, path: str, ready: str, shot: str) -> None:
+    ctx, pg, errors = _page(browser, PHONE)
+    try:
+        pg.goto(asha_server.url + path)
+        pg.wait_for_selector(ready)
+        pg.wait_for_timeout(300)  # let Plotly's responsive resize settle
+        width = pg.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= PHONE["width"] + 1, f"{path}: page is {width}px wide on a 390px screen"
+        pg.screenshot(path=str(ARTIFACTS / f"asha-{shot}-390.png"), full_page=True)
+    finally:
+        ctx.close()
+    assert not errors, errors
