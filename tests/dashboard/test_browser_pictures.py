@@ -81,8 +81,11 @@ def test_failed_and_pruned_trials_show_and_outliers_do_not_flatten_the_axis(page
     n_lines = page.evaluate("() => document.querySelector('#parcoords').data[0].dimensions[0].values.length")
     assert n_lines == 22
     # history: one trace per state, the failed trial included (it has no value: drawn on the bottom edge)
-    names = page.evaluate("() => document.querySelector('#history').data.map((t) => t.name)")
-    assert {"completed", "pruned", "failed", "stopped by rule"} <= set(names), names
+    traces = page.evaluate("() => document.querySelector('#history').data.map((t) => [t.name, t.yaxis || 'y'])")
+    assert {("completed", "y"), ("stopped by rule", "y"), ("failed (no value)", "y2"),
+            ("pruned (no value)", "y2")} <= {tuple(t) for t in traces}, traces
+    # trials without a value sit on their own strip, labelled, never at the "good" end of the metric axis
+    assert page.text_content("#history .y2tick text") == "no value"
     # the 6.4e12 value is pinned to the edge: ticks are ordinary numbers, increasing, no SI "T"
     yt = page.locator("#history .ytick text").all_text_contents()
     assert yt and not any("T" in t for t in yt), yt

@@ -12,6 +12,9 @@ const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2
 const END_SYMBOL = { pruned: "x", stopped_by_rule: "diamond", failed: "x-thin-open", stopped: "square",
   preempted: "triangle-down", interrupted: "triangle-down" };
 const MAX_CURVES = 50;
+// The strip under a metric plot where trials without a value (failed, pruned before reporting) are drawn.
+const NO_VALUE_AXIS = { domain: [0, 0.09], type: "category", categoryarray: ["no value"], fixedrange: true,
+  showgrid: false, zeroline: false, tickfont: { size: 10, color: "#6b7280" } };
 
 function logTicks(lo, hi) {
   const a = Math.floor(Math.log10(lo)), b = Math.ceil(Math.log10(hi));
@@ -298,7 +301,6 @@ export class SweepView {
   stateTraces(ax, pick, xLabel) {
     const c = this.cols;
     const traces = [];
-    const bottom = ax.range ? (ax.axis.type === "log" ? 10 ** ax.range[0] : ax.range[0]) : 0;
     for (const st of STATES) {
       const xs = [], ys = [], ns = [], real = [], sym = [];
       for (let i = 0; i < c.n; i++) {
@@ -308,7 +310,7 @@ export class SweepView {
         const r = ax.clip(c.value[i]);
         if (r.y === null && (st === "running" || st === "queued")) continue;
         xs.push(x); ns.push(c.number[i]);
-        ys.push(r.y === null ? bottom : r.y);
+        ys.push(r.y);
         real.push(isNum(c.value[i]) ? fmtNum(c.value[i]) : "no value");
         sym.push(r.y === null ? "x-thin-open" : r.out > 0 ? "triangle-up" : r.out < 0 ? "triangle-down" : "circle");
       }
@@ -317,6 +319,21 @@ export class SweepView {
         marker: { color: STATE_COLOR[st], size: 7, opacity: 0.8, symbol: sym, line: { width: 1.5, color: STATE_COLOR[st] } },
         cliponaxis: false,
         hovertemplate: `trial %{customdata[0]}<br>${xLabel}=%{x}<br>%{customdata[1]}<extra>${st}</extra>` });
+      // Trials without a value go on their own "no value" strip below the plot (never at the good end).
+      const t = traces[traces.length - 1];
+      if (t && t.meta.state === st && sym.includes("x-thin-open")) {
+        const keep = sym.map((m) => m !== "x-thin-open");
+        const nx = xs.filter((_, k) => !keep[k]), nn = t.customdata.filter((_, k) => !keep[k]);
+        traces.push({ type: "scatter", mode: "markers", name: `${st.replaceAll("_", " ")} (no value)`, x: nx, y: nx.map(() => "no value"),
+          yaxis: "y2", customdata: nn, meta: { state: st, novalue: true }, showlegend: !keep.some(Boolean),
+          legendgroup: st, marker: { color: STATE_COLOR[st], size: 7, symbol: "x-thin-open", line: { width: 1.5, color: STATE_COLOR[st] } },
+          hovertemplate: `trial %{customdata[0]}<br>${xLabel}=%{x}<br>no value<extra>${st}</extra>` });
+        if (keep.some(Boolean)) {
+          for (const k of ["x", "y", "customdata"]) t[k] = t[k].filter((_, j) => keep[j]);
+          t.marker.symbol = sym.filter((_, j) => keep[j]);
+          t.legendgroup = st;
+        } else traces.splice(traces.length - 2, 1);
+      }
     }
     return traces;
   }
@@ -348,8 +365,9 @@ export class SweepView {
     if (!traces.length || !ax.range) { this.history.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
     if (!this.history.data) this.history.replaceChildren();
     Plotly.react(this.history, traces, baseLayout({
-      xaxis: { title: { text: "trial" }, gridcolor: "#eef0f3", zeroline: false },
-      yaxis: { ...ax.axis, title: { text: `${s.metric || "value"}${this.axisNote(ax) ? " · " + this.axisNote(ax) : ""}`, font: { size: 11 } } },
+      xaxis: { title: { text: "trial" }, gridcolor: "#eef0f3", zeroline: false, anchor: "y2" },
+      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: `${s.metric || "value"}${this.axisNote(ax) ? " · " + this.axisNote(ax) : ""}`, font: { size: 11 } } },
+      yaxis2: NO_VALUE_AXIS,
       legend: { orientation: "h", y: 1.14, font: { size: 11 } }, margin: { l: 60, r: 15, t: 30, b: 45 },
     }), plotConfig()).then(() => { this.history.dataset.rendered = String(traces.length); });
   }
@@ -369,8 +387,9 @@ export class SweepView {
     if (!traces.length || !ax.range) { this.scatter.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
     if (!this.scatter.data) this.scatter.replaceChildren();
     Plotly.react(this.scatter, traces, baseLayout({
-      xaxis: { title: { text: p }, type: desc.kind === "cat" ? "category" : desc.log ? "log" : "linear", gridcolor: "#eef0f3", exponentformat: "e" },
-      yaxis: { ...ax.axis, title: { text: `${s.metric || "value"}${this.axisNote(ax) ? " · " + this.axisNote(ax) : ""}`, font: { size: 11 } } },
+      xaxis: { title: { text: p }, type: desc.kind === "cat" ? "category" : desc.log ? "log" : "linear", gridcolor: "#eef0f3", exponentformat: "e", anchor: "y2" },
+      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: `${s.metric || "value"}${this.axisNote(ax) ? " · " + this.axisNote(ax) : ""}`, font: { size: 11 } } },
+      yaxis2: NO_VALUE_AXIS,
       legend: { orientation: "h", y: 1.14 }, margin: { l: 60, r: 15, t: 30, b: 45 },
     }), plotConfig()).then(() => { this.scatter.dataset.rendered = p; });
   }
@@ -473,13 +492,12 @@ export class SweepView {
     const hasSpread = imp.some((d) => d.lo !== null && d.lo !== undefined);
     if (!this.importance.data) this.importance.replaceChildren();
     Plotly.react(this.importance, [{
-      type: "bar", orientation: "h", x: imp.map((d) => d.importance), y: imp.map((d) => d.param),
+      type: "bar", orientation: "h", x: imp.map((d) => d.importance),
+      y: imp.map((d) => `${d.param}  ${(d.importance ?? 0).toFixed(2)}${hasSpread && d.lo !== null ? ` (${d.lo.toFixed(2)}–${d.hi.toFixed(2)})` : ""}`),
       marker: { color: low ? "#a5b4fc" : "#3b5bdb" },
-      text: imp.map((d) => (hasSpread && d.lo !== null ? `${(d.importance ?? 0).toFixed(2)} (${d.lo.toFixed(2)}–${d.hi.toFixed(2)})` : (d.importance ?? 0).toFixed(2))),
-      textposition: "auto", insidetextanchor: "start",
       error_x: hasSpread ? { type: "data", symmetric: false, array: imp.map((d) => Math.max(0, (d.hi ?? d.importance) - d.importance)),
         arrayminus: imp.map((d) => Math.max(0, d.importance - (d.lo ?? d.importance))), color: "#111827", thickness: 1.5, width: 6 } : undefined,
-      hovertemplate: "%{y}: %{x:.3f}<extra></extra>",
+      hovertemplate: "%{y}<extra></extra>",
     }], baseLayout({
       xaxis: { title: { text: hasSpread ? "importance (bars: bootstrap 10–90 % range)" : "importance" }, range: [0, 1.05], gridcolor: "#eef0f3" },
       yaxis: { automargin: true }, margin: { l: 90, r: 15, t: 10, b: 45 },
