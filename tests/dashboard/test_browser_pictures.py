@@ -151,3 +151,54 @@ def test_pages_fit_a_phone_screen(browser: Any, asha_server: Any, path: str, rea
     finally:
         ctx.close()
     assert not errors, errors
+
+
+def test_compare_trials_side_by_side_with_differences_and_overlaid_curves(browser: Any, asha_server: Any) -> None:
+    ctx, page, errors = _page(browser, WIDE)
+    try:
+        page.goto(asha_server.url + "/sweeps/asha")
+        page.wait_for_selector("#trials tbody tr")
+        page.click("text=clear selection")
+        assert page.get_attribute("#compare-link", "aria-disabled") == "true"
+        for n in (5, 17, 18):
+            page.check(f"#trials tr[data-number='{n}'] input[type=checkbox]")
+        page.click("#compare-link")
+        page.wait_for_url(re.compile(r"/sweeps/asha/compare\?trials=5,17,18$"))
+        page.wait_for_selector("#compare-curves[data-rendered='3']")
+        heads = page.locator(".compare-table thead th").all_inner_texts()
+        assert [h.strip() for h in heads[1:]] == ["trial 5", "trial 17", "trial 18"], heads
+        row = lambda key: page.locator(f".compare-table tr[data-key='{key}']")  # noqa: E731
+        assert "diff" in row("lr").get_attribute("class") and "diff" in row("optimizer").get_attribute("class")
+        assert "diff" not in (row("epochs").get_attribute("class") or "")
+        cells = row("momentum").locator("td").all_inner_texts()
+        assert cells[2] == "not set" and cells[0] != "not set" and cells[0] != "0", cells  # a gap, not a zero
+        names = page.evaluate("() => document.querySelector('#compare-curves').data.map((t) => t.name)")
+        assert names == ["#5 pruned", "#17 completed", "#18 completed"], names
+        page.screenshot(path=str(ARTIFACTS / "asha-compare-1400.png"), full_page=True)
+        page.check("#only-diff")
+        assert row("epochs").count() == 0 and row("lr").count() == 1
+        page.set_viewport_size(PHONE)
+        page.wait_for_timeout(300)
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"] + 1
+        page.screenshot(path=str(ARTIFACTS / "asha-compare-390.png"), full_page=True)
+    finally:
+        ctx.close()
+    assert not errors, errors
+
+
+def test_download_the_filtered_table_as_csv(page: Any, asha_server: Any) -> None:
+    import csv
+
+    page.goto(asha_server.url + "/sweeps/asha")
+    page.wait_for_selector("#trials tbody tr")
+    page.select_option("#state-filter", "pruned")
+    with page.expect_download() as dl:
+        page.click("#download-csv")
+    assert dl.value.suggested_filename == "asha-trials.csv"
+    rows = list(csv.DictReader(open(dl.value.path(), newline="")))
+    assert len(rows) == 17 and {r["state"] for r in rows} == {"pruned"}
+    assert {"number", "state", "value", "lr", "momentum", "optimizer", "epochs", "reason", "started"} <= set(rows[0])
+    by_number = {int(r["number"]): r for r in rows}
+    assert by_number[0]["momentum"] == "" and by_number[1]["momentum"] == "0.644"   # a gap, not a zero
+    assert float(by_number[0]["lr"]) > 0 and by_number[0]["value"] == ""
+    assert by_number[0]["reason"].startswith("ASHA: rung 1")

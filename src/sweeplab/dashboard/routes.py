@@ -289,6 +289,7 @@ def build_routes(reader: Reader) -> list[Route]:
     return [
         Route("/", page),
         Route("/sweeps/{name}", page),
+        Route("/sweeps/{name}/compare", page),
         Route("/sweeps/{name}/trials/{number:int}", page),
         Route("/static/{path:path}", static),
         Route("/files/{path:path}", files),
