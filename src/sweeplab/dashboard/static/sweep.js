@@ -124,7 +124,7 @@ export class SweepView {
           el("span", { class: "legend-note", text: "drag along an axis to filter the trials table; click an axis outside its range to clear" }),
           el("span", { class: "tools" }, tog("parcoords", () => this.renderParcoords()),
             el("button", { type: "button", id: "clear-brush", onclick: () => this.clearBrush() }, "clear filters"))),
-        this.parcoords),
+        el("div", { class: "hscroll" }, this.parcoords)),
       el("div", { class: "card" }, el("h2", {}, "Trials"), this.tableBox),
       el("div", { class: "grid2 section" },
         el("div", { class: "card" }, el("h2", {}, "Optimisation history", el("span", { class: "tools" }, tog("history", () => this.renderHistory()))), this.history),

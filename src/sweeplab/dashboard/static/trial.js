@@ -1,6 +1,6 @@
 // The trial view: config, final metrics, all curves, attempts, events (with reasons), profile, log tail.
 import {
-  el, fill, badge, fmtNum, fmtTime, fmtDur, fmtBytes, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
+  el, fill, badge, fmtNum, fmtTime, fmtDur, fmtBytes, fmtAgo, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
   plotConfig, baseLayout, profileRows, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 
@@ -88,7 +88,7 @@ export class TrialView {
       el("div", { class: "meta" },
         el("span", {}, `${d.metric || "value"} `, el("b", { id: "trial-value", text: fmtNum(d.value) })),
         el("span", {}, "attempts ", el("b", { text: String(d.attempt_count) })),
-        el("span", {}, "started ", el("b", { text: fmtTime(d.started) })),
+        el("span", { title: fmtTime(d.started) }, "started ", el("b", { text: fmtAgo(d.started) })),
         el("span", {}, "duration ", el("b", { text: fmtDur(dur) })),
         el("span", {}, "last step ", el("b", { text: d.last_step ?? "–" })),
         d.seed !== null ? el("span", {}, "seed ", el("b", { text: String(d.seed) })) : null),
