@@ -202,3 +202,35 @@ def test_download_the_filtered_table_as_csv(page: Any, asha_server: Any) -> None
     assert by_number[0]["momentum"] == "" and by_number[1]["momentum"] == "0.644"   # a gap, not a zero
     assert float(by_number[0]["lr"]) > 0 and by_number[0]["value"] == ""
     assert by_number[0]["reason"].startswith("ASHA: rung 1")
+
+
+def test_custom_charts_scatter_and_grouped_curves_persist_in_the_url(page: Any, asha_server: Any) -> None:
+    _open_sweep(page, asha_server)
+    page.wait_for_function("() => document.querySelector('#chart-a').options.length > 0")
+    page.select_option("#chart-kind", "scatter")
+    page.select_option("#chart-a", "value")
+    page.select_option("#chart-b", "p:lr")
+    page.click("#add-chart")
+    page.wait_for_selector("#custom-0[data-rendered]")
+    names = page.evaluate("() => document.querySelector('#custom-0').data.map((t) => t.name)")
+    assert {"completed", "stopped by rule"} <= set(names), names
+    page.select_option("#chart-kind", "curves")
+    page.select_option("#chart-a", "val_loss")
+    page.select_option("#chart-b", "momentum")
+    page.click("#add-chart")
+    page.wait_for_selector("#custom-1[data-rendered]")
+    assert "charts=" in page.url
+    page.goto(page.url)   # a link reproduces the view
+    page.wait_for_selector("#custom-1[data-rendered]")
+    titles = page.locator(".custom-chart h2").all_inner_texts()
+    assert len(titles) == 2 and "val_loss curves by momentum" in titles[1], titles
+    groups = page.evaluate("""() => document.querySelector('#custom-1').data
+        .filter((t) => t.meta && t.meta.group).map((t) => [t.meta.group, t.meta.trials])""")
+    by = dict(groups)
+    # the conditional parameter's gap is a group; its 11 values fall in 3 equal-count bins
+    assert by["not set"] == 11 and sum(by.values()) == 22 and len(by) == 4, by
+    fills = page.evaluate("() => document.querySelector('#custom-1').data.filter((t) => t.fill === 'tonexty').length")
+    assert fills == len(by)   # a spread band per group
+    page.screenshot(path=str(ARTIFACTS / "asha-custom-charts-1400.png"), full_page=True)
+    page.locator(".remove-chart").first.click()
+    assert page.locator(".custom-chart").count() == 1 and "scatter" not in page.url

@@ -6,6 +6,7 @@ import {
   STATES, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 import { TrialsTable } from "./table.js";
+import { CustomCharts } from "./charts.js";
 
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
   "#7f7f7f", "#ff7f0e"];
@@ -91,6 +92,7 @@ export class SweepView {
       this.applyBrush();
       this.renderHistory();
       this.renderScatter();
+      this.custom.render();
     }
     this.loadCurves();
     this.loadKeys();
@@ -133,12 +135,14 @@ export class SweepView {
       el("div", { class: "grid2 section" },
         el("div", { class: "card" }, el("h2", {}, "Learning curves", el("span", { class: "tools" }, this.curveNote, this.keySel, tog("curves", () => this.loadCurves()))), this.curves),
         el("div", { class: "card" }, el("h2", {}, "Parameter vs metric", el("span", { class: "tools" }, this.paramSel, tog("scatter", () => this.renderScatter()))), this.scatter)),
+      el("div", { class: "card" }, el("h2", {}, "Custom charts"), this.customBox = el("div", { id: "custom" })),
       el("div", { class: "card" }, el("h2", {}, "Recent events"), this.events),
     );
     this.table = new TrialsTable(this.tableBox, {
       sweep: this.name, goal: this.summary.sweep.goal,
       onSelectionChange: (nums) => { this.selection = nums; this.loadCurves(); },
     });
+    this.custom = new CustomCharts(this.customBox, this);
   }
 
   renderHeader() {
@@ -417,7 +421,11 @@ export class SweepView {
         this.curveKey = keys.includes(m) ? m : keys[0] || null;
         this.loadCurves();
       }
-      if (!same) this.keySel.replaceChildren(...keys.map((k) => el("option", { value: k, text: k, selected: k === this.curveKey })));
+      if (!same) {
+        this.keySel.replaceChildren(...keys.map((k) => el("option", { value: k, text: k, selected: k === this.curveKey })));
+        this.custom.fillPickers();
+        this.custom.render();
+      }
     } catch (e) { /* the curves card shows its own error */ }
   }
 
