@@ -116,7 +116,7 @@ export class CustomCharts {
         if (xs[i] === null || xs[i] === undefined || !isNum(ys[i])) continue;   // gaps stay gaps
         x.push(xs[i]); y.push(yax.clip(ys[i]).y); n.push(c.number[i]);
       }
-      if (x.length) traces.push({ type: "scatter", mode: "markers", name: st.replaceAll("_", " "), x, y, customdata: n,
+      if (x.length) traces.push({ type: c.n > 500 && typeof x[0] === "number" ? "scattergl" : "scatter", mode: "markers", name: st.replaceAll("_", " "), x, y, customdata: n,
         marker: { color: STATE_COLOR[st], size: 6, opacity: 0.75 }, hovertemplate: "trial %{customdata}<br>%{x}, %{y}<extra></extra>" });
     }
     return Plotly.react(plot, traces, baseLayout({

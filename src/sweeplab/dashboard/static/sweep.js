@@ -318,7 +318,9 @@ export class SweepView {
         real.push(isNum(c.value[i]) ? fmtNum(c.value[i]) : "no value");
         sym.push(r.y === null ? "x-thin-open" : r.out > 0 ? "triangle-up" : r.out < 0 ? "triangle-down" : "circle");
       }
-      if (xs.length) traces.push({ type: "scatter", mode: "markers", name: st.replaceAll("_", " "), x: xs, y: ys,
+      // WebGL beyond a few hundred points: SVG markers make a 10k-trial sweep take seconds to draw.
+      const type = c.n > 500 && typeof xs[0] === "number" ? "scattergl" : "scatter";
+      if (xs.length) traces.push({ type, mode: "markers", name: st.replaceAll("_", " "), x: xs, y: ys,
         customdata: ns.map((n, k) => [n, real[k]]), meta: { state: st },
         marker: { color: STATE_COLOR[st], size: 7, opacity: 0.8, symbol: sym, line: { width: 1.5, color: STATE_COLOR[st] } },
         cliponaxis: false,
@@ -328,7 +330,7 @@ export class SweepView {
       if (t && t.meta.state === st && sym.includes("x-thin-open")) {
         const keep = sym.map((m) => m !== "x-thin-open");
         const nx = xs.filter((_, k) => !keep[k]), nn = t.customdata.filter((_, k) => !keep[k]);
-        traces.push({ type: "scatter", mode: "markers", name: `${st.replaceAll("_", " ")} (no value)`, x: nx, y: nx.map(() => "no value"),
+        traces.push({ type, mode: "markers", name: `${st.replaceAll("_", " ")} (no value)`, x: nx, y: nx.map(() => "no value"),
           yaxis: "y2", customdata: nn, meta: { state: st, novalue: true }, showlegend: !keep.some(Boolean),
           legendgroup: st, marker: { color: STATE_COLOR[st], size: 7, symbol: "x-thin-open", line: { width: 1.5, color: STATE_COLOR[st] } },
           hovertemplate: `trial %{customdata[0]}<br>${xLabel}=%{x}<br>no value<extra>${st}</extra>` });
