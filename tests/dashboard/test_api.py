@@ -168,3 +168,32 @@ def test_store_missing_is_503_not_a_crash(client_for: Any, tmp_path: Path) -> No
     with client_for(create_app(tmp_path / "nothing")) as c:
         r = c.get("/api/sweeps")
         assert r.status_code == 503 and "no sweeplab store" in r.json()["error"]
+
+
+def test_importance_on_an_asha_sweep_uses_the_pruned_trials_at_a_common_step(
+        client_for: Any, asha_store: Any) -> None:
+    """17 of 20 trials were pruned: importance from the 3 completed ones alone said 1.000 with confidence."""
+    from sweeplab.dashboard import create_app
+
+    with client_for(create_app(asha_store)) as c:
+        auto = _get(c, "/api/sweeps/asha/importance")
+        assert auto["basis"] == "rung" and auto["rung_step"] == 3, auto
+        assert auto["trials_used"] == 11 and auto["by_state"] == {"pruned": 8, "completed": 3}
+        assert auto["bases"] == {"final": 3, "rung": 11}
+        final = _get(c, "/api/sweeps/asha/importance?basis=final")
+        assert final["basis"] == "final" and final["trials_used"] == 3
+        for body in (auto, final):   # few trials: said plainly, with a spread on every bar
+            assert body["confidence"] == "low" and f"only {body['trials_used']} trials" in body["message"]
+            assert body["importances"] and all(
+                d["lo"] is not None and 0 <= d["lo"] <= d["hi"] <= 1 for d in body["importances"])
+        skipped = {d["param"]: d["why"] for d in auto["skipped"]}
+        assert skipped["epochs"] == "constant" and "conditional" in skipped["momentum"]
+        assert c.get("/api/sweeps/asha/importance?basis=best").status_code == 400
+
+
+def test_sweeps_list_says_which_backend_a_sweep_ran_on(client_for: Any, asha_store: Any) -> None:
+    from sweeplab.dashboard import create_app
+
+    with client_for(create_app(asha_store)) as c:
+        (s,) = _get(c, "/api/sweeps")["sweeps"]
+        assert (s["backend"], s["address"]) == ("ray", "10.0.0.5:6379")

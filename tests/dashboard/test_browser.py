@@ -70,9 +70,9 @@ def test_sweeps_list_links_to_the_sweep(page: Any, live_server: Any) -> None:
 def test_sweep_page_parcoords_brushing_filters_the_table(page: Any, live_server: Any) -> None:
     page.goto(live_server.url + "/sweeps/demo")
     page.wait_for_selector("#parcoords[data-rendered='1']")
-    # Plotly drew one axis per parameter plus the metric, and the WebGL line layers.
+    # Plotly drew one axis per parameter plus the trial state and the metric, and the WebGL line layers.
     axes = page.locator("#parcoords .y-axis")
-    assert axes.count() == 5
+    assert axes.count() == 6
     assert page.locator("#parcoords canvas").count() >= 1
     assert page.locator("#history .scatterlayer, #history .gl-container").count() >= 1
     page.wait_for_selector("#curves[data-rendered]")

@@ -80,6 +80,10 @@ class Reader:
         """Changes only when the set of completed trials (or their values) changes."""
         return queries.completed_version(self.store(), sweep)
 
+    def finished_version(self, sweep: str) -> tuple[Any, ...]:
+        """Changes only when a trial ends (or an ended trial's value changes)."""
+        return queries.finished_version(self.store(), sweep)
+
     def sweep_metric_keys(self, sweep_id: int) -> list[str]:
         """Metric keys of a sweep. Keys of finished trials never change, so they are scanned only once."""
         store = self.store()

@@ -202,14 +202,21 @@ def build_routes(reader: Reader) -> list[Route]:
 
     def api_importance(request: Request) -> Response:
         name = request.path_params["name"]
-        sweep_id(name)
-        version = reader.completed_version(name)
+        basis = request.query_params.get("basis") or "auto"
+        if basis not in ("auto", "final", "rung"):
+            raise BadRequest("query parameter 'basis' must be one of auto, final, rung")
+        sid = sweep_id(name)
+        version = reader.finished_version(name)
 
         def compute() -> dict[str, Any]:
-            cols = queries.trial_columns(reader.store(), name)
-            return param_importance(cols)
+            store = reader.store()
+            cols = queries.trial_columns(store, name)
+            metric = cols["sweep"].get("metric")
+            keys = reader.sweep_metric_keys(sid)
+            rung = queries.rung_values(store, name, metric) if metric and metric in keys else None
+            return param_importance(cols, rung=rung, basis=basis)
 
-        return _json({"sweep": name, **reader.cached("importance", name, version, compute)})
+        return _json({"sweep": name, **reader.cached(f"importance:{basis}", name, version, compute)})
 
     def api_events(request: Request) -> Response:
         name = request.path_params["name"]
@@ -282,6 +289,7 @@ def build_routes(reader: Reader) -> list[Route]:
     return [
         Route("/", page),
         Route("/sweeps/{name}", page),
+        Route("/sweeps/{name}/compare", page),
         Route("/sweeps/{name}/trials/{number:int}", page),
         Route("/static/{path:path}", static),
         Route("/files/{path:path}", files),

@@ -27,9 +27,11 @@ __all__ = [
     "curves",
     "downsample",
     "events",
+    "finished_version",
     "json_safe",
     "list_sweeps",
     "metric_keys",
+    "rung_values",
     "sweep_id",
     "sweep_status",
     "sweep_summary",
@@ -302,6 +304,64 @@ def completed_version(store: Store, name: str) -> tuple[Any, ...]:
         (name,),
     ).fetchone()
     return tuple(row)
+
+
+_ENDED = tuple(s.value for s in TrialState if s.is_terminal)
+
+
+@_one_snapshot
+def finished_version(store: Store, name: str) -> tuple[Any, ...]:
+    """Like `completed_version`, over every trial that has ended (completed, pruned, stopped, failed...):
+    caches of answers that use early-stopped trials' intermediate values key on it."""
+    marks = ",".join("?" * len(_ENDED))
+    row = store.conn.execute(
+        "SELECT COUNT(*), TOTAL(t.value), MAX(t.number), TOTAL(t.last_step) FROM trials t "
+        f"JOIN sweeps s ON s.id = t.sweep_id WHERE s.name=? AND t.state IN ({marks})",
+        (name, *_ENDED),
+    ).fetchone()
+    return tuple(row)
+
+
+# Trials whose intermediate values describe their configuration (a failed trial's may be garbage).
+_RUNG_STATES = ("completed", "pruned", "stopped_by_rule", "stopped")
+
+
+@_one_snapshot
+def rung_values(store: Store, name: str, key: str) -> dict[str, Any]:
+    """Each ended trial's value of metric `key` at one common step (a "rung"), for comparing trials that
+    were stopped early (ASHA, hyperband, median) with those that ran to the end.
+
+    The rung is the highest step that at least half of the trials which logged `key` reached; a trial's
+    value there is its last finite value at or before that step. Returns {"step", "number": [...],
+    "state": [...], "value": [...]} (step None when no trial logged `key`).
+    """
+    sweep = _sweep_or_raise(store, name)
+    marks = ",".join("?" * len(_RUNG_STATES))
+    rows = store.conn.execute(
+        "SELECT t.id, t.number, t.state, (SELECT MAX(m.step) FROM metrics m WHERE m.trial_id=t.id AND m.key=? "
+        "AND m.value IS NOT NULL) AS last FROM trials t "
+        f"WHERE t.sweep_id=? AND t.state IN ({marks}) ORDER BY t.number",
+        (key, sweep["id"], *_RUNG_STATES),
+    ).fetchall()
+    rows = [r for r in rows if r["last"] is not None]
+    if not rows:
+        return {"step": None, "number": [], "state": [], "value": []}
+    lasts = sorted((r["last"] for r in rows), reverse=True)
+    step = lasts[(len(lasts) + 1) // 2 - 1]
+    keep = [r for r in rows if r["last"] >= step]
+    number, state, value = [], [], []
+    for r in keep:
+        got = store.conn.execute(
+            "SELECT value FROM metrics WHERE trial_id=? AND key=? AND step<=? AND value IS NOT NULL "
+            "ORDER BY step DESC, attempt DESC, rowid DESC LIMIT 1",
+            (r["id"], key, step),
+        ).fetchone()
+        v = _num(got[0]) if got else None
+        if v is not None:
+            number.append(r["number"])
+            state.append(r["state"])
+            value.append(v)
+    return {"step": step, "number": number, "state": state, "value": value}
 
 
 # ---------------------------------------------------------------------------------------------- trials

@@ -3,12 +3,19 @@ import { getJSON, showError } from "./util.js";
 import { SweepsView } from "./sweeps.js";
 import { SweepView } from "./sweep.js";
 import { TrialView } from "./trial.js";
+import { CompareView } from "./compare.js";
 
 const POLL_MS = 2000;
 
 function route(path) {
   let m = path.match(/^\/sweeps\/([^/]+)\/trials\/(\d+)\/?$/);
   if (m) return { view: TrialView, sweep: decodeURIComponent(m[1]), trial: Number(m[2]) };
+  m = path.match(/^\/sweeps\/([^/]+)\/compare\/?$/);
+  if (m) {
+    const raw = new URLSearchParams(location.search).get("trials") || "";
+    const trials = [...new Set(raw.split(",").filter((x) => /^\d+$/.test(x.trim())).map(Number))];
+    return { view: CompareView, sweep: decodeURIComponent(m[1]), trials };
+  }
   m = path.match(/^\/sweeps\/([^/]+)\/?$/);
   if (m) return { view: SweepView, sweep: decodeURIComponent(m[1]) };
   return { view: SweepsView, sweep: null };

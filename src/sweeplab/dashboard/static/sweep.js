@@ -2,15 +2,20 @@
 // history, parameter importance, learning curves of selected trials, parameter-vs-metric scatter, events.
 import {
   el, badge, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
-  plotConfig, baseLayout, describeColumn, isNum, focusRange, STATES, STATE_COLOR, STATE_DASH,
+  plotConfig, baseLayout, describeColumn, isNum, metricAxis, logToggle, constantValue, fmtAgo,
+  STATES, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 import { TrialsTable } from "./table.js";
+import { CustomCharts } from "./charts.js";
 
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
   "#7f7f7f", "#ff7f0e"];
 const END_SYMBOL = { pruned: "x", stopped_by_rule: "diamond", failed: "x-thin-open", stopped: "square",
   preempted: "triangle-down", interrupted: "triangle-down" };
 const MAX_CURVES = 50;
+// The strip under a metric plot where trials without a value (failed, pruned before reporting) are drawn.
+const NO_VALUE_AXIS = { domain: [0, 0.09], type: "category", categoryarray: ["no value"], fixedrange: true,
+  showgrid: false, zeroline: false, tickfont: { size: 10, color: "#6b7280" } };
 
 function logTicks(lo, hi) {
   const a = Math.floor(Math.log10(lo)), b = Math.ceil(Math.log10(hi));
@@ -35,6 +40,20 @@ export class SweepView {
     this.selection = [];
     this.lastEventId = 0;
     this.dimInfo = [];
+    this.logY = { parcoords: false, history: false, scatter: false, curves: false };
+    this.basis = "auto";
+    this.constants = [];
+    this.paramNames = [];
+  }
+
+  // Varying parameters become axes; constant ones (`{value: 30}`) are facts in the header.
+  splitParams(cols) {
+    this.constants = [];
+    this.paramNames = [];
+    for (const p of Object.keys(cols.params).sort()) {
+      const c = cols.n > 1 ? constantValue(cols.params[p]) : { constant: false };
+      if (c.constant) this.constants.push([p, c.value]); else this.paramNames.push(p);
+    }
   }
 
   isLive() { return this.summary && this.summary.sweep.state === "running"; }
@@ -46,10 +65,10 @@ export class SweepView {
       getJSON(apiUrl(this.name)), getJSON(apiUrl(this.name, "/trials"))]);
     this.summary = summary;
     this.cols = cols;
+    this.splitParams(cols);
     this.skeleton();
     this.renderHeader();
-    this.paramNames = Object.keys(cols.params).sort();
-    this.table.setData(cols, this.paramNames, summary.sweep.best_trial);
+    this.table.setData(cols, Object.keys(cols.params).sort(), summary.sweep.best_trial);
     this.renderParcoords();
     this.renderHistory();
     this.renderScatter();
@@ -65,14 +84,15 @@ export class SweepView {
     this.summary = summary;
     const changedTrials = cols.version !== this.cols.version;
     this.cols = cols;
+    this.splitParams(cols);
     this.renderHeader();
     if (changedTrials) {
-      this.paramNames = Object.keys(cols.params).sort();
-      this.table.setData(cols, this.paramNames, summary.sweep.best_trial);
+      this.table.setData(cols, Object.keys(cols.params).sort(), summary.sweep.best_trial);
       this.renderParcoords();
       this.applyBrush();
       this.renderHistory();
       this.renderScatter();
+      this.custom.render();
     }
     this.loadCurves();
     this.loadKeys();
@@ -86,6 +106,13 @@ export class SweepView {
     this.tableBox = el("div", { id: "trials-table" });
     this.history = el("div", { class: "plot", id: "history" });
     this.importance = el("div", { class: "plot", id: "importance" }, el("div", { class: "placeholder", text: "computing fANOVA importance…" }));
+    this.importanceNote = el("div", { class: "legend-note", id: "importance-note" });
+    this.basisSel = el("select", { id: "importance-basis", title: "which values the importance is computed from",
+      onchange: () => { this.basis = this.basisSel.value; this.loadImportance(); } },
+    el("option", { value: "auto", text: "basis: automatic" }),
+    el("option", { value: "final", text: "completed trials, final value" }),
+    el("option", { value: "rung", text: "all ended trials, at a common step" }));
+    const tog = (k, redraw) => logToggle(`log-${k}`, (on) => { this.logY[k] = on; redraw(); });
     this.curves = el("div", { class: "plot tall", id: "curves" });
     this.scatter = el("div", { class: "plot", id: "scatter" });
     this.keySel = el("select", { id: "curve-key", onchange: () => { this.curveKey = this.keySel.value; this.loadCurves(); } });
@@ -97,21 +124,25 @@ export class SweepView {
       el("div", { class: "card" },
         el("h2", {}, "Parallel coordinates",
           el("span", { class: "legend-note", text: "drag along an axis to filter the trials table; click an axis outside its range to clear" }),
-          el("span", { class: "tools" }, el("button", { type: "button", id: "clear-brush", onclick: () => this.clearBrush() }, "clear filters"))),
-        this.parcoords),
+          el("span", { class: "tools" }, tog("parcoords", () => this.renderParcoords()),
+            el("button", { type: "button", id: "clear-brush", onclick: () => this.clearBrush() }, "clear filters"))),
+        el("div", { class: "hscroll" }, this.parcoords)),
       el("div", { class: "card" }, el("h2", {}, "Trials"), this.tableBox),
       el("div", { class: "grid2 section" },
-        el("div", { class: "card" }, el("h2", {}, "Optimisation history"), this.history),
-        el("div", { class: "card" }, el("h2", {}, "Parameter importance", el("span", { class: "legend-note", text: "fANOVA (Optuna)" })), this.importance)),
+        el("div", { class: "card" }, el("h2", {}, "Optimisation history", el("span", { class: "tools" }, tog("history", () => this.renderHistory()))), this.history),
+        el("div", { class: "card" }, el("h2", {}, "Parameter importance", el("span", { class: "legend-note", text: "fANOVA (Optuna)" }),
+          el("span", { class: "tools" }, this.basisSel)), this.importanceNote, this.importance)),
       el("div", { class: "grid2 section" },
-        el("div", { class: "card" }, el("h2", {}, "Learning curves", el("span", { class: "tools" }, this.curveNote, this.keySel)), this.curves),
-        el("div", { class: "card" }, el("h2", {}, "Parameter vs metric", el("span", { class: "tools" }, this.paramSel)), this.scatter)),
+        el("div", { class: "card" }, el("h2", {}, "Learning curves", el("span", { class: "tools" }, this.curveNote, this.keySel, tog("curves", () => this.loadCurves()))), this.curves),
+        el("div", { class: "card" }, el("h2", {}, "Parameter vs metric", el("span", { class: "tools" }, this.paramSel, tog("scatter", () => this.renderScatter()))), this.scatter)),
+      el("div", { class: "card" }, el("h2", {}, "Custom charts"), this.customBox = el("div", { id: "custom" })),
       el("div", { class: "card" }, el("h2", {}, "Recent events"), this.events),
     );
     this.table = new TrialsTable(this.tableBox, {
       sweep: this.name, goal: this.summary.sweep.goal,
       onSelectionChange: (nums) => { this.selection = nums; this.loadCurves(); },
     });
+    this.custom = new CustomCharts(this.customBox, this);
   }
 
   renderHeader() {
@@ -130,8 +161,11 @@ export class SweepView {
           el("a", { href: trialUrl(this.name, s.best_trial), id: "best-link" }, el("b", { text: fmtNum(s.best) }), ` (trial ${s.best_trial})`)),
         el("span", {}, "trials ", el("b", { text: String(s.trials) })),
         budget.length ? el("span", {}, "budget ", el("b", { text: budget.join(" · ") })) : null,
-        el("span", {}, "created ", el("b", { text: fmtTime(s.created) })),
-        s.ended ? el("span", {}, "ended ", el("b", { text: `${fmtTime(s.ended)}${s.end_reason ? ` (${s.end_reason})` : ""}` })) : null),
+        s.backend ? el("span", {}, "backend ", el("b", { id: "sweep-backend", text: s.address ? `${s.backend} (${s.address})` : s.backend })) : null,
+        el("span", { title: fmtTime(s.created) }, "created ", el("b", { text: fmtAgo(s.created) })),
+        s.ended ? el("span", { title: fmtTime(s.ended) }, "ended ", el("b", { text: `${fmtAgo(s.ended)}${s.end_reason ? ` (${s.end_reason})` : ""}` })) : null),
+      this.constants.length ? el("div", { class: "meta", id: "constants" }, el("span", {}, "fixed ",
+        ...this.constants.map(([p, v], k) => el("b", { text: `${k ? ", " : ""}${p} = ${typeof v === "object" ? JSON.stringify(v) : fmtNum(v)}` })))) : null,
       el("div", { class: "counts" }, STATES.filter((k) => s.counts[k]).map((k) =>
         el("span", { class: `badge s-${k}` }, `${s.counts[k]} ${k.replaceAll("_", " ")}`))));
   }
@@ -144,10 +178,11 @@ export class SweepView {
   // ------------------------------------------------------------------ parallel coordinates + brushing
   renderParcoords() {
     const c = this.cols;
+    // Every trial that has run, valued or not: failed and early-stopped trials are lines too.
     const rows = [];
-    for (let i = 0; i < c.n; i++) if (isNum(c.value[i])) rows.push(i);
+    for (let i = 0; i < c.n; i++) if (c.state[i] !== "queued") rows.push(i);
     this.pcRows = rows;
-    if (rows.length < 1 || !this.paramNames.length) {
+    if (!rows.some((i) => isNum(c.value[i])) || !this.paramNames.length) {
       this.parcoords.replaceChildren(el("div", { class: "placeholder", text: "no trial has a value yet" }));
       this.parcoords.dataset.rendered = "empty";
       return;
@@ -176,21 +211,45 @@ export class SweepView {
         values = raw.map((v) => (isNum(v) ? v : NaN));
         dim = { label: p, values, range: desc.lo === desc.hi ? [desc.lo - 1, desc.hi + 1] : [desc.lo, desc.hi] };
       }
+      if (raw.some((v) => v === null || v === undefined)) dim.label = `${dim.label} (gaps: not set)`;
       if (old.has(dim.label)) dim.constraintrange = old.get(dim.label);
       dims.push(dim);
       this.dimInfo.push({ label: dim.label, values });
     }
     const s = this.summary.sweep;
-    const vals = rows.map((i) => c.value[i]);
-    const mlabel = s.metric || "value";
-    const mdim = { label: mlabel, values: vals };
+    // The trial's state, so failed / pruned / stopped trials are told apart from completed ones.
+    const states = STATES.filter((st) => rows.some((i) => c.state[i] === st));
+    const sIdx = new Map(states.map((st, k) => [st, k]));
+    const svals = rows.map((i) => sIdx.get(c.state[i]));
+    const sdim = { label: "state", values: svals, tickvals: states.map((_, k) => k),
+      ticktext: states.map((st) => st.replaceAll("_", " ")), range: [0, Math.max(1, states.length - 1)] };
+    if (old.has("state")) sdim.constraintrange = old.get("state");
+    dims.push(sdim);
+    this.dimInfo.push({ label: "state", values: svals });
+    // The metric on a robust range: diverged values are pinned to the top edge ("≥ …"), trials without a
+    // value (failed, pruned before reporting) sit on a "no value" slot below the axis.
+    const log = this.logY.parcoords;
+    const ax = metricAxis(rows.map((i) => c.value[i]), log);
+    const [lo, hi] = ax.range;
+    const gap = (hi - lo) * 0.12;
+    const pos = (v) => { const r = ax.clip(v); return r.y === null ? lo - gap : log ? Math.log10(r.y) : r.y; };
+    const vals = rows.map((i) => pos(c.value[i]));
+    const mlabel = `${s.metric || "value"}${log ? " (log)" : ""}`;
+    const ticks = [0, 1, 2, 3, 4].map((k) => lo + ((hi - lo) * k) / 4);
+    const tickText = ticks.map((t) => fmtNum(Number((log ? 10 ** t : t).toPrecision(3))));
+    if (ax.clipped) tickText[4] = `≥ ${tickText[4]}`;
+    const mdim = { label: mlabel, values: vals, range: [lo - gap, hi],
+      tickvals: [lo - gap, ...ticks], ticktext: ["no value", ...tickText] };
     if (old.has(mlabel)) mdim.constraintrange = old.get(mlabel);
     dims.push(mdim);
     this.dimInfo.push({ label: mlabel, values: vals });
+    const V = ["#440154", "#3b528b", "#21918c", "#5ec962", "#fde725"];
+    const viridis = (s.goal === "maximize" ? V : V.slice().reverse()).map((col, k) => [k / 4, col]);
     const trace = {
       type: "parcoords", dimensions: dims,
-      line: { color: vals, colorscale: "Viridis", reversescale: s.goal !== "maximize", showscale: true,
-        colorbar: { title: { text: mlabel, side: "right" }, thickness: 12 } },
+      // Viridis over the metric, best values brightest; grey for "no value" (mapped to 0.05).
+      line: { color: vals, colorscale: [[0, "#c9ccd3"], [0.09, "#c9ccd3"], ...viridis.map(([f, col]) => [0.1 + 0.9 * f, col])],
+        cmin: lo - gap - (hi - lo + gap) / 19, cmax: hi, showscale: false },
       labelfont: { size: 12 }, tickfont: { size: 10 }, rangefont: { size: 9 },
     };
     const layout = { margin: { l: 70, r: 60, t: 50, b: 25 }, paper_bgcolor: "#fff",
@@ -240,36 +299,83 @@ export class SweepView {
   }
 
   // ------------------------------------------------------------------ history and scatter
+  // Points of one state for a metric axis: values inside the robust range as they are, values beyond it
+  // pinned to the edge as triangles (hover tells the real value), trials with no value as a row of
+  // crosses along the bottom edge, so failed trials are visible and never stretch the axis.
+  stateTraces(ax, pick, xLabel) {
+    const c = this.cols;
+    const traces = [];
+    for (const st of STATES) {
+      const xs = [], ys = [], ns = [], real = [], sym = [];
+      for (let i = 0; i < c.n; i++) {
+        if (c.state[i] !== st) continue;
+        const x = pick(i);
+        if (x === null || x === undefined) continue;   // a conditional parameter this trial lacks: a gap
+        const r = ax.clip(c.value[i]);
+        if (r.y === null && (st === "running" || st === "queued")) continue;
+        xs.push(x); ns.push(c.number[i]);
+        ys.push(r.y);
+        real.push(isNum(c.value[i]) ? fmtNum(c.value[i]) : "no value");
+        sym.push(r.y === null ? "x-thin-open" : r.out > 0 ? "triangle-up" : r.out < 0 ? "triangle-down" : "circle");
+      }
+      // WebGL beyond a few hundred points: SVG markers make a 10k-trial sweep take seconds to draw.
+      const type = c.n > 500 && typeof xs[0] === "number" ? "scattergl" : "scatter";
+      if (xs.length) traces.push({ type, mode: "markers", name: st.replaceAll("_", " "), x: xs, y: ys,
+        customdata: ns.map((n, k) => [n, real[k]]), meta: { state: st },
+        marker: { color: STATE_COLOR[st], size: 7, opacity: 0.8, symbol: sym, line: { width: 1.5, color: STATE_COLOR[st] } },
+        cliponaxis: false,
+        hovertemplate: `trial %{customdata[0]}<br>${xLabel}=%{x}<br>%{customdata[1]}<extra>${st}</extra>` });
+      // Trials without a value go on their own "no value" strip below the plot (never at the good end).
+      const t = traces[traces.length - 1];
+      if (t && t.meta.state === st && sym.includes("x-thin-open")) {
+        const keep = sym.map((m) => m !== "x-thin-open");
+        const nx = xs.filter((_, k) => !keep[k]), nn = t.customdata.filter((_, k) => !keep[k]);
+        traces.push({ type, mode: "markers", name: `${st.replaceAll("_", " ")} (no value)`, x: nx, y: nx.map(() => "no value"),
+          yaxis: "y2", customdata: nn, meta: { state: st, novalue: true }, showlegend: !keep.some(Boolean),
+          legendgroup: st, marker: { color: STATE_COLOR[st], size: 7, symbol: "x-thin-open", line: { width: 1.5, color: STATE_COLOR[st] } },
+          hovertemplate: `trial %{customdata[0]}<br>${xLabel}=%{x}<br>no value<extra>${st}</extra>` });
+        if (keep.some(Boolean)) {
+          for (const k of ["x", "y", "customdata"]) t[k] = t[k].filter((_, j) => keep[j]);
+          t.marker.symbol = sym.filter((_, j) => keep[j]);
+          t.legendgroup = st;
+        } else traces.splice(traces.length - 2, 1);
+      }
+    }
+    return traces;
+  }
+
+  axisNote(ax) {
+    const parts = [];
+    if (ax.clipped) parts.push(`${ax.clipped} outlying value${ax.clipped > 1 ? "s" : ""} pinned to the edge (▲▼)`);
+    return parts.join("; ");
+  }
+
   renderHistory() {
     const c = this.cols, s = this.summary.sweep;
     const better = s.goal === "maximize" ? (a, b) => a > b : (a, b) => a < b;
-    const traces = [];
-    for (const st of STATES) {
-      const xs = [], ys = [];
-      for (let i = 0; i < c.n; i++) if (c.state[i] === st && isNum(c.value[i])) { xs.push(c.number[i]); ys.push(c.value[i]); }
-      if (xs.length) traces.push({ type: "scattergl", mode: "markers", name: st.replaceAll("_", " "), x: xs, y: ys,
-        marker: { color: STATE_COLOR[st], size: 5, opacity: 0.75 }, hovertemplate: "trial %{x}<br>%{y}<extra>" + st + "</extra>" });
-    }
+    const ax = metricAxis(c.value, this.logY.history);
+    const traces = this.stateTraces(ax, (i) => c.number[i], "trial");
     const bx = [], by = [];
     let best = null;
     const order = [...Array(c.n).keys()].sort((a, b) => c.number[a] - c.number[b]);
     for (const i of order) {
       if (c.state[i] !== "completed" || !isNum(c.value[i])) continue;
       if (best === null || better(c.value[i], best)) best = c.value[i];
-      bx.push(c.number[i]); by.push(best);
+      bx.push(c.number[i]); by.push(ax.clip(best).y);
     }
     if (bx.length) {
       const last = order.length ? c.number[order[order.length - 1]] : bx[bx.length - 1];
-      bx.push(last); by.push(best);
+      bx.push(last); by.push(by[by.length - 1]);
       traces.push({ type: "scatter", mode: "lines", name: "best so far", x: bx, y: by, line: { shape: "hv", color: "#111827", width: 2 } });
     }
-    if (!traces.length) { this.history.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
+    if (!traces.length || !ax.range) { this.history.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
+    if (!this.history.data) this.history.replaceChildren();
     Plotly.react(this.history, traces, baseLayout({
-      xaxis: { title: { text: "trial" }, gridcolor: "#eef0f3", zeroline: false },
-      yaxis: { title: { text: s.metric || "value" }, gridcolor: "#eef0f3", zeroline: false,
-               range: focusRange(traces.flatMap((t) => t.y)) },
-      legend: { orientation: "h", y: 1.12, font: { size: 11 } }, margin: { l: 60, r: 15, t: 30, b: 45 },
-    }), plotConfig());
+      xaxis: { title: { text: "trial" }, gridcolor: "#eef0f3", zeroline: false, anchor: "y2" },
+      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: `${s.metric || "value"}${this.axisNote(ax) ? " · " + this.axisNote(ax) : ""}`, font: { size: 11 } } },
+      yaxis2: NO_VALUE_AXIS,
+      legend: { orientation: "h", y: 1.14, font: { size: 11 } }, margin: { l: 60, r: 15, t: 30, b: 45 },
+    }), plotConfig()).then(() => { this.history.dataset.rendered = String(traces.length); });
   }
 
   renderScatter() {
@@ -279,26 +385,19 @@ export class SweepView {
     this.paramSel.replaceChildren(...this.paramNames.map((p) => el("option", { value: p, text: p, selected: p === this.scatterParam })));
     const p = this.scatterParam;
     const desc = describeColumn(c.params[p], this.specParam(p));
-    const traces = [];
-    for (const st of STATES) {
-      const xs = [], ys = [], ns = [];
-      for (let i = 0; i < c.n; i++) {
-        if (c.state[i] !== st || !isNum(c.value[i])) continue;
-        const x = c.params[p][i];
-        if (x === null || x === undefined) continue;
-        xs.push(desc.kind === "cat" ? String(x) : x); ys.push(c.value[i]); ns.push(c.number[i]);
-      }
-      if (xs.length) traces.push({ type: desc.kind === "cat" ? "scatter" : "scattergl", mode: "markers", name: st.replaceAll("_", " "),
-        x: xs, y: ys, customdata: ns, marker: { color: STATE_COLOR[st], size: 6, opacity: 0.7 },
-        hovertemplate: `trial %{customdata}<br>${p}=%{x}<br>%{y}<extra>${st}</extra>` });
-    }
-    if (!traces.length) { this.scatter.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
+    const ax = metricAxis(c.value, this.logY.scatter);
+    const traces = this.stateTraces(ax, (i) => {
+      const x = c.params[p][i];
+      return x === null || x === undefined ? null : desc.kind === "cat" ? String(x) : x;
+    }, p);
+    if (!traces.length || !ax.range) { this.scatter.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
+    if (!this.scatter.data) this.scatter.replaceChildren();
     Plotly.react(this.scatter, traces, baseLayout({
-      xaxis: { title: { text: p }, type: desc.kind === "cat" ? "category" : desc.log ? "log" : "linear", gridcolor: "#eef0f3" },
-      yaxis: { title: { text: s.metric || "value" }, gridcolor: "#eef0f3", zeroline: false,
-               range: focusRange(traces.flatMap((t) => t.y)) },
-      legend: { orientation: "h", y: 1.12 }, margin: { l: 60, r: 15, t: 30, b: 45 },
-    }), plotConfig());
+      xaxis: { title: { text: p }, type: desc.kind === "cat" ? "category" : desc.log ? "log" : "linear", gridcolor: "#eef0f3", exponentformat: "e", anchor: "y2" },
+      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: `${s.metric || "value"}${this.axisNote(ax) ? " · " + this.axisNote(ax) : ""}`, font: { size: 11 } } },
+      yaxis2: NO_VALUE_AXIS,
+      legend: { orientation: "h", y: 1.14 }, margin: { l: 60, r: 15, t: 30, b: 45 },
+    }), plotConfig()).then(() => { this.scatter.dataset.rendered = p; });
   }
 
   // ------------------------------------------------------------------ curves
@@ -324,7 +423,11 @@ export class SweepView {
         this.curveKey = keys.includes(m) ? m : keys[0] || null;
         this.loadCurves();
       }
-      if (!same) this.keySel.replaceChildren(...keys.map((k) => el("option", { value: k, text: k, selected: k === this.curveKey })));
+      if (!same) {
+        this.keySel.replaceChildren(...keys.map((k) => el("option", { value: k, text: k, selected: k === this.curveKey })));
+        this.custom.fillPickers();
+        this.custom.render();
+      }
     } catch (e) { /* the curves card shows its own error */ }
   }
 
@@ -368,8 +471,7 @@ export class SweepView {
     if (!this.curves.data) this.curves.replaceChildren();
     Plotly.react(this.curves, traces, baseLayout({
       xaxis: { title: { text: "step" }, gridcolor: "#eef0f3", zeroline: false },
-      yaxis: { title: { text: this.curveKey }, gridcolor: "#eef0f3", zeroline: false,
-               range: focusRange(traces.flatMap((t) => t.y)) },
+      yaxis: { ...metricAxis(traces.flatMap((t) => t.y), this.logY.curves).axis, title: { text: this.curveKey } },
       margin: { l: 60, r: 10, t: 10, b: 45 }, legend: { font: { size: 10 } },
     }), plotConfig()).then(() => { this.curves.dataset.rendered = String(traces.length); });
   }
@@ -377,22 +479,39 @@ export class SweepView {
   // ------------------------------------------------------------------ importance and events
   async loadImportance() {
     let data;
-    try { data = await getJSON(apiUrl(this.name, "/importance")); } catch (e) { showError(this.importance, e); return; }
+    const q = this.basis === "auto" ? "" : `?basis=${this.basis}`;
+    try { data = await getJSON(apiUrl(this.name, `/importance${q}`)); } catch (e) { showError(this.importance, e); return; }
+    // Say what the bars are computed from, always: which trials, at which step, how many of how many.
+    const st = Object.entries(data.by_state || {}).map(([k, n]) => `${n} ${k.replaceAll("_", " ")}`).join(", ");
+    const basisText = data.basis === "rung"
+      ? `from ${data.trials_used} of ${data.n_trials} trials (${st}), each at step ${data.rung_step}, the highest step at least half of them reached`
+      : `from ${data.trials_used} of ${data.n_trials} trials: the completed ones' final values${st ? ` (${st})` : ""}`;
+    const other = data.basis === "rung" ? data.bases.final : data.bases.rung;
+    const alt = other ? ` · the other basis would use ${other} trials` : "";
+    this.importanceNote.replaceChildren(
+      el("span", { id: "importance-basis-text", text: basisText + alt }),
+      data.message ? el("div", { class: data.confidence === "low" ? "warn" : "", id: "importance-message", text: data.message }) : null);
+    this.importance.dataset.basis = data.basis;
     if (!data.importances.length) {
       if (this.importance.data) Plotly.purge(this.importance);
       this.importance.replaceChildren(el("div", { class: "placeholder", text: data.message || "not enough data" }));
       return;
     }
     const imp = data.importances.slice().reverse();
+    const low = data.confidence === "low";
+    const hasSpread = imp.some((d) => d.lo !== null && d.lo !== undefined);
     if (!this.importance.data) this.importance.replaceChildren();
     Plotly.react(this.importance, [{
-      type: "bar", orientation: "h", x: imp.map((d) => d.importance), y: imp.map((d) => d.param),
-      marker: { color: "#3b5bdb" }, text: imp.map((d) => (d.importance ?? 0).toFixed(3)), textposition: "auto",
-      hovertemplate: "%{y}: %{x:.3f}<extra></extra>",
+      type: "bar", orientation: "h", x: imp.map((d) => d.importance),
+      y: imp.map((d) => `${d.param}  ${(d.importance ?? 0).toFixed(2)}${hasSpread && d.lo !== null ? ` (${d.lo.toFixed(2)}–${d.hi.toFixed(2)})` : ""}`),
+      marker: { color: low ? "#a5b4fc" : "#3b5bdb" },
+      error_x: hasSpread ? { type: "data", symmetric: false, array: imp.map((d) => Math.max(0, (d.hi ?? d.importance) - d.importance)),
+        arrayminus: imp.map((d) => Math.max(0, d.importance - (d.lo ?? d.importance))), color: "#111827", thickness: 1.5, width: 6 } : undefined,
+      hovertemplate: "%{y}<extra></extra>",
     }], baseLayout({
-      xaxis: { title: { text: `importance (${data.trials_used} of ${data.trials_total} completed trials)` }, range: [0, 1], gridcolor: "#eef0f3" },
+      xaxis: { title: { text: hasSpread ? "importance (bars: bootstrap 10–90 % range)" : "importance" }, range: [0, 1.05], gridcolor: "#eef0f3" },
       yaxis: { automargin: true }, margin: { l: 90, r: 15, t: 10, b: 45 },
-    }), plotConfig());
+    }), plotConfig()).then(() => { this.importance.dataset.rendered = String(imp.length); });
   }
 
   async loadEvents() {

@@ -1,5 +1,5 @@
 // The sweeps list: state, trials by state, best value, budgets spent.
-import { el, badge, fmtNum, fmtTime, fmtDur, getJSON, sweepUrl, trialUrl, setCrumbs, STATES } from "./util.js";
+import { el, badge, fmtNum, fmtTime, fmtDur, fmtAgo, getJSON, sweepUrl, trialUrl, setCrumbs, STATES } from "./util.js";
 
 function budgetCell(s) {
   const b = s.budget || {}, sp = s.spend || {};
@@ -38,6 +38,7 @@ export class SweepsView {
       el("td", {}, el("a", { href: sweepUrl(s.name), text: s.name })),
       el("td", {}, badge(s.state)),
       el("td", { text: s.method }),
+      el("td", { class: "backend", title: s.address || "", text: s.backend ? (s.address ? `${s.backend} · ${s.address}` : s.backend) : "–" }),
       el("td", {}, s.metric ? `${s.metric} (${s.goal === "maximize" ? "max" : "min"})` : "–"),
       el("td", { class: "num" }, String(s.trials)),
       el("td", {}, el("div", { class: "counts" }, STATES.filter((k) => s.counts[k]).map((k) =>
@@ -45,14 +46,14 @@ export class SweepsView {
       el("td", { class: "num" }, s.best_trial === null ? "–" :
         el("a", { href: trialUrl(s.name, s.best_trial), title: `trial ${s.best_trial}` }, fmtNum(s.best))),
       el("td", {}, budgetCell(s)),
-      el("td", { text: fmtTime(s.created) }),
-      el("td", { text: s.ended ? fmtTime(s.ended) : fmtTime(s.updated) }),
-      el("td", { class: "reason", text: s.end_reason || "" }),
+      el("td", { title: fmtTime(s.created), text: fmtAgo(s.created) }),
+      el("td", { title: fmtTime(s.ended || s.updated), text: fmtAgo(s.ended || s.updated) }),
+      el("td", { class: "reason wrap", text: s.end_reason || "" }),
     ));
     this.root.replaceChildren(el("div", { class: "card" },
       el("h2", {}, "Sweeps", el("span", { class: "chip" }, String(this.sweeps.length))),
       el("div", { class: "tablewrap" }, el("table", { id: "sweeps" },
-        el("thead", {}, el("tr", {}, ["name", "state", "method", "metric", "trials", "by state", "best",
+        el("thead", {}, el("tr", {}, ["name", "state", "method", "backend", "metric", "trials", "by state", "best",
           "budget", "created", "updated / ended", "end reason"].map((h) =>
           el("th", { class: h === "trials" || h === "best" ? "num" : "", text: h })))),
         el("tbody", {}, rows)))));

@@ -1,6 +1,15 @@
 // The trials table: sortable, filterable (text, state, parallel-coordinates brushing), paginated, with
 // checkboxes that choose the trials whose learning curves are drawn.
-import { el, badge, fmtNum, fmtDur, trialUrl, STATES } from "./util.js";
+import { el, badge, fmtNum, fmtDur, trialUrl, sweepUrl, STATES } from "./util.js";
+
+export const MAX_COMPARE = 6;
+
+// One CSV field: quoted when it holds a comma, quote or newline (RFC 4180).
+function csvField(v) {
+  if (v === null || v === undefined) return "";
+  const t = typeof v === "object" ? JSON.stringify(v) : String(v);
+  return /[",\n\r]/.test(t) ? `"${t.replaceAll("\"", "\"\"")}"` : t;
+}
 
 const PAGE = 50;
 
@@ -30,12 +39,16 @@ export class TrialsTable {
     this.count = el("span", { id: "trial-count", class: "muted" });
     this.brushNote = el("span", { class: "chip", id: "brush-note", style: "display:none" });
     this.selNote = el("span", { class: "muted", id: "selection-note" });
+    this.compareLink = el("a", { id: "compare-link", class: "button disabled", role: "button",
+      title: `select 2–${MAX_COMPARE} trials to compare their configs and curves side by side` }, "compare");
+    this.csvButton = el("button", { type: "button", id: "download-csv", title: "the matching trials (all pages) as a CSV file",
+      onclick: () => this.downloadCsv() }, "download CSV");
     this.thead = el("thead");
     this.tbody = el("tbody");
     this.pager = el("div", { class: "pager" });
     this.container.replaceChildren(
       el("div", { class: "toolbar" }, this.search, this.stateSel, this.brushNote, el("span", { class: "grow" }),
-        this.selNote,
+        this.selNote, this.compareLink, this.csvButton,
         el("button", { type: "button", onclick: () => this.selectVisible(), title: "draw the curves of the first 20 matching trials" }, "curves of matches"),
         el("button", { type: "button", onclick: () => this.setSelection([]) }, "clear selection")),
       el("div", { class: "tablewrap" }, el("table", { id: "trials" }, this.thead, this.tbody)),
@@ -65,6 +78,42 @@ export class TrialsTable {
 
   selectVisible() {
     this.setSelection(this.filtered().slice(0, 20).map((i) => this.cols.number[i]));
+  }
+
+  selectionTools() {
+    const n = this.selected.size;
+    this.selNote.textContent = `${n} selected`;
+    const ok = n >= 2 && n <= MAX_COMPARE;
+    this.compareLink.className = `button${ok ? "" : " disabled"}`;
+    if (ok) {
+      const nums = [...this.selected].sort((a, b) => a - b).join(",");
+      this.compareLink.setAttribute("href", `${sweepUrl(this.sweep)}/compare?trials=${nums}`);
+      this.compareLink.setAttribute("aria-disabled", "false");
+    } else {
+      this.compareLink.removeAttribute("href");
+      this.compareLink.setAttribute("aria-disabled", "true");
+    }
+  }
+
+  // The filtered, sorted table (every page, every parameter) as CSV text: what a user sees, to take away.
+  csv() {
+    const c = this.cols;
+    const defs = this.columns();
+    const iso = (t) => (t ? new Date(t * 1000).toISOString() : "");
+    const head = [...defs.map((d) => d.label === "#" ? "number" : d.key === "duration" ? "duration_s" : d.label), "started", "ended"];
+    const lines = [head.map(csvField).join(",")];
+    for (const i of this.filtered()) {
+      lines.push([...defs.map((d) => d.get(i)), iso(c.started[i]), iso(c.ended[i])].map(csvField).join(","));
+    }
+    return lines.join("\r\n") + "\r\n";
+  }
+
+  downloadCsv() {
+    const blob = new Blob([this.csv()], { type: "text/csv;charset=utf-8" });
+    const a = el("a", { href: URL.createObjectURL(blob), download: `${this.sweep}-trials.csv` });
+    document.body.append(a);
+    a.click();
+    setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 0);
   }
 
   columns() {
@@ -135,7 +184,7 @@ export class TrialsTable {
       const box = el("input", { type: "checkbox", checked: this.selected.has(n), "aria-label": `curve of trial ${n}`,
         onchange: () => {
           if (box.checked) this.selected.add(n); else this.selected.delete(n);
-          this.selNote.textContent = `${this.selected.size} selected`;
+          this.selectionTools();
           this.onSelectionChange([...this.selected]);
         } });
       return el("tr", { dataset: { number: n }, class: n === this.bestNumber ? "best" : "" },
@@ -149,7 +198,7 @@ export class TrialsTable {
         }));
     }));
     this.count.textContent = `${rows.length} of ${c.n} trials match`;
-    this.selNote.textContent = `${this.selected.size} selected`;
+    this.selectionTools();
     this.pager.replaceChildren(
       el("button", { type: "button", disabled: this.page === 0, onclick: () => { this.page--; this.render(); } }, "‹ prev"),
       el("span", { text: `page ${this.page + 1} / ${pages}` }),

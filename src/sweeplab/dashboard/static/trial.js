@@ -1,7 +1,7 @@
 // The trial view: config, final metrics, all curves, attempts, events (with reasons), profile, log tail.
 import {
-  el, fill, badge, fmtNum, fmtTime, fmtDur, fmtBytes, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
-  plotConfig, baseLayout, STATE_COLOR, STATE_DASH,
+  el, fill, badge, fmtNum, fmtTime, fmtDur, fmtBytes, fmtAgo, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
+  plotConfig, baseLayout, profileRows, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 
 const MAX_PLOTS = 12;
@@ -62,15 +62,18 @@ export class TrialView {
     this.renderHeader(d);
     this.params.replaceChildren(kvList(d.params));
     this.metrics.replaceChildren(kvList(d.metrics));
-    const prof = { ...(d.profile || {}) };
+    // One label per measure, each with its unit: the sampled system figures win over the profile's own.
+    const rows = new Map(profileRows(d.profile));
     const sys = d.system || {};
     if (sys.samples) {
-      prof["cpu % (mean / max)"] = `${fmtNum(sys.cpu_mean)} / ${fmtNum(sys.cpu_max)}`;
-      prof["peak RSS"] = fmtBytes(sys.rss_max);
-      if (sys.gpu_util_mean !== null) prof["GPU util % (mean)"] = fmtNum(sys.gpu_util_mean);
-      if (sys.gpu_mem_max !== null) prof["peak GPU memory"] = fmtBytes(sys.gpu_mem_max);
+      rows.set("CPU (mean / peak)", `${fmtNum(Number((sys.cpu_mean ?? 0).toPrecision(3)))} % / ${fmtNum(Number((sys.cpu_max ?? 0).toPrecision(3)))} %`);
+      rows.delete("CPU (mean)"); rows.delete("CPU (peak)");
+      rows.set("peak RSS", fmtBytes(sys.rss_max));
+      if (sys.gpu_util_mean !== null) rows.set("GPU util (mean)", `${fmtNum(Number(sys.gpu_util_mean.toPrecision(3)))} %`);
+      if (sys.gpu_mem_max !== null) rows.set("peak GPU memory", fmtBytes(sys.gpu_mem_max));
     }
-    this.profile.replaceChildren(kvList(prof));
+    this.profile.replaceChildren(rows.size ? el("dl", { class: "kv" }, [...rows].flatMap(([k, v]) => [
+      el("dt", { text: k }), el("dd", { text: v })])) : el("p", { class: "muted", text: "–" }));
     this.renderAttempts(d);
     this.renderEvents(d);
     this.renderCheckpoints(d);
@@ -85,7 +88,7 @@ export class TrialView {
       el("div", { class: "meta" },
         el("span", {}, `${d.metric || "value"} `, el("b", { id: "trial-value", text: fmtNum(d.value) })),
         el("span", {}, "attempts ", el("b", { text: String(d.attempt_count) })),
-        el("span", {}, "started ", el("b", { text: fmtTime(d.started) })),
+        el("span", { title: fmtTime(d.started) }, "started ", el("b", { text: fmtAgo(d.started) })),
         el("span", {}, "duration ", el("b", { text: fmtDur(dur) })),
         el("span", {}, "last step ", el("b", { text: d.last_step ?? "–" })),
         d.seed !== null ? el("span", {}, "seed ", el("b", { text: String(d.seed) })) : null),

@@ -61,6 +61,7 @@ export function fmtTime(t) {
 export function fmtDur(seconds) {
   if (seconds === null || seconds === undefined || !isFinite(seconds)) return "–";
   const s = Math.max(0, seconds);
+  if (s > 0 && s < 1) return `${Number((s * 1000).toPrecision(3))} ms`;
   if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m ${Math.round(s % 60)}s`;
   if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.round((s % 3600) / 60)}m`;
@@ -140,15 +141,107 @@ export function setCrumbs(parts) {
 }
 
 // An axis range that keeps the bulk of `values` readable when a few diverged trials report values
-// orders of magnitude away (1e12 next to 0.3): the 10th–90th percentile span, widened by that span on each
-// side and never beyond the data. Points outside it are drawn off-axis; hovering and zooming still work.
+// orders of magnitude away (6.4e12 next to 0.3): the median ± 8 median absolute deviations (about ±5.4
+// standard deviations for normal data, so ordinary spreads are never cut), never beyond the data. It works
+// with as few as three values, where percentiles cannot tell an outlier from the bulk. Points outside are
+// drawn pinned to the edge by the callers; hovering and zooming still show them.
 export function focusRange(values) {
   const v = values.filter(isNum).sort((a, b) => a - b);
-  if (v.length < 4) return undefined;
-  const q = (p) => v[Math.min(v.length - 1, Math.max(0, Math.round(p * (v.length - 1))))];
-  const lo = q(0.1), hi = q(0.9), span = hi - lo || Math.abs(hi) * 0.1 || 1;
-  const r = [Math.max(v[0], lo - span), Math.min(v[v.length - 1], hi + span)];
+  if (v.length < 3) return undefined;
+  const med = (xs) => (xs.length % 2 ? xs[(xs.length - 1) / 2] : (xs[xs.length / 2 - 1] + xs[xs.length / 2]) / 2);
+  const m = med(v);
+  const mad = med(v.map((x) => Math.abs(x - m)).sort((a, b) => a - b));
+  const half = 8 * (mad || Math.abs(m) * 0.5 || 1);
+  const r = [Math.max(v[0], m - half), Math.min(v[v.length - 1], m + half)];
   if (r[0] === v[0] && r[1] === v[v.length - 1]) return undefined;   // nothing far out: autorange
-  const pad = (r[1] - r[0]) * 0.05 || 1;
+  const pad = (r[1] - r[0]) * 0.05 || Math.abs(m) * 0.05 || 1;
   return [r[0] - pad, r[1] + pad];
+}
+
+// "3 min ago" / "in 2 h": a time relative to now, for a reader scanning a list.
+export function fmtAgo(t, now = Date.now() / 1000) {
+  if (!t) return "–";
+  const d = now - t, a = Math.abs(d);
+  const unit = a < 60 ? [Math.round(a), "s"] : a < 3600 ? [Math.round(a / 60), "min"] :
+    a < 86400 ? [Math.round(a / 3600), "h"] : [Math.round(a / 86400), "d"];
+  return d >= 0 ? `${unit[0]} ${unit[1]} ago` : `in ${unit[0]} ${unit[1]}`;
+}
+
+// A parameter whose every present value is the same (a `{value: 30}` in the spec): a fact, not an axis.
+export function constantValue(values) {
+  const present = values.filter((v) => v !== null && v !== undefined);
+  if (!present.length) return { constant: false };
+  const first = JSON.stringify(present[0]);
+  if (present.every((v) => JSON.stringify(v) === first) && present.length === values.length) {
+    return { constant: true, value: present[0] };
+  }
+  return { constant: false };
+}
+
+// How to show a metric on an axis without a few diverged trials flattening the rest: the robust range of
+// `values` (focusRange; log10 space when `log`), a function mapping a value to its drawn position (values
+// outside are pinned to the edge), and Plotly axis settings whose tick labels read ("6.4e+12", never SI
+// "T" suffixes).
+export function metricAxis(values, log = false) {
+  const good = values.filter((v) => isNum(v) && (!log || v > 0));
+  const space = log ? good.map((v) => Math.log10(v)) : good;
+  let range = focusRange(space);
+  if (!range && space.length) {
+    const lo = Math.min(...space), hi = Math.max(...space);
+    const pad = Math.max((hi - lo) * 0.08, Math.abs(hi) * 0.05, 1e-9);
+    range = [lo - pad, hi + pad];
+  }
+  const clip = (v) => {
+    if (!isNum(v) || (log && v <= 0) || !range) return { y: null, out: 0 };
+    const s = log ? Math.log10(v) : v;
+    if (s > range[1]) return { y: log ? 10 ** range[1] : range[1], out: 1 };
+    if (s < range[0]) return { y: log ? 10 ** range[0] : range[0], out: -1 };
+    return { y: v, out: 0 };
+  };
+  const axis = { type: log ? "log" : "linear", exponentformat: "e", gridcolor: "#eef0f3", zeroline: false };
+  if (range) axis.range = range;
+  const clipped = good.filter((v) => clip(v).out !== 0).length;
+  return { range, clip, axis, clipped, logOk: values.some((v) => isNum(v) && v > 0) };
+}
+
+// A small "log y" toggle button for a card's tools; `onChange(isLog)` redraws.
+export function logToggle(id, onChange) {
+  const b = el("button", { type: "button", id, class: "toggle", "aria-pressed": "false", title: "logarithmic metric axis" }, "log y");
+  b.addEventListener("click", () => {
+    const on = b.getAttribute("aria-pressed") !== "true";
+    b.setAttribute("aria-pressed", String(on));
+    onChange(on);
+  });
+  return b;
+}
+
+const PROFILE_LABELS = {
+  steps: ["steps", "count"], samples_per_s: ["samples/s", "rate"], samples_per_second: ["samples/s", "rate"],
+  steps_per_s: ["steps/s", "rate"], data_wait_fraction: ["data-wait share", "pct"],
+  step_p50: ["step p50", "dur"], step_p95: ["step p95", "dur"], step_time_mean: ["step mean", "dur"],
+  data_wait_p50: ["data wait p50", "dur"], compute_p50: ["compute p50", "dur"],
+  cpu_mean: ["CPU (mean)", "cpu"], cpu_peak: ["CPU (peak)", "cpu"], rss_peak: ["peak RSS", "bytes"],
+  peak_rss_mb: ["peak RSS", "mb"], gpu_util_mean: ["GPU util (mean)", "cpu"], gpu_mem_peak: ["peak GPU memory", "bytes"],
+};
+
+// Profile entries as [label, formatted value]: known keys get words and units, unknown ones a readable
+// label from their key (never a raw byte count beside a formatted one).
+export function profileRows(prof) {
+  const out = [];
+  for (const [k, v] of Object.entries(prof || {})) {
+    if (v === null || v === undefined || k === "hint") continue;
+    const [label, kind] = PROFILE_LABELS[k] || [k.replaceAll("_", " "),
+      /bytes|rss|mem/.test(k) ? "bytes" : /fraction|share/.test(k) ? "pct" : /seconds|_s$|time/.test(k) ? "dur" : "num"];
+    let text;
+    if (typeof v !== "number") text = typeof v === "object" ? JSON.stringify(v) : String(v);
+    else if (kind === "bytes") text = fmtBytes(v);
+    else if (kind === "mb") text = fmtBytes(v * 1024 * 1024);
+    else if (kind === "pct") text = `${fmtNum(Number((v * 100).toPrecision(3)))} %`;
+    else if (kind === "cpu") text = `${fmtNum(Number(v.toPrecision(3)))} %`;
+    else if (kind === "dur") text = fmtDur(v);
+    else if (kind === "rate") text = `${fmtNum(Number(v.toPrecision(4)))}/s`;
+    else text = fmtNum(v);
+    out.push([label, text]);
+  }
+  return out;
 }
