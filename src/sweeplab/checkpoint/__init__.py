@@ -14,6 +14,10 @@ the checksum proves integrity, not origin, so point `root` only at storage sweep
 
 `CheckpointPolicy` decides how often `run.checkpoint` really writes (`trial.checkpoint_every`): every N steps,
 every T seconds, always, or "auto", the Young/Daly interval sqrt(2 x cost x MTBF) within bounds.
+
+One concern a file: `manager.py` (save, retention, verified restore), `serializers.py` (formats and the
+"auto" choice), `locations.py` (local directory or fsspec URL), `_hashing.py` (checksum while writing),
+`fencing.py` (dead attempts), `policy.py` (when to write), `_common.py` (names, errors, `CheckpointInfo`).
 """
 
 from __future__ import annotations

@@ -20,6 +20,10 @@ A monitor is pure logic, one instance per sweep with per-trial state that is a d
 calls (the driver rebuilds it after a restart by replaying the stored points). A `stop` monitor fires at most
 once per trial (the driver then stops it: STOPPED_BY_RULE); a `warn` monitor (Decision.WARN, an event) fires
 again only after its condition cleared, so a long plateau gives one warning, not one per report.
+
+One concern a file: `base.py` (`Monitor`), `value_rules.py` (nan, diverging, plateau, exploding, vanishing),
+`trial_rules.py` (overfitting, stalled, custom), `parsing.py` (the spec's `monitors:`), `constructors.py`
+(the Python form), `_util.py` (shared helpers).
 """
 
 from __future__ import annotations
