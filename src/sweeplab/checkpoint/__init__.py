@@ -15,18 +15,18 @@ the checksum proves integrity, not origin, so point `root` only at storage sweep
 `CheckpointPolicy` decides how often `run.checkpoint` really writes (`trial.checkpoint_every`): every N steps,
 every T seconds, always, or "auto", the Young/Daly interval sqrt(2 x cost x MTBF) within bounds.
 
-One concern a file: `manager.py` (save, retention, verified restore), `serializers.py` (formats and the
-"auto" choice), `locations.py` (local directory or fsspec URL), `_hashing.py` (checksum while writing),
-`fencing.py` (dead attempts), `policy.py` (when to write), `_common.py` (names, errors, `CheckpointInfo`).
+One concern a file: `_manager.py` (save, retention, verified restore), `_serializers.py` (formats and the
+"auto" choice), `_locations.py` (local directory or fsspec URL), `_hashing.py` (checksum while writing),
+`_fencing.py` (dead attempts), `_policy.py` (when to write), `_common.py` (names, errors, `CheckpointInfo`).
 """
 
 from __future__ import annotations
 
 from sweeplab.checkpoint._common import CheckpointCorruptError, CheckpointInfo, StaleAttemptError
-from sweeplab.checkpoint.fencing import fence
-from sweeplab.checkpoint.manager import CheckpointManager
-from sweeplab.checkpoint.policy import CheckpointPolicy, young_daly_interval
-from sweeplab.checkpoint.serializers import SERIALIZERS, Serializer, register_serializer
+from sweeplab.checkpoint._fencing import fence
+from sweeplab.checkpoint._manager import CheckpointManager
+from sweeplab.checkpoint._policy import CheckpointPolicy, young_daly_interval
+from sweeplab.checkpoint._serializers import SERIALIZERS, Serializer, register_serializer
 
 __all__ = [
     "SERIALIZERS",

@@ -21,27 +21,27 @@ calls (the driver rebuilds it after a restart by replaying the stored points). A
 once per trial (the driver then stops it: STOPPED_BY_RULE); a `warn` monitor (Decision.WARN, an event) fires
 again only after its condition cleared, so a long plateau gives one warning, not one per report.
 
-One concern a file: `base.py` (`Monitor`), `value_rules.py` (nan, diverging, plateau, exploding, vanishing),
-`trial_rules.py` (overfitting, stalled, custom), `parsing.py` (the spec's `monitors:`), `constructors.py`
+One concern a file: `_base.py` (`Monitor`), `_value_rules.py` (nan, diverging, plateau, exploding, vanishing),
+`_trial_rules.py` (overfitting, stalled, custom), `_parsing.py` (the spec's `monitors:`), `_constructors.py`
 (the Python form), `_util.py` (shared helpers).
 """
 
 from __future__ import annotations
 
+from sweeplab.monitors._base import ACTIONS as ACTIONS
+from sweeplab.monitors._base import CustomFn as CustomFn
+from sweeplab.monitors._base import Monitor
+from sweeplab.monitors._constructors import custom, diverging, exploding, nan, overfitting, plateau, stalled, vanishing
+from sweeplab.monitors._parsing import parse_monitors
+from sweeplab.monitors._trial_rules import CustomMonitor as CustomMonitor
+from sweeplab.monitors._trial_rules import OverfittingMonitor as OverfittingMonitor
+from sweeplab.monitors._trial_rules import StalledMonitor as StalledMonitor
 from sweeplab.monitors._util import parse_duration
-from sweeplab.monitors.base import ACTIONS as ACTIONS
-from sweeplab.monitors.base import CustomFn as CustomFn
-from sweeplab.monitors.base import Monitor
-from sweeplab.monitors.constructors import custom, diverging, exploding, nan, overfitting, plateau, stalled, vanishing
-from sweeplab.monitors.parsing import parse_monitors
-from sweeplab.monitors.trial_rules import CustomMonitor as CustomMonitor
-from sweeplab.monitors.trial_rules import OverfittingMonitor as OverfittingMonitor
-from sweeplab.monitors.trial_rules import StalledMonitor as StalledMonitor
-from sweeplab.monitors.value_rules import DivergingMonitor as DivergingMonitor
-from sweeplab.monitors.value_rules import ExplodingMonitor as ExplodingMonitor
-from sweeplab.monitors.value_rules import NanMonitor as NanMonitor
-from sweeplab.monitors.value_rules import PlateauMonitor as PlateauMonitor
-from sweeplab.monitors.value_rules import VanishingMonitor as VanishingMonitor
+from sweeplab.monitors._value_rules import DivergingMonitor as DivergingMonitor
+from sweeplab.monitors._value_rules import ExplodingMonitor as ExplodingMonitor
+from sweeplab.monitors._value_rules import NanMonitor as NanMonitor
+from sweeplab.monitors._value_rules import PlateauMonitor as PlateauMonitor
+from sweeplab.monitors._value_rules import VanishingMonitor as VanishingMonitor
 
 __all__ = [
     "Monitor",

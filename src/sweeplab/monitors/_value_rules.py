@@ -7,8 +7,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from sweeplab.monitors._base import Monitor, _Fire
 from sweeplab.monitors._util import _finite, _show
-from sweeplab.monitors.base import Monitor, _Fire
 from sweeplab.types import Goal, MetricPoint
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from sweeplab import _values
 from sweeplab.errors import SpecError
+from sweeplab.monitors._base import ACTIONS, Monitor
+from sweeplab.monitors._trial_rules import OverfittingMonitor, StalledMonitor
 from sweeplab.monitors._util import _goal_text, parse_duration
-from sweeplab.monitors.base import ACTIONS, Monitor
-from sweeplab.monitors.trial_rules import OverfittingMonitor, StalledMonitor
-from sweeplab.monitors.value_rules import (
+from sweeplab.monitors._value_rules import (
     DivergingMonitor,
     ExplodingMonitor,
     NanMonitor,

@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from sweeplab.checkpoint._common import _FENCE
-from sweeplab.checkpoint.locations import _is_url, _Local, _Remote
+from sweeplab.checkpoint._locations import _is_url, _Local, _Remote
 
 
 def fence(root: str, attempt: int, at: float | None = None) -> None:

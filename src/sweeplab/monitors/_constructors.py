@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sweeplab.monitors._base import CustomFn, Monitor
+from sweeplab.monitors._parsing import _read
+from sweeplab.monitors._trial_rules import CustomMonitor, OverfittingMonitor, StalledMonitor
 from sweeplab.monitors._util import _goal_text
-from sweeplab.monitors.base import CustomFn, Monitor
-from sweeplab.monitors.parsing import _read
-from sweeplab.monitors.trial_rules import CustomMonitor, OverfittingMonitor, StalledMonitor
-from sweeplab.monitors.value_rules import (
+from sweeplab.monitors._value_rules import (
     DivergingMonitor,
     ExplodingMonitor,
     NanMonitor,

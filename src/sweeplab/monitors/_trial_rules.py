@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweeplab.errors import SpecError
+from sweeplab.monitors._base import CustomFn, Monitor, _Fire
 from sweeplab.monitors._util import _callable_name, _finite, _show, _show_duration, parse_duration
-from sweeplab.monitors.base import CustomFn, Monitor, _Fire
 from sweeplab.types import Decision, Goal, MetricPoint, Verdict
 
 

@@ -28,10 +28,10 @@ from sweeplab.checkpoint._common import (
     _Bad,
     _Entries,
 )
+from sweeplab.checkpoint._fencing import _attempt_from_env, _late, _read_fence
 from sweeplab.checkpoint._hashing import _HashingWriter
-from sweeplab.checkpoint.fencing import _attempt_from_env, _late, _read_fence
-from sweeplab.checkpoint.locations import _is_url, _Local, _Remote
-from sweeplab.checkpoint.serializers import SERIALIZERS, Serializer, _is_directory, _pick_format, _suffix
+from sweeplab.checkpoint._locations import _is_url, _Local, _Remote
+from sweeplab.checkpoint._serializers import SERIALIZERS, Serializer, _is_directory, _pick_format, _suffix
 from sweeplab.errors import ConfigError, StoreError, SweeplabError, TrialError
 
 
