@@ -5,10 +5,7 @@ resources. Submitting a trial is one actor call; events come back through a long
 has one `drain(wait)` call in flight, which returns as soon as it has events (or after `wait` seconds),
 and `poll` gathers whatever is ready with `ray.wait`. Actors are reused from trial to trial.
 
-Actor side (`TrialHost`): a one-slot `LocalBackend` in the actor's process, so a trial runs in a worker
-process of its own exactly as on the local backend (a segfault is a FAILED trial, not a dead actor;
-SIGTERM-based preemption, stop, kill and command trials behave the same). A dead actor therefore means a
-lost node or a killed Ray worker: its trial ends PREEMPTED and is requeued from its checkpoint.
+The actor side (`TrialHost`) is in `_host.py`, small helpers in `_helpers.py`.
 
 A multi-process trial (`resources.workers` W > 1) takes a slot made of a placement group of W bundles
 (one per rank, PACK by default, so ranks may land on different nodes) and one `TrialHost` per bundle;
@@ -19,9 +16,6 @@ turns the ranks' events into the events of one trial.
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -34,9 +28,16 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind
-from sweeplab.backends.multiproc import free_port
 from sweeplab.backends.ray._auth import check_token, token_help
 from sweeplab.backends.ray._gang import Gang, Op, rank_tasks
+from sweeplab.backends.ray._helpers import (
+    _first_line,
+    _init_address,
+    _lost_reason,
+    _path_exists,
+    _probe_address,
+)
+from sweeplab.backends.ray._host import TrialHost
 from sweeplab.backends.ray._plan import (
     TrialDemand,
     capacity,
@@ -53,97 +54,6 @@ _KILL_GRACE = 10.0         # after kill(), how long the actor has to report befo
 _START_TIMEOUT = 120.0     # the first actor must be up within this (else the cluster cannot run trials)
 # token authentication errors (recent Ray; older Ray has none, and ConnectionError stands in harmlessly)
 _AUTH_ERROR: type[Exception] = getattr(ray.exceptions, "AuthenticationError", ConnectionError)
-
-
-# ================================================================================== actor side
-class TrialHost:
-    """A Ray actor that runs one trial at a time in a local worker process and buffers its events."""
-
-    def __init__(self, cpus: float, hide_gpus: bool) -> None:
-        from sweeplab.backends.local import LocalBackend, Slot
-
-        self._local = LocalBackend([Slot(0, cpus)], hide_gpus=hide_gpus)
-        self._local.start()                     # the worker process starts now, ready for the first trial
-        self._lock = threading.Lock()           # LocalBackend is single-threaded: one caller at a time
-        self._cond = threading.Condition()
-        self._buf: list[dict[str, Any]] = []
-        self._pending: dict[int, list[tuple[str, tuple[Any, ...]]]] = {}
-        self._ended: set[int] = set()           # trials whose attempt here is over (late controls are moot)
-        self._current: tuple[int, int] | None = None
-        self._closed = False
-        threading.Thread(target=self._pump, daemon=True, name="sweeplab-ray-pump").start()
-
-    def where(self) -> dict[str, Any]:
-        return {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(),
-                "pid": os.getpid(), "ip": ray.util.get_node_ip_address()}
-
-    def master_port(self) -> int:
-        """A free port on this node, for MASTER_PORT of a multi-process trial whose rank 0 runs here."""
-        return free_port(ray.util.get_node_ip_address())
-
-    def submit(self, task: dict[str, Any]) -> None:
-        t = TrialTask.from_dict(task)
-        with self._lock:
-            self._current = (t.trial_id, t.attempt)
-            self._ended.discard(t.trial_id)
-            self._local.submit(t)
-            for op, args in self._pending.pop(t.trial_id, []):
-                getattr(self._local, op)(t.trial_id, *args)
-
-    def _control(self, op: str, trial: int, *args: Any) -> None:
-        with self._lock:
-            if trial in self._local.running():
-                getattr(self._local, op)(trial, *args)
-            elif trial not in self._ended:
-                # Threaded actors do not keep call order: this may have overtaken its submit.
-                self._pending.setdefault(trial, []).append((op, args))
-
-    def stop(self, trial: int, reason: str = "") -> None:
-        self._control("stop", trial, reason)
-
-    def go(self, trial: int, step: int) -> None:
-        self._control("go", trial, step)
-
-    def preempt(self, trial: int) -> None:
-        self._control("preempt", trial)
-
-    def kill(self, trial: int, reason: str) -> None:
-        self._control("kill", trial, reason)
-
-    def drain(self, wait: float) -> list[dict[str, Any]]:
-        with self._cond:
-            if not self._buf and not self._closed:
-                self._cond.wait(timeout=wait)
-            out, self._buf = self._buf, []
-        return out
-
-    def shutdown(self, grace: float = 0.0) -> None:
-        with self._lock:
-            self._closed = True
-            self._local.shutdown(grace=grace)
-        with self._cond:
-            self._cond.notify_all()
-
-    def _pump(self) -> None:
-        idle = 0.001
-        while not self._closed:
-            with self._lock:
-                if self._closed:
-                    return
-                events = self._local.poll(0.0)
-                for ev in events:
-                    if ev.kind.ends_attempt and self._current == (ev.trial, ev.attempt):
-                        self._current = None
-                        self._ended.add(ev.trial)
-                        self._pending.pop(ev.trial, None)
-            if events:
-                with self._cond:
-                    self._buf.extend(ev.to_dict() for ev in events)
-                    self._cond.notify_all()
-                idle = 0.001
-            else:
-                time.sleep(idle)
-                idle = min(idle * 2, 0.02)
 
 
 # ================================================================================== driver side
@@ -619,44 +529,3 @@ class RayCore:
                 ray.shutdown()
             self._owns_ray = False
 
-
-# ================================================================================== helpers
-def _path_exists(path: str) -> bool:
-    return os.path.exists(path)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _lost_reason(exc: RayActorError) -> str:
-    text = str(exc)
-    if getattr(exc, "preempted", False):
-        return "Ray node preempted (spot instance reclaimed)"
-    if "node" in text.lower() and ("died" in text.lower() or "dead" in text.lower()):
-        return "Ray node lost"
-    return f"Ray actor died: {_first_line(exc)}"
-
-
-def _init_address(address: str | None) -> str | None:
-    """The address given to `ray.init`. No address means RAY_ADDRESS if set, else a NEW local cluster:
-    `ray.init(address=None)` would instead join a Ray cluster it finds on this machine (the one last
-    started, e.g. another user's or another sweep's), whose nodes, environment and lifetime are not ours."""
-    if address is None and not os.environ.get("RAY_ADDRESS"):
-        return "local"
-    return address
-
-
-def _probe_address(address: str) -> None:
-    """Fail fast, with a clear message, when nothing listens at host:port."""
-    rest = address.partition("://")[2] if "://" in address else address
-    host, sep, port = rest.rpartition(":")
-    if not sep or not port.isdigit():
-        raise UserError(f"--address {address!r}: expected host:port (or ray://host:port, or auto)")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=3.0):
-            pass
-    except OSError as exc:
-        raise UserError(f"--address {address}: nothing answers there ({exc.strerror or exc}); is the Ray "
-                        "head running (`ray start --head`) and the port open?") from None

@@ -1,0 +1,52 @@
+"""Small functions of the Ray backend's driver side: the address `ray.init` gets and probing it,
+the probe task of a shared checkpoint directory, and the text of Ray errors."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from ray.exceptions import RayActorError
+
+from sweeplab.errors import UserError
+
+
+def _path_exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _lost_reason(exc: RayActorError) -> str:
+    text = str(exc)
+    if getattr(exc, "preempted", False):
+        return "Ray node preempted (spot instance reclaimed)"
+    if "node" in text.lower() and ("died" in text.lower() or "dead" in text.lower()):
+        return "Ray node lost"
+    return f"Ray actor died: {_first_line(exc)}"
+
+
+def _init_address(address: str | None) -> str | None:
+    """The address given to `ray.init`. No address means RAY_ADDRESS if set, else a NEW local cluster:
+    `ray.init(address=None)` would instead join a Ray cluster it finds on this machine (the one last
+    started, e.g. another user's or another sweep's), whose nodes, environment and lifetime are not ours."""
+    if address is None and not os.environ.get("RAY_ADDRESS"):
+        return "local"
+    return address
+
+
+def _probe_address(address: str) -> None:
+    """Fail fast, with a clear message, when nothing listens at host:port."""
+    rest = address.partition("://")[2] if "://" in address else address
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UserError(f"--address {address!r}: expected host:port (or ray://host:port, or auto)")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=3.0):
+            pass
+    except OSError as exc:
+        raise UserError(f"--address {address}: nothing answers there ({exc.strerror or exc}); is the Ray "
+                        "head running (`ray start --head`) and the port open?") from None

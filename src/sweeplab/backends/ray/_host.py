@@ -1,0 +1,110 @@
+"""The actor side of the Ray backend (imports ray): `TrialHost`, one per slot (or per rank).
+
+Actor side (`TrialHost`): a one-slot `LocalBackend` in the actor's process, so a trial runs in a worker
+process of its own exactly as on the local backend (a segfault is a FAILED trial, not a dead actor;
+SIGTERM-based preemption, stop, kill and command trials behave the same). A dead actor therefore means a
+lost node or a killed Ray worker: its trial ends PREEMPTED and is requeued from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+import ray
+
+from sweeplab.backends.base import TrialTask
+from sweeplab.backends.multiproc import free_port
+
+
+class TrialHost:
+    """A Ray actor that runs one trial at a time in a local worker process and buffers its events."""
+
+    def __init__(self, cpus: float, hide_gpus: bool) -> None:
+        from sweeplab.backends.local import LocalBackend, Slot
+
+        self._local = LocalBackend([Slot(0, cpus)], hide_gpus=hide_gpus)
+        self._local.start()                     # the worker process starts now, ready for the first trial
+        self._lock = threading.Lock()           # LocalBackend is single-threaded: one caller at a time
+        self._cond = threading.Condition()
+        self._buf: list[dict[str, Any]] = []
+        self._pending: dict[int, list[tuple[str, tuple[Any, ...]]]] = {}
+        self._ended: set[int] = set()           # trials whose attempt here is over (late controls are moot)
+        self._current: tuple[int, int] | None = None
+        self._closed = False
+        threading.Thread(target=self._pump, daemon=True, name="sweeplab-ray-pump").start()
+
+    def where(self) -> dict[str, Any]:
+        return {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(),
+                "pid": os.getpid(), "ip": ray.util.get_node_ip_address()}
+
+    def master_port(self) -> int:
+        """A free port on this node, for MASTER_PORT of a multi-process trial whose rank 0 runs here."""
+        return free_port(ray.util.get_node_ip_address())
+
+    def submit(self, task: dict[str, Any]) -> None:
+        t = TrialTask.from_dict(task)
+        with self._lock:
+            self._current = (t.trial_id, t.attempt)
+            self._ended.discard(t.trial_id)
+            self._local.submit(t)
+            for op, args in self._pending.pop(t.trial_id, []):
+                getattr(self._local, op)(t.trial_id, *args)
+
+    def _control(self, op: str, trial: int, *args: Any) -> None:
+        with self._lock:
+            if trial in self._local.running():
+                getattr(self._local, op)(trial, *args)
+            elif trial not in self._ended:
+                # Threaded actors do not keep call order: this may have overtaken its submit.
+                self._pending.setdefault(trial, []).append((op, args))
+
+    def stop(self, trial: int, reason: str = "") -> None:
+        self._control("stop", trial, reason)
+
+    def go(self, trial: int, step: int) -> None:
+        self._control("go", trial, step)
+
+    def preempt(self, trial: int) -> None:
+        self._control("preempt", trial)
+
+    def kill(self, trial: int, reason: str) -> None:
+        self._control("kill", trial, reason)
+
+    def drain(self, wait: float) -> list[dict[str, Any]]:
+        with self._cond:
+            if not self._buf and not self._closed:
+                self._cond.wait(timeout=wait)
+            out, self._buf = self._buf, []
+        return out
+
+    def shutdown(self, grace: float = 0.0) -> None:
+        with self._lock:
+            self._closed = True
+            self._local.shutdown(grace=grace)
+        with self._cond:
+            self._cond.notify_all()
+
+    def _pump(self) -> None:
+        idle = 0.001
+        while not self._closed:
+            with self._lock:
+                if self._closed:
+                    return
+                events = self._local.poll(0.0)
+                for ev in events:
+                    if ev.kind.ends_attempt and self._current == (ev.trial, ev.attempt):
+                        self._current = None
+                        self._ended.add(ev.trial)
+                        self._pending.pop(ev.trial, None)
+            if events:
+                with self._cond:
+                    self._buf.extend(ev.to_dict() for ev in events)
+                    self._cond.notify_all()
+                idle = 0.001
+            else:
+                time.sleep(idle)
+                idle = min(idle * 2, 0.02)

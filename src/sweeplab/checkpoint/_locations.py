@@ -1,0 +1,137 @@
+"""Where checkpoints live: a local directory (temp dir + fsync + rename) or any fsspec URL (`_Remote`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from sweeplab._imports import optional_import
+
+
+class _Local:
+    """A local directory: temp dir + fsync + rename."""
+
+    atomic_rename = True
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(os.path.expanduser(root))
+
+    def join(self, *parts: str) -> str:
+        return os.path.join(*parts)
+
+    def url(self, path: str) -> str:
+        return path
+
+    def names(self, path: str) -> list[str]:
+        try:
+            return os.listdir(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def open(self, path: str, mode: str) -> Any:
+        return open(path, mode)
+
+    def read_bytes(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def rmtree(self, path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.rename(src, dst)  # a directory onto a missing name: atomic, fails if dst exists
+
+    def sync(self, f: Any) -> None:
+        f.flush()
+        os.fsync(f.fileno())
+
+    def sync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def walk_files(self, path: str) -> list[str]:
+        out = []
+        for dirpath, _dirs, files in os.walk(path):
+            for name in files:
+                out.append(os.path.relpath(os.path.join(dirpath, name), path).replace(os.sep, "/"))
+        return sorted(out)
+
+    def mtime(self, path: str) -> float:
+        return os.stat(path).st_mtime
+
+
+class _Remote:
+    """Any fsspec file system: payload first, manifest last (no atomic rename on object stores)."""
+
+    atomic_rename = False
+
+    def __init__(self, url: str) -> None:
+        fsspec = optional_import("fsspec", "all", "checkpoints at a URL")
+        self.fs, self.root = fsspec.core.url_to_fs(url)
+        self.root = self.root.rstrip("/") or "/"
+
+    def join(self, *parts: str) -> str:
+        return "/".join(p.rstrip("/") for p in parts)
+
+    def url(self, path: str) -> str:
+        return str(self.fs.unstrip_protocol(path))
+
+    def names(self, path: str) -> list[str]:
+        try:
+            return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(path, detail=False)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def makedirs(self, path: str) -> None:
+        self.fs.makedirs(path, exist_ok=True)
+
+    def open(self, path: str, mode: str) -> Any:
+        return self.fs.open(path, mode)
+
+    def read_bytes(self, path: str) -> bytes:
+        return bytes(self.fs.cat_file(path))
+
+    def exists(self, path: str) -> bool:
+        return bool(self.fs.exists(path))
+
+    def isdir(self, path: str) -> bool:
+        return bool(self.fs.isdir(path))
+
+    def rmtree(self, path: str) -> None:
+        try:
+            self.fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            pass
+
+    def rename(self, src: str, dst: str) -> None:  # pragma: no cover - not used without atomic rename
+        self.fs.mv(src, dst, recursive=True)
+
+    def sync(self, f: Any) -> None:
+        f.flush()
+
+    def sync_dir(self, path: str) -> None:
+        pass
+
+    def walk_files(self, path: str) -> list[str]:
+        base = self.fs._strip_protocol(path).rstrip("/")
+        return sorted(p[len(base) + 1:] for p in self.fs.find(path))
+
+    def mtime(self, path: str) -> float:
+        return 0.0
+
+
+def _is_url(root: str) -> bool:
+    return "://" in root and not root.startswith("file://")

@@ -1,0 +1,368 @@
+"""`CheckpointManager`: atomic save, retention of the newest K, verified restore of one trial's checkpoints."""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import io
+import json
+import operator
+import os
+import pickle
+import re
+import socket
+import time
+import uuid
+from typing import Any
+
+from sweeplab.checkpoint._common import (
+    _AUTO,
+    _CHUNK,
+    _DIR_FORMAT,
+    _MANIFEST,
+    _NAME_RE,
+    _STALE_TMP_SECONDS,
+    CheckpointCorruptError,
+    CheckpointInfo,
+    StaleAttemptError,
+    _Bad,
+    _Entries,
+)
+from sweeplab.checkpoint._fencing import _attempt_from_env, _late, _read_fence
+from sweeplab.checkpoint._hashing import _HashingWriter
+from sweeplab.checkpoint._locations import _is_url, _Local, _Remote
+from sweeplab.checkpoint._serializers import SERIALIZERS, Serializer, _is_directory, _pick_format, _suffix
+from sweeplab.errors import ConfigError, StoreError, SweeplabError, TrialError
+
+
+class CheckpointManager:
+    """Save, list, verify and load the checkpoints of one trial under `root`.
+
+    >>> mgr = CheckpointManager("ckpts", keep=2)
+    >>> info = mgr.save({"epoch": 3, "weights": [0.1, 0.2]}, step=3)
+    >>> info, state = mgr.latest()
+
+    After `latest()`, `corrupt` lists the (path, reason) of newer checkpoints that failed verification.
+
+    `attempt`: the trial attempt this manager writes for (`Run` passes it; a command program using
+    SWEEPLAB_CHECKPOINT_DIR gets SWEEPLAB_ATTEMPT by default). Saves of an attempt declared dead with
+    `fence` are refused, and late writes of dead attempts are never returned by `latest()`.
+    """
+
+    def __init__(self, root: str, *, keep: int = 2, serializer: str = _AUTO, attempt: int | None = None) -> None:
+        root = os.fspath(root)
+        if not root:
+            raise ConfigError("the checkpoint directory is empty", key="checkpoint_dir", value=root)
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ConfigError("invalid number of checkpoints to keep", key="trial.keep_checkpoints",
+                              value=keep, expected="an integer >= 1")
+        valid = sorted([_AUTO, _DIR_FORMAT, *SERIALIZERS])
+        if serializer not in valid:
+            raise ConfigError("unknown checkpoint serializer", key="serializer", value=serializer,
+                              expected=" | ".join(valid), hint="register_serializer() adds one")
+        root = root.removeprefix("file://")
+        self._fs: _Local | _Remote = _Remote(root) if _is_url(root) else _Local(root)
+        self.root = self._fs.url(self._fs.root)
+        self.keep = keep
+        self.serializer = serializer
+        self.corrupt: list[tuple[str, str]] = []
+        self._known_corrupt: set[str] = set()
+        self.attempt = attempt if attempt is not None else _attempt_from_env(os.fspath(root))
+
+    # -------------------------------------------------------------------------- public API
+    def save(self, obj: Any, step: int | None = None) -> CheckpointInfo:
+        """Write `obj` atomically, then keep only the newest `keep` checkpoints."""
+        if step is not None:
+            step = operator.index(step)
+        started = time.perf_counter()
+        fmt = _pick_format(obj) if self.serializer == _AUTO else self.serializer
+        fs = self._fs
+        self._check_fence()
+        entries, _bad = self._scan()
+        seq = max((int(m.get("seq", 0)) for _, m in entries), default=0) + 1
+        name = self._name(step, seq, {n for n, _ in entries})
+        if fs.atomic_rename:
+            self._clean_stale_tmp()
+            work = fs.join(fs.root, f".tmp.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:12]}")
+        else:
+            work = fs.join(fs.root, name)
+        try:
+            fs.makedirs(work)
+            payload, checksum, size = self._write_payload(obj, fmt, work)
+            written = time.time()
+            manifest: dict[str, Any] = {
+                "version": 1, "step": step, "seq": seq, "format": fmt, "payload": payload,
+                "checksum": checksum, "bytes": size, "time": written,
+            }
+            if self.attempt is not None:
+                manifest["attempt"] = self.attempt
+            manifest["seconds"] = time.perf_counter() - started
+            with fs.open(fs.join(work, _MANIFEST), "wb") as f:
+                f.write(json.dumps(manifest, indent=1).encode("utf-8"))
+                fs.sync(f)
+            final = fs.join(fs.root, name)
+            if fs.atomic_rename:
+                fs.sync_dir(work)
+                fs.rename(work, final)
+                fs.sync_dir(fs.root)
+            work = final
+            self._check_fence()      # declared dead while writing: what it wrote must not stay
+        except BaseException as exc:
+            fs.rmtree(work)
+            if isinstance(exc, OSError):
+                raise StoreError(f"cannot write checkpoint under {self.root}: {exc}") from exc
+            raise
+        seconds = time.perf_counter() - started
+        removed = self._retain()
+        return CheckpointInfo(path=fs.url(final), step=step, checksum=checksum, bytes=size, seconds=seconds,
+                              format=fmt, time=written, removed=tuple(removed))
+
+    def list(self) -> list[CheckpointInfo]:
+        """Checkpoints with a readable manifest (not yet verified), oldest first, newest last."""
+        return [self._info(name, m) for name, m in self._scan()[0]]
+
+    def latest(self) -> tuple[CheckpointInfo, Any] | None:
+        """The newest checkpoint that verifies, loaded; None if there is none. Fills `self.corrupt`."""
+        entries, bad = self._scan()
+        self.corrupt = list(bad)
+        dead = _read_fence(self._fs)
+        for name, manifest in reversed(entries):
+            if _late(manifest, dead):
+                continue   # written by an attempt after it was declared dead: never restored
+            info = self._info(name, manifest)
+            try:
+                return info, self._load(name, manifest)
+            except CheckpointCorruptError as exc:
+                self.corrupt.append((info.path, exc.reason))
+                self._known_corrupt.add(name)
+        return None
+
+    def load(self, info: CheckpointInfo) -> Any:
+        """Verify and load one checkpoint listed by this manager; raises CheckpointCorruptError."""
+        name = info.path.rstrip("/").rsplit("/", 1)[-1]
+        manifest = self._read_manifest(name)
+        if manifest is None:
+            raise CheckpointCorruptError(info.path, "manifest missing or unreadable")
+        return self._load(name, manifest)
+
+    # -------------------------------------------------------------------------- writing
+    def _check_fence(self) -> None:
+        if self.attempt is None:
+            return
+        dead = _read_fence(self._fs)
+        if dead and self.attempt <= max(dead):
+            raise StaleAttemptError(self.root, self.attempt)
+
+    def _write_payload(self, obj: Any, fmt: str, work: str) -> tuple[str, str, int]:
+        fs = self._fs
+        if fmt == _DIR_FORMAT:
+            if not _is_directory(obj):
+                raise TrialError(f"checkpoint: {obj!r} is not an existing directory")
+            checksum, size = self._copy_dir(os.fspath(obj), fs.join(work, "payload"))
+            return "payload", checksum, size
+        serializer = self._serializer(fmt, self.root)
+        payload = "payload" + _suffix(serializer)
+        with fs.open(fs.join(work, payload), "wb") as f:
+            writer = _HashingWriter(f)
+            try:
+                serializer.dump(obj, writer)  # type: ignore[arg-type]
+            except (TypeError, ValueError, AttributeError, pickle.PicklingError, RecursionError) as exc:
+                raise TrialError(
+                    f"checkpoint: cannot save a {type(obj).__name__} with the {fmt!r} serializer: {exc}"
+                ) from exc
+            fs.sync(f)
+        return payload, writer.checksum, writer.bytes
+
+    def _copy_dir(self, src: str, dst: str) -> tuple[str, int]:
+        fs, digest, total = self._fs, hashlib.sha256(), 0
+        fs.makedirs(dst)
+        for dirpath, dirs, _files in os.walk(src):
+            dirs.sort()
+            rel_dir = os.path.relpath(dirpath, src)
+            out_dir = dst if rel_dir == "." else fs.join(dst, *rel_dir.split(os.sep))
+            fs.makedirs(out_dir)
+        for rel in _Local(src).walk_files(src):
+            size = 0
+            with open(os.path.join(src, *rel.split("/")), "rb") as fin, \
+                    fs.open(fs.join(dst, *rel.split("/")), "wb") as fout:
+                chunk_hash = hashlib.sha256()
+                while chunk := fin.read(_CHUNK):
+                    chunk_hash.update(chunk)
+                    fout.write(chunk)
+                    size += len(chunk)
+                fs.sync(fout)
+            digest.update(f"{rel}\0{size}\0{chunk_hash.hexdigest()}\n".encode())
+            total += size
+        return "sha256:" + digest.hexdigest(), total
+
+    def _retain(self) -> builtins.list[str]:   # `list` here is the method of that name
+        """Delete all but the newest `keep` valid checkpoints; their paths (as `CheckpointInfo.path`)."""
+        entries, _bad = self._scan()
+        valid = [name for name, _ in entries if name not in self._known_corrupt]
+        kept = set(valid[-self.keep:])
+        removed = []
+        for name, _ in entries:
+            if name not in kept:
+                path = self._fs.join(self._fs.root, name)
+                self._fs.rmtree(path)
+                self._known_corrupt.discard(name)
+                removed.append(self._fs.url(path))
+        return removed
+
+    def _clean_stale_tmp(self) -> None:
+        """Remove temp dirs of dead writers on this host (and very old ones from any host)."""
+        fs = self._fs
+        for name in fs.names(fs.root):
+            if not name.startswith(".tmp."):
+                continue
+            host, _, rest = name[len(".tmp."):].partition(".")
+            pid = rest.partition(".")[0]
+            path = fs.join(fs.root, name)
+            try:
+                stale = (host == _host() and pid.isdigit() and not _pid_alive(int(pid))) or (
+                    time.time() - fs.mtime(path) > _STALE_TMP_SECONDS
+                )
+            except OSError:
+                continue
+            if stale:
+                fs.rmtree(path)
+
+    # -------------------------------------------------------------------------- reading
+    def _scan(self) -> tuple[_Entries, _Bad]:
+        """(name, manifest) of checkpoints in write order, and (path, reason) of unreadable manifests."""
+        entries: _Entries = []
+        bad: _Bad = []
+        for name in self._fs.names(self._fs.root):
+            if not _NAME_RE.match(name):
+                continue
+            try:
+                manifest = self._read_manifest(name, strict=True)
+            except ValueError as exc:
+                bad.append((self._fs.url(self._fs.join(self._fs.root, name)), str(exc)))
+                continue
+            if manifest is not None:  # no manifest: not a checkpoint (yet)
+                entries.append((name, manifest))
+        entries.sort(key=lambda e: (int(e[1].get("seq", 0)), float(e[1].get("time", 0.0))))
+        return entries, bad
+
+    def _read_manifest(self, name: str, *, strict: bool = False) -> dict[str, Any] | None:
+        path = self._fs.join(self._fs.root, name, _MANIFEST)
+        try:
+            raw = self._fs.read_bytes(path)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+        try:
+            manifest = json.loads(raw.decode("utf-8"))
+            if not isinstance(manifest, dict) or not {"format", "checksum", "bytes"} <= set(manifest):
+                raise ValueError("fields missing")
+        except ValueError as exc:
+            if strict:
+                raise ValueError(f"manifest unreadable: {exc}") from None
+            return None
+        return manifest
+
+    def _info(self, name: str, m: dict[str, Any]) -> CheckpointInfo:
+        return CheckpointInfo(
+            path=self._fs.url(self._fs.join(self._fs.root, name)), step=m.get("step"),
+            checksum=str(m["checksum"]), bytes=int(m["bytes"]), seconds=float(m.get("seconds", 0.0)),
+            format=str(m["format"]), time=float(m.get("time", 0.0)),
+        )
+
+    def _load(self, name: str, manifest: dict[str, Any]) -> Any:
+        fs = self._fs
+        where = fs.url(fs.join(fs.root, name))
+        fmt = str(manifest["format"])
+        payload = fs.join(fs.root, name, str(manifest.get("payload", "payload")))
+        if fmt == _DIR_FORMAT:
+            self._verify_dir(where, payload, manifest)
+            return fs.url(payload)
+        serializer = self._serializer(fmt, where)
+        if isinstance(fs, _Local):
+            self._verify_stream(where, payload, manifest)
+            try:
+                with fs.open(payload, "rb") as f:
+                    return serializer.load(f)
+            except FileNotFoundError:
+                raise CheckpointCorruptError(where, "payload missing") from None
+            except SweeplabError:
+                raise
+            except Exception as exc:  # verified bytes that do not load: report, fall back to older
+                raise CheckpointCorruptError(where, f"cannot load: {type(exc).__name__}: {exc}") from exc
+        try:
+            data = fs.read_bytes(payload)
+        except FileNotFoundError:
+            raise CheckpointCorruptError(where, "payload missing") from None
+        _check(where, manifest, len(data), "sha256:" + hashlib.sha256(data).hexdigest())
+        try:
+            return serializer.load(io.BytesIO(data))
+        except SweeplabError:
+            raise
+        except Exception as exc:
+            raise CheckpointCorruptError(where, f"cannot load: {type(exc).__name__}: {exc}") from exc
+
+    def _verify_stream(self, where: str, payload: str, manifest: dict[str, Any]) -> None:
+        digest, size = hashlib.sha256(), 0
+        try:
+            with self._fs.open(payload, "rb") as f:
+                while chunk := f.read(_CHUNK):
+                    digest.update(chunk)
+                    size += len(chunk)
+        except FileNotFoundError:
+            raise CheckpointCorruptError(where, "payload missing") from None
+        _check(where, manifest, size, "sha256:" + digest.hexdigest())
+
+    def _verify_dir(self, where: str, payload: str, manifest: dict[str, Any]) -> None:
+        fs = self._fs
+        if not fs.isdir(payload):
+            raise CheckpointCorruptError(where, "payload directory missing")
+        digest, total = hashlib.sha256(), 0
+        for rel in fs.walk_files(payload):
+            file_hash, size = hashlib.sha256(), 0
+            with fs.open(fs.join(payload, *rel.split("/")), "rb") as f:
+                while chunk := f.read(_CHUNK):
+                    file_hash.update(chunk)
+                    size += len(chunk)
+            digest.update(f"{rel}\0{size}\0{file_hash.hexdigest()}\n".encode())
+            total += size
+        _check(where, manifest, total, "sha256:" + digest.hexdigest())
+
+    # -------------------------------------------------------------------------- helpers
+    @staticmethod
+    def _serializer(fmt: str, where: str) -> Serializer:
+        try:
+            return SERIALIZERS[fmt]
+        except KeyError:
+            raise ConfigError(f"checkpoint format {fmt!r} has no registered serializer", file=where,
+                              expected=" | ".join(sorted(SERIALIZERS)),
+                              hint="call register_serializer() before loading") from None
+
+    @staticmethod
+    def _name(step: int | None, seq: int, taken: set[str]) -> str:
+        base = f"step-{step:010d}" if step is not None else f"seq-{seq:010d}"
+        return base if base not in taken else f"{base}-{seq}"
+
+
+def _check(where: str, manifest: dict[str, Any], size: int, checksum: str) -> None:
+    expected = int(manifest["bytes"])
+    if size < expected:
+        raise CheckpointCorruptError(where, f"truncated: {size} of {expected} bytes")
+    if size != expected:
+        raise CheckpointCorruptError(where, f"size mismatch: {size} bytes, manifest says {expected}")
+    if checksum != manifest["checksum"]:
+        raise CheckpointCorruptError(where, f"checksum mismatch: {checksum[:19]}... != "
+                                            f"{str(manifest['checksum'])[:19]}...")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+

@@ -1,0 +1,73 @@
+"""Constructors for Python users: `nan()`, `plateau(...)`, ..., the same objects `parse_monitors` builds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sweeplab.monitors._base import CustomFn, Monitor
+from sweeplab.monitors._parsing import _read
+from sweeplab.monitors._trial_rules import CustomMonitor, OverfittingMonitor, StalledMonitor
+from sweeplab.monitors._util import _goal_text
+from sweeplab.monitors._value_rules import (
+    DivergingMonitor,
+    ExplodingMonitor,
+    NanMonitor,
+    PlateauMonitor,
+    VanishingMonitor,
+)
+from sweeplab.types import Goal
+
+
+def nan(metrics: Sequence[str] | None = None, *, action: str = "stop") -> Monitor:
+    """Stop on a NaN/inf value in any metric, or in `metrics`."""
+    o = _read("nan", {"metrics": metrics, "action": action})
+    return NanMonitor(o["metrics"], action=o["action"])
+
+
+def diverging(metric: str, *, factor: float = 10.0, goal: Goal | str = "minimize", min_steps: int = 0,
+              action: str = "stop") -> Monitor:
+    """Stop when `metric` is `factor` times worse than its best so far."""
+    o = _read("diverging", {"metric": metric, "factor": factor, "goal": _goal_text(goal),
+                            "min_steps": min_steps, "action": action})
+    return DivergingMonitor(**o)
+
+
+def plateau(metric: str, *, patience: int = 5, min_delta: float = 0.0, goal: Goal | str = "minimize",
+            action: str = "stop") -> Monitor:
+    """Stop when `metric` has not improved by more than `min_delta` for `patience` reports."""
+    o = _read("plateau", {"metric": metric, "patience": patience, "min_delta": min_delta,
+                          "goal": _goal_text(goal), "action": action})
+    return PlateauMonitor(**o)
+
+
+def exploding(metric: str = "grad_norm", *, threshold: float | None = None, factor: float | None = None,
+              action: str = "stop") -> Monitor:
+    """Stop when the gradient norm exceeds `threshold`, or `factor` x its running median (default 10x)."""
+    return ExplodingMonitor(**_read("exploding", {"metric": metric, "threshold": threshold, "factor": factor,
+                                                  "action": action}))
+
+
+def vanishing(metric: str = "grad_norm", *, threshold: float = 1e-7, patience: int = 3,
+              action: str = "stop") -> Monitor:
+    """Stop when the gradient norm stays below `threshold` for `patience` reports."""
+    return VanishingMonitor(**_read("vanishing", {"metric": metric, "threshold": threshold,
+                                                  "patience": patience, "action": action}))
+
+
+def overfitting(train: str, val: str, *, patience: int = 5, min_delta: float = 0.0,
+                goal: Goal | str = "minimize", action: str = "stop") -> Monitor:
+    """Stop when the val-train gap (val on the worse side) grows `patience` reports in a row."""
+    return OverfittingMonitor(**_read("overfitting", {
+        "train": train, "val": val, "patience": patience, "min_delta": min_delta, "goal": _goal_text(goal),
+        "action": action}))
+
+
+def stalled(after: float | str, *, action: str = "stop") -> Monitor:
+    """Stop a trial that sent no report for `after` ("10m", "30s", or seconds)."""
+    return StalledMonitor(**_read("stalled", {"after": after, "action": action}))
+
+
+def custom(fn: CustomFn, *, name: str | None = None, action: str = "stop") -> Monitor:
+    """A rule of your own: `fn(trial, points)` returns a Verdict, True or a reason string to fire."""
+    return CustomMonitor(fn, name=name, action=_read("custom", {"action": action})["action"])
+

@@ -1,0 +1,206 @@
+"""The rules over one metric's values: nan, diverging, plateau, exploding, vanishing."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from sweeplab.monitors._base import Monitor, _Fire
+from sweeplab.monitors._util import _finite, _show
+from sweeplab.types import Goal, MetricPoint
+
+
+class NanMonitor(Monitor):
+    name = "nan"
+
+    def __init__(self, metrics: Sequence[str] | None = None, *, action: str = "stop") -> None:
+        super().__init__(action=action)
+        self.watched = frozenset(metrics) if metrics else None
+        self._bad: dict[int, set[str]] = {}
+
+    def _check(self, trial: int, point: MetricPoint) -> _Fire | bool | None:
+        if self.watched is not None and point.key not in self.watched:
+            return None
+        bad = self._bad.setdefault(trial, set())
+        if _finite(point.value):
+            bad.discard(point.key)
+            return None if bad else False
+        bad.add(point.key)
+        return _Fire(f"{point.key} is {_show(point.value)} at step {point.step}",
+                     {"metric": point.key, "value": point.value, "step": point.step})
+
+    def metrics(self) -> frozenset[str] | None:
+        return self.watched
+
+    def forget(self, trial: int) -> None:
+        super().forget(trial)
+        self._bad.pop(trial, None)
+
+
+class _OneMetric(Monitor):
+    """A rule over a single metric, with per-trial state."""
+
+    def __init__(self, metric: str, *, action: str = "stop") -> None:
+        super().__init__(action=action)
+        self.metric = metric
+        self._state: dict[int, Any] = {}
+
+    def metrics(self) -> frozenset[str] | None:
+        return frozenset({self.metric})
+
+    def forget(self, trial: int) -> None:
+        super().forget(trial)
+        self._state.pop(trial, None)
+
+    def describe(self) -> str:
+        return f"{self.name} on {self.metric} ({self.action})"
+
+
+class DivergingMonitor(_OneMetric):
+    name = "diverging"
+
+    def __init__(self, metric: str, *, factor: float = 10.0, goal: Goal | str = Goal.MINIMIZE,
+                 min_steps: int = 0, action: str = "stop") -> None:
+        super().__init__(metric, action=action)
+        self.factor, self.goal, self.min_steps = factor, Goal(goal), min_steps
+
+    def _limit(self, best: float) -> float | None:
+        """The first value that counts as `factor` times worse than `best` (None: no ratio at 0)."""
+        if best == 0:
+            return None
+        shrink = (best > 0) == (self.goal is Goal.MAXIMIZE)
+        return best / self.factor if shrink else best * self.factor
+
+    def _check(self, trial: int, point: MetricPoint) -> _Fire | bool | None:
+        if point.key != self.metric or not _finite(point.value):
+            return None
+        v = point.value
+        best = self._state.get(trial)
+        self._state[trial] = v if best is None or self.goal.better(v, best) else best
+        if best is None or point.step < self.min_steps:
+            return False
+        limit = self._limit(best)
+        if limit is None or not self.goal.better(limit, v):
+            return False
+        return _Fire(
+            f"{self.metric} {_show(v)} at step {point.step} is worse than {_show(self.factor)} x its best "
+            f"{_show(best)}",
+            {"metric": self.metric, "value": v, "best": best, "factor": self.factor, "step": point.step},
+        )
+
+
+class PlateauMonitor(_OneMetric):
+    name = "plateau"
+
+    def __init__(self, metric: str, *, patience: int = 5, min_delta: float = 0.0,
+                 goal: Goal | str = Goal.MINIMIZE, action: str = "stop") -> None:
+        super().__init__(metric, action=action)
+        self.patience, self.min_delta, self.goal = patience, min_delta, Goal(goal)
+
+    def _check(self, trial: int, point: MetricPoint) -> _Fire | bool | None:
+        if point.key != self.metric:
+            return None
+        v = point.value
+        state = self._state.get(trial)
+        if state is None:
+            self._state[trial] = [v if _finite(v) else math.nan, point.step, 0]
+            return False
+        best, best_step, stale = state
+        gain = self.goal.sign() * (best - v) if _finite(v) else math.nan
+        if (math.isnan(best) and _finite(v)) or gain > self.min_delta:
+            self._state[trial] = [v, point.step, 0]
+            return False
+        stale += 1
+        state[2] = stale
+        if stale < self.patience:
+            return False
+        return _Fire(
+            f"{self.metric} did not improve by more than {_show(self.min_delta)} for {stale} reports "
+            f"(best {_show(best)} at step {best_step}, now {_show(v)} at step {point.step})",
+            {"metric": self.metric, "value": v, "best": best, "best_step": best_step,
+             "patience": self.patience, "step": point.step},
+        )
+
+
+class ExplodingMonitor(_OneMetric):
+    name = "exploding"
+
+    def __init__(self, metric: str = "grad_norm", *, threshold: float | None = None,
+                 factor: float | None = None, action: str = "stop") -> None:
+        super().__init__(metric, action=action)
+        if threshold is None and factor is None:
+            factor = 10.0
+        self.threshold, self.factor = threshold, factor
+
+    def _check(self, trial: int, point: MetricPoint) -> _Fire | bool | None:
+        if point.key != self.metric:
+            return None
+        v = point.value
+        data: dict[str, Any] = {"metric": self.metric, "value": v, "step": point.step}
+        if not _finite(v):
+            return _Fire(f"{self.metric} is {_show(v)} at step {point.step}", data)
+        history = self._state.setdefault(trial, _RunningMedian())
+        median = history.median()
+        history.add(v)
+        if self.threshold is not None and v > self.threshold:
+            return _Fire(f"{self.metric} {_show(v)} at step {point.step} is above the threshold "
+                         f"{_show(self.threshold)}", {**data, "threshold": self.threshold})
+        if self.factor is not None and median is not None and median > 0 and v > self.factor * median:
+            return _Fire(f"{self.metric} {_show(v)} at step {point.step} is above {_show(self.factor)} x its "
+                         f"running median {_show(median)}", {**data, "median": median, "factor": self.factor})
+        return False
+
+
+class VanishingMonitor(_OneMetric):
+    name = "vanishing"
+
+    def __init__(self, metric: str = "grad_norm", *, threshold: float = 1e-7, patience: int = 3,
+                 action: str = "stop") -> None:
+        super().__init__(metric, action=action)
+        self.threshold, self.patience = threshold, patience
+
+    def _check(self, trial: int, point: MetricPoint) -> _Fire | bool | None:
+        if point.key != self.metric:
+            return None
+        v = point.value
+        if not (_finite(v) and abs(v) < self.threshold):
+            self._state[trial] = 0
+            return False
+        run = self._state.get(trial, 0) + 1
+        self._state[trial] = run
+        if run < self.patience:
+            return False
+        return _Fire(
+            f"{self.metric} {_show(v)} at step {point.step} has been below {_show(self.threshold)} for "
+            f"{run} reports", {"metric": self.metric, "value": v, "threshold": self.threshold,
+                               "patience": self.patience, "step": point.step},
+        )
+
+
+
+class _RunningMedian:
+    """Median of a growing multiset in O(log n) per value (two heaps)."""
+
+    def __init__(self) -> None:
+        self._low: list[float] = []   # max-heap (negated) of the lower half
+        self._high: list[float] = []  # min-heap of the upper half
+
+    def add(self, v: float) -> None:
+        if self._low and v > -self._low[0]:
+            heapq.heappush(self._high, v)
+        else:
+            heapq.heappush(self._low, -v)
+        if len(self._low) > len(self._high) + 1:
+            heapq.heappush(self._high, -heapq.heappop(self._low))
+        elif len(self._high) > len(self._low):
+            heapq.heappush(self._low, -heapq.heappop(self._high))
+
+    def median(self) -> float | None:
+        if not self._low:
+            return None
+        if len(self._low) > len(self._high):
+            return -self._low[0]
+        return (-self._low[0] + self._high[0]) / 2
+
