@@ -169,3 +169,16 @@ def asha_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def asha_server(asha_store: Path) -> Iterator[LiveServer]:
     with LiveServer(create_app(asha_store)) as srv:
         yield srv
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Debian chromium, one per test module (tests/dashboard/test_browser*.py)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.dashboard.test_browser import ARGS, CHROMIUM
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        yield b
+        b.close()

@@ -27,16 +27,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
-        yield b
-        b.close()
-
-
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.dashboard.test_browser import ARGS, ARTIFACTS, CHROMIUM
+from tests.dashboard.test_browser import ARTIFACTS, CHROMIUM
 
 pytestmark = [
     pytest.mark.browser,
@@ -18,16 +18,6 @@ pytestmark = [
                        reason="needs Debian's chromium at /usr/bin/chromium (bash .ci/install-browser.sh)"),
 ]
 WIDE, PHONE = {"width": 1400, "height": 900}, {"width": 390, "height": 844}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
-        yield b
-        b.close()
 
 
 def _page(browser: Any, viewport: dict[str, int]) -> tuple[Any, Any, list[str]]:
