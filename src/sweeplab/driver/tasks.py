@@ -116,12 +116,13 @@ class TaskBuilder:
         from sweeplab.spec import wandb_args
         from sweeplab.wandb_compat import trial_env, write_sweep_params
 
-        base = Path(paths["log"]).with_suffix("")
+        log = paths["log"]
+        param_path = f"{log[:-4] if log.endswith('.log') else log}.wandb-params.yaml"
         args = wandb_args(t.params, self.spec.raw.get("parameters"))
         if self.spec.function:   # written by the worker's hook if the trial starts a W&B run (cheaper)
-            return trial_env(param_path=f"{base}.wandb-params.yaml", command=False, params=json.dumps(args))
-        write_sweep_params(f"{base}.wandb-params.yaml", args)
-        return trial_env(param_path=f"{base}.wandb-params.yaml", python_path=os.environ.get("PYTHONPATH"))
+            return trial_env(param_path=param_path, command=False, params=json.dumps(args))
+        write_sweep_params(param_path, args)
+        return trial_env(param_path=param_path, python_path=os.environ.get("PYTHONPATH"))
 
     def decisions(self, t: TrialRecord, scheduler: Scheduler | None, metric: str | None, *,
                   supported: bool) -> dict[str, Any]:
