@@ -206,6 +206,13 @@ class Run:
         )
         return True
 
+    def checkpoint_due(self, step: int | None = None) -> bool:
+        """Whether a checkpoint at `step` would be written now (the `trial.checkpoint_every` policy, or a stop
+        request). For code whose checkpoint is costly to build (a framework writing its own files): check
+        first, build only when due, then call `checkpoint(obj, step, force=True)`. Counts as one call."""
+        self._manager()
+        return self.rank == 0 and (self.should_stop or self._policy.due(step))
+
     def restore(self) -> Any:
         """The latest valid checkpoint of this trial (across its attempts), or None."""
         manager = self._manager()
