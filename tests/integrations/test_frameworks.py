@@ -1,0 +1,138 @@
+"""The framework callbacks end to end: real sweeps through the CLI whose function trials train with
+PyTorch Lightning, a Hugging Face Trainer or Keras 3 (torch backend), tiny models on the CPU.
+
+For each framework: a scheduler prunes a trial at its first rung and the framework stops training there;
+a trial preempted by a real SIGTERM writes a last checkpoint through its callback and the next attempt
+resumes from it (not from epoch 0) and completes. One more: a monitor rule stops a Lightning trial.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).resolve().parent
+FIXTURE = HERE.parent / "fixtures" / "frameworks.py"
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_faults = _load("_sweeplab_faults_conftest", HERE.parent / "faults" / "conftest.py")
+Chaos, wait_for = _faults.Chaos, _faults.wait_for
+reap = _faults.reap
+
+# framework -> (module it needs, trial function, the metric its callback reports, step of its first epoch)
+FRAMEWORKS = {
+    "lightning": ("lightning", "lightning_trial", "val_loss", 0),
+    "transformers": ("transformers", "transformers_trial", "eval_loss", 1),
+    "keras": ("keras", "keras_trial", "val_loss", 0),
+}
+
+
+@pytest.fixture
+def chaos(tmp_path: Path, monkeypatch) -> Chaos:
+    monkeypatch.setenv("KERAS_BACKEND", "torch")   # the backend this machine has (torch, CPU)
+    return Chaos(tmp_path)
+
+
+def _needs(framework: str) -> None:
+    module = FRAMEWORKS[framework][0]
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"needs {module} (the dev extra installs it)")
+
+
+def _spec(framework: str, *, lr: str, epochs: int, delay: float = 0.0, extra: str = "") -> str:
+    _, function, metric, _ = FRAMEWORKS[framework]
+    return (f"function: {FIXTURE}:{function}\nmethod: grid\nseed: 1\n"
+            f"metric: {{name: {metric}, goal: minimize}}\n"
+            f"parameters:\n  lr: {lr}\n  epochs: {{value: {epochs}}}\n  delay: {{value: {delay}}}\n{extra}\n")
+
+
+def _steps(chaos: Chaos, trial_id: int, attempt: int, key: str) -> list[int]:
+    return chaos.steps(trial_id, attempt, key)
+
+
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_a_pruned_trial_stops_its_framework_at_the_rung(chaos, framework):
+    """Grid over lr [0.05, 0]: trial 0 learns and runs all 6 epochs; trial 1 (lr 0: its loss never improves)
+    is second at ASHA's first rung (eta 2: the better half goes on), is pruned there, and its framework
+    trains no further epoch (grace is long: only the callback can have stopped it)."""
+    _needs(framework)
+    _, _, metric, first = FRAMEWORKS[framework]
+    spec = chaos.spec("prune", _spec(framework, lr="{values: [0.05, 0.0]}", epochs=6, extra=(
+        "early_terminate: {type: asha, min_iter: 1, max_iter: 6, eta: 2}\n"
+        "trial: {grace: 120s, checkpoint_every: 100}")))
+    cp = chaos("sweep", str(spec), "--name", "prune", "--workers", "1", "-q", timeout=240)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    good, bad = chaos.trials("prune")
+    assert good["state"] == "completed", dict(good)
+    assert _steps(chaos, good["id"], 1, metric)[-1] == first + 5   # all 6 epochs reported
+    assert bad["state"] == "pruned", dict(bad)
+    assert "rung 1" in bad["reason"]
+    assert _steps(chaos, bad["id"], 1, metric) == list(range(first, 2))   # nothing reported past the rung
+    ran = json.loads(bad["metrics"])["epochs_run"]
+    assert ran == 2 - first, f"the framework trained {ran} epochs after being pruned at step 1"
+
+
+def test_a_monitor_rule_stops_a_lightning_trial(chaos):
+    """plateau (patience 1, min_delta 100: no report can improve by that much) fires at the second report;
+    the trial is STOPPED_BY_RULE and Lightning trains no further epoch."""
+    _needs("lightning")
+    spec = chaos.spec("rule", _spec("lightning", lr="{value: 0.05}", epochs=8, extra=(
+        "monitors:\n  - {plateau: {metric: val_loss, patience: 1, min_delta: 100}}\n"
+        "trial: {grace: 120s}")))
+    cp = chaos("sweep", str(spec), "--name", "rule", "--workers", "1", "-q", timeout=240)
+    assert cp.returncode == 1 and "no trial completed (1 stopped_by_rule" in cp.stderr, cp.stdout + cp.stderr
+    (trial,) = chaos.trials("rule")
+    assert trial["state"] == "stopped_by_rule", dict(trial)
+    steps = _steps(chaos, trial["id"], 1, "val_loss")
+    assert steps[:2] == [0, 1] and len(steps) <= 3, steps   # the verdict may land one report late
+    assert json.loads(trial["metrics"])["epochs_run"] == len(steps)
+
+
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_a_preempted_trial_resumes_from_its_callback_checkpoint(chaos, reap, framework):
+    """SIGTERM to the worker in the middle of training: the callback writes a last checkpoint on the way
+    out, the attempt is PREEMPTED, and attempt 2 starts from that checkpoint, not from epoch 0."""
+    _needs(framework)
+    _, _, metric, first = FRAMEWORKS[framework]
+    epochs = 12
+    spec = chaos.spec("pre", _spec(framework, lr="{value: 0.05}", epochs=epochs, delay=0.05, extra=(
+        "trial: {grace: 60s, retries: 0, checkpoint_every: 1000}")))   # no checkpoint but the first and the last
+    proc = chaos.start("sweep", str(spec), "--name", "pre", "--workers", "1", "-q")
+    reap.append(proc.pid)
+    att = wait_for(lambda: chaos.running_attempt("pre", 0), timeout=120, what="trial 0 running", proc=proc)
+    trial_id = att["trial_id"]
+    wait_for(lambda: len(_steps(chaos, trial_id, 1, metric)) >= 3, timeout=120, what="3 epochs reported",
+             proc=proc)
+    os.kill(att["pid"], signal.SIGTERM)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, out + err
+
+    trial = chaos.trial("pre", 0)
+    assert [a["state"] for a in chaos.attempts(trial_id)] == ["preempted", "completed"], out + err
+    assert trial["state"] == "completed"
+    (restored,) = chaos.events("restored", trial_id)
+    restored_step = json.loads(restored["data"])["step"]
+    before = _steps(chaos, trial_id, 1, metric)
+    after = _steps(chaos, trial_id, 2, metric)
+    # the last checkpoint is the one written at the preemption, past the first epochs
+    assert restored_step >= before[2] and restored_step >= before[-1] - 1, (restored_step, before)
+    # attempt 2 goes on from it (the epoch it was in, or the next one) to the end
+    assert after and after[0] in (restored_step, restored_step + 1) and after[0] > first, (restored_step, after)
+    assert after[-1] == first + epochs - 1
+    final = json.loads(trial["metrics"])
+    assert final["start_epoch"] > 0 and final["epochs_run"] < epochs, final
