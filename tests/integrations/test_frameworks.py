@@ -1,9 +1,10 @@
 """The framework callbacks end to end: real sweeps through the CLI whose function trials train with
 PyTorch Lightning, a Hugging Face Trainer or Keras 3 (torch backend), tiny models on the CPU.
 
-For each framework: a scheduler prunes a trial at its first rung and the framework stops training there;
-a trial preempted by a real SIGTERM writes a last checkpoint through its callback and the next attempt
-resumes from it (not from epoch 0) and completes. One more: a monitor rule stops a Lightning trial.
+For each framework, one sweep: a trial preempted by a real SIGTERM writes a last checkpoint through its
+callback and the next attempt resumes from it (not from epoch 0) and completes; a scheduler prunes another
+trial at its first rung and the framework stops training there. One more: a monitor rule stops a Lightning
+trial.
 """
 
 from __future__ import annotations
@@ -65,28 +66,6 @@ def _steps(chaos: Chaos, trial_id: int, attempt: int, key: str) -> list[int]:
     return chaos.steps(trial_id, attempt, key)
 
 
-@pytest.mark.parametrize("framework", list(FRAMEWORKS))
-def test_a_pruned_trial_stops_its_framework_at_the_rung(chaos, framework):
-    """Grid over lr [0.05, 0]: trial 0 learns and runs all 6 epochs; trial 1 (lr 0: its loss never improves)
-    is second at ASHA's first rung (eta 2: the better half goes on), is pruned there, and its framework
-    trains no further epoch (grace is long: only the callback can have stopped it)."""
-    _needs(framework)
-    _, _, metric, first = FRAMEWORKS[framework]
-    spec = chaos.spec("prune", _spec(framework, lr="{values: [0.05, 0.0]}", epochs=6, extra=(
-        "early_terminate: {type: asha, min_iter: 1, max_iter: 6, eta: 2}\n"
-        "trial: {grace: 120s, checkpoint_every: 100}")))
-    cp = chaos("sweep", str(spec), "--name", "prune", "--workers", "1", "-q", timeout=240)
-    assert cp.returncode == 0, cp.stdout + cp.stderr
-    good, bad = chaos.trials("prune")
-    assert good["state"] == "completed", dict(good)
-    assert _steps(chaos, good["id"], 1, metric)[-1] == first + 5   # all 6 epochs reported
-    assert bad["state"] == "pruned", dict(bad)
-    assert "rung 1" in bad["reason"]
-    assert _steps(chaos, bad["id"], 1, metric) == list(range(first, 2))   # nothing reported past the rung
-    ran = json.loads(bad["metrics"])["epochs_run"]
-    assert ran == 2 - first, f"the framework trained {ran} epochs after being pruned at step 1"
-
-
 def test_a_monitor_rule_stops_a_lightning_trial(chaos):
     """plateau (patience 1, min_delta 100: no report can improve by that much) fires at the second report;
     the trial is STOPPED_BY_RULE and Lightning trains no further epoch."""
@@ -104,17 +83,23 @@ def test_a_monitor_rule_stops_a_lightning_trial(chaos):
 
 
 @pytest.mark.parametrize("framework", list(FRAMEWORKS))
-def test_a_preempted_trial_resumes_from_its_callback_checkpoint(chaos, reap, framework):
-    """SIGTERM to the worker in the middle of training: the callback writes a last checkpoint on the way
-    out, the attempt is PREEMPTED, and attempt 2 starts from that checkpoint, not from epoch 0."""
+def test_a_preempted_trial_resumes_from_its_checkpoint_and_a_pruned_one_stops_at_its_rung(chaos, reap, framework):
+    """One sweep, one worker, grid over lr [0.05, 0] (12 epochs, ASHA with eta 2: the better half of each rung
+    goes on; long grace, so only the callbacks can stop a framework in time).
+
+    Trial 0 gets a real SIGTERM in the middle of training: its callback writes a last checkpoint on the way
+    out, the attempt is PREEMPTED, and attempt 2 starts from that checkpoint (not from epoch 0) and completes.
+    Trial 1 (lr 0: its loss never improves) is second at the first rung, is pruned there, and its framework
+    trains no further epoch. Either may run first after the preemption; the outcome is the same."""
     _needs(framework)
     _, _, metric, first = FRAMEWORKS[framework]
     epochs = 12
-    spec = chaos.spec("pre", _spec(framework, lr="{value: 0.05}", epochs=epochs, delay=0.05, extra=(
-        "trial: {grace: 60s, retries: 0, checkpoint_every: 1000}")))   # no checkpoint but the first and the last
-    proc = chaos.start("sweep", str(spec), "--name", "pre", "--workers", "1", "-q")
+    spec = chaos.spec("fw", _spec(framework, lr="{values: [0.05, 0.0]}", epochs=epochs, delay=0.05, extra=(
+        f"early_terminate: {{type: asha, min_iter: 1, max_iter: {epochs}, eta: 2}}\n"
+        "trial: {grace: 120s, retries: 0, checkpoint_every: 1000}")))   # no checkpoint but the first and the last
+    proc = chaos.start("sweep", str(spec), "--name", "fw", "--workers", "1", "-q")
     reap.append(proc.pid)
-    att = wait_for(lambda: chaos.running_attempt("pre", 0), timeout=120, what="trial 0 running", proc=proc)
+    att = wait_for(lambda: chaos.running_attempt("fw", 0), timeout=120, what="trial 0 running", proc=proc)
     trial_id = att["trial_id"]
     wait_for(lambda: len(_steps(chaos, trial_id, 1, metric)) >= 3, timeout=120, what="3 epochs reported",
              proc=proc)
@@ -122,17 +107,23 @@ def test_a_preempted_trial_resumes_from_its_callback_checkpoint(chaos, reap, fra
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, out + err
 
-    trial = chaos.trial("pre", 0)
+    # trial 0: preempted, then resumed from the checkpoint its callback wrote at the preemption
+    trial, pruned = chaos.trials("fw")
     assert [a["state"] for a in chaos.attempts(trial_id)] == ["preempted", "completed"], out + err
     assert trial["state"] == "completed"
     (restored,) = chaos.events("restored", trial_id)
     restored_step = json.loads(restored["data"])["step"]
     before = _steps(chaos, trial_id, 1, metric)
     after = _steps(chaos, trial_id, 2, metric)
-    # the last checkpoint is the one written at the preemption, past the first epochs
     assert restored_step >= before[2] and restored_step >= before[-1] - 1, (restored_step, before)
     # attempt 2 goes on from it (the epoch it was in, or the next one) to the end
     assert after and after[0] in (restored_step, restored_step + 1) and after[0] > first, (restored_step, after)
     assert after[-1] == first + epochs - 1
     final = json.loads(trial["metrics"])
     assert final["start_epoch"] > 0 and final["epochs_run"] < epochs, final
+
+    # trial 1: pruned at the first rung (step 1), and nothing trained or reported past it
+    assert pruned["state"] == "pruned" and "rung 1" in pruned["reason"], dict(pruned)
+    assert _steps(chaos, pruned["id"], 1, metric) == list(range(first, 2))
+    ran = json.loads(pruned["metrics"])["epochs_run"]
+    assert ran == 2 - first, f"the framework trained {ran} epochs, though pruned at step 1"
