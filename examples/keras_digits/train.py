@@ -3,8 +3,8 @@ sweep by `sweeplab.integrations.keras.SweeplabCallback`: it logs each epoch's `l
 `val_accuracy`, checkpoints the weights and optimizer state through the trial's Run, resumes a preempted trial
 at the right epoch, and sets `model.stop_training` when the trial is pruned, stopped by a rule or preempted.
 
-Keras runs on the backend you have: KERAS_BACKEND (or ~/.keras/keras.json) chooses it; without either, this
-example picks torch, which sweeplab's `torch` extra installs.
+Keras runs on the backend you have: the KERAS_BACKEND environment variable chooses it (jax, tensorflow, torch);
+when it is not set, this example sets torch, which sweeplab's `torch` extra installs.
 
     sweeplab sweep examples/keras_digits/sweep.yaml
     sweeplab run examples/keras_digits/train.py:train lr=0.003 --config examples/keras_digits/config.yaml

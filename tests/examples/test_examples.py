@@ -19,8 +19,11 @@ pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 KNOWN = {"quadratic", "xgboost_diabetes", "cli_program", "torch_digits", "wandb_sklearn"}
+KNOWN |= {"lightning_digits", "transformers_digits", "keras_digits"}   # the framework callbacks
 NEEDS = {"xgboost_diabetes": ["xgboost", "sklearn"], "torch_digits": ["torch", "sklearn"],
          "wandb_sklearn": ["wandb", "sklearn"]}
+NEEDS |= {"lightning_digits": ["lightning", "sklearn"], "transformers_digits": ["transformers", "sklearn"],
+          "keras_digits": ["keras", "torch", "sklearn"]}
 SPECS = sorted(p for p in EXAMPLES.glob("*/sweep*.yaml"))
 
 

@@ -15,6 +15,7 @@ from sweeplab.cli import resuming as _resuming  # noqa: F401  (resume)
 from sweeplab.cli import single as _single  # noqa: F401  (run)
 from sweeplab.cli import reading as _reading  # noqa: F401  (status, best)
 from sweeplab.cli import tools as _tools  # noqa: F401  (stop, repro, profile, init, dashboard)
+from sweeplab.cli import export as _export  # noqa: F401  (export)
 # isort: on
 from sweeplab.cli.app import app
 from sweeplab.cli.entry import main

@@ -38,7 +38,7 @@ def _lightning() -> Any:
     except ImportError:
         pass
     try:
-        import pytorch_lightning as pl   # type: ignore[no-redef]
+        import pytorch_lightning as pl  # type: ignore[no-redef]
 
         return pl
     except ImportError:

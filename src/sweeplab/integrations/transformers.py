@@ -115,5 +115,5 @@ class SweeplabCallback(TrainerCallback):  # type: ignore[misc,valid-type]
 
     def _step(self, state: Any) -> int:
         if self.step_unit == "epoch":
-            return int(round(state.epoch or 0))
+            return round(state.epoch or 0)
         return int(state.global_step)

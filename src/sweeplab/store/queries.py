@@ -30,6 +30,7 @@ __all__ = [
     "finished_version",
     "json_safe",
     "list_sweeps",
+    "metric_history",
     "metric_keys",
     "rung_values",
     "sweep_id",
@@ -592,3 +593,20 @@ def changed_since(store: Store, name: str | None, token: str | None) -> dict[str
         ntrials = c.execute("SELECT COUNT(*) FROM trials WHERE sweep_id=?", (sweep["id"],)).fetchone()[0]
         new = f"{sweep['updated']!r}:{ntrials}:{ev}:{mrow}"
     return {"token": new, "changed": token != new}
+
+
+# ---------------------------------------------------------------------------------------------- export
+@_one_snapshot
+def metric_history(store: Store, name: str) -> dict[int, dict[str, list[tuple[int, float | None, float]]]]:
+    """Every metric point of every trial of a sweep, for exports (sweeplab.export): {trial number: {key:
+    [(step, value, time), ...] by step}}. When several attempts logged a step (a resumed trial), the latest
+    attempt's point wins, as in `curves`. NaN (stored as NULL) is None. One query for the whole sweep."""
+    sweep = _sweep_or_raise(store, name)
+    out: dict[int, dict[str, dict[int, tuple[int, float | None, float]]]] = {}
+    for number, key, step, value, when in store.conn.execute(
+        "SELECT t.number, m.key, m.step, m.value, m.time FROM metrics m JOIN trials t ON t.id = m.trial_id "
+        "WHERE t.sweep_id=? ORDER BY t.number, m.key, m.step, m.attempt, m.rowid",
+        (sweep["id"],),
+    ):
+        out.setdefault(int(number), {}).setdefault(str(key), {})[int(step)] = (int(step), _num(value), float(when))
+    return {number: {key: list(points.values()) for key, points in keys.items()} for number, keys in out.items()}

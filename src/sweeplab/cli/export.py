@@ -1,0 +1,30 @@
+"""`sweeplab export`: a sweep's trials as a CSV or Parquet table, or as TensorBoard event files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from sweeplab.cli.app import STORE_HELP, _store_path, app
+from sweeplab.cli.output import console
+
+
+@app.command()
+def export(
+    sweep_name: str = typer.Argument(..., metavar="SWEEP"),
+    format: str = typer.Option("csv", "--format", "-f", help="csv | parquet | tensorboard"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o",
+                                       help="file (csv, parquet) or directory (tensorboard) to write; default "
+                                            "SWEEP.csv, SWEEP.parquet or SWEEP-tensorboard/"),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """Export a sweep (read-only; written atomically): a table of its trials, or TensorBoard runs with
+    curves and the HParams table (`tensorboard --logdir OUT`)."""
+    from sweeplab.export import export_sweep
+
+    path = export_sweep(sweep_name, out, format=format, store=_store_path(store))
+    console.print(f"wrote {path}")
+    if format == "tensorboard":
+        console.print(f"view: tensorboard --logdir {path}")

@@ -1,0 +1,310 @@
+"""Exports of a sweep: a table of its trials (CSV, Parquet) or TensorBoard event files (`sweeplab export`).
+
+    from sweeplab.export import export_sweep
+
+    export_sweep("xgb", "xgb.csv")                                  # one row per trial
+    export_sweep("xgb", "xgb.parquet", format="parquet")            # the same table (the `export` extra)
+    export_sweep("xgb", "runs/xgb", format="tensorboard")           # tensorboard --logdir runs/xgb
+
+The store is opened read-only and never written. Every export is atomic: it is built beside its target
+under a temporary name and renamed into place, so a reader (or a crash) never sees half an export, and an
+earlier export at the same path stays whole until the new one replaces it. A TensorBoard export replaces
+only a directory that an earlier TensorBoard export wrote (it holds a marker file), never anything else.
+
+Table columns: number, state, value, attempts, started, ended, seconds, reason, then `params.<name>` for
+every sampled parameter and `metrics.<name>` for every final metric; a cell is empty where a trial lacks one.
+
+TensorBoard: one run per trial (`trial-0007/`) with a scalar curve for every metric the trial logged (when
+several attempts logged a step, the latest one's value, as in the dashboard), its final metrics at its last
+step when it did not log them as curves, and the HParams plugin's records, so the HPARAMS tab lists every
+trial with its parameters, its state (`trial.state`: completed, pruned, ...) and metrics. Writing needs
+only the `tensorboard` package (no TensorFlow).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sweeplab.errors import UserError
+
+__all__ = ["FORMATS", "MARKER", "STATE_HPARAM", "export_sweep"]
+
+FORMATS = ("csv", "parquet", "tensorboard")
+MARKER = ".sweeplab-export"   # in a TensorBoard export's directory: it may be replaced by the next export
+STATE_HPARAM = "trial.state"  # the trial's state (completed, pruned...) as a column of the HParams table
+_FIXED = ("number", "state", "value", "attempts", "started", "ended", "seconds", "reason")
+
+
+def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, format: str = "csv",
+                 store: str | os.PathLike[str] | None = None) -> Path:
+    """Export sweep `sweep` of the store at `store` (default: $SWEEPLAB_STORE or ./.sweeplab) to `out`
+    (default: `<sweep>.csv`, `<sweep>.parquet` or `<sweep>-tensorboard/` in the current directory) and
+    return the path written. Raises UserError for an unknown sweep or format, or an `out` it must not
+    replace; MissingExtraError when the format needs a package that is not installed."""
+    from sweeplab.store import Store
+
+    if format not in FORMATS:
+        raise UserError(f"export: unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+    target = Path(out) if out is not None else Path(_default_name(sweep, format))
+    _check_target(target, format)
+    writer = _writer(format)            # a missing extra is reported before the store is read
+    st = Store.open(store, readonly=True)
+    try:
+        data = _read(st, sweep, with_curves=format == "tensorboard")
+    finally:
+        st.close()
+    writer(data, target)
+    return target
+
+
+# ------------------------------------------------------------------------------------------------ reading
+def _read(st: Any, sweep: str, *, with_curves: bool) -> dict[str, Any]:
+    from sweeplab.store import queries
+
+    with st.snapshot():   # the table and the curves from one snapshot, even while a driver writes
+        columns = queries.trial_columns(st, sweep)
+        summary = queries.sweep_summary(st, sweep)
+        history = queries.metric_history(st, sweep) if with_curves else {}
+    return {"columns": columns, "summary": summary, "history": history}
+
+
+def _rows(columns: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """The trials table: header and rows (None for a missing cell)."""
+    params = sorted(columns["params"])
+    metrics = sorted(columns["metrics"])
+    header = [*_FIXED, *(f"params.{p}" for p in params), *(f"metrics.{m}" for m in metrics)]
+    rows = []
+    for i in range(columns["n"]):
+        started, ended = columns["started"][i], columns["ended"][i]
+        seconds = ended - started if started is not None and ended is not None else None
+        rows.append([columns["number"][i], columns["state"][i], columns["value"][i], columns["attempts"][i],
+                     started, ended, seconds, columns["reason"][i],
+                     *(columns["params"][p][i] for p in params), *(columns["metrics"][m][i] for m in metrics)])
+    return header, rows
+
+
+# ------------------------------------------------------------------------------------------------ writers
+def _writer(format: str) -> Callable[[dict[str, Any], Path], None]:
+    from sweeplab._imports import optional_import
+
+    if format == "parquet":
+        optional_import("pyarrow", "export", "Parquet exports")
+        return _write_parquet
+    if format == "tensorboard":
+        optional_import("tensorboard", "export", "TensorBoard exports")
+        return _write_tensorboard
+    return _write_csv
+
+
+def _write_csv(data: dict[str, Any], target: Path) -> None:
+    header, rows = _rows(data["columns"])
+    with _atomic_file(target, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for row in rows:
+            w.writerow(["" if v is None else v for v in row])
+
+
+def _write_parquet(data: dict[str, Any], target: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    header, rows = _rows(data["columns"])
+    arrays = []
+    for j in range(len(header)):
+        values = [row[j] for row in rows]
+        try:
+            arrays.append(pa.array(values))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):   # mixed types in one column (3, "auto"): as text
+            arrays.append(pa.array([None if v is None else str(v) for v in values], type=pa.string()))
+    table = pa.Table.from_arrays(arrays, names=header)
+    with _atomic_file(target, "wb") as f:
+        pq.write_table(table, f)
+
+
+def _write_tensorboard(data: dict[str, Any], target: Path) -> None:
+    columns, summary, history = data["columns"], data["summary"]["sweep"], data["history"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        (tmp / MARKER).write_text(f"sweeplab TensorBoard export of sweep {summary['name']}\n")
+        params = sorted(columns["params"])
+        metric_keys = sorted({k for curves in history.values() for k in curves} | set(columns["metrics"]))
+        created = float(summary.get("created") or time.time())
+        with _EventFile(tmp) as root:
+            root.add(_hparams_summary(experiment=_experiment(summary, params, columns, metric_keys)), 0, created)
+        for i, number in enumerate(columns["number"]):
+            _write_trial(tmp / f"trial-{number:04d}", i, number, columns, params, history.get(number, {}), created)
+        _replace_dir(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write_trial(folder: Path, i: int, number: int, columns: Mapping[str, Any], params: Sequence[str],
+                 curves: Mapping[str, list[tuple[int, float | None, float]]], created: float) -> None:
+    """One trial's run: its curves, its final metrics, and its HParams session (start and end)."""
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+
+    folder.mkdir()
+    started = columns["started"][i] or created
+    ended = columns["ended"][i]
+    state = columns["state"][i]
+    with _EventFile(folder) as events:
+        start = plugin_data_pb2.SessionStartInfo(group_name=folder.name, start_time_secs=float(started))
+        for p in params:
+            _set_value(start.hparams[p], columns["params"][p][i])
+        _set_value(start.hparams[STATE_HPARAM], state)
+        events.add(_hparams_summary(session_start_info=start), 0, started)
+        last_step, last_time = 0, started
+        for key, points in curves.items():
+            for step, value, when in points:
+                if value is not None:
+                    events.add(summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=key, simple_value=value)]),
+                               step, when)
+                last_step, last_time = max(last_step, step), max(last_time, when)
+        for key, values in columns["metrics"].items():   # final metrics with no curve (returned, not logged)
+            value = values[i]
+            if key not in curves and isinstance(value, (int, float)) and not isinstance(value, bool):
+                events.add(summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=key, simple_value=value)]),
+                           last_step, ended or last_time)
+        status = {"completed": api_pb2.STATUS_SUCCESS, "failed": api_pb2.STATUS_FAILURE, "running":
+                  api_pb2.STATUS_RUNNING, "queued": api_pb2.STATUS_RUNNING}.get(state, api_pb2.STATUS_UNKNOWN)
+        if ended is not None or state not in ("running", "queued"):
+            end = plugin_data_pb2.SessionEndInfo(status=status, end_time_secs=float(ended or last_time))
+            events.add(_hparams_summary(session_end_info=end), last_step, ended or last_time)
+
+
+def _experiment(summary: Mapping[str, Any], params: Sequence[str], columns: Mapping[str, Any],
+                metric_keys: Sequence[str]) -> Any:
+    """The HParams experiment: every parameter (with its values when they are few or not numbers) and every
+    metric, so the HPARAMS tab has a column for each."""
+    from google.protobuf import struct_pb2
+    from tensorboard.plugins.hparams import api_pb2
+
+    infos = []
+    for p, values in [*((p, columns["params"][p]) for p in params), (STATE_HPARAM, columns["state"])]:
+        values = [v for v in values if v is not None]
+        info = api_pb2.HParamInfo(name=p, type=_data_type(values))
+        if values and info.type == api_pb2.DATA_TYPE_FLOAT64 and not all(float(v).is_integer() for v in values):
+            info.domain_interval.min_value = float(min(values))   # a continuous parameter: its range
+            info.domain_interval.max_value = float(max(values))
+        elif values:                                              # choices, integers, text: their values
+            domain = struct_pb2.ListValue()
+            for v in sorted(set(values), key=lambda x: (str(type(x)), x)):
+                _set_value(domain.values.add(), v)
+            info.domain_discrete.CopyFrom(domain)
+        infos.append(info)
+    metrics = [api_pb2.MetricInfo(name=api_pb2.MetricName(tag=k), display_name=k) for k in metric_keys]
+    return api_pb2.Experiment(name=str(summary["name"]), description=f"sweeplab sweep {summary['name']}",
+                              time_created_secs=float(summary.get("created") or 0.0),
+                              hparam_infos=infos, metric_infos=metrics)
+
+
+def _data_type(values: Sequence[Any]) -> Any:
+    from tensorboard.plugins.hparams import api_pb2
+
+    if values and all(isinstance(v, bool) for v in values):
+        return api_pb2.DATA_TYPE_BOOL
+    if values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return api_pb2.DATA_TYPE_FLOAT64
+    return api_pb2.DATA_TYPE_STRING
+
+
+def _set_value(target: Any, value: Any) -> None:
+    """A google.protobuf Value from a parameter value (numbers, booleans, text; anything else as text)."""
+    if isinstance(value, bool):
+        target.bool_value = value
+    elif isinstance(value, (int, float)):
+        target.number_value = float(value)
+    elif value is None:
+        target.string_value = ""
+    else:
+        target.string_value = str(value)
+
+
+def _hparams_summary(**plugin_data: Any) -> Any:
+    """A Summary holding one HParams plugin record (experiment, session_start_info or session_end_info)."""
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.plugins.hparams import metadata, plugin_data_pb2
+
+    (field,) = plugin_data
+    tag = {"experiment": metadata.EXPERIMENT_TAG, "session_start_info": metadata.SESSION_START_INFO_TAG,
+           "session_end_info": metadata.SESSION_END_INFO_TAG}[field]
+    meta = metadata.create_summary_metadata(plugin_data_pb2.HParamsPluginData(**plugin_data))
+    return summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, metadata=meta)])
+
+
+class _EventFile:
+    """One TensorBoard event file in `folder` (tensorboard's own writer: no TensorFlow needed)."""
+
+    def __init__(self, folder: Path) -> None:
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        self._writer = EventFileWriter(str(folder))
+
+    def add(self, summary: Any, step: int, wall_time: float) -> None:
+        from tensorboard.compat.proto import event_pb2
+
+        self._writer.add_event(event_pb2.Event(summary=summary, step=int(step), wall_time=float(wall_time)))
+
+    def __enter__(self) -> _EventFile:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._writer.close()
+
+
+# ------------------------------------------------------------------------------------------------ atomicity
+def _default_name(sweep: str, format: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in sweep) or "sweep"
+    return f"{safe}-tensorboard" if format == "tensorboard" else f"{safe}.{format}"
+
+
+def _check_target(target: Path, format: str) -> None:
+    """Refuse, before reading anything, a target the export must not replace."""
+    if format == "tensorboard":
+        if target.exists() and not (target.is_dir() and ((target / MARKER).is_file() or not any(target.iterdir()))):
+            raise UserError(f"export: {target} exists and is not an earlier TensorBoard export of sweeplab "
+                            f"(no {MARKER} in it); choose another --out or remove it")
+    elif target.is_dir():
+        raise UserError(f"export: {target} is a directory; expected a file path for the {format} table")
+
+
+@contextlib.contextmanager
+def _atomic_file(target: Path, mode: str, **kwargs: Any):  # type: ignore[no-untyped-def]
+    """A file object for `target`'s contents: written beside it, fsynced, then renamed over it."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
+    try:
+        with os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _replace_dir(tmp: Path, target: Path) -> None:
+    """Put the finished directory `tmp` at `target`; an earlier export there is moved aside first and
+    deleted after, so `target` is at every moment either the old export or the new one (or, between the
+    two renames, absent)."""
+    old = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        os.replace(target, old / "export")
+    os.replace(tmp, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
