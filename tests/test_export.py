@@ -1,0 +1,196 @@
+"""`sweeplab export` / `sweeplab.export.export_sweep`: a sweep as a CSV or Parquet table of trials, or as
+TensorBoard runs (curves + the HParams plugin's records), read back with pyarrow and TensorBoard's own
+readers; the store is never written, and an export is replaced whole or not at all."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sweeplab as sl
+from sweeplab import export as export_mod
+from sweeplab.errors import UserError
+from sweeplab.export import MARKER, STATE_HPARAM, export_sweep
+from sweeplab.store import Store, queries
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TRIALS = FIXTURES / "trials.py"
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory) -> Path:
+    """A finished sweep `sw` of 4 trials (grid x [1, 2] x steps [2, 4]; `quick` logs loss and x per step)."""
+    root = tmp_path_factory.mktemp("export")
+    outcome = sl.run_sweep({"function": f"{TRIALS}:quick", "method": "grid", "metric": {"name": "loss",
+                            "goal": "minimize"}, "parameters": {"x": {"values": [1.0, 2.0]},
+                                                                "steps": {"values": [2, 4]}}},
+                           store=root / "store", name="sw", workers=1)
+    assert outcome.exit_code == 0
+    return root / "store"
+
+
+def _status(store: Path) -> dict:
+    st = Store.open(store, readonly=True)
+    try:
+        return queries.sweep_status(st, "sw")
+    finally:
+        st.close()
+
+
+def _fingerprint(store: Path) -> dict[str, str]:
+    return {str(p.relative_to(store)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(store.rglob("*")) if p.is_file()}
+
+
+def test_csv_has_one_row_per_trial_with_params_and_final_metrics(swept, tmp_path):
+    out = export_sweep("sw", tmp_path / "sw.csv", store=swept)
+    rows = list(csv.DictReader(out.open()))
+    trials = _status(swept)["trials"]
+    assert [int(r["number"]) for r in rows] == [t["number"] for t in trials] == [0, 1, 2, 3]
+    for r, t in zip(rows, trials):
+        assert r["state"] == t["state"] == "completed"
+        assert float(r["value"]) == pytest.approx(t["value"])
+        assert float(r["params.x"]) == t["params"]["x"] and int(r["params.steps"]) == t["params"]["steps"]
+        assert float(r["metrics.loss"]) == pytest.approx(t["metrics"]["loss"])
+        assert float(r["seconds"]) >= 0 and r["reason"] == ""
+
+
+def test_parquet_holds_the_same_table_with_typed_columns(swept, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = export_sweep("sw", tmp_path / "sw.parquet", format="parquet", store=swept)
+    table = pq.read_table(out)
+    assert table.num_rows == 4
+    assert str(table.schema.field("params.x").type) == "double"
+    assert str(table.schema.field("params.steps").type) == "int64"
+    data = table.to_pydict()
+    trials = _status(swept)["trials"]
+    assert data["metrics.loss"] == pytest.approx([t["metrics"]["loss"] for t in trials])
+    assert data["state"] == ["completed"] * 4
+
+
+def test_tensorboard_export_has_every_curve_and_the_hparams_table(swept, tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import metadata
+
+    out = export_sweep("sw", tmp_path / "tb", format="tensorboard", store=swept)
+    assert (out / MARKER).is_file()
+    trials = _status(swept)["trials"]
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [f"trial-{t['number']:04d}" for t in trials]
+
+    root = EventAccumulator(str(out))
+    root.Reload()
+    experiment = metadata.parse_experiment_plugin_data(
+        root.SummaryMetadata(metadata.EXPERIMENT_TAG).plugin_data.content)
+    assert experiment.name == "sw"
+    assert [h.name for h in experiment.hparam_infos] == ["steps", "x", STATE_HPARAM]
+    assert sorted(m.name.tag for m in experiment.metric_infos) == ["loss", "x"]
+
+    for t in trials:
+        acc = EventAccumulator(str(out / f"trial-{t['number']:04d}"))
+        acc.Reload()
+        steps = t["params"]["steps"]
+        loss = acc.Scalars("loss")
+        assert [e.step for e in loss] == list(range(steps))
+        assert [e.value for e in loss] == pytest.approx([1.0 / (s + 1) for s in range(steps)])
+        start = metadata.parse_session_start_info_plugin_data(
+            acc.SummaryMetadata(metadata.SESSION_START_INFO_TAG).plugin_data.content)
+        assert start.hparams["x"].number_value == t["params"]["x"]
+        assert start.hparams["steps"].number_value == steps
+        assert start.hparams[STATE_HPARAM].string_value == "completed"
+        end = metadata.parse_session_end_info_plugin_data(
+            acc.SummaryMetadata(metadata.SESSION_END_INFO_TAG).plugin_data.content)
+        assert end.status == 1   # STATUS_SUCCESS
+
+
+def test_exports_never_write_the_store(swept, tmp_path):
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("tensorboard")
+    before = _fingerprint(swept)
+    for fmt, name in (("csv", "a.csv"), ("parquet", "a.parquet"), ("tensorboard", "tb")):
+        export_sweep("sw", tmp_path / name, format=fmt, store=swept)
+    assert _fingerprint(swept) == before
+
+
+def test_a_failed_export_leaves_the_previous_one_whole_and_no_temporary_files(swept, tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard")
+    tb = export_sweep("sw", tmp_path / "tb", format="tensorboard", store=swept)
+    table = export_sweep("sw", tmp_path / "sw.csv", store=swept)
+    tb_files, table_text = sorted(p.relative_to(tb) for p in tb.rglob("*")), table.read_text()
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(export_mod, "_write_trial", broken)
+    with pytest.raises(OSError, match="disk full"):
+        export_sweep("sw", tb, format="tensorboard", store=swept)
+    monkeypatch.setattr(export_mod.csv, "writer", broken)
+    with pytest.raises(OSError, match="disk full"):
+        export_sweep("sw", table, store=swept)
+    assert sorted(p.relative_to(tb) for p in tb.rglob("*")) == tb_files
+    assert table.read_text() == table_text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sw.csv", "tb"]   # nothing half-written beside them
+
+
+def test_an_export_replaces_only_an_earlier_export(swept, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(UserError, match="not an earlier TensorBoard export"):
+        export_sweep("sw", mine, format="tensorboard", store=swept)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    with pytest.raises(UserError, match="unknown format 'xml'"):
+        export_sweep("sw", tmp_path / "x", format="xml", store=swept)
+
+
+def _cli(tmp: Path, store: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, SWEEPLAB_STORE=str(store), COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "sweeplab", "export", *args], cwd=tmp, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_exports_and_reports_bad_input_with_exit_2(swept, tmp_path):
+    cp = _cli(tmp_path, swept, "sw")
+    assert cp.returncode == 0, cp.stderr
+    assert "wrote sw.csv" in cp.stdout and len(list(csv.DictReader((tmp_path / "sw.csv").open()))) == 4
+    cp = _cli(tmp_path, swept, "sw", "--format", "tensorboard", "-o", "runs/sw")
+    assert cp.returncode == 0, cp.stderr
+    assert "tensorboard --logdir runs/sw" in cp.stdout and (tmp_path / "runs" / "sw" / MARKER).is_file()
+    for args, message in ((("nope",), "no sweep named 'nope'"), (("sw", "-f", "xml"), "unknown format 'xml'")):
+        cp = _cli(tmp_path, swept, *args)
+        assert cp.returncode == 2 and message in cp.stderr and len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+
+
+@pytest.mark.slow
+def test_a_trial_writing_its_own_tensorboard_events_works_in_a_sweep(tmp_path):
+    """torch.utils.tensorboard inside the training function: its event files are written where it says,
+    with its own curves and hparams, and the Run gets its reports as usual."""
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("torch")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logdir = tmp_path / "own"
+    outcome = sl.run_sweep({"function": f"{FIXTURES / 'frameworks.py'}:tensorboard_trial", "method": "grid",
+                            "metric": {"name": "loss", "goal": "minimize"},
+                            "parameters": {"x": {"values": [1.0, 3.0]}, "steps": {"value": 5},
+                                           "logdir": {"value": str(logdir)}}},
+                           store=tmp_path / "store", name="own", workers=2)
+    assert outcome.exit_code == 0 and outcome.counts.get("completed") == 2
+    for trial, x in ((0, 1.0), (1, 3.0)):
+        acc = EventAccumulator(str(logdir / f"trial-{trial}"))
+        acc.Reload()
+        assert [e.value for e in acc.Scalars("own/loss")] == pytest.approx([x / (s + 1) for s in range(5)])
+    st = Store.open(tmp_path / "store", readonly=True)
+    try:
+        curve = queries.curves(st, "own", [0, 1], "loss")["trials"]
+    finally:
+        st.close()
+    assert [c["n"] for c in curve] == [5, 5]
+    assert json.dumps(outcome.best_params) and outcome.best_params["x"] == 1.0
