@@ -1,0 +1,73 @@
+"""The pieces under the framework callbacks, without a framework: `scalars` (what a metric dict reports),
+`Run.checkpoint_due` (skip building a checkpoint the policy would drop), and the missing-extra errors."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import numpy as np
+import pytest
+
+from sweeplab.errors import MissingExtraError
+from sweeplab.integrations import scalars
+from sweeplab.run import Run
+
+
+def test_scalars_keeps_single_numbers_only():
+    torch = pytest.importorskip("torch")
+    values = {"loss": torch.tensor(0.5), "acc": np.float32(0.25), "n": 3, "lr": 1e-3, "nan": float("nan"),
+              "vec": torch.tensor([1.0, 2.0]), "one": torch.tensor([7.0]), "name": "adam", "flag": True,
+              "arr": np.array([1, 2]), "none": None}
+    got = scalars(values)
+    assert set(got) == {"loss", "acc", "n", "lr", "nan", "one"}
+    assert got["loss"] == 0.5 and got["acc"] == 0.25 and got["n"] == 3.0 and got["one"] == 7.0
+    assert got["nan"] != got["nan"]   # NaN is reported as it is: the `nan` monitor must see it
+    assert all(type(v) is float for v in got.values())
+    assert scalars(values, keys=["loss", "name", "missing"]) == {"loss": 0.5}
+
+
+def _run(tmp_path, every, events):
+    return Run(config={}, sink=lambda kind, data: events.append((kind, data)), checkpoint_dir=str(tmp_path),
+               checkpoint_every=every)
+
+
+def test_checkpoint_due_follows_the_policy_and_a_stop_request(tmp_path):
+    events: list = []
+    run = _run(tmp_path, 3, events)
+    due = []
+    for step in range(7):
+        if run.checkpoint_due(step):
+            due.append(step)
+            assert run.checkpoint({"step": step}, step=step, force=True)
+    assert due == [0, 3, 6]   # every 3 steps, the first call always
+    assert [d["step"] for k, d in events if k == "checkpoint"] == [0, 3, 6]
+    run.request_stop("preempted (SIGTERM)")
+    assert run.checkpoint_due(7)   # a stop request lets the next checkpoint through
+
+
+def test_checkpoint_due_is_false_on_other_ranks(tmp_path):
+    run = Run(config={}, sink=lambda kind, data: None, checkpoint_dir=str(tmp_path), rank=1)
+    assert not run.checkpoint_due(0)
+
+
+@pytest.mark.parametrize(("module", "framework", "extra"), [
+    ("sweeplab.integrations.keras", "keras", "keras"),
+    ("sweeplab.integrations.transformers", "transformers", "transformers"),
+    ("sweeplab.integrations.lightning", "lightning", "lightning"),
+])
+def test_a_missing_framework_names_its_extra(monkeypatch, module, framework, extra):
+    monkeypatch.setitem(sys.modules, framework, None)   # `import framework` raises ImportError
+    monkeypatch.setitem(sys.modules, "pytorch_lightning", None)
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    with pytest.raises(MissingExtraError, match=rf"sweeplab\[{extra}\]"):
+        importlib.import_module(module)
+
+
+def test_import_sweeplab_imports_no_framework():
+    import subprocess
+
+    code = ("import sys, sweeplab, sweeplab.integrations, sweeplab.export; "
+            "print([m for m in ('lightning', 'transformers', 'keras', 'tensorboard', 'pyarrow') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
