@@ -127,3 +127,14 @@ def test_a_preempted_trial_resumes_from_its_checkpoint_and_a_pruned_one_stops_at
     assert _steps(chaos, pruned["id"], 1, metric) == list(range(first, 2))
     ran = json.loads(pruned["metrics"])["epochs_run"]
     assert ran == 2 - first, f"the framework trained {ran} epochs, though pruned at step 1"
+
+    # the export shows trial 0's curve once per epoch across its two attempts (the latest attempt's value)
+    if importlib.util.find_spec("tensorboard") is not None:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        from sweeplab.export import export_sweep
+
+        out = export_sweep("fw", chaos.tmp / "tb", format="tensorboard", store=chaos.store)
+        acc = EventAccumulator(str(out / "trial-0000"))
+        acc.Reload()
+        assert [e.step for e in acc.Scalars(metric)] == list(range(first, first + epochs))

@@ -15,6 +15,7 @@ the trial should stop.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,7 +37,8 @@ class SweeplabCallback(TrainerCallback):  # type: ignore[misc,valid-type]
     """Connects a Hugging Face `Trainer` to a trial's `Run`.
 
     - every `Trainer.log` (training loss, learning rate, `eval_*` metrics) goes to `run.log` at
-      `step=state.global_step` (`step="epoch"`: the epoch number, `round(state.epoch)`); schedulers judge
+      `step=state.global_step` (`step="epoch"`: the epoch number, 1-based: epochs trained, or the epoch a
+      stop interrupted); schedulers judge
       the sweep's metric, typically `eval_loss`;
     - after an evaluation, when `trial.checkpoint_every` says a checkpoint is due, the callback asks the
       Trainer to save (`control.should_save`) and keeps the checkpoint directory it writes with
@@ -114,6 +116,6 @@ class SweeplabCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             self._save_due = True
 
     def _step(self, state: Any) -> int:
-        if self.step_unit == "epoch":
-            return round(state.epoch or 0)
+        if self.step_unit == "epoch":   # the epoch being trained, 1-based: 3.25 (a stop mid-epoch) is epoch 4
+            return math.ceil((state.epoch or 0) - 1e-9)
         return int(state.global_step)
