@@ -68,9 +68,9 @@ def _steps(chaos: Chaos, trial_id: int, attempt: int, key: str) -> list[int]:
 
 def test_a_monitor_rule_stops_a_lightning_trial(chaos):
     """plateau (patience 1, min_delta 100: no report can improve by that much) fires at the second report;
-    the trial is STOPPED_BY_RULE and Lightning trains no further epoch."""
+    the trial is STOPPED_BY_RULE and Lightning stops training soon after, long before its 10 epochs."""
     _needs("lightning")
-    spec = chaos.spec("rule", _spec("lightning", lr="{value: 0.05}", epochs=8, extra=(
+    spec = chaos.spec("rule", _spec("lightning", lr="{value: 0.05}", epochs=10, delay=0.2, extra=(
         "monitors:\n  - {plateau: {metric: val_loss, patience: 1, min_delta: 100}}\n"
         "trial: {grace: 120s}")))
     cp = chaos("sweep", str(spec), "--name", "rule", "--workers", "1", "-q", timeout=240)
@@ -78,7 +78,8 @@ def test_a_monitor_rule_stops_a_lightning_trial(chaos):
     (trial,) = chaos.trials("rule")
     assert trial["state"] == "stopped_by_rule", dict(trial)
     steps = _steps(chaos, trial["id"], 1, "val_loss")
-    assert steps[:2] == [0, 1] and len(steps) <= 3, steps   # the verdict may land one report late
+    # a monitor's verdict is not waited for: it may land an epoch or two late (0.8 s each), never 10
+    assert steps[:2] == [0, 1] and len(steps) <= 4, steps
     assert json.loads(trial["metrics"])["epochs_run"] == len(steps)
 
 
@@ -94,7 +95,7 @@ def test_a_preempted_trial_resumes_from_its_checkpoint_and_a_pruned_one_stops_at
     _needs(framework)
     _, _, metric, first = FRAMEWORKS[framework]
     epochs = 12
-    spec = chaos.spec("fw", _spec(framework, lr="{values: [0.05, 0.0]}", epochs=epochs, delay=0.05, extra=(
+    spec = chaos.spec("fw", _spec(framework, lr="{values: [0.05, 0.0]}", epochs=epochs, delay=0.08, extra=(
         f"early_terminate: {{type: asha, min_iter: 1, max_iter: {epochs}, eta: 2}}\n"
         "trial: {grace: 120s, retries: 0, checkpoint_every: 1000}")))   # no checkpoint but the first and the last
     proc = chaos.start("sweep", str(spec), "--name", "fw", "--workers", "1", "-q")
