@@ -71,3 +71,67 @@ def test_import_sweeplab_imports_no_framework():
             "print([m for m in ('lightning', 'transformers', 'keras', 'tensorboard', 'pyarrow') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _points(events: list) -> list[tuple[int, str]]:
+    return [(p[0], p[1]) for kind, data in events if kind == "metrics" for p in data["points"]]
+
+
+def test_lightning_without_a_validation_loop_reports_each_training_epoch_and_not_validate(tmp_path):
+    L = pytest.importorskip("lightning.pytorch")
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from sweeplab.integrations.lightning import SweeplabCallback
+
+    class Module(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def training_step(self, batch, batch_idx):
+            loss = self.layer(batch[0]).pow(2).mean()
+            self.log("train_loss", loss, on_step=False, on_epoch=True)
+            return loss
+
+        def validation_step(self, batch, batch_idx):
+            self.log("val_loss", self.layer(batch[0]).pow(2).mean())
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    events: list = []
+    run = _run(tmp_path, None, events)
+    data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4)
+    trainer = L.Trainer(max_epochs=3, callbacks=[SweeplabCallback(run)], logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(Module(), data)          # no val_dataloaders: reported after each training epoch
+    trainer.validate(trainer.lightning_module, data, verbose=False)   # outside fit: not reported
+    run.flush()
+    assert _points(events) == [(0, "train_loss"), (1, "train_loss"), (2, "train_loss")]
+    assert [d["step"] for k, d in events if k == "checkpoint"] == [0, 1, 2]
+
+
+def test_keras_restore_loads_weights_and_optimizer_state_and_the_epoch(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    keras = pytest.importorskip("keras")
+    from sweeplab.integrations.keras import SweeplabCallback
+
+    def model():
+        m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dense(1)])
+        m.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+        return m
+
+    x, y = np.random.default_rng(0).normal(size=(32, 4)), np.zeros((32, 1))
+    events: list = []
+    first = model()
+    first.fit(x, y, epochs=2, verbose=0, callbacks=[SweeplabCallback(_run(tmp_path, None, events))])
+    assert sorted({step for step, _ in _points(events)}) == [0, 1]
+    second = model()
+    assert SweeplabCallback(_run(tmp_path, None, [])).restore(second) == 2   # the next epoch to train
+    for a, b in zip(first.get_weights(), second.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    saved = [np.asarray(v) for v in first.optimizer.variables]
+    loaded = [np.asarray(v) for v in second.optimizer.variables]
+    assert len(saved) == len(loaded) and all(np.array_equal(a, b) for a, b in zip(saved, loaded))
+    assert SweeplabCallback(_run(tmp_path / "empty", None, [])).restore(model()) == 0

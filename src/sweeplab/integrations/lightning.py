@@ -87,7 +87,7 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
 
     # ------------------------------------------------------------------ hooks
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
-        if trainer.sanity_checking:
+        if trainer.sanity_checking or trainer.state.fn != "fit":   # not a sanity check, nor trainer.validate()
             return
         self._report(trainer)
 
