@@ -96,7 +96,7 @@ def _pct(xs: list[float], q: float) -> float:
 def _page_load(client: Client, sweep: str, curve_trials: str) -> list[tuple[str, float, int]]:
     """The requests the sweep page makes when it opens (scripts, then data), in order."""
     paths = [f"/sweeps/{sweep}", "/static/app.css", "/static/app.js", "/static/util.js", "/static/sweeps.js",
-             "/static/sweep.js", "/static/table.js", "/static/trial.js", "/static/compare.js", "/static/charts.js",
+             "/static/sweep.js", "/static/pcoords.js", "/static/table.js", "/static/trial.js", "/static/compare.js", "/static/charts.js",
              f"/api/sweeps/{sweep}", f"/api/sweeps/{sweep}/trials", f"/api/sweeps/{sweep}/keys",
              f"/api/sweeps/{sweep}/events?newest=1&limit=100",
              f"/api/sweeps/{sweep}/curves?key=val_loss&trials={curve_trials}&max_points=600",

@@ -1,12 +1,13 @@
 // The sweep view: summary, parallel coordinates (brushing filters the table), trials table, optimisation
 // history, parameter importance, learning curves of selected trials, parameter-vs-metric scatter, events.
 import {
-  el, badge, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
-  plotConfig, baseLayout, describeColumn, isNum, metricAxis, logToggle, constantValue, fmtAgo,
+  el, fill, badge, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
+  plotConfig, baseLayout, loadPlotly, describeColumn, isNum, metricAxis, logToggle, constantValue, fmtAgo, fmtCount,
   STATES, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 import { TrialsTable } from "./table.js";
 import { CustomCharts } from "./charts.js";
+import { ParCoords } from "./pcoords.js";
 
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
   "#7f7f7f", "#ff7f0e"];
@@ -26,6 +27,67 @@ function logTicks(lo, hi) {
     return [0, 1, 2, 3, 4].map((k) => l + ((h - l) * k) / 4);
   }
   return vals;
+}
+
+// At most this many lines in parallel coordinates (more are an unreadable mass and slow to draw).
+export const PC_MAX_LINES = 1500;
+// Where a conditional parameter a trial does not have sits on its axis: a labelled slot below the range.
+export const INACTIVE = "— inactive";
+
+// The lines parallel coordinates draw when a sweep has more than `cap` trials: the best fifth of the cap
+// by value (the region a reader studies), then an even sample of each state in proportion to its size (at
+// least a few of each, so rare failures stay visible). Deterministic, so a refresh does not reshuffle.
+export function sampleLines(rows, value, state, goal, cap) {
+  if (rows.length <= cap) return rows;
+  const sign = goal === "maximize" ? -1 : 1;
+  const valued = rows.filter((i) => isNum(value[i])).sort((a, b) => sign * (value[a] - value[b]) || a - b);
+  const keep = new Set(valued.slice(0, Math.floor(cap / 5)));
+  const groups = new Map();
+  for (const i of rows) {
+    if (keep.has(i)) continue;
+    if (!groups.has(state[i])) groups.set(state[i], []);
+    groups.get(state[i]).push(i);
+  }
+  const rest = rows.length - keep.size, left = cap - keep.size;
+  for (const g of groups.values()) {
+    const quota = Math.min(g.length, Math.max(20, Math.round((left * g.length) / rest)));
+    for (let k = 0; k < quota; k++) keep.add(g[Math.floor((k * g.length) / quota)]);
+  }
+  return rows.filter((i) => keep.has(i));
+}
+
+// One parameter's parallel-coordinates axis: numeric (log-scaled when the spec or the spread says so) or
+// categorical. Trials that lack the parameter (conditional spaces) sit on an "— inactive" slot below the
+// range, never at 0 or at the bottom of the real values.
+export function paramDimension(p, raw, desc) {
+  const missing = raw.some((v) => v === null || v === undefined);
+  if (desc.kind === "cat") {
+    const idx = new Map(desc.cats.map((x, k) => [x, k]));
+    const lo = missing ? -1 : 0;
+    const values = raw.map((v) => (v === null || v === undefined ? lo : idx.get(String(v))));
+    return { values, dim: { label: p, tickvals: [...(missing ? [-1] : []), ...desc.cats.map((_, k) => k)],
+      ticktext: [...(missing ? [INACTIVE] : []), ...desc.cats], range: [lo, Math.max(lo + 1, desc.cats.length - 1)] } };
+  }
+  const [lo, hi] = desc.log ? [Math.log10(desc.lo), Math.log10(desc.hi)] : desc.lo === desc.hi ? [desc.lo - 1, desc.hi + 1] : [desc.lo, desc.hi];
+  const gap = missing ? (hi - lo) * 0.15 : 0;
+  const values = raw.map((v) => (!isNum(v) || (desc.log && v <= 0) ? lo - gap : desc.log ? Math.log10(v) : v));
+  let tickvals, ticktext;
+  if (desc.log) {
+    tickvals = logTicks(desc.lo, desc.hi);
+    ticktext = tickvals.map((t) => fmtNum(Number((10 ** t).toPrecision(2))));
+  } else if (missing) {
+    tickvals = [0, 1, 2, 3, 4].map((k) => lo + ((hi - lo) * k) / 4);
+    ticktext = tickvals.map((t) => fmtNum(Number(t.toPrecision(3))));
+  }
+  if (missing) { tickvals = [lo - gap, ...tickvals]; ticktext = [INACTIVE, ...ticktext]; }
+  const dim = { label: desc.log ? `${p} (log)` : p, range: [lo - gap, hi] };
+  if (tickvals) Object.assign(dim, { tickvals, ticktext });
+  return { values, dim };
+}
+
+// Resolves after the browser has painted what is on screen now.
+function nextFrame() {
+  return new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
 }
 
 export class SweepView {
@@ -63,19 +125,31 @@ export class SweepView {
     document.title = `sweeplab · ${this.name}`;
     const [summary, cols] = await Promise.all([
       getJSON(apiUrl(this.name)), getJSON(apiUrl(this.name, "/trials"))]);
+    performance.mark("sweeplab:data");
     this.summary = summary;
     this.cols = cols;
     this.splitParams(cols);
     this.skeleton();
     this.renderHeader();
     this.table.setData(cols, Object.keys(cols.params).sort(), summary.sweep.best_trial);
-    this.renderParcoords();
-    this.renderHistory();
-    this.renderScatter();
+    const pending = [this.renderParcoords()];
     this.table.setSelection(this.defaultSelection());
-    this.loadKeys();
-    this.loadImportance();
-    this.loadEvents();
+    // The cards below the fold (and Plotly.js, which only they need) wait for the first screen to be painted.
+    await nextFrame();
+    performance.mark("sweeplab:shown");
+    document.body.dataset.shown = "1";
+    try {
+      await loadPlotly();
+    } catch (e) {   // the first screen works without it; the charts say why they are missing
+      for (const box of [this.history, this.scatter, this.curves, this.importance]) showError(box, e);
+      return;
+    }
+    pending.push(this.renderHistory(), this.renderScatter(), this.loadKeys(), this.loadImportance(), this.loadEvents());
+    // Every picture drawn: a sentinel for tests and benchmarks/dashboard.py (time to fully drawn).
+    Promise.allSettled(pending).then(() => {
+      performance.mark("sweeplab:drawn");
+      document.body.dataset.drawn = "1";
+    });
   }
 
   async refresh() {
@@ -119,14 +193,15 @@ export class SweepView {
     this.paramSel = el("select", { id: "scatter-param", onchange: () => { this.scatterParam = this.paramSel.value; this.renderScatter(); } });
     this.events = el("div", { class: "events", id: "events" });
     this.curveNote = el("span", { class: "legend-note" });
+    this.pcNote = el("div", { class: "legend-note", id: "parcoords-note" });
     this.root.replaceChildren(
       this.header,
       el("div", { class: "card" },
         el("h2", {}, "Parallel coordinates",
-          el("span", { class: "legend-note", text: "drag along an axis to filter the trials table; click an axis outside its range to clear" }),
+          el("span", { class: "legend-note", text: "drag along an axis to filter the trials table; click an axis to clear its range" }),
           el("span", { class: "tools" }, tog("parcoords", () => this.renderParcoords()),
             el("button", { type: "button", id: "clear-brush", onclick: () => this.clearBrush() }, "clear filters"))),
-        el("div", { class: "hscroll" }, this.parcoords)),
+        this.pcNote, el("div", { class: "hscroll" }, this.parcoords)),
       el("div", { class: "card" }, el("h2", {}, "Trials"), this.tableBox),
       el("div", { class: "grid2 section" },
         el("div", { class: "card" }, el("h2", {}, "Optimisation history", el("span", { class: "tools" }, tog("history", () => this.renderHistory()))), this.history),
@@ -152,7 +227,7 @@ export class SweepView {
     if (b.trials) budget.push(`trials ${s.trials}/${b.trials}`);
     if (b.time) budget.push(`time ${fmtDur(sp.seconds)} of ${b.time}`);
     if (b.gpu_hours) budget.push(`GPU ${fmtNum((sp.gpu_seconds || 0) / 3600)} of ${b.gpu_hours} h`);
-    this.header.replaceChildren(
+    fill(this.header,
       el("h1", {}, this.name, badge(s.state)),
       el("div", { class: "meta" },
         el("span", {}, "method ", el("b", { text: s.method })),
@@ -185,47 +260,38 @@ export class SweepView {
     if (!rows.some((i) => isNum(c.value[i])) || !this.paramNames.length) {
       this.parcoords.replaceChildren(el("div", { class: "placeholder", text: "no trial has a value yet" }));
       this.parcoords.dataset.rendered = "empty";
-      return;
+      this.pcNote.textContent = "";
+      return Promise.resolve();
     }
-    const old = new Map();
-    if (this.parcoords.data && this.parcoords.data[0]) {
-      for (const d of this.parcoords.data[0].dimensions) if (d.constraintrange) old.set(d.label, d.constraintrange);
-    }
+    // Thousands of lines are one grey mass and take seconds to draw: draw the best ones and an even
+    // sample of each state, and say so. Brushing still filters every trial (dimInfo holds them all).
+    const s = this.summary.sweep;
+    const drawn = sampleLines(rows, c.value, c.state, s.goal, PC_MAX_LINES);
+    const pick = drawn.length < rows.length ? (() => {
+      const pos = new Map(rows.map((r, j) => [r, j]));
+      const js = drawn.map((r) => pos.get(r));
+      return (values) => js.map((j) => values[j]);
+    })() : (values) => values;
+    this.pcNote.textContent = drawn.length < rows.length
+      ? `showing ${fmtCount(drawn.length)} of ${fmtCount(rows.length)} trials: the best ${fmtCount(Math.floor(PC_MAX_LINES / 5))} and an even sample of each state; filters apply to all`
+      : "";
+    this.parcoords.dataset.lines = String(drawn.length);
     this.dimInfo = [];
     const dims = [];
+    const push = (dim, values) => {
+      dims.push({ ...dim, values: pick(values) });
+      this.dimInfo.push({ label: dim.label, values });
+    };
     for (const p of this.paramNames) {
       const raw = rows.map((i) => c.params[p][i]);
-      const desc = describeColumn(raw, this.specParam(p));
-      let values, dim;
-      if (desc.kind === "cat") {
-        const idx = new Map(desc.cats.map((x, k) => [x, k]));
-        values = raw.map((v) => (v === null || v === undefined ? NaN : idx.get(String(v))));
-        dim = { label: p, values, tickvals: desc.cats.map((_, k) => k), ticktext: desc.cats,
-          range: [0, Math.max(1, desc.cats.length - 1)] };
-      } else if (desc.log) {
-        values = raw.map((v) => (isNum(v) && v > 0 ? Math.log10(v) : NaN));
-        const tv = logTicks(desc.lo, desc.hi);
-        dim = { label: `${p} (log)`, values, tickvals: tv, ticktext: tv.map((t) => fmtNum(Number((10 ** t).toPrecision(2)))),
-          range: [Math.log10(desc.lo), Math.log10(desc.hi)] };
-      } else {
-        values = raw.map((v) => (isNum(v) ? v : NaN));
-        dim = { label: p, values, range: desc.lo === desc.hi ? [desc.lo - 1, desc.hi + 1] : [desc.lo, desc.hi] };
-      }
-      if (raw.some((v) => v === null || v === undefined)) dim.label = `${dim.label} (gaps: not set)`;
-      if (old.has(dim.label)) dim.constraintrange = old.get(dim.label);
-      dims.push(dim);
-      this.dimInfo.push({ label: dim.label, values });
+      const { dim, values } = paramDimension(p, raw, describeColumn(raw, this.specParam(p)));
+      push(dim, values);
     }
-    const s = this.summary.sweep;
     // The trial's state, so failed / pruned / stopped trials are told apart from completed ones.
     const states = STATES.filter((st) => rows.some((i) => c.state[i] === st));
     const sIdx = new Map(states.map((st, k) => [st, k]));
-    const svals = rows.map((i) => sIdx.get(c.state[i]));
-    const sdim = { label: "state", values: svals, tickvals: states.map((_, k) => k),
-      ticktext: states.map((st) => st.replaceAll("_", " ")), range: [0, Math.max(1, states.length - 1)] };
-    if (old.has("state")) sdim.constraintrange = old.get("state");
-    dims.push(sdim);
-    this.dimInfo.push({ label: "state", values: svals });
+    push({ label: "state", tickvals: states.map((_, k) => k), ticktext: states.map((st) => st.replaceAll("_", " ")),
+      range: [0, Math.max(1, states.length - 1)] }, rows.map((i) => sIdx.get(c.state[i])));
     // The metric on a robust range: diverged values are pinned to the top edge ("≥ …"), trials without a
     // value (failed, pruned before reporting) sit on a "no value" slot below the axis.
     const log = this.logY.parcoords;
@@ -238,41 +304,24 @@ export class SweepView {
     const ticks = [0, 1, 2, 3, 4].map((k) => lo + ((hi - lo) * k) / 4);
     const tickText = ticks.map((t) => fmtNum(Number((log ? 10 ** t : t).toPrecision(3))));
     if (ax.clipped) tickText[4] = `≥ ${tickText[4]}`;
-    const mdim = { label: mlabel, values: vals, range: [lo - gap, hi],
-      tickvals: [lo - gap, ...ticks], ticktext: ["no value", ...tickText] };
-    if (old.has(mlabel)) mdim.constraintrange = old.get(mlabel);
-    dims.push(mdim);
-    this.dimInfo.push({ label: mlabel, values: vals });
+    push({ label: mlabel, range: [lo - gap, hi], tickvals: [lo - gap, ...ticks], ticktext: ["no value", ...tickText] }, vals);
     const V = ["#440154", "#3b528b", "#21918c", "#5ec962", "#fde725"];
     const viridis = (s.goal === "maximize" ? V : V.slice().reverse()).map((col, k) => [k / 4, col]);
-    const trace = {
-      type: "parcoords", dimensions: dims,
-      // Viridis over the metric, best values brightest; grey for "no value" (mapped to 0.05).
-      line: { color: vals, colorscale: [[0, "#c9ccd3"], [0.09, "#c9ccd3"], ...viridis.map(([f, col]) => [0.1 + 0.9 * f, col])],
-        cmin: lo - gap - (hi - lo + gap) / 19, cmax: hi, showscale: false },
-      labelfont: { size: 12 }, tickfont: { size: 10 }, rangefont: { size: 9 },
-    };
-    const layout = { margin: { l: 70, r: 60, t: 50, b: 25 }, paper_bgcolor: "#fff",
-      font: { family: "system-ui, sans-serif", size: 12 } };
-    const first = !this.parcoords.data;
-    Plotly.react(this.parcoords, [trace], layout, plotConfig()).then(() => {
-      this.parcoords.dataset.rendered = "1";
-    });
-    if (first) {
-      this.parcoords.on("plotly_restyle", () => this.applyBrush());
-    }
+    // Viridis over the metric, best values brightest; grey for "no value" (mapped to 0.05).
+    const scale = [[0, "#c9ccd3"], [0.09, "#c9ccd3"], ...viridis.map(([f, col]) => [0.1 + 0.9 * f, col])];
+    if (!this.pc) this.pc = new ParCoords(this.parcoords, { onBrush: () => this.applyBrush() });
+    performance.mark("sweeplab:parcoords-start");
+    this.pc.draw(dims, { color: pick(vals), scale, cmin: lo - gap - (hi - lo + gap) / 19, cmax: hi, valued: 0.1,
+      bestHigh: s.goal === "maximize" });
+    performance.mark("sweeplab:parcoords");
+    return Promise.resolve();
   }
 
+  // The brushed ranges, as [{k: dimension index, label, ranges: [[lo, hi]]}].
   constraints() {
-    const out = [];
-    if (!this.parcoords.data || !this.parcoords.data[0]) return out;
-    this.parcoords.data[0].dimensions.forEach((d, k) => {
-      let cr = d.constraintrange;
-      if (!cr || !cr.length) return;
-      if (!Array.isArray(cr[0])) cr = [cr];
-      out.push({ k, label: d.label, ranges: cr });
-    });
-    return out;
+    if (!this.pc) return [];
+    return this.dimInfo.map((d, k) => ({ k, label: d.label, r: this.pc.ranges.get(d.label) }))
+      .filter((x) => x.r).map(({ k, label, r }) => ({ k, label, ranges: [r] }));
   }
 
   applyBrush() {
@@ -291,11 +340,7 @@ export class SweepView {
   }
 
   clearBrush() {
-    if (!this.parcoords.data) return;
-    const n = this.parcoords.data[0].dimensions.length;
-    const update = {};
-    for (let k = 0; k < n; k++) update[`dimensions[${k}].constraintrange`] = null;
-    Plotly.restyle(this.parcoords, update, [0]);
+    if (this.pc) this.pc.clear();
   }
 
   // ------------------------------------------------------------------ history and scatter
@@ -370,12 +415,12 @@ export class SweepView {
     }
     if (!traces.length || !ax.range) { this.history.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
     if (!this.history.data) this.history.replaceChildren();
-    Plotly.react(this.history, traces, baseLayout({
+    return Plotly.react(this.history, traces, baseLayout({
       xaxis: { title: { text: "trial" }, gridcolor: "#eef0f3", zeroline: false, anchor: "y2" },
       yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: `${s.metric || "value"}${this.axisNote(ax) ? " · " + this.axisNote(ax) : ""}`, font: { size: 11 } } },
       yaxis2: NO_VALUE_AXIS,
       legend: { orientation: "h", y: 1.14, font: { size: 11 } }, margin: { l: 60, r: 15, t: 30, b: 45 },
-    }), plotConfig()).then(() => { this.history.dataset.rendered = String(traces.length); });
+    }), plotConfig()).then(() => { performance.mark("sweeplab:history"); this.history.dataset.rendered = String(traces.length); });
   }
 
   renderScatter() {
@@ -392,12 +437,12 @@ export class SweepView {
     }, p);
     if (!traces.length || !ax.range) { this.scatter.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
     if (!this.scatter.data) this.scatter.replaceChildren();
-    Plotly.react(this.scatter, traces, baseLayout({
+    return Plotly.react(this.scatter, traces, baseLayout({
       xaxis: { title: { text: p }, type: desc.kind === "cat" ? "category" : desc.log ? "log" : "linear", gridcolor: "#eef0f3", exponentformat: "e", anchor: "y2" },
       yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: `${s.metric || "value"}${this.axisNote(ax) ? " · " + this.axisNote(ax) : ""}`, font: { size: 11 } } },
       yaxis2: NO_VALUE_AXIS,
       legend: { orientation: "h", y: 1.14 }, margin: { l: 60, r: 15, t: 30, b: 45 },
-    }), plotConfig()).then(() => { this.scatter.dataset.rendered = p; });
+    }), plotConfig()).then(() => { performance.mark("sweeplab:scatter"); this.scatter.dataset.rendered = p; });
   }
 
   // ------------------------------------------------------------------ curves
@@ -418,16 +463,17 @@ export class SweepView {
       const keys = data.keys;
       const same = keys.length === this.keys.length && keys.every((k, i) => k === this.keys[i]);
       this.keys = keys;
-      if (!this.curveKey || !keys.includes(this.curveKey)) {
+      const newKey = !this.curveKey || !keys.includes(this.curveKey);
+      if (newKey) {
         const m = this.summary.sweep.metric;
         this.curveKey = keys.includes(m) ? m : keys[0] || null;
-        this.loadCurves();
       }
       if (!same) {
         this.keySel.replaceChildren(...keys.map((k) => el("option", { value: k, text: k, selected: k === this.curveKey })));
         this.custom.fillPickers();
         this.custom.render();
       }
+      if (newKey) await this.loadCurves();
     } catch (e) { /* the curves card shows its own error */ }
   }
 
@@ -469,7 +515,7 @@ export class SweepView {
       }
     });
     if (!this.curves.data) this.curves.replaceChildren();
-    Plotly.react(this.curves, traces, baseLayout({
+    await Plotly.react(this.curves, traces, baseLayout({
       xaxis: { title: { text: "step" }, gridcolor: "#eef0f3", zeroline: false },
       yaxis: { ...metricAxis(traces.flatMap((t) => t.y), this.logY.curves).axis, title: { text: this.curveKey } },
       margin: { l: 60, r: 10, t: 10, b: 45 }, legend: { font: { size: 10 } },
@@ -488,7 +534,7 @@ export class SweepView {
       : `from ${data.trials_used} of ${data.n_trials} trials: the completed ones' final values${st ? ` (${st})` : ""}`;
     const other = data.basis === "rung" ? data.bases.final : data.bases.rung;
     const alt = other ? ` · the other basis would use ${other} trials` : "";
-    this.importanceNote.replaceChildren(
+    fill(this.importanceNote,
       el("span", { id: "importance-basis-text", text: basisText + alt }),
       data.message ? el("div", { class: data.confidence === "low" ? "warn" : "", id: "importance-message", text: data.message }) : null);
     this.importance.dataset.basis = data.basis;
@@ -501,7 +547,7 @@ export class SweepView {
     const low = data.confidence === "low";
     const hasSpread = imp.some((d) => d.lo !== null && d.lo !== undefined);
     if (!this.importance.data) this.importance.replaceChildren();
-    Plotly.react(this.importance, [{
+    await Plotly.react(this.importance, [{
       type: "bar", orientation: "h", x: imp.map((d) => d.importance),
       y: imp.map((d) => `${d.param}  ${(d.importance ?? 0).toFixed(2)}${hasSpread && d.lo !== null ? ` (${d.lo.toFixed(2)}–${d.hi.toFixed(2)})` : ""}`),
       marker: { color: low ? "#a5b4fc" : "#3b5bdb" },

@@ -51,6 +51,11 @@ export function fmtNum(v) {
   return String(Number(v.toPrecision(5)));
 }
 
+// A count with thousands separators: "10,000 trials".
+export function fmtCount(n) {
+  return isNum(n) ? Math.round(n).toLocaleString("en-US") : "–";
+}
+
 export function fmtTime(t) {
   if (!t) return "–";
   const d = new Date(t * 1000);
@@ -93,6 +98,25 @@ export async function getJSON(url) {
   try { body = await resp.json(); } catch (e) { /* not JSON */ }
   if (!resp.ok) throw new ApiError((body && body.error) || `${resp.status} ${resp.statusText}`);
   return body;
+}
+
+let plotlyLoading = null;
+
+// Plotly.js (3.5 MB) is loaded on first use, not by index.html: the first screen of a sweep (header,
+// parallel coordinates, table) needs none of it and is drawn before the browser has parsed it. The page
+// preloads the file, so it is usually in the cache by then.
+export function loadPlotly() {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  if (!plotlyLoading) {
+    plotlyLoading = new Promise((resolve, reject) => {
+      const s = document.createElement("script");
+      s.src = "/static/plotly.min.js";
+      s.onload = () => resolve(window.Plotly);
+      s.onerror = () => { plotlyLoading = null; reject(new ApiError("cannot load the charting library (/static/plotly.min.js)")); };
+      document.head.append(s);
+    });
+  }
+  return plotlyLoading;
 }
 
 export function showError(container, err) {
