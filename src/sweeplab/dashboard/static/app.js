@@ -1,5 +1,5 @@
 // Entry point: pick the view from the URL, render it, then keep it live by polling /api/changes.
-import { getJSON, showError, loadPlotly } from "./util.js";
+import { getJSON, showError, loadPlotly, refreshAgo } from "./util.js";
 import { SweepsView } from "./sweeps.js";
 import { SweepView } from "./sweep.js";
 import { TrialView } from "./trial.js";
@@ -58,6 +58,7 @@ async function main() {
   }
   await poll();
   setInterval(poll, POLL_MS);
+  setInterval(() => refreshAgo(), 15_000);
 }
 
 main();

@@ -49,6 +49,7 @@ export class ParCoords {
     this.canvas = document.createElement("canvas");
     this.svg = svg("svg", { class: "pc-axes" });
     this.observer = new ResizeObserver(() => this.schedule());
+    container.pc = this;          // like Plotly's graphDiv.data: lets tests and the console read what is drawn
   }
 
   // dims: [{label, values, range: [lo, hi], tickvals?, ticktext?}]; line: {color: [...], scale, cmin, cmax}.

@@ -2,7 +2,7 @@
 // history, parameter importance, learning curves of selected trials, parameter-vs-metric scatter, events.
 import {
   el, fill, badge, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
-  plotConfig, baseLayout, loadPlotly, describeColumn, isNum, metricAxis, logToggle, constantValue, fmtAgo, fmtCount,
+  plotConfig, baseLayout, loadPlotly, describeColumn, isNum, metricAxis, logToggle, constantValue, agoEl, fmtCount,
   STATES, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 import { TrialsTable } from "./table.js";
@@ -224,7 +224,7 @@ export class SweepView {
     const s = this.summary.sweep;
     const b = s.budget || {}, sp = s.spend || {};
     const budget = [];
-    if (b.trials) budget.push(`trials ${s.trials}/${b.trials}`);
+    if (b.trials) budget.push(`trials ${fmtCount(s.trials)}/${fmtCount(b.trials)}`);
     if (b.time) budget.push(`time ${fmtDur(sp.seconds)} of ${b.time}`);
     if (b.gpu_hours) budget.push(`GPU ${fmtNum((sp.gpu_seconds || 0) / 3600)} of ${b.gpu_hours} h`);
     fill(this.header,
@@ -234,11 +234,11 @@ export class SweepView {
         el("span", {}, "metric ", el("b", { text: s.metric ? `${s.metric} (${s.goal})` : "–" })),
         el("span", {}, "best ", s.best_trial === null ? el("b", { text: "–" }) :
           el("a", { href: trialUrl(this.name, s.best_trial), id: "best-link" }, el("b", { text: fmtNum(s.best) }), ` (trial ${s.best_trial})`)),
-        el("span", {}, "trials ", el("b", { text: String(s.trials) })),
+        el("span", {}, "trials ", el("b", { text: fmtCount(s.trials) })),
         budget.length ? el("span", {}, "budget ", el("b", { text: budget.join(" · ") })) : null,
         s.backend ? el("span", {}, "backend ", el("b", { id: "sweep-backend", text: s.address ? `${s.backend} (${s.address})` : s.backend })) : null,
-        el("span", { title: fmtTime(s.created) }, "created ", el("b", { text: fmtAgo(s.created) })),
-        s.ended ? el("span", { title: fmtTime(s.ended) }, "ended ", el("b", { text: `${fmtAgo(s.ended)}${s.end_reason ? ` (${s.end_reason})` : ""}` })) : null),
+        el("span", { id: "sweep-created" }, "created ", el("b", {}, agoEl(s.created))),
+        s.ended ? el("span", { id: "sweep-ended" }, "ended ", el("b", {}, agoEl(s.ended), s.end_reason ? ` (${s.end_reason})` : "")) : null),
       this.constants.length ? el("div", { class: "meta", id: "constants" }, el("span", {}, "fixed ",
         ...this.constants.map(([p, v], k) => el("b", { text: `${k ? ", " : ""}${p} = ${typeof v === "object" ? JSON.stringify(v) : fmtNum(v)}` })))) : null,
       el("div", { class: "counts" }, STATES.filter((k) => s.counts[k]).map((k) =>
@@ -310,6 +310,9 @@ export class SweepView {
     // Viridis over the metric, best values brightest; grey for "no value" (mapped to 0.05).
     const scale = [[0, "#c9ccd3"], [0.09, "#c9ccd3"], ...viridis.map(([f, col]) => [0.1 + 0.9 * f, col])];
     if (!this.pc) this.pc = new ParCoords(this.parcoords, { onBrush: () => this.applyBrush() });
+    // Room for each axis's tick labels ("— inactive", "stopped by rule"): a narrow screen scrolls the
+    // picture inside its card rather than overlapping the labels.
+    this.parcoords.style.minWidth = `${130 + 88 * dims.length}px`;
     performance.mark("sweeplab:parcoords-start");
     this.pc.draw(dims, { color: pick(vals), scale, cmin: lo - gap - (hi - lo + gap) / 19, cmax: hi, valued: 0.1,
       bestHigh: s.goal === "maximize" });
@@ -335,7 +338,8 @@ export class SweepView {
       }
       allowed.add(row);
     });
-    const desc = cons.map((con) => `${con.label} ∈ ${con.ranges.map(([a, b]) => `[${fmtNum(a)}, ${fmtNum(b)}]`).join(" ∪ ")}`).join(", ");
+    const r4 = (v) => fmtNum(Number(v.toPrecision(4)));
+    const desc = cons.map((con) => `${con.label} ∈ ${con.ranges.map(([a, b]) => `[${r4(a)}, ${r4(b)}]`).join(" ∪ ")}`).join(", ");
     this.table.setBrush(allowed, desc);
   }
 
@@ -518,7 +522,9 @@ export class SweepView {
     await Plotly.react(this.curves, traces, baseLayout({
       xaxis: { title: { text: "step" }, gridcolor: "#eef0f3", zeroline: false },
       yaxis: { ...metricAxis(traces.flatMap((t) => t.y), this.logY.curves).axis, title: { text: this.curveKey } },
-      margin: { l: 60, r: 10, t: 10, b: 45 }, legend: { font: { size: 10 } },
+      // On a phone the legend goes under the plot instead of taking half its width.
+      margin: { l: 60, r: 10, t: 10, b: 45 },
+      legend: this.curves.clientWidth < 560 ? { font: { size: 10 }, orientation: "h", y: -0.25 } : { font: { size: 10 } },
     }), plotConfig()).then(() => { this.curves.dataset.rendered = String(traces.length); });
   }
 
@@ -555,7 +561,7 @@ export class SweepView {
         arrayminus: imp.map((d) => Math.max(0, d.importance - (d.lo ?? d.importance))), color: "#111827", thickness: 1.5, width: 6 } : undefined,
       hovertemplate: "%{y}<extra></extra>",
     }], baseLayout({
-      xaxis: { title: { text: hasSpread ? "importance (bars: bootstrap 10–90 % range)" : "importance" }, range: [0, 1.05], gridcolor: "#eef0f3" },
+      xaxis: { title: { text: hasSpread ? "importance · bootstrap 10–90 % bars" : "importance" }, range: [0, 1.05], gridcolor: "#eef0f3" },
       yaxis: { automargin: true }, margin: { l: 90, r: 15, t: 10, b: 45 },
     }), plotConfig()).then(() => { this.importance.dataset.rendered = String(imp.length); });
   }
