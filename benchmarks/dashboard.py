@@ -149,7 +149,7 @@ def _browser_open(base: str, sweep: str) -> dict[str, Any] | None:
         for _ in range(3):
             page.goto(f"{base}/")
             page.wait_for_selector("body[data-ready='1']")
-            floors.append(page.evaluate("() => performance.now()"))
+            floors.append(float(page.evaluate(MARKS_JS)["ready"]))
         ctx.close()
         b.close()
     floor = statistics.median(floors)

@@ -32,6 +32,7 @@ async function main() {
   } catch (e) {
     showError(main, e);
   }
+  performance.mark("sweeplab:ready");
   document.body.dataset.ready = "1";
 
   let token = null;
