@@ -7,7 +7,8 @@ import {
 } from "./util.js";
 import { TrialsTable } from "./table.js";
 import { CustomCharts } from "./charts.js";
-import { ParCoords } from "./pcoords.js";
+import { ParCoords, niceTicks } from "./pcoords.js";
+import { cardsFor } from "./cards.js";
 
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
   "#7f7f7f", "#ff7f0e"];
@@ -78,8 +79,8 @@ export function paramDimension(p, raw, desc) {
     tickvals = logTicks(desc.lo, desc.hi);
     ticktext = tickvals.map((t) => fmtNum(Number((10 ** t).toPrecision(2))));
   } else if (missing) {
-    tickvals = [0, 1, 2, 3, 4].map((k) => lo + ((hi - lo) * k) / 4);
-    ticktext = tickvals.map((t) => fmtNum(Number(t.toPrecision(3))));
+    tickvals = niceTicks(lo, hi);
+    ticktext = tickvals.map((t) => fmtNum(t));
   }
   if (missing) { tickvals = [lo - gap, ...tickvals]; ticktext = [INACTIVE, ...ticktext]; }
   const dim = { label: desc.log ? `${p} (log)` : p, range: [lo - gap, hi] };
@@ -147,7 +148,8 @@ export class SweepView {
       for (const box of [this.history, this.scatter, this.curves, this.importance]) showError(box, e);
       return;
     }
-    pending.push(this.renderHistory(), this.renderScatter(), this.loadKeys(), this.loadImportance(), this.loadEvents());
+    pending.push(this.renderHistory(), this.renderScatter(), this.loadKeys(), this.loadImportance(), this.loadEvents(),
+      this.drawExtras());
     // Every picture drawn: a sentinel for tests and benchmarks/dashboard.py (time to fully drawn).
     Promise.allSettled(pending).then(() => {
       performance.mark("sweeplab:drawn");
@@ -170,6 +172,7 @@ export class SweepView {
       this.renderHistory();
       this.renderScatter();
       this.custom.render();
+      this.drawExtras();
     }
     this.loadCurves();
     this.loadKeys();
@@ -215,6 +218,7 @@ export class SweepView {
       el("div", { class: "grid2 section" },
         el("div", { class: "card" }, el("h2", {}, "Learning curves", el("span", { class: "tools" }, this.curveNote, this.keySel, tog("curves", () => this.loadCurves()))), this.curves),
         el("div", { class: "card" }, el("h2", {}, "Parameter vs metric", this.scatterNote, el("span", { class: "tools" }, this.paramSel, tog("scatter", () => this.renderScatter()))), this.scatter)),
+      this.extras = el("div", { class: "grid2 section", id: "extra-cards", style: "display:none" }),
       el("div", { class: "card" }, el("h2", {}, "Custom charts"), this.customBox = el("div", { id: "custom" })),
       el("div", { class: "card" }, el("h2", {}, "Recent events"), this.events),
     );
@@ -223,6 +227,23 @@ export class SweepView {
       onSelectionChange: (nums) => { this.selection = nums; this.loadCurves(); },
     });
     this.custom = new CustomCharts(this.customBox, this);
+  }
+
+  // Registered extra cards (cards.js) that apply to this sweep: one card each, drawn with the others.
+  drawExtras() {
+    const cards = cardsFor(this);
+    this.extras.style.display = cards.length ? "" : "none";
+    const have = new Map([...this.extras.children].map((n) => [n.dataset.card, n]));
+    return Promise.allSettled(cards.map((card) => {
+      let box = have.get(card.id);
+      if (!box) {
+        box = el("div", { class: "card", dataset: { card: card.id } }, el("h2", { text: card.title }),
+          el("div", { class: "plot", id: `card-${card.id}` }));
+        this.extras.append(box);
+      }
+      const plot = box.querySelector(".plot");
+      return Promise.resolve().then(() => card.draw(plot, this)).catch((e) => showError(plot, e));
+    }));
   }
 
   renderHeader() {
@@ -409,8 +430,13 @@ export class SweepView {
     const rows = sampleLines(all, c.value, c.state, this.summary.sweep.goal, PLOT_MAX_POINTS);
     this.pointCache = { cols: c, rows };
     const note = rows.length < all.length ? `showing ${fmtCount(rows.length)} of ${fmtCount(all.length)} trials (the best and a sample of each state)` : "";
-    for (const n of [this.historyNote, this.scatterNote]) n.textContent = note;
+    this.sampleNote = note;
     return rows;
+  }
+
+  // What a scatter card leaves out or pins, in its heading (not the axis title: a phone has no room).
+  cardNote(node, ax) {
+    node.textContent = [this.sampleNote, this.axisNote(ax)].filter(Boolean).join(" · ");
   }
 
   axisNote(ax) {
@@ -424,6 +450,7 @@ export class SweepView {
     const better = s.goal === "maximize" ? (a, b) => a > b : (a, b) => a < b;
     const ax = metricAxis(c.value, this.logY.history);
     const traces = this.stateTraces(ax, (i) => c.number[i], "trial");
+    this.cardNote(this.historyNote, ax);
     const bx = [], by = [];
     let best = null;
     const order = [...Array(c.n).keys()].sort((a, b) => c.number[a] - c.number[b]);
@@ -441,7 +468,7 @@ export class SweepView {
     if (!this.history.data) this.history.replaceChildren();
     return Plotly.react(this.history, traces, baseLayout({
       xaxis: { title: { text: "trial" }, gridcolor: "#eef0f3", zeroline: false, anchor: "y2" },
-      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: `${s.metric || "value"}${this.axisNote(ax) ? " · " + this.axisNote(ax) : ""}`, font: { size: 11 } } },
+      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: s.metric || "value", font: { size: 11 } } },
       yaxis2: NO_VALUE_AXIS,
       legend: { orientation: "h", y: 1.14, font: { size: 11 } }, margin: { l: 60, r: 15, t: 30, b: 45 },
     }), plotConfig()).then(() => { performance.mark("sweeplab:history"); this.history.dataset.rendered = String(traces.length); });
@@ -459,11 +486,12 @@ export class SweepView {
       const x = c.params[p][i];
       return x === null || x === undefined ? null : desc.kind === "cat" ? String(x) : x;
     }, p);
+    this.cardNote(this.scatterNote, ax);
     if (!traces.length || !ax.range) { this.scatter.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
     if (!this.scatter.data) this.scatter.replaceChildren();
     return Plotly.react(this.scatter, traces, baseLayout({
       xaxis: { title: { text: p }, type: desc.kind === "cat" ? "category" : desc.log ? "log" : "linear", gridcolor: "#eef0f3", exponentformat: "e", anchor: "y2" },
-      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: `${s.metric || "value"}${this.axisNote(ax) ? " · " + this.axisNote(ax) : ""}`, font: { size: 11 } } },
+      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: s.metric || "value", font: { size: 11 } } },
       yaxis2: NO_VALUE_AXIS,
       legend: { orientation: "h", y: 1.14 }, margin: { l: 60, r: 15, t: 30, b: 45 },
     }), plotConfig()).then(() => { performance.mark("sweeplab:scatter"); this.scatter.dataset.rendered = p; });

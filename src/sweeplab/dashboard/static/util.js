@@ -105,9 +105,9 @@ export async function getJSON(url) {
 
 let plotlyLoading = null;
 
-// Plotly.js (3.5 MB) is loaded on first use, not by index.html: the first screen of a sweep (header,
-// parallel coordinates, table) needs none of it and is drawn before the browser has parsed it. The page
-// preloads the file, so it is usually in the cache by then.
+// Plotly.js (3.5 MB, 1.5 MB gzipped) is loaded on first use, not by index.html: the sweeps list never needs
+// it, and the first screen of a sweep (header, parallel coordinates, table) is drawn before the browser
+// has fetched or parsed it (a preload competed with the sweep's data on a cold visit).
 export function loadPlotly() {
   if (window.Plotly) return Promise.resolve(window.Plotly);
   if (!plotlyLoading) {
