@@ -163,8 +163,10 @@ def test_a_big_sweep_draws_a_sample_says_so_and_filters_all_trials(page: Any, bi
     total = int(re.search(r"of ([\d,]+) trials", note).group(1).replace(",", ""))
     assert 2300 < total <= 2500   # every trial that ran (queued ones are not lines)
     assert page.inner_text("#trial-count") == "2,500 of 2,500 trials match"
-    # the best trials are all drawn: brushing the top of the metric axis... (minimize: the bottom)
     assert "trials 2,500" in page.inner_text("#sweep-header")
+    page.wait_for_selector("#importance[data-rendered]")
+    assert re.search(r"from 500 of 2,500 trials: the completed ones' final values \(1,\d{3} completed\)",
+                     page.inner_text("#importance-note")), page.inner_text("#importance-note")
     # brushing filters every trial, not only the drawn ones
     box = page.locator("#parcoords .y-axis").last.locator(".brush-area").bounding_box()
     x = box["x"] + box["width"] / 2
@@ -177,6 +179,11 @@ def test_a_big_sweep_draws_a_sample_says_so_and_filters_all_trials(page: Any, bi
     drawn_inside = int(page.get_attribute("#parcoords", "data-shown"))
     assert shown > drawn_inside > 0, (shown, drawn_inside)
     page.wait_for_selector("body[data-drawn='1']")
+    # the history and parameter scatter draw at most 2,000 points and say so above the plot
+    note = page.inner_text("#history-note")
+    assert re.match(r"showing (1,9\d\d|2,0\d\d) of 2,500 trials", note), note
+    assert page.evaluate("() => document.querySelector('#history').data.filter((t) => t.mode === 'markers')"
+                         ".reduce((n, t) => n + t.x.length, 0)") <= 2100
     page.screenshot(path=str(ARTIFACTS / "big-sweep-1400.png"))
 
 

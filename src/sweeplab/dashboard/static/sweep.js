@@ -582,12 +582,12 @@ export class SweepView {
     const q = this.basis === "auto" ? "" : `?basis=${this.basis}`;
     try { data = await getJSON(apiUrl(this.name, `/importance${q}`)); } catch (e) { showError(this.importance, e); return; }
     // Say what the bars are computed from, always: which trials, at which step, how many of how many.
-    const st = Object.entries(data.by_state || {}).map(([k, n]) => `${n} ${k.replaceAll("_", " ")}`).join(", ");
+    const st = Object.entries(data.by_state || {}).map(([k, n]) => `${fmtCount(n)} ${k.replaceAll("_", " ")}`).join(", ");
     const basisText = data.basis === "rung"
-      ? `from ${data.trials_used} of ${data.n_trials} trials (${st}), each at step ${data.rung_step}, the highest step at least half of them reached`
-      : `from ${data.trials_used} of ${data.n_trials} trials: the completed ones' final values${st ? ` (${st})` : ""}`;
+      ? `from ${fmtCount(data.trials_used)} of ${fmtCount(data.n_trials)} trials (${st}), each at step ${fmtCount(data.rung_step)}, the highest step at least half of them reached`
+      : `from ${fmtCount(data.trials_used)} of ${fmtCount(data.n_trials)} trials: the completed ones' final values${st ? ` (${st})` : ""}`;
     const other = data.basis === "rung" ? data.bases.final : data.bases.rung;
-    const alt = other ? ` · the other basis would use ${other} trials` : "";
+    const alt = other ? ` · the other basis would use ${fmtCount(other)} trials` : "";
     fill(this.importanceNote,
       el("span", { id: "importance-basis-text", text: basisText + alt }),
       data.message ? el("div", { class: data.confidence === "low" ? "warn" : "", id: "importance-message", text: data.message }) : null);
