@@ -88,6 +88,18 @@ export function paramDimension(p, raw, desc) {
   return { values, dim };
 }
 
+// A plot narrower than this (a phone) gets its legend under the plot, where it cannot squeeze the data.
+const NARROW = 560;
+function narrow(plot) { return plot.clientWidth > 0 && plot.clientWidth < NARROW; }
+
+// Legend and margins of a scatter card: a row above the plot, or on a phone a block under the x axis
+// (the card is taller there, see app.css).
+function legendLayout(plot) {
+  return narrow(plot)
+    ? { legend: { orientation: "h", x: 0, y: -0.22, yanchor: "top", font: { size: 10 } }, margin: { l: 55, r: 10, t: 10, b: 40 } }
+    : { legend: { orientation: "h", y: 1.14, font: { size: 11 } }, margin: { l: 60, r: 15, t: 30, b: 45 } };
+}
+
 // Resolves after the browser has painted what is on screen now.
 function nextFrame() {
   return new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
@@ -470,7 +482,7 @@ export class SweepView {
       xaxis: { title: { text: "trial" }, gridcolor: "#eef0f3", zeroline: false, anchor: "y2" },
       yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: s.metric || "value", font: { size: 11 } } },
       yaxis2: NO_VALUE_AXIS,
-      legend: { orientation: "h", y: 1.14, font: { size: 11 } }, margin: { l: 60, r: 15, t: 30, b: 45 },
+      ...legendLayout(this.history),
     }), plotConfig()).then(() => { performance.mark("sweeplab:history"); this.history.dataset.rendered = String(traces.length); });
   }
 
@@ -493,7 +505,7 @@ export class SweepView {
       xaxis: { title: { text: p }, type: desc.kind === "cat" ? "category" : desc.log ? "log" : "linear", gridcolor: "#eef0f3", exponentformat: "e", anchor: "y2" },
       yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: s.metric || "value", font: { size: 11 } } },
       yaxis2: NO_VALUE_AXIS,
-      legend: { orientation: "h", y: 1.14 }, margin: { l: 60, r: 15, t: 30, b: 45 },
+      ...legendLayout(this.scatter),
     }), plotConfig()).then(() => { performance.mark("sweeplab:scatter"); this.scatter.dataset.rendered = p; });
   }
 
@@ -570,9 +582,7 @@ export class SweepView {
     await Plotly.react(this.curves, traces, baseLayout({
       xaxis: { title: { text: "step" }, gridcolor: "#eef0f3", zeroline: false },
       yaxis: { ...metricAxis(traces.flatMap((t) => t.y), this.logY.curves).axis, title: { text: this.curveKey } },
-      // On a phone the legend goes under the plot instead of taking half its width.
-      margin: { l: 60, r: 10, t: 10, b: 45 },
-      legend: this.curves.clientWidth < 560 ? { font: { size: 10 }, orientation: "h", y: -0.25 } : { font: { size: 10 } },
+      ...(narrow(this.curves) ? legendLayout(this.curves) : { margin: { l: 60, r: 10, t: 10, b: 45 }, legend: { font: { size: 10 } } }),
     }), plotConfig()).then(() => { performance.mark("sweeplab:curves"); this.curves.dataset.rendered = String(traces.length); });
   }
 
