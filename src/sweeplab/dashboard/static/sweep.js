@@ -76,7 +76,7 @@ export function paramDimension(p, raw, desc) {
   const values = raw.map((v) => (!isNum(v) || (desc.log && v <= 0) ? lo - gap : desc.log ? Math.log10(v) : v));
   let tickvals, ticktext;
   if (desc.log) {
-    tickvals = logTicks(desc.lo, desc.hi);
+    tickvals = logTicks(desc.lo, desc.hi).filter((t) => t >= lo - 1e-9 && t <= hi + 1e-9);   // none in the gap
     ticktext = tickvals.map((t) => fmtNum(Number((10 ** t).toPrecision(2))));
   } else if (missing) {
     tickvals = niceTicks(lo, hi);
