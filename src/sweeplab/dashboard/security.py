@@ -42,7 +42,7 @@ _CSP = (
     "default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data: blob:; connect-src 'self'; font-src 'self' data:; object-src 'none'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-)  # 'unsafe-eval': Plotly's WebGL traces (parcoords) compile shaders with Function().
+)  # 'unsafe-eval': Plotly's WebGL traces (scattergl in custom charts) compile shaders with Function().
 _SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),

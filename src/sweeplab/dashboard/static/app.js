@@ -1,5 +1,5 @@
 // Entry point: pick the view from the URL, render it, then keep it live by polling /api/changes.
-import { getJSON, showError } from "./util.js";
+import { getJSON, showError, loadPlotly, refreshAgo } from "./util.js";
 import { SweepsView } from "./sweeps.js";
 import { SweepView } from "./sweep.js";
 import { TrialView } from "./trial.js";
@@ -27,10 +27,12 @@ async function main() {
   const r = route(location.pathname);
   const view = new r.view(main, r);
   try {
+    if (r.view === TrialView || r.view === CompareView) await loadPlotly();   // the sweep view loads it itself
     await view.load();
   } catch (e) {
     showError(main, e);
   }
+  performance.mark("sweeplab:ready");
   document.body.dataset.ready = "1";
 
   let token = null;
@@ -57,6 +59,7 @@ async function main() {
   }
   await poll();
   setInterval(poll, POLL_MS);
+  setInterval(() => refreshAgo(), 15_000);
 }
 
 main();

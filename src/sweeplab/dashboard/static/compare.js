@@ -1,6 +1,6 @@
 // Compare 2-6 trials: their configs side by side (rows that differ highlighted) and their curves overlaid.
 import {
-  el, fill, badge, fmtNum, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
+  el, fill, badge, fmtNum, fmtDur, fmtCount, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
   plotConfig, baseLayout, metricAxis, logToggle, STATE_DASH,
 } from "./util.js";
 
@@ -72,7 +72,7 @@ export class CompareView {
       ["state", ds.map((d) => d.state), (v) => badge(v)],
       [this.summary.sweep.metric || "value", ds.map((d) => d.value), fmtNum],
       ["duration", ds.map(dur), fmtDur],
-      ["last step", ds.map((d) => d.last_step), fmtNum],
+      ["last step", ds.map((d) => d.last_step), fmtCount],
       ["why it ended", ds.map((d) => d.reason), (v) => v || "–"],
     ];
     const flats = ds.map((d) => ({ ...flatten(d.config), ...flatten(d.params) }));

@@ -1,12 +1,14 @@
 // The sweep view: summary, parallel coordinates (brushing filters the table), trials table, optimisation
 // history, parameter importance, learning curves of selected trials, parameter-vs-metric scatter, events.
 import {
-  el, badge, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
-  plotConfig, baseLayout, describeColumn, isNum, metricAxis, logToggle, constantValue, fmtAgo,
+  el, fill, badge, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
+  plotConfig, baseLayout, loadPlotly, describeColumn, isNum, metricAxis, logToggle, constantValue, agoEl, fmtCount,
   STATES, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 import { TrialsTable } from "./table.js";
 import { CustomCharts } from "./charts.js";
+import { ParCoords, niceTicks } from "./pcoords.js";
+import { cardsFor } from "./cards.js";
 
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
   "#7f7f7f", "#ff7f0e"];
@@ -26,6 +28,81 @@ function logTicks(lo, hi) {
     return [0, 1, 2, 3, 4].map((k) => l + ((h - l) * k) / 4);
   }
   return vals;
+}
+
+// At most this many lines in parallel coordinates (more are an unreadable mass and slow to draw).
+export const PC_MAX_LINES = 1500;
+// At most this many points in the history and parameter scatter plots (SVG: no WebGL needed).
+export const PLOT_MAX_POINTS = 2000;
+// Where a conditional parameter a trial does not have sits on its axis: a labelled slot below the range.
+export const INACTIVE = "— inactive";
+
+// The lines parallel coordinates draw when a sweep has more than `cap` trials: the best fifth of the cap
+// by value (the region a reader studies), then an even sample of each state in proportion to its size (at
+// least a few of each, so rare failures stay visible). Deterministic, so a refresh does not reshuffle.
+export function sampleLines(rows, value, state, goal, cap) {
+  if (rows.length <= cap) return rows;
+  const sign = goal === "maximize" ? -1 : 1;
+  const valued = rows.filter((i) => isNum(value[i])).sort((a, b) => sign * (value[a] - value[b]) || a - b);
+  const keep = new Set(valued.slice(0, Math.floor(cap / 5)));
+  const groups = new Map();
+  for (const i of rows) {
+    if (keep.has(i)) continue;
+    if (!groups.has(state[i])) groups.set(state[i], []);
+    groups.get(state[i]).push(i);
+  }
+  const rest = rows.length - keep.size, left = cap - keep.size;
+  for (const g of groups.values()) {
+    const quota = Math.min(g.length, Math.max(20, Math.round((left * g.length) / rest)));
+    for (let k = 0; k < quota; k++) keep.add(g[Math.floor((k * g.length) / quota)]);
+  }
+  return rows.filter((i) => keep.has(i));
+}
+
+// One parameter's parallel-coordinates axis: numeric (log-scaled when the spec or the spread says so) or
+// categorical. Trials that lack the parameter (conditional spaces) sit on an "— inactive" slot below the
+// range, never at 0 or at the bottom of the real values.
+export function paramDimension(p, raw, desc) {
+  const missing = raw.some((v) => v === null || v === undefined);
+  if (desc.kind === "cat") {
+    const idx = new Map(desc.cats.map((x, k) => [x, k]));
+    const lo = missing ? -1 : 0;
+    const values = raw.map((v) => (v === null || v === undefined ? lo : idx.get(String(v))));
+    return { values, dim: { label: p, tickvals: [...(missing ? [-1] : []), ...desc.cats.map((_, k) => k)],
+      ticktext: [...(missing ? [INACTIVE] : []), ...desc.cats], range: [lo, Math.max(lo + 1, desc.cats.length - 1)] } };
+  }
+  const [lo, hi] = desc.log ? [Math.log10(desc.lo), Math.log10(desc.hi)] : desc.lo === desc.hi ? [desc.lo - 1, desc.hi + 1] : [desc.lo, desc.hi];
+  const gap = missing ? (hi - lo) * 0.15 : 0;
+  const values = raw.map((v) => (!isNum(v) || (desc.log && v <= 0) ? lo - gap : desc.log ? Math.log10(v) : v));
+  let tickvals, ticktext;
+  if (desc.log) {
+    tickvals = logTicks(desc.lo, desc.hi).filter((t) => t >= lo - 1e-9 && t <= hi + 1e-9);   // none in the gap
+    ticktext = tickvals.map((t) => fmtNum(Number((10 ** t).toPrecision(2))));
+  } else if (missing) {
+    tickvals = niceTicks(lo, hi);
+    ticktext = tickvals.map((t) => fmtNum(t));
+  }
+  if (missing) { tickvals = [lo - gap, ...tickvals]; ticktext = [INACTIVE, ...ticktext]; }
+  const dim = { label: desc.log ? `${p} (log)` : p, range: [lo - gap, hi] };
+  if (tickvals) Object.assign(dim, { tickvals, ticktext });
+  return { values, dim };
+}
+
+// A plot narrower than this (a phone) gets its legend under the plot, where it cannot squeeze the data.
+const NARROW = 560;
+function narrow(plot) { return plot.clientWidth > 0 && plot.clientWidth < NARROW; }
+
+// Legend and margins of a scatter card: a row above the plot, or on a phone a block under the x axis
+// (the card is taller there, see app.css).
+function legendLayout(plot) {
+  return narrow(plot)
+    ? { legend: { orientation: "h", x: 0, y: -0.22, yanchor: "top", font: { size: 10 } }, margin: { l: 55, r: 10, t: 10, b: 40 } }
+    : { legend: { orientation: "h", y: 1.14, font: { size: 11 } }, margin: { l: 60, r: 15, t: 30, b: 45 } };
+}
+
+// Resolves after the browser has painted what is on screen now.
+function nextFrame() {
+  return new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
 }
 
 export class SweepView {
@@ -63,19 +140,33 @@ export class SweepView {
     document.title = `sweeplab · ${this.name}`;
     const [summary, cols] = await Promise.all([
       getJSON(apiUrl(this.name)), getJSON(apiUrl(this.name, "/trials"))]);
+    performance.mark("sweeplab:data");
     this.summary = summary;
     this.cols = cols;
     this.splitParams(cols);
     this.skeleton();
     this.renderHeader();
     this.table.setData(cols, Object.keys(cols.params).sort(), summary.sweep.best_trial);
-    this.renderParcoords();
-    this.renderHistory();
-    this.renderScatter();
+    const pending = [this.renderParcoords()];
     this.table.setSelection(this.defaultSelection());
-    this.loadKeys();
-    this.loadImportance();
-    this.loadEvents();
+    // The cards below the fold (and Plotly.js, which only they need) wait for the first screen to be painted.
+    await nextFrame();
+    performance.mark("sweeplab:shown");
+    document.body.dataset.shown = "1";
+    try {
+      await loadPlotly();
+      performance.mark("sweeplab:plotly");
+    } catch (e) {   // the first screen works without it; the charts say why they are missing
+      for (const box of [this.history, this.scatter, this.curves, this.importance]) showError(box, e);
+      return;
+    }
+    pending.push(this.renderHistory(), this.renderScatter(), this.loadKeys(), this.loadImportance(), this.loadEvents(),
+      this.drawExtras());
+    // Every picture drawn: a sentinel for tests and benchmarks/dashboard.py (time to fully drawn).
+    Promise.allSettled(pending).then(() => {
+      performance.mark("sweeplab:drawn");
+      document.body.dataset.drawn = "1";
+    });
   }
 
   async refresh() {
@@ -93,6 +184,7 @@ export class SweepView {
       this.renderHistory();
       this.renderScatter();
       this.custom.render();
+      this.drawExtras();
     }
     this.loadCurves();
     this.loadKeys();
@@ -119,22 +211,26 @@ export class SweepView {
     this.paramSel = el("select", { id: "scatter-param", onchange: () => { this.scatterParam = this.paramSel.value; this.renderScatter(); } });
     this.events = el("div", { class: "events", id: "events" });
     this.curveNote = el("span", { class: "legend-note" });
+    this.historyNote = el("span", { class: "legend-note", id: "history-note" });
+    this.scatterNote = el("span", { class: "legend-note", id: "scatter-note" });
+    this.pcNote = el("div", { class: "legend-note", id: "parcoords-note" });
     this.root.replaceChildren(
       this.header,
       el("div", { class: "card" },
         el("h2", {}, "Parallel coordinates",
-          el("span", { class: "legend-note", text: "drag along an axis to filter the trials table; click an axis outside its range to clear" }),
+          el("span", { class: "legend-note", text: "drag along an axis to filter the trials table; click an axis to clear its range" }),
           el("span", { class: "tools" }, tog("parcoords", () => this.renderParcoords()),
             el("button", { type: "button", id: "clear-brush", onclick: () => this.clearBrush() }, "clear filters"))),
-        el("div", { class: "hscroll" }, this.parcoords)),
+        this.pcNote, el("div", { class: "hscroll" }, this.parcoords)),
       el("div", { class: "card" }, el("h2", {}, "Trials"), this.tableBox),
       el("div", { class: "grid2 section" },
-        el("div", { class: "card" }, el("h2", {}, "Optimisation history", el("span", { class: "tools" }, tog("history", () => this.renderHistory()))), this.history),
+        el("div", { class: "card" }, el("h2", {}, "Optimisation history", this.historyNote, el("span", { class: "tools" }, tog("history", () => this.renderHistory()))), this.history),
         el("div", { class: "card" }, el("h2", {}, "Parameter importance", el("span", { class: "legend-note", text: "fANOVA (Optuna)" }),
           el("span", { class: "tools" }, this.basisSel)), this.importanceNote, this.importance)),
       el("div", { class: "grid2 section" },
         el("div", { class: "card" }, el("h2", {}, "Learning curves", el("span", { class: "tools" }, this.curveNote, this.keySel, tog("curves", () => this.loadCurves()))), this.curves),
-        el("div", { class: "card" }, el("h2", {}, "Parameter vs metric", el("span", { class: "tools" }, this.paramSel, tog("scatter", () => this.renderScatter()))), this.scatter)),
+        el("div", { class: "card" }, el("h2", {}, "Parameter vs metric", this.scatterNote, el("span", { class: "tools" }, this.paramSel, tog("scatter", () => this.renderScatter()))), this.scatter)),
+      this.extras = el("div", { class: "grid2 section", id: "extra-cards", style: "display:none" }),
       el("div", { class: "card" }, el("h2", {}, "Custom charts"), this.customBox = el("div", { id: "custom" })),
       el("div", { class: "card" }, el("h2", {}, "Recent events"), this.events),
     );
@@ -145,25 +241,42 @@ export class SweepView {
     this.custom = new CustomCharts(this.customBox, this);
   }
 
+  // Registered extra cards (cards.js) that apply to this sweep: one card each, drawn with the others.
+  drawExtras() {
+    const cards = cardsFor(this);
+    this.extras.style.display = cards.length ? "" : "none";
+    const have = new Map([...this.extras.children].map((n) => [n.dataset.card, n]));
+    return Promise.allSettled(cards.map((card) => {
+      let box = have.get(card.id);
+      if (!box) {
+        box = el("div", { class: "card", dataset: { card: card.id } }, el("h2", { text: card.title }),
+          el("div", { class: "plot", id: `card-${card.id}` }));
+        this.extras.append(box);
+      }
+      const plot = box.querySelector(".plot");
+      return Promise.resolve().then(() => card.draw(plot, this)).catch((e) => showError(plot, e));
+    }));
+  }
+
   renderHeader() {
     const s = this.summary.sweep;
     const b = s.budget || {}, sp = s.spend || {};
     const budget = [];
-    if (b.trials) budget.push(`trials ${s.trials}/${b.trials}`);
+    if (b.trials) budget.push(`trials ${fmtCount(s.trials)}/${fmtCount(b.trials)}`);
     if (b.time) budget.push(`time ${fmtDur(sp.seconds)} of ${b.time}`);
     if (b.gpu_hours) budget.push(`GPU ${fmtNum((sp.gpu_seconds || 0) / 3600)} of ${b.gpu_hours} h`);
-    this.header.replaceChildren(
+    fill(this.header,
       el("h1", {}, this.name, badge(s.state)),
       el("div", { class: "meta" },
         el("span", {}, "method ", el("b", { text: s.method })),
         el("span", {}, "metric ", el("b", { text: s.metric ? `${s.metric} (${s.goal})` : "–" })),
         el("span", {}, "best ", s.best_trial === null ? el("b", { text: "–" }) :
           el("a", { href: trialUrl(this.name, s.best_trial), id: "best-link" }, el("b", { text: fmtNum(s.best) }), ` (trial ${s.best_trial})`)),
-        el("span", {}, "trials ", el("b", { text: String(s.trials) })),
+        el("span", {}, "trials ", el("b", { text: fmtCount(s.trials) })),
         budget.length ? el("span", {}, "budget ", el("b", { text: budget.join(" · ") })) : null,
         s.backend ? el("span", {}, "backend ", el("b", { id: "sweep-backend", text: s.address ? `${s.backend} (${s.address})` : s.backend })) : null,
-        el("span", { title: fmtTime(s.created) }, "created ", el("b", { text: fmtAgo(s.created) })),
-        s.ended ? el("span", { title: fmtTime(s.ended) }, "ended ", el("b", { text: `${fmtAgo(s.ended)}${s.end_reason ? ` (${s.end_reason})` : ""}` })) : null),
+        el("span", { id: "sweep-created" }, "created ", el("b", {}, agoEl(s.created))),
+        s.ended ? el("span", { id: "sweep-ended" }, "ended ", el("b", {}, agoEl(s.ended), s.end_reason ? ` (${s.end_reason})` : "")) : null),
       this.constants.length ? el("div", { class: "meta", id: "constants" }, el("span", {}, "fixed ",
         ...this.constants.map(([p, v], k) => el("b", { text: `${k ? ", " : ""}${p} = ${typeof v === "object" ? JSON.stringify(v) : fmtNum(v)}` })))) : null,
       el("div", { class: "counts" }, STATES.filter((k) => s.counts[k]).map((k) =>
@@ -185,47 +298,38 @@ export class SweepView {
     if (!rows.some((i) => isNum(c.value[i])) || !this.paramNames.length) {
       this.parcoords.replaceChildren(el("div", { class: "placeholder", text: "no trial has a value yet" }));
       this.parcoords.dataset.rendered = "empty";
-      return;
+      this.pcNote.textContent = "";
+      return Promise.resolve();
     }
-    const old = new Map();
-    if (this.parcoords.data && this.parcoords.data[0]) {
-      for (const d of this.parcoords.data[0].dimensions) if (d.constraintrange) old.set(d.label, d.constraintrange);
-    }
+    // Thousands of lines are one grey mass and take seconds to draw: draw the best ones and an even
+    // sample of each state, and say so. Brushing still filters every trial (dimInfo holds them all).
+    const s = this.summary.sweep;
+    const drawn = sampleLines(rows, c.value, c.state, s.goal, PC_MAX_LINES);
+    const pick = drawn.length < rows.length ? (() => {
+      const pos = new Map(rows.map((r, j) => [r, j]));
+      const js = drawn.map((r) => pos.get(r));
+      return (values) => js.map((j) => values[j]);
+    })() : (values) => values;
+    this.pcNote.textContent = drawn.length < rows.length
+      ? `showing ${fmtCount(drawn.length)} of ${fmtCount(rows.length)} trials: the best ${fmtCount(Math.floor(PC_MAX_LINES / 5))} and an even sample of each state; filters apply to all`
+      : "";
+    this.parcoords.dataset.lines = String(drawn.length);
     this.dimInfo = [];
     const dims = [];
+    const push = (dim, values) => {
+      dims.push({ ...dim, values: pick(values) });
+      this.dimInfo.push({ label: dim.label, values });
+    };
     for (const p of this.paramNames) {
       const raw = rows.map((i) => c.params[p][i]);
-      const desc = describeColumn(raw, this.specParam(p));
-      let values, dim;
-      if (desc.kind === "cat") {
-        const idx = new Map(desc.cats.map((x, k) => [x, k]));
-        values = raw.map((v) => (v === null || v === undefined ? NaN : idx.get(String(v))));
-        dim = { label: p, values, tickvals: desc.cats.map((_, k) => k), ticktext: desc.cats,
-          range: [0, Math.max(1, desc.cats.length - 1)] };
-      } else if (desc.log) {
-        values = raw.map((v) => (isNum(v) && v > 0 ? Math.log10(v) : NaN));
-        const tv = logTicks(desc.lo, desc.hi);
-        dim = { label: `${p} (log)`, values, tickvals: tv, ticktext: tv.map((t) => fmtNum(Number((10 ** t).toPrecision(2)))),
-          range: [Math.log10(desc.lo), Math.log10(desc.hi)] };
-      } else {
-        values = raw.map((v) => (isNum(v) ? v : NaN));
-        dim = { label: p, values, range: desc.lo === desc.hi ? [desc.lo - 1, desc.hi + 1] : [desc.lo, desc.hi] };
-      }
-      if (raw.some((v) => v === null || v === undefined)) dim.label = `${dim.label} (gaps: not set)`;
-      if (old.has(dim.label)) dim.constraintrange = old.get(dim.label);
-      dims.push(dim);
-      this.dimInfo.push({ label: dim.label, values });
+      const { dim, values } = paramDimension(p, raw, describeColumn(raw, this.specParam(p)));
+      push(dim, values);
     }
-    const s = this.summary.sweep;
     // The trial's state, so failed / pruned / stopped trials are told apart from completed ones.
     const states = STATES.filter((st) => rows.some((i) => c.state[i] === st));
     const sIdx = new Map(states.map((st, k) => [st, k]));
-    const svals = rows.map((i) => sIdx.get(c.state[i]));
-    const sdim = { label: "state", values: svals, tickvals: states.map((_, k) => k),
-      ticktext: states.map((st) => st.replaceAll("_", " ")), range: [0, Math.max(1, states.length - 1)] };
-    if (old.has("state")) sdim.constraintrange = old.get("state");
-    dims.push(sdim);
-    this.dimInfo.push({ label: "state", values: svals });
+    push({ label: "state", tickvals: states.map((_, k) => k), ticktext: states.map((st) => st.replaceAll("_", " ")),
+      range: [0, Math.max(1, states.length - 1)] }, rows.map((i) => sIdx.get(c.state[i])));
     // The metric on a robust range: diverged values are pinned to the top edge ("≥ …"), trials without a
     // value (failed, pruned before reporting) sit on a "no value" slot below the axis.
     const log = this.logY.parcoords;
@@ -238,41 +342,27 @@ export class SweepView {
     const ticks = [0, 1, 2, 3, 4].map((k) => lo + ((hi - lo) * k) / 4);
     const tickText = ticks.map((t) => fmtNum(Number((log ? 10 ** t : t).toPrecision(3))));
     if (ax.clipped) tickText[4] = `≥ ${tickText[4]}`;
-    const mdim = { label: mlabel, values: vals, range: [lo - gap, hi],
-      tickvals: [lo - gap, ...ticks], ticktext: ["no value", ...tickText] };
-    if (old.has(mlabel)) mdim.constraintrange = old.get(mlabel);
-    dims.push(mdim);
-    this.dimInfo.push({ label: mlabel, values: vals });
+    push({ label: mlabel, range: [lo - gap, hi], tickvals: [lo - gap, ...ticks], ticktext: ["no value", ...tickText] }, vals);
     const V = ["#440154", "#3b528b", "#21918c", "#5ec962", "#fde725"];
     const viridis = (s.goal === "maximize" ? V : V.slice().reverse()).map((col, k) => [k / 4, col]);
-    const trace = {
-      type: "parcoords", dimensions: dims,
-      // Viridis over the metric, best values brightest; grey for "no value" (mapped to 0.05).
-      line: { color: vals, colorscale: [[0, "#c9ccd3"], [0.09, "#c9ccd3"], ...viridis.map(([f, col]) => [0.1 + 0.9 * f, col])],
-        cmin: lo - gap - (hi - lo + gap) / 19, cmax: hi, showscale: false },
-      labelfont: { size: 12 }, tickfont: { size: 10 }, rangefont: { size: 9 },
-    };
-    const layout = { margin: { l: 70, r: 60, t: 50, b: 25 }, paper_bgcolor: "#fff",
-      font: { family: "system-ui, sans-serif", size: 12 } };
-    const first = !this.parcoords.data;
-    Plotly.react(this.parcoords, [trace], layout, plotConfig()).then(() => {
-      this.parcoords.dataset.rendered = "1";
-    });
-    if (first) {
-      this.parcoords.on("plotly_restyle", () => this.applyBrush());
-    }
+    // Viridis over the metric, best values brightest; grey for "no value" (mapped to 0.05).
+    const scale = [[0, "#c9ccd3"], [0.09, "#c9ccd3"], ...viridis.map(([f, col]) => [0.1 + 0.9 * f, col])];
+    if (!this.pc) this.pc = new ParCoords(this.parcoords, { onBrush: () => this.applyBrush() });
+    // Room for each axis's tick labels ("— inactive", "stopped by rule"): a narrow screen scrolls the
+    // picture inside its card rather than overlapping the labels.
+    this.parcoords.style.minWidth = `${130 + 88 * dims.length}px`;
+    performance.mark("sweeplab:parcoords-start");
+    this.pc.draw(dims, { color: pick(vals), scale, cmin: lo - gap - (hi - lo + gap) / 19, cmax: hi, valued: 0.1,
+      bestHigh: s.goal === "maximize" });
+    performance.mark("sweeplab:parcoords");
+    return Promise.resolve();
   }
 
+  // The brushed ranges, as [{k: dimension index, label, ranges: [[lo, hi]]}].
   constraints() {
-    const out = [];
-    if (!this.parcoords.data || !this.parcoords.data[0]) return out;
-    this.parcoords.data[0].dimensions.forEach((d, k) => {
-      let cr = d.constraintrange;
-      if (!cr || !cr.length) return;
-      if (!Array.isArray(cr[0])) cr = [cr];
-      out.push({ k, label: d.label, ranges: cr });
-    });
-    return out;
+    if (!this.pc) return [];
+    return this.dimInfo.map((d, k) => ({ k, label: d.label, r: this.pc.ranges.get(d.label) }))
+      .filter((x) => x.r).map(({ k, label, r }) => ({ k, label, ranges: [r] }));
   }
 
   applyBrush() {
@@ -286,16 +376,13 @@ export class SweepView {
       }
       allowed.add(row);
     });
-    const desc = cons.map((con) => `${con.label} ∈ ${con.ranges.map(([a, b]) => `[${fmtNum(a)}, ${fmtNum(b)}]`).join(" ∪ ")}`).join(", ");
+    const r4 = (v) => fmtNum(Number(v.toPrecision(4)));
+    const desc = cons.map((con) => `${con.label} ∈ ${con.ranges.map(([a, b]) => `[${r4(a)}, ${r4(b)}]`).join(" ∪ ")}`).join(", ");
     this.table.setBrush(allowed, desc);
   }
 
   clearBrush() {
-    if (!this.parcoords.data) return;
-    const n = this.parcoords.data[0].dimensions.length;
-    const update = {};
-    for (let k = 0; k < n; k++) update[`dimensions[${k}].constraintrange`] = null;
-    Plotly.restyle(this.parcoords, update, [0]);
+    if (this.pc) this.pc.clear();
   }
 
   // ------------------------------------------------------------------ history and scatter
@@ -305,9 +392,10 @@ export class SweepView {
   stateTraces(ax, pick, xLabel) {
     const c = this.cols;
     const traces = [];
+    const rows = this.pointRows();
     for (const st of STATES) {
       const xs = [], ys = [], ns = [], real = [], sym = [];
-      for (let i = 0; i < c.n; i++) {
+      for (const i of rows) {
         if (c.state[i] !== st) continue;
         const x = pick(i);
         if (x === null || x === undefined) continue;   // a conditional parameter this trial lacks: a gap
@@ -318,8 +406,9 @@ export class SweepView {
         real.push(isNum(c.value[i]) ? fmtNum(c.value[i]) : "no value");
         sym.push(r.y === null ? "x-thin-open" : r.out > 0 ? "triangle-up" : r.out < 0 ? "triangle-down" : "circle");
       }
-      // WebGL beyond a few hundred points: SVG markers make a 10k-trial sweep take seconds to draw.
-      const type = c.n > 500 && typeof xs[0] === "number" ? "scattergl" : "scatter";
+      // SVG, at most PLOT_MAX_POINTS points (pointRows): measured faster in a browser without a GPU than
+      // WebGL with every point (1.7 vs 2.2 s to draw the whole page of a 10,000-trial sweep).
+      const type = "scatter";
       if (xs.length) traces.push({ type, mode: "markers", name: st.replaceAll("_", " "), x: xs, y: ys,
         customdata: ns.map((n, k) => [n, real[k]]), meta: { state: st },
         marker: { color: STATE_COLOR[st], size: 7, opacity: 0.8, symbol: sym, line: { width: 1.5, color: STATE_COLOR[st] } },
@@ -344,6 +433,24 @@ export class SweepView {
     return traces;
   }
 
+  // The trials drawn as points: all of them up to PLOT_MAX_POINTS, else the best and an even sample of each
+  // state (sampleLines), the same for both scatter plots; the cards say so.
+  pointRows() {
+    const c = this.cols;
+    if (this.pointCache && this.pointCache.cols === c) return this.pointCache.rows;
+    const all = [...Array(c.n).keys()];
+    const rows = sampleLines(all, c.value, c.state, this.summary.sweep.goal, PLOT_MAX_POINTS);
+    this.pointCache = { cols: c, rows };
+    const note = rows.length < all.length ? `showing ${fmtCount(rows.length)} of ${fmtCount(all.length)} trials (the best and a sample of each state)` : "";
+    this.sampleNote = note;
+    return rows;
+  }
+
+  // What a scatter card leaves out or pins, in its heading (not the axis title: a phone has no room).
+  cardNote(node, ax) {
+    node.textContent = [this.sampleNote, this.axisNote(ax)].filter(Boolean).join(" · ");
+  }
+
   axisNote(ax) {
     const parts = [];
     if (ax.clipped) parts.push(`${ax.clipped} outlying value${ax.clipped > 1 ? "s" : ""} pinned to the edge (▲▼)`);
@@ -355,6 +462,7 @@ export class SweepView {
     const better = s.goal === "maximize" ? (a, b) => a > b : (a, b) => a < b;
     const ax = metricAxis(c.value, this.logY.history);
     const traces = this.stateTraces(ax, (i) => c.number[i], "trial");
+    this.cardNote(this.historyNote, ax);
     const bx = [], by = [];
     let best = null;
     const order = [...Array(c.n).keys()].sort((a, b) => c.number[a] - c.number[b]);
@@ -370,12 +478,12 @@ export class SweepView {
     }
     if (!traces.length || !ax.range) { this.history.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
     if (!this.history.data) this.history.replaceChildren();
-    Plotly.react(this.history, traces, baseLayout({
+    return Plotly.react(this.history, traces, baseLayout({
       xaxis: { title: { text: "trial" }, gridcolor: "#eef0f3", zeroline: false, anchor: "y2" },
-      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: `${s.metric || "value"}${this.axisNote(ax) ? " · " + this.axisNote(ax) : ""}`, font: { size: 11 } } },
+      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: s.metric || "value", font: { size: 11 } } },
       yaxis2: NO_VALUE_AXIS,
-      legend: { orientation: "h", y: 1.14, font: { size: 11 } }, margin: { l: 60, r: 15, t: 30, b: 45 },
-    }), plotConfig()).then(() => { this.history.dataset.rendered = String(traces.length); });
+      ...legendLayout(this.history),
+    }), plotConfig()).then(() => { performance.mark("sweeplab:history"); this.history.dataset.rendered = String(traces.length); });
   }
 
   renderScatter() {
@@ -390,14 +498,15 @@ export class SweepView {
       const x = c.params[p][i];
       return x === null || x === undefined ? null : desc.kind === "cat" ? String(x) : x;
     }, p);
+    this.cardNote(this.scatterNote, ax);
     if (!traces.length || !ax.range) { this.scatter.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
     if (!this.scatter.data) this.scatter.replaceChildren();
-    Plotly.react(this.scatter, traces, baseLayout({
+    return Plotly.react(this.scatter, traces, baseLayout({
       xaxis: { title: { text: p }, type: desc.kind === "cat" ? "category" : desc.log ? "log" : "linear", gridcolor: "#eef0f3", exponentformat: "e", anchor: "y2" },
-      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: `${s.metric || "value"}${this.axisNote(ax) ? " · " + this.axisNote(ax) : ""}`, font: { size: 11 } } },
+      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: s.metric || "value", font: { size: 11 } } },
       yaxis2: NO_VALUE_AXIS,
-      legend: { orientation: "h", y: 1.14 }, margin: { l: 60, r: 15, t: 30, b: 45 },
-    }), plotConfig()).then(() => { this.scatter.dataset.rendered = p; });
+      ...legendLayout(this.scatter),
+    }), plotConfig()).then(() => { performance.mark("sweeplab:scatter"); this.scatter.dataset.rendered = p; });
   }
 
   // ------------------------------------------------------------------ curves
@@ -418,16 +527,17 @@ export class SweepView {
       const keys = data.keys;
       const same = keys.length === this.keys.length && keys.every((k, i) => k === this.keys[i]);
       this.keys = keys;
-      if (!this.curveKey || !keys.includes(this.curveKey)) {
+      const newKey = !this.curveKey || !keys.includes(this.curveKey);
+      if (newKey) {
         const m = this.summary.sweep.metric;
         this.curveKey = keys.includes(m) ? m : keys[0] || null;
-        this.loadCurves();
       }
       if (!same) {
         this.keySel.replaceChildren(...keys.map((k) => el("option", { value: k, text: k, selected: k === this.curveKey })));
         this.custom.fillPickers();
         this.custom.render();
       }
+      if (newKey) await this.loadCurves();
     } catch (e) { /* the curves card shows its own error */ }
   }
 
@@ -469,11 +579,11 @@ export class SweepView {
       }
     });
     if (!this.curves.data) this.curves.replaceChildren();
-    Plotly.react(this.curves, traces, baseLayout({
+    await Plotly.react(this.curves, traces, baseLayout({
       xaxis: { title: { text: "step" }, gridcolor: "#eef0f3", zeroline: false },
       yaxis: { ...metricAxis(traces.flatMap((t) => t.y), this.logY.curves).axis, title: { text: this.curveKey } },
-      margin: { l: 60, r: 10, t: 10, b: 45 }, legend: { font: { size: 10 } },
-    }), plotConfig()).then(() => { this.curves.dataset.rendered = String(traces.length); });
+      ...(narrow(this.curves) ? legendLayout(this.curves) : { margin: { l: 60, r: 10, t: 10, b: 45 }, legend: { font: { size: 10 } } }),
+    }), plotConfig()).then(() => { performance.mark("sweeplab:curves"); this.curves.dataset.rendered = String(traces.length); });
   }
 
   // ------------------------------------------------------------------ importance and events
@@ -482,13 +592,13 @@ export class SweepView {
     const q = this.basis === "auto" ? "" : `?basis=${this.basis}`;
     try { data = await getJSON(apiUrl(this.name, `/importance${q}`)); } catch (e) { showError(this.importance, e); return; }
     // Say what the bars are computed from, always: which trials, at which step, how many of how many.
-    const st = Object.entries(data.by_state || {}).map(([k, n]) => `${n} ${k.replaceAll("_", " ")}`).join(", ");
+    const st = Object.entries(data.by_state || {}).map(([k, n]) => `${fmtCount(n)} ${k.replaceAll("_", " ")}`).join(", ");
     const basisText = data.basis === "rung"
-      ? `from ${data.trials_used} of ${data.n_trials} trials (${st}), each at step ${data.rung_step}, the highest step at least half of them reached`
-      : `from ${data.trials_used} of ${data.n_trials} trials: the completed ones' final values${st ? ` (${st})` : ""}`;
+      ? `from ${fmtCount(data.trials_used)} of ${fmtCount(data.n_trials)} trials (${st}), each at step ${fmtCount(data.rung_step)}, the highest step at least half of them reached`
+      : `from ${fmtCount(data.trials_used)} of ${fmtCount(data.n_trials)} trials: the completed ones' final values${st ? ` (${st})` : ""}`;
     const other = data.basis === "rung" ? data.bases.final : data.bases.rung;
-    const alt = other ? ` · the other basis would use ${other} trials` : "";
-    this.importanceNote.replaceChildren(
+    const alt = other ? ` · the other basis would use ${fmtCount(other)} trials` : "";
+    fill(this.importanceNote,
       el("span", { id: "importance-basis-text", text: basisText + alt }),
       data.message ? el("div", { class: data.confidence === "low" ? "warn" : "", id: "importance-message", text: data.message }) : null);
     this.importance.dataset.basis = data.basis;
@@ -501,7 +611,7 @@ export class SweepView {
     const low = data.confidence === "low";
     const hasSpread = imp.some((d) => d.lo !== null && d.lo !== undefined);
     if (!this.importance.data) this.importance.replaceChildren();
-    Plotly.react(this.importance, [{
+    await Plotly.react(this.importance, [{
       type: "bar", orientation: "h", x: imp.map((d) => d.importance),
       y: imp.map((d) => `${d.param}  ${(d.importance ?? 0).toFixed(2)}${hasSpread && d.lo !== null ? ` (${d.lo.toFixed(2)}–${d.hi.toFixed(2)})` : ""}`),
       marker: { color: low ? "#a5b4fc" : "#3b5bdb" },
@@ -509,9 +619,9 @@ export class SweepView {
         arrayminus: imp.map((d) => Math.max(0, d.importance - (d.lo ?? d.importance))), color: "#111827", thickness: 1.5, width: 6 } : undefined,
       hovertemplate: "%{y}<extra></extra>",
     }], baseLayout({
-      xaxis: { title: { text: hasSpread ? "importance (bars: bootstrap 10–90 % range)" : "importance" }, range: [0, 1.05], gridcolor: "#eef0f3" },
+      xaxis: { title: { text: hasSpread ? "importance · bootstrap 10–90 % bars" : "importance" }, range: [0, 1.05], gridcolor: "#eef0f3" },
       yaxis: { automargin: true }, margin: { l: 90, r: 15, t: 10, b: 45 },
-    }), plotConfig()).then(() => { this.importance.dataset.rendered = String(imp.length); });
+    }), plotConfig()).then(() => { performance.mark("sweeplab:importance"); this.importance.dataset.rendered = String(imp.length); });
   }
 
   async loadEvents() {

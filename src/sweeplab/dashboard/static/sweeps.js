@@ -1,12 +1,12 @@
 // The sweeps list: state, trials by state, best value, budgets spent.
-import { el, badge, fmtNum, fmtTime, fmtDur, fmtAgo, getJSON, sweepUrl, trialUrl, setCrumbs, STATES } from "./util.js";
+import { el, badge, fmtNum, fmtDur, fmtCount, agoEl, getJSON, sweepUrl, trialUrl, setCrumbs, STATES } from "./util.js";
 
 function budgetCell(s) {
   const b = s.budget || {}, sp = s.spend || {};
   const items = [];
   const bar = (used, cap) => el("span", { class: "bar", title: `${fmtNum(used)} / ${fmtNum(cap)}` },
     el("i", { style: `width:${Math.min(100, (100 * used) / cap).toFixed(1)}%` }));
-  if (b.trials) items.push(el("span", {}, `trials ${s.trials}/${b.trials} `, bar(s.trials, b.trials)));
+  if (b.trials) items.push(el("span", {}, `trials ${fmtCount(s.trials)}/${fmtCount(b.trials)} `, bar(s.trials, b.trials)));
   if (b.time) items.push(el("span", {}, `time ${fmtDur(sp.seconds)} of ${b.time}`));
   if (b.gpu_hours) items.push(el("span", {}, `GPU ${fmtNum((sp.gpu_seconds || 0) / 3600)}/${b.gpu_hours} h`));
   if (!items.length && sp.seconds) items.push(el("span", {}, `ran ${fmtDur(sp.seconds)}`));
@@ -40,14 +40,14 @@ export class SweepsView {
       el("td", { text: s.method }),
       el("td", { class: "backend", title: s.address || "", text: s.backend ? (s.address ? `${s.backend} · ${s.address}` : s.backend) : "–" }),
       el("td", {}, s.metric ? `${s.metric} (${s.goal === "maximize" ? "max" : "min"})` : "–"),
-      el("td", { class: "num" }, String(s.trials)),
+      el("td", { class: "num" }, fmtCount(s.trials)),
       el("td", {}, el("div", { class: "counts" }, STATES.filter((k) => s.counts[k]).map((k) =>
         el("span", { class: `badge s-${k}`, title: k }, `${s.counts[k]} ${k.replaceAll("_", " ")}`)))),
       el("td", { class: "num" }, s.best_trial === null ? "–" :
         el("a", { href: trialUrl(s.name, s.best_trial), title: `trial ${s.best_trial}` }, fmtNum(s.best))),
       el("td", {}, budgetCell(s)),
-      el("td", { title: fmtTime(s.created), text: fmtAgo(s.created) }),
-      el("td", { title: fmtTime(s.ended || s.updated), text: fmtAgo(s.ended || s.updated) }),
+      el("td", {}, agoEl(s.created)),
+      el("td", {}, agoEl(s.ended || s.updated)),
       el("td", { class: "reason wrap", text: s.end_reason || "" }),
     ));
     this.root.replaceChildren(el("div", { class: "card" },

@@ -1,6 +1,6 @@
 // The trials table: sortable, filterable (text, state, parallel-coordinates brushing), paginated, with
 // checkboxes that choose the trials whose learning curves are drawn.
-import { el, badge, fmtNum, fmtDur, trialUrl, sweepUrl, STATES } from "./util.js";
+import { el, badge, fmtNum, fmtDur, fmtCount, trialUrl, sweepUrl, STATES } from "./util.js";
 
 export const MAX_COMPARE = 6;
 
@@ -197,11 +197,11 @@ export class TrialsTable {
           return el("td", { class: d.num ? "num" : "", text: d.fmt ? d.fmt(v) : fmtNum(v) });
         }));
     }));
-    this.count.textContent = `${rows.length} of ${c.n} trials match`;
+    this.count.textContent = `${fmtCount(rows.length)} of ${fmtCount(c.n)} trials match`;
     this.selectionTools();
     this.pager.replaceChildren(
       el("button", { type: "button", disabled: this.page === 0, onclick: () => { this.page--; this.render(); } }, "‹ prev"),
-      el("span", { text: `page ${this.page + 1} / ${pages}` }),
+      el("span", { text: `page ${fmtCount(this.page + 1)} / ${fmtCount(pages)}` }),
       el("button", { type: "button", disabled: this.page >= pages - 1, onclick: () => { this.page++; this.render(); } }, "next ›"));
   }
 }

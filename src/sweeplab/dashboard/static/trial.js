@@ -1,6 +1,6 @@
 // The trial view: config, final metrics, all curves, attempts, events (with reasons), profile, log tail.
 import {
-  el, fill, badge, fmtNum, fmtTime, fmtDur, fmtBytes, fmtAgo, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
+  el, fill, badge, fmtNum, fmtTime, fmtDur, fmtBytes, fmtCount, agoEl, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
   plotConfig, baseLayout, profileRows, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 
@@ -88,9 +88,9 @@ export class TrialView {
       el("div", { class: "meta" },
         el("span", {}, `${d.metric || "value"} `, el("b", { id: "trial-value", text: fmtNum(d.value) })),
         el("span", {}, "attempts ", el("b", { text: String(d.attempt_count) })),
-        el("span", { title: fmtTime(d.started) }, "started ", el("b", { text: fmtAgo(d.started) })),
+        el("span", { id: "trial-started" }, "started ", el("b", {}, agoEl(d.started))),
         el("span", {}, "duration ", el("b", { text: fmtDur(dur) })),
-        el("span", {}, "last step ", el("b", { text: d.last_step ?? "–" })),
+        el("span", {}, "last step ", el("b", { text: fmtCount(d.last_step) })),
         d.seed !== null ? el("span", {}, "seed ", el("b", { text: String(d.seed) })) : null),
       d.reason ? el("div", { class: `reasonbox s-${d.state}`, id: "trial-reason" }, el("b", { text: "Why it ended: " }), d.reason) : null);
   }
@@ -158,6 +158,11 @@ export class TrialView {
   }
 
   async loadLog() {
+    if (this.detail && !this.detail.log_path && !this.detail.attempts.some((a) => a.log_path)) {
+      this.log.textContent = "no log file in the store for this trial";   // not an error: nothing to fetch
+      this.logNote.textContent = "";
+      return;
+    }
     try {
       const log = await getJSON(apiUrl(this.name, `/trials/${this.number}/log?tail=65536`));
       const atBottom = this.log.scrollTop + this.log.clientHeight >= this.log.scrollHeight - 4;

@@ -51,6 +51,11 @@ export function fmtNum(v) {
   return String(Number(v.toPrecision(5)));
 }
 
+// A count with thousands separators: "10,000 trials".
+export function fmtCount(n) {
+  return isNum(n) ? Math.round(n).toLocaleString("en-US") : "–";
+}
+
 export function fmtTime(t) {
   if (!t) return "–";
   const d = new Date(t * 1000);
@@ -58,14 +63,17 @@ export function fmtTime(t) {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
+// A duration at its scale, two units at most, never a zero second unit: "12.3 ms", "4.2 s", "3 min 5 s",
+// "30 min", "2 h 5 min", "3.5 d".
 export function fmtDur(seconds) {
   if (seconds === null || seconds === undefined || !isFinite(seconds)) return "–";
   const s = Math.max(0, seconds);
   if (s > 0 && s < 1) return `${Number((s * 1000).toPrecision(3))} ms`;
-  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m ${Math.round(s % 60)}s`;
-  if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.round((s % 3600) / 60)}m`;
-  return `${(s / 86400).toFixed(1)}d`;
+  if (s < 59.5) return `${Number(s.toFixed(s < 10 ? 1 : 0))} s`;
+  const two = (big, bigUnit, small, smallUnit) => (small ? `${big} ${bigUnit} ${small} ${smallUnit}` : `${big} ${bigUnit}`);
+  if (s < 3600 - 30) { const r = Math.round(s); return two(Math.floor(r / 60), "min", r % 60, "s"); }
+  if (s < 86400 - 1800) { const m = Math.round(s / 60); return two(Math.floor(m / 60), "h", m % 60, "min"); }
+  return `${Number((s / 86400).toFixed(1))} d`;
 }
 
 export function fmtBytes(b) {
@@ -93,6 +101,25 @@ export async function getJSON(url) {
   try { body = await resp.json(); } catch (e) { /* not JSON */ }
   if (!resp.ok) throw new ApiError((body && body.error) || `${resp.status} ${resp.statusText}`);
   return body;
+}
+
+let plotlyLoading = null;
+
+// Plotly.js (3.5 MB, 1.5 MB gzipped) is loaded on first use, not by index.html: the sweeps list never needs
+// it, and the first screen of a sweep (header, parallel coordinates, table) is drawn before the browser
+// has fetched or parsed it (a preload competed with the sweep's data on a cold visit).
+export function loadPlotly() {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  if (!plotlyLoading) {
+    plotlyLoading = new Promise((resolve, reject) => {
+      const s = document.createElement("script");
+      s.src = "/static/plotly.min.js";
+      s.onload = () => resolve(window.Plotly);
+      s.onerror = () => { plotlyLoading = null; reject(new ApiError("cannot load the charting library (/static/plotly.min.js)")); };
+      document.head.append(s);
+    });
+  }
+  return plotlyLoading;
 }
 
 export function showError(container, err) {
@@ -125,7 +152,9 @@ export function describeColumn(values, specParam) {
     return { kind: "cat", cats };
   }
   const lo = Math.min(...present), hi = Math.max(...present);
-  const dist = specParam && String(specParam.distribution || "");
+  // A parameter the spec does not list at its top level (a conditional one nested under a choice, or no
+  // spec at all) has no distribution to go by: only the spread decides.
+  const dist = specParam ? String(specParam.distribution || "") : "";
   const log = lo > 0 && (dist.includes("log") || hi / lo >= 1000);
   return { kind: "num", log, lo, hi };
 }
@@ -158,12 +187,25 @@ export function focusRange(values) {
   return [r[0] - pad, r[1] + pad];
 }
 
+// A <time> showing "3 min ago", the absolute time in its tooltip; app.js keeps the text current.
+export function agoEl(t, attrs = {}) {
+  if (!t) return el("span", { ...attrs, text: "–" });
+  return el("time", { ...attrs, class: `ago ${attrs.class || ""}`.trim(), datetime: new Date(t * 1000).toISOString(),
+    title: fmtTime(t), dataset: { t: String(t) }, text: fmtAgo(t) });
+}
+
+// Re-render every relative time on the page (they age while the page stays open).
+export function refreshAgo(root = document) {
+  for (const node of root.querySelectorAll("time.ago[data-t]")) node.textContent = fmtAgo(Number(node.dataset.t));
+}
+
 // "3 min ago" / "in 2 h": a time relative to now, for a reader scanning a list.
 export function fmtAgo(t, now = Date.now() / 1000) {
   if (!t) return "–";
   const d = now - t, a = Math.abs(d);
-  const unit = a < 60 ? [Math.round(a), "s"] : a < 3600 ? [Math.round(a / 60), "min"] :
-    a < 86400 ? [Math.round(a / 3600), "h"] : [Math.round(a / 86400), "d"];
+  if (a < 5) return "just now";
+  const unit = a < 59.5 ? [Math.round(a), "s"] : a < 3570 ? [Math.round(a / 60), "min"] :
+    a < 84600 ? [Math.round(a / 3600), "h"] : [Math.round(a / 86400), "d"];
   return d >= 0 ? `${unit[0]} ${unit[1]} ago` : `in ${unit[0]} ${unit[1]}`;
 }
 
