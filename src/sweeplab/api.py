@@ -5,6 +5,10 @@
     outcome = sl.run_sweep("sweep.yaml", store="runs/.sweeplab", workers=4)
     print(outcome.state, outcome.best_value, outcome.best_params)
 
+    sweep = sl.sweep("sweep.yaml", fn=train, workers=4, background=True)   # a handle (notebook-friendly)
+    sweep.wait(); sweep.best; sweep.trials()                                # pandas DataFrame
+    sl.load("my-sweep").status()                                          # an existing sweep
+
 `run_sweep` does what `sweeplab sweep SPEC` does, minus the terminal: validate the spec and its config files
 (nothing is written for bad input), open the store, build the backend from the registry
 (`sweeplab.backends.make_backend`), create the sweep and drive it to its end. The CLI calls the same
@@ -25,8 +29,8 @@ if TYPE_CHECKING:
     from sweeplab.store import Store
 
 __all__ = [
-    "backend_name", "build_backend", "check_config_files", "default_name", "record_backend", "run_sweep",
-    "unique_name",
+    "Sweep", "backend_name", "build_backend", "check_config_files", "default_name", "load", "record_backend",
+    "run_sweep", "sweep", "unique_name",
 ]
 
 
@@ -90,14 +94,22 @@ def record_backend(st: Store, sweep_id: int, be: Backend) -> None:
         st.update_sweep(sweep_id, backend=be.name, address=address)
 
 
-def _as_spec(spec: SweepSpec | Mapping[str, Any] | str | Path) -> SweepSpec:
+def _as_spec(spec: SweepSpec | Mapping[str, Any] | str | Path, function: str | None = None) -> SweepSpec:
+    """A validated spec; with `function`, that trial function replaces the spec's own (or its program)."""
     from sweeplab.spec import SweepSpec, load_spec, parse_spec
 
     if isinstance(spec, SweepSpec):
-        return spec
+        if function is None:
+            return spec
+        spec = spec.raw if spec.source is None else spec.source
     if isinstance(spec, Mapping):
-        return parse_spec(spec, file="<run_sweep>", base_dir=Path.cwd())
-    return load_spec(spec)
+        raw = dict(spec)
+        if function is not None:
+            for key in ("program", "command"):
+                raw.pop(key, None)
+            raw["function"] = function
+        return parse_spec(raw, file="<run_sweep>", base_dir=Path.cwd())
+    return load_spec(spec, function=function)
 
 
 def run_sweep(
@@ -148,3 +160,308 @@ def run_sweep(
             be.shutdown(grace=0.0)
     finally:
         st.close()
+
+
+# ------------------------------------------------------------------------------------------ handles
+def sweep(
+    spec: SweepSpec | Mapping[str, Any] | str | Path,
+    *,
+    fn: Callable[..., Any] | str | None = None,
+    store: str | Path | None = None,
+    workers: int | None = None,
+    backend: str | None = None,
+    address: str | None = None,
+    name: str | None = None,
+    trials: int | None = None,
+    overrides: Sequence[str] = (),
+    background: bool = False,
+    progress: bool | None = None,
+) -> Sweep:
+    """Run a sweep from Python with the CLI's driver, backends, store and guarantees; returns its handle.
+
+    spec         a spec file, a spec mapping (as YAML would load it) or a `SweepSpec`
+    fn           the trial function (a function importable by worker processes, or "module:function");
+                 replaces the spec's `function`/`program`
+    trials       override budget.trials
+    background   return at once; the sweep runs in a thread (`handle.wait()`, `handle.stop()`)
+    progress     a live progress line (default: in Jupyter only)
+
+    Bad input (spec, config files, a trial function that workers cannot import) raises before anything is
+    written. Blocking, Ctrl-C stops the sweep as in the CLI (resumable with `sweeplab resume NAME`).
+    """
+    from sweeplab.notebook import Progress
+
+    the_spec = _as_spec(spec, function=None if fn is None else _target(fn))
+    if trials is not None:
+        import dataclasses
+
+        the_spec = the_spec.with_overrides(budget=dataclasses.replace(the_spec.budget, trials=trials))
+    shown = Progress(progress)
+    runner = _Runner(the_spec, store=store, workers=workers, backend=backend, address=address, name=name,
+                     overrides=overrides, on_progress=shown.update)
+    handle = Sweep(runner.name, runner.store_root, runner=runner)
+    if background:
+        runner.start_thread()
+    else:
+        runner.run()
+    return handle
+
+
+def load(name: str, *, store: str | Path | None = None) -> Sweep:
+    """The handle of an existing sweep in the store (read-only: `best`, `trials()`, `status()`...)."""
+    from sweeplab.store import Store, default_store_dir
+
+    root = Path(store) if store is not None else default_store_dir()
+    st = Store.open(root, readonly=True)
+    try:
+        if st.sweep_row(name) is None:
+            from sweeplab.errors import UserError
+
+            raise UserError(f"no sweep named {name!r} in {root}")
+    finally:
+        st.close()
+    return Sweep(name, root)
+
+
+def _target(fn: Callable[..., Any] | str) -> str:
+    from sweeplab.notebook import target_of
+
+    return target_of(fn)
+
+
+class _Runner:
+    """One sweep's driver, created at once (bad input raises here) and run here or in a thread."""
+
+    def __init__(self, spec: SweepSpec, *, store: str | Path | None, workers: int | None, backend: str | None,
+                 address: str | None, name: str | None, overrides: Sequence[str],
+                 on_progress: Callable[[Progress], None] | None, create: bool = True,
+                 setup: Callable[[Store, str], None] | None = None) -> None:
+        from sweeplab.driver import Driver
+        from sweeplab.store import Store, default_store_dir
+
+        check_config_files(spec)
+        backend = backend_name(spec, backend)
+        self.store_root = Path(store) if store is not None else default_store_dir()
+        self.outcome: SweepOutcome | None = None
+        self.error: BaseException | None = None
+        self._thread: Any = None
+        self.st = Store.open(self.store_root)
+        self.be: Backend | None = None
+        try:
+            self.name = unique_name(self.st, name or default_name(spec)) if create else str(name)
+            if setup is not None:
+                setup(self.st, self.name)
+            self.be = build_backend(spec, workers=workers, backend=backend, address=address,
+                                    store_root=self.st.root)
+            self.driver = Driver(spec, self.st, self.be, sweep_name=self.name, overrides=list(overrides),
+                                 on_progress=on_progress)
+            if create:
+                spec_path = str(spec.source.resolve()) if spec.source is not None else None
+                self.driver.create(spec_path=spec_path)
+            else:
+                self.driver.resume()
+            record_backend(self.st, self.driver.sweep_id, self.be)
+        except BaseException:
+            self.close()
+            raise
+
+    def run(self) -> SweepOutcome:
+        try:
+            self.outcome = self.driver.run()
+            return self.outcome
+        except BaseException as exc:
+            self.error = exc
+            raise
+        finally:
+            self.close()
+
+    def start_thread(self) -> None:
+        import threading
+
+        def body() -> None:
+            try:
+                self.run()
+            except BaseException:   # kept in self.error: wait() raises it in the caller's thread
+                pass
+
+        self._thread = threading.Thread(target=body, name=f"sweeplab-{self.name}", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float | None) -> bool:
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    def close(self) -> None:
+        if self.be is not None:
+            self.be.shutdown(grace=0.0)
+            self.be = None
+        if self.st is not None:
+            self.st.close()
+            self.st = None   # type: ignore[assignment]
+
+
+class Sweep:
+    """A sweep in a store: running in this process (from `sl.sweep` / `sl.optimize`) or not (`sl.load`).
+
+    All reads go to the store, so they show what the dashboard and `sweeplab status` show.
+    """
+
+    def __init__(self, name: str, store: str | Path, *, runner: _Runner | None = None) -> None:
+        self.name = name
+        self.store = Path(store)
+        self._runner = runner
+
+    def __repr__(self) -> str:
+        return f"Sweep({self.name!r}, store={str(self.store)!r})"
+
+    # ------------------------------------------------------------------ control
+    @property
+    def done(self) -> bool:
+        """Not running in this process (finished, stopped, failed, or loaded with `sl.load`)."""
+        return self._runner is None or self._runner.wait(0)
+
+    def wait(self, timeout: float | None = None) -> SweepOutcome | None:
+        """Block until the sweep ends (or `timeout` seconds); its outcome, None while still running.
+        An error of the sweep's thread is raised here."""
+        runner = self._runner
+        if runner is None:
+            return None
+        if not runner.wait(timeout):
+            return None
+        if runner.error is not None and not isinstance(runner.error, KeyboardInterrupt):
+            raise runner.error
+        return runner.outcome
+
+    def stop(self, wait: bool = True) -> SweepOutcome | None:
+        """Stop a sweep running in this process as Ctrl-C would (resumable); its outcome when `wait`."""
+        runner = self._runner
+        if runner is None or runner.wait(0):
+            return runner.outcome if runner else None
+        runner.driver.request_stop()
+        return self.wait() if wait else None
+
+    @property
+    def outcome(self) -> SweepOutcome | None:
+        return self._runner.outcome if self._runner is not None else None
+
+    # ------------------------------------------------------------------ reading
+    def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        from sweeplab.store import Store
+
+        st = Store.open(self.store, readonly=True)
+        try:
+            return fn(st, self.name, *args)
+        finally:
+            st.close()
+
+    def status(self) -> dict[str, Any]:
+        """{"name", "state", "counts", "trials", "best", "end_reason"}: the sweep at a glance."""
+        from sweeplab.store import queries
+
+        summary = self._read(queries.sweep_status)
+        trials = summary["trials"]
+        counts: dict[str, int] = {}
+        for t in trials:
+            counts[t["state"]] = counts.get(t["state"], 0) + 1
+        row = summary["sweep"]
+        return {"name": self.name, "state": row.get("state"), "counts": counts, "trials": len(trials),
+                "best": self.best, "end_reason": row.get("end_reason")}
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """The best completed trial: {"trial", "value", "params", "metrics"}, or None."""
+        from sweeplab.store import queries
+
+        best = self._read(queries.best_trial)
+        if best is not None:
+            best.pop("sweep", None)
+        return best
+
+    @property
+    def pareto(self) -> list[dict[str, Any]]:
+        """The feasible non-dominated completed trials when the sweep has several objectives (a spec with
+        `objectives`); with one objective, [best] (or [] before any trial completed)."""
+        from sweeplab.store import queries
+
+        spec = self._read(queries.sweep_summary)["spec"] or {}
+        objectives = spec.get("objectives")
+        if not isinstance(objectives, list) or len(objectives) < 2:
+            best = self.best
+            return [best] if best is not None else []
+        return _pareto(self._read(queries.sweep_status)["trials"], objectives)
+
+    def trials(self) -> Any:
+        """A pandas DataFrame, one row per trial: number, state, value, params.*, attempts, started, ended,
+        duration (seconds), reason, metrics.* (final values). Needs pandas (`pip install 'sweeplab[pandas]'`)."""
+        from sweeplab._imports import optional_import
+        from sweeplab.store import queries
+
+        pd = optional_import("pandas", "pandas", "Sweep.trials()")
+        rows = []
+        for t in self._read(queries.sweep_status)["trials"]:
+            row = {k: t[k] for k in ("number", "state", "value", "attempts", "started", "ended", "reason")}
+            row["duration"] = (t["ended"] - t["started"]) if t["ended"] and t["started"] else None
+            row.update({f"params.{k}": v for k, v in _flat(t["params"] or {}).items()})
+            row.update({f"metrics.{k}": v for k, v in (t["metrics"] or {}).items()})
+            rows.append(row)
+        frame = pd.DataFrame(rows)
+        return frame.set_index("number") if rows else frame
+
+    def metrics(self, trial: int | None = None) -> Any:
+        """Every reported metric point as a pandas DataFrame: trial, key, step, value (one trial's with
+        `trial`)."""
+        from sweeplab._imports import optional_import
+
+        pd = optional_import("pandas", "pandas", "Sweep.metrics()")
+        rows = self._read(_metric_rows, trial)
+        return pd.DataFrame(rows, columns=["trial", "key", "step", "value"])
+
+
+def _metric_rows(st: Store, name: str, trial: int | None) -> list[dict[str, Any]]:
+    row = st.sweep_row(name)
+    rows: list[dict[str, Any]] = []
+    for t in st.trial_rows(int(row["id"])) if row is not None else ():
+        if trial is not None and int(t["number"]) != trial:
+            continue
+        for key, points in st.metric_history(int(t["id"])).items():
+            rows.extend({"trial": int(t["number"]), "key": key, "step": s, "value": v} for s, v in points)
+    return rows
+
+
+def _flat(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        if isinstance(v, Mapping):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _pareto(trials: Sequence[Mapping[str, Any]], objectives: Sequence[Any]) -> list[dict[str, Any]]:
+    """Completed trials no other completed trial dominates, over the objectives' metrics (feasible only:
+    a trial whose metrics say `feasible: false` or that lacks an objective is left out)."""
+    names, signs = [], []
+    for o in objectives:
+        o = o if isinstance(o, Mapping) else {"name": str(o)}
+        names.append(str(o.get("name")))
+        signs.append(-1.0 if str(o.get("goal", "minimize")).startswith("max") else 1.0)
+    points = []
+    for t in trials:
+        m = t.get("metrics") or {}
+        if t["state"] != "completed" or m.get("feasible") is False:
+            continue
+        try:
+            vec = [s * float(m[n]) for n, s in zip(names, signs)]
+        except (KeyError, TypeError, ValueError):
+            continue
+        points.append((vec, t))
+    front = []
+    for vec, t in points:
+        dominated = any(all(o <= v for o, v in zip(other, vec)) and other != vec for other, _ in points)
+        if not dominated:
+            front.append({"trial": t["number"], "values": {n: m for n, m in zip(names, (
+                (t["metrics"] or {})[n] for n in names))}, "params": t["params"], "metrics": t["metrics"]})
+    return front

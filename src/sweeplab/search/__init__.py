@@ -46,6 +46,13 @@ def _gp(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Sea
     return GPSearcher(space, goal, seed, **options)
 
 
+def _optuna_objective(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
+    """A define-by-run Optuna objective's study (`sweeplab sweep --optuna`, `sl.optimize`)."""
+    from sweeplab.search.optuna_objective import ObjectiveSearcher
+
+    return ObjectiveSearcher(space, goal, seed, **options)
+
+
 def _bayes(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
     """W&B's bayes: the GP, or TPE (with a note saying so) when torch is not installed."""
     from sweeplab.search.optuna import GPSearcher, TPESearcher
@@ -74,6 +81,7 @@ SEARCHERS: dict[str, Callable[..., Searcher]] = {
     "bayes": _bayes,
     "tpe": _tpe,
     "gp": _gp,
+    "optuna": _optuna_objective,
 }
 #: methods that model past results: they need a metric, and are wrapped in Prefetching
 MODEL_BASED: tuple[str, ...] = ("bayes", "tpe", "gp")
