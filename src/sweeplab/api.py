@@ -234,8 +234,8 @@ class _Runner:
 
     def __init__(self, spec: SweepSpec, *, store: str | Path | None, workers: int | None, backend: str | None,
                  address: str | None, name: str | None, overrides: Sequence[str],
-                 on_progress: Callable[[Progress], None] | None, create: bool = True,
-                 setup: Callable[[Store, str], None] | None = None) -> None:
+                 on_progress: Callable[[Progress], None] | None, on_note: Callable[[str], None] | None = None,
+                 create: bool = True) -> None:
         from sweeplab.driver import Driver
         from sweeplab.store import Store, default_store_dir
 
@@ -249,12 +249,10 @@ class _Runner:
         self.be: Backend | None = None
         try:
             self.name = unique_name(self.st, name or default_name(spec)) if create else str(name)
-            if setup is not None:
-                setup(self.st, self.name)
             self.be = build_backend(spec, workers=workers, backend=backend, address=address,
                                     store_root=self.st.root)
             self.driver = Driver(spec, self.st, self.be, sweep_name=self.name, overrides=list(overrides),
-                                 on_progress=on_progress)
+                                 on_progress=on_progress, on_note=on_note)
             if create:
                 spec_path = str(spec.source.resolve()) if spec.source is not None else None
                 self.driver.create(spec_path=spec_path)

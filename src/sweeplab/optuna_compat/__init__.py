@@ -82,6 +82,8 @@ def optimize(
     timeout: float | str | None = None,
     background: bool = False,
     progress: bool | None = None,
+    on_progress: Callable[[Any], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> Sweep:
     """Run an Optuna objective for `n_trials` trials on `workers` processes (or Ray); returns the handle.
 
@@ -91,6 +93,7 @@ def optimize(
                 finished trials seed the search and show in the dashboard; its direction, sampler and
                 pruner are used unless given
     name        the sweep's name (default: the objective's name; made unique in the store)
+    on_progress a callback taking `sweeplab.driver.Progress` (replaces the notebook progress line)
 
     The sweep is an ordinary sweep of the store: `sweeplab resume NAME` continues it after a crash
     (completed trials kept, running ones rerun, up to `n_trials` in total), the dashboard shows it.
@@ -127,7 +130,8 @@ def optimize(
     imported = _seed_journal(open_study(directory, settings, create=True), study) if study is not None else []
     shown = Progress(progress)
     runner = _Runner(spec, store=root, workers=workers, backend=backend, address=address, name=sweep_name,
-                     overrides=[f"optuna_study={directory}"], on_progress=shown.update)
+                     overrides=[f"optuna_study={directory}"], on_progress=on_progress or shown.update,
+                     on_note=on_note)
     if imported:
         _seed_store(runner, imported, n_trials, source=getattr(study, "study_name", "an Optuna study"))
     handle = Sweep(runner.name, runner.store_root, runner=runner)
@@ -161,7 +165,7 @@ def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
                         "imports single-objective Optuna studies")
     journal_study.add_trials(finished)
     for number, frozen in enumerate(journal_study.get_trials(deepcopy=False)[:len(finished)]):
-        link(journal_study, number, frozen._trial_id)
+        link(journal_study, number, frozen._trial_id, running=False)
     return finished
 
 

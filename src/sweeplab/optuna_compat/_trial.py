@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from sweeplab.run import Run
-from sweeplab.search.optuna_objective import METRIC, open_study, read_settings, reseed, trial_id_of
+from sweeplab.search.optuna_objective import (
+    METRIC,
+    open_study,
+    optimize_loop,
+    read_settings,
+    reseed,
+    trial_id_of,
+)
 
 __all__ = ["objective_trial"]
 
@@ -55,7 +62,8 @@ def objective_trial(config: Any, run: Run) -> dict[str, Any]:
     trial = _trial_class()(study, trial_id)
     trial._run = run
     try:
-        result = objective(trial)
+        with optimize_loop(study):   # trial.study.stop() works as in study.optimize
+            result = objective(trial)
     except optuna.TrialPruned as exc:
         run.prune(f"pruned by {type(study.pruner).__name__}" + (f": {exc}" if str(exc) else ""))
         return {}

@@ -31,12 +31,13 @@ from sweeplab.search.optuna import _reseed, _silence_optuna
 from sweeplab.types import TrialSnapshot, TrialState
 
 __all__ = [
-    "METRIC", "ObjectiveSearcher", "StudySettings", "open_study", "read_settings", "study_dir", "trial_id_of",
+    "METRIC", "ObjectiveSearcher", "note_stop", "optimize_loop", "StudySettings", "open_study", "read_settings", "study_dir", "trial_id_of",
     "write_settings",
 ]
 
 METRIC = "value"             # the sweep's metric: the objective's return value (and its reported values)
 _NUMBER_KEY = "sweeplab:trial:"   # study system attr: sweeplab trial number -> Optuna trial id
+_STOP_KEY = "sweeplab:stopped"    # study system attr: study.stop() was called (objective or sampler)
 _SETTINGS = "settings.pkl"
 _JOURNAL = "journal.log"
 
@@ -101,10 +102,33 @@ def trial_id_of(study: Any, number: int) -> int | None:
     return None if value is None else int(value)
 
 
-def link(study: Any, number: int, trial_id: int) -> None:
-    """Record that sweeplab trial `number` runs Optuna trial `trial_id`."""
+def link(study: Any, number: int, trial_id: int, *, running: bool = True) -> None:
+    """Record that sweeplab trial `number` runs Optuna trial `trial_id` (also on the trial while it runs:
+    a finished trial cannot be updated)."""
     study._storage.set_study_system_attr(study._study_id, f"{_NUMBER_KEY}{number}", trial_id)
-    study._storage.set_trial_system_attr(trial_id, "sweeplab_number", number)
+    if running:
+        study._storage.set_trial_system_attr(trial_id, "sweeplab_number", number)
+
+
+def note_stop(study: Any) -> None:
+    """If `study.stop()` was called in this process (by the objective, or a sampler such as GridSampler once
+    its grid is used up), record it in the storage: the driver then creates no more trials."""
+    if study._stop_flag:
+        study._storage.set_study_system_attr(study._study_id, _STOP_KEY, True)
+
+
+class optimize_loop:
+    """Inside it, `study.stop()` works as in `study.optimize` (Optuna refuses it elsewhere)."""
+
+    def __init__(self, study: Any) -> None:
+        self.study = study
+
+    def __enter__(self) -> None:
+        self.study._thread_local.in_optimize_loop = True
+
+    def __exit__(self, *exc: Any) -> None:
+        self.study._thread_local.in_optimize_loop = False
+        note_stop(self.study)
 
 
 def reseed(sampler: Any, seed: int | None, number: int) -> None:
@@ -147,8 +171,10 @@ class ObjectiveSearcher(Searcher):
             raise RuntimeError("ObjectiveSearcher.bind() was not called")
         return self._study
 
-    def ask(self) -> dict[str, Any]:
+    def ask(self) -> dict[str, Any] | None:
         study = self.study
+        if study._stop_flag or study._storage.get_study_system_attrs(study._study_id).get(_STOP_KEY):
+            return None   # study.stop(): the sweep ends as an exhausted search space does
         study._thread_local.cached_all_trials = None
         trial_id = study._pop_waiting_trial_id()   # enqueue_trial() first, as study.ask does
         if trial_id is None:
@@ -172,12 +198,13 @@ class ObjectiveSearcher(Searcher):
         if frozen.state.is_finished():
             return
         TS = self._optuna.trial.TrialState
-        if state is TrialState.COMPLETED and value is not None:
-            study.tell(frozen.number, value, skip_if_finished=True)
-        elif state in (TrialState.PRUNED, TrialState.STOPPED, TrialState.STOPPED_BY_RULE):
-            study.tell(frozen.number, state=TS.PRUNED, skip_if_finished=True)
-        else:
-            study.tell(frozen.number, state=TS.FAIL, skip_if_finished=True)
+        with optimize_loop(study):   # a sampler's after_trial may call study.stop() (GridSampler)
+            if state is TrialState.COMPLETED and value is not None:
+                study.tell(frozen.number, value, skip_if_finished=True)
+            elif state in (TrialState.PRUNED, TrialState.STOPPED, TrialState.STOPPED_BY_RULE):
+                study.tell(frozen.number, state=TS.PRUNED, skip_if_finished=True)
+            else:
+                study.tell(frozen.number, state=TS.FAIL, skip_if_finished=True)
 
     def replay(self, history: Sequence[TrialSnapshot]) -> None:
         """After a restart: end the Optuna trials whose sweeplab trial ended while the journal did not hear of
@@ -195,7 +222,8 @@ class ObjectiveSearcher(Searcher):
         TS = self._optuna.trial.TrialState
         for frozen in study.get_trials(deepcopy=False, states=(TS.RUNNING,)):
             if frozen._trial_id not in live:
-                study.tell(frozen.number, state=TS.FAIL, skip_if_finished=True)
+                with optimize_loop(study):
+                    study.tell(frozen.number, state=TS.FAIL, skip_if_finished=True)
 
 
 def params_of(study: Any, trial_id: int) -> dict[str, Any]:
