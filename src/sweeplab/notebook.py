@@ -34,8 +34,10 @@ def in_notebook() -> bool:
 def target_of(fn: Any, what: str = "trial function") -> str:
     """`module:function` (or `file.py:function`) naming `fn` so that a worker process can import it.
 
-    A string is returned as is. A function of a notebook cell, of the interactive interpreter, a lambda or
-    a nested function cannot be imported elsewhere: a UserError says so and gives the fix.
+    A string is returned as is. A top-level module outside the working directory is named by its file
+    (workers import from the working directory, PYTHONPATH and installed packages). A function of a
+    notebook cell or of the interactive interpreter, a lambda or a nested function cannot be imported
+    elsewhere: a UserError says so and gives the fix.
     """
     if isinstance(fn, str):
         return fn
@@ -54,6 +56,10 @@ def target_of(fn: Any, what: str = "trial function") -> str:
             return f"{os.path.abspath(main_file)}:{qualname}"   # a script: workers load it by path
         raise UserError(f"{what} {qualname!r} is defined in a notebook or the interactive interpreter "
                         f"(module {module!r}), which worker processes cannot import: {fix}")
+    file = getattr(sys.modules.get(module), "__file__", None)
+    if "." not in module and file and file.endswith(".py") \
+            and os.path.dirname(os.path.abspath(file)) != os.path.abspath(os.getcwd()):
+        return f"{os.path.abspath(file)}:{qualname}"   # a module found on a path workers may not have
     return f"{module}:{qualname}"
 
 

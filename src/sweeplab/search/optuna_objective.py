@@ -31,7 +31,15 @@ from sweeplab.search.optuna import _reseed, _silence_optuna
 from sweeplab.types import TrialSnapshot, TrialState
 
 __all__ = [
-    "METRIC", "ObjectiveSearcher", "note_stop", "optimize_loop", "StudySettings", "open_study", "read_settings", "study_dir", "trial_id_of",
+    "METRIC",
+    "ObjectiveSearcher",
+    "StudySettings",
+    "note_stop",
+    "open_study",
+    "optimize_loop",
+    "read_settings",
+    "study_dir",
+    "trial_id_of",
     "write_settings",
 ]
 
