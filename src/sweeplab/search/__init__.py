@@ -21,6 +21,7 @@ from sweeplab.space import SearchSpace
 from sweeplab.types import Goal
 
 __all__ = [
+    "DEFINE_BY_RUN",
     "METHODS",
     "MODEL_BASED",
     "SEARCHERS",
@@ -86,6 +87,8 @@ SEARCHERS: dict[str, Callable[..., Searcher]] = {
 #: methods that model past results: they need a metric, and are wrapped in Prefetching
 MODEL_BASED: tuple[str, ...] = ("bayes", "tpe", "gp")
 METHODS: tuple[str, ...] = tuple(SEARCHERS)
+#: methods whose parameters are chosen by the trial while it runs (an Optuna objective): no declared space
+DEFINE_BY_RUN: tuple[str, ...] = ("optuna",)
 
 
 def make_searcher(
