@@ -20,6 +20,7 @@ from sweeplab.errors import UserError
 # ---------------------------------------------------------------------------------------------- sweep
 @app.command()
 def sweep(
+    ctx: typer.Context,
     spec_file: Optional[Path] = typer.Argument(None, metavar="SPEC",
                                                help="sweep spec (YAML; W&B sweep files work as is)"),
     overrides: Optional[list[str]] = typer.Argument(None, metavar="[KEY=VALUE]...",
@@ -60,7 +61,7 @@ def sweep(
                    store=store, quiet=quiet, direction=direction, sampler=sampler, pruner=pruner, seed=seed,
                    from_study=from_study)
     if spec_file is None:
-        raise UserError("sweeplab sweep needs a SPEC file (or --optuna module:objective)")
+        ctx.fail("Missing argument 'SPEC' (or --optuna module:objective).")   # a usage error, exit 2
     spec = load_spec(spec_file, strict=strict, function=function)
     for warning in spec.warnings:
         from rich.markup import escape
