@@ -45,13 +45,26 @@ def _trial_class() -> type:
     return SweeplabTrial
 
 
+_STUDIES: dict[str, tuple[Any, Any]] = {}   # study directory -> (settings, study), per worker process
+
+
+def _study(directory: Path) -> tuple[Any, Any]:
+    """The sweep's settings and study, opened once per worker process: the journal storage then reads only
+    what was appended since the last trial, as one process of Optuna's own multi-process mode does."""
+    key = str(directory)
+    if key not in _STUDIES:
+        settings = read_settings(directory)
+        _STUDIES[key] = (settings, open_study(directory, settings))
+    return _STUDIES[key]
+
+
 def objective_trial(config: Any, run: Run) -> dict[str, Any]:
     """Run the sweep's Optuna objective for this trial; returns {"value": ..., numeric user attrs}."""
     import optuna
 
     directory = Path(config[STUDY_KEY])
-    settings = read_settings(directory)
-    study = open_study(directory, settings)
+    settings, study = _study(directory)
+    study._thread_local.cached_all_trials = None
     trial_id = trial_id_of(study, run.trial)
     if trial_id is None:
         raise RuntimeError(f"trial {run.trial} has no Optuna trial in {directory}")
