@@ -173,7 +173,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for r in range(rounds):
-            order = [("sweeplab", lambda: run_sweeplab(n, root / f"r{r}")),
+            order = [("sweeplab", lambda r=r: run_sweeplab(n, root / f"r{r}")),
                      ("optuna n_jobs=2", lambda: run_n_jobs(n)),
                      ("optuna journal x2", lambda: run_journal(n, root))]
             order = order[r % 3:] + order[:r % 3]   # rotate who goes first
@@ -195,7 +195,8 @@ def main() -> None:
     for k, v in results.items():
         print(f"{k:<20}{statistics.median(w for w, _ in v):>16.2f}{statistics.median(b for _, b in v):>24.1f}")
     for k, v in ratios.items():
-        print(f"sweeplab / {k}: wall ratio median {statistics.median(v):.3f} (per round {', '.join(f'{x:.3f}' for x in v)})")
+        rounds_text = ", ".join(f"{x:.3f}" for x in v)
+        print(f"sweeplab / {k}: wall ratio median {statistics.median(v):.3f} (per round {rounds_text})")
     if crash:
         print("kill -9 of the driver after a few trials:")
         for k, v in crash.items():

@@ -181,3 +181,27 @@ def test_an_optuna_objective_runs_on_a_ray_cluster(workdir):
         if ray.is_initialized():
             ray.shutdown()
         cluster.shutdown()
+
+
+def test_a_journal_lock_held_by_a_killed_process_does_not_stall_the_study(tmp_path):
+    """A worker killed (kill -9) while it appends to the journal leaves its lock behind; Optuna's own file
+    locks are broken only after a 30 s grace period, which stalled `resume` after a driver kill. The OS drops
+    the study's lock with its holder."""
+    from sweeplab.search.optuna_objective import StudySettings, write_settings
+
+    directory = tmp_path / "study"
+    write_settings(directory, StudySettings(objective="m:f", study_name="s", directions=["minimize"]))
+    open_study(directory, create=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import os, sys, signal; from pathlib import Path\n"
+         "from sweeplab.search.optuna_objective import journal_storage\n"
+         f"journal_storage(Path({str(directory)!r}))._backend._lock.acquire()\n"
+         "print('locked', flush=True); signal.pause()"],
+        env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=30)
+    t0 = time.monotonic()
+    study = open_study(directory)
+    study.ask()                               # appends to the journal: needs the lock
+    assert time.monotonic() - t0 < 10
