@@ -251,6 +251,8 @@ class _Runner:
             self.name = unique_name(self.st, name or default_name(spec)) if create else str(name)
             self.be = build_backend(spec, workers=workers, backend=backend, address=address,
                                     store_root=self.st.root)
+            if self.be.name == "local":
+                self.be.start()   # workers boot while the driver sets up, as in the CLI
             self.driver = Driver(spec, self.st, self.be, sweep_name=self.name, overrides=list(overrides),
                                  on_progress=on_progress, on_note=on_note)
             if create:

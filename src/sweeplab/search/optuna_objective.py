@@ -116,10 +116,14 @@ class _FlockLock:
 def journal_storage(directory: Path) -> Any:
     """Optuna's multi-process journal storage on `directory/journal.log`, locked by `_FlockLock`."""
     optuna = _silence_optuna()
-    from optuna.storages.journal import JournalFileBackend
+    try:
+        from optuna.storages.journal import JournalFileBackend
+    except ImportError:   # Optuna 3.x
+        JournalFileBackend = optuna.storages.JournalFileStorage
 
     lock = _FlockLock(str(directory / f"{_JOURNAL}.flock"))   # duck-typed: the backend calls acquire/release
-    return optuna.storages.JournalStorage(JournalFileBackend(str(directory / _JOURNAL), lock_obj=lock))  # type: ignore[arg-type]
+    backend = JournalFileBackend(str(directory / _JOURNAL), lock_obj=lock)  # type: ignore[arg-type]
+    return optuna.storages.JournalStorage(backend)
 
 
 def open_study(directory: Path, settings: StudySettings | None = None, *, create: bool = False) -> Any:
