@@ -35,3 +35,8 @@ def waits(trial):
 def pid(trial):
     trial.set_user_attr("pid", os.getpid())
     return trial.suggest_float("x", -1.0, 1.0) ** 2
+
+
+def fails(trial):
+    trial.suggest_float("x", 0.0, 1.0)
+    raise ValueError("planted failure")

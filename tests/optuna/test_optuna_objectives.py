@@ -73,6 +73,16 @@ def test_define_by_run_objective_with_conditional_params_pruning_and_user_attrs(
     assert sweep.best["value"] == pytest.approx(best)
 
 
+def test_a_failing_objective_fails_its_trial_with_its_params_and_the_study_agrees(workdir):
+    sweep = sl.optimize("objectives:fails", n_trials=1, workers=1, store=workdir / "st", retries=1)
+    row = sweep.trials().loc[0]
+    frozen = _journal(workdir / "st", "fails").trials[0]
+    assert row["state"] == "failed" and row["attempts"] == 2 and "planted failure" in row["reason"]
+    assert row["params.x"] == frozen.params["x"]              # the retry reused the Optuna trial's suggestion
+    assert frozen.state.name == "FAIL" and len(_journal(workdir / "st", "fails").trials) == 1
+    assert sweep.outcome.exit_code == 1
+
+
 def test_the_users_sampler_runs_in_the_workers_and_study_stop_ends_the_sweep(workdir):
     store = workdir / "st"
     grid = optuna.samplers.GridSampler({"x": [0.0, 1.0, 2.0, 3.0]})
@@ -176,6 +186,7 @@ def test_an_optuna_objective_runs_on_a_ray_cluster(workdir):
         assert sweep.outcome.exit_code == 0
         study = _journal(workdir / "st", "pid")
         assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+        assert list(sweep.trials()["params.x"]) == [t.params["x"] for t in study.trials]   # told back over Ray
         assert all(t.user_attrs["pid"] != os.getpid() for t in study.trials)   # ran in Ray workers
     finally:
         if ray.is_initialized():
