@@ -119,7 +119,7 @@ def journal_storage(directory: Path) -> Any:
     try:
         from optuna.storages.journal import JournalFileBackend
     except ImportError:   # Optuna 3.x
-        JournalFileBackend = optuna.storages.JournalFileStorage
+        JournalFileBackend = optuna.storages.JournalFileStorage  # type: ignore[misc]
 
     lock = _FlockLock(str(directory / f"{_JOURNAL}.flock"))   # duck-typed: the backend calls acquire/release
     backend = JournalFileBackend(str(directory / _JOURNAL), lock_obj=lock)  # type: ignore[arg-type]
