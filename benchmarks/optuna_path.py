@@ -7,7 +7,8 @@ processes or threads each, wall time and best value of:
   * optuna n_jobs   `study.optimize(objective, n_trials=N, n_jobs=2)` on an in-memory study (2 threads);
   * optuna journal  2 processes running `study.optimize(objective, n_trials=N/2)` on one JournalStorage file
                     (Optuna's documented multi-process setup).
-The three are run in interleaved rounds (`--rounds`), and the ratio of sweeplab's wall time to each peer's is
+Each is a fresh Python process (interpreter start and imports included, as a user runs it). The three are
+run in interleaved rounds (`--rounds`), and the ratio of sweeplab's wall time to each peer's is
 given per round, so machine noise hits all alike. Then the crash test: each of sweeplab and Optuna's in-memory
 study runs in a subprocess that is killed with SIGKILL after a few trials; what survives is counted, and
 sweeplab's sweep is resumed to N trials.
@@ -47,28 +48,23 @@ def _best(values: list[float]) -> float:
     return min(values) if values else float("nan")
 
 
-def run_sweeplab(n: int, root: Path) -> tuple[float, float]:
-    import sweeplab as sl
+_SWEEPLAB = """
+import json, optuna, sweeplab as sl
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+sweep = sl.optimize({objective!r}, n_trials={n}, workers=2, store={store!r}, seed=0, name="xgb", progress=False,
+                    sampler=optuna.samplers.TPESampler(seed=0), pruner=optuna.pruners.MedianPruner())
+print(json.dumps(sweep.best["value"]))
+"""
 
-    optuna = _optuna()
-    t0 = time.perf_counter()
-    sweep = sl.optimize(OBJECTIVE, n_trials=n, workers=2, store=root / "sweeplab", seed=0,
-                        sampler=optuna.samplers.TPESampler(seed=0), pruner=optuna.pruners.MedianPruner(),
-                        progress=False, name="xgb")
-    wall = time.perf_counter() - t0
-    best = sweep.best
-    return wall, best["value"] if best else float("nan")
-
-
-def run_n_jobs(n: int) -> tuple[float, float]:
-    optuna = _optuna()
-    from _xgb_optuna import objective
-
-    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0), pruner=optuna.pruners.MedianPruner())
-    t0 = time.perf_counter()
-    study.optimize(objective, n_trials=n, n_jobs=2)
-    return time.perf_counter() - t0, study.best_value
-
+_N_JOBS = """
+import json, sys, optuna
+sys.path.insert(0, {here!r})
+from _xgb_optuna import objective
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0), pruner=optuna.pruners.MedianPruner())
+study.optimize(objective, n_trials={n}, n_jobs=2)
+print(json.dumps(study.best_value))
+"""
 
 _JOURNAL_WORKER = """
 import sys, optuna
@@ -77,28 +73,47 @@ from optuna.storages.journal import JournalFileBackend
 from _xgb_optuna import objective
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 storage = optuna.storages.JournalStorage(JournalFileBackend({path!r}))
-study = optuna.load_study(study_name="xgb", storage=storage, sampler=optuna.samplers.TPESampler(seed={seed}),
-                          pruner=optuna.pruners.MedianPruner())
+study = optuna.create_study(study_name="xgb", storage=storage, load_if_exists=True,
+                            sampler=optuna.samplers.TPESampler(seed={seed}), pruner=optuna.pruners.MedianPruner())
 study.optimize(objective, n_trials={n})
 """
 
 
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+
+
+def _timed(code: str) -> tuple[float, str]:
+    """Wall time of a fresh `python -c code` (interpreter start and imports included, as a user runs it)."""
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, check=True)
+    return time.perf_counter() - t0, done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+
+
+def run_sweeplab(n: int, root: Path) -> tuple[float, float]:
+    wall, out = _timed(_SWEEPLAB.format(objective=OBJECTIVE, n=n, store=str(root / "sweeplab")))
+    return wall, float(json.loads(out))
+
+
+def run_n_jobs(n: int) -> tuple[float, float]:
+    wall, out = _timed(_N_JOBS.format(here=str(HERE), n=n))
+    return wall, float(json.loads(out))
+
+
 def run_journal(n: int, root: Path) -> tuple[float, float]:
+    """Two processes on one journal file, started together; wall until both are done."""
     optuna = _optuna()
     from optuna.storages.journal import JournalFileBackend
 
     path = str(root / f"journal-{time.time_ns()}.log")
-    storage = optuna.storages.JournalStorage(JournalFileBackend(path))
-    optuna.create_study(study_name="xgb", storage=storage)
     t0 = time.perf_counter()
     # different seeds per process: with the same seed both would propose the same startup points
-    procs = [subprocess.Popen([sys.executable, "-c", _JOURNAL_WORKER.format(here=str(HERE), path=path, seed=i,
-                                                                           n=n // 2 + (i < n % 2))])
-             for i in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", _JOURNAL_WORKER.format(
+        here=str(HERE), path=path, seed=i, n=n // 2 + (i < n % 2))], env=_env()) for i in range(2)]
     for p in procs:
         p.wait()
     wall = time.perf_counter() - t0
-    study = optuna.load_study(study_name="xgb", storage=storage)
+    study = optuna.load_study(study_name="xgb", storage=optuna.storages.JournalStorage(JournalFileBackend(path)))
     return wall, study.best_value
 
 
@@ -116,7 +131,7 @@ study.optimize(objective, n_trials={n}, n_jobs=2, callbacks=[note])
 
 def crash_test(n: int, root: Path, kill_after: int) -> dict[str, object]:
     """SIGKILL each path's driver after `kill_after` completed trials; count what survives; resume sweeplab."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    env = _env()
     # Optuna, in-memory study: the trials live in the killed process
     victim = subprocess.Popen([sys.executable, "-c", _MEMORY_VICTIM.format(here=str(HERE), n=n)],
                               stdout=subprocess.PIPE, text=True, start_new_session=True)

@@ -121,9 +121,24 @@ def journal_storage(directory: Path) -> Any:
     except ImportError:   # Optuna 3.x
         JournalFileBackend = optuna.storages.JournalFileStorage  # type: ignore[misc]
 
+    class _Backend(JournalFileBackend):  # type: ignore[misc,valid-type]
+        """Optuna's journal file, appended under the flock and without an fsync per append: as durable as
+        the store (SQLite WAL, synchronous=NORMAL), so a killed process loses nothing, while the fsync that
+        Optuna does for every suggest/report (~10 ms each here) is left to the OS."""
+
+        def append_logs(self, logs: list[dict[str, Any]]) -> None:
+            import json
+
+            text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs)
+            self._lock.acquire()
+            try:
+                with open(self._file_path, "ab") as f:
+                    f.write(text.encode("utf-8"))
+            finally:
+                self._lock.release()
+
     lock = _FlockLock(str(directory / f"{_JOURNAL}.flock"))   # duck-typed: the backend calls acquire/release
-    backend = JournalFileBackend(str(directory / _JOURNAL), lock_obj=lock)  # type: ignore[arg-type]
-    return optuna.storages.JournalStorage(backend)
+    return optuna.storages.JournalStorage(_Backend(str(directory / _JOURNAL), lock_obj=lock))
 
 
 def open_study(directory: Path, settings: StudySettings | None = None, *, create: bool = False) -> Any:
