@@ -138,7 +138,7 @@ def journal_storage(directory: Path) -> Any:
                 self._lock.release()
 
     lock = _FlockLock(str(directory / f"{_JOURNAL}.flock"))   # duck-typed: the backend calls acquire/release
-    return optuna.storages.JournalStorage(_Backend(str(directory / _JOURNAL), lock_obj=lock))
+    return optuna.storages.JournalStorage(_Backend(str(directory / _JOURNAL), lock_obj=lock))  # type: ignore[arg-type]
 
 
 def open_study(directory: Path, settings: StudySettings | None = None, *, create: bool = False) -> Any:
