@@ -103,6 +103,18 @@ def test_cli_sweep_optuna_runs_and_bad_objective_is_exit_2_with_nothing_written(
     bad = _cli("sweep", "--optuna", "objectives:missing", "--store", "st2", cwd=workdir)
     assert bad.returncode == 2 and "objectives:missing" in bad.stderr
     assert not (workdir / "st2").exists()
+    nodb = _cli("sweep", "--optuna", "objectives:grid", "--from-study", "sqlite:///none.db::old", "--store", "st2",
+                cwd=workdir)
+    assert nodb.returncode == 2 and "no database file none.db" in nodb.stderr
+    assert not (workdir / "st2").exists() and not (workdir / "none.db").exists()
+    old = optuna.create_study(study_name="old", storage=f"sqlite:///{workdir / 'old.db'}")
+    old.optimize(lambda t: t.suggest_float("x", 0, 3), n_trials=2)
+    seeded = _cli("sweep", "--optuna", "objectives:grid", "--from-study", "sqlite:///old.db::old", "--trials", "1",
+                  "--store", "st3", "--name", "seeded", "-q", cwd=workdir)
+    assert seeded.returncode == 0, seeded.stderr
+    status = json.loads(_cli("status", "seeded", "--json", "--store", "st3", cwd=workdir).stdout)
+    assert [t["state"] for t in status["trials"]] == ["completed"] * 3
+    assert [t["params"]["x"] for t in status["trials"][:2]] == [t.params["x"] for t in old.trials]
 
 
 def test_resume_after_driver_kill_9_keeps_completed_trials_and_reaches_n_trials(workdir):
