@@ -119,7 +119,7 @@ def test_progress_renders_one_updating_line_in_a_notebook(monkeypatch):
 
 
 def test_pareto_keeps_the_feasible_non_dominated_trials():
-    from sweeplab.api import _pareto
+    from sweeplab.handle import _pareto
 
     def t(n, a, b, **m):
         return {"number": n, "state": "completed", "params": {}, "metrics": {"a": a, "b": b, **m}}
