@@ -9,11 +9,13 @@
         return {"val_loss": loss}
 
     outcome = sl.run_sweep("sweep.yaml", workers=4)   # what `sweeplab sweep sweep.yaml -w 4` does
+    sweep = sl.sweep("sweep.yaml", fn=train, workers=4, background=True)   # a handle: .wait() .best .trials()
+    sweep = sl.optimize(objective, n_trials=100, workers=4)                # an Optuna objective, unchanged
 """
 
 from __future__ import annotations
 
-from sweeplab.api import run_sweep
+from sweeplab.api import Sweep, load, run_sweep, sweep
 from sweeplab.errors import (
     BackendError,
     ConfigError,
@@ -23,6 +25,7 @@ from sweeplab.errors import (
     SweeplabError,
     UserError,
 )
+from sweeplab.optuna_compat import optimize
 from sweeplab.reporting import report
 from sweeplab.run import Run
 from sweeplab.types import TrialState
@@ -45,10 +48,14 @@ __all__ = [
     "Run",
     "SpecError",
     "StoreError",
+    "Sweep",
     "SweeplabError",
     "TrialState",
     "UserError",
     "__version__",
+    "load",
+    "optimize",
     "report",
     "run_sweep",
+    "sweep",
 ]

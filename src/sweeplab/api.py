@@ -5,6 +5,10 @@
     outcome = sl.run_sweep("sweep.yaml", store="runs/.sweeplab", workers=4)
     print(outcome.state, outcome.best_value, outcome.best_params)
 
+    sweep = sl.sweep("sweep.yaml", fn=train, workers=4, background=True)   # a handle (notebook-friendly)
+    sweep.wait(); sweep.best; sweep.trials()                                # pandas DataFrame
+    sl.load("my-sweep").status()                                          # an existing sweep
+
 `run_sweep` does what `sweeplab sweep SPEC` does, minus the terminal: validate the spec and its config files
 (nothing is written for bad input), open the store, build the backend from the registry
 (`sweeplab.backends.make_backend`), create the sweep and drive it to its end. The CLI calls the same
@@ -18,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sweeplab.handle import Sweep
+
 if TYPE_CHECKING:
     from sweeplab.backends.base import Backend
     from sweeplab.driver import Progress, SweepOutcome
@@ -25,8 +31,8 @@ if TYPE_CHECKING:
     from sweeplab.store import Store
 
 __all__ = [
-    "backend_name", "build_backend", "check_config_files", "default_name", "record_backend", "run_sweep",
-    "unique_name",
+    "Sweep", "backend_name", "build_backend", "check_config_files", "default_name", "load", "record_backend",
+    "run_sweep", "sweep", "unique_name",
 ]
 
 
@@ -90,14 +96,22 @@ def record_backend(st: Store, sweep_id: int, be: Backend) -> None:
         st.update_sweep(sweep_id, backend=be.name, address=address)
 
 
-def _as_spec(spec: SweepSpec | Mapping[str, Any] | str | Path) -> SweepSpec:
+def _as_spec(spec: SweepSpec | Mapping[str, Any] | str | Path, function: str | None = None) -> SweepSpec:
+    """A validated spec; with `function`, that trial function replaces the spec's own (or its program)."""
     from sweeplab.spec import SweepSpec, load_spec, parse_spec
 
     if isinstance(spec, SweepSpec):
-        return spec
+        if function is None:
+            return spec
+        spec = spec.raw if spec.source is None else spec.source
     if isinstance(spec, Mapping):
-        return parse_spec(spec, file="<run_sweep>", base_dir=Path.cwd())
-    return load_spec(spec)
+        raw = dict(spec)
+        if function is not None:
+            for key in ("program", "command"):
+                raw.pop(key, None)
+            raw["function"] = function
+        return parse_spec(raw, file="<run_sweep>", base_dir=Path.cwd())
+    return load_spec(spec, function=function)
 
 
 def run_sweep(
@@ -148,3 +162,143 @@ def run_sweep(
             be.shutdown(grace=0.0)
     finally:
         st.close()
+
+
+# ------------------------------------------------------------------------------------------ handles
+def sweep(
+    spec: SweepSpec | Mapping[str, Any] | str | Path,
+    *,
+    fn: Callable[..., Any] | str | None = None,
+    store: str | Path | None = None,
+    workers: int | None = None,
+    backend: str | None = None,
+    address: str | None = None,
+    name: str | None = None,
+    trials: int | None = None,
+    overrides: Sequence[str] = (),
+    background: bool = False,
+    progress: bool | None = None,
+) -> Sweep:
+    """Run a sweep from Python with the CLI's driver, backends, store and guarantees; returns its handle.
+
+    spec         a spec file, a spec mapping (as YAML would load it) or a `SweepSpec`
+    fn           the trial function (a function importable by worker processes, or "module:function");
+                 replaces the spec's `function`/`program`
+    trials       override budget.trials
+    background   return at once; the sweep runs in a thread (`handle.wait()`, `handle.stop()`)
+    progress     a live progress line (default: in Jupyter only)
+
+    Bad input (spec, config files, a trial function that workers cannot import) raises before anything is
+    written. Blocking, Ctrl-C stops the sweep as in the CLI (resumable with `sweeplab resume NAME`).
+    """
+    from sweeplab.notebook import Progress
+
+    the_spec = _as_spec(spec, function=None if fn is None else _target(fn))
+    if trials is not None:
+        import dataclasses
+
+        the_spec = the_spec.with_overrides(budget=dataclasses.replace(the_spec.budget, trials=trials))
+    shown = Progress(progress)
+    runner = _Runner(the_spec, store=store, workers=workers, backend=backend, address=address, name=name,
+                     overrides=overrides, on_progress=shown.update)
+    handle = Sweep(runner.name, runner.store_root, runner=runner)
+    if background:
+        runner.start_thread()
+    else:
+        runner.run()
+    return handle
+
+
+def load(name: str, *, store: str | Path | None = None) -> Sweep:
+    """The handle of an existing sweep in the store (read-only: `best`, `trials()`, `status()`...)."""
+    from sweeplab.store import Store, default_store_dir
+
+    root = Path(store) if store is not None else default_store_dir()
+    st = Store.open(root, readonly=True)
+    try:
+        if st.sweep_row(name) is None:
+            from sweeplab.errors import UserError
+
+            raise UserError(f"no sweep named {name!r} in {root}")
+    finally:
+        st.close()
+    return Sweep(name, root)
+
+
+def _target(fn: Callable[..., Any] | str) -> str:
+    from sweeplab.notebook import target_of
+
+    return target_of(fn)
+
+
+class _Runner:
+    """One sweep's driver, created at once (bad input raises here) and run here or in a thread."""
+
+    def __init__(self, spec: SweepSpec, *, store: str | Path | None, workers: int | None, backend: str | None,
+                 address: str | None, name: str | None, overrides: Sequence[str],
+                 on_progress: Callable[[Progress], None] | None, on_note: Callable[[str], None] | None = None,
+                 create: bool = True) -> None:
+        from sweeplab.driver import Driver
+        from sweeplab.store import Store, default_store_dir
+
+        check_config_files(spec)
+        backend = backend_name(spec, backend)
+        self.store_root = Path(store) if store is not None else default_store_dir()
+        self.outcome: SweepOutcome | None = None
+        self.error: BaseException | None = None
+        self._thread: Any = None
+        self.st = Store.open(self.store_root)
+        self.be: Backend | None = None
+        try:
+            self.name = unique_name(self.st, name or default_name(spec)) if create else str(name)
+            self.be = build_backend(spec, workers=workers, backend=backend, address=address,
+                                    store_root=self.st.root)
+            if self.be.name == "local":
+                self.be.start()   # workers boot while the driver sets up, as in the CLI
+            self.driver = Driver(spec, self.st, self.be, sweep_name=self.name, overrides=list(overrides),
+                                 on_progress=on_progress, on_note=on_note)
+            if create:
+                spec_path = str(spec.source.resolve()) if spec.source is not None else None
+                self.driver.create(spec_path=spec_path)
+            else:
+                self.driver.resume()
+            record_backend(self.st, self.driver.sweep_id, self.be)
+        except BaseException:
+            self.close()
+            raise
+
+    def run(self) -> SweepOutcome:
+        try:
+            self.outcome = self.driver.run()
+            return self.outcome
+        except BaseException as exc:
+            self.error = exc
+            raise
+        finally:
+            self.close()
+
+    def start_thread(self) -> None:
+        import threading
+
+        def body() -> None:
+            try:
+                self.run()
+            except BaseException:   # kept in self.error: wait() raises it in the caller's thread
+                pass
+
+        self._thread = threading.Thread(target=body, name=f"sweeplab-{self.name}", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float | None) -> bool:
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    def close(self) -> None:
+        if self.be is not None:
+            self.be.shutdown(grace=0.0)
+            self.be = None
+        if self.st is not None:
+            self.st.close()
+            self.st = None   # type: ignore[assignment]

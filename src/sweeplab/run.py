@@ -92,6 +92,8 @@ class Run:
         self._captured = dict(captured or {})
         self._torch_profiler = dict(torch_profiler) if torch_profiler else None
         self._artifacts_dir = artifacts_dir
+        self.pruned: str | None = None            # why the trial pruned itself (`prune`), else None
+        self.suggested: dict[str, Any] = {}       # parameters the trial chose while running (`suggest`)
 
     # ------------------------------------------------------------------ metrics
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
@@ -173,6 +175,17 @@ class Run:
         if self._decide_at:   # a trial waiting at a decision step wakes up to stop (an RLock: a signal
             with self._decided:   # handler interrupting the waiting thread may take it again)
                 self._decided.notify_all()
+
+    def prune(self, reason: str = "pruned") -> None:
+        """Mark this trial as pruned by its own decision (e.g. an Optuna pruner in a define-by-run
+        objective): once it returns, the trial ends PRUNED instead of COMPLETED."""
+        self.pruned = reason or "pruned"
+        self.request_stop(self.pruned)
+
+    def suggest(self, params: Mapping[str, Any]) -> None:
+        """Record parameters the trial chose while running (define-by-run search): the driver stores them
+        as the trial's parameters when it ends."""
+        self.suggested.update(params)
 
     # ------------------------------------------------------------------ checkpoints
     def _manager(self) -> Any:

@@ -89,7 +89,10 @@ def execute_function(ex: Execution) -> None:
             from sweeplab.wandb_compat import summary_metrics
 
             metrics = {**summary_metrics(wandb_final), **metrics}
-        channel.send(EventKind.FINISHED, {"metrics": metrics, "stopped": run.should_stop, "retire": ex.decide_retire()})
+        finished = {"metrics": metrics, "stopped": run.should_stop, "retire": ex.decide_retire()}
+        if run.pruned is not None or run.suggested:   # a define-by-run trial (Optuna objective)
+            finished.update(pruned=run.pruned, params=run.suggested)
+        channel.send(EventKind.FINISHED, finished)
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt) and not ex.preempted:
             raise
@@ -116,6 +119,8 @@ def execute_function(ex: Execution) -> None:
             "error_type": type(exc).__name__, "message": str(exc)[:2000], "traceback": tb[-20000:],
             "capture": capture_ref, "retire": ex.decide_retire(),
         }
+        if run is not None and run.suggested:
+            data["params"] = run.suggested
         if building and isinstance(exc, ConfigError):   # deterministic: the driver never retries it
             data.update(bad_input=True, key=exc.key, message=str(exc))
         channel.send(EventKind.FAILED, data)

@@ -14,12 +14,15 @@ from sweeplab.api import unique_name as _unique_name
 from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, _split_overrides, _store_path, app
 from sweeplab.cli.driving import _make_backend, _run_driver
 from sweeplab.cli.output import console, err
+from sweeplab.errors import UserError
 
 
 # ---------------------------------------------------------------------------------------------- sweep
 @app.command()
 def sweep(
-    spec_file: Path = typer.Argument(..., metavar="SPEC", help="sweep spec (YAML; W&B sweep files work as is)"),
+    ctx: typer.Context,
+    spec_file: Optional[Path] = typer.Argument(None, metavar="SPEC",
+                                               help="sweep spec (YAML; W&B sweep files work as is)"),
     overrides: Optional[list[str]] = typer.Argument(None, metavar="[KEY=VALUE]...",
                                                     help="config overrides for every trial"),
     workers: Optional[int] = typer.Option(None, "--workers", "-w",
@@ -37,10 +40,28 @@ def sweep(
     function: Optional[str] = typer.Option(None, "--function", help="run this function for each trial "
                                            "(train.py:train), e.g. for a W&B sweep run by wandb.agent(function=)"),
     strict: bool = typer.Option(False, "--strict", help="what W&B only warns about in a spec is an error"),
+    optuna: Optional[str] = typer.Option(None, "--optuna", help="run this Optuna objective (module:objective "
+                                         "or file.py:objective) instead of a spec; see docs/optuna.md"),
+    direction: Optional[str] = typer.Option(None, "--direction", help="--optuna: minimize | maximize"),
+    sampler: Optional[str] = typer.Option(None, "--sampler", help="--optuna: an optuna.samplers class name"),
+    pruner: Optional[str] = typer.Option(None, "--pruner", help="--optuna: an optuna.pruners class name"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="--optuna: the sweep's seed"),
+    from_study: Optional[str] = typer.Option(None, "--from-study", help="--optuna: import an Optuna study's "
+                                             "trials first (STORAGE_URL::STUDY_NAME)"),
 ) -> None:
-    """Run a sweep from a spec file."""
+    """Run a sweep from a spec file (or an Optuna objective with --optuna)."""
     from sweeplab.spec import load_spec
 
+    if optuna is not None:
+        if spec_file is not None:
+            raise UserError(f"--optuna runs an objective without a spec: drop {spec_file}")
+        from sweeplab.cli.optuna_sweep import run_optuna
+
+        run_optuna(optuna, trials=trials, workers=workers, backend=backend, address=address, name=name,
+                   store=store, quiet=quiet, direction=direction, sampler=sampler, pruner=pruner, seed=seed,
+                   from_study=from_study)
+    if spec_file is None:
+        ctx.fail("Missing argument 'SPEC' (or --optuna module:objective).")   # a usage error, exit 2
     spec = load_spec(spec_file, strict=strict, function=function)
     for warning in spec.warnings:
         from rich.markup import escape

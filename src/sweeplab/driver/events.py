@@ -171,11 +171,14 @@ class EventWriter(DriverState):
         metrics.update(final)
         value, problem = self._objective(t, final)
         now = ev.time
+        self._take_params(t, ev)
         t.costs.update(costs_of(final, self.spec.budget.cost))
         held = None if t.started_mono is None else self.clock.monotonic() - t.started_mono
         self._account(t)
         if t.stop_verdict is not None and t.stop_state is not None:
             state, reason = t.stop_state, t.stop_verdict.reason
+        elif ev.data.get("pruned"):   # the trial pruned itself (an Optuna pruner in the objective)
+            state, reason = TrialState.PRUNED, str(ev.data["pruned"])
         elif problem:
             state, reason = TrialState.FAILED, problem
         else:   # returned normally (also after a smoke-mode stop): its value counts
@@ -190,9 +193,17 @@ class EventWriter(DriverState):
             self._durations.append(held)
         self._check_crash_loop()
 
+    def _take_params(self, t: TrialRecord, ev: Event) -> None:
+        """Parameters a define-by-run trial chose while running (Optuna's suggest_*): they become its own."""
+        late = ev.data.get("params")
+        if isinstance(late, Mapping) and late and any(t.params.get(k) != v for k, v in late.items()):
+            t.params = {**t.params, **late}
+            self.store.update_trial(t.id, params=t.params)
+
     def _on_failed(self, t: TrialRecord, ev: Event) -> None:
         d = ev.data
         reason = t.kill_reason or str(d.get("reason") or "failed")
+        self._take_params(t, ev)
         if t.kill_reason and d.get("reason") and t.kill_reason not in str(d.get("reason")):
             reason = f"{t.kill_reason}"
         self._account(t)

@@ -70,6 +70,11 @@ class Driver(Recovery, EventWriter):
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
 
+    def request_stop(self) -> None:
+        """Stop the sweep as Ctrl-C does (running trials INTERRUPTED, resumable), from another thread: what a
+        background sweep's handle (`sl.sweep(..., background=True).stop()`) calls."""
+        self._signal = signal.SIGINT
+
     def _loop(self) -> SweepOutcome:
         events: list[Event] = []
         while True:

@@ -40,6 +40,7 @@ class Recovery(DriverState):
         if self.metric and self.spec.metric.impute:
             options["impute"] = self.spec.metric.impute   # failed trials, as model-based searchers see them
         self.searcher = make_searcher(self.spec.method, self.spec.space, self.goal, self.seed, **options)
+        self.searcher.bind(root=str(self.store.root.resolve()), sweep=self.name)
         for note in self.searcher.notes:
             self.on_note(note)
         if self.spec.early_terminate:

@@ -21,6 +21,7 @@ from sweeplab.space import SearchSpace
 from sweeplab.types import Goal
 
 __all__ = [
+    "DEFINE_BY_RUN",
     "METHODS",
     "MODEL_BASED",
     "SEARCHERS",
@@ -44,6 +45,13 @@ def _gp(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Sea
     from sweeplab.search.optuna import GPSearcher
 
     return GPSearcher(space, goal, seed, **options)
+
+
+def _optuna_objective(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
+    """A define-by-run Optuna objective's study (`sweeplab sweep --optuna`, `sl.optimize`)."""
+    from sweeplab.search.optuna_objective import ObjectiveSearcher
+
+    return ObjectiveSearcher(space, goal, seed, **options)
 
 
 def _bayes(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
@@ -74,10 +82,13 @@ SEARCHERS: dict[str, Callable[..., Searcher]] = {
     "bayes": _bayes,
     "tpe": _tpe,
     "gp": _gp,
+    "optuna": _optuna_objective,
 }
 #: methods that model past results: they need a metric, and are wrapped in Prefetching
 MODEL_BASED: tuple[str, ...] = ("bayes", "tpe", "gp")
 METHODS: tuple[str, ...] = tuple(SEARCHERS)
+#: methods whose parameters are chosen by the trial while it runs (an Optuna objective): no declared space
+DEFINE_BY_RUN: tuple[str, ...] = ("optuna",)
 
 
 def make_searcher(

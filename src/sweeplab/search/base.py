@@ -81,6 +81,10 @@ class Searcher(ABC):
         Unfinished trials in `history` are requeued by the driver with their parameters: not asked again.
         """
 
+    def bind(self, *, root: str, sweep: str) -> None:
+        """Where the sweep lives (store root, sweep name), for a searcher that keeps its own state there
+        (the Optuna objective study); called by the driver once after construction, before `replay`."""
+
     @property
     def exhausted(self) -> bool:
         return False

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from sweeplab.search import METHODS, make_searcher
+from sweeplab.search import DEFINE_BY_RUN, METHODS, make_searcher
 from sweeplab.search.base import Searcher
 from sweeplab.space import SearchSpace, parse_parameters
 from sweeplab.types import Goal, TrialSnapshot, TrialState
@@ -61,7 +61,7 @@ class SearcherContract:
 
     steps = 12
 
-    @pytest.fixture(params=METHODS)
+    @pytest.fixture(params=[m for m in METHODS if m not in DEFINE_BY_RUN])   # those: tests/optuna
     def method(self, request: pytest.FixtureRequest) -> str:
         if request.param in ("gp", "bayes") and not HAS_TORCH:
             pytest.skip("torch is not installed")

@@ -1,0 +1,183 @@
+"""The handle of a sweep in a store: what `sl.sweep`, `sl.optimize` and `sl.load` return.
+
+It reads the store (as `sweeplab status` and the dashboard do) and, for a sweep running in this process,
+waits for it or stops it through the runner that `sweeplab.api` gave it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sweeplab.driver import SweepOutcome
+    from sweeplab.store import Store
+
+__all__ = ["Sweep"]
+
+
+class Sweep:
+    """A sweep in a store: running in this process (from `sl.sweep` / `sl.optimize`) or not (`sl.load`).
+
+    All reads go to the store, so they show what the dashboard and `sweeplab status` show.
+    """
+
+    def __init__(self, name: str, store: str | Path, *, runner: Any = None) -> None:
+        """`runner`: the sweeplab.api runner of a sweep running in this process (wait, stop, outcome)."""
+        self.name = name
+        self.store = Path(store)
+        self._runner = runner
+
+    def __repr__(self) -> str:
+        return f"Sweep({self.name!r}, store={str(self.store)!r})"
+
+    # ------------------------------------------------------------------ control
+    @property
+    def done(self) -> bool:
+        """Not running in this process (finished, stopped, failed, or loaded with `sl.load`)."""
+        return self._runner is None or self._runner.wait(0)
+
+    def wait(self, timeout: float | None = None) -> SweepOutcome | None:
+        """Block until the sweep ends (or `timeout` seconds); its outcome, None while still running.
+        An error of the sweep's thread is raised here."""
+        runner = self._runner
+        if runner is None:
+            return None
+        if not runner.wait(timeout):
+            return None
+        if runner.error is not None and not isinstance(runner.error, KeyboardInterrupt):
+            raise runner.error
+        return runner.outcome
+
+    def stop(self, wait: bool = True) -> SweepOutcome | None:
+        """Stop a sweep running in this process as Ctrl-C would (resumable); its outcome when `wait`."""
+        runner = self._runner
+        if runner is None or runner.wait(0):
+            return runner.outcome if runner else None
+        runner.driver.request_stop()
+        return self.wait() if wait else None
+
+    @property
+    def outcome(self) -> SweepOutcome | None:
+        return self._runner.outcome if self._runner is not None else None
+
+    # ------------------------------------------------------------------ reading
+    def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        from sweeplab.store import Store
+
+        st = Store.open(self.store, readonly=True)
+        try:
+            return fn(st, self.name, *args)
+        finally:
+            st.close()
+
+    def status(self) -> dict[str, Any]:
+        """{"name", "state", "counts", "trials", "best", "end_reason"}: the sweep at a glance."""
+        from sweeplab.store import queries
+
+        summary = self._read(queries.sweep_status)
+        trials = summary["trials"]
+        counts: dict[str, int] = {}
+        for t in trials:
+            counts[t["state"]] = counts.get(t["state"], 0) + 1
+        row = summary["sweep"]
+        return {"name": self.name, "state": row.get("state"), "counts": counts, "trials": len(trials),
+                "best": self.best, "end_reason": row.get("end_reason")}
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """The best completed trial: {"trial", "value", "params", "metrics"}, or None."""
+        from sweeplab.store import queries
+
+        best = self._read(queries.best_trial)
+        if best is not None:
+            best.pop("sweep", None)
+        return best
+
+    @property
+    def pareto(self) -> list[dict[str, Any]]:
+        """The feasible non-dominated completed trials when the sweep has several objectives (a spec with
+        `objectives`); with one objective, [best] (or [] before any trial completed)."""
+        from sweeplab.store import queries
+
+        spec = self._read(queries.sweep_summary)["spec"] or {}
+        objectives = spec.get("objectives")
+        if not isinstance(objectives, list) or len(objectives) < 2:
+            best = self.best
+            return [best] if best is not None else []
+        return _pareto(self._read(queries.sweep_status)["trials"], objectives)
+
+    def trials(self) -> Any:
+        """A pandas DataFrame, one row per trial: number, state, value, params.*, attempts, started, ended,
+        duration (seconds), reason, metrics.* (final values). Needs pandas (`pip install 'sweeplab[pandas]'`)."""
+        from sweeplab._imports import optional_import
+        from sweeplab.store import queries
+
+        pd = optional_import("pandas", "pandas", "Sweep.trials()")
+        rows = []
+        for t in self._read(queries.sweep_status)["trials"]:
+            row = {k: t[k] for k in ("number", "state", "value", "attempts", "started", "ended", "reason")}
+            row["duration"] = (t["ended"] - t["started"]) if t["ended"] and t["started"] else None
+            row.update({f"params.{k}": v for k, v in _flat(t["params"] or {}).items()})
+            row.update({f"metrics.{k}": v for k, v in (t["metrics"] or {}).items()})
+            rows.append(row)
+        frame = pd.DataFrame(rows)
+        return frame.set_index("number") if rows else frame
+
+    def metrics(self, trial: int | None = None) -> Any:
+        """Every reported metric point as a pandas DataFrame: trial, key, step, value (one trial's with
+        `trial`)."""
+        from sweeplab._imports import optional_import
+
+        pd = optional_import("pandas", "pandas", "Sweep.metrics()")
+        rows = self._read(_metric_rows, trial)
+        return pd.DataFrame(rows, columns=["trial", "key", "step", "value"])
+
+
+def _metric_rows(st: Store, name: str, trial: int | None) -> list[dict[str, Any]]:
+    row = st.sweep_row(name)
+    rows: list[dict[str, Any]] = []
+    for t in st.trial_rows(int(row["id"])) if row is not None else ():
+        if trial is not None and int(t["number"]) != trial:
+            continue
+        for key, points in st.metric_history(int(t["id"])).items():
+            rows.extend({"trial": int(t["number"]), "key": key, "step": s, "value": v} for s, v in points)
+    return rows
+
+
+def _flat(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        if isinstance(v, Mapping):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _pareto(trials: Sequence[Mapping[str, Any]], objectives: Sequence[Any]) -> list[dict[str, Any]]:
+    """Completed trials no other completed trial dominates, over the objectives' metrics (feasible only:
+    a trial whose metrics say `feasible: false` or that lacks an objective is left out)."""
+    names, signs = [], []
+    for o in objectives:
+        o = o if isinstance(o, Mapping) else {"name": str(o)}
+        names.append(str(o.get("name")))
+        signs.append(-1.0 if str(o.get("goal", "minimize")).startswith("max") else 1.0)
+    points = []
+    for t in trials:
+        m = t.get("metrics") or {}
+        if t["state"] != "completed" or m.get("feasible") is False:
+            continue
+        try:
+            vec = [s * float(m[n]) for n, s in zip(names, signs)]
+        except (KeyError, TypeError, ValueError):
+            continue
+        points.append((vec, t))
+    front = []
+    for vec, t in points:
+        dominated = any(all(o <= v for o, v in zip(other, vec)) and other != vec for other, _ in points)
+        if not dominated:
+            front.append({"trial": t["number"], "values": {n: m for n, m in zip(names, (
+                (t["metrics"] or {})[n] for n in names))}, "params": t["params"], "metrics": t["metrics"]})
+    return front

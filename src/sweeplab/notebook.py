@@ -1,0 +1,103 @@
+"""Notebook support for the Python API: a live progress line in Jupyter, and the check that a trial
+function can be imported by worker processes.
+
+Worker processes are fresh interpreters: they import the trial function by name (`module:function`), they
+never receive the function object. A function defined in a notebook cell lives in `__main__` of the
+kernel, which no other process can import, so `sl.sweep(fn=...)` refuses it with the fix: put it in a
+`.py` file next to the notebook and import it from there.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from sweeplab.errors import UserError
+
+__all__ = ["Progress", "in_notebook", "target_of"]
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter (IPython kernel) session."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    try:
+        shell = ipython.get_ipython()
+    except Exception:
+        return False
+    return shell is not None and hasattr(shell, "kernel")
+
+
+def target_of(fn: Any, what: str = "trial function") -> str:
+    """`module:function` (or `file.py:function`) naming `fn` so that a worker process can import it.
+
+    A string is returned as is. A top-level module outside the working directory is named by its file
+    (workers import from the working directory, PYTHONPATH and installed packages). A function of a
+    notebook cell or of the interactive interpreter, a lambda or a nested function cannot be imported
+    elsewhere: a UserError says so and gives the fix.
+    """
+    if isinstance(fn, str):
+        return fn
+    if not callable(fn):
+        raise UserError(f"{what} must be a function or a 'module:function' string, not {type(fn).__name__}")
+    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    module = getattr(fn, "__module__", None)
+    fix = (f"move it into a .py file next to the notebook (e.g. trials.py), then `from trials import "
+           f"{qualname.split('.')[0]}` and pass that; worker processes import it by name")
+    if "<lambda>" in qualname or "<locals>" in qualname:
+        raise UserError(f"{what} {qualname!r} is a lambda or is defined inside another function: worker "
+                        f"processes cannot import it; define it at the top level of a module ({fix})")
+    if module in (None, "__main__", "builtins") or module.startswith("__main__"):
+        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+        if module == "__main__" and main_file and main_file.endswith(".py") and not in_notebook():
+            return f"{os.path.abspath(main_file)}:{qualname}"   # a script: workers load it by path
+        raise UserError(f"{what} {qualname!r} is defined in a notebook or the interactive interpreter "
+                        f"(module {module!r}), which worker processes cannot import: {fix}")
+    file = getattr(sys.modules.get(module), "__file__", None)
+    if "." not in module and file and file.endswith(".py") \
+            and os.path.dirname(os.path.abspath(file)) != os.path.abspath(os.getcwd()):
+        return f"{os.path.abspath(file)}:{qualname}"   # a module found on a path workers may not have
+    return f"{module}:{qualname}"
+
+
+class Progress:
+    """A one-line live progress display: updated in place in Jupyter, silent elsewhere (or when off)."""
+
+    def __init__(self, enabled: bool | None = None, *, every: float = 0.5) -> None:
+        self.enabled = in_notebook() if enabled is None else enabled
+        self.every = every
+        self._handle: Any = None
+        self._last = 0.0
+
+    def update(self, p: Any) -> None:
+        """An `on_progress` callback (takes sweeplab.driver.Progress)."""
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last < self.every and p.running:
+            return
+        self._last = now
+        self.show(line(p))
+
+    def show(self, text: str) -> None:
+        if not in_notebook():
+            print(text, file=sys.stderr)
+            return
+        from IPython.display import display
+
+        if self._handle is None:
+            self._handle = display({"text/plain": text}, raw=True, display_id=True)
+        else:
+            self._handle.update({"text/plain": text}, raw=True)
+
+
+def line(p: Any) -> str:
+    """`sweep: 12/50 done (3 running) | best 0.123 (trial 7) | 1m05s`."""
+    done = sum(n for s, n in p.counts.items() if s not in ("running", "queued", "interrupted", "preempted"))
+    total = f"/{p.budget_trials}" if p.budget_trials else ""
+    best = f" | best {p.best_value:.6g} (trial {p.best_trial})" if p.best_value is not None else ""
+    minutes, seconds = divmod(int(p.elapsed), 60)
+    return f"{p.sweep}: {done}{total} done ({p.running} running){best} | {minutes}m{seconds:02d}s"

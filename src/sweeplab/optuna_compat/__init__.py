@@ -1,0 +1,198 @@
+"""Optuna objectives, unchanged, under sweeplab's driver, backends and store.
+
+    import sweeplab as sl
+
+    def objective(trial):                       # any define-by-run objective, as written for Optuna
+        x = trial.suggest_float("x", -10, 10)
+        if trial.suggest_categorical("kind", ["a", "b"]) == "a":
+            ...
+        for step in range(10):
+            trial.report(loss, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return loss
+
+    sweep = sl.optimize(objective, n_trials=100, workers=4)   # or: sweeplab sweep --optuna mod:objective
+    sweep.best
+
+Each trial runs in a worker process (local or Ray) with Optuna's own `Trial` attached to the sweep's study,
+a JournalStorage file in the store; see `sweeplab.search.optuna_objective` for how the driver stays the owner
+of the search, and docs/optuna.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweeplab.errors import UserError
+
+if TYPE_CHECKING:
+    from sweeplab.api import Sweep
+    from sweeplab.store import Store
+
+__all__ = ["TRIAL_FUNCTION", "optimize", "optuna_spec"]
+
+TRIAL_FUNCTION = "sweeplab.optuna_compat._trial:objective_trial"
+
+
+def optuna_spec(name: str, n_trials: int, *, direction: str = "minimize", seed: int | None = None,
+                workers: int | None = None, retries: int | None = None,
+                timeout: float | str | None = None) -> dict[str, Any]:
+    """The sweep spec of an Optuna objective: method `optuna`, the metric `value`, no declared parameters."""
+    from sweeplab.search.optuna_objective import METRIC
+
+    if direction not in ("minimize", "maximize"):
+        raise UserError(f"direction: {direction!r} is not one of minimize | maximize")
+    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
+        raise UserError(f"n_trials: {n_trials!r} is not a positive integer")
+    spec: dict[str, Any] = {"name": name, "method": "optuna", "metric": {"name": METRIC, "goal": direction},
+                            "parameters": {}, "function": TRIAL_FUNCTION, "budget": {"trials": n_trials}}
+    if seed is not None:
+        spec["seed"] = seed
+    if workers is not None:
+        spec["workers"] = workers
+    trial: dict[str, Any] = {}
+    if retries is not None:
+        trial["retries"] = retries
+    if timeout is not None:
+        trial["timeout"] = timeout
+    if trial:
+        spec["trial"] = trial
+    return spec
+
+
+def optimize(
+    objective: Callable[[Any], Any] | str,
+    n_trials: int = 100,
+    *,
+    workers: int | None = None,
+    sampler: Any = None,
+    pruner: Any = None,
+    direction: str | None = None,
+    study: Any = None,
+    name: str | None = None,
+    store: str | Path | None = None,
+    backend: str | None = None,
+    address: str | None = None,
+    seed: int | None = None,
+    retries: int | None = None,
+    timeout: float | str | None = None,
+    background: bool = False,
+    progress: bool | None = None,
+    on_progress: Callable[[Any], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> Sweep:
+    """Run an Optuna objective for `n_trials` trials on `workers` processes (or Ray); returns the handle.
+
+    objective   `def objective(trial) -> float` importable by worker processes, or "module:function"
+    sampler     any Optuna sampler (default: Optuna's, TPE); pruner: any Optuna pruner (default: median)
+    study       an existing Optuna study (e.g. `optuna.load_study(storage="sqlite:///old.db", ...)`): its
+                finished trials seed the search and show in the dashboard; its direction, sampler and
+                pruner are used unless given
+    name        the sweep's name (default: the objective's name; made unique in the store)
+    on_progress a callback taking `sweeplab.driver.Progress` (replaces the notebook progress line)
+
+    The sweep is an ordinary sweep of the store: `sweeplab resume NAME` continues it after a crash
+    (completed trials kept, running ones rerun, up to `n_trials` in total), the dashboard shows it.
+    """
+    from sweeplab.api import Sweep, _Runner
+    from sweeplab.notebook import Progress, target_of
+    from sweeplab.search.optuna_objective import StudySettings, open_study, study_dir, write_settings
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store, default_store_dir
+
+    target = target_of(objective, "objective")
+    python_path = [os.getcwd()]
+    _check_importable(target, python_path)
+    if study is not None:
+        sampler = sampler if sampler is not None else study.sampler
+        pruner = pruner if pruner is not None else study.pruner
+        direction = direction or study.direction.name.lower()
+    direction = direction or "minimize"
+    base = name or target.rpartition(":")[2].rpartition(".")[2] or "optuna"
+    spec = parse_spec(optuna_spec(base, n_trials, direction=direction, seed=seed, workers=workers,
+                                  retries=retries, timeout=timeout), file="<optimize>", base_dir=Path.cwd())
+    root = Path(store) if store is not None else default_store_dir()
+    from sweeplab.api import unique_name
+
+    st = Store.open(root)
+    try:
+        sweep_name = unique_name(st, base)
+    finally:
+        st.close()
+    directory = study_dir(root.resolve(), sweep_name)
+    settings = StudySettings(objective=target, study_name=sweep_name, directions=[direction], sampler=sampler,
+                             pruner=pruner, python_path=python_path)
+    write_settings(directory, settings)
+    imported = _seed_journal(open_study(directory, settings, create=True), study) if study is not None else []
+    shown = Progress(progress)
+    runner = _Runner(spec, store=root, workers=workers, backend=backend, address=address, name=sweep_name,
+                     overrides=[f"optuna_study={directory}"], on_progress=on_progress or shown.update,
+                     on_note=on_note)
+    if imported:
+        _seed_store(runner, imported, n_trials, source=getattr(study, "study_name", "an Optuna study"))
+    handle = Sweep(runner.name, runner.store_root, runner=runner)
+    if background:
+        runner.start_thread()
+    else:
+        runner.run()
+    return handle
+
+
+def _check_importable(target: str, python_path: Sequence[str]) -> None:
+    """Import the objective now, in this process: a typo is an error before anything runs."""
+    from sweeplab.backends.targets import load_target
+
+    try:
+        load_target(target, list(python_path))
+    except UserError:
+        raise
+    except Exception as exc:
+        raise UserError(f"objective {target!r} cannot be imported: {type(exc).__name__}: {exc}") from None
+
+
+# ------------------------------------------------------------------------------------------ importing
+def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
+    """Copy the finished trials of `source` into the sweep's journal study; returns them (frozen), in order."""
+    from sweeplab.search.optuna_objective import link
+
+    finished = [t for t in source.get_trials(deepcopy=True) if t.state.is_finished()]
+    if len(source.directions) != 1:
+        raise UserError(f"study {source.study_name!r} has {len(source.directions)} objectives: sweeplab "
+                        "imports single-objective Optuna studies")
+    journal_study.add_trials(finished)
+    for number, frozen in enumerate(journal_study.get_trials(deepcopy=False)[:len(finished)]):
+        link(journal_study, number, frozen._trial_id, running=False)
+    return finished
+
+
+_STATES = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}
+
+
+def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int, *, source: str) -> None:
+    """Record imported trials as the sweep's first trials (as `fork` does), then rebuild the driver so the
+    searcher and the budget (`n_trials` new ones) count them."""
+    st: Store = runner.st
+    driver = runner.driver
+    with st.transaction():
+        for number, t in enumerate(trials):
+            state = _STATES[t.state.name]
+            started = t.datetime_start.timestamp() if t.datetime_start else None
+            ended = t.datetime_complete.timestamp() if t.datetime_complete else started
+            tid = st.add_trial(driver.sweep_id, number, dict(t.params), {}, None)
+            metrics = {"value": t.value} if t.value is not None else {}
+            metrics.update({f"user_attrs.{k}": v for k, v in t.user_attrs.items()
+                            if isinstance(v, (int, float)) and not isinstance(v, bool)})
+            st.update_trial(tid, state=state, value=t.value if state == "completed" else None, metrics=metrics,
+                            started=started, ended=ended, reason=f"imported from {source} (trial {t.number})")
+            points = [(int(step), "value", float(v), ended or 0.0) for step, v in t.intermediate_values.items()]
+            if points:
+                st.add_metrics(tid, 0, points)
+        st.add_event(driver.sweep_id, "info", f"imported {len(trials)} finished trial(s) from {source}",
+                     data={"source": source, "trials": len(trials)})
+    driver.trials.clear()
+    driver.by_number.clear()
+    driver.resume(extra_trials=n_trials)

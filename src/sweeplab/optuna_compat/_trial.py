@@ -1,0 +1,94 @@
+"""The worker's side of an Optuna objective: the sweeplab trial function that runs `objective(trial)`.
+
+Each sweeplab trial attaches an `optuna.trial.Trial` to the Optuna trial the driver created for it, in the
+sweep's journal study (see `sweeplab.search.optuna_objective`), so everything the objective does with its
+`trial` is Optuna's own code against the shared storage: `suggest_*` (the user's sampler), `report` and
+`should_prune` (the user's pruner), `set_user_attr`. On top of that, reported values are logged as the
+sweep's metric (curves in the dashboard), and the suggested parameters and a pruning are told to the
+driver, which ends the Optuna trial.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from sweeplab.run import Run
+from sweeplab.search.optuna_objective import (
+    METRIC,
+    open_study,
+    optimize_loop,
+    read_settings,
+    reseed,
+    trial_id_of,
+)
+
+__all__ = ["objective_trial"]
+
+STUDY_KEY = "optuna_study"   # the trial config's key holding the study directory
+
+
+def _trial_class() -> type:
+    import optuna
+
+    class SweeplabTrial(optuna.trial.Trial):
+        """Optuna's Trial, whose reports also reach the sweep's metric history."""
+
+        _run: Run
+
+        def report(self, value: float, step: int) -> None:
+            super().report(value, step)
+            if isinstance(value, (int, float)) and math.isfinite(float(value)):
+                self._run.log({METRIC: float(value)}, step=int(step))
+
+    return SweeplabTrial
+
+
+_STUDIES: dict[str, tuple[Any, Any]] = {}   # study directory -> (settings, study), per worker process
+
+
+def _study(directory: Path) -> tuple[Any, Any]:
+    """The sweep's settings and study, opened once per worker process: the journal storage then reads only
+    what was appended since the last trial, as one process of Optuna's own multi-process mode does."""
+    key = str(directory)
+    if key not in _STUDIES:
+        settings = read_settings(directory)
+        _STUDIES[key] = (settings, open_study(directory, settings))
+    return _STUDIES[key]
+
+
+def objective_trial(config: Any, run: Run) -> dict[str, Any]:
+    """Run the sweep's Optuna objective for this trial; returns {"value": ..., numeric user attrs}."""
+    import optuna
+
+    directory = Path(config[STUDY_KEY])
+    settings, study = _study(directory)
+    study._thread_local.cached_all_trials = None
+    trial_id = trial_id_of(study, run.trial)
+    if trial_id is None:
+        raise RuntimeError(f"trial {run.trial} has no Optuna trial in {directory}")
+    reseed(study.sampler, run.seed, run.trial)
+    from sweeplab.backends.targets import load_target
+
+    objective = load_target(settings.objective, list(settings.python_path))
+    trial = _trial_class()(study, trial_id)
+    trial._run = run
+    try:
+        with optimize_loop(study):   # trial.study.stop() works as in study.optimize
+            result = objective(trial)
+    except optuna.TrialPruned as exc:
+        run.prune(f"pruned by {type(study.pruner).__name__}" + (f": {exc}" if str(exc) else ""))
+        return {}
+    finally:
+        run.suggest(trial.params)
+    attrs = {f"user_attrs.{k}": v for k, v in trial.user_attrs.items()
+             if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {METRIC: _value(result), **attrs}
+
+
+def _value(result: Any) -> Any:
+    """The objective's return value as Optuna reads it (a one-element sequence is a single value)."""
+    if isinstance(result, (list, tuple)) and len(result) == 1:
+        return result[0]
+    return result

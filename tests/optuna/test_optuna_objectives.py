@@ -1,0 +1,230 @@
+"""Optuna objectives run unchanged under sweeplab: `sl.optimize`, `sweeplab sweep --optuna`, resume after a
+driver kill -9, an imported Optuna study, and the Ray backend. Real Optuna, real worker processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+optuna = pytest.importorskip("optuna")
+
+import sweeplab as sl  # noqa: E402
+from sweeplab.search.optuna_objective import open_study, study_dir  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """A working directory holding the user's objective module, as a user's project would."""
+    shutil.copy(HERE / "objectives.py", tmp_path / "objectives.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def _journal(store: Path, name: str):
+    return open_study(study_dir(store.resolve(), name))
+
+
+def _cli(*args: str, cwd: Path, **kw):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "sweeplab", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=240, **kw)
+
+
+def test_define_by_run_objective_with_conditional_params_pruning_and_user_attrs(workdir):
+    store = workdir / "st"
+    sweep = sl.optimize("objectives:conditional", n_trials=8, workers=2, store=store, seed=0,
+                        sampler=optuna.samplers.RandomSampler(seed=0), pruner=optuna.pruners.ThresholdPruner(upper=5.0))
+    assert sweep.outcome.exit_code == 0
+    frame = sweep.trials()
+    study = _journal(store, sweep.name)
+    by_number = {t.system_attrs["sweeplab_number"]: t for t in study.trials}
+    assert len(frame) == 8 and len(by_number) == 8
+    xs = set()
+    for number, row in frame.iterrows():
+        frozen = by_number[number]
+        x = row["params.x"]
+        xs.add(x)
+        assert x == frozen.params["x"]                                       # suggested in the worker
+        assert (row["params.kind"] == "a") == ("y" in frozen.params)         # conditional branch
+        if x > 5:
+            assert row["state"] == "pruned" and frozen.state.name == "PRUNED"   # the user's pruner decided
+        else:
+            assert row["state"] == "completed" and frozen.state.name == "COMPLETE"
+            assert row["value"] == pytest.approx(frozen.value)
+            assert row["metrics.user_attrs.double_x"] == pytest.approx(2 * x)
+        assert frozen.user_attrs["double_x"] == pytest.approx(2 * x)
+    assert len(xs) == 8                                   # every worker's sampler was reseeded per trial
+    curves = sweep.metrics()
+    assert set(curves["key"]) == {"value"} and len(curves) >= 8    # trial.report -> the sweep's curves
+    best = min(t.value for t in study.trials if t.state.name == "COMPLETE")
+    assert sweep.best["value"] == pytest.approx(best)
+
+
+def test_a_failing_objective_fails_its_trial_with_its_params_and_the_study_agrees(workdir):
+    sweep = sl.optimize("objectives:fails", n_trials=1, workers=1, store=workdir / "st", retries=1)
+    row = sweep.trials().loc[0]
+    frozen = _journal(workdir / "st", "fails").trials[0]
+    assert row["state"] == "failed" and row["attempts"] == 2 and "planted failure" in row["reason"]
+    assert row["params.x"] == frozen.params["x"]              # the retry reused the Optuna trial's suggestion
+    assert frozen.state.name == "FAIL" and len(_journal(workdir / "st", "fails").trials) == 1
+    assert sweep.outcome.exit_code == 1
+
+
+def test_the_users_sampler_runs_in_the_workers_and_study_stop_ends_the_sweep(workdir):
+    store = workdir / "st"
+    grid = optuna.samplers.GridSampler({"x": [0.0, 1.0, 2.0, 3.0]})
+    sweep = sl.optimize("objectives:grid", n_trials=10, workers=2, store=store, sampler=grid)
+    assert sweep.outcome.exit_code == 0
+    frame = sweep.trials()
+    done = frame[frame["state"] == "completed"]
+    assert set(done["params.x"]) == {0.0, 1.0, 2.0, 3.0}    # the grid, across workers (it repeats a point
+    assert len(frame) <= 5   # only while all are running, as in Optuna); then GridSampler stopped the study
+
+
+def test_cli_sweep_optuna_runs_and_bad_objective_is_exit_2_with_nothing_written(workdir):
+    ok = _cli("sweep", "--optuna", "objectives:grid", "--trials", "3", "--workers", "2", "--store", "st",
+              "--sampler", "RandomSampler", "--seed", "1", "-q", cwd=workdir)
+    assert ok.returncode == 0, ok.stderr
+    best = _cli("best", "grid", "--json", "--store", "st", cwd=workdir)
+    assert json.loads(best.stdout)["params"].keys() == {"x"}
+    bad = _cli("sweep", "--optuna", "objectives:missing", "--store", "st2", cwd=workdir)
+    assert bad.returncode == 2 and "objectives:missing" in bad.stderr
+    assert not (workdir / "st2").exists()
+    nodb = _cli("sweep", "--optuna", "objectives:grid", "--from-study", "sqlite:///none.db::old", "--store", "st2",
+                cwd=workdir)
+    assert nodb.returncode == 2 and "no database file none.db" in nodb.stderr
+    assert not (workdir / "st2").exists() and not (workdir / "none.db").exists()
+    old = optuna.create_study(study_name="old", storage=f"sqlite:///{workdir / 'old.db'}")
+    old.optimize(lambda t: t.suggest_float("x", 0, 3), n_trials=2)
+    seeded = _cli("sweep", "--optuna", "objectives:grid", "--from-study", "sqlite:///old.db::old", "--trials", "1",
+                  "--store", "st3", "--name", "seeded", "-q", cwd=workdir)
+    assert seeded.returncode == 0, seeded.stderr
+    status = json.loads(_cli("status", "seeded", "--json", "--store", "st3", cwd=workdir).stdout)
+    assert [t["state"] for t in status["trials"]] == ["completed"] * 3
+    assert [t["params"]["x"] for t in status["trials"][:2]] == [t.params["x"] for t in old.trials]
+
+
+def test_resume_after_driver_kill_9_keeps_completed_trials_and_reaches_n_trials(workdir):
+    (workdir / "STALL").write_text("")
+    (workdir / "STALL").unlink()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweeplab", "sweep", "--optuna", "objectives:waits", "--trials", "6",
+         "--workers", "2", "--store", "st", "--seed", "3", "-q"],
+        cwd=workdir, env={**os.environ, "PYTHONPATH": SRC}, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import sqlite3
+
+    def completed() -> dict[int, tuple[str, float]]:
+        if not (workdir / "st" / "store.db").exists():
+            return {}
+        try:
+            with sqlite3.connect(workdir / "st" / "store.db") as db:
+                rows = db.execute("SELECT number, params, value FROM trials WHERE state='completed'").fetchall()
+        except sqlite3.OperationalError:   # the store is being created
+            return {}
+        return {n: (p, v) for n, p, v in rows}
+
+    deadline = time.monotonic() + 120
+    stalled = False
+    try:
+        while time.monotonic() < deadline:
+            done = completed()
+            if len(done) >= 2 and not stalled:
+                (workdir / "STALL").write_text("")   # the next trials stay in flight
+                stalled = True
+                stall_from = time.monotonic()
+            if stalled and time.monotonic() - stall_from > 1.5:
+                break
+            time.sleep(0.05)
+        before = completed()
+        assert 2 <= len(before) < 6
+        os.killpg(proc.pid, signal.SIGKILL)   # the driver and its workers, at once
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    (workdir / "STALL").unlink()
+    resumed = _cli("resume", "waits", "--store", "st", "-q", cwd=workdir)
+    assert resumed.returncode == 0, resumed.stderr
+    after = completed()
+    assert len(after) == 6                                   # n_trials in total
+    assert {n: after[n] for n in before} == before           # nothing completed was redone
+    study = _journal(workdir / "st", "waits")
+    states = [t.state.name for t in study.trials]
+    assert "RUNNING" not in states and states.count("COMPLETE") == 6
+    values = sorted(t.value for t in study.trials if t.state.name == "COMPLETE")
+    assert values == sorted(v for _, v in after.values())    # the study and the store agree
+
+
+def test_an_existing_optuna_study_seeds_the_search_and_shows_in_the_store(workdir):
+    url = f"sqlite:///{workdir / 'old.db'}"
+    old = optuna.create_study(study_name="old", storage=url, direction="maximize")
+    old.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=3)
+    loaded = optuna.load_study(study_name="old", storage=url)
+    sweep = sl.optimize("objectives:grid", n_trials=2, workers=1, store=workdir / "st", study=loaded)
+    frame = sweep.trials()
+    assert len(frame) == 5
+    imported = frame.loc[[0, 1, 2]]
+    assert list(imported["params.x"]) == [t.params["x"] for t in old.trials]
+    assert list(imported["value"]) == [t.value for t in old.trials]
+    assert all(imported["reason"].str.contains("imported from old"))
+    study = _journal(workdir / "st", sweep.name)
+    assert study.direction.name == "MAXIMIZE" and len(study.trials) == 5   # the sampler saw the history
+    assert sweep.best["value"] == pytest.approx(max(t.value for t in study.trials))
+
+
+@pytest.mark.ray
+def test_an_optuna_objective_runs_on_a_ray_cluster(workdir):
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    try:
+        sweep = sl.optimize("objectives:pid", n_trials=3, workers=2, store=workdir / "st", backend="ray",
+                            address=cluster.address, seed=0)
+        assert sweep.outcome.exit_code == 0
+        study = _journal(workdir / "st", "pid")
+        assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+        assert list(sweep.trials()["params.x"]) == [t.params["x"] for t in study.trials]   # told back over Ray
+        assert all(t.user_attrs["pid"] != os.getpid() for t in study.trials)   # ran in Ray workers
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()
+
+
+def test_a_journal_lock_held_by_a_killed_process_does_not_stall_the_study(tmp_path):
+    """A worker killed (kill -9) while it appends to the journal leaves its lock behind; Optuna's own file
+    locks are broken only after a 30 s grace period, which stalled `resume` after a driver kill. The OS drops
+    the study's lock with its holder."""
+    from sweeplab.search.optuna_objective import StudySettings, write_settings
+
+    directory = tmp_path / "study"
+    write_settings(directory, StudySettings(objective="m:f", study_name="s", directions=["minimize"]))
+    open_study(directory, create=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import os, sys, signal; from pathlib import Path\n"
+         "from sweeplab.search.optuna_objective import journal_storage\n"
+         f"journal_storage(Path({str(directory)!r}))._backend._lock.acquire()\n"
+         "print('locked', flush=True); signal.pause()"],
+        env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=30)
+    t0 = time.monotonic()
+    study = open_study(directory)
+    study.ask()                               # appends to the journal: needs the lock
+    assert time.monotonic() - t0 < 10

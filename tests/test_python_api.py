@@ -1,0 +1,132 @@
+"""The notebook-friendly Python API: `sl.sweep` (blocking and background handles), `sl.load`, the handle's
+reads (best, pareto, trials(), metrics(), status()), and the importability check of trial functions."""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+import sweeplab as sl
+from sweeplab.notebook import Progress, target_of
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TRIALS = FIXTURES / "trials.py"
+
+
+def _spec(**extra):
+    return {"method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+            "parameters": {"x": {"values": [1.0, 2.0]}, "steps": {"values": [2, 4]}}, **extra}
+
+
+@pytest.fixture
+def trials_module(monkeypatch):
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    import trials
+
+    return trials
+
+
+def test_sweep_blocking_with_a_function_object_and_the_handle_reads(tmp_path, trials_module):
+    sweep = sl.sweep(_spec(), fn=trials_module.quick, store=tmp_path / "st", workers=2, name="api")
+    assert sweep.done and sweep.outcome.exit_code == 0
+    assert sweep.best["value"] == pytest.approx(0.25) and sweep.best["params"]["steps"] == 4
+    assert sweep.pareto == [sweep.best]                           # one objective: the best trial
+    frame = sweep.trials()
+    assert list(frame.index) == [0, 1, 2, 3]
+    assert set(frame["state"]) == {"completed"} and (frame["attempts"] == 1).all()
+    assert {"params.x", "params.steps", "value", "duration", "metrics.loss"} <= set(frame.columns)
+    assert (frame["duration"] >= 0).all()
+    curves = sweep.metrics()
+    assert len(curves[(curves.trial == 0) & (curves.key == "loss")]) == frame.loc[0, "params.steps"]
+    status = sweep.status()
+    assert status["state"] == "finished" and status["counts"] == {"completed": 4} and status["trials"] == 4
+    loaded = sl.load("api", store=tmp_path / "st")               # the same sweep, from the store
+    assert loaded.best == sweep.best and loaded.done and loaded.wait() is None
+    assert loaded.trials().equals(frame)
+
+
+def test_sweep_in_the_background_can_be_waited_for_and_stopped(tmp_path, trials_module):
+    sweep = sl.sweep({"method": "random", "metric": {"name": "loss", "goal": "minimize"},
+                      "parameters": {"seconds": {"value": 60}}, "budget": {"trials": 4}},
+                     fn=trials_module.sleeper, store=tmp_path / "st", workers=2, background=True)
+    deadline = time.monotonic() + 60
+    while sweep.status()["counts"].get("running", 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sweep.done and sweep.wait(timeout=0.01) is None
+    outcome = sweep.stop()
+    assert outcome is not None and outcome.state.value == "stopped" and sweep.done
+    assert set(sweep.status()["counts"]) <= {"interrupted", "completed"}     # resumable, as after Ctrl-C
+
+
+def test_bad_input_raises_before_anything_is_written(tmp_path, trials_module):
+    with pytest.raises(sl.SpecError, match="method: unknown method"):
+        sl.sweep({"method": "gird", "parameters": {}}, fn=trials_module.quick, store=tmp_path / "st")
+    with pytest.raises(sl.UserError, match="unknown backend"):
+        sl.sweep(_spec(), fn=trials_module.quick, store=tmp_path / "st", backend="lcoal")
+    assert not (tmp_path / "st").exists()
+    sl.sweep(_spec(), fn=trials_module.quick, store=tmp_path / "st", workers=1, trials=1)
+    with pytest.raises(sl.UserError, match="no sweep named 'nope'"):
+        sl.load("nope", store=tmp_path / "st")
+
+
+def test_a_notebook_function_is_refused_with_the_fix(monkeypatch):
+    notebook = types.ModuleType("__main__")          # a kernel's __main__: no __file__
+    monkeypatch.setitem(sys.modules, "__main__", notebook)
+    exec("def train(config, run):\n    return {'loss': 0.0}\n", notebook.__dict__)
+    with pytest.raises(sl.UserError, match=r"'train' is defined in a notebook.*trials\.py.*from trials import train"):
+        target_of(notebook.train)
+    with pytest.raises(sl.UserError, match="lambda"):
+        target_of(lambda config: 0.0)
+
+
+def test_a_script_or_a_module_off_the_working_directory_is_named_by_its_file(trials_module):
+    assert target_of(trials_module.quick) == f"{TRIALS}:quick"
+    assert target_of("pkg.mod:train") == "pkg.mod:train"
+    assert target_of(sl.run_sweep) == "sweeplab.api:run_sweep"       # a package module: by name
+
+
+def test_progress_renders_one_updating_line_in_a_notebook(monkeypatch):
+    shown = []
+
+    class Handle:
+        def update(self, data, raw):
+            shown.append(("update", data["text/plain"]))
+
+    def display(data, raw, display_id):
+        shown.append(("display", data["text/plain"]))
+        return Handle()
+
+    ipython = types.ModuleType("IPython")
+    ipython.get_ipython = lambda: types.SimpleNamespace(kernel=object())
+    ipython.display = types.ModuleType("IPython.display")
+    ipython.display.display = display
+    monkeypatch.setitem(sys.modules, "IPython", ipython)
+    monkeypatch.setitem(sys.modules, "IPython.display", ipython.display)
+    from sweeplab.driver import Progress as P
+
+    progress = Progress(every=0.0)
+    assert progress.enabled
+    for done in (0, 2):
+        progress.update(P(sweep="s", counts={"completed": done, "running": 2}, running=2, created=done + 2,
+                          budget_trials=4, best_value=0.5 if done else None, best_trial=1 if done else None,
+                          best_params=None, elapsed=65.0, eta=None))
+    assert shown == [("display", "s: 0/4 done (2 running) | 1m05s"),
+                     ("update", "s: 2/4 done (2 running) | best 0.5 (trial 1) | 1m05s")]
+
+
+def test_pareto_keeps_the_feasible_non_dominated_trials():
+    from sweeplab.handle import _pareto
+
+    def t(n, a, b, **m):
+        return {"number": n, "state": "completed", "params": {}, "metrics": {"a": a, "b": b, **m}}
+
+    trials = [t(0, 1, 5), t(1, 2, 2), t(2, 3, 3), t(3, 0, 9, feasible=False), t(4, 5, 1),
+              {"number": 5, "state": "failed", "params": {}, "metrics": {"a": 0, "b": 0}}]
+    front = _pareto(trials, [{"name": "a", "goal": "minimize"}, {"name": "b", "goal": "minimize"}])
+    assert [p["trial"] for p in front] == [0, 1, 4]
+    front = _pareto(trials, [{"name": "a", "goal": "maximize"}, {"name": "b", "goal": "minimize"}])
+    assert [p["trial"] for p in front] == [4]
