@@ -81,6 +81,14 @@ class Searcher(ABC):
         Unfinished trials in `history` are requeued by the driver with their parameters: not asked again.
         """
 
+    def withdraw(self, params: Mapping[str, Any]) -> bool:
+        """Forget the latest suggestion `params` (asked, never run); False when this searcher cannot.
+
+        A withdrawn suggestion must leave no trace: the next `ask` is what it would have been had the
+        withdrawn one never been asked (same trial number, same seed), so a resume still reproduces it.
+        """
+        return False
+
     @property
     def exhausted(self) -> bool:
         return False

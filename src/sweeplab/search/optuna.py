@@ -47,6 +47,7 @@ __all__ = ["IMPUTE", "GPSearcher", "OptunaSearcher", "TPESearcher", "encode_spac
 
 IMPUTE = ("worst", "best", "latest")
 _IMPUTED_ATTR = "sweeplab_imputed"   # user attr on an Optuna trial whose value was imputed
+_WITHDRAWN_ATTR = "sweeplab_withdrawn"   # user attr on an asked trial taken back (`withdraw`)
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,7 @@ class OptunaSearcher(Searcher):
         direction = "minimize" if self.goal is Goal.MINIMIZE else "maximize"
         self._study = self._optuna.create_study(sampler=self.make_sampler(), direction=direction)
         self._pending: dict[str, list[Any]] = {}  # params key -> asked (or replayed running) trials
+        self._withdrawn = 0   # asked suggestions taken back (`withdraw`): failed trials that hold no number
         self._told: set[int] = set()
         self._worst: float | None = None   # among completed trials (what `impute` draws on)
         self._best: float | None = None
@@ -176,13 +178,27 @@ class OptunaSearcher(Searcher):
         return {name: axis.encode(params[name]) for name, axis in self._axes.items()}
 
     def ask(self) -> dict[str, Any]:
-        number = len(self._study.get_trials(deepcopy=False))   # the number Optuna gives the new trial
+        # the driver's number for the new trial: the study's trials but the withdrawn ones
+        number = len(self._study.get_trials(deepcopy=False)) - self._withdrawn
         if not _reseed(self._study.sampler, self.seed, number):
             self._study.sampler = self.make_sampler(_ask_seed(self.seed, number, "sampler"))
         trial = self._study.ask(self._distributions)
         params = self._decode(trial.params)
         self._pending.setdefault(_key(params), []).append(trial)
         return params
+
+    def withdraw(self, params: Mapping[str, Any]) -> bool:
+        """Take back the latest suggestion: its trial ends FAIL (which neither sampler models) and no longer
+        counts for numbering, so the next ask draws with the seed the withdrawn one used."""
+        trials = self._study.get_trials(deepcopy=False)
+        waiting = self._pending.get(_key(params))
+        if not waiting or not trials or waiting[-1].number != trials[-1].number:
+            return False
+        trial = waiting.pop()
+        trial.set_user_attr(_WITHDRAWN_ATTR, True)
+        self._study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
+        self._withdrawn += 1
+        return True
 
     def tell(
         self,
