@@ -38,11 +38,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from search_quality import branin, hartmann6, xgboost_problem  # noqa: E402
+from search_quality import branin, hartmann6, xgboost_problem
 
-from sweeplab.search import make_searcher  # noqa: E402
-from sweeplab.space import parse_parameters  # noqa: E402
-from sweeplab.types import Goal, TrialState  # noqa: E402
+from sweeplab.search import make_searcher
+from sweeplab.space import parse_parameters
+from sweeplab.types import Goal, TrialState
 
 
 @dataclass(frozen=True)
@@ -170,6 +170,10 @@ def _regret(best: float, task: Task) -> float:
     return best - task.optimum if task.optimum is not None else best
 
 
+def _ratio(ours: float, peer: float, task: Task) -> float:
+    return _regret(ours, task) / max(_regret(peer, task), 1e-12)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="N=40 and 80, 5 seeds, 1/2/4/8 workers, xgboost")
@@ -210,10 +214,10 @@ def main() -> None:
             for label, cs in curves.items():
                 row = [c[n - 1] for c in cs]
                 ratios = "  ".join(
-                    f"/{peer}: {_regret(medians[label], task) / max(_regret(medians[f'optuna {peer} seq'], task), 1e-12):5.2f}"
+                    f"/{peer}: {_ratio(medians[label], medians[f'optuna {peer} seq'], task):5.2f}"
                     for peer in peers) if label.startswith(args.method) else ""
-                print(f"  N={n:<3} {label:<16} median {medians[label]:>10.4f}  range {min(row):>9.4f}..{max(row):<9.4f}"
-                      f"  {ratios}")
+                print(f"  N={n:<3} {label:<16} median {medians[label]:>10.4f}"
+                      f"  range {min(row):>9.4f}..{max(row):<9.4f}  {ratios}")
     if args.idle:
         task = tasks(False)[1]
         share, ask = idle_share(task, args.method, 0, 8, 80 if args.full else 48, 1.0)
