@@ -326,6 +326,9 @@ class OptunaSearcher(Searcher):
         return {int(step): v for step, v in snap.series(metric)} if metric else {}
 
 
+#: `bayes` runs the GP for this many trials, then TPE on the same study: past a few hundred trials a GP
+#: suggestion costs seconds (its fit is cubic in the history) and would idle workers of short trials
+BAYES_GP_TRIALS = 300
 #: TPE models at most this many finished trials besides the best ones (see `_windowed_tpe`)
 TPE_WINDOW = 1000
 _TPE_KEEP_BEST = 100   # always modelled: TPE's "good" group is at most the best 25 (default gamma)
@@ -457,11 +460,29 @@ class GPSearcher(OptunaSearcher):
         **Searcher.accepted_options, "n_startup_trials": int, "deterministic_objective": bool,
     }
 
-    def __init__(self, space: SearchSpace, goal: Goal, seed: int | None = None, **options: Any) -> None:
+    def __init__(self, space: SearchSpace, goal: Goal, seed: int | None = None, *,
+                 handoff: int | None = None, **options: Any) -> None:
         optional_import("torch", "bayes", "GP search")
+        self.handoff = handoff   # bayes: from this trial number on, TPE asks (see BAYES_GP_TRIALS)
+        self._tpe_asks = False
         super().__init__(space, goal, seed, **options)
 
+    def _new_study(self) -> None:
+        self._tpe_asks = False
+        super()._new_study()
+
+    def ask(self) -> dict[str, Any]:
+        if self.handoff is not None and not self._tpe_asks:
+            if len(self._study.get_trials(deepcopy=False)) - self._withdrawn >= self.handoff:
+                self._tpe_asks = True
+                self._study.sampler = self.make_sampler()
+        return super().ask()
+
     def make_sampler(self, seed: int | None = None) -> Any:
+        if self._tpe_asks:   # the same study, so TPE reads every trial the GP saw
+            return _windowed_tpe(self._optuna)(
+                window=TPE_WINDOW, seed=self.seed if seed is None else seed, constant_liar=True,
+                multivariate=self.space.dimension >= 2, n_startup_trials=self.options.get("n_startup_trials", 10))
         return self._optuna.samplers.GPSampler(
             seed=self.seed if seed is None else seed,
             n_startup_trials=self.options.get("n_startup_trials", 10),
