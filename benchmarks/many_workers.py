@@ -7,7 +7,9 @@ Each sweep runs rounds x workers trials that sleep --seconds (on 2 cores this me
 compute). Efficiency is measured in the steady state, from the trials' end times in the store: between the
 end of the first round (all workers booted and busy) and the start of the last, `ended` trials must take
 count x seconds / workers of wall time; efficiency = that ideal / the measured span (1.0 = no worker ever
-waits for the driver). The floor is the same sweep with 2 workers, measured in the same run.
+waits for the driver). The floor is the same sweep with 2 workers, measured in the same run. Also printed:
+the driver process's CPU per trial (spawning the workers included), which machine load does not inflate:
+flat across worker counts means the driver's work per trial does not grow with the number of workers.
 
 Not covered here (see docs/benchmarks.md): the Ray backend with 64 slots on a simulated multi-node cluster
 against Ray Tune on the same cluster.
@@ -19,6 +21,7 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -51,12 +54,14 @@ def main() -> None:
         tmp = Path(d)
         for workers in [2, *args.workers]:
             name = f"w{workers}"
+            cpu = time.process_time()
             wall, _, _ = sweep(SLEEP, workers * args.rounds, workers=workers, store_dir=tmp / name, name=name,
                                config={"seconds": args.seconds})
+            cpu = (time.process_time() - cpu) / (workers * args.rounds)
             eff = steady_efficiency(tmp / name, name, workers, args.seconds)
             ideal = args.rounds * args.seconds
             print(f"  {workers:>3} workers: steady efficiency {eff:.3f} (target >= 0.98); whole sweep {wall:.2f} s "
-                  f"vs ideal {ideal:.1f} s once booted")
+                  f"vs ideal {ideal:.1f} s once booted; driver process CPU {cpu * 1000:.2f} ms per trial")
 
 
 if __name__ == "__main__":

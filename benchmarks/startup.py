@@ -10,6 +10,9 @@ Measured, each round in turn (interleaved, so machine load hits every configurat
   * `sweeplab sweep` of 2 and of --trials no-op trials with -q, with the default output to a terminal
     (a pseudo-terminal: the live panel) and to a pipe (a line every 5 s); per-trial cost is the difference
     between the two sizes divided by the extra trials, so fixed costs (the final summary) cancel out.
+Every process runs with bytecode caches (as after a normal install) in a temporary PYTHONPYCACHEPREFIX, warmed
+by an untimed first round; --no-bytecode compiles every module from source on each start instead (what a
+machine with PYTHONDONTWRITEBYTECODE set, like the project's development machine, pays).
 Reported: medians of wall time and of CPU time (user+sys of the process and its children, which is what
 a shared machine distorts least), and the ratios sweep/floor and default/-q.
 """
@@ -29,6 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 NOOP = f"{HERE / '_noop.py'}:noop"
 EXE = str(Path(sys.executable).with_name("sweeplab"))
+ENV = dict(os.environ)
 
 
 def _timed(fn) -> tuple[float, float]:   # type: ignore[no-untyped-def]
@@ -63,7 +67,7 @@ def sweep(tmp: Path, trials: int, mode: str, tag: str) -> tuple[float, float]:
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
-    env = {**os.environ, "COLUMNS": "100", "LINES": "30", "TERM": "xterm-256color"}
+    env = {**ENV, "COLUMNS": "100", "LINES": "30", "TERM": "xterm-256color"}
     try:
         return _timed(lambda: subprocess.run(args, check=True, stdout=sub_fd, stderr=sub_fd, env=env))
     finally:
@@ -74,8 +78,9 @@ def sweep(tmp: Path, trials: int, mode: str, tag: str) -> tuple[float, float]:
 
 def floor() -> tuple[float, float]:
     def run() -> None:
-        subprocess.run([sys.executable, "-c", "import sweeplab"], check=True)
-        workers = [subprocess.Popen([sys.executable, "-c", "import sweeplab.backends.worker"]) for _ in range(2)]
+        subprocess.run([sys.executable, "-c", "import sweeplab"], check=True, env=ENV)
+        workers = [subprocess.Popen([sys.executable, "-c", "import sweeplab.backends.worker"], env=ENV)
+                   for _ in range(2)]
         for w in workers:
             w.wait()
     return _timed(run)
@@ -85,18 +90,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--trials", type=int, default=200, help="trials for the default-output vs -q figure")
+    parser.add_argument("--no-bytecode", action="store_true", help="compile from source on every start")
     args = parser.parse_args()
     modes = ("quiet", "tty", "pipe")
     rows: dict[str, list[tuple[float, float]]] = {"floor": []}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
+        if args.no_bytecode:
+            ENV["PYTHONDONTWRITEBYTECODE"] = "1"
+        else:
+            ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+            ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+            floor()   # untimed: writes the caches
+            for mode in modes:
+                sweep(tmp, 2, mode, f"warm-{mode}")
         for i in range(args.rounds):
             rows["floor"].append(floor())
             for mode in modes:
                 for n in (2, args.trials):
                     rows.setdefault(f"{mode}{n}", []).append(sweep(tmp, n, mode, f"{mode}{n}-{i}"))
     med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in rows.items()}
-    print(f"{args.rounds} interleaved rounds, medians (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    caches = "no bytecode caches" if args.no_bytecode else "bytecode caches"
+    print(f"{args.rounds} interleaved rounds, {caches}, medians "
+          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     print(f"  {'':<52} {'wall s':>8} {'CPU s':>8}")
     print(f"  {'floor: import sweeplab + 2 worker starts':<52} {med['floor'][0]:>8.3f} {med['floor'][1]:>8.3f}")
     for mode in modes:
