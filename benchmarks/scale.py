@@ -72,13 +72,42 @@ def optuna_tpe_cost(n: int, asks: int) -> float:
     return (time.process_time() - start) / asks
 
 
+def driver_windows(trials: int, method: str, windows: list[tuple[int, int]]) -> list[float]:
+    """ms of wall time per trial of a real sweep (2 workers, no-op trials) within each window of trial ends."""
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from overhead import NOOP, sweep
+
+    from sweeplab.store import Store
+
+    with tempfile.TemporaryDirectory() as d:
+        store_dir = Path(d) / "s"
+        sweep(NOOP, trials, method=method, store_dir=store_dir, name="scale")
+        store = Store.open(store_dir, readonly=True)
+        ends = [r[0] for r in store.conn.execute("SELECT ended FROM attempts ORDER BY ended")]
+        store.close()
+    return [(ends[hi - 1] - ends[lo]) / (hi - 1 - lo) * 1000 for lo, hi in windows]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
     parser.add_argument("--asks", type=int, default=20)
     parser.add_argument("--gp", type=int, nargs="*", default=None, help="GP history sizes (e.g. 100 300)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--driver", type=int, default=0, metavar="N",
+                        help="also run real N-trial sweeps (tpe, random; 2 workers, no-op trials) and print the "
+                             "wall ms per trial over trials 0-200 and the last 200")
     args = parser.parse_args()
+    if args.driver:
+        windows = [(0, 200), (args.driver - 200, args.driver)]
+        for method in ("random", "tpe"):
+            first, last = driver_windows(args.driver, method, windows)
+            print(f"driver, {method}: {first:.2f} ms per trial over trials 0-200, {last:.2f} ms over "
+                  f"{args.driver - 200}-{args.driver} ({last / first:.2f}x)")
 
     print(f"CPU ms per ask+tell after n finished trials (median of {args.repeats}; 4-d space; "
           f"{args.asks} asks after an untimed first)")
