@@ -452,6 +452,60 @@ class TPESearcher(OptunaSearcher):
         )
 
 
+_LIAR_GP: dict[int, type] = {}
+
+
+class _LiarView:
+    """A study as the constant-liar GP sees it: each running trial that has its parameters counts as
+    completed with the best value so far (a "lie"), and no trial is left running."""
+
+    def __init__(self, study: Any, search_space: Mapping[str, Any], n_startup: int) -> None:
+        self._study, self._space, self._n_startup = study, search_space, n_startup
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+    def _get_trials(self, deepcopy: bool = True, states: Any = None, use_cache: bool = False) -> list[Any]:
+        trials = self._study._get_trials(deepcopy=deepcopy, states=states, use_cache=use_cache)
+        from optuna.trial import TrialState, create_trial
+
+        complete = [t for t in trials if t.state is TrialState.COMPLETE]
+        running = [t for t in trials if t.state is TrialState.RUNNING and self._space.keys() <= t.params.keys()]
+        if not running or len(complete) < self._n_startup or any(t.constraints for t in complete):
+            return trials   # nothing to lie about, still random, or constrained: Optuna's own handling
+        values = [t.value for t in complete]
+        lie = min(values) if self._study.direction.name == "MINIMIZE" else max(values)
+        lies = [create_trial(state=TrialState.COMPLETE, value=lie, params=t.params, distributions=t.distributions)
+                for t in running]
+        return [t for t in trials if t.state is not TrialState.RUNNING] + lies
+
+
+def _liar_gp(optuna: Any) -> type:
+    """GPSampler that treats running trials with a constant liar (Ginsbourger et al. 2010, "CL-min"): each
+    is told to the model as if it had returned the best value so far, so the acquisition (analytic log-EI)
+    vanishes at and near it and parallel suggestions spread out without a batch acquisition.
+
+    Optuna's own treatment, q-batch log-EI over the running trials (a Monte Carlo joint posterior), costs
+    ~0.6 s of CPU per suggestion with 7 running trials, 86 % of it in optimizing that acquisition, which
+    idles workers of short trials; log-EI on the lied-to model costs a fraction. The lie equals the
+    incumbent, so the improvement threshold does not move. Single objective and unconstrained only (else
+    Optuna's q-batch acquisition), and only once the startup trials have completed (the lies must not end
+    the random phase early).
+    """
+    cls = _LIAR_GP.get(id(optuna))
+    if cls is None:
+        base = optuna.samplers.GPSampler
+
+        class LiarGPSampler(base):  # type: ignore[misc, valid-type]
+            def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
+                if search_space and len(study.directions) == 1:
+                    study = _LiarView(study, search_space, self._n_startup_trials)
+                return super().sample_relative(study, trial, search_space)
+
+        cls = _LIAR_GP[id(optuna)] = LiarGPSampler
+    return cls
+
+
 class GPSearcher(OptunaSearcher):
     """Gaussian-process Bayesian optimisation (Optuna's GPSampler; needs torch)."""
 
@@ -483,7 +537,7 @@ class GPSearcher(OptunaSearcher):
             return _windowed_tpe(self._optuna)(
                 window=TPE_WINDOW, seed=self.seed if seed is None else seed, constant_liar=True,
                 multivariate=self.space.dimension >= 2, n_startup_trials=self.options.get("n_startup_trials", 10))
-        return self._optuna.samplers.GPSampler(
+        return _liar_gp(self._optuna)(
             seed=self.seed if seed is None else seed,
             n_startup_trials=self.options.get("n_startup_trials", 10),
             deterministic_objective=self.options.get("deterministic_objective", False),
