@@ -1,6 +1,6 @@
-"""The GP with parallel workers (issue 18): running trials are told to the model as a constant liar (the best
-value so far), so a suggestion costs one analytic log-EI optimisation instead of Optuna's q-batch Monte Carlo
-acquisition, and parallel suggestions still keep away from the running points."""
+"""The GP with parallel workers (issue 18): running trials are told to the model as a Kriging believer (the
+GP's posterior mean there), so a suggestion costs one analytic log-EI optimisation instead of Optuna's q-batch
+Monte Carlo acquisition, and parallel suggestions still keep away from the running points."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_running_trials_do_not_need_the_batch_acquisition(monkeypatch: pytest.Mo
     import optuna._gp.acqf as acqf
 
     def refuse(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("q-batch log-EI built: running trials were not told as lies")
+        raise AssertionError("q-batch log-EI built: running trials were not told as believed values")
 
     monkeypatch.setattr(acqf.qLogEI, "__init__", refuse)
     searcher = make_searcher("gp", parse_parameters(XY), Goal.MINIMIZE, 0, prefetch=False, n_startup_trials=4)
