@@ -8,6 +8,18 @@ from typing import Any
 from sweeplab.cli.output import console
 
 
+class _Panel:
+    """What the live display shows: built from the latest progress only when rich refreshes the screen
+    (4 times a second), not on each of the driver's progress updates (up to 10 a second)."""
+
+    def __init__(self, owner: _LiveProgress) -> None:
+        self.owner = owner
+
+    def __rich__(self) -> Any:
+        p = self.owner.last
+        return self.owner.render(p) if p is not None else ""
+
+
 class _LiveProgress:
     """Live progress with rich: trials done/running/failed, best so far, elapsed and ETA."""
 
@@ -20,7 +32,7 @@ class _LiveProgress:
         if not self.quiet and console.is_terminal:
             from rich.live import Live
 
-            self.live = Live(console=console, refresh_per_second=4, transient=False)
+            self.live = Live(_Panel(self), console=console, refresh_per_second=4, transient=False)
             self.live.__enter__()
         return self
 
@@ -29,10 +41,10 @@ class _LiveProgress:
             self.live.__exit__(*exc)
 
     def update(self, p: Any) -> None:
-        self.last = p
+        self.last = p   # the live display reads it when it refreshes
         if self.live is not None:
-            self.live.update(self.render(p))
-        elif not self.quiet and not console.is_terminal:
+            return
+        if not self.quiet and not console.is_terminal:
             now = time.monotonic()
             if now - getattr(self, "_printed", 0.0) > 5:
                 self._printed = now

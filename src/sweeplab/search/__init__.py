@@ -2,7 +2,8 @@
 
     grid    every combination, W&B order          random  independent draws (W&B)
     sobol   scrambled Sobol points                tpe     Optuna TPE (constant liar, multivariate)
-    gp      Optuna GP (needs torch)               bayes   GP as W&B's bayes; TPE when torch is missing
+    gp      Optuna GP (needs torch)               bayes   GP as W&B's bayes, TPE past 300 trials or
+                                                          when torch is missing
 """
 
 from __future__ import annotations
@@ -55,11 +56,12 @@ def _optuna_objective(space: SearchSpace, goal: Goal, seed: int | None, **option
 
 
 def _bayes(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
-    """W&B's bayes: the GP, or TPE (with a note saying so) when torch is not installed."""
-    from sweeplab.search.optuna import GPSearcher, TPESearcher
+    """W&B's bayes: the GP for its first BAYES_GP_TRIALS trials, then TPE; TPE alone (with a note saying
+    so) when torch is not installed."""
+    from sweeplab.search.optuna import BAYES_GP_TRIALS, GPSearcher, TPESearcher
 
     try:
-        return GPSearcher(space, goal, seed, **options)
+        return GPSearcher(space, goal, seed, handoff=BAYES_GP_TRIALS, **options)
     except MissingExtraError as exc:
         if exc.module != "torch":
             raise

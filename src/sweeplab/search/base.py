@@ -85,6 +85,14 @@ class Searcher(ABC):
         """Where the sweep lives (store root, sweep name), for a searcher that keeps its own state there
         (the Optuna objective study); called by the driver once after construction, before `replay`."""
 
+    def withdraw(self, params: Mapping[str, Any]) -> bool:
+        """Forget the latest suggestion `params` (asked, never run); False when this searcher cannot.
+
+        A withdrawn suggestion must leave no trace: the next `ask` is what it would have been had the
+        withdrawn one never been asked (same trial number, same seed), so a resume still reproduces it.
+        """
+        return False
+
     @property
     def exhausted(self) -> bool:
         return False

@@ -3,20 +3,29 @@
 A GP suggestion costs 0.1-0.5 s. The wrapper asks the inner searcher right after construction, after
 each `tell` and after `replay`, and hands that suggestion out on the next `ask`. Used sequentially
 (ask, tell, ask, ...) it calls the inner searcher in exactly the plain order, so results are identical.
+
+A prefetched suggestion goes stale when another result is told before it is handed out (two trials ending
+in one driver turn): it was computed with that trial still running. When suggestions are cheap (the last
+one took under `FRESH_UNDER` seconds, as TPE's do) the stale one is withdrawn from the inner searcher
+(`Searcher.withdraw`) and computed again from the fresher history; when they are expensive (GP) it is kept,
+since it already treated the now-finished trial as pending and recomputing it would idle a worker.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sweeplab.search.base import Searcher
 from sweeplab.types import TrialSnapshot, TrialState
 
-__all__ = ["Prefetching"]
+__all__ = ["FRESH_UNDER", "Prefetching"]
 
 _NOTHING: Any = object()
+#: recompute a stale prefetched suggestion when the inner searcher's last ask took less than this (seconds)
+FRESH_UNDER = 0.05
 
 
 class Prefetching(Searcher):
@@ -31,6 +40,9 @@ class Prefetching(Searcher):
         self._ready: Any = _NOTHING            # a prefetched suggestion (dict or None)
         self._error: BaseException | None = None
         self._closed = False
+        self._told = 0                         # results told so far (under `_lock`)
+        self._ready_told = 0                   # ... when the prefetched suggestion was computed
+        self._ask_seconds = 0.0                # how long the inner searcher's last ask took
         self._prefetch()
 
     @property
@@ -45,15 +57,37 @@ class Prefetching(Searcher):
             self._thread.start()
 
     def _run(self) -> None:
-        result, error = _NOTHING, None
+        result, error, told = _NOTHING, None, 0
         try:
             with self._lock:
-                result = self.inner.ask()
+                told = self._told
+                result = self._timed_ask()
         except BaseException as exc:
             error = exc
         with self._cond:
-            self._ready, self._error, self._thread = result, error, None
+            self._ready, self._error, self._thread, self._ready_told = result, error, None, told
             self._cond.notify_all()
+
+    def _timed_ask(self) -> dict[str, Any] | None:
+        """The inner searcher's next suggestion (caller holds `_lock`); remembers how long it took."""
+        start = time.perf_counter()
+        try:
+            return self.inner.ask()
+        finally:
+            self._ask_seconds = time.perf_counter() - start
+
+    def _refresh(self) -> None:
+        """Drop a prefetched suggestion computed before the latest `tell`, when a fresh one is cheap."""
+        with self._cond:
+            while self._thread is not None:
+                self._cond.wait()
+            ready = self._ready
+            if not isinstance(ready, dict) or self._ready_told >= self._told or self._ask_seconds >= FRESH_UNDER:
+                return
+            with self._lock:
+                if not self.inner.withdraw(ready):
+                    return
+            self._ready = _NOTHING
 
     def _take(self) -> Any:
         """Wait for a running prefetch, then take its suggestion (or _NOTHING)."""
@@ -71,7 +105,7 @@ class Prefetching(Searcher):
         if ready is not _NOTHING:
             return ready
         with self._lock:
-            return self.inner.ask()
+            return self._timed_ask()
 
     def tell(
         self,
@@ -83,6 +117,9 @@ class Prefetching(Searcher):
     ) -> None:
         with self._lock:
             self.inner.tell(number, params, state, value, intermediate)
+            if state.is_terminal:
+                self._told += 1
+        self._refresh()
         self._prefetch()
 
     def replay(self, history: Sequence[TrialSnapshot]) -> None:
@@ -90,6 +127,10 @@ class Prefetching(Searcher):
         with self._lock:
             self.inner.replay(history)
         self._prefetch()
+
+    def withdraw(self, params: Mapping[str, Any]) -> bool:
+        with self._lock:
+            return self.inner.withdraw(params)
 
     @property
     def exhausted(self) -> bool:

@@ -1,0 +1,244 @@
+"""Parallel search quality (issue 18, item 1): best-at-N with k workers vs sequential Optuna GP and TPE.
+
+    python benchmarks/parallel_quality.py                       # small: N=40, 3 seeds, 2 and 8 workers
+    python benchmarks/parallel_quality.py --full                # N=40 and 80, 5 seeds, 1/2/4/8 workers, +xgboost
+    python benchmarks/parallel_quality.py --idle                # + worker idle time, 8 workers, 1 s trials
+
+sweeplab's side is the searcher the driver builds (`make_searcher(method, ...)`, Prefetching included) driven
+the way the driver drives it with k workers: k suggestions are asked up front, then each time a trial ends
+(in completion order; trial durations are drawn uniformly from 0.5-1.5 simulated seconds, seeded) its result
+is told and one new suggestion is asked. The peers are plain sequential Optuna studies (`study.optimize`,
+one trial at a time: the best case for them) with GPSampler and TPESampler at their defaults, seeded.
+
+Tasks: Branin (2-d), Hartmann6 (6-d), Rosenbrock (4-d, log10(1+f)), "mixed" (a synthetic training-loss
+surface over a log-scaled learning rate, an integer depth, a float and a 3-way categorical: the kinds of
+parameters real sweeps have), and with --xgboost (or --full) XGBoost on sklearn's diabetes data (the
+`search_quality.py` demo). Reported per task: median best-at-N over seeds for each configuration, and the
+ratio of sweeplab's median simple regret (best - optimum; best itself for xgboost) to each peer's.
+
+--idle runs `bayes` with 8 workers and 1 s trials on a simulated clock where each suggestion takes the CPU
+time it measurably took (see `idle_share`), and reports the share of worker time spent waiting for one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import importlib.util
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from search_quality import branin, hartmann6, xgboost_problem
+
+from sweeplab.search import make_searcher
+from sweeplab.space import parse_parameters
+from sweeplab.types import Goal, TrialState
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    parameters: dict[str, Any]
+    objective: Callable[[dict[str, Any]], float]
+    optimum: float | None
+
+
+def rosenbrock4(p: dict[str, Any]) -> float:
+    x = [p[f"x{i}"] for i in range(4)]
+    f = sum(100 * (x[i + 1] - x[i] ** 2) ** 2 + (1 - x[i]) ** 2 for i in range(3))
+    return math.log10(1.0 + f)
+
+
+def mixed(p: dict[str, Any]) -> float:
+    """A training-loss-like surface: best near lr=3e-3, depth 6, dropout 0.2, optimizer 'adam'."""
+    lr = math.log10(p["lr"])
+    bonus = {"adam": 0.0, "sgd": 0.15, "rmsprop": 0.08}[p["optimizer"]]
+    return ((lr + 2.5) ** 2 * 0.4 + 0.02 * (p["depth"] - 6) ** 2 + (p["dropout"] - 0.2) ** 2 * 2
+            + bonus + 0.05 * math.sin(5 * lr) ** 2)
+
+
+def tasks(with_xgboost: bool) -> list[Task]:
+    found = [
+        Task("branin", {"x1": {"min": -5.0, "max": 10.0}, "x2": {"min": 0.0, "max": 15.0}}, branin, 0.397887),
+        Task("hartmann6", {f"x{i}": {"min": 0.0, "max": 1.0} for i in range(1, 7)}, hartmann6, -3.32237),
+        Task("rosenbrock4", {f"x{i}": {"min": -2.0, "max": 2.0} for i in range(4)}, rosenbrock4, 0.0),
+        Task("mixed", {"lr": {"distribution": "log_uniform_values", "min": 1e-5, "max": 1e-1},
+                       "depth": {"min": 1, "max": 12}, "dropout": {"min": 0.0, "max": 0.6},
+                       "optimizer": {"values": ["sgd", "adam", "rmsprop"]}}, mixed, 0.0),
+    ]
+    if with_xgboost:
+        xgb = xgboost_problem()
+        if xgb is not None:
+            found.append(Task("xgboost", xgb.parameters, xgb.objective, None))
+    return found
+
+
+# ------------------------------------------------------------------------------------------ sweeplab side
+def sweeplab_run(task: Task, method: str, seed: int, workers: int, n: int) -> list[float]:
+    """Best-so-far after each completed trial, with `workers` trials in flight (simulated time)."""
+    searcher = make_searcher(method, parse_parameters(task.parameters), Goal.MINIMIZE, seed)
+    durations = np.random.default_rng(10_000 + seed)
+    running: list[tuple[float, int, dict[str, Any]]] = []
+    now, asked, best, curve = 0.0, 0, math.inf, []
+    try:
+        while len(curve) < n:
+            while len(running) < workers and asked < n:
+                params = searcher.ask()
+                assert params is not None
+                heapq.heappush(running, (now + float(durations.uniform(0.5, 1.5)), asked, params))
+                asked += 1
+            now, number, params = heapq.heappop(running)
+            value = task.objective(params)
+            searcher.tell(number, params, TrialState.COMPLETED, value)
+            best = min(best, value)
+            curve.append(best)
+    finally:
+        searcher.close()
+    return curve
+
+
+# ------------------------------------------------------------------------------------------ Optuna peers
+def _suggest(trial: Any, name: str, spec: dict[str, Any]) -> Any:
+    if "values" in spec:
+        return trial.suggest_categorical(name, spec["values"])
+    dist = spec.get("distribution")
+    if dist == "q_uniform":   # xgboost's n_estimators
+        return trial.suggest_int(name, int(spec["min"]), int(spec["max"]), step=int(spec["q"]))
+    if dist == "log_uniform_values":
+        return trial.suggest_float(name, spec["min"], spec["max"], log=True)
+    if isinstance(spec["min"], int) and isinstance(spec["max"], int):
+        return trial.suggest_int(name, spec["min"], spec["max"])
+    return trial.suggest_float(name, spec["min"], spec["max"])
+
+
+def optuna_run(task: Task, sampler_name: str, seed: int, n: int) -> list[float]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = (optuna.samplers.GPSampler(seed=seed) if sampler_name == "gp"
+               else optuna.samplers.TPESampler(seed=seed))
+    study = optuna.create_study(sampler=sampler, direction="minimize")
+    study.optimize(lambda t: task.objective({k: _suggest(t, k, s) for k, s in task.parameters.items()}),
+                   n_trials=n)
+    values = [t.value for t in study.trials]
+    return list(np.minimum.accumulate(values))
+
+
+# ------------------------------------------------------------------------------------------ idle time
+def idle_share(task: Task, method: str, seed: int, workers: int, n: int, seconds: float) -> tuple[float, float]:
+    """(share of worker time idle waiting for suggestions, mean CPU seconds per ask) on a dedicated core.
+
+    Each ask's CPU time is measured (process CPU, so a machine shared with other work inflates it little)
+    and replayed on a simulated clock: trials take `seconds`; the searcher computes one suggestion at a
+    time, starting when a trial ends (or when it finishes the previous one); the freed worker waits until
+    its suggestion is ready. No prefetching is credited, so this is an upper bound on the driver's idle.
+    """
+    searcher = make_searcher(method, parse_parameters(task.parameters), Goal.MINIMIZE, seed, prefetch=False)
+    running: list[tuple[float, int, dict[str, Any]]] = []
+    free_at = idle = 0.0
+    asked = done = 0
+    asks: list[float] = []
+
+    def suggest(at: float) -> tuple[float, dict[str, Any]]:
+        nonlocal free_at
+        c0 = time.process_time()
+        params = searcher.ask()
+        asks.append(time.process_time() - c0)
+        free_at = max(at, free_at) + asks[-1]
+        assert params is not None
+        return free_at, params
+
+    try:
+        for _ in range(workers):
+            ready, params = suggest(0.0)
+            idle += ready
+            heapq.heappush(running, (ready + seconds, asked, params))
+            asked += 1
+        end = 0.0
+        while done < n:
+            end, number, params = heapq.heappop(running)
+            searcher.tell(number, params, TrialState.COMPLETED, task.objective(params))
+            done += 1
+            if asked < n:
+                ready, nxt = suggest(end)
+                idle += ready - end
+                heapq.heappush(running, (ready + seconds, asked, nxt))
+                asked += 1
+        span = end
+    finally:
+        searcher.close()
+    return idle / (workers * span), statistics.mean(asks)
+
+
+# ------------------------------------------------------------------------------------------ report
+def _regret(best: float, task: Task) -> float:
+    return best - task.optimum if task.optimum is not None else best
+
+
+def _ratio(ours: float, peer: float, task: Task) -> float:
+    return _regret(ours, task) / max(_regret(peer, task), 1e-12)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help="N=40 and 80, 5 seeds, 1/2/4/8 workers, xgboost")
+    parser.add_argument("--trials", type=int, nargs="+", default=None)
+    parser.add_argument("--seeds", type=int, default=None)
+    parser.add_argument("--workers", type=int, nargs="+", default=None)
+    parser.add_argument("--method", default="bayes")
+    parser.add_argument("--tasks", nargs="+", default=None, help="names to keep (prefix match)")
+    parser.add_argument("--xgboost", action="store_true")
+    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--idle", action="store_true", help="also measure idle time (8 workers, 1 s trials)")
+    args = parser.parse_args()
+    trials = args.trials or ([40, 80] if args.full else [40])
+    seeds = list(range(args.seeds or (5 if args.full else 3)))
+    workers = args.workers or ([1, 2, 4, 8] if args.full else [2, 8])
+    n_max = max(trials)
+    peers = [] if args.no_peers else ["gp", "tpe"]
+    if importlib.util.find_spec("torch") is None and "gp" in peers:
+        peers.remove("gp")
+
+    print(f"sweeplab {args.method} with k workers (simulated completion order) vs sequential Optuna; "
+          f"seeds {seeds}; median best-at-N (regret ratio sweeplab/peer: < 1 is better)")
+    for task in tasks(args.xgboost or args.full):
+        if args.tasks and not any(task.name.startswith(p) for p in args.tasks):
+            continue
+        curves: dict[str, list[list[float]]] = {}
+        t0 = time.perf_counter()
+        for seed in seeds:   # interleaved: every configuration of one seed before the next seed
+            for k in workers:
+                curves.setdefault(f"{args.method} k={k}", []).append(
+                    sweeplab_run(task, args.method, seed, k, n_max))
+            for peer in peers:
+                curves.setdefault(f"optuna {peer} seq", []).append(optuna_run(task, peer, seed, n_max))
+        opt = f" (optimum {task.optimum})" if task.optimum is not None else ""
+        print(f"\n{task.name}{opt}  [{time.perf_counter() - t0:.0f} s]")
+        for n in trials:
+            medians = {label: statistics.median(c[n - 1] for c in cs) for label, cs in curves.items()}
+            for label, cs in curves.items():
+                row = [c[n - 1] for c in cs]
+                ratios = "  ".join(
+                    f"/{peer}: {_ratio(medians[label], medians[f'optuna {peer} seq'], task):5.2f}"
+                    for peer in peers) if label.startswith(args.method) else ""
+                print(f"  N={n:<3} {label:<16} median {medians[label]:>10.4f}"
+                      f"  range {min(row):>9.4f}..{max(row):<9.4f}  {ratios}")
+    if args.idle:
+        task = tasks(False)[1]
+        share, ask = idle_share(task, args.method, 0, 8, 80 if args.full else 48, 1.0)
+        print(f"\nidle: {args.method}, 8 workers, 1 s trials, {task.name}: workers idle {share:.1%} "
+              f"(mean ask {ask * 1000:.0f} ms CPU)")
+
+
+if __name__ == "__main__":
+    main()
