@@ -52,14 +52,24 @@ class TrialTask:
     replay: Mapping[str, Any] | None = None    # repro: {"capture": path} of a failed trial's captured objects
     decision_steps: Sequence[int] = ()         # steps whose report of decision_metric waits for the verdict
     decision_metric: str | None = None
+    wandb: Mapping[str, Any] | None = None     # a function trial's W&B setup {"param_path", "args"}, used by
+                                               # the worker only if the trial starts a W&B run (wandb_compat)
 
     def to_dict(self) -> dict[str, Any]:
-        """A shallow dict (fields are JSON-able already); much cheaper than dataclasses.asdict."""
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        """A shallow dict (fields are JSON-able already): a copy of `__dict__`, which holds exactly the
+        fields (a frozen dataclass without slots); much cheaper than dataclasses.asdict."""
+        return dict(self.__dict__)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrialTask:
+        """The task `d` describes: unknown keys are ignored, missing fields take their defaults. A dict of
+        exactly the fields (what `to_dict` gives, as a worker receives it) becomes the task's `__dict__` as it
+        is, without the frozen `__init__`'s one `object.__setattr__` per field (per trial, on both ends)."""
         known = cls.__dataclass_fields__
+        if d.keys() == known.keys():
+            task = object.__new__(cls)
+            task.__dict__.update(d)
+            return task
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
