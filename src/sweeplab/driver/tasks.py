@@ -103,7 +103,7 @@ class TaskBuilder:
                     and not (Path(self.cwd) / spec.program).exists():
                 cwd = str(spec_dir)   # W&B runs `program` relative to where the agent runs; we accept both
         policy = spec.trial
-        return TrialTask(
+        return TrialTask.make(
             trial_id=t.id, number=t.number, attempt=t.attempt, sweep=self.sweep, kind=kind, target=target,
             command=command, config=t.config, params=t.params, seed=t.seed, smoke=self.smoke,
             log_path=paths["log"], report_path=paths["report"], checkpoint_dir=paths["checkpoint"],
