@@ -209,3 +209,30 @@ def test_a_wandb_function_run_stopped_by_hyperband_ends_at_its_band_as_under_wan
     assert (best["state"], loser["state"]) == ("completed", "pruned")
     assert max(s for s, _, _ in best["history"]) == 29
     assert max(s for s, _, _ in loser["history"]) <= 3, "the stopped run went on training"
+
+
+def test_a_function_trials_wandb_environment_is_its_own_and_leaves_with_it(tmp_path: Path) -> None:
+    # one worker runs the four trials in turn: each wandb.init reads its own trial's parameters, a process
+    # the trial forks inherits its W&B environment (as under W&B's agent), and nothing of a trial's W&B
+    # environment is left for the next; a trial that starts no W&B run gets no parameters file
+    work = tmp_path / "function_env"
+    shutil.copytree(PROJECTS / "function_env", work)
+    out = tmp_path / "seen.jsonl"
+    env = dict(_offline_env(), FUNCTION_ENV_OUT=str(out))
+    store = tmp_path / "store"
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(store), "-q",
+                           "--workers", "1", "--function", "train.py:train"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [t["state"] for t in _trials(store)] == ["completed"] * 4
+    seen = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [s["lr"] for s in seen] == [0.1, 0.2, 0.3, 0.4]
+    params = sorted((store / "logs").rglob("*.wandb-params.yaml"))
+    assert [p.name for p in params] == ["0-1.wandb-params.yaml", "1-1.wandb-params.yaml", "3-1.wandb-params.yaml"]
+    for number, s in enumerate(seen):
+        own = str(params[0].parent / f"{number}-1.wandb-params.yaml")
+        assert s["before"] in (None, own) and s["forked"] == own    # never another trial's
+        if s["lr"] == 0.3:
+            assert "config_lr" not in s
+        else:
+            assert s["after"] == own and s["config_lr"] == s["lr"] and s["mode"] == "offline"

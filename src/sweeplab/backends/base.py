@@ -8,6 +8,7 @@ or the searcher: the driver owns decisions. Adding a backend touches no other mo
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,15 +53,55 @@ class TrialTask:
     replay: Mapping[str, Any] | None = None    # repro: {"capture": path} of a failed trial's captured objects
     decision_steps: Sequence[int] = ()         # steps whose report of decision_metric waits for the verdict
     decision_metric: str | None = None
+    wandb: Mapping[str, Any] | None = None     # a function trial's W&B setup {"param_path", "args"}, used by
+                                               # the worker only if the trial starts a W&B run (wandb_compat)
 
     def to_dict(self) -> dict[str, Any]:
-        """A shallow dict (fields are JSON-able already); much cheaper than dataclasses.asdict."""
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        """A shallow dict (fields are JSON-able already): a copy of `__dict__`, which holds exactly the
+        fields (a frozen dataclass without slots); much cheaper than dataclasses.asdict."""
+        return dict(self.__dict__)
+
+    @classmethod
+    def make(cls, **fields: Any) -> TrialTask:
+        """`TrialTask(**fields)`, the same task, built as `from_dict` builds one (the driver makes one per
+        attempt). Unknown names and missing required ones raise TypeError, as in `TrialTask(...)`."""
+        plain, factories = _defaults()
+        d = {**plain, **fields}
+        for name, factory in factories.items():
+            if name not in fields:
+                d[name] = factory()
+        if d.keys() != cls.__dataclass_fields__.keys():
+            return cls(**fields)
+        return cls.from_dict(d)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrialTask:
+        """The task `d` describes: unknown keys are ignored, missing fields take their defaults. A dict of
+        exactly the fields (what `to_dict` gives, as a worker receives it) becomes the task's `__dict__` as it
+        is, without the frozen `__init__`'s one `object.__setattr__` per field (per trial, on both ends)."""
         known = cls.__dataclass_fields__
+        if d.keys() == known.keys():
+            task = object.__new__(cls)
+            task.__dict__.update(d)
+            return task
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+_DEFAULTS: tuple[dict[str, Any], dict[str, Any]] | None = None
+
+
+def _defaults() -> tuple[dict[str, Any], dict[str, Any]]:
+    """TrialTask's defaults: (name -> default value, name -> default factory), computed once."""
+    global _DEFAULTS
+    if _DEFAULTS is None:
+        plain, factories = {}, {}
+        for f in dataclasses.fields(TrialTask):
+            if f.default is not dataclasses.MISSING:
+                plain[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                factories[f.name] = f.default_factory
+        _DEFAULTS = (plain, factories)
+    return _DEFAULTS
 
 
 class Backend(ABC):

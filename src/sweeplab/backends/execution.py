@@ -16,15 +16,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.channel import Channel, fd_writer
 from sweeplab.backends.events import EventKind
 from sweeplab.run import Run
 
-__all__ = ["Execution", "RssWatch", "heartbeat_thread", "log_header", "redirect_output", "rss", "send_profile",
-           "write_header"]
+__all__ = ["Execution", "RssWatch", "control_stream", "heartbeat_thread", "log_header", "redirect_output", "rss",
+           "send_profile"]
 
 _RSS_GROWTH_LIMIT = 1 << 30   # recycle the worker when a trial left it this much bigger
 _RSS_CHECK_EVERY = 0.25     # ... looked at after a trial, at most this often (s)
@@ -118,11 +118,14 @@ def heartbeat_thread() -> _Heartbeat:
 
 
 _made_dirs: set[str] = set()   # log directories known to exist (one mkdir per directory, not per trial)
+_std_saved: tuple[int, int] | None = None   # copies of this process's own fds 1 and 2, made once
 
 
 @contextlib.contextmanager
-def redirect_output(log_path: str):  # type: ignore[no-untyped-def]
-    """Send fds 1 and 2 (print, C extensions, subprocesses) to the trial's log file."""
+def redirect_output(log_path: str, header: bytes = b""):  # type: ignore[no-untyped-def]
+    """Send fds 1 and 2 (print, C extensions, subprocesses) to the trial's log file, which starts with
+    `header` (log_header). The process's own fds 1 and 2 are copied once and put back after each trial."""
+    global _std_saved
     if not log_path:
         yield
         return
@@ -133,8 +136,13 @@ def redirect_output(log_path: str):  # type: ignore[no-untyped-def]
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    saved = (os.dup(1), os.dup(2))
+    if _std_saved is None:
+        _std_saved = (os.dup(1), os.dup(2))
+    saved = _std_saved
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    if header:
+        with contextlib.suppress(OSError):
+            fd_writer(log_fd)(header)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(log_fd)
@@ -146,8 +154,19 @@ def redirect_output(log_path: str):  # type: ignore[no-untyped-def]
                 stream.flush()
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
-        os.close(saved[0])
-        os.close(saved[1])
+
+
+def control_stream() -> BinaryIO:
+    """The driver's (or supervisor's) command lines, read from a private copy of fd 0; fd 0 itself becomes
+    /dev/null. Call before anything reads sys.stdin. A function trial runs in this process: reading stdin it
+    gets EOF (as a command trial does, and as under W&B's agent) instead of taking the commands; and a
+    process it forks may close its inherited sys.stdin (multiprocessing's children do, torch DataLoader
+    workers among them) without waiting forever for the lock a blocked command reader held at the fork."""
+    fd = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return os.fdopen(fd, "rb")
 
 
 class Execution:
@@ -240,27 +259,44 @@ def rss() -> int | None:
         return None
 
 _ENV_SHOWN = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+_slot_env: dict[str, str] | None = None             # _ENV_SHOWN as the backend set them for this process
+_function_tails: dict[tuple[Any, ...], bytes] = {}  # a function trial's header after its first line
+_TAILS_KEPT = 64
+
+
+def _slot_vars() -> dict[str, str]:
+    """The variables of _ENV_SHOWN the backend set for this process's slot, read once, before any trial ran
+    (a trial may change them in os.environ; the header says what sweeplab set)."""
+    global _slot_env
+    if _slot_env is None:
+        _slot_env = {k: os.environ[k] for k in _ENV_SHOWN if k in os.environ}
+    return _slot_env
 
 
 def log_header(task: TrialTask, *, argv: list[str] | None = None, added: dict[str, str] | None = None) -> bytes:
     """The first lines of every trial's log: how the attempt ran (argv or function, working directory, and
     the environment variables sweeplab set: never the whole environment, which may hold secrets). Values are
-    JSON; `sweeplab repro` reads a command trial's back from here."""
-    env = {k: os.environ[k] for k in _ENV_SHOWN if k in os.environ}   # the backend set these for the slot
+    JSON; `sweeplab repro` reads a command trial's back from here.
+
+    A function trial's lines after the first are the same for every trial a worker runs (its function, cwd
+    and slot), so they are built once (a no-op trial costs ~0.1 ms in all)."""
+    first = f"# sweeplab: sweep {task.sweep}, trial {task.number}, attempt {task.attempt}\n".encode()
+    cwd = task.cwd or os.getcwd()
+    key = None
+    if argv is None and added is None:
+        key = (task.target, cwd, *task.env.items())
+        tail = _function_tails.get(key)
+        if tail is not None:
+            return first + tail
+    env = dict(_slot_vars())
     env.update(added if added is not None else {k: str(v) for k, v in task.env.items()})
-    lines = [f"# sweeplab: sweep {task.sweep}, trial {task.number}, attempt {task.attempt}"]
-    if argv is not None:
-        lines.append(f"# argv: {json.dumps(argv)}")
-    else:
-        lines.append(f"# function: {json.dumps(task.target)}")
-    lines.append(f"# cwd: {json.dumps(os.path.abspath(task.cwd or os.getcwd()))}")
-    lines.append(f"# env: {json.dumps(env, sort_keys=True)}")
-    return ("\n".join(lines) + "\n").encode()
+    lines = [f"# argv: {json.dumps(argv)}" if argv is not None else f"# function: {json.dumps(task.target)}",
+             f"# cwd: {json.dumps(os.path.abspath(cwd))}", f"# env: {json.dumps(env, sort_keys=True)}"]
+    tail = ("\n".join(lines) + "\n").encode()
+    if key is not None:
+        if len(_function_tails) >= _TAILS_KEPT:
+            _function_tails.clear()
+        _function_tails[key] = tail
+    return first + tail
 
-
-def write_header(task: TrialTask) -> None:
-    """The log header of a function trial, written to fd 1 (the trial's log while it runs)."""
-    if task.log_path:
-        with contextlib.suppress(OSError):
-            fd_writer(1)(log_header(task))
 

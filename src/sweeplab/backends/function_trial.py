@@ -8,7 +8,7 @@ import traceback
 from typing import Any
 
 from sweeplab.backends.events import EventKind
-from sweeplab.backends.execution import Execution, redirect_output, send_profile, write_header
+from sweeplab.backends.execution import Execution, log_header, redirect_output, send_profile
 from sweeplab.backends.targets import call_trial, load_target, seed_everything, trial_facts
 from sweeplab.run import Run
 
@@ -28,19 +28,19 @@ def execute_function(ex: Execution) -> None:
     run: Run | None = None
     building = False
     wandb_final: dict[str, Any] = {}
+    wandb: Any = None   # the trial's W&B side (wandb_compat.FunctionTrial), if it may start W&B runs
     try:
-        with redirect_output(task.log_path):
-            write_header(task)
+        with redirect_output(task.log_path, log_header(task) if task.log_path else b""):
             old_env = {k: os.environ.get(k) for k in task.env}
             os.environ.update({k: str(v) for k, v in task.env.items()})
             cwd = os.getcwd()
             try:
                 if task.cwd:
                     os.chdir(task.cwd)
-                if "WANDB_SWEEP_PARAM_PATH" in task.env:   # before the import: W&B scripts call wandb there
-                    from sweeplab.wandb_compat import install_hook
+                if task.wandb is not None:   # before the import: W&B scripts call wandb there
+                    from sweeplab.wandb_compat import FunctionTrial
 
-                    install_hook()
+                    wandb = FunctionTrial(task.wandb)
                 fn = load_target(task.target or "", list(task.python_path))
                 from sweeplab.config import coerce
 
@@ -62,15 +62,14 @@ def execute_function(ex: Execution) -> None:
                     run.request_stop("stop requested")
                 if task.seed is not None:
                     seed_everything(task.seed)
-                if "WANDB_SWEEP_PARAM_PATH" in task.env:   # wandb.init()/log in the function reach the run
-                    from sweeplab.wandb_compat import function_trial
-
-                    result = None   # the sweep stopped the function at a wandb.log (it returned nothing)
-                    with function_trial(run.log, stopped=lambda: run.should_stop) as wandb_final:
-                        result = call_trial(fn, config, run)
+                if wandb is not None:   # wandb.init()/log in the function reach the run
+                    wandb_final = wandb.final
+                    result = wandb.call(lambda: call_trial(fn, config, run), run.log, lambda: run.should_stop)
                 else:
                     result = call_trial(fn, config, run)
             finally:
+                if wandb is not None:   # the W&B environment its wandb.init set, if any, goes
+                    wandb.end()
                 os.chdir(cwd)
                 for k, v in old_env.items():
                     if v is None:

@@ -19,7 +19,7 @@ from typing import Any
 from sweeplab.backends.attempt import execute
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.channel import Channel, EventWriter
-from sweeplab.backends.execution import Execution
+from sweeplab.backends.execution import Execution, control_stream
 
 __all__ = ["main"]
 
@@ -27,7 +27,8 @@ __all__ = ["main"]
 def main() -> int:
     """One rank: read the task from stdin, run it, obey stop lines; exit when the supervisor goes away."""
     out = EventWriter.for_fd(int(os.environ["SWEEPLAB_EVENT_FD"]))
-    task = TrialTask.from_dict(json.loads(sys.stdin.readline()))
+    commands = control_stream()   # the trial sees an empty stdin
+    task = TrialTask.from_dict(json.loads(commands.readline()))
     current: list[Execution | None] = [None]
 
     def on_sigterm(signum: int, frame: Any) -> None:
@@ -38,7 +39,7 @@ def main() -> int:
         ex.stop("preempted (SIGTERM)")
 
     def control() -> None:
-        for line in sys.stdin:
+        for line in commands:
             with contextlib.suppress(ValueError):
                 if json.loads(line).get("op") == "stop":
                     for _ in range(500):   # the stop may overtake the start of the attempt

@@ -28,7 +28,7 @@ from sweeplab.backends.attempt import execute
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.channel import Channel, EventWriter
 from sweeplab.backends.events import EventKind
-from sweeplab.backends.execution import Execution, RssWatch, rss
+from sweeplab.backends.execution import Execution, RssWatch, control_stream, rss
 
 __all__ = ["main"]
 
@@ -43,6 +43,7 @@ def _preload() -> None:
 # ---------------------------------------------------------------------------------------- process main
 def main() -> int:
     out = EventWriter.for_fd(int(os.environ["SWEEPLAB_EVENT_FD"]))   # every channel on the pipe shares it
+    commands = control_stream()   # trials see an empty stdin
     current: list[Execution | None] = [None]
     tasks: list[TrialTask | None] = []
     have_task = threading.Condition()
@@ -74,7 +75,7 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the driver's to handle
 
     def reader() -> None:
-        for line in sys.stdin:
+        for line in commands:
             try:
                 msg = json.loads(line)
             except ValueError:

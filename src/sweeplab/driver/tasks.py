@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,6 +43,7 @@ class TaskBuilder:
         self._python_path: list[str] | None = None
         self._target: str | None = None
         self._interpreter: tuple[str, str] | None = None   # (${interpreter}, why), resolved once
+        self._wandb_fns: tuple[Any, Any] | None = None      # (spec.wandb_args, wandb_compat.params_path)
 
     def resolve_config(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """base config < profile (both read once) < sampled params < command-line overrides."""
@@ -77,12 +77,15 @@ class TaskBuilder:
              decisions: Mapping[str, Any]) -> TrialTask:
         spec = self.spec
         cwd = self.cwd
-        env = self._wandb_env(t, paths)
+        wandb = None
         if spec.function:
             if self._target is None:
                 self._target = self.function_target()
             kind, target, command = "function", self._target, None
+            env: dict[str, str] = {}
+            wandb = self._wandb_setup(t, paths)
         else:
+            env = self._wandb_env(t, paths)
             from sweeplab.spec import args_json, build_command, resolve_interpreter
 
             args_file = str(Path(paths["log"]).with_suffix(".args.json"))
@@ -100,7 +103,7 @@ class TaskBuilder:
                     and not (Path(self.cwd) / spec.program).exists():
                 cwd = str(spec_dir)   # W&B runs `program` relative to where the agent runs; we accept both
         policy = spec.trial
-        return TrialTask(
+        return TrialTask.make(
             trial_id=t.id, number=t.number, attempt=t.attempt, sweep=self.sweep, kind=kind, target=target,
             command=command, config=t.config, params=t.params, seed=t.seed, smoke=self.smoke,
             log_path=paths["log"], report_path=paths["report"], checkpoint_dir=paths["checkpoint"],
@@ -108,21 +111,30 @@ class TaskBuilder:
             mtbf=mtbf, grace=policy.grace, heartbeat_interval=heartbeat_interval(policy),
             cwd=cwd, python_path=self.import_path(), capture_dir=paths["capture"],
             artifacts_dir=paths["artifacts"], torch_profiler=policy.torch_profiler,
-            world_size=self.world_size, env=env, **decisions,
+            world_size=self.world_size, env=env, wandb=wandb, **decisions,
         )
 
     def _wandb_env(self, t: TrialRecord, paths: Mapping[str, str]) -> dict[str, str]:
-        """W&B's agent environment for the trial (offline), so `wandb.init()` gets its parameters."""
+        """W&B's agent environment for a command trial (offline), and its parameters file, so that
+        `wandb.init()` in the program gets its parameters."""
         from sweeplab.spec import wandb_args
-        from sweeplab.wandb_compat import trial_env, write_sweep_params
+        from sweeplab.wandb_compat import params_path, trial_env, write_sweep_params
 
-        log = paths["log"]
-        param_path = f"{log[:-4] if log.endswith('.log') else log}.wandb-params.yaml"
-        args = wandb_args(t.params, self.spec.raw.get("parameters"))
-        if self.spec.function:   # written by the worker's hook if the trial starts a W&B run (cheaper)
-            return trial_env(param_path=param_path, command=False, params=json.dumps(args))
-        write_sweep_params(param_path, args)
+        param_path = params_path(paths["log"])
+        write_sweep_params(param_path, wandb_args(t.params, self.spec.raw.get("parameters")))
         return trial_env(param_path=param_path, python_path=os.environ.get("PYTHONPATH"))
+
+    def _wandb_setup(self, t: TrialRecord, paths: Mapping[str, str]) -> dict[str, Any]:
+        """A function trial's W&B setup (TrialTask.wandb): where its parameters file goes and what it holds.
+        The worker writes the file and sets the W&B environment only if the trial starts a W&B run (a file
+        and an environment per trial would cost more than the rest of a no-op trial)."""
+        if self._wandb_fns is None:   # imported once, not per trial
+            from sweeplab.spec import wandb_args
+            from sweeplab.wandb_compat import params_path
+
+            self._wandb_fns = (wandb_args, params_path)
+        wandb_args, params_path = self._wandb_fns
+        return {"param_path": params_path(paths["log"]), "args": wandb_args(t.params, self.spec.raw.get("parameters"))}
 
     def decisions(self, t: TrialRecord, scheduler: Scheduler | None, metric: str | None, *,
                   supported: bool) -> dict[str, Any]:

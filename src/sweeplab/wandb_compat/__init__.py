@@ -10,7 +10,8 @@ Sources: wandb/wandb_agent.py (Agent._command_run) and wandb/sdk/lib/config_util
 
 What the program logs reaches the trial through `_boot/_sweeplab_wandb_hook.py`: command trials get
 `_boot/` first on PYTHONPATH (its `sitecustomize` arms the hook, then runs the one it hides); function
-trials install it in the worker (`function_trial`).
+trials install it in the worker (`FunctionTrial`), and get their W&B environment
+only when they start a run (`wandb.init`) or fork: a trial that never uses W&B pays next to nothing for it.
 """
 
 from __future__ import annotations
@@ -18,13 +19,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import PARAMS_ENV
-
-__all__ = ["BOOT_DIR", "function_trial", "install_hook", "summary_metrics", "trial_env", "write_sweep_params"]
+__all__ = ["BOOT_DIR", "FunctionTrial", "install_hook", "params_path", "summary_metrics", "trial_env",
+           "write_sweep_params"]
 
 #: the folder put first on a command trial's PYTHONPATH
 BOOT_DIR = Path(__file__).resolve().parent / "_boot"
@@ -39,11 +39,17 @@ def write_sweep_params(path: str | Path, args: Mapping[str, Any]) -> None:
     write_params(str(path), args)
 
 
+def params_path(log_path: str) -> str:
+    """Where a trial attempt's W&B parameters file goes: beside its log (`0-1.log` -> `0-1.wandb-params.yaml`)."""
+    return f"{log_path[:-4] if log_path.endswith('.log') else log_path}.wandb-params.yaml"
+
+
 def trial_env(*, param_path: str | Path, python_path: str | None = None,
-              command: bool = True, params: str | None = None) -> dict[str, str]:
+              command: bool = True) -> dict[str, str]:
     """The variables a trial gets so that a W&B program runs as under W&B's agent, offline.
 
-    `python_path` is the PYTHONPATH the trial would otherwise have; command trials get BOOT_DIR in front.
+    `python_path` is the PYTHONPATH the trial would otherwise have; command trials get BOOT_DIR in front
+    (function trials get these variables from the hook, at `wandb.init`: see `FunctionTrial`).
     No WANDB_DIR: W&B's agent sets none, so a run's files go where the program expects them (./wandb)."""
     env = {
         "WANDB_MODE": "offline",                 # nothing is sent anywhere
@@ -51,8 +57,6 @@ def trial_env(*, param_path: str | Path, python_path: str | None = None,
     }
     if command:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), python_path) if p)
-    if params is not None:   # a function trial: the hook writes the file at wandb.init (see _boot's hook)
-        env[PARAMS_ENV] = params
     return env
 
 
@@ -76,32 +80,62 @@ def install_hook() -> None:
     hook.install()
 
 
-@contextlib.contextmanager
-def function_trial(log: Any, stopped: Any = None) -> Iterator[dict[str, Any]]:
-    """Around one function trial in the worker: W&B runs it starts report through `log(metrics, step=)`;
-    their summary (and a `wandb.finish(exit_code=N)`) lands in the yielded dict when the trial ends.
-
-    As W&B's agent does between function runs, wandb's setup is torn down first, so that `wandb.init()`
-    reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's. When `stopped()` turns true
-    (the sweep stopped the trial), the run's next `wandb.log` ends the function, as W&B's agent ends a
-    stopped run: the trial ends stopped, not failed."""
+def _hook() -> Any:
     from sweeplab.wandb_compat._boot import _sweeplab_wandb_hook as hook
 
-    final: dict[str, Any] = {}
-    if "wandb" in sys.modules:
-        with contextlib.suppress(Exception):
-            sys.modules["wandb"].teardown()
-    hook.install(sink=lambda metrics, step: log(metrics, step=step), final=final.update, stopped=stopped)
-    ok = False
-    try:
+    global _hook_module
+    _hook_module = hook
+    return hook
+
+
+_hook_module: Any = None
+
+
+class FunctionTrial:
+    """A function trial's W&B side in the worker, from before its module is imported (which may call
+    `wandb.sweep`/`wandb.agent` there, as W&B's function-style scripts do) to the trial's end.
+
+    It arms the hook and hands it the trial's setup (`TrialTask.wandb`: {"param_path", "args"}). The trial's
+    W&B environment (`trial_env`) is set into os.environ only when the trial starts a run (`wandb.init`),
+    with its parameters file, or before it forks; `end` takes it back. A trial that never uses W&B pays a
+    few attribute stores for all this."""
+
+    def __init__(self, setup: Mapping[str, Any]) -> None:
+        self._hook = hook = _hook_module or _hook()
+        self.final: dict[str, Any] = {}   # the summary of W&B runs it started ("@exit_code": a failure)
+        if not hook.installed():
+            hook.install()
+        hook.begin_trial(setup["param_path"], setup.get("args") or {})
+
+    def call(self, fn: Callable[[], Any], log: Callable[..., Any], stopped: Callable[[], bool] | None = None) -> Any:
+        """`fn()`, with the W&B runs it starts reporting through `log(metrics, step=)`; their summary (and a
+        `wandb.finish(exit_code=N)`) lands in `final`.
+
+        As W&B's agent does between function runs, wandb's setup is torn down first, so that `wandb.init()`
+        reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's. When `stopped()` turns true
+        (the sweep stopped the trial), the run's next `wandb.log` ends the function, as W&B's agent ends a
+        stopped run: the trial ends stopped, not failed (and `fn` returns None)."""
+        hook = self._hook
+        if "wandb" in sys.modules:
+            with contextlib.suppress(Exception):
+                sys.modules["wandb"].teardown()
+        hook.set_sinks(lambda metrics, step: log(metrics, step=step), self.final.update, stopped)
+        ok = False
         try:
-            yield final
-        except hook.TrialStopped:
-            final.pop("@exit_code", None)   # `with wandb.init()` saw the exception: not a failure
-        ok = True
-    finally:
-        wandb = sys.modules.get("wandb")
-        if wandb is not None and getattr(wandb, "run", None) is not None:
-            with contextlib.suppress(Exception):   # a run the function left open ends with it
-                wandb.run.finish(exit_code=0 if ok else 1)
-        hook.uninstall_sinks()
+            try:
+                result = fn()
+            except hook.TrialStopped:
+                self.final.pop("@exit_code", None)   # `with wandb.init()` saw the exception: not a failure
+                result = None
+            ok = True
+            return result
+        finally:
+            wandb = sys.modules.get("wandb")
+            if wandb is not None and getattr(wandb, "run", None) is not None:
+                with contextlib.suppress(Exception):   # a run the function left open ends with it
+                    wandb.run.finish(exit_code=0 if ok else 1)
+            hook.uninstall_sinks()
+
+    def end(self) -> None:
+        """The trial ended (however it ended): the hook forgets it, and os.environ is as it was before."""
+        self._hook.end_trial()

@@ -10,8 +10,9 @@
     (`run.summary`, with `define_metric` summaries such as `{"acc": {"max": 0.9}}`) becomes the trial's
     final metrics, and a `finish(exit_code=N)` its exit code;
   - `wandb.init`: a run is never online (mode `offline`), whatever the program asks; in a function trial
-    the parameters file (WANDB_SWEEP_PARAM_PATH) is written here, from SWEEPLAB_WANDB_PARAMS, only when a
-    run starts (a file per trial costs the driver more than the rest of a no-op trial);
+    the trial's W&B environment (handed over by `begin_trial`) is set and its parameters file
+    (WANDB_SWEEP_PARAM_PATH) written here, only when a run starts: a trial that never starts a run pays
+    nothing for W&B (a file per trial costs more than the rest of a no-op trial);
   - `wandb.sweep`, `wandb.agent`, `wandb.login`: inside a trial they do nothing (sweeplab is the controller).
 Values that are not numbers (images, tables, strings) stay in wandb's own offline files only.
 
@@ -39,6 +40,11 @@ _final: Callable[[dict[str, Any]], None] | None = None
 _stopped: Callable[[], bool] | None = None
 _patched = False
 _original_log: Callable[..., Any] | None = None
+# a function trial's W&B environment and parameters, handed over by `begin_trial` and set into os.environ at
+# its first wandb.init (or before it forks); `_restore` holds what os.environ had before, for `end_trial`
+_pending: dict[str, str] | None = None
+_args: Mapping[str, Any] | None = None
+_restore: dict[str, str | None] | None = None
 
 
 class TrialStopped(BaseException):
@@ -153,11 +159,17 @@ def _summary_of(run: Any) -> dict[str, Any]:
     return out
 
 
+def in_trial() -> bool:
+    """Whether W&B calls made now belong to a trial: its W&B environment is set (a command trial, or a
+    function trial since its first wandb.init), or a function trial's is handed over and not yet set."""
+    return _pending is not None or "WANDB_SWEEP_PARAM_PATH" in os.environ
+
+
 def _in_trial(run: Any) -> bool:
     """A run is the trial's when it started with the trial's W&B environment. A process of the program that
     clears the WANDB_ variables first (W&B's cross-validation example does, for per-fold runs) starts runs
     of its own, which W&B would not count in the sweep either."""
-    return bool(run.__dict__.setdefault("_sweeplab_trial", "WANDB_SWEEP_PARAM_PATH" in os.environ))
+    return bool(run.__dict__.setdefault("_sweeplab_trial", in_trial()))
 
 
 def _finish_run(run: Any, exit_code: int | None = None) -> None:
@@ -224,9 +236,6 @@ def _patch_run_class(module: Any) -> None:
     cls._sweeplab_patched = True
 
 
-PARAMS_ENV = "SWEEPLAB_WANDB_PARAMS"   # a function trial's W&B parameters (JSON), written out at wandb.init
-
-
 def write_params(path: str, args: Mapping[str, Any]) -> None:
     """Write `args` (W&B's top-level parameter names -> values) as the YAML file W&B's agent writes for
     WANDB_SWEEP_PARAM_PATH: `wandb_version: 1` then `name: {value: v}` per parameter (wandb/sdk/lib/
@@ -247,11 +256,50 @@ def write_params(path: str, args: Mapping[str, Any]) -> None:
         f.write(text)
 
 
+def _apply_trial_env() -> None:
+    """Set a function trial's handed-over W&B environment into os.environ (once per trial)."""
+    global _pending, _restore
+    env, _pending = _pending, None
+    if env is not None:
+        _restore = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+
+
 def _params_file() -> None:
-    """Before a run starts in a function trial: its parameters file, from SWEEPLAB_WANDB_PARAMS."""
-    path, params = os.environ.get("WANDB_SWEEP_PARAM_PATH"), os.environ.get(PARAMS_ENV)
-    if path and params is not None and not os.path.exists(path):
-        write_params(path, json.loads(params))
+    """Before a run starts in a function trial: its W&B environment, and its parameters file."""
+    _apply_trial_env()
+    path = os.environ.get("WANDB_SWEEP_PARAM_PATH")
+    if path and _args is not None and not os.path.exists(path):
+        write_params(path, _args)
+
+
+def begin_trial(param_path: str, args: Mapping[str, Any]) -> None:
+    """A function trial starts in this process. Its W&B environment (WANDB_MODE=offline, and
+    WANDB_SWEEP_PARAM_PATH=`param_path`, as for a command trial) is set at its first wandb.init, or before it
+    forks (so that forked processes inherit it, as they would under W&B's agent); `args`, its parameters,
+    are written to `param_path` then."""
+    global _pending, _args
+    _pending, _args = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path}, args
+
+
+def end_trial() -> None:
+    """The function trial ended: forget its callables and parameters, and give os.environ back what it held
+    before the trial's W&B environment was set."""
+    global _sink, _final, _stopped, _pending, _args, _restore
+    _sink, _final, _stopped, _pending, _args = None, None, None, None, None
+    restore, _restore = _restore, None
+    for k, v in (restore or {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _forked_child() -> None:
+    """In a forked child the trial's environment is what it inherited (set before the fork): the child may
+    clear it to start runs of its own, and restoring is the parent's business."""
+    global _pending, _restore
+    _pending, _restore = None, None
 
 
 def _patch_init(wandb: Any) -> None:
@@ -262,12 +310,12 @@ def _patch_init(wandb: Any) -> None:
     def offline_init(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("mode") not in ("offline", "disabled"):
             kwargs["mode"] = "offline"   # nothing is sent anywhere, whatever the program asks
-        in_trial = "WANDB_SWEEP_PARAM_PATH" in os.environ
-        if in_trial:
+        trial = in_trial()
+        if trial:
             _params_file()
         run = init(*args, **kwargs)
         if run is not None and hasattr(run, "__dict__"):
-            run.__dict__["_sweeplab_trial"] = in_trial
+            run.__dict__["_sweeplab_trial"] = trial
             atexit.register(_finish_run, run)   # runs before wandb's own exit hook (LIFO)
         return run
 
@@ -281,9 +329,6 @@ def _patch_controller(wandb: Any) -> None:
     """Inside a trial, sweeplab is the sweep's controller and agent: a script in W&B's
     `wandb.sweep(config)` + `wandb.agent(sweep_id, function=train)` style, imported for its `train`,
     creates no sweep and starts no agent, and `wandb.login()` asks for no key."""
-    def in_trial() -> bool:
-        return "WANDB_SWEEP_PARAM_PATH" in os.environ
-
     def wrap(name: str, inside: Callable[..., Any]) -> None:
         original = getattr(wandb, name, None)
         if original is None or getattr(original, "_sweeplab_patched", False):
@@ -348,6 +393,11 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
+def installed() -> bool:
+    """Whether `install` ran in this process (its finder stays: later imports of wandb are patched)."""
+    return _patched
+
+
 def install(sink: Callable[[dict[str, float], int], None] | None = None,
             final: Callable[[dict[str, Any]], None] | None = None,
             stopped: Callable[[], bool] | None = None) -> None:
@@ -361,7 +411,16 @@ def install(sink: Callable[[dict[str, float], int], None] | None = None,
             _after_import(name, sys.modules[name])
     if not _patched:
         sys.meta_path.insert(0, _Finder())
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(before=_apply_trial_env, after_in_child=_forked_child)
         _patched = True
+
+
+def set_sinks(sink: Callable[[dict[str, float], int], None] | None,
+              final: Callable[[dict[str, Any]], None] | None, stopped: Callable[[], bool] | None = None) -> None:
+    """Where the runs of a function trial report (see `install`; the hook is installed already)."""
+    global _sink, _final, _stopped
+    _sink, _final, _stopped = sink, final, stopped
 
 
 def uninstall_sinks() -> None:
