@@ -13,6 +13,7 @@ import os
 import shlex
 from typing import Any
 
+from sweeplab.driver.objectives import feasible, objective_values, violations
 from sweeplab.driver.records import TrialRecord, costs_of, loads
 from sweeplab.driver.state import DriverState
 from sweeplab.driver.watchdog import Watchdog
@@ -39,6 +40,10 @@ class Recovery(DriverState):
         options: dict[str, Any] = {"metric": self.metric} if self.metric else {}
         if self.metric and self.spec.metric.impute:
             options["impute"] = self.spec.metric.impute   # failed trials, as model-based searchers see them
+        if self.spec.multi_objective:   # every objective's goal, the first one's is `goal`
+            options["goals"] = tuple(o.goal.value for o in self.spec.objectives)
+        if self.spec.constraints:
+            options["constraints"] = len(self.spec.constraints)
         self.searcher = make_searcher(self.spec.method, self.spec.space, self.goal, self.seed, **options)
         for note in self.searcher.notes:
             self.on_note(note)
@@ -46,13 +51,22 @@ class Recovery(DriverState):
             if not self.metric:
                 raise SpecError("early_terminate needs metric.name: the value schedulers compare", file=file,
                                 key="early_terminate")
-            self.scheduler = make_scheduler(self.spec.early_terminate, goal=self.goal, file=file,
+            self.scheduler = make_scheduler(self.spec.early_terminate, goal=self._sched_goal(), file=file,
                                             metric=self.metric)
         self.monitors = (parse_monitors(list(self.spec.monitors), file=file, metric=self.metric, goal=self.goal)
                          if self.spec.monitors else [])
         # the value schedulers judge: early_terminate.metric when given, else the sweep's metric
         self._sched_metric = (self.scheduler.metric or self.metric) if self.scheduler else None
+        if self.scheduler is not None and self.spec.multi_objective:   # the rung rule, named in PRUNED reasons
+            how = "early_terminate.metric" if self.scheduler.metric else "the first objective"
+            self._sched_rule = f"judged on {self._sched_metric} ({how}) of {len(self.spec.objectives)} objectives"
         self.watchdog = Watchdog(self.spec.trial, self.monitors, self.budget, self.clock)
+
+    def _sched_goal(self) -> Any:
+        """The goal schedulers judge by: that of the objective `early_terminate.metric` names, else the
+        sweep's (first objective's) goal."""
+        named = (self.spec.early_terminate or {}).get("metric")
+        return next((o.goal for o in self.spec.objectives if o.name == named), self.goal)
 
     def _lock(self) -> None:
         """One driver per sweep: an flock held for this process's life (the OS drops it if we are killed)."""
@@ -166,6 +180,7 @@ class Recovery(DriverState):
                            config=loads(r["config"]) or {}, seed=r["seed"], state=state,
                            attempt=int(r["attempts"] or 0), value=r["value"])
                 t.costs = costs_of(loads(r["metrics"]) or {}, self.spec.budget.cost)
+                self._restore_objectives(t, r)
                 if self.metric:
                     hist = self.store.metric_history(t.id).get(self.metric, [])
                     t.intermediate = {s: v for s, v in hist}
@@ -188,9 +203,11 @@ class Recovery(DriverState):
                 if t.state is TrialState.COMPLETED:
                     self._completed_any = True
                     self._note_best(t)
+                    if self.spec.multi_objective:
+                        self.pareto.add(t.values, t.feasible)
                 history.append(TrialSnapshot(number=t.number, params=t.params, state=t.state, value=t.value,
                                              history={self.metric: tuple(sorted(t.intermediate.items()))}
-                                             if self.metric else {}))
+                                             if self.metric else {}, values=t.values, constraints=t.violations))
             if total_trials is not None:
                 self.max_trials = total_trials
             elif extra_trials is not None:
@@ -203,6 +220,18 @@ class Recovery(DriverState):
         self._searcher.replay(history)
         if self.scheduler is not None:
             self._replay_scheduler()
+
+    def _restore_objectives(self, t: TrialRecord, row: Any) -> None:
+        """A stored trial's objective values and constraint violations, back on its record (resume)."""
+        if not t.state.is_terminal:
+            return
+        metrics = loads(row["metrics"]) or {}
+        if self.spec.multi_objective:
+            stored = loads(row["objective_values"]) if "objective_values" in row.keys() else None
+            t.values = tuple(stored) if stored is not None else objective_values(self.spec, metrics)
+        if self.spec.constraints:
+            t.violations = violations(self.spec, metrics)
+            t.feasible = feasible(self.spec, metrics)
 
     def _replay_scheduler(self) -> None:
         """Feed the scheduler the stored reports and trial ends in the order they first happened."""
