@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS trials (
     last_step  INTEGER,
     profile    TEXT,                       -- JSON profile summary
     objective_values TEXT,                 -- JSON list aligned to the spec's objectives (null: missing)
-    feasible   INTEGER,                    -- 1 / 0 against the spec's constraints; NULL: no constraints, unknown
+    feasible   INTEGER,                    -- 1 / 0 against the spec's constraints (NULL: none, or unknown)
     UNIQUE (sweep_id, number)
 );
 CREATE INDEX IF NOT EXISTS trials_sweep_state ON trials (sweep_id, state);
