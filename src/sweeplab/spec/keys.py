@@ -44,7 +44,7 @@ _IGNORED_KEYS = ("entity", "project", "controller", "apiVersion", "kind")
 _UNSUPPORTED_KEYS = {
     "job": "W&B Launch jobs are not supported; use program/command or function",
     "image_uri": "W&B Launch images are not supported; use program/command or function",
-    "metrics": "give several objectives as a list under metric: [{name: a, goal: maximize}, {name: b}]",
+    "metrics": "a multi-objective sweep lists its objectives under metric: [{name: a, goal: maximize}, {name: b}]",
     "scheduler": "custom W&B schedulers are not supported; use method and early_terminate",
 }
 _OUR_KEYS = (
