@@ -299,6 +299,16 @@ class OptunaSearcher(Searcher):
         create = self._optuna.trial.create_trial
         TS = self._optuna.trial.TrialState
         named = {str(i): float(c) for i, c in enumerate(constraints or ())} or None
+        if state.is_terminal and self._generational:   # asked (so filed under a generation), then told
+            trial = self._add_running(params, {})
+            if self.multi_objective:
+                self._tell_several(trial, state, value, constraints)
+                return
+            ostate, ovalue, _ = self._outcome(state, value, intermediate)
+            for key, c in (named or {}).items():
+                trial.set_constraint(key, c)
+            self._study.tell(trial, ovalue if ostate is TS.COMPLETE else None, state=ostate)
+            return
         if state.is_terminal and self.multi_objective:
             ostate, values = self._values(state, value)
             self._study.add_trial(create(state=ostate, values=values, params=self._encode(params),
@@ -329,8 +339,23 @@ class OptunaSearcher(Searcher):
                                                  params=self._encode(params), distributions=self._distributions,
                                                  intermediate_values=steps)
         self._study.add_trial(frozen)
+        self._note_generation()
         added = self._study.get_trials(deepcopy=False)[-1]
         return self._optuna.trial.Trial(self._study, added._trial_id)
+
+    @property
+    def _generational(self) -> bool:
+        return hasattr(self._study.sampler, "get_trial_generation")
+
+    def _note_generation(self) -> None:
+        """A genetic sampler (NSGA-II) files each trial under a generation when it is asked; a trial added
+        by `replay` was never asked here, so without this every replayed trial would be outside all
+        generations and the resumed search would start again from a random first generation. Replay adds
+        such a trial running, files it by Optuna's rule (`get_trial_generation`, as if the trials before it
+        had completed when it was asked: exact for a sequential sweep), then tells it."""
+        generation = getattr(self._study.sampler, "get_trial_generation", None)
+        if generation is not None:
+            generation(self._study, self._study.get_trials(deepcopy=False)[-1])
 
     def replay(self, history: Sequence[TrialSnapshot]) -> None:
         """A fresh study holding every trial of `history`: terminal ones told, the others running."""
