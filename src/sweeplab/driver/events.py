@@ -87,7 +87,15 @@ class EventWriter(DriverState):
             t.last[key] = (step, value)
             if key == metric:
                 t.intermediate[int(step)] = float(value)
-            if key == sched_metric and self.scheduler is not None and t.stop_verdict is None:
+            if self._rank_keys and key in self._rank_keys and self.scheduler is not None \
+                    and t.stop_verdict is None:   # several objectives by rank: once all are in for the step
+                names = self._rank_keys
+                if all(t.last.get(n, (None,))[0] == step for n in names):
+                    v = self.scheduler.on_report(t.number, int(step), tuple(float(t.last[n][1]) for n in names))
+                    if v.stops:
+                        verdicts.append(dataclasses.replace(v, reason=f"{v.reason}; {self._sched_rule}")
+                                        .by(Origin.SCHEDULER))
+            elif key == sched_metric and self.scheduler is not None and t.stop_verdict is None:
                 v = self.scheduler.on_report(t.number, int(step), float(value))
                 if v.stops:
                     if self._sched_rule:

@@ -58,8 +58,15 @@ class Recovery(DriverState):
         # the value schedulers judge: early_terminate.metric when given, else the sweep's metric
         self._sched_metric = (self.scheduler.metric or self.metric) if self.scheduler else None
         if self.scheduler is not None and self.spec.multi_objective:   # the rung rule, named in PRUNED reasons
-            how = "early_terminate.metric" if self.scheduler.metric else "the first objective"
-            self._sched_rule = f"judged on {self._sched_metric} ({how}) of {len(self.spec.objectives)} objectives"
+            judge_by_rank = getattr(self.scheduler, "judge_by_rank", None)
+            if not self.scheduler.metric and judge_by_rank is not None:
+                self._rank_keys = tuple(str(o.name) for o in self.spec.objectives)
+                judge_by_rank(tuple(o.goal for o in self.spec.objectives), self._rank_keys)
+                self._sched_rule = "rank rule: several objectives and no early_terminate.metric"
+            else:
+                how = "early_terminate.metric" if self.scheduler.metric else "the first objective"
+                self._sched_rule = (f"judged on {self._sched_metric} ({how}) of {len(self.spec.objectives)} "
+                                    "objectives")
         self.watchdog = Watchdog(self.spec.trial, self.monitors, self.budget, self.clock)
 
     def _sched_goal(self) -> Any:
@@ -238,7 +245,8 @@ class Recovery(DriverState):
         by_id, scheduler = self.trials, self.scheduler
         if scheduler is None:
             return
-        rows = self.store.metric_reports(self.sweep_id, self._sched_metric or "")
+        rows = (self._rank_reports() if self._rank_keys
+                else self.store.metric_reports(self.sweep_id, self._sched_metric or ""))
         asked = self.store.stop_requests(self.sweep_id)   # live, reports after a stop verdict are not judged
         timeline: list[tuple[float, int, int, Any, Any]] = [
             (float(r[3]), 0, i, r, None) for i, r in enumerate(rows)
@@ -250,10 +258,25 @@ class Recovery(DriverState):
         timeline.sort(key=lambda e: (e[0], e[1], e[2]))
         for _, kind, _, row, t in timeline:
             if kind == 0:
-                value = float("nan") if row[2] is None else float(row[2])
+                value = row[2] if isinstance(row[2], tuple) else float("nan") if row[2] is None else float(row[2])
                 scheduler.on_report(by_id[row[0]].number, int(row[1]), value)
             else:
                 scheduler.on_trial_end(t.number, t.state)
+
+    def _rank_reports(self) -> list[tuple[int, int, tuple[float, ...], float]]:
+        """The rank rule's reports, as the live driver fed them: (trial id, step, every objective's value,
+        time) once a trial has reported every objective at that step, in the order that happened."""
+        rows = sorted(((float(r[3]), i, k, r) for k, key in enumerate(self._rank_keys)
+                       for i, r in enumerate(self.store.metric_reports(self.sweep_id, key))),
+                      key=lambda e: (e[0], e[1], e[2]))
+        last: dict[tuple[int, int], tuple[int, float]] = {}   # (trial id, objective) -> (step, value)
+        out = []
+        for at, _, k, r in rows:
+            tid, step = int(r[0]), int(r[1])
+            last[(tid, k)] = (step, float("nan") if r[2] is None else float(r[2]))
+            if all(last.get((tid, j), (None,))[0] == step for j in range(len(self._rank_keys))):
+                out.append((tid, step, tuple(last[(tid, j)][1] for j in range(len(self._rank_keys))), at))
+        return out
 
     def smoke_check(self) -> tuple[list[str], list[str]]:
         """Before smoke trials: the target imports and every categorical combination fits the typed config."""

@@ -75,6 +75,7 @@ class DriverState:
         self.scheduler = None
         self._sched_metric: str | None = None
         self._sched_rule: str | None = None        # several objectives: which one rungs are judged on
+        self._rank_keys: tuple[str, ...] = ()      # ... or all of them, by non-dominated rank (ASHA)
         self.monitors: list[Monitor] = []
         self._exhausted = False
         self._ending: str | None = None            # why no new trials are created
