@@ -168,3 +168,27 @@ def test_bad_objective_grammar_exits_2_naming_the_key_and_writes_nothing(cli):
     assert cp.returncode == 2
     assert "metric[1].goal" in cp.stderr and "smaller" in cp.stderr, cp.stderr
     assert not (cli.store / "store.db").exists() or "bad" not in cli("status", "--json").stdout
+
+
+RANK_SPEC = (f"function: {FIXTURE}:trial\nmethod: grid\n"
+             "metric: [{name: acc, goal: maximize}, {name: latency_ms, goal: minimize}]\n"
+             "early_terminate: {type: asha, min_iter: 1, max_iter: 9, eta: 3}\n"
+             "trial: {retries: 0}\nbudget: {trials: 2}\n"
+             "parameters:\n  x: {values: [0.3, 0.6]}\n  y: {values: [0.0, 1.0]}\n"
+             "  steps: {value: 9}\n  delay: {value: 0.01}\n")
+
+
+def test_asha_without_a_metric_judges_by_rank_and_resume_replays_the_rungs(cli):
+    """Without early_terminate.metric, rungs compare non-dominated ranks of (acc, latency_ms). Half the
+    grid runs, then the sweep is resumed for the rest: those are judged against the replayed rungs (an
+    empty rung would let them all through), and only trials dominated at the rung (y = 1) are pruned."""
+    cli("sweep", str(cli.spec("k", RANK_SPEC)), "--name", "k", "--workers", "1", "-q", check=True)
+    assert [t["state"] for t in cli.status("k")["trials"]] == ["completed", "completed"]
+    cli("resume", "k", "--trials", "+2", "--workers", "1", "-q", check=True)
+    st = cli.status("k")
+    pruned = [t for t in st["trials"] if t["state"] == "pruned"]
+    assert pruned and all(t["params"]["y"] == 1.0 for t in pruned), st["trials"]
+    for t in pruned:
+        assert "non-dominated rank 2 of (acc, latency_ms)" in t["reason"], t["reason"]
+        assert "rank rule: several objectives and no early_terminate.metric" in t["reason"], t["reason"]
+    assert all(t["state"] == "completed" for t in st["trials"] if t["params"]["y"] == 0.0)

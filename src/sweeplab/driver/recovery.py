@@ -59,12 +59,13 @@ class Recovery(DriverState):
         self._sched_metric = (self.scheduler.metric or self.metric) if self.scheduler else None
         if self.scheduler is not None and self.spec.multi_objective:   # the rung rule, named in PRUNED reasons
             judge_by_rank = getattr(self.scheduler, "judge_by_rank", None)
-            if not self.scheduler.metric and judge_by_rank is not None:
+            named = (self.spec.early_terminate or {}).get("metric")
+            if not named and judge_by_rank is not None:
                 self._rank_keys = tuple(str(o.name) for o in self.spec.objectives)
                 judge_by_rank(tuple(o.goal for o in self.spec.objectives), self._rank_keys)
                 self._sched_rule = "rank rule: several objectives and no early_terminate.metric"
             else:
-                how = "early_terminate.metric" if self.scheduler.metric else "the first objective"
+                how = "early_terminate.metric" if named else "the first objective"
                 self._sched_rule = (f"judged on {self._sched_metric} ({how}) of {len(self.spec.objectives)} "
                                     "objectives")
         self.watchdog = Watchdog(self.spec.trial, self.monitors, self.budget, self.clock)
