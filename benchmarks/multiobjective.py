@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     makers = {"zdt1": zdt1_problem, "digits": digits_problem}
     for name in args.problems:
         problem = makers[name]()
-        runs = [r for r in args.runs if not (r.endswith("+asha") and problem.steps == 1)]
+        runs = [r for r in args.runs if not ("+asha" in r and problem.steps == 1)]
         hv: dict[str, list[float]] = {r: [] for r in runs}
         work: dict[str, list[int]] = {r: [] for r in runs}
         cpu: dict[str, float] = dict.fromkeys(runs, 0.0)
