@@ -22,8 +22,9 @@ Runs, all in this process and in the same run (interleaved by seed):
                    to 3x the trials, until they reach it).
 
 Reported per problem and run: mean hypervolume of the final front over seeds (and its spread), the ratio to
-the best Optuna run, and for digits the epochs trained (the compute): with early stopping, those it took to
-reach the hypervolume the same searcher reached without it. Hypervolume is sweeplab.pareto.hypervolume (checked against Optuna's in tests/pareto).
+the best Optuna run, the epochs trained (all of them), and for digits the epochs each run needed to reach
+99% of sweeplab:bayes's final hypervolume. Hypervolume is sweeplab.pareto.hypervolume (checked against
+Optuna's in tests/pareto).
 """
 
 from __future__ import annotations
