@@ -66,8 +66,9 @@ def hypervolumes(cli, name: str) -> list[dict]:
 def test_best_prints_the_feasible_front_and_status_marks_rank_and_infeasible(cli, kind):
     target = None if kind == "function" else f"program: {FIXTURE}\ncommand: [python3, '${{program}}', '${{args}}']"
     f = cli.spec("mo", spec(method="tpe", trials=12, target=target))
-    cli("sweep", str(f), "--name", "mo", "--workers", "2", "-q", check=True)
+    done = cli("sweep", str(f), "--name", "mo", "--workers", "2", "-q", check=True).stdout
     st, front = check_front(cli, "mo")
+    assert f"Pareto front: {len(front)} trial(s)" in done and "best: trial" not in done
     assert [o["name"] for o in st["sweep"]["objectives"]] == ["acc", "latency_ms"]
     infeasible = [t for t in st["trials"] if t.get("feasible") is False]
     assert infeasible, "seed 3 draws some y > 0.5: the test needs infeasible trials"
