@@ -115,7 +115,7 @@ def _front_indices(mins: Sequence[Sequence[float]]) -> list[int]:
     return sorted(i for _, i in kept)
 
 
-def _hv(front: list[Sequence[float]], ref: Sequence[float]) -> float:
+def _hv(front: Sequence[Sequence[float]], ref: Sequence[float]) -> float:
     if not front:
         return 0.0
     if len(ref) == 1:

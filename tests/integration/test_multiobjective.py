@@ -193,3 +193,12 @@ def test_asha_without_a_metric_judges_by_rank_and_resume_replays_the_rungs(cli):
         assert "non-dominated rank 2 of (acc, latency_ms)" in t["reason"], t["reason"]
         assert "rank rule: several objectives and no early_terminate.metric" in t["reason"], t["reason"]
     assert all(t["state"] == "completed" for t in st["trials"] if t["params"]["y"] == 0.0)
+
+
+def test_a_fork_carries_objective_values_and_feasibility_into_the_new_sweep(cli):
+    cli("sweep", str(cli.spec("o", spec(method="random", trials=6))), "--name", "old", "-q", check=True)
+    more = cli.spec("n", spec(method="tpe", trials=2))
+    cli("resume", "old", "--spec", str(more), "--fork", "new", "-q", check=True)
+    st, _ = check_front(cli, "new")
+    forked = [t for t in st["trials"] if (t["reason"] or "").startswith("forked from old/")]
+    assert forked and all(t["values"] is not None and t["feasible"] is not None for t in forked)

@@ -34,17 +34,18 @@ def objective_values(spec: SweepSpec, metrics: Mapping[str, Any]) -> tuple[float
     """The trial's value of each objective (None where missing or not finite); None with one objective."""
     if not spec.multi_objective:
         return None
-    return tuple(_number(metrics.get(o.name)) if o.name in metrics else None for o in spec.objectives)
+    return tuple(_number(metrics.get(str(o.name))) for o in spec.objectives)
 
 
 def objective_problem(spec: SweepSpec, metrics: Mapping[str, Any]) -> str | None:
     """Why a finished trial of a multi-objective sweep has no usable values (the first objective is
     checked by the driver as in a single-objective sweep), or None."""
     for o in spec.objectives[1:]:
-        if o.name not in metrics:
-            return f"objective {o.name!r} was never reported (reported: {', '.join(sorted(metrics)) or 'nothing'})"
-        if _number(metrics[o.name]) is None:
-            return f"objective {o.name} is {metrics[o.name]!r}"
+        name = str(o.name)
+        if name not in metrics:
+            return f"objective {name!r} was never reported (reported: {', '.join(sorted(metrics)) or 'nothing'})"
+        if _number(metrics[name]) is None:
+            return f"objective {name} is {metrics[name]!r}"
     return None
 
 

@@ -142,9 +142,14 @@ class Recovery(DriverState):
                 value = metrics.get(self.metric) if self.metric else None
                 tid = self.store.add_trial(self.sweep_id, kept, params, json.loads(r["config"] or "{}"),
                                            r["seed"], resources=json.loads(r["resources"] or "null"))
+                extra: dict[str, Any] = {}
+                if self.spec.multi_objective:   # the new spec's objectives and constraints, from its metrics
+                    extra["objective_values"] = list(objective_values(self.spec, metrics) or ())
+                if self.spec.constraints:
+                    extra["feasible"] = feasible(self.spec, metrics)
                 self.store.update_trial(tid, state=TrialState.COMPLETED.value, value=value, metrics=metrics,
                                         started=r["started"], ended=r["ended"],
-                                        reason=f"forked from {source}/{r['number']}")
+                                        reason=f"forked from {source}/{r['number']}", **extra)
                 kept += 1
             self.store.add_event(self.sweep_id, "info", f"forked from {source}: {kept} completed trial(s) fit "
                                  "the new space", data={"source": source, "trials": kept})
