@@ -103,13 +103,13 @@ def _go_on(step: int, values: tuple[float, float]) -> bool:
 
 
 def run_sweeplab(problem: Problem, method: str, seed: int, trials: int, asha: str | None = None,
-                 until: float | None = None) -> tuple[float, int]:
+                 until: float | None = None, **options: Any) -> tuple[float, int]:
     """(hypervolume after `trials` trials, epochs trained). With `until`: keep going (up to 3x the
     trials) until the hypervolume reaches `until`; the epochs are then those it took (the compute).
     TRACES collects (epochs so far, hypervolume) after each trial, by run key."""
     space = parse_parameters(problem.parameters)
     goals = tuple(g.value for g in problem.goals)
-    searcher = make_searcher(method, space, problem.goals[0], seed, prefetch=False, goals=goals)
+    searcher = make_searcher(method, space, problem.goals[0], seed, prefetch=False, goals=goals, **options)
     scheduler: Any = None
     if asha is not None:   # "rank": the default rule with several objectives; "primary": on the first one
         raw = {"type": "asha", "min_iter": 1, "max_iter": problem.steps, "eta": 3}
@@ -180,6 +180,7 @@ RUNS: dict[str, Callable[[Problem, int, int], tuple[float, int]]] = {
     "sweeplab:bayes+asha-primary": lambda p, s, n, until=None: run_sweeplab(p, "bayes", s, n, asha="primary",
                                                                             until=until),
     "sweeplab:tpe": lambda p, s, n: run_sweeplab(p, "tpe", s, n),
+    "sweeplab:tpe-independent": lambda p, s, n: run_sweeplab(p, "tpe", s, n, multivariate=False),
     "sweeplab:gp": lambda p, s, n: run_sweeplab(p, "gp", s, n),
 }
 TARGET = 0.99   # early stopping: the share of the plain run's final hypervolume both runs are timed to

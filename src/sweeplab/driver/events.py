@@ -91,7 +91,8 @@ class EventWriter(DriverState):
                     and t.stop_verdict is None:   # several objectives by rank: once all are in for the step
                 names = self._rank_keys
                 if all(t.last.get(n, (None,))[0] == step for n in names):
-                    v = self.scheduler.on_report(t.number, int(step), tuple(float(t.last[n][1]) for n in names))
+                    vector = tuple(float(t.last[n][1]) for n in names)   # ASHA.judge_by_rank takes tuples
+                    v = self.scheduler.on_report(t.number, int(step), vector)  # type: ignore[arg-type]
                     if v.stops:
                         verdicts.append(dataclasses.replace(v, reason=f"{v.reason}; {self._sched_rule}")
                                         .by(Origin.SCHEDULER))

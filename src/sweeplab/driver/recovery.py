@@ -265,7 +265,7 @@ class Recovery(DriverState):
         for _, kind, _, row, t in timeline:
             if kind == 0:
                 value = row[2] if isinstance(row[2], tuple) else float("nan") if row[2] is None else float(row[2])
-                scheduler.on_report(by_id[row[0]].number, int(row[1]), value)
+                scheduler.on_report(by_id[row[0]].number, int(row[1]), value)  # type: ignore[arg-type]
             else:
                 scheduler.on_trial_end(t.number, t.state)
 
