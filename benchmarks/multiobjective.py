@@ -9,7 +9,8 @@ Problems:
           validation accuracy (maximize) vs parameter count (minimize), reference point (0.8, 10000).
 
 Runs, all in this process and in the same run (interleaved by seed):
-  sweeplab:bayes   sweeplab's default for several objectives (`method: bayes`), through ask/tell
+  sweeplab:bayes   sweeplab's default for several objectives (`method: bayes`: independent TPE), ask/tell
+  sweeplab:tpe     `method: tpe` (multivariate TPE); sweeplab:tpe-independent: `tpe` with multivariate off
   sweeplab:nsga2   sweeplab's NSGA-II searcher
   optuna:nsga2     optuna.samplers.NSGAIISampler(seed), study.ask/tell directly
   optuna:tpe       optuna.samplers.TPESampler(seed) (multi-objective TPE), study.ask/tell directly

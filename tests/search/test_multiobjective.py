@@ -73,6 +73,7 @@ def test_a_completed_trial_without_every_value_fails():
 def test_bayes_with_several_objectives_uses_the_benchmarked_searcher_and_says_so():
     s = make_searcher("bayes", SPACE, Goal.MAXIMIZE, 1, prefetch=False, goals=GOALS)
     assert s.method == MULTI_OBJECTIVE_BAYES
+    assert s.options["multivariate"] is False
     assert any("several objectives" in n for n in s.notes)
 
 
