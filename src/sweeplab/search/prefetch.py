@@ -112,11 +112,15 @@ class Prefetching(Searcher):
         number: int,
         params: Mapping[str, Any],
         state: TrialState,
-        value: float | None,
+        value: Any,
         intermediate: Mapping[int, float] | None = None,
+        constraints: Sequence[float] | None = None,
     ) -> None:
         with self._lock:
-            self.inner.tell(number, params, state, value, intermediate)
+            if constraints is None:
+                self.inner.tell(number, params, state, value, intermediate)
+            else:
+                self.inner.tell(number, params, state, value, intermediate, constraints=constraints)
             if state.is_terminal:
                 self._told += 1
         self._refresh()
