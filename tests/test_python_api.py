@@ -118,15 +118,28 @@ def test_progress_renders_one_updating_line_in_a_notebook(monkeypatch):
                      ("update", "s: 2/4 done (2 running) | best 0.5 (trial 1) | 1m05s")]
 
 
-def test_pareto_keeps_the_feasible_non_dominated_trials():
-    from sweeplab.handle import _pareto
+def test_pareto_is_the_stores_feasible_front_for_several_objectives(tmp_path):
+    """`.pareto` is what `sweeplab best --json` prints: the feasible non-dominated trials (real sweep)."""
+    from sweeplab.pareto import nondominated_ranks
+    from sweeplab.store import Store, queries
+    from sweeplab.types import Goal
 
-    def t(n, a, b, **m):
-        return {"number": n, "state": "completed", "params": {}, "metrics": {"a": a, "b": b, **m}}
-
-    trials = [t(0, 1, 5), t(1, 2, 2), t(2, 3, 3), t(3, 0, 9, feasible=False), t(4, 5, 1),
-              {"number": 5, "state": "failed", "params": {}, "metrics": {"a": 0, "b": 0}}]
-    front = _pareto(trials, [{"name": "a", "goal": "minimize"}, {"name": "b", "goal": "minimize"}])
-    assert [p["trial"] for p in front] == [0, 1, 4]
-    front = _pareto(trials, [{"name": "a", "goal": "maximize"}, {"name": "b", "goal": "minimize"}])
-    assert [p["trial"] for p in front] == [4]
+    spec = {"function": f"{FIXTURES / 'multiobjective.py'}:trial", "method": "random", "seed": 1,
+            "metric": [{"name": "acc", "goal": "maximize"}, {"name": "latency_ms", "goal": "minimize"}],
+            "constraints": [{"metric": "memory_gb", "max": 16}], "budget": {"trials": 10},
+            "parameters": {"x": {"min": 0.0, "max": 1.0}, "y": {"min": 0.0, "max": 1.0}}}
+    sweep = sl.sweep(spec, store=tmp_path / "st", workers=2, name="mo")
+    assert sweep.outcome.exit_code == 0
+    st = Store.open(tmp_path / "st", readonly=True)
+    try:
+        expected = queries.pareto_front(st, "mo")
+        rows = queries.sweep_status(st, "mo")["trials"]
+    finally:
+        st.close()
+    done = [t for t in rows if t["state"] == "completed" and t["feasible"]]
+    ranks = nondominated_ranks([(t["values"]["acc"], t["values"]["latency_ms"]) for t in done],
+                               (Goal.MAXIMIZE, Goal.MINIMIZE))
+    assert sorted(p["trial"] for p in sweep.pareto) == sorted(t["number"] for t, r in zip(done, ranks) if r == 1)
+    assert sweep.pareto == expected and expected
+    assert any(not t["feasible"] for t in rows if t["state"] == "completed")   # the fixture has infeasible ones
+    assert not {p["trial"] for p in sweep.pareto} & {t["number"] for t in rows if not t["feasible"]}

@@ -6,7 +6,7 @@ waits for it or stops it through the runner that `sweeplab.api` gave it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,16 +97,15 @@ class Sweep:
 
     @property
     def pareto(self) -> list[dict[str, Any]]:
-        """The feasible non-dominated completed trials when the sweep has several objectives (a spec with
-        `objectives`); with one objective, [best] (or [] before any trial completed)."""
+        """The feasible Pareto front when the sweep has several objectives: what `sweeplab best --json` prints,
+        [{"trial", "values": {objective: value}, "params"}]; with one objective, [best] (or [] before any
+        trial completed)."""
         from sweeplab.store import queries
 
-        spec = self._read(queries.sweep_summary)["spec"] or {}
-        objectives = spec.get("objectives")
-        if not isinstance(objectives, list) or len(objectives) < 2:
+        if len(self._read(queries.sweep_summary)["sweep"]["objectives"]) < 2:
             best = self.best
             return [best] if best is not None else []
-        return _pareto(self._read(queries.sweep_status)["trials"], objectives)
+        return self._read(queries.pareto_front)
 
     def trials(self) -> Any:
         """A pandas DataFrame, one row per trial: number, state, value, params.*, attempts, started, ended,
@@ -156,28 +155,3 @@ def _flat(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _pareto(trials: Sequence[Mapping[str, Any]], objectives: Sequence[Any]) -> list[dict[str, Any]]:
-    """Completed trials no other completed trial dominates, over the objectives' metrics (feasible only:
-    a trial whose metrics say `feasible: false` or that lacks an objective is left out)."""
-    names, signs = [], []
-    for o in objectives:
-        o = o if isinstance(o, Mapping) else {"name": str(o)}
-        names.append(str(o.get("name")))
-        signs.append(-1.0 if str(o.get("goal", "minimize")).startswith("max") else 1.0)
-    points = []
-    for t in trials:
-        m = t.get("metrics") or {}
-        if t["state"] != "completed" or m.get("feasible") is False:
-            continue
-        try:
-            vec = [s * float(m[n]) for n, s in zip(names, signs)]
-        except (KeyError, TypeError, ValueError):
-            continue
-        points.append((vec, t))
-    front = []
-    for vec, t in points:
-        dominated = any(all(o <= v for o, v in zip(other, vec)) and other != vec for other, _ in points)
-        if not dominated:
-            front.append({"trial": t["number"], "values": {n: m for n, m in zip(names, (
-                (t["metrics"] or {})[n] for n in names))}, "params": t["params"], "metrics": t["metrics"]})
-    return front
