@@ -44,7 +44,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -502,13 +501,6 @@ def calibrate(task: Task, n: int) -> None:
     qs = {q: values[min(len(values) - 1, int(q * len(values)))] for q in (0.0, 0.05, 0.125, 0.25, 0.5)}
     print(f"{task.name}: {n} random configs; quantiles " + ", ".join(f"{q:.3g}: {v:.4g}" for q, v in qs.items())
           + f"; target in use {task.target}")
-
-
-def fmt(values: list[float], reached: list[bool], unit: str) -> str:
-    med = statistics.median(v if r else math.inf for v, r in zip(values, reached, strict=True))
-    if math.isinf(med):
-        return "not reached"
-    return f"{med:.1f}{unit}"
 
 
 def median(outs: list[Outcome], attr: str) -> float:
