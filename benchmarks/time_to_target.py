@@ -446,6 +446,7 @@ TOOLS: dict[str, Callable[[Task, int, Caps, str], None]] = {
     "optuna-journal": run_optuna_procs,
     "ray-tune": run_ray_tune,
 }
+FRESH = ("sweeplab", "optuna")     # optuna-journal spawns its own 2 processes; Ray Tune's trials run in Ray workers
 LABELS = {"sweeplab": "sweeplab", "optuna": "optuna n_jobs=2", "optuna-journal": "optuna 2 procs (journal)",
           "ray-tune": "ray tune (optuna+asha)"}
 
@@ -482,7 +483,11 @@ def measure(tool: str, task: Task, seed: int, caps: Caps) -> Outcome:
         log = str(Path(d) / "events.jsonl")
         Path(log).touch()
         t0 = time.time()
-        TOOLS[tool](task, seed, caps, log)
+        if tool in FRESH:           # in a fresh process, as a user's script or `sweeplab sweep` starts
+            subprocess.run([sys.executable, __file__, "--_run", tool, task.name, str(seed), str(caps.trials),
+                            str(caps.seconds), log], check=True)
+        else:
+            TOOLS[tool](task, seed, caps, log)
         return analyse(log, t0, time.time(), task.target)
 
 
@@ -541,6 +546,10 @@ def _ratio(peer: float, ours: float) -> str:
 
 
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--_run":
+        tool, task, seed, trials, seconds, log = sys.argv[2:8]
+        TOOLS[tool](TASKS[task], int(seed), Caps(int(trials), float(seconds)), log)
+        return 0
     if len(sys.argv) > 1 and sys.argv[1] == "--_optuna-worker":
         optuna_worker(*sys.argv[2:8])
         return 0
