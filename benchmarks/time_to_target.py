@@ -11,8 +11,10 @@ Two tasks, the training functions of the examples unchanged:
             the example's 4-parameter space)
 and four tools, each with 2 trials at a time on the same machine:
   * sweeplab:          `sweeplab.api.run_sweep` on the example's sweep.yaml (tpe; on digits + ASHA 1/3/9
-                       epochs, eta 3, and the example's monitors), `metric.target` ends the sweep;
-  * optuna n_jobs=2:   TPESampler + SuccessiveHalvingPruner, `study.optimize(n_jobs=2)`, in-memory storage;
+                       epochs, eta 3, and the example's monitors), `metric.target` ends the sweep; in a
+                       fresh process, as `sweeplab sweep` runs;
+  * optuna n_jobs=2:   TPESampler + SuccessiveHalvingPruner, `study.optimize(n_jobs=2)`, in-memory storage,
+                       in a fresh process, as a user's script runs;
   * optuna 2 procs:    the same sampler and pruner in 2 processes sharing a JournalStorage (file backend);
   * ray tune:          OptunaSearch (TPE) + ASHAScheduler on a local `ray.init(num_cpus=2)`, 1 CPU per trial,
                        actors reused between trials.
@@ -24,7 +26,7 @@ Ray without a scheduler). Every tool stops creating trials once a trial reaches 
 What is measured, the same way for every tool: the objective is wrapped so that each trial appends
 `time.time()` and its thread's CPU time to a JSON-lines file when it starts, at every reported step and
 when it completes (as its tool counts it: not pruned). Wall to target is from the moment the tool is
-started (`run_sweep` / `study.optimize` / the process spawn / `Tuner.fit`; `ray.init` is not counted) to
+started (the spawn of its process or processes, or `Tuner.fit`; `ray.init` is not counted) to
 the end of the first completed trial whose value is at or below the target. Compute to target is the CPU
 seconds the trials spent in the objective until then (running trials counted up to that moment). A run
 that does not reach the target within its caps counts with its whole wall time and compute (shown `>`),
