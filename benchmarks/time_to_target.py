@@ -569,7 +569,7 @@ def main() -> int:
         return 0
 
     caps = {"xgb": Caps(100, 90.0), "digits": Caps(60, 120.0)} if args.full else \
-        {"xgb": Caps(60, 60.0), "digits": Caps(30, 60.0)}
+        {"xgb": Caps(100, 60.0), "digits": Caps(40, 60.0)}
     ray_started = False
     if "ray-tune" in args.tools:
         import ray
