@@ -3,9 +3,10 @@ violations and feasibility, and the hypervolume of the sweep's front, recorded a
 
 The hypervolume is an `events` row of kind `hypervolume` after each completed feasible trial of a sweep with
 several objectives, data `{"trials": completed trials so far, "hypervolume": x, "reference": [...],
-"front": size of the feasible Pareto front}`. The reference is the objectives' `reference` values when all
-are given, else `pareto.default_reference` over the front at that time (then the series is comparable only
-between rows with the same reference: give every objective a `reference` to fix it).
+"front": size of the feasible Pareto front, "points": the front's values}`. The reference is the objectives'
+`reference` values when all are given, else `pareto.default_reference` over the front at that time; readers
+(`store.queries.hypervolume_series`) then recompute every row's volume from its points against the latest
+reference, so the series they show is on one scale and never decreases.
 """
 
 from __future__ import annotations
@@ -104,4 +105,4 @@ class ParetoTracker:
         if ref is None:
             return None
         return {"trials": self.completed, "hypervolume": hypervolume(self.front, self.goals, ref),
-                "reference": list(ref), "front": len(self.front)}
+                "reference": list(ref), "front": len(self.front), "points": [list(p) for p in self.front]}

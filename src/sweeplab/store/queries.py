@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sweeplab.errors import UserError
-from sweeplab.pareto import nondominated_ranks
+from sweeplab.pareto import hypervolume, nondominated_ranks
 from sweeplab.store.sqlite import Store
 from sweeplab.types import Goal, TrialState
 
@@ -247,16 +247,28 @@ def pareto_front(store: Store, name: str) -> list[dict[str, Any]]:
 @_one_snapshot
 def hypervolume_series(store: Store, name: str) -> dict[str, Any]:
     """The hypervolume of the sweep's feasible front as it grew (the driver's `hypervolume` events):
-    {"trials": [completed trials so far], "hypervolume": [...], "reference": [...] of the latest row}."""
+    {"trials": [completed trials so far], "hypervolume": [...], "reference": [...] of the latest row}.
+
+    Without a fixed reference (every objective's `reference`) the driver's reference follows the front, so
+    its recorded volumes are on different scales; each row's volume is then recomputed from the front points
+    it recorded against the latest reference: one scale, and a series that never decreases (each front
+    weakly dominates the one before it)."""
     sweep = _sweep_or_raise(store, name)
-    trials, volumes, reference = [], [], None
-    for (text,) in store.conn.execute(
-            "SELECT data FROM events WHERE sweep_id=? AND kind='hypervolume' ORDER BY id", (sweep["id"],)):
-        data = _loads(text, {}) or {}
-        trials.append(data.get("trials"))
+    rows = [_loads(text, {}) or {} for (text,) in store.conn.execute(
+        "SELECT data FROM events WHERE sweep_id=? AND kind='hypervolume' ORDER BY id", (sweep["id"],))]
+    reference = rows[-1].get("reference") if rows else None
+    goals = [g for _, g in _objectives(_loads(sweep["spec"], {}), sweep)]
+    volumes = []
+    for data in rows:
+        points = data.get("points")
+        if data.get("reference") != reference and isinstance(points, list) and reference and goals:
+            try:
+                volumes.append(hypervolume(points, goals, reference))
+                continue
+            except (TypeError, ValueError):   # a malformed row: shown as recorded
+                pass
         volumes.append(_num(data.get("hypervolume")))
-        reference = data.get("reference")
-    return {"trials": trials, "hypervolume": volumes, "reference": reference}
+    return {"trials": [d.get("trials") for d in rows], "hypervolume": volumes, "reference": reference}
 
 
 @_one_snapshot
