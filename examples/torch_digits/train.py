@@ -2,9 +2,9 @@
 
 Epochs are the fidelity: each epoch is logged at `step` = epochs trained so far (1, 2, ...), so an
 `early_terminate: {type: asha, min_iter: 1, max_iter: <epochs>}` judges trials after 1, 3, 9 ... epochs.
-Every epoch logs train_loss, val_loss, val_acc and grad_norm (the largest gradient norm of the epoch,
-which the `exploding` monitor watches). A diverging trial is not special-cased here: its NaN or exploding
-values are logged as they are and the sweep's monitors stop it.
+Every epoch logs train_loss, val_loss, val_acc, params (the model size) and grad_norm (the largest
+gradient norm of the epoch, which the `exploding` monitor watches). A diverging trial is not special-cased
+here: its NaN or exploding values are logged as they are and the sweep's monitors stop it.
 
     sweeplab sweep examples/torch_digits/sweep.yaml
     sweeplab run examples/torch_digits/train.py:train lr=0.05 --config examples/torch_digits/config.yaml
@@ -102,6 +102,7 @@ def train(config, run):
             "val_loss": strategy.all_reduce_mean(val_sum / max(count, 1)),
             "val_acc": strategy.all_reduce_mean(correct / max(count, 1)),
             "grad_norm": grad_max,
+            "params": float(sum(p.numel() for p in model.parameters())),   # model size (sweep_multiobjective.yaml)
         }
         run.log(metrics, step=epoch + 1)                    # step = epochs trained: the fidelity
         run.checkpoint({"model": strategy.state_dict(model), "optimizer": optimizer.state_dict(),

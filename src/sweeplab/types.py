@@ -145,6 +145,8 @@ class TrialSnapshot:
     value: float | None = None
     started: float | None = None
     last_report: float | None = None
+    values: tuple[float | None, ...] | None = None   # every objective's value (several objectives), else None
+    constraints: tuple[float, ...] | None = None     # constraint violations (<= 0: kept); None: no constraints
 
     def series(self, key: str) -> tuple[tuple[int, float], ...]:
         return self.history.get(key, ())

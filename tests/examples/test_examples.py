@@ -58,6 +58,27 @@ def test_example_runs_in_smoke_mode(spec: Path, tmp_path: Path):
     assert any(t["state"] == "completed" and t["value"] is not None for t in st["trials"]), st["trials"]
 
 
+def test_torch_digits_multiobjective_smoke_prints_a_feasible_front(tmp_path: Path):
+    """Accuracy vs parameter count with a size constraint: the smoke sweep's `best` is its Pareto front."""
+    for module in ("torch", "sklearn"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"needs {module}")
+    spec = EXAMPLES / "torch_digits" / "sweep_multiobjective.yaml"
+    cp = run_cli(tmp_path, "sweep", str(spec), "--smoke", "--name", "mo", "-q")
+    assert cp.returncode == 0, f"exit {cp.returncode}\n{cp.stdout}\n{cp.stderr}"
+    st = json.loads(run_cli(tmp_path, "status", "mo", "--json").stdout)
+    assert [o["name"] for o in st["sweep"]["objectives"]] == ["val_acc", "params"]
+    for t in st["trials"]:
+        if t["state"] == "completed":
+            assert t["feasible"] is (t["values"]["params"] <= 20000), t
+    front = json.loads(run_cli(tmp_path, "best", "mo", "--json").stdout)
+    assert isinstance(front, list)
+    done = {t["number"] for t in st["trials"] if t["state"] == "completed" and t["feasible"]}
+    assert {f["trial"] for f in front} <= done and (front or not done)
+    for f in front:
+        assert set(f["values"]) == {"val_acc", "params"} and f["values"]["params"] <= 20000
+
+
 @pytest.mark.ray
 def test_torch_digits_ddp_runs_unchanged_on_the_ray_backend(tmp_path: Path):
     """The same example, 2 DDP processes per trial, on a local Ray cluster (ranks in a placement group)."""

@@ -109,7 +109,10 @@ def _report(outcome: Any, st: Any, quiet: bool, single: bool = False, smoke: boo
     console.print(f"trials: {summary or 'none'}")
     if single:
         _print_run_metrics(st, outcome.sweep)
-    if outcome.best_trial is not None:
+    front = _front_line(st, outcome.sweep)
+    if front is not None:   # several objectives: no single best trial
+        console.print(front, markup=False)
+    elif outcome.best_trial is not None:
         console.print(f"best: trial {outcome.best_trial}, value {outcome.best_value:.6g}")
         for k, v in (outcome.best_params or {}).items():
             console.print(f"    {k} = {v!r}")
@@ -132,3 +135,20 @@ def _print_run_metrics(st: Any, sweep_name: str) -> None:
         console.print("metrics:" if trials[0].get("metrics") else "metrics: none reported")
         for k, v in (trials[0].get("metrics") or {}).items():
             console.print(f"    {k} = {_fmt(v)}", markup=False)
+
+
+def _front_line(st: Any, sweep: str) -> Optional[str]:
+    """With several objectives, the one-line summary of the feasible Pareto front; None otherwise."""
+    import contextlib
+
+    from sweeplab.errors import SweeplabError
+    from sweeplab.store import queries
+
+    with contextlib.suppress(SweeplabError):
+        summary = queries.sweep_summary(st, sweep)["sweep"]
+        if len(summary.get("objectives") or []) > 1:
+            front = queries.pareto_front(st, sweep)
+            return (f"Pareto front: {len(front)} trial(s) "
+                    f"({', '.join(str(f['trial']) for f in front[:10])}{', ...' if len(front) > 10 else ''}); "
+                    f"`sweeplab best {sweep}` lists them")
+    return None

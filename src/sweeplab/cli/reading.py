@@ -62,13 +62,27 @@ def status(
         for name, limit in (budget.get("cost") or {}).items():
             parts.append(f"{name} {spend.get(f'cost.{name}', 0.0):.4g}/{limit:g}")
         console.print("spend: " + ", ".join(parts))
-    table = Table("#", "state", "value", "attempts", "params", "reason")
+    objectives = [o["name"] for o in s.get("objectives") or []]
+    several = len(objectives) > 1
+    marks = any("feasible" in t for t in data["trials"])
+    head = ["#", "state", *(objectives if several else ["value"]), *(["rank"] if several else []),
+            *(["feasible"] if marks else []), "attempts", "params", "reason"]
+    table = Table(*head)
     for t in data["trials"]:
         params = ", ".join(f"{k}={_fmt(v)}" for k, v in (t.get("params") or {}).items())
         reason = " ".join((t.get("reason") or "").split())   # one line per trial
-        table.add_row(str(t["number"]), t["state"], _fmt(t.get("value")), str(t.get("attempts", "")),
+        values = ([_fmt((t.get("values") or {}).get(n)) for n in objectives] + [_rank(t.get("rank"))]
+                  if several else [_fmt(t.get("value"))])
+        feasible = [{True: "yes", False: "INFEASIBLE"}.get(t.get("feasible"), "")] if marks else []
+        table.add_row(str(t["number"]), t["state"], *values, *feasible, str(t.get("attempts", "")),
                       params, reason[:80] if console.is_terminal else reason)   # a pipe gets it whole
     console.print(table)
+    if several:
+        console.print("rank 1: the feasible Pareto front (`sweeplab best` lists it)")
+
+
+def _rank(rank: Optional[int]) -> str:
+    return "" if rank is None else ("1 (front)" if rank == 1 else str(rank))
 
 
 @app.command()
@@ -77,11 +91,14 @@ def best(
     as_json: bool = typer.Option(False, "--json"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
-    """The best completed trial of a sweep."""
+    """The best completed trial of a sweep (with several objectives: its Pareto front)."""
     from sweeplab.store import queries
 
     st = _open_store(store, readonly=True)
     data = queries.sweep_status(st, sweep_name)  # a clear error when the sweep does not exist
+    if len(data["sweep"].get("objectives") or []) > 1:
+        _print_front(sweep_name, queries.pareto_front(st, sweep_name), data, as_json)
+        return
     b = queries.best_trial(st, sweep_name)
     if b is None and not data["sweep"].get("metric"):
         b = _only_completed(data)
@@ -106,6 +123,25 @@ def best(
     if b["value"] is None:
         for k, v in (b.get("metrics") or {}).items():
             console.print(f"    metric {k} = {_fmt(v)}", markup=False)
+
+
+def _print_front(sweep_name: str, front: list[dict[str, Any]], data: dict[str, Any], as_json: bool) -> None:
+    """Several objectives: the feasible Pareto front (JSON: a list of {"trial", "values", "params"})."""
+    if not front:
+        if as_json:
+            _print_json([])
+        else:
+            console.print(f"{sweep_name}: no completed feasible trial with every objective yet")
+        raise typer.Exit(1)
+    if as_json:
+        _print_json(front)
+        return
+    goals = ", ".join(f"{o['goal']} {o['name']}" for o in data["sweep"]["objectives"])
+    console.print(f"Pareto front of {sweep_name} ({goals}): {len(front)} trial(s)", markup=False)
+    for f in front:
+        values = ", ".join(f"{k} {_fmt(v)}" for k, v in f["values"].items())
+        params = ", ".join(f"{k}={v!r}" for k, v in (f.get("params") or {}).items())
+        console.print(f"  trial {f['trial']}: {values}    {params}", markup=False)
 
 
 def _only_completed(data: dict[str, Any]) -> Optional[dict[str, Any]]:

@@ -88,8 +88,13 @@ def _describe(spec: Any, spec_file: Path) -> None:
     monitors = parse_monitors(list(spec.monitors), file=file, metric=metric, goal=goal) if spec.monitors else []
     console.print(f"[bold]{spec.name or spec_file.stem}[/bold]: valid")
     console.print(f"  method   {spec.method}" + (f" (seed {spec.seed})" if spec.seed is not None else ""))
-    if spec.metric.name:
+    if spec.multi_objective:
+        console.print("  metric   " + ", ".join(f"{o.goal.value} {o.name}" for o in spec.objectives)
+                      + " (several objectives: `best` prints the Pareto front)")
+    elif spec.metric.name:
         console.print(f"  metric   {spec.metric.goal.value} {spec.metric.name}")
+    for c in spec.constraints:
+        console.print(f"  constraint {c.describe()} (a trial past it is infeasible)")
     target = spec.function or " ".join(spec.command or ()) or spec.program
     console.print(f"  runs     {target}")
     console.print("  search space:")
@@ -103,6 +108,13 @@ def _describe(spec: Any, spec_file: Path) -> None:
     console.print("  budget   " + (" ".join(f"{k}={v:g}" for k, v in limits.items() if v is not None) or "none"))
     if scheduler is not None:
         console.print(f"  early stopping: {scheduler.describe()}")
+        if spec.multi_objective:   # the rung rule with several objectives (docs/spec.md#several-objectives)
+            named = spec.early_terminate.get("metric")
+            rank = not named and hasattr(scheduler, "judge_by_rank")
+            console.print("  rung rule: " + (
+                "non-dominated rank of " + ", ".join(str(o.name) for o in spec.objectives) if rank else
+                f"{named or spec.metric.name} alone"
+                + (" (early_terminate.metric)" if named else " (the first objective)")))
     for m in monitors:
         console.print(f"  monitor: {getattr(m, 'name', m)}")
 

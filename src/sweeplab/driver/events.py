@@ -4,11 +4,13 @@ and the store (one transaction per turn of the loop, opened by the caller)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sweeplab.backends.events import Event, EventKind
+from sweeplab.driver.objectives import feasible, objective_problem, objective_values, violated, violations
 from sweeplab.driver.records import TrialRecord, costs_of, finite_dict, fired_at, shown_path
 from sweeplab.driver.state import DriverState
 from sweeplab.errors import SweeplabError
@@ -85,9 +87,20 @@ class EventWriter(DriverState):
             t.last[key] = (step, value)
             if key == metric:
                 t.intermediate[int(step)] = float(value)
-            if key == sched_metric and self.scheduler is not None and t.stop_verdict is None:
+            if self._rank_keys and key in self._rank_keys and self.scheduler is not None \
+                    and t.stop_verdict is None:   # several objectives by rank: once all are in for the step
+                names = self._rank_keys
+                if all(t.last.get(n, (None,))[0] == step for n in names):
+                    vector = tuple(float(t.last[n][1]) for n in names)   # ASHA.judge_by_rank takes tuples
+                    v = self.scheduler.on_report(t.number, int(step), vector)  # type: ignore[arg-type]
+                    if v.stops:
+                        verdicts.append(dataclasses.replace(v, reason=f"{v.reason}; {self._sched_rule}")
+                                        .by(Origin.SCHEDULER))
+            elif key == sched_metric and self.scheduler is not None and t.stop_verdict is None:
                 v = self.scheduler.on_report(t.number, int(step), float(value))
                 if v.stops:
+                    if self._sched_rule:
+                        v = dataclasses.replace(v, reason=f"{v.reason}; {self._sched_rule}")
                     verdicts.append(v.by(Origin.SCHEDULER))
         self.store.update_trial(t.id, last_step=int(points[-1][0]))
         if (self.smoke and (len(t.intermediate) >= _SMOKE_STEPS or int(points[-1][0]) >= _SMOKE_STEPS)
@@ -170,6 +183,8 @@ class EventWriter(DriverState):
         metrics = {k: v for k, (_, v) in t.last.items()}
         metrics.update(final)
         value, problem = self._objective(t, final)
+        if problem is None and self.spec.multi_objective:
+            problem = objective_problem(self.spec, metrics)
         now = ev.time
         t.costs.update(costs_of(final, self.spec.budget.cost))
         held = None if t.started_mono is None else self.clock.monotonic() - t.started_mono
@@ -286,8 +301,11 @@ class EventWriter(DriverState):
                    reason: str | None, at: float, attempt_state: str | None) -> None:
         t.state = state
         t.value = value
+        extra = self._objective_fields(t, state, metrics)
+        if t.feasible is False and state is TrialState.COMPLETED and reason is None:
+            reason = f"infeasible: {violated(self.spec, metrics)}"
         self.store.update_trial(t.id, state=state.value, value=value, metrics=finite_dict(metrics),
-                                ended=at, reason=reason)
+                                ended=at, reason=reason, **extra)
         if attempt_state is not None:
             self.store.update_attempt(t.id, t.attempt, **self._take_where(t), state=attempt_state, ended=at,
                                       reason=reason)
@@ -299,8 +317,16 @@ class EventWriter(DriverState):
         if state is TrialState.COMPLETED:
             self._completed_any = True
             self._note_best(t)
-        self._searcher.tell(t.number, t.params, state, value,
-                           intermediate=dict(t.intermediate) if t.intermediate else None)
+        told: Any = t.values if self.spec.multi_objective and state is TrialState.COMPLETED else value
+        if t.violations is None:
+            self._searcher.tell(t.number, t.params, state, told,
+                               intermediate=dict(t.intermediate) if t.intermediate else None)
+        else:   # only sweeps with constraints pass them: a searcher without the keyword keeps working
+            self._searcher.tell(t.number, t.params, state, told,
+                               intermediate=dict(t.intermediate) if t.intermediate else None,
+                               constraints=t.violations)
+        if state is TrialState.COMPLETED and self.spec.multi_objective:
+            self._record_hypervolume(t, at)
         if self.scheduler is not None:
             self.scheduler.on_trial_end(t.number, state)
         for m in self.monitors:
@@ -309,6 +335,28 @@ class EventWriter(DriverState):
         if (target is not None and value is not None and state is TrialState.COMPLETED
                 and (value <= target if self.goal is Goal.MINIMIZE else value >= target)):
             self._end(f"metric.target {target:g} reached by trial {t.number}")
+
+    def _objective_fields(self, t: TrialRecord, state: TrialState, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """Objective values and feasibility of an ending trial: on the record, and the store columns to set."""
+        out: dict[str, Any] = {}
+        if self.spec.multi_objective:
+            t.values = objective_values(self.spec, metrics)
+            out["objective_values"] = list(t.values or ())
+        if self.spec.constraints:
+            t.violations = violations(self.spec, metrics)
+            t.feasible = feasible(self.spec, metrics)
+            out["feasible"] = t.feasible
+        return out
+
+    def _record_hypervolume(self, t: TrialRecord, at: float) -> None:
+        """A completed trial of a multi-objective sweep: the `hypervolume` event when it joined the front."""
+        if not self.pareto.add(t.values, t.feasible):
+            return
+        data = self.pareto.record()
+        if data is not None:
+            self.store.add_event(self.sweep_id, "hypervolume",
+                                 f"hypervolume {data['hypervolume']:.6g} after {data['trials']} completed trials "
+                                 f"(front of {data['front']})", trial_id=t.id, data=data, at=at)
 
     def _handle_interrupted(self, ev: Event) -> None:
         t = self.trials.get(ev.trial)

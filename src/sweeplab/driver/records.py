@@ -49,6 +49,9 @@ class TrialRecord:
     fresh: bool = False                    # just inserted as running by _new_trial
     costs: dict[str, float] = field(default_factory=dict)   # last reported value of each budget.cost name
     where: dict[str, Any] | None = None    # host/pid of the attempt, not yet written (see _write_where)
+    values: tuple[float | None, ...] | None = None   # each objective's value (several objectives)
+    violations: tuple[float, ...] | None = None      # per constraint, <= 0 when kept (spec.constraints)
+    feasible: bool | None = None                     # None: the sweep has no constraints
 
     def snapshot(self) -> TrialSnapshot:
         return TrialSnapshot(number=self.number, params=self.params, state=self.state, value=self.value)

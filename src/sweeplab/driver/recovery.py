@@ -13,6 +13,7 @@ import os
 import shlex
 from typing import Any
 
+from sweeplab.driver.objectives import feasible, objective_values, violations
 from sweeplab.driver.records import TrialRecord, costs_of, loads
 from sweeplab.driver.state import DriverState
 from sweeplab.driver.watchdog import Watchdog
@@ -39,6 +40,10 @@ class Recovery(DriverState):
         options: dict[str, Any] = {"metric": self.metric} if self.metric else {}
         if self.metric and self.spec.metric.impute:
             options["impute"] = self.spec.metric.impute   # failed trials, as model-based searchers see them
+        if self.spec.multi_objective:   # every objective's goal, the first one's is `goal`
+            options["goals"] = tuple(o.goal.value for o in self.spec.objectives)
+        if self.spec.constraints:
+            options["constraints"] = len(self.spec.constraints)
         self.searcher = make_searcher(self.spec.method, self.spec.space, self.goal, self.seed, **options)
         for note in self.searcher.notes:
             self.on_note(note)
@@ -46,13 +51,30 @@ class Recovery(DriverState):
             if not self.metric:
                 raise SpecError("early_terminate needs metric.name: the value schedulers compare", file=file,
                                 key="early_terminate")
-            self.scheduler = make_scheduler(self.spec.early_terminate, goal=self.goal, file=file,
+            self.scheduler = make_scheduler(self.spec.early_terminate, goal=self._sched_goal(), file=file,
                                             metric=self.metric)
         self.monitors = (parse_monitors(list(self.spec.monitors), file=file, metric=self.metric, goal=self.goal)
                          if self.spec.monitors else [])
         # the value schedulers judge: early_terminate.metric when given, else the sweep's metric
         self._sched_metric = (self.scheduler.metric or self.metric) if self.scheduler else None
+        if self.scheduler is not None and self.spec.multi_objective:   # the rung rule, named in PRUNED reasons
+            judge_by_rank = getattr(self.scheduler, "judge_by_rank", None)
+            named = (self.spec.early_terminate or {}).get("metric")
+            if not named and judge_by_rank is not None:
+                self._rank_keys = tuple(str(o.name) for o in self.spec.objectives)
+                judge_by_rank(tuple(o.goal for o in self.spec.objectives), self._rank_keys)
+                self._sched_rule = "rank rule: several objectives and no early_terminate.metric"
+            else:
+                how = "early_terminate.metric" if named else "the first objective"
+                self._sched_rule = (f"judged on {self._sched_metric} ({how}) of {len(self.spec.objectives)} "
+                                    "objectives")
         self.watchdog = Watchdog(self.spec.trial, self.monitors, self.budget, self.clock)
+
+    def _sched_goal(self) -> Any:
+        """The goal schedulers judge by: that of the objective `early_terminate.metric` names, else the
+        sweep's (first objective's) goal."""
+        named = (self.spec.early_terminate or {}).get("metric")
+        return next((o.goal for o in self.spec.objectives if o.name == named), self.goal)
 
     def _lock(self) -> None:
         """One driver per sweep: an flock held for this process's life (the OS drops it if we are killed)."""
@@ -120,9 +142,14 @@ class Recovery(DriverState):
                 value = metrics.get(self.metric) if self.metric else None
                 tid = self.store.add_trial(self.sweep_id, kept, params, json.loads(r["config"] or "{}"),
                                            r["seed"], resources=json.loads(r["resources"] or "null"))
+                extra: dict[str, Any] = {}
+                if self.spec.multi_objective:   # the new spec's objectives and constraints, from its metrics
+                    extra["objective_values"] = list(objective_values(self.spec, metrics) or ())
+                if self.spec.constraints:
+                    extra["feasible"] = feasible(self.spec, metrics)
                 self.store.update_trial(tid, state=TrialState.COMPLETED.value, value=value, metrics=metrics,
                                         started=r["started"], ended=r["ended"],
-                                        reason=f"forked from {source}/{r['number']}")
+                                        reason=f"forked from {source}/{r['number']}", **extra)
                 kept += 1
             self.store.add_event(self.sweep_id, "info", f"forked from {source}: {kept} completed trial(s) fit "
                                  "the new space", data={"source": source, "trials": kept})
@@ -166,6 +193,7 @@ class Recovery(DriverState):
                            config=loads(r["config"]) or {}, seed=r["seed"], state=state,
                            attempt=int(r["attempts"] or 0), value=r["value"])
                 t.costs = costs_of(loads(r["metrics"]) or {}, self.spec.budget.cost)
+                self._restore_objectives(t, r)
                 if self.metric:
                     hist = self.store.metric_history(t.id).get(self.metric, [])
                     t.intermediate = {s: v for s, v in hist}
@@ -188,9 +216,11 @@ class Recovery(DriverState):
                 if t.state is TrialState.COMPLETED:
                     self._completed_any = True
                     self._note_best(t)
+                    if self.spec.multi_objective:
+                        self.pareto.add(t.values, t.feasible)
                 history.append(TrialSnapshot(number=t.number, params=t.params, state=t.state, value=t.value,
                                              history={self.metric: tuple(sorted(t.intermediate.items()))}
-                                             if self.metric else {}))
+                                             if self.metric else {}, values=t.values, constraints=t.violations))
             if total_trials is not None:
                 self.max_trials = total_trials
             elif extra_trials is not None:
@@ -204,12 +234,25 @@ class Recovery(DriverState):
         if self.scheduler is not None:
             self._replay_scheduler()
 
+    def _restore_objectives(self, t: TrialRecord, row: Any) -> None:
+        """A stored trial's objective values and constraint violations, back on its record (resume)."""
+        if not t.state.is_terminal:
+            return
+        metrics = loads(row["metrics"]) or {}
+        if self.spec.multi_objective:
+            stored = loads(row["objective_values"]) if "objective_values" in row.keys() else None
+            t.values = tuple(stored) if stored is not None else objective_values(self.spec, metrics)
+        if self.spec.constraints:
+            t.violations = violations(self.spec, metrics)
+            t.feasible = feasible(self.spec, metrics)
+
     def _replay_scheduler(self) -> None:
         """Feed the scheduler the stored reports and trial ends in the order they first happened."""
         by_id, scheduler = self.trials, self.scheduler
         if scheduler is None:
             return
-        rows = self.store.metric_reports(self.sweep_id, self._sched_metric or "")
+        rows = (self._rank_reports() if self._rank_keys
+                else self.store.metric_reports(self.sweep_id, self._sched_metric or ""))
         asked = self.store.stop_requests(self.sweep_id)   # live, reports after a stop verdict are not judged
         timeline: list[tuple[float, int, int, Any, Any]] = [
             (float(r[3]), 0, i, r, None) for i, r in enumerate(rows)
@@ -221,10 +264,25 @@ class Recovery(DriverState):
         timeline.sort(key=lambda e: (e[0], e[1], e[2]))
         for _, kind, _, row, t in timeline:
             if kind == 0:
-                value = float("nan") if row[2] is None else float(row[2])
-                scheduler.on_report(by_id[row[0]].number, int(row[1]), value)
+                value = row[2] if isinstance(row[2], tuple) else float("nan") if row[2] is None else float(row[2])
+                scheduler.on_report(by_id[row[0]].number, int(row[1]), value)  # type: ignore[arg-type]
             else:
                 scheduler.on_trial_end(t.number, t.state)
+
+    def _rank_reports(self) -> list[tuple[int, int, tuple[float, ...], float]]:
+        """The rank rule's reports, as the live driver fed them: (trial id, step, every objective's value,
+        time) once a trial has reported every objective at that step, in the order that happened."""
+        rows = sorted(((float(r[3]), i, k, r) for k, key in enumerate(self._rank_keys)
+                       for i, r in enumerate(self.store.metric_reports(self.sweep_id, key))),
+                      key=lambda e: (e[0], e[1], e[2]))
+        last: dict[tuple[int, int], tuple[int, float]] = {}   # (trial id, objective) -> (step, value)
+        out = []
+        for at, _, k, r in rows:
+            tid, step = int(r[0]), int(r[1])
+            last[(tid, k)] = (step, float("nan") if r[2] is None else float(r[2]))
+            if all(last.get((tid, j), (None,))[0] == step for j in range(len(self._rank_keys))):
+                out.append((tid, step, tuple(last[(tid, j)][1] for j in range(len(self._rank_keys))), at))
+        return out
 
     def smoke_check(self) -> tuple[list[str], list[str]]:
         """Before smoke trials: the target imports and every categorical combination fits the typed config."""

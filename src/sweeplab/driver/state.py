@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 from sweeplab._clock import Clock, RealClock
 from sweeplab.backends.base import Backend
 from sweeplab.driver.budget import BudgetAccountant
+from sweeplab.driver.objectives import ParetoTracker
 from sweeplab.driver.records import Progress, SweepOutcome, TrialRecord
 from sweeplab.driver.retry import RetryPolicy
 from sweeplab.driver.tasks import TaskBuilder
@@ -73,6 +74,8 @@ class DriverState:
         self.searcher = None
         self.scheduler = None
         self._sched_metric: str | None = None
+        self._sched_rule: str | None = None        # several objectives: which one rungs are judged on
+        self._rank_keys: tuple[str, ...] = ()      # ... or all of them, by non-dominated rank (ASHA)
         self.monitors: list[Monitor] = []
         self._exhausted = False
         self._ending: str | None = None            # why no new trials are created
@@ -87,6 +90,7 @@ class DriverState:
         self._seen_keys: set[str] = set()
         self._checked_monitor_metrics = False
         self.max_trials: int | None = spec.budget.trials
+        self.pareto = ParetoTracker(spec)          # several objectives: the front and its hypervolume
         self._resources_json: dict[str, Any] | None = None
         self._touched = -1e9
         self._spend_saved = -1e9                   # monotonic time of the last running-spend save
@@ -124,7 +128,7 @@ class DriverState:
         return out
 
     def _note_best(self, t: TrialRecord) -> None:
-        if t.value is None:
+        if t.value is None or t.feasible is False:   # an infeasible trial is never best
             return
         if self._best is None or self.goal.better(t.value, self._best[0]):
             self._best = (t.value, t.number, t.params)

@@ -7,6 +7,10 @@ trial number. When a trial first reports at or past a rung step, the value of th
 rung, and the trial continues only if it is in the top `floor(n / eta)` of the n values recorded there so far
 (ties continue). Promotions are asynchronous: a rung with fewer than `eta` values lets every trial through,
 so no worker ever waits for a rung to fill.
+
+With several objectives judged together (`judge_by_rank`) a rung records each trial's vector of objective
+values, and "top floor(n / eta)" is by non-dominated rank among the vectors recorded there (rank 1: not
+dominated by any of them; ties continue).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeplab.errors import SpecError
+from sweeplab.pareto import nondominated_ranks
 from sweeplab.schedulers.base import Options, Scheduler, fmt, geometric_steps, unscore
 from sweeplab.types import Decision, Goal, TrialState, Verdict
 
@@ -51,6 +56,18 @@ class AshaScheduler(Scheduler):
         self._rungs: list[dict[int, list[float]]] = [{} for _ in range(brackets)]
         self._steps: list[list[int]] = [[] for _ in range(brackets)]  # rung steps known so far, per bracket
         self._trials: dict[int, _Trial] = {}
+        # several objectives judged together (`judge_by_rank`): their goals and names, and per bracket and
+        # rung step the objective vectors recorded there
+        self.rank_goals: tuple[Goal, ...] | None = None
+        self.rank_names: tuple[str, ...] = ()
+        self._vectors: list[dict[int, list[tuple[float, ...]]]] = [{} for _ in range(brackets)]
+
+    def judge_by_rank(self, goals: tuple[Goal, ...], names: tuple[str, ...]) -> None:
+        """Judge rungs on non-dominated rank: `on_report` then takes a tuple of every objective's value,
+        and a trial continues when its front rank among the vectors recorded at the rung is within the
+        top floor(n / eta) ranks (ties continue). A sweep with several objectives and no
+        early_terminate.metric uses this."""
+        self.rank_goals, self.rank_names = tuple(goals), tuple(names)
 
     @classmethod
     def from_spec(
@@ -80,10 +97,12 @@ class AshaScheduler(Scheduler):
     def decision_steps(self, trial: int) -> tuple[int, ...]:
         return tuple(self.rungs(self.bracket_of(trial), upto=self.max_iter or _DECISION_HORIZON))
 
-    def on_report(self, trial: int, step: int, value: float) -> Verdict:
+    def on_report(self, trial: int, step: int, value: Any) -> Verdict:
         t = self._trials.setdefault(trial, _Trial())
         if t.ended:
             return Verdict.go_on()
+        if self.rank_goals is not None:
+            return self._on_vector(t, trial, step, tuple(value))
         bracket = self.bracket_of(trial)
         sc = self._score(value)
         # Rung values are recorded whatever the verdicts were, so the rung populations depend only on
@@ -100,6 +119,39 @@ class AshaScheduler(Scheduler):
             cutoff = values[keep - 1]
             if sc > cutoff:
                 t.stopped = self._pruned(bracket, index, rung_step, step, sc, cutoff, n)
+        return t.stopped or Verdict.go_on()
+
+    def _on_vector(self, t: _Trial, trial: int, step: int, vector: tuple[float, ...]) -> Verdict:
+        """The rank rule: as `on_report`, comparing front ranks within the rung instead of values."""
+        bracket = self.bracket_of(trial)
+        goals = self.rank_goals or ()
+        finite = all(isinstance(v, (int, float)) and math.isfinite(v) for v in vector)
+        # a NaN / infinite value is worse than any finite one: it is ranked behind every usable vector
+        while (rung_step := self._rung_step(bracket, t.done)) is not None and rung_step <= step:
+            index = t.done
+            vectors = self._vectors[bracket].setdefault(rung_step, [])
+            vectors.append(vector)
+            t.done += 1
+            n = len(vectors)
+            if t.stopped is not None or n < self.eta:
+                continue
+            ranks = nondominated_ranks(vectors, goals)
+            worst = max((r for r in ranks if r is not None), default=0) + 1
+            ordered = sorted(worst if r is None else r for r in ranks)
+            mine = ranks[-1] if finite and ranks[-1] is not None else worst
+            keep = math.floor(n / self.eta + 1e-9)
+            cutoff = ordered[keep - 1]
+            if mine > cutoff:
+                where = f"bracket {bracket} " if self.brackets > 1 else ""
+                t.stopped = Verdict(
+                    Decision.STOP,
+                    reason=(f"{where}rung {index + 1} (step {rung_step}): non-dominated rank {mine} of "
+                            f"({', '.join(self.rank_names)}) not in top 1/{fmt(self.eta)} of {n} trials "
+                            f"(cutoff rank {cutoff})"),
+                    rule="asha",
+                    data={"bracket": bracket, "rung": index + 1, "rung_step": rung_step, "step": step,
+                          "rank": mine, "cutoff": cutoff, "n": n, "values": list(vector)},
+                )
         return t.stopped or Verdict.go_on()
 
     def _rung_step(self, bracket: int, index: int) -> int | None:

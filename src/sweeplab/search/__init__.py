@@ -3,6 +3,7 @@
     grid    every combination, W&B order          random  independent draws (W&B)
     sobol   scrambled Sobol points                tpe     Optuna TPE (constant liar, multivariate)
     gp      Optuna GP (needs torch)               bayes   GP as W&B's bayes; TPE when torch is missing
+    nsga2   Optuna NSGA-II (several objectives)
 """
 
 from __future__ import annotations
@@ -46,9 +47,28 @@ def _gp(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Sea
     return GPSearcher(space, goal, seed, **options)
 
 
+def _nsga2(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
+    from sweeplab.search.optuna import NSGA2Searcher
+
+    return NSGA2Searcher(space, goal, seed, **options)
+
+
+#: what `bayes` uses for several objectives: the searcher that reached the best hypervolume on
+#: benchmarks/multiobjective.py (docs/benchmarks.md, "Several objectives")
+MULTI_OBJECTIVE_BAYES = "tpe"
+
+
 def _bayes(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
-    """W&B's bayes: the GP, or TPE (with a note saying so) when torch is not installed."""
+    """W&B's bayes: the GP, or TPE (with a note saying so) when torch is not installed. With several
+    objectives, MULTI_OBJECTIVE_BAYES (with a note saying so)."""
     from sweeplab.search.optuna import GPSearcher, TPESearcher
+
+    if len(options.get("goals") or ()) > 1 and MULTI_OBJECTIVE_BAYES != "gp":
+        inner = SEARCHERS[MULTI_OBJECTIVE_BAYES](space, goal, seed,
+                                                 **{k: v for k, v in options.items() if k != "deterministic_objective"})
+        inner.notes.append(f"bayes: {MULTI_OBJECTIVE_BAYES} searches several objectives "
+                           "(best hypervolume on benchmarks/multiobjective.py)")
+        return inner
 
     try:
         return GPSearcher(space, goal, seed, **options)
@@ -74,9 +94,10 @@ SEARCHERS: dict[str, Callable[..., Searcher]] = {
     "bayes": _bayes,
     "tpe": _tpe,
     "gp": _gp,
+    "nsga2": _nsga2,
 }
 #: methods that model past results: they need a metric, and are wrapped in Prefetching
-MODEL_BASED: tuple[str, ...] = ("bayes", "tpe", "gp")
+MODEL_BASED: tuple[str, ...] = ("bayes", "tpe", "gp", "nsga2")
 METHODS: tuple[str, ...] = tuple(SEARCHERS)
 
 

@@ -48,7 +48,10 @@ class Searcher(ABC):
     method: ClassVar[str] = ""
     # `metric`: the sweep metric's name, so replay can read intermediate values from snapshots;
     # `impute`: the spec's metric.impute, what model-based searchers assume for failed trials (others ignore it)
-    accepted_options: ClassVar[Mapping[str, type]] = {"metric": str, "impute": str}
+    # `goals`: every objective's goal when the sweep has several (the first is `goal`); `constraints`: how
+    # many constraint violations `tell` passes. Searchers that do not learn ignore both.
+    accepted_options: ClassVar[Mapping[str, type]] = {"metric": str, "impute": str, "goals": tuple,
+                                                      "constraints": int}
 
     def __init__(self, space: SearchSpace, goal: Goal, seed: int | None = None, **options: Any) -> None:
         check_options(self.method, options, self.accepted_options)
@@ -67,10 +70,14 @@ class Searcher(ABC):
         number: int,
         params: Mapping[str, Any],
         state: TrialState,
-        value: float | None,
+        value: float | Sequence[float | None] | None,
         intermediate: Mapping[int, float] | None = None,
+        constraints: Sequence[float] | None = None,
     ) -> None:
-        """Learn the outcome of trial `number`. Called once, when it reaches a terminal state."""
+        """Learn the outcome of trial `number`. Called once, when it reaches a terminal state.
+
+        With several objectives `value` is a completed trial's tuple of objective values; `constraints`
+        (only passed in sweeps with constraints) are its violations, <= 0 where a constraint is kept."""
 
     @abstractmethod
     def replay(self, history: Sequence[TrialSnapshot]) -> None:

@@ -43,7 +43,7 @@ from sweeplab.space import (
 )
 from sweeplab.types import Goal, TrialSnapshot, TrialState
 
-__all__ = ["IMPUTE", "GPSearcher", "OptunaSearcher", "TPESearcher", "encode_space"]
+__all__ = ["IMPUTE", "GPSearcher", "NSGA2Searcher", "OptunaSearcher", "TPESearcher", "encode_space"]
 
 IMPUTE = ("worst", "best", "latest")
 _IMPUTED_ATTR = "sweeplab_imputed"   # user attr on an Optuna trial whose value was imputed
@@ -157,9 +157,18 @@ class OptunaSearcher(Searcher):
         """The in-memory Optuna study (for inspection and tests)."""
         return self._study
 
+    @property
+    def goals(self) -> tuple[Goal, ...]:
+        """Every objective's goal: the `goals` option with several objectives, else (goal,)."""
+        return tuple(Goal(g) for g in self.options.get("goals") or (self.goal,))
+
+    @property
+    def multi_objective(self) -> bool:
+        return len(self.goals) > 1
+
     def _new_study(self) -> None:
-        direction = "minimize" if self.goal is Goal.MINIMIZE else "maximize"
-        self._study = self._optuna.create_study(sampler=self.make_sampler(), direction=direction)
+        directions = ["minimize" if g is Goal.MINIMIZE else "maximize" for g in self.goals]
+        self._study = self._optuna.create_study(sampler=self.make_sampler(), directions=directions)
         self._pending: dict[str, list[Any]] = {}  # params key -> asked (or replayed running) trials
         self._told: set[int] = set()
         self._worst: float | None = None   # among completed trials (what `impute` draws on)
@@ -189,17 +198,23 @@ class OptunaSearcher(Searcher):
         number: int,
         params: Mapping[str, Any],
         state: TrialState,
-        value: float | None,
+        value: Any,
         intermediate: Mapping[int, float] | None = None,
+        constraints: Sequence[float] | None = None,
     ) -> None:
         if number in self._told or not state.is_terminal:
             return
         self._told.add(number)
         waiting = self._pending.get(_key(params))
         if not waiting:  # not asked from this study (e.g. an enqueued trial): record it as history
-            self._add(params, state, value, intermediate)
+            self._add(params, state, value, intermediate, constraints)
             return
         trial = waiting.pop(0)
+        if self.multi_objective:
+            self._tell_several(trial, state, value, constraints)
+            return
+        for i, c in enumerate(constraints or ()):   # Optuna's samplers read them from the trial
+            trial.set_constraint(str(i), float(c))
         ostate, ovalue, steps = self._outcome(state, value, intermediate)
         for step, v in steps.items():
             trial.report(v, step)
@@ -210,6 +225,26 @@ class OptunaSearcher(Searcher):
         self._study.tell(trial, ovalue if ostate is TS.COMPLETE else None, state=ostate)
         if ostate is TS.COMPLETE:
             self._note(ovalue)
+
+    # ------------------------------------------------------------------ several objectives
+    def _values(self, state: TrialState, value: Any) -> tuple[Any, list[float] | None]:
+        """Optuna's state and values for a terminal trial of a multi-objective sweep: COMPLETE with every
+        objective finite, PRUNED for an early-stopped trial (a multi-objective study has no intermediate
+        values), FAIL otherwise."""
+        TS = self._optuna.trial.TrialState
+        if state is TrialState.COMPLETED and isinstance(value, (list, tuple)) and len(value) == len(self.goals) \
+                and all(_finite(v) for v in value):
+            return TS.COMPLETE, [float(v) for v in value]
+        if state in (TrialState.PRUNED, TrialState.STOPPED_BY_RULE, TrialState.STOPPED):
+            return TS.PRUNED, None
+        return TS.FAIL, None
+
+    def _tell_several(self, trial: Any, state: TrialState, value: Any, constraints: Sequence[float] | None) -> None:
+        ostate, values = self._values(state, value)
+        if ostate is self._optuna.trial.TrialState.COMPLETE:
+            for i, c in enumerate(constraints or ()):
+                trial.set_constraint(str(i), float(c))
+        self._study.tell(trial, values, state=ostate)
 
     # ------------------------------------------------------------------ imputation (metric.impute)
     def _imputes(self, state: TrialState) -> bool:
@@ -257,12 +292,29 @@ class OptunaSearcher(Searcher):
             return TS.PRUNED, steps[max(steps)], steps
         return TS.FAIL, None, steps
 
-    def _add(self, params: Mapping[str, Any], state: TrialState, value: float | None,
-             intermediate: Mapping[int, float] | None) -> None:
+    def _add(self, params: Mapping[str, Any], state: TrialState, value: Any,
+             intermediate: Mapping[int, float] | None, constraints: Sequence[float] | None = None) -> None:
         if not self.space.contains(params):
             return  # from another search space (a forked sweep): nothing Optuna could use
         create = self._optuna.trial.create_trial
         TS = self._optuna.trial.TrialState
+        named = {str(i): float(c) for i, c in enumerate(constraints or ())} or None
+        if state.is_terminal and self._generational:   # asked (so filed under a generation), then told
+            trial = self._add_running(params, {})
+            if self.multi_objective:
+                self._tell_several(trial, state, value, constraints)
+                return
+            ostate, ovalue, _ = self._outcome(state, value, intermediate)
+            for key, c in (named or {}).items():
+                trial.set_constraint(key, c)
+            self._study.tell(trial, ovalue if ostate is TS.COMPLETE else None, state=ostate)
+            return
+        if state.is_terminal and self.multi_objective:
+            ostate, values = self._values(state, value)
+            self._study.add_trial(create(state=ostate, values=values, params=self._encode(params),
+                                         distributions=self._distributions,
+                                         constraints=named if ostate is TS.COMPLETE else None))
+            return
         if state.is_terminal:
             ostate, ovalue, steps = self._outcome(state, value, intermediate)
             attrs: dict[str, Any] = {}
@@ -273,7 +325,8 @@ class OptunaSearcher(Searcher):
                     return
                 ostate, ovalue, attrs = TS.COMPLETE, imputed, {_IMPUTED_ATTR: self.options["impute"]}
             frozen = create(state=ostate, value=ovalue, params=self._encode(params),
-                            distributions=self._distributions, intermediate_values=steps, user_attrs=attrs)
+                            distributions=self._distributions, intermediate_values=steps, user_attrs=attrs,
+                            constraints=named if ostate is TS.COMPLETE else None)
             self._study.add_trial(frozen)
             if ostate is TS.COMPLETE and not attrs:
                 self._note(ovalue)
@@ -286,8 +339,23 @@ class OptunaSearcher(Searcher):
                                                  params=self._encode(params), distributions=self._distributions,
                                                  intermediate_values=steps)
         self._study.add_trial(frozen)
+        self._note_generation()
         added = self._study.get_trials(deepcopy=False)[-1]
         return self._optuna.trial.Trial(self._study, added._trial_id)
+
+    @property
+    def _generational(self) -> bool:
+        return hasattr(self._study.sampler, "get_trial_generation")
+
+    def _note_generation(self) -> None:
+        """A genetic sampler (NSGA-II) files each trial under a generation when it is asked; a trial added
+        by `replay` was never asked here, so without this every replayed trial would be outside all
+        generations and the resumed search would start again from a random first generation. Replay adds
+        such a trial running, files it by Optuna's rule (`get_trial_generation`, as if the trials before it
+        had completed when it was asked: exact for a sequential sweep), then tells it."""
+        generation = getattr(self._study.sampler, "get_trial_generation", None)
+        if generation is not None:
+            generation(self._study, self._study.get_trials(deepcopy=False)[-1])
 
     def replay(self, history: Sequence[TrialSnapshot]) -> None:
         """A fresh study holding every trial of `history`: terminal ones told, the others running."""
@@ -300,7 +368,8 @@ class OptunaSearcher(Searcher):
         for snap in ordered:
             if snap.state.is_terminal:
                 self._told.add(snap.number)
-            self._add(snap.params, snap.state, snap.value, self._intermediate(snap))
+            value = snap.values if self.multi_objective else snap.value
+            self._add(snap.params, snap.state, value, self._intermediate(snap), snap.constraints)
 
     def _intermediate(self, snap: TrialSnapshot) -> dict[int, float]:
         """The objective's history: the series named by the `metric` option, else the only series."""
@@ -345,4 +414,17 @@ class GPSearcher(OptunaSearcher):
             n_startup_trials=self.options.get("n_startup_trials", 10),
             deterministic_objective=self.options.get("deterministic_objective", False),
             warn_independent_sampling=False,
+        )
+
+
+class NSGA2Searcher(OptunaSearcher):
+    """Optuna's NSGA-II: a genetic algorithm for several objectives (one works too); honours constraints."""
+
+    method = "nsga2"
+    accepted_options: ClassVar[Mapping[str, type]] = {**Searcher.accepted_options, "population_size": int}
+
+    def make_sampler(self, seed: int | None = None) -> Any:
+        return self._optuna.samplers.NSGAIISampler(
+            seed=self.seed if seed is None else seed,
+            population_size=self.options.get("population_size", 50),
         )

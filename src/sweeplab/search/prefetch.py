@@ -78,11 +78,15 @@ class Prefetching(Searcher):
         number: int,
         params: Mapping[str, Any],
         state: TrialState,
-        value: float | None,
+        value: Any,
         intermediate: Mapping[int, float] | None = None,
+        constraints: Sequence[float] | None = None,
     ) -> None:
         with self._lock:
-            self.inner.tell(number, params, state, value, intermediate)
+            if constraints is None:
+                self.inner.tell(number, params, state, value, intermediate)
+            else:
+                self.inner.tell(number, params, state, value, intermediate, constraints=constraints)
         self._prefetch()
 
     def replay(self, history: Sequence[TrialSnapshot]) -> None:

@@ -20,7 +20,7 @@ from sweeplab._values import parse_duration
 from sweeplab.spec.command import args_json, build_command, passes_params, resolve_interpreter, wandb_args
 from sweeplab.spec.keys import DEFAULT_COMMAND, EARLY_TERMINATE_TYPES, MACROS, METHODS, PARAM_MACROS
 from sweeplab.spec.load import load_spec, parse_spec
-from sweeplab.spec.model import Budget, MetricSpec, Resources, SweepSpec, TrialPolicy
+from sweeplab.spec.model import Budget, Constraint, MetricSpec, Resources, SweepSpec, TrialPolicy
 
 __all__ = [
     "DEFAULT_COMMAND",
@@ -29,6 +29,7 @@ __all__ = [
     "METHODS",
     "PARAM_MACROS",
     "Budget",
+    "Constraint",
     "MetricSpec",
     "Resources",
     "SweepSpec",

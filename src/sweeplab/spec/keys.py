@@ -44,12 +44,12 @@ _IGNORED_KEYS = ("entity", "project", "controller", "apiVersion", "kind")
 _UNSUPPORTED_KEYS = {
     "job": "W&B Launch jobs are not supported; use program/command or function",
     "image_uri": "W&B Launch images are not supported; use program/command or function",
-    "metrics": "multi-objective sweeps are not supported; give one metric",
+    "metrics": "a multi-objective sweep lists its objectives under metric: [{name: a, goal: maximize}, {name: b}]",
     "scheduler": "custom W&B schedulers are not supported; use method and early_terminate",
 }
 _OUR_KEYS = (
     "function", "config", "profile", "seed", "workers", "resources", "budget", "trial", "monitors",
-    "backend", "address", "checkpoint_dir",
+    "backend", "address", "checkpoint_dir", "constraints",
 )
 _TOP_KEYS = (*_WANDB_KEYS, *_OUR_KEYS, *_IGNORED_KEYS)
 

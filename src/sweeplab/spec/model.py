@@ -26,6 +26,30 @@ class MetricSpec:
     target: float | None = None                 # stop creating trials once a trial reaches it
     impute: str | None = None                   # value model-based search assumes for failed trials (None: ignored)
     impute_while_running: str | None = None     # W&B option, kept for compatibility
+    reference: float | None = None              # hypervolume reference value (several objectives)
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A bound on a metric a trial reports: past it the trial is infeasible (never best, searchers told)."""
+
+    metric: str
+    max: float | None = None
+    min: float | None = None
+
+    def violation(self, value: float | None) -> float:
+        """How far `value` is outside the bound (<= 0: satisfied). A missing or non-finite value violates
+        it by 1.0: nothing shows the trial is feasible."""
+        if value is None or value != value or value in (float("inf"), float("-inf")):
+            return 1.0
+        over = [value - self.max] if self.max is not None else []
+        under = [self.min - value] if self.min is not None else []
+        return max(over + under)
+
+    def describe(self) -> str:
+        parts = ([f"{self.metric} <= {self.max:g}"] if self.max is not None else []) + (
+            [f"{self.metric} >= {self.min:g}"] if self.min is not None else [])
+        return " and ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -100,6 +124,18 @@ class SweepSpec:
     raw: Mapping[str, Any] = field(default_factory=dict)
     ignored: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()    # what W&B would warn about and run anyway (errors under strict)
+    # every objective, `metric` first (a list under `metric:`); length 1 for a single-objective sweep
+    objectives: tuple[MetricSpec, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.objectives and self.metric.name is not None:
+            object.__setattr__(self, "objectives", (self.metric,))
+
+    @property
+    def multi_objective(self) -> bool:
+        """True when the sweep has several objectives (a Pareto front instead of one best trial)."""
+        return len(self.objectives) > 1
 
     @property
     def is_function(self) -> bool:
@@ -145,14 +181,11 @@ class SweepSpec:
         if self.config is not None:
             spec["config"] = str(Path(self.config).absolute())
         if self.metric.name is not None:
-            metric: dict[str, Any] = {"name": self.metric.name, "goal": self.metric.goal.value}
-            if self.metric.impute is not None:
-                metric["impute"] = self.metric.impute
-            if self.metric.target is not None:
-                metric["target"] = self.metric.target
-            if self.metric.impute_while_running is not None:
-                metric["impute_while_running"] = self.metric.impute_while_running
-            spec["metric"] = metric
+            metrics = [_metric_jsonable(m) for m in (self.objectives or (self.metric,))]
+            spec["metric"] = metrics if len(metrics) > 1 else metrics[0]
+        if self.constraints:
+            spec["constraints"] = [{k: v for k, v in dataclasses.asdict(c).items() if v is not None}
+                                   for c in self.constraints]
         spec["backend"] = self.backend
         spec["resources"] = _jsonable({k: v for k, v in dataclasses.asdict(self.resources).items() if v is not None})
         spec["budget"] = _jsonable({k: v for k, v in dataclasses.asdict(self.budget).items() if v is not None})
@@ -179,6 +212,14 @@ class SweepSpec:
 
         spec = parse_spec(data, file=str(source) if source is not None else "<stored spec>")
         return dataclasses.replace(spec, source=Path(source) if source is not None else None)
+
+
+def _metric_jsonable(m: MetricSpec) -> dict[str, Any]:
+    metric: dict[str, Any] = {"name": m.name, "goal": m.goal.value}
+    for key in ("impute", "target", "impute_while_running", "reference"):
+        if getattr(m, key) is not None:
+            metric[key] = getattr(m, key)
+    return metric
 
 
 def _check_override(key: str, value: Any) -> None:

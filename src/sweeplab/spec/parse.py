@@ -26,7 +26,7 @@ from sweeplab.spec.keys import (
     _methods,
 )
 from sweeplab.spec.limits import _Limits
-from sweeplab.spec.model import MetricSpec, SweepSpec
+from sweeplab.spec.model import Constraint, MetricSpec, SweepSpec
 from sweeplab.spec.reader import _did_you_mean
 from sweeplab.spec.wandb import _WandbWarnings
 from sweeplab.types import Goal
@@ -51,7 +51,8 @@ class _SpecParser(_WandbWarnings, _Limits):
                           hint=_did_you_mean(str(k), _TOP_KEYS) or "see docs/spec.md for the keys")
 
         method = self.method(raw.get("method"))
-        metric = self.metric(raw.get("metric"), method)
+        objectives = self.objectives(raw.get("metric"), method)
+        metric = objectives[0] if objectives else MetricSpec()
         space = self.space(raw.get("parameters"), method)
         function, program, command = self.target(raw)
         budget = self.budget(raw.get("budget"), raw.get("run_cap"))
@@ -86,6 +87,8 @@ class _SpecParser(_WandbWarnings, _Limits):
             raw={k: v for k, v in raw.items() if k in _TOP_KEYS},
             ignored=ignored,
             warnings=tuple(self.warnings) + self.param_warnings(function, program, command),
+            objectives=objectives,
+            constraints=self.constraints(raw.get("constraints")),
         )
 
     def method(self, raw: Any) -> str:
@@ -100,37 +103,99 @@ class _SpecParser(_WandbWarnings, _Limits):
                              hint=_did_you_mean(str(raw), methods))
         return str(raw)
 
-    def metric(self, raw: Any, method: str) -> MetricSpec:
+    def objectives(self, raw: Any, method: str) -> tuple[MetricSpec, ...]:
+        """`metric`: one mapping (one objective) or a list of them (several: a Pareto front)."""
         if raw is None:
             if method in _search.MODEL_BASED:   # model-based searchers optimise a metric
                 raise self.error(f"method {method} needs a metric to optimise", "metric",
                                  expected="a mapping like {name: val_loss, goal: minimize}")
-            return MetricSpec()
-        raw = self.mapping(raw, "metric", "{name: val_loss, goal: minimize}")
-        self.keys(raw, ("name", "goal", "target", "impute", "impute_while_running"), "metric")
+            return ()
+        if not isinstance(raw, (list, tuple)):
+            return (self.metric(raw, method),)
+        if not raw:
+            raise self.error("must not be empty", "metric", value=raw,
+                             expected="a list like [{name: val_acc, goal: maximize}, {name: latency_ms}]")
+        several = len(raw) > 1
+        out: list[MetricSpec] = []
+        for i, item in enumerate(raw):
+            m = self.metric(item, method, key=f"metric[{i}]", several=several)
+            if any(o.name == m.name for o in out):
+                raise self.error("an objective is listed twice", f"metric[{i}].name", value=m.name,
+                                 expected="a different metric name for each objective")
+            out.append(m)
+        return tuple(out)
+
+    def metric(self, raw: Any, method: str, *, key: str = "metric", several: bool = False) -> MetricSpec:
+        raw = self.mapping(raw, key, "{name: val_loss, goal: minimize}")
+        # with several objectives there is no single target to reach or value to impute
+        allowed = (("name", "goal", "reference") if several else
+                   ("name", "goal", "target", "impute", "impute_while_running", "reference"))
+        for k in raw:
+            if several and k in ("target", "impute", "impute_while_running"):
+                raise self.error(f"{k!r} is not supported with several objectives", f"{key}.{k}",
+                                 value=raw[k], expected="one of name, goal, reference",
+                                 hint="a Pareto front has no single value to reach or impute")
+        self.keys(raw, allowed, key)
         if "name" not in raw:
-            raise self.error("missing required key 'name'", "metric.name", expected="the name of a metric")
-        name = self.string(raw.get("name"), "metric.name")
+            raise self.error("missing required key 'name'", f"{key}.name", expected="the name of a metric")
+        name = self.string(raw.get("name"), f"{key}.name")
         goal_raw = raw.get("goal", "minimize")
         if goal_raw not in ("minimize", "maximize"):
-            raise self.error("unknown goal", "metric.goal", value=goal_raw, expected="minimize or maximize",
+            raise self.error("unknown goal", f"{key}.goal", value=goal_raw, expected="minimize or maximize",
                              hint=_did_you_mean(str(goal_raw), ("minimize", "maximize")))
         target = raw.get("target")
         if target is not None and not _is_number(target):
-            raise self.error("must be a number", "metric.target", value=target, expected="a number")
+            raise self.error("must be a number", f"{key}.target", value=target, expected="a number")
+        reference = raw.get("reference")
+        if reference is not None and not _is_number(reference):
+            raise self.error("must be a number", f"{key}.reference", value=reference,
+                             expected="a number (the hypervolume reference value of this objective)")
         impute = raw.get("impute")
         if impute is not None and impute not in _IMPUTE:
-            raise self.error("unknown impute", "metric.impute", value=impute, expected=f"one of {', '.join(_IMPUTE)}")
+            raise self.error("unknown impute", f"{key}.impute", value=impute, expected=f"one of {', '.join(_IMPUTE)}")
         running = raw.get("impute_while_running")
         if running is False or running == "false":
             running = None
         if running is not None and running not in _IMPUTE:
-            raise self.error("unknown impute_while_running", "metric.impute_while_running", value=running,
+            raise self.error("unknown impute_while_running", f"{key}.impute_while_running", value=running,
                              expected="false or one of " + ", ".join(_IMPUTE))
         return MetricSpec(
             name=name, goal=Goal(goal_raw), target=float(target) if target is not None else None,
             impute=None if impute is None else str(impute), impute_while_running=running,
+            reference=float(reference) if reference is not None else None,
         )
+
+    def constraints(self, raw: Any) -> tuple[Constraint, ...]:
+        """`constraints: [{metric: memory_gb, max: 16}, ...]`: bounds a feasible trial's metrics keep."""
+        if raw is None:
+            return ()
+        example = "[{metric: memory_gb, max: 16}, {metric: latency_ms, max: 50}]"
+        if not isinstance(raw, (list, tuple)):
+            raise self.error("must be a list", "constraints", value=raw, expected=f"a list like {example}")
+        out = []
+        for i, item in enumerate(raw):
+            key = f"constraints[{i}]"
+            item = self.mapping(item, key, "{metric: memory_gb, max: 16}")
+            self.keys(item, ("metric", "max", "min"), key)
+            if "metric" not in item:
+                raise self.error("missing required key 'metric'", f"{key}.metric",
+                                 expected="the name of a metric the trial reports")
+            metric = self.string(item.get("metric"), f"{key}.metric")
+            bounds: dict[str, float] = {}
+            for bound in ("max", "min"):
+                v = item.get(bound)
+                if v is not None and not _is_number(v):
+                    raise self.error("must be a number", f"{key}.{bound}", value=v, expected="a number")
+                if v is not None:
+                    bounds[bound] = float(v)
+            if not bounds:
+                raise self.error("a constraint needs a bound", key, value=dict(item),
+                                 expected="max: NUMBER and/or min: NUMBER")
+            if "max" in bounds and "min" in bounds and bounds["min"] > bounds["max"]:
+                raise self.error("min is above max: no value is feasible", f"{key}.min", value=bounds["min"],
+                                 expected=f"a number <= max ({bounds['max']:g})")
+            out.append(Constraint(metric=str(metric), **bounds))
+        return tuple(out)
 
     def space(self, raw: Any, method: str) -> SearchSpace:
         try:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sweeplab.errors import UserError
+from sweeplab.pareto import nondominated_ranks
 from sweeplab.store.sqlite import Store
 from sweeplab.types import Goal, TrialState
 
@@ -28,10 +29,12 @@ __all__ = [
     "downsample",
     "events",
     "finished_version",
+    "hypervolume_series",
     "json_safe",
     "list_sweeps",
     "metric_history",
     "metric_keys",
+    "pareto_front",
     "rung_values",
     "sweep_id",
     "sweep_status",
@@ -140,7 +143,7 @@ def _sweep_dicts(store: Store, rows: Sequence[sqlite3.Row]) -> list[dict[str, An
     for agg in ("MIN", "MAX"):
         for sid, number, value in store.conn.execute(
             f"SELECT sweep_id, number, {agg}(value) FROM trials WHERE sweep_id IN ({marks}) "
-            "AND state='completed' AND value IS NOT NULL GROUP BY sweep_id",
+            f"AND state='completed' AND value IS NOT NULL{_feasible_only(store)} GROUP BY sweep_id",
             ids,
         ):
             if value is not None:
@@ -170,8 +173,90 @@ def _sweep_dicts(store: Store, rows: Sequence[sqlite3.Row]) -> list[dict[str, An
             "budget": budget,
             "backend": r["backend"] if "backend" in r.keys() else None,   # None: a store before version 2
             "address": r["address"] if "address" in r.keys() else None,
+            "objectives": [{"name": n, "goal": g.value} for n, g in _objectives(spec, r)],
+            "constraints": list(spec.get("constraints") or []) if isinstance(spec, dict) else [],
         })
     return out
+
+
+# ---------------------------------------------------------------------------------- several objectives
+def _feasible_only(store: Store) -> str:
+    """The SQL condition that leaves out infeasible trials (none before schema version 3)."""
+    return " AND coalesce(feasible, 1) = 1" if "feasible" in store.columns("trials") else ""
+
+
+def _objectives(spec: Any, sweep: sqlite3.Row) -> list[tuple[str, Goal]]:
+    """(name, goal) of each objective: the stored spec's `metric` list, else the sweep's one metric."""
+    metric = spec.get("metric") if isinstance(spec, dict) else None
+    if isinstance(metric, list):
+        out = []
+        for m in metric:
+            if isinstance(m, dict) and isinstance(m.get("name"), str):
+                try:
+                    out.append((m["name"], Goal(m.get("goal", "minimize"))))
+                except ValueError:
+                    out.append((m["name"], Goal.MINIMIZE))
+        return out
+    return [(sweep["metric"], _goal(sweep))] if sweep["metric"] else []
+
+
+def _objective_values(row: sqlite3.Row, names: Sequence[str]) -> list[float | None] | None:
+    if "objective_values" not in row.keys() or row["objective_values"] is None:
+        return None
+    values = _loads(row["objective_values"], None)
+    if not isinstance(values, list) or len(values) != len(names):
+        return None
+    return [_num(v) for v in values]
+
+
+def _ranks(rows: Sequence[sqlite3.Row], objectives: Sequence[tuple[str, Goal]]) -> list[int | None]:
+    """Each trial's front rank among the completed feasible trials (1: the Pareto front); None for the
+    others, and for every trial of a sweep with one objective."""
+    if len(objectives) < 2:
+        return [None] * len(rows)
+    names, goals = [n for n, _ in objectives], [g for _, g in objectives]
+    points: list[Sequence[float | None]] = []
+    for r in rows:
+        values = _objective_values(r, names)
+        usable = (r["state"] == TrialState.COMPLETED.value and values is not None
+                  and ("feasible" not in r.keys() or r["feasible"] != 0))
+        points.append(values if usable and values is not None else [None] * len(names))
+    return nondominated_ranks(points, goals)
+
+
+def _trial_rows(store: Store, sweep_id: int) -> list[sqlite3.Row]:
+    extra = "".join(f", {c}" for c in ("objective_values", "feasible") if c in store.columns("trials"))
+    return store.conn.execute(
+        f"SELECT number, state, value, params, attempts, started, ended, reason, metrics{extra} FROM trials "
+        "WHERE sweep_id=? ORDER BY number", (sweep_id,)).fetchall()
+
+
+@_one_snapshot
+def pareto_front(store: Store, name: str) -> list[dict[str, Any]]:
+    """The feasible Pareto front of a sweep with several objectives, by trial number:
+    [{"trial": n, "values": {objective: value}, "params": {...}}] (what `sweeplab best --json` prints)."""
+    sweep = _sweep_or_raise(store, name)
+    objectives = _objectives(_loads(sweep["spec"], {}), sweep)
+    rows = _trial_rows(store, sweep["id"])
+    names = [n for n, _ in objectives]
+    return [{"trial": r["number"], "values": dict(zip(names, _objective_values(r, names) or [])),
+             "params": _loads(r["params"], {})}
+            for r, rank in zip(rows, _ranks(rows, objectives)) if rank == 1]
+
+
+@_one_snapshot
+def hypervolume_series(store: Store, name: str) -> dict[str, Any]:
+    """The hypervolume of the sweep's feasible front as it grew (the driver's `hypervolume` events):
+    {"trials": [completed trials so far], "hypervolume": [...], "reference": [...] of the latest row}."""
+    sweep = _sweep_or_raise(store, name)
+    trials, volumes, reference = [], [], None
+    for (text,) in store.conn.execute(
+            "SELECT data FROM events WHERE sweep_id=? AND kind='hypervolume' ORDER BY id", (sweep["id"],)):
+        data = _loads(text, {}) or {}
+        trials.append(data.get("trials"))
+        volumes.append(_num(data.get("hypervolume")))
+        reference = data.get("reference")
+    return {"trials": trials, "hypervolume": volumes, "reference": reference}
 
 
 @_one_snapshot
@@ -199,8 +284,8 @@ def sweep_summary(store: Store, name: str) -> dict[str, Any]:
             "seed": row["seed"]}
 
 
-def _trial_dict(row: sqlite3.Row) -> dict[str, Any]:
-    return {
+def _trial_dict(row: sqlite3.Row, names: Sequence[str] = (), rank: int | None = None) -> dict[str, Any]:
+    out = {
         "number": row["number"],
         "state": row["state"],
         "value": _num(row["value"]),
@@ -211,28 +296,35 @@ def _trial_dict(row: sqlite3.Row) -> dict[str, Any]:
         "reason": row["reason"],
         "metrics": _loads(row["metrics"], None),
     }
+    if len(names) > 1:   # several objectives: each one's value and the trial's front rank
+        values = _objective_values(row, names)
+        out["values"] = dict(zip(names, values)) if values is not None else None
+        out["rank"] = rank
+    if "feasible" in row.keys() and row["feasible"] is not None:
+        out["feasible"] = bool(row["feasible"])
+    return out
 
 
 @_one_snapshot
 def sweep_status(store: Store, name: str) -> dict[str, Any]:
-    """The sweep (as in `list_sweeps`) and all of its trials, by number."""
+    """The sweep (as in `list_sweeps`) and all of its trials, by number. With several objectives each trial
+    has "values" and "rank" (1: on the feasible Pareto front); with constraints, "feasible"."""
     sweep = _sweep_or_raise(store, name)
-    rows = store.conn.execute(
-        "SELECT number, state, value, params, attempts, started, ended, reason, metrics FROM trials "
-        "WHERE sweep_id=? ORDER BY number",
-        (sweep["id"],),
-    ).fetchall()
-    return {"sweep": _sweep_dict(store, sweep), "trials": [_trial_dict(r) for r in rows]}
+    rows = _trial_rows(store, sweep["id"])
+    objectives = _objectives(_loads(sweep["spec"], {}), sweep)
+    names = [n for n, _ in objectives]
+    return {"sweep": _sweep_dict(store, sweep),
+            "trials": [_trial_dict(r, names, rank) for r, rank in zip(rows, _ranks(rows, objectives))]}
 
 
 @_one_snapshot
 def best_trial(store: Store, name: str) -> dict[str, Any] | None:
-    """The best COMPLETED trial with a finite value (by the sweep's goal), or None."""
+    """The best COMPLETED feasible trial with a finite value (by the sweep's goal), or None."""
     sweep = _sweep_or_raise(store, name)
     order = "ASC" if _goal(sweep) is Goal.MINIMIZE else "DESC"
     row = store.conn.execute(
         "SELECT number, value, params, metrics FROM trials WHERE sweep_id=? AND state='completed' "
-        f"AND value IS NOT NULL ORDER BY value {order}, number ASC LIMIT 1",
+        f"AND value IS NOT NULL{_feasible_only(store)} ORDER BY value {order}, number ASC LIMIT 1",
         (sweep["id"],),
     ).fetchone()
     if row is None or _num(row["value"]) is None:
@@ -255,11 +347,7 @@ def trial_columns(store: Store, name: str) -> dict[str, Any]:
      "metrics": {key: [...]}}  -- params/metrics hold None where a trial lacks that name.
     """
     sweep = _sweep_or_raise(store, name)
-    rows = store.conn.execute(
-        "SELECT number, state, value, params, metrics, attempts, started, ended, reason FROM trials "
-        "WHERE sweep_id=? ORDER BY number",
-        (sweep["id"],),
-    ).fetchall()
+    rows = _trial_rows(store, sweep["id"])
     n = len(rows)
     params: dict[str, list[Any]] = {}
     metrics: dict[str, list[Any]] = {}
@@ -285,7 +373,23 @@ def trial_columns(store: Store, name: str) -> dict[str, Any]:
         "reason": [r["reason"] for r in rows],
         "params": params,
         "metrics": metrics,
+        **_objective_columns(store, sweep, rows),
     }
+
+
+def _objective_columns(store: Store, sweep: sqlite3.Row, rows: Sequence[sqlite3.Row]) -> dict[str, Any]:
+    """trial_columns' extra columns: "feasible" (with constraints) and, with several objectives,
+    "values" {objective: [...]} and "rank" [...] (1: on the feasible Pareto front)."""
+    out: dict[str, Any] = {}
+    if "feasible" in store.columns("trials") and any(r["feasible"] is not None for r in rows):
+        out["feasible"] = [None if r["feasible"] is None else bool(r["feasible"]) for r in rows]
+    objectives = _objectives(_loads(sweep["spec"], {}), sweep)
+    if len(objectives) > 1:
+        names = [n for n, _ in objectives]
+        per_trial = [_objective_values(r, names) or [None] * len(names) for r in rows]
+        out["values"] = {name: [v[k] for v in per_trial] for k, name in enumerate(names)}
+        out["rank"] = _ranks(rows, objectives)
+    return out
 
 
 @_one_snapshot

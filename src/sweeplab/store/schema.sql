@@ -1,4 +1,4 @@
--- sweeplab store, schema version 2 (an older store is upgraded by store/sqlite.py _MIGRATIONS).
+-- sweeplab store, schema version 3 (an older store is upgraded by store/sqlite.py _MIGRATIONS).
 -- Times are seconds since the epoch (float). JSON columns hold text.
 -- Paths (log_path, checkpoint path, artifact path) are relative to the store directory when inside it.
 CREATE TABLE IF NOT EXISTS meta (
@@ -42,6 +42,8 @@ CREATE TABLE IF NOT EXISTS trials (
     resources  TEXT,                       -- JSON resources it holds / held
     last_step  INTEGER,
     profile    TEXT,                       -- JSON profile summary
+    objective_values TEXT,                 -- JSON list aligned to the spec's objectives (null: missing)
+    feasible   INTEGER,                    -- 1 / 0 against the spec's constraints (NULL: none, or unknown)
     UNIQUE (sweep_id, number)
 );
 CREATE INDEX IF NOT EXISTS trials_sweep_state ON trials (sweep_id, state);

@@ -21,7 +21,7 @@ from sweeplab.errors import StoreError, UserError
 
 __all__ = ["EVENT_KINDS", "SCHEMA_VERSION", "Store", "default_store_dir"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DB_NAME = "store.db"
 
 # What each schema version added to the one before, as (table, column, declaration): `Store.open` (the
@@ -29,13 +29,15 @@ DB_NAME = "store.db"
 _MIGRATIONS: dict[int, tuple[tuple[str, str, str], ...]] = {
     2: (("sweeps", "backend", "TEXT"),    # where the sweep last ran: `sweeplab resume` goes back there
         ("sweeps", "address", "TEXT")),
+    3: (("trials", "objective_values", "TEXT"),   # JSON list, one value per objective (several objectives)
+        ("trials", "feasible", "INTEGER")),       # 1 / 0 against the spec's constraints; NULL: none or unknown
 }
 
 # Kinds of rows in the `events` table (the sweep's event log, shown by status and the dashboard).
 EVENT_KINDS = (
     "sweep_created", "sweep_resumed", "sweep_ended", "trial_started", "trial_ended", "retry",
     "preempted", "interrupted", "pruned", "rule", "warning", "info", "budget", "checkpoint_corrupt",
-    "restored", "failure",
+    "restored", "failure", "hypervolume",
 )
 
 
@@ -324,6 +326,10 @@ class Store:
                 fields[k] = _dumps(fields[k])
         if "value" in fields:
             fields["value"] = _finite(fields["value"])
+        if fields.get("objective_values") is not None and not isinstance(fields["objective_values"], str):
+            fields["objective_values"] = _dumps([_finite(v) for v in fields["objective_values"]])
+        if fields.get("feasible") is not None:
+            fields["feasible"] = int(bool(fields["feasible"]))
         cols = ", ".join(f"{k}=?" for k in fields)
         self._exec(f"UPDATE trials SET {cols} WHERE id=?", (*fields.values(), trial_id))
 
