@@ -508,7 +508,7 @@ export class SweepView {
     let best = null;
     const order = [...Array(c.n).keys()].sort((a, b) => c.number[a] - c.number[b]);
     for (const i of order) {
-      if (c.state[i] !== "completed" || !isNum(c.value[i])) continue;
+      if (c.state[i] !== "completed" || !isNum(c.value[i]) || (c.feasible && c.feasible[i] === false)) continue;   // never an infeasible best
       if (best === null || better(c.value[i], best)) best = c.value[i];
       bx.push(c.number[i]); by.push(ax.clip(best).y);
     }
@@ -555,7 +555,8 @@ export class SweepView {
     const c = this.cols, s = this.summary.sweep;
     const sign = s.goal === "maximize" ? -1 : 1;
     const idx = [...Array(c.n).keys()];
-    const pick = (state, k, byValue) => idx.filter((i) => c.state[i] === state)
+    const ok = (i) => !(c.feasible && c.feasible[i] === false);   // the best curves are of feasible trials
+    const pick = (state, k, byValue) => idx.filter((i) => c.state[i] === state && (!byValue || ok(i)))
       .sort((a, b) => (byValue ? sign * ((c.value[a] ?? Infinity) - (c.value[b] ?? Infinity)) : c.number[b] - c.number[a]))
       .slice(0, k).map((i) => c.number[i]);
     return [...pick("completed", 5, true), ...pick("running", 3, false), ...pick("pruned", 3, false),
