@@ -45,10 +45,15 @@ parameters:
   x: {{min: 0.0, max: 1.0}}
   y: {{min: 0.0, max: 0.5}}
 """
+CONS_SPEC = (SINGLE_SPEC.replace("seed: 1", "seed: 2").replace("max: 0.5}", "max: 1.0}")
+             + "constraints: [{metric: memory_gb, max: 16}]\n")
+MO3_SPEC = (MO_SPEC.replace("goal: minimize}]", "goal: minimize}, {name: memory_gb, goal: minimize}]")
+            .replace("budget: {trials: 24}", "budget: {trials: 10}"))
 
 
 class Sweeps:
-    """The module's store: sweep 'mo' (two objectives, a constraint) and sweep 'single' (one metric)."""
+    """The module's store: sweep 'mo' (two objectives, a constraint), 'single' (one metric), 'cons' (one
+    metric and a constraint) and 'mo3' (three objectives)."""
 
     def __init__(self, tmp: Path) -> None:
         self.tmp, self.store = tmp, tmp / "store"
@@ -70,6 +75,8 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> Sweeps:
     s = Sweeps(tmp_path_factory.mktemp("pareto"))
     s.run("mo", MO_SPEC)
     s.run("single", SINGLE_SPEC)
+    s.run("cons", CONS_SPEC)
+    s.run("mo3", MO3_SPEC)
     return s
 
 
@@ -207,5 +214,47 @@ def test_single_objective_page_unchanged_and_phone_fits(browser, server, sweeps)
     page.wait_for_selector("#card-pareto[data-rendered]")
     assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
     page.screenshot(path=str(ARTIFACTS / "pareto-phone.png"), full_page=True)
+    ctx.close()
+    assert not errors, errors
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")
+def test_constraints_three_objectives_list_and_other_pages(browser, server, sweeps, mo):
+    ctx, page, errors = _page(browser, WIDE)
+    # the sweeps list: the front's size where a sweep has several objectives, the best value elsewhere
+    page.goto(server.url + "/")
+    page.wait_for_selector("#sweeps tbody tr")
+    assert page.inner_text("tr[data-sweep='mo'] td.front") == f"front: {len(mo['front'])} trials"
+    single = json.loads(sweeps.cli("best", "single", "--json"))
+    assert page.get_attribute("tr[data-sweep='single'] a[title^='trial']", "title") == f"trial {single['trial']}"
+    # one objective and a constraint: infeasible trials marked, the best is `sweeplab best` (never infeasible)
+    cons = json.loads(sweeps.cli("status", "cons", "--json"))
+    infeasible = sorted(t["number"] for t in cons["trials"] if t.get("feasible") is False)
+    assert infeasible, "seed 2 draws trials with memory_gb > 16: the test needs infeasible ones"
+    best = json.loads(sweeps.cli("best", "cons", "--json"))
+    page.goto(server.url + "/sweeps/cons")
+    page.wait_for_selector("body[data-drawn='1']")
+    assert page.query_selector("[data-card='pareto']") is None
+    assert f"(trial {best['trial']})" in page.inner_text("#best-link")
+    assert "memory_gb ≤ 16" in page.inner_text("#sweep-constraints")
+    assert sorted(int(n) for n in page.eval_on_selector_all(
+        "#trials tbody tr", "rs => rs.filter(r => r.querySelector('.badge.infeasible')).map(r => r.dataset.number)"
+    )) == infeasible
+    # three objectives: a pair selector; the front drawn is the front over all three
+    front3 = sorted(f["trial"] for f in json.loads(sweeps.cli("best", "mo3", "--json")))
+    page.goto(server.url + "/sweeps/mo3")
+    page.wait_for_selector("#card-pareto[data-rendered='acc,latency_ms']")
+    page.select_option("#pareto-y", label="memory_gb")
+    page.wait_for_selector("#card-pareto[data-rendered='acc,memory_gb']")
+    assert page.get_attribute("#card-pareto", "data-front") == ",".join(map(str, front3))
+    labels = page.evaluate("() => document.querySelector('#parcoords').pc.dims.map((d) => d.label)")
+    assert {"acc", "latency_ms", "memory_gb"} <= set(labels)
+    # a front trial's page and the compare view of two front trials render without errors
+    a, b = (f["trial"] for f in mo["front"][:2])
+    page.goto(f"{server.url}/sweeps/mo/trials/{a}")
+    page.wait_for_selector("#trial-value")
+    page.goto(f"{server.url}/sweeps/mo/compare?trials={a},{b}")
+    page.wait_for_selector("body[data-drawn='1'], #compare-key")
     ctx.close()
     assert not errors, errors
