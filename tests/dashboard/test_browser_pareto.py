@@ -190,6 +190,11 @@ def test_pareto_card_front_infeasible_marks_and_brushing(browser, server, mo):
     assert 0 < len(inside) < len(trials)
     assert _table_numbers(page) == inside
     assert "acc ∈" in page.inner_text("#brush-note")
+    # "clear filters" clears the rectangle too: every trial is back
+    page.click("#clear-brush")
+    page.wait_for_selector("#brush-note[style*='none']", state="attached")
+    assert _table_numbers(page) == sorted(t["number"] for t in trials)
+    assert page.evaluate("() => document.querySelector('#card-pareto').layout.selections.length") == 0
     ctx.close()
     assert not errors, errors
 

@@ -91,6 +91,8 @@ function drawPareto(plot, view) {
   const narrow = plot.clientWidth > 0 && plot.clientWidth < 560;
   return Plotly.react(plot, traces, baseLayout({
     dragmode: "select", selectdirection: "any",
+    // a redraw (live updates) keeps the rectangle that still filters the table; none once it is cleared
+    selections: view.paretoBrush && plot.layout && plot.layout.selections ? plot.layout.selections : [],
     xaxis: { title: { text: arrow(ox) }, gridcolor: "#eef0f3", zeroline: false },
     yaxis: { title: { text: arrow(oy), font: { size: 11 } }, gridcolor: "#eef0f3", zeroline: false },
     ...(narrow ? { legend: { orientation: "h", x: 0, y: -0.25, yanchor: "top", font: { size: 10 } }, margin: { l: 55, r: 10, t: 10, b: 40 } }

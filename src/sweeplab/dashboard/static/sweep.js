@@ -422,8 +422,12 @@ export class SweepView {
     this.table.setBrush(allowed, box ? `${desc}, ${box.desc}` : desc);
   }
 
+  // "clear filters": the axes' ranges and the Pareto card's rectangle.
   clearBrush() {
-    if (this.pc) this.pc.clear();
+    const pareto = this.root.querySelector("#card-pareto");
+    if (this.paretoBrush && pareto && pareto.data) Plotly.relayout(pareto, { selections: [] });
+    this.paretoBrush = null;
+    if (this.pc) this.pc.clear(); else this.applyBrush();
   }
 
   // ------------------------------------------------------------------ history and scatter
