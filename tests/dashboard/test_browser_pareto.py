@@ -246,6 +246,10 @@ def test_constraints_three_objectives_list_and_other_pages(browser, server, swee
     assert sorted(int(n) for n in page.eval_on_selector_all(
         "#trials tbody tr", "rs => rs.filter(r => r.querySelector('.badge.infeasible')).map(r => r.dataset.number)"
     )) == infeasible
+    crossed = page.evaluate("""() => {
+        const t = document.querySelector('#history').data.find((d) => d.name === 'completed');
+        return t.customdata.filter((d, k) => t.marker.symbol[k] === 'x').map((d) => d[0]); }""")
+    assert sorted(crossed) == infeasible
     # three objectives: a pair selector; the front drawn is the front over all three
     front3 = sorted(f["trial"] for f in json.loads(sweeps.cli("best", "mo3", "--json")))
     page.goto(server.url + "/sweeps/mo3")

@@ -448,8 +448,9 @@ export class SweepView {
         if (r.y === null && (st === "running" || st === "queued")) continue;
         xs.push(x); ns.push(c.number[i]);
         ys.push(r.y);
-        real.push(isNum(c.value[i]) ? fmtNum(c.value[i]) : "no value");
-        sym.push(r.y === null ? "x-thin-open" : r.out > 0 ? "triangle-up" : r.out < 0 ? "triangle-down" : "circle");
+        const infeasible = c.feasible && c.feasible[i] === false;   // breaks a constraint: a cross, said on hover
+        real.push(isNum(c.value[i]) ? `${fmtNum(c.value[i])}${infeasible ? " (infeasible)" : ""}` : "no value");
+        sym.push(r.y === null ? "x-thin-open" : r.out > 0 ? "triangle-up" : r.out < 0 ? "triangle-down" : infeasible ? "x" : "circle");
       }
       // SVG, at most PLOT_MAX_POINTS points (pointRows): measured faster in a browser without a GPU than
       // WebGL with every point (1.7 vs 2.2 s to draw the whole page of a 10,000-trial sweep).
