@@ -159,11 +159,26 @@ def build_routes(reader: Reader) -> list[Route]:
         return FileResponse(target, media_type="application/octet-stream", filename=target.name)
 
     # --------------------------------------------------------------------------------------------- api
+    def front_size(sweep: dict[str, Any]) -> dict[str, Any]:
+        """A sweep with several objectives gets "front": how many trials its feasible Pareto front holds
+        (what `sweeplab best` lists), cached until the store changes."""
+        if len(sweep.get("objectives") or []) < 2:
+            return sweep
+        name = sweep["name"]
+        size = reader.cached("front", name, reader.version(name),
+                             lambda: len(queries.pareto_front(reader.store(), name)))
+        return {**sweep, "front": size}
+
     def api_sweeps(request: Request) -> Response:
-        return _json({"sweeps": queries.list_sweeps(reader.store())})
+        return _json({"sweeps": [front_size(s) for s in queries.list_sweeps(reader.store())]})
 
     def api_sweep(request: Request) -> Response:
-        return _json(queries.sweep_summary(reader.store(), request.path_params["name"]))
+        summary = queries.sweep_summary(reader.store(), request.path_params["name"])
+        return _json({**summary, "sweep": front_size(summary["sweep"])})
+
+    def api_hypervolume(request: Request) -> Response:
+        name = request.path_params["name"]
+        return _json({"sweep": name, **queries.hypervolume_series(reader.store(), name)})
 
     def api_status(request: Request) -> Response:
         name = request.path_params["name"]
@@ -299,6 +314,7 @@ def build_routes(reader: Reader) -> list[Route]:
         Route("/api/sweeps/{name}/best", g(api_best)),
         Route("/api/sweeps/{name}/trials", g(api_trials)),
         Route("/api/sweeps/{name}/keys", g(api_keys)),
+        Route("/api/sweeps/{name}/hypervolume", g(api_hypervolume)),
         Route("/api/sweeps/{name}/curves", g(api_curves)),
         Route("/api/sweeps/{name}/importance", g(api_importance)),
         Route("/api/sweeps/{name}/events", g(api_events)),

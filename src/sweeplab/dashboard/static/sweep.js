@@ -9,6 +9,7 @@ import { TrialsTable } from "./table.js";
 import { CustomCharts } from "./charts.js";
 import { ParCoords, niceTicks } from "./pcoords.js";
 import { cardsFor } from "./cards.js";
+import "./pareto.js";   // registers the Pareto and hypervolume cards of sweeps with several objectives
 
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
   "#7f7f7f", "#ff7f0e"];
@@ -146,7 +147,7 @@ export class SweepView {
     this.splitParams(cols);
     this.skeleton();
     this.renderHeader();
-    this.table.setData(cols, Object.keys(cols.params).sort(), summary.sweep.best_trial);
+    this.table.setData(cols, Object.keys(cols.params).sort(), this.bestTrial());
     const pending = [this.renderParcoords()];
     this.table.setSelection(this.defaultSelection());
     // The cards below the fold (and Plotly.js, which only they need) wait for the first screen to be painted.
@@ -178,7 +179,7 @@ export class SweepView {
     this.splitParams(cols);
     this.renderHeader();
     if (changedTrials) {
-      this.table.setData(cols, Object.keys(cols.params).sort(), summary.sweep.best_trial);
+      this.table.setData(cols, Object.keys(cols.params).sort(), this.bestTrial());
       this.renderParcoords();
       this.applyBrush();
       this.renderHistory();
@@ -223,6 +224,7 @@ export class SweepView {
             el("button", { type: "button", id: "clear-brush", onclick: () => this.clearBrush() }, "clear filters"))),
         this.pcNote, el("div", { class: "hscroll" }, this.parcoords)),
       el("div", { class: "card" }, el("h2", {}, "Trials"), this.tableBox),
+      this.extras = el("div", { class: "grid2 section", id: "extra-cards", style: "display:none" }),
       el("div", { class: "grid2 section" },
         el("div", { class: "card" }, el("h2", {}, "Optimisation history", this.historyNote, el("span", { class: "tools" }, tog("history", () => this.renderHistory()))), this.history),
         el("div", { class: "card" }, el("h2", {}, "Parameter importance", el("span", { class: "legend-note", text: "fANOVA (Optuna)" }),
@@ -230,12 +232,11 @@ export class SweepView {
       el("div", { class: "grid2 section" },
         el("div", { class: "card" }, el("h2", {}, "Learning curves", el("span", { class: "tools" }, this.curveNote, this.keySel, tog("curves", () => this.loadCurves()))), this.curves),
         el("div", { class: "card" }, el("h2", {}, "Parameter vs metric", this.scatterNote, el("span", { class: "tools" }, this.paramSel, tog("scatter", () => this.renderScatter()))), this.scatter)),
-      this.extras = el("div", { class: "grid2 section", id: "extra-cards", style: "display:none" }),
       el("div", { class: "card" }, el("h2", {}, "Custom charts"), this.customBox = el("div", { id: "custom" })),
       el("div", { class: "card" }, el("h2", {}, "Recent events"), this.events),
     );
     this.table = new TrialsTable(this.tableBox, {
-      sweep: this.name, goal: this.summary.sweep.goal,
+      sweep: this.name, goal: this.summary.sweep.goal, objectives: this.summary.sweep.objectives || [],
       onSelectionChange: (nums) => { this.selection = nums; this.loadCurves(); },
     });
     this.custom = new CustomCharts(this.customBox, this);
@@ -269,9 +270,7 @@ export class SweepView {
       el("h1", {}, this.name, badge(s.state)),
       el("div", { class: "meta" },
         el("span", {}, "method ", el("b", { text: s.method })),
-        el("span", {}, "metric ", el("b", { text: s.metric ? `${s.metric} (${s.goal})` : "–" })),
-        el("span", {}, "best ", s.best_trial === null ? el("b", { text: "–" }) :
-          el("a", { href: trialUrl(this.name, s.best_trial), id: "best-link" }, el("b", { text: fmtNum(s.best) }), ` (trial ${s.best_trial})`)),
+        ...this.objectiveFacts(s),
         el("span", {}, "trials ", el("b", { text: fmtCount(s.trials) })),
         budget.length ? el("span", {}, "budget ", el("b", { text: budget.join(" · ") })) : null,
         s.backend ? el("span", {}, "backend ", el("b", { id: "sweep-backend", text: s.address ? `${s.backend} (${s.address})` : s.backend })) : null,
@@ -281,6 +280,38 @@ export class SweepView {
         ...this.constants.map(([p, v], k) => el("b", { text: `${k ? ", " : ""}${p} = ${typeof v === "object" ? JSON.stringify(v) : fmtNum(v)}` })))) : null,
       el("div", { class: "counts" }, STATES.filter((k) => s.counts[k]).map((k) =>
         el("span", { class: `badge s-${k}` }, `${s.counts[k]} ${k.replaceAll("_", " ")}`))));
+  }
+
+  // Several objectives: the sweep's best is its feasible Pareto front (as `sweeplab best` prints it), not
+  // the best of the first objective.
+  several() { return (this.summary.sweep.objectives || []).length > 1 && !!this.cols.values; }
+
+  bestTrial() { return this.several() ? null : this.summary.sweep.best_trial; }
+
+  // The header's metric / best / constraints facts.
+  objectiveFacts(s) {
+    const cons = (s.constraints || []).map((k) => [k.min !== undefined && k.min !== null ? `${fmtNum(k.min)} ≤ ` : "", k.metric,
+      k.max !== undefined && k.max !== null ? ` ≤ ${fmtNum(k.max)}` : ""].join(""));
+    const consFact = cons.length ? el("span", { id: "sweep-constraints" }, "constraints ", el("b", { text: cons.join(", ") })) : null;
+    if (!this.several()) {
+      return [el("span", {}, "metric ", el("b", { text: s.metric ? `${s.metric} (${s.goal})` : "–" })),
+        el("span", {}, "best ", s.best_trial === null ? el("b", { text: "–" }) :
+          el("a", { href: trialUrl(this.name, s.best_trial), id: "best-link" }, el("b", { text: fmtNum(s.best) }), ` (trial ${s.best_trial})`)),
+        consFact];
+    }
+    const c = this.cols;
+    const front = [...Array(c.n).keys()].filter((i) => c.rank[i] === 1);
+    // The best of each objective over the front (the same as over every completed feasible trial).
+    const bests = s.objectives.map((o) => {
+      const sign = o.goal === "maximize" ? -1 : 1;
+      const i = front.filter((j) => isNum(c.values[o.name][j])).sort((a, b) => sign * (c.values[o.name][a] - c.values[o.name][b]) || c.number[a] - c.number[b])[0];
+      return i === undefined ? null : el("span", { class: "obj-best" }, `${o.name} `,
+        el("a", { href: trialUrl(this.name, c.number[i]) }, el("b", { text: fmtNum(c.values[o.name][i]) })), ` (trial ${c.number[i]})`);
+    }).filter(Boolean);
+    return [el("span", { id: "sweep-objectives" }, "objectives ", el("b", { text: s.objectives.map((o) => `${o.name} (${o.goal})`).join(", ") })),
+      consFact,
+      el("span", { id: "sweep-front" }, "Pareto front ", el("b", { text: `${fmtCount(front.length)} trial${front.length === 1 ? "" : "s"}` }),
+        bests.length ? " · best " : "", ...bests.flatMap((b, k) => (k ? [", ", b] : [b])))];
   }
 
   specParam(p) {
@@ -331,18 +362,25 @@ export class SweepView {
     push({ label: "state", tickvals: states.map((_, k) => k), ticktext: states.map((st) => st.replaceAll("_", " ")),
       range: [0, Math.max(1, states.length - 1)] }, rows.map((i) => sIdx.get(c.state[i])));
     // The metric on a robust range: diverged values are pinned to the top edge ("≥ …"), trials without a
-    // value (failed, pruned before reporting) sit on a "no value" slot below the axis.
+    // value (failed, pruned before reporting) sit on a "no value" slot below the axis. With several
+    // objectives, one such axis each (the lines are coloured by the first).
     const log = this.logY.parcoords;
-    const ax = metricAxis(rows.map((i) => c.value[i]), log);
-    const [lo, hi] = ax.range;
-    const gap = (hi - lo) * 0.12;
-    const pos = (v) => { const r = ax.clip(v); return r.y === null ? lo - gap : log ? Math.log10(r.y) : r.y; };
-    const vals = rows.map((i) => pos(c.value[i]));
-    const mlabel = `${s.metric || "value"}${log ? " (log)" : ""}`;
-    const ticks = [0, 1, 2, 3, 4].map((k) => lo + ((hi - lo) * k) / 4);
-    const tickText = ticks.map((t) => fmtNum(Number((log ? 10 ** t : t).toPrecision(3))));
-    if (ax.clipped) tickText[4] = `≥ ${tickText[4]}`;
-    push({ label: mlabel, range: [lo - gap, hi], tickvals: [lo - gap, ...ticks], ticktext: ["no value", ...tickText] }, vals);
+    const metricDim = (name, column) => {
+      const ax = metricAxis(rows.map((i) => column[i]), log);
+      if (!ax.range) return null;
+      const [lo, hi] = ax.range;
+      const gap = (hi - lo) * 0.12;
+      const pos = (v) => { const r = ax.clip(v); return r.y === null ? lo - gap : log ? Math.log10(r.y) : r.y; };
+      const vals = rows.map((i) => pos(column[i]));
+      const ticks = [0, 1, 2, 3, 4].map((k) => lo + ((hi - lo) * k) / 4);
+      const tickText = ticks.map((t) => fmtNum(Number((log ? 10 ** t : t).toPrecision(3))));
+      if (ax.clipped) tickText[4] = `≥ ${tickText[4]}`;
+      push({ label: `${name}${log ? " (log)" : ""}`, range: [lo - gap, hi], tickvals: [lo - gap, ...ticks], ticktext: ["no value", ...tickText] }, vals);
+      return { lo, hi, gap, vals };
+    };
+    const objs = this.several() ? s.objectives : [];
+    const first = objs.length ? objs.map((o) => metricDim(o.name, c.values[o.name]))[0] : metricDim(s.metric || "value", c.value);
+    const { lo, hi, gap, vals } = first || metricDim(s.metric || "value", c.value);
     const V = ["#440154", "#3b528b", "#21918c", "#5ec962", "#fde725"];
     const viridis = (s.goal === "maximize" ? V : V.slice().reverse()).map((col, k) => [k / 4, col]);
     // Viridis over the metric, best values brightest; grey for "no value" (mapped to 0.05).
@@ -367,9 +405,12 @@ export class SweepView {
 
   applyBrush() {
     const cons = this.constraints();
-    if (!cons.length) { this.table.setBrush(null, ""); return; }
+    const box = this.paretoBrush;   // the Pareto card's rectangle (pareto.js): combines with the axes' ranges
+    if (!cons.length && !box) { this.table.setBrush(null, ""); return; }
+    if (!cons.length) { this.table.setBrush(box.rows, box.desc); return; }
     const allowed = new Set();
     this.pcRows.forEach((row, j) => {
+      if (box && !box.rows.has(row)) return;
       for (const con of cons) {
         const v = this.dimInfo[con.k].values[j];
         if (!isNum(v) || !con.ranges.some(([a, b]) => v >= Math.min(a, b) && v <= Math.max(a, b))) return;
@@ -378,11 +419,15 @@ export class SweepView {
     });
     const r4 = (v) => fmtNum(Number(v.toPrecision(4)));
     const desc = cons.map((con) => `${con.label} ∈ ${con.ranges.map(([a, b]) => `[${r4(a)}, ${r4(b)}]`).join(" ∪ ")}`).join(", ");
-    this.table.setBrush(allowed, desc);
+    this.table.setBrush(allowed, box ? `${desc}, ${box.desc}` : desc);
   }
 
+  // "clear filters": the axes' ranges and the Pareto card's rectangle.
   clearBrush() {
-    if (this.pc) this.pc.clear();
+    const pareto = this.root.querySelector("#card-pareto");
+    if (this.paretoBrush && pareto && pareto.data) Plotly.relayout(pareto, { selections: [] });
+    this.paretoBrush = null;
+    if (this.pc) this.pc.clear(); else this.applyBrush();
   }
 
   // ------------------------------------------------------------------ history and scatter
@@ -403,8 +448,9 @@ export class SweepView {
         if (r.y === null && (st === "running" || st === "queued")) continue;
         xs.push(x); ns.push(c.number[i]);
         ys.push(r.y);
-        real.push(isNum(c.value[i]) ? fmtNum(c.value[i]) : "no value");
-        sym.push(r.y === null ? "x-thin-open" : r.out > 0 ? "triangle-up" : r.out < 0 ? "triangle-down" : "circle");
+        const infeasible = c.feasible && c.feasible[i] === false;   // breaks a constraint: a cross, said on hover
+        real.push(isNum(c.value[i]) ? `${fmtNum(c.value[i])}${infeasible ? " (infeasible)" : ""}` : "no value");
+        sym.push(r.y === null ? "x-thin-open" : r.out > 0 ? "triangle-up" : r.out < 0 ? "triangle-down" : infeasible ? "x" : "circle");
       }
       // SVG, at most PLOT_MAX_POINTS points (pointRows): measured faster in a browser without a GPU than
       // WebGL with every point (1.7 vs 2.2 s to draw the whole page of a 10,000-trial sweep).
@@ -467,7 +513,7 @@ export class SweepView {
     let best = null;
     const order = [...Array(c.n).keys()].sort((a, b) => c.number[a] - c.number[b]);
     for (const i of order) {
-      if (c.state[i] !== "completed" || !isNum(c.value[i])) continue;
+      if (c.state[i] !== "completed" || !isNum(c.value[i]) || (c.feasible && c.feasible[i] === false)) continue;   // never an infeasible best
       if (best === null || better(c.value[i], best)) best = c.value[i];
       bx.push(c.number[i]); by.push(ax.clip(best).y);
     }
@@ -514,7 +560,8 @@ export class SweepView {
     const c = this.cols, s = this.summary.sweep;
     const sign = s.goal === "maximize" ? -1 : 1;
     const idx = [...Array(c.n).keys()];
-    const pick = (state, k, byValue) => idx.filter((i) => c.state[i] === state)
+    const ok = (i) => !(c.feasible && c.feasible[i] === false);   // the best curves are of feasible trials
+    const pick = (state, k, byValue) => idx.filter((i) => c.state[i] === state && (!byValue || ok(i)))
       .sort((a, b) => (byValue ? sign * ((c.value[a] ?? Infinity) - (c.value[b] ?? Infinity)) : c.number[b] - c.number[a]))
       .slice(0, k).map((i) => c.number[i]);
     return [...pick("completed", 5, true), ...pick("running", 3, false), ...pick("pruned", 3, false),

@@ -1,4 +1,4 @@
-// The sweeps list: state, trials by state, best value, budgets spent.
+// The sweeps list: state, trials by state, best value (with several objectives: the front's size), budgets spent.
 import { el, badge, fmtNum, fmtDur, fmtCount, agoEl, getJSON, sweepUrl, trialUrl, setCrumbs, STATES } from "./util.js";
 
 function budgetCell(s) {
@@ -39,10 +39,15 @@ export class SweepsView {
       el("td", {}, badge(s.state)),
       el("td", { text: s.method }),
       el("td", { class: "backend", title: s.address || "", text: s.backend ? (s.address ? `${s.backend} · ${s.address}` : s.backend) : "–" }),
-      el("td", {}, s.metric ? `${s.metric} (${s.goal === "maximize" ? "max" : "min"})` : "–"),
+      el("td", {}, (s.objectives || []).length > 1
+        ? s.objectives.map((o) => `${o.name} (${o.goal === "maximize" ? "max" : "min"})`).join(", ")
+        : s.metric ? `${s.metric} (${s.goal === "maximize" ? "max" : "min"})` : "–"),
       el("td", { class: "num" }, fmtCount(s.trials)),
       el("td", {}, el("div", { class: "counts" }, STATES.filter((k) => s.counts[k]).map((k) =>
         el("span", { class: `badge s-${k}`, title: k }, `${s.counts[k]} ${k.replaceAll("_", " ")}`)))),
+      // Several objectives: the best is the feasible Pareto front (what `sweeplab best` lists), not one value.
+      (s.objectives || []).length > 1 ? el("td", { class: "num front" }, s.front ?
+        el("a", { href: sweepUrl(s.name), title: "trials on the feasible Pareto front" }, `front: ${fmtCount(s.front)} trial${s.front === 1 ? "" : "s"}`) : "–") :
       el("td", { class: "num" }, s.best_trial === null ? "–" :
         el("a", { href: trialUrl(s.name, s.best_trial), title: `trial ${s.best_trial}` }, fmtNum(s.best))),
       el("td", {}, budgetCell(s)),

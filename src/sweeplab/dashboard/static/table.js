@@ -14,10 +14,11 @@ function csvField(v) {
 const PAGE = 50;
 
 export class TrialsTable {
-  constructor(container, { sweep, goal, onSelectionChange }) {
+  constructor(container, { sweep, goal, objectives = [], onSelectionChange }) {
     this.container = container;
     this.sweep = sweep;
     this.goal = goal;
+    this.objectives = objectives;   // [{name, goal}]: with several, a column each and a front-rank column
     this.onSelectionChange = onSelectionChange;
     this.cols = null;
     this.paramNames = [];
@@ -122,7 +123,11 @@ export class TrialsTable {
     const defs = [
       { key: "number", label: "#", num: true, get: (i) => c.number[i] },
       { key: "state", label: "state", get: (i) => c.state[i] },
-      { key: "value", label: "value", num: true, get: (i) => c.value[i] },
+      ...(this.objectives.length > 1 && c.values
+        ? [{ key: "rank", label: "rank", num: true, get: (i) => c.rank[i], title: "front rank among completed feasible trials (1: the Pareto front)" },
+          ...this.objectives.map((o) => ({ key: `o:${o.name}`, label: o.name, num: true, get: (i) => c.values[o.name][i],
+            title: `objective: ${o.goal}` }))]
+        : [{ key: "value", label: "value", num: true, get: (i) => c.value[i] }]),
       ...this.paramNames.map((p) => ({ key: `p:${p}`, label: p, num: true, get: (i) => c.params[p][i] })),
       { key: "attempts", label: "attempts", num: true, get: (i) => c.attempts[i] },
       { key: "duration", label: "duration", num: true, get: dur, fmt: fmtDur },
@@ -169,7 +174,7 @@ export class TrialsTable {
     this.thead.replaceChildren(el("tr", {}, el("th", { title: "draw learning curves" }, "curve"),
       defs.map((d) => el("th", {
         class: `sortable ${d.num ? "num" : ""} ${this.sort.key === d.key ? (this.sort.dir > 0 ? "sorted-asc" : "sorted-desc") : ""}`,
-        dataset: { key: d.key },
+        dataset: { key: d.key }, title: d.title || null,
         onclick: () => {
           this.sort = this.sort.key === d.key ? { key: d.key, dir: -this.sort.dir } : { key: d.key, dir: 1 };
           this.render();
@@ -187,12 +192,15 @@ export class TrialsTable {
           this.selectionTools();
           this.onSelectionChange([...this.selected]);
         } });
-      return el("tr", { dataset: { number: n }, class: n === this.bestNumber ? "best" : "" },
+      const front = c.rank && c.rank[i] === 1;
+      const infeasible = c.feasible && c.feasible[i] === false;
+      return el("tr", { dataset: { number: n }, class: [n === this.bestNumber || front ? "best" : "", infeasible ? "infeasible" : ""].join(" ").trim() },
         el("td", {}, box),
         defs.map((d) => {
           const v = d.get(i);
           if (d.key === "number") return el("td", { class: "num" }, el("a", { href: trialUrl(this.sweep, n), text: String(n) }));
-          if (d.key === "state") return el("td", {}, badge(v));
+          if (d.key === "state") return el("td", {}, badge(v), infeasible ? el("span", { class: "badge infeasible", title: c.reason[i] || "breaks a constraint", text: "infeasible" }) : null);
+          if (d.key === "rank") return el("td", { class: "num", text: v === 1 ? "1 (front)" : fmtNum(v) });
           if (d.key === "reason") return el("td", { class: "reason", title: v || "", text: v || "" });
           return el("td", { class: d.num ? "num" : "", text: d.fmt ? d.fmt(v) : fmtNum(v) });
         }));
