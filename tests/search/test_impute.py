@@ -1,7 +1,9 @@
 """metric.impute: what model-based searchers assume for a failed trial (the `impute` searcher option).
 
-Unset (the default) a failed trial is a FAIL in the Optuna study, which TPE and GP ignore. Set, it is a
-completed trial with the imputed value, marked with the user attribute `sweeplab_imputed`.
+Unset (the default) a failed trial is a FAIL in the Optuna study, which TPE and GP ignore, except one a
+monitor stopped before any finite report (NaN, divergence), which is told as `worst`. Set, it is a completed
+trial with the imputed value, marked with the user attribute `sweeplab_imputed`; `impute: none` ignores even
+the monitor-stopped ones.
 """
 
 from __future__ import annotations
@@ -134,3 +136,26 @@ def test_searchers_without_a_model_accept_and_ignore_impute(method: str) -> None
     space = parse_parameters({"a": {"values": [1, 2]}})
     searcher = make_searcher(method, space, Goal.MINIMIZE, 0, metric="loss", impute="worst")
     assert searcher.ask() is not None
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_without_impute_a_trial_a_monitor_stopped_before_any_value_is_told_as_worst(method: str) -> None:
+    """A diverged trial (the nan rule stopped it at its first report) is a verdict on its configuration: a
+    model that ignored it would keep proposing the region that diverges (benchmarks/time_to_target.py)."""
+    searcher = _searcher(method)
+    asked = _run(searcher, [(TrialState.COMPLETED, 1.0, {}), (TrialState.COMPLETED, 3.0, {}),
+                            (TrialState.STOPPED_BY_RULE, float("nan"), {}), (TrialState.FAILED, None, {})])
+    stopped = _study_trial(searcher, asked[2])
+    assert stopped.state.name == "COMPLETE" and stopped.value == 3.0
+    assert stopped.user_attrs["sweeplab_imputed"] == "worst"
+    assert _study_trial(searcher, asked[3]).state.name == "FAIL"     # a crash is still ignored
+    replayed = _searcher(method)
+    replayed.replay([TrialSnapshot(0, {"x": 0.1, "y": 0.2}, TrialState.STOPPED_BY_RULE),
+                     TrialSnapshot(1, {"x": 0.5, "y": 0.5}, TrialState.COMPLETED, value=2.0)])
+    assert _study_trial(replayed, {"x": 0.1, "y": 0.2}).value == 2.0
+
+
+def test_impute_none_ignores_monitor_stopped_trials_too() -> None:
+    searcher = _searcher(impute="none")
+    asked = _run(searcher, [(TrialState.COMPLETED, 1.0, {}), (TrialState.STOPPED_BY_RULE, float("nan"), {})])
+    assert _study_trial(searcher, asked[1]).state.name == "FAIL"

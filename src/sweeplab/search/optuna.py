@@ -45,7 +45,7 @@ from sweeplab.types import Goal, TrialSnapshot, TrialState
 
 __all__ = ["IMPUTE", "GPSearcher", "NSGA2Searcher", "OptunaSearcher", "TPESearcher", "encode_space"]
 
-IMPUTE = ("worst", "best", "latest")
+IMPUTE = ("worst", "best", "latest", "none")
 _IMPUTED_ATTR = "sweeplab_imputed"   # user attr on an Optuna trial whose value was imputed
 _WITHDRAWN_ATTR = "sweeplab_withdrawn"   # user attr on an asked trial taken back (`withdraw`)
 
@@ -175,7 +175,7 @@ class OptunaSearcher(Searcher):
         self._told: set[int] = set()
         self._worst: float | None = None   # among completed trials (what `impute` draws on)
         self._best: float | None = None
-        self._deferred: list[tuple[Any, dict[int, float]]] = []  # failed, waiting for a value to impute
+        self._deferred: list[tuple[Any, dict[int, float], str]] = []  # failed, waiting for a value to impute
 
     def _decode(self, internal: Mapping[str, Any]) -> dict[str, Any]:
         out = {}
@@ -235,8 +235,9 @@ class OptunaSearcher(Searcher):
         for step, v in steps.items():
             trial.report(v, step)
         TS = self._optuna.trial.TrialState
-        if ostate is TS.FAIL and self._imputes(state):
-            self._tell_imputed(trial, steps)
+        how = self._impute_how(state) if ostate is TS.FAIL else None
+        if how is not None:
+            self._tell_imputed(trial, steps, how)
             return
         self._study.tell(trial, ovalue if ostate is TS.COMPLETE else None, state=ostate)
         if ostate is TS.COMPLETE:
@@ -263,26 +264,35 @@ class OptunaSearcher(Searcher):
         self._study.tell(trial, values, state=ostate)
 
     # ------------------------------------------------------------------ imputation (metric.impute)
-    def _imputes(self, state: TrialState) -> bool:
-        """Whether a trial that ended without a usable value is imputed: it failed, completed without a
-        finite value, or a monitor stopped it before any finite report (pruned/stopped ones are not)."""
-        return self.options.get("impute") is not None and state in (
-            TrialState.FAILED, TrialState.COMPLETED, TrialState.STOPPED_BY_RULE)
+    def _impute_how(self, state: TrialState) -> str | None:
+        """How a trial that ended without a usable value is imputed (None: the model ignores it).
 
-    def _imputed(self, steps: Mapping[int, float]) -> float | None:
+        With `metric.impute` set: a failed trial, one completed without a finite value, or one a monitor
+        stopped before any finite report. Without it, only the last kind, as `worst`: a monitor's stop
+        (NaN, divergence, exploding gradients) is a verdict on the configuration, and a model that ignored
+        it would keep proposing the region that diverges. `impute: none` turns that off too. Pruned trials
+        and crashes without `impute` are not imputed.
+        """
+        how = self.options.get("impute")
+        if how == "none":
+            return None
+        if how is not None:
+            return how if state in (TrialState.FAILED, TrialState.COMPLETED, TrialState.STOPPED_BY_RULE) else None
+        return "worst" if state is TrialState.STOPPED_BY_RULE else None
+
+    def _imputed(self, steps: Mapping[int, float], how: str) -> float | None:
         """worst/best: of the trials completed so far; latest: the trial's last report (else worst).
         None while no trial has completed."""
-        how = self.options.get("impute")
         if how == "latest" and steps:
             return steps[max(steps)]
         return self._best if how == "best" else self._worst
 
-    def _tell_imputed(self, trial: Any, steps: dict[int, float]) -> None:
-        value = self._imputed(steps)
+    def _tell_imputed(self, trial: Any, steps: dict[int, float], how: str) -> None:
+        value = self._imputed(steps, how)
         if value is None:   # nothing completed yet: it stays running (a constant liar's pending trial)
-            self._deferred.append((trial, steps))
+            self._deferred.append((trial, steps, how))
             return
-        trial.set_user_attr(_IMPUTED_ATTR, self.options["impute"])
+        trial.set_user_attr(_IMPUTED_ATTR, how)
         self._study.tell(trial, value)
 
     def _note(self, value: float | None) -> None:
@@ -293,8 +303,8 @@ class OptunaSearcher(Searcher):
         self._best = value if self._best is None or better(value, self._best) else self._best
         self._worst = value if self._worst is None or better(self._worst, value) else self._worst
         deferred, self._deferred = self._deferred, []
-        for trial, steps in deferred:
-            self._tell_imputed(trial, steps)
+        for trial, steps, how in deferred:
+            self._tell_imputed(trial, steps, how)
 
     def _outcome(
         self, state: TrialState, value: float | None, intermediate: Mapping[int, float] | None
@@ -334,12 +344,13 @@ class OptunaSearcher(Searcher):
         if state.is_terminal:
             ostate, ovalue, steps = self._outcome(state, value, intermediate)
             attrs: dict[str, Any] = {}
-            if ostate is TS.FAIL and self._imputes(state):
-                imputed = self._imputed(steps)
+            how = self._impute_how(state) if ostate is TS.FAIL else None
+            if how is not None:
+                imputed = self._imputed(steps, how)
                 if imputed is None:   # imputed once a trial completes
-                    self._deferred.append((self._add_running(params, steps), steps))
+                    self._deferred.append((self._add_running(params, steps), steps, how))
                     return
-                ostate, ovalue, attrs = TS.COMPLETE, imputed, {_IMPUTED_ATTR: self.options["impute"]}
+                ostate, ovalue, attrs = TS.COMPLETE, imputed, {_IMPUTED_ATTR: how}
             frozen = create(state=ostate, value=ovalue, params=self._encode(params),
                             distributions=self._distributions, intermediate_values=steps, user_attrs=attrs,
                             constraints=named if ostate is TS.COMPLETE else None)

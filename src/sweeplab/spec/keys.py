@@ -21,7 +21,7 @@ def _early_terminate_types() -> tuple[str, ...]:
     return tuple(_schedulers.SCHEDULERS)
 
 
-_IMPUTE = ("worst", "best", "latest")
+_IMPUTE = ("worst", "best", "latest", "none")
 
 #: command macros (W&B's); `${envvar:NAME}` is also accepted
 MACROS = (
