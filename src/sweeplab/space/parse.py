@@ -164,7 +164,8 @@ class _Parser:
             cond = self.reference(raw, key)
             for name in names:   # in a group: those under a `when` inside it keep that (narrower) condition
                 self.conditions.setdefault(name, cond)
-        for name in self.conditions:
+        referring = [n for names, _, _ in self.refs for n in names]   # name a `condition:` key if one is on it
+        for name in dict.fromkeys([*referring, *self.conditions]):
             seen = [name]
             parent = self.conditions[name].parent
             while parent in self.conditions or parent == name:

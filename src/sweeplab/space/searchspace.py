@@ -205,8 +205,13 @@ class SearchSpace:
     def contains(self, params: Mapping[str, Any]) -> bool:
         """True when `params` has exactly this space's active names and every value is in its support."""
         if self.conditions:
-            return set(params) == set(self.prune(params)) and all(
-                self.params[n].contains(v) for n, v in params.items())
+            active: dict[str, Any] = {}
+            for name in self.params:
+                if self.is_active(name, active):
+                    if name not in params:
+                        return False
+                    active[name] = params[name]
+            return set(active) == set(params) and all(self.params[n].contains(v) for n, v in params.items())
         return set(params) == set(self.params) and all(
             d.contains(params[n]) for n, d in self.params.items()
         )
