@@ -237,3 +237,14 @@ def test_from_unit_uses_one_coordinate_per_parameter_and_ignores_inactive_ones()
     assert set(adam) == {"lr", "optimizer", "beta1"} and adam["optimizer"] == "adam"
     sgd = space.from_unit([0.5, 0.5, 0.3, 0.7, 0.5])
     assert set(sgd) == {"lr", "optimizer", "momentum", "nesterov"}
+
+
+def test_when_keys_may_be_the_string_form_of_the_values_as_in_json():
+    """A stored spec is JSON, whose keys are strings: `when: {"2": ...}` must mean the int 2 (resume)."""
+    space = parse_parameters({"layers": {"values": [1, 2], "when": {"2": {"w": {"value": 8}}}},
+                              "flag": {"values": [True, False], "when": {"true": {"v": {"value": 1}}}},
+                              "mixed": {"values": [3, "3"], "when": {"3": {"u": {"value": 1}}}}})
+    assert space.conditions["w"] == Condition("layers", (2,))
+    assert space.conditions["v"] == Condition("flag", (True,))
+    assert space.conditions["u"] == Condition("mixed", ("3",))   # the string itself wins
+    assert _error({"layers": {"values": [1, 2], "when": {"3": {"w": {"value": 8}}}}}).key == "parameters.layers.when.3"

@@ -14,6 +14,7 @@ Two keys extend W&B's grammar with conditional parameters (docs/spec.md, "Condit
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -54,6 +55,22 @@ _ALL_KEYS = sorted({"distribution", "parameters", "when", "condition"}
 _CONDITIONAL_KEYS = ("when", "condition")   # sweeplab's, not W&B's: conditional parameters
 _POSITIVE_VALUES = {"log_uniform_values", "q_log_uniform_values", "inv_log_uniform_values"}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+_MISSING: Any = object()
+
+
+def _when_value(dist: Distribution, written: Any) -> Any:
+    """The parent's value a `when` key stands for: the key itself, or (JSON keys being strings, as in a
+    stored spec) the one non-string value whose JSON or str() form it is (`"2"` for 2, `"true"` for True)."""
+    if dist.contains(written):
+        return written
+    if isinstance(written, str):
+        matches = [v for v in dist.grid_values() or [] if not isinstance(v, str)
+                   and written in (json.dumps(v), str(v))]
+        if len(matches) == 1:
+            return matches[0]
+    return _MISSING
 
 
 class _Parser:
@@ -148,10 +165,11 @@ class _Parser:
         if not isinstance(raw, Mapping) or not raw:
             raise self.error("when must map values of the parameter to parameters", key, value=raw,
                              expected="a mapping like {sgd: {momentum: {min: 0.0, max: 0.99}}}")
-        for value, block in raw.items():
-            where = f"{key}.{value}"
-            if not dist.contains(value):
-                raise self.error(f"{_short(value)} is not a value of {parent!r}", where, value=value,
+        for written, block in raw.items():
+            where = f"{key}.{written}"
+            value = _when_value(dist, written)
+            if value is _MISSING:
+                raise self.error(f"{_short(written)} is not a value of {parent!r}", where, value=written,
                                  expected=f"one of {_short(list(dist.grid_values() or []), 200)}")
             if block is None or (isinstance(block, Mapping) and not block):
                 continue   # a value with no parameters of its own, written for completeness
