@@ -138,3 +138,14 @@ def test_a_conditional_sweep_resumes_from_a_history_with_absent_parameters(cli, 
         # first model-based one: n_startup_trials is 10); later ones may see a different set of trials
         # still running when asked (the resumed driver asks while its workers start), as without conditions
         assert ordered[:11] == expected[:11]
+
+
+def test_resume_refuses_a_spec_whose_conditions_differ(cli):
+    """Moving a parameter to another branch changes the search space even if no distribution changed."""
+    spec = _setup(cli, "grid", "budget: {trials: 3}\n")
+    cli("sweep", str(spec), "--name", "c", "--workers", "1", "-q", check=True)
+    moved = cli.spec("moved", spec.read_text().replace("      adam:\n        beta1", "      rmsprop:\n        beta1"))
+    cp = cli("resume", "c", "--spec", str(moved), "--trials", "6", "-q")
+    assert cp.returncode == 2, (cp.stdout, cp.stderr)
+    assert "parameters.beta1: differs from sweep 'c'" in cp.stderr
+    assert len(cli.status("c")["trials"]) == 3
