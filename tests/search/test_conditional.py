@@ -97,7 +97,7 @@ def test_tpe_asks_define_by_run_with_grouped_multivariate_tpe() -> None:
     assert searcher.study.sampler._group is True and searcher.study.sampler._multivariate is True
     asked = drive(searcher, 40)
     for trial, params in zip(searcher.study.trials, asked):
-        assert set(trial.distributions) == set(params) - {"optimizer"} | {"optimizer"}   # only the active ones
+        assert set(trial.distributions) == set(params)   # only the active ones
         assert set(trial.params) == set(params)
     # the model phase learns the structure: the better branch (sgd) and its momentum near 0.9
     late = asked[20:]
