@@ -15,6 +15,7 @@ Arms, the same trial budget and seeds, run interleaved per seed in one process:
                       multivariate, group=True)
     optuna tpe        the peer: an Optuna objective written define-by-run, `TPESampler(seed=seed)` (the
                       defaults a user writes)
+    optuna tpe grouped   the same with `multivariate=True, group=True`, the options sweeplab chooses
     sweeplab random   the floor: random search over the same conditional space
 Prints, per arm, the mean best error after 1/3, 2/3 and all trials (spread over seeds) and the ratio of
 sweeplab's mean best to Optuna's (<= 1 means sweeplab is at least as good). Writes nothing.
@@ -137,11 +138,14 @@ def run_sweeplab(method: str, task: Task, trials: int, seed: int) -> tuple[list[
     return curve, overhead
 
 
-def run_optuna(task: Task, trials: int, seed: int) -> tuple[list[float], float]:
+def run_optuna(task: Task, trials: int, seed: int, **sampler: Any) -> tuple[list[float], float]:
+    import warnings
+
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed), direction="minimize")
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed, **sampler), direction="minimize")
     curve: list[float] = []
     fits = [0.0]
     def objective(trial: Any) -> float:
@@ -159,6 +163,7 @@ def run_optuna(task: Task, trials: int, seed: int) -> tuple[list[float], float]:
 ARMS: dict[str, Callable[[Task, int, int], tuple[list[float], float]]] = {
     "sweeplab tpe": lambda task, n, seed: run_sweeplab("tpe", task, n, seed),
     "optuna tpe": run_optuna,
+    "optuna tpe grouped": lambda task, n, seed: run_optuna(task, n, seed, multivariate=True, group=True),
     "sweeplab random": lambda task, n, seed: run_sweeplab("random", task, n, seed),
 }
 
