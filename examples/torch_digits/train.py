@@ -7,6 +7,7 @@ gradient norm of the epoch, which the `exploding` monitor watches). A diverging 
 here: its NaN or exploding values are logged as they are and the sweep's monitors stop it.
 
     sweeplab sweep examples/torch_digits/sweep.yaml
+    sweeplab sweep examples/torch_digits/sweep_conditional.yaml      # optimizer and model-family choices
     sweeplab run examples/torch_digits/train.py:train lr=0.05 --config examples/torch_digits/config.yaml
 """
 
@@ -44,6 +45,37 @@ def build_model(hidden: int, layers: int, activation: str = "leaky_relu"):
     return nn.Sequential(*blocks, nn.Linear(width, 10))
 
 
+def build_cnn(channels: int, kernel: int):
+    """A small CNN over the 8x8 images: conv, ReLU, 2x2 max-pool, linear."""
+    from torch import nn
+
+    return nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, channels, kernel, padding=kernel // 2),
+                         nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(channels * 16, 10))
+
+
+def model_from(config):
+    """The model a config asks for. `model.family` (sweep_conditional.yaml) chooses mlp or cnn, each with
+    its own parameters (only the chosen family's are in the config); without it, the MLP of config.yaml."""
+    model = config.model
+    if model.get("family", "mlp") == "cnn":
+        return build_cnn(int(model.channels), int(model.kernel))
+    return build_model(int(model.hidden), int(model.layers), str(model.get("activation", "leaky_relu")))
+
+
+def optimizer_from(config, parameters):
+    """`optimizer` (sweep_conditional.yaml) chooses sgd (momentum, nesterov) or adam (beta1, beta2); each
+    one's parameters are in the config only when it is chosen. Without it, SGD as in config.yaml."""
+    import torch
+
+    lr, decay = float(config.lr), float(config.get("weight_decay", 0.0))
+    if config.get("optimizer", "sgd") == "adam":
+        return torch.optim.Adam(parameters, lr=lr, betas=(float(config.beta1), float(config.beta2)),
+                                weight_decay=decay)
+    momentum = float(config.momentum)
+    return torch.optim.SGD(parameters, lr=lr, momentum=momentum, weight_decay=decay,
+                           nesterov=bool(config.get("nesterov", False)) and momentum > 0)
+
+
 def train(config, run):
     import torch
     from torch import nn
@@ -55,9 +87,8 @@ def train(config, run):
     torch.manual_seed(seed)
     strategy = sweeplab.torch.strategy()
     train_set, val_set = load_data(int(config.data.split_seed))
-    model = build_model(int(config.model.hidden), int(config.model.layers), str(config.model.activation))
-    optimizer = torch.optim.SGD(model.parameters(), lr=float(config.lr), momentum=float(config.momentum),
-                                weight_decay=float(config.weight_decay))
+    model = model_from(config)
+    optimizer = optimizer_from(config, model.parameters())
     model, optimizer = strategy.setup(model, optimizer)
 
     epochs = 2 if run.smoke else int(config.epochs)

@@ -60,6 +60,7 @@ def check_config_combinations(spec: Any, resolve: Callable[[dict[str, Any]], dic
     for combo in combos:
         params = dict(fixed)
         params.update(dict(zip(choices, combo)))
+        params = {n: params[n] for n in spec.space.prune(params)}   # a conditional space: the active ones
         try:
             coerce(resolve(params), schema)
         except ConfigError as exc:

@@ -93,3 +93,23 @@ def test_torch_digits_ddp_runs_unchanged_on_the_ray_backend(tmp_path: Path):
     assert t["state"] == "completed" and t["value"] is not None and 0 < t["metrics"]["val_acc"] <= 1
     logs = [p.name for p in (tmp_path / "store" / "logs" / "rayddp").iterdir()]
     assert any("rank1" in name for name in logs), logs   # the second rank was a process of its own
+
+
+def test_torch_digits_conditional_trials_get_only_their_choices_parameters(tmp_path: Path):
+    """sweep_conditional.yaml: each trial holds the parameters of its optimizer and model family only,
+    and trains with them (one epoch each: the example's own config, overridden)."""
+    for module in ("torch", "sklearn"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"needs {module}")
+    spec = EXAMPLES / "torch_digits" / "sweep_conditional.yaml"
+    cp = run_cli(tmp_path, "sweep", str(spec), "--trials", "6", "--name", "cond", "-q", "epochs=1")
+    assert cp.returncode == 0, f"exit {cp.returncode}\n{cp.stdout}\n{cp.stderr}"
+    st = json.loads(run_cli(tmp_path, "status", "cond", "--json").stdout)
+    assert len(st["trials"]) == 6
+    own = {"sgd": {"momentum", "nesterov"}, "adam": {"beta1", "beta2"},
+           "mlp": {"model.hidden", "model.layers", "model.activation"}, "cnn": {"model.channels", "model.kernel"}}
+    for t in st["trials"]:
+        p = t["params"]
+        assert set(p) == {"lr", "optimizer", "model.family"} | own[p["optimizer"]] | own[p["model.family"]], p
+        assert t["state"] in ("completed", "pruned"), t
+    assert {t["params"]["model.family"] for t in st["trials"]} == {"mlp", "cnn"}

@@ -128,6 +128,7 @@ def _resume_target(row: Any, spec: Any, backend: Optional[str], address: Optiona
 def _check_compatible(old: Any, new: Any, spec_file: Path, sweep: str) -> None:
     """Only budgets, early stopping, monitors, resources and trial policy may change on resume."""
     same = [("parameters", old.space.params, new.space.params), ("method", old.method, new.method),
+            ("parameters", old.space.conditions, new.space.conditions),
             ("metric", (old.metric.name, old.metric.goal), (new.metric.name, new.metric.goal)),
             ("function", old.function, new.function), ("program", old.program, new.program),
             ("command", old.command, new.command)]

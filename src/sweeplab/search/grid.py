@@ -1,4 +1,7 @@
-"""Grid search: every combination once, in W&B's order (parameters sorted by name, last fastest)."""
+"""Grid search: every combination once, in W&B's order (parameters sorted by name, last fastest).
+
+A conditional space is enumerated as a tree: each parent before its children, an inactive parameter
+skipped, so only valid combinations come out, each once."""
 
 from __future__ import annotations
 
@@ -34,6 +37,8 @@ class GridSearcher(SequentialSearcher):
         self.size = 1
         for _, values in self._axes:
             self.size *= len(values)
+        if space.conditional:   # a tree product: only the valid combinations (SearchSpace.grid_point)
+            self.size = space.grid_size() or 0
         self._tried: set[str] = set()
 
     def replay(self, history: Sequence[TrialSnapshot]) -> None:
@@ -54,6 +59,8 @@ class GridSearcher(SequentialSearcher):
     def point(self, k: int) -> dict[str, Any] | None:
         if k >= self.size:
             return None
+        if self.space.conditional:
+            return copy.deepcopy(self.space.grid_point(k))
         chosen: dict[str, Any] = {}
         for name, values in reversed(self._axes):
             k, i = divmod(k, len(values))

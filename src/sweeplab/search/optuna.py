@@ -87,6 +87,17 @@ def encode_space(space: SearchSpace) -> dict[str, _Axis]:
     return {name: _axis(space.params[name]) for name in space.searchable}
 
 
+def _suggest(trial: Any, name: str, dist: Any) -> Any:
+    """`trial.suggest_*` for one of the Optuna distributions `_axis` builds (define-by-run asking)."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    if isinstance(dist, CategoricalDistribution):
+        return trial.suggest_categorical(name, dist.choices)
+    if isinstance(dist, IntDistribution):
+        return trial.suggest_int(name, dist.low, dist.high, step=dist.step, log=dist.log)
+    return trial.suggest_float(name, dist.low, dist.high, step=dist.step, log=dist.log)
+
+
 def _key(params: Mapping[str, Any]) -> str:
     return json.dumps(dict(params), sort_keys=True, default=repr)
 
@@ -184,13 +195,41 @@ class OptunaSearcher(Searcher):
         return copy.deepcopy(out)  # never hand out the space's own (mutable) values
 
     def _encode(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        if self.space.conditional:   # only the active parameters (`_add` gives Optuna their distributions)
+            return {name: axis.encode(params[name]) for name, axis in self._axes.items() if name in params}
         return {name: axis.encode(params[name]) for name, axis in self._axes.items()}
+
+    def _active_distributions(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The Optuna distributions of the parameters a trial with `params` has."""
+        if not self.space.conditional:
+            return self._distributions
+        return {name: d for name, d in self._distributions.items() if name in params}
+
+    def _ask_tree(self, trial: Any) -> dict[str, Any]:
+        """Define-by-run: suggest the parameters of a conditional space one by one, parents first, each
+        only when its condition holds, so the sampler sees which ones a trial has (TPE with group=True
+        models each such group of parameters jointly)."""
+        out: dict[str, Any] = {}
+        for name, dist in self.space.params.items():
+            if not self.space.is_active(name, out):
+                continue
+            if isinstance(dist, Constant):
+                out[name] = dist.value
+                continue
+            axis = self._axes[name]
+            out[name] = axis.decode(_suggest(trial, name, axis.distribution))
+        return copy.deepcopy(out)
 
     def ask(self) -> dict[str, Any]:
         # the driver's number for the new trial: the study's trials but the withdrawn ones
         number = len(self._study.get_trials(deepcopy=False)) - self._withdrawn
         if not _reseed(self._study.sampler, self.seed, number):
             self._study.sampler = self.make_sampler(_ask_seed(self.seed, number, "sampler"))
+        if self.space.conditional:
+            trial = self._study.ask()
+            params = self._ask_tree(trial)
+            self._pending.setdefault(_key(params), []).append(trial)
+            return params
         trial = self._study.ask(self._distributions)
         params = self._decode(trial.params)
         self._pending.setdefault(_key(params), []).append(trial)
@@ -338,7 +377,7 @@ class OptunaSearcher(Searcher):
         if state.is_terminal and self.multi_objective:
             ostate, values = self._values(state, value)
             self._study.add_trial(create(state=ostate, values=values, params=self._encode(params),
-                                         distributions=self._distributions,
+                                         distributions=self._active_distributions(params),
                                          constraints=named if ostate is TS.COMPLETE else None))
             return
         if state.is_terminal:
@@ -352,8 +391,8 @@ class OptunaSearcher(Searcher):
                     return
                 ostate, ovalue, attrs = TS.COMPLETE, imputed, {_IMPUTED_ATTR: how}
             frozen = create(state=ostate, value=ovalue, params=self._encode(params),
-                            distributions=self._distributions, intermediate_values=steps, user_attrs=attrs,
-                            constraints=named if ostate is TS.COMPLETE else None)
+                            distributions=self._active_distributions(params), intermediate_values=steps,
+                            user_attrs=attrs, constraints=named if ostate is TS.COMPLETE else None)
             self._study.add_trial(frozen)
             if ostate is TS.COMPLETE and not attrs:
                 self._note(ovalue)
@@ -363,7 +402,8 @@ class OptunaSearcher(Searcher):
     def _add_running(self, params: Mapping[str, Any], steps: dict[int, float]) -> Any:
         """Add a running trial to the study; returns a handle to tell it later."""
         frozen = self._optuna.trial.create_trial(state=self._optuna.trial.TrialState.RUNNING,
-                                                 params=self._encode(params), distributions=self._distributions,
+                                                 params=self._encode(params),
+                                                 distributions=self._active_distributions(params),
                                                  intermediate_values=steps)
         self._study.add_trial(frozen)
         self._note_generation()
@@ -528,6 +568,8 @@ class TPESearcher(OptunaSearcher):
             seed=self.seed if seed is None else seed,
             constant_liar=True,
             multivariate=self.options.get("multivariate", self.space.dimension >= 2),
+            # a conditional space: model each set of parameters that occur together (define-by-run asks)
+            group=self.space.conditional and self.options.get("multivariate", self.space.dimension >= 2),
             n_startup_trials=self.options.get("n_startup_trials", 10),
         )
 

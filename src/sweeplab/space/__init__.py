@@ -18,7 +18,8 @@ their `_values` twins take the values themselves.
 
 The package, one concern a module: `values` (plain values, quantising), `discrete` and `continuous` (the
 distributions), `kinds` (each by its W&B name), `searchspace` (`SearchSpace`: sampling, grid enumeration,
-unit encoding; `unflatten`), `parse` (`parse_parameters`).
+unit encoding, conditions; `unflatten`), `parse` (`parse_parameters`, incl. the conditional `when` and
+`condition` keys).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from sweeplab.space.continuous import (
 from sweeplab.space.discrete import Categorical, CategoricalWithProbabilities, Constant, Distribution, IntUniform
 from sweeplab.space.kinds import KINDS
 from sweeplab.space.parse import parse_parameters
-from sweeplab.space.searchspace import SearchSpace, unflatten
+from sweeplab.space.searchspace import Condition, SearchSpace, unflatten
 from sweeplab.space.values import quantize
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "Beta",
     "Categorical",
     "CategoricalWithProbabilities",
+    "Condition",
     "Constant",
     "Distribution",
     "IntUniform",

@@ -26,21 +26,49 @@ def wandb_args(params: Mapping[str, Any], parameters: Any = None) -> dict[str, A
     if not isinstance(parameters, Mapping):
         return flat
     out = _nest(parameters, flat, "")
+    known = _top_names(parameters)
     for name, value in flat.items():   # names the raw mapping does not know (overrides): as written
-        if not any(name == k or name.startswith(k + ".") for k in parameters):
+        if not any(name == k or name.startswith(k + ".") for k in known):
             out[name] = value
     return out
 
 
-def _nest(block: Mapping[str, Any], flat: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+def _nest(block: Mapping[str, Any], flat: Mapping[str, Any], prefix: str,
+          conditional: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, node in block.items():
         path = f"{prefix}{name}"
         if isinstance(node, Mapping) and isinstance(node.get("parameters"), Mapping):
-            out[str(name)] = _nest(node["parameters"], flat, f"{path}.")
+            inner = conditional or "condition" in node
+            group = _nest(node["parameters"], flat, f"{path}.", inner)
+            if group or not inner:   # an inactive conditional group is absent
+                out[str(name)] = group
         elif path in flat:
             out[str(name)] = flat[path]
+        for branch in _when_blocks(node):   # conditional parameters are siblings of their parent
+            for key, value in _nest(branch, flat, prefix, True).items():
+                if isinstance(value, dict) and isinstance(out.get(key), dict):
+                    out[key].update(value)
+                else:
+                    out[key] = value
     return out
+
+
+def _when_blocks(node: Any) -> list[Mapping[str, Any]]:
+    """The parameter blocks of a parameter's `when` (sweeplab's conditional parameters), if any."""
+    when = node.get("when") if isinstance(node, Mapping) else None
+    if not isinstance(when, Mapping):
+        return []
+    return [b for b in when.values() if isinstance(b, Mapping)]
+
+
+def _top_names(block: Mapping[str, Any]) -> set[str]:
+    """The names a `parameters` block declares at its level, `when` children included."""
+    names = {str(k) for k in block}
+    for node in block.values():
+        for branch in _when_blocks(node):
+            names |= _top_names(branch)
+    return names
 
 
 def args_json(params: Mapping[str, Any], parameters: Any = None) -> str:

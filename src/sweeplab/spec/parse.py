@@ -207,7 +207,7 @@ class _SpecParser(_WandbWarnings, _Limits):
                 if dist.grid_values() is None:
                     raise self.error(
                         f"grid search needs a finite set of values, but parameter {name!r} is {dist.kind}",
-                        _param_key(raw, name),
+                        space.keys.get(name) or _param_key(raw, name),
                         expected="value, values, an int_uniform or a q_uniform range",
                         hint="use values: [...] or method: random",
                     )

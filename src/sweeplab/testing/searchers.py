@@ -8,6 +8,8 @@ Use it from a test module by subclassing (pytest collects the `Test*` subclass):
         pass
 
 Override `make` to test a wrapper, or the `method` fixture to restrict the methods.
+`ConditionalSearcherContract` runs the same suite over a conditional space (`when` and `condition`,
+nested three deep): every suggestion holds exactly the active parameters.
 """
 
 from __future__ import annotations
@@ -23,7 +25,15 @@ from sweeplab.search.base import Searcher
 from sweeplab.space import SearchSpace, parse_parameters
 from sweeplab.types import Goal, TrialSnapshot, TrialState
 
-__all__ = ["CONTRACT_PARAMETERS", "SearcherContract", "objective"]
+__all__ = [
+    "CONDITIONAL_GRID_SIZE",
+    "CONDITIONAL_PARAMETERS",
+    "CONTRACT_PARAMETERS",
+    "ConditionalSearcherContract",
+    "SearcherContract",
+    "conditional_objective",
+    "objective",
+]
 
 # discrete enough for grid (3 * 4 * 3 * 2 = 72 combinations), varied enough for the others
 CONTRACT_PARAMETERS: dict[str, Any] = {
@@ -38,6 +48,32 @@ CONTRACT_PARAMETERS: dict[str, Any] = {
     "epochs": {"value": 2},
 }
 
+# a conditional space, finite for grid: optimizer (adam: 5 beta1 | sgd: 3 momentum x 2 nesterov x 2 decay |
+# rmsprop: 2 decay) = 19, times depth 3, times model (mlp: 1 layer | 2 layers x 2 widths; tree: 2) = 5
+CONDITIONAL_PARAMETERS: dict[str, Any] = {
+    "depth": {"min": 1, "max": 3},
+    "optimizer": {
+        "values": ["adam", "sgd", "rmsprop"],
+        "when": {
+            "sgd": {"momentum": {"values": [0.0, 0.5, 0.9]}, "nesterov": {"values": [True, False]}},
+            "adam": {"beta1": {"distribution": "q_uniform", "min": 0.75, "max": 1.0, "q": 0.05}},
+        },
+    },
+    "decay": {"values": [0.0, 0.1], "condition": {"param": "optimizer", "in": ["sgd", "rmsprop"]}},
+    "model": {
+        "parameters": {
+            "family": {
+                "values": ["mlp", "tree"],
+                "when": {
+                    "mlp": {"layers": {"values": [1, 2], "when": {2: {"width2": {"values": [8, 16]}}}}},
+                    "tree": {"leaves": {"values": [{"min": 2}, None]}},
+                },
+            },
+        }
+    },
+}
+CONDITIONAL_GRID_SIZE = 19 * 3 * 5
+
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
@@ -46,6 +82,23 @@ def objective(params: dict[str, Any]) -> float:
     name = params["optimizer.name"]
     bonus = 0.0 if name == "adam" else 0.5 if name is None else 0.25
     return (params["depth"] - 2) ** 2 + abs(params["dropout"] - 0.2) + bonus + params["optimizer.momentum"]
+
+
+def conditional_objective(params: dict[str, Any]) -> float:
+    """A deterministic objective over CONDITIONAL_PARAMETERS; raises KeyError if an active one is missing."""
+    opt = params["optimizer"]
+    loss = (params["depth"] - 2) ** 2
+    if opt == "sgd":
+        loss += abs(params["momentum"] - 0.9) + (0.1 if params["nesterov"] else 0.0) + params["decay"]
+    elif opt == "adam":
+        loss += abs(params["beta1"] - 0.9) + 0.2
+    else:
+        loss += 0.5 + params["decay"]
+    if params["model.family"] == "mlp":
+        loss += 0.3 if params["model.layers"] == 1 else abs(params["model.width2"] - 16) / 16
+    else:
+        loss += 0.4 if params["model.leaves"] is None else 0.1
+    return loss
 
 
 def _plain(value: Any) -> bool:
@@ -60,6 +113,10 @@ class SearcherContract:
     """Behaviour every searcher shows, whatever its method."""
 
     steps = 12
+    parameters: dict[str, Any] = CONTRACT_PARAMETERS
+
+    def objective(self, params: dict[str, Any]) -> float:
+        return objective(params)
 
     @pytest.fixture(params=[m for m in METHODS if m not in DEFINE_BY_RUN])   # those: tests/optuna
     def method(self, request: pytest.FixtureRequest) -> str:
@@ -69,7 +126,7 @@ class SearcherContract:
 
     @pytest.fixture
     def space(self) -> SearchSpace:
-        return parse_parameters(CONTRACT_PARAMETERS)
+        return parse_parameters(self.parameters)
 
     def make(self, method: str, space: SearchSpace, seed: int | None = 0, **options: Any) -> Searcher:
         return make_searcher(method, space, Goal.MINIMIZE, seed, **options)
@@ -82,7 +139,7 @@ class SearcherContract:
             if params is None:
                 break
             seen.append(params)
-            searcher.tell(number, params, TrialState.COMPLETED, objective(params))
+            searcher.tell(number, params, TrialState.COMPLETED, self.objective(params))
         return seen
 
     def test_every_suggestion_is_in_the_space_and_plain(self, method: str, space: SearchSpace) -> None:
@@ -93,7 +150,7 @@ class SearcherContract:
             searcher.close()
         assert len(suggestions) == self.steps
         for params in suggestions:
-            assert list(params) == list(space.params)
+            assert list(params) == list(space.prune(params))   # space order; no inactive parameter
             assert space.contains(params), params
             assert _plain(list(params.values())), params
 
@@ -126,7 +183,7 @@ class SearcherContract:
             full = self.run(whole, 8)
             k = 5
             history = [
-                TrialSnapshot(number=i, params=p, state=TrialState.COMPLETED, value=objective(p))
+                TrialSnapshot(number=i, params=p, state=TrialState.COMPLETED, value=self.objective(p))
                 for i, p in enumerate(full[:k])
             ]
             resumed.replay(history)
@@ -184,9 +241,19 @@ class SearcherContract:
             for number in range(self.steps):
                 params = searcher.ask()
                 assert params is not None
-                if isinstance(params["optimizer.name"], dict):
-                    params["optimizer.name"]["nesterov"] = "mutated"
+                for value in params.values():
+                    if isinstance(value, dict):
+                        value["nesterov"] = "mutated"
                 searcher.tell(number, params, TrialState.FAILED, None)
-            assert space == parse_parameters(CONTRACT_PARAMETERS)
+            assert space == parse_parameters(self.parameters)
         finally:
             searcher.close()
+
+
+class ConditionalSearcherContract(SearcherContract):
+    """The same contract over CONDITIONAL_PARAMETERS: suggestions hold exactly the active parameters."""
+
+    parameters = CONDITIONAL_PARAMETERS
+
+    def objective(self, params: dict[str, Any]) -> float:
+        return conditional_objective(params)
