@@ -201,12 +201,7 @@ def sweep(
     shown = Progress(progress)
     runner = _Runner(the_spec, store=store, workers=workers, backend=backend, address=address, name=name,
                      overrides=overrides, on_progress=shown.update)
-    handle = Sweep(runner.name, runner.store_root, runner=runner)
-    if background:
-        runner.start_thread()
-    else:
-        runner.run()
-    return handle
+    return runner.launch(background)
 
 
 def load(name: str, *, store: str | Path | None = None) -> Sweep:
@@ -276,6 +271,15 @@ class _Runner:
             raise
         finally:
             self.close()
+
+    def launch(self, background: bool) -> Sweep:
+        """Run the sweep here (blocking) or in a thread; the handle either way."""
+        handle = Sweep(self.name, self.store_root, runner=self)
+        if background:
+            self.start_thread()
+        else:
+            self.run()
+        return handle
 
     def start_thread(self) -> None:
         import threading

@@ -98,7 +98,7 @@ def optimize(
     The sweep is an ordinary sweep of the store: `sweeplab resume NAME` continues it after a crash
     (completed trials kept, running ones rerun, up to `n_trials` in total), the dashboard shows it.
     """
-    from sweeplab.api import Sweep, _Runner
+    from sweeplab.api import _Runner
     from sweeplab.notebook import Progress, target_of
     from sweeplab.search.optuna_objective import StudySettings, open_study, study_dir, write_settings
     from sweeplab.spec import parse_spec
@@ -134,12 +134,7 @@ def optimize(
                      on_note=on_note)
     if imported:
         _seed_store(runner, imported, n_trials, source=getattr(study, "study_name", "an Optuna study"))
-    handle = Sweep(runner.name, runner.store_root, runner=runner)
-    if background:
-        runner.start_thread()
-    else:
-        runner.run()
-    return handle
+    return runner.launch(background)
 
 
 def _check_importable(target: str, python_path: Sequence[str]) -> None:
