@@ -1,5 +1,6 @@
 """The notebook-friendly Python API: `sl.sweep` (blocking and background handles), `sl.load`, the handle's
-reads (best, pareto, trials(), metrics(), status()), and the importability check of trial functions."""
+reads (best, pareto, trials(), metrics(), status()), and how trial functions reach worker processes
+(by name, or by value for notebook cells, closures and lambdas)."""
 
 from __future__ import annotations
 
@@ -73,14 +74,49 @@ def test_bad_input_raises_before_anything_is_written(tmp_path, trials_module):
         sl.load("nope", store=tmp_path / "st")
 
 
-def test_a_notebook_function_is_refused_with_the_fix(monkeypatch):
+def test_a_function_workers_cannot_import_by_name_is_shipped_by_value(tmp_path, monkeypatch):
+    """A notebook cell's function (in a kernel's __main__, no __file__), a closure and a lambda run in real
+    worker processes: written by value into the store's functions/ directory and loaded from there."""
     notebook = types.ModuleType("__main__")          # a kernel's __main__: no __file__
     monkeypatch.setitem(sys.modules, "__main__", notebook)
-    exec("def train(config, run):\n    return {'loss': 0.0}\n", notebook.__dict__)
+    exec("import math\n"
+         "def train(config, run):\n"
+         "    run.log({'loss': math.fabs(config['x'] - 1.5)}, step=0)\n"
+         "    return {'loss': math.fabs(config['x'] - 1.5)}\n", notebook.__dict__)
     with pytest.raises(sl.UserError, match=r"'train' is defined in a notebook.*trials\.py.*from trials import train"):
-        target_of(notebook.train)
-    with pytest.raises(sl.UserError, match="lambda"):
-        target_of(lambda config: 0.0)
+        target_of(notebook.train)                                  # by name: impossible, as before
+    sweep = sl.sweep(_spec(), fn=notebook.train, store=tmp_path / "st", workers=2, name="cell")
+    assert sweep.outcome.exit_code == 0 and sweep.status()["counts"] == {"completed": 4}
+    assert sweep.best["value"] == pytest.approx(0.5)
+    shipped = list((tmp_path / "st" / "functions").glob("*.pkl"))
+    assert len(shipped) == 1
+
+    offset = 2.0                                                   # a closure over a local
+    def nested(config, run):
+        return {"loss": config["x"] + offset}
+    assert sl.sweep(_spec(), fn=nested, store=tmp_path / "st", workers=1).best["value"] == pytest.approx(3.0)
+    assert sl.sweep(_spec(), fn=lambda config: {"loss": -config["x"]}, store=tmp_path / "st",
+                    workers=1).best["value"] == pytest.approx(-2.0)
+
+
+def test_what_cannot_be_shipped_is_refused_with_the_fix_and_foreign_pickles_are_not_loaded(tmp_path):
+    import pickle
+    import threading
+
+    from sweeplab.backends.targets import load_target
+
+    lock = threading.Lock()
+    def holds_a_lock(config, run):
+        with lock:
+            return {"loss": 0.0}
+    with pytest.raises(sl.UserError, match=r"cannot be sent to worker processes.*from trials import holds_a_lock"):
+        sl.sweep(_spec(), fn=holds_a_lock, store=tmp_path / "st")
+    assert not (tmp_path / "st").exists()                          # nothing written for bad input
+    foreign = tmp_path / "functions" / "evil.pkl"                  # a pickle sweeplab did not write
+    foreign.parent.mkdir()
+    foreign.write_bytes(pickle.dumps(print))
+    with pytest.raises(ValueError, match="not a function sweeplab shipped by value"):
+        load_target(f"{foreign}:print")
 
 
 def test_a_script_or_a_module_off_the_working_directory_is_named_by_its_file(trials_module):

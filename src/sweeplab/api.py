@@ -182,24 +182,27 @@ def sweep(
     """Run a sweep from Python with the CLI's driver, backends, store and guarantees; returns its handle.
 
     spec         a spec file, a spec mapping (as YAML would load it) or a `SweepSpec`
-    fn           the trial function (a function importable by worker processes, or "module:function");
-                 replaces the spec's `function`/`program`
+    fn           the trial function, or "module:function"; replaces the spec's `function`/`program`.
+                 A function of a module is imported by name in the workers; one defined in a notebook cell
+                 (or a lambda, a nested function) is shipped by value (cloudpickle, into the store)
     trials       override budget.trials
     background   return at once; the sweep runs in a thread (`handle.wait()`, `handle.stop()`)
     progress     a live progress line (default: in Jupyter only)
 
-    Bad input (spec, config files, a trial function that workers cannot import) raises before anything is
-    written. Blocking, Ctrl-C stops the sweep as in the CLI (resumable with `sweeplab resume NAME`).
+    Bad input (spec, config files, a trial function that cannot be sent to workers) raises before the
+    sweep is created. Blocking, Ctrl-C stops the sweep as in the CLI (resumable with `sweeplab resume NAME`).
     """
-    from sweeplab.notebook import Progress
+    from sweeplab.notebook import Progress, shipped_target
+    from sweeplab.store import default_store_dir
 
-    the_spec = _as_spec(spec, function=None if fn is None else _target(fn))
+    root = Path(store) if store is not None else default_store_dir()
+    the_spec = _as_spec(spec, function=None if fn is None else shipped_target(fn, root))
     if trials is not None:
         import dataclasses
 
         the_spec = the_spec.with_overrides(budget=dataclasses.replace(the_spec.budget, trials=trials))
     shown = Progress(progress)
-    runner = _Runner(the_spec, store=store, workers=workers, backend=backend, address=address, name=name,
+    runner = _Runner(the_spec, store=root, workers=workers, backend=backend, address=address, name=name,
                      overrides=overrides, on_progress=shown.update)
     return runner.launch(background)
 
@@ -218,12 +221,6 @@ def load(name: str, *, store: str | Path | None = None) -> Sweep:
     finally:
         st.close()
     return Sweep(name, root)
-
-
-def _target(fn: Callable[..., Any] | str) -> str:
-    from sweeplab.notebook import target_of
-
-    return target_of(fn)
 
 
 class _Runner:

@@ -1,10 +1,13 @@
 """Notebook support for the Python API: a live progress line in Jupyter, and the check that a trial
 function can be imported by worker processes.
 
-Worker processes are fresh interpreters: they import the trial function by name (`module:function`), they
-never receive the function object. A function defined in a notebook cell lives in `__main__` of the
-kernel, which no other process can import, so `sl.sweep(fn=...)` refuses it with the fix: put it in a
-`.py` file next to the notebook and import it from there.
+Worker processes are fresh interpreters: they import a trial function by name (`module:function`) when
+it lives in a module. A function no other process can import by name (defined in a notebook cell, in the
+interactive interpreter, a lambda or a nested function) is shipped by value instead: `shipped_target`
+writes it with cloudpickle into the store (`functions/<digest>.pkl`, sweeplab's own file) and the workers
+load it from there; the modules it uses (numpy, torch, your own) must still be importable by the workers.
+What cloudpickle cannot serialise (an open file, a lock, a live connection captured by the function) is a
+UserError with the fix: move the function into a `.py` file next to the notebook and import it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from sweeplab.errors import UserError
 
-__all__ = ["Progress", "in_notebook", "target_of"]
+__all__ = ["Progress", "in_notebook", "shipped_target", "target_of"]
 
 
 def in_notebook() -> bool:
@@ -29,6 +32,42 @@ def in_notebook() -> bool:
     except Exception:
         return False
     return shell is not None and hasattr(shell, "kernel")
+
+
+def shipped_target(fn: Any, store_root: str | os.PathLike[str], what: str = "trial function") -> str:
+    """The target naming `fn` for worker processes: `target_of(fn)` when it can be imported by name, else
+    `fn` written by value (cloudpickle) into `<store_root>/functions/<digest>.pkl`, named `<file>:<name>`."""
+    try:
+        return target_of(fn, what)
+    except UserError:
+        if isinstance(fn, str) or not callable(fn):
+            raise
+    import hashlib
+
+    try:
+        import cloudpickle
+    except ImportError as exc:   # a core dependency: only a broken install gets here
+        raise UserError(f"{what} {getattr(fn, '__qualname__', fn)!r} is defined where workers cannot import "
+                        "it, and cloudpickle (which ships it by value) is not installed: pip install "
+                        "cloudpickle") from exc
+    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "function"
+    try:
+        blob = cloudpickle.dumps(fn)
+    except Exception as exc:   # cloudpickle raises many kinds (TypeError, PicklingError, ...)
+        raise UserError(f"{what} {qualname!r} cannot be sent to worker processes ({type(exc).__name__}: {exc}):"
+                        f" it captures something that cannot be serialised; move it into a .py file next to "
+                        f"the notebook (e.g. trials.py), then `from trials import {qualname.rsplit('.', 1)[-1]}`"
+                        ) from exc
+    directory = os.path.join(os.fspath(store_root), "functions")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, hashlib.sha256(blob).hexdigest()[:24] + ".pkl")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in qualname.rsplit(".", 1)[-1]) or "function"
+    return f"{os.path.abspath(path)}:{name}"
 
 
 def target_of(fn: Any, what: str = "trial function") -> str:

@@ -73,6 +73,23 @@ def test_define_by_run_objective_with_conditional_params_pruning_and_user_attrs(
     assert sweep.best["value"] == pytest.approx(best)
 
 
+def test_an_objective_defined_in_a_notebook_cell_or_a_closure_runs_in_the_workers(workdir):
+    """No module to import it from: it is shipped by value (cloudpickle, into the store) like sl.sweep's."""
+    scale = 3.0
+
+    def objective(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        trial.set_user_attr("pid", os.getpid())
+        return scale * x
+
+    sweep = sl.optimize(objective, n_trials=4, workers=2, store=workdir / "st", seed=0, progress=False)
+    frame = sweep.trials()
+    assert list(frame["state"]) == ["completed"] * 4
+    assert all(v == pytest.approx(scale * x) for v, x in zip(frame["value"], frame["params.x"], strict=True))
+    assert os.getpid() not in set(frame["metrics.user_attrs.pid"])                 # ran in worker processes
+    assert list((workdir / "st" / "functions").glob("*.pkl"))
+
+
 def test_a_failing_objective_fails_its_trial_with_its_params_and_the_study_agrees(workdir):
     sweep = sl.optimize("objectives:fails", n_trials=1, workers=1, store=workdir / "st", retries=1)
     row = sweep.trials().loc[0]

@@ -43,6 +43,8 @@ def _load_target(target: str, python_path: list[str] | tuple[str, ...]) -> Calla
     module_part, _, attr = target.rpartition(":")
     if not module_part or not attr:
         raise ValueError(f"function {target!r} must look like 'package.module:function' or 'file.py:function'")
+    if module_part.endswith(".pkl"):   # a function shipped by value (sweeplab.notebook.shipped_target)
+        return _load_shipped(module_part)
     if module_part.endswith(".py") or os.sep in module_part or "/" in module_part:
         path = str(Path(module_part).resolve())
         module = _module_cache.get(path)
@@ -62,6 +64,25 @@ def _load_target(target: str, python_path: list[str] | tuple[str, ...]) -> Calla
     if fn is None or not callable(fn):
         raise AttributeError(f"{module_part} has no function {attr!r}")
     return fn
+
+
+def _load_shipped(path: str) -> Callable[..., Any]:
+    """A function sweeplab wrote by value: only a `functions/<digest>.pkl` whose bytes have that digest is
+    unpickled (sweeplab's own file, unchanged), never another pickle a spec might name."""
+    import hashlib
+
+    with open(path, "rb") as f:
+        blob = f.read()
+    p = Path(path)
+    if p.parent.name != "functions" or hashlib.sha256(blob).hexdigest()[:24] != p.stem:
+        raise ValueError(f"{path} is not a function sweeplab shipped by value (functions/<sha256>.pkl); "
+                         "name trial functions as 'module:function' or 'file.py:function'")
+    import cloudpickle
+
+    fn = cloudpickle.loads(blob)
+    if not callable(fn):
+        raise TypeError(f"{path} does not hold a function")
+    return fn  # type: ignore[no-any-return]
 
 
 def seed_everything(seed: int) -> None:

@@ -99,12 +99,13 @@ def optimize(
     (completed trials kept, running ones rerun, up to `n_trials` in total), the dashboard shows it.
     """
     from sweeplab.api import _Runner
-    from sweeplab.notebook import Progress, target_of
+    from sweeplab.notebook import Progress, shipped_target
     from sweeplab.search.optuna_objective import StudySettings, open_study, study_dir, write_settings
     from sweeplab.spec import parse_spec
     from sweeplab.store import Store, default_store_dir
 
-    target = target_of(objective, "objective")
+    root = Path(store) if store is not None else default_store_dir()
+    target = shipped_target(objective, root, "objective")
     python_path = [os.getcwd()]
     _check_importable(target, python_path)
     if study is not None:
@@ -115,7 +116,6 @@ def optimize(
     base = name or target.rpartition(":")[2].rpartition(".")[2] or "optuna"
     spec = parse_spec(optuna_spec(base, n_trials, direction=direction, seed=seed, workers=workers,
                                   retries=retries, timeout=timeout), file="<optimize>", base_dir=Path.cwd())
-    root = Path(store) if store is not None else default_store_dir()
     from sweeplab.api import unique_name
 
     st = Store.open(root)

@@ -53,7 +53,8 @@ _OUR_KEYS = (
 )
 _TOP_KEYS = (*_WANDB_KEYS, *_OUR_KEYS, *_IGNORED_KEYS)
 
+#: 'pkg.module:fn', 'file.py:fn', or a function sweeplab shipped by value ('<store>/functions/<digest>.pkl:fn')
 _FUNCTION = re.compile(
-    r"^(?:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[^:]*\.py)"
+    r"^(?:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[^:]*\.py|[^:]*functions[/\\][0-9a-f]{24}\.pkl)"
     r":[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$"
 )
