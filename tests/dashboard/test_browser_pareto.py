@@ -105,6 +105,8 @@ def test_api_carries_objectives_rank_feasibility_front_and_hypervolume(sweeps, m
     assert summary["constraints"] == [{"metric": "memory_gb", "max": 16}]
     assert summary["front"] == listed["mo"]["front"] == len(front)
     assert hv["hypervolume"] and len(hv["trials"]) == len(hv["hypervolume"]) and len(hv["reference"]) == 2
+    volumes = hv["hypervolume"]   # one reference for the whole series: it never goes down
+    assert all(b >= a for a, b in itertools.pairwise(volumes)), volumes
     # one objective, no constraint: none of the new fields
     assert not {"values", "rank", "feasible"} & set(single) and "front" not in listed["single"]
 
