@@ -240,10 +240,11 @@ class ObjectiveSearcher(Searcher):
         self._next += 1
         return {}
 
-    def tell(self, number: int, params: Mapping[str, Any], state: TrialState, value: float | None,
-             intermediate: Mapping[int, float] | None = None) -> None:
-        if state.is_terminal:
-            self._finish(number, state, value)
+    def tell(self, number: int, params: Mapping[str, Any], state: TrialState,
+             value: float | Sequence[float | None] | None, intermediate: Mapping[int, float] | None = None,
+             constraints: Sequence[float] | None = None) -> None:
+        if state.is_terminal:   # one objective on this path: `value` is a number or None
+            self._finish(number, state, value if not isinstance(value, Sequence) else None)
 
     def _finish(self, number: int, state: TrialState, value: float | None) -> None:
         """End Optuna trial of sweeplab trial `number` as sweeplab ended it (no-op if already ended)."""

@@ -258,7 +258,7 @@ def hypervolume_series(store: Store, name: str) -> dict[str, Any]:
         "SELECT data FROM events WHERE sweep_id=? AND kind='hypervolume' ORDER BY id", (sweep["id"],))]
     reference = rows[-1].get("reference") if rows else None
     goals = [g for _, g in _objectives(_loads(sweep["spec"], {}), sweep)]
-    volumes = []
+    volumes: list[float | None] = []
     for data in rows:
         points = data.get("points")
         if data.get("reference") != reference and isinstance(points, list) and reference and goals:
