@@ -177,9 +177,16 @@ def full_config(task: Task, params: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+class _Config(SimpleNamespace):
+    """What the examples' train functions read for the peers: attributes and `.get`, as sweeplab's Config."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default)
+
+
 def namespace(value: Any) -> Any:
     if isinstance(value, dict):
-        return SimpleNamespace(**{k: namespace(v) for k, v in value.items()})
+        return _Config(**{k: namespace(v) for k, v in value.items()})
     return value
 
 
