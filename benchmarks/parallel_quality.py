@@ -29,8 +29,6 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,19 +36,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from search_quality import Problem as Task
 from search_quality import branin, hartmann6, xgboost_problem
 
 from sweeplab.search import make_searcher
 from sweeplab.space import parse_parameters
 from sweeplab.types import Goal, TrialState
-
-
-@dataclass(frozen=True)
-class Task:
-    name: str
-    parameters: dict[str, Any]
-    objective: Callable[[dict[str, Any]], float]
-    optimum: float | None
 
 
 def rosenbrock4(p: dict[str, Any]) -> float:
