@@ -25,6 +25,8 @@ NEEDS = {"xgboost_diabetes": ["xgboost", "sklearn"], "torch_digits": ["torch", "
 NEEDS |= {"lightning_digits": ["lightning", "sklearn"], "transformers_digits": ["transformers", "sklearn"],
           "keras_digits": ["keras", "torch", "sklearn"]}
 SPECS = sorted(p for p in EXAMPLES.glob("*/sweep*.yaml"))
+# run in smoke size by a dedicated test below, which checks more of its result: not run twice
+DEDICATED = {EXAMPLES / "torch_digits" / "sweep_multiobjective.yaml"}
 
 
 def test_every_known_example_has_a_sweep_spec():
@@ -38,7 +40,10 @@ def run_cli(tmp: Path, *args: str, timeout: float = 300) -> subprocess.Completed
                           capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=[f"{p.parent.name}/{p.stem}" for p in SPECS])
+SMOKE = [p for p in SPECS if p not in DEDICATED]
+
+
+@pytest.mark.parametrize("spec", SMOKE, ids=[f"{p.parent.name}/{p.stem}" for p in SMOKE])
 def test_example_runs_in_smoke_mode(spec: Path, tmp_path: Path):
     for module in NEEDS.get(spec.parent.name, []):
         if importlib.util.find_spec(module) is None:
