@@ -18,14 +18,16 @@ Runs, all in this process and in the same run (interleaved by seed):
                    non-dominated rank of (accuracy, size) within the rung (the rule without
                    early_terminate.metric); pruned trials stop training and are not on the front.
                    (sweeplab:bayes+asha-primary, on request: judged on accuracy alone, early_terminate.metric.)
-                   Compute: the epochs each run had trained when its hypervolume first reached 99% of
-                   the final hypervolume of sweeplab:bayes with the same seed (the +asha runs go on, up
-                   to 3x the trials, until they reach it).
+                   Compute = epochs trained. Each +asha run goes on (same seed as sweeplab:bayes) until
+                   it has spent the plain run's compute (trials x 9 epochs) and reached 99% of the plain
+                   run's final hypervolume, or has spent twice that compute.
 
 Reported per problem and run: mean hypervolume of the final front over seeds (and its spread), the ratio to
-the best Optuna run, the epochs trained (all of them), and for digits the epochs each run needed to reach
-99% of sweeplab:bayes's final hypervolume. Hypervolume is sweeplab.pareto.hypervolume (checked against
-Optuna's in tests/pareto).
+the best Optuna run and the epochs trained; for the +asha runs against sweeplab:bayes with the same seed:
+the hypervolume each had after the same compute (a third, half and all of the plain run's epochs), and the
+epochs each needed to reach 99% of sweeplab:bayes's final hypervolume (the hypervolume column of a +asha
+run is the one it had after the plain run's compute). Hypervolume is sweeplab.pareto.hypervolume (checked
+against Optuna's in tests/pareto).
 """
 
 from __future__ import annotations
@@ -231,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
                     h, e = RUNS[r](problem, seed, trials)
                 if r == "sweeplab:bayes":
                     target = TARGET * h
+                if "+asha" in r:   # compared at equal compute
+                    h = hv_at(TRACE, trials * problem.steps)
                 to_target[r].append(epochs_to(TRACE, target) if target is not None and TRACE else None)
                 traces[r].append(list(TRACE))
                 cpu[r] += time.process_time() - t0
