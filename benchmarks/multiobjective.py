@@ -18,19 +18,22 @@ Runs, all in this process and in the same run (interleaved by seed):
                    non-dominated rank of (accuracy, size) within the rung (the rule without
                    early_terminate.metric); pruned trials stop training and are not on the front.
                    (sweeplab:bayes+asha-primary, on request: judged on accuracy alone, early_terminate.metric.)
-                   Compute: the epochs each run had trained when its hypervolume first reached 99% of
-                   the final hypervolume of sweeplab:bayes with the same seed (the +asha runs go on, up
-                   to 3x the trials, until they reach it).
+                   Compute = epochs trained. Each +asha run goes on (same seed as sweeplab:bayes) until
+                   it has spent the plain run's compute (trials x 9 epochs) and reached 99% of the plain
+                   run's final hypervolume, or has spent twice that compute.
 
 Reported per problem and run: mean hypervolume of the final front over seeds (and its spread), the ratio to
-the best Optuna run, the epochs trained (all of them), and for digits the epochs each run needed to reach
-99% of sweeplab:bayes's final hypervolume. Hypervolume is sweeplab.pareto.hypervolume (checked against
-Optuna's in tests/pareto).
+the best Optuna run and the epochs trained; for the +asha runs against sweeplab:bayes with the same seed:
+the hypervolume each had after the same compute (a third, half and all of the plain run's epochs), and the
+epochs each needed to reach 99% of sweeplab:bayes's final hypervolume (the hypervolume column of a +asha
+run is the one it had after the plain run's compute). Hypervolume is sweeplab.pareto.hypervolume (checked
+against Optuna's in tests/pareto).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 import warnings
@@ -105,9 +108,9 @@ def _go_on(step: int, values: tuple[float, float]) -> bool:
 
 def run_sweeplab(problem: Problem, method: str, seed: int, trials: int, asha: str | None = None,
                  until: float | None = None, **options: Any) -> tuple[float, int]:
-    """(hypervolume after `trials` trials, epochs trained). With `until`: keep going (up to 3x the
-    trials) until the hypervolume reaches `until`; the epochs are then those it took (the compute).
-    TRACES collects (epochs so far, hypervolume) after each trial, by run key."""
+    """(hypervolume after `trials` trials, epochs trained). With `until` (the +asha runs): keep going
+    until the run has spent the compute of `trials` full trials and its hypervolume reached `until`, or
+    it has spent twice that compute. TRACE collects (epochs so far, hypervolume) after each trial."""
     space = parse_parameters(problem.parameters)
     goals = tuple(g.value for g in problem.goals)
     searcher = make_searcher(method, space, problem.goals[0], seed, prefetch=False, goals=goals, **options)
@@ -118,9 +121,12 @@ def run_sweeplab(problem: Problem, method: str, seed: int, trials: int, asha: st
         if asha == "rank":
             scheduler.judge_by_rank(problem.goals, ("acc", "size"))
     front: list[tuple[float, float]] = []
-    epochs = 0
-    for k in range(trials if until is None else 3 * trials):
-        if until is not None and front and hypervolume(front, problem.goals, problem.reference) >= until:
+    epochs, budget, k = 0, trials * problem.steps, 0
+    while True:
+        hv = hypervolume(front, problem.goals, problem.reference)
+        if until is None and k >= trials:
+            break
+        if until is not None and epochs >= budget and (hv >= until or epochs >= 2 * budget):
             break
         params = searcher.ask()
 
@@ -137,7 +143,8 @@ def run_sweeplab(problem: Problem, method: str, seed: int, trials: int, asha: st
         if values is not None:
             front.append(values)
         TRACE.append((epochs, hypervolume(front, problem.goals, problem.reference)))
-    return hypervolume(front, problem.goals, problem.reference), epochs
+        k += 1
+    return hv, epochs
 
 
 TRACE: list[tuple[int, float]] = []   # the last sweeplab run: (epochs so far, hypervolume) after each trial
@@ -146,6 +153,14 @@ TRACE: list[tuple[int, float]] = []   # the last sweeplab run: (epochs so far, h
 def epochs_to(trace: list[tuple[int, float]], target: float) -> int | None:
     """The compute (epochs) a run had spent when its hypervolume first reached `target`."""
     return next((e for e, h in trace if h >= target), None)
+
+
+def hv_at(trace: list[tuple[int, float]], epochs: float) -> float:
+    """The hypervolume a run had once it had spent at most `epochs` (its compute so far)."""
+    return max((h for e, h in trace if e <= epochs), default=0.0)
+
+
+SHARES = (1 / 3, 1 / 2, 1.0)   # equal-compute points: shares of the plain run's compute (trials full trials)
 
 
 def run_optuna(problem: Problem, sampler: str, seed: int, trials: int) -> tuple[float, int]:
@@ -206,18 +221,22 @@ def main(argv: list[str] | None = None) -> int:
         work: dict[str, list[int]] = {r: [] for r in runs}
         cpu: dict[str, float] = dict.fromkeys(runs, 0.0)
         to_target: dict[str, list[int | None]] = {r: [] for r in runs}   # epochs to 99% of bayes's final hv
+        traces: dict[str, list[list[tuple[int, float]]]] = {r: [] for r in runs}
         for seed in seeds:   # interleaved: a noisy neighbour slows every run alike
             for r in runs:
                 t0 = time.process_time()
                 TRACE.clear()
                 target = TARGET * hv["sweeplab:bayes"][-1] if hv.get("sweeplab:bayes") else None
-                if "+asha" in r and target is not None:   # same seed: until the target hypervolume
-                    h, e = RUNS[r](problem, seed, trials, until=target)  # type: ignore[call-arg]
+                if "+asha" in r:   # same seed: the plain run's compute, and on until the target hypervolume
+                    h, e = RUNS[r](problem, seed, trials, until=-math.inf if target is None else target)  # type: ignore[call-arg]
                 else:
                     h, e = RUNS[r](problem, seed, trials)
                 if r == "sweeplab:bayes":
                     target = TARGET * h
+                if "+asha" in r:   # compared at equal compute
+                    h = hv_at(TRACE, trials * problem.steps)
                 to_target[r].append(epochs_to(TRACE, target) if target is not None and TRACE else None)
+                traces[r].append(list(TRACE))
                 cpu[r] += time.process_time() - t0
                 hv[r].append(h)
                 work[r].append(e)
@@ -231,15 +250,25 @@ def main(argv: list[str] | None = None) -> int:
             ratio = f"{mean / best_peer:.3f}" if best_peer else "-"
             print(f"{r:<22}{mean:>14.6g}{spread:>10.3g}{ratio:>16}{statistics.mean(work[r]):>9.0f}{cpu[r]:>8.1f}")
         base = to_target.get("sweeplab:bayes")
+        budget = trials * problem.steps
         for r in (r for r in runs if "+asha" in r and base):
+            print(f"{r} vs sweeplab:bayes at equal compute (epochs; {budget} = {trials} full trials), "
+                  "mean hypervolume (seeds ahead):")
+            for share in SHARES:
+                mine = [hv_at(t, share * budget) for t in traces[r]]
+                plain = [hv_at(t, share * budget) for t in traces["sweeplab:bayes"]]
+                ahead = sum(a > b for a, b in zip(mine, plain))
+                print(f"  {share * budget:>6.0f} epochs: {statistics.mean(mine):.1f} vs {statistics.mean(plain):.1f}"
+                      f" ({statistics.mean(mine) / statistics.mean(plain):.3f}x, {ahead}/{len(mine)} seeds ahead)")
             pairs = [(a, b) for a, b in zip(to_target[r], base or []) if b]
             reached = [(a, b) for a, b in pairs if a is not None]
             ratio = (f"{statistics.mean(a for a, _ in reached) / statistics.mean(b for _, b in reached):.2f}x"
                      if reached else "-")
-            print(f"{r}: reached {TARGET:.0%} of sweeplab:bayes's final hypervolume in {len(reached)}/"
-                  f"{len(pairs)} seeds, with {ratio} the epochs sweeplab:bayes needed to reach it "
-                  f"({statistics.mean(a for a, _ in reached) if reached else float('nan'):.0f} vs "
-                  f"{statistics.mean(b for _, b in reached) if reached else float('nan'):.0f})")
+            print(f"  reached {TARGET:.0%} of sweeplab:bayes's final hypervolume in {len(reached)}/"
+                  f"{len(pairs)} seeds (within {2 * budget} epochs), with {ratio} the epochs sweeplab:bayes "
+                  f"needed ({statistics.mean(a for a, _ in reached) if reached else float('nan'):.0f} vs "
+                  f"{statistics.mean(b for _, b in reached) if reached else float('nan'):.0f}); per seed "
+                  f"{[a for a, _ in pairs]} vs {[b for _, b in pairs]}")
     return 0
 
 

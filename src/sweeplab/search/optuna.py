@@ -543,14 +543,29 @@ def _windowed_tpe(optuna: Any) -> type:
                 super().__init__(*args, **kwargs)
                 self._sweeplab_window = window
                 self._sweeplab_best = _BestCache()
+                self._sweeplab_gamma = kwargs.get("gamma")
 
             def _sample(self, study: Any, trial: Any, search_space: Any) -> Any:
                 if len(study.directions) == 1:
                     study = _WindowView(study, self._sweeplab_window, self._sweeplab_best)
+                elif self._sweeplab_gamma is None:   # several objectives, Optuna's default split
+                    self._gamma = _valued_gamma(study, optuna)
                 return super()._sample(study, trial, search_space)
 
         cls = _WINDOWED[id(optuna)] = WindowedTPESampler
     return cls
+
+
+def _valued_gamma(study: Any, optuna: Any) -> Any:
+    """Multi-objective TPE's split with early stopping: the "good" group is the best tenth of the trials
+    that have values (COMPLETE), not a tenth of all finished trials.
+
+    Optuna counts pruned trials in the size of the good group (`ceil(0.1 * n)`) but can rank only completed
+    ones with several objectives (a pruned trial has no values), so with ASHA pruning most trials the good
+    group swallowed half the completed trials and TPE stopped telling good regions from mediocre ones.
+    Pruned trials still count: they are in the other group, which marks their regions as bad."""
+    complete = len(study._get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,), use_cache=True))
+    return lambda n: math.ceil(0.1 * min(n, complete))
 
 
 class TPESearcher(OptunaSearcher):
