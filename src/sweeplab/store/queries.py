@@ -248,13 +248,15 @@ def _trial_rows(store: Store, sweep_id: int, where: str = "", args: Sequence[Any
 _ACTIVE = ("queued", "running")
 
 
-def _latest_rows(store: Store, sweep_id: int, limit: int) -> list[sqlite3.Row]:
-    """The sweep's `limit` newest trials (by number) and every queued or running one, by number: index
-    seeks whose cost follows `limit` and the number of workers, not the size of the sweep."""
+def _latest_rows(store: Store, sweep_id: int, limit: int, goal: Goal) -> list[sqlite3.Row]:
+    """The sweep's `limit` newest trials (by number), every queued or running one and the best one, by
+    number: index seeks whose cost follows `limit` and the number of workers, not the size of the sweep."""
     latest = _trial_rows(store, sweep_id, tail="ORDER BY number DESC LIMIT ?", args=(max(0, limit),))
     active = _trial_rows(store, sweep_id, f"AND state IN ({','.join('?' * len(_ACTIVE))})", _ACTIVE,
                          tail="")   # (ordered by number, SQLite would walk every trial in number order)
-    by_number = {r["number"]: r for r in (*latest, *active)}
+    best = _trial_rows(store, sweep_id, f"AND id = ({_best_sql(store, goal, 't.sweep_id=?')})", (sweep_id,),
+                       tail="")
+    by_number = {r["number"]: r for r in (*latest, *active, *best)}
     return [by_number[n] for n in sorted(by_number)]
 
 
@@ -349,9 +351,10 @@ def sweep_status(store: Store, name: str, limit: int | None = None) -> dict[str,
     """The sweep (as in `list_sweeps`) and all of its trials, by number. With several objectives each trial
     has "values" and "rank" (1: on the feasible Pareto front); with constraints, "feasible".
 
-    With `limit`, only the `limit` newest trials and every queued or running one (still by number; the
-    sweep's "trials" and "counts" count them all), and "omitted": how many trials were left out. With one
-    objective its cost then does not grow with the sweep (ranks over several objectives need every trial).
+    With `limit`, only the `limit` newest trials, every queued or running one and the best one (with several
+    objectives: the whole feasible Pareto front), still by number (the sweep's "trials" and "counts" count
+    them all), and "omitted": how many trials were left out. With one objective its cost then does not grow
+    with the sweep (ranks over several objectives need every trial).
     """
     sweep = _sweep_or_raise(store, name)
     objectives = _objectives(_loads(sweep["spec"], {}), sweep)
@@ -360,13 +363,12 @@ def sweep_status(store: Store, name: str, limit: int | None = None) -> dict[str,
         rows = _trial_rows(store, sweep["id"])
         ranks = _ranks(rows, objectives)
     else:
-        rows = _latest_rows(store, sweep["id"], limit)
+        rows = _latest_rows(store, sweep["id"], limit, _goal(sweep))
         ranks = [None] * len(rows)
     pairs = list(zip(rows, ranks))
     if limit is not None and len(objectives) > 1:
-        keep = {r["number"] for r in rows[-limit:] if limit > 0} | {r["number"] for r in rows
-                                                                    if r["state"] in _ACTIVE}
-        pairs = [(r, rank) for r, rank in pairs if r["number"] in keep]
+        keep = {r["number"] for r in rows[-limit:] if limit > 0}
+        pairs = [(r, rank) for r, rank in pairs if r["number"] in keep or rank == 1 or r["state"] in _ACTIVE]
     out: dict[str, Any] = {"sweep": _sweep_dict(store, sweep),
                            "trials": [_trial_dict(r, names, rank) for r, rank in pairs]}
     if limit is not None:
