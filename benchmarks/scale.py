@@ -108,24 +108,41 @@ def driver_windows(trials: int, method: str, windows: list[tuple[int, int]]) -> 
 STEPS, KEYS = 10, 4   # each trial of the read stores logs KEYS metrics at each of STEPS steps
 
 
-def fill(store_dir: Any, trials: int) -> tuple[float, list[float]]:
-    """A real random sweep of `trials` logging trials into `store_dir` (as a user's sweep fills a store):
-    (wall seconds, each attempt's end time in order)."""
-    import sys
+def fill(store_dir: Any, trials: int) -> tuple[float, list[tuple[float, int]]]:
+    """A real random sweep of `trials` logging trials into `store_dir` (as a user's sweep fills a store),
+    2 workers: (wall seconds, [(driver-process CPU seconds, trials ended)] at each progress update)."""
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from overhead import sweep
-
+    from sweeplab.backends.local import LocalBackend, plan_slots
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
     from sweeplab.store import Store
 
     trial = f"{Path(__file__).resolve().parent / '_scale_trial.py'}:logged"
-    wall, _driver, _ = sweep(trial, trials, method="random", store_dir=store_dir, name="scale",
-                             config={"steps": STEPS})
-    store = Store.open(store_dir, readonly=True)
-    ends = [r[0] for r in store.conn.execute("SELECT ended FROM attempts ORDER BY ended")]
+    spec = parse_spec({"function": trial, "method": "random", "seed": 0, "budget": {"trials": trials},
+                       "metric": {"name": "loss", "goal": "minimize"},
+                       "parameters": {"x": {"min": 0.0, "max": 1.0}}}, file="<benchmark>")
+    samples: list[tuple[float, int]] = []
+
+    def progress(p: Any) -> None:
+        samples.append((time.process_time(), sum(n for s, n in p.counts.items() if s not in ("queued", "running"))))
+
+    store = Store.open(store_dir)
+    driver = Driver(spec, store, LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[])), sweep_name="scale",
+                    overrides=[f"steps={STEPS}"], on_progress=progress)
+    driver.create(spec_path=None)
+    t0 = time.perf_counter()
+    driver.run()
+    wall = time.perf_counter() - t0
     store.close()
-    return wall, ends
+    return wall, samples
+
+
+def cpu_per_trial(samples: list[tuple[float, int]], lo: int, hi: int) -> float:
+    """Driver CPU ms per trial between the progress updates nearest to `lo` and `hi` trials ended."""
+    a = min(samples, key=lambda s: abs(s[1] - lo))
+    b = min(samples, key=lambda s: abs(s[1] - hi))
+    return (b[0] - a[0]) / max(1, b[1] - a[1]) * 1000
 
 
 def store_bytes(store_dir: Any) -> tuple[int, int, int]:
@@ -215,16 +232,15 @@ def reads(big: int, repeats: int) -> None:
 
     with tempfile.TemporaryDirectory() as d:
         dirs = {n: Path(d) / f"s{n}" for n in (100, big)}
-        ends: list[float] = []
+        samples: list[tuple[float, int]] = []
         for n, path in dirs.items():
-            wall, ends = fill(path, n)   # the big sweep's, in the end
+            wall, samples = fill(path, n)   # the big sweep's, in the end
             print(f"filled a {n}-trial store: a real random sweep, {STEPS} steps x {KEYS} metrics per trial, "
                   f"{wall:.1f} s")
-        w = min(200, big // 5)
-        first = (ends[w - 1] - ends[0]) / (w - 1) * 1000
-        last = (ends[-1] - ends[-w]) / (w - 1) * 1000
-        print(f"driver (random, 2 workers, logging trials): {first:.2f} ms per trial over trials 0-{w}, "
-              f"{last:.2f} ms over {big - w}-{big} ({last / first:.2f}x; wall time)")
+        w = min(500, big // 5)
+        first, last = cpu_per_trial(samples, 20, 20 + w), cpu_per_trial(samples, big - w, big)
+        print(f"driver CPU per trial (random, 2 workers, logging trials): {first:.2f} ms over trials 20-{20 + w}, "
+              f"{last:.2f} ms over {big - w}-{big} ({last / first:.2f}x)")
 
         points, metric_bytes, file_bytes = store_bytes(dirs[big])
         print(f"store size: {metric_bytes / points * 1e6 / 2**20:.1f} MiB per million metric points in the "

@@ -143,3 +143,20 @@ def test_an_older_store_gets_the_index_when_a_writer_opens_it(tmp_path: Path) ->
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     conn.close()
     assert "trials_sweep_best" in names
+
+
+def test_rung_values_take_the_same_few_queries_on_a_sweep_ten_times_as_large(stores: dict[int, Path]) -> None:
+    """The dashboard's importance reads each ended trial's value at the rung in one query, not one per trial."""
+    counts = {}
+    for n, root in stores.items():
+        store = Store.open(root, readonly=True)
+        statements: list[str] = []
+        store.conn.set_trace_callback(statements.append)
+        got = q.rung_values(store, "s", "loss")
+        store.conn.set_trace_callback(None)
+        store.close()
+        counts[n] = len(statements)
+        done = range(n - 2)   # the last two still run
+        assert got["step"] == 2 and got["number"] == list(done)
+        assert got["value"] == pytest.approx([(k * 7919 % 1000) / 1000 + 2 for k in done])
+    assert counts[500] == counts[50] <= 6, counts

@@ -510,14 +510,15 @@ def rung_values(store: Store, name: str, key: str) -> dict[str, Any]:
     lasts = sorted((r["last"] for r in rows), reverse=True)
     step = lasts[(len(lasts) + 1) // 2 - 1]
     keep = [r for r in rows if r["last"] >= step]
+    # One query for every kept trial's value at the rung (an index seek each), not a query per trial.
+    at_rung = dict(store.conn.execute(
+        "SELECT j.value, (SELECT m.value FROM metrics m WHERE m.trial_id=j.value AND m.key=? AND m.step<=? "
+        "AND m.value IS NOT NULL ORDER BY m.step DESC, m.attempt DESC, m.rowid DESC LIMIT 1) FROM json_each(?) j",
+        (key, step, json.dumps([r["id"] for r in keep])),
+    ).fetchall())
     number, state, value = [], [], []
     for r in keep:
-        got = store.conn.execute(
-            "SELECT value FROM metrics WHERE trial_id=? AND key=? AND step<=? AND value IS NOT NULL "
-            "ORDER BY step DESC, attempt DESC, rowid DESC LIMIT 1",
-            (r["id"], key, step),
-        ).fetchone()
-        v = _num(got[0]) if got else None
+        v = _num(at_rung.get(r["id"]))
         if v is not None:
             number.append(r["number"])
             state.append(r["state"])
