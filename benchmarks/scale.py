@@ -145,6 +145,52 @@ def cpu_per_trial(samples: list[tuple[float, int]], lo: int, hi: int) -> float:
     return (b[0] - a[0]) / max(1, b[1] - a[1]) * 1000
 
 
+def write_steps(big: int) -> tuple[float, float]:
+    """SQLite VM steps per trial of the writes the driver makes for one trial (through the Store API: the
+    trial added, its attempt and events, STEPS batches of KEYS metrics with its last step, its end), at trial
+    100 and at trial `big` of one store: the write path's cost, free of this machine's load."""
+    import tempfile
+    from pathlib import Path
+
+    from sweeplab.store import Store
+
+    with tempfile.TemporaryDirectory() as d:
+        s = Store.open(Path(d))
+        sid = s.create_sweep(name="w", method="random", metric="loss", goal="minimize", spec={}, spec_path=None,
+                             seed=0)
+        steps = [0]
+
+        def tick() -> int:
+            steps[0] += 1
+            return 0
+
+        def trial(n: int) -> None:
+            with s.transaction():
+                tid = s.add_trial(sid, n, {"x": n}, {"x": n}, seed=n, state="running", started=1.0, attempts=1)
+                s.add_attempt(tid, 1, started=1.0)
+                s.add_event(sid, "trial_started", f"trial {n}", trial_id=tid, attempt=1)
+            for step in range(STEPS):
+                with s.transaction():
+                    s.add_metrics(tid, 1, [(step, key, 0.5, 1.0) for key in ("loss", "val_loss", "acc", "lr")])
+                    s.update_trial(tid, last_step=step)
+            with s.transaction():
+                s.update_attempt(tid, 1, state="completed", ended=2.0)
+                s.update_trial(tid, state="completed", value=(n * 7919 % 1000) / 1000, ended=2.0, metrics={"x": 1})
+                s.add_event(sid, "trial_ended", f"trial {n}", trial_id=tid, attempt=1)
+
+        out = []
+        for n in range(big + 10):
+            if n in (100, big):
+                steps[0] = 0
+                s.conn.set_progress_handler(tick, 1)
+            trial(n)
+            if n in (109, big + 9):
+                s.conn.set_progress_handler(None, 1)
+                out.append(steps[0] / 10)
+        s.close()
+    return out[0], out[1]
+
+
 def store_bytes(store_dir: Any) -> tuple[int, int, int]:
     """(metric points, bytes of the metrics table + its index, bytes of the whole database file)."""
     import sqlite3
@@ -242,6 +288,10 @@ def reads(big: int, repeats: int) -> None:
         first, last = cpu_per_trial(samples, 20, 20 + w), cpu_per_trial(samples, big - w, big)
         print(f"driver CPU per trial (random, 2 workers, logging trials): {first:.2f} ms over trials 20-{20 + w}, "
               f"{last:.2f} ms over {big - w}-{big} ({last / first:.2f}x)")
+
+        at_100, at_big = write_steps(big)
+        print(f"store writes of one trial (SQLite VM steps, the driver's writes through the Store API): "
+              f"{at_100:.0f} at trial 100, {at_big:.0f} at trial {big:,} ({at_big / at_100:.2f}x)")
 
         points, metric_bytes, file_bytes = store_bytes(dirs[big])
         print(f"store size: {metric_bytes / points * 1e6 / 2**20:.1f} MiB per million metric points in the "

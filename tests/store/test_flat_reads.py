@@ -202,3 +202,35 @@ def test_rung_values_take_the_same_few_queries_on_a_sweep_ten_times_as_large(sto
         assert got["step"] == 2 and got["number"] == list(done)
         assert got["value"] == pytest.approx([(k * 7919 % 1000) / 1000 + 2 for k in done])
     assert counts[500] == counts[50] <= 6, counts
+
+
+def test_the_driver_writes_of_a_trial_cost_the_same_at_trial_500_as_at_trial_50(tmp_path: Path) -> None:
+    """Indexes and the trial_counts triggers keep each trial's writes (added, metrics, last step, ended) a
+    fixed number of SQLite steps, however many trials the sweep already has."""
+    s = Store.open(tmp_path)
+    sid = s.create_sweep(name="w", method="random", metric="loss", goal="minimize", spec={}, spec_path=None, seed=0)
+    steps, per_trial = [0], []
+
+    def tick() -> int:
+        steps[0] += 1
+        return 0
+
+    for n in range(505):
+        if n in (50, 500):
+            steps[0] = 0
+            s.conn.set_progress_handler(tick, 1)
+        with s.transaction():
+            tid = s.add_trial(sid, n, {"x": n}, None, seed=n, state="running", started=T0, attempts=1)
+            s.add_attempt(tid, 1, started=T0)
+        for step in range(3):
+            with s.transaction():
+                s.add_metrics(tid, 1, [(step, k, 0.5, T0) for k in ("loss", "acc")])
+                s.update_trial(tid, last_step=step)
+        with s.transaction():
+            s.update_attempt(tid, 1, state="completed", ended=T0 + 1)
+            s.update_trial(tid, state="completed", value=(n * 7919 % 1000) / 1000, ended=T0 + 1)
+        if n in (54, 504):
+            s.conn.set_progress_handler(None, 1)
+            per_trial.append(steps[0])
+    s.close()
+    assert per_trial[1] <= 1.05 * per_trial[0], per_trial
