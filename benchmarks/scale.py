@@ -14,7 +14,8 @@ TPE all of them.
 
 `--reads N` runs two real sweeps (random, 2 workers, trials that log 4 metrics at each of 10 steps): one of
 100 trials and one of N, each into its own store, as a user's sweep fills it. From them, in the same run:
-- the driver's wall ms per trial over the big sweep's first and last 200 trials (the driver at trial N);
+- the driver process's CPU per trial over the big sweep's first and last 500 trials (the driver at trial N),
+  and the SQLite steps of one trial's store writes at trial 100 and at trial N (free of the machine's load);
 - `sweeplab status`, `sweeplab status SWEEP`, `sweeplab best SWEEP` as whole CLI processes (child CPU and
   wall, interleaved between the two stores), and the query functions behind them in-process (CPU);
 - the dashboard's API calls that the sweep page makes, in-process through its ASGI app: cold (a new app,
