@@ -745,7 +745,7 @@ def events(store: Store, name: str, *, trial: int | None = None, after_id: int =
 def changed_since(store: Store, name: str | None, token: str | None) -> dict[str, Any]:
     """A cheap change check for live views: {"token": str, "changed": bool}.
 
-    The token combines the sweep's `updated` time, its highest trial number, the newest event id and the newest
+    The token combines the sweep's `updated` time, its trial count, the newest event id and the newest
     metrics rowid; any write the driver makes moves at least one of them. Pass the previous token back.
     """
     c = store.conn
@@ -758,8 +758,10 @@ def changed_since(store: Store, name: str | None, token: str | None) -> dict[str
     else:
         sweep = _sweep_or_raise(store, name)
         ev = c.execute("SELECT MAX(id) FROM events WHERE sweep_id=?", (sweep["id"],)).fetchone()[0] or 0
-        # Trials are numbered 0, 1, ... in the order they are added: the highest number is an index seek.
-        ntrials = c.execute("SELECT MAX(number) FROM trials WHERE sweep_id=?", (sweep["id"],)).fetchone()[0]
+        # Trials are numbered 0, 1, ... in the order they are added: their count is the highest number + 1,
+        # an index seek (COUNT(*) would walk every trial of the sweep).
+        ntrials = c.execute("SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE sweep_id=?",
+                            (sweep["id"],)).fetchone()[0]
         new = f"{sweep['updated']!r}:{ntrials}:{ev}:{mrow}"
     return {"token": new, "changed": token != new}
 
