@@ -12,6 +12,8 @@ from rich.table import Table
 from sweeplab.cli.app import STORE_HELP, _open_store, app
 from sweeplab.cli.output import _fmt, _print_json, console
 
+STATUS_ROWS = 20   # trials `status SWEEP` shows by default: a 10,000-trial sweep answers as fast as a small one
+
 
 # ---------------------------------------------------------------------------------------------- reading
 @app.command()
@@ -19,8 +21,12 @@ def status(
     sweep_name: Optional[str] = typer.Argument(None, metavar="[SWEEP]"),
     as_json: bool = typer.Option(False, "--json", help="stable JSON (see docs/api.md)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=0,
+                                        help=f"show the N newest trials (and the running ones, the best) "
+                                             f"(default {STATUS_ROWS}; --json: every trial)"),
+    show_all: bool = typer.Option(False, "--all", "-a", help="show every trial"),
 ) -> None:
-    """Sweeps in the store, or one sweep's trials (with attempts and reasons)."""
+    """Sweeps in the store, or one sweep's trials (the newest, the running ones, the best; --all: every one)."""
     from sweeplab.store import queries
 
     st = _open_store(store, readonly=True)
@@ -37,7 +43,11 @@ def status(
                           str(c.get("running", 0)), _fmt(s["best"]))
         console.print(table)
         return
-    data = queries.sweep_status(st, sweep_name)
+    if show_all or (as_json and limit is None):
+        limit = None
+    elif limit is None:
+        limit = STATUS_ROWS
+    data = queries.sweep_status(st, sweep_name, limit=limit)
     if as_json:
         _print_json(data)
         return
@@ -77,6 +87,10 @@ def status(
         table.add_row(str(t["number"]), t["state"], *values, *feasible, str(t.get("attempts", "")),
                       params, reason[:80] if console.is_terminal else reason)   # a pipe gets it whole
     console.print(table)
+    if data.get("omitted"):
+        best = "the Pareto front" if several else "the best"
+        console.print(f"{len(data['trials'])} of {s['trials']} trials shown: the newest, the running ones and "
+                      f"{best}; --all shows every trial, --limit N the N newest", markup=False)
     if several:
         console.print("rank 1: the feasible Pareto front (`sweeplab best` lists it)")
 
@@ -95,12 +109,14 @@ def best(
     from sweeplab.store import queries
 
     st = _open_store(store, readonly=True)
-    data = queries.sweep_status(st, sweep_name)  # a clear error when the sweep does not exist
+    # The sweep alone (a clear error when it does not exist): its trials are read only where needed.
+    data: dict[str, Any] = {"sweep": queries.sweep_summary(st, sweep_name)["sweep"], "trials": []}
     if len(data["sweep"].get("objectives") or []) > 1:
         _print_front(sweep_name, queries.pareto_front(st, sweep_name), data, as_json)
         return
     b = queries.best_trial(st, sweep_name)
     if b is None and not data["sweep"].get("metric"):
+        data = queries.sweep_status(st, sweep_name)   # no metric: every trial, to find the one completed
         b = _only_completed(data)
     if b is None:
         if as_json:

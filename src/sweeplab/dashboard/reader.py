@@ -76,6 +76,20 @@ class Reader:
             self._cache[key] = (version, value)
             return value
 
+    def settled_version(self, kind: str, sweep: str, version: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The version to cache a summary of a sweep's ended trials under (`version[0]`: how many there are).
+
+        Up to 50 trials it is `version` itself: every trial that ends changes the answer. From 50 on, the
+        cached answer's version is kept until 2 % more trials have ended (at 10,000 trials, 200 more), so a
+        live page of a long sweep does not refit fANOVA on every refresh: one more trial barely moves it.
+        """
+        hit = self._cache.get((kind, sweep))
+        old = hit[0] if hit is not None else None
+        if isinstance(old, tuple) and old and isinstance(old[0], int) and isinstance(version[0], int):
+            if old[0] >= 50 and 0 <= version[0] - old[0] < old[0] // 50:
+                return old
+        return version
+
     def completed_version(self, sweep: str) -> tuple[Any, ...]:
         """Changes only when the set of completed trials (or their values) changes."""
         return queries.completed_version(self.store(), sweep)

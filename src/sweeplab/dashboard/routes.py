@@ -221,7 +221,7 @@ def build_routes(reader: Reader) -> list[Route]:
         if basis not in ("auto", "final", "rung"):
             raise BadRequest("query parameter 'basis' must be one of auto, final, rung")
         sid = sweep_id(name)
-        version = reader.finished_version(name)
+        version = reader.settled_version(f"importance:{basis}", name, reader.finished_version(name))
 
         def compute() -> dict[str, Any]:
             store = reader.store()

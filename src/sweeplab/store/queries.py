@@ -133,28 +133,19 @@ def _sweep_dicts(store: Store, rows: Sequence[sqlite3.Row]) -> list[dict[str, An
     ids = [r["id"] for r in rows]
     marks = ",".join("?" * len(ids))
     counts: dict[int, dict[str, int]] = {i: dict.fromkeys(_STATES, 0) for i in ids}
-    for sid, state, n in store.conn.execute(
-        f"SELECT sweep_id, state, COUNT(*) FROM trials WHERE sweep_id IN ({marks}) GROUP BY sweep_id, state",
-        ids,
-    ):
+    sql = (f"SELECT sweep_id, state, n FROM trial_counts WHERE sweep_id IN ({marks}) AND n != 0"
+           if store.columns("trial_counts") else   # kept by triggers; a store before them counts its trials
+           f"SELECT sweep_id, state, COUNT(*) FROM trials WHERE sweep_id IN ({marks}) GROUP BY sweep_id, state")
+    for sid, state, n in store.conn.execute(sql, ids):
         counts[sid][state] = counts[sid].get(state, 0) + n
-    # SQLite returns the bare column `number` from the row holding the MIN / MAX.
-    best: dict[tuple[int, str], tuple[int, float]] = {}
-    for agg in ("MIN", "MAX"):
-        for sid, number, value in store.conn.execute(
-            f"SELECT sweep_id, number, {agg}(value) FROM trials WHERE sweep_id IN ({marks}) "
-            f"AND state='completed' AND value IS NOT NULL{_feasible_only(store)} GROUP BY sweep_id",
-            ids,
-        ):
-            if value is not None:
-                best[(sid, agg)] = (number, value)
+    best = _best_of(store, ids)
     out = []
     for r in rows:
         spec = _loads(r["spec"], {}) or {}
         budget = dict(spec.get("budget") or {}) if isinstance(spec, dict) else {}
         if isinstance(spec, dict) and spec.get("run_cap") is not None:
             budget.setdefault("trials", spec["run_cap"])
-        b = best.get((r["id"], "MIN" if _goal(r) is Goal.MINIMIZE else "MAX"))
+        b = best.get((r["id"], _goal(r)))
         out.append({
             "name": r["name"],
             "state": r["state"],
@@ -176,6 +167,28 @@ def _sweep_dicts(store: Store, rows: Sequence[sqlite3.Row]) -> list[dict[str, An
             "objectives": [{"name": n, "goal": g.value} for n, g in _objectives(spec, r)],
             "constraints": list(spec.get("constraints") or []) if isinstance(spec, dict) else [],
         })
+    return out
+
+
+def _best_sql(store: Store, goal: Goal, where: str = "t.sweep_id = s.id") -> str:
+    """The best completed feasible trial of a sweep by `goal` (lowest number among ties): a seek down the
+    (sweep_id, state, value) index that stops at the first feasible row, however many trials there are."""
+    order = "ASC" if goal is Goal.MINIMIZE else "DESC"
+    return (f"SELECT t.id FROM trials t WHERE {where} AND t.state='completed' AND t.value IS NOT NULL"
+            f"{_feasible_only(store).replace('feasible', 't.feasible')} ORDER BY t.value {order}, t.number ASC "
+            "LIMIT 1")
+
+
+def _best_of(store: Store, ids: Sequence[int]) -> dict[tuple[int, Goal], tuple[int, float]]:
+    """(sweep id, goal) -> (number, value) of its best trial, for both goals: one query per goal."""
+    marks = ",".join("?" * len(ids))
+    out: dict[tuple[int, Goal], tuple[int, float]] = {}
+    for goal in Goal:
+        for sid, number, value in store.conn.execute(
+            f"SELECT s.id, t.number, t.value FROM sweeps s JOIN trials t ON t.id = ({_best_sql(store, goal)}) "
+            f"WHERE s.id IN ({marks})", ids,
+        ):
+            out[(sid, goal)] = (number, value)
     return out
 
 
@@ -224,11 +237,27 @@ def _ranks(rows: Sequence[sqlite3.Row], objectives: Sequence[tuple[str, Goal]]) 
     return nondominated_ranks(points, goals)
 
 
-def _trial_rows(store: Store, sweep_id: int) -> list[sqlite3.Row]:
+def _trial_rows(store: Store, sweep_id: int, where: str = "", args: Sequence[Any] = (),
+                tail: str = "ORDER BY number") -> list[sqlite3.Row]:
     extra = "".join(f", {c}" for c in ("objective_values", "feasible") if c in store.columns("trials"))
     return store.conn.execute(
         f"SELECT number, state, value, params, attempts, started, ended, reason, metrics{extra} FROM trials "
-        "WHERE sweep_id=? ORDER BY number", (sweep_id,)).fetchall()
+        f"WHERE sweep_id=? {where} {tail}", (sweep_id, *args)).fetchall()
+
+
+_ACTIVE = ("queued", "running")
+
+
+def _latest_rows(store: Store, sweep_id: int, limit: int, goal: Goal) -> list[sqlite3.Row]:
+    """The sweep's `limit` newest trials (by number), every queued or running one and the best one, by
+    number: index seeks whose cost follows `limit` and the number of workers, not the size of the sweep."""
+    latest = _trial_rows(store, sweep_id, tail="ORDER BY number DESC LIMIT ?", args=(max(0, limit),))
+    active = _trial_rows(store, sweep_id, f"AND state IN ({','.join('?' * len(_ACTIVE))})", _ACTIVE,
+                         tail="")   # (ordered by number, SQLite would walk every trial in number order)
+    best = _trial_rows(store, sweep_id, f"AND id = ({_best_sql(store, goal, 't.sweep_id=?')})", (sweep_id,),
+                       tail="")
+    by_number = {r["number"]: r for r in (*latest, *active, *best)}
+    return [by_number[n] for n in sorted(by_number)]
 
 
 @_one_snapshot
@@ -318,27 +347,42 @@ def _trial_dict(row: sqlite3.Row, names: Sequence[str] = (), rank: int | None = 
 
 
 @_one_snapshot
-def sweep_status(store: Store, name: str) -> dict[str, Any]:
+def sweep_status(store: Store, name: str, limit: int | None = None) -> dict[str, Any]:
     """The sweep (as in `list_sweeps`) and all of its trials, by number. With several objectives each trial
-    has "values" and "rank" (1: on the feasible Pareto front); with constraints, "feasible"."""
+    has "values" and "rank" (1: on the feasible Pareto front); with constraints, "feasible".
+
+    With `limit`, only the `limit` newest trials, every queued or running one and the best one (with several
+    objectives: the whole feasible Pareto front), still by number (the sweep's "trials" and "counts" count
+    them all), and "omitted": how many trials were left out. With one objective its cost then does not grow
+    with the sweep (ranks over several objectives need every trial).
+    """
     sweep = _sweep_or_raise(store, name)
-    rows = _trial_rows(store, sweep["id"])
     objectives = _objectives(_loads(sweep["spec"], {}), sweep)
     names = [n for n, _ in objectives]
-    return {"sweep": _sweep_dict(store, sweep),
-            "trials": [_trial_dict(r, names, rank) for r, rank in zip(rows, _ranks(rows, objectives))]}
+    if limit is None or len(objectives) > 1:
+        rows = _trial_rows(store, sweep["id"])
+        ranks = _ranks(rows, objectives)
+    else:
+        rows = _latest_rows(store, sweep["id"], limit, _goal(sweep))
+        ranks = [None] * len(rows)
+    pairs = list(zip(rows, ranks))
+    if limit is not None and len(objectives) > 1:
+        keep = {r["number"] for r in rows[-limit:] if limit > 0}
+        pairs = [(r, rank) for r, rank in pairs if r["number"] in keep or rank == 1 or r["state"] in _ACTIVE]
+    out: dict[str, Any] = {"sweep": _sweep_dict(store, sweep),
+                           "trials": [_trial_dict(r, names, rank) for r, rank in pairs]}
+    if limit is not None:
+        out["omitted"] = out["sweep"]["trials"] - len(out["trials"])
+    return out
 
 
 @_one_snapshot
 def best_trial(store: Store, name: str) -> dict[str, Any] | None:
     """The best COMPLETED feasible trial with a finite value (by the sweep's goal), or None."""
     sweep = _sweep_or_raise(store, name)
-    order = "ASC" if _goal(sweep) is Goal.MINIMIZE else "DESC"
-    row = store.conn.execute(
-        "SELECT number, value, params, metrics FROM trials WHERE sweep_id=? AND state='completed' "
-        f"AND value IS NOT NULL{_feasible_only(store)} ORDER BY value {order}, number ASC LIMIT 1",
-        (sweep["id"],),
-    ).fetchone()
+    best = _best_sql(store, _goal(sweep), "t.sweep_id=?")
+    row = store.conn.execute(f"SELECT number, value, params, metrics FROM trials WHERE id = ({best})",
+                             (sweep["id"],)).fetchone()
     if row is None or _num(row["value"]) is None:
         return None
     return {
@@ -429,8 +473,15 @@ _ENDED = tuple(s.value for s in TrialState if s.is_terminal)
 @_one_snapshot
 def finished_version(store: Store, name: str) -> tuple[Any, ...]:
     """Like `completed_version`, over every trial that has ended (completed, pruned, stopped, failed...):
-    caches of answers that use early-stopped trials' intermediate values key on it."""
+    caches of answers that use early-stopped trials' intermediate values key on it. Its first item is how
+    many trials have ended."""
     marks = ",".join("?" * len(_ENDED))
+    if store.columns("trial_counts"):   # kept by triggers: a few rows, however many trials ended
+        count, total, steps = store.conn.execute(
+            "SELECT TOTAL(c.n), TOTAL(c.value_total), TOTAL(c.step_total) FROM trial_counts c "
+            f"JOIN sweeps s ON s.id = c.sweep_id WHERE s.name=? AND c.state IN ({marks})", (name, *_ENDED),
+        ).fetchone()
+        return (int(count), total, steps)
     row = store.conn.execute(
         "SELECT COUNT(*), TOTAL(t.value), MAX(t.number), TOTAL(t.last_step) FROM trials t "
         f"JOIN sweeps s ON s.id = t.sweep_id WHERE s.name=? AND t.state IN ({marks})",
@@ -466,14 +517,15 @@ def rung_values(store: Store, name: str, key: str) -> dict[str, Any]:
     lasts = sorted((r["last"] for r in rows), reverse=True)
     step = lasts[(len(lasts) + 1) // 2 - 1]
     keep = [r for r in rows if r["last"] >= step]
+    # One query for every kept trial's value at the rung (an index seek each), not a query per trial.
+    at_rung = dict(store.conn.execute(
+        "SELECT j.value, (SELECT m.value FROM metrics m WHERE m.trial_id=j.value AND m.key=? AND m.step<=? "
+        "AND m.value IS NOT NULL ORDER BY m.step DESC, m.attempt DESC, m.rowid DESC LIMIT 1) FROM json_each(?) j",
+        (key, step, json.dumps([r["id"] for r in keep])),
+    ).fetchall())
     number, state, value = [], [], []
     for r in keep:
-        got = store.conn.execute(
-            "SELECT value FROM metrics WHERE trial_id=? AND key=? AND step<=? AND value IS NOT NULL "
-            "ORDER BY step DESC, attempt DESC, rowid DESC LIMIT 1",
-            (r["id"], key, step),
-        ).fetchone()
-        v = _num(got[0]) if got else None
+        v = _num(at_rung.get(r["id"]))
         if v is not None:
             number.append(r["number"])
             state.append(r["state"])
@@ -706,7 +758,10 @@ def changed_since(store: Store, name: str | None, token: str | None) -> dict[str
     else:
         sweep = _sweep_or_raise(store, name)
         ev = c.execute("SELECT MAX(id) FROM events WHERE sweep_id=?", (sweep["id"],)).fetchone()[0] or 0
-        ntrials = c.execute("SELECT COUNT(*) FROM trials WHERE sweep_id=?", (sweep["id"],)).fetchone()[0]
+        # Trials are numbered 0, 1, ... in the order they are added: their count is the highest number + 1,
+        # an index seek (COUNT(*) would walk every trial of the sweep).
+        ntrials = c.execute("SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE sweep_id=?",
+                            (sweep["id"],)).fetchone()[0]
         new = f"{sweep['updated']!r}:{ntrials}:{ev}:{mrow}"
     return {"token": new, "changed": token != new}
 

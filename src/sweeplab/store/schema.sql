@@ -47,6 +47,8 @@ CREATE TABLE IF NOT EXISTS trials (
     UNIQUE (sweep_id, number)
 );
 CREATE INDEX IF NOT EXISTS trials_sweep_state ON trials (sweep_id, state);
+-- a sweep's best trial (`best`, `status`, the dashboard) is a seek, not a scan of its trials
+CREATE INDEX IF NOT EXISTS trials_sweep_best ON trials (sweep_id, state, value);
 CREATE TABLE IF NOT EXISTS attempts (
     id         INTEGER PRIMARY KEY,
     trial_id   INTEGER NOT NULL REFERENCES trials(id),

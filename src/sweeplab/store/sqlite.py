@@ -33,6 +33,26 @@ _MIGRATIONS: dict[int, tuple[tuple[str, str, str], ...]] = {
         ("trials", "feasible", "INTEGER")),       # 1 / 0 against the spec's constraints; NULL: none or unknown
 }
 
+# `trial_counts` holds, for each sweep and state, how many trials are in it and the totals of their values
+# and last steps, kept by these triggers in the same transaction as the change: `status`, `best` and the
+# dashboard (its counts, its change token for ended trials) read a few rows instead of every trial. A store
+# that predates the table gets it, filled, from its next writer.
+_ADD = ("INSERT INTO trial_counts(sweep_id, state, n, value_total, step_total) VALUES (NEW.sweep_id, NEW.state, "
+        "1, coalesce(NEW.value, 0), coalesce(NEW.last_step, 0)) ON CONFLICT(sweep_id, state) DO UPDATE SET "
+        "n = n + 1, value_total = value_total + excluded.value_total, step_total = step_total + excluded.step_total")
+_TAKE = ("UPDATE trial_counts SET n = n - 1, value_total = value_total - coalesce(OLD.value, 0), "
+         "step_total = step_total - coalesce(OLD.last_step, 0) WHERE sweep_id = OLD.sweep_id AND state = OLD.state")
+_TRIAL_COUNTS = (
+    "CREATE TABLE IF NOT EXISTS trial_counts (sweep_id INTEGER NOT NULL, state TEXT NOT NULL, "
+    "n INTEGER NOT NULL, value_total REAL NOT NULL, step_total INTEGER NOT NULL, "
+    "PRIMARY KEY (sweep_id, state)) WITHOUT ROWID",
+    f"CREATE TRIGGER IF NOT EXISTS trial_counts_insert AFTER INSERT ON trials BEGIN {_ADD}; END",
+    "CREATE TRIGGER IF NOT EXISTS trial_counts_update AFTER UPDATE OF state, sweep_id, value, last_step ON trials "
+    "WHEN OLD.state IS NOT NEW.state OR OLD.sweep_id IS NOT NEW.sweep_id OR OLD.value IS NOT NEW.value "
+    f"OR OLD.last_step IS NOT NEW.last_step BEGIN {_TAKE}; {_ADD}; END",
+    f"CREATE TRIGGER IF NOT EXISTS trial_counts_delete AFTER DELETE ON trials BEGIN {_TAKE}; END",
+)
+
 # Kinds of rows in the `events` table (the sweep's event log, shown by status and the dashboard).
 EVENT_KINDS = (
     "sweep_created", "sweep_resumed", "sweep_ended", "trial_started", "trial_ended", "retry",
@@ -155,6 +175,7 @@ class Store:
             for statement in sql.split(";"):   # CREATE ... IF NOT EXISTS: new tables and indexes only
                 if statement.strip():
                     self.conn.execute(statement)
+            self._add_trial_counts()
             version = int(row[0]) if row else (0 if have else SCHEMA_VERSION)
             for target in range(version + 1, SCHEMA_VERSION + 1):
                 for table, column, decl in _MIGRATIONS.get(target, ()):
@@ -164,6 +185,16 @@ class Store:
                 "INSERT INTO meta(key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (str(SCHEMA_VERSION),)
             )
+
+    def _add_trial_counts(self) -> None:
+        """Create `trial_counts` and its triggers; a store that had trials before them gets them counted."""
+        had = self.conn.execute("SELECT 1 FROM sqlite_master WHERE name='trial_counts'").fetchone()
+        for statement in _TRIAL_COUNTS:
+            self.conn.execute(statement)
+        if not had:
+            self.conn.execute("INSERT INTO trial_counts(sweep_id, state, n, value_total, step_total) "
+                              "SELECT sweep_id, state, COUNT(*), TOTAL(value), TOTAL(last_step) FROM trials "
+                              "GROUP BY sweep_id, state")
 
     def columns(self, table: str) -> set[str]:
         """The column names `table` has in this store (an older store may lack newer ones)."""

@@ -1,0 +1,56 @@
+"""`sweeplab status SWEEP` on a long sweep: its newest trials, the running ones and the best, a line saying how many
+trials there are and how to see them all (issue 18: it answers as fast at 10,000 trials as at 100);
+--all / --limit N choose; --json stays every trial (the documented API) unless --limit is given."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sweeplab.store import Store
+
+T0 = 1_700_000_000.0
+
+
+def _sweep(root: Path, trials: int) -> None:
+    s = Store.open(root)
+    with s.transaction():
+        sid = s.create_sweep(name="long", method="random", metric="loss", goal="minimize", spec={},
+                             spec_path=None, seed=0)
+        for n in range(trials):
+            tid = s.add_trial(sid, n, {"x": n}, None, seed=n, state="running", started=T0 + n, attempts=1)
+            if n != 2:   # trial 2 is still running (a slow one)
+                s.update_trial(tid, state="completed", value=float(n % 7), ended=T0 + n + 1)
+    s.close()
+
+
+def _status(root: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", "long", "--store", str(root), *args],
+                        env=env, capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    return cp.stdout
+
+
+def _numbers(table: str) -> list[int]:
+    return [int(cells[1]) for line in table.splitlines()
+            if len(cells := [c.strip() for c in line.split("│")]) > 2 and cells[1].isdigit()]
+
+
+def test_status_shows_the_newest_trials_and_the_running_ones_and_says_how_to_see_all(tmp_path: Path) -> None:
+    _sweep(tmp_path, 30)
+    out = _status(tmp_path)
+    assert _numbers(out) == [0, 2, *range(10, 30)]   # the best (value 0 first at trial 0), the running one
+    assert "22 of 30 trials shown" in out and "--all" in out
+    assert _numbers(_status(tmp_path, "--limit", "3")) == [0, 2, 27, 28, 29]
+    data = json.loads(_status(tmp_path, "--json"))
+    assert [t["number"] for t in data["trials"]] == list(range(30)) and "omitted" not in data
+
+
+def test_status_all_shows_every_trial_and_no_note(tmp_path: Path) -> None:
+    _sweep(tmp_path, 30)
+    out = _status(tmp_path, "--all")
+    assert _numbers(out) == list(range(30)) and "trials shown" not in out
