@@ -16,9 +16,12 @@ flat across worker counts means the driver's work per trial does not grow with t
 With --ray: a simulated multi-node cluster (`ray.cluster_utils.Cluster`: a head without CPUs and --nodes
 nodes of --cpus-per-node logical CPUs, all on this machine), and on it, in this order, the same sleep
 sweep through sweeplab's Ray backend (one slot per CPU), then Ray Tune (`tune.Tuner`, a function trainable
-sleeping --seconds, one CPU per trial, as many trials at once as there are slots), both measured the same
-way: end times recorded by the trials themselves (the store's `ended` is the worker's clock), efficiency
-from them as above. Also printed: the memory the cluster took at its peak (MemAvailable on this machine).
+sleeping --seconds, one CPU per trial, as many trials at once as there are slots, actors reused). Before
+each, Ray's worker pool is warmed (one idle worker process per slot). Ray's slots boot staggered (tens of
+seconds for 64 processes on 2 cores), so the end of round 1 is no boundary there: the steady state runs
+from when every slot has finished a trial to when the last trial starts, and efficiency = the
+trial-seconds run in it / (slots x its length) (`slot_efficiency`; a slot is the process that ran the
+trial, end times as the trials recorded them). Also printed: the memory the cluster took at its peak.
 """
 
 from __future__ import annotations
@@ -49,6 +52,23 @@ def efficiency(ends: list[float], workers: int, seconds: float) -> float:
     ends = sorted(ends)
     lo, hi = workers - 1, len(ends) - workers - 1   # the end of round 1 .. the last end before the final round
     return (hi - lo) * seconds / workers / (ends[hi] - ends[lo])
+
+
+def slot_efficiency(ends: list[tuple[Any, float]], seconds: float) -> float | None:
+    """Steady-state efficiency from (slot, end time) pairs, for slots that boot staggered (Ray: tens of
+    seconds for 64 worker processes on 2 cores, so the end of "round 1" is no boundary). The window opens
+    when every slot has finished a trial (all booted) and closes when the last trial starts (from then on
+    slots idle because the queue is empty): efficiency = the trial-seconds run inside the window / (slots x
+    its width). None when the window is empty (boot took the whole run: raise --rounds)."""
+    firsts: dict[Any, float] = {}
+    for slot, end in ends:
+        firsts[slot] = min(end, firsts.get(slot, end))
+    lo = max(firsts.values())
+    hi = max(end for _, end in ends) - seconds
+    if hi <= lo:
+        return None
+    busy = sum(max(0.0, min(end, hi) - max(end - seconds, lo)) for _, end in ends)
+    return busy / (len(firsts) * (hi - lo))
 
 
 def store_ends(store_dir: Path, name: str) -> list[float]:
@@ -147,25 +167,32 @@ def warm_pool(slots: int) -> float:
     return time.perf_counter() - t0
 
 
-def run_sweeplab_ray(slots: int, args: argparse.Namespace, tmp: Path) -> tuple[float, float]:
-    """sweeplab's Ray backend: (steady efficiency, whole-sweep wall time)."""
+def run_sweeplab_ray(slots: int, args: argparse.Namespace, tmp: Path) -> tuple[float | None, float]:
+    """sweeplab's Ray backend: (steady efficiency, whole-sweep wall time). A slot is its worker's pid
+    (each actor keeps one worker process from trial to trial)."""
     from sweeplab.backends.ray import RayBackend
 
     name = f"ray{slots}"
     backend = RayBackend(workers=slots, resources={"cpus": 1})
     wall, _, _ = sweep(SLEEP, slots * args.rounds, workers=slots, store_dir=tmp / name, name=name,
                        config={"seconds": args.seconds}, backend=backend)
-    return efficiency(store_ends(tmp / name, name), slots, args.seconds), wall
+    store = Store.open(tmp / name, readonly=True)
+    ends = [(r[0], r[1]) for r in store.conn.execute(
+        "SELECT a.pid, a.ended FROM attempts a JOIN trials t ON t.id = a.trial_id JOIN sweeps s ON s.id = t.sweep_id "
+        "WHERE s.name = ?", (name,))]
+    store.close()
+    return slot_efficiency(ends, args.seconds), wall
 
 
 def _tune_sleep(config: dict[str, Any]) -> dict[str, float]:
     time.sleep(float(config["seconds"]))
-    return {"loss": float(config["x"]), "end": time.time()}
+    return {"loss": float(config["x"]), "end": time.time(), "pid": os.getpid()}
 
 
-def run_tune(slots: int, args: argparse.Namespace, tmp: Path, *, reuse: bool) -> tuple[float, float] | str:
+def run_tune(slots: int, args: argparse.Namespace, tmp: Path) -> tuple[float | None, float] | str:
     """Ray Tune on the same cluster: (steady efficiency, whole-run wall time), or why it could not run.
-    `reuse`: Tune's `reuse_actors` (off by default: a new actor, a new process, per trial)."""
+    With `reuse_actors=True` (Tune's default is False: a new actor, a new process, per trial; in an 8-slot
+    trial run that took 102 s for 48 one-second trials), so a slot is its actor's pid."""
     try:
         from ray import tune
     except ImportError as exc:
@@ -174,24 +201,21 @@ def run_tune(slots: int, args: argparse.Namespace, tmp: Path, *, reuse: bool) ->
         tune.with_resources(_tune_sleep, {"cpu": 1}),
         param_space={"x": tune.uniform(0.0, 1.0), "seconds": args.seconds},
         tune_config=tune.TuneConfig(num_samples=slots * args.rounds, max_concurrent_trials=slots,
-                                    reuse_actors=reuse),
-        run_config=tune.RunConfig(storage_path=str(tmp / "tune"), name=f"sleep-{reuse}", verbose=0),
+                                    reuse_actors=True),
+        run_config=tune.RunConfig(storage_path=str(tmp / "tune"), name="sleep", verbose=0),
     )
     t0 = time.perf_counter()
     results = tuner.fit()
     wall = time.perf_counter() - t0
     if results.num_errors:
         return f"{results.num_errors} Ray Tune trials failed"
-    ends = [r.metrics["end"] for r in results]
-    return efficiency(ends, slots, args.seconds), wall
+    ends = [(r.metrics["pid"], r.metrics["end"]) for r in results]
+    return slot_efficiency(ends, args.seconds), wall
 
 
 def run_ray(args: argparse.Namespace, tmp: Path) -> None:
     slots = args.nodes * args.cpus_per_node
-    tunes = [("ray tune, reuse_actors=True", True)]
-    if args.tune_default:
-        tunes.append(("ray tune, default (reuse_actors=False)", False))
-    rows: dict[str, tuple[float, float] | str] = {}
+    rows: dict[str, tuple[float | None, float] | str] = {}
     with MemoryPeak() as mem:
         t0 = time.perf_counter()
         with ray_cluster(args.nodes, args.cpus_per_node):
@@ -200,23 +224,20 @@ def run_ray(args: argparse.Namespace, tmp: Path) -> None:
             print(f"  Ray worker pool warmed in {warm_pool(slots):.1f} s (not counted)")
             rows["sweeplab ray"] = run_sweeplab_ray(slots, args, tmp)
             ours = mem.used()
-            for label, reuse in tunes:
-                print(f"  Ray worker pool warmed in {warm_pool(slots):.1f} s (not counted)")
-                rows[label] = run_tune(slots, args, tmp, reuse=reuse)
-    print(f"\n  {slots} slots, {slots * args.rounds} trials of sleep({args.seconds})   steady efficiency   "
-          "whole run")
+            print(f"  Ray worker pool warmed in {warm_pool(slots):.1f} s (not counted)")
+            rows["ray tune (reuse_actors=True)"] = run_tune(slots, args, tmp)
+    print(f"\n  {slots} slots, {slots * args.rounds} trials of sleep({args.seconds}):  steady efficiency   whole run")
     for label, row in rows.items():
         if isinstance(row, str):
-            print(f"  {label:40} {row}")
+            print(f"  {label:30} {row}")
         else:
-            print(f"  {label:40} {row[0]:10.3f} {row[1]:14.1f} s")
-    mine = rows["sweeplab ray"]
-    assert isinstance(mine, tuple)
-    for label, row in rows.items():
-        if label != "sweeplab ray" and isinstance(row, tuple):
-            print(f"  efficiency sweeplab / {label}: {mine[0] / row[0]:.2f}x")
-    print(f"  target: sweeplab >= 0.95. Memory at peak (MemAvailable fell by): {ours:.1f} GiB with sweeplab's "
-          f"slots up, {mem.used():.1f} GiB over the whole Ray part")
+            eff = "n/a (boot took the run)" if row[0] is None else f"{row[0]:.3f}"
+            print(f"  {label:30} {eff:>17} {row[1]:10.1f} s")
+    mine, theirs = rows["sweeplab ray"], rows["ray tune (reuse_actors=True)"]
+    if isinstance(mine, tuple) and isinstance(theirs, tuple) and mine[0] and theirs[0]:
+        print(f"  efficiency sweeplab / ray tune: {mine[0] / theirs[0]:.2f}x (target: sweeplab >= 0.95)")
+    print(f"  memory at peak (MemAvailable fell by): {ours:.1f} GiB with sweeplab's {slots} actors and their "
+          f"{slots} worker processes up, {mem.used():.1f} GiB over the whole Ray part")
 
 
 def main() -> None:
@@ -228,8 +249,6 @@ def main() -> None:
     parser.add_argument("--ray", action="store_true", help="also the Ray part: sweeplab's Ray backend vs Ray Tune")
     parser.add_argument("--nodes", type=int, default=4, help="simulated Ray nodes (--ray)")
     parser.add_argument("--cpus-per-node", type=int, default=16, help="logical CPUs per Ray node (--ray)")
-    parser.add_argument("--tune-default", action="store_true",
-                        help="also Ray Tune at its default reuse_actors=False (a new process per trial: slow)")
     args = parser.parse_args()
     print(f"sleep({args.seconds}) trials, {args.rounds} rounds per sweep, steady-state efficiency "
           f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
