@@ -204,6 +204,28 @@ def test_an_idle_trial_host_sleeps_until_its_worker_writes_and_still_passes_even
         host.shutdown()
 
 
+def test_a_trial_goes_to_a_started_actor_never_to_one_still_booting(tmp_path):
+    """A slot whose actor has not started is not free: a trial sent there waited for its boot (tens of
+    seconds for 64 actors on this machine) while started actors idled. Actor handles are stood in for."""
+    pytest.importorskip("ray")
+    from types import SimpleNamespace
+
+    from sweeplab.backends.ray._core import RayCore, _Slot
+
+    def host() -> SimpleNamespace:
+        sent: list = []
+        return SimpleNamespace(sent=sent, submit=SimpleNamespace(remote=sent.append))
+
+    core = RayCore(trial_demand(None), workers=2, address=None, checkpoint_root=None)
+    booting, started = _Slot(0, actor=host()), _Slot(1, actor=host())
+    started.ready = True
+    core.slots = [booting, started]
+    assert core.free_slots() == 1
+    core.submit(make_task(tmp_path, 1, f"{TRIALS}:quick"))
+    assert [t["trial_id"] for t in started.actor.sent] == [1] and booting.actor.sent == []
+    assert core.free_slots() == 0
+
+
 @pytest.mark.ray
 def test_start_refuses_resources_and_worker_counts_the_cluster_cannot_hold(cluster):
     with pytest.raises(UserError, match="no node of the Ray cluster can run a trial that needs 64 CPU"):
