@@ -241,7 +241,13 @@ class RayCore:
         except RayError as exc:
             raise BackendError(f"a Ray actor for trials cannot start: {_first_line(exc)} (is sweeplab "
                                "installed on every node, at the same version?)") from None
-        self._placed(ready)
+        # then the others, so that every slot is free when start() returns (an actor still booting
+        # takes no trial); one that is not up by the deadline joins when it is (see `poll`)
+        rest = [r for r in refs if r not in ready]
+        if rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=_START_TIMEOUT)
+            ready = [*ready, *more]
+        self._placed(ready)   # no trial yet, so nothing to report; a failed actor is replaced on submit
 
     def _placed(self, refs: list[Any]) -> list[Event]:
         """Mark the slots whose where() answered (in `refs`) ready; an actor that failed to start is lost."""
