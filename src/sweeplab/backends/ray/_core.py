@@ -126,7 +126,7 @@ class RayCore:
                     slot.members = [_Slot(r) for r in range(self.demand.world_size)]
             for slot in self.slots:
                 self._spawn(slot)
-            self._wait_first_actor()
+            self._wait_actors()
         except BaseException:
             self.shutdown()
             raise
@@ -228,7 +228,8 @@ class RayCore:
         member.unavailable = 0
         member.kill_reason = member.kill_deadline = None
 
-    def _wait_first_actor(self) -> None:
+    def _wait_actors(self) -> None:
+        """The first actor must start (else the cluster cannot run trials: a clear error), then the others."""
         refs = [m.where for s in self.slots for m in (s.members or [s]) if m.where is not None]
         ready, _ = ray.wait(refs, num_returns=1, timeout=_START_TIMEOUT)
         if not ready:
