@@ -10,7 +10,8 @@ bundles instead, one actor per rank, so that its ranks may run on different node
 each actor a one-slot
 local backend runs trials in a reusable worker process, exactly as on a laptop; events come back to the
 driver in batches over Ray. `start()` returns once every slot's actor is up, and a trial only ever goes
-to a started actor (one still booting, or being placed on a node that is coming up, would hold it). A node that disappears (a reclaimed spot instance) takes its actors with it:
+to a started actor (one still booting, or being placed on a node that is coming up, would hold it).
+A node that disappears (a reclaimed spot instance) takes its actors with it:
 their trials end PREEMPTED and the driver requeues them from their last checkpoint.
 """
 
