@@ -25,6 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from sweeplab.backends.base import Backend
 from sweeplab.backends.local import LocalBackend, plan_slots
 from sweeplab.driver import Driver
 from sweeplab.spec import parse_spec
@@ -35,13 +36,15 @@ SLEEP = f"{HERE / '_noop.py'}:sleep_half"
 
 
 def sweep(function: str, trials: int, *, workers: int = 2, method: str = "random", store_dir: Path,
-          name: str, config: dict | None = None, warm: bool = False) -> tuple[float, Driver, object]:
-    """Run a sweep; `warm` starts the workers before the clock starts (as the CLI does while it sets up)."""
+          name: str, config: dict | None = None, warm: bool = False,
+          backend: Backend | None = None) -> tuple[float, Driver, object]:
+    """Run a sweep (on `backend`, else a local backend of `workers` slots); `warm` starts the workers before
+    the clock starts (as the CLI does while it sets up)."""
     raw = {"function": function, "method": method, "seed": 0, "metric": {"name": "loss", "goal": "minimize"},
            "budget": {"trials": trials}, "parameters": {"x": {"min": 0.0, "max": 1.0}}}
     spec = parse_spec(raw, file="<benchmark>")
     store = Store.open(store_dir)
-    backend = LocalBackend(plan_slots(workers, cpus=0, gpus=0, gpu_ids=[]))
+    backend = backend or LocalBackend(plan_slots(workers, cpus=0, gpus=0, gpu_ids=[]))
     overrides = [f"{k}={v}" for k, v in (config or {}).items()]
     driver = Driver(spec, store, backend, sweep_name=name, overrides=overrides)
     driver.create(spec_path=None)

@@ -16,6 +16,7 @@ import contextlib
 import json
 import math
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -252,6 +253,25 @@ class LocalBackend(Backend):
             self._killpg(worker)
 
     # ----------------------------------------------------------------------------- events
+    def wait(self, timeout: float) -> bool:
+        """Block until a worker has written something or an event is pending (True) or `timeout` passes
+        (False), reading nothing. For an owner that waits here on one thread and calls `poll(0)` under its
+        own lock on another (the Ray backend's actor): an idle wait costs no CPU and delays nothing.
+        Workers started or closed meanwhile by the other thread only make it return early."""
+        if self._pending:
+            return True
+        try:
+            fds = [w.rfd for w in [*self._workers.values(), *self._retired] if not w.closed]
+        except RuntimeError:   # the other thread changed the workers while we listed them
+            return True
+        if not fds:
+            time.sleep(timeout)
+            return False
+        waiter = select.poll()
+        for fd in fds:
+            waiter.register(fd, select.POLLIN)
+        return bool(waiter.poll(max(0.0, timeout) * 1000))
+
     def poll(self, timeout: float) -> list[Event]:
         events, self._pending = self._pending, []
         if events:

@@ -9,7 +9,9 @@ GPUs, custom resources). A multi-process trial (`resources.workers` W > 1) gets 
 bundles instead, one actor per rank, so that its ranks may run on different nodes (see `_gang`). Inside
 each actor a one-slot
 local backend runs trials in a reusable worker process, exactly as on a laptop; events come back to the
-driver in batches over Ray. A node that disappears (a reclaimed spot instance) takes its actors with it:
+driver in batches over Ray. `start()` returns once every slot's actor is up, and a trial only ever goes
+to a started actor (one still booting, or being placed on a node that is coming up, would hold it).
+A node that disappears (a reclaimed spot instance) takes its actors with it:
 their trials end PREEMPTED and the driver requeues them from their last checkpoint.
 """
 

@@ -68,6 +68,7 @@ class _Slot:
     kill_reason: str | None = None
     kill_deadline: float | None = None
     unavailable: int = 0
+    ready: bool = False                 # its actor has started (where() answered): it may take a trial
     members: list[_Slot] | None = None  # a multi-process slot: one TrialHost per rank
     pg: Any = None                      # ... in the bundles of this placement group
     gang: Gang | None = None            # ... running this attempt
@@ -125,7 +126,7 @@ class RayCore:
                     slot.members = [_Slot(r) for r in range(self.demand.world_size)]
             for slot in self.slots:
                 self._spawn(slot)
-            self._wait_first_actor()
+            self._wait_actors()
         except BaseException:
             self.shutdown()
             raise
@@ -209,6 +210,7 @@ class RayCore:
         slot.actor = self._host_cls.remote(self.demand.cpus, self.demand.gpus <= 0)
         slot.where = slot.actor.where.remote()
         slot.node = None
+        slot.ready = False
         slot.drain = slot.actor.drain.remote(self.drain_wait)
         slot.unavailable = 0
 
@@ -226,7 +228,8 @@ class RayCore:
         member.unavailable = 0
         member.kill_reason = member.kill_deadline = None
 
-    def _wait_first_actor(self) -> None:
+    def _wait_actors(self) -> None:
+        """The first actor must start (else the cluster cannot run trials: a clear error), then the others."""
         refs = [m.where for s in self.slots for m in (s.members or [s]) if m.where is not None]
         ready, _ = ray.wait(refs, num_returns=1, timeout=_START_TIMEOUT)
         if not ready:
@@ -239,10 +242,36 @@ class RayCore:
         except RayError as exc:
             raise BackendError(f"a Ray actor for trials cannot start: {_first_line(exc)} (is sweeplab "
                                "installed on every node, at the same version?)") from None
+        # then the others, so that every slot is free when start() returns (an actor still booting
+        # takes no trial); one that is not up by the deadline joins when it is (see `poll`)
+        rest = [r for r in refs if r not in ready]
+        if rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=_START_TIMEOUT)
+            ready = [*ready, *more]
+        self._placed(ready)   # no trial yet, so nothing to report; a failed actor is replaced on submit
+
+    def _placed(self, refs: list[Any]) -> list[Event]:
+        """Mark the slots whose where() answered (in `refs`) ready; an actor that failed to start is lost."""
+        out: list[Event] = []
+        done = set(refs)
+        for slot in self.slots:
+            if slot.members is None and not slot.ready and slot.where in done:
+                try:
+                    slot.node = ray.get(slot.where)["node"]
+                    slot.ready = True
+                except RayError as exc:
+                    out.extend(self._end_lost(slot, f"Ray actor could not start: {_first_line(exc)}"))
+        return out
 
     # ------------------------------------------------------------------------------ trials
+    def _takes(self, slot: _Slot) -> bool:
+        """Free for a trial: idle, and its actor started (a trial sent to an actor still booting would
+        wait there, tens of seconds for 64 on a busy machine or minutes for a node still coming up, while
+        started actors idle). A slot without an actor (its node was lost) starts one on submit."""
+        return slot.task is None and (slot.members is not None or slot.actor is None or slot.ready)
+
     def free_slots(self) -> int:
-        return sum(1 for s in self.slots if s.task is None)
+        return sum(1 for s in self.slots if self._takes(s))
 
     def running(self) -> list[int]:
         return list(self._by_trial)
@@ -257,7 +286,8 @@ class RayCore:
         return slot.node
 
     def submit(self, task: TrialTask) -> None:
-        slot = next((s for s in self.slots if s.task is None), None)
+        free = [s for s in self.slots if self._takes(s)]
+        slot = next((s for s in free if s.actor is not None), free[0] if free else None)
         if slot is None:
             raise BackendError("submit() called with no free slot")
         if slot.actor is None:
@@ -378,21 +408,29 @@ class RayCore:
         if events:
             timeout = 0.0
         by_ref: dict[Any, tuple[_Slot, int | None]] = {}
+        booting: set[Any] = set()   # where() of actors not started yet: their start may free a slot
         for s in self.slots:
             if s.members is None:
                 if s.drain is not None:
                     by_ref[s.drain] = (s, None)
+                if not s.ready and s.where is not None:
+                    booting.add(s.where)
                 continue
             for m in s.members:
                 if m.drain is not None:
                     by_ref[m.drain] = (s, m.index)
-        if by_ref:
-            refs = list(by_ref)
+        if by_ref or booting:
+            refs = [*by_ref, *booting]
             ready, _ = ray.wait(refs, num_returns=1, timeout=max(0.0, timeout))
             if ready and len(refs) > 1:
                 ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            events.extend(self._placed([r for r in ready if r in booting]))
             for ref in ready:
+                if ref not in by_ref:
+                    continue
                 slot, rank = by_ref[ref]
+                if rank is None and slot.drain is not ref:   # lost meanwhile (its where() failed)
+                    continue
                 if rank is None:
                     events.extend(self._collect(slot, ref))
                 else:
@@ -488,6 +526,7 @@ class RayCore:
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
         slot.actor = slot.drain = slot.where = slot.node = None
+        slot.ready = False
         self._release(slot)
         if task is None:
             return []
