@@ -54,7 +54,7 @@ def sweep(tmp: Path, trials: int, mode: str, tag: str) -> tuple[float, float]:
                     f"budget: {{trials: {trials}}}\nparameters:\n  x: {{min: 0.0, max: 1.0}}\n")
     args = [EXE, "sweep", str(spec), "--store", str(tmp / tag), "--workers", "2", *(["-q"] if mode == "quiet" else [])]
     if mode != "tty":
-        return _timed(lambda: subprocess.run(args, check=True, capture_output=True))
+        return _timed(lambda: subprocess.run(args, check=True, capture_output=True, env=ENV))   # ENV: the caches
     import pty
     import threading
 
