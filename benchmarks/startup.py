@@ -1,7 +1,7 @@
 """Small sweeps feel instant (issue 18, item 4): a whole `sweeplab sweep` process against its floor.
 
-    python benchmarks/startup.py                 # 5 interleaved rounds
-    python benchmarks/startup.py --rounds 9 --trials 200
+    python benchmarks/startup.py                 # 5 interleaved rounds, 200 trials for the per-trial figure
+    python benchmarks/startup.py --full          # the figures in docs/benchmarks.md: 15 rounds, 500 trials
 
 Measured, each round in turn (interleaved, so machine load hits every configuration alike):
   * `sweeplab sweep` of 2 no-op trials on 2 workers, `-q`, whole process (fresh store each time);
@@ -14,7 +14,9 @@ Every process runs with bytecode caches (as after a normal install) in a tempora
 by an untimed first round; --no-bytecode compiles every module from source on each start instead (what a
 machine with PYTHONDONTWRITEBYTECODE set, like the project's development machine, pays).
 Reported: medians of wall time and of CPU time (user+sys of the process and its children, which is what
-a shared machine distorts least), and the ratios sweep/floor and default/-q.
+a shared machine distorts least), and the ratios: the 2-trial sweep over the floor (with -q, and with the
+default output on a terminal, as a user at a shell sees it), and the per-trial cost of the default output on
+a terminal (and in a pipe) over -q.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def sweep(tmp: Path, trials: int, mode: str, tag: str) -> tuple[float, float]:
                     f"budget: {{trials: {trials}}}\nparameters:\n  x: {{min: 0.0, max: 1.0}}\n")
     args = [EXE, "sweep", str(spec), "--store", str(tmp / tag), "--workers", "2", *(["-q"] if mode == "quiet" else [])]
     if mode != "tty":
-        return _timed(lambda: subprocess.run(args, check=True, capture_output=True))
+        return _timed(lambda: subprocess.run(args, check=True, capture_output=True, env=ENV))   # ENV: the caches
     import pty
     import threading
 
@@ -91,7 +93,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--trials", type=int, default=200, help="trials for the default-output vs -q figure")
     parser.add_argument("--no-bytecode", action="store_true", help="compile from source on every start")
+    parser.add_argument("--full", action="store_true", help="15 rounds and 500 trials (the documented figures)")
     args = parser.parse_args()
+    if args.full:
+        args.rounds, args.trials = max(args.rounds, 15), max(args.trials, 500)
     modes = ("quiet", "tty", "pipe")
     rows: dict[str, list[tuple[float, float]]] = {"floor": []}
     with tempfile.TemporaryDirectory() as d:
@@ -119,9 +124,10 @@ def main() -> None:
         for n in (2, args.trials):
             label = f"sweeplab sweep, {n} no-op trials, {mode}"
             print(f"  {label:<52} {med[f'{mode}{n}'][0]:>8.3f} {med[f'{mode}{n}'][1]:>8.3f}")
-    q2 = med["quiet2"]
-    print(f"  2-trial sweep (-q) / floor: wall {q2[0] / med['floor'][0]:.2f}x, CPU {q2[1] / med['floor'][1]:.2f}x "
-          "(target <= 2x)")
+    for mode, label in (("quiet", "-q"), ("tty", "default output, terminal")):
+        m2 = med[f"{mode}2"]
+        print(f"  2-trial sweep ({label}) / floor: wall {m2[0] / med['floor'][0]:.2f}x, "
+              f"CPU {m2[1] / med['floor'][1]:.2f}x (target <= 2x)")
     per = {m: [(med[f"{m}{args.trials}"][j] - med[f"{m}2"][j]) / (args.trials - 2) * 1000 for j in (0, 1)]
            for m in modes}
     for m in modes:

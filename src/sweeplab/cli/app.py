@@ -8,7 +8,10 @@ from typing import Optional
 import typer
 
 from sweeplab.backends import BACKENDS
+from sweeplab.cli._coerce import install as _install_fast_coercion
 from sweeplab.errors import UserError
+
+_install_fast_coercion()   # options coerced without importing pydantic (cli/_coerce.py)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Run many ML experiments at once, from a laptop to a Ray cluster.")

@@ -26,6 +26,14 @@ console = _make_console(stderr=False)
 err = _make_console(stderr=True)
 
 
+def Table(*columns: Any, **options: Any) -> Any:   # stands in for the class, imported on first use
+    """A rich Table (rich.table.Table(*columns, **options)); rich.table is imported by the commands that print
+    one, not by every command's start."""
+    from rich.table import Table as _Table
+
+    return _Table(*columns, **options)
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return "-"

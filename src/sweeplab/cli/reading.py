@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.table import Table
 
 from sweeplab.cli.app import STORE_HELP, _open_store, app
-from sweeplab.cli.output import _fmt, _print_json, console
+from sweeplab.cli.output import Table, _fmt, _print_json, console
 
 STATUS_ROWS = 20   # trials `status SWEEP` shows by default: a 10,000-trial sweep answers as fast as a small one
 

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 
 from sweeplab.cli.app import STORE_HELP, _open_store, _store_path, app
-from sweeplab.cli.output import _fmt, _print_json, console
+from sweeplab.cli.output import Table, _fmt, _print_json, console
 from sweeplab.errors import UserError
 
 

@@ -49,11 +49,10 @@ class Driver(Recovery, EventWriter):
             for sig in previous:
                 signal.signal(sig, on_signal)
         import json
-        import socket
 
-        with self.store.transaction():
+        with self.store.transaction():   # the host is gethostname()'s answer, without importing socket (start-up)
             self.store.update_sweep(self.sweep_id, driver=json.dumps(
-                {"pid": os.getpid(), "host": socket.gethostname(), "started": self.clock.time()}))
+                {"pid": os.getpid(), "host": os.uname().nodename, "started": self.clock.time()}))
         self.backend.start()
         try:
             with self.store.background_checkpoints():
