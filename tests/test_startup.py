@@ -57,6 +57,15 @@ def test_a_random_sweep_imports_no_heavy_library(tmp_path: Path) -> None:
     assert loaded == []
 
 
+def test_a_function_trials_worker_reads_no_yaml_before_its_first_task() -> None:
+    """A worker imports `Config` for every trial; PyYAML comes only with a YAML text to read."""
+    probe = ("import sys, sweeplab.backends.worker as w; w._preload(); "
+             "print('sweeplab.config' in sys.modules, [m for m in sys.modules if m in ('yaml', 'sweeplab._yaml')])")
+    proc = subprocess.run([sys.executable, "-c", probe], text=True, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True []"
+
+
 # ------------------------------------------------------------------------------ coercion without pydantic
 def _sweep_params() -> dict[str, Any]:
     import typer.main

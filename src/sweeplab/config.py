@@ -24,9 +24,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from sweeplab._yaml import read_yaml, yaml_load
 from sweeplab.errors import ConfigError
 
 __all__ = [
@@ -46,12 +43,19 @@ __all__ = [
 
 # --------------------------------------------------------------------------------------------- YAML
 
+# PyYAML is imported where a YAML text is read, not with this module: a function trial's worker imports
+# `Config` for every trial and reads no YAML (about a tenth of a small sweep's CPU, issue 18 item 4)
+
 def _yaml_scalar(text: str) -> Any:
+    from sweeplab._yaml import yaml_load
+
     return yaml_load(text)
 
 
 def load_yaml_mapping(path: str | Path, *, what: str = "config") -> dict[str, Any]:
     """Read a YAML file that must hold a mapping (an empty file is an empty mapping)."""
+    from sweeplab._yaml import read_yaml
+
     file = str(path)
     data = read_yaml(path, what=what, error=ConfigError)
     if data is None:
@@ -188,6 +192,8 @@ def parse_override(text: str) -> tuple[str, Any]:
         )
     if raw.strip() == "":
         return key, ""
+    import yaml
+
     try:
         value = _yaml_scalar(raw)
     except yaml.YAMLError as exc:
