@@ -4,6 +4,7 @@
     python benchmarks/time_to_target.py --seeds 5 --full      # the figures in docs/benchmarks.md
     python benchmarks/time_to_target.py --tasks xgb --tools sweeplab optuna
     python benchmarks/time_to_target.py --calibrate           # value quantiles of random configs
+    python benchmarks/time_to_target.py --warm-start 5        # A/B: workers forked warm vs started cold
 
 Two tasks, the training functions of the examples unchanged:
   * xgb:    examples/xgboost_diabetes (validation MSE, minimize; the example's 5-parameter space)
