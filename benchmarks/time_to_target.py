@@ -669,8 +669,11 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--_optuna-worker":
         optuna_worker(*sys.argv[2:8])
         return 0
-    if len(sys.argv) > 1 and sys.argv[1] in ("--_warm-worker", "--_warm-zygote"):
-        (_warm_worker if sys.argv[1] == "--_warm-worker" else _warm_zygote)(sys.argv[2], sys.argv[3])
+    if len(sys.argv) > 1 and sys.argv[1] == "--_warm-worker":
+        _warm_worker(sys.argv[2], sys.argv[3])
+        os._exit(0)   # as a sweeplab worker and a forked one end: without the interpreter's teardown
+    if len(sys.argv) > 1 and sys.argv[1] == "--_warm-zygote":
+        _warm_zygote(sys.argv[2], sys.argv[3])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=2, help="seeds per task and tool (the reported run: 5)")
