@@ -4,6 +4,7 @@
     python benchmarks/time_to_target.py --seeds 5 --full      # the figures in docs/benchmarks.md
     python benchmarks/time_to_target.py --tasks xgb --tools sweeplab optuna
     python benchmarks/time_to_target.py --calibrate           # value quantiles of random configs
+    python benchmarks/time_to_target.py --warm-start 5        # A/B: workers forked warm vs started cold
 
 Two tasks, the training functions of the examples unchanged:
   * xgb:    examples/xgboost_diabetes (validation MSE, minimize; the example's 5-parameter space)
@@ -554,6 +555,112 @@ def _ratio(peer: float, ours: float) -> str:
     return f"{peer / ours:.2f}x"
 
 
+# ----------------------------------------------------------------------------- warm-start A/B
+# What starting workers warm (forked from a process that imported once, as a fork server would) saves in
+# compute, against today's start (each worker a fresh Python process): 2 workers run one trial each of the
+# task's `train` with a fixed mid-range configuration, and the CPU of every process involved (the fork
+# server's own imports included) is summed from the reaped children's rusage.
+WARM_PARAMS = {
+    "xgb": {"max_depth": 4, "learning_rate": 0.1, "n_estimators": 150, "reg_lambda": 1.0, "subsample": 0.8},
+    "digits": {"lr": 0.1, "momentum": 0.9, "batch_size": 64, "model.hidden": 64},
+}
+WARM_MODES = ("cold", "warm: module", "warm: module + its imports")
+
+
+def _warm_trial(task: Task) -> None:
+    config = full_config(task, WARM_PARAMS[task.name])
+    run = PeerRun(Recorder(os.devnull, 0), task.metric, seed=0, report=_ignore, prune=lambda: False)
+    load_example(task).train(namespace(config), run)
+
+
+def _warm_worker(task_name: str, learned: str) -> None:
+    """A cold worker: what a worker imports, the trial's module, one trial; it writes the top-level modules
+    the trial imported to `learned` (what a fork server could import for the next workers)."""
+    import sweeplab.backends.worker  # noqa: F401  (what `python -m sweeplab.backends.worker` imports)
+
+    task = TASKS[task_name]
+    load_example(task)
+    before = {m.partition(".")[0] for m in sys.modules}
+    _warm_trial(task)
+    after = {m.partition(".")[0] for m in sys.modules}
+    Path(learned).write_text("\n".join(sorted(n for n in after - before if not n.startswith("_"))))
+
+
+def _warm_zygote(task_name: str, learned: str) -> None:
+    """A fork server: imports once (the worker machinery, the trial's module, and the modules in `learned`
+    unless it is '-'), refuses to fork with threads running or CUDA initialised, forks 2 workers."""
+    import threading
+
+    import sweeplab.backends.worker  # noqa: F401
+
+    task = TASKS[task_name]
+    load_example(task)
+    if learned != "-":
+        for name in Path(learned).read_text().split():
+            try:
+                importlib.import_module(name)
+            except Exception:
+                pass
+    torch = sys.modules.get("torch")
+    cuda = bool(torch is not None and torch.cuda.is_initialized())
+    if threading.active_count() > 1 or cuda:
+        raise SystemExit(f"unsafe to fork: {threading.active_count()} Python threads, CUDA initialised {cuda}")
+    native = sorted(Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in os.listdir("/proc/self/task"))
+    if len(native) > 1:   # threads a C library started (threading.active_count() does not see them)
+        print(f"    note: forking with {len(native)} OS threads: {', '.join(native)}", file=sys.stderr)
+    pids = []
+    for _ in range(WORKERS):
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _warm_trial(task)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        pids.append(pid)
+    codes = [os.waitpid(p, 0)[1] for p in pids]
+    if any(codes):
+        raise SystemExit(f"a forked worker failed: {codes}")
+
+
+def warm_start_ab(tasks: list[str], reps: int) -> None:
+    import resource
+
+    def children_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    me = [sys.executable, __file__]
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):   # as the local backend sets
+        os.environ.setdefault(var, "1")                                           # them for 1-CPU slots
+    print(f"warm-start A/B: {WORKERS} workers, one trial each, CPU of every process (fork server included); "
+          f"{reps} rounds, modes interleaved")
+    for name in tasks:
+        rows: dict[str, list[tuple[float, float]]] = {m: [] for m in WARM_MODES}
+        with tempfile.TemporaryDirectory() as d:
+            learned = [str(Path(d) / f"learned{i}") for i in range(WORKERS)]
+            for _ in range(reps):
+                for mode in WARM_MODES:
+                    c0, t0 = children_cpu(), time.perf_counter()
+                    if mode == "cold":
+                        procs = [subprocess.Popen(me + ["--_warm-worker", name, learned[i]]) for i in range(WORKERS)]
+                        if any(p.wait() for p in procs):
+                            raise SystemExit("a cold worker failed")
+                    else:
+                        arg = learned[0] if mode.endswith("imports") else "-"
+                        subprocess.run(me + ["--_warm-zygote", name, arg], check=True)
+                    rows[mode].append((time.perf_counter() - t0, children_cpu() - c0))
+            imported = Path(learned[0]).read_text().split()
+        print(f"{name}: the trial imports {len(imported)} top-level modules ({', '.join(imported[:8])}"
+              f"{', ...' if len(imported) > 8 else ''})")
+        cold_cpu = statistics.median(c for _, c in rows["cold"])
+        for mode in WARM_MODES:
+            wall = statistics.median(w for w, _ in rows[mode])
+            cpu = statistics.median(c for _, c in rows[mode])
+            print(f"  {mode:28} wall {wall:5.2f} s   CPU {cpu:5.2f} s   CPU vs cold {cpu / cold_cpu:.2f}x")
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--_run":
         tool, task, seed, trials, seconds, log = sys.argv[2:8]
@@ -562,6 +669,12 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--_optuna-worker":
         optuna_worker(*sys.argv[2:8])
         return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "--_warm-worker":
+        _warm_worker(sys.argv[2], sys.argv[3])
+        os._exit(0)   # as a sweeplab worker and a forked one end: without the interpreter's teardown
+    if len(sys.argv) > 1 and sys.argv[1] == "--_warm-zygote":
+        _warm_zygote(sys.argv[2], sys.argv[3])
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=2, help="seeds per task and tool (the reported run: 5)")
     ap.add_argument("--full", action="store_true", help="the reported caps (default: quick ones)")
@@ -569,7 +682,12 @@ def main() -> int:
     ap.add_argument("--tools", nargs="+", default=list(TOOLS), choices=list(TOOLS))
     ap.add_argument("--calibrate", type=int, nargs="?", const=64, default=0, metavar="N",
                     help="print value quantiles of N random configurations per task and exit")
+    ap.add_argument("--warm-start", type=int, nargs="?", const=5, default=0, metavar="ROUNDS",
+                    help="A/B of starting workers warm (forked after importing once) against cold, and exit")
     args = ap.parse_args()
+    if args.warm_start:
+        warm_start_ab(args.tasks, args.warm_start)
+        return 0
     if args.calibrate:
         for name in args.tasks:
             calibrate(TASKS[name], args.calibrate)
