@@ -40,6 +40,7 @@ from search_quality import Problem as Task
 from search_quality import branin, hartmann6, xgboost_problem
 
 from sweeplab.search import make_searcher
+from sweeplab.search.prefetch import FRESH_UNDER
 from sweeplab.space import parse_parameters
 from sweeplab.types import Goal, TrialState
 
@@ -126,45 +127,69 @@ def optuna_run(task: Task, sampler_name: str, seed: int, n: int) -> list[float]:
 
 
 # ------------------------------------------------------------------------------------------ idle time
-def idle_share(task: Task, method: str, seed: int, workers: int, n: int, seconds: float) -> tuple[float, float]:
+def idle_share(task: Task, method: str, seed: int, workers: int, n: int, seconds: float,
+               prefetch: bool = True) -> tuple[float, float]:
     """(share of worker time idle waiting for suggestions, mean CPU seconds per ask) on a dedicated core.
 
-    Each ask's CPU time is measured (process CPU, so a machine shared with other work inflates it little)
-    and replayed on a simulated clock: trials take `seconds`; the searcher computes one suggestion at a
-    time, starting when a trial ends (or when it finishes the previous one); the freed worker waits until
-    its suggestion is ready. No prefetching is credited, so this is an upper bound on the driver's idle.
+    Every ask's and tell's CPU time is measured (process CPU, so a machine shared with other work inflates
+    it little) and replayed on a simulated clock where trials take `seconds` and the searcher does one
+    thing at a time (the driver's Prefetching holds one lock around the searcher). With `prefetch`, the
+    policy of `sweeplab.search.Prefetching` is replayed: one suggestion is computed ahead after each result
+    and, with other trials in flight, right after one is handed out; a result that ends while the searcher
+    computes is told when it is done; a stale ready suggestion is recomputed when asks are cheaper than
+    FRESH_UNDER. A freed worker waits until its suggestion is ready; that wait is the idle time.
     """
     searcher = make_searcher(method, parse_parameters(task.parameters), Goal.MINIMIZE, seed, prefetch=False)
     running: list[tuple[float, int, dict[str, Any]]] = []
-    free_at = idle = 0.0
+    busy = idle = 0.0            # the searcher is busy until `busy` (simulated seconds)
     asked = done = 0
     asks: list[float] = []
+    ready: dict[str, Any] | None = None
+    ready_done = 0               # results told when `ready` was computed
 
-    def suggest(at: float) -> tuple[float, dict[str, Any]]:
-        nonlocal free_at
+    def compute(at: float) -> dict[str, Any]:
+        """Ask the searcher, starting when it is free and not before `at`."""
+        nonlocal busy
         c0 = time.process_time()
         params = searcher.ask()
         asks.append(time.process_time() - c0)
-        free_at = max(at, free_at) + asks[-1]
+        busy = max(at, busy) + asks[-1]
         assert params is not None
-        return free_at, params
+        return params
+
+    def start(at: float, params: dict[str, Any]) -> None:
+        nonlocal asked
+        heapq.heappush(running, (at + seconds, asked, params))
+        asked += 1
 
     try:
-        for _ in range(workers):
-            ready, params = suggest(0.0)
-            idle += ready
-            heapq.heappush(running, (ready + seconds, asked, params))
-            asked += 1
+        for i in range(workers):   # every worker waits from 0 for its first suggestion
+            params = ready if ready is not None else compute(0.0)
+            ready = None
+            idle += busy
+            start(busy, params)
+            if prefetch and i >= 1 and asked < n:   # Prefetching computes ahead once 2 are in flight
+                ready, ready_done = compute(busy), done
         end = 0.0
         while done < n:
             end, number, params = heapq.heappop(running)
+            c0 = time.process_time()
             searcher.tell(number, params, TrialState.COMPLETED, task.objective(params))
+            busy = max(end, busy) + (time.process_time() - c0)
             done += 1
-            if asked < n:
-                ready, nxt = suggest(end)
-                idle += ready - end
-                heapq.heappush(running, (ready + seconds, asked, nxt))
-                asked += 1
+            if asked >= n:
+                continue
+            if ready is not None and ready_done < done and asks[-1] < FRESH_UNDER:
+                assert searcher.withdraw(ready)   # stale and cheap: asked again with this result
+                ready = None
+            if ready is None:
+                nxt = compute(busy)
+            else:
+                nxt, ready = ready, None
+            idle += busy - end
+            start(busy, nxt)
+            if prefetch and asked < n and workers >= 2:
+                ready, ready_done = compute(busy), done
         span = end
     finally:
         searcher.close()
@@ -226,9 +251,12 @@ def main() -> None:
                       f"  range {min(row):>9.4f}..{max(row):<9.4f}  {ratios}")
     if args.idle:
         task = tasks(False)[1]
-        share, ask = idle_share(task, args.method, 0, 8, 80 if args.full else 48, 1.0)
-        print(f"\nidle: {args.method}, 8 workers, 1 s trials, {task.name}: workers idle {share:.1%} "
-              f"(mean ask {ask * 1000:.0f} ms CPU)")
+        n = 80 if args.full else 48
+        for prefetch in (True, False):
+            share, ask = idle_share(task, args.method, 0, 8, n, 1.0, prefetch=prefetch)
+            how = "with prefetching (as the driver runs)" if prefetch else "no prefetching (one ask per freed slot)"
+            print(f"\nidle: {args.method}, 8 workers, 1 s trials, {n} trials, {task.name}, {how}: "
+                  f"workers idle {share:.1%} (mean ask {ask * 1000:.0f} ms CPU)")
 
 
 if __name__ == "__main__":
