@@ -50,6 +50,7 @@ class Prefetching(Searcher):
         self._ready_told = 0                   # ... when the prefetched suggestion was computed
         self._ask_seconds = 0.0                # how long the inner searcher's last ask took (thread CPU)
         self._in_flight = 0                    # suggestions handed out whose result is not told yet
+        self._warm = False                     # `inner.warm_up()` called
         self._prefetch()
 
     @property
@@ -69,11 +70,18 @@ class Prefetching(Searcher):
             with self._lock:
                 told = self._told
                 result = self._timed_ask()
+                warm = not self._warm and self._told + self._in_flight >= 1
+                self._warm = self._warm or warm
         except BaseException as exc:
-            error = exc
+            error, warm = exc, False
         with self._cond:
             self._ready, self._error, self._thread, self._ready_told = result, error, None, told
             self._cond.notify_all()
+        if warm:   # once, after a suggestion is ready while a trial runs: nothing waits on this thread now
+            try:
+                self.inner.warm_up()
+            except Exception:   # only an optimisation: the ask that needs what failed raises it
+                pass
 
     def _timed_ask(self) -> dict[str, Any] | None:
         """The inner searcher's next suggestion (caller holds `_lock`); remembers how long it took."""
