@@ -314,11 +314,13 @@ def main() -> None:
     if args.idle:
         task = tasks(False)[1]
         n = 80 if args.full else 48
+        print(f"\nidle: {args.method}, 8 workers, 1 s trials, {n} trials, {task.name}, seeds 0-2 (target < 5 %)")
         for prefetch in (True, False):
-            share, ask = idle_share(task, args.method, 0, 8, n, 1.0, prefetch=prefetch)
+            runs = [idle_share(task, args.method, seed, 8, n, 1.0, prefetch=prefetch) for seed in range(3)]
             how = "with prefetching (as the driver runs)" if prefetch else "no prefetching (one ask per freed slot)"
-            print(f"\nidle: {args.method}, 8 workers, 1 s trials, {n} trials, {task.name}, {how}: "
-                  f"workers idle {share:.1%} (mean ask {ask * 1000:.0f} ms CPU)")
+            print(f"  {how:<40} workers idle {statistics.median(r[0] for r in runs):5.1%} median "
+                  f"({', '.join(f'{r[0]:.1%}' for r in runs)}); mean ask "
+                  f"{statistics.median(r[1] for r in runs) * 1000:.0f} ms CPU")
 
 
 if __name__ == "__main__":
