@@ -87,7 +87,8 @@ def sweeplab_run(task: Task, method: str, seed: int, workers: int, n: int) -> li
         while len(curve) < n:
             while len(running) < workers and asked < n:
                 params = searcher.ask()
-                assert params is not None
+                assert params is not None and not searcher.exhausted   # waits for a suggestion computed
+                # ahead, so that it always sees the same history (trials last much longer than an ask)
                 heapq.heappush(running, (now + float(durations.uniform(0.5, 1.5)), asked, params))
                 asked += 1
             now, number, params = heapq.heappop(running)
