@@ -46,8 +46,9 @@ def test_running_trials_do_not_need_the_batch_acquisition(monkeypatch: pytest.Mo
 def test_the_lies_do_not_end_the_random_startup_early(monkeypatch: pytest.MonkeyPatch) -> None:
     """1 completed + 3 running with n_startup_trials=4: the lied-to trials must not count as completed (the
     model needs 2, half the startup trials; see test_gp_batch)."""
-    import sweeplab.search.optuna as searchopt
     from optuna.samplers._gp.sampler import GPSampler
+
+    import sweeplab.search.optuna as searchopt
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the GP model was used during the random startup")
