@@ -294,6 +294,17 @@ def main() -> None:
     if importlib.util.find_spec("torch") is None and "gp" in peers:
         peers.remove("gp")
 
+    if args.idle:   # first: importing xgboost (its task) makes torch's ops cost several times the CPU
+        task = tasks(False)[1]
+        n = 80 if args.full else 48
+        print(f"\nidle: {args.method}, 8 workers, 1 s trials, {n} trials, {task.name}, seeds 0-2 (target < 5 %)")
+        for prefetch in (True, False):
+            runs = [idle_share(task, args.method, seed, 8, n, 1.0, prefetch=prefetch) for seed in range(3)]
+            how = "with prefetching (as the driver runs)" if prefetch else "no prefetching (one ask per freed slot)"
+            print(f"  {how:<40} workers idle {statistics.median(r[0] for r in runs):5.1%} median "
+                  f"({', '.join(f'{r[0]:.1%}' for r in runs)}); mean ask "
+                  f"{statistics.median(r[1] for r in runs) * 1000:.0f} ms CPU")
+
     print(f"sweeplab {args.method} with k workers (simulated completion order) vs sequential Optuna; "
           f"seeds {seeds}; median best-at-N; regret ratio sweeplab/peer (< 1 is better) and verdict "
           f"(one-sided Mann-Whitney U over seeds, p < {ALPHA}: behind/ahead, else level)")
@@ -312,16 +323,6 @@ def main() -> None:
         total += result["cpu"]
         print("\n".join(report(task, result, args.method, trials, peers)), flush=True)
     print(f"\nquality runs: {total:.0f} s CPU in all")
-    if args.idle:
-        task = tasks(False)[1]
-        n = 80 if args.full else 48
-        print(f"\nidle: {args.method}, 8 workers, 1 s trials, {n} trials, {task.name}, seeds 0-2 (target < 5 %)")
-        for prefetch in (True, False):
-            runs = [idle_share(task, args.method, seed, 8, n, 1.0, prefetch=prefetch) for seed in range(3)]
-            how = "with prefetching (as the driver runs)" if prefetch else "no prefetching (one ask per freed slot)"
-            print(f"  {how:<40} workers idle {statistics.median(r[0] for r in runs):5.1%} median "
-                  f"({', '.join(f'{r[0]:.1%}' for r in runs)}); mean ask "
-                  f"{statistics.median(r[1] for r in runs) * 1000:.0f} ms CPU")
 
 
 if __name__ == "__main__":
