@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import importlib.util
+import json
 import math
 import statistics
 import sys
@@ -40,6 +41,7 @@ from search_quality import Problem as Task
 from search_quality import branin, hartmann6, xgboost_problem
 
 from sweeplab.search import make_searcher
+from sweeplab.search.prefetch import FRESH_UNDER
 from sweeplab.space import parse_parameters
 from sweeplab.types import Goal, TrialState
 
@@ -85,7 +87,8 @@ def sweeplab_run(task: Task, method: str, seed: int, workers: int, n: int) -> li
         while len(curve) < n:
             while len(running) < workers and asked < n:
                 params = searcher.ask()
-                assert params is not None
+                assert params is not None and not searcher.exhausted   # waits for a suggestion computed
+                # ahead, so that it always sees the same history (trials last much longer than an ask)
                 heapq.heappush(running, (now + float(durations.uniform(0.5, 1.5)), asked, params))
                 asked += 1
             now, number, params = heapq.heappop(running)
@@ -126,45 +129,82 @@ def optuna_run(task: Task, sampler_name: str, seed: int, n: int) -> list[float]:
 
 
 # ------------------------------------------------------------------------------------------ idle time
-def idle_share(task: Task, method: str, seed: int, workers: int, n: int, seconds: float) -> tuple[float, float]:
+def idle_share(task: Task, method: str, seed: int, workers: int, n: int, seconds: float,
+               prefetch: bool = True) -> tuple[float, float]:
     """(share of worker time idle waiting for suggestions, mean CPU seconds per ask) on a dedicated core.
 
-    Each ask's CPU time is measured (process CPU, so a machine shared with other work inflates it little)
-    and replayed on a simulated clock: trials take `seconds`; the searcher computes one suggestion at a
-    time, starting when a trial ends (or when it finishes the previous one); the freed worker waits until
-    its suggestion is ready. No prefetching is credited, so this is an upper bound on the driver's idle.
+    Every ask's and tell's CPU time is measured (process CPU, so a machine shared with other work inflates
+    it little) and replayed on a simulated clock where trials take `seconds` and the searcher does one
+    thing at a time (the driver's Prefetching holds one lock around the searcher). As in the driver's loop,
+    the results that arrive while it is busy are all told before the freed slots are filled (so a burst of
+    free slots shares one kernel fit of the GP). With `prefetch`, the
+    policy of `sweeplab.search.Prefetching` is replayed: one suggestion is computed ahead after each result
+    and, with other trials in flight, right after one is handed out; a result that ends while the searcher
+    computes is told when it is done; a stale ready suggestion is recomputed when asks are cheaper than
+    FRESH_UNDER; the searcher's one-off `warm_up` runs once the first workers are fed. A freed worker waits
+    until its suggestion is ready; that wait is the idle time.
     """
     searcher = make_searcher(method, parse_parameters(task.parameters), Goal.MINIMIZE, seed, prefetch=False)
     running: list[tuple[float, int, dict[str, Any]]] = []
-    free_at = idle = 0.0
+    busy = idle = 0.0            # the searcher is busy until `busy` (simulated seconds)
     asked = done = 0
     asks: list[float] = []
+    ready: dict[str, Any] | None = None
+    ready_done = 0               # results told when `ready` was computed
 
-    def suggest(at: float) -> tuple[float, dict[str, Any]]:
-        nonlocal free_at
+    def compute(at: float) -> dict[str, Any]:
+        """Ask the searcher, starting when it is free and not before `at`."""
+        nonlocal busy
         c0 = time.process_time()
         params = searcher.ask()
         asks.append(time.process_time() - c0)
-        free_at = max(at, free_at) + asks[-1]
+        busy = max(at, busy) + asks[-1]
         assert params is not None
-        return free_at, params
+        return params
+
+    def start(at: float, params: dict[str, Any]) -> None:
+        nonlocal asked
+        heapq.heappush(running, (at + seconds, asked, params))
+        asked += 1
 
     try:
-        for _ in range(workers):
-            ready, params = suggest(0.0)
-            idle += ready
-            heapq.heappush(running, (ready + seconds, asked, params))
-            asked += 1
+        for i in range(workers):   # every worker waits from 0 for its first suggestion
+            params = ready if ready is not None else compute(0.0)
+            ready = None
+            idle += busy
+            start(busy, params)
+            if prefetch and i >= 1 and asked < n:   # Prefetching computes ahead once 2 are in flight
+                ready, ready_done = compute(busy), done
+        if prefetch:   # Prefetching warms the searcher up in the background once a trial runs
+            c0 = time.process_time()
+            searcher.warm_up()
+            busy += time.process_time() - c0
         end = 0.0
         while done < n:
-            end, number, params = heapq.heappop(running)
-            searcher.tell(number, params, TrialState.COMPLETED, task.objective(params))
-            done += 1
-            if asked < n:
-                ready, nxt = suggest(end)
-                idle += ready - end
-                heapq.heappush(running, (ready + seconds, asked, nxt))
-                asked += 1
+            # one driver turn: every result that arrived while the searcher was busy is told, then the
+            # freed slots are filled (the driver's loop does the same)
+            turn = [heapq.heappop(running)]
+            while running and running[0][0] <= max(turn[0][0], busy):
+                turn.append(heapq.heappop(running))
+            for end, number, params in turn:
+                c0 = time.process_time()
+                searcher.tell(number, params, TrialState.COMPLETED, task.objective(params))
+                busy = max(end, busy) + (time.process_time() - c0)
+                done += 1
+            for freed, *_ in turn:
+                if asked >= n:
+                    break
+                if ready is not None and ready_done < done and asks[-1] < FRESH_UNDER:
+                    assert searcher.withdraw(ready)   # stale and cheap: asked again with the new results
+                    ready = None
+                if ready is None:
+                    nxt = compute(busy)
+                else:
+                    nxt, ready = ready, None
+                idle += busy - freed
+                start(busy, nxt)
+                if prefetch and asked < n and workers >= 2:
+                    ready, ready_done = compute(busy), done
         span = end
     finally:
         searcher.close()
@@ -180,9 +220,60 @@ def _ratio(ours: float, peer: float, task: Task) -> float:
     return _regret(ours, task) / max(_regret(peer, task), 1e-12)
 
 
+#: "level" means a one-sided Mann-Whitney U test over the seeds does not find sweeplab worse at this level
+ALPHA = 0.05
+
+
+def verdict(ours: list[float], peer: list[float]) -> str:
+    """Within seed noise or not: an unpaired one-sided Mann-Whitney U test on best-at-N over the seeds
+    (seeds are not matched across samplers, so a paired test would pair nothing). "behind" when sweeplab's
+    values are larger (worse, minimising) with p < ALPHA, "ahead" when smaller with p < ALPHA, else "level".
+    With 5 seeds a side the smallest possible p is 1/252, so a gap needs about 4 of 5 seeds to show."""
+    from scipy.stats import mannwhitneyu
+
+    if mannwhitneyu(ours, peer, alternative="greater").pvalue < ALPHA:
+        return "behind"
+    if mannwhitneyu(ours, peer, alternative="less").pvalue < ALPHA:
+        return "ahead"
+    return "level"
+
+
+def run_task(task: Task, method: str, seeds: list[int], workers: list[int], peers: list[str],
+             n_max: int) -> dict[str, Any]:
+    """Every configuration's best-so-far curves on one task (interleaved by seed), with the CPU they took."""
+    curves: dict[str, list[list[float]]] = {}
+    c0 = time.process_time()
+    for seed in seeds:   # interleaved: every configuration of one seed before the next seed
+        for k in workers:
+            curves.setdefault(f"{method} k={k}", []).append(sweeplab_run(task, method, seed, k, n_max))
+        for peer in peers:
+            curves.setdefault(f"optuna {peer} seq", []).append(optuna_run(task, peer, seed, n_max))
+    return {"curves": curves, "cpu": time.process_time() - c0}
+
+
+def report(task: Task, result: dict[str, Any], method: str, trials: list[int], peers: list[str]) -> list[str]:
+    """The table of one task: per N and configuration, median and range over seeds, the regret ratio to
+    each peer's median and the verdict against each peer."""
+    curves = result["curves"]
+    opt = f" (optimum {task.optimum})" if task.optimum is not None else ""
+    lines = [f"\n{task.name}{opt}  [{result['cpu']:.0f} s CPU]"]
+    for n in trials:
+        at = {label: [c[n - 1] for c in cs] for label, cs in curves.items()}
+        medians = {label: statistics.median(row) for label, row in at.items()}
+        for label, row in at.items():
+            cells = "  ".join(
+                f"/{peer}: {_ratio(medians[label], medians[f'optuna {peer} seq'], task):5.2f} "
+                f"{verdict(row, at[f'optuna {peer} seq']):<6}"
+                for peer in peers if f"optuna {peer} seq" in at) if label.startswith(method) else ""
+            lines.append(f"  N={n:<3} {label:<16} median {medians[label]:>10.4f}"
+                         f"  range {min(row):>9.4f}..{max(row):<9.4f}  {cells}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="N=40 and 80, 5 seeds, 1/2/4/8 workers, xgboost")
+    parser.add_argument("--full", action="store_true",
+                        help="N=40 and 80, 5 seeds, 1/2/4/8 workers, 5 tasks (with xgboost), idle at N=80")
     parser.add_argument("--trials", type=int, nargs="+", default=None)
     parser.add_argument("--seeds", type=int, default=None)
     parser.add_argument("--workers", type=int, nargs="+", default=None)
@@ -191,6 +282,9 @@ def main() -> None:
     parser.add_argument("--xgboost", action="store_true")
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--idle", action="store_true", help="also measure idle time (8 workers, 1 s trials)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="keep each task's curves in DIR/<task>.json and skip tasks already there "
+                             "(resume an interrupted --full, or run tasks in separate processes)")
     args = parser.parse_args()
     trials = args.trials or ([40, 80] if args.full else [40])
     seeds = list(range(args.seeds or (5 if args.full else 3)))
@@ -200,35 +294,35 @@ def main() -> None:
     if importlib.util.find_spec("torch") is None and "gp" in peers:
         peers.remove("gp")
 
+    if args.idle:   # first: importing xgboost (its task) makes torch's ops cost several times the CPU
+        task = tasks(False)[1]
+        n = 80 if args.full else 48
+        print(f"\nidle: {args.method}, 8 workers, 1 s trials, {n} trials, {task.name}, seeds 0-2 (target < 5 %)")
+        for prefetch in (True, False):
+            runs = [idle_share(task, args.method, seed, 8, n, 1.0, prefetch=prefetch) for seed in range(3)]
+            how = "with prefetching (as the driver runs)" if prefetch else "no prefetching (one ask per freed slot)"
+            print(f"  {how:<40} workers idle {statistics.median(r[0] for r in runs):5.1%} median "
+                  f"({', '.join(f'{r[0]:.1%}' for r in runs)}); mean ask "
+                  f"{statistics.median(r[1] for r in runs) * 1000:.0f} ms CPU")
+
     print(f"sweeplab {args.method} with k workers (simulated completion order) vs sequential Optuna; "
-          f"seeds {seeds}; median best-at-N (regret ratio sweeplab/peer: < 1 is better)")
+          f"seeds {seeds}; median best-at-N; regret ratio sweeplab/peer (< 1 is better) and verdict "
+          f"(one-sided Mann-Whitney U over seeds, p < {ALPHA}: behind/ahead, else level)")
+    total = 0.0
     for task in tasks(args.xgboost or args.full):
         if args.tasks and not any(task.name.startswith(p) for p in args.tasks):
             continue
-        curves: dict[str, list[list[float]]] = {}
-        t0 = time.perf_counter()
-        for seed in seeds:   # interleaved: every configuration of one seed before the next seed
-            for k in workers:
-                curves.setdefault(f"{args.method} k={k}", []).append(
-                    sweeplab_run(task, args.method, seed, k, n_max))
-            for peer in peers:
-                curves.setdefault(f"optuna {peer} seq", []).append(optuna_run(task, peer, seed, n_max))
-        opt = f" (optimum {task.optimum})" if task.optimum is not None else ""
-        print(f"\n{task.name}{opt}  [{time.perf_counter() - t0:.0f} s]")
-        for n in trials:
-            medians = {label: statistics.median(c[n - 1] for c in cs) for label, cs in curves.items()}
-            for label, cs in curves.items():
-                row = [c[n - 1] for c in cs]
-                ratios = "  ".join(
-                    f"/{peer}: {_ratio(medians[label], medians[f'optuna {peer} seq'], task):5.2f}"
-                    for peer in peers) if label.startswith(args.method) else ""
-                print(f"  N={n:<3} {label:<16} median {medians[label]:>10.4f}"
-                      f"  range {min(row):>9.4f}..{max(row):<9.4f}  {ratios}")
-    if args.idle:
-        task = tasks(False)[1]
-        share, ask = idle_share(task, args.method, 0, 8, 80 if args.full else 48, 1.0)
-        print(f"\nidle: {args.method}, 8 workers, 1 s trials, {task.name}: workers idle {share:.1%} "
-              f"(mean ask {ask * 1000:.0f} ms CPU)")
+        key = {"method": args.method, "seeds": seeds, "workers": workers, "peers": peers, "n": n_max}
+        path = args.out / f"{task.name.split()[0]}.json" if args.out else None
+        result = json.loads(path.read_text()) if path and path.exists() else None
+        if result is None or result.get("key") != key:
+            result = {"key": key, **run_task(task, args.method, seeds, workers, peers, n_max)}
+            if path:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(result))
+        total += result["cpu"]
+        print("\n".join(report(task, result, args.method, trials, peers)), flush=True)
+    print(f"\nquality runs: {total:.0f} s CPU in all")
 
 
 if __name__ == "__main__":

@@ -44,15 +44,19 @@ def test_running_trials_do_not_need_the_batch_acquisition(monkeypatch: pytest.Mo
 
 
 def test_the_lies_do_not_end_the_random_startup_early(monkeypatch: pytest.MonkeyPatch) -> None:
-    """2 completed + 3 running with n_startup_trials=4: the lied-to trials must not count as completed."""
+    """1 completed + 3 running with n_startup_trials=4: the lied-to trials must not count as completed (the
+    model needs 2, half the startup trials; see test_gp_batch)."""
     from optuna.samplers._gp.sampler import GPSampler
+
+    import sweeplab.search.optuna as searchopt
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the GP model was used during the random startup")
 
     monkeypatch.setattr(GPSampler, "_sample_relative_impl", refuse)
+    monkeypatch.setattr(searchopt, "_believer_suggestion", refuse)
     searcher = make_searcher("gp", parse_parameters(XY), Goal.MINIMIZE, 0, prefetch=False, n_startup_trials=4)
-    searcher.replay(_history(2))
+    searcher.replay(_history(1))
     assert all(parse_parameters(XY).contains(searcher.ask()) for _ in range(3))
 
 

@@ -100,6 +100,10 @@ class Searcher(ABC):
         """
         return False
 
+    def warm_up(self) -> None:
+        """Pay one-off costs of later asks now (imports, first-call setup) without changing what any ask
+        returns. `Prefetching` calls it in the background once workers are fed. A no-op by default."""
+
     @property
     def exhausted(self) -> bool:
         return False

@@ -4,11 +4,16 @@ A GP suggestion costs 0.1-0.5 s. The wrapper asks the inner searcher right after
 each `tell` and after `replay`, and hands that suggestion out on the next `ask`. Used sequentially
 (ask, tell, ask, ...) it calls the inner searcher in exactly the plain order, so results are identical.
 
-A prefetched suggestion goes stale when another result is told before it is handed out (two trials ending
-in one driver turn): it was computed with that trial still running. When suggestions are cheap (the last
-one took under `FRESH_UNDER` seconds, as TPE's do) the stale one is withdrawn from the inner searcher
-(`Searcher.withdraw`) and computed again from the fresher history; when they are expensive (GP) it is kept,
-since it already treated the now-finished trial as pending and recomputing it would idle a worker.
+With several trials in flight it also computes ahead right after handing a suggestion out (not only
+after a result): the next free slot then finds its suggestion ready instead of waiting for one, which is
+what keeps 8 workers of 1 s trials fed by a GP whose suggestion costs tens of milliseconds. With one trial
+in flight (a sequential sweep) it waits for that trial's result, so sequential use is unchanged.
+
+A prefetched suggestion goes stale when another result is told before it is handed out: it was computed
+with that trial still running. When suggestions are cheap (the last one took under `FRESH_UNDER` seconds of
+CPU, as TPE's do) the stale one is withdrawn from the inner searcher (`Searcher.withdraw`) and computed
+again from the fresher history; when they are expensive (GP) it is kept, since it already treated the
+now-finished trial as pending (the GP as a Kriging believer) and recomputing it would idle a worker.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from sweeplab.types import TrialSnapshot, TrialState
 __all__ = ["FRESH_UNDER", "Prefetching"]
 
 _NOTHING: Any = object()
-#: recompute a stale prefetched suggestion when the inner searcher's last ask took less than this (seconds)
-FRESH_UNDER = 0.05
+#: recompute a stale prefetched suggestion when the inner searcher's last ask took less than this (CPU
+#: seconds of the thread that asked: a loaded machine does not make a cheap searcher look expensive)
+FRESH_UNDER = 0.02
 
 
 class Prefetching(Searcher):
@@ -42,7 +48,9 @@ class Prefetching(Searcher):
         self._closed = False
         self._told = 0                         # results told so far (under `_lock`)
         self._ready_told = 0                   # ... when the prefetched suggestion was computed
-        self._ask_seconds = 0.0                # how long the inner searcher's last ask took
+        self._ask_seconds = 0.0                # how long the inner searcher's last ask took (thread CPU)
+        self._in_flight = 0                    # suggestions handed out whose result is not told yet
+        self._warm = False                     # `inner.warm_up()` called
         self._prefetch()
 
     @property
@@ -62,19 +70,26 @@ class Prefetching(Searcher):
             with self._lock:
                 told = self._told
                 result = self._timed_ask()
+                warm = not self._warm and self._told + self._in_flight >= 1
+                self._warm = self._warm or warm
         except BaseException as exc:
-            error = exc
+            error, warm = exc, False
         with self._cond:
             self._ready, self._error, self._thread, self._ready_told = result, error, None, told
             self._cond.notify_all()
+        if warm:   # once, after a suggestion is ready while a trial runs: nothing waits on this thread now
+            try:
+                self.inner.warm_up()
+            except Exception:   # only an optimisation: the ask that needs what failed raises it
+                pass
 
     def _timed_ask(self) -> dict[str, Any] | None:
         """The inner searcher's next suggestion (caller holds `_lock`); remembers how long it took."""
-        start = time.perf_counter()
+        start = time.thread_time()
         try:
             return self.inner.ask()
         finally:
-            self._ask_seconds = time.perf_counter() - start
+            self._ask_seconds = time.thread_time() - start
 
     def _refresh(self) -> None:
         """Drop a prefetched suggestion computed before the latest `tell`, when a fresh one is cheap."""
@@ -102,10 +117,16 @@ class Prefetching(Searcher):
 
     def ask(self) -> dict[str, Any] | None:
         ready = self._take()
-        if ready is not _NOTHING:
-            return ready
-        with self._lock:
-            return self._timed_ask()
+        if ready is _NOTHING:
+            with self._lock:
+                ready = self._timed_ask()
+        if ready is not None:
+            with self._lock:
+                self._in_flight += 1
+                ahead = self._in_flight >= 2
+            if ahead:   # other trials run besides this one: the next free slot's suggestion, now
+                self._prefetch()
+        return ready
 
     def tell(
         self,
@@ -123,6 +144,7 @@ class Prefetching(Searcher):
                 self.inner.tell(number, params, state, value, intermediate, constraints=constraints)
             if state.is_terminal:
                 self._told += 1
+                self._in_flight = max(0, self._in_flight - 1)
         self._refresh()
         self._prefetch()
 
@@ -130,6 +152,7 @@ class Prefetching(Searcher):
         self._take()  # a suggestion made before the replay belongs to the old state: drop it
         with self._lock:
             self.inner.replay(history)
+            self._in_flight = sum(not snap.state.is_terminal for snap in history)
         self._prefetch()
 
     def withdraw(self, params: Mapping[str, Any]) -> bool:
