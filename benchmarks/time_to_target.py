@@ -292,6 +292,9 @@ class Caps:
     seconds: float
 
 
+METHOD_ENV = "TTT_SWEEPLAB_METHOD"   # --method, handed to the sweeplab arm's process
+
+
 def run_sweeplab(task: Task, seed: int, caps: Caps, log: str) -> None:
     import yaml
 
@@ -302,6 +305,8 @@ def run_sweeplab(task: Task, seed: int, caps: Caps, log: str) -> None:
                 seed=seed, workers=WORKERS, budget={"trials": caps.trials, "time": f"{int(caps.seconds)}s"},
                 parameters={p.name: p.wandb() for p in task.params})
     spec["metric"] = {**spec["metric"], "target": task.target}
+    if os.environ.get(METHOD_ENV):
+        spec["method"] = os.environ[METHOD_ENV]
     if task.asha is not None:
         spec["early_terminate"] = task.asha
     os.environ[LOG_ENV] = log
@@ -680,11 +685,14 @@ def main() -> int:
     ap.add_argument("--full", action="store_true", help="the reported caps (default: quick ones)")
     ap.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     ap.add_argument("--tools", nargs="+", default=list(TOOLS), choices=list(TOOLS))
+    ap.add_argument("--method", help="the sweeplab arm's search method (default: the example's spec, tpe)")
     ap.add_argument("--calibrate", type=int, nargs="?", const=64, default=0, metavar="N",
                     help="print value quantiles of N random configurations per task and exit")
     ap.add_argument("--warm-start", type=int, nargs="?", const=5, default=0, metavar="ROUNDS",
                     help="A/B of starting workers warm (forked after importing once) against cold, and exit")
     args = ap.parse_args()
+    if args.method:
+        os.environ[METHOD_ENV] = args.method
     if args.warm_start:
         warm_start_ab(args.tasks, args.warm_start)
         return 0

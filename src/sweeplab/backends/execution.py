@@ -101,9 +101,11 @@ class _Heartbeat(threading.Thread):
                         if not ex.ended:
                             ex.sampler = _start_sampler(ex.channel)
                 if beat and ex.alive():
-                    ex.channel.send(EventKind.HEARTBEAT)
-                    if ex.run is not None:
-                        ex.run.flush_if_stale(1.0)
+                    with ex.lock:   # never after the attempt's end: send_profile sets `ended` before it
+                        if not ex.ended:
+                            ex.channel.send(EventKind.HEARTBEAT)
+                            if ex.run is not None:
+                                ex.run.flush_if_stale(1.0)
 
 
 _heartbeat: _Heartbeat | None = None

@@ -223,7 +223,7 @@ class BackendContract:
         b = backend(1)
         b.submit(make_task(tmp_path, 1, command=[sys.executable, str(script)]))
         ev = collect(b, [1])[1]
-        assert ev[-1].kind is EventKind.FINISHED
+        assert ev[-1].kind is EventKind.FINISHED, [(e.kind, e.data) for e in ev]
         points = {(p[0], p[1]): p[2] for e in ev if e.kind is EventKind.METRICS for p in e.data["points"]}
         assert points == {(0, "loss"): 1.0, (1, "loss"): 0.5, (2, "loss"): 1 / 3, (3, "acc"): 0.9}
         log = Path(tmp_path / "t1" / "1.log").read_text()
