@@ -156,3 +156,43 @@ def test_prefetching_a_sequential_sweep_waits_for_each_result() -> None:
             wrapped.tell(number, params, TrialState.COMPLETED, quadratic(params))
     finally:
         wrapped.close()
+
+
+class _SlowWarmUp(_Counting):
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.finished = threading.Event()
+
+    def warm_up(self) -> None:
+        self.warmed.set()
+        self.release.wait(30)
+        self.finished.set()
+
+
+def test_close_waits_for_a_warm_up_in_progress() -> None:
+    """The driver closes its searcher before the process exits; a GP warm-up (torch) still running in a
+    daemon thread at interpreter exit aborted the driver (SIGABRT: 'terminate called without an active
+    exception') instead of its exit 130 after Ctrl-C."""
+    inner = _SlowWarmUp()
+    wrapped = Prefetching(inner)
+    wrapped.ask()
+    wrapped.ask()                      # two in flight: the next is computed ahead, then the warm-up starts
+    assert inner.warmed.wait(30)
+    closer = threading.Thread(target=wrapped.close)
+    closer.start()
+    closer.join(0.5)
+    assert closer.is_alive() and not inner.finished.is_set()   # close is waiting for the warm-up
+    inner.release.set()
+    closer.join(30)
+    assert not closer.is_alive() and inner.finished.is_set()
+
+
+def test_no_warm_up_starts_after_close() -> None:
+    inner = _Counting()
+    wrapped = Prefetching(inner)
+    wrapped.close()
+    wrapped.ask()
+    wrapped.ask()
+    wrapped.close()
+    assert not inner.warmed.is_set()

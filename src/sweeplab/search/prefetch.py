@@ -51,6 +51,7 @@ class Prefetching(Searcher):
         self._ask_seconds = 0.0                # how long the inner searcher's last ask took (thread CPU)
         self._in_flight = 0                    # suggestions handed out whose result is not told yet
         self._warm = False                     # `inner.warm_up()` called
+        self._warming: threading.Thread | None = None   # the thread running `inner.warm_up()`, if any
         self._prefetch()
 
     @property
@@ -76,12 +77,18 @@ class Prefetching(Searcher):
             error, warm = exc, False
         with self._cond:
             self._ready, self._error, self._thread, self._ready_told = result, error, None, told
+            warm = warm and not self._closed
+            if warm:   # `close` joins it: a GP (torch) still running at interpreter exit aborts the process
+                self._warming = threading.current_thread()
             self._cond.notify_all()
         if warm:   # once, after a suggestion is ready while a trial runs: nothing waits on this thread now
             try:
                 self.inner.warm_up()
             except Exception:   # only an optimisation: the ask that needs what failed raises it
                 pass
+            finally:
+                with self._cond:
+                    self._warming = None
 
     def _timed_ask(self) -> dict[str, Any] | None:
         """The inner searcher's next suggestion (caller holds `_lock`); remembers how long it took."""
@@ -170,10 +177,10 @@ class Prefetching(Searcher):
             return self.inner.exhausted
 
     def close(self) -> None:
-        """Stop prefetching: waits for a suggestion in flight, then asks synchronously from now on."""
+        """Stop prefetching: waits for a suggestion or a warm-up in flight, then asks synchronously from now on."""
         with self._cond:
             self._closed = True
-            thread = self._thread
-        if thread is not None:
+            threads = [t for t in (self._thread, self._warming) if t is not None]
+        for thread in threads:
             thread.join()
         self.inner.close()
