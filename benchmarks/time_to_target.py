@@ -47,6 +47,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -147,16 +148,22 @@ TASKS = {
 }
 
 
+_LOAD_LOCK = threading.Lock()
+
+
 def load_example(task: Task) -> ModuleType:
     """The example's train.py as a module (loaded once per process)."""
     key = f"_ttt_{task.name}_train"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, task.dir / "train.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module
-        spec.loader.exec_module(module)
-    return sys.modules[key]
+    # Under a lock: Optuna's n_jobs threads call this at once, and a module is in sys.modules before its
+    # body has run, so without it a second thread got a half-loaded module (and its trial failed).
+    with _LOAD_LOCK:
+        if key not in sys.modules:
+            spec = importlib.util.spec_from_file_location(key, task.dir / "train.py")
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[key] = module
+            spec.loader.exec_module(module)
+        return sys.modules[key]
 
 
 def base_config(task: Task) -> dict[str, Any]:
