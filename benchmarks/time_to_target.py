@@ -152,18 +152,24 @@ _LOAD_LOCK = threading.Lock()
 
 
 def load_example(task: Task) -> ModuleType:
-    """The example's train.py as a module (loaded once per process)."""
-    key = f"_ttt_{task.name}_train"
+    """The example's train.py as a module (loaded once per process, thread-safe)."""
     # Under a lock: Optuna's n_jobs threads call this at once, and a module is in sys.modules before its
     # body has run, so without it a second thread got a half-loaded module (and its trial failed).
     with _LOAD_LOCK:
-        if key not in sys.modules:
-            spec = importlib.util.spec_from_file_location(key, task.dir / "train.py")
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[key] = module
-            spec.loader.exec_module(module)
-        return sys.modules[key]
+        return _load_example(task)
+
+
+def _load_example(task: Task) -> ModuleType:
+    """load_example without the lock, for Ray Tune's trainable: Ray pickles a function of __main__ with the
+    globals it names, and a lock cannot be pickled (each of its actors runs one trial at a time)."""
+    key = f"_ttt_{task.name}_train"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, task.dir / "train.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
 
 
 def base_config(task: Task) -> dict[str, Any]:
@@ -431,7 +437,7 @@ def run_ray_tune(task: Task, seed: int, caps: Caps, log: str) -> None:
         run = PeerRun(rec, task.metric, seed=hash(tuple(sorted(map(str, params.items())))) % 2**31,
                       report=report, prune=lambda: False)
         try:
-            load_example(task).train(namespace(config), run)
+            _load_example(task).train(namespace(config), run)
         finally:
             rec.close()
 
