@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import json
 import math
 import os
@@ -213,7 +214,7 @@ class Recorder:
         self.trial = uuid.uuid4().hex[:12]
         self.final_step = final_step
         self.last: float | None = None
-        self.write("start")
+        self.write("start", slot=f"{os.getpid()}/{threading.get_native_id()}")   # the process and thread it ran in
 
     def write(self, event: str, **data: Any) -> None:
         line = json.dumps({"trial": self.trial, "event": event, "t": time.time(), "cpu": time.thread_time(),
@@ -487,6 +488,24 @@ class Outcome:
     cpu: float           # objective CPU seconds up to then
     trials: int          # trials started up to then
     best: float          # the best completed value of the whole run
+    first: float = math.nan   # from the tool's start to the start of its first trial (s)
+    idle: float = math.nan    # median time a slot stayed idle between the end of a trial and its next (s)
+
+
+def slot_idle(events: list[dict[str, Any]], until: float) -> list[float]:
+    """Each gap between the end of a trial and the start of the next one in the same slot (process and
+    thread: a sweeplab worker, one of Optuna's threads or processes, a Ray actor), up to `until`."""
+    slot = {e["trial"]: e["slot"] for e in events if e["event"] == "start" and "slot" in e}
+    spans: dict[str, list[tuple[float, float]]] = {}
+    starts = {e["trial"]: e["t"] for e in events if e["event"] == "start"}
+    for e in events:
+        if e["event"] == "end" and e["trial"] in slot and e["t"] <= until:
+            spans.setdefault(slot[e["trial"]], []).append((starts[e["trial"]], e["t"]))
+    gaps = []
+    for rows in spans.values():
+        rows.sort()
+        gaps += [s1 - e0 for (_, e0), (s1, _) in itertools.pairwise(rows) if s1 <= until]
+    return gaps
 
 
 def analyse(log: str, t0: float, t_end: float, target: float) -> Outcome:
@@ -503,7 +522,10 @@ def analyse(log: str, t0: float, t_end: float, target: float) -> Outcome:
         last[e["trial"]] = e["cpu"]
     cpu = sum(last[k] - first[k] for k in first)
     values = [e["value"] for e in events if e["event"] == "done" and e["value"] is not None]
-    return Outcome(reached, t_stop - t0, cpu, len(first), min(values, default=math.inf))
+    gaps = slot_idle(events, t_stop)
+    starts = [e["t"] for e in events if e["event"] == "start"]
+    return Outcome(reached, t_stop - t0, cpu, len(first), min(values, default=math.inf),
+                   first=min(starts, default=math.inf) - t0, idle=statistics.median(gaps) if gaps else math.nan)
 
 
 def measure(tool: str, task: Task, seed: int, caps: Caps) -> Outcome:
@@ -559,6 +581,12 @@ def report(results: dict[tuple[str, str], list[Outcome]], tasks: list[str], tool
         for tool in tools:
             runs = " ".join(f"{'' if o.reached else '>'}{o.wall:.1f}/{o.cpu:.1f}" for o in results[(task, tool)])
             print(f"        {LABELS[tool]:26} per seed wall/CPU s: {runs}")
+        for tool in tools:
+            outs = results[(task, tool)]
+            idle = [o.idle for o in outs if not math.isnan(o.idle)]
+            print(f"        {LABELS[tool]:26} first trial started at {statistics.median(o.first for o in outs):.2f} s; "
+                  f"a slot idle between trials {statistics.median(idle) * 1e3 if idle else math.nan:.0f} ms "
+                  "(medians)")
 
 
 def _secs(v: float) -> str:
@@ -732,7 +760,8 @@ def main() -> int:
                     o = measure(tool, TASKS[name], seed, caps[name])
                     results.setdefault((name, tool), []).append(o)
                     print(f"{name} seed {seed} {LABELS[tool]:26} {'reached' if o.reached else 'NOT reached'} "
-                          f"wall {o.wall:.1f}s CPU {o.cpu:.1f}s trials {o.trials} best {o.best:.4g}", flush=True)
+                          f"wall {o.wall:.1f}s CPU {o.cpu:.1f}s trials {o.trials} best {o.best:.4g} "
+                          f"first trial at {o.first:.2f}s slot idle {o.idle * 1e3:.0f} ms/trial", flush=True)
     finally:
         if ray_started:
             import ray

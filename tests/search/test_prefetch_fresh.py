@@ -8,12 +8,14 @@ seed), so a resumed sweep still asks what the uninterrupted one asked.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from optuna.trial import TrialState as OptunaState
 
 from sweeplab.search import Prefetching
 from sweeplab.search.optuna import TPESearcher
+from sweeplab.search.random import RandomSearcher
 from sweeplab.space import parse_parameters
 from sweeplab.types import Goal, TrialSnapshot, TrialState
 
@@ -32,27 +34,56 @@ def _wait_for_prefetch(searcher: Prefetching) -> None:
     assert not searcher.exhausted   # waits for the suggestion being computed in the background
 
 
-def test_a_suggestion_prefetched_before_the_last_result_is_computed_again_with_it() -> None:
+def _two_workers_then_results(wrapped: Prefetching, plain: TPESearcher, between: Any = None) -> dict[str, Any]:
+    """A sequential start past TPE's startup trials, two trials handed out, then both results, the second
+    the best so far; returns what the wrapper and the plain searcher ask next (they must agree)."""
+    for number in range(4):
+        a, b = plain.ask(), wrapped.ask()
+        assert a == b
+        plain.tell(number, a, TrialState.COMPLETED, quadratic(a))
+        wrapped.tell(number, b, TrialState.COMPLETED, quadratic(b))
+    batch = [wrapped.ask(), wrapped.ask()]   # two workers
+    assert batch == [plain.ask(), plain.ask()]
+    if between is not None:
+        between()
+    plain.tell(4, batch[0], TrialState.COMPLETED, quadratic(batch[0]))
+    wrapped.tell(4, batch[0], TrialState.COMPLETED, quadratic(batch[0]))
+    _wait_for_prefetch(wrapped)               # anything computed while trial 5 still runs ...
+    plain.tell(5, batch[1], TrialState.COMPLETED, -1.0)     # ... which ends, the best so far, before it is used
+    wrapped.tell(5, batch[1], TrialState.COMPLETED, -1.0)
+    fresh = plain.ask()
+    assert wrapped.ask() == fresh
+    return fresh
+
+
+def _failed(searcher: Prefetching) -> int:
+    return [t.state for t in searcher.inner.study.get_trials(deepcopy=False)].count(OptunaState.FAIL)
+
+
+def test_a_cheap_searcher_computes_nothing_ahead_while_trials_run() -> None:
+    """A suggestion computed while a trial runs would be withdrawn at its result (TPE: a few ms of the
+    driver's CPU per trial for nothing, on the cores the workers use): the next is asked after it."""
     plain, wrapped = _tpe(), Prefetching(_tpe())
     try:
-        for number in range(4):   # sequential start: past TPE's startup trials
-            a, b = plain.ask(), wrapped.ask()
-            assert a == b
-            plain.tell(number, a, TrialState.COMPLETED, quadratic(a))
-            wrapped.tell(number, b, TrialState.COMPLETED, quadratic(b))
-        batch = [wrapped.ask(), wrapped.ask()]   # two workers
-        assert batch == [plain.ask(), plain.ask()]
-        plain.tell(4, batch[0], TrialState.COMPLETED, quadratic(batch[0]))
-        wrapped.tell(4, batch[0], TrialState.COMPLETED, quadratic(batch[0]))
-        _wait_for_prefetch(wrapped)               # computed while trial 5 still runs ...
-        plain.tell(5, batch[1], TrialState.COMPLETED, -1.0)     # ... which ends, the best so far, before it is used
-        wrapped.tell(5, batch[1], TrialState.COMPLETED, -1.0)
-        fresh = plain.ask()
-        assert wrapped.ask() == fresh
-        states = [t.state for t in wrapped.inner.study.get_trials(deepcopy=False)]
+        _two_workers_then_results(wrapped, plain)
+        assert _failed(wrapped) == 0   # no suggestion taken back: none was computed before a result
+    finally:
+        wrapped.close()
+
+
+def test_a_suggestion_prefetched_before_the_last_result_is_computed_again_with_it(monkeypatch: Any) -> None:
+    """One computed ahead while asks were expensive, stale once they are cheap: withdrawn and asked again, and
+    the withdrawn ask leaves no trace (a resume asks the same)."""
+    import sweeplab.search.prefetch as prefetch
+
+    plain, wrapped = _tpe(), Prefetching(_tpe())
+    try:
+        monkeypatch.setattr(prefetch, "FRESH_UNDER", 0.0)       # expensive: the next is computed ahead ...
+        fresh = _two_workers_then_results(wrapped, plain,       # ... and cheap again by the results
+                                          between=lambda: monkeypatch.setattr(prefetch, "FRESH_UNDER", 1e9))
         # the stale suggestions, taken back, invisible to TPE: the one computed ahead when the second worker's
-        # was handed out (stale at trial 4's result) and the one computed after trial 4's
-        assert states.count(OptunaState.FAIL) == 2
+        # was handed out (stale at trial 4's result); none after trial 4's (trial 5 still ran)
+        assert _failed(wrapped) == 1
 
         resumed = Prefetching(_tpe())   # a resume from the same history asks the same trial 6
         try:
@@ -81,4 +112,41 @@ def test_an_expensive_searcher_keeps_its_stale_suggestion(monkeypatch: Any) -> N
         states = [t.state for t in wrapped.inner.study.get_trials(deepcopy=False)]
         assert OptunaState.FAIL not in states
     finally:
+        wrapped.close()
+
+
+class _Blocking(RandomSearcher):
+    """Random (cannot withdraw: computes ahead); an ask in a background thread waits for `release`."""
+
+    def __init__(self) -> None:
+        super().__init__(parse_parameters(XY), Goal.MINIMIZE, 0)
+        self.release = threading.Event()
+        self.background = 0
+
+    def ask(self) -> dict[str, Any] | None:
+        if threading.current_thread() is not threading.main_thread():
+            self.background += 1
+            assert self.release.wait(30)
+        return super().ask()
+
+
+def test_nothing_is_computed_in_the_background_inside_deferring() -> None:
+    """The driver hands trials out inside `deferring()`: a suggestion computed ahead starts when it ends."""
+    inner = _Blocking()
+    inner.release.set()
+    wrapped = Prefetching(inner)          # computed at construction, in the background
+    try:
+        wrapped.ask()
+        for thread in threading.enumerate():   # the construction's prefetch, ending
+            if thread.name == "sweeplab-prefetch":
+                thread.join(30)
+        inner.release.clear()
+        with wrapped.deferring():
+            wrapped.ask()                 # two in flight: the next one is wanted ahead ...
+            assert inner.background == 1 and not any(t.name == "sweeplab-prefetch" for t in threading.enumerate())
+        assert any(t.name == "sweeplab-prefetch" for t in threading.enumerate())   # ... and started now
+        inner.release.set()
+        assert not wrapped.exhausted and inner.background == 2
+    finally:
+        inner.release.set()
         wrapped.close()

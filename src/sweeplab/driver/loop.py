@@ -77,8 +77,9 @@ class Driver(Recovery, EventWriter):
     def _loop(self) -> SweepOutcome:
         events: list[Event] = []
         while True:
-            # one transaction per turn: the events that arrived, and the trials that replace them
-            with self.store.transaction():
+            # one transaction per turn: the events that arrived, and the trials that replace them; a suggestion
+            # computed in the background waits until they are sent (it would take the GIL from this thread)
+            with self._searcher.deferring(), self.store.transaction():
                 for ev in events:
                     self._handle(ev)
                 self._write_where()

@@ -7,9 +7,10 @@ rebuilt with `replay(history)` and continues as if it had lived on.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from sweeplab.errors import SpecError
@@ -103,6 +104,12 @@ class Searcher(ABC):
     def warm_up(self) -> None:
         """Pay one-off costs of later asks now (imports, first-call setup) without changing what any ask
         returns. `Prefetching` calls it in the background once workers are fed. A no-op by default."""
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        """Start no background work (a suggestion computed ahead) inside the block: the driver hands trials
+        out in it. A no-op for searchers without background work."""
+        yield
 
     @property
     def exhausted(self) -> bool:

@@ -14,13 +14,21 @@ with that trial still running. When suggestions are cheap (the last one took und
 CPU, as TPE's do) the stale one is withdrawn from the inner searcher (`Searcher.withdraw`) and computed
 again from the fresher history; when they are expensive (GP) it is kept, since it already treated the
 now-finished trial as pending (the GP as a Kriging believer) and recomputing it would idle a worker.
+So a cheap searcher that can withdraw computes nothing ahead while trials run: a slot frees when a trial
+ends, its result is told first, and the suggestion computed before it would only be withdrawn (TPE's 3-4 ms
+of driver CPU per trial, taken from the workers on a machine they fill).
+
+`deferring()` holds background work back while the driver hands trials out: a thread computing a
+suggestion holds the GIL for up to `sys.getswitchinterval()` (5 ms) each time the driver's thread releases
+it for a store write or a pipe write, which delayed each dispatch by several such slices (GP sweeps).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from sweeplab.search.base import Searcher
@@ -52,18 +60,60 @@ class Prefetching(Searcher):
         self._in_flight = 0                    # suggestions handed out whose result is not told yet
         self._warm = False                     # `inner.warm_up()` called
         self._warming: threading.Thread | None = None   # the thread running `inner.warm_up()`, if any
+        self._deferred = 0                     # depth of `deferring()` blocks (under `_cond`)
+        self._wanted = False                   # a prefetch was asked for inside one
+        self._withdraws = type(inner).withdraw is not Searcher.withdraw
         self._prefetch()
 
     @property
     def notes(self) -> list[str]:  # type: ignore[override]
         return self.inner.notes
 
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        """Start no background work inside the block; what was asked for starts when it ends."""
+        with self._cond:
+            self._deferred += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._deferred -= 1
+                wanted = self._wanted and not self._deferred
+                self._wanted = self._wanted and not wanted
+            if wanted:
+                self._prefetch()
+
     def _prefetch(self) -> None:
         with self._cond:
             if self._closed or self._thread is not None or self._ready is not _NOTHING:
                 return
+            if self._deferred:
+                self._wanted = True
+                return
+            if self._in_flight and self._withdraws and self._ask_seconds < FRESH_UNDER:
+                warm = self._take_warm_up()   # cheap: the next suggestion is computed after the next result
+                if warm:
+                    self._warming = threading.Thread(target=self._warm_up, name="sweeplab-warm-up", daemon=True)
+                    self._warming.start()
+                return
             self._thread = threading.Thread(target=self._run, name="sweeplab-prefetch", daemon=True)
             self._thread.start()
+
+    def _take_warm_up(self) -> bool:
+        """Whether to warm the inner searcher up now (caller holds `_cond`): once, once a trial was handed out."""
+        warm = not self._warm and not self._closed and self._warming is None and self._told + self._in_flight >= 1
+        self._warm = self._warm or warm
+        return warm
+
+    def _warm_up(self) -> None:
+        try:   # without `_lock`, as after a background ask: a warm-up changes no suggestion
+            self.inner.warm_up()
+        except Exception:   # only an optimisation: the ask that needs what failed raises it
+            pass
+        finally:
+            with self._cond:
+                self._warming = None
 
     def _run(self) -> None:
         result, error, told = _NOTHING, None, 0
