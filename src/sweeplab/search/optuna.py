@@ -272,9 +272,10 @@ class OptunaSearcher(Searcher):
         for i, c in enumerate(constraints or ()):   # Optuna's samplers read them from the trial
             trial.set_constraint(str(i), float(c))
         ostate, ovalue, steps = self._outcome(state, value, intermediate)
-        for step, v in steps.items():
-            trial.report(v, step)
         TS = self._optuna.trial.TrialState
+        if ostate is not TS.COMPLETE:   # no sampler reads a completed trial's curve (hundreds of steps, ~5 us each)
+            for step, v in steps.items():
+                trial.report(v, step)
         how = self._impute_how(state) if ostate is TS.FAIL else None
         if how is not None:
             self._tell_imputed(trial, steps, how)
