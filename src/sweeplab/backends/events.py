@@ -93,10 +93,11 @@ def decode(line: bytes | str) -> Event:
     return Event.from_dict(json.loads(line))
 
 
-def read_events(fd: int, buf: bytearray, chunk: int = 1 << 20) -> list[Event]:
+def read_events(fd: int, buf: bytearray, chunk: int = 1 << 16) -> list[Event]:
     """Read what a non-blocking pipe holds, append it to `buf`, and decode every complete line.
 
-    A partial last line stays in `buf` for the next call; lines that do not decode are skipped.
+    A partial last line stays in `buf` for the next call; lines that do not decode are skipped. `chunk` is a
+    pipe's capacity: os.read allocates it before reading, and the driver reads at every wake-up.
     """
     while True:
         try:
