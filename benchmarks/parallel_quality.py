@@ -138,8 +138,9 @@ def idle_share(task: Task, method: str, seed: int, workers: int, n: int, seconds
     thing at a time (the driver's Prefetching holds one lock around the searcher). As in the driver's loop,
     the results that arrive while it is busy are all told before the freed slots are filled (so a burst of
     free slots shares one kernel fit of the GP). With `prefetch`, the
-    policy of `sweeplab.search.Prefetching` is replayed: one suggestion is computed ahead after each result
-    and, with other trials in flight, right after one is handed out; a result that ends while the searcher
+    policy of `sweeplab.search.Prefetching` is replayed: when asks cost FRESH_UNDER or more, one suggestion is
+    computed ahead after each result and, with other trials in flight, right after one is handed out (a
+    cheaper one would be withdrawn at the next result, so none is); a result that ends while the searcher
     computes is told when it is done; a stale ready suggestion is recomputed when asks are cheaper than
     FRESH_UNDER; the searcher's one-off `warm_up` runs once the first workers are fed. A freed worker waits
     until its suggestion is ready; that wait is the idle time.
@@ -173,8 +174,8 @@ def idle_share(task: Task, method: str, seed: int, workers: int, n: int, seconds
             ready = None
             idle += busy
             start(busy, params)
-            if prefetch and i >= 1 and asked < n:   # Prefetching computes ahead once 2 are in flight
-                ready, ready_done = compute(busy), done
+            if prefetch and i >= 1 and asked < n and asks[-1] >= FRESH_UNDER:   # Prefetching computes ahead
+                ready, ready_done = compute(busy), done                          # once 2 are in flight (if costly)
         if prefetch:   # Prefetching warms the searcher up in the background once a trial runs
             c0 = time.process_time()
             searcher.warm_up()
@@ -203,7 +204,7 @@ def idle_share(task: Task, method: str, seed: int, workers: int, n: int, seconds
                     nxt, ready = ready, None
                 idle += busy - freed
                 start(busy, nxt)
-                if prefetch and asked < n and workers >= 2:
+                if prefetch and asked < n and workers >= 2 and asks[-1] >= FRESH_UNDER:
                     ready, ready_done = compute(busy), done
         span = end
     finally:
