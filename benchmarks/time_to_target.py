@@ -32,7 +32,10 @@ the end of the first completed trial whose value is at or below the target. Comp
 seconds the trials spent in the objective until then (running trials counted up to that moment). A run
 that does not reach the target within its caps counts with its whole wall time and compute (shown `>`),
 and the medians say `not reached` when half the runs did not reach it. Ratios are the peer's median over
-sweeplab's (> 1: sweeplab is ahead).
+sweeplab's (> 1: sweeplab is ahead). Also from the same records, per tool: when its first trial started, and
+how long a slot (a process and thread running trials: a worker, one of Optuna's threads or processes, a Ray
+actor) stayed idle between the end of one trial and the start of its next (median over the trials before
+the target) -- the per-trial overhead of the tool between trials, start-up excluded.
 """
 
 from __future__ import annotations
