@@ -332,6 +332,78 @@ def run_sweeplab(task: Task, seed: int, caps: Caps, log: str) -> None:
                   overrides=[f"{k}={v}" for k, v in task.overrides.items()])
 
 
+def driver_cost_run(task_name: str, trials: str, out: str) -> None:
+    """One sweeplab sweep of `trials` trials of the task (no target, the example's spec), in this process: the
+    driver's CPU between its 12th trial and its last (steady state: past start-up and TPE's random trials),
+    written as JSON to `out` with the trial and point counts of that stretch."""
+    import sqlite3
+
+    import yaml
+
+    from sweeplab.api import run_sweep
+
+    task, n = TASKS[task_name], int(trials)
+    spec = yaml.safe_load((task.dir / "sweep.yaml").read_text())
+    spec.update(function=f"{Path(__file__).resolve()}:sweeplab_{task.name}", config=str(task.dir / "config.yaml"),
+                seed=0, workers=WORKERS, budget={"trials": n}, parameters={p.name: p.wandb() for p in task.params})
+    if os.environ.get(METHOD_ENV):
+        spec["method"] = os.environ[METHOD_ENV]
+    if task.asha is not None:
+        spec["early_terminate"] = task.asha
+    marks: list[tuple[int, float, float]] = []   # (trials created, process CPU, driver thread CPU)
+
+    def progress(p: Any) -> None:
+        marks.append((p.created, time.process_time(), time.thread_time()))
+
+    with tempfile.TemporaryDirectory() as store:
+        run_sweep(spec, store=store, name="cost", on_progress=progress,
+                  overrides=[f"{k}={v}" for k, v in task.overrides.items()])
+        marks.append((n, time.process_time(), time.thread_time()))
+        db = sqlite3.connect(Path(store) / "store.db")
+        first = next(m for m in marks if m[0] >= 12)
+        points = db.execute("SELECT count(*) FROM metrics m JOIN trials t ON t.id = m.trial_id WHERE t.number >= ?",
+                            (first[0],)).fetchone()[0]
+        db.close()
+    Path(out).write_text(json.dumps({"trials": n - first[0], "points": points, "cpu": marks[-1][1] - first[1],
+                                     "main": marks[-1][2] - first[2]}))
+
+
+def driver_cost(tasks: list[str], rounds: int, trials: int, against: str | None) -> None:
+    """The driver's CPU per trial and per logged point, and a slot's idle time between trials, for this tree
+    and (interleaved, same rounds) the sweeplab of `against`/src: steady state of `trials`-trial sweeps."""
+    trees = {"this": str(HERE.parent / "src")}
+    if against:
+        trees["against"] = str(Path(against).resolve() / "src")
+    print(f"driver cost: sweeplab's example sweeps of {trials} trials, {WORKERS} workers; driver CPU from its 12th "
+          f"trial to its end; {rounds} rounds, trees interleaved")
+    for name in tasks:
+        rows: dict[str, list[tuple[float, float, float, float]]] = {t: [] for t in trees}
+        for _ in range(rounds):
+            for tree, src in trees.items():
+                with tempfile.TemporaryDirectory() as d:
+                    log, out = str(Path(d) / "events.jsonl"), str(Path(d) / "cost.json")
+                    Path(log).touch()
+                    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                           LOG_ENV: log}
+                    subprocess.run([sys.executable, __file__, "--_driver-cost", name, str(trials), out], check=True,
+                                   env=env)
+                    got = json.loads(Path(out).read_text())
+                    events = [json.loads(x) for x in Path(log).read_text().splitlines() if x.strip()]
+                    gaps = slot_idle(events, math.inf)
+                    rows[tree].append((got["cpu"] / got["trials"], got["main"] / got["trials"],
+                                       got["cpu"] / max(got["points"], 1), statistics.median(gaps)))
+        for tree, vals in rows.items():
+            med = [statistics.median(v[i] for v in vals) for i in range(4)]
+            label = "this tree" if tree == "this" else f"{against}"
+            print(f"  {name} {label:28} driver CPU {med[0] * 1e3:6.2f} ms/trial (its main thread {med[1] * 1e3:5.2f}), "
+                  f"{med[2] * 1e6:5.1f} us/point; slot idle {med[3] * 1e3:5.1f} ms/trial")
+        if against:
+            a, b = rows["this"], rows["against"]
+            cpu = statistics.median(v[0] for v in a) / statistics.median(v[0] for v in b)
+            idle = statistics.median(v[3] for v in a) / statistics.median(v[3] for v in b)
+            print(f"  {name} this / against: driver CPU per trial {cpu:.2f}x, slot idle {idle:.2f}x")
+
+
 def optuna_objective(task: Task, log: str, target: float) -> Callable[[Any], float]:
     import optuna
 
@@ -721,6 +793,9 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--_warm-worker":
         _warm_worker(sys.argv[2], sys.argv[3])
         os._exit(0)   # as a sweeplab worker and a forked one end: without the interpreter's teardown
+    if len(sys.argv) > 1 and sys.argv[1] == "--_driver-cost":
+        driver_cost_run(*sys.argv[2:5])
+        return 0
     if len(sys.argv) > 1 and sys.argv[1] == "--_warm-zygote":
         _warm_zygote(sys.argv[2], sys.argv[3])
         return 0
@@ -734,9 +809,16 @@ def main() -> int:
                     help="print value quantiles of N random configurations per task and exit")
     ap.add_argument("--warm-start", type=int, nargs="?", const=5, default=0, metavar="ROUNDS",
                     help="A/B of starting workers warm (forked after importing once) against cold, and exit")
+    ap.add_argument("--driver-cost", type=int, nargs="?", const=3, default=0, metavar="ROUNDS",
+                    help="sweeplab's driver CPU per trial and per point, and slot idle, in steady state, and exit")
+    ap.add_argument("--cost-trials", type=int, default=60, help="trials per --driver-cost sweep")
+    ap.add_argument("--against", metavar="DIR", help="with --driver-cost: also measure DIR/src's sweeplab")
     args = ap.parse_args()
     if args.method:
         os.environ[METHOD_ENV] = args.method
+    if args.driver_cost:
+        driver_cost(args.tasks, args.driver_cost, args.cost_trials, args.against)
+        return 0
     if args.warm_start:
         warm_start_ab(args.tasks, args.warm_start)
         return 0
