@@ -212,12 +212,13 @@ def namespace(value: Any) -> Any:
 class Recorder:
     """Appends one JSON line per event of one trial (O_APPEND: lines from many processes do not mix)."""
 
-    def __init__(self, path: str, final_step: int) -> None:
+    def __init__(self, path: str, final_step: int, slot: str | None = None) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.trial = uuid.uuid4().hex[:12]
         self.final_step = final_step
         self.last: float | None = None
-        self.write("start", slot=f"{os.getpid()}/{threading.get_native_id()}")   # the process and thread it ran in
+        # where it ran: the process and thread (a worker, one of Optuna's threads), or what the caller names
+        self.write("start", slot=slot or f"{os.getpid()}/{threading.get_native_id()}")
 
     def write(self, event: str, **data: Any) -> None:
         line = json.dumps({"trial": self.trial, "event": event, "t": time.time(), "cpu": time.thread_time(),
@@ -499,7 +500,7 @@ def run_ray_tune(task: Task, seed: int, caps: Caps, log: str) -> None:
 
     def trainable(params: dict[str, Any], log: str = log) -> None:
         config = full_config(task, params)
-        rec = Recorder(log, task.final_step(config))
+        rec = Recorder(log, task.final_step(config), slot=str(os.getpid()))   # an actor runs each trial in a new thread
         final = task.final_step(config)
 
         def report(metrics: dict[str, Any], step: int) -> None:
