@@ -171,3 +171,38 @@ def test_telling_a_completed_trial_does_not_copy_its_curve_into_optuna(monkeypat
     assert reports == [0, 1]
     trials = searcher.study.get_trials(deepcopy=False)
     assert trials[0].value == 0.01 and trials[1].intermediate_values == {0: 2.0, 1: 1.5} and trials[1].value == 1.5
+
+
+class _CheapWithSlowWarmUp(RandomSearcher):
+    """Cheap and able to withdraw (as TPE, or the GP in its random start): its warm-up blocks until released."""
+
+    def __init__(self) -> None:
+        super().__init__(parse_parameters(XY), Goal.MINIMIZE, 0)
+        self.warmed, self.release, self.finished = threading.Event(), threading.Event(), threading.Event()
+
+    def withdraw(self, params: Any) -> bool:
+        return True
+
+    def warm_up(self) -> None:
+        self.warmed.set()
+        self.release.wait(30)
+        self.finished.set()
+
+
+def test_a_cheap_searcher_still_warms_up_once_a_trial_runs_and_close_waits_for_it() -> None:
+    """Computing nothing ahead must not skip the GP's warm-up (its first model-based ask's imports, paid while
+    the random start runs), and closing waits for it (a torch GP at interpreter exit aborted the driver)."""
+    inner = _CheapWithSlowWarmUp()
+    wrapped = Prefetching(inner)
+    with wrapped.deferring():
+        wrapped.ask()
+        wrapped.ask()                   # two workers fed: nothing computed ahead, the warm-up starts ...
+        assert not inner.warmed.is_set()
+    assert inner.warmed.wait(30)        # ... once the driver's turn ends
+    closer = threading.Thread(target=wrapped.close)
+    closer.start()
+    closer.join(0.5)
+    assert closer.is_alive() and not inner.finished.is_set()
+    inner.release.set()
+    closer.join(30)
+    assert not closer.is_alive() and inner.finished.is_set()
