@@ -47,7 +47,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -148,22 +147,21 @@ TASKS = {
 }
 
 
-_LOAD_LOCK = threading.Lock()
-
-
 def load_example(task: Task) -> ModuleType:
     """The example's train.py as a module (loaded once per process)."""
     key = f"_ttt_{task.name}_train"
-    # Under a lock: Optuna's n_jobs threads call this at once, and a module is in sys.modules before its
-    # body has run, so without it a second thread got a half-loaded module (and its trial failed).
-    with _LOAD_LOCK:
-        if key not in sys.modules:
-            spec = importlib.util.spec_from_file_location(key, task.dir / "train.py")
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[key] = module
-            spec.loader.exec_module(module)
-        return sys.modules[key]
+    module = sys.modules.get(key)
+    if module is None:
+        # Published only once its body has run: Optuna's n_jobs threads call this at once, and a second
+        # thread used to get a half-loaded module (its trial failed). Two threads may both run the body
+        # (cheap: the examples import their libraries inside train); a lock would not pickle into Ray
+        # Tune's trainable.
+        spec = importlib.util.spec_from_file_location(key, task.dir / "train.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module = sys.modules.setdefault(key, module)
+    return module
 
 
 def base_config(task: Task) -> dict[str, Any]:
