@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,8 +21,10 @@ from sweeplab.spec.keys import (
     _TOP_KEYS,
     _UNSUPPORTED_KEYS,
     MACROS,
+    _dropped,
     _early_terminate_types,
     _methods,
+    is_macro,
 )
 from sweeplab.spec.limits import _Limits
 from sweeplab.spec.model import Constraint, MetricSpec, SweepSpec
@@ -263,13 +264,18 @@ class _SpecParser(_WandbWarnings, _Limits):
                                  expected="macros written as ${name}")
             for match in _MACRO.finditer(item):
                 name = match.group(1)
-                if name.startswith("envvar:") and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name[7:]):
+                if not is_macro(name):
+                    # W&B's agent (wandb_agent.py, Agent._command_run) drops an item that is exactly an
+                    # unknown ${...} and passes one inside a longer item as it is (Hydra's ${now:...});
+                    # sweeplab does the same, and says so when the item is dropped or looks like a typo
+                    hint = _did_you_mean(name, MACROS)
+                    if match.group(0) == item or hint:
+                        what = "W&B's agent drops this item, and so does sweeplab" if match.group(0) == item \
+                            else "W&B's agent passes it as it is, and so does sweeplab"
+                        self.warn(f"unknown macro ${{{name}}}: {what}", key, value=item,
+                                  expected="one of " + ", ".join(f"${{{m}}}" for m in MACROS)
+                                  + " or ${envvar:NAME}", hint=hint)
                     continue
-                if name not in MACROS:
-                    raise self.error(f"unknown macro ${{{name}}}", key, value=item,
-                                     expected="one of " + ", ".join(f"${{{m}}}" for m in MACROS)
-                                     + " or ${envvar:NAME}",
-                                     hint=_did_you_mean(name, MACROS))
                 if name in _LIST_MACROS and match.group(0) != item:
                     raise self.error(f"${{{name}}} expands to several arguments; it must be a whole item",
                                      key, value=item, expected=f"an item that is exactly ${{{name}}}")
@@ -278,7 +284,8 @@ class _SpecParser(_WandbWarnings, _Limits):
 
     def executable(self, command: tuple[str, ...]) -> None:
         """A command without a program must start with something to execute."""
-        i = 1 if command[0] == "${env}" else 0
+        command = tuple(c for c in command if not _dropped(c))
+        i = 1 if command[:1] == ("${env}",) else 0
         if i >= len(command):
             raise self.error("command has nothing to execute", "command", value=list(command),
                              expected="an executable after ${env}")
