@@ -183,7 +183,7 @@ ERRORS = [
     ("command-unclosed-macro", {"command": "${env} python ${args"}, "command[2]", "unclosed macro"),
     ("command-type", {"command": 5}, "command", "must be a non-empty list"),
     ("command-empty", {"command": []}, "command", "must be a non-empty list"),
-    ("command-item-type", {"command": ["python", {"a": 1}]}, "command[1]", "a command item must be a string"),
+    ("command-item-type", {"command": ["python", {"a": 1}]}, "command[1]", "a command item that is not a string"),
     ("command-program-missing", {"program": _DELETE, "command": ["${env}", "python", "${program}"]}, "command[2]",
      "command uses ${program} but no program is given"),
     ("command-no-executable", {"program": _DELETE, "command": ["${env}", "${args}"]}, "command[1]",

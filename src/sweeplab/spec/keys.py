@@ -34,6 +34,11 @@ _LIST_MACROS = ("args", "args_no_equals", "args_no_hyphens", "args_no_boolean_fl
 PARAM_MACROS = (*_LIST_MACROS, "args_json", "args_json_file")
 DEFAULT_COMMAND = ("${env}", "${interpreter}", "${program}", "${args}")
 _MACRO = re.compile(r"\$\{([^}]*)\}")
+#: the parameter names W&B's schema matches (sweeps config/schema.json); others are a warning there, and run
+_WANDB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+#: W&B's deprecated distributions whose min/max are natural-log exponents, and what W&B says to use instead
+_EXPONENT_KINDS = {"log_uniform": "log_uniform_values", "q_log_uniform": "q_log_uniform_values",
+                   "inv_log_uniform": "inv_log_uniform_values"}
 _ENVVAR = re.compile(r"envvar:[A-Za-z_][A-Za-z0-9_]*")
 
 

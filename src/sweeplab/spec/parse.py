@@ -12,6 +12,7 @@ from sweeplab._values import is_number as _is_number
 from sweeplab.errors import SpecError
 from sweeplab.space import SearchSpace, parse_parameters
 from sweeplab.spec.keys import (
+    _EXPONENT_KINDS,
     _FUNCTION,
     _HYPERBAND_KEYS,
     _IGNORED_KEYS,
@@ -20,6 +21,7 @@ from sweeplab.spec.keys import (
     _MACRO,
     _TOP_KEYS,
     _UNSUPPORTED_KEYS,
+    _WANDB_NAME,
     MACROS,
     _dropped,
     _early_terminate_types,
@@ -203,6 +205,14 @@ class _SpecParser(_WandbWarnings, _Limits):
             space = parse_parameters(raw, file=self.file, key="parameters")
         except SpecError as err:
             raise (err.with_file(self.file) if self.file and not err.file else err) from None
+        self.odd_names(raw, "parameters")
+        for name, dist in space.params.items():   # W&B warns on each (sweeps PARAM_DEPRECATION_MAP), and runs it
+            if dist.kind in _EXPONENT_KINDS:
+                lo, hi = dist.value_bounds()
+                self.warn(f"{dist.kind} takes min and max as natural-log exponents: it draws values from "
+                          f"{lo:.6g} to {hi:.6g}", f"{space.keys.get(name) or _param_key(raw, name)}.distribution",
+                          note="W&B warns and runs it, and so does sweeplab", value=dist.kind,
+                          expected=f"{_EXPONENT_KINDS[dist.kind]} to give min and max as the values themselves")
         if method == "grid":
             for name, dist in space.params.items():
                 if dist.grid_values() is None:
@@ -213,6 +223,23 @@ class _SpecParser(_WandbWarnings, _Limits):
                         hint="use values: [...] or method: random",
                     )
         return space
+
+    def odd_names(self, raw: Any, key: str) -> None:
+        """Parameter names W&B's schema does not match (`+experiment`, `model/encoder`: Hydra overrides):
+        W&B warns and hands them to the program as they are; so does sweeplab."""
+        if not isinstance(raw, Mapping):
+            return
+        for name, node in raw.items():
+            where = f"{key}.{name}"
+            if isinstance(name, str) and not _WANDB_NAME.match(name):
+                self.warn("parameter name W&B's schema does not match", where, value=name,
+                          note="W&B warns and passes it as it is, and so does sweeplab",
+                          expected="letters, digits, '_', '-' or '.', not starting with a digit")
+            if isinstance(node, Mapping):
+                self.odd_names(node.get("parameters"), f"{where}.parameters")
+                when = node.get("when")
+                for value, block in (when.items() if isinstance(when, Mapping) else ()):
+                    self.odd_names(block, f"{where}.when.{value}")
 
     def target(self, raw: Mapping[str, Any]) -> tuple[str | None, str | None, tuple[str, ...] | None]:
         function = self.string(raw.get("function"), "function")
@@ -255,10 +282,13 @@ class _SpecParser(_WandbWarnings, _Limits):
         items: list[str] = []
         for i, item in enumerate(raw):
             key = f"command[{i}]"
-            if _is_number(item):
+            if isinstance(item, bool) or _is_number(item):
+                item = str(item)   # W&B's agent passes str(item): True, 4
+            if not isinstance(item, str):   # null, a mapping (`- --lr: 3`), a list: W&B's agent passes str(item)
+                self.warn("a command item that is not a string", key, value=item, expected="a string",
+                          note=f"W&B's agent passes it as {str(item)!r}, and so does sweeplab",
+                          hint="quote it if that text is meant")
                 item = str(item)
-            if not isinstance(item, str):
-                raise self.error("a command item must be a string", key, value=item, expected="a string")
             if "${" in _MACRO.sub("", item):
                 raise self.error("unclosed macro: '${' without '}'", key, value=item,
                                  expected="macros written as ${name}")
