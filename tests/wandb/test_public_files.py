@@ -96,3 +96,23 @@ def test_no_claim_about_a_program_that_cannot_be_read(tmp_path) -> None:
     spec = parse_spec({**BASE, "command": ["${env}", "python", "${program}", "cfg.py"]},
                       file=str(tmp_path / "sweep.yaml"))
     assert spec.warnings == ()   # train.py is not there: nothing is known about what it reads
+
+
+# -- ${name} of a parameter inside a command item: W&B's agent does not substitute it -----------------------------
+
+
+def test_a_parameter_written_as_a_macro_is_named_as_a_parameter_not_a_typo() -> None:
+    params = {"aug_on": {"values": [True]}, "batch-size": {"values": [1, 2]}}
+    command = ["${env}", "python", "train.py", "-b ${batch-size}", "--aug_on=${aug_on}", "--x=${now:%H}"]
+    spec = _spec(parameters=params, command=command)
+    assert len(spec.warnings) == 2   # one per parameter reference; Hydra's ${now:...} is no parameter
+    for warning, name, i in zip(spec.warnings, ["batch-size", "aug_on"], [3, 4], strict=True):
+        assert warning.startswith(f"sweep.yaml: command[{i}]: ${{{name}}} names a parameter, but W&B's agent "
+                                  "does not put parameter values into command items")
+        assert "did you mean" not in warning and "${args}" in warning
+    argv = build_command(spec, {"aug_on": True, "batch-size": 1}, interpreter="py", args_json_file="p.json")
+    assert argv[-3:] == ["-b ${batch-size}", "--aug_on=${aug_on}", "--x=${now:%H}"]   # passed as they are
+    spec = _spec(parameters=params, command=["python", "train.py", "${aug_on}"])   # a whole item: dropped
+    assert "names a parameter" in spec.warnings[0] and "W&B's agent drops this item" in spec.warnings[0]
+    assert build_command(spec, {"aug_on": True, "batch-size": 1}, interpreter="py",
+                         args_json_file="p.json") == ["python", "train.py"]

@@ -206,6 +206,7 @@ class _SpecParser(_WandbWarnings, _Limits):
         except SpecError as err:
             raise (err.with_file(self.file) if self.file and not err.file else err) from None
         self.odd_names(raw, "parameters")
+        self.param_names = {*space.params, *(raw if isinstance(raw, Mapping) else ())}   # flat, dotted and groups
         for name, dist in space.params.items():   # W&B warns on each (sweeps PARAM_DEPRECATION_MAP), and runs it
             if dist.kind in _EXPONENT_KINDS:
                 lo, hi = dist.value_bounds()
@@ -298,6 +299,13 @@ class _SpecParser(_WandbWarnings, _Limits):
                     # W&B's agent (wandb_agent.py, Agent._command_run) drops an item that is exactly an
                     # unknown ${...} and passes one inside a longer item as it is (Hydra's ${now:...});
                     # sweeplab does the same, and says so when the item is dropped or looks like a typo
+                    if name in self.param_names:   # `-b ${batch-size}`: the agent does not put values there
+                        self.warn(f"${{{name}}} names a parameter, but W&B's agent does not put parameter values "
+                                  "into command items", key, value=item,
+                                  note=("W&B's agent drops this item, and so does sweeplab" if match.group(0) == item
+                                        else "W&B's agent passes the item as it is, and so does sweeplab"),
+                                  expected="${args} (--name=value) or another ${args...} macro as an item of its own")
+                        continue
                     hint = _did_you_mean(name, MACROS)
                     if match.group(0) == item or hint:
                         what = "W&B's agent drops this item, and so does sweeplab" if match.group(0) == item \
