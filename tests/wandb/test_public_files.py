@@ -116,3 +116,14 @@ def test_a_parameter_written_as_a_macro_is_named_as_a_parameter_not_a_typo() -> 
     assert "names a parameter" in spec.warnings[0] and "W&B's agent drops this item" in spec.warnings[0]
     assert build_command(spec, {"aug_on": True, "batch-size": 1}, interpreter="py",
                          args_json_file="p.json") == ["python", "train.py"]
+
+
+def test_the_program_checked_is_the_one_the_command_runs(tmp_path) -> None:
+    # `program` names one script, the command runs another (without ${program}) that reads wandb.config
+    (tmp_path / "offline.py").write_text("print('reads nothing')\n")
+    (tmp_path / "train_md.py").write_text("import wandb\nrun = wandb.init()\nprint(wandb.config.lr)\n")
+    raw = {**BASE, "program": "offline.py", "command": ["python", "train_md.py", "--mode", 1]}
+    assert parse_spec(raw, file=str(tmp_path / "sweep.yaml")).warnings == ()
+    (tmp_path / "train_md.py").write_text("print('reads nothing either')\n")
+    (warning,) = parse_spec(raw, file=str(tmp_path / "sweep.yaml")).warnings
+    assert "passes no parameters" in warning and "train_md.py does not read wandb.config" in warning
