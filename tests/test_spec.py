@@ -192,7 +192,7 @@ ERRORS = [
     ("workers-type", {"workers": "2"}, "workers", "got '2'; expected an integer >= 1"),
     ("seed-type", {"seed": 1.5}, "seed", "not an integer"),
     ("seed-bool", {"seed": True}, "seed", "not an integer"),
-    ("name-type", {"name": 5}, "name", "must be a non-empty string"),
+    ("name-type", {"name": 5}, "name", "must be a string"),   # W&B warns: strict makes it an error
     ("resources-unknown", {"resources/gpu": 1}, "resources.gpu", "did you mean 'gpus'?"),
     ("resources-negative-cpus", {"resources/cpus": -1}, "resources.cpus", "expected a number >= 0"),
     ("resources-negative-gpus", {"resources/gpus": -0.5}, "resources.gpus", "expected a number >= 0"),

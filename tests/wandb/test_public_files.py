@@ -127,3 +127,20 @@ def test_the_program_checked_is_the_one_the_command_runs(tmp_path) -> None:
     (tmp_path / "train_md.py").write_text("print('reads nothing either')\n")
     (warning,) = parse_spec(raw, file=str(tmp_path / "sweep.yaml")).warnings
     assert "passes no parameters" in warning and "train_md.py does not read wandb.config" in warning
+
+
+# -- a number where W&B's schema wants a string or an integer ------------------------------------------------------
+
+
+def test_a_numeric_name_or_description_is_text_with_a_warning() -> None:
+    spec = _spec(name=2024, description=42)
+    assert spec.name == "2024" and spec.description == "42"
+    assert [w.split(":")[1].strip() for w in spec.warnings] == ["name", "description"]
+    with pytest.raises(SpecError, match=r"sweep\.yaml: name: .*2024"):
+        _spec(strict=True, name=2024)
+
+
+def test_run_cap_written_as_a_float_counts_as_wandb_counts_it() -> None:
+    assert _spec(run_cap=10.0).budget.trials == 10   # jsonschema's integer takes 10.0; W&B runs it
+    with pytest.raises(SpecError, match="run_cap: not an integer"):
+        _spec(run_cap=10.5)

@@ -69,8 +69,8 @@ class _SpecParser(_WandbWarnings, _Limits):
             method=method,
             space=space,
             metric=metric,
-            name=self.string(raw.get("name"), "name"),
-            description=self.text(raw.get("description"), "description"),
+            name=self.string(self.label(raw.get("name"), "name"), "name"),
+            description=self.text(self.label(raw.get("description"), "description"), "description"),
             function=function,
             program=program,
             command=command,
@@ -93,6 +93,14 @@ class _SpecParser(_WandbWarnings, _Limits):
             objectives=objectives,
             constraints=self.constraints(raw.get("constraints")),
         )
+
+    def label(self, raw: Any, key: str) -> Any:
+        """`name: 2024`: W&B's schema wants a string, warns, and shows it; so does sweeplab, as text."""
+        if isinstance(raw, bool) or _is_number(raw):
+            self.warn("must be a string", key, value=raw, expected="a string",
+                      note=f"W&B warns and runs it; sweeplab reads it as {str(raw)!r}")
+            return str(raw)
+        return raw
 
     def method(self, raw: Any) -> str:
         methods = _methods()
