@@ -64,6 +64,11 @@ def test_exponent_log_distributions_are_warned_about_as_wandb_does(kind: str, dr
         _spec(strict=True, method="random", parameters={"lr": {"distribution": kind, "min": -9.2, "max": -2.3}})
 
 
+def test_the_warning_names_values_too_large_for_a_float() -> None:
+    spec = _spec(method="random", parameters={"x": {"distribution": "log_uniform", "min": 0, "max": 1000}})
+    assert "draws values from 1 to e^1000" in spec.warnings[0]
+
+
 def test_log_uniform_values_is_not_warned_about() -> None:
     spec = _spec(method="random", parameters={"lr": {"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-3}})
     assert spec.warnings == ()

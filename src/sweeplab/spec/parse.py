@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -217,9 +218,9 @@ class _SpecParser(_WandbWarnings, _Limits):
         self.param_names = {*space.params, *(raw if isinstance(raw, Mapping) else ())}   # flat, dotted and groups
         for name, dist in space.params.items():   # W&B warns on each (sweeps PARAM_DEPRECATION_MAP), and runs it
             if dist.kind in _EXPONENT_KINDS:
-                lo, hi = dist.value_bounds()
+                lo, hi = (_exp_text(x) for x in dist.log_bounds())
                 self.warn(f"{dist.kind} takes min and max as natural-log exponents: it draws values from "
-                          f"{lo:.6g} to {hi:.6g}", f"{space.keys.get(name) or _param_key(raw, name)}.distribution",
+                          f"{lo} to {hi}", f"{space.keys.get(name) or _param_key(raw, name)}.distribution",
                           note="W&B warns and runs it, and so does sweeplab", value=dist.kind,
                           expected=f"{_EXPONENT_KINDS[dist.kind]} to give min and max as the values themselves")
         if method == "grid":
@@ -378,6 +379,14 @@ class _SpecParser(_WandbWarnings, _Limits):
                 raise self.error("a monitor must be a name or a mapping", f"monitors[{i}]", value=item,
                                  expected="a name (nan) or a mapping ({plateau: {...}})")
         return tuple(raw)
+
+
+def _exp_text(x: float) -> str:
+    """exp(x) for a message: `1.0001`, or `e^1000` where a float cannot hold it."""
+    try:
+        return f"{math.exp(x):.6g}"
+    except OverflowError:
+        return f"e^{x:g}"
 
 
 def _param_key(raw: Any, name: str) -> str:
