@@ -152,28 +152,21 @@ TASKS = {
 }
 
 
-_LOAD_LOCK = threading.Lock()
-
-
 def load_example(task: Task) -> ModuleType:
-    """The example's train.py as a module (loaded once per process, thread-safe)."""
-    # Under a lock: Optuna's n_jobs threads call this at once, and a module is in sys.modules before its
-    # body has run, so without it a second thread got a half-loaded module (and its trial failed).
-    with _LOAD_LOCK:
-        return _load_example(task)
-
-
-def _load_example(task: Task) -> ModuleType:
-    """load_example without the lock, for Ray Tune's trainable: Ray pickles a function of __main__ with the
-    globals it names, and a lock cannot be pickled (each of its actors runs one trial at a time)."""
+    """The example's train.py as a module (loaded once per process)."""
     key = f"_ttt_{task.name}_train"
-    if key not in sys.modules:
+    module = sys.modules.get(key)
+    if module is None:
+        # Published only once its body has run: Optuna's n_jobs threads call this at once, and a second
+        # thread used to get a half-loaded module (its trial failed). Two threads may both run the body
+        # (cheap: the examples import their libraries inside train); a lock would not pickle into Ray
+        # Tune's trainable.
         spec = importlib.util.spec_from_file_location(key, task.dir / "train.py")
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module
         spec.loader.exec_module(module)
-    return sys.modules[key]
+        module = sys.modules.setdefault(key, module)
+    return module
 
 
 def base_config(task: Task) -> dict[str, Any]:
@@ -514,7 +507,7 @@ def run_ray_tune(task: Task, seed: int, caps: Caps, log: str) -> None:
         run = PeerRun(rec, task.metric, seed=hash(tuple(sorted(map(str, params.items())))) % 2**31,
                       report=report, prune=lambda: False)
         try:
-            _load_example(task).train(namespace(config), run)
+            load_example(task).train(namespace(config), run)
         finally:
             rec.close()
 

@@ -187,7 +187,7 @@ def test_distribution_inference_and_defaults_follow_wandb(raw: dict, kind: str, 
         ({"x": {"values": [1], "min": 0}}, "parameters.x.min", "cannot combine"),
         ({"x": {}}, "parameters.x", "cannot tell"),
         ({"x": 0.1}, "parameters.x", "{value: 0.1}"),
-        ({"1x": {"value": 1}}, "parameters.1x", "invalid parameter name"),
+        ({1: {"value": 1}}, "parameters.1", "invalid parameter name"),   # "1x" is W&B's warning (spec)
         ({"opt": {"parameters": {"lr": {"min": 1.0, "max": 0.1}}}}, "parameters.opt.parameters.lr.min",
          "less than max"),
         ({"opt": {"parameters": {}}}, "parameters.opt.parameters", "empty"),

@@ -11,6 +11,7 @@ import stat
 
 import pytest
 
+from sweeplab.errors import SpecError
 from sweeplab.spec import args_json, build_command, parse_spec, resolve_interpreter, wandb_args
 
 utils = pytest.importorskip("wandb.sdk.launch.sweeps.utils", reason="pip install 'sweeplab[wandb]'")
@@ -88,3 +89,45 @@ def test_interpreter_is_python_on_path_as_wandbs_agent(tmp_path) -> None:
 def test_interpreter_falls_back_when_no_python_is_on_path(tmp_path) -> None:
     found, why = resolve_interpreter({"PATH": str(tmp_path)})
     assert found and "own interpreter" in why
+
+
+# Public sweep files use ${...} that are not W&B's macros: Hydra's interpolations inside an item, and whole
+# items such as ${project}. W&B's agent (wandb_agent.py, Agent._command_run) passes the first as they are and
+# drops the second; sweeplab used to reject both files with "unknown macro".
+HYDRA_COMMAND = ["${env}", "python", "-m", "scripts.train", "+experiment=blue_v5", "${args_no_hyphens}",
+                 "hydra.run.dir=runs/${run_name}_sweep/${now:%Y%m%d_%H%M%S}_${oc.env:WANDB_RUN_ID}"]
+
+
+def _agent_argv(command: list[str], sweep_vars: dict[str, list[str]]) -> list[str]:
+    """W&B's agent's expansion loop, as wandb_agent.py writes it (its sweep_vars come from the oracle)."""
+    argv: list[str] = []
+    for c in command:
+        if c.startswith("${") and c.endswith("}"):
+            argv += sweep_vars.get(c[2:-1]) or []
+        else:
+            argv.append(c)
+    return argv
+
+
+def test_interpolations_inside_an_item_pass_as_wandbs_agent_passes_them() -> None:
+    spec = parse_spec({"method": "grid", "parameters": PARAMETERS, "command": HYDRA_COMMAND}, file="sweep.yaml")
+    assert spec.warnings == ()
+    argv = build_command(spec, FLAT, interpreter="py", args_json_file="p.json")
+    sweep_vars = {"env": ["/usr/bin/env"], "args_no_hyphens": _wandb("args_no_hyphens")}
+    assert argv == _agent_argv(HYDRA_COMMAND, sweep_vars)
+    assert argv[-1] == HYDRA_COMMAND[-1]
+
+
+def test_an_item_that_is_an_unknown_macro_is_dropped_with_a_warning() -> None:
+    command = ["${ENVIRONMENT_VARIABLE}", "${interpreter}", "StrategyTransfer.py", "${project}", "${args}"]
+    spec = parse_spec({"method": "grid", "parameters": PARAMETERS, "command": command}, file="sweep.yaml")
+    assert len(spec.warnings) == 2
+    assert spec.warnings[0].startswith("sweep.yaml: command[0]: unknown macro ${ENVIRONMENT_VARIABLE}: "
+                                       "W&B's agent drops this item")
+    assert "command[3]: unknown macro ${project}" in spec.warnings[1]
+    argv = build_command(spec, FLAT, interpreter="py", args_json_file="p.json")
+    assert argv == _agent_argv(command, {"interpreter": ["py"], "args": _wandb("args")})
+    assert argv[:2] == ["py", "StrategyTransfer.py"]
+    with pytest.raises(SpecError, match=r"command\[0\]: unknown macro \$\{ENVIRONMENT_VARIABLE\}"):
+        parse_spec({"method": "grid", "parameters": PARAMETERS, "command": command}, file="sweep.yaml",
+                   strict=True)

@@ -54,7 +54,6 @@ _ALL_KEYS = sorted({"distribution", "parameters", "when", "condition"}
                    | {k for r, o in _KEYS.values() for k in (*r, *o)})
 _CONDITIONAL_KEYS = ("when", "condition")   # sweeplab's, not W&B's: conditional parameters
 _POSITIVE_VALUES = {"log_uniform_values", "q_log_uniform_values", "inv_log_uniform_values"}
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
 _MISSING: Any = object()
@@ -92,9 +91,11 @@ class _Parser:
         if not raw and prefix:
             raise self.error("a nested parameters block is empty", key, expected="at least one parameter")
         for name, spec in raw.items():
-            if not isinstance(name, str) or not _NAME.match(name):
+            # any text: W&B's schema pattern (letters, digits, '_', '-', '.') is only a warning there, and Hydra
+            # overrides use names such as +experiment or model/encoder (the spec parser warns about them)
+            if not isinstance(name, str) or not name.strip():
                 raise self.error("invalid parameter name", f"{key}.{name}", value=name,
-                                 expected="letters, digits, '_', '-' or '.', not starting with a digit")
+                                 expected="a non-empty string such as lr or model.hidden")
             self.parameter(f"{prefix}{name}", spec, f"{key}.{name}", prefix, cond)
 
     def parameter(self, name: str, raw: Any, key: str, prefix: str = "", cond: Condition | None = None) -> None:

@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 
 from sweeplab.errors import SpecError
-from sweeplab.spec.keys import _LIST_MACROS, _MACRO, PARAM_MACROS
+from sweeplab.spec.keys import _LIST_MACROS, _MACRO, PARAM_MACROS, is_macro
 from sweeplab.spec.model import SweepSpec
 
 
@@ -118,6 +118,8 @@ def resolve_interpreter(environ: Mapping[str, str] | None = None) -> tuple[str, 
 
 
 def _substitute(single: Callable[[str, str], str | None], where: str, match: re.Match[str]) -> str:
+    if not is_macro(match.group(1)):
+        return match.group(0)    # not W&B's: left for Hydra, OmegaConf or the program, as W&B's agent does
     return single(match.group(1), where) or ""
 
 
@@ -135,7 +137,9 @@ def build_command(
     (`wandb_args`: a nested parameter is one argument, `--model={'hidden': 64}`). An item that is exactly
     a macro expands to its arguments (`${args}` -> `--lr=0.1`, `${env}` -> `/usr/bin/env`, nothing on
     Windows); inside a longer item the single-value macros are replaced as text (`--params=${args_json_file}`,
-    which W&B's agent would leave as it is). The caller writes `args_json(...)` to `args_json_file`.
+    which W&B's agent would leave as it is). Any other `${...}` is W&B's agent's: an item that is exactly one
+    is dropped, one inside a longer item is left as it is (`hydra.run.dir=out/${now:%H-%M-%S}`).
+    The caller writes `args_json(...)` to `args_json_file`.
     """
     template = spec.effective_command
     if template is None:
@@ -172,6 +176,8 @@ def build_command(
         whole = _MACRO.fullmatch(item)
         if whole is not None:
             name = whole.group(1)
+            if not is_macro(name):
+                continue             # W&B's agent passes nothing for an item that is an unknown ${...}
             if name in lists:
                 argv += lists[name]
             else:

@@ -34,6 +34,25 @@ _LIST_MACROS = ("args", "args_no_equals", "args_no_hyphens", "args_no_boolean_fl
 PARAM_MACROS = (*_LIST_MACROS, "args_json", "args_json_file")
 DEFAULT_COMMAND = ("${env}", "${interpreter}", "${program}", "${args}")
 _MACRO = re.compile(r"\$\{([^}]*)\}")
+#: the parameter names W&B's schema matches (sweeps config/schema.json); others are a warning there, and run
+_WANDB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+#: W&B's deprecated distributions whose min/max are natural-log exponents, and what W&B says to use instead
+_EXPONENT_KINDS = {"log_uniform": "log_uniform_values", "q_log_uniform": "q_log_uniform_values",
+                   "inv_log_uniform": "inv_log_uniform_values"}
+_ENVVAR = re.compile(r"envvar:[A-Za-z_][A-Za-z0-9_]*")
+
+
+def is_macro(name: str) -> bool:
+    """True for a name sweeplab expands: one of W&B's `MACROS` or `envvar:NAME`. Any other `${...}` is not
+    a macro: W&B's agent drops an item that is exactly one and leaves one inside a longer item as it is
+    (a Hydra or OmegaConf interpolation such as `${now:%H-%M-%S}`, or the shell's)."""
+    return name in MACROS or _ENVVAR.fullmatch(name) is not None
+
+
+def _dropped(item: str) -> bool:
+    """A command item that is exactly an unknown `${...}`: W&B's agent passes nothing for it."""
+    whole = _MACRO.fullmatch(item)
+    return whole is not None and not is_macro(whole.group(1))
 
 _WANDB_KEYS = (
     "program", "command", "method", "metric", "parameters", "early_terminate", "run_cap", "name",

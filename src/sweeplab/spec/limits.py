@@ -17,6 +17,8 @@ class _Limits(_Reader):
     """The sections that bound a sweep and its trials: budget, resources, trial policy."""
 
     def budget(self, raw: Any, run_cap: Any) -> Budget:
+        if isinstance(run_cap, float) and run_cap.is_integer():   # `run_cap: 10.0`: an integer to W&B's schema
+            run_cap = int(run_cap)
         cap = self.integer(run_cap, "run_cap", minimum=1)
         if raw is None:
             return Budget(trials=cap)

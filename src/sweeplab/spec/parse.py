@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import math
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -13,6 +13,7 @@ from sweeplab._values import is_number as _is_number
 from sweeplab.errors import SpecError
 from sweeplab.space import SearchSpace, parse_parameters
 from sweeplab.spec.keys import (
+    _EXPONENT_KINDS,
     _FUNCTION,
     _HYPERBAND_KEYS,
     _IGNORED_KEYS,
@@ -21,9 +22,12 @@ from sweeplab.spec.keys import (
     _MACRO,
     _TOP_KEYS,
     _UNSUPPORTED_KEYS,
+    _WANDB_NAME,
     MACROS,
+    _dropped,
     _early_terminate_types,
     _methods,
+    is_macro,
 )
 from sweeplab.spec.limits import _Limits
 from sweeplab.spec.model import Constraint, MetricSpec, SweepSpec
@@ -66,8 +70,8 @@ class _SpecParser(_WandbWarnings, _Limits):
             method=method,
             space=space,
             metric=metric,
-            name=self.string(raw.get("name"), "name"),
-            description=self.text(raw.get("description"), "description"),
+            name=self.string(self.label(raw.get("name"), "name"), "name"),
+            description=self.text(self.label(raw.get("description"), "description"), "description"),
             function=function,
             program=program,
             command=command,
@@ -90,6 +94,14 @@ class _SpecParser(_WandbWarnings, _Limits):
             objectives=objectives,
             constraints=self.constraints(raw.get("constraints")),
         )
+
+    def label(self, raw: Any, key: str) -> Any:
+        """`name: 2024`: W&B's schema wants a string, warns, and shows it; so does sweeplab, as text."""
+        if isinstance(raw, bool) or _is_number(raw):
+            self.warn("must be a string", key, value=raw, expected="a string",
+                      note=f"W&B warns and runs it; sweeplab reads it as {str(raw)!r}")
+            return str(raw)
+        return raw
 
     def method(self, raw: Any) -> str:
         methods = _methods()
@@ -202,6 +214,15 @@ class _SpecParser(_WandbWarnings, _Limits):
             space = parse_parameters(raw, file=self.file, key="parameters")
         except SpecError as err:
             raise (err.with_file(self.file) if self.file and not err.file else err) from None
+        self.odd_names(raw, "parameters")
+        self.param_names = {*space.params, *(raw if isinstance(raw, Mapping) else ())}   # flat, dotted and groups
+        for name, dist in space.params.items():   # W&B warns on each (sweeps PARAM_DEPRECATION_MAP), and runs it
+            if dist.kind in _EXPONENT_KINDS:
+                lo, hi = (_exp_text(x) for x in dist.log_bounds())
+                self.warn(f"{dist.kind} takes min and max as natural-log exponents: it draws values from "
+                          f"{lo} to {hi}", f"{space.keys.get(name) or _param_key(raw, name)}.distribution",
+                          note="W&B warns and runs it, and so does sweeplab", value=dist.kind,
+                          expected=f"{_EXPONENT_KINDS[dist.kind]} to give min and max as the values themselves")
         if method == "grid":
             for name, dist in space.params.items():
                 if dist.grid_values() is None:
@@ -212,6 +233,23 @@ class _SpecParser(_WandbWarnings, _Limits):
                         hint="use values: [...] or method: random",
                     )
         return space
+
+    def odd_names(self, raw: Any, key: str) -> None:
+        """Parameter names W&B's schema does not match (`+experiment`, `model/encoder`: Hydra overrides):
+        W&B warns and hands them to the program as they are; so does sweeplab."""
+        if not isinstance(raw, Mapping):
+            return
+        for name, node in raw.items():
+            where = f"{key}.{name}"
+            if isinstance(name, str) and not _WANDB_NAME.match(name):
+                self.warn("parameter name W&B's schema does not match", where, value=name,
+                          note="W&B warns and passes it as it is, and so does sweeplab",
+                          expected="letters, digits, '_', '-' or '.', not starting with a digit")
+            if isinstance(node, Mapping):
+                self.odd_names(node.get("parameters"), f"{where}.parameters")
+                when = node.get("when")
+                for value, block in (when.items() if isinstance(when, Mapping) else ()):
+                    self.odd_names(block, f"{where}.when.{value}")
 
     def target(self, raw: Mapping[str, Any]) -> tuple[str | None, str | None, tuple[str, ...] | None]:
         function = self.string(raw.get("function"), "function")
@@ -254,22 +292,37 @@ class _SpecParser(_WandbWarnings, _Limits):
         items: list[str] = []
         for i, item in enumerate(raw):
             key = f"command[{i}]"
-            if _is_number(item):
+            if isinstance(item, bool) or _is_number(item):
+                item = str(item)   # W&B's agent passes str(item): True, 4
+            if not isinstance(item, str):   # null, a mapping (`- --lr: 3`), a list: W&B's agent passes str(item)
+                self.warn("a command item that is not a string", key, value=item, expected="a string",
+                          note=f"W&B's agent passes it as {str(item)!r}, and so does sweeplab",
+                          hint="quote it if that text is meant")
                 item = str(item)
-            if not isinstance(item, str):
-                raise self.error("a command item must be a string", key, value=item, expected="a string")
             if "${" in _MACRO.sub("", item):
                 raise self.error("unclosed macro: '${' without '}'", key, value=item,
                                  expected="macros written as ${name}")
             for match in _MACRO.finditer(item):
                 name = match.group(1)
-                if name.startswith("envvar:") and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name[7:]):
+                if not is_macro(name):
+                    # W&B's agent (wandb_agent.py, Agent._command_run) drops an item that is exactly an
+                    # unknown ${...} and passes one inside a longer item as it is (Hydra's ${now:...});
+                    # sweeplab does the same, and says so when the item is dropped or looks like a typo
+                    if name in self.param_names:   # `-b ${batch-size}`: the agent does not put values there
+                        self.warn(f"${{{name}}} names a parameter, but W&B's agent does not put parameter values "
+                                  "into command items", key, value=item,
+                                  note=("W&B's agent drops this item, and so does sweeplab" if match.group(0) == item
+                                        else "W&B's agent passes the item as it is, and so does sweeplab"),
+                                  expected="${args} (--name=value) or another ${args...} macro as an item of its own")
+                        continue
+                    hint = _did_you_mean(name, MACROS)
+                    if match.group(0) == item or hint:
+                        what = "W&B's agent drops this item, and so does sweeplab" if match.group(0) == item \
+                            else "W&B's agent passes it as it is, and so does sweeplab"
+                        self.warn(f"unknown macro ${{{name}}}: {what}", key, value=item,
+                                  expected="one of " + ", ".join(f"${{{m}}}" for m in MACROS)
+                                  + " or ${envvar:NAME}", hint=hint)
                     continue
-                if name not in MACROS:
-                    raise self.error(f"unknown macro ${{{name}}}", key, value=item,
-                                     expected="one of " + ", ".join(f"${{{m}}}" for m in MACROS)
-                                     + " or ${envvar:NAME}",
-                                     hint=_did_you_mean(name, MACROS))
                 if name in _LIST_MACROS and match.group(0) != item:
                     raise self.error(f"${{{name}}} expands to several arguments; it must be a whole item",
                                      key, value=item, expected=f"an item that is exactly ${{{name}}}")
@@ -278,7 +331,8 @@ class _SpecParser(_WandbWarnings, _Limits):
 
     def executable(self, command: tuple[str, ...]) -> None:
         """A command without a program must start with something to execute."""
-        i = 1 if command[0] == "${env}" else 0
+        command = tuple(c for c in command if not _dropped(c))
+        i = 1 if command[:1] == ("${env}",) else 0
         if i >= len(command):
             raise self.error("command has nothing to execute", "command", value=list(command),
                              expected="an executable after ${env}")
@@ -325,6 +379,14 @@ class _SpecParser(_WandbWarnings, _Limits):
                 raise self.error("a monitor must be a name or a mapping", f"monitors[{i}]", value=item,
                                  expected="a name (nan) or a mapping ({plateau: {...}})")
         return tuple(raw)
+
+
+def _exp_text(x: float) -> str:
+    """exp(x) for a message: `1.0001`, or `e^1000` where a float cannot hold it."""
+    try:
+        return f"{math.exp(x):.6g}"
+    except OverflowError:
+        return f"e^{x:g}"
 
 
 def _param_key(raw: Any, name: str) -> str:

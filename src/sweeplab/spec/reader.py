@@ -33,6 +33,7 @@ class _Reader:
         self.file = file
         self.strict = strict
         self.warnings: list[str] = []
+        self.param_names: set[str] = set()   # the spec's parameter names, once read (command checks them)
         if base_dir is None and file and not file.startswith("<"):  # "<stored spec>" is no file
             base_dir = Path(file).parent
         self.base_dir = base_dir

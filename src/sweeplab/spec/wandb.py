@@ -13,12 +13,13 @@ from sweeplab.spec.reader import _Reader
 class _WandbWarnings(_Reader):
     """What W&B runs anyway: a warning on the spec, an error under `strict`."""
 
-    def warn(self, message: str, key: str | None, **kw: Any) -> None:
-        """What W&B accepts with a warning: a warning here, an error under `strict`."""
+    def warn(self, message: str, key: str | None, *, note: str = "ignored, as W&B does", **kw: Any) -> None:
+        """What W&B accepts with a warning: a warning here, an error under `strict`. `note` says what is
+        done with it (what W&B does)."""
         err = self.error(message, key, **kw)
         if self.strict:
             raise err
-        self.warnings.append(f"{err} (ignored, as W&B does; --strict makes this an error)")
+        self.warnings.append(f"{err} ({note}; --strict makes this an error)")
 
     def param_warnings(self, function: str | None, program: str | None,
                        command: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -26,7 +27,9 @@ class _WandbWarnings(_Reader):
         with the same settings: say so (W&B's agent runs it silently)."""
         if function is not None or command is None or passes_params(command):
             return ()
-        files = [program] if program else [c for c in command if c.endswith(".py") and "${" not in c]
+        runs_program = program is not None and any("${program}" in c for c in command)   # else it names another
+        files = ([program] if runs_program else []) + [c for c in command if c.endswith(".py") and "${" not in c]
+        read = []
         for name in files:
             path = Path(name) if self.base_dir is None else self.base_dir / name
             try:
@@ -35,7 +38,10 @@ class _WandbWarnings(_Reader):
                 continue
             if "wandb" in text and re.search(r"\.config\b", text):
                 return ()   # it reads its parameters from wandb.config (WANDB_SWEEP_PARAM_PATH)
-        shown = files[0] if files else "the program"
+            read.append(name)
+        if not read:
+            return ()   # no program could be read (not there yet, or not a .py file): nothing to say of it
+        shown = read[0]
         return (f"{self.file or 'spec'}: command: passes no parameters (no ${{args}}, ${{args_json}} or other "
                 f"${{args...}} macro) and {shown} does not read wandb.config, so every trial runs with the same "
                 "settings; add ${args} to command (or read the parameters from wandb.config)",)

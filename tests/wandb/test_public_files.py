@@ -1,0 +1,151 @@
+"""What public W&B sweep files do that W&B runs and sweeplab used to refuse or misread.
+
+Each case is a minimal spec written for the test, in the style of the public files where it was found;
+W&B's behaviour is that of its sweeps library (config/schema.json, schema_violations_from_proposed_config:
+a schema violation is a warning `wandb sweep` prints, and the sweep runs) and of its agent
+(wandb_agent.py, Agent._command_run: every command item goes through str())."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeplab.errors import SpecError
+from sweeplab.spec import build_command, parse_spec
+
+BASE = {"method": "grid", "program": "train.py", "parameters": {"seed": {"values": [0, 1]}}}
+
+
+def _spec(strict: bool = False, **changes):
+    return parse_spec({**BASE, **changes}, file="sweep.yaml", strict=strict)
+
+
+# -- parameter names W&B's schema does not match: W&B warns and hands them over as they are --------------
+
+HYDRA_NAMES = {"+experiment": {"values": ["a", "b"]}, "model/encoder": {"value": "resnet"},
+               "2nd_stage": {"value": 3}}
+
+
+def test_parameter_names_wandb_only_warns_about_run_with_a_warning() -> None:
+    spec = _spec(parameters=HYDRA_NAMES, command=["${env}", "python", "${program}", "${args_no_hyphens}"])
+    assert list(spec.space.params) == ["+experiment", "model/encoder", "2nd_stage"]
+    assert len(spec.warnings) == 3
+    assert spec.warnings[0].startswith("sweep.yaml: parameters.+experiment: parameter name W&B's schema does not "
+                                       "match; got '+experiment'")
+    argv = build_command(spec, {"+experiment": "a", "model/encoder": "resnet", "2nd_stage": 3},
+                         interpreter="py", args_json_file="p.json")
+    assert argv[-3:] == ["+experiment=a", "model/encoder=resnet", "2nd_stage=3"]   # as W&B's agent passes them
+    with pytest.raises(SpecError, match=r"parameters\.\+experiment: parameter name W&B's schema does not match"):
+        _spec(strict=True, parameters=HYDRA_NAMES)
+
+
+def test_a_nested_odd_name_is_warned_about_at_its_key_path() -> None:
+    spec = _spec(parameters={"model": {"parameters": {"enc/depth": {"value": 2}}}})
+    assert spec.warnings[0].startswith("sweep.yaml: parameters.model.parameters.enc/depth: ")
+
+
+def test_a_name_that_is_not_a_string_is_still_an_error() -> None:
+    with pytest.raises(SpecError, match=r"parameters\.1: invalid parameter name"):
+        _spec(parameters={1: {"value": 1}})
+
+
+# -- log_uniform's min/max are exponents: W&B warns on each, and a lr of 1e-4..1e-3 samples about 1.0 ----------
+
+
+@pytest.mark.parametrize(("kind", "drawn"), [("log_uniform", "from 1.0001 to 1.001"),
+                                             ("q_log_uniform", "from 1.0001 to 1.001"),
+                                             ("inv_log_uniform", "from 0.999 to 0.9999")])
+def test_exponent_log_distributions_are_warned_about_as_wandb_does(kind: str, drawn: str) -> None:
+    spec = _spec(method="random", parameters={"lr": {"distribution": kind, "min": 0.0001, "max": 0.001}})
+    (warning,) = spec.warnings
+    assert warning.startswith(f"sweep.yaml: parameters.lr.distribution: {kind} takes min and max as natural-log "
+                              "exponents")
+    assert f"{kind}_values to give min and max as the values" in warning and drawn in warning   # about 1.0
+    with pytest.raises(SpecError, match=r"parameters\.lr\.distribution: .*exponents"):
+        _spec(strict=True, method="random", parameters={"lr": {"distribution": kind, "min": -9.2, "max": -2.3}})
+
+
+def test_the_warning_names_values_too_large_for_a_float() -> None:
+    spec = _spec(method="random", parameters={"x": {"distribution": "log_uniform", "min": 0, "max": 1000}})
+    assert "draws values from 1 to e^1000" in spec.warnings[0]
+
+
+def test_log_uniform_values_is_not_warned_about() -> None:
+    spec = _spec(method="random", parameters={"lr": {"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-3}})
+    assert spec.warnings == ()
+
+
+# -- command items that are not strings: W&B's agent passes str(item) ----------------------------------------
+
+
+def test_a_boolean_command_item_passes_as_wandbs_agent_passes_it() -> None:
+    spec = _spec(command=["${env}", "python", "${program}", "--amp", True, "--workers", 4, "${args}"])
+    assert spec.warnings == ()
+    argv = build_command(spec, {"seed": 0}, interpreter="py", args_json_file="p.json")
+    assert argv[1:] == ["python", "train.py", "--amp", "True", "--workers", "4", "--seed=0"]
+
+
+def test_a_null_or_mapping_command_item_passes_as_text_with_a_warning() -> None:
+    spec = _spec(command=["python", "${program}", None, {"--lr": 3}, "${args}"])
+    assert len(spec.warnings) == 2
+    assert spec.warnings[0].startswith("sweep.yaml: command[2]: a command item that is not a string")
+    argv = build_command(spec, {"seed": 0}, interpreter="py", args_json_file="p.json")
+    assert argv == ["python", "train.py", "None", "{'--lr': 3}", "--seed=0"]
+    with pytest.raises(SpecError, match=r"command\[2\]: a command item that is not a string"):
+        _spec(strict=True, command=["python", "${program}", None])
+
+
+# -- the "passes no parameters" warning only speaks of a program it could read ----------------------------------
+
+
+def test_no_claim_about_a_program_that_cannot_be_read(tmp_path) -> None:
+    spec = parse_spec({**BASE, "command": ["${env}", "python", "${program}", "cfg.py"]},
+                      file=str(tmp_path / "sweep.yaml"))
+    assert spec.warnings == ()   # train.py is not there: nothing is known about what it reads
+
+
+# -- ${name} of a parameter inside a command item: W&B's agent does not substitute it -----------------------------
+
+
+def test_a_parameter_written_as_a_macro_is_named_as_a_parameter_not_a_typo() -> None:
+    params = {"aug_on": {"values": [True]}, "batch-size": {"values": [1, 2]}}
+    command = ["${env}", "python", "train.py", "-b ${batch-size}", "--aug_on=${aug_on}", "--x=${now:%H}"]
+    spec = _spec(parameters=params, command=command)
+    assert len(spec.warnings) == 2   # one per parameter reference; Hydra's ${now:...} is no parameter
+    for warning, name, i in zip(spec.warnings, ["batch-size", "aug_on"], [3, 4], strict=True):
+        assert warning.startswith(f"sweep.yaml: command[{i}]: ${{{name}}} names a parameter, but W&B's agent "
+                                  "does not put parameter values into command items")
+        assert "did you mean" not in warning and "${args}" in warning
+    argv = build_command(spec, {"aug_on": True, "batch-size": 1}, interpreter="py", args_json_file="p.json")
+    assert argv[-3:] == ["-b ${batch-size}", "--aug_on=${aug_on}", "--x=${now:%H}"]   # passed as they are
+    spec = _spec(parameters=params, command=["python", "train.py", "${aug_on}"])   # a whole item: dropped
+    assert "names a parameter" in spec.warnings[0] and "W&B's agent drops this item" in spec.warnings[0]
+    assert build_command(spec, {"aug_on": True, "batch-size": 1}, interpreter="py",
+                         args_json_file="p.json") == ["python", "train.py"]
+
+
+def test_the_program_checked_is_the_one_the_command_runs(tmp_path) -> None:
+    # `program` names one script, the command runs another (without ${program}) that reads wandb.config
+    (tmp_path / "offline.py").write_text("print('reads nothing')\n")
+    (tmp_path / "train_md.py").write_text("import wandb\nrun = wandb.init()\nprint(wandb.config.lr)\n")
+    raw = {**BASE, "program": "offline.py", "command": ["python", "train_md.py", "--mode", 1]}
+    assert parse_spec(raw, file=str(tmp_path / "sweep.yaml")).warnings == ()
+    (tmp_path / "train_md.py").write_text("print('reads nothing either')\n")
+    (warning,) = parse_spec(raw, file=str(tmp_path / "sweep.yaml")).warnings
+    assert "passes no parameters" in warning and "train_md.py does not read wandb.config" in warning
+
+
+# -- a number where W&B's schema wants a string or an integer ------------------------------------------------------
+
+
+def test_a_numeric_name_or_description_is_text_with_a_warning() -> None:
+    spec = _spec(name=2024, description=42)
+    assert spec.name == "2024" and spec.description == "42"
+    assert [w.split(":")[1].strip() for w in spec.warnings] == ["name", "description"]
+    with pytest.raises(SpecError, match=r"sweep\.yaml: name: .*2024"):
+        _spec(strict=True, name=2024)
+
+
+def test_run_cap_written_as_a_float_counts_as_wandb_counts_it() -> None:
+    assert _spec(run_cap=10.0).budget.trials == 10   # jsonschema's integer takes 10.0; W&B runs it
+    with pytest.raises(SpecError, match="run_cap: not an integer"):
+        _spec(run_cap=10.5)
