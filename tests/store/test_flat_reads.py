@@ -58,6 +58,9 @@ READS: dict[str, Callable[[Store], Any]] = {
     "sweep_status(limit=20)": lambda s: q.sweep_status(s, "s", limit=20),
     "changed_since": lambda s: q.changed_since(s, "s", None),
     "finished_version": lambda s: q.finished_version(s, "s"),
+    "sweep_metric_keys (the dashboard's keys)": lambda s: q.sweep_metric_keys(s, 1),
+    "trial_columns(since=) (a live page's trials changed, 3 here)": lambda s: q.trial_columns(
+        s, "s", since=s.conn.execute("SELECT seq FROM trials WHERE sweep_id=1 ORDER BY seq DESC LIMIT 1").fetchone()[0] - 3),
 }
 
 
