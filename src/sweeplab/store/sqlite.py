@@ -128,7 +128,8 @@ class Store:
         self.readonly = readonly
         self._depth = 0      # nesting of write transactions (`transaction`)
         self._reading = 0    # nesting of read snapshots (`snapshot`)
-        self._trial_keys: dict[int, set[str]] = {}   # trial id -> metric keys already in `sweep_keys`
+        self._sweep_keys: dict[int, set[str]] = {}   # sweep id -> its metric keys known in `sweep_keys`
+        self._trial_sweep: dict[int, int] = {}       # trial id -> sweep id, for the trials this writer added
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -297,7 +298,7 @@ class Store:
             yield
         except BaseException:
             self._depth = 0
-            self._trial_keys.clear()   # a key added in the rolled-back transaction is not in `sweep_keys`
+            self._sweep_keys.clear()   # a key added in the rolled-back transaction is not in `sweep_keys`
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
             raise
@@ -305,6 +306,7 @@ class Store:
         try:
             self.conn.execute("COMMIT")
         except sqlite3.Error as exc:
+            self._sweep_keys.clear()
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
             raise StoreError(f"cannot write the store {self.root / DB_NAME}: {_why(exc)}") from None
@@ -392,7 +394,11 @@ class Store:
             (sweep_id, number, state, _dumps(dict(params)), _dumps(config), seed, time.time(),
              _dumps(resources), started, attempts, sweep_id),
         )
-        return int(cur.lastrowid or 0)
+        trial_id = int(cur.lastrowid or 0)
+        if len(self._trial_sweep) >= 100_000:   # bounded: a forgotten trial's sweep is read back once
+            self._trial_sweep.clear()
+        self._trial_sweep[trial_id] = sweep_id
+        return trial_id
 
     def update_trial(self, trial_id: int, **fields: Any) -> None:
         for k in ("params", "config", "metrics", "resources", "profile"):
@@ -437,19 +443,20 @@ class Store:
                 raise StoreError(f"store {self.root / DB_NAME}: {_why(exc)}") from None
 
     def _add_keys(self, trial_id: int, keys: set[str]) -> None:
-        """Record in `sweep_keys` the keys this trial logs for the first time (in this process): a set
-        difference per batch of points, and one row seek per new key of a trial."""
-        known = self._trial_keys.get(trial_id)
-        new = keys if known is None else keys - known
-        if not new:
-            return
-        self.conn.executemany("INSERT OR IGNORE INTO sweep_keys(sweep_id, key) SELECT sweep_id, ? FROM trials "
-                              "WHERE id=?", [(key, trial_id) for key in sorted(new)])
-        if known is None:
-            if len(self._trial_keys) >= 4096:   # bounded: a trial forgotten here re-adds its keys (ignored)
-                self._trial_keys.clear()
-            known = self._trial_keys[trial_id] = set()
-        known.update(new)
+        """Record in `sweep_keys` the keys of the trial's sweep not seen before: a set difference per batch of
+        points in the steady state, one row per new key of the sweep (per writer process)."""
+        sweep_id = self._trial_sweep.get(trial_id)
+        if sweep_id is None:   # a trial added by another process (or forgotten): read its sweep once
+            row = self.conn.execute("SELECT sweep_id FROM trials WHERE id=?", (trial_id,)).fetchone()
+            if row is None:
+                return
+            sweep_id = self._trial_sweep[trial_id] = int(row[0])
+        known = self._sweep_keys.setdefault(sweep_id, set())
+        new = keys - known
+        if new:
+            self.conn.executemany("INSERT OR IGNORE INTO sweep_keys(sweep_id, key) VALUES (?, ?)",
+                                  [(sweep_id, key) for key in sorted(new)])
+            known.update(new)
 
     def add_event(self, sweep_id: int, kind: str, message: str = "", *, trial_id: int | None = None,
                   attempt: int | None = None, data: Mapping[str, Any] | None = None,
