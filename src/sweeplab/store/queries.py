@@ -405,7 +405,7 @@ def _last_seq(store: Store, sweep_id: int) -> int:
 
 
 @_one_snapshot
-def trial_columns(store: Store, name: str, since: int | None = None) -> dict[str, Any]:
+def trial_columns(store: Store, name: str, since: int | None = None, limit: int | None = None) -> dict[str, Any]:
     """All trials of a sweep in columnar form (compact; what the dashboard's plots and table need).
 
     {"sweep": ..., "n": N, "number": [...], "state": [...], "value": [...], "started": [...],
@@ -418,17 +418,25 @@ def trial_columns(store: Store, name: str, since: int | None = None) -> dict[str
     size of the sweep. The whole list ("full": true) comes back instead where a change list cannot be
     merged: a sweep with several objectives (a trial's front rank depends on every other trial) or a store
     before schema version 4.
+
+    With `limit`, the first `limit` trials by number (a table's first page, an index range) and "total":
+    how many trials the sweep has; "full" is true when that is all of them. A sweep with several objectives
+    gets every trial (their ranks need them all).
     """
     sweep = _sweep_or_raise(store, name)
     seq = _last_seq(store, sweep["id"])
-    delta = (since is not None and "seq" in store.columns("trials")
-             and len(_objectives(_loads(sweep["spec"], {}), sweep)) < 2)
+    several = len(_objectives(_loads(sweep["spec"], {}), sweep)) > 1
+    delta = since is not None and "seq" in store.columns("trials") and not several
+    page = limit is not None and since is None and not several
     if delta:   # by the (sweep_id, seq) index, then by number here (ORDER BY number would walk the sweep)
         rows = sorted(_trial_rows(store, sweep["id"], "AND seq > ?", (int(since or 0),), tail=""),
                       key=lambda r: r["number"])
+    elif page:
+        rows = _trial_rows(store, sweep["id"], tail="ORDER BY number LIMIT ?", args=(max(0, int(limit or 0)),))
     else:
         rows = _trial_rows(store, sweep["id"])
     n = len(rows)
+    summary = _sweep_dict(store, sweep)
     params: dict[str, list[Any]] = {}
     metrics: dict[str, list[Any]] = {}
     for i, r in enumerate(rows):
@@ -442,7 +450,7 @@ def trial_columns(store: Store, name: str, since: int | None = None) -> dict[str
                     col = target[k] = [None] * n
                 col[i] = v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
     return {
-        "sweep": _sweep_dict(store, sweep),
+        "sweep": summary,
         "n": n,
         "number": [r["number"] for r in rows],
         "state": [r["state"] for r in rows],
@@ -455,8 +463,9 @@ def trial_columns(store: Store, name: str, since: int | None = None) -> dict[str
         "metrics": metrics,
         **_objective_columns(store, sweep, rows),
         "seq": seq,
-        "full": not delta,
+        "full": not delta and (not page or n >= summary["trials"]),
         **({"since": since} if delta else {}),
+        **({"total": summary["trials"]} if page else {}),
     }
 
 

@@ -31,6 +31,8 @@ function logTicks(lo, hi) {
   return vals;
 }
 
+// The trials the first screen's table shows before every trial's columns arrive (its first page).
+const FIRST_PAGE = 50;
 // At most this many lines in parallel coordinates (more are an unreadable mass and slow to draw).
 export const PC_MAX_LINES = 1500;
 // At most this many points in the history and parameter scatter plots (SVG: no WebGL needed).
@@ -167,13 +169,30 @@ export class SweepView {
   async load() {
     setCrumbs([["sweeps", "/"], [this.name, null]]);
     document.title = `sweeplab · ${this.name}`;
-    const [summary, cols] = await Promise.all([
-      getJSON(apiUrl(this.name)), getJSON(apiUrl(this.name, "/trials"))]);
-    performance.mark("sweeplab:data");
+    // Every trial's columns (the plots draw them all: a payload that grows with the sweep) load while the
+    // first screen shows the header and the table's first page, two reads whose cost does not grow with it.
+    const every = getJSON(apiUrl(this.name, "/trials"));
+    every.catch(() => {});   // (awaited below; a failure is shown there)
+    const [summary, first] = await Promise.all([
+      getJSON(apiUrl(this.name)), getJSON(apiUrl(this.name, `/trials?limit=${FIRST_PAGE}`))]);
     this.summary = summary;
+    this.skeleton();
+    if (!first.full) {
+      this.cols = first;
+      this.constants = [];
+      this.paramNames = Object.keys(first.params).sort();
+      this.renderHeader();
+      this.table.setData(first, this.paramNames, this.bestTrial());
+      this.parcoords.replaceChildren(el("div", { class: "placeholder",
+        text: `loading all ${fmtCount(first.total)} trials for the plots…` }));
+      await nextFrame();
+    }
+    performance.mark("sweeplab:first");   // header and the table's first page painted
+    document.body.dataset.first = "1";
+    const cols = first.full ? first : await every;
+    performance.mark("sweeplab:data");
     this.cols = cols;
     this.splitParams(cols);
-    this.skeleton();
     this.renderHeader();
     this.table.setData(cols, Object.keys(cols.params).sort(), this.bestTrial());
     const pending = [this.renderParcoords()];
