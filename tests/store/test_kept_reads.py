@@ -66,7 +66,7 @@ def test_sweep_keys_are_kept_as_points_arrive(tmp_path: Path) -> None:
         s.add_metrics(s.trial_by_number(a, 1)["id"], 1, [(9, "late", 1.0, T0)])
     s.close()
     r = Store.open(tmp_path, readonly=True)
-    for name, sid in (("a", a), ("b", b)):
+    for sid in (a, b):
         scanned = q.metric_keys(r, [tid for tid, _ in q.trial_states(r, sid)])
         assert q.sweep_metric_keys(r, sid) == scanned
     assert q.sweep_metric_keys(r, a) == ["acc", "late", "loss", "lr"]
@@ -170,7 +170,8 @@ def test_a_schema_3_store_is_read_as_it_is_then_migrated_by_its_next_writer(tmp_
 
     from sweeplab.dashboard import create_app
 
-    with TestClient(create_app(tmp_path), base_url="http://127.0.0.1:8765") as c:   # the dashboard reads it as it is, never writing
+    # the dashboard reads it as it is, never writing
+    with TestClient(create_app(tmp_path), base_url="http://127.0.0.1:8765") as c:
         assert c.get("/api/sweeps/s/keys").json()["keys"] == ["acc", "loss"]
         got = c.get("/api/sweeps/s/trials?since=0").json()
         assert got["full"] is True and got["n"] == 4 and got["seq"] == 0
