@@ -51,12 +51,11 @@ _TRIAL_COUNTS = (
     "CREATE TABLE IF NOT EXISTS trial_counts (sweep_id INTEGER NOT NULL, state TEXT NOT NULL, "
     "n INTEGER NOT NULL, value_total REAL NOT NULL, step_total INTEGER NOT NULL, "
     "changes INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (sweep_id, state)) WITHOUT ROWID",
-    *(f"DROP TRIGGER IF EXISTS {name}" for name in _COUNT_TRIGGERS),   # a version 3 store's summed values
-    f"CREATE TRIGGER trial_counts_insert AFTER INSERT ON trials BEGIN {_ADD}; END",
-    "CREATE TRIGGER trial_counts_update AFTER UPDATE OF state, sweep_id, value, last_step ON trials "
+    f"CREATE TRIGGER IF NOT EXISTS trial_counts_insert AFTER INSERT ON trials BEGIN {_ADD}; END",
+    "CREATE TRIGGER IF NOT EXISTS trial_counts_update AFTER UPDATE OF state, sweep_id, value, last_step ON trials "
     "WHEN OLD.state IS NOT NEW.state OR OLD.sweep_id IS NOT NEW.sweep_id OR OLD.value IS NOT NEW.value "
     f"OR OLD.last_step IS NOT NEW.last_step BEGIN {_TAKE}; {_ADD}; END",
-    f"CREATE TRIGGER trial_counts_delete AFTER DELETE ON trials BEGIN {_TAKE}; END",
+    f"CREATE TRIGGER IF NOT EXISTS trial_counts_delete AFTER DELETE ON trials BEGIN {_TAKE}; END",
 )
 
 # `sweep_keys` holds each sweep's metric keys, one row per (sweep, key), added by `Store.add_metrics` in the
@@ -225,6 +224,10 @@ class Store:
         had = self.conn.execute("SELECT 1 FROM sqlite_master WHERE name='trial_counts'").fetchone()
         if had and "changes" not in self.columns("trial_counts"):   # a store of schema version 3
             self.conn.execute("ALTER TABLE trial_counts ADD COLUMN changes INTEGER NOT NULL DEFAULT 0")
+        trigger = self.conn.execute("SELECT sql FROM sqlite_master WHERE name='trial_counts_insert'").fetchone()
+        if trigger and "changes" not in trigger[0]:   # version 3's triggers summed values: replaced
+            for name in _COUNT_TRIGGERS:
+                self.conn.execute(f"DROP TRIGGER IF EXISTS {name}")
         for statement in _TRIAL_COUNTS:
             self.conn.execute(statement)
         if not had:
