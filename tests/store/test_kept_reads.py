@@ -185,6 +185,9 @@ def test_a_schema_3_store_is_read_as_it_is_then_migrated_by_its_next_writer(tmp_
     w.update_trial(w.trial_by_number(sid, 3)["id"], state="completed", value=0.7)
     w.update_trial(w.trial_by_number(sid, 0)["id"], value=0.01)
     assert q.finished_version(w, "s")[0] == 4 and q.finished_version(w, "s") != before
+    before = q.finished_version(w, "s")
+    w.update_trial(w.trial_by_number(sid, 1)["id"], value=0.02)   # only a value: the new triggers count it
+    assert q.finished_version(w, "s") != before
     assert q.trial_columns(w, "s", since=0)["number"] == [0, 3]
     _trial(w, sid, 4, ("loss", "new"), value=0.3)
     assert q.sweep_metric_keys(w, sid) == ["acc", "loss", "new"]
