@@ -269,6 +269,33 @@ def page_calls(trials: int, seq: int = 0) -> list[str]:
             "/api/sweeps/scale/status", "/api/sweeps/scale/best", "/api/changes?sweep=scale"]
 
 
+def dashboard_steps(store_dir: Any) -> dict[str, float]:
+    """SQLite VM steps of the reads behind the sweep page's first screen and a live refresh (free of the
+    machine's load): {read: steps}."""
+    from sweeplab.store import Store, queries
+
+    seq = last_seq(store_dir)
+    reads = {"first page of trials (limit=50)": lambda s: queries.trial_columns(s, "scale", limit=50),
+             "keys": lambda s: queries.sweep_metric_keys(s, queries.sweep_id(s, "scale")),
+             "trials changed (10 changes)": lambda s: queries.trial_columns(s, "scale", since=max(0, seq - 10)),
+             "every trial's columns": lambda s: queries.trial_columns(s, "scale")}
+    counter = [0]
+
+    def tick() -> int:
+        counter[0] += 1
+        return 0
+
+    out = {}
+    for label, read in reads.items():
+        store = Store.open(store_dir, readonly=True)
+        counter[0] = 0
+        store.conn.set_progress_handler(tick, 1)
+        read(store)
+        store.close()
+        out[label] = float(counter[0])
+    return out
+
+
 def dashboard_cost(store_dir: Any, trials: int) -> dict[str, tuple[float, float]]:
     """{call: (cold CPU s, warm CPU s)}: each call first on a new app (nothing cached), then 5 times more
     (warm: their median)."""
@@ -341,6 +368,12 @@ def reads(big: int, repeats: int) -> None:
         for label, call in calls.items():
             cost = {n: query_cost(path, call, max(5, repeats)) * 1000 for n, path in dirs.items()}
             print(f"  {label:<36} {cost[100]:8.2f} {cost[big]:8.2f}  ratio {cost[big] / max(cost[100], 1e-3):.2f}")
+
+        print(f"dashboard reads, SQLite VM steps (load-free) at 100 and at {big:,} trials:")
+        steps = {n: dashboard_steps(path) for n, path in dirs.items()}
+        for label in steps[100]:
+            print(f"  {label:<34} {steps[100][label]:>10,.0f} {steps[big][label]:>12,.0f}  "
+                  f"ratio {steps[big][label] / steps[100][label]:.2f}")
 
         print(f"dashboard API, the sweep page's calls in-process (CPU ms; cold: a new app; warm: again) "
               f"at 100 and at {big:,} trials:")
