@@ -195,3 +195,20 @@ def test_a_schema_3_store_is_read_as_it_is_then_migrated_by_its_next_writer(tmp_
     assert counts == {"completed": 5}
     assert w.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "4"
     w.close()
+
+
+def test_the_trial_list_decodes_every_row_at_once_and_still_copes_with_nan_and_a_malformed_row(
+        tmp_path: Path) -> None:
+    s = Store.open(tmp_path)
+    sid = _sweep(s)
+    for n in range(3):
+        _trial(s, sid, n, value=n / 10)
+    with s.transaction():
+        s.update_trial(s.trial_by_number(sid, 1)["id"], params={"x": float("nan"), "y": [1, 2]})
+    cols = q.trial_columns(s, "s")
+    assert cols["params"] == {"x": [0, None, 2], "y": [None, "[1, 2]", None]}
+    assert cols["metrics"] == {"loss": [0.0, 0.1, 0.2]}
+    s.conn.execute("UPDATE trials SET metrics='{\"loss\": 1,' WHERE number=2")   # a row cut short
+    cols = q.trial_columns(s, "s")
+    assert cols["metrics"] == {"loss": [0.0, 0.1, None]} and cols["params"]["x"] == [0, None, 2]
+    s.close()

@@ -87,6 +87,20 @@ def _loads(text: str | None, default: Any = None) -> Any:
     return obj
 
 
+def _loads_all(texts: Sequence[str | None]) -> list[Any]:
+    """`_loads(text, None)` of each text, in one parse of them all (JSON columns the store wrote): a
+    10,000-trial sweep's parameters decode in under half the time of 10,000 parses. Where one text is not
+    well-formed JSON on its own, each is parsed alone."""
+    joined = "[" + ",".join(t if t else "null" for t in texts) + "]"
+    try:
+        out = json.loads(joined)
+    except ValueError:
+        out = None
+    if not isinstance(out, list) or len(out) != len(texts):
+        return [_loads(t, None) for t in texts]
+    return json_safe(out) if "NaN" in joined or "Infinity" in joined else out
+
+
 def _num(x: Any) -> float | None:
     if x is None:
         return None
@@ -439,9 +453,8 @@ def trial_columns(store: Store, name: str, since: int | None = None, limit: int 
     summary = _sweep_dict(store, sweep)
     params: dict[str, list[Any]] = {}
     metrics: dict[str, list[Any]] = {}
-    for i, r in enumerate(rows):
-        for target, text in ((params, r["params"]), (metrics, r["metrics"])):
-            obj = _loads(text, None)
+    for target, field in ((params, "params"), (metrics, "metrics")):
+        for i, obj in enumerate(_loads_all([r[field] for r in rows])):
             if not isinstance(obj, dict):
                 continue
             for k, v in obj.items():
