@@ -4,6 +4,7 @@
     python benchmarks/scale.py --gp 100 300          # + GP at those sizes (seconds per suggestion)
     python benchmarks/scale.py --reads 1000          # + reads, store size, driver: 100 vs 1,000 trials
     python benchmarks/scale.py --reads 10000 --sizes 100 1000 10000   # the full figures (docs/benchmarks.md)
+    python benchmarks/scale.py --reads 10000 --no-search             # the reads part alone
 
 For each history size n the searcher the driver builds is given n finished trials (random points of a 4-d
 space with their values, through `replay`, as after a resume) and then asked/told 20 more trials, one at a
@@ -19,7 +20,9 @@ TPE all of them.
 - `sweeplab status`, `sweeplab status SWEEP`, `sweeplab best SWEEP` as whole CLI processes (child CPU and
   wall, interleaved between the two stores), and the query functions behind them in-process (CPU);
 - the dashboard's API calls that the sweep page makes, in-process through its ASGI app: cold (a new app,
-  nothing cached) and warm (the same call again, the store unchanged);
+  nothing cached) and warm (the same call again, the store unchanged): the first screen's (sweep, the
+  table's first page, keys), every trial's columns for the plots (`trials`, a payload proportional to the
+  sweep) and a live refresh's trials changed since its last answer (`trials?since=`);
 - store bytes per million metric points: the metrics table and its index (SQLite's dbstat), and the whole
   store file over its metric points.
 Ratios are N trials over 100 trials.
@@ -242,13 +245,55 @@ def query_cost(store_dir: Any, call: Any, repeats: int) -> float:
         store.close()
 
 
-def page_calls(trials: int) -> list[str]:
-    """The API calls of a sweep page's first load and its live poll (dashboard/static/sweep.js, app.js)."""
+def last_seq(store_dir: Any) -> int:
+    """The sweep's highest trial change number (`trials.seq`)."""
+    from sweeplab.store import Store
+
+    store = Store.open(store_dir, readonly=True)
+    try:
+        row = store.conn.execute("SELECT seq FROM trials ORDER BY seq DESC LIMIT 1").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+    finally:
+        store.close()
+
+
+def page_calls(trials: int, seq: int = 0) -> list[str]:
+    """The API calls of a sweep page's first load and its live poll (dashboard/static/sweep.js, app.js):
+    the first screen (sweep, the table's first page, keys), every trial's columns for the plots (`trials`),
+    and a live refresh's trials changed since the page's last answer (10 changes: ~5 trials ending)."""
     curves = ",".join(str(n) for n in range(min(trials, 10)))
-    return ["/api/sweeps/scale", "/api/sweeps/scale/trials", "/api/sweeps/scale/keys",
+    return ["/api/sweeps/scale", "/api/sweeps/scale/trials?limit=50", "/api/sweeps/scale/trials",
+            f"/api/sweeps/scale/trials?since={max(0, seq - 10)}", "/api/sweeps/scale/keys",
             "/api/sweeps/scale/events?newest=1&limit=200", "/api/sweeps/scale/importance",
             f"/api/sweeps/scale/curves?key=loss&trials={curves}&max_points=600",
             "/api/sweeps/scale/status", "/api/sweeps/scale/best", "/api/changes?sweep=scale"]
+
+
+def dashboard_steps(store_dir: Any) -> dict[str, float]:
+    """SQLite VM steps of the reads behind the sweep page's first screen and a live refresh (free of the
+    machine's load): {read: steps}."""
+    from sweeplab.store import Store, queries
+
+    seq = last_seq(store_dir)
+    reads = {"first page of trials (limit=50)": lambda s: queries.trial_columns(s, "scale", limit=50),
+             "keys": lambda s: queries.sweep_metric_keys(s, queries.sweep_id(s, "scale")),
+             "trials changed (10 changes)": lambda s: queries.trial_columns(s, "scale", since=max(0, seq - 10)),
+             "every trial's columns": lambda s: queries.trial_columns(s, "scale")}
+    counter = [0]
+
+    def tick() -> int:
+        counter[0] += 1
+        return 0
+
+    out = {}
+    for label, read in reads.items():
+        store = Store.open(store_dir, readonly=True)
+        counter[0] = 0
+        store.conn.set_progress_handler(tick, 1)
+        read(store)
+        store.close()
+        out[label] = float(counter[0])
+    return out
 
 
 def dashboard_cost(store_dir: Any, trials: int) -> dict[str, tuple[float, float]]:
@@ -259,7 +304,7 @@ def dashboard_cost(store_dir: Any, trials: int) -> dict[str, tuple[float, float]
     from sweeplab.dashboard.app import create_app
 
     out = {}
-    for url in page_calls(trials):
+    for url in page_calls(trials, last_seq(store_dir)):
         with TestClient(create_app(store_dir, allowed_hosts=None)) as client:
             costs = []
             for _ in range(6):   # the first cold, then 5 warm
@@ -268,6 +313,7 @@ def dashboard_cost(store_dir: Any, trials: int) -> dict[str, tuple[float, float]
                 costs.append(time.process_time() - t0)
                 assert resp.status_code == 200, (url, resp.status_code, resp.text[:200])
         label = url.split("?")[0].removeprefix("/api/sweeps/scale").lstrip("/") or "sweep"
+        label += {"limit": " (first page)", "since": " (changed)"}.get(url.partition("?")[2][:5], "")
         out[label] = (costs[0], statistics.median(costs[1:]))
     return out
 
@@ -323,13 +369,19 @@ def reads(big: int, repeats: int) -> None:
             cost = {n: query_cost(path, call, max(5, repeats)) * 1000 for n, path in dirs.items()}
             print(f"  {label:<36} {cost[100]:8.2f} {cost[big]:8.2f}  ratio {cost[big] / max(cost[100], 1e-3):.2f}")
 
+        print(f"dashboard reads, SQLite VM steps (load-free) at 100 and at {big:,} trials:")
+        steps = {n: dashboard_steps(path) for n, path in dirs.items()}
+        for label in steps[100]:
+            print(f"  {label:<34} {steps[100][label]:>10,.0f} {steps[big][label]:>12,.0f}  "
+                  f"ratio {steps[big][label] / steps[100][label]:.2f}")
+
         print(f"dashboard API, the sweep page's calls in-process (CPU ms; cold: a new app; warm: again) "
               f"at 100 and at {big:,} trials:")
         dash = {n: [dashboard_cost(path, n) for _ in range(repeats)] for n, path in dirs.items()}
         for call in dash[100][0]:
             cold = {n: statistics.median(r[call][0] for r in runs) * 1000 for n, runs in dash.items()}
             warm = {n: statistics.median(r[call][1] for r in runs) * 1000 for n, runs in dash.items()}
-            print(f"  {call:<12} cold {cold[100]:7.2f} {cold[big]:8.2f} ratio {cold[big] / max(cold[100], 1e-3):6.2f}"
+            print(f"  {call:<22} cold {cold[100]:7.2f} {cold[big]:8.2f} ratio {cold[big] / max(cold[100], 1e-3):6.2f}"
                   f"   warm {warm[100]:6.2f} {warm[big]:7.2f} ratio {warm[big] / max(warm[100], 1e-3):5.2f}")
 
 
@@ -345,6 +397,8 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=0, metavar="N",
                         help="also measure status/best/dashboard reads, store size and the driver at 100 vs N "
                              "trials (real sweeps of logging trials)")
+    parser.add_argument("--no-search", action="store_true",
+                        help="skip the searchers' ask+tell table (with --reads: only the reads part)")
     args = parser.parse_args()
     if args.reads:
         reads(args.reads, args.repeats)
@@ -355,6 +409,8 @@ def main() -> None:
             print(f"driver, {method}: {first:.2f} ms per trial over trials 0-200, {last:.2f} ms over "
                   f"{args.driver - 200}-{args.driver} ({last / first:.2f}x)")
 
+    if args.no_search:
+        return
     print(f"CPU ms per ask+tell after n finished trials (median of {args.repeats}; 4-d space; "
           f"{args.asks} asks after an untimed first)")
     print(f"  {'n':>6} {'random':>8} {'tpe':>8} {'optuna tpe':>11} {'tpe/optuna':>11}")

@@ -51,6 +51,10 @@ def _steps(root: Path, read: Callable[[Store], Any]) -> int:
     return counter[0]
 
 
+def _seq(s: Store) -> int:
+    return int(s.conn.execute("SELECT seq FROM trials WHERE sweep_id=1 ORDER BY seq DESC LIMIT 1").fetchone()[0])
+
+
 READS: dict[str, Callable[[Store], Any]] = {
     "best_trial": lambda s: q.best_trial(s, "s"),
     "list_sweeps": q.list_sweeps,
@@ -58,6 +62,9 @@ READS: dict[str, Callable[[Store], Any]] = {
     "sweep_status(limit=20)": lambda s: q.sweep_status(s, "s", limit=20),
     "changed_since": lambda s: q.changed_since(s, "s", None),
     "finished_version": lambda s: q.finished_version(s, "s"),
+    "sweep_metric_keys (the dashboard's keys)": lambda s: q.sweep_metric_keys(s, 1),
+    "trial_columns(since=) (a live page's 3 changed trials)": lambda s: q.trial_columns(s, "s", since=_seq(s) - 3),
+    "trial_columns(limit=50) (the table's first page)": lambda s: q.trial_columns(s, "s", limit=50),
 }
 
 

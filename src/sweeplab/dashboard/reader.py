@@ -99,8 +99,12 @@ class Reader:
         return queries.finished_version(self.store(), sweep)
 
     def sweep_metric_keys(self, sweep_id: int) -> list[str]:
-        """Metric keys of a sweep. Keys of finished trials never change, so they are scanned only once."""
+        """Metric keys of a sweep: the store's `sweep_keys` rows. A store before schema version 4 has none:
+        there keys of finished trials never change, so they are scanned only once."""
         store = self.store()
+        kept = queries.sweep_metric_keys(store, sweep_id)
+        if kept is not None:
+            return kept
         rows = queries.trial_states(store, sweep_id)
         with self._lock:
             done, keys = self._keys.get(str(sweep_id), (frozenset(), frozenset()))

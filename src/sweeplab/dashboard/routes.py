@@ -192,6 +192,12 @@ def build_routes(reader: Reader) -> list[Route]:
     def api_trials(request: Request) -> Response:
         name = request.path_params["name"]
         version = reader.version(name)
+        if request.query_params.get("since") not in (None, ""):   # a live page: the trials changed since
+            since = _int(request, "since", 0, 0, 1 << 62)
+            return _json({"version": version, **queries.trial_columns(reader.store(), name, since=since)})
+        if request.query_params.get("limit") not in (None, ""):   # the table's first page, before the rest
+            limit = _int(request, "limit", 50, 1, 1000)
+            return _json({"version": version, **queries.trial_columns(reader.store(), name, limit=limit)})
         etag = '"t-' + hashlib.sha1(version.encode()).hexdigest()[:20] + '"'
         if _not_modified(request, etag):
             return Response(status_code=304, headers={"etag": etag, "cache-control": "no-cache"})

@@ -1,4 +1,4 @@
--- sweeplab store, schema version 3 (an older store is upgraded by store/sqlite.py _MIGRATIONS).
+-- sweeplab store, schema version 4 (an older store is upgraded by store/sqlite.py _MIGRATIONS).
 -- Times are seconds since the epoch (float). JSON columns hold text.
 -- Paths (log_path, checkpoint path, artifact path) are relative to the store directory when inside it.
 CREATE TABLE IF NOT EXISTS meta (
@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS trials (
     profile    TEXT,                       -- JSON profile summary
     objective_values TEXT,                 -- JSON list aligned to the spec's objectives (null: missing)
     feasible   INTEGER,                    -- 1 / 0 against the spec's constraints (NULL: none, or unknown)
+    seq        INTEGER,                    -- change number in its sweep of the columns the dashboard lists
     UNIQUE (sweep_id, number)
 );
 CREATE INDEX IF NOT EXISTS trials_sweep_state ON trials (sweep_id, state);

@@ -21,7 +21,7 @@ from sweeplab.errors import StoreError, UserError
 
 __all__ = ["EVENT_KINDS", "SCHEMA_VERSION", "Store", "default_store_dir"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DB_NAME = "store.db"
 
 # What each schema version added to the one before, as (table, column, declaration): `Store.open` (the
@@ -31,27 +31,56 @@ _MIGRATIONS: dict[int, tuple[tuple[str, str, str], ...]] = {
         ("sweeps", "address", "TEXT")),
     3: (("trials", "objective_values", "TEXT"),   # JSON list, one value per objective (several objectives)
         ("trials", "feasible", "INTEGER")),       # 1 / 0 against the spec's constraints; NULL: none or unknown
+    4: (("trials", "seq", "INTEGER"),),   # the sweep's change number of the trial's shown columns (`_SEQ`)
 }
 
-# `trial_counts` holds, for each sweep and state, how many trials are in it and the totals of their values
-# and last steps, kept by these triggers in the same transaction as the change: `status`, `best` and the
-# dashboard (its counts, its change token for ended trials) read a few rows instead of every trial. A store
-# that predates the table gets it, filled, from its next writer.
-_ADD = ("INSERT INTO trial_counts(sweep_id, state, n, value_total, step_total) VALUES (NEW.sweep_id, NEW.state, "
-        "1, coalesce(NEW.value, 0), coalesce(NEW.last_step, 0)) ON CONFLICT(sweep_id, state) DO UPDATE SET "
-        "n = n + 1, value_total = value_total + excluded.value_total, step_total = step_total + excluded.step_total")
-_TAKE = ("UPDATE trial_counts SET n = n - 1, value_total = value_total - coalesce(OLD.value, 0), "
-         "step_total = step_total - coalesce(OLD.last_step, 0) WHERE sweep_id = OLD.sweep_id AND state = OLD.state")
+# `trial_counts` holds, for each sweep and state, how many trials are in it, the total of their last steps
+# and `changes`, a count of the trial changes that touched the row (a trial entering or leaving the state, or
+# changing its value or last step in it), kept by these triggers in the same transaction as the change:
+# `status`, `best` and the dashboard (its counts, its change token for ended trials) read a few rows instead
+# of every trial. A store that predates the table gets it, filled, from its next writer. (`value_total`, a
+# float sum of values kept before schema version 4, overflowed to inf for values near 1e308 and then stopped
+# moving when a value changed; it is no longer kept. `changes` is an integer and moves on every change.)
+_ADD = ("INSERT INTO trial_counts(sweep_id, state, n, value_total, step_total, changes) VALUES (NEW.sweep_id, "
+        "NEW.state, 1, 0, coalesce(NEW.last_step, 0), 1) ON CONFLICT(sweep_id, state) DO UPDATE SET "
+        "n = n + 1, step_total = step_total + excluded.step_total, changes = changes + 1")
+_TAKE = ("UPDATE trial_counts SET n = n - 1, step_total = step_total - coalesce(OLD.last_step, 0), "
+         "changes = changes + 1 WHERE sweep_id = OLD.sweep_id AND state = OLD.state")
+_COUNT_TRIGGERS = ("trial_counts_insert", "trial_counts_update", "trial_counts_delete")
 _TRIAL_COUNTS = (
     "CREATE TABLE IF NOT EXISTS trial_counts (sweep_id INTEGER NOT NULL, state TEXT NOT NULL, "
     "n INTEGER NOT NULL, value_total REAL NOT NULL, step_total INTEGER NOT NULL, "
-    "PRIMARY KEY (sweep_id, state)) WITHOUT ROWID",
+    "changes INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (sweep_id, state)) WITHOUT ROWID",
     f"CREATE TRIGGER IF NOT EXISTS trial_counts_insert AFTER INSERT ON trials BEGIN {_ADD}; END",
     "CREATE TRIGGER IF NOT EXISTS trial_counts_update AFTER UPDATE OF state, sweep_id, value, last_step ON trials "
     "WHEN OLD.state IS NOT NEW.state OR OLD.sweep_id IS NOT NEW.sweep_id OR OLD.value IS NOT NEW.value "
     f"OR OLD.last_step IS NOT NEW.last_step BEGIN {_TAKE}; {_ADD}; END",
     f"CREATE TRIGGER IF NOT EXISTS trial_counts_delete AFTER DELETE ON trials BEGIN {_TAKE}; END",
 )
+
+# `sweep_keys` holds each sweep's metric keys, one row per (sweep, key), added by `Store.add_metrics` in the
+# same transaction as the first point of a key a trial logs: the dashboard's list of keys is one indexed
+# read, not a seek per trial and key. A store that predates it gets it, filled, from its next writer.
+_SWEEP_KEYS = ("CREATE TABLE IF NOT EXISTS sweep_keys (sweep_id INTEGER NOT NULL, key TEXT NOT NULL, "
+               "PRIMARY KEY (sweep_id, key)) WITHOUT ROWID")
+# Every sweep's keys from its metrics: a skip-scan of the (trial_id, key, step) index, one seek per (trial, key).
+_FILL_SWEEP_KEYS = (
+    "INSERT OR IGNORE INTO sweep_keys(sweep_id, key) WITH RECURSIVE k(sid, tid, key) AS ("
+    " SELECT t.sweep_id, t.id, (SELECT MIN(m.key) FROM metrics m WHERE m.trial_id = t.id) FROM trials t"
+    " UNION ALL"
+    " SELECT k.sid, k.tid, (SELECT MIN(m.key) FROM metrics m WHERE m.trial_id = k.tid AND m.key > k.key)"
+    " FROM k WHERE k.key IS NOT NULL"
+    ") SELECT DISTINCT sid, key FROM k WHERE key IS NOT NULL")
+
+# `trials.seq`: a trial's change number within its sweep, set by the writer whenever a column the dashboard's
+# trial list shows changes (`_SEQ_COLUMNS`), from the sweep's highest so far plus one (an index seek). A live
+# page asks for the trials with a seq above the highest it has (`queries.trial_columns(since=...)`), so a
+# refresh reads the trials that changed, not the whole sweep. Trials of a store before version 4 have none
+# until they next change.
+_SEQ_COLUMNS = frozenset({"state", "value", "params", "attempts", "started", "ended", "reason", "metrics",
+                          "objective_values", "feasible", "number", "sweep_id"})
+_NEXT_SEQ = "(SELECT coalesce(MAX(o.seq), 0) + 1 FROM trials o WHERE o.sweep_id = {})"
+_SEQ_INDEX = "CREATE INDEX IF NOT EXISTS trials_sweep_seq ON trials (sweep_id, seq)"
 
 # Kinds of rows in the `events` table (the sweep's event log, shown by status and the dashboard).
 EVENT_KINDS = (
@@ -98,6 +127,8 @@ class Store:
         self.readonly = readonly
         self._depth = 0      # nesting of write transactions (`transaction`)
         self._reading = 0    # nesting of read snapshots (`snapshot`)
+        self._sweep_keys: dict[int, set[str]] = {}   # sweep id -> its metric keys known in `sweep_keys`
+        self._trial_sweep: dict[int, int] = {}       # trial id -> sweep id, for the trials this writer added
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -181,6 +212,8 @@ class Store:
                 for table, column, decl in _MIGRATIONS.get(target, ()):
                     if column not in self.columns(table):
                         self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+            self.conn.execute(_SEQ_INDEX)
+            self._add_sweep_keys()
             self.conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (str(SCHEMA_VERSION),)
@@ -189,12 +222,25 @@ class Store:
     def _add_trial_counts(self) -> None:
         """Create `trial_counts` and its triggers; a store that had trials before them gets them counted."""
         had = self.conn.execute("SELECT 1 FROM sqlite_master WHERE name='trial_counts'").fetchone()
+        if had and "changes" not in self.columns("trial_counts"):   # a store of schema version 3
+            self.conn.execute("ALTER TABLE trial_counts ADD COLUMN changes INTEGER NOT NULL DEFAULT 0")
+        trigger = self.conn.execute("SELECT sql FROM sqlite_master WHERE name='trial_counts_insert'").fetchone()
+        if trigger and "changes" not in trigger[0]:   # version 3's triggers summed values: replaced
+            for name in _COUNT_TRIGGERS:
+                self.conn.execute(f"DROP TRIGGER IF EXISTS {name}")
         for statement in _TRIAL_COUNTS:
             self.conn.execute(statement)
         if not had:
-            self.conn.execute("INSERT INTO trial_counts(sweep_id, state, n, value_total, step_total) "
-                              "SELECT sweep_id, state, COUNT(*), TOTAL(value), TOTAL(last_step) FROM trials "
+            self.conn.execute("INSERT INTO trial_counts(sweep_id, state, n, value_total, step_total, changes) "
+                              "SELECT sweep_id, state, COUNT(*), 0, TOTAL(last_step), COUNT(*) FROM trials "
                               "GROUP BY sweep_id, state")
+
+    def _add_sweep_keys(self) -> None:
+        """Create `sweep_keys`; a store that had metrics before it gets every sweep's keys filled in."""
+        had = self.conn.execute("SELECT 1 FROM sqlite_master WHERE name='sweep_keys'").fetchone()
+        self.conn.execute(_SWEEP_KEYS)
+        if not had:
+            self.conn.execute(_FILL_SWEEP_KEYS)
 
     def columns(self, table: str) -> set[str]:
         """The column names `table` has in this store (an older store may lack newer ones)."""
@@ -255,6 +301,7 @@ class Store:
             yield
         except BaseException:
             self._depth = 0
+            self._sweep_keys.clear()   # a key added in the rolled-back transaction is not in `sweep_keys`
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
             raise
@@ -262,6 +309,7 @@ class Store:
         try:
             self.conn.execute("COMMIT")
         except sqlite3.Error as exc:
+            self._sweep_keys.clear()
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
             raise StoreError(f"cannot write the store {self.root / DB_NAME}: {_why(exc)}") from None
@@ -345,11 +393,15 @@ class Store:
         """A new trial; created `running` (with `started`, `attempts=1`) when it is submitted at once."""
         cur = self._exec(
             "INSERT INTO trials(sweep_id, number, state, params, config, seed, created, resources, started, "
-            "attempts) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            f"attempts, seq) VALUES (?,?,?,?,?,?,?,?,?,?,{_NEXT_SEQ.format('?')})",
             (sweep_id, number, state, _dumps(dict(params)), _dumps(config), seed, time.time(),
-             _dumps(resources), started, attempts),
+             _dumps(resources), started, attempts, sweep_id),
         )
-        return int(cur.lastrowid or 0)
+        trial_id = int(cur.lastrowid or 0)
+        if len(self._trial_sweep) >= 100_000:   # bounded: a forgotten trial's sweep is read back once
+            self._trial_sweep.clear()
+        self._trial_sweep[trial_id] = sweep_id
+        return trial_id
 
     def update_trial(self, trial_id: int, **fields: Any) -> None:
         for k in ("params", "config", "metrics", "resources", "profile"):
@@ -362,6 +414,10 @@ class Store:
         if fields.get("feasible") is not None:
             fields["feasible"] = int(bool(fields["feasible"]))
         cols = ", ".join(f"{k}=?" for k in fields)
+        if _SEQ_COLUMNS.intersection(fields):   # a change the dashboard's trial list shows: the next seq
+            self._exec(f"UPDATE trials SET {cols}, seq = {_NEXT_SEQ.format('trials.sweep_id')} WHERE id=?",
+                       (*fields.values(), trial_id))
+            return
         self._exec(f"UPDATE trials SET {cols} WHERE id=?", (*fields.values(), trial_id))
 
     def add_attempt(self, trial_id: int, number: int, *, started: float, host: str | None = None,
@@ -385,8 +441,25 @@ class Store:
                 self.conn.executemany(
                     "INSERT INTO metrics(trial_id, attempt, step, key, value, time) VALUES (?,?,?,?,?,?)", rows
                 )
+                self._add_keys(trial_id, {r[3] for r in rows})
             except sqlite3.OperationalError as exc:
                 raise StoreError(f"store {self.root / DB_NAME}: {_why(exc)}") from None
+
+    def _add_keys(self, trial_id: int, keys: set[str]) -> None:
+        """Record in `sweep_keys` the keys of the trial's sweep not seen before: a set difference per batch of
+        points in the steady state, one row per new key of the sweep (per writer process)."""
+        sweep_id = self._trial_sweep.get(trial_id)
+        if sweep_id is None:   # a trial added by another process (or forgotten): read its sweep once
+            row = self.conn.execute("SELECT sweep_id FROM trials WHERE id=?", (trial_id,)).fetchone()
+            if row is None:
+                return
+            sweep_id = self._trial_sweep[trial_id] = int(row[0])
+        known = self._sweep_keys.setdefault(sweep_id, set())
+        new = keys - known
+        if new:
+            self.conn.executemany("INSERT OR IGNORE INTO sweep_keys(sweep_id, key) VALUES (?, ?)",
+                                  [(sweep_id, key) for key in sorted(new)])
+            known.update(new)
 
     def add_event(self, sweep_id: int, kind: str, message: str = "", *, trial_id: int | None = None,
                   attempt: int | None = None, data: Mapping[str, Any] | None = None,

@@ -31,6 +31,8 @@ function logTicks(lo, hi) {
   return vals;
 }
 
+// The trials the first screen's table shows before every trial's columns arrive (its first page).
+const FIRST_PAGE = 50;
 // At most this many lines in parallel coordinates (more are an unreadable mass and slow to draw).
 export const PC_MAX_LINES = 1500;
 // At most this many points in the history and parameter scatter plots (SVG: no WebGL needed).
@@ -58,6 +60,34 @@ export function sampleLines(rows, value, state, goal, cap) {
     for (let k = 0; k < quota; k++) keep.add(g[Math.floor((k * g.length) / quota)]);
   }
   return rows.filter((i) => keep.has(i));
+}
+
+// A live page's trial list: the trials that changed since its last answer (`/trials?since=seq`, each with
+// every column), merged into the columns it has by trial number (a new trial is appended), so a refresh
+// reads and sends the trials that changed, not the whole sweep. A "full" answer replaces the columns.
+const TRIAL_FIELDS = ["number", "state", "value", "started", "ended", "attempts", "reason", "feasible"];
+export function mergeTrials(cols, delta) {
+  if (delta.full || !cols) return delta;
+  const out = { ...cols, sweep: delta.sweep, seq: delta.seq, version: delta.version };
+  if (!delta.n) return out;
+  const at = new Map(cols.number.map((num, i) => [num, i]));
+  let n = cols.n;
+  const rows = delta.number.map((num) => (at.has(num) ? at.get(num) : n++));
+  const merged = (old, fresh) => {
+    const col = old ? old.slice() : new Array(cols.n).fill(null);
+    while (col.length < n) col.push(null);
+    rows.forEach((i, k) => { col[i] = fresh ? fresh[k] : null; });
+    return col;
+  };
+  for (const f of TRIAL_FIELDS) if (cols[f] || delta[f]) out[f] = merged(cols[f], delta[f]);
+  for (const group of ["params", "metrics"]) {
+    out[group] = {};
+    for (const name of new Set([...Object.keys(cols[group]), ...Object.keys(delta[group])])) {
+      out[group][name] = merged(cols[group][name], delta[group][name]);
+    }
+  }
+  out.n = n;
+  return out;
 }
 
 // One parameter's parallel-coordinates axis: numeric (log-scaled when the spec or the spread says so) or
@@ -139,13 +169,30 @@ export class SweepView {
   async load() {
     setCrumbs([["sweeps", "/"], [this.name, null]]);
     document.title = `sweeplab · ${this.name}`;
-    const [summary, cols] = await Promise.all([
-      getJSON(apiUrl(this.name)), getJSON(apiUrl(this.name, "/trials"))]);
-    performance.mark("sweeplab:data");
+    // Every trial's columns (the plots draw them all: a payload that grows with the sweep) load while the
+    // first screen shows the header and the table's first page, two reads whose cost does not grow with it.
+    const every = getJSON(apiUrl(this.name, "/trials"));
+    every.catch(() => {});   // (awaited below; a failure is shown there)
+    const [summary, first] = await Promise.all([
+      getJSON(apiUrl(this.name)), getJSON(apiUrl(this.name, `/trials?limit=${FIRST_PAGE}`))]);
     this.summary = summary;
+    this.skeleton();
+    if (!first.full) {
+      this.cols = first;
+      this.constants = [];
+      this.paramNames = Object.keys(first.params).sort();
+      this.renderHeader();
+      this.table.setData(first, this.paramNames, this.bestTrial());
+      this.parcoords.replaceChildren(el("div", { class: "placeholder",
+        text: `loading all ${fmtCount(first.total)} trials for the plots…` }));
+      await nextFrame();
+    }
+    performance.mark("sweeplab:first");   // header and the table's first page painted
+    document.body.dataset.first = "1";
+    const cols = first.full ? first : await every;
+    performance.mark("sweeplab:data");
     this.cols = cols;
     this.splitParams(cols);
-    this.skeleton();
     this.renderHeader();
     this.table.setData(cols, Object.keys(cols.params).sort(), this.bestTrial());
     const pending = [this.renderParcoords()];
@@ -171,11 +218,15 @@ export class SweepView {
   }
 
   async refresh() {
-    const [summary, cols] = await Promise.all([
-      getJSON(apiUrl(this.name)), getJSON(apiUrl(this.name, "/trials"))]);
+    // Only the trials changed since the last answer (its "seq"), merged into the columns the page has.
+    const since = typeof this.cols.seq === "number" ? `?since=${this.cols.seq}` : "";
+    const [summary, got] = await Promise.all([
+      getJSON(apiUrl(this.name)), getJSON(apiUrl(this.name, `/trials${since}`))]);
     this.summary = summary;
-    const changedTrials = cols.version !== this.cols.version;
-    this.cols = cols;
+    const changedTrials = got.full === false ? got.n > 0 : got.version !== this.cols.version;
+    if (changedTrials) this.cols = mergeTrials(this.cols, got);
+    else Object.assign(this.cols, { seq: got.seq, version: got.version });   // the same trials: caches stay
+    const cols = this.cols;
     this.splitParams(cols);
     this.renderHeader();
     if (changedTrials) {

@@ -205,7 +205,9 @@ export class TrialsTable {
           return el("td", { class: d.num ? "num" : "", text: d.fmt ? d.fmt(v) : fmtNum(v) });
         }));
     }));
-    this.count.textContent = `${fmtCount(rows.length)} of ${fmtCount(c.n)} trials match`;
+    this.count.textContent = c.total > c.n   // the first page, before every trial has arrived
+      ? `the first ${fmtCount(c.n)} of ${fmtCount(c.total)} trials (loading the rest…)`
+      : `${fmtCount(rows.length)} of ${fmtCount(c.n)} trials match`;
     this.selectionTools();
     this.pager.replaceChildren(
       el("button", { type: "button", disabled: this.page === 0, onclick: () => { this.page--; this.render(); } }, "‹ prev"),

@@ -1,0 +1,85 @@
+"""A live sweep page in real headless Chromium (issue 18): the first screen shows the table's first page
+before every trial's columns arrive, and a refresh asks only for the trials changed since the page's last
+answer (`/trials?since=`) and merges them into what it has."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sweeplab.dashboard import create_app
+from sweeplab.store import Store
+from tests.dashboard.test_browser import CHROMIUM
+from tests.dashboard.test_browser_pictures import WIDE, _page
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")]
+
+T0 = 1_700_000_000.0
+TRIALS = 80   # more than the first page (50)
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    ctx, pg, errors = _page(browser, WIDE)
+    yield pg
+    ctx.close()
+    assert not errors, errors
+
+
+@pytest.fixture
+def live(tmp_path: Path, live_server_for: Any) -> Iterator[tuple[Any, Store, int]]:
+    w = Store.open(tmp_path)
+    with w.transaction():
+        sid = w.create_sweep(name="live", method="random", metric="loss", goal="minimize", spec={},
+                             spec_path=None, seed=0)
+        for n in range(TRIALS):
+            tid = w.add_trial(sid, n, {"lr": 10 ** -(1 + n % 4), "depth": n % 5}, None, seed=n, state="running",
+                              started=T0 + n, attempts=1)
+            w.add_metrics(tid, 1, [(0, "loss", 1.0 / (n + 1), T0 + n)])
+            if n < TRIALS - 3:
+                w.update_trial(tid, state="completed", value=1.0 / (n + 1), ended=T0 + n + 1)
+    with live_server_for(create_app(tmp_path)) as srv:
+        yield srv, w, sid
+    w.close()
+
+
+def test_first_page_then_every_trial_then_only_the_changes(page: Any, live: tuple[Any, Store, int]) -> None:
+    srv, w, sid = live
+    trials_urls: list[str] = []
+    page.on("request", lambda r: trials_urls.append(r.url) if "/trials" in r.url and "/api/" in r.url else None)
+    first = page.request.get(srv.url + "/api/sweeps/live/trials?limit=50").json()
+    assert (first["n"], first["total"], first["full"], first["number"][-1]) == (50, TRIALS, False, 49)
+    page.goto(srv.url + "/sweeps/live")
+    page.wait_for_selector("body[data-drawn='1']")
+    assert re.match(rf"{TRIALS} of {TRIALS} trials match", page.inner_text("#trial-count"))
+    assert any(u.endswith("/trials?limit=50") for u in trials_urls), trials_urls
+    page.evaluate("async () => { window.__cols = await (await fetch('/api/sweeps/live/trials')).json(); }")
+    before = len(trials_urls)
+
+    with w.transaction():   # the driver: one trial ends with a new value, a new one starts with a new parameter
+        w.update_trial(w.trial_by_number(sid, TRIALS - 1)["id"], state="failed", reason="boom", ended=T0 + 99)
+        w.update_trial(w.trial_by_number(sid, 3)["id"], value=0.001)
+        w.add_trial(sid, TRIALS, {"lr": 0.5, "depth": 1, "width": 64}, None, seed=1, state="running",
+                    started=T0 + 100, attempts=1)
+    page.wait_for_function(f"document.querySelector('#trial-count').innerText.startsWith('{TRIALS + 1} of')",
+                           timeout=30_000)
+    refreshes = trials_urls[before:]
+    assert refreshes and all("/trials?since=" in u for u in refreshes), refreshes
+
+    # The page's merge of the change list equals the whole list read again.
+    got = page.evaluate("""async () => {
+        const { mergeTrials } = await import('/static/sweep.js');
+        const delta = await (await fetch(`/api/sweeps/live/trials?since=${window.__cols.seq}`)).json();
+        const merged = mergeTrials(window.__cols, delta);
+        const full = await (await fetch('/api/sweeps/live/trials')).json();
+        const pick = (c) => JSON.stringify(['n', 'number', 'state', 'value', 'reason', 'ended', 'params', 'metrics']
+            .map((k) => k === 'params' || k === 'metrics' ? Object.keys(c[k]).sort().map((p) => [p, c[k][p]]) : c[k]));
+        return { delta: delta.n, full: delta.full, merged: pick(merged), whole: pick(full) };
+    }""")
+    assert (got["delta"], got["full"]) == (3, False)
+    assert json.loads(got["merged"]) == json.loads(got["whole"])
