@@ -4,6 +4,7 @@ imports what it needs and nothing heavier, and the pydantic-free option coercion
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -111,3 +112,98 @@ def test_the_fast_coercion_answers_what_typer_answers(name: str, values: list[An
         fast.build = lambda: typers
         assert _outcome(fast, value, param, ctx) == expected, value
 
+
+
+# ------------------------------------------------------------------------------ workers started first
+_EARLY_PROBE = """
+import atexit, json, os, sys
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+early = []
+# registered before sweeplab's own exit handlers, so it runs after them: what is left of the early workers
+atexit.register(lambda: print("LEFT", json.dumps([p for p in early if alive(p)]), flush=True))
+sys.argv = ["sweeplab", *sys.argv[1:]]
+import sweeplab.cli
+import sweeplab.backends.local as local
+early.extend(p.pid for _, p, _ in local._PRESTARTED)
+print("EARLY", json.dumps({"pids": early, "spec_read": "sweeplab.spec" in sys.modules}), flush=True)
+sweeplab.cli.main()
+"""
+
+_PID_TRIAL = ("import os\ndef f(config, run):\n"
+              "    open(os.path.join(os.environ['PIDS'], str(os.getpid())), 'w').close()\n"
+              "    return {'loss': float(config['x'])}\n")
+
+
+def _early_run(args: list[str], tmp_path: Path) -> tuple[dict[str, Any], list[int], subprocess.CompletedProcess[str]]:
+    pids = tmp_path / "pids"
+    pids.mkdir(exist_ok=True)
+    env = {**os.environ, "PIDS": str(pids)}
+    proc = subprocess.run([sys.executable, "-c", _EARLY_PROBE, *args], cwd=tmp_path, text=True, env=env,
+                          capture_output=True, timeout=120)
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("EARLY ", "LEFT ")))
+    assert "EARLY" in lines and "LEFT" in lines, proc.stdout + proc.stderr
+    return json.loads(lines["EARLY"]), json.loads(lines["LEFT"]), proc
+
+
+def test_a_sweep_starts_its_workers_before_reading_its_spec_and_runs_its_trials_in_them(tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text(_PID_TRIAL)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"function: {tmp_path / 't.py'}:f\nmethod: random\nbudget: {{trials: 4}}\n"
+                    "parameters:\n  x: {min: 0.0, max: 1.0}\n")
+    early, left, proc = _early_run(["sweep", str(spec), "--store", str(tmp_path / "st"), "-w", "2", "-q"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "trials: 4 completed" in proc.stdout
+    assert len(early["pids"]) == 2 and not early["spec_read"]   # started before the spec was even imported
+    ran_in = {int(p.name) for p in (tmp_path / "pids").iterdir()}
+    assert ran_in and ran_in <= set(early["pids"])   # the backend took them over: no other worker ran a trial
+    assert left == []
+
+
+@pytest.mark.parametrize("spec_text", ["method: nope\n", "method: random\nworkers: 1\nbudget: {trials: 1}\n"],
+                         ids=["bad-input", "fewer-workers"])
+def test_early_workers_no_backend_takes_are_ended(tmp_path: Path, spec_text: str) -> None:
+    """Bad input (exit 2, nothing written) and a spec that needs fewer workers than guessed: the workers
+    started early and not taken over are killed (checked while the command's process still runs)."""
+    (tmp_path / "t.py").write_text(_PID_TRIAL)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"function: {tmp_path / 't.py'}:f\nparameters:\n  x: {{min: 0.0, max: 1.0}}\n{spec_text}")
+    early, left, proc = _early_run(["sweep", str(spec), "--store", str(tmp_path / "st"), "-w", "3", "-q"]
+                                   if spec_text.startswith("method: nope") else
+                                   ["sweep", str(spec), "--store", str(tmp_path / "st"), "-q"], tmp_path)
+    assert len(early["pids"]) >= (3 if spec_text.startswith("method: nope") else 1)
+    if spec_text.startswith("method: nope"):
+        assert proc.returncode == 2 and "unknown method" in proc.stderr
+        assert not (tmp_path / "st").exists()
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert len(list((tmp_path / "pids").iterdir())) == 1
+    assert left == []
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["sweeplab", "sweep", "s.yaml", "-w", "3"], 3),
+    (["sweeplab", "sweep", "s.yaml", "--workers=4", "-q"], 4),
+    (["/x/bin/sweeplab", "sweep", "-w5", "s.yaml"], 5),
+    (["sweeplab", "sweep", "s.yaml", "--backend", "local", "-w", "2"], 2),
+    (["sweeplab", "sweep", "s.yaml"], "cores"),
+    (["sweeplab", "sweep", "s.yaml", "--backend", "ray", "-w", "2"], None),
+    (["sweeplab", "sweep", "s.yaml", "--dry-run"], None),
+    (["sweeplab", "sweep", "--help"], None),
+    (["sweeplab", "sweep", "--optuna", "m:f"], None),
+    (["sweeplab", "sweep", "s.yaml", "--smoke"], None),
+    (["sweeplab", "sweep", "s.yaml", "--gpus=0,1"], None),
+    (["sweeplab", "sweep", "s.yaml", "-w", "0"], None),
+    (["sweeplab", "resume", "s"], None),
+    (["pytest", "sweep"], None),
+])
+def test_the_workers_a_command_line_starts_early(argv: list[str], expected: Any) -> None:
+    from sweeplab.cli._early import planned_workers
+
+    if expected == "cores":
+        expected = os.cpu_count()
+    assert planned_workers(argv) == expected

@@ -8,6 +8,8 @@ in the order `sweeplab --help` lists them: `start` (sweep), `resuming` (resume),
 
 from __future__ import annotations
 
+# first: `sweeplab sweep` starts its workers, which boot while the rest of the command line is imported
+from sweeplab.cli import _early  # noqa: F401  # isort: skip
 # each command module registers its commands on `app` when imported: this order is the order of `--help`
 # isort: off
 from sweeplab.cli import start as _start  # noqa: F401  (sweep)

@@ -11,6 +11,7 @@ import typer
 from sweeplab.api import backend_name, default_name
 from sweeplab.api import check_config_files as _check_config_files
 from sweeplab.api import unique_name as _unique_name
+from sweeplab.cli import _early
 from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, _split_overrides, _store_path, app
 from sweeplab.cli.driving import _make_backend, _run_driver
 from sweeplab.cli.output import console, err
@@ -84,7 +85,9 @@ def sweep(
     be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke,
                        store_root=st.root)
     if be.name == "local":
-        be.start()   # workers boot while the driver sets up: the first result comes sooner
+        be.start()   # workers boot while the driver sets up (those cli/_early.py started are taken over)
+    else:
+        _early.release()
     try:
         _run_driver(spec, st, be, sweep_name=sweep_name, overrides=_split_overrides(overrides or []),
                     smoke=smoke, hard=hard, quiet=quiet, create=True, spec_path=str(spec_file.resolve()))

@@ -1,0 +1,70 @@
+"""Start a sweep's workers before the command line is imported (issue 18, item 4: small sweeps feel instant).
+`sweeplab.cli` imports this module before anything else, and importing it is what starts them.
+
+`sweeplab sweep SPEC -w 2` spends most of its start importing typer, rich, the spec parser and the driver,
+one core busy; each worker then spends about as long starting Python and importing its own modules. Started
+first, from the arguments alone, the workers boot on the other cores while the command line imports and
+reads the spec, instead of after it. The backend the sweep builds later takes them over only when it would
+have started exactly these workers (same count at most, same environment: `backends/local.py`, `prestart`);
+anything else, a sweep that ends early (bad input, exit 2) or runs elsewhere, ends them (SIGKILL to their
+process group, as the backend's own shutdown does).
+
+Only a plain `sweeplab sweep` does this; a command run for help, a dry run, an Optuna objective, a smoke run,
+GPUs named on the command line or a backend other than local start their workers, if any, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+#: options after which `sweeplab sweep` starts no local worker of the plain kind
+_SKIP = ("--help", "--dry-run", "--optuna", "--smoke", "--gpus")
+
+
+def planned_workers(argv: list[str]) -> int | None:
+    """How many workers `argv` (a `sweeplab` command line) will start, guessed from the arguments alone:
+    `-w`/`--workers` when given, else one per core (the default without a spec's `workers:`); None when
+    it is not a plain local sweep. A wrong guess costs only the start of a worker the backend then ends."""
+    if len(argv) < 2 or os.path.basename(argv[0]) not in ("sweeplab", "sweeplab.exe", "__main__.py"):
+        return None
+    if argv[1] != "sweep":
+        return None
+    workers: int | None = None
+    args = argv[2:]
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        name, eq, value = arg.partition("=")
+        if name in _SKIP:
+            return None
+        nxt = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+        if name == "--backend" and nxt != "local":
+            return None
+        if name in ("-w", "--workers"):
+            workers = int(nxt) if nxt.isdigit() else None
+        elif arg.startswith("-w") and arg[2:].isdigit():   # -w2
+            workers = int(arg[2:])
+    if workers is None:
+        workers = os.cpu_count() or 1
+    return workers if workers >= 1 else None
+
+
+def prestart(argv: list[str] | None = None) -> None:
+    """Start the workers `planned_workers` expects (nothing for any other command)."""
+    n = planned_workers(sys.argv if argv is None else argv)
+    if n is None:
+        return
+    from sweeplab.backends.local import prestart as start_workers
+
+    start_workers(n)
+
+
+def release() -> None:
+    """End the prestarted workers no backend took over (a sweep on another backend)."""
+    local = sys.modules.get("sweeplab.backends.local")
+    if local is not None:
+        local.release_prestarted()
+
+
+prestart()
