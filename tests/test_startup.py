@@ -162,6 +162,8 @@ def test_a_sweep_starts_its_workers_before_reading_its_spec_and_runs_its_trials_
     ran_in = {int(p.name) for p in (tmp_path / "pids").iterdir()}
     assert ran_in and ran_in <= set(early["pids"])   # the backend took them over: no other worker ran a trial
     assert left == []
+    # the process ended without the interpreter's teardown, after closing its store (checkpointed: no WAL left)
+    assert (tmp_path / "st" / "store.db").exists() and not (tmp_path / "st" / "store.db-wal").exists()
 
 
 @pytest.mark.parametrize("spec_text", ["method: nope\n", "method: random\nworkers: 1\nbudget: {trials: 1}\n"],
@@ -199,7 +201,9 @@ def test_early_workers_no_backend_takes_are_ended(tmp_path: Path, spec_text: str
     (["sweeplab", "sweep", "s.yaml", "--gpus=0,1"], None),
     (["sweeplab", "sweep", "s.yaml", "-w", "0"], None),
     (["sweeplab", "resume", "s"], None),
+    (["/x/sweeplab/__main__.py", "sweep", "s.yaml", "-w", "2"], 2),   # python -m sweeplab
     (["pytest", "sweep"], None),
+    (["/x/pytest/__main__.py", "sweep"], None),
 ])
 def test_the_workers_a_command_line_starts_early(argv: list[str], expected: Any) -> None:
     from sweeplab.cli._early import planned_workers

@@ -26,7 +26,7 @@ def planned_workers(argv: list[str]) -> int | None:
     """How many workers `argv` (a `sweeplab` command line) will start, guessed from the arguments alone:
     `-w`/`--workers` when given, else one per core (the default without a spec's `workers:`); None when
     it is not a plain local sweep. A wrong guess costs only the start of a worker the backend then ends."""
-    if len(argv) < 2 or os.path.basename(argv[0]) not in ("sweeplab", "sweeplab.exe", "__main__.py"):
+    if len(argv) < 2 or not _is_sweeplab(argv[0]):
         return None
     if argv[1] != "sweep":
         return None
@@ -50,9 +50,21 @@ def planned_workers(argv: list[str]) -> int | None:
     return workers if workers >= 1 else None
 
 
+def _is_sweeplab(program: str) -> bool:
+    """The console script, or `python -m sweeplab` (whose argv[0] is sweeplab/__main__.py)."""
+    name = os.path.basename(program)
+    return name in ("sweeplab", "sweeplab.exe") or (
+        name == "__main__.py" and os.path.basename(os.path.dirname(program)) == "sweeplab")
+
+
+#: the workers this process started early; None: not a plain local sweep run as the console script
+planned: int | None = None
+
+
 def prestart(argv: list[str] | None = None) -> None:
     """Start the workers `planned_workers` expects (nothing for any other command)."""
-    n = planned_workers(sys.argv if argv is None else argv)
+    global planned
+    n = planned = planned_workers(sys.argv if argv is None else argv)
     if n is None:
         return
     from sweeplab.backends.local import prestart as start_workers

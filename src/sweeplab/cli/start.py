@@ -81,6 +81,16 @@ def sweep(
         raise typer.Exit(0)
     backend_name(spec, backend)   # an unknown --backend is refused before the store is created
     st = _open_store(store)
+    try:
+        _start_sweep(spec, spec_file, st, name=name, overrides=overrides, workers=workers, backend=backend,
+                     address=address, gpus=gpus, smoke=smoke, hard=hard, quiet=quiet)
+    finally:
+        st.close()   # closed here, not by the interpreter's teardown (which a sweep skips: cli/entry.py)
+
+
+def _start_sweep(spec: Any, spec_file: Path, st: Any, *, name: Optional[str], overrides: Optional[list[str]],
+                 workers: Optional[int], backend: Optional[str], address: Optional[str], gpus: Optional[str],
+                 smoke: bool, hard: bool, quiet: bool) -> None:
     sweep_name = _unique_name(st, name or default_name(spec))   # cli_program/sweep.yaml -> cli_program
     be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke,
                        store_root=st.root)
