@@ -211,3 +211,23 @@ def test_the_workers_a_command_line_starts_early(argv: list[str], expected: Any)
     if expected == "cores":
         expected = os.cpu_count()
     assert planned_workers(argv) == expected
+
+
+# ------------------------------------------------------------------------------ only the invoked command built
+@pytest.mark.parametrize("args", [["--help"], ["--no-such-option"]], ids=["help", "bad-option"])
+def test_the_app_of_one_command_answers_as_the_whole_app(args: list[str]) -> None:
+    """`entry._app_for` builds only the command the arguments name: every command's help, usage errors and
+    exit codes are what the whole app gives."""
+    from typer.testing import CliRunner
+
+    from sweeplab.cli.entry import _app_for
+
+    runner = CliRunner()
+    names = [c.callback.__name__ for c in cli.app.registered_commands]
+    assert len(names) > 5
+    for name in names:
+        view = _app_for(["sweeplab", name])
+        assert [c.callback.__name__ for c in view.registered_commands] == [name]
+        whole, one = runner.invoke(cli.app, [name, *args]), runner.invoke(view, [name, *args])
+        assert (one.exit_code, one.output) == (whole.exit_code, whole.output), name
+    assert _app_for(["sweeplab", "sweeep"]) is cli.app and _app_for(["sweeplab", "--help"]) is cli.app

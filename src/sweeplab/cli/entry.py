@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import sys
 from typing import NoReturn
@@ -45,9 +46,30 @@ def _exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
+def _app_for(argv: list[str]) -> typer.Typer:
+    """The app with only the command `argv` names, when it names one: typer builds a click command, every
+    option of it, for each registered command on each start, and only the one invoked ever runs (its help,
+    usage errors and exit codes are the same). Anything else (no command, an unknown or misspelt one, whose
+    error lists or suggests the others; `--help`) gets the whole app."""
+    if len(argv) < 2 or app.registered_groups:
+        return app
+    chosen = [c for c in app.registered_commands if c.callback is not None
+              and (c.name or typer.main.get_command_name(c.callback.__name__)) == argv[1]]
+    if len(chosen) != 1:
+        return app
+    view = copy.copy(app)
+    view.registered_commands = chosen
+    view.callback()(_one_command)   # a group still (typer runs an app of one command as that command alone)
+    return view
+
+
+def _one_command() -> None:
+    """The group of `_app_for`'s one command: no options, does nothing."""
+
+
 def _main() -> None:
     try:
-        code = app(standalone_mode=False)
+        code = _app_for(sys.argv)(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as e:
         sys.exit(e.exit_code)
