@@ -19,7 +19,8 @@ NOOP = Path(__file__).resolve().parents[1] / "benchmarks" / "_noop.py"
 
 #: never needed to run a random sweep, nor to print help
 HEAVY = ("optuna", "numpy", "pandas", "scipy", "torch", "starlette", "uvicorn", "plotly", "pydantic", "psutil",
-         "rich.live", "rich.table", "sweeplab.dashboard", "sweeplab.search.optuna", "sweeplab.monitors")
+         "rich.live", "rich.table", "sweeplab.dashboard", "sweeplab.search.optuna", "sweeplab.monitors",
+         "importlib.readers", "importlib.resources.readers")
 #: what only running (or resuming) a sweep needs
 SWEEP_ONLY = ("sweeplab.driver", "sweeplab.spec", "sweeplab.store", "sweeplab.backends.local", "yaml", "sqlite3")
 
