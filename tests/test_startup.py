@@ -167,24 +167,29 @@ def test_a_sweep_starts_its_workers_before_reading_its_spec_and_runs_its_trials_
     assert (tmp_path / "st" / "store.db").exists() and not (tmp_path / "st" / "store.db-wal").exists()
 
 
-@pytest.mark.parametrize("spec_text", ["method: nope\n", "method: random\nworkers: 1\nbudget: {trials: 1}\n"],
-                         ids=["bad-input", "fewer-workers"])
-def test_early_workers_no_backend_takes_are_ended(tmp_path: Path, spec_text: str) -> None:
-    """Bad input (exit 2, nothing written) and a spec that needs fewer workers than guessed: the workers
-    started early and not taken over are killed (checked while the command's process still runs)."""
+@pytest.mark.parametrize("case", ["bad-input", "other-plan"])
+def test_early_workers_no_backend_takes_are_ended(tmp_path: Path, case: str) -> None:
+    """Bad input (exit 2, nothing written), and a plan whose workers differ from those started early (two
+    CPUs a trial: another OMP_NUM_THREADS): the early workers are killed, checked while the command's
+    process still runs, and no trial runs in one."""
+    if case == "other-plan" and (os.cpu_count() or 1) < 2:
+        pytest.skip("two CPUs a trial need a machine of two cores")
     (tmp_path / "t.py").write_text(_PID_TRIAL)
     spec = tmp_path / "s.yaml"
-    spec.write_text(f"function: {tmp_path / 't.py'}:f\nparameters:\n  x: {{min: 0.0, max: 1.0}}\n{spec_text}")
-    early, left, proc = _early_run(["sweep", str(spec), "--store", str(tmp_path / "st"), "-w", "3", "-q"]
-                                   if spec_text.startswith("method: nope") else
-                                   ["sweep", str(spec), "--store", str(tmp_path / "st"), "-q"], tmp_path)
-    assert len(early["pids"]) >= (3 if spec_text.startswith("method: nope") else 1)
-    if spec_text.startswith("method: nope"):
+    spec.write_text(f"function: {tmp_path / 't.py'}:f\nparameters:\n  x: {{min: 0.0, max: 1.0}}\n"
+                    + ("method: nope\n" if case == "bad-input" else
+                       "method: random\nbudget: {trials: 1}\nresources: {cpus: 2}\n"))
+    workers = "3" if case == "bad-input" else "1"
+    early, left, proc = _early_run(["sweep", str(spec), "--store", str(tmp_path / "st"), "-w", workers, "-q"],
+                                   tmp_path)
+    assert len(early["pids"]) == int(workers)
+    if case == "bad-input":
         assert proc.returncode == 2 and "unknown method" in proc.stderr
         assert not (tmp_path / "st").exists()
     else:
         assert proc.returncode == 0, proc.stderr
-        assert len(list((tmp_path / "pids").iterdir())) == 1
+        ran_in = {int(p.name) for p in (tmp_path / "pids").iterdir()}
+        assert len(ran_in) == 1 and ran_in.isdisjoint(early["pids"])
     assert left == []
 
 
@@ -207,11 +212,29 @@ def test_early_workers_no_backend_takes_are_ended(tmp_path: Path, spec_text: str
     (["/x/pytest/__main__.py", "sweep"], None),
 ])
 def test_the_workers_a_command_line_starts_early(argv: list[str], expected: Any) -> None:
-    from sweeplab.cli._early import planned_workers
+    from sweeplab.cli._early import GUESS_CAP, planned_workers
 
     if expected == "cores":
-        expected = os.cpu_count()
+        expected = min(os.cpu_count() or 1, GUESS_CAP)
     assert planned_workers(argv) == expected
+
+
+@pytest.mark.parametrize(("spec_text", "argv", "expected"), [
+    ("method: random\nworkers: 3  # three\n", [], 3),
+    ("method: random\nworkers: 3\n", ["-w", "2"], 2),   # -w wins, as in the sweep itself
+    ("method: random\nbackend: ray\n", [], None),
+    ("method: random\nbackend: 'local'\n", [], "cores"),
+    ("parameters:\n  workers: 5\n", [], "cores"),   # not a top-level key
+])
+def test_the_workers_a_spec_asks_for_are_read_from_its_top_level_lines(tmp_path: Path, spec_text: str,
+                                                                       argv: list[str], expected: Any) -> None:
+    from sweeplab.cli._early import GUESS_CAP, planned_workers
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(spec_text)
+    if expected == "cores":
+        expected = min(os.cpu_count() or 1, GUESS_CAP)
+    assert planned_workers(["sweeplab", "sweep", "--store", "st", str(spec), *argv]) == expected
 
 
 # ------------------------------------------------------------------------------ only the invoked command built

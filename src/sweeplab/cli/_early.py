@@ -16,38 +16,71 @@ GPUs named on the command line or a backend other than local start their workers
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 #: options after which `sweeplab sweep` starts no local worker of the plain kind
 _SKIP = ("--help", "--dry-run", "--optuna", "--smoke", "--gpus")
+#: the options of `sweeplab sweep` that take a value (cli/start.py); the others are flags
+_VALUED = ("-w", "--workers", "--backend", "--address", "--name", "--store", "--gpus", "--trials", "--function",
+           "--optuna", "--direction", "--sampler", "--pruner", "--seed", "--from-study")
+#: workers started on a guess (neither -w nor a spec's `workers:`) are at most this many
+GUESS_CAP = 8
+#: top-level `workers: N` and `backend: NAME` lines of a spec, read without a YAML parser (a guess only)
+_SPEC_WORKERS = re.compile(r"^workers:[ \t]*(\d+)[ \t]*(?:#.*)?$", re.M)
+_SPEC_BACKEND = re.compile(r"^backend:[ \t]*[\"']?([A-Za-z_]\w*)", re.M)
 
 
 def planned_workers(argv: list[str]) -> int | None:
-    """How many workers `argv` (a `sweeplab` command line) will start, guessed from the arguments alone:
-    `-w`/`--workers` when given, else one per core (the default without a spec's `workers:`); None when
-    it is not a plain local sweep. A wrong guess costs only the start of a worker the backend then ends."""
-    if len(argv) < 2 or not _is_sweeplab(argv[0]):
-        return None
-    if argv[1] != "sweep":
+    """How many workers `argv` (a `sweeplab` command line) will start, guessed before anything is imported:
+    `-w`/`--workers`, else the spec's top-level `workers:` line, else one per core (at most GUESS_CAP);
+    None when it is not a plain local sweep. A wrong guess costs only the start of workers the backend
+    then ends, or starts the rest of."""
+    if len(argv) < 2 or not _is_sweeplab(argv[0]) or argv[1] != "sweep":
         return None
     workers: int | None = None
+    spec: str | None = None
     args = argv[2:]
-    for i, arg in enumerate(args):
+    i = 0
+    while i < len(args):
+        arg = args[i]
         if arg == "--":
+            spec = spec or (args[i + 1] if i + 1 < len(args) else None)
             break
         name, eq, value = arg.partition("=")
         if name in _SKIP:
             return None
-        nxt = value if eq else (args[i + 1] if i + 1 < len(args) else "")
-        if name == "--backend" and nxt != "local":
+        if name in _VALUED and not eq:
+            i += 1
+            value = args[i] if i < len(args) else ""
+        if name == "--backend" and value != "local":
             return None
         if name in ("-w", "--workers"):
-            workers = int(nxt) if nxt.isdigit() else None
+            workers = int(value) if value.isdigit() else None
         elif arg.startswith("-w") and arg[2:].isdigit():   # -w2
             workers = int(arg[2:])
+        elif not arg.startswith("-") and spec is None:
+            spec = arg
+        i += 1
     if workers is None:
-        workers = os.cpu_count() or 1
+        text = _head(spec)
+        backend = _SPEC_BACKEND.search(text)
+        if backend is not None and backend.group(1) != "local":
+            return None
+        given = _SPEC_WORKERS.search(text)
+        workers = int(given.group(1)) if given else min(os.cpu_count() or 1, GUESS_CAP)
     return workers if workers >= 1 else None
+
+
+def _head(path: str | None) -> str:
+    """The start of the spec file (its top-level keys are usually there); '' when it cannot be read."""
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(65536)
+    except OSError:
+        return ""
 
 
 def _is_sweeplab(program: str) -> bool:
