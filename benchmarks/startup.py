@@ -10,6 +10,8 @@ Measured, each round in turn (interleaved, so machine load hits every configurat
   * `sweeplab sweep` of 2 and of --trials no-op trials with -q, with the default output to a terminal
     (a pseudo-terminal: the live panel) and to a pipe (a line every 5 s); per-trial cost is the difference
     between the two sizes divided by the extra trials, so fixed costs (the final summary) cancel out.
+--instructions also counts, with valgrind (load-independent), the instructions of the floor's processes and of a
+2-trial -q sweep's (driver and workers); --rounds 0 with it skips the timed rounds.
 Every process runs with bytecode caches (as after a normal install) in a temporary PYTHONPYCACHEPREFIX, warmed
 by an untimed first round; --no-bytecode compiles every module from source on each start instead (what a
 machine with PYTHONDONTWRITEBYTECODE set, like the project's development machine, pays).
@@ -128,6 +130,10 @@ def instructions(tmp: Path) -> None:
     print(f"  2-trial sweep, -q: driver {driver / m:.0f} + workers "
           f"{' + '.join(f'{v / m:.0f}' for v in workers.values())} = {total / m:.0f}")
     print(f"  sweep / floor: {total / floor_total:.2f}x; the driver's process alone: {driver / floor_total:.2f}x")
+    # on idle cores each side's wall time is its serial path: the floor's import, then the workers side by
+    # side; the sweep's driver process, its workers booting on the other cores meanwhile (cli/_early.py)
+    print(f"  serial paths (a wall-time estimate for idle cores): driver {driver / m:.0f} / (import sweeplab "
+          f"+ one worker start) {(package + worker) / m:.0f} = {driver / (package + worker):.2f}x")
 
 
 def main() -> None:
