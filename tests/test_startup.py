@@ -237,6 +237,21 @@ def test_the_workers_a_spec_asks_for_are_read_from_its_top_level_lines(tmp_path:
     assert planned_workers(["sweeplab", "sweep", "--store", "st", str(spec), *argv]) == expected
 
 
+def test_a_spec_read_from_a_pipe_is_left_whole(tmp_path: Path) -> None:
+    """`sweeplab sweep <(...)`: guessing the workers must not consume the spec its reader needs."""
+    import threading
+
+    from sweeplab.cli._early import GUESS_CAP, planned_workers
+
+    fifo = tmp_path / "spec.fifo"
+    os.mkfifo(fifo)
+    text = "method: random\nworkers: 1\n"
+    writer = threading.Thread(target=lambda: fifo.write_text(text), daemon=True)
+    writer.start()
+    assert planned_workers(["sweeplab", "sweep", str(fifo)]) == min(os.cpu_count() or 1, GUESS_CAP)
+    assert fifo.read_text() == text   # all of it is still there for the spec's reader
+
+
 # ------------------------------------------------------------------------------ only the invoked command built
 @pytest.mark.parametrize("args", [["--help"], ["--no-such-option"]], ids=["help", "bad-option"])
 def test_the_app_of_one_command_answers_as_the_whole_app(args: list[str]) -> None:

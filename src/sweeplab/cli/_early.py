@@ -73,8 +73,9 @@ def planned_workers(argv: list[str]) -> int | None:
 
 
 def _head(path: str | None) -> str:
-    """The start of the spec file (its top-level keys are usually there); '' when it cannot be read."""
-    if not path:
+    """The start of the spec file (its top-level keys are usually there); '' when it cannot be read, or is
+    not a regular file (a pipe such as `<(...)` must be left whole for the spec's reader)."""
+    if not path or not os.path.isfile(path):
         return ""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
