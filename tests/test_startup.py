@@ -237,6 +237,13 @@ def test_the_workers_a_spec_asks_for_are_read_from_its_top_level_lines(tmp_path:
     assert planned_workers(["sweeplab", "sweep", "--store", "st", str(spec), *argv]) == expected
 
 
+@pytest.mark.parametrize(("workers", "cores", "first"), [(2, 2, 1), (1, 2, 1), (8, 4, 3), (2, 1, 1), (4, 64, 4)])
+def test_workers_boot_beside_the_imports_on_the_cores_they_leave_free(workers: int, cores: int, first: int) -> None:
+    from sweeplab.cli._early import first_batch
+
+    assert first_batch(workers, cores) == first
+
+
 def test_a_spec_read_from_a_pipe_is_left_whole(tmp_path: Path) -> None:
     """`sweeplab sweep <(...)`: guessing the workers must not consume the spec its reader needs."""
     import threading

@@ -95,15 +95,40 @@ def _is_sweeplab(program: str) -> bool:
 planned: int | None = None
 
 
+#: workers `prestart` kept back, started by `start_rest` once the command line is imported
+_rest = 0
+
+
+def first_batch(workers: int, cores: int) -> int:
+    """How many of `workers` start before the command line's imports: at most one fewer than the cores.
+    Those imports are the sweep's serial path, and the scheduler shares cores evenly among the processes
+    that can run: three processes on two cores would give the command line two thirds of one. The others
+    start once the imports are done, and boot while the spec is read and the store set up."""
+    return min(workers, max(1, cores - 1))
+
+
 def prestart(argv: list[str] | None = None) -> None:
-    """Start the workers `planned_workers` expects (nothing for any other command)."""
-    global planned
+    """Start the workers `planned_workers` expects (nothing for any other command): the first batch now."""
+    global planned, _rest
     n = planned = planned_workers(sys.argv if argv is None else argv)
     if n is None:
         return
     from sweeplab.backends.local import prestart as start_workers
 
-    start_workers(n)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    first = first_batch(n, cores)
+    _rest = n - first
+    start_workers(first)
+
+
+def start_rest() -> None:
+    """Start the workers `prestart` kept back (`sweeplab.cli` calls this at the end of its imports)."""
+    global _rest
+    if _rest > 0:
+        from sweeplab.backends.local import prestart as start_workers
+
+        start_workers(_rest)
+        _rest = 0
 
 
 def release() -> None:
