@@ -4,10 +4,12 @@
 `sweeplab sweep SPEC -w 2` spends most of its start importing typer, rich, the spec parser and the driver,
 one core busy; each worker then spends about as long starting Python and importing its own modules. Started
 first, from the arguments alone, the workers boot on the other cores while the command line imports and
-reads the spec, instead of after it. The backend the sweep builds later takes them over only when it would
-have started exactly these workers (same count at most, same environment: `backends/local.py`, `prestart`);
-anything else, a sweep that ends early (bad input, exit 2) or runs elsewhere, ends them (SIGKILL to their
-process group, as the backend's own shutdown does).
+reads the spec, instead of after it: at most cores - 1 of them at first (`first_batch`), the others once the
+command line is imported (`start_rest`). The backend the sweep builds later takes them over only when it
+would have started exactly these workers (same count at most, same environment: `backends/local.py`,
+`prestart`); anything else, a sweep that ends early (bad input, exit 2) or runs elsewhere, ends them (SIGKILL
+to their process group, as the backend's own shutdown does). `planned` also tells `cli/entry.py` that this
+process is a plain sweep, which it ends without the interpreter's teardown.
 
 Only a plain `sweeplab sweep` does this; a command run for help, a dry run, an Optuna objective, a smoke run,
 GPUs named on the command line or a backend other than local start their workers, if any, as before.
