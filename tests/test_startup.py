@@ -259,6 +259,19 @@ def test_a_spec_read_from_a_pipe_is_left_whole(tmp_path: Path) -> None:
     assert fifo.read_text() == text   # all of it is still there for the spec's reader
 
 
+def test_a_sweep_ends_without_teardown_after_what_teardown_does_first(tmp_path: Path) -> None:
+    """`entry._exit_now`: threading's exit callbacks (a ThreadPoolExecutor's thread waits for them), then
+    the atexit handlers, then the exit code; no hang, nothing lost on stdout."""
+    probe = ("import atexit, sys\nfrom concurrent.futures import ThreadPoolExecutor\n"
+             "atexit.register(lambda: print('atexit ran'))\n"
+             "pool = ThreadPoolExecutor(1)\nprint(pool.submit(lambda: 41 + 1).result())\n"
+             "sys.stdout.write('buffered, unflushed')\n"
+             "from sweeplab.cli.entry import _exit_now\n_exit_now(3)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], text=True, capture_output=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout == "42\nbuffered, unflushedatexit ran\n"
+
+
 # ------------------------------------------------------------------------------ only the invoked command built
 @pytest.mark.parametrize("args", [["--help"], ["--no-such-option"]], ids=["help", "bad-option"])
 def test_the_app_of_one_command_answers_as_the_whole_app(args: list[str]) -> None:
