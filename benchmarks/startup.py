@@ -10,6 +10,8 @@ Measured, each round in turn (interleaved, so machine load hits every configurat
   * `sweeplab sweep` of 2 and of --trials no-op trials with -q, with the default output to a terminal
     (a pseudo-terminal: the live panel) and to a pipe (a line every 5 s); per-trial cost is the difference
     between the two sizes divided by the extra trials, so fixed costs (the final summary) cancel out.
+--instructions also counts, with valgrind (load-independent), the instructions of the floor's processes and of a
+2-trial -q sweep's (driver and workers); --rounds 0 with it skips the timed rounds.
 Every process runs with bytecode caches (as after a normal install) in a temporary PYTHONPYCACHEPREFIX, warmed
 by an untimed first round; --no-bytecode compiles every module from source on each start instead (what a
 machine with PYTHONDONTWRITEBYTECODE set, like the project's development machine, pays).
@@ -88,12 +90,60 @@ def floor() -> tuple[float, float]:
     return _timed(run)
 
 
+def _callgrind(tmp: Path, tag: str, args: list[str]) -> dict[str, int]:
+    """Instructions each process of `args` executed (valgrind's callgrind, every child traced): a count
+    that does not depend on the machine's load. Keys: the command line of each process."""
+    out = tmp / f"cg-{tag}"
+    out.mkdir()
+    subprocess.run(["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}/%p",
+                    *args], check=True, capture_output=True, env=ENV)
+    counts: dict[str, int] = {}
+    for f in sorted(out.iterdir()):
+        text = f.read_text(errors="replace")
+        cmd = next((x[5:].strip() for x in text.splitlines() if x.startswith("cmd:")), f.name)
+        total = next(int(x.split()[1]) for x in text.splitlines() if x.startswith("summary:"))
+        counts[f"{cmd} [{f.name}]"] = total
+    return counts
+
+
+def instructions(tmp: Path) -> None:
+    """The floor's and a 2-trial -q sweep's instructions, and the part of the sweep's driver process."""
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        print("  --instructions: valgrind is not installed")
+        return
+    spec = tmp / "cg.yaml"
+    spec.write_text(f"function: {NOOP}\nmethod: random\nseed: 0\nmetric: {{name: loss, goal: minimize}}\n"
+                    "budget: {trials: 2}\nparameters:\n  x: {min: 0.0, max: 1.0}\n")
+    package = sum(_callgrind(tmp, "package", [sys.executable, "-c", "import sweeplab"]).values())
+    worker = sum(_callgrind(tmp, "worker", [sys.executable, "-c", "import sweeplab.backends.worker"]).values())
+    floor_total = package + 2 * worker
+    procs = _callgrind(tmp, "sweep", [EXE, "sweep", str(spec), "--store", str(tmp / "cg-store"), "--workers", "2",
+                                      "-q"])
+    workers = {k: v for k, v in procs.items() if "sweeplab.backends.worker" in k}
+    driver = sum(procs.values()) - sum(workers.values())
+    total = sum(procs.values())
+    m = 1e6
+    print("instructions (callgrind, millions):")
+    print(f"  floor: import sweeplab {package / m:.0f} + 2 x worker start {worker / m:.0f} = {floor_total / m:.0f}")
+    print(f"  2-trial sweep, -q: driver {driver / m:.0f} + workers "
+          f"{' + '.join(f'{v / m:.0f}' for v in workers.values())} = {total / m:.0f}")
+    print(f"  sweep / floor: {total / floor_total:.2f}x; the driver's process alone: {driver / floor_total:.2f}x")
+    # on idle cores each side's wall time is its serial path: the floor's import, then the workers side by
+    # side; the sweep's driver process, its workers booting on the other cores meanwhile (cli/_early.py)
+    print(f"  serial paths (a wall-time estimate for idle cores): driver {driver / m:.0f} / (import sweeplab "
+          f"+ one worker start) {(package + worker) / m:.0f} = {driver / (package + worker):.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--trials", type=int, default=200, help="trials for the default-output vs -q figure")
     parser.add_argument("--no-bytecode", action="store_true", help="compile from source on every start")
     parser.add_argument("--full", action="store_true", help="15 rounds and 500 trials (the documented figures)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count instructions with valgrind (load-independent; ~1 min)")
     args = parser.parse_args()
     if args.full:
         args.rounds, args.trials = max(args.rounds, 15), max(args.trials, 500)
@@ -101,6 +151,14 @@ def main() -> None:
     rows: dict[str, list[tuple[float, float]]] = {"floor": []}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
+        if args.instructions:
+            ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+            ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+            floor()   # the caches, as below
+            sweep(tmp, 2, "quiet", "warm-instructions")
+            instructions(tmp)
+            if args.rounds == 0:
+                return
         if args.no_bytecode:
             ENV["PYTHONDONTWRITEBYTECODE"] = "1"
         else:

@@ -30,7 +30,7 @@ from sweeplab.backends.base import Backend, TrialTask
 from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
 from sweeplab.errors import BackendError, UserError
 
-__all__ = ["LocalBackend", "Slot", "plan_slots"]
+__all__ = ["LocalBackend", "Slot", "plan_slots", "prestart", "release_prestarted"]
 
 
 @dataclass(frozen=True)
@@ -135,37 +135,16 @@ class LocalBackend(Backend):
 
     # ----------------------------------------------------------------------------- lifecycle
     def start(self) -> None:
-        """Start one worker per slot (idempotent: the CLI starts them early, while the driver sets up)."""
+        """Start one worker per slot (idempotent: the CLI starts them early, while the driver sets up).
+        Workers `prestart` started for this sweep are taken over; those left over are ended."""
         for slot in self.slots:
             if slot.index not in self._workers:
                 self._spawn(slot)
+        release_prestarted()
 
     def _spawn(self, slot: Slot) -> _Worker:
-        r, w = os.pipe()
-        env = dict(os.environ)
-        env.update(self._env)
-        env["SWEEPLAB_EVENT_FD"] = str(w)
-        env["PYTHONUNBUFFERED"] = "1"
-        if slot.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in slot.gpus)
-        elif self._hide_gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ""
-        # keep user code from oversubscribing the machine: one slot's CPUs worth of threads
-        threads = str(max(1, int(slot.cpus))) if slot.cpus >= 1 else "1"
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-            env.setdefault(var, threads)
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "sweeplab.backends.worker"],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=None,
-                pass_fds=(w,), env=env, start_new_session=True,
-            )
-        except OSError as exc:
-            os.close(r)
-            os.close(w)
-            raise BackendError(f"cannot start a worker process: {exc}") from None
-        os.close(w)
-        os.set_blocking(r, False)
+        env = _worker_env(slot, self._env, hide_gpus=self._hide_gpus)
+        proc, r = _adopt(env) or _popen(env)
         worker = _Worker(slot, proc, r)
         self._workers[slot.index] = worker
         self._sel.register(r, selectors.EVENT_READ, worker)
@@ -367,3 +346,91 @@ class LocalBackend(Backend):
                 worker.proc.stdin.close()
         if self._workers.get(worker.slot.index) is worker:
             del self._workers[worker.slot.index]
+
+
+# ----------------------------------------------------------------------------- starting a worker
+def _worker_env(slot: Slot, extra: Mapping[str, str], *, hide_gpus: bool) -> dict[str, str]:
+    """The environment of a worker of `slot` (but its event pipe's fd, which each worker has its own)."""
+    env = dict(os.environ)
+    env.update(extra)
+    env["PYTHONUNBUFFERED"] = "1"
+    if slot.gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in slot.gpus)
+    elif hide_gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    # keep user code from oversubscribing the machine: one slot's CPUs worth of threads
+    threads = str(max(1, int(slot.cpus))) if slot.cpus >= 1 else "1"
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env.setdefault(var, threads)
+    return env
+
+
+def _popen(env: Mapping[str, str]) -> tuple[subprocess.Popen[bytes], int]:
+    """A worker process in a session of its own, and the read end of its event pipe (non-blocking)."""
+    r, w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sweeplab.backends.worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=None,
+            pass_fds=(w,), env={**env, "SWEEPLAB_EVENT_FD": str(w)}, start_new_session=True,
+        )
+    except OSError as exc:
+        os.close(r)
+        os.close(w)
+        raise BackendError(f"cannot start a worker process: {exc}") from None
+    os.close(w)
+    os.set_blocking(r, False)
+    return proc, r
+
+
+# ----------------------------------------------------------------------------- workers started early
+#: workers started before their backend exists: (environment, process, read end of its event pipe)
+_PRESTARTED: list[tuple[dict[str, str], subprocess.Popen[bytes], int]] = []
+
+
+def prestart(workers: int, *, cpus: float = 1.0) -> None:
+    """Start `workers` workers of one CPU-only slot of `cpus` each now, before the sweep's backend exists.
+
+    Why: a worker's interpreter start and imports take about as long as the command line's own imports and
+    reading of the spec; started first (`sweeplab sweep` does, from its arguments alone: cli/_early.py),
+    they run side by side on another core. A `LocalBackend` takes one over when it would start a worker
+    with exactly the same environment (`_adopt`), so an adopted worker is the worker it would have started;
+    any other plan (GPUs, other CPUs per trial, fewer workers, another backend) starts its own, and
+    `release_prestarted` ends those not taken: when a backend starts, and at exit. A worker that cannot
+    start here is left to the backend, which reports it as it always has.
+    """
+    if not _PRESTARTED:
+        import atexit
+
+        atexit.register(release_prestarted)
+    env = _worker_env(Slot(0, cpus), {}, hide_gpus=False)
+    for _ in range(workers):
+        try:
+            proc, r = _popen(env)
+        except BackendError:
+            return
+        _PRESTARTED.append((env, proc, r))
+
+
+def _adopt(env: Mapping[str, str]) -> tuple[subprocess.Popen[bytes], int] | None:
+    """A prestarted worker that is alive and was started with exactly `env`, taken out of the pool."""
+    for i, (started_env, proc, r) in enumerate(_PRESTARTED):
+        if started_env == env and proc.poll() is None:
+            del _PRESTARTED[i]
+            return proc, r
+    return None
+
+
+def release_prestarted() -> None:
+    """End the prestarted workers no backend took (SIGKILL to their group: none has run anything)."""
+    while _PRESTARTED:
+        _, proc, r = _PRESTARTED.pop()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.close(r)
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)

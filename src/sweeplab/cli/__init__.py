@@ -8,6 +8,8 @@ in the order `sweeplab --help` lists them: `start` (sweep), `resuming` (resume),
 
 from __future__ import annotations
 
+# first: `sweeplab sweep` starts its workers (cli/_early.py), which boot while the rest of the CLI is imported
+from sweeplab.cli import _early  # isort: skip
 # each command module registers its commands on `app` when imported: this order is the order of `--help`
 # isort: off
 from sweeplab.cli import start as _start  # noqa: F401  (sweep)
@@ -22,3 +24,5 @@ from sweeplab.cli.entry import main
 from sweeplab.cli.output import print_error
 
 __all__ = ["app", "main", "print_error"]
+
+_early.start_rest()   # the workers `_early` kept back while the command line imported

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import os
 import sys
+from typing import NoReturn
 
 import typer
 
+from sweeplab.cli import _early
 from sweeplab.cli.app import app
 from sweeplab.cli.output import print_error
 from sweeplab.errors import SweeplabError, UserError
@@ -14,7 +19,62 @@ from sweeplab.errors import SweeplabError, UserError
 def main() -> None:
     """Console entry point: user mistakes print one line and exit 2; no traceback."""
     try:
-        code = app(standalone_mode=False)
+        _main()
+    except SystemExit as e:
+        if _early.planned is not None and (e.code is None or isinstance(e.code, int)):
+            _exit_now(e.code or 0)   # a plain `sweeplab sweep` run as the console script (cli/_early.py)
+        raise
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End the process without the interpreter's teardown, which frees every module one by one (typer,
+    rich, the driver...: ~7 % of a 2-trial sweep's driver), as the workers do (backends/worker.py). What the
+    teardown does first still happens, in its order: threading's own exit callbacks (a ThreadPoolExecutor's
+    threads wait for them) and the wait for threads that are not daemons (`threading._shutdown`, what the
+    interpreter calls), then the atexit handlers (logging's flush among them), then the standard streams are
+    flushed. The sweep closed its store itself (cli/start.py)."""
+    import atexit
+    import threading
+
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
+    else:   # an interpreter without it: wait for the threads that are not daemons
+        for thread in threading.enumerate():
+            if thread is not threading.main_thread() and not thread.daemon:
+                thread.join()
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def _app_for(argv: list[str]) -> typer.Typer:
+    """The app with only the command `argv` names, when it names one: typer builds a click command, every
+    option of it, for each registered command on each start, and only the one invoked ever runs (its help,
+    usage errors and exit codes are the same). Anything else (no command, an unknown or misspelt one, whose
+    error lists or suggests the others; `--help`) gets the whole app."""
+    if len(argv) < 2 or app.registered_groups:
+        return app
+    chosen = [c for c in app.registered_commands if c.callback is not None
+              and (c.name or typer.main.get_command_name(c.callback.__name__)) == argv[1]]
+    if len(chosen) != 1:
+        return app
+    view = copy.copy(app)
+    view.registered_commands = chosen
+    view.callback()(_one_command)   # a group still (typer runs an app of one command as that command alone)
+    return view
+
+
+def _one_command() -> None:
+    """The group of `_app_for`'s one command: no options, does nothing."""
+
+
+def _main() -> None:
+    try:
+        code = _app_for(sys.argv)(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as e:
         sys.exit(e.exit_code)

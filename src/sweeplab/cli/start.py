@@ -11,6 +11,7 @@ import typer
 from sweeplab.api import backend_name, default_name
 from sweeplab.api import check_config_files as _check_config_files
 from sweeplab.api import unique_name as _unique_name
+from sweeplab.cli import _early
 from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, _split_overrides, _store_path, app
 from sweeplab.cli.driving import _make_backend, _run_driver
 from sweeplab.cli.output import console, err
@@ -80,11 +81,23 @@ def sweep(
         raise typer.Exit(0)
     backend_name(spec, backend)   # an unknown --backend is refused before the store is created
     st = _open_store(store)
+    try:
+        _start_sweep(spec, spec_file, st, name=name, overrides=overrides, workers=workers, backend=backend,
+                     address=address, gpus=gpus, smoke=smoke, hard=hard, quiet=quiet)
+    finally:
+        st.close()   # closed here, not by the interpreter's teardown (which a sweep skips: cli/entry.py)
+
+
+def _start_sweep(spec: Any, spec_file: Path, st: Any, *, name: Optional[str], overrides: Optional[list[str]],
+                 workers: Optional[int], backend: Optional[str], address: Optional[str], gpus: Optional[str],
+                 smoke: bool, hard: bool, quiet: bool) -> None:
     sweep_name = _unique_name(st, name or default_name(spec))   # cli_program/sweep.yaml -> cli_program
     be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke,
                        store_root=st.root)
     if be.name == "local":
-        be.start()   # workers boot while the driver sets up: the first result comes sooner
+        be.start()   # workers boot while the driver sets up (those cli/_early.py started are taken over)
+    else:
+        _early.release()
     try:
         _run_driver(spec, st, be, sweep_name=sweep_name, overrides=_split_overrides(overrides or []),
                     smoke=smoke, hard=hard, quiet=quiet, create=True, spec_path=str(spec_file.resolve()))

@@ -28,7 +28,6 @@ class Recovery(DriverState):
 
     # ------------------------------------------------------------------------------------------ setup
     def _build_logic(self) -> None:
-        from sweeplab.monitors import parse_monitors
         from sweeplab.schedulers import make_scheduler
         from sweeplab.search import make_searcher
 
@@ -54,8 +53,11 @@ class Recovery(DriverState):
                                 key="early_terminate")
             self.scheduler = make_scheduler(self.spec.early_terminate, goal=self._sched_goal(), file=file,
                                             metric=self.metric)
-        self.monitors = (parse_monitors(list(self.spec.monitors), file=file, metric=self.metric, goal=self.goal)
-                         if self.spec.monitors else [])
+        self.monitors = []
+        if self.spec.monitors:   # imported only then: a sweep without monitors does not pay for the module
+            from sweeplab.monitors import parse_monitors
+
+            self.monitors = parse_monitors(list(self.spec.monitors), file=file, metric=self.metric, goal=self.goal)
         # the value schedulers judge: early_terminate.metric when given, else the sweep's metric
         self._sched_metric = (self.scheduler.metric or self.metric) if self.scheduler else None
         if self.scheduler is not None and self.spec.multi_objective:   # the rung rule, named in PRUNED reasons

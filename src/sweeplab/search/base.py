@@ -8,7 +8,7 @@ rebuilt with `replay(history)` and continues as if it had lived on.
 from __future__ import annotations
 
 import contextlib
-import secrets
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
@@ -22,8 +22,8 @@ __all__ = ["Searcher", "SequentialSearcher", "check_options", "resolve_seed"]
 
 def resolve_seed(seed: int | None) -> int:
     """A concrete seed: `seed` itself, or a fresh random one (kept in `searcher.seed`)."""
-    if seed is None:
-        return secrets.randbits(63)
+    if seed is None:   # what secrets.randbits does (os.urandom), without importing hmac and OpenSSL for it
+        return random.SystemRandom().getrandbits(63)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise SpecError("seed must be a non-negative integer", key="seed", value=seed)
     return seed

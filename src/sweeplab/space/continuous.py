@@ -73,6 +73,8 @@ class _Quantized:
 
 @dataclass(frozen=True)
 class Uniform(_Continuous):
+    """Uniform between min and max."""
+
     min: float
     max: float
     kind: ClassVar[str] = "uniform"
@@ -86,6 +88,8 @@ class Uniform(_Continuous):
 
 @dataclass(frozen=True)
 class QUniform(_Quantized, Uniform):
+    """Uniform between min and max, rounded to a multiple of q."""
+
     q: int | float
     kind: ClassVar[str] = "q_uniform"
 
@@ -126,6 +130,8 @@ class LogUniformBase(_Continuous):
 
 @dataclass(frozen=True)
 class LogUniform(LogUniformBase):
+    """exp(x) for x uniform between min and max (W&B's `log_uniform`: the bounds are exponents)."""
+
     kind: ClassVar[str] = "log_uniform"  # min/max are natural-log exponents
 
     def log_bounds(self) -> tuple[float, float]:
@@ -134,6 +140,8 @@ class LogUniform(LogUniformBase):
 
 @dataclass(frozen=True)
 class LogUniformValues(LogUniformBase):
+    """Log-uniform between the values min and max."""
+
     kind: ClassVar[str] = "log_uniform_values"
 
     def log_bounds(self) -> tuple[float, float]:
@@ -145,6 +153,8 @@ class LogUniformValues(LogUniformBase):
 
 @dataclass(frozen=True)
 class InvLogUniform(LogUniformBase):
+    """1/x where x is log-uniform with exponents between min and max."""
+
     kind: ClassVar[str] = "inv_log_uniform"  # 1/x is log-uniform with exponents min..max
 
     def log_bounds(self) -> tuple[float, float]:
@@ -153,6 +163,8 @@ class InvLogUniform(LogUniformBase):
 
 @dataclass(frozen=True)
 class InvLogUniformValues(LogUniformBase):
+    """Log-uniform between the values min and max (W&B's name for the same law)."""
+
     kind: ClassVar[str] = "inv_log_uniform_values"  # the same law as log_uniform_values
 
     def log_bounds(self) -> tuple[float, float]:
@@ -164,18 +176,24 @@ class InvLogUniformValues(LogUniformBase):
 
 @dataclass(frozen=True)
 class QLogUniform(_Quantized, LogUniform):
+    """`log_uniform`, rounded to a multiple of q."""
+
     q: int | float
     kind: ClassVar[str] = "q_log_uniform"
 
 
 @dataclass(frozen=True)
 class QLogUniformValues(_Quantized, LogUniformValues):
+    """`log_uniform_values`, rounded to a multiple of q."""
+
     q: int | float
     kind: ClassVar[str] = "q_log_uniform_values"
 
 
 @dataclass(frozen=True)
 class Normal(_Continuous):
+    """Normal with mean mu and standard deviation sigma."""
+
     mu: float
     sigma: float
     kind: ClassVar[str] = "normal"
@@ -197,12 +215,16 @@ class Normal(_Continuous):
 
 @dataclass(frozen=True)
 class QNormal(_Quantized, Normal):
+    """Normal, rounded to a multiple of q."""
+
     q: int | float
     kind: ClassVar[str] = "q_normal"
 
 
 @dataclass(frozen=True)
 class LogNormal(Normal):
+    """exp(x) for x normal with mean mu and standard deviation sigma."""
+
     kind: ClassVar[str] = "log_normal"  # exp(N(mu, sigma))
 
     def bounds(self) -> tuple[float, float]:
@@ -220,12 +242,16 @@ class LogNormal(Normal):
 
 @dataclass(frozen=True)
 class QLogNormal(_Quantized, LogNormal):
+    """Log-normal, rounded to a multiple of q."""
+
     q: int | float
     kind: ClassVar[str] = "q_log_normal"
 
 
 @dataclass(frozen=True)
 class Beta(_Continuous):
+    """Beta with shape parameters a and b, on [0, 1]."""
+
     a: float
     b: float
     kind: ClassVar[str] = "beta"
@@ -246,5 +272,7 @@ class Beta(_Continuous):
 
 @dataclass(frozen=True)
 class QBeta(_Quantized, Beta):
+    """Beta, rounded to a multiple of q."""
+
     q: int | float
     kind: ClassVar[str] = "q_beta"

@@ -49,6 +49,8 @@ class Distribution:
 
 @dataclass(frozen=True)
 class Constant(Distribution):
+    """Always `value`."""
+
     value: Any
     kind: ClassVar[str] = "constant"
 
@@ -70,6 +72,8 @@ class Constant(Distribution):
 
 @dataclass(frozen=True)
 class Categorical(Distribution):
+    """One of `values`, each as likely."""
+
     values: tuple[Any, ...]
     kind: ClassVar[str] = "categorical"
 
@@ -113,6 +117,8 @@ class Categorical(Distribution):
 
 @dataclass(frozen=True)
 class CategoricalWithProbabilities(Categorical):
+    """One of `values`, drawn with `probabilities`."""
+
     probabilities: tuple[float, ...]
     kind: ClassVar[str] = "categorical_w_probabilities"
 
@@ -122,6 +128,8 @@ class CategoricalWithProbabilities(Categorical):
 
 @dataclass(frozen=True)
 class IntUniform(Distribution):
+    """An integer between min and max, both included."""
+
     min: int
     max: int
     kind: ClassVar[str] = "int_uniform"
