@@ -196,7 +196,13 @@ class Prefetching(Searcher):
 
     def withdraw(self, params: Mapping[str, Any]) -> bool:
         with self._lock:
-            return self.inner.withdraw(params)
+            taken = self.inner.withdraw(params)
+            handed = self._handed.get(_key(params))
+            if taken and handed:   # handed out, taken back: no trial whose duration to measure
+                handed.pop()
+                if not handed:
+                    del self._handed[_key(params)]
+            return taken
 
     @property
     def exhausted(self) -> bool:
