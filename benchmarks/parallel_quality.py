@@ -6,9 +6,13 @@
 
 sweeplab's side is the searcher the driver builds (`make_searcher(method, ...)`, Prefetching included) driven
 the way the driver drives it with k workers: k suggestions are asked up front, then each time a trial ends
-(in completion order; trial durations are drawn uniformly from 0.5-1.5 simulated seconds, seeded) its result
-is told and one new suggestion is asked. The peers are plain sequential Optuna studies (`study.optimize`,
-one trial at a time: the best case for them) with GPSampler and TPESampler at their defaults, seeded.
+(in completion order; trial durations are drawn uniformly from 0.5-1.5 times `--trial-seconds`, default 60,
+on a simulated clock that Prefetching reads, seeded) its result is told and one new suggestion is asked.
+The trial length matters through Prefetching: it recomputes a suggestion that a result made stale when an
+ask costs under 1 % of a trial (`FRESH_SHARE`), so with 60 s trials a GP's suggestions see every result
+told before them and with 1 s trials they lag one result behind (`--trial-seconds 1`).
+The peers are plain sequential Optuna studies (`study.optimize`, one trial at a time: the best case for
+them) with GPSampler and TPESampler at their defaults, seeded.
 
 Tasks: Branin (2-d), Hartmann6 (6-d), Rosenbrock (4-d, log10(1+f)), "mixed" (a synthetic training-loss
 surface over a log-scaled learning rate, an integer depth, a float and a 3-way categorical: the kinds of
@@ -41,7 +45,7 @@ from search_quality import Problem as Task
 from search_quality import branin, hartmann6, xgboost_problem
 
 from sweeplab.search import make_searcher
-from sweeplab.search.prefetch import FRESH_UNDER
+from sweeplab.search.prefetch import fresh_limit
 from sweeplab.space import parse_parameters
 from sweeplab.types import Goal, TrialState
 
@@ -77,19 +81,22 @@ def tasks(with_xgboost: bool) -> list[Task]:
 
 
 # ------------------------------------------------------------------------------------------ sweeplab side
-def sweeplab_run(task: Task, method: str, seed: int, workers: int, n: int) -> list[float]:
-    """Best-so-far after each completed trial, with `workers` trials in flight (simulated time)."""
+def sweeplab_run(task: Task, method: str, seed: int, workers: int, n: int, seconds: float = 60.0) -> list[float]:
+    """Best-so-far after each completed trial, with `workers` trials in flight (simulated time; trials last
+    0.5-1.5 x `seconds`)."""
     searcher = make_searcher(method, parse_parameters(task.parameters), Goal.MINIMIZE, seed)
     durations = np.random.default_rng(10_000 + seed)
     running: list[tuple[float, int, dict[str, Any]]] = []
     now, asked, best, curve = 0.0, 0, math.inf, []
+    if hasattr(searcher, "clock"):   # Prefetching measures the trials' durations on the simulated clock
+        searcher.clock = lambda: now
     try:
         while len(curve) < n:
             while len(running) < workers and asked < n:
                 params = searcher.ask()
                 assert params is not None and not searcher.exhausted   # waits for a suggestion computed
                 # ahead, so that it always sees the same history (trials last much longer than an ask)
-                heapq.heappush(running, (now + float(durations.uniform(0.5, 1.5)), asked, params))
+                heapq.heappush(running, (now + seconds * float(durations.uniform(0.5, 1.5)), asked, params))
                 asked += 1
             now, number, params = heapq.heappop(running)
             value = task.objective(params)
@@ -138,12 +145,12 @@ def idle_share(task: Task, method: str, seed: int, workers: int, n: int, seconds
     thing at a time (the driver's Prefetching holds one lock around the searcher). As in the driver's loop,
     the results that arrive while it is busy are all told before the freed slots are filled (so a burst of
     free slots shares one kernel fit of the GP). With `prefetch`, the
-    policy of `sweeplab.search.Prefetching` is replayed: when asks cost FRESH_UNDER or more, one suggestion is
+    policy of `sweeplab.search.Prefetching` is replayed: when asks cost `fresh_limit` or more, one suggestion is
     computed ahead after each result and, with other trials in flight, right after one is handed out (a
     cheaper one would be withdrawn at the next result, so none is); a result that ends while the searcher
     computes is told when it is done; a stale ready suggestion is recomputed when asks are cheaper than
-    FRESH_UNDER; the searcher's one-off `warm_up` runs once the first workers are fed. A freed worker waits
-    until its suggestion is ready; that wait is the idle time.
+    `fresh_limit` of the trials' duration; the searcher's one-off `warm_up` runs once the first workers are
+    fed. A freed worker waits until its suggestion is ready; that wait is the idle time.
     """
     searcher = make_searcher(method, parse_parameters(task.parameters), Goal.MINIMIZE, seed, prefetch=False)
     running: list[tuple[float, int, dict[str, Any]]] = []
@@ -174,7 +181,7 @@ def idle_share(task: Task, method: str, seed: int, workers: int, n: int, seconds
             ready = None
             idle += busy
             start(busy, params)
-            if prefetch and i >= 1 and asked < n and asks[-1] >= FRESH_UNDER:   # Prefetching computes ahead
+            if prefetch and i >= 1 and asked < n and asks[-1] >= fresh_limit([seconds]):   # Prefetching computes ahead
                 ready, ready_done = compute(busy), done                          # once 2 are in flight (if costly)
         if prefetch:   # Prefetching warms the searcher up in the background once a trial runs
             c0 = time.process_time()
@@ -195,7 +202,7 @@ def idle_share(task: Task, method: str, seed: int, workers: int, n: int, seconds
             for freed, *_ in turn:
                 if asked >= n:
                     break
-                if ready is not None and ready_done < done and asks[-1] < FRESH_UNDER:
+                if ready is not None and ready_done < done and asks[-1] < fresh_limit([seconds]):
                     assert searcher.withdraw(ready)   # stale and cheap: asked again with the new results
                     ready = None
                 if ready is None:
@@ -204,7 +211,7 @@ def idle_share(task: Task, method: str, seed: int, workers: int, n: int, seconds
                     nxt, ready = ready, None
                 idle += busy - freed
                 start(busy, nxt)
-                if prefetch and asked < n and workers >= 2 and asks[-1] >= FRESH_UNDER:
+                if prefetch and asked < n and workers >= 2 and asks[-1] >= fresh_limit([seconds]):
                     ready, ready_done = compute(busy), done
         span = end
     finally:
@@ -240,16 +247,22 @@ def verdict(ours: list[float], peer: list[float]) -> str:
 
 
 def run_task(task: Task, method: str, seeds: list[int], workers: list[int], peers: list[str],
-             n_max: int) -> dict[str, Any]:
-    """Every configuration's best-so-far curves on one task (interleaved by seed), with the CPU they took."""
+             n_max: int, seconds: float = 60.0, known: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every configuration's best-so-far curves on one task (interleaved by seed), with the CPU they took.
+    `known`: an earlier result of the same seeds and N whose peer curves are reused (`--peers-from`)."""
     curves: dict[str, list[list[float]]] = {}
+    reused = {}
+    if known is not None and known["key"]["seeds"] == seeds and known["key"]["n"] == n_max:
+        reused = {f"optuna {p} seq": known["curves"][f"optuna {p} seq"] for p in peers
+                  if f"optuna {p} seq" in known["curves"]}
     c0 = time.process_time()
     for seed in seeds:   # interleaved: every configuration of one seed before the next seed
         for k in workers:
-            curves.setdefault(f"{method} k={k}", []).append(sweeplab_run(task, method, seed, k, n_max))
+            curves.setdefault(f"{method} k={k}", []).append(sweeplab_run(task, method, seed, k, n_max, seconds))
         for peer in peers:
-            curves.setdefault(f"optuna {peer} seq", []).append(optuna_run(task, peer, seed, n_max))
-    return {"curves": curves, "cpu": time.process_time() - c0}
+            if f"optuna {peer} seq" not in reused:
+                curves.setdefault(f"optuna {peer} seq", []).append(optuna_run(task, peer, seed, n_max))
+    return {"curves": {**curves, **reused}, "cpu": time.process_time() - c0, "reused": sorted(reused)}
 
 
 def report(task: Task, result: dict[str, Any], method: str, trials: list[int], peers: list[str]) -> list[str]:
@@ -257,7 +270,8 @@ def report(task: Task, result: dict[str, Any], method: str, trials: list[int], p
     each peer's median and the verdict against each peer."""
     curves = result["curves"]
     opt = f" (optimum {task.optimum})" if task.optimum is not None else ""
-    lines = [f"\n{task.name}{opt}  [{result['cpu']:.0f} s CPU]"]
+    reused = f", {' and '.join(result['reused'])} from --peers-from" if result.get("reused") else ""
+    lines = [f"\n{task.name}{opt}  [{result['cpu']:.0f} s CPU{reused}]"]
     for n in trials:
         at = {label: [c[n - 1] for c in cs] for label, cs in curves.items()}
         medians = {label: statistics.median(row) for label, row in at.items()}
@@ -283,6 +297,11 @@ def main() -> None:
     parser.add_argument("--xgboost", action="store_true")
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--idle", action="store_true", help="also measure idle time (8 workers, 1 s trials)")
+    parser.add_argument("--trial-seconds", type=float, default=60.0,
+                        help="simulated trial length (0.5-1.5 x this); Prefetching's freshness depends on it")
+    parser.add_argument("--peers-from", type=Path, default=None,
+                        help="reuse the Optuna peers' curves of the same seeds and N from an earlier --out DIR "
+                             "(they do not depend on sweeplab; saves most of the CPU when iterating)")
     parser.add_argument("--out", type=Path, default=None,
                         help="keep each task's curves in DIR/<task>.json and skip tasks already there "
                              "(resume an interrupted --full, or run tasks in separate processes)")
@@ -313,11 +332,16 @@ def main() -> None:
     for task in tasks(args.xgboost or args.full):
         if args.tasks and not any(task.name.startswith(p) for p in args.tasks):
             continue
-        key = {"method": args.method, "seeds": seeds, "workers": workers, "peers": peers, "n": n_max}
-        path = args.out / f"{task.name.split()[0]}.json" if args.out else None
+        key = {"method": args.method, "seeds": seeds, "workers": workers, "peers": peers, "n": n_max,
+               "trial_seconds": args.trial_seconds}
+        name = f"{task.name.split()[0]}.json"
+        path = args.out / name if args.out else None
         result = json.loads(path.read_text()) if path and path.exists() else None
         if result is None or result.get("key") != key:
-            result = {"key": key, **run_task(task, args.method, seeds, workers, peers, n_max)}
+            known = args.peers_from / name if args.peers_from else None
+            known = json.loads(known.read_text()) if known and known.exists() else None
+            result = {"key": key, **run_task(task, args.method, seeds, workers, peers, n_max, args.trial_seconds,
+                                             known)}
             if path:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(result))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 from optuna.trial import TrialState as OptunaState
 
 from sweeplab.search import Prefetching
@@ -93,6 +94,36 @@ def test_a_suggestion_prefetched_before_the_last_result_is_computed_again_with_i
             assert resumed.ask() == fresh
         finally:
             resumed.close()
+    finally:
+        wrapped.close()
+
+
+def _stale_after_two_results(wrapped: Prefetching, clock: list[float], seconds: float) -> list[OptunaState]:
+    """Two workers; both trials last `seconds` (on `clock`); the suggestion computed ahead when the first
+    result came is stale at the second. The inner study's trial states after the next ask."""
+    wrapped.clock = lambda: clock[0]
+    batch = [wrapped.ask(), wrapped.ask()]
+    clock[0] += seconds
+    wrapped.tell(0, batch[0], TrialState.COMPLETED, quadratic(batch[0]))
+    _wait_for_prefetch(wrapped)
+    wrapped.tell(1, batch[1], TrialState.COMPLETED, quadratic(batch[1]))
+    wrapped.ask()
+    return [t.state for t in wrapped.inner.study.get_trials(deepcopy=False)]
+
+
+@pytest.mark.parametrize(("seconds", "recomputed"), [(1e4, True), (0.0, False)])
+def test_an_expensive_searcher_recomputes_a_stale_suggestion_only_for_long_trials(
+        monkeypatch: Any, seconds: float, recomputed: bool) -> None:
+    """Above FRESH_UNDER an ask is still cheap against trials 100x longer (FRESH_SHARE): with trials of
+    hours a stale GP suggestion is computed again (it lagged a result behind, which costs search quality
+    with many workers); with instant trials it is kept (recomputing would idle a worker)."""
+    import sweeplab.search.prefetch as prefetch
+
+    monkeypatch.setattr(prefetch, "FRESH_UNDER", 0.0)   # every ask counts as expensive
+    wrapped = Prefetching(_tpe())
+    try:
+        states = _stale_after_two_results(wrapped, [0.0], seconds)
+        assert (OptunaState.FAIL in states) is recomputed   # the stale one withdrawn (FAIL) and asked again
     finally:
         wrapped.close()
 

@@ -10,13 +10,17 @@ what keeps 8 workers of 1 s trials fed by a GP whose suggestion costs tens of mi
 in flight (a sequential sweep) it waits for that trial's result, so sequential use is unchanged.
 
 A prefetched suggestion goes stale when another result is told before it is handed out: it was computed
-with that trial still running. When suggestions are cheap (the last one took under `FRESH_UNDER` seconds of
-CPU, as TPE's do) the stale one is withdrawn from the inner searcher (`Searcher.withdraw`) and computed
-again from the fresher history; when they are expensive (GP) it is kept, since it already treated the
-now-finished trial as pending (the GP as a Kriging believer) and recomputing it would idle a worker.
-So a cheap searcher that can withdraw computes nothing ahead while trials run: a slot frees when a trial
-ends, its result is told first, and the suggestion computed before it would only be withdrawn (TPE's 3-4 ms
-of driver CPU per trial, taken from the workers on a machine they fill).
+with that trial still running. When a fresh one is cheap the stale one is withdrawn from the inner searcher
+(`Searcher.withdraw`) and computed again from the fresher history. Cheap means: the last ask took under
+`FRESH_UNDER` seconds of CPU (TPE's do), or under `FRESH_SHARE` of the trials' median duration (a GP's
+30-50 ms against trials of seconds to minutes), so recomputing costs a worker at most that share of a
+trial. Otherwise (a GP with 1 s trials) it is kept: it already treated the now-finished trial as pending
+(the GP as a Kriging believer), and recomputing it would idle a worker. Freshness is worth it: with 8
+workers on Hartmann6 a GP whose suggestions lag one result behind reached a median best of -2.78 at 40
+trials over 20 seeds, against -3.04 with fresh ones (benchmarks/parallel_quality.py).
+So a searcher that is cheap in that sense and can withdraw computes nothing ahead while trials run: a slot
+frees when a trial ends, its result is told first, and the suggestion computed before it would only be
+withdrawn (TPE's 3-4 ms of driver CPU per trial, taken from the workers on a machine they fill).
 
 `deferring()` holds background work back while the driver hands trials out: a thread computing a
 suggestion holds the GIL for up to `sys.getswitchinterval()` (5 ms) each time the driver's thread releases
@@ -26,20 +30,37 @@ it for a store write or a pipe write, which delayed each dispatch by several suc
 from __future__ import annotations
 
 import contextlib
+import json
+import statistics
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from sweeplab.search.base import Searcher
 from sweeplab.types import TrialSnapshot, TrialState
 
-__all__ = ["FRESH_UNDER", "Prefetching"]
+__all__ = ["FRESH_SHARE", "FRESH_UNDER", "Prefetching", "fresh_limit"]
 
 _NOTHING: Any = object()
 #: recompute a stale prefetched suggestion when the inner searcher's last ask took less than this (CPU
 #: seconds of the thread that asked: a loaded machine does not make a cheap searcher look expensive)
 FRESH_UNDER = 0.02
+#: ... or less than this share of the trials' median duration (wall time from handout to result)
+FRESH_SHARE = 0.01
+#: trials whose durations `fresh_limit` reads (the latest ones)
+DURATIONS_KEPT = 20
+
+
+def fresh_limit(durations: Sequence[float]) -> float:
+    """CPU seconds under which an ask is cheap enough to recompute a stale suggestion, given the latest
+    trials' durations (seconds; none known yet: FRESH_UNDER)."""
+    return max(FRESH_UNDER, FRESH_SHARE * statistics.median(durations)) if durations else FRESH_UNDER
+
+
+def _key(params: Mapping[str, Any]) -> str:
+    return json.dumps(dict(params), sort_keys=True, default=repr)
 
 
 class Prefetching(Searcher):
@@ -63,6 +84,10 @@ class Prefetching(Searcher):
         self._deferred = 0                     # depth of `deferring()` blocks (under `_cond`)
         self._wanted = False                   # a prefetch was asked for inside one
         self._withdraws = type(inner).withdraw is not Searcher.withdraw
+        #: the clock trial durations are measured on (a simulation sets its own)
+        self.clock: Callable[[], float] = time.monotonic
+        self._handed: dict[str, list[float]] = {}   # params key -> when suggestions with them were handed out
+        self._durations: deque[float] = deque(maxlen=DURATIONS_KEPT)   # the latest trials' durations
         self._prefetch()
 
     @property
@@ -91,7 +116,7 @@ class Prefetching(Searcher):
             if self._deferred:
                 self._wanted = True
                 return
-            if self._in_flight and self._withdraws and self._ask_seconds < FRESH_UNDER:
+            if self._in_flight and self._withdraws and self._ask_seconds < fresh_limit(self._durations):
                 warm = self._take_warm_up()   # cheap: the next suggestion is computed after the next result
                 if warm:
                     self._warming = threading.Thread(target=self._warm_up, name="sweeplab-warm-up", daemon=True)
@@ -154,7 +179,8 @@ class Prefetching(Searcher):
             while self._thread is not None:
                 self._cond.wait()
             ready = self._ready
-            if not isinstance(ready, dict) or self._ready_told >= self._told or self._ask_seconds >= FRESH_UNDER:
+            if not isinstance(ready, dict) or self._ready_told >= self._told \
+                    or self._ask_seconds >= fresh_limit(self._durations):
                 return
             with self._lock:
                 if not self.inner.withdraw(ready):
@@ -179,6 +205,7 @@ class Prefetching(Searcher):
                 ready = self._timed_ask()
         if ready is not None:
             with self._lock:
+                self._handed.setdefault(_key(ready), []).append(self.clock())
                 self._in_flight += 1
                 ahead = self._in_flight >= 2
             if ahead:   # other trials run besides this one: the next free slot's suggestion, now
@@ -202,6 +229,11 @@ class Prefetching(Searcher):
             if state.is_terminal:
                 self._told += 1
                 self._in_flight = max(0, self._in_flight - 1)
+                handed = self._handed.get(_key(params))
+                if handed:   # a suggestion of this wrapper (not a replayed or enqueued trial): its duration
+                    self._durations.append(self.clock() - handed.pop(0))
+                    if not handed:
+                        del self._handed[_key(params)]
         self._refresh()
         self._prefetch()
 
@@ -214,7 +246,13 @@ class Prefetching(Searcher):
 
     def withdraw(self, params: Mapping[str, Any]) -> bool:
         with self._lock:
-            return self.inner.withdraw(params)
+            taken = self.inner.withdraw(params)
+            handed = self._handed.get(_key(params))
+            if taken and handed:   # handed out, taken back: no trial whose duration to measure
+                handed.pop()
+                if not handed:
+                    del self._handed[_key(params)]
+            return taken
 
     @property
     def exhausted(self) -> bool:
