@@ -16,7 +16,9 @@ Runs, all in this process and in the same run (interleaved by seed):
   optuna:tpe       optuna.samplers.TPESampler(seed) (multi-objective TPE), study.ask/tell directly
   sweeplab:bayes+asha  (digits) the default with ASHA (min_iter 1, max_iter 9, eta 3) judging rungs by
                    non-dominated rank of (accuracy, size) within the rung (the rule without
-                   early_terminate.metric); pruned trials stop training and are not on the front.
+                   early_terminate.metric: a trial outside the rung's top ranks is pruned only when a
+                   trial on the completed trials' front dominated it at that rung); pruned trials stop
+                   training and are not on the front.
                    (sweeplab:bayes+asha-primary, on request: judged on accuracy alone, early_terminate.metric.)
                    Compute = epochs trained. Each +asha run goes on (same seed as sweeplab:bayes) until
                    it has spent the plain run's compute (trials x 9 epochs) and reached 99% of the plain
