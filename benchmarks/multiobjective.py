@@ -5,8 +5,9 @@
 
 Problems:
   zdt1    ZDT1 with 10 variables (both objectives minimised), reference point (1.1, 10).
-  digits  a one-hidden-layer MLP on sklearn's digits, trained epoch by epoch (partial_fit, 9 epochs):
-          validation accuracy (maximize) vs parameter count (minimize), reference point (0.8, 10000).
+  digits  a one-hidden-layer MLP on sklearn's digits, trained epoch by epoch (partial_fit, 9 epochs;
+          --digits-epochs 27 for a longer task with rungs at 1, 3 and 9): validation accuracy (maximize)
+          vs parameter count (minimize), reference point (0.8, 10000).
 
 Runs, all in this process and in the same run (interleaved by seed):
   sweeplab:bayes   sweeplab's default for several objectives (`method: bayes`: independent TPE), ask/tell
@@ -16,7 +17,9 @@ Runs, all in this process and in the same run (interleaved by seed):
   optuna:tpe       optuna.samplers.TPESampler(seed) (multi-objective TPE), study.ask/tell directly
   sweeplab:bayes+asha  (digits) the default with ASHA (min_iter 1, max_iter 9, eta 3) judging rungs by
                    non-dominated rank of (accuracy, size) within the rung (the rule without
-                   early_terminate.metric); pruned trials stop training and are not on the front.
+                   early_terminate.metric: a trial outside the rung's top ranks is pruned only when a
+                   trial on the completed trials' front dominated it at that rung); pruned trials stop
+                   training and are not on the front.
                    (sweeplab:bayes+asha-primary, on request: judged on accuracy alone, early_terminate.metric.)
                    Compute = epochs trained. Each +asha run goes on (same seed as sweeplab:bayes) until
                    it has spent the plain run's compute (trials x 9 epochs) and reached 99% of the plain
@@ -210,10 +213,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=None)
     ap.add_argument("--problems", nargs="+", default=["zdt1", "digits"], choices=["zdt1", "digits"])
     ap.add_argument("--runs", nargs="+", default=DEFAULT_RUNS, choices=list(RUNS))
+    ap.add_argument("--digits-epochs", type=int, default=9,
+                    help="epochs of a full digits trial (ASHA's max_iter); 27: rungs at 1, 3 and 9")
     args = ap.parse_args(argv)
     trials = args.trials or (100 if args.full else 40)
     seeds = args.seeds or (list(range(5)) if args.full else [0, 1])
-    makers = {"zdt1": zdt1_problem, "digits": digits_problem}
+    makers = {"zdt1": zdt1_problem, "digits": lambda: digits_problem(args.digits_epochs)}
     for name in args.problems:
         problem = makers[name]()
         runs = [r for r in args.runs if not ("+asha" in r and problem.steps == 1)]
@@ -242,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
                 work[r].append(e)
         peers = [statistics.mean(hv[r]) for r in runs if r.startswith("optuna:")]
         best_peer = max(peers) if peers else None
-        print(f"\n{problem.name}: {trials} trials, seeds {seeds}, reference {problem.reference}")
+        print(f"\n{problem.name}: {trials} trials of {problem.steps} steps, seeds {seeds}, "
+              f"reference {problem.reference}")
         print(f"{'run':<22}{'hypervolume':>14}{'spread':>10}{'vs best optuna':>16}{'epochs':>9}{'cpu s':>8}")
         for r in runs:
             mean = statistics.mean(hv[r])
