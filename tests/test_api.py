@@ -44,3 +44,28 @@ def test_run_sweep_unknown_backend_writes_nothing(tmp_path: Path) -> None:
         sl.run_sweep({"function": f"{TRIALS}:quick", "method": "grid", "parameters": {"x": {"value": 1}}},
                      store=tmp_path / "s", backend="lcoal")
     assert not (tmp_path / "s").exists()
+
+
+def test_workers_boot_while_the_searcher_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in the CLI, the workers start before the driver builds its searcher (TPE's and the GP's import
+    Optuna: ~0.2 s that the first trial used to wait for on top of the workers' own start)."""
+    import os
+
+    import psutil
+
+    from sweeplab.search import SEARCHERS, RandomSearcher
+
+    seen: list[int] = []
+
+    class Probe(RandomSearcher):
+        def __init__(self, *args, **kwargs) -> None:
+            seen.append(sum("sweeplab.backends.worker" in " ".join(c.cmdline())
+                            for c in psutil.Process(os.getpid()).children()))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setitem(SEARCHERS, "probe", Probe)
+    outcome = sl.run_sweep({"function": f"{TRIALS}:quick", "method": "probe", "metric": {"name": "loss"},
+                            "parameters": {"x": {"min": 0.0, "max": 1.0}}, "budget": {"trials": 2}},
+                           store=tmp_path / "store", workers=2)
+    assert outcome.exit_code == 0
+    assert seen and seen[0] == 2

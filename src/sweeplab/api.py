@@ -152,6 +152,8 @@ def run_sweep(
         be = build_backend(the_spec, workers=workers, backend=backend, address=address, gpu_ids=gpu_ids,
                            store_root=st.root)
         try:
+            if be.name == "local":
+                be.start()   # workers boot while the driver sets up (its searcher imports Optuna), as in the CLI
             driver = Driver(the_spec, st, be, sweep_name=sweep_name, overrides=list(overrides),
                             hard_budget=hard_budget, on_progress=on_progress, on_note=on_note)
             spec_path = str(the_spec.source.resolve()) if the_spec.source is not None else None
