@@ -11,7 +11,7 @@ from typing import Any
 import sweeplab.search as _search
 from sweeplab._values import is_number as _is_number
 from sweeplab.errors import SpecError
-from sweeplab.space import SearchSpace, parse_parameters
+from sweeplab.space import LogUniformBase, SearchSpace, parse_parameters
 from sweeplab.spec.keys import (
     _EXPONENT_KINDS,
     _FUNCTION,
@@ -217,7 +217,7 @@ class _SpecParser(_WandbWarnings, _Limits):
         self.odd_names(raw, "parameters")
         self.param_names = {*space.params, *(raw if isinstance(raw, Mapping) else ())}   # flat, dotted and groups
         for name, dist in space.params.items():   # W&B warns on each (sweeps PARAM_DEPRECATION_MAP), and runs it
-            if dist.kind in _EXPONENT_KINDS:
+            if dist.kind in _EXPONENT_KINDS and isinstance(dist, LogUniformBase):
                 lo, hi = (_exp_text(x) for x in dist.log_bounds())
                 self.warn(f"{dist.kind} takes min and max as natural-log exponents: it draws values from "
                           f"{lo} to {hi}", f"{space.keys.get(name) or _param_key(raw, name)}.distribution",

@@ -28,7 +28,8 @@ class _WandbWarnings(_Reader):
         if function is not None or command is None or passes_params(command):
             return ()
         runs_program = program is not None and any("${program}" in c for c in command)   # else it names another
-        files = ([program] if runs_program else []) + [c for c in command if c.endswith(".py") and "${" not in c]
+        files = ([program] if program is not None and runs_program else []) \
+            + [c for c in command if c.endswith(".py") and "${" not in c]
         read = []
         for name in files:
             path = Path(name) if self.base_dir is None else self.base_dir / name
