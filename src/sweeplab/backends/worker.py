@@ -20,10 +20,10 @@ import contextlib
 import json
 import os
 import signal
-import sys
 import threading
 from typing import Any
 
+from sweeplab._exit import exit_now
 from sweeplab.backends.attempt import execute
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.channel import Channel, EventWriter
@@ -133,14 +133,7 @@ def _exit(code: int) -> None:
     """End the process without the interpreter's teardown (freeing every module of a process that ran
     numpy or torch takes tens of milliseconds, which the driver would wait for at the end of each sweep):
     atexit handlers of user code and libraries still run, and standard streams are flushed."""
-    import atexit
-
-    with contextlib.suppress(BaseException):
-        atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
+    exit_now(code)
 
 
 if __name__ == "__main__":

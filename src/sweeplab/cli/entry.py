@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import os
 import sys
 from typing import NoReturn
 
@@ -33,8 +31,9 @@ def _exit_now(code: int) -> NoReturn:
     threads wait for them) and the wait for threads that are not daemons (`threading._shutdown`, what the
     interpreter calls), then the atexit handlers (logging's flush among them), then the standard streams are
     flushed. The sweep closed its store itself (cli/start.py)."""
-    import atexit
     import threading
+
+    from sweeplab._exit import exit_now
 
     shutdown = getattr(threading, "_shutdown", None)
     if shutdown is not None:
@@ -43,12 +42,7 @@ def _exit_now(code: int) -> NoReturn:
         for thread in threading.enumerate():
             if thread is not threading.main_thread() and not thread.daemon:
                 thread.join()
-    with contextlib.suppress(BaseException):
-        atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
+    exit_now(code)
 
 
 def _app_for(argv: list[str]) -> typer.Typer:

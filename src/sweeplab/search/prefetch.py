@@ -157,13 +157,7 @@ class Prefetching(Searcher):
                 self._warming = threading.current_thread()
             self._cond.notify_all()
         if warm:   # once, after a suggestion is ready while a trial runs: nothing waits on this thread now
-            try:
-                self.inner.warm_up()
-            except Exception:   # only an optimisation: the ask that needs what failed raises it
-                pass
-            finally:
-                with self._cond:
-                    self._warming = None
+            self._warm_up()
 
     def _timed_ask(self) -> dict[str, Any] | None:
         """The inner searcher's next suggestion (caller holds `_lock`); remembers how long it took."""
