@@ -354,6 +354,12 @@ WORKER = textwrap.dedent("""
     out["group_after_cleanup"] = dist.is_initialized()
     with open(os.path.join(sys.argv[1], f"rank{strategy.rank}-of-{strategy.world_size}.json"), "w") as f:
         json.dump(out, f)
+    # End as sweeplab's workers end (sweeplab/_exit.py), without the interpreter's teardown: there the DDP
+    # model still holds the gloo process group, and torch's C++ threads, destroyed during finalization, now
+    # and then abort the process ("terminate called without an active exception", exit -6) after every
+    # result above was written (seen once in a full run under load).
+    sys.stdout.flush()
+    os._exit(0)
 """)
 
 
