@@ -182,3 +182,14 @@ def browser() -> Iterator[Any]:
         b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
         yield b
         b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A wide (1400x900) page whose console errors fail the test; test_browser.py has its own."""
+    from tests.dashboard.test_browser_pictures import WIDE, _page
+
+    ctx, pg, errors = _page(browser, WIDE)
+    yield pg
+    ctx.close()
+    assert not errors, errors

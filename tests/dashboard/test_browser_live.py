@@ -15,20 +15,11 @@ import pytest
 from sweeplab.dashboard import create_app
 from sweeplab.store import Store
 from tests.dashboard.test_browser import CHROMIUM
-from tests.dashboard.test_browser_pictures import WIDE, _page
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")]
 
 T0 = 1_700_000_000.0
 TRIALS = 80   # more than the first page (50)
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    ctx, pg, errors = _page(browser, WIDE)
-    yield pg
-    ctx.close()
-    assert not errors, errors
 
 
 @pytest.fixture

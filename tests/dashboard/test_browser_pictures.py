@@ -5,7 +5,6 @@ in test-artifacts/dashboard/ for a person to look at."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,14 +28,6 @@ def _page(browser: Any, viewport: dict[str, int]) -> tuple[Any, Any, list[str]]:
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.set_default_timeout(30_000)
     return ctx, pg, errors
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    ctx, pg, errors = _page(browser, WIDE)
-    yield pg
-    ctx.close()
-    assert not errors, errors
 
 
 def _numbers(texts: list[str]) -> list[float]:

@@ -17,7 +17,7 @@ from sweeplab.dashboard import create_app
 from sweeplab.dashboard.synthetic import make_synthetic_store
 from sweeplab.store import Store
 from tests.dashboard.test_browser import ARTIFACTS, CHROMIUM
-from tests.dashboard.test_browser_pictures import PHONE, WIDE, _page
+from tests.dashboard.test_browser_pictures import PHONE, _page
 
 pytestmark = [
     pytest.mark.browser,
@@ -65,14 +65,6 @@ def big_server(tmp_path_factory: pytest.TempPathFactory, live_server_for: Any) -
                                 points=20_000, with_logs=False)
     with live_server_for(create_app(root)) as srv:
         yield srv
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    ctx, pg, errors = _page(browser, WIDE)
-    yield pg
-    ctx.close()
-    assert not errors, errors
 
 
 def _dim(page: Any, label: str) -> dict[str, Any]:
