@@ -69,3 +69,38 @@ def test_workers_boot_while_the_searcher_is_built(tmp_path: Path, monkeypatch: p
                            store=tmp_path / "store", workers=2)
     assert outcome.exit_code == 0
     assert seen and seen[0] == 2
+
+
+def test_cli_resume_boots_its_workers_while_the_searcher_is_replayed(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sweeplab resume` too: its workers start before the driver rebuilds the searcher and replays the
+    sweep's history into it (Optuna's import, then every trial told again), not after."""
+    import os
+
+    import psutil
+    import typer
+
+    from sweeplab.cli.resuming import resume
+    from sweeplab.search import SEARCHERS, RandomSearcher
+
+    seen: list[int] = []
+
+    class Probe(RandomSearcher):
+        def __init__(self, *args, **kwargs) -> None:
+            seen.append(sum("sweeplab.backends.worker" in " ".join(c.cmdline())
+                            for c in psutil.Process(os.getpid()).children()))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setitem(SEARCHERS, "probe", Probe)
+    monkeypatch.chdir(tmp_path)
+    first = sl.run_sweep({"function": f"{TRIALS}:quick", "method": "probe", "metric": {"name": "loss"},
+                          "parameters": {"x": {"min": 0.0, "max": 1.0}}, "budget": {"trials": 1}},
+                         store=tmp_path / "store", name="s", workers=1)
+    assert first.counts.get("completed") == 1
+    seen.clear()
+    with pytest.raises(typer.Exit) as ended:
+        resume("s", trials="+2", workers=2, backend=None, address=None, store=tmp_path / "store", gpus=None,
+               hard=False, spec_file=None, fork=None, quiet=True)
+    assert ended.value.exit_code == 0
+    assert seen and seen[0] == 2
+    assert sl.load("s", store=tmp_path / "store").status()["counts"].get("completed") == 3

@@ -75,18 +75,23 @@ def resume(
     if meta.get("cwd") and Path(meta["cwd"]).is_dir():
         os.chdir(meta["cwd"])
     _check_config_files(spec)
-    if fork is not None:
-        if st.sweep_row(fork) is not None:
-            raise UserError(f"--fork: a sweep named {fork!r} already exists in {st.root}")
-        assert spec_file is not None   # --fork needs --spec: checked above
-        _run_driver(spec, st, be, sweep_name=fork, overrides=list(meta.get("overrides") or []),
-                    smoke=bool(meta.get("smoke")), hard=hard, quiet=quiet, create=True,
-                    spec_path=str(Path(spec_file).resolve()), fork_from=sweep_name)
-        return
-    _run_driver(spec, st, be, sweep_name=sweep_name, overrides=list(meta.get("overrides") or []),
-                smoke=bool(meta.get("smoke")), hard=hard, quiet=quiet, create=False,
-                extra_trials=extra, total_trials=total,
-                new_spec_path=str(Path(spec_file).resolve()) if spec_file is not None else None)
+    if fork is not None and st.sweep_row(fork) is not None:
+        raise UserError(f"--fork: a sweep named {fork!r} already exists in {st.root}")
+    if be.name == "local":
+        be.start()   # workers boot (in the sweep's directory) while the driver replays the sweep's history
+    try:
+        if fork is not None:
+            assert spec_file is not None   # --fork needs --spec: checked above
+            _run_driver(spec, st, be, sweep_name=fork, overrides=list(meta.get("overrides") or []),
+                        smoke=bool(meta.get("smoke")), hard=hard, quiet=quiet, create=True,
+                        spec_path=str(Path(spec_file).resolve()), fork_from=sweep_name)
+        else:
+            _run_driver(spec, st, be, sweep_name=sweep_name, overrides=list(meta.get("overrides") or []),
+                        smoke=bool(meta.get("smoke")), hard=hard, quiet=quiet, create=False,
+                        extra_trials=extra, total_trials=total,
+                        new_spec_path=str(Path(spec_file).resolve()) if spec_file is not None else None)
+    finally:
+        be.shutdown(grace=0.0)   # a resume refused after the workers started (nothing to run) leaves none
 
 
 def _resume_target(row: Any, spec: Any, backend: Optional[str], address: Optional[str]
