@@ -69,11 +69,19 @@ def _number(value: Any) -> float | None:
     return None
 
 
+def _media(value: Any) -> bool:
+    """A W&B media object as a run's summary holds it (`{"_type": "table-file", "nrows": 4, ...}`): a table
+    or an image to W&B, not numbers such as `report.nrows`."""
+    return isinstance(value, Mapping) and "_type" in value
+
+
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
     """Numbers of a logged dict, nested dicts as dotted names (W&B shows `{"a": {"b": 1}}` as `a.b`)."""
     out: dict[str, float] = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
+        if _media(value):
+            continue
         if isinstance(value, Mapping):
             out.update(_flatten(value, f"{name}."))
             continue
@@ -144,7 +152,7 @@ def _summary_of(run: Any) -> dict[str, Any]:
             return {}
     out: dict[str, Any] = {}
     for key, value in raw.items():
-        if str(key).startswith("_"):
+        if str(key).startswith("_") or _media(value):
             continue
         if isinstance(value, Mapping):
             flat = _flatten(value, f"{key}.")
