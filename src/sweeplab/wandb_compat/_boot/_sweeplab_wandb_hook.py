@@ -281,13 +281,20 @@ def _params_file() -> None:
         write_params(path, _args)
 
 
+def new_run_id() -> str:
+    """A run id as W&B's agent hands one to each run in WANDB_RUN_ID (wandb.util.generate_id: 8 base-36
+    digits); programs read it before wandb.init (`hydra.run.dir=...${oc.env:WANDB_RUN_ID}`)."""
+    return "".join("0123456789abcdefghijklmnopqrstuvwxyz"[b % 36] for b in os.urandom(8))
+
+
 def begin_trial(param_path: str, args: Mapping[str, Any]) -> None:
-    """A function trial starts in this process. Its W&B environment (WANDB_MODE=offline, and
-    WANDB_SWEEP_PARAM_PATH=`param_path`, as for a command trial) is set at its first wandb.init, or before it
-    forks (so that forked processes inherit it, as they would under W&B's agent); `args`, its parameters,
-    are written to `param_path` then."""
+    """A function trial starts in this process. Its W&B environment (WANDB_MODE=offline,
+    WANDB_SWEEP_PARAM_PATH=`param_path` and a WANDB_RUN_ID of its own, as for a command trial) is set at its
+    first wandb.init, or before it forks (so that forked processes inherit it, as they would under W&B's
+    agent); `args`, its parameters, are written to `param_path` then."""
     global _pending, _args
-    _pending, _args = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path}, args
+    _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id()}
+    _args = args
 
 
 def end_trial() -> None:
