@@ -142,7 +142,11 @@ def _wandb_agent_style(fn: Callable[..., Any], positional: list[inspect.Paramete
 
 
 def _from_wandb(value: Any) -> bool:
-    name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+    """`wandb` itself, or something imported from it (`from wandb import init`)."""
+    try:
+        name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+    except Exception:   # a lazy proxy among the module's globals
+        return False
     return isinstance(name, str) and name.split(".")[0] == "wandb"
 
 
