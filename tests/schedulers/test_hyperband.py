@@ -129,7 +129,7 @@ def test_ended_trials_still_count_in_thresholds_but_are_not_judged() -> None:
 def test_describe_lists_the_bands() -> None:
     sched = make_scheduler({"type": "hyperband", "max_iter": 81, "s": 3}, goal=Goal.MAXIMIZE, metric="acc")
     assert sched is not None
-    assert sched.describe() == "hyperband: bands at steps 3, 9, 27 (eta 3, strict, maximize acc)"
+    assert sched.describe() == "hyperband: bands at reports 3, 9, 27 (eta 3, strict, maximize acc)"
 
 
 def test_decision_steps_are_the_bands():

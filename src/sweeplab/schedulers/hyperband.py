@@ -154,7 +154,7 @@ class HyperbandScheduler(Scheduler):
         more = "" if self._finite else ", ..."
         mode = "strict" if self.strict else "not strict"
         return (
-            f"hyperband: bands at steps {', '.join(map(str, shown))}{more} (eta {fmt(self.eta)}, {mode}, "
+            f"hyperband: bands at reports {', '.join(map(str, shown))}{more} (eta {fmt(self.eta)}, {mode}, "
             f"{self.goal.value} {self._metric_name})"
         )
 
