@@ -77,7 +77,7 @@ def test_wandb_bayes_sweep_with_hyperband_and_command_macros():
                          interpreter="python3", args_json_file="unused.json")
     assert argv == ["/usr/bin/env"] * POSIX + [
         "python3", "train.py", "--config", "base-config.json",
-        "--lr=0.001", "--model={'hidden': 64, 'dropout': 0.25}",   # nested: one argument, as W&B's agent
+        "--lr=0.001", "--model={'dropout': 0.25, 'hidden': 64}",   # nested: one argument, sorted, as W&B's agent
     ]
 
 
@@ -415,19 +415,20 @@ ENV = ["/usr/bin/env"] if POSIX else []
 @pytest.mark.parametrize(
     ("command", "expected"),
     [
-        (None, ENV + ["py", "train.py", "--lr=0.01", "--model.hidden=64", "--name=abc", "--flag=True",
-                      "--off=False", "--layers=[1, 2]"]),
+        # in W&B's order: sorted by name, as its controller sends them (tests/wandb/test_agent_macros.py)
+        (None, ENV + ["py", "train.py", "--flag=True", "--layers=[1, 2]", "--lr=0.01", "--model.hidden=64",
+                      "--name=abc", "--off=False"]),
         (["${env}"], ENV),
         (["${interpreter}"], ["py"]),
         (["${program}"], ["train.py"]),
-        (["${args}"], ["--lr=0.01", "--model.hidden=64", "--name=abc", "--flag=True", "--off=False",
-                       "--layers=[1, 2]"]),
-        (["${args_no_hyphens}"], ["lr=0.01", "model.hidden=64", "name=abc", "flag=True", "off=False",
-                                  "layers=[1, 2]"]),
-        (["${args_no_boolean_flags}"], ["--lr=0.01", "--model.hidden=64", "--name=abc", "--flag",
-                                        "--layers=[1, 2]"]),
-        (["${args_json}"], [('{"lr": 0.01, "model.hidden": 64, "name": "abc", "flag": true, '
-                             '"off": false, "layers": [1, 2]}')]),   # a dotted name stays flat, as in W&B
+        (["${args}"], ["--flag=True", "--layers=[1, 2]", "--lr=0.01", "--model.hidden=64", "--name=abc",
+                       "--off=False"]),
+        (["${args_no_hyphens}"], ["flag=True", "layers=[1, 2]", "lr=0.01", "model.hidden=64", "name=abc",
+                                  "off=False"]),
+        (["${args_no_boolean_flags}"], ["--flag", "--layers=[1, 2]", "--lr=0.01", "--model.hidden=64",
+                                        "--name=abc"]),
+        (["${args_json}"], [('{"flag": true, "layers": [1, 2], "lr": 0.01, "model.hidden": 64, "name": "abc", '
+                             '"off": false}')]),   # a dotted name stays flat, as in W&B
         (["${args_json_file}"], ["/tmp/trial-3/params.json"]),
         (["python", "${program}", "--params=${args_json_file}"], ["python", "train.py",
                                                                   "--params=/tmp/trial-3/params.json"]),

@@ -14,9 +14,9 @@ from sweeplab.types import Decision, Goal, TrialState
     ("options", "bands"),
     [
         ({"min_iter": 1, "eta": 3}, [1, 3, 9, 27, 81]),
-        ({"min_iter": 3, "eta": 3, "s": 3}, [3, 9, 27]),
-        ({"min_iter": 2, "eta": 2, "s": 4}, [2, 4, 8, 16]),
-        ({"min_iter": 1, "eta": 2.5, "s": 4}, [1, 2, 6, 15]),
+        ({"min_iter": 3, "eta": 3, "s": 3}, [3, 9, 27, 81]),           # s is not used with min_iter, as in W&B
+        ({"min_iter": 2, "eta": 2, "s": 4}, [2, 4, 8, 16, 32, 64]),
+        ({"min_iter": 1, "eta": 2.5, "s": 4}, [1, 2, 6, 15, 39, 97]),
         ({"max_iter": 150, "eta": 3, "s": 4}, [1, 5, 16, 50]),   # 150/3, 150/9, 150/27, 150/81, truncated
         ({"max_iter": 19, "eta": 3, "s": 2}, [2, 6]),             # W&B's own explanation of its bands
         ({"max_iter": 5, "eta": 2, "s": 2}, [1, 2]),              # W&B's docstring example
@@ -38,8 +38,9 @@ def _feed(sched: HyperbandScheduler, trial: int, values: list[float], start: int
     return [sched.on_report(trial, start + i, v).decision for i, v in enumerate(values)]
 
 
-def test_wandb_docstring_example_stops_b_and_c_but_not_d() -> None:
-    # W&B's example: max_iter 5, eta 2, s 2 (bands 1, 2); a and e finished, b c d running.
+def test_wandb_docstring_example_stops_b_but_not_c_or_d() -> None:
+    # W&B's example: max_iter 5, eta 2, s 2 (bands 1, 2); a and e finished, b c d running. W&B's controller
+    # today (band b is the b-th report, wandb/sweeps#99) stops b only; its docstring still says c too
     sched = HyperbandScheduler(max_iter=5, eta=2, s=2, metric="loss")
     _feed(sched, 0, [10, 9])
     sched.on_trial_end(0, TrialState.COMPLETED)
@@ -49,18 +50,17 @@ def test_wandb_docstring_example_stops_b_and_c_but_not_d() -> None:
     c = _feed(sched, 2, [10, 8, 8])
     b = _feed(sched, 1, [10, 10])
     assert d == [Decision.CONTINUE] * 3
-    assert c == [Decision.CONTINUE, Decision.CONTINUE, Decision.STOP]   # passes band 1, not band 2
-    assert b == [Decision.CONTINUE, Decision.STOP]
+    assert c == [Decision.CONTINUE] * 3                     # its 8 at band 2 is the threshold, not worse
+    assert b == [Decision.CONTINUE, Decision.STOP]          # 10 at band 2 (its 2nd report) is worse than 8
 
 
 def test_stop_reason_names_band_value_threshold_and_count() -> None:
     sched = HyperbandScheduler(min_iter=1, eta=3, metric="loss")
     _feed(sched, 0, [10, 9])
-    assert not sched.on_report(1, 0, 10).stops                   # step 0 is before the first band
-    v = sched.on_report(1, 1, 12)
+    v = sched.on_report(1, 0, 12)                                # its 1st report is band 1
     assert v.stops and v.rule == "hyperband"
-    assert v.reason == "hyperband band 1 (step 1): loss 12 worse than threshold 9 (top 1/3 of 2 trials)"
-    assert v.data["band"] == 1 and v.data["value"] == 12 and v.data["cutoff"] == 9 and v.data["n"] == 2
+    assert v.reason == "hyperband band 1 (report 1): loss 12 worse than threshold 10 (top 1/3 of 2 trials)"
+    assert v.data["band"] == 1 and v.data["value"] == 12 and v.data["cutoff"] == 10 and v.data["n"] == 2
 
 
 def test_the_threshold_is_wandbs_int_n_over_eta_th_best() -> None:
@@ -77,10 +77,10 @@ def test_the_threshold_is_wandbs_int_n_over_eta_th_best() -> None:
 )
 def test_strict_compares_the_band_value_not_the_best_so_far(strict: bool, expected: Decision) -> None:
     sched = HyperbandScheduler(min_iter=2, eta=2, strict=strict, metric="loss")
-    _feed(sched, 0, [1, 1, 1])
-    _feed(sched, 1, [2, 2, 2])
+    _feed(sched, 0, [1, 1])
+    _feed(sched, 1, [2, 2])
     # trial 2 was the best early but is the worst at band 2: threshold = 2nd best of [1, 2, 3] = 2
-    assert _feed(sched, 2, [0.5, 0.5, 3])[-1] is expected
+    assert _feed(sched, 2, [0.5, 3])[-1] is expected
 
 
 @pytest.mark.parametrize("goal", list(Goal), ids=lambda g: g.value)
@@ -93,29 +93,29 @@ def test_goal_decides_which_side_is_worse(goal: Goal) -> None:
 
 
 def test_a_trial_is_judged_between_bands_when_later_trials_raise_the_bar() -> None:
-    sched = HyperbandScheduler(min_iter=1, eta=3, s=2)           # bands 1, 3
-    assert _feed(sched, 0, [5, 5]) == [Decision.CONTINUE] * 2    # alone at band 1
-    _feed(sched, 1, [1, 1])
-    _feed(sched, 2, [1, 1])
-    # back to trial 0 at step 2 (no new band): its band-1 value 5 is now worse than the threshold 1
-    v = sched.on_report(0, 2, 4)
+    sched = HyperbandScheduler(min_iter=1, eta=3)                # bands 1, 3, 9, ...
+    assert _feed(sched, 0, [5]) == [Decision.CONTINUE]           # alone at band 1
+    _feed(sched, 1, [1])
+    _feed(sched, 2, [1])
+    # back to trial 0 at its 2nd report (no new band): its band-1 value 5 is now worse than the threshold 1
+    v = sched.on_report(0, 1, 4)
     assert v.stops and v.data["band"] == 1 and v.data["value"] == 5
 
 
 def test_nan_is_the_worst_value_at_a_band() -> None:
     sched = HyperbandScheduler(min_iter=1, eta=3)
     _feed(sched, 0, [1, 1])
-    assert _feed(sched, 1, [1, math.nan])[-1] is Decision.STOP
+    assert _feed(sched, 1, [math.nan])[-1] is Decision.STOP
 
 
 def test_a_band_is_reached_by_the_count_of_reports_not_by_the_step_as_in_wandb() -> None:
-    # W&B's hyperband_stop_runs indexes the metric's history: band b needs b+1 values, whatever the steps
-    sched = HyperbandScheduler(min_iter=1, eta=3, s=3)           # bands 1, 3, 9
-    sched.on_report(0, 0, 1.0)
-    sched.on_report(0, 10, 2.0)                                  # its 2nd value: band 1 only
-    assert sched.on_report(1, 10, 3.0).decision is Decision.CONTINUE   # a 1st value reaches no band
-    v = sched.on_report(1, 11, 3.0)
-    assert v.stops and v.data["band"] == 1 and v.data["cutoff"] == 2.0
+    # W&B's hyperband_stop_runs indexes the metric's history: band b needs b values, whatever the steps
+    sched = HyperbandScheduler(min_iter=1, eta=3)                # bands 1, 3, 9, ...
+    sched.on_report(0, 10, 2.0)                                  # its 1st value, at step 10: band 1 only
+    assert sched.on_report(2, 100, 1.0).decision is Decision.CONTINUE   # step 100 is still band 1
+    sched.on_report(0, 11, 2.0)                                  # 2nd value: no new band
+    v = sched.on_report(1, 0, 3.0)
+    assert v.stops and v.data["band"] == 1 and v.data["cutoff"] == 2.0   # 2nd best of [1, 2, 3]
 
 
 def test_ended_trials_still_count_in_thresholds_but_are_not_judged() -> None:
@@ -129,9 +129,10 @@ def test_ended_trials_still_count_in_thresholds_but_are_not_judged() -> None:
 def test_describe_lists_the_bands() -> None:
     sched = make_scheduler({"type": "hyperband", "max_iter": 81, "s": 3}, goal=Goal.MAXIMIZE, metric="acc")
     assert sched is not None
-    assert sched.describe() == "hyperband: bands at steps 3, 9, 27 (eta 3, strict, maximize acc)"
+    assert sched.describe() == "hyperband: bands at reports 3, 9, 27 (eta 3, strict, maximize acc)"
 
 
 def test_decision_steps_are_the_bands():
-    assert HyperbandScheduler(min_iter=1, s=3, eta=3).decision_steps(7) == (1, 3, 9)
-    assert HyperbandScheduler(max_iter=27, s=2, eta=3).decision_steps(0) == (3, 9)
+    # band b is the b-th report: step b-1 for a trial logging from step 0, step b from step 1
+    assert HyperbandScheduler(min_iter=1, s=3, eta=3).decision_steps(7)[:6] == (0, 1, 2, 3, 8, 9)
+    assert HyperbandScheduler(max_iter=27, s=2, eta=3).decision_steps(0) == (2, 3, 8, 9)

@@ -10,6 +10,7 @@ import os
 import stat
 
 import pytest
+import yaml
 
 from sweeplab.errors import SpecError
 from sweeplab.spec import args_json, build_command, parse_spec, resolve_interpreter, wandb_args
@@ -37,8 +38,16 @@ def _spec(command: list[str]):
                       file="sweep.yaml")
 
 
-def _wandb(name: str) -> list[str]:
-    return utils.create_sweep_command_args({"args": {k: {"value": v} for k, v in WANDB_ARGS.items()}})[name]
+def _sorted(args: dict) -> dict:
+    """A run's parameters in the order W&B's controller sends them to the agent: sorted by name at every
+    level (wandb/sweeps params.py, HyperParameterSet.from_config walks `sorted(d.items())`; W&B's agent
+    logs them in that order, wandb/wandb#4725)."""
+    return {k: _sorted(v) if isinstance(v, dict) else v for k, v in sorted(args.items())}
+
+
+def _wandb(name: str, args: dict | None = None) -> list[str]:
+    sent = _sorted(WANDB_ARGS if args is None else args)
+    return utils.create_sweep_command_args({"args": {k: {"value": v} for k, v in sent.items()}})[name]
 
 
 def test_parameters_are_grouped_as_wandbs_controller_sends_them() -> None:
@@ -57,6 +66,31 @@ def test_nested_lists_booleans_and_none_use_pythons_form() -> None:
     assert "--optimizer={'lr': 0.001, 'nadam': {'beta': 0.9}}" in argv
     assert "--layers=['a', 'b']" in argv and "--flag=True" in argv and "--nothing=None" in argv
     assert "--model.hidden=64" in argv
+
+
+# Public sweep files list their parameters in any order (`lr` before `batch_size`); W&B's agent receives them
+# sorted by name and passes them so. sweeplab used to pass them in the file's order.
+UNSORTED = {"lr": {"values": [0.01]}, "batch_size": {"value": 32}, "Dropout": {"value": 0.1},
+            "optimizer": {"parameters": {"momentum": {"value": 0.9}, "beta": {"value": 0.5}}}, "epochs": {"value": 2}}
+UNSORTED_FLAT = {"lr": 0.01, "batch_size": 32, "Dropout": 0.1, "optimizer.momentum": 0.9, "optimizer.beta": 0.5,
+                 "epochs": 2}
+
+
+def test_arguments_come_in_the_order_wandbs_controller_sends_them(tmp_path) -> None:
+    spec = parse_spec({"method": "grid", "program": "train.py", "parameters": UNSORTED,
+                       "command": ["${args}", "${args_no_hyphens}", "${args_json}"]}, file="sweep.yaml")
+    argv = build_command(spec, UNSORTED_FLAT, interpreter="py", args_json_file="p.json")
+    values = {"lr": 0.01, "batch_size": 32, "Dropout": 0.1, "optimizer": {"momentum": 0.9, "beta": 0.5}, "epochs": 2}
+    assert argv == _wandb("args", values) + _wandb("args_no_hyphens", values) + _wandb("args_json", values)
+    assert argv[:5] == ["--Dropout=0.1", "--batch_size=32", "--epochs=2", "--lr=0.01",
+                        "--optimizer={'beta': 0.5, 'momentum': 0.9}"]
+    assert list(json.loads(argv[-1])) == ["Dropout", "batch_size", "epochs", "lr", "optimizer"]
+    # the parameters file (wandb.config's order) is written in the same order, as W&B's agent writes it
+    from sweeplab.wandb_compat import write_sweep_params
+    write_sweep_params(tmp_path / "p.yaml", wandb_args(UNSORTED_FLAT, UNSORTED))
+    written = yaml.safe_load((tmp_path / "p.yaml").read_text())
+    assert list(written) == ["wandb_version", "Dropout", "batch_size", "epochs", "lr", "optimizer"]
+    assert list(written["optimizer"]["value"]) == ["beta", "momentum"]
 
 
 def test_args_json_file_holds_what_wandb_writes() -> None:

@@ -9,24 +9,26 @@ from sweeplab.errors import SpecError
 from sweeplab.schedulers.hyperband import HyperbandScheduler
 from sweeplab.space import parse_parameters
 from sweeplab.spec import parse_spec
-from sweeplab.types import Decision
+
+# The cases below are what W&B's controller decides today: wandb/sweeps, hyperband_stopping.py,
+# hyperband_stop_runs (since "Hyperband now correctly stops more runs", wandb/sweeps#99): band b is the
+# b-th report of the metric (`h[band - 1]`, `band <= len(history)`); with min_iter the bands go on
+# (`s` only counts bands below max_iter). The sweeps 0.2.0 wheel on PyPI predates that fix (`h[band]`).
 
 
-def test_hyperband_two_trial_case_wandb_stops_is_stopped() -> None:
-    # W&B's hyperband_stop_runs on these histories stops b: band 1 is h[1]; a's 9 sets the threshold
-    # (top 1/3 of [9, 10]) and b's 10 is worse. b logs from step 1 (step=epoch+1), so a step-based
-    # rule would wait for a step >= 3 and let b complete.
+def test_hyperband_judges_band_b_at_the_b_th_report_as_wandb() -> None:
+    # a finished with 10, 9; b's first report is 11: band 1 is that first report, the threshold (top
+    # 1/3 of [10, 11]) is 10, and W&B stops b there, not one report later
     sched = HyperbandScheduler(min_iter=1, eta=3)
-    sched.on_report(0, 1, 10.0)
-    sched.on_report(0, 2, 9.0)
-    assert sched.on_report(1, 1, 10.0).decision is Decision.CONTINUE
-    v = sched.on_report(1, 2, 10.0)
+    sched.on_report(0, 0, 10.0)
+    sched.on_report(0, 1, 9.0)
+    v = sched.on_report(1, 0, 11.0)
     assert v.stops and v.data["band"] == 1
 
 
 def test_hyperband_docstring_case_of_wandbs_controller() -> None:
-    # the example in hyperband_stop_runs' docstring (max_iter 5, eta 2, s 2: bands 1 and 2); W&B stops
-    # b (band 1) and c ("passes band 1 but not band 2"), not d. Histories from step 0, one value a step.
+    # the runs in hyperband_stop_runs' docstring (max_iter 5, eta 2, s 2: bands 1 and 2); W&B stops b only
+    # (band 2 is the 2nd report: threshold 8 of [9, 6, 10, 7, 8]; c's 8 is not worse)
     sched = HyperbandScheduler(max_iter=5, s=2, eta=2)
     histories = {0: [10, 9], 4: [10, 6, 6], 1: [10, 10], 3: [10, 7, 7], 2: [10, 8, 8]}   # a, e, b, d, c
     for trial in (0, 4):
@@ -38,7 +40,19 @@ def test_hyperband_docstring_case_of_wandbs_controller() -> None:
             if step < len(histories[trial]) and trial not in stopped \
                     and sched.on_report(trial, step, histories[trial][step]).stops:
                 stopped.add(trial)
-    assert stopped == {1, 2}
+    assert stopped == {1}
+
+
+def test_hyperband_with_min_iter_and_s_keeps_judging_as_wandb() -> None:
+    # min_iter 1, eta 2, s 1: W&B's bands are 1, 2, 4, ... (s is ignored beside min_iter); b is worse than
+    # the top half at band 2 (threshold 6 of [5, 6, 9]) and W&B stops it at its 2nd report
+    sched = HyperbandScheduler(min_iter=1, eta=2, s=1)
+    for trial, history in ((0, [10, 5, 4]), (2, [10, 6, 5])):
+        for step, value in enumerate(history):
+            sched.on_report(trial, step, value)
+    assert not sched.on_report(1, 0, 10.0).stops
+    v = sched.on_report(1, 1, 9.0)
+    assert v.stops and v.data["band"] == 2
 
 
 def test_grid_over_q_uniform_leaves_max_out_as_wandb() -> None:

@@ -49,3 +49,27 @@ def test_the_startup_hook_runs_the_sitecustomize_it_hides(tmp_path: Path) -> Non
             "any(type(f).__name__ == '_Finder' for f in sys.meta_path))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["1", "True"], out.stderr
+
+
+class _Summary:
+    def __init__(self, data: dict) -> None:
+        self.data = data
+
+    def _as_dict(self) -> dict:
+        return self.data
+
+
+def test_media_in_the_summary_are_not_metrics() -> None:
+    # A public program puts a wandb.Table in run.summary next to its score; W&B keeps it as a table (its
+    # summary holds {"_type": "table-file", "nrows": ..., ...}), not as numbers "report.nrows" and "report.size"
+    run = type("Run", (), {"summary": _Summary({
+        "classification_report_table": {"_type": "table-file", "ncols": 2, "nrows": 4, "size": 154, "path": "p"},
+        "cm": {"_type": "image-file", "width": 64, "height": 48, "size": 900, "format": "png"},
+        "F1 Score (Weighted)": 0.96, "val_acc": {"max": 0.9}, "nested": {"x": 1}, "_step": 3})})()
+    assert hook._summary_of(run) == {"F1 Score (Weighted)": 0.96, "val_acc.max": 0.9, "val_acc": 0.9, "nested.x": 1.0}
+
+
+def test_media_logged_as_dicts_are_not_metrics(rows: list) -> None:
+    h = hook._History()
+    h.log({"loss": 1.0, "img": {"_type": "image-file", "width": 8, "height": 8}, "extra": {"a": 2}}, None, None)
+    assert rows == [(0, {"loss": 1.0, "extra.a": 2.0})]

@@ -33,7 +33,7 @@ def test_parameter_names_wandb_only_warns_about_run_with_a_warning() -> None:
                                        "match; got '+experiment'")
     argv = build_command(spec, {"+experiment": "a", "model/encoder": "resnet", "2nd_stage": 3},
                          interpreter="py", args_json_file="p.json")
-    assert argv[-3:] == ["+experiment=a", "model/encoder=resnet", "2nd_stage=3"]   # as W&B's agent passes them
+    assert argv[-3:] == ["+experiment=a", "2nd_stage=3", "model/encoder=resnet"]   # as W&B's agent passes them (sorted)
     with pytest.raises(SpecError, match=r"parameters\.\+experiment: parameter name W&B's schema does not match"):
         _spec(strict=True, parameters=HYDRA_NAMES)
 

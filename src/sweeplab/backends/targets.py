@@ -12,6 +12,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -116,7 +117,9 @@ def trial_facts(fn: Callable[..., Any]) -> tuple[Any, str]:
     else:
         positional = [p for p in params.values()
                       if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
-        if len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional):
+        if positional and "run" not in params and _wandb_agent_style(fn, positional):
+            style = "none"   # `def train(config=None)`: W&B's agent calls function() with no arguments
+        elif len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional):
             style = "positional"
         elif not positional and "run" not in params:
             style = "none"   # W&B's wandb.agent(function=train) style: train() reads wandb.config
@@ -126,6 +129,25 @@ def trial_facts(fn: Callable[..., Any]) -> tuple[Any, str]:
     with contextlib.suppress(TypeError):   # an unhashable callable object is inspected every time
         _facts_cache[fn] = facts
     return facts
+
+
+def _wandb_agent_style(fn: Callable[..., Any], positional: list[inspect.Parameter]) -> bool:
+    """A W&B program's function whose parameters all have defaults (`def train(config=None)`, as in W&B's
+    sweeps notebook): W&B's agent calls it with none (wandb/agents/pyagent.py), so it reads wandb.config.
+    W&B's: its module uses wandb (a sweeplab function with a defaulted config still gets the config)."""
+    if any(p.default is p.empty or p.kind is p.VAR_POSITIONAL for p in positional):
+        return False
+    names = getattr(fn, "__globals__", None) or {}
+    return any(_from_wandb(v) for v in list(names.values()))
+
+
+def _from_wandb(value: Any) -> bool:
+    """`wandb` itself, or something imported from it (`from wandb import init`)."""
+    try:
+        name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+    except Exception:   # a lazy proxy among the module's globals
+        return False
+    return isinstance(name, str) and name.split(".")[0] == "wandb"
 
 
 def call_trial(fn: Callable[..., Any], config: Any, run: Run) -> Any:

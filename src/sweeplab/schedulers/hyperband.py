@@ -1,13 +1,14 @@
 """W&B's `hyperband` early termination, with W&B's keys and meaning, judged on every report.
 
 Bands (the steps where trials are judged), as W&B computes them:
-    min_iter given:  int(min_iter * eta**k) for k = 0, 1, ... (k < s when `s` is given)
+    min_iter given:  int(min_iter * eta**k) for k = 0, 1, ... (`s` is not used with min_iter, as in W&B)
     max_iter given:  int(max_iter / eta**k) for k = 1 .. s, dropping bands below 1 (max_iter takes
                      precedence when both are given, as in W&B)
 At each band every trial that reached it records its value. As in W&B's controller, band b is reached by
-a trial's (b+1)-th report of the metric (its value at index b of the metric's history, whatever the steps
-the program gives; sources: wandb/sweeps, hyperband_stopping.py, hyperband_stop_runs: `h[band]` and
-`band < len(history)`), so a trial logging from step 0 is judged at step b, one logging from step 1 at b+1.
+a trial's b-th report of the metric (its value at index b-1 of the metric's history, whatever the steps
+the program gives; sources: wandb/sweeps, hyperband_stopping.py, hyperband_stop_runs: `h[band - 1]` and
+`band <= len(history)`, since wandb/sweeps#99; the sweeps 0.2.0 wheel on PyPI predates it), so a trial
+logging from step 0 is judged at step b-1, one logging from step 1 at step b.
 The threshold of a band is the `int(n / eta)`-th best of the n values recorded there (so the
 top 1/eta pass); a running trial whose value is worse than the threshold of the last band it passed is
 stopped. `strict: true` (W&B's default) compares the value recorded at that band; `strict: false` compares
@@ -37,13 +38,14 @@ def hyperband_bands(
     *, min_iter: int | None = None, max_iter: int | None = None, s: int | None = None, eta: float = 3,
     upto: int = _UNBOUNDED,
 ) -> list[int]:
-    """The band steps W&B's hyperband judges at, ascending (those <= `upto` when unbounded)."""
+    """The band steps W&B's hyperband judges at, ascending (those <= `upto` when unbounded). `s` counts
+    the bands below max_iter; with min_iter alone the bands go on, as in W&B (hyperband_stop_runs)."""
     if max_iter is not None:
         bands = {int(max_iter / eta**k + 1e-9) for k in range(1, (s or 0) + 1)}
         return sorted(b for b in bands if 1 <= b <= upto)
     if min_iter is None:
         raise ValueError("hyperband needs min_iter or max_iter")
-    return geometric_steps(min_iter, eta, upto=upto, count=s, round_up=False)
+    return geometric_steps(min_iter, eta, upto=upto, round_up=False)
 
 
 @dataclass
@@ -67,7 +69,7 @@ class HyperbandScheduler(Scheduler):
         super().__init__(goal=goal, metric=metric)
         _validate(min_iter=min_iter, max_iter=max_iter, s=s, eta=eta, key=self.type, file=None)
         self.min_iter, self.max_iter, self.s, self.eta, self.strict = min_iter, max_iter, s, eta, strict
-        self._finite = max_iter is not None or s is not None
+        self._finite = max_iter is not None
         self._bands = hyperband_bands(min_iter=min_iter, max_iter=max_iter, s=s, eta=eta) if self._finite \
             else []
         self._values: dict[int, list[float]] = {}   # band step -> sorted scores of every trial there
@@ -99,7 +101,9 @@ class HyperbandScheduler(Scheduler):
         return hyperband_bands(min_iter=self.min_iter, eta=self.eta, upto=step)
 
     def decision_steps(self, trial: int) -> tuple[int, ...]:
-        return tuple(self.bands())
+        """Band b is a trial's b-th report: at step b-1 when it logs from step 0, at step b from step 1;
+        it waits for the verdict at both."""
+        return tuple(sorted({s for b in self.bands() for s in (b - 1, b)}))
 
     def on_report(self, trial: int, step: int, value: float) -> Verdict:
         t = self._trials.setdefault(trial, _Trial())
@@ -108,7 +112,7 @@ class HyperbandScheduler(Scheduler):
         sc = self._score(value)
         t.best = min(t.best, sc)
         t.reports += 1
-        passed = self._bands_upto(t.reports - 1)   # W&B: band b needs len(history) > b
+        passed = self._bands_upto(t.reports)   # W&B: band b needs len(history) >= b
         for band in passed:  # recorded whatever the verdicts: the replay order cannot change the bands
             if band not in t.band_scores:
                 t.band_scores[band] = sc
@@ -130,7 +134,7 @@ class HyperbandScheduler(Scheduler):
         t.stopped = Verdict(
             Decision.STOP,
             reason=(
-                f"hyperband band {len(passed)} (step {band}): {what} worse than threshold "
+                f"hyperband band {len(passed)} (report {band}): {what} worse than threshold "
                 f"{fmt(raw_threshold)} (top 1/{fmt(self.eta)} of {n} trials)"
             ),
             rule="hyperband",
@@ -150,7 +154,7 @@ class HyperbandScheduler(Scheduler):
         more = "" if self._finite else ", ..."
         mode = "strict" if self.strict else "not strict"
         return (
-            f"hyperband: bands at steps {', '.join(map(str, shown))}{more} (eta {fmt(self.eta)}, {mode}, "
+            f"hyperband: bands at reports {', '.join(map(str, shown))}{more} (eta {fmt(self.eta)}, {mode}, "
             f"{self.goal.value} {self._metric_name})"
         )
 

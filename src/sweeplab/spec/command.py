@@ -21,16 +21,26 @@ def wandb_args(params: Mapping[str, Any], parameters: Any = None) -> dict[str, A
     of the spec's `parameters`, a nested parameter's value being a dict of its own (`{"optimizer":
     {"lr": 0.001, "nadam": {"beta": 0.9}}}`), and a dotted name (`optimizer.lr:` written flat) kept as
     one key. `params` is sweeplab's flat form; `parameters` is the spec's raw `parameters` mapping
-    (without it, every name is taken as written)."""
+    (without it, every name is taken as written).
+
+    The names come sorted at every level, as W&B's controller sends them (wandb/sweeps params.py,
+    HyperParameterSet.from_config walks `sorted(d.items())`), whatever their order in the file: so
+    `${args}`, `${args_json}` and the parameters file (the order of `wandb.config`) are W&B's."""
     flat = dict(params)
     if not isinstance(parameters, Mapping):
-        return flat
+        return _by_name(flat)
     out = _nest(parameters, flat, "")
     known = _top_names(parameters)
     for name, value in flat.items():   # names the raw mapping does not know (overrides): as written
         if not any(name == k or name.startswith(k + ".") for k in known):
             out[name] = value
-    return out
+    return _by_name(out)
+
+
+def _by_name(args: dict[str, Any]) -> dict[str, Any]:
+    """`args` sorted by name (one level: `_nest` sorts each nested parameter's own; a value that is a dict
+    is the program's and stays as written)."""
+    return dict(sorted(args.items(), key=lambda kv: str(kv[0])))
 
 
 def _nest(block: Mapping[str, Any], flat: Mapping[str, Any], prefix: str,
@@ -51,7 +61,7 @@ def _nest(block: Mapping[str, Any], flat: Mapping[str, Any], prefix: str,
                     out[key].update(value)
                 else:
                     out[key] = value
-    return out
+    return _by_name(out)
 
 
 def _when_blocks(node: Any) -> list[Mapping[str, Any]]:

@@ -3,7 +3,8 @@
 sweeplab does what W&B's agent does for the real `wandb` client the user has installed (nothing of ours
 is named `wandb`): it writes the trial's parameters in W&B's format to a file named by
 WANDB_SWEEP_PARAM_PATH, which `wandb.init()` reads into `wandb.config` (sweep values win over
-`wandb.init(config=defaults)`), with WANDB_MODE=offline so nothing is sent. WANDB_DIR is left as the user
+`wandb.init(config=defaults)`), with WANDB_MODE=offline so nothing is sent and a WANDB_RUN_ID of the run's
+own, as the agent gives each run. WANDB_DIR is left as the user
 has it: W&B keeps a run's files under ./wandb in the program's working directory (programs read
 `wandb/debug.log`, `wandb/latest-run`), and `wandb sync wandb/offline-run-*` uploads them later.
 Sources: wandb/wandb_agent.py (Agent._command_run) and wandb/sdk/lib/config_util.py (save_config_file_from_dict).
@@ -51,9 +52,12 @@ def trial_env(*, param_path: str | Path, python_path: str | None = None,
     `python_path` is the PYTHONPATH the trial would otherwise have; command trials get BOOT_DIR in front
     (function trials get these variables from the hook, at `wandb.init`: see `FunctionTrial`).
     No WANDB_DIR: W&B's agent sets none, so a run's files go where the program expects them (./wandb)."""
+    from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import new_run_id
+
     env = {
         "WANDB_MODE": "offline",                 # nothing is sent anywhere
         "WANDB_SWEEP_PARAM_PATH": str(param_path),
+        "WANDB_RUN_ID": new_run_id(),            # each run's id, set by W&B's agent before the program starts
     }
     if command:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), python_path) if p)

@@ -69,11 +69,19 @@ def _number(value: Any) -> float | None:
     return None
 
 
+def _media(value: Any) -> bool:
+    """A W&B media object as a run's summary holds it (`{"_type": "table-file", "nrows": 4, ...}`): a table
+    or an image to W&B, not numbers such as `report.nrows`."""
+    return isinstance(value, Mapping) and "_type" in value
+
+
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
     """Numbers of a logged dict, nested dicts as dotted names (W&B shows `{"a": {"b": 1}}` as `a.b`)."""
     out: dict[str, float] = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
+        if _media(value):
+            continue
         if isinstance(value, Mapping):
             out.update(_flatten(value, f"{name}."))
             continue
@@ -144,7 +152,7 @@ def _summary_of(run: Any) -> dict[str, Any]:
             return {}
     out: dict[str, Any] = {}
     for key, value in raw.items():
-        if str(key).startswith("_"):
+        if str(key).startswith("_") or _media(value):
             continue
         if isinstance(value, Mapping):
             flat = _flatten(value, f"{key}.")
@@ -273,13 +281,20 @@ def _params_file() -> None:
         write_params(path, _args)
 
 
+def new_run_id() -> str:
+    """A run id as W&B's agent hands one to each run in WANDB_RUN_ID (wandb.util.generate_id: 8 base-36
+    digits); programs read it before wandb.init (`hydra.run.dir=...${oc.env:WANDB_RUN_ID}`)."""
+    return "".join("0123456789abcdefghijklmnopqrstuvwxyz"[b % 36] for b in os.urandom(8))
+
+
 def begin_trial(param_path: str, args: Mapping[str, Any]) -> None:
-    """A function trial starts in this process. Its W&B environment (WANDB_MODE=offline, and
-    WANDB_SWEEP_PARAM_PATH=`param_path`, as for a command trial) is set at its first wandb.init, or before it
-    forks (so that forked processes inherit it, as they would under W&B's agent); `args`, its parameters,
-    are written to `param_path` then."""
+    """A function trial starts in this process. Its W&B environment (WANDB_MODE=offline,
+    WANDB_SWEEP_PARAM_PATH=`param_path` and a WANDB_RUN_ID of its own, as for a command trial) is set at its
+    first wandb.init, or before it forks (so that forked processes inherit it, as they would under W&B's
+    agent); `args`, its parameters, are written to `param_path` then."""
     global _pending, _args
-    _pending, _args = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path}, args
+    _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id()}
+    _args = args
 
 
 def end_trial() -> None:
