@@ -4,6 +4,7 @@ With k workers the first k asks are one batch, and a batch of Sobol points cover
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -31,8 +32,6 @@ def _strata(values: list[float], lo: float, hi: float, n: int) -> set[int]:
 def test_the_first_batch_of_startup_asks_covers_every_axis_evenly(seed: int) -> None:
     """8 workers' first asks: each eighth of each continuous axis holds one point, each integer value of 8
     one, each of 4 categories two (a Sobol net's strata). Independent uniform draws leave strata empty."""
-    import math
-
     searcher = _searcher(seed)
     batch = [searcher.ask() for _ in range(8)]   # none told: all eight run at once
     assert _strata([p["x"] for p in batch], 0.0, 1.0, 8) == set(range(8))
@@ -41,25 +40,49 @@ def test_the_first_batch_of_startup_asks_covers_every_axis_evenly(seed: int) -> 
     assert sorted(p["opt"] for p in batch) == sorted(["sgd", "adam", "rmsprop", "lion"] * 2)
 
 
-def test_the_design_is_seeded_by_the_sweep_seed() -> None:
-    assert [_searcher(3).ask() for _ in range(1)] == [_searcher(3).ask() for _ in range(1)]
-    first = [_searcher(seed).ask()["x"] for seed in range(4)]
-    assert len(set(first)) == 4
-
-
-def test_a_resumed_startup_with_running_and_withdrawn_trials_asks_what_the_uninterrupted_one_asks() -> None:
-    """The design point is the driver's trial number's: a withdrawn suggestion (Prefetching's stale one)
-    is asked again with the same point, and a replayed sweep with trials still running continues the design
-    where the uninterrupted one is."""
+def test_a_resumed_startup_continues_the_design_where_the_uninterrupted_one_is() -> None:
+    """The design point is the driver's trial number's: a withdrawn suggestion (Prefetching's stale one) is
+    asked again with the same point, and a sweep resumed with 4 trials running asks the design's points
+    4-7, as the uninterrupted one does: together the 8 cover every eighth of each axis."""
     live = _searcher(5)
-    asked = [live.ask() for _ in range(3)]
+    first = [live.ask() for _ in range(3)]
     stale = live.ask()
     assert live.withdraw(stale)
-    again = live.ask()
-    assert again == stale
-    live.tell(0, asked[0], TrialState.COMPLETED, 1.0)
-    nxt = live.ask()
+    first.append(live.ask())
+    assert first[-1] == stale
+    uninterrupted = [live.ask() for _ in range(4)]
     resumed = _searcher(5)
-    resumed.replay([TrialSnapshot(0, asked[0], TrialState.COMPLETED, value=1.0),
-                    *(TrialSnapshot(k, p, TrialState.RUNNING) for k, p in ((1, asked[1]), (2, asked[2]), (3, again)))])
-    assert resumed.ask() == nxt
+    resumed.replay([TrialSnapshot(k, p, TrialState.RUNNING) for k, p in enumerate(first)])
+    rest = [resumed.ask() for _ in range(4)]
+    assert rest == uninterrupted
+    assert _strata([p["x"] for p in first + rest], 0.0, 1.0, 8) == set(range(8))
+    assert sorted(p["depth"] for p in first + rest) == list(range(1, 9))
+
+
+def test_a_gp_suggestion_holds_an_already_loaded_blas_to_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Optuna limits OpenBLAS through OPENBLAS_NUM_THREADS, which a library loaded before (scipy's, by
+    xgboost or scipy.linalg) never reads: its threads then contend with torch's and a suggestion cost 2-5x
+    the CPU. The GP's suggestion holds every loaded BLAS to one thread, and gives the threads back after."""
+    import scipy.linalg  # noqa: F401  (loads scipy's BLAS now, outside any limit)
+    threadpoolctl = pytest.importorskip("threadpoolctl")   # the bayes extra, with torch
+    threadpool_info, threadpool_limits = threadpoolctl.threadpool_info, threadpoolctl.threadpool_limits
+
+    import sweeplab.search.optuna as searchopt
+
+    seen: list[int] = []
+    original = searchopt._believer_suggestion
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        seen.extend(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(searchopt, "_believer_suggestion", recording)
+    searcher = make_searcher("gp", parse_parameters({"x": {"min": 0.0, "max": 1.0}}), Goal.MINIMIZE, 0,
+                             prefetch=False, n_startup_trials=2)
+    searcher.replay([TrialSnapshot(k, {"x": k / 4}, TrialState.COMPLETED, value=(k / 4 - 0.3) ** 2) for k in range(4)])
+    with threadpool_limits(limits=2, user_api="blas"):
+        searcher.ask()
+        searcher.ask()   # one running: the believer's path
+        after = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+    assert seen and set(seen) == {1}
+    assert set(after) == {2}
