@@ -730,14 +730,22 @@ def _one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+_BLAS: list[Any] = [None, -1]   # threadpoolctl's view of the loaded libraries, and len(sys.modules) then
+
+
 def _blas_one_thread() -> Any:
     """A context that holds every loaded BLAS library to one thread (threadpoolctl), else does nothing: the
-    limit is an optimisation, a suggestion is the same without it."""
+    limit is an optimisation, a suggestion is the same without it. Finding the loaded libraries costs ~1 ms,
+    so it is redone only when a module was imported since (a library is loaded by an import)."""
+    import sys
+
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import ThreadpoolController
     except ImportError:
         return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
+    if _BLAS[1] != len(sys.modules):
+        _BLAS[:] = [ThreadpoolController(), len(sys.modules)]
+    return _BLAS[0].limit(limits=1, user_api="blas")
 
 
 class _StartupDesign:
