@@ -81,8 +81,11 @@ def test_a_gp_suggestion_holds_an_already_loaded_blas_to_one_thread(monkeypatch:
                              prefetch=False, n_startup_trials=2)
     searcher.replay([TrialSnapshot(k, {"x": k / 4}, TrialState.COMPLETED, value=(k / 4 - 0.3) ** 2) for k in range(4)])
     with threadpool_limits(limits=2, user_api="blas"):
+        before = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+        if max(before, default=1) < 2:
+            pytest.skip("no BLAS library here runs 2 threads")
         searcher.ask()
         searcher.ask()   # one running: the believer's path
         after = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
     assert seen and set(seen) == {1}
-    assert set(after) == {2}
+    assert after == before   # given back
