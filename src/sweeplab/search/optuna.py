@@ -226,6 +226,9 @@ class OptunaSearcher(Searcher):
         number = len(self._study.get_trials(deepcopy=False)) - self._withdrawn
         if not _reseed(self._study.sampler, self.seed, number):
             self._study.sampler = self.make_sampler(_ask_seed(self.seed, number, "sampler"))
+        design = getattr(self._study.sampler, "_independent_sampler", None)
+        if isinstance(design, _StartupDesign):   # trial `number`'s point of the design, as resumed sweeps ask too
+            design.index = number
         if self.space.conditional:
             trial = self._study.ask()
             params = self._ask_tree(trial)
@@ -708,18 +711,90 @@ def _liar_gp(optuna: Any) -> type:
 
 @contextlib.contextmanager
 def _one_thread() -> Iterator[None]:
-    """torch on one thread for a whole GP suggestion. Optuna limits it only inside the kernel fit and the
-    gradient steps; the posterior evaluations around them (2,048 preliminary acquisition samples, the
-    believed values) otherwise run on every core, and on a busy machine its OpenMP threads spin: a
-    suggestion measured 4-5x the CPU time (0.21 s against 0.04 s, Hartmann6 with 7 running trials)."""
+    """torch and the BLAS libraries on one thread for a whole GP suggestion. Optuna limits torch only inside
+    the kernel fit and the gradient steps; the posterior evaluations around them (2,048 preliminary
+    acquisition samples, the believed values) otherwise run on every core, and on a busy machine its OpenMP
+    threads spin: a suggestion measured 4-5x the CPU time (0.21 s against 0.04 s, Hartmann6 with 7 running
+    trials). Optuna limits OpenBLAS by setting OPENBLAS_NUM_THREADS, which only a library loaded after it
+    reads: scipy's BLAS loaded before the first fit (by xgboost, scipy.linalg, scipy.stats.qmc, ...) kept
+    every core's threads and made each suggestion 2-5x costlier (Branin, 8 workers: 3.0-5.8 s of CPU for a
+    40-trial sweep against 1.2 s). threadpoolctl (the `bayes` extra) limits loaded libraries too."""
     import torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield
+        with _blas_one_thread():
+            yield
     finally:
         torch.set_num_threads(before)
+
+
+_BLAS: list[Any] = [None, -1]   # threadpoolctl's view of the loaded libraries, and len(sys.modules) then
+
+
+def _blas_one_thread() -> Any:
+    """A context that holds every loaded BLAS library to one thread (threadpoolctl), else does nothing: the
+    limit is an optimisation, a suggestion is the same without it. Finding the loaded libraries costs ~1 ms,
+    so it is redone only when a module was imported since (a library is loaded by an import)."""
+    import sys
+
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return contextlib.nullcontext()
+    if _BLAS[1] != len(sys.modules):
+        _BLAS[:] = [ThreadpoolController(), len(sys.modules)]
+    return _BLAS[0].limit(limits=1, user_api="blas")
+
+
+class _StartupDesign:
+    """The GP's startup sampler: trial k's parameters are point k of a scrambled Sobol sequence over the
+    searchable axes, seeded by the searcher's seed, instead of independent uniform draws.
+
+    The point depends on (seed, k) only, so a resumed sweep asks what the uninterrupted one would (k is the
+    driver's trial number, set by `OptunaSearcher.ask`: a withdrawn suggestion is asked again with its point).
+    With k workers the first k asks are one batch, and the sequence's first 2^m points put one point in each
+    2^-m of every axis, so the GP's first model sees no clumps or gaps. Parameters outside the design (a
+    conditional space's) are drawn at random, as Optuna's own startup does. Measured on
+    benchmarks/parallel_quality.py: see docs/benchmarks.md (issue 18, "startup design").
+    """
+
+    def __init__(self, optuna: Any, names: Sequence[str], seed: int) -> None:
+        self._random = optuna.samplers.RandomSampler(seed=seed)
+        self._rng = self._random._rng      # `_reseed` seeds it per trial (the random fallback's draws)
+        self._names = list(names)
+        self._seed = seed
+        self._points: Any = None
+        self.index: int | None = None      # the trial being asked (set by `OptunaSearcher.ask`)
+
+    def __getattr__(self, name: str) -> Any:   # the rest of BaseSampler's interface: the random sampler's
+        return getattr(self._random, name)
+
+    def _unit(self, k: int) -> Any:
+        """Point k of the design in the unit cube (one coordinate per name)."""
+        import torch
+
+        if self._points is None or len(self._points) <= k:
+            # torch's engine, not scipy.stats.qmc: scipy's BLAS imported outside Optuna's thread limit made
+            # every later GP fit and acquisition optimisation 2-5x costlier (see `_one_thread`)
+            n = max(16, 1 << k.bit_length())   # a power of two beyond k (the same prefix for any n)
+            engine = torch.quasirandom.SobolEngine(len(self._names), scramble=True, seed=self._seed)
+            self._points = engine.draw(n, dtype=torch.float64).numpy()
+        return self._points[k]
+
+    def sample_independent(self, study: Any, trial: Any, name: str, distribution: Any) -> Any:
+        import numpy as np
+        from optuna._transform import _SearchSpaceTransform
+        from optuna.distributions import CategoricalDistribution
+
+        if self.index is None or name not in self._names:
+            return self._random.sample_independent(study, trial, name, distribution)
+        x = float(self._unit(self.index)[self._names.index(name)])
+        if isinstance(distribution, CategoricalDistribution):
+            return distribution.choices[min(int(x * len(distribution.choices)), len(distribution.choices) - 1)]
+        # transform_0_1: ints (and stepped floats) get equal shares of [0, 1], logs are searched in log space
+        return _SearchSpaceTransform({name: distribution}, transform_0_1=True).untransform(np.array([x]))[name]
 
 
 def _startup_done(n_startup: int) -> int:
@@ -776,8 +851,10 @@ class GPSearcher(OptunaSearcher):
             return _windowed_tpe(self._optuna)(
                 window=TPE_WINDOW, seed=self.seed if seed is None else seed, constant_liar=True,
                 multivariate=self.space.dimension >= 2, n_startup_trials=self.options.get("n_startup_trials", 10))
+        design = _StartupDesign(self._optuna, list(self._distributions), self.seed)   # seeded by the sweep, always
         return _liar_gp(self._optuna)(
             seed=self.seed if seed is None else seed,
+            independent_sampler=design,
             n_startup_trials=self.options.get("n_startup_trials", 10),
             deterministic_objective=self.options.get("deterministic_objective", False),
             warn_independent_sampling=False,
