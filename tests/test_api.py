@@ -46,9 +46,10 @@ def test_run_sweep_unknown_backend_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "s").exists()
 
 
-def test_workers_boot_while_the_searcher_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """As in the CLI, the workers start before the driver builds its searcher (TPE's and the GP's import
-    Optuna: ~0.2 s that the first trial used to wait for on top of the workers' own start)."""
+@pytest.fixture
+def workers_at_search(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Method `probe` (random search) that records, each time the driver builds it, how many worker
+    processes this process has already started."""
     import os
 
     import psutil
@@ -64,43 +65,36 @@ def test_workers_boot_while_the_searcher_is_built(tmp_path: Path, monkeypatch: p
             super().__init__(*args, **kwargs)
 
     monkeypatch.setitem(SEARCHERS, "probe", Probe)
-    outcome = sl.run_sweep({"function": f"{TRIALS}:quick", "method": "probe", "metric": {"name": "loss"},
-                            "parameters": {"x": {"min": 0.0, "max": 1.0}}, "budget": {"trials": 2}},
-                           store=tmp_path / "store", workers=2)
+    return seen
+
+
+PROBE = {"function": f"{TRIALS}:quick", "method": "probe", "metric": {"name": "loss"},
+         "parameters": {"x": {"min": 0.0, "max": 1.0}}}
+
+
+def test_workers_boot_while_the_searcher_is_built(tmp_path: Path, workers_at_search: list[int]) -> None:
+    """As in the CLI, the workers start before the driver builds its searcher (TPE's and the GP's import
+    Optuna: ~0.2 s that the first trial used to wait for on top of the workers' own start)."""
+    outcome = sl.run_sweep({**PROBE, "budget": {"trials": 2}}, store=tmp_path / "store", workers=2)
     assert outcome.exit_code == 0
-    assert seen and seen[0] == 2
+    assert workers_at_search and workers_at_search[0] == 2
 
 
-def test_cli_resume_boots_its_workers_while_the_searcher_is_replayed(tmp_path: Path,
+def test_cli_resume_boots_its_workers_while_the_searcher_is_replayed(tmp_path: Path, workers_at_search: list[int],
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """`sweeplab resume` too: its workers start before the driver rebuilds the searcher and replays the
     sweep's history into it (Optuna's import, then every trial told again), not after."""
-    import os
-
-    import psutil
     import typer
 
     from sweeplab.cli.resuming import resume
-    from sweeplab.search import SEARCHERS, RandomSearcher
 
-    seen: list[int] = []
-
-    class Probe(RandomSearcher):
-        def __init__(self, *args, **kwargs) -> None:
-            seen.append(sum("sweeplab.backends.worker" in " ".join(c.cmdline())
-                            for c in psutil.Process(os.getpid()).children()))
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setitem(SEARCHERS, "probe", Probe)
     monkeypatch.chdir(tmp_path)
-    first = sl.run_sweep({"function": f"{TRIALS}:quick", "method": "probe", "metric": {"name": "loss"},
-                          "parameters": {"x": {"min": 0.0, "max": 1.0}}, "budget": {"trials": 1}},
-                         store=tmp_path / "store", name="s", workers=1)
+    first = sl.run_sweep({**PROBE, "budget": {"trials": 1}}, store=tmp_path / "store", name="s", workers=1)
     assert first.counts.get("completed") == 1
-    seen.clear()
+    workers_at_search.clear()
     with pytest.raises(typer.Exit) as ended:
         resume("s", trials="+2", workers=2, backend=None, address=None, store=tmp_path / "store", gpus=None,
                hard=False, spec_file=None, fork=None, quiet=True)
     assert ended.value.exit_code == 0
-    assert seen and seen[0] == 2
+    assert workers_at_search and workers_at_search[0] == 2
     assert sl.load("s", store=tmp_path / "store").status()["counts"].get("completed") == 3
