@@ -42,7 +42,12 @@ def _estimated_seconds(text: str) -> float:
 @pytest.mark.slow
 def test_dry_run_after_make_smoke_estimates_within_2x_of_the_real_sweep(tmp_path: Path) -> None:
     """The xgboost template (the lighter one), 10 trials: `make smoke` (store .sweeplab-smoke), then a
-    dry-run without --store has an estimate, and a real sweep of those 10 trials takes 0.5x-2x that."""
+    dry-run without --store has an estimate, and a real sweep of those 10 trials takes 0.5x-2x that.
+
+    The smoke and the real sweep are timed at different moments of a shared machine, so one pair may
+    straddle a burst of load (seen: 3.0 s estimated, 1.4 s real, while other processes ran); the pair is
+    measured again, up to three times. An estimate that is wrong by construction (steps, trials or workers
+    miscounted) misses the band every time."""
     make = shutil.which("make")
     if make is None:
         pytest.skip("make is not installed")
@@ -50,10 +55,23 @@ def test_dry_run_after_make_smoke_estimates_within_2x_of_the_real_sweep(tmp_path
     cmd = sweeplab_command()
     done, _ = _run([*cmd, "init", str(project), "--template", "xgboost"], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
+    pairs = []
+    for _ in range(3):
+        estimate, wall, shown = _smoke_then_sweep(project, cmd, make)
+        pairs.append(f"estimated {estimate:.1f}s, took {wall:.1f}s")
+        if wall / 2 <= estimate <= wall * 2:
+            return
+    pytest.fail("; ".join(pairs) + "\n" + shown)
+
+
+def _smoke_then_sweep(project: Path, cmd: list[str], make: str) -> tuple[float, float, str]:
+    """`make smoke`, the dry-run's estimate of a 10-trial sweep, and that sweep's wall time."""
+    shutil.rmtree(project / ".sweeplab", ignore_errors=True)
     done, _ = _run([make, "-s", "smoke", f"SWEEPLAB={shlex.join(cmd)}"], project)
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(project / ".sweeplab-smoke" / "store.db") as db:   # rounds count from 1: two
-        assert [r[0] >= 2 for r in db.execute("SELECT last_step FROM trials")] == [True, True]  # reports each
+        last = [r[0] for r in db.execute("SELECT last_step FROM trials ORDER BY id DESC LIMIT 2")]
+        assert [s >= 2 for s in last] == [True, True]   # reports each
 
     dry, _ = _run([*cmd, "sweep", "sweeps/tpe_asha.yaml", "--dry-run", "--trials", "10"], project)
     assert dry.returncode == 0, dry.stdout + dry.stderr
@@ -64,7 +82,7 @@ def test_dry_run_after_make_smoke_estimates_within_2x_of_the_real_sweep(tmp_path
 
     real, wall = _run([*cmd, "sweep", "sweeps/tpe_asha.yaml", "-q", "--trials", "10"], project)
     assert real.returncode == 0, real.stdout + real.stderr
-    assert wall / 2 <= estimate <= wall * 2, f"estimated {estimate:.1f}s, took {wall:.1f}s\n{dry.stdout}"
+    return estimate, wall, dry.stdout
 
 
 def test_dry_run_without_a_smoke_says_so(tmp_path: Path) -> None:
