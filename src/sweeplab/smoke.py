@@ -254,6 +254,8 @@ def estimate_lines(spec: Any, timing: dict[str, Any], workers: int) -> list[str]
 
 
 def _dur(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f} s"
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:
