@@ -77,6 +77,7 @@ def test_best_prints_the_feasible_front_and_status_marks_rank_and_infeasible(cli
 
     text = cli("status", "mo", check=True).stdout
     assert "INFEASIBLE" in text and "1 (front)" in text and "rank" in text
+    assert f"maximize acc, minimize latency_ms  front {len(front)} trial(s), hypervolume " in text, text
     shown = cli("best", "mo", check=True).stdout
     assert f"Pareto front of mo (maximize acc, minimize latency_ms): {len(front)} trial(s)" in shown
 

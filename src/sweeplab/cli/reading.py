@@ -51,8 +51,7 @@ def status(
         _print_json(data)
         return
     s = data["sweep"]
-    console.print(f"[bold]{s['name']}[/bold]  {s['state']}  {s['method']}  "
-                  f"{(s.get('goal') or '')} {s.get('metric') or ''}  best {_fmt(s['best'])}")
+    console.print(f"[bold]{s['name']}[/bold]  {s['state']}  {s['method']}  {_headline(st, s, data['trials'])}")
     if s.get("end_reason"):
         console.print(f"ended: {s['end_reason'].splitlines()[0]}")
     budget, spend = s.get("budget") or {}, s.get("spend") or {}
@@ -92,6 +91,21 @@ def status(
                       f"{best}; --all shows every trial, --limit N the N newest", markup=False)
     if several:
         console.print("rank 1: the feasible Pareto front (`sweeplab best` lists it)")
+
+
+def _headline(st: Any, s: dict[str, Any], trials: list[dict[str, Any]]) -> str:
+    """The sweep's result in one line: its best value, or with several objectives its front and the front's
+    hypervolume (the best value of the first objective alone would not be the answer)."""
+    objectives = s.get("objectives") or []
+    if len(objectives) < 2:
+        return f"{(s.get('goal') or '')} {s.get('metric') or ''}  best {_fmt(s['best'])}"
+    from sweeplab.store import queries
+
+    goals = ", ".join(f"{o['goal']} {o['name']}" for o in objectives)
+    front = sum(1 for t in trials if t.get("rank") == 1)   # every front trial is among the rows shown
+    volumes = [v for v in queries.hypervolume_series(st, s["name"])["hypervolume"] if v is not None]
+    hv = f", hypervolume {_fmt(volumes[-1])}" if volumes else ""
+    return f"{goals}  front {front} trial(s){hv}"
 
 
 def _rank(rank: Optional[int]) -> str:
