@@ -183,7 +183,8 @@ def test_ddp_trials_stop_together_and_resume_on_every_rank(chaos, reap, framewor
     (restored,) = chaos.events("restored", trial_id)
     restored_step = json.loads(restored["data"])["step"]
     before, after = _steps(chaos, trial_id, 1, metric), _steps(chaos, trial_id, 2, metric)
-    assert restored_step >= before[1], (restored_step, before)   # the stop's checkpoint, not the first one
+    # the stop's checkpoint, not the first one (ranks that hung on the SIGTERM wrote none and were killed)
+    assert restored_step >= before[1], (restored_step, before)
     assert after and after[0] in (restored_step, restored_step + 1) and after[-1] == first + epochs - 1, after
     final = json.loads(trial["metrics"])
     assert final["start_epoch"] > 0 and final["epochs_run"] < epochs, final
