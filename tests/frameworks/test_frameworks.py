@@ -160,11 +160,15 @@ def test_ddp_trials_stop_together_and_resume_on_every_rank(chaos, reap, framewor
     the attempt is PREEMPTED, and attempt 2 starts every rank from that checkpoint and completes. Trial 1 is
     pruned by ASHA (multi-process trials do not wait at a rung, so it may train on a little): both ranks stop
     at the same step and return. Before the callbacks agreed on their decisions, rank 0 alone called the
-    framework's collective save at the first checkpoint and both ranks hung there."""
+    framework's collective save at the first checkpoint and both ranks hung there.
+
+    Transformers runs trial 0 only (its prune is the same stop request as the SIGTERM's, agreed at the same
+    place, and each attempt's 2 ranks spend seconds importing it)."""
     _needs(framework)
     _, _, metric, first = FRAMEWORKS[framework]
     epochs = 6
-    spec = chaos.spec("ddp", _spec(framework, lr="{values: [0.05, 0.0]}", epochs=epochs, delay=0.1, extra=(
+    lrs = "[0.05, 0.0]" if framework == "lightning" else "[0.05]"
+    spec = chaos.spec("ddp", _spec(framework, lr=f"{{values: {lrs}}}", epochs=epochs, delay=0.1, extra=(
         f"early_terminate: {{type: asha, min_iter: 1, max_iter: {epochs}, eta: 2}}\n"
         "resources: {workers: 2}\n"
         "trial: {grace: 60s, retries: 0, checkpoint_every: 1000}")))   # no checkpoint but the first and the last
@@ -177,7 +181,7 @@ def test_ddp_trials_stop_together_and_resume_on_every_rank(chaos, reap, framewor
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, out + err
 
-    trial, pruned = chaos.trials("ddp")
+    trial, *rest = chaos.trials("ddp")
     assert [a["state"] for a in chaos.attempts(trial_id)] == ["preempted", "completed"], out + err
     assert trial["state"] == "completed"
     (restored,) = chaos.events("restored", trial_id)
@@ -193,8 +197,11 @@ def test_ddp_trials_stop_together_and_resume_on_every_rank(chaos, reap, framewor
     assert set(starts) == {0, 1} and len(set(starts.values())) == 1, starts
     assert float(starts[0]) == final["start_epoch"], (starts, final)
 
+    assert not chaos.events("ranks_killed"), "a rank outlived rank 0: the ranks did not stop together"
+    if framework != "lightning":
+        return
     # trial 1: pruned at the first rung; its ranks stopped together and returned (its result is there)
+    (pruned,) = rest
     assert pruned["state"] == "pruned" and "rung 1" in pruned["reason"], dict(pruned)
     assert _steps(chaos, pruned["id"], 1, metric)[:2] == [first, first + 1]
     assert json.loads(pruned["metrics"])["epochs_run"] < epochs
-    assert not chaos.events("ranks_killed"), "a rank outlived rank 0: the ranks did not stop together"
