@@ -135,3 +135,19 @@ def test_keras_restore_loads_weights_and_optimizer_state_and_the_epoch(tmp_path,
     loaded = [np.asarray(v) for v in second.optimizer.variables]
     assert len(saved) == len(loaded) and all(np.array_equal(a, b) for a, b in zip(saved, loaded))
     assert SweeplabCallback(_run(tmp_path / "empty", None, [])).restore(model()) == 0
+
+
+def test_lightning_trainer_options_follow_the_launch_environment(monkeypatch):
+    """{} in one process; DDP over the ranks of a multi-process trial; a clear error for an uneven layout."""
+    pytest.importorskip("lightning.pytorch")
+    from sweeplab.integrations.lightning import trainer_options
+
+    for name in ("WORLD_SIZE", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    assert trainer_options() == {}
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert trainer_options() == {"strategy": "ddp", "devices": 2, "num_nodes": 2}
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")
+    with pytest.raises(ValueError, match="WORLD_SIZE=4 is not a multiple of LOCAL_WORLD_SIZE=3"):
+        trainer_options()

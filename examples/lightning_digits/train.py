@@ -3,7 +3,12 @@ sweep by `sweeplab.integrations.lightning.SweeplabCallback`: the callback logs `
 epoch (ASHA judges them), checkpoints through the trial's Run, resumes a retried or preempted trial from its
 last checkpoint, and stops the Trainer when the trial is pruned, stopped by a rule or preempted.
 
+The same `train` runs as one process (sweep.yaml) or as 2-process DDP trials (sweep_ddp.yaml:
+`resources: {workers: 2}`): `trainer_options()` gives the Trainer its DDP arguments when the trial has
+several processes, and `sync_dist=True` averages the validation metrics over the ranks.
+
     sweeplab sweep examples/lightning_digits/sweep.yaml
+    sweeplab sweep examples/lightning_digits/sweep_ddp.yaml
     sweeplab run examples/lightning_digits/train.py:train lr=0.01 --config examples/lightning_digits/config.yaml
 """
 
@@ -46,8 +51,8 @@ def make_module(hidden: int, lr: float):
         def validation_step(self, batch, batch_idx):
             x, y = batch
             logits = self.net(x)
-            self.log("val_loss", nn.functional.cross_entropy(logits, y))
-            self.log("val_acc", (logits.argmax(1) == y).float().mean())
+            self.log("val_loss", nn.functional.cross_entropy(logits, y), sync_dist=True)
+            self.log("val_acc", (logits.argmax(1) == y).float().mean(), sync_dist=True)
 
         def configure_optimizers(self):
             return torch.optim.Adam(self.parameters(), lr=lr)
@@ -60,7 +65,7 @@ def train(config, run):
     import torch
     from torch.utils.data import DataLoader
 
-    from sweeplab.integrations.lightning import SweeplabCallback
+    from sweeplab.integrations.lightning import SweeplabCallback, trainer_options
 
     torch.set_num_threads(1)            # one trial = one CPU; parallelism comes from the sweep's workers
     L.seed_everything(run.seed or 0, verbose=False)
@@ -70,8 +75,9 @@ def train(config, run):
         max_epochs=2 if run.smoke else int(config.epochs),
         limit_train_batches=3 if run.smoke else 1.0,
         callbacks=[callback],
-        accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+        accelerator="cpu", logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False,
+        **{"devices": 1, **trainer_options()},   # DDP over the trial's processes when it has several
     )
     trainer.fit(
         make_module(int(config.hidden), float(config.lr)),

@@ -139,3 +139,69 @@ def test_a_preempted_trial_resumes_from_its_checkpoint_and_a_pruned_one_stops_at
         acc = EventAccumulator(str(out / "trial-0000"))
         acc.Reload()
         assert [e.step for e in acc.Scalars(metric)] == list(range(first, first + epochs))
+
+
+def _rank_starts(chaos: Chaos, sweep: str, number: int, attempt: int) -> dict[int, str]:
+    """{rank: the epoch it started training at}, from the lines every rank of the fixture prints into its log."""
+    starts: dict[int, str] = {}
+    for log in sorted((chaos.store / "logs" / sweep).glob(f"{number}-{attempt}*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith("framework-test: training starts: rank "):
+                _, rank, _, epoch = line.rsplit(" ", 3)
+                starts[int(rank)] = epoch
+    return starts
+
+
+@pytest.mark.parametrize("framework", ["lightning", "transformers"])
+def test_ddp_trials_stop_together_and_resume_on_every_rank(chaos, reap, framework):
+    """The same sweep as above with `resources: {workers: 2}`: every trial is 2 ranks training with DDP (gloo,
+    CPU), the framework finding them through the torchrun environment. Trial 0 gets a real SIGTERM (its worker
+    passes it to both ranks): the ranks agree to stop at the same step, save one last checkpoint together,
+    the attempt is PREEMPTED, and attempt 2 starts every rank from that checkpoint and completes. Trial 1 is
+    pruned by ASHA (multi-process trials do not wait at a rung, so it may train on a little): both ranks stop
+    at the same step and return. Before the callbacks agreed on their decisions, rank 0 alone called the
+    framework's collective save at the first checkpoint and both ranks hung there.
+
+    Transformers runs trial 0 only (its prune is the same stop request as the SIGTERM's, agreed at the same
+    place, and each attempt's 2 ranks spend seconds importing it)."""
+    _needs(framework)
+    _, _, metric, first = FRAMEWORKS[framework]
+    epochs = 6
+    lrs = "[0.05, 0.0]" if framework == "lightning" else "[0.05]"
+    spec = chaos.spec("ddp", _spec(framework, lr=f"{{values: {lrs}}}", epochs=epochs, delay=0.1, extra=(
+        f"early_terminate: {{type: asha, min_iter: 1, max_iter: {epochs}, eta: 2}}\n"
+        "resources: {workers: 2}\n"
+        "trial: {grace: 60s, retries: 0, checkpoint_every: 1000}")))   # no checkpoint but the first and the last
+    proc = chaos.start("sweep", str(spec), "--name", "ddp", "--workers", "1", "-q")
+    reap.append(proc.pid)
+    att = wait_for(lambda: chaos.running_attempt("ddp", 0), timeout=120, what="trial 0 running", proc=proc)
+    trial_id = att["trial_id"]
+    wait_for(lambda: len(_steps(chaos, trial_id, 1, metric)) >= 2, timeout=90, what="2 epochs reported", proc=proc)
+    os.kill(att["pid"], signal.SIGTERM)   # the trial's worker: it sends SIGTERM to every rank
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, out + err
+
+    trial, *rest = chaos.trials("ddp")
+    assert [a["state"] for a in chaos.attempts(trial_id)] == ["preempted", "completed"], out + err
+    assert trial["state"] == "completed"
+    (restored,) = chaos.events("restored", trial_id)
+    restored_step = json.loads(restored["data"])["step"]
+    before, after = _steps(chaos, trial_id, 1, metric), _steps(chaos, trial_id, 2, metric)
+    # the stop's checkpoint, not the first one (ranks that hung on the SIGTERM wrote none and were killed)
+    assert restored_step >= before[1], (restored_step, before)
+    assert after and after[0] in (restored_step, restored_step + 1) and after[-1] == first + epochs - 1, after
+    final = json.loads(trial["metrics"])
+    assert final["start_epoch"] > 0 and final["epochs_run"] < epochs, final
+    # every rank of attempt 2 started where rank 0 did (from the same checkpoint)
+    starts = _rank_starts(chaos, "ddp", 0, 2)
+    assert set(starts) == {0, 1} and len(set(starts.values())) == 1, starts
+    assert float(starts[0]) == final["start_epoch"], (starts, final)
+
+    assert not chaos.events("ranks_killed"), "a rank outlived rank 0: the ranks did not stop together"
+    if framework != "lightning":
+        return
+    # trial 1: pruned at the first rung; its ranks stopped together and returned (its result is there)
+    (pruned,) = rest
+    assert pruned["state"] == "pruned" and "rung 1" in pruned["reason"], dict(pruned)
+    assert _steps(chaos, pruned["id"], 1, metric)[:2] == [first, first + 1]
+    assert json.loads(pruned["metrics"])["epochs_run"] < epochs

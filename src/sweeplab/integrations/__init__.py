@@ -10,6 +10,8 @@ Each does the same four things through the Run: reports the framework's metrics 
 through `run.checkpoint` (when the `trial.checkpoint_every` policy says so, and always on the way out of a
 stopped trial), resumes from `run.restore()`, and makes the framework stop training when `run.should_stop`
 turns true (pruned by a scheduler, stopped by a monitor rule, preempted by SIGTERM, or the sweep ending).
+In a multi-process (DDP) trial the Lightning and Transformers callbacks run on every rank and agree each
+decision (stop, checkpoint) across the ranks before acting on it, so the ranks save and stop together.
 """
 
 from __future__ import annotations

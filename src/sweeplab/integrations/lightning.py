@@ -9,6 +9,10 @@ through `run.checkpoint`, and stops the Trainer when the trial should stop.
         trainer.fit(model, datamodule, ckpt_path=callback.resume_path())   # None on a first attempt
         return callback.metrics
 
+Multi-process (DDP) trials (`resources.workers` > 1): `L.Trainer(**trainer_options(), ...)` makes the Trainer
+DDP over the trial's ranks (it finds them through the torchrun environment sweeplab sets); the callback's
+decisions are then agreed across ranks (see `SweeplabCallback`).
+
 Works with the `lightning` package (`lightning.pytorch`) and with the older `pytorch_lightning`.
 """
 
@@ -16,7 +20,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
+import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +31,7 @@ from typing import Any
 from sweeplab.integrations import scalars
 from sweeplab.run import Run
 
-__all__ = ["CHECKPOINT_FILE", "SweeplabCallback"]
+__all__ = ["CHECKPOINT_FILE", "SweeplabCallback", "trainer_options"]
 
 CHECKPOINT_FILE = "lightning.ckpt"   # the file `trainer.save_checkpoint` writes inside a run checkpoint
 
@@ -50,6 +57,21 @@ def _lightning() -> Any:
 pl = _lightning()
 
 
+def trainer_options() -> dict[str, Any]:
+    """The `L.Trainer` arguments that match this process's launch: `{}` in a single-process trial; in a
+    multi-process one (sweeplab's `resources.workers`, or torchrun: `WORLD_SIZE` > 1), DDP over its ranks:
+    `{"strategy": "ddp", "devices": LOCAL_WORLD_SIZE, "num_nodes": WORLD_SIZE // LOCAL_WORLD_SIZE}`.
+    Lightning finds the ranks themselves through the torchrun variables (its TorchElasticEnvironment)."""
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if world <= 1:
+        return {}
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)) or world)
+    if local < 1 or world % local:
+        raise ValueError(f"trainer_options: Lightning needs the same number of ranks on every node, but "
+                         f"WORLD_SIZE={world} is not a multiple of LOCAL_WORLD_SIZE={local}")
+    return {"strategy": "ddp", "devices": local, "num_nodes": world // local}
+
+
 class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
     """Connects a Lightning `Trainer` to a trial's `Run`.
 
@@ -59,6 +81,15 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
     directory that `run.checkpoint` keeps), and sets `trainer.should_stop` once `run.should_stop` is true.
     A stop that arrives during an epoch (a SIGTERM) is seen at the next training batch: a last checkpoint is
     written there, on the way out, and the next attempt resumes from it via `resume_path()`.
+
+    Under DDP every rank runs the callback, and each decision is agreed by all of them before anyone acts,
+    so that collective calls match: whether to stop (any rank has seen the stop request: they see it at
+    slightly different moments) is reduced across ranks after every training batch and every report;
+    whether a checkpoint is due is rank 0's decision (its `Run` keeps the policy), reduced with it; every
+    rank then calls `trainer.save_checkpoint` (a collective call: Lightning writes the file on rank 0) and
+    rank 0 hands it to `run.checkpoint`. Lightning's own SIGTERM handler, which broadcasts from inside the
+    signal handler and can leave ranks one batch apart, is replaced for the run of `fit` by the trial's
+    (which sets `run.should_stop`), so a preemption stops every rank at the same batch like any other stop.
 
     run         the trial's Run
     metrics     names to report (default: every scalar in `trainer.callback_metrics`)
@@ -71,12 +102,14 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
         self.keys = list(metrics) if metrics is not None else None
         self.checkpoint = checkpoint
         self.metrics: dict[str, float] = {}   # the last reported values (what `train` can return)
-        self._saved_for_stop = False
+        self._saved_for_stop = False          # the same on every rank: set only after agreed decisions
+        self._stopping = False
+        self._sigterm: Any = None             # the trial's SIGTERM handler, from before Lightning's
 
     # ------------------------------------------------------------------ resume
     def resume_path(self) -> str | None:
         """The Lightning checkpoint file of this trial's newest run checkpoint (for `trainer.fit(ckpt_path=)`),
-        or None when there is none (a first attempt)."""
+        or None when there is none (a first attempt). Every rank of a DDP trial gets the same checkpoint."""
         if not self.checkpoint:
             return None
         found = self.run.restore()
@@ -86,6 +119,21 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
         return str(path) if path.is_file() else None
 
     # ------------------------------------------------------------------ hooks
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if _main_thread():   # before `fit` registers Lightning's handler (on top of this one)
+            self._sigterm = signal.getsignal(signal.SIGTERM)
+        ranks = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        if ranks > 1 and not _distributed(trainer) and self.run.rank == 0:
+            warnings.warn(f"this trial runs {ranks} processes but the Trainer uses one (each rank trains alone): "
+                          "pass `**trainer_options()` (sweeplab.integrations.lightning) to L.Trainer for DDP",
+                          stacklevel=2)
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        # DDP: leave SIGTERM to the trial's handler (it sets run.should_stop, which every rank then agrees on);
+        # Lightning restores the handlers it replaced when `fit` ends
+        if _distributed(trainer) and callable(self._sigterm) and _main_thread():
+            signal.signal(signal.SIGTERM, self._sigterm)
+
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         if trainer.sanity_checking or trainer.state.fn != "fit":   # not a sanity check, nor trainer.validate()
             return
@@ -96,34 +144,64 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
             self._report(trainer)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if self.run.should_stop and not self._saved_for_stop:
-            # mid-epoch (preempted, or the sweep ends): save now, Lightning may not reach the epoch's end
-            self._save(trainer)
-            trainer.should_stop = True
+        if self._stopping:
+            return
+        stop, _ = self._agree(trainer, due=False)
+        if stop:
+            # mid-epoch (preempted, pruned, or the sweep ends): save now, Lightning may not reach the epoch's end
+            if not self._saved_for_stop:
+                self._save(trainer)
+                self._saved_for_stop = True
+            self._stop(trainer)
 
     # ------------------------------------------------------------------ work
     def _report(self, trainer: Any) -> None:
         metrics = scalars(trainer.callback_metrics, self.keys)
         if metrics:
             self.metrics = metrics
-            self.run.log(metrics, step=int(trainer.current_epoch))   # at a scheduler's rung: waits for the verdict
-        if not self._saved_for_stop:
+            if trainer.is_global_zero:
+                self.run.log(metrics, step=int(trainer.current_epoch))   # at a rung: waits for the verdict
+        due = self.checkpoint and not self._saved_for_stop and self.run.checkpoint_due(int(trainer.current_epoch))
+        stop, due = self._agree(trainer, due=due)   # `due`: rank 0's decision (checkpoint_due is False elsewhere)
+        if (due or stop) and not self._saved_for_stop:   # a stop always lets a checkpoint through
             self._save(trainer)
-        if self.run.should_stop:
-            trainer.should_stop = True
+            self._saved_for_stop = stop
+        if stop:
+            self._stop(trainer)
+
+    def _stop(self, trainer: Any) -> None:
+        self._stopping = True
+        trainer.should_stop = True
+
+    def _agree(self, trainer: Any, *, due: bool) -> tuple[bool, bool]:
+        """(stop, due) as every rank will see them: stop if any rank's Run says so; `due` if any rank says so
+        (only rank 0's Run can). One all-reduce under DDP, nothing in a single process."""
+        stop = self.run.should_stop
+        if not _distributed(trainer):
+            return stop, due
+        import torch
+
+        flags = torch.tensor([float(stop), float(due)], device=trainer.strategy.root_device)
+        flags = trainer.strategy.reduce(flags, reduce_op="sum")
+        return bool(flags[0].item() > 0), bool(flags[1].item() > 0)
 
     def _save(self, trainer: Any) -> None:
-        """`trainer.save_checkpoint` into a temporary directory handed to `run.checkpoint`, when one is due."""
+        """`trainer.save_checkpoint` (by every rank) into a temporary directory that rank 0 hands to
+        `run.checkpoint`. The caller has decided (on every rank alike) that this checkpoint is written."""
         if not self.checkpoint:
-            return
-        step = int(trainer.current_epoch)
-        stopping = self.run.should_stop
-        if not self.run.checkpoint_due(step):
             return
         tmp = tempfile.mkdtemp(prefix="sweeplab-lightning-")
         try:
             trainer.save_checkpoint(os.path.join(tmp, CHECKPOINT_FILE))
-            self.run.checkpoint(tmp, step=step, force=True)
+            if trainer.is_global_zero:
+                self.run.checkpoint(tmp, step=int(trainer.current_epoch), force=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        self._saved_for_stop = stopping
+
+
+def _distributed(trainer: Any) -> bool:
+    return int(getattr(trainer, "world_size", 1) or 1) > 1
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
