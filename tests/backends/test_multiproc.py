@@ -119,6 +119,38 @@ def test_stop_reaches_every_rank(backend, tmp_path):
     assert (tmp_path / "stopped0").exists() and (tmp_path / "stopped1").exists()
 
 
+def fast_curve(config, run):
+    """Nine reports as fast as they can go: only a trial that waits for the verdict at its rung stops there."""
+    for step in range(1, 10):
+        run.log({"loss": config["x"] * (10 - step)}, step=step)
+        if run.should_stop:
+            break
+    return {"loss": config["x"]}
+
+
+@pytest.mark.slow
+def test_a_multi_process_trial_waits_for_the_verdict_at_its_rung(tmp_path):
+    """ASHA (eta 2, rungs 1, 2, 4, 8) with 2-rank trials in turn: trial 1 is worse than trial 0 at rung 1, and
+    rank 0 waits there for the verdict (relayed by its supervisor), so it is pruned at step 1 instead of
+    racing through its nine reports before the stop arrives (it completed, before)."""
+    from sweeplab import run_sweep
+    from sweeplab.store import Store, queries
+
+    spec = {"function": f"{HERE}:fast_curve", "method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+            "resources": {"workers": 2, "cpus": 1}, "budget": {"trials": 2},
+            "early_terminate": {"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 2},
+            "parameters": {"x": {"values": [0.1, 0.9]}}}
+    run_sweep(spec, store=tmp_path / "st", workers=1, name="ddp")
+    st = Store.open(tmp_path / "st", readonly=True)
+    try:
+        trials = queries.sweep_status(st, "ddp")["trials"]
+        pruned = queries.trial_detail(st, "ddp", 1)
+    finally:
+        st.close()
+    assert [t["state"] for t in trials] == ["completed", "pruned"], trials
+    assert pruned["last_step"] == 1, pruned
+
+
 def busy_ranks(config, run):
     """Each rank writes its pid and then computes without ever looking at run.should_stop."""
     Path(config["out"], f"pid{run.rank}").write_text(str(os.getpid()))

@@ -254,6 +254,13 @@ def _raylet_pid() -> int | None:
     return None
 
 
+def two_steps(config, run):
+    """Reports at steps 1 and 2 (step 1 a decision step for rank 0, which waits there for the verdict)."""
+    for step in (1, 2):
+        run.log({"loss": 1.0 / step}, step=step)
+    return {"loss": 0.5}
+
+
 def where_am_i(config, run):
     """A rank reports its environment, its node and (config ddp) a gloo all-reduce over the ranks."""
     seen = {n: os.environ.get(n) for n in _ENV}
@@ -349,6 +356,24 @@ class TestRanksOnSeveralNodes:
         backend.stop(4, "enough")
         end = collect(backend, [4], timeout=30)[4][-1]
         assert end.kind is EventKind.FINISHED, end.data   # both ranks saw should_stop and returned
+
+    def test_the_verdict_at_a_rung_reaches_rank_0_on_its_node(self, backend, tmp_path):
+        """Rank 0 reports at decision step 1 and waits; `go` must reach its actor (not the slot's, which a
+        multi-process trial does not have), so it goes on at once instead of after Run's 10 s fallback."""
+        me = f"{Path(__file__).resolve()}:two_steps"
+        backend.submit(make_task(tmp_path, 6, me, decision_steps=[1], decision_metric="loss"))
+        went: list[float] = []
+
+        def on_event(ev):
+            if ev.kind is EventKind.METRICS and ev.data.get("decide") == 1 and not went:
+                went.append(time.monotonic())
+                backend.go(6, 1)
+
+        events = collect(backend, [6], timeout=60, on_event=on_event)[6]
+        assert events[-1].kind is EventKind.FINISHED, events[-1].data
+        assert went and time.monotonic() - went[0] < 5, "rank 0 waited out its fallback: `go` did not reach it"
+        steps = [p[0] for e in events if e.kind is EventKind.METRICS for p in e.data["points"]]
+        assert steps == [1, 2]
 
     def test_ddp_all_reduce_over_gloo_across_the_two_nodes(self, backend, tmp_path):
         pytest.importorskip("torch")

@@ -40,7 +40,7 @@ def test_a_function_file_is_found_beside_the_spec_before_the_working_directory(t
     assert b.function_target() == f"{spec_dir.resolve() / 'train.py'}:main"
 
 
-def test_decision_steps_only_for_one_process_function_trials_on_a_backend_that_answers(tmp_path):
+def test_decision_steps_for_function_trials_on_a_backend_that_answers(tmp_path):
     asha = make_scheduler({"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3}, goal=Goal.MINIMIZE,
                           file=None, metric="val")
     t = TrialRecord(id=1, number=0, params={}, config={}, seed=0)
@@ -50,8 +50,8 @@ def test_decision_steps_only_for_one_process_function_trials_on_a_backend_that_a
     assert one.decisions(t, asha, "val", supported=True) == {"decision_steps": [1, 3], "decision_metric": "val"}
     assert one.decisions(t, asha, "val", supported=False) == {}
     assert one.decisions(t, None, "val", supported=True) == {}
-    two, _, _ = builder(tmp_path / "two", workers=2)
-    assert two.decisions(t, asha, "val", supported=True) == {}
+    two, _, _ = builder(tmp_path / "two", workers=2)   # multi-process: rank 0 waits, its supervisor relays
+    assert two.decisions(t, asha, "val", supported=True) == {"decision_steps": [1, 3], "decision_metric": "val"}
 
 
 def test_heartbeats_are_frequent_enough_for_the_heartbeat_timeout():

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -189,6 +190,15 @@ class Execution:
         self.sampler: Any = None
         self.lock = threading.Lock()
         self.ended = False
+        self.relay_go: Callable[[int], None] | None = None   # a multi-process trial: `go` to its rank 0
+
+    def go(self, step: int) -> None:
+        """The driver's verdict at decision step `step`: continue. To this process's Run, or to rank 0 of a
+        multi-process trial (whose Run is the one that reports and waits)."""
+        if self.run is not None:
+            self.run.go(step)
+        elif self.relay_go is not None:
+            self.relay_go(step)
 
     def decide_retire(self) -> bool:
         """Whether this worker should exit after the attempt (preempted, or grown by a leak). Called once, as

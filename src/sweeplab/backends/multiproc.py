@@ -7,7 +7,8 @@ each running the trial function through `attempt.execute` as one rank. The super
 
 - forwards rank 0's metrics, checkpoints, notes and profile to the driver (other ranks' `run.log` and
   `run.checkpoint` are dropped by `Run` itself; their events are ignored here);
-- passes a stop request to every rank at once and SIGTERM (preemption) to every rank;
+- passes a stop request to every rank at once and SIGTERM (preemption) to every rank, and the driver's
+  verdict at a decision step (`go`) to rank 0, the rank that reported and waits for it;
 - ends the attempt as one trial: FINISHED with rank 0's result once every rank has returned; FAILED with
   the failing rank's traceback as soon as any rank raises or dies (the other ranks are killed);
   PREEMPTED when the trial was preempted.
@@ -127,11 +128,14 @@ def execute_ranks(ex: Execution) -> None:
             rank = _spawn(task, r, port, threads)
             ranks.append(rank)
             sel.register(rank.rfd, selectors.EVENT_READ, rank)
+        rank0 = ranks[0]
+        ex.relay_go = lambda step: _send(rank0, {"op": "go", "step": step})   # from the worker's reader
         kind, data = _supervise(ex, ranks, sel)
     except OSError as exc:
         kind, data = EventKind.FAILED, {"reason": f"cannot start the trial's processes: {exc}",
                                         "error_type": type(exc).__name__, "message": str(exc)}
     finally:
+        ex.relay_go = None
         for rank in ranks:
             _kill(rank)
             with contextlib.suppress(subprocess.TimeoutExpired):

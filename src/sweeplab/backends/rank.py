@@ -1,7 +1,8 @@
 """One rank of a multi-process trial: `python -m sweeplab.backends.rank`, started by backends/multiproc.py.
 
 It reads its task (one JSON line) from stdin, runs it through `attempt.execute` with the torchrun variables
-its supervisor set, obeys `{"op": "stop"}` lines, and writes its events to the fd named by SWEEPLAB_EVENT_FD.
+its supervisor set, obeys `{"op": "stop"}` and `{"op": "go", "step": n}` lines, and writes its events to
+the fd named by SWEEPLAB_EVENT_FD.
 It exits when its supervisor goes away (stdin closes), and gets SIGKILL from the kernel if it dies.
 """
 
@@ -41,7 +42,12 @@ def main() -> int:
     def control() -> None:
         for line in commands:
             with contextlib.suppress(ValueError):
-                if json.loads(line).get("op") == "stop":
+                msg = json.loads(line)
+                if msg.get("op") == "go":   # rank 0 reported at a decision step: the verdict is "go on"
+                    ex = current[0]
+                    if ex is not None:
+                        ex.go(int(msg.get("step", -1)))
+                elif msg.get("op") == "stop":
                     for _ in range(500):   # the stop may overtake the start of the attempt
                         ex = current[0]
                         if ex is not None:

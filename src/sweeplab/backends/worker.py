@@ -87,8 +87,8 @@ def main() -> int:
                     have_task.notify()
             elif op == "go":
                 ex = current[0]
-                if ex is not None and ex.run is not None and ex.task.trial_id == msg.get("trial"):
-                    ex.run.go(int(msg.get("step", -1)))
+                if ex is not None and ex.task.trial_id == msg.get("trial"):
+                    ex.go(int(msg.get("step", -1)))
             elif op == "stop":
                 ex = current[0]
                 if ex is not None and ex.task.trial_id == msg.get("trial"):

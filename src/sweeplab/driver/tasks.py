@@ -139,8 +139,9 @@ class TaskBuilder:
     def decisions(self, t: TrialRecord, scheduler: Scheduler | None, metric: str | None, *,
                   supported: bool) -> dict[str, Any]:
         """Rungs at which a function trial waits for the scheduler's verdict (see Scheduler.decision_steps).
-        Not for multi-process trials: their ranks run under a supervisor that relays only stops."""
-        if scheduler is None or not self.spec.function or not supported or self.world_size > 1:
+        In a multi-process trial rank 0 reports and waits (its supervisor relays the verdict); the other
+        ranks go on until they meet it in their next collective."""
+        if scheduler is None or not self.spec.function or not supported:
             return {}
         steps = scheduler.decision_steps(t.number)
         return {"decision_steps": list(steps), "decision_metric": metric} if steps else {}

@@ -379,8 +379,12 @@ class RayCore:
             slot.actor.stop.remote(trial_id, reason)
 
     def go(self, trial_id: int, step: int) -> None:
-        slot = self._by_trial.get(trial_id)   # one-process trials only: the driver holds no other kind
-        if slot is not None and slot.members is None and slot.actor is not None:
+        slot = self._by_trial.get(trial_id)
+        if slot is not None and slot.members is not None:   # rank 0 reported the step and waits for this
+            rank0 = slot.members[0]
+            if rank0.actor is not None:
+                rank0.actor.go.remote(trial_id, step)
+        elif slot is not None and slot.actor is not None:
             slot.actor.go.remote(trial_id, step)
 
     def preempt(self, trial_id: int) -> None:
