@@ -236,3 +236,27 @@ def test_a_function_trials_wandb_environment_is_its_own_and_leaves_with_it(tmp_p
             assert "config_lr" not in s
         else:
             assert s["after"] == own and s["config_lr"] == s["lr"] and s["mode"] == "offline"
+
+
+@pytest.mark.parametrize("how", ["command", "function"])
+def test_a_trials_run_has_a_sweep_id_and_a_name_as_under_wandbs_agent(tmp_path: Path, how: str) -> None:
+    # programs take wandb.config only when `wandb.run.sweep_id` says they run in a sweep, and name paths
+    # after `wandb.run.name`: with None, every trial ran the program's defaults, or failed in os.path.join
+    work = tmp_path / "run_identity"
+    shutil.copytree(PROJECTS / "run_identity", work)
+    extra = ["--function", "train.py:train"] if how == "function" else []
+    if how == "command":
+        (work / "sweep.yaml").write_text((work / "sweep.yaml").read_text() + "program: train.py\n")
+    store = tmp_path / "store"
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(store), "-q",
+                           "--workers", "2", *extra], cwd=work, env=_offline_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [t["value"] for t in _trials(store)] == pytest.approx([0.1, 0.2])   # the sweep's values were taken
+    runs = sorted((work / "checkpoints" / "idsweep").iterdir())
+    assert [r.name for r in runs] == ["idsweep-0", "idsweep-1"]
+    for r in runs:
+        seen = json.loads((r / "seen.json").read_text())
+        # the run's offline files hold no sweep id: `wandb sync` of a sweep W&B's server does not know fails
+        assert seen["files_sweep_id"] is None
+        assert seen["env"] == ("idsweep" if how == "command" else None)   # function trials: set at wandb.init

@@ -241,7 +241,24 @@ def _patch_run_class(module: Any) -> None:
     for name, fn, orig in (("log", log, original_log), (finish_name, _finish, original_finish)):
         fn.__doc__, fn.__name__, fn.__wrapped__ = orig.__doc__, name, orig  # type: ignore[attr-defined]
         setattr(cls, name, fn)
+    _patch_sweep_id(cls)
     cls._sweeplab_patched = True
+
+
+def _patch_sweep_id(cls: Any) -> None:
+    """`run.sweep_id` of a trial's run is the trial's WANDB_SWEEP_ID, as under W&B's agent, although the
+    run's offline files hold none (see `offline_init`)."""
+    prop = cls.__dict__.get("sweep_id")
+    if not isinstance(prop, property) or prop.fget is None:
+        return
+    fget = prop.fget
+
+    def sweep_id(self: Any) -> Any:
+        value = fget(self)
+        return value if value else self.__dict__.get("_sweeplab_sweep_id", value)
+
+    sweep_id.__doc__ = fget.__doc__
+    cls.sweep_id = property(sweep_id, prop.fset, prop.fdel, prop.__doc__)
 
 
 def write_params(path: str, args: Mapping[str, Any]) -> None:
@@ -287,13 +304,23 @@ def new_run_id() -> str:
     return "".join("0123456789abcdefghijklmnopqrstuvwxyz"[b % 36] for b in os.urandom(8))
 
 
-def begin_trial(param_path: str, args: Mapping[str, Any]) -> None:
+def run_env(sweep: str, number: int) -> dict[str, str]:
+    """What W&B's agent tells a run of its sweep, besides its id and parameters: the sweep's id
+    (WANDB_SWEEP_ID: programs read `wandb.run.sweep_id` or the variable to know they run in a sweep, and
+    take `wandb.config` only then) and a name (WANDB_NAME: W&B's server names every run, `dainty-sweep-3`;
+    programs put `wandb.run.name` in paths, where None fails). sweeplab's are the sweep's name and
+    `<sweep>-<trial number>`."""
+    return {"WANDB_SWEEP_ID": sweep, "WANDB_NAME": f"{sweep}-{number}"}
+
+
+def begin_trial(param_path: str, args: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
     """A function trial starts in this process. Its W&B environment (WANDB_MODE=offline,
-    WANDB_SWEEP_PARAM_PATH=`param_path` and a WANDB_RUN_ID of its own, as for a command trial) is set at its
-    first wandb.init, or before it forks (so that forked processes inherit it, as they would under W&B's
-    agent); `args`, its parameters, are written to `param_path` then."""
+    WANDB_SWEEP_PARAM_PATH=`param_path`, a WANDB_RUN_ID of its own, and `env` (see `run_env`), as for a
+    command trial) is set at its first wandb.init, or before it forks (so that forked processes inherit it,
+    as they would under W&B's agent); `args`, its parameters, are written to `param_path` then."""
     global _pending, _args
-    _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id()}
+    _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id(),
+                **(env or {})}
     _args = args
 
 
@@ -326,11 +353,21 @@ def _patch_init(wandb: Any) -> None:
         if kwargs.get("mode") not in ("offline", "disabled"):
             kwargs["mode"] = "offline"   # nothing is sent anywhere, whatever the program asks
         trial = in_trial()
+        sweep_id = None
         if trial:
             _params_file()
-        run = init(*args, **kwargs)
+            # the run's files get no sweep id: `wandb sync` of a run whose sweep W&B's server does not know
+            # fails ("sweep ... not found", wandb/wandb#8115); the program sees it (Run.sweep_id, patched)
+            sweep_id = os.environ.pop("WANDB_SWEEP_ID", None)
+        try:
+            run = init(*args, **kwargs)
+        finally:
+            if sweep_id is not None:
+                os.environ["WANDB_SWEEP_ID"] = sweep_id
         if run is not None and hasattr(run, "__dict__"):
             run.__dict__["_sweeplab_trial"] = trial
+            if sweep_id:
+                run.__dict__["_sweeplab_sweep_id"] = sweep_id
             atexit.register(_finish_run, run)   # runs before wandb's own exit hook (LIFO)
         return run
 

@@ -1,0 +1,25 @@
+# In the style of public W&B sweep programs: take wandb.config only when W&B says the run is in a sweep
+# (`if wandb.run.sweep_id is not None: experiment_config = wandb.config`), and keep each run's checkpoints
+# under `checkpoints/<sweep_id>/<run name>` (os.path.join of None fails). Records what it saw, per run.
+import json
+import os
+
+import wandb
+
+
+def train():
+    in_sweep_env = os.environ.get("WANDB_SWEEP_ID")   # a command trial's program reads it before wandb.init
+    wandb.init(project="difficulty_prediction")
+    experiment_config = {"lr": 1.0}
+    if wandb.run.sweep_id is not None:
+        experiment_config = wandb.config
+    ckpt = os.path.join("checkpoints", wandb.run.sweep_id, wandb.run.name)
+    os.makedirs(ckpt)   # one folder per run: two runs of the sweep must not share one
+    with open(os.path.join(ckpt, "seen.json"), "w") as f:
+        json.dump({"env": in_sweep_env, "files_sweep_id": wandb.run.settings.sweep_id}, f)
+    wandb.log({"test_loss": experiment_config["lr"]})
+    wandb.finish()
+
+
+if __name__ == "__main__":
+    train()
