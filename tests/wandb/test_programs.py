@@ -259,4 +259,4 @@ def test_a_trials_run_has_a_sweep_id_and_a_name_as_under_wandbs_agent(tmp_path: 
         seen = json.loads((r / "seen.json").read_text())
         # the run's offline files hold no sweep id: `wandb sync` of a sweep W&B's server does not know fails
         assert seen["files_sweep_id"] is None
-        assert seen["env"] == ("idsweep" if how == "command" else None)   # function trials: set at wandb.init
+        assert seen["env"] == "idsweep"   # before wandb.init too, as W&B's agent sets it

@@ -55,3 +55,18 @@ def test_a_program_that_reads_the_run_id_before_wandb_init_runs(tmp_path: Path) 
     ids = sorted(os.listdir(tmp_path / "ids"))
     assert len(ids) == 2 and all(W_AND_B_ID.fullmatch(i) for i in ids)
     assert sorted((tmp_path / "ids" / i).read_text() for i in ids) == ["lr=0.1", "lr=0.2"]
+
+
+def test_a_function_trials_sweep_id_is_set_before_its_function_and_given_back(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # W&B's agent exports WANDB_SWEEP_ID before it calls the function; run names and sweep ids are the trial's
+    monkeypatch.delenv("WANDB_SWEEP_ID", raising=False)
+    monkeypatch.setenv("WANDB_NAME", "users-own")
+    hook.begin_trial(str(tmp_path / "p.yaml"), {"lr": 0.1}, hook.run_env("s1", 3))
+    try:
+        assert os.environ["WANDB_SWEEP_ID"] == "s1" and os.environ["WANDB_NAME"] == "users-own"
+        hook._params_file()   # what wandb.init does first in a trial
+        assert os.environ["WANDB_NAME"] == "s1-3"
+    finally:
+        hook.end_trial()
+    assert "WANDB_SWEEP_ID" not in os.environ and os.environ["WANDB_NAME"] == "users-own"

@@ -283,11 +283,20 @@ def write_params(path: str, args: Mapping[str, Any]) -> None:
 
 def _apply_trial_env() -> None:
     """Set a function trial's handed-over W&B environment into os.environ (once per trial)."""
-    global _pending, _restore
+    global _pending
     env, _pending = _pending, None
     if env is not None:
-        _restore = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
+        _set_env(env)
+
+
+def _set_env(env: Mapping[str, str]) -> None:
+    """Set `env` into os.environ for the trial, remembering what it held before (for `end_trial`)."""
+    global _restore
+    restore = _restore if _restore is not None else {}
+    for k, v in env.items():
+        restore.setdefault(k, os.environ.get(k))
+        os.environ[k] = v
+    _restore = restore
 
 
 def _params_file() -> None:
@@ -317,11 +326,14 @@ def begin_trial(param_path: str, args: Mapping[str, Any], env: Mapping[str, str]
     """A function trial starts in this process. Its W&B environment (WANDB_MODE=offline,
     WANDB_SWEEP_PARAM_PATH=`param_path`, a WANDB_RUN_ID of its own, and `env` (see `run_env`), as for a
     command trial) is set at its first wandb.init, or before it forks (so that forked processes inherit it,
-    as they would under W&B's agent); `args`, its parameters, are written to `param_path` then."""
+    as they would under W&B's agent); `args`, its parameters, are written to `param_path` then. The sweep's
+    id is set at once, as W&B's agent sets it before calling the function."""
     global _pending, _args
     _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id(),
                 **(env or {})}
     _args = args
+    if "WANDB_SWEEP_ID" in _pending:   # W&B's agent sets it before it calls the function (pyagent `_setup`):
+        _set_env({"WANDB_SWEEP_ID": _pending["WANDB_SWEEP_ID"]})   # `if os.environ.get(...)` before init
 
 
 def end_trial() -> None:

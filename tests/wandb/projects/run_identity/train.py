@@ -8,7 +8,7 @@ import wandb
 
 
 def train():
-    in_sweep_env = os.environ.get("WANDB_SWEEP_ID")   # a command trial's program reads it before wandb.init
+    in_sweep_env = os.environ.get("WANDB_SWEEP_ID")   # read before wandb.init, as W&B's agent sets it first
     wandb.init(project="difficulty_prediction")
     experiment_config = {"lr": 1.0}
     if wandb.run.sweep_id is not None:
