@@ -260,3 +260,5 @@ def test_a_trials_run_has_a_sweep_id_and_a_name_as_under_wandbs_agent(tmp_path: 
         # the run's offline files hold no sweep id: `wandb sync` of a sweep W&B's server does not know fails
         assert seen["files_sweep_id"] is None
         assert seen["env"] == "idsweep"   # before wandb.init too, as W&B's agent sets it
+        # a fixed wandb.init(id=...) is ignored in a sweep's run, as W&B does: one run per trial, of the agent's id
+        assert seen["id"] == seen["agent_id"] != "fixed-run-id"

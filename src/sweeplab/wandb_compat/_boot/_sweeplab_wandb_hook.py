@@ -368,6 +368,7 @@ def _patch_init(wandb: Any) -> None:
         sweep_id = None
         if trial:
             _params_file()
+            _ignore_run_id(kwargs)
             # the run's files get no sweep id: `wandb sync` of a run whose sweep W&B's server does not know
             # fails ("sweep ... not found", wandb/wandb#8115); the program sees it (Run.sweep_id, patched)
             sweep_id = os.environ.pop("WANDB_SWEEP_ID", None)
@@ -387,6 +388,17 @@ def _patch_init(wandb: Any) -> None:
     offline_init._sweeplab_patched = True  # type: ignore[attr-defined]
     wandb.init = offline_init
     _patch_controller(wandb)
+
+
+def _ignore_run_id(kwargs: dict[str, Any]) -> None:
+    """A sweep's run takes the id its agent gives it (WANDB_RUN_ID): W&B ignores `wandb.init(id=...)` "when
+    running a sweep" (wandb_init.py, `clear_run_path_if_sweep_or_launch`), so that a program passing a fixed
+    id (`id=args.run_id, resume="allow"`) still starts one run per trial. The offline run here has no sweep
+    id for W&B to see (see `offline_init`), so the hook drops it, as W&B does, with W&B's warning."""
+    run_id = kwargs.get("id")
+    if run_id is not None and run_id != os.environ.get("WANDB_RUN_ID"):
+        sys.stderr.write(f"wandb: WARNING Ignoring run_id {run_id!r} when running a sweep.\n")
+        del kwargs["id"]
 
 
 def _patch_controller(wandb: Any) -> None:

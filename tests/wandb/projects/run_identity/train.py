@@ -9,14 +9,15 @@ import wandb
 
 def train():
     in_sweep_env = os.environ.get("WANDB_SWEEP_ID")   # read before wandb.init, as W&B's agent sets it first
-    wandb.init(project="difficulty_prediction")
+    wandb.init(project="difficulty_prediction", id="fixed-run-id", resume="allow")   # W&B ignores id in a sweep
     experiment_config = {"lr": 1.0}
     if wandb.run.sweep_id is not None:
         experiment_config = wandb.config
     ckpt = os.path.join("checkpoints", wandb.run.sweep_id, wandb.run.name)
     os.makedirs(ckpt)   # one folder per run: two runs of the sweep must not share one
     with open(os.path.join(ckpt, "seen.json"), "w") as f:
-        json.dump({"env": in_sweep_env, "files_sweep_id": wandb.run.settings.sweep_id}, f)
+        json.dump({"env": in_sweep_env, "files_sweep_id": wandb.run.settings.sweep_id, "id": wandb.run.id,
+                   "agent_id": os.environ.get("WANDB_RUN_ID")}, f)
     wandb.log({"test_loss": experiment_config["lr"]})
     wandb.finish()
 
