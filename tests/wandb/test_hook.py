@@ -73,3 +73,14 @@ def test_media_logged_as_dicts_are_not_metrics(rows: list) -> None:
     h = hook._History()
     h.log({"loss": 1.0, "img": {"_type": "image-file", "width": 8, "height": 8}, "extra": {"a": 2}}, None, None)
     assert rows == [(0, {"loss": 1.0, "extra.a": 2.0})]
+
+
+def test_one_element_arrays_and_tensors_are_numbers_as_wandb_logs_them(rows: list) -> None:
+    # `wandb.log({"val_loss": loss.unsqueeze(0)})`: W&B's history and summary hold 0.5 (wandb.util.json_friendly
+    # takes the one element of a tensor or array); the trial's reports lacked it, so schedulers never saw them
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    h = hook._History()
+    h.log({"t": torch.tensor([0.5]), "n": np.array([[0.25]]), "g": torch.ones(1, requires_grad=True) * 2,
+           "many": torch.ones(2), "tb": torch.tensor([True]), "nb": np.array([True])}, None, None)
+    assert rows == [(0, {"t": 0.5, "n": 0.25, "g": 2.0})]

@@ -58,9 +58,12 @@ def _number(value: Any) -> float | None:
         return None
     if isinstance(value, (int, float)):
         return float(value)
-    item = getattr(value, "item", None)   # numpy scalars, 0-d tensors
-    if callable(item) and getattr(value, "ndim", 0) == 0 and type(value).__module__.split(".")[0] in (
-            "numpy", "torch", "jax", "jaxlib", "tensorflow"):
+    item = getattr(value, "item", None)   # numpy scalars, tensors and arrays of one element
+    if callable(item) and type(value).__module__.split(".")[0] in ("numpy", "torch", "jax", "jaxlib", "tensorflow"):
+        numel = getattr(value, "numel", None)   # W&B logs the one element of `tensor([0.5])`, `array([[0.5]])`
+        count = numel() if callable(numel) else getattr(value, "size", 1)   # (wandb.util.json_friendly)
+        if getattr(value, "ndim", 0) != 0 and count != 1:
+            return None
         try:
             out = item()
         except Exception:
