@@ -262,3 +262,4 @@ def test_a_trials_run_has_a_sweep_id_and_a_name_as_under_wandbs_agent(tmp_path: 
         assert seen["env"] == "idsweep"   # before wandb.init too, as W&B's agent sets it
         # a fixed wandb.init(id=...) is ignored in a sweep's run, as W&B does: one run per trial, of the agent's id
         assert seen["id"] == seen["agent_id"] != "fixed-run-id"
+        assert seen["url"] == Path(seen["dir"]).resolve().parent.as_uri()   # the offline run's folder

@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 _SUMMARY_KEY = "@summary"
@@ -244,24 +245,41 @@ def _patch_run_class(module: Any) -> None:
     for name, fn, orig in (("log", log, original_log), (finish_name, _finish, original_finish)):
         fn.__doc__, fn.__name__, fn.__wrapped__ = orig.__doc__, name, orig  # type: ignore[attr-defined]
         setattr(cls, name, fn)
-    _patch_sweep_id(cls)
+    _patch_property(cls, "sweep_id", lambda run: run.__dict__.get("_sweeplab_sweep_id"))
+    _patch_property(cls, "url", _run_url, instead=True)   # wandb's getter would warn, and say None
     cls._sweeplab_patched = True
 
 
-def _patch_sweep_id(cls: Any) -> None:
-    """`run.sweep_id` of a trial's run is the trial's WANDB_SWEEP_ID, as under W&B's agent, although the
-    run's offline files hold none (see `offline_init`)."""
-    prop = cls.__dict__.get("sweep_id")
+def _run_url(run: Any) -> str | None:
+    """Where a trial's offline run is (`file://.../wandb/offline-run-...`): under W&B's agent `run.url` is the
+    run's page, and programs use it as a string (`logging.info("Wandb url: " + wandb.run.url)`); an
+    offline run has none (wandb warns "URL not available in offline run" and returns None)."""
+    if not run.__dict__.get("_sweeplab_trial"):
+        return None
+    try:
+        return Path(run.dir).resolve().parent.as_uri()
+    except Exception:
+        return None
+
+
+def _patch_property(cls: Any, name: str, fallback: Callable[[Any], Any], instead: bool = False) -> None:
+    """`run.<name>` of a trial's run answers as under W&B's agent where the offline run has nothing (None):
+    `sweep_id` is the trial's WANDB_SWEEP_ID, although the run's offline files hold none (see
+    `offline_init`); `url` is the run's folder (see `_run_url`). `instead`: the trial's run does not ask
+    wandb's own getter at all."""
+    prop = cls.__dict__.get(name)
     if not isinstance(prop, property) or prop.fget is None:
         return
     fget = prop.fget
 
-    def sweep_id(self: Any) -> Any:
+    def get(self: Any) -> Any:
+        if instead and self.__dict__.get("_sweeplab_trial"):
+            return fallback(self)
         value = fget(self)
-        return value if value else self.__dict__.get("_sweeplab_sweep_id", value)
+        return value if value else (fallback(self) or value)
 
-    sweep_id.__doc__ = fget.__doc__
-    cls.sweep_id = property(sweep_id, prop.fset, prop.fdel, prop.__doc__)
+    get.__doc__ = fget.__doc__
+    setattr(cls, name, property(get, prop.fset, prop.fdel, prop.__doc__))
 
 
 def write_params(path: str, args: Mapping[str, Any]) -> None:

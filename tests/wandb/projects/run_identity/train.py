@@ -1,6 +1,7 @@
 # In the style of public W&B sweep programs: take wandb.config only when W&B says the run is in a sweep
 # (`if wandb.run.sweep_id is not None: experiment_config = wandb.config`), and keep each run's checkpoints
-# under `checkpoints/<sweep_id>/<run name>` (os.path.join of None fails). Records what it saw, per run.
+# under `checkpoints/<sweep_id>/<run name>` (os.path.join of None fails), and log `"Wandb url: " + wandb.run.url`.
+# Records what it saw, per run.
 import json
 import os
 
@@ -17,7 +18,8 @@ def train():
     os.makedirs(ckpt)   # one folder per run: two runs of the sweep must not share one
     with open(os.path.join(ckpt, "seen.json"), "w") as f:
         json.dump({"env": in_sweep_env, "files_sweep_id": wandb.run.settings.sweep_id, "id": wandb.run.id,
-                   "agent_id": os.environ.get("WANDB_RUN_ID")}, f)
+                   "agent_id": os.environ.get("WANDB_RUN_ID"), "url": wandb.run.url, "dir": wandb.run.dir}, f)
+    print("Wandb url: " + wandb.run.url)   # a string under W&B's agent; None in an offline run
     wandb.log({"test_loss": experiment_config["lr"]})
     wandb.finish()
 
