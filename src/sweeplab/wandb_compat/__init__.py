@@ -129,7 +129,8 @@ class FunctionTrial:
         As W&B's agent does between function runs, wandb's setup is torn down first, so that `wandb.init()`
         reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's. When `stopped()` turns true
         (the sweep stopped the trial), the run's next `wandb.log` ends the function, as W&B's agent ends a
-        stopped run: the trial ends stopped, not failed (and `fn` returns None)."""
+        stopped run: the trial ends stopped, not failed (and `fn` returns None). `sys.exit()` or `sys.exit(0)`
+        in `fn` ends it as a return of None would."""
         hook = self._hook
         if "wandb" in sys.modules:
             with contextlib.suppress(Exception):
@@ -141,6 +142,10 @@ class FunctionTrial:
                 result = fn()
             except hook.TrialStopped:
                 self.final.pop("@exit_code", None)   # `with wandb.init()` saw the exception: not a failure
+                result = None
+            except SystemExit as exc:   # `wandb.finish(); sys.exit()` at the end of the function: W&B's agent
+                if exc.code not in (None, 0):   # runs it in a thread, which the exit just ends; exit 0 ends
+                    raise                       # a command trial's program as well. Any other code fails it.
                 result = None
             ok = True
             return result

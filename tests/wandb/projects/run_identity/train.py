@@ -1,9 +1,10 @@
 # In the style of public W&B sweep programs: take wandb.config only when W&B says the run is in a sweep
 # (`if wandb.run.sweep_id is not None: experiment_config = wandb.config`), and keep each run's checkpoints
 # under `checkpoints/<sweep_id>/<run name>` (os.path.join of None fails), and log `"Wandb url: " + wandb.run.url`.
-# Records what it saw, per run.
+# Ends with sys.exit(). Records what it saw, per run.
 import json
 import os
+import sys
 
 import wandb
 
@@ -22,6 +23,7 @@ def train():
     print("Wandb url: " + wandb.run.url)   # a string under W&B's agent; None in an offline run
     wandb.log({"test_loss": experiment_config["lr"]})
     wandb.finish()
+    sys.exit()   # as public programs end (`wandb_finish(); sys.exit()`): under W&B's agent the job just ends
 
 
 if __name__ == "__main__":
