@@ -136,7 +136,8 @@ def test_an_older_wandb_client_in_the_users_environment(tmp_path: Path) -> None:
     trials = _trials(tmp_path / "s")
     assert [t["value"] for t in trials] == pytest.approx([0.2, 0.6])
     log = next((tmp_path / "s" / "logs").rglob("0-1.log")).read_text()
-    assert f"${{interpreter}} is {python.parent}" in log
+    env = json.loads(next(ln for ln in log.splitlines() if ln.startswith("# env: "))[len("# env: "):])
+    assert env["SWEEPLAB_INTERPRETER"].startswith(f"{python.parent}{os.sep}python ")   # the user's python
 
 
 def test_what_a_wandb_program_logs_drives_hyperband_as_in_wandb(tmp_path: Path) -> None:
