@@ -368,14 +368,17 @@ def begin_trial(param_path: str, args: Mapping[str, Any], env: Mapping[str, str]
     """A function trial starts in this process. Its W&B environment (WANDB_MODE=offline,
     WANDB_SWEEP_PARAM_PATH=`param_path`, a WANDB_RUN_ID of its own, and `env` (see `run_env`), as for a
     command trial) is set at its first wandb.init, or before it forks (so that forked processes inherit it,
-    as they would under W&B's agent); `args`, its parameters, are written to `param_path` then. The sweep's
-    id is set at once, as W&B's agent sets it before calling the function."""
+    as they would under W&B's agent); `args`, its parameters, are written to `param_path` then. When the
+    process has imported wandb, or as soon as it does (the trial's module importing it), the environment is
+    set at once, as W&B's agent sets it before calling the function: programs read WANDB_SWEEP_ID or
+    WANDB_RUN_ID first, and `wandb.setup()` (or a `wandb.Image`) before `wandb.init()` reads wandb's
+    settings from the environment for good. A trial that never imports wandb pays nothing for it."""
     global _pending, _args
     _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id(),
                 **(env or {})}
     _args = args
-    if "WANDB_SWEEP_ID" in _pending:   # W&B's agent sets it before it calls the function (pyagent `_setup`):
-        _set_env({"WANDB_SWEEP_ID": _pending["WANDB_SWEEP_ID"]})   # `if os.environ.get(...)` before init
+    if "wandb" in sys.modules:   # a W&B program: its environment now, as W&B's agent sets it before it calls
+        _apply_trial_env()       # the function (programs read it first; wandb.setup() reads it for good)
 
 
 def end_trial() -> None:
@@ -414,6 +417,7 @@ def _patch_init(wandb: Any) -> None:
             # the run's files get no sweep id: `wandb sync` of a run whose sweep W&B's server does not know
             # fails ("sweep ... not found", wandb/wandb#8115); the program sees it (Run.sweep_id, patched)
             sweep_id = os.environ.pop("WANDB_SWEEP_ID", None)
+            _forget_sweep_id(sweep_id)
         try:
             run = init(*args, **kwargs)
         finally:
@@ -430,6 +434,22 @@ def _patch_init(wandb: Any) -> None:
     offline_init._sweeplab_patched = True  # type: ignore[attr-defined]
     wandb.init = offline_init
     _patch_controller(wandb)
+
+
+def _forget_sweep_id(sweep_id: str | None) -> None:
+    """wandb's settings, read from the environment when it set up before this run (`wandb.setup()`,
+    `wandb.Image` or `wandb.Api()` before `wandb.init()`), forget the trial's sweep id too (wandb >= 0.19:
+    `wandb_setup._singleton.settings`), so that the run's files hold none (see `offline_init`)."""
+    singleton = getattr(sys.modules.get("wandb.sdk.wandb_setup"), "_singleton", None)
+    settings = getattr(singleton, "settings", None)
+    if sweep_id and getattr(settings, "sweep_id", None) == sweep_id:
+        try:
+            settings.sweep_id = None   # type: ignore[union-attr]
+            environ = getattr(singleton, "_settings_environ", None)   # else wandb.init warns that the
+            if isinstance(environ, dict):                            # environment changed since its setup
+                environ.pop("WANDB_SWEEP_ID", None)
+        except Exception:
+            pass
 
 
 def _ignore_run_id(kwargs: dict[str, Any]) -> None:
@@ -477,6 +497,7 @@ def _after_import(name: str, module: Any) -> None:
         _patch_run_class(module)
     elif name == "wandb":
         _patch_init(module)
+        _apply_trial_env()   # a function trial's module imports wandb: its W&B environment now (begin_trial)
 
 
 class _Finder(importlib.abc.MetaPathFinder):

@@ -11,6 +11,7 @@ import wandb
 
 def train():
     in_sweep_env = os.environ.get("WANDB_SWEEP_ID")   # read before wandb.init, as W&B's agent sets it first
+    wandb.setup()   # as W&B's guide to distributed training has it: wandb reads its settings here
     wandb.init(project="difficulty_prediction", id="fixed-run-id", resume="allow")   # W&B ignores id in a sweep
     experiment_config = {"lr": 1.0}
     if wandb.run.sweep_id is not None:
