@@ -84,3 +84,20 @@ def test_one_element_arrays_and_tensors_are_numbers_as_wandb_logs_them(rows: lis
     h.log({"t": torch.tensor([0.5]), "n": np.array([[0.25]]), "g": torch.ones(1, requires_grad=True) * 2,
            "many": torch.ones(2), "tb": torch.tensor([True]), "nb": np.array([True])}, None, None)
     assert rows == [(0, {"t": 0.5, "n": 0.25, "g": 2.0})]
+
+
+def test_wandb_takes_sweeplabs_config_object_as_the_dict_it_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a trial function `def train(config): wandb.init(config=config)` gets sweeplab's read-only Config, which
+    # wandb refused ("config must be a dict or have a __dict__ attribute"), in wandb.init and config.update
+    wandb = pytest.importorskip("wandb")
+    from wandb.sdk import wandb_helper
+
+    from sweeplab.config import Config
+
+    monkeypatch.setattr(wandb, "init", wandb.init)                    # given back after the test
+    monkeypatch.setattr(wandb_helper, "_to_dict", wandb_helper._to_dict)
+    hook.install()
+    config = Config({"lr": 0.1, "opt": {"beta": 0.9}})
+    assert wandb_helper.parse_config(config) == {"lr": 0.1, "opt": {"beta": 0.9}}
+    with pytest.raises(TypeError):
+        wandb_helper.parse_config(3)   # what wandb refuses otherwise, it still refuses

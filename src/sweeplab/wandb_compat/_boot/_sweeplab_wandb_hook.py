@@ -434,6 +434,26 @@ def _patch_init(wandb: Any) -> None:
     offline_init._sweeplab_patched = True  # type: ignore[attr-defined]
     wandb.init = offline_init
     _patch_controller(wandb)
+    _patch_config_of(sys.modules.get("wandb.sdk.wandb_helper"))
+
+
+def _patch_config_of(helper: Any) -> None:
+    """`wandb.init(config=config)` and `wandb.config.update(config)` take sweeplab's own config object (a
+    read-only Mapping, what a `def train(config)` trial function gets), and any other mapping wandb would
+    refuse ("config must be a dict or have a __dict__ attribute", wandb/sdk/wandb_helper.py `_to_dict`, which
+    both go through): it is taken as the plain dict it holds. What wandb accepts is left to wandb."""
+    to_dict = getattr(helper, "_to_dict", None)
+    if to_dict is None or getattr(to_dict, "_sweeplab_patched", False):
+        return
+
+    def _to_dict(params: Any) -> Any:
+        if isinstance(params, Mapping) and not isinstance(params, dict) and not hasattr(params, "__dict__"):
+            plain = getattr(params, "to_dict", None)
+            params = plain() if callable(plain) else {k: v for k, v in params.items()}
+        return to_dict(params)
+
+    _to_dict._sweeplab_patched = True  # type: ignore[attr-defined]
+    helper._to_dict = _to_dict
 
 
 def _forget_sweep_id(sweep_id: str | None) -> None:
