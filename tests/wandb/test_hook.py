@@ -101,3 +101,16 @@ def test_wandb_takes_sweeplabs_config_object_as_the_dict_it_holds(monkeypatch: p
     assert wandb_helper.parse_config(config) == {"lr": 0.1, "opt": {"beta": 0.9}}
     with pytest.raises(TypeError):
         wandb_helper.parse_config(3)   # what wandb refuses otherwise, it still refuses
+
+
+def test_a_metric_named_step_reaches_a_command_trial_as_in_a_function_trial(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # `wandb.log({"step": global_step, "loss": l})`: the report line's own "step" (W&B's _step) took its place
+    from sweeplab.backends.command_trial import parse_report_line
+
+    report = tmp_path / "r.jsonl"
+    monkeypatch.setenv("SWEEPLAB_REPORT_FILE", str(report))
+    monkeypatch.setattr(hook, "_sink", None)
+    hook._emit({"step": 100.0, "loss": 0.5}, 0)
+    assert parse_report_line(report.read_text()) == (0, {"step": 100.0, "loss": 0.5})
+    assert parse_report_line('{"step": 3, "loss": 1}') == (3, {"loss": 1.0})   # sweeplab's own lines as before

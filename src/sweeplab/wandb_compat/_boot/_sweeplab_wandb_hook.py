@@ -1,7 +1,7 @@
 """Mirror what a W&B program logs into its sweeplab trial, with the real `wandb` client left in charge.
 
 `install()` waits (a meta-path finder) until the program imports `wandb.sdk.wandb_run`, then wraps
-  - `Run.log`: each committed history row becomes one report line `{"step": _step, metric: value, ...}`,
+  - `Run.log`: each committed history row becomes one report line `{"@step": _step, metric: value, ...}`,
     rows built with W&B's partial-history rules (`commit=False` adds to the row; `step=` greater than the
     current step commits the row and moves to it; a smaller step is dropped, as W&B drops it with a
     warning). Sources: wandb/sdk/wandb_run.py (`Run._log`) and the history handler of the client's
@@ -112,7 +112,7 @@ def _emit(metrics: dict[str, float], step: int) -> None:
         _sink(metrics, step)
         return
     row: dict[str, Any] = {k: (v if math.isfinite(v) else str(v)) for k, v in metrics.items()}
-    row["step"] = step
+    row["@step"] = step   # not "step": programs log a metric of that name (`{"step": global_step}`)
     _write_line(row)
 
 
