@@ -89,14 +89,13 @@ def test_one_element_arrays_and_tensors_are_numbers_as_wandb_logs_them(rows: lis
 def test_wandb_takes_sweeplabs_config_object_as_the_dict_it_holds(monkeypatch: pytest.MonkeyPatch) -> None:
     # a trial function `def train(config): wandb.init(config=config)` gets sweeplab's read-only Config, which
     # wandb refused ("config must be a dict or have a __dict__ attribute"), in wandb.init and config.update
-    wandb = pytest.importorskip("wandb")
+    pytest.importorskip("wandb")
     from wandb.sdk import wandb_helper
 
     from sweeplab.config import Config
 
-    monkeypatch.setattr(wandb, "init", wandb.init)                    # given back after the test
-    monkeypatch.setattr(wandb_helper, "_to_dict", wandb_helper._to_dict)
-    hook.install()
+    monkeypatch.setattr(wandb_helper, "_to_dict", wandb_helper._to_dict)   # given back after the test
+    hook._patch_config_of(wandb_helper)   # what the hook does as wandb is imported (a trial: function_env)
     config = Config({"lr": 0.1, "opt": {"beta": 0.9}})
     assert wandb_helper.parse_config(config) == {"lr": 0.1, "opt": {"beta": 0.9}}
     with pytest.raises(TypeError):
