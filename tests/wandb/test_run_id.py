@@ -67,7 +67,18 @@ def test_a_wandb_function_trials_environment_is_set_before_its_function_and_give
     hook.begin_trial(str(tmp_path / "p.yaml"), {"lr": 0.1}, hook.run_env("s1", 3))
     try:
         assert os.environ["WANDB_SWEEP_ID"] == "s1" and os.environ["WANDB_NAME"] == "s1-3"
-        assert not (tmp_path / "p.yaml").exists()   # its parameters file: at wandb.init
+        assert (tmp_path / "p.yaml").exists()   # programs load it themselves (OmegaConf.load(os.environ[...]))
     finally:
         hook.end_trial()
     assert "WANDB_SWEEP_ID" not in os.environ and os.environ["WANDB_NAME"] == "users-own"
+
+
+def test_a_function_trial_of_a_process_without_wandb_gets_no_wandb_environment(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "wandb", raising=False)   # a worker whose trials never import wandb
+    monkeypatch.delenv("WANDB_SWEEP_ID", raising=False)
+    hook.begin_trial(str(tmp_path / "p.yaml"), {"lr": 0.1}, hook.run_env("s1", 3))
+    try:
+        assert "WANDB_SWEEP_ID" not in os.environ and not (tmp_path / "p.yaml").exists()
+    finally:
+        hook.end_trial()

@@ -369,16 +369,17 @@ def begin_trial(param_path: str, args: Mapping[str, Any], env: Mapping[str, str]
     WANDB_SWEEP_PARAM_PATH=`param_path`, a WANDB_RUN_ID of its own, and `env` (see `run_env`), as for a
     command trial) is set at its first wandb.init, or before it forks (so that forked processes inherit it,
     as they would under W&B's agent); `args`, its parameters, are written to `param_path` then. When the
-    process has imported wandb, or as soon as it does (the trial's module importing it), the environment is
-    set at once, as W&B's agent sets it before calling the function: programs read WANDB_SWEEP_ID or
-    WANDB_RUN_ID first, and `wandb.setup()` (or a `wandb.Image`) before `wandb.init()` reads wandb's
-    settings from the environment for good. A trial that never imports wandb pays nothing for it."""
+    process has imported wandb, or as soon as it does (the trial's module importing it), both are made at
+    once, as W&B's agent makes them before calling the function: programs read WANDB_SWEEP_ID, WANDB_RUN_ID
+    or the parameters file first, and `wandb.setup()` (or a `wandb.Image`) before `wandb.init()` reads
+    wandb's settings from the environment for good. A trial that never imports wandb pays nothing for it."""
     global _pending, _args
     _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id(),
                 **(env or {})}
     _args = args
-    if "wandb" in sys.modules:   # a W&B program: its environment now, as W&B's agent sets it before it calls
-        _apply_trial_env()       # the function (programs read it first; wandb.setup() reads it for good)
+    if "wandb" in sys.modules:   # a W&B program: its environment and parameters file now, as W&B's agent
+        _params_file()           # makes them before it calls the function (programs read them first, and
+                                 # wandb.setup() reads the environment for good)
 
 
 def end_trial() -> None:
@@ -517,7 +518,7 @@ def _after_import(name: str, module: Any) -> None:
         _patch_run_class(module)
     elif name == "wandb":
         _patch_init(module)
-        _apply_trial_env()   # a function trial's module imports wandb: its W&B environment now (begin_trial)
+        _params_file()   # a function trial's module imports wandb: its W&B environment now (begin_trial)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
