@@ -143,6 +143,7 @@ def run_sweep(
     from sweeplab.driver import Driver
     from sweeplab.store import Store, default_store_dir
 
+    _refuse_in_trial_import()
     the_spec = _as_spec(spec)
     check_config_files(the_spec)
     backend = backend_name(the_spec, backend)   # a typo is refused before the store is opened
@@ -197,6 +198,7 @@ def sweep(
     from sweeplab.notebook import Progress, shipped_target
     from sweeplab.store import default_store_dir
 
+    _refuse_in_trial_import()
     root = Path(store) if store is not None else default_store_dir()
     the_spec = _as_spec(spec, function=None if fn is None else shipped_target(fn, root))
     if trials is not None:
@@ -207,6 +209,20 @@ def sweep(
     runner = _Runner(the_spec, store=root, workers=workers, backend=backend, address=address, name=name,
                      overrides=overrides, on_progress=shown.update)
     return runner.launch(background)
+
+
+def _refuse_in_trial_import() -> None:
+    """A sweep started by the top-level code of a trial's own module, which a worker is importing for the
+    trial function, would start a sweep in every worker (sweeps within sweeps, in the same store): bad input,
+    with the fix, as Python's multiprocessing refuses a process started while the main module is imported."""
+    from sweeplab.backends.targets import importing_trial_module
+
+    module = importing_trial_module()
+    if module is not None:
+        from sweeplab.errors import UserError
+
+        raise UserError(f"{module} starts a sweep when a worker imports it for its trial function: put the "
+                        "sweeplab.sweep(...) call under `if __name__ == \"__main__\":`")
 
 
 def load(name: str, *, store: str | Path | None = None) -> Sweep:

@@ -36,3 +36,23 @@ def test_sweeplabs_own_config_functions_still_get_the_config() -> None:
     plain = {"__builtins__": __builtins__}   # a module without wandb: a default does not make it W&B's
     exec("def train(config=None):\n    return config\n", plain)
     assert call_trial(plain["train"], {"lr": 0.1}, run=None) == {"lr": 0.1}
+
+
+def test_a_script_that_starts_its_sweep_at_import_is_refused_in_the_worker_that_imports_it(
+        tmp_path, monkeypatch) -> None:
+    # W&B's `wandb.agent(sweep_id, train, count=5)` at a script's top level, turned into
+    # `sweeplab.sweep(config, fn=train)`: each worker importing the script for `train` started a sweep of its
+    # own (sweeps within sweeps in the user's store, trials failing with unrelated errors)
+    import pytest
+
+    from sweeplab.backends.targets import load_target
+    from sweeplab.errors import UserError
+
+    script = tmp_path / "tune.py"
+    script.write_text("import sweeplab\n\ndef train(config):\n    return {'loss': config['lr']}\n\n"
+                      "sweeplab.sweep({'method': 'grid', 'parameters': {'lr': {'values': [0.1]}}}, fn=train)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SWEEPLAB_STORE", raising=False)
+    with pytest.raises(UserError, match=r'tune\.py starts a sweep .*if __name__ == "__main__"'):
+        load_target(f"{script}:train")
+    assert not (tmp_path / ".sweeplab").exists()

@@ -73,3 +73,43 @@ def test_media_logged_as_dicts_are_not_metrics(rows: list) -> None:
     h = hook._History()
     h.log({"loss": 1.0, "img": {"_type": "image-file", "width": 8, "height": 8}, "extra": {"a": 2}}, None, None)
     assert rows == [(0, {"loss": 1.0, "extra.a": 2.0})]
+
+
+def test_one_element_arrays_and_tensors_are_numbers_as_wandb_logs_them(rows: list) -> None:
+    # `wandb.log({"val_loss": loss.unsqueeze(0)})`: W&B's history and summary hold 0.5 (wandb.util.json_friendly
+    # takes the one element of a tensor or array); the trial's reports lacked it, so schedulers never saw them
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    h = hook._History()
+    h.log({"t": torch.tensor([0.5]), "n": np.array([[0.25]]), "g": torch.ones(1, requires_grad=True) * 2,
+           "many": torch.ones(2), "tb": torch.tensor([True]), "nb": np.array([True])}, None, None)
+    assert rows == [(0, {"t": 0.5, "n": 0.25, "g": 2.0})]
+
+
+def test_wandb_takes_sweeplabs_config_object_as_the_dict_it_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a trial function `def train(config): wandb.init(config=config)` gets sweeplab's read-only Config, which
+    # wandb refused ("config must be a dict or have a __dict__ attribute"), in wandb.init and config.update
+    pytest.importorskip("wandb")
+    from wandb.sdk import wandb_helper
+
+    from sweeplab.config import Config
+
+    monkeypatch.setattr(wandb_helper, "_to_dict", wandb_helper._to_dict)   # given back after the test
+    hook._patch_config_of(wandb_helper)   # what the hook does as wandb is imported (a trial: function_env)
+    config = Config({"lr": 0.1, "opt": {"beta": 0.9}})
+    assert wandb_helper.parse_config(config) == {"lr": 0.1, "opt": {"beta": 0.9}}
+    with pytest.raises(TypeError):
+        wandb_helper.parse_config(3)   # what wandb refuses otherwise, it still refuses
+
+
+def test_a_metric_named_step_reaches_a_command_trial_as_in_a_function_trial(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # `wandb.log({"step": global_step, "loss": l})`: the report line's own "step" (W&B's _step) took its place
+    from sweeplab.backends.command_trial import parse_report_line
+
+    report = tmp_path / "r.jsonl"
+    monkeypatch.setenv("SWEEPLAB_REPORT_FILE", str(report))
+    monkeypatch.setattr(hook, "_sink", None)
+    hook._emit({"step": 100.0, "loss": 0.5}, 0)
+    assert parse_report_line(report.read_text()) == (0, {"step": 100.0, "loss": 0.5})
+    assert parse_report_line('{"step": 3, "loss": 1}') == (3, {"loss": 1.0})   # sweeplab's own lines as before

@@ -14,6 +14,9 @@ CASES = {
     "nested and lists": {"optimizer": {"lr": 1e-3, "nadam": {"beta": 0.9}}, "layers": [64, 128], "e": []},
     "bools, None, text": {"flag": True, "off": False, "none": None, "name": "é 'x' \"y\": z # w", "yes": "yes"},
     "dotted and odd keys": {"model.width": 64, "a b": 1, "": 2, "1": 3},
+    # Python writes these without a dot (1e-05, 1e+16), which YAML 1.1 (PyYAML, wandb's reader) takes for text:
+    # `values: [0.00001, 0.0001]` reached wandb.config as the string '1e-05'; W&B's agent writes 1.0e-05
+    "exponent floats": {"lr": 1e-05, "big": 1e16, "tiny": -5e-324, "grid": [1e-05, 5e-06], "opt": {"eps": 1e-08}},
 }
 
 
@@ -29,3 +32,11 @@ def test_non_finite_values_read_back_as_floats(tmp_path):
     write_sweep_params(path, {"x": math.inf, "y": 1.5})
     read = yaml.safe_load(path.read_text())
     assert read["x"]["value"] == math.inf and read["y"]["value"] == 1.5
+
+
+def test_wandb_reads_the_params_file_with_the_types_it_was_given(tmp_path):
+    config_util = pytest.importorskip("wandb.sdk.lib.config_util")
+    path = tmp_path / "p.yaml"
+    write_sweep_params(path, {"lr": 1e-05, "n": 3, "big": 1e16})
+    read = config_util.dict_from_config_file(str(path))
+    assert read == {"lr": 1e-05, "n": 3, "big": 1e16} and isinstance(read["lr"], float)

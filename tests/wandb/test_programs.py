@@ -136,7 +136,8 @@ def test_an_older_wandb_client_in_the_users_environment(tmp_path: Path) -> None:
     trials = _trials(tmp_path / "s")
     assert [t["value"] for t in trials] == pytest.approx([0.2, 0.6])
     log = next((tmp_path / "s" / "logs").rglob("0-1.log")).read_text()
-    assert f"${{interpreter}} is {python.parent}" in log
+    env = json.loads(next(ln for ln in log.splitlines() if ln.startswith("# env: "))[len("# env: "):])
+    assert env["SWEEPLAB_INTERPRETER"].startswith(f"{python.parent}{os.sep}python ")   # the user's python
 
 
 def test_what_a_wandb_program_logs_drives_hyperband_as_in_wandb(tmp_path: Path) -> None:
@@ -214,7 +215,7 @@ def test_a_wandb_function_run_stopped_by_hyperband_ends_at_its_band_as_under_wan
 def test_a_function_trials_wandb_environment_is_its_own_and_leaves_with_it(tmp_path: Path) -> None:
     # one worker runs the four trials in turn: each wandb.init reads its own trial's parameters, a process
     # the trial forks inherits its W&B environment (as under W&B's agent), and nothing of a trial's W&B
-    # environment is left for the next; a trial that starts no W&B run gets no parameters file
+    # environment is left for the next
     work = tmp_path / "function_env"
     shutil.copytree(PROJECTS / "function_env", work)
     out = tmp_path / "seen.jsonl"
@@ -228,11 +229,40 @@ def test_a_function_trials_wandb_environment_is_its_own_and_leaves_with_it(tmp_p
     seen = [json.loads(line) for line in out.read_text().splitlines()]
     assert [s["lr"] for s in seen] == [0.1, 0.2, 0.3, 0.4]
     params = sorted((store / "logs").rglob("*.wandb-params.yaml"))
-    assert [p.name for p in params] == ["0-1.wandb-params.yaml", "1-1.wandb-params.yaml", "3-1.wandb-params.yaml"]
+    # the program imports wandb: each trial's parameters file is made before its function runs, as W&B's
+    # agent makes it (a trial of a process that never imports wandb gets none: test_run_id)
+    assert [p.name for p in params] == [f"{n}-1.wandb-params.yaml" for n in range(4)]
     for number, s in enumerate(seen):
         own = str(params[0].parent / f"{number}-1.wandb-params.yaml")
-        assert s["before"] in (None, own) and s["forked"] == own    # never another trial's
+        assert s["before"] == own and s["forked"] == own    # never another trial's
         if s["lr"] == 0.3:
             assert "config_lr" not in s
         else:
             assert s["after"] == own and s["config_lr"] == s["lr"] and s["mode"] == "offline"
+
+
+@pytest.mark.parametrize("how", ["command", "function"])
+def test_a_trials_run_has_a_sweep_id_and_a_name_as_under_wandbs_agent(tmp_path: Path, how: str) -> None:
+    # programs take wandb.config only when `wandb.run.sweep_id` says they run in a sweep, and name paths
+    # after `wandb.run.name`: with None, every trial ran the program's defaults, or failed in os.path.join
+    work = tmp_path / "run_identity"
+    shutil.copytree(PROJECTS / "run_identity", work)
+    extra = ["--function", "train.py:train"] if how == "function" else []
+    if how == "command":
+        (work / "sweep.yaml").write_text((work / "sweep.yaml").read_text() + "program: train.py\n")
+    store = tmp_path / "store"
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(store), "-q",
+                           "--workers", "2", *extra], cwd=work, env=_offline_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [t["value"] for t in _trials(store)] == pytest.approx([0.1, 0.2])   # the sweep's values were taken
+    runs = sorted((work / "checkpoints" / "idsweep").iterdir())
+    assert [r.name for r in runs] == ["idsweep-0", "idsweep-1"]
+    for r in runs:
+        seen = json.loads((r / "seen.json").read_text())
+        # the run's offline files hold no sweep id: `wandb sync` of a sweep W&B's server does not know fails
+        assert seen["files_sweep_id"] is None
+        assert seen["env"] == "idsweep"   # before wandb.init too, as W&B's agent sets it
+        # a fixed wandb.init(id=...) is ignored in a sweep's run, as W&B does: one run per trial, of the agent's id
+        assert seen["id"] == seen["agent_id"] != "fixed-run-id"
+        assert seen["url"] == Path(seen["dir"]).resolve().parent.as_uri()   # the offline run's folder

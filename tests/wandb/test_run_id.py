@@ -55,3 +55,30 @@ def test_a_program_that_reads_the_run_id_before_wandb_init_runs(tmp_path: Path) 
     ids = sorted(os.listdir(tmp_path / "ids"))
     assert len(ids) == 2 and all(W_AND_B_ID.fullmatch(i) for i in ids)
     assert sorted((tmp_path / "ids" / i).read_text() for i in ids) == ["lr=0.1", "lr=0.2"]
+
+
+def test_a_wandb_function_trials_environment_is_set_before_its_function_and_given_back(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # W&B's agent exports its run's environment before it calls the function (programs read WANDB_SWEEP_ID,
+    # and wandb.setup() reads it all, before wandb.init): so does a trial of a process that imported wandb
+    pytest.importorskip("wandb")
+    monkeypatch.delenv("WANDB_SWEEP_ID", raising=False)
+    monkeypatch.setenv("WANDB_NAME", "users-own")
+    hook.begin_trial(str(tmp_path / "p.yaml"), {"lr": 0.1}, hook.run_env("s1", 3))
+    try:
+        assert os.environ["WANDB_SWEEP_ID"] == "s1" and os.environ["WANDB_NAME"] == "s1-3"
+        assert (tmp_path / "p.yaml").exists()   # programs load it themselves (OmegaConf.load(os.environ[...]))
+    finally:
+        hook.end_trial()
+    assert "WANDB_SWEEP_ID" not in os.environ and os.environ["WANDB_NAME"] == "users-own"
+
+
+def test_a_function_trial_of_a_process_without_wandb_gets_no_wandb_environment(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "wandb", raising=False)   # a worker whose trials never import wandb
+    monkeypatch.delenv("WANDB_SWEEP_ID", raising=False)
+    hook.begin_trial(str(tmp_path / "p.yaml"), {"lr": 0.1}, hook.run_env("s1", 3))
+    try:
+        assert "WANDB_SWEEP_ID" not in os.environ and not (tmp_path / "p.yaml").exists()
+    finally:
+        hook.end_trial()

@@ -27,14 +27,15 @@ __all__ = ["execute_command", "parse_report_line"]
 
 
 def parse_report_line(line: str) -> tuple[int | None, dict[str, float]] | None:
-    """A JSON object of metrics, optionally with "step". Non-numeric values are ignored."""
+    """A JSON object of metrics, optionally with "step" (or "@step", the W&B hook's: then "step" is a metric
+    like any other, as a W&B program may log one). Non-numeric values are ignored."""
     try:
         obj = json.loads(line)
     except ValueError:
         return None
     if not isinstance(obj, dict):
         return None
-    step = obj.pop("step", None)
+    step = obj.pop("@step") if "@step" in obj else obj.pop("step", None)
     out: dict[str, float] = {}
     for k, v in obj.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):

@@ -26,6 +26,14 @@ _module_cache: dict[str, Any] = {}
 
 
 _target_cache: dict[tuple[str, tuple[str, ...], str], Callable[..., Any]] = {}
+_importing: list[str] = []   # the trial modules being imported in this process (their top-level code runs)
+
+
+def importing_trial_module() -> str | None:
+    """The file or module a worker is importing for its trial function right now, if any: a script whose
+    top level starts a sweep (`sweeplab.sweep(config, fn=train)` with no `if __name__ == "__main__":`)
+    would start one in every worker, as it was converted from W&B's `wandb.agent(sweep_id, train)`."""
+    return _importing[-1] if _importing else None
 
 
 def load_target(target: str, python_path: list[str] | tuple[str, ...] = ()) -> Callable[..., Any]:
@@ -57,10 +65,18 @@ def _load_target(target: str, python_path: list[str] | tuple[str, ...]) -> Calla
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             sys.path.insert(0, str(Path(path).parent))
-            spec.loader.exec_module(module)
+            _importing.append(path)
+            try:
+                spec.loader.exec_module(module)
+            finally:
+                _importing.pop()
             _module_cache[path] = module
     else:
-        module = importlib.import_module(module_part)
+        _importing.append(module_part)
+        try:
+            module = importlib.import_module(module_part)
+        finally:
+            _importing.pop()
     fn = getattr(module, attr, None)
     if fn is None or not callable(fn):
         raise AttributeError(f"{module_part} has no function {attr!r}")

@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BOOT_DIR", "FunctionTrial", "install_hook", "params_path", "summary_metrics", "trial_env",
-           "write_sweep_params"]
+__all__ = ["BOOT_DIR", "FunctionTrial", "install_hook", "params_path", "run_env", "summary_metrics",
+           "trial_env", "write_sweep_params"]
 
 #: the folder put first on a command trial's PYTHONPATH
 BOOT_DIR = Path(__file__).resolve().parent / "_boot"
@@ -40,25 +40,36 @@ def write_sweep_params(path: str | Path, args: Mapping[str, Any]) -> None:
     write_params(str(path), args)
 
 
+def run_env(sweep: str, number: int) -> dict[str, str]:
+    """A trial's run's sweep id and name, as W&B's agent and server give them (WANDB_SWEEP_ID, WANDB_NAME;
+    the hook's `run_env`)."""
+    from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import run_env as env
+
+    return env(sweep, number)
+
+
 def params_path(log_path: str) -> str:
     """Where a trial attempt's W&B parameters file goes: beside its log (`0-1.log` -> `0-1.wandb-params.yaml`)."""
     return f"{log_path[:-4] if log_path.endswith('.log') else log_path}.wandb-params.yaml"
 
 
 def trial_env(*, param_path: str | Path, python_path: str | None = None,
-              command: bool = True) -> dict[str, str]:
+              command: bool = True, sweep: str | None = None, number: int = 0) -> dict[str, str]:
     """The variables a trial gets so that a W&B program runs as under W&B's agent, offline.
 
     `python_path` is the PYTHONPATH the trial would otherwise have; command trials get BOOT_DIR in front
-    (function trials get these variables from the hook, at `wandb.init`: see `FunctionTrial`).
+    (function trials get these variables from the hook, at `wandb.init`: see `FunctionTrial`). `sweep` and
+    `number` (the trial's) give the run its sweep id and name (WANDB_SWEEP_ID, WANDB_NAME: see `run_env`).
     No WANDB_DIR: W&B's agent sets none, so a run's files go where the program expects them (./wandb)."""
-    from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import new_run_id
+    from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import new_run_id, run_env
 
     env = {
         "WANDB_MODE": "offline",                 # nothing is sent anywhere
         "WANDB_SWEEP_PARAM_PATH": str(param_path),
         "WANDB_RUN_ID": new_run_id(),            # each run's id, set by W&B's agent before the program starts
     }
+    if sweep:
+        env.update(run_env(sweep, number))
     if command:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), python_path) if p)
     return env
@@ -99,7 +110,7 @@ class FunctionTrial:
     """A function trial's W&B side in the worker, from before its module is imported (which may call
     `wandb.sweep`/`wandb.agent` there, as W&B's function-style scripts do) to the trial's end.
 
-    It arms the hook and hands it the trial's setup (`TrialTask.wandb`: {"param_path", "args"}). The trial's
+    It arms the hook and hands it the trial's setup (`TrialTask.wandb`: {"param_path", "args", "env"}). The trial's
     W&B environment (`trial_env`) is set into os.environ only when the trial starts a run (`wandb.init`),
     with its parameters file, or before it forks; `end` takes it back. A trial that never uses W&B pays a
     few attribute stores for all this."""
@@ -109,7 +120,7 @@ class FunctionTrial:
         self.final: dict[str, Any] = {}   # the summary of W&B runs it started ("@exit_code": a failure)
         if not hook.installed():
             hook.install()
-        hook.begin_trial(setup["param_path"], setup.get("args") or {})
+        hook.begin_trial(setup["param_path"], setup.get("args") or {}, setup.get("env"))
 
     def call(self, fn: Callable[[], Any], log: Callable[..., Any], stopped: Callable[[], bool] | None = None) -> Any:
         """`fn()`, with the W&B runs it starts reporting through `log(metrics, step=)`; their summary (and a
@@ -118,7 +129,8 @@ class FunctionTrial:
         As W&B's agent does between function runs, wandb's setup is torn down first, so that `wandb.init()`
         reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's. When `stopped()` turns true
         (the sweep stopped the trial), the run's next `wandb.log` ends the function, as W&B's agent ends a
-        stopped run: the trial ends stopped, not failed (and `fn` returns None)."""
+        stopped run: the trial ends stopped, not failed (and `fn` returns None). `sys.exit()` or `sys.exit(0)`
+        in `fn` ends it as a return of None would."""
         hook = self._hook
         if "wandb" in sys.modules:
             with contextlib.suppress(Exception):
@@ -130,6 +142,10 @@ class FunctionTrial:
                 result = fn()
             except hook.TrialStopped:
                 self.final.pop("@exit_code", None)   # `with wandb.init()` saw the exception: not a failure
+                result = None
+            except SystemExit as exc:   # `wandb.finish(); sys.exit()` at the end of the function: W&B's agent
+                if exc.code not in (None, 0):   # runs it in a thread, which the exit just ends; exit 0 ends
+                    raise                       # a command trial's program as well. Any other code fails it.
                 result = None
             ok = True
             return result

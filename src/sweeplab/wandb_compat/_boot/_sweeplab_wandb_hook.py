@@ -1,7 +1,7 @@
 """Mirror what a W&B program logs into its sweeplab trial, with the real `wandb` client left in charge.
 
 `install()` waits (a meta-path finder) until the program imports `wandb.sdk.wandb_run`, then wraps
-  - `Run.log`: each committed history row becomes one report line `{"step": _step, metric: value, ...}`,
+  - `Run.log`: each committed history row becomes one report line `{"@step": _step, metric: value, ...}`,
     rows built with W&B's partial-history rules (`commit=False` adds to the row; `step=` greater than the
     current step commits the row and moves to it; a smaller step is dropped, as W&B drops it with a
     warning). Sources: wandb/sdk/wandb_run.py (`Run._log`) and the history handler of the client's
@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 _SUMMARY_KEY = "@summary"
@@ -58,9 +59,12 @@ def _number(value: Any) -> float | None:
         return None
     if isinstance(value, (int, float)):
         return float(value)
-    item = getattr(value, "item", None)   # numpy scalars, 0-d tensors
-    if callable(item) and getattr(value, "ndim", 0) == 0 and type(value).__module__.split(".")[0] in (
-            "numpy", "torch", "jax", "jaxlib", "tensorflow"):
+    item = getattr(value, "item", None)   # numpy scalars, tensors and arrays of one element
+    if callable(item) and type(value).__module__.split(".")[0] in ("numpy", "torch", "jax", "jaxlib", "tensorflow"):
+        numel = getattr(value, "numel", None)   # W&B logs the one element of `tensor([0.5])`, `array([[0.5]])`
+        count = numel() if callable(numel) else getattr(value, "size", 1)   # (wandb.util.json_friendly)
+        if getattr(value, "ndim", 0) != 0 and count != 1:
+            return None
         try:
             out = item()
         except Exception:
@@ -108,7 +112,7 @@ def _emit(metrics: dict[str, float], step: int) -> None:
         _sink(metrics, step)
         return
     row: dict[str, Any] = {k: (v if math.isfinite(v) else str(v)) for k, v in metrics.items()}
-    row["step"] = step
+    row["@step"] = step   # not "step": programs log a metric of that name (`{"step": global_step}`)
     _write_line(row)
 
 
@@ -241,17 +245,72 @@ def _patch_run_class(module: Any) -> None:
     for name, fn, orig in (("log", log, original_log), (finish_name, _finish, original_finish)):
         fn.__doc__, fn.__name__, fn.__wrapped__ = orig.__doc__, name, orig  # type: ignore[attr-defined]
         setattr(cls, name, fn)
+    _patch_property(cls, "sweep_id", lambda run: run.__dict__.get("_sweeplab_sweep_id"))
+    _patch_property(cls, "url", _run_url, instead=True)   # wandb's getter would warn, and say None
     cls._sweeplab_patched = True
+
+
+def _run_url(run: Any) -> str | None:
+    """Where a trial's offline run is (`file://.../wandb/offline-run-...`): under W&B's agent `run.url` is the
+    run's page, and programs use it as a string (`logging.info("Wandb url: " + wandb.run.url)`); an
+    offline run has none (wandb warns "URL not available in offline run" and returns None)."""
+    if not run.__dict__.get("_sweeplab_trial"):
+        return None
+    try:
+        return Path(run.dir).resolve().parent.as_uri()
+    except Exception:
+        return None
+
+
+def _patch_property(cls: Any, name: str, fallback: Callable[[Any], Any], instead: bool = False) -> None:
+    """`run.<name>` of a trial's run answers as under W&B's agent where the offline run has nothing (None):
+    `sweep_id` is the trial's WANDB_SWEEP_ID, although the run's offline files hold none (see
+    `offline_init`); `url` is the run's folder (see `_run_url`). `instead`: the trial's run does not ask
+    wandb's own getter at all."""
+    prop = cls.__dict__.get(name)
+    if not isinstance(prop, property) or prop.fget is None:
+        return
+    fget = prop.fget
+
+    def get(self: Any) -> Any:
+        if instead and self.__dict__.get("_sweeplab_trial"):
+            return fallback(self)
+        value = fget(self)
+        return value if value else (fallback(self) or value)
+
+    get.__doc__ = fget.__doc__
+    setattr(cls, name, property(get, prop.fset, prop.fdel, prop.__doc__))
+
+
+def _flow(value: Any) -> str:
+    """`value` as JSON, which YAML reads as the same value, except floats: Python writes `1e-05` and `1e+16`
+    with no dot, which YAML 1.1 (PyYAML, wandb's reader) takes for text, so they are written `1.0e-05` as
+    PyYAML writes them. TypeError/ValueError for what JSON cannot say (NaN, infinities, other types)."""
+    if value is None or isinstance(value, (bool, str)):
+        return json.dumps(value)
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(value)
+        text = float.__repr__(value)
+        return text.replace("e", ".0e", 1) if "e" in text and "." not in text else text
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_flow(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{json.dumps(str(k))}: {_flow(v)}" for k, v in value.items()) + "}"
+    raise TypeError(type(value).__name__)
 
 
 def write_params(path: str, args: Mapping[str, Any]) -> None:
     """Write `args` (W&B's top-level parameter names -> values) as the YAML file W&B's agent writes for
     WANDB_SWEEP_PARAM_PATH: `wandb_version: 1` then `name: {value: v}` per parameter (wandb/sdk/lib/
     config_util.py, save_config_file_from_dict). Each entry is a JSON flow mapping, which YAML reads the
-    same (and json is ~50x faster than yaml.safe_dump); values JSON cannot say as YAML reads them (NaN,
-    infinities, other types) are written by PyYAML, which wandb itself depends on."""
+    same (and is ~50x faster to write than yaml.safe_dump), its floats as YAML 1.1 reads floats (see
+    `_flow`); values JSON cannot say as YAML reads them (NaN, infinities, other types) are written by
+    PyYAML, which wandb itself depends on."""
     try:
-        lines = [f"{json.dumps(str(k))}: {json.dumps({'value': v}, allow_nan=False)}" for k, v in args.items()]
+        lines = [f"{json.dumps(str(k))}: {{\"value\": {_flow(v)}}}" for k, v in args.items()]
         text = "\n".join(["wandb_version: 1", *lines]) + "\n"
     except (TypeError, ValueError):
         import yaml
@@ -266,11 +325,20 @@ def write_params(path: str, args: Mapping[str, Any]) -> None:
 
 def _apply_trial_env() -> None:
     """Set a function trial's handed-over W&B environment into os.environ (once per trial)."""
-    global _pending, _restore
+    global _pending
     env, _pending = _pending, None
     if env is not None:
-        _restore = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
+        _set_env(env)
+
+
+def _set_env(env: Mapping[str, str]) -> None:
+    """Set `env` into os.environ for the trial, remembering what it held before (for `end_trial`)."""
+    global _restore
+    restore = _restore if _restore is not None else {}
+    for k, v in env.items():
+        restore.setdefault(k, os.environ.get(k))
+        os.environ[k] = v
+    _restore = restore
 
 
 def _params_file() -> None:
@@ -287,14 +355,31 @@ def new_run_id() -> str:
     return "".join("0123456789abcdefghijklmnopqrstuvwxyz"[b % 36] for b in os.urandom(8))
 
 
-def begin_trial(param_path: str, args: Mapping[str, Any]) -> None:
+def run_env(sweep: str, number: int) -> dict[str, str]:
+    """What W&B's agent tells a run of its sweep, besides its id and parameters: the sweep's id
+    (WANDB_SWEEP_ID: programs read `wandb.run.sweep_id` or the variable to know they run in a sweep, and
+    take `wandb.config` only then) and a name (WANDB_NAME: W&B's server names every run, `dainty-sweep-3`;
+    programs put `wandb.run.name` in paths, where None fails). sweeplab's are the sweep's name and
+    `<sweep>-<trial number>`."""
+    return {"WANDB_SWEEP_ID": sweep, "WANDB_NAME": f"{sweep}-{number}"}
+
+
+def begin_trial(param_path: str, args: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
     """A function trial starts in this process. Its W&B environment (WANDB_MODE=offline,
-    WANDB_SWEEP_PARAM_PATH=`param_path` and a WANDB_RUN_ID of its own, as for a command trial) is set at its
-    first wandb.init, or before it forks (so that forked processes inherit it, as they would under W&B's
-    agent); `args`, its parameters, are written to `param_path` then."""
+    WANDB_SWEEP_PARAM_PATH=`param_path`, a WANDB_RUN_ID of its own, and `env` (see `run_env`), as for a
+    command trial) is set at its first wandb.init, or before it forks (so that forked processes inherit it,
+    as they would under W&B's agent); `args`, its parameters, are written to `param_path` then. When the
+    process has imported wandb, or as soon as it does (the trial's module importing it), both are made at
+    once, as W&B's agent makes them before calling the function: programs read WANDB_SWEEP_ID, WANDB_RUN_ID
+    or the parameters file first, and `wandb.setup()` (or a `wandb.Image`) before `wandb.init()` reads
+    wandb's settings from the environment for good. A trial that never imports wandb pays nothing for it."""
     global _pending, _args
-    _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id()}
+    _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id(),
+                **(env or {})}
     _args = args
+    if "wandb" in sys.modules:   # a W&B program: its environment and parameters file now, as W&B's agent
+        _params_file()           # makes them before it calls the function (programs read them first, and
+                                 # wandb.setup() reads the environment for good)
 
 
 def end_trial() -> None:
@@ -326,11 +411,23 @@ def _patch_init(wandb: Any) -> None:
         if kwargs.get("mode") not in ("offline", "disabled"):
             kwargs["mode"] = "offline"   # nothing is sent anywhere, whatever the program asks
         trial = in_trial()
+        sweep_id = None
         if trial:
             _params_file()
-        run = init(*args, **kwargs)
+            _ignore_run_id(kwargs)
+            # the run's files get no sweep id: `wandb sync` of a run whose sweep W&B's server does not know
+            # fails ("sweep ... not found", wandb/wandb#8115); the program sees it (Run.sweep_id, patched)
+            sweep_id = os.environ.pop("WANDB_SWEEP_ID", None)
+            _forget_sweep_id(sweep_id)
+        try:
+            run = init(*args, **kwargs)
+        finally:
+            if sweep_id is not None:
+                os.environ["WANDB_SWEEP_ID"] = sweep_id
         if run is not None and hasattr(run, "__dict__"):
             run.__dict__["_sweeplab_trial"] = trial
+            if sweep_id:
+                run.__dict__["_sweeplab_sweep_id"] = sweep_id
             atexit.register(_finish_run, run)   # runs before wandb's own exit hook (LIFO)
         return run
 
@@ -338,6 +435,53 @@ def _patch_init(wandb: Any) -> None:
     offline_init._sweeplab_patched = True  # type: ignore[attr-defined]
     wandb.init = offline_init
     _patch_controller(wandb)
+    _patch_config_of(sys.modules.get("wandb.sdk.wandb_helper"))
+
+
+def _patch_config_of(helper: Any) -> None:
+    """`wandb.init(config=config)` and `wandb.config.update(config)` take sweeplab's own config object (a
+    read-only Mapping, what a `def train(config)` trial function gets), and any other mapping wandb would
+    refuse ("config must be a dict or have a __dict__ attribute", wandb/sdk/wandb_helper.py `_to_dict`, which
+    both go through): it is taken as the plain dict it holds. What wandb accepts is left to wandb."""
+    to_dict = getattr(helper, "_to_dict", None)
+    if to_dict is None or getattr(to_dict, "_sweeplab_patched", False):
+        return
+
+    def _to_dict(params: Any) -> Any:
+        if isinstance(params, Mapping) and not isinstance(params, dict) and not hasattr(params, "__dict__"):
+            plain = getattr(params, "to_dict", None)
+            params = plain() if callable(plain) else {k: v for k, v in params.items()}
+        return to_dict(params)
+
+    _to_dict._sweeplab_patched = True  # type: ignore[attr-defined]
+    helper._to_dict = _to_dict
+
+
+def _forget_sweep_id(sweep_id: str | None) -> None:
+    """wandb's settings, read from the environment when it set up before this run (`wandb.setup()`,
+    `wandb.Image` or `wandb.Api()` before `wandb.init()`), forget the trial's sweep id too (wandb >= 0.19:
+    `wandb_setup._singleton.settings`), so that the run's files hold none (see `offline_init`)."""
+    singleton = getattr(sys.modules.get("wandb.sdk.wandb_setup"), "_singleton", None)
+    settings = getattr(singleton, "settings", None)
+    if sweep_id and getattr(settings, "sweep_id", None) == sweep_id:
+        try:
+            settings.sweep_id = None   # type: ignore[union-attr]
+            environ = getattr(singleton, "_settings_environ", None)   # else wandb.init warns that the
+            if isinstance(environ, dict):                            # environment changed since its setup
+                environ.pop("WANDB_SWEEP_ID", None)
+        except Exception:
+            pass
+
+
+def _ignore_run_id(kwargs: dict[str, Any]) -> None:
+    """A sweep's run takes the id its agent gives it (WANDB_RUN_ID): W&B ignores `wandb.init(id=...)` "when
+    running a sweep" (wandb_init.py, `clear_run_path_if_sweep_or_launch`), so that a program passing a fixed
+    id (`id=args.run_id, resume="allow"`) still starts one run per trial. The offline run here has no sweep
+    id for W&B to see (see `offline_init`), so the hook drops it, as W&B does, with W&B's warning."""
+    run_id = kwargs.get("id")
+    if run_id is not None and run_id != os.environ.get("WANDB_RUN_ID"):
+        sys.stderr.write(f"wandb: WARNING Ignoring run_id {run_id!r} when running a sweep.\n")
+        del kwargs["id"]
 
 
 def _patch_controller(wandb: Any) -> None:
@@ -374,6 +518,7 @@ def _after_import(name: str, module: Any) -> None:
         _patch_run_class(module)
     elif name == "wandb":
         _patch_init(module)
+        _params_file()   # a function trial's module imports wandb: its W&B environment now (begin_trial)
 
 
 class _Finder(importlib.abc.MetaPathFinder):

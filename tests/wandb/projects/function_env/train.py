@@ -21,7 +21,7 @@ def train(config):
     seen["forked"] = queue.get(timeout=60)
     child.join()
     if config["lr"] != 0.3:
-        run = wandb.init()
+        run = wandb.init(config=config)   # sweeplab's config object, taken as the dict it holds
         seen.update(config_lr=run.config.lr, after=os.environ.get("WANDB_SWEEP_PARAM_PATH"),
                     mode=os.environ.get("WANDB_MODE"))
         run.log({"loss": run.config.lr})
