@@ -218,10 +218,11 @@ def test_budget_cost_sums_what_trials_report(cli):
     assert st["sweep"]["spend"]["cost.usd"] == pytest.approx(1.2)
 
 
-@pytest.mark.parametrize(("workers", "held"), [(1, [1, 3]), (2, [])])
-def test_only_one_process_trials_are_held_at_rungs(tmp_path, workers, held):
-    """A multi-process trial's ranks run under a supervisor that relays stops only: it gets no decision
-    steps (it would wait out the timeout at every rung), and still runs to its end."""
+@pytest.mark.parametrize("workers", [1, 2])
+def test_one_and_multi_process_trials_are_held_at_rungs(tmp_path, workers):
+    """A multi-process trial's rank 0 waits at its rungs like a one-process trial (its supervisor relays the
+    verdict: tests/backends/test_multiproc.py), and a promoted trial runs to its end."""
+    held = [1, 3]
     from sweeplab.backends.local import LocalBackend, plan_slots
     from sweeplab.driver import Driver
     from sweeplab.spec import parse_spec
