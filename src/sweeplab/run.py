@@ -76,7 +76,7 @@ class Run:
         self._stop = threading.Event()
         self._stop_reason = ""
         self._decide_at = frozenset(int(s) for s in decision_steps) if decision_metric and rank == 0 \
-            else frozenset()   # only rank 0 reports (the driver gives multi-process trials no steps anyway)
+            else frozenset()   # only rank 0 reports, so only it waits (the others meet it in a collective)
         self._decide_metric = decision_metric
         self._decided = threading.Condition()
         self._go_step = -1
