@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from sweeplab.store import Store
 
 __all__ = [
-    "Sweep", "backend_name", "build_backend", "check_config_files", "default_name", "load", "record_backend",
-    "run_sweep", "sweep", "unique_name",
+    "Sweep", "backend_name", "build_backend", "check_config_files", "check_spec", "default_name", "load",
+    "record_backend", "run_sweep", "sweep", "unique_name",
 ]
 
 
@@ -44,6 +44,33 @@ def check_config_files(spec: SweepSpec) -> None:
     from sweeplab.config import load_base_config
 
     load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
+
+
+def check_spec(spec: SweepSpec, overrides: Sequence[str] = ()) -> None:
+    """Build now what the driver builds from the spec and the overrides once the store is open: the base
+    config and profile with the overrides applied, the early-stopping scheduler and the monitors. A mistake
+    in any of them is an error before the store is opened, so nothing is written for it."""
+    check_config_files(spec)
+    if overrides:
+        from sweeplab.config import apply_overrides, load_base_config
+
+        base = (load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
+                if spec.config is not None or spec.profile else {})
+        apply_overrides(base, list(overrides))
+    file = str(spec.source) if spec.source else None
+    metric, goal = spec.metric.name, spec.metric.goal
+    if spec.early_terminate:
+        from sweeplab.errors import SpecError
+        from sweeplab.schedulers import make_scheduler
+
+        if not metric:
+            raise SpecError("early_terminate needs metric.name: the value schedulers compare", file=file,
+                            key="early_terminate")
+        make_scheduler(spec.early_terminate, goal=goal, file=file, metric=metric)
+    if spec.monitors:
+        from sweeplab.monitors import parse_monitors
+
+        parse_monitors(list(spec.monitors), file=file, metric=metric, goal=goal)
 
 
 def unique_name(st: Store, base: str) -> str:
@@ -144,7 +171,7 @@ def run_sweep(
     from sweeplab.store import Store, default_store_dir
 
     the_spec = _as_spec(spec)
-    check_config_files(the_spec)
+    check_spec(the_spec, overrides)
     backend = backend_name(the_spec, backend)   # a typo is refused before the store is opened
     st = Store.open(Path(store) if store is not None else default_store_dir())
     try:
@@ -235,7 +262,7 @@ class _Runner:
         from sweeplab.driver import Driver
         from sweeplab.store import Store, default_store_dir
 
-        check_config_files(spec)
+        check_spec(spec, overrides)
         backend = backend_name(spec, backend)
         self.store_root = Path(store) if store is not None else default_store_dir()
         self.outcome: SweepOutcome | None = None

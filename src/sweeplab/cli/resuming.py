@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import typer
 
-from sweeplab.api import check_config_files as _check_config_files
+from sweeplab.api import check_spec as _check_spec
 from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, app
 from sweeplab.cli.driving import _make_backend, _run_driver
 from sweeplab.cli.output import console
@@ -74,7 +74,7 @@ def resume(
                        smoke=bool(meta.get("smoke")), store_root=st.root)
     if meta.get("cwd") and Path(meta["cwd"]).is_dir():
         os.chdir(meta["cwd"])
-    _check_config_files(spec)
+    _check_spec(spec, list(meta.get("overrides") or []))
     if fork is not None and st.sweep_row(fork) is not None:
         raise UserError(f"--fork: a sweep named {fork!r} already exists in {st.root}")
     if be.name == "local":

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import typer
 
 from sweeplab.api import backend_name, default_name
-from sweeplab.api import check_config_files as _check_config_files
+from sweeplab.api import check_spec as _check_spec
 from sweeplab.api import unique_name as _unique_name
 from sweeplab.cli import _early
 from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, _split_overrides, _store_path, app
@@ -74,7 +74,8 @@ def sweep(
         spec = _with_budget_trials(spec, trials)
     if smoke:
         spec = _with_budget_trials(spec, min(spec.budget.trials or 2, 2))
-    _check_config_files(spec)
+    overrides = _split_overrides(overrides or [])
+    _check_spec(spec, overrides)   # config files, overrides, scheduler, monitors: before the store exists
     if dry_run:
         _describe(spec, spec_file)
         _estimate(spec, spec_file, store, workers)
@@ -99,7 +100,7 @@ def _start_sweep(spec: Any, spec_file: Path, st: Any, *, name: Optional[str], ov
     else:
         _early.release()
     try:
-        _run_driver(spec, st, be, sweep_name=sweep_name, overrides=_split_overrides(overrides or []),
+        _run_driver(spec, st, be, sweep_name=sweep_name, overrides=list(overrides or []),
                     smoke=smoke, hard=hard, quiet=quiet, create=True, spec_path=str(spec_file.resolve()))
     finally:
         be.shutdown(grace=0.0)

