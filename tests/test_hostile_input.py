@@ -5,10 +5,12 @@ write but JSON cannot hold are refused, and numbers beyond what the store can ho
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 
 import pytest
 
+from sweeplab._yaml import yaml_load
 from sweeplab.api import run_sweep
 from sweeplab.errors import SpecError, UserError
 from tests.test_cli_input import GOOD, assert_one_line_error, cli, write
@@ -49,4 +51,35 @@ def test_run_sweep_refuses_them_before_the_store_exists(tmp_path: Path, monkeypa
     with pytest.raises(UserError) as info:
         run_sweep(spec, store=tmp_path / "store", overrides=overrides)
     assert fragment in str(info.value)
+    assert not (tmp_path / "store").exists()
+
+
+# ------------------------------------------------------------------- values JSON cannot hold
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("when: 2024-01-02\n", {"when": "2024-01-02"}),                       # a date is text, as in JSON
+    ("at: 2024-01-02 10:00:00\n", {"at": "2024-01-02 10:00:00"}),
+    ("2024-01-02: 1\n", {"2024-01-02": 1}),
+])
+def test_dates_are_read_as_text(text: str, expected: dict) -> None:
+    assert yaml_load(text) == expected
+
+
+@pytest.mark.parametrize("value", ["!!binary aGk=", "!!set {a, b}", "!!omap [a: 1]", "!!timestamp 2024-01-02"])
+def test_values_json_cannot_hold_are_refused_by_the_spec_before_the_store(tmp_path: Path, value: str) -> None:
+    write(tmp_path / "s.yaml", GOOD + f"parameters:\n  x: {{values: [{value}]}}\n")
+    line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: parameters.x.values[0]: line 5")
+    assert f"unsupported YAML tag '{value.split()[0]}'" in line
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("value", [datetime.date(2024, 1, 2), b"hi", {1, 2}, object()],
+                         ids=["date", "bytes", "set", "object"])
+def test_run_sweep_refuses_a_mapping_with_values_json_cannot_hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  value: object) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = {"function": "train.py:train", "method": "grid", "parameters": {"x": {"values": [1, value]}}}
+    with pytest.raises(SpecError, match=r"parameters\.x\.values\[1\]: a \w+ cannot be stored as JSON"):
+        run_sweep(spec, store=tmp_path / "store")
     assert not (tmp_path / "store").exists()
