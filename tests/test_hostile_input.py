@@ -83,3 +83,27 @@ def test_run_sweep_refuses_a_mapping_with_values_json_cannot_hold(tmp_path: Path
     with pytest.raises(SpecError, match=r"parameters\.x\.values\[1\]: a \w+ cannot be stored as JSON"):
         run_sweep(spec, store=tmp_path / "store")
     assert not (tmp_path / "store").exists()
+
+
+# ------------------------------------------------------------------------------- enormous grids
+
+
+@pytest.mark.parametrize("param, fragment", [
+    ("{distribution: int_uniform, min: 0, max: 1000000000000000000000000000}", "1000000000000000000000000001 values"),
+    ("{distribution: q_uniform, min: 0, max: 1, q: 1.0e-12}", "1000000000000 values"),
+    ("{distribution: q_uniform, min: -1.0e308, max: 1.0e308, q: 1.0e-300}", "more than"),
+], ids=["int_uniform", "q_uniform", "q_uniform-overflow"])
+def test_a_grid_axis_too_large_to_enumerate_is_refused_at_once(tmp_path: Path, param: str, fragment: str) -> None:
+    write(tmp_path / "s.yaml", GOOD + f"parameters:\n  x: {{values: [1]}}\n  y: {param}\n")
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q", timeout=60), "s.yaml: parameters.y: ", fragment,
+                          "expected at most 1,000,000 values per parameter")
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_grid_of_a_trillion_combinations_starts_at_once(tmp_path: Path) -> None:
+    """Six axes of 100 values: the grid is never materialised, so its first trials start and the run ends."""
+    axes = "".join(f"  p{i}: {{values: [{', '.join(map(str, range(100)))}]}}\n" for i in range(6))
+    write(tmp_path / "s.yaml", GOOD + "budget: {trials: 2}\nparameters:\n  x: {values: [1]}\n" + axes)
+    cp = cli(tmp_path, "sweep", "s.yaml", "-q", "--workers", "1", timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    assert "1000000000000 combinations" in cli(tmp_path, "sweep", "s.yaml", "--dry-run").stdout

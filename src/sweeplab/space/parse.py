@@ -21,7 +21,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from sweeplab.errors import SpecError
-from sweeplab.space.discrete import Categorical, CategoricalWithProbabilities, Constant, Distribution
+from sweeplab.space.discrete import (
+    MAX_GRID_VALUES,
+    Categorical,
+    CategoricalWithProbabilities,
+    Constant,
+    Distribution,
+    GridTooLarge,
+)
 from sweeplab.space.kinds import KINDS
 from sweeplab.space.searchspace import Condition, SearchSpace
 from sweeplab.space.values import _canonical, _is_number, _plain, _short
@@ -160,7 +167,12 @@ class _Parser:
 
     def when(self, parent: str, raw: Any, key: str, prefix: str) -> None:
         dist = self.params[parent]
-        if dist.grid_values() is None:
+        try:
+            values = dist.grid_values()
+        except GridTooLarge as exc:
+            raise self.error(f"'when' needs a parameter with a finite set of values: {exc}", key,
+                             expected=f"at most {MAX_GRID_VALUES:,} values") from None
+        if values is None:
             raise self.error(f"'when' needs a parameter with a finite set of values, but {parent!r} is {dist.kind}",
                              key, expected="values: [...], value, int_uniform or a quantised range")
         if not isinstance(raw, Mapping) or not raw:
@@ -218,7 +230,12 @@ class _Parser:
                              expected="the dotted name of a parameter of this spec",
                              hint=f"did you mean {close[0]!r}?" if close else None)
         dist = self.params[parent]
-        if dist.grid_values() is None:
+        try:
+            finite = dist.grid_values()
+        except GridTooLarge as exc:
+            raise self.error(f"a condition needs a parameter with a finite set of values: {exc}", f"{key}.param",
+                             value=parent, expected=f"at most {MAX_GRID_VALUES:,} values") from None
+        if finite is None:
             raise self.error(f"a condition needs a parameter with a finite set of values, but {parent!r} is "
                              f"{dist.kind}", f"{key}.param", value=parent,
                              expected="a parameter with values: [...], value, int_uniform or a quantised range")

@@ -12,6 +12,7 @@ import sweeplab.search as _search
 from sweeplab._values import is_number as _is_number
 from sweeplab.errors import SpecError
 from sweeplab.space import LogUniformBase, SearchSpace, parse_parameters
+from sweeplab.space.discrete import MAX_GRID_VALUES, GridTooLarge
 from sweeplab.spec.keys import (
     _EXPONENT_KINDS,
     _FUNCTION,
@@ -225,7 +226,14 @@ class _SpecParser(_WandbWarnings, _Limits):
                           expected=f"{_EXPONENT_KINDS[dist.kind]} to give min and max as the values themselves")
         if method == "grid":
             for name, dist in space.params.items():
-                if dist.grid_values() is None:
+                try:
+                    values = dist.grid_values()
+                except GridTooLarge as exc:
+                    raise self.error(str(exc), space.keys.get(name) or _param_key(raw, name),
+                                     expected=f"at most {MAX_GRID_VALUES:,} values per parameter",
+                                     hint="use method: random" + (", or a larger q" if "q" in dist.kind else "")
+                                     ) from None
+                if values is None:
                     raise self.error(
                         f"grid search needs a finite set of values, but parameter {name!r} is {dist.kind}",
                         space.keys.get(name) or _param_key(raw, name),
