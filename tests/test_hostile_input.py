@@ -6,6 +6,7 @@ write but JSON cannot hold are refused, and numbers beyond what the store can ho
 from __future__ import annotations
 
 import datetime
+import os
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,46 @@ def test_a_grid_of_a_trillion_combinations_starts_at_once(tmp_path: Path) -> Non
     cp = cli(tmp_path, "sweep", "s.yaml", "-q", "--workers", "1", timeout=120)
     assert cp.returncode == 0, cp.stderr
     assert "1000000000000 combinations" in cli(tmp_path, "sweep", "s.yaml", "--dry-run").stdout
+
+
+# ------------------------------------------------------------------------------- worker counts
+
+
+@pytest.mark.parametrize("argv", [["-w", "\u00b2"], ["-w\u00b2"], ["--workers=\u00b2"]])   # '²'.isdigit() is True
+def test_a_worker_count_that_is_not_ascii_digits_is_left_to_the_option_parser(argv: list[str]) -> None:
+    from sweeplab.cli._early import GUESS_CAP, planned_workers
+
+    assert planned_workers(["sweeplab", "sweep", "s.yaml", *argv]) == min(os.cpu_count() or 1, GUESS_CAP)
+
+
+def test_a_huge_worker_count_prestarts_no_more_than_the_cores() -> None:
+    from sweeplab.cli._early import GUESS_CAP, prestart_count
+
+    assert prestart_count(100_000_000_000, 2) == GUESS_CAP
+    assert prestart_count(3, 2) == 3 and prestart_count(40, 32) == 32
+
+
+def test_cli_worker_count_not_ascii_digits_is_a_usage_error(tmp_path: Path) -> None:
+    write(tmp_path / "s.yaml", GOOD + SPACE)
+    cp = cli(tmp_path, "sweep", "s.yaml", "-q", "--workers", "\u00b2")
+    assert_one_line_error(cp, "Invalid value for '--workers'")
+    assert not (tmp_path / "store").exists()
+
+
+def test_more_workers_than_the_machine_runs_is_refused_before_the_store(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path / "s.yaml", GOOD + SPACE + "workers: 100000000000\n")
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q", timeout=60), "100000000000 workers")
+    assert not (tmp_path / "store").exists()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="100000 workers"):
+        run_sweep(tmp_path / "s.yaml", store=tmp_path / "store", workers=100_000)
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_local_backend_refuses_a_fork_bomb_of_cpu_free_workers() -> None:
+    from sweeplab.backends.local import MAX_LOCAL_WORKERS, plan_slots
+
+    assert len(plan_slots(MAX_LOCAL_WORKERS, cpus=0, gpus=0, gpu_ids=[])) == MAX_LOCAL_WORKERS
+    with pytest.raises(UserError, match=f"at most {MAX_LOCAL_WORKERS:,} workers"):
+        plan_slots(100_000_000_000, cpus=0, gpus=0, gpu_ids=[])

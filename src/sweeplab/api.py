@@ -173,12 +173,18 @@ def run_sweep(
     the_spec = _as_spec(spec)
     check_spec(the_spec, overrides)
     backend = backend_name(the_spec, backend)   # a typo is refused before the store is opened
-    st = Store.open(Path(store) if store is not None else default_store_dir())
+    root = Path(store) if store is not None else default_store_dir()
+    # too many workers, or a Ray address that does not answer, is refused before the store is opened too
+    be = build_backend(the_spec, workers=workers, backend=backend, address=address, gpu_ids=gpu_ids,
+                       store_root=root)
     try:
-        sweep_name = unique_name(st, name or default_name(the_spec))
-        be = build_backend(the_spec, workers=workers, backend=backend, address=address, gpu_ids=gpu_ids,
-                           store_root=st.root)
+        st = Store.open(root)
+    except BaseException:
+        be.shutdown(grace=0.0)
+        raise
+    try:
         try:
+            sweep_name = unique_name(st, name or default_name(the_spec))
             if be.name == "local":
                 be.start()   # workers boot while the driver sets up (its searcher imports Optuna), as in the CLI
             driver = Driver(the_spec, st, be, sweep_name=sweep_name, overrides=list(overrides),
@@ -268,12 +274,16 @@ class _Runner:
         self.outcome: SweepOutcome | None = None
         self.error: BaseException | None = None
         self._thread: Any = None
-        self.st = Store.open(self.store_root)
-        self.be: Backend | None = None
+        # built first: too many workers or a Ray address that does not answer writes nothing to the store
+        self.be: Backend | None = build_backend(spec, workers=workers, backend=backend, address=address,
+                                                store_root=self.store_root)
+        try:
+            self.st = Store.open(self.store_root)
+        except BaseException:
+            self.be.shutdown(grace=0.0)
+            raise
         try:
             self.name = unique_name(self.st, name or default_name(spec)) if create else str(name)
-            self.be = build_backend(spec, workers=workers, backend=backend, address=address,
-                                    store_root=self.st.root)
             if self.be.name == "local":
                 self.be.start()   # workers boot while the driver sets up, as in the CLI
             self.driver = Driver(spec, self.st, self.be, sweep_name=self.name, overrides=list(overrides),

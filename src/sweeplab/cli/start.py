@@ -81,20 +81,28 @@ def sweep(
         _estimate(spec, spec_file, store, workers)
         raise typer.Exit(0)
     backend_name(spec, backend)   # an unknown --backend is refused before the store is created
-    st = _open_store(store)
+    # built before the store is opened too: too many workers for this machine, or a Ray address that does not
+    # answer, is bad input and writes nothing (a local backend starts no process until be.start())
+    be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke,
+                       store_root=_store_path(store))
     try:
-        _start_sweep(spec, spec_file, st, name=name, overrides=overrides, workers=workers, backend=backend,
-                     address=address, gpus=gpus, smoke=smoke, hard=hard, quiet=quiet)
+        st = _open_store(store)
+    except BaseException:
+        be.shutdown(grace=0.0)
+        raise
+    try:
+        _start_sweep(spec, spec_file, st, be, name=name, overrides=overrides, smoke=smoke, hard=hard, quiet=quiet)
     finally:
         st.close()   # closed here, not by the interpreter's teardown (which a sweep skips: cli/entry.py)
 
 
-def _start_sweep(spec: Any, spec_file: Path, st: Any, *, name: Optional[str], overrides: Optional[list[str]],
-                 workers: Optional[int], backend: Optional[str], address: Optional[str], gpus: Optional[str],
-                 smoke: bool, hard: bool, quiet: bool) -> None:
-    sweep_name = _unique_name(st, name or default_name(spec))   # cli_program/sweep.yaml -> cli_program
-    be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke,
-                       store_root=st.root)
+def _start_sweep(spec: Any, spec_file: Path, st: Any, be: Any, *, name: Optional[str],
+                 overrides: Optional[list[str]], smoke: bool, hard: bool, quiet: bool) -> None:
+    try:
+        sweep_name = _unique_name(st, name or default_name(spec))   # cli_program/sweep.yaml -> cli_program
+    except BaseException:
+        be.shutdown(grace=0.0)
+        raise
     if be.name == "local":
         be.start()   # workers boot while the driver sets up (those cli/_early.py started are taken over)
     else:

@@ -18,7 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sweeplab.errors import UserError
 from sweeplab.pareto import hypervolume, nondominated_ranks
-from sweeplab.store.sqlite import Store
+from sweeplab.store.sqlite import INTEGERS, Store
 from sweeplab.types import Goal, TrialState
 
 __all__ = [
@@ -120,7 +120,7 @@ def _sweep_or_raise(store: Store, name: str) -> sqlite3.Row:
 def _trial_or_raise(store: Store, sweep: sqlite3.Row, number: int) -> sqlite3.Row:
     row = store.conn.execute(
         "SELECT * FROM trials WHERE sweep_id=? AND number=?", (sweep["id"], number)
-    ).fetchone()
+    ).fetchone() if number in INTEGERS else None
     if row is None:
         lo, hi = store.conn.execute(
             "SELECT MIN(number), MAX(number) FROM trials WHERE sweep_id=?", (sweep["id"],)
@@ -751,7 +751,7 @@ def curves(store: Store, name: str, numbers: Sequence[int], key: str,
     """
     sweep = _sweep_or_raise(store, name)
     max_points = max(4, min(int(max_points), 100_000))
-    wanted = sorted({int(n) for n in numbers})[:MAX_CURVE_TRIALS]
+    wanted = sorted({int(n) for n in numbers if int(n) in INTEGERS})[:MAX_CURVE_TRIALS]
     if not wanted:
         return {"sweep": name, "key": key, "max_points": max_points, "trials": []}
     marks = ",".join("?" * len(wanted))

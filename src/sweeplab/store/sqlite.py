@@ -18,10 +18,13 @@ from typing import Any
 
 from sweeplab.errors import StoreError, UserError
 
-__all__ = ["EVENT_KINDS", "SCHEMA_VERSION", "Store", "default_store_dir"]
+__all__ = ["EVENT_KINDS", "INTEGERS", "SCHEMA_VERSION", "Store", "default_store_dir"]
 
 SCHEMA_VERSION = 4
 DB_NAME = "store.db"
+#: what an INTEGER column holds: a trial number outside it (`repro sweep/99999999999999999999`) names no row,
+#: and binding it would raise OverflowError instead of finding nothing
+INTEGERS = range(-(1 << 63), 1 << 63)
 
 # What each schema version added to the one before, as (table, column, declaration): `Store.open` (the
 # writer) applies the missing steps to an older store; readers read older stores as they are.
@@ -519,6 +522,8 @@ class Store:
 
     def trial_by_number(self, sweep_id: int, number: int) -> sqlite3.Row | None:
         """Trial `number` of a sweep (numbers count from 0 in the order trials were created)."""
+        if number not in INTEGERS:
+            return None
         return self._exec("SELECT * FROM trials WHERE sweep_id=? AND number=?", (sweep_id, number)).fetchone()
 
     def trial_count(self, sweep_id: int) -> int:
