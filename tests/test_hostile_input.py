@@ -151,3 +151,12 @@ def test_a_local_backend_refuses_a_fork_bomb_of_cpu_free_workers() -> None:
     assert len(plan_slots(MAX_LOCAL_WORKERS, cpus=0, gpus=0, gpu_ids=[])) == MAX_LOCAL_WORKERS
     with pytest.raises(UserError, match=f"at most {MAX_LOCAL_WORKERS:,} workers"):
         plan_slots(100_000_000_000, cpus=0, gpus=0, gpu_ids=[])
+
+
+@pytest.mark.parametrize("seed", [2**32, 2**63, 10**40])
+def test_a_seed_the_samplers_cannot_take_is_a_spec_error(seed: int) -> None:
+    from sweeplab.spec import parse_spec
+
+    with pytest.raises(SpecError, match=rf"seed: seed is too large; got {seed}; expected an integer from 0 to 4294"):
+        parse_spec({"function": "t.py:f", "method": "tpe", "metric": {"name": "loss"}, "seed": seed}, file="s.yaml")
+    assert parse_spec({"function": "t.py:f", "method": "tpe", "metric": {"name": "loss"}, "seed": 2**32 - 1}).seed
