@@ -160,3 +160,32 @@ def test_a_seed_the_samplers_cannot_take_is_a_spec_error(seed: int) -> None:
     with pytest.raises(SpecError, match=rf"seed: seed is too large; got {seed}; expected an integer from 0 to 4294"):
         parse_spec({"function": "t.py:f", "method": "tpe", "metric": {"name": "loss"}, "seed": seed}, file="s.yaml")
     assert parse_spec({"function": "t.py:f", "method": "tpe", "metric": {"name": "loss"}, "seed": 2**32 - 1}).seed
+
+
+# ------------------------------------------------------------------ sweep names as directory names
+
+
+@pytest.mark.parametrize("name", ["..", ".", "x" * 5000, "\u00e9" * 300, "a/../../b", "a\x00b"])
+def test_every_sweep_name_is_one_safe_directory_name(name: str) -> None:
+    from sweeplab.store.layout import safe_name
+
+    safe = safe_name(name)
+    assert safe not in (".", "..") and "/" not in safe and "\x00" not in safe
+    assert len(f"{safe}.lock".encode()) <= 255
+    assert safe_name(name + "y") != safe   # a long name keeps what tells it apart
+
+
+def test_a_name_whose_directory_another_sweep_uses_is_made_unique(tmp_path: Path) -> None:
+    """'my sweep' and 'my_sweep' would share logs/my_sweep/, checkpoints and the driver's lock."""
+    from sweeplab.api import unique_name
+    from sweeplab.store import Store
+
+    st = Store.open(tmp_path / "store")
+    try:
+        st.create_sweep(name="my sweep", method="grid", metric="loss", goal="minimize", spec={}, spec_path=None,
+                        seed=None)
+        assert unique_name(st, "my_sweep") == "my_sweep-2"
+        assert unique_name(st, "my/sweep") == "my/sweep-2"
+        assert unique_name(st, "other") == "other"
+    finally:
+        st.close()

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Sweep", "backend_name", "build_backend", "check_config_files", "check_spec", "default_name", "load",
-    "record_backend", "run_sweep", "sweep", "unique_name",
+    "name_taken", "record_backend", "run_sweep", "sweep", "unique_name",
 ]
 
 
@@ -73,12 +73,23 @@ def check_spec(spec: SweepSpec, overrides: Sequence[str] = ()) -> None:
         parse_monitors(list(spec.monitors), file=file, metric=metric, goal=goal)
 
 
+def name_taken(st: Store, name: str) -> bool:
+    """True when a sweep of the store has this name, or another name with the same directories (`my sweep`
+    and `my_sweep` are both `logs/my_sweep/`: their logs, checkpoints and locks would mix)."""
+    from sweeplab.store.layout import safe_name
+
+    if st.sweep_row(name) is not None:
+        return True
+    safe = safe_name(name)
+    return any(safe_name(other) == safe for other in st.sweep_names())
+
+
 def unique_name(st: Store, base: str) -> str:
-    """`base`, or `base-2`, `base-3`... when the store already has a sweep of that name."""
-    if st.sweep_row(base) is None:
+    """`base`, or `base-2`, `base-3`... when the store already has a sweep of that name (or directory)."""
+    if not name_taken(st, base):
         return base
     i = 2
-    while st.sweep_row(f"{base}-{i}") is not None:
+    while name_taken(st, f"{base}-{i}"):
         i += 1
     return f"{base}-{i}"
 

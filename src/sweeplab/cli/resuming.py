@@ -10,10 +10,12 @@ from typing import Any, Optional
 import typer
 
 from sweeplab.api import check_spec as _check_spec
+from sweeplab.api import name_taken
 from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, app
 from sweeplab.cli.driving import _make_backend, _run_driver
 from sweeplab.cli.output import console
 from sweeplab.errors import UserError
+from sweeplab.store.layout import safe_name
 
 
 # ---------------------------------------------------------------------------------------------- resume
@@ -75,8 +77,9 @@ def resume(
     if meta.get("cwd") and Path(meta["cwd"]).is_dir():
         os.chdir(meta["cwd"])
     _check_spec(spec, list(meta.get("overrides") or []))
-    if fork is not None and st.sweep_row(fork) is not None:
-        raise UserError(f"--fork: a sweep named {fork!r} already exists in {st.root}")
+    if fork is not None and name_taken(st, fork):
+        raise UserError(f"--fork: a sweep named {fork!r} (or one with the same directories: "
+                        f"{safe_name(fork)!r}) already exists in {st.root}")
     if be.name == "local":
         be.start()   # workers boot (in the sweep's directory) while the driver replays the sweep's history
     try:

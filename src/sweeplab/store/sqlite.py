@@ -511,6 +511,9 @@ class Store:
     def sweep_row(self, name: str) -> sqlite3.Row | None:
         return self._exec("SELECT * FROM sweeps WHERE name=?", (name,)).fetchone()
 
+    def sweep_names(self) -> list[str]:
+        return [r[0] for r in self._exec("SELECT name FROM sweeps ORDER BY id", ()).fetchall()]
+
     def sweep_by_id(self, sweep_id: int) -> sqlite3.Row | None:
         return self._exec("SELECT * FROM sweeps WHERE id=?", (sweep_id,)).fetchone()
 
