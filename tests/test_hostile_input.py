@@ -189,3 +189,33 @@ def test_a_name_whose_directory_another_sweep_uses_is_made_unique(tmp_path: Path
         assert unique_name(st, "other") == "other"
     finally:
         st.close()
+
+
+# ------------------------------------------------------------------------------ export targets
+
+
+def test_export_writes_through_a_symlink_and_into_a_fifo_without_replacing_them(tmp_path: Path) -> None:
+    """`-o /dev/stdout` or `-o /dev/null` (as root, renaming over them would replace the device for everyone)
+    and a link to a shared file: the export goes where they point, and they stay what they are."""
+    import stat
+    import threading
+
+    from sweeplab.dashboard.synthetic import make_synthetic_store
+    from sweeplab.export import export_sweep
+
+    store = make_synthetic_store(tmp_path / "store", trials=3, points=10, seed=1)
+    (tmp_path / "shared").mkdir()
+    link = tmp_path / "out.csv"
+    link.symlink_to(tmp_path / "shared" / "table.csv")
+    export_sweep("demo", link, store=store)
+    assert link.is_symlink() and (tmp_path / "shared" / "table.csv").read_text().startswith("number,state")
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    export_sweep("demo", fifo, store=store)
+    reader.join(timeout=30)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert got and got[0].startswith("number,state")
