@@ -219,3 +219,41 @@ def test_export_writes_through_a_symlink_and_into_a_fifo_without_replacing_them(
     reader.join(timeout=30)
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     assert got and got[0].startswith("number,state")
+
+
+# ------------------------------------------------------------------------- what --store names
+
+
+def _foreign_db(root: Path) -> Path:
+    import sqlite3
+
+    root.mkdir(parents=True)
+    with sqlite3.connect(root / "store.db") as c:
+        c.execute("CREATE TABLE foo(x)")
+        c.execute("INSERT INTO foo VALUES (1)")
+    return root / "store.db"
+
+
+def test_an_sqlite_database_of_another_program_is_never_written(tmp_path: Path) -> None:
+    db = _foreign_db(tmp_path / "other")
+    before = db.read_bytes()
+    write(tmp_path / "s.yaml", GOOD + SPACE)
+    cp = cli(tmp_path, "sweep", "s.yaml", "-q", store=tmp_path / "other")
+    assert cp.returncode == 1 and len(cp.stderr.splitlines()) == 1, cp.stderr
+    assert "is an SQLite database of another program (tables: foo), not a sweeplab store" in cp.stderr
+    assert db.read_bytes() == before
+    cp = cli(tmp_path, "status", store=tmp_path / "other")
+    assert cp.returncode == 1 and "not a sweeplab store" in cp.stderr and len(cp.stderr.splitlines()) == 1
+
+
+def test_a_store_path_that_is_a_file_says_so(tmp_path: Path) -> None:
+    from sweeplab.errors import StoreError
+    from sweeplab.store import Store
+
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(StoreError, match="is a file, not a directory"):
+        Store.open(tmp_path / "afile")
+    (tmp_path / "st" / "store.db").mkdir(parents=True)
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match="store.db is a directory, not an SQLite database"):
+            Store.open(tmp_path / "st", readonly=readonly)

@@ -148,6 +148,11 @@ class Store:
     def open(cls, root: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> Store:
         root_path = Path(root) if root is not None else default_store_dir()
         db = root_path / DB_NAME
+        if root_path.exists() and not root_path.is_dir():
+            raise StoreError(f"the store path {root_path} is a file, not a directory; --store (or "
+                             "SWEEPLAB_STORE) names the store's directory")
+        if db.is_dir():
+            raise StoreError(f"{db} is a directory, not an SQLite database; expected a sweeplab store")
         if readonly:
             if not db.exists():
                 raise UserError(f"no sweeplab store at {root_path} (no {DB_NAME}); run a sweep first "
@@ -171,6 +176,7 @@ class Store:
         try:
             conn = sqlite3.connect(str(db), timeout=10, isolation_level=None, check_same_thread=False)
             conn.row_factory = sqlite3.Row
+            cls._refuse_foreign(conn, db)   # before the first write: even WAL mode changes the file
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=10000")
@@ -180,6 +186,18 @@ class Store:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the store {db}: {exc}") from None
         return store
+
+    @staticmethod
+    def _refuse_foreign(conn: sqlite3.Connection, db: Path) -> None:
+        """A database with tables but no `meta` table is another program's: never written into."""
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        if tables and "meta" not in tables:
+            conn.close()
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StoreError(f"{db} is an SQLite database of another program (tables: {shown}), not a "
+                             "sweeplab store; nothing was written to it. Pass --store a sweeplab store "
+                             "or a new directory")
 
     @classmethod
     def _connect_ro(cls, db: Path, *, immutable: bool) -> sqlite3.Connection:
@@ -192,6 +210,9 @@ class Store:
 
     @staticmethod
     def _check_version(conn: sqlite3.Connection, db: Path) -> None:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
+            raise StoreError(f"{db} is not a sweeplab store (it has no meta table); expected a store that "
+                             "sweeplab wrote")
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         version = int(row[0]) if row else 0
         if version > SCHEMA_VERSION:
