@@ -38,3 +38,26 @@ def test_cli_trial_number_beyond_the_store_is_a_one_line_error(demo_store: Path,
                         capture_output=True, text=True, timeout=60)
     assert cp.returncode == 2, cp.stderr
     assert len(cp.stderr.splitlines()) == 1 and cp.stderr.startswith(message), cp.stderr
+
+
+def test_a_sweep_whose_name_has_a_slash_is_served(tmp_path: Path, client_for: Any) -> None:
+    """`--name team/lr-sweep`: the browser sends the name's '/' as %2F, which the server decodes before routing."""
+    from urllib.parse import quote
+
+    from sweeplab.dashboard import create_app
+    from sweeplab.store import Store
+
+    name = "team/lr <sweep>/trials"
+    st = Store.open(tmp_path)
+    st.create_sweep(name=name, method="grid", metric="loss", goal="minimize", spec={}, spec_path=None, seed=None)
+    st.close()
+    q = quote(name, safe="")
+    with client_for(create_app(tmp_path)) as c:
+        for path in (f"/api/sweeps/{q}", f"/api/sweeps/{q}/trials", f"/api/sweeps/{q}/status",
+                     f"/api/sweeps/{q}/events", f"/api/sweeps/{q}/keys"):
+            r = c.get(path)
+            assert r.status_code == 200, (path, r.status_code, r.text)
+        assert c.get(f"/api/sweeps/{q}").json()["sweep"]["name"] == name
+        assert "has no trial 0" in c.get(f"/api/sweeps/{q}/trials/0").json()["error"]
+        for path in (f"/sweeps/{q}", f"/sweeps/{q}/compare", f"/sweeps/{q}/trials/0"):
+            assert c.get(path).status_code == 200, path

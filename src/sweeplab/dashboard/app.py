@@ -34,7 +34,7 @@ def create_app(store_root: Path, *, token: str | None = None,
     from starlette.applications import Starlette
 
     from sweeplab.dashboard.reader import Reader
-    from sweeplab.dashboard.routes import build_routes
+    from sweeplab.dashboard.routes import SweepNamePaths, build_routes
 
     reader = Reader(Path(store_root))
 
@@ -45,7 +45,7 @@ def create_app(store_root: Path, *, token: str | None = None,
 
     app = Starlette(routes=build_routes(reader), lifespan=lifespan)
     app.state.reader = reader
-    return Guard(app, token=token, allowed_hosts=allowed_hosts)
+    return Guard(SweepNamePaths(app), token=token, allowed_hosts=allowed_hosts)
 
 
 def server_config(app: Any, *, host: str = "127.0.0.1", port: int = 8765, header_timeout: float | None = None,
