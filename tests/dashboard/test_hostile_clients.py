@@ -61,3 +61,11 @@ def test_a_sweep_whose_name_has_a_slash_is_served(tmp_path: Path, client_for: An
         assert "has no trial 0" in c.get(f"/api/sweeps/{q}/trials/0").json()["error"]
         for path in (f"/sweeps/{q}", f"/sweeps/{q}/compare", f"/sweeps/{q}/trials/0"):
             assert c.get(path).status_code == 200, path
+
+
+@pytest.mark.parametrize("host, status", [
+    ("127.0.0.1:8765", 200), ("localhost", 200), ("[::1]:8765", 200),
+    ("127.0.0.1:8765@evil.example", 421), ("localhost:abc", 421), ("127.0.0.1:", 421), ("[::1]x", 421),
+])
+def test_the_host_header_is_a_loopback_name_and_a_numeric_port(client: Any, host: str, status: int) -> None:
+    assert client.get("/api/sweeps", headers={"host": host}).status_code == status

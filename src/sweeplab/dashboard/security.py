@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from http.cookies import SimpleCookie
 from pathlib import Path, PurePosixPath
@@ -37,6 +38,7 @@ MAX_URL = 4096            # bytes of path + query string
 MAX_HEADERS = 16 * 1024   # bytes of all request headers
 MAX_IN_FLIGHT = 64        # requests answered at once (more: 503); counts requests, not open connections
 ALLOWED_METHODS = ("GET", "HEAD")
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+)(?::[0-9]{1,5})?\Z")   # a Host header: name[:port]
 
 _CSP = (
     "default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
@@ -181,8 +183,8 @@ class Guard:
             return 413, "request bodies are not accepted", []
         if self.allowed_hosts is not None:
             host = headers.get("host", "")
-            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-            if name.lower() not in self.allowed_hosts:
+            m = _HOST.match(host)   # a name and an optional numeric port, nothing else (`127.0.0.1:80@evil`)
+            if m is None or m.group(1).lower() not in self.allowed_hosts:
                 return 421, f"unexpected Host header {host!r}; open the dashboard via 127.0.0.1 or localhost", []
         return None
 
