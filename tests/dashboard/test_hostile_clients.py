@@ -69,3 +69,14 @@ def test_a_sweep_whose_name_has_a_slash_is_served(tmp_path: Path, client_for: An
 ])
 def test_the_host_header_is_a_loopback_name_and_a_numeric_port(client: Any, host: str, status: int) -> None:
     assert client.get("/api/sweeps", headers={"host": host}).status_code == status
+
+
+def test_a_dashboard_bound_to_another_loopback_address_answers_to_it(demo_store: Path, client_for: Any) -> None:
+    """`--host 127.0.0.2` prints http://127.0.0.2:PORT/, whose Host header the rebinding check refused."""
+    from sweeplab.dashboard import create_app
+    from sweeplab.dashboard.app import loopback_hosts
+
+    with client_for(create_app(demo_store, allowed_hosts=loopback_hosts("127.0.0.2"))) as c:
+        assert c.get("/api/sweeps", headers={"host": "127.0.0.2:8765"}).status_code == 200
+        assert c.get("/api/sweeps", headers={"host": "evil.example:8765"}).status_code == 421
+    assert "[::1]" in loopback_hosts("::1") and "127.0.0.1" in loopback_hosts("::1")

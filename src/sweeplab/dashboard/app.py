@@ -17,7 +17,7 @@ from sweeplab._imports import optional_import
 from sweeplab.dashboard.security import LOOPBACK_NAMES, Guard, is_loopback
 from sweeplab.errors import UserError
 
-__all__ = ["create_app", "serve", "server_config"]
+__all__ = ["create_app", "loopback_hosts", "serve", "server_config"]
 
 _PURPOSE = "the dashboard"
 
@@ -66,6 +66,13 @@ def server_config(app: Any, *, host: str = "127.0.0.1", port: int = 8765, header
                           h11_max_incomplete_event_size=16 * 1024)
 
 
+def loopback_hosts(host: str) -> frozenset[str]:
+    """The Host header names a loopback dashboard answers to: localhost and its usual addresses, and the
+    address it was bound to (`--host 127.0.0.2`, whose printed URL names it), in brackets too for IPv6."""
+    bare = host.strip("[]")
+    return LOOPBACK_NAMES | {bare, f"[{bare}]"}
+
+
 def serve(store_root: Path, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
           insecure: bool = False, header_timeout: float | None = None) -> None:
     """Serve the dashboard until interrupted. Binding beyond loopback needs a token (or `insecure`).
@@ -87,7 +94,7 @@ def serve(store_root: Path, *, host: str = "127.0.0.1", port: int = 8765, token:
     from sweeplab.store.sqlite import Store
 
     Store.open(store_root, readonly=True).close()  # fail now, with a helpful message, if there is no store
-    app = create_app(store_root, token=token, allowed_hosts=LOOPBACK_NAMES if loopback else None)
+    app = create_app(store_root, token=token, allowed_hosts=loopback_hosts(host) if loopback else None)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     print(f"sweeplab dashboard (read-only) for {store_root}: {url}  (Ctrl-C to stop)", file=sys.stderr)
