@@ -14,7 +14,7 @@ import pytest
 from sweeplab._yaml import yaml_load
 from sweeplab.api import run_sweep
 from sweeplab.errors import SpecError, UserError
-from tests.test_cli_input import GOOD, assert_one_line_error, cli, write
+from tests.test_cli_input import GOOD, TRIALS, assert_one_line_error, cli, write
 
 SPACE = "parameters:\n  x: {values: [1, 2]}\n"
 
@@ -47,6 +47,7 @@ def test_run_sweep_refuses_them_before_the_store_exists(tmp_path: Path, monkeypa
                                                         raw: dict, overrides: list[str], fragment: str) -> None:
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "base.yaml", "x: 0.5\n")
+    write(tmp_path / "train.py", "def train(config, run):\n    return {'loss': 1.0}\n")
     spec = {"function": "train.py:train", "method": "grid", "metric": {"name": "loss"},
             "parameters": {"x": {"values": [1]}}, **raw}
     with pytest.raises(UserError) as info:
@@ -80,7 +81,7 @@ def test_values_json_cannot_hold_are_refused_by_the_spec_before_the_store(tmp_pa
 def test_run_sweep_refuses_a_mapping_with_values_json_cannot_hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   value: object) -> None:
     monkeypatch.chdir(tmp_path)
-    spec = {"function": "train.py:train", "method": "grid", "parameters": {"x": {"values": [1, value]}}}
+    spec = {"function": f"{TRIALS}:quick", "method": "grid", "parameters": {"x": {"values": [1, value]}}}
     with pytest.raises(SpecError, match=r"parameters\.x\.values\[1\]: a \w+ cannot be stored as JSON"):
         run_sweep(spec, store=tmp_path / "store")
     assert not (tmp_path / "store").exists()
@@ -257,3 +258,12 @@ def test_a_store_path_that_is_a_file_says_so(tmp_path: Path) -> None:
     for readonly in (False, True):
         with pytest.raises(StoreError, match="store.db is a directory, not an SQLite database"):
             Store.open(tmp_path / "st", readonly=readonly)
+
+
+def test_a_function_file_that_does_not_exist_is_refused_before_the_store(tmp_path: Path) -> None:
+    write(tmp_path / "s.yaml", GOOD.replace(f"function: {TRIALS}:quick", "function: nope.py:train") + SPACE)
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: function: function file not found; "
+                          "got 'nope.py'")
+    assert not (tmp_path / "store").exists()
+    assert_one_line_error(cli(tmp_path, "run", "nope.py:train"), "function file not found")
+    assert not (tmp_path / "store").exists()

@@ -51,6 +51,7 @@ def check_spec(spec: SweepSpec, overrides: Sequence[str] = ()) -> None:
     config and profile with the overrides applied, the early-stopping scheduler and the monitors. A mistake
     in any of them is an error before the store is opened, so nothing is written for it."""
     check_config_files(spec)
+    _check_function_file(spec)
     if overrides:
         from sweeplab.config import apply_overrides, load_base_config
 
@@ -82,6 +83,24 @@ def name_taken(st: Store, name: str) -> bool:
         return True
     safe = safe_name(name)
     return any(safe_name(other) == safe for other in st.sweep_names())
+
+
+def _check_function_file(spec: SweepSpec) -> None:
+    """A `file.py:fn` target's file exists where the driver looks for it (beside the spec, then the working
+    directory, as `driver.tasks.function_target`): else every trial would fail to import it, after the store
+    was written. A module target (`pkg.module:fn`) is not imported here: importing runs the user's code."""
+    module = str(spec.function or "").rpartition(":")[0]
+    if not module.endswith(".py"):
+        return
+    path = Path(module)
+    places = [path] if path.is_absolute() else [
+        *([spec.source.resolve().parent / path] if spec.source is not None else []), Path.cwd() / path]
+    if not any(p.is_file() for p in places):
+        from sweeplab.errors import SpecError
+
+        raise SpecError("function file not found", file=str(spec.source) if spec.source else None, key="function",
+                        value=module, expected="a Python file beside the spec or in the working directory: "
+                        + ", ".join(str(p) for p in places))
 
 
 def unique_name(st: Store, base: str) -> str:

@@ -15,7 +15,6 @@ from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, app
 from sweeplab.cli.driving import _make_backend, _run_driver
 from sweeplab.cli.output import console
 from sweeplab.errors import UserError
-from sweeplab.store.layout import safe_name
 
 
 # ---------------------------------------------------------------------------------------------- resume
@@ -78,6 +77,8 @@ def resume(
         os.chdir(meta["cwd"])
     _check_spec(spec, list(meta.get("overrides") or []))
     if fork is not None and name_taken(st, fork):
+        from sweeplab.store.layout import safe_name
+
         raise UserError(f"--fork: a sweep named {fork!r} (or one with the same directories: "
                         f"{safe_name(fork)!r}) already exists in {st.root}")
     if be.name == "local":
