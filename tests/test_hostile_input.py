@@ -267,3 +267,18 @@ def test_a_function_file_that_does_not_exist_is_refused_before_the_store(tmp_pat
     assert not (tmp_path / "store").exists()
     assert_one_line_error(cli(tmp_path, "run", "nope.py:train"), "function file not found")
     assert not (tmp_path / "store").exists()
+
+
+def test_nesting_deeper_than_the_yaml_limit_is_refused_from_python_and_overrides_too(tmp_path: Path) -> None:
+    from sweeplab.config import parse_override
+    from sweeplab.errors import ConfigError
+    from sweeplab.spec import parse_spec
+
+    params: dict = {"v": {"value": 1}}
+    for _ in range(3000):   # a Python mapping: no YAML reader counted its levels
+        params = {"g": {"parameters": params}}
+    with pytest.raises(SpecError, match="nested deeper than 100 levels"):
+        parse_spec({"function": "t.py:f", "method": "random", "parameters": params})
+    with pytest.raises(ConfigError, match="override key is nested deeper than 100 levels"):
+        parse_override("a." * 3000 + "b=1")   # a config that deep could not be stored as JSON
+    assert parse_override("a." * 99 + "b=1")[1] == 1
