@@ -282,3 +282,13 @@ def test_nesting_deeper_than_the_yaml_limit_is_refused_from_python_and_overrides
     with pytest.raises(ConfigError, match="override key is nested deeper than 100 levels"):
         parse_override("a." * 3000 + "b=1")   # a config that deep could not be stored as JSON
     assert parse_override("a." * 99 + "b=1")[1] == 1
+
+
+@pytest.mark.parametrize("key", ["timeout", "heartbeat_timeout"])
+@pytest.mark.parametrize("value", [0, "0s", 0.0])
+def test_a_trial_timeout_of_zero_is_a_spec_error(key: str, value: object) -> None:
+    from sweeplab.spec import parse_spec
+
+    with pytest.raises(SpecError, match=rf"trial\.{key}: must be above 0: every trial would be stopped at once"):
+        parse_spec({"function": "t.py:f", "method": "grid", "trial": {key: value}}, file="s.yaml")
+    assert parse_spec({"function": "t.py:f", "method": "grid", "trial": {"heartbeat_timeout": None}}).trial
