@@ -292,3 +292,17 @@ def test_a_trial_timeout_of_zero_is_a_spec_error(key: str, value: object) -> Non
     with pytest.raises(SpecError, match=rf"trial\.{key}: must be above 0: every trial would be stopped at once"):
         parse_spec({"function": "t.py:f", "method": "grid", "trial": {key: value}}, file="s.yaml")
     assert parse_spec({"function": "t.py:f", "method": "grid", "trial": {"heartbeat_timeout": None}}).trial
+
+
+@pytest.mark.parametrize("param, message", [
+    ({"min": -1.7e308, "max": 1.7e308}, "the range from min to max is wider than a float"),   # draws were inf
+    ({"distribution": "int_uniform", "min": 0, "max": 10**400}, "max is too large"),        # OverflowError
+    ({"distribution": "normal", "mu": 10**400, "sigma": 1}, "mu is too large"),
+])
+def test_a_range_wider_than_a_float_is_a_spec_error(param: dict, message: str) -> None:
+    from sweeplab.space import parse_parameters
+
+    with pytest.raises(SpecError, match=rf"parameters\.x\.\w+: {message}"):
+        parse_parameters({"x": param})
+    space = parse_parameters({"x": {"min": -1e307, "max": 1e307}})
+    assert all(-1e307 <= space.from_unit([u])["x"] <= 1e307 for u in (0.0, 0.5, 0.999))

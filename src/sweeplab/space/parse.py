@@ -17,6 +17,7 @@ import difflib
 import json
 import math
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -300,7 +301,12 @@ class _Parser:
         v = conf[k]
         if integer and not (isinstance(v, int) and not isinstance(v, bool)):
             raise self.error(f"{k} must be an integer", f"{key}.{k}", value=v, expected="an integer")
-        if not _is_number(v) or not math.isfinite(v):
+        try:
+            finite = _is_number(v) and math.isfinite(v)
+        except OverflowError:   # an int beyond a float (max: 1e400 written as digits)
+            raise self.error(f"{k} is too large", f"{key}.{k}", value=v,
+                             expected=f"a number of magnitude below {sys.float_info.max:.4g}") from None
+        if not finite:
             hint = None
             if isinstance(v, str) and re.fullmatch(r"[-+]?\d+(\.\d*)?[eE][-+]?\d+", v.strip()):
                 hint = "YAML reads 1e-5 as a string; write 1.0e-5"
@@ -349,6 +355,13 @@ class _Parser:
                                  hint="use log_uniform for exponents" if "inv" not in kind else None)
             if lo >= hi:
                 raise self.error("min must be less than max", f"{key}.min", value=lo, expected=f"< max ({hi})")
+            try:
+                span = float(hi) - float(lo)
+            except OverflowError:   # an int beyond a float
+                span = math.inf
+            if not math.isfinite(span):   # a draw min + u * (max - min) would be inf or nan
+                raise self.error("the range from min to max is wider than a float can hold", f"{key}.max",
+                                 value=hi, expected=f"max - min below {sys.float_info.max:.4g}")
             args.update(min=lo, max=hi)
         if "mu" in conf:
             args.update(mu=self.number(conf, "mu", key), sigma=self.positive(conf, "sigma", key))
