@@ -21,6 +21,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from sweeplab._values import is_number as _finite
 from sweeplab.errors import SpecError
 from sweeplab.space.discrete import (
     MAX_GRID_VALUES,
@@ -334,7 +335,7 @@ class _Parser:
             if kind == "categorical":
                 return Categorical(name, values)
             probs = conf["probabilities"]
-            if not isinstance(probs, (list, tuple)) or not all(_is_number(p) and p >= 0 for p in probs):
+            if not isinstance(probs, (list, tuple)) or not all(_finite(p) and p >= 0 for p in probs):
                 raise self.error("probabilities must be a list of numbers >= 0", f"{key}.probabilities",
                                  value=probs, expected="a list of numbers >= 0")
             if len(probs) != len(values):
