@@ -80,3 +80,41 @@ def test_a_dashboard_bound_to_another_loopback_address_answers_to_it(demo_store:
         assert c.get("/api/sweeps", headers={"host": "127.0.0.2:8765"}).status_code == 200
         assert c.get("/api/sweeps", headers={"host": "evil.example:8765"}).status_code == 421
     assert "[::1]" in loopback_hosts("::1") and "127.0.0.1" in loopback_hosts("::1")
+
+
+def _dashboard(store: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "sweeplab", "dashboard", "--store", str(store), *args],
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("port", ["busy", "70000", "-1"])
+def test_a_port_in_use_or_out_of_range_is_one_error_line(demo_store: Path, port: str) -> None:
+    """uvicorn logged 'address already in use' after the URL was printed and exited 3; 70000 raised
+    OverflowError."""
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        proc = _dashboard(demo_store, "--port", str(busy.getsockname()[1]) if port == "busy" else port)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    assert ("address already in use" if port == "busy" else "--port must be from 0 to 65535") in err.lower()
+
+
+def test_port_0_serves_on_the_free_port_it_prints(demo_store: Path) -> None:
+    import re
+    import signal
+    import urllib.request
+
+    proc = _dashboard(demo_store, "--port", "0")
+    try:
+        line = proc.stderr.readline() if proc.stderr else ""
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert m and m.group(1) != "0", line
+        with urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}/api/sweeps", timeout=30) as r:
+            assert r.status == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
