@@ -118,3 +118,10 @@ def test_port_0_serves_on_the_free_port_it_prints(demo_store: Path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
+
+
+def test_cli_status_limit_beyond_the_store_is_every_trial(demo_store: Path) -> None:
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", "demo", "-n", HUGE, "--json", "--store",
+                         str(demo_store)], capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert len(json.loads(cp.stdout)["trials"]) == 60
