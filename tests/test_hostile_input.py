@@ -6,6 +6,7 @@ write but JSON cannot hold are refused, and numbers beyond what the store can ho
 from __future__ import annotations
 
 import datetime
+import json
 import os
 from pathlib import Path
 
@@ -327,3 +328,14 @@ def test_cli_zero_trials_or_workers_is_a_usage_error_before_the_store(tmp_path: 
     write(tmp_path / "s.yaml", GOOD + SPACE)
     assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q", option, "0"), f"Invalid value for '{option}'")
     assert not (tmp_path / "store").exists()
+
+
+def test_resume_with_no_or_negative_trials_is_refused_and_the_stored_spec_kept(tmp_path: Path) -> None:
+    """`resume --trials -5` stored budget.trials -5 in the sweep: every later resume failed on it."""
+    write(tmp_path / "s.yaml", GOOD + "parameters:\n  x: {values: [1]}\n")
+    assert cli(tmp_path, "sweep", "s.yaml", "-q", "--workers", "1").returncode == 0
+    before = json.loads(cli(tmp_path, "status", "s", "--json").stdout)
+    for trials in ("-5", "+0", "+-3"):
+        assert_one_line_error(cli(tmp_path, "resume", "s", f"--trials={trials}", "-q"), "--trials: ", "at least 1")
+    assert json.loads(cli(tmp_path, "status", "s", "--json").stdout) == before
+    assert cli(tmp_path, "resume", "s", "--trials=+1", "-q", "--workers", "1").returncode == 0
