@@ -326,7 +326,7 @@ def test_an_int_beyond_a_float_is_a_spec_error_not_an_overflow(raw: dict) -> Non
 def test_cli_zero_trials_or_workers_is_a_usage_error_before_the_store(tmp_path: Path, option: str) -> None:
     """--trials 0 created the sweep and ended it with no trial (exit 1); --workers 0 meant 'one per core'."""
     write(tmp_path / "s.yaml", GOOD + SPACE)
-    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q", option, "0"), f"Invalid value for '{option}'")
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q", option, "0"), f"{option} must be at least 1; got 0")
     assert not (tmp_path / "store").exists()
 
 

@@ -26,14 +26,14 @@ def sweep(
                                                help="sweep spec (YAML; W&B sweep files work as is)"),
     overrides: Optional[list[str]] = typer.Argument(None, metavar="[KEY=VALUE]...",
                                                     help="config overrides for every trial"),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1,
+    workers: Optional[int] = typer.Option(None, "--workers", "-w",
                                           help="parallel trials (default: spec, or one per core)"),
     backend: Optional[str] = typer.Option(None, "--backend", help=f"{BACKEND_NAMES} (default: spec, or local)"),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (ray backend)"),
     name: Optional[str] = typer.Option(None, "--name", help="sweep name (default: spec name or file name)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
     gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU ids to use, e.g. 0,1 (default: detected)"),
-    trials: Optional[int] = typer.Option(None, "--trials", min=1, help="override budget.trials"),
+    trials: Optional[int] = typer.Option(None, "--trials", help="override budget.trials"),
     dry_run: bool = typer.Option(False, "--dry-run", help="validate and describe the sweep; run nothing"),
     smoke: bool = typer.Option(False, "--smoke", help="a few tiny trials on the CPU before the real thing"),
     hard: bool = typer.Option(False, "--hard", help="when a budget is hit, stop running trials too"),
@@ -52,6 +52,10 @@ def sweep(
 ) -> None:
     """Run a sweep from a spec file (or an Optuna objective with --optuna)."""
     from sweeplab.spec import load_spec
+
+    for option, value in (("--trials", trials), ("--workers", workers)):   # 0: no sweep / not "per core"
+        if value is not None and value < 1:
+            raise UserError(f"{option} must be at least 1; got {value}")
 
     if optuna is not None:
         if spec_file is not None:
