@@ -337,6 +337,7 @@ def test_resume_with_no_or_negative_trials_is_refused_and_the_stored_spec_kept(t
     before = json.loads(cli(tmp_path, "status", "s", "--json").stdout)
     for trials in ("-5", "+0", "+-3"):
         assert_one_line_error(cli(tmp_path, "resume", "s", f"--trials={trials}", "-q"), "--trials: ", "at least 1")
+    assert_one_line_error(cli(tmp_path, "resume", "s", "--trials=+1", "--workers", "0"), "--workers must be at least 1")
     assert json.loads(cli(tmp_path, "status", "s", "--json").stdout) == before
     assert cli(tmp_path, "resume", "s", "--trials=+1", "-q", "--workers", "1").returncode == 0
 

@@ -44,6 +44,8 @@ def resume(
     """
     from sweeplab.spec import SweepSpec, load_spec
 
+    if workers is not None and workers < 1:   # 0 would silently mean one per core
+        raise UserError(f"--workers must be at least 1; got {workers}")
     st = _open_store(store)
     row = st.sweep_row(sweep_name)
     if row is None:
