@@ -125,3 +125,38 @@ def test_cli_status_limit_beyond_the_store_is_every_trial(demo_store: Path) -> N
                          str(demo_store)], capture_output=True, text=True, timeout=60)
     assert cp.returncode == 0, cp.stderr
     assert len(json.loads(cp.stdout)["trials"]) == 60
+
+
+def test_clients_that_never_read_their_responses_do_not_deny_the_dashboard(tmp_path: Path,
+                                                                            live_server_for: Any) -> None:
+    """More clients than request slots ask for a large file and read nothing: while they wait (up to the
+    write timeout) the others are still answered. A request's slot was held until its last byte was sent,
+    so 64 such clients made the dashboard answer 503 to everyone, again after each write timeout."""
+    import socket
+    import urllib.request
+
+    from sweeplab.dashboard import create_app
+    from sweeplab.dashboard.synthetic import make_synthetic_store
+
+    root = make_synthetic_store(tmp_path / "store", trials=2, points=10, running=0)
+    (root / "logs" / "big.log").write_bytes(b"x" * (8 << 20))
+    app = create_app(root)
+    app.max_in_flight = 4
+    with live_server_for(app) as srv:
+        stuck = []
+        try:
+            for _ in range(8):
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.connect(("127.0.0.1", srv.port))
+                s.sendall(b"GET /files/logs/big.log HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                stuck.append(s)
+            for s in stuck:   # every one of them is answered (or refused) before the others ask
+                s.settimeout(10)
+                s.recv(1, socket.MSG_PEEK)
+            for _ in range(3):
+                with urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/api/sweeps", timeout=10) as r:
+                    assert r.status == 200
+        finally:
+            for s in stuck:
+                s.close()

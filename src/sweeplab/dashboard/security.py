@@ -110,7 +110,9 @@ class Guard:
 
     - only GET and HEAD (anything else: 405, the dashboard never writes);
     - no request bodies (413), bounded URL (414) and header (431) sizes;
-    - at most `max_in_flight` requests answered at once (503 beyond);
+    - at most `max_in_flight` requests answered at once (503 beyond): a request counts until its response
+      starts, not while a client that stops reading leaves its bytes unsent (the server's write timeout
+      cuts those), so such clients cannot take every slot;
     - Host header restricted to `allowed_hosts` when given (blocks DNS-rebinding on a loopback bind);
     - with a token: `Authorization: Bearer <token>`, or `?token=<token>` once (then an HttpOnly cookie);
     - security headers (CSP, nosniff, frame denial) on every response.
@@ -135,10 +137,23 @@ class Guard:
             await _send_error(send, 503, "the dashboard is busy; try again", [(b"retry-after", b"1")])
             return
         self.in_flight += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.in_flight -= 1
+
+        async def counted_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                release()   # the work is done: a client slow to read the bytes holds no request slot
+            await send(message)
+
         try:
-            await self._http(scope, receive, send)
+            await self._http(scope, receive, counted_send)
         finally:
-            self.in_flight -= 1
+            release()
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
