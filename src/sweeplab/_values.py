@@ -53,8 +53,13 @@ def is_int(x: Any) -> bool:
 
 
 def is_number(x: Any) -> bool:
-    """A finite int or float that is not a bool."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A finite int or float that is not a bool (an int beyond a float's range, 10**400, is not one)."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
@@ -84,7 +89,7 @@ def parse_duration(
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise bad("a duration must be a string or a number")
     if isinstance(value, (int, float)):
-        seconds = float(value)
+        seconds = float(value) if is_number(value) else math.inf   # 10**400 seconds: refused below
     else:
         s = value.strip().lower()
         if not s:

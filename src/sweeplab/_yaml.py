@@ -8,7 +8,10 @@ insists on a dot: `1.0e-3`) and refuses, with a one-line error naming the key pa
 - aliases (`*name`) that expand to more than MAX_ALIAS_NODES nodes ("billion laughs"): counted on
   the composed node graph, so the check costs as much as reading the file, not as the expansion;
 - an alias that refers to a node containing it (a cycle);
-- tags other than YAML's standard ones (`!!python/object`) and values their tag cannot build (`!!int abc`).
+- tags other than YAML's standard ones (`!!python/object`) and values their tag cannot build (`!!int abc`);
+- standard tags whose values JSON cannot hold (`!!binary`, `!!set`, `!!omap`, `!!pairs`, `!!timestamp`): specs,
+  configs and parameters are stored and passed to trials as JSON. A plain date (`2024-01-02`) is read as
+  text, as a YAML 1.2 or JSON reader reads it, not as a `datetime.date`.
 
 `read_yaml` adds the file: at most MAX_FILE_BYTES are read, and bytes that are not UTF-8 are named by
 offset, line and column. Every error is a SpecError (or the ConfigError asked for) on one line.
@@ -201,7 +204,10 @@ _FLOAT = re.compile(
     r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9_]+|[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?$"
     r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"
 )
-_Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_NOT_JSON = {_STD_TAG + t for t in ("binary", "set", "omap", "pairs", "timestamp")}
+_Loader.yaml_constructors = {t: c for t, c in yaml.SafeLoader.yaml_constructors.items() if t not in _NOT_JSON}
+_Loader.yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag not in _NOT_JSON]
+                                   for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
 
 

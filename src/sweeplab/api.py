@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from sweeplab.store import Store
 
 __all__ = [
-    "Sweep", "backend_name", "build_backend", "check_config_files", "default_name", "load", "record_backend",
-    "run_sweep", "sweep", "unique_name",
+    "Sweep", "backend_name", "build_backend", "check_config_files", "check_spec", "default_name", "load",
+    "name_taken", "record_backend", "run_sweep", "sweep", "unique_name",
 ]
 
 
@@ -46,12 +46,69 @@ def check_config_files(spec: SweepSpec) -> None:
     load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
 
 
+def check_spec(spec: SweepSpec, overrides: Sequence[str] = ()) -> None:
+    """Build now what the driver builds from the spec and the overrides once the store is open: the base
+    config and profile with the overrides applied, the early-stopping scheduler and the monitors. A mistake
+    in any of them is an error before the store is opened, so nothing is written for it."""
+    check_config_files(spec)
+    _check_function_file(spec)
+    if overrides:
+        from sweeplab.config import apply_overrides, load_base_config
+
+        base = (load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
+                if spec.config is not None or spec.profile else {})
+        apply_overrides(base, list(overrides))
+    file = str(spec.source) if spec.source else None
+    metric, goal = spec.metric.name, spec.metric.goal
+    if spec.early_terminate:
+        from sweeplab.errors import SpecError
+        from sweeplab.schedulers import make_scheduler
+
+        if not metric:
+            raise SpecError("early_terminate needs metric.name: the value schedulers compare", file=file,
+                            key="early_terminate")
+        make_scheduler(spec.early_terminate, goal=goal, file=file, metric=metric)
+    if spec.monitors:
+        from sweeplab.monitors import parse_monitors
+
+        parse_monitors(list(spec.monitors), file=file, metric=metric, goal=goal)
+
+
+def name_taken(st: Store, name: str) -> bool:
+    """True when a sweep of the store has this name, or another name with the same directories (`my sweep`
+    and `my_sweep` are both `logs/my_sweep/`: their logs, checkpoints and locks would mix)."""
+    from sweeplab.store.layout import safe_name
+
+    if st.sweep_row(name) is not None:
+        return True
+    safe = safe_name(name)
+    return any(safe_name(other) == safe for other in st.sweep_names())
+
+
+def _check_function_file(spec: SweepSpec) -> None:
+    """A `file.py:fn` target's file exists where the driver looks for it (beside the spec, then the working
+    directory, as `driver.tasks.function_target`): else every trial would fail to import it, after the store
+    was written. A module target (`pkg.module:fn`) is not imported here: importing runs the user's code."""
+    module = str(spec.function or "").rpartition(":")[0]
+    if not module.endswith(".py"):
+        return
+    path = Path(module)
+    places = [path] if path.is_absolute() else [
+        *([spec.source.resolve().parent / path] if spec.source is not None else []), Path.cwd() / path]
+    if not any(p.is_file() for p in places):
+        from sweeplab.errors import SpecError
+
+        raise SpecError("function file not found", file=str(spec.source) if spec.source else None, key="function",
+                        value=module, expected="a Python file beside the spec or in the working directory: "
+                        + ", ".join(str(p) for p in places))
+
+
 def unique_name(st: Store, base: str) -> str:
-    """`base`, or `base-2`, `base-3`... when the store already has a sweep of that name."""
-    if st.sweep_row(base) is None:
+    """`base`, or `base-2`, `base-3`... when the store already has a sweep of that name (or directory)."""
+    if not name_taken(st, base):
         return base
     i = 2
-    while st.sweep_row(f"{base}-{i}") is not None:
+    while name_taken(st, f"{base}-{i}"):
         i += 1
     return f"{base}-{i}"
 
@@ -145,14 +202,20 @@ def run_sweep(
 
     _refuse_in_trial_import()
     the_spec = _as_spec(spec)
-    check_config_files(the_spec)
+    check_spec(the_spec, overrides)
     backend = backend_name(the_spec, backend)   # a typo is refused before the store is opened
-    st = Store.open(Path(store) if store is not None else default_store_dir())
+    root = Path(store) if store is not None else default_store_dir()
+    # too many workers, or a Ray address that does not answer, is refused before the store is opened too
+    be = build_backend(the_spec, workers=workers, backend=backend, address=address, gpu_ids=gpu_ids,
+                       store_root=root)
     try:
-        sweep_name = unique_name(st, name or default_name(the_spec))
-        be = build_backend(the_spec, workers=workers, backend=backend, address=address, gpu_ids=gpu_ids,
-                           store_root=st.root)
+        st = Store.open(root)
+    except BaseException:
+        be.shutdown(grace=0.0)
+        raise
+    try:
         try:
+            sweep_name = unique_name(st, name or default_name(the_spec))
             if be.name == "local":
                 be.start()   # workers boot while the driver sets up (its searcher imports Optuna), as in the CLI
             driver = Driver(the_spec, st, be, sweep_name=sweep_name, overrides=list(overrides),
@@ -251,18 +314,22 @@ class _Runner:
         from sweeplab.driver import Driver
         from sweeplab.store import Store, default_store_dir
 
-        check_config_files(spec)
+        check_spec(spec, overrides)
         backend = backend_name(spec, backend)
         self.store_root = Path(store) if store is not None else default_store_dir()
         self.outcome: SweepOutcome | None = None
         self.error: BaseException | None = None
         self._thread: Any = None
-        self.st = Store.open(self.store_root)
-        self.be: Backend | None = None
+        # built first: too many workers or a Ray address that does not answer writes nothing to the store
+        self.be: Backend | None = build_backend(spec, workers=workers, backend=backend, address=address,
+                                                store_root=self.store_root)
+        try:
+            self.st = Store.open(self.store_root)
+        except BaseException:
+            self.be.shutdown(grace=0.0)
+            raise
         try:
             self.name = unique_name(self.st, name or default_name(spec)) if create else str(name)
-            self.be = build_backend(spec, workers=workers, backend=backend, address=address,
-                                    store_root=self.st.root)
             if self.be.name == "local":
                 self.be.start()   # workers boot while the driver sets up, as in the CLI
             self.driver = Driver(spec, self.st, self.be, sweep_name=self.name, overrides=list(overrides),

@@ -190,6 +190,13 @@ def parse_override(text: str) -> tuple[str, Any]:
             "override key is not a dotted name", value=text,
             expected="a key like 'lr' or 'model.hidden' before '='",
         )
+    from sweeplab._yaml import MAX_DEPTH
+
+    if key.count(".") >= MAX_DEPTH:   # a config that deep could not even be stored as JSON
+        raise ConfigError(
+            f"override key is nested deeper than {MAX_DEPTH} levels", value=f"{key[:60]}...",
+            expected=f"a dotted key of at most {MAX_DEPTH} parts",
+        )
     if raw.strip() == "":
         return key, ""
     import yaml

@@ -282,7 +282,17 @@ def _check_target(target: Path, format: str) -> None:
 
 @contextlib.contextmanager
 def _atomic_file(target: Path, mode: str, **kwargs: Any):  # type: ignore[no-untyped-def]
-    """A file object for `target`'s contents: written beside it, fsynced, then renamed over it."""
+    """A file object for `target`'s contents: written beside it, fsynced, then renamed over it.
+
+    A symlink is followed (the file it points to is replaced, the link stays), and a target that exists but
+    is not a regular file (`/dev/stdout`, `/dev/null`, a FIFO) is written straight into: renaming over it
+    would replace the device or pipe itself, for every process of the machine."""
+    real = target.resolve() if target.is_symlink() else target
+    if (target.exists() and not target.is_file()) or real.parts[:2] == ("/", "proc"):   # /dev/stdout: a /proc fd
+        with open(target, mode, **kwargs) as stream:
+            yield stream
+        return
+    target = real
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
     try:

@@ -27,7 +27,7 @@ __all__ = ["parse_trial_ref", "repro"]
 
 def parse_trial_ref(ref: str) -> tuple[str, int]:
     sweep, sep, number = ref.rpartition("/")
-    if not sep or not sweep or not number.isdigit():
+    if not sep or not sweep or not (number.isascii() and number.isdigit()):
         raise UserError(f"expected SWEEP/TRIAL, e.g. xgb-diabetes/17; got {ref!r}")
     return sweep, int(number)
 

@@ -30,7 +30,7 @@ from sweeplab.backends.base import Backend, TrialTask
 from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
 from sweeplab.errors import BackendError, UserError
 
-__all__ = ["LocalBackend", "Slot", "plan_slots", "prestart", "release_prestarted"]
+__all__ = ["MAX_LOCAL_WORKERS", "LocalBackend", "Slot", "plan_slots", "prestart", "release_prestarted"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,11 @@ class Slot:
         return {"slot": self.index, "cpus": self.cpus, "gpus": list(self.gpus)}
 
 
+#: workers one machine runs at most: beyond any real local sweep (each is a Python process with its pipes), so
+#: that `workers: 100000000000` with `resources.cpus: 0` is an error, not a fork bomb
+MAX_LOCAL_WORKERS = 1024
+
+
 def plan_slots(workers: int, *, cpus: float, gpus: float, gpu_ids: Sequence[int],
                cpu_count: int | None = None) -> list[Slot]:
     """Assign each of `workers` slots its CPUs and GPU ids.
@@ -54,6 +59,9 @@ def plan_slots(workers: int, *, cpus: float, gpus: float, gpu_ids: Sequence[int]
     """
     if workers < 1:
         raise UserError(f"workers must be at least 1; got {workers}")
+    if workers > MAX_LOCAL_WORKERS:
+        raise UserError(f"{workers} workers on one machine; the local backend runs at most {MAX_LOCAL_WORKERS:,} "
+                        "workers (use the ray backend for more)")
     cpu_count = cpu_count or os.cpu_count() or 1
     if cpus > 0 and workers * cpus > cpu_count + 1e-9:
         raise UserError(

@@ -58,8 +58,8 @@ def planned_workers(argv: list[str]) -> int | None:
         if name == "--backend" and value != "local":
             return None
         if name in ("-w", "--workers"):
-            workers = int(value) if value.isdigit() else None
-        elif arg.startswith("-w") and arg[2:].isdigit():   # -w2
+            workers = int(value) if _digits(value) else None
+        elif arg.startswith("-w") and _digits(arg[2:]):   # -w2
             workers = int(arg[2:])
         elif not arg.startswith("-") and spec is None:
             spec = arg
@@ -72,6 +72,11 @@ def planned_workers(argv: list[str]) -> int | None:
         given = _SPEC_WORKERS.search(text)
         workers = int(given.group(1)) if given else min(os.cpu_count() or 1, GUESS_CAP)
     return workers if workers >= 1 else None
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only: `str.isdigit` is also true for '²', which `int` refuses (the typer option reports it)."""
+    return text.isascii() and text.isdigit()
 
 
 def _head(path: str | None) -> str:
@@ -109,6 +114,14 @@ def first_batch(workers: int, cores: int) -> int:
     return min(workers, max(1, cores - 1))
 
 
+def prestart_count(workers: int, cores: int) -> int:
+    """How many of `workers` are started early at all: at most the cores (or GUESS_CAP). A local sweep of
+    one-CPU trials runs at most one per core (more is refused once the spec is read), and one that asks for
+    more (`workers: 100000`, `resources.cpus: 0`) gets the others from its backend, after its input is
+    checked: started here, before any check, they would be a fork bomb on a typo."""
+    return min(workers, max(cores, GUESS_CAP))
+
+
 def prestart(argv: list[str] | None = None) -> None:
     """Start the workers `planned_workers` expects (nothing for any other command): the first batch now."""
     global planned, _rest
@@ -118,6 +131,7 @@ def prestart(argv: list[str] | None = None) -> None:
     from sweeplab.backends.local import prestart as start_workers
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    n = prestart_count(n, cores)
     first = first_batch(n, cores)
     _rest = n - first
     start_workers(first)

@@ -9,7 +9,8 @@ from typing import Any, Optional
 
 import typer
 
-from sweeplab.api import check_config_files as _check_config_files
+from sweeplab.api import check_spec as _check_spec
+from sweeplab.api import name_taken
 from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, app
 from sweeplab.cli.driving import _make_backend, _run_driver
 from sweeplab.cli.output import console
@@ -43,6 +44,8 @@ def resume(
     """
     from sweeplab.spec import SweepSpec, load_spec
 
+    if workers is not None and workers < 1:   # 0 would silently mean one per core
+        raise UserError(f"--workers must be at least 1; got {workers}")
     st = _open_store(store)
     row = st.sweep_row(sweep_name)
     if row is None:
@@ -74,9 +77,12 @@ def resume(
                        smoke=bool(meta.get("smoke")), store_root=st.root)
     if meta.get("cwd") and Path(meta["cwd"]).is_dir():
         os.chdir(meta["cwd"])
-    _check_config_files(spec)
-    if fork is not None and st.sweep_row(fork) is not None:
-        raise UserError(f"--fork: a sweep named {fork!r} already exists in {st.root}")
+    _check_spec(spec, list(meta.get("overrides") or []))
+    if fork is not None and name_taken(st, fork):
+        from sweeplab.store.layout import safe_name
+
+        raise UserError(f"--fork: a sweep named {fork!r} (or one with the same directories: "
+                        f"{safe_name(fork)!r}) already exists in {st.root}")
     if be.name == "local":
         be.start()   # workers boot (in the sweep's directory) while the driver replays the sweep's history
     try:

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from sweeplab.api import check_config_files as _check_config_files
+from sweeplab.api import check_spec as _check_spec
 from sweeplab.api import unique_name as _unique_name
 from sweeplab.cli.app import STORE_HELP, _open_store, _split_overrides, app
 from sweeplab.cli.driving import _run_driver
@@ -35,10 +35,11 @@ def run(
     if profile:
         raw["profile"] = profile
     spec = parse_spec(raw, file="<sweeplab run>", base_dir=Path.cwd())
-    _check_config_files(spec)
+    overrides = _split_overrides(overrides or [])
+    _check_spec(spec, overrides)   # before the store exists: nothing is written for bad input
     st = _open_store(store)
     stem = Path(target.split(":")[0]).stem.replace(".", "-") or "run"
     sweep_name = _unique_name(st, name or f"run-{stem}")
     be = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]), hide_gpus=smoke)
-    _run_driver(spec, st, be, sweep_name=sweep_name, overrides=_split_overrides(overrides or []), smoke=smoke,
+    _run_driver(spec, st, be, sweep_name=sweep_name, overrides=overrides, smoke=smoke,
                 hard=False, quiet=quiet, create=True, spec_path=None, single=True)

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import typer
 
 from sweeplab.api import backend_name, default_name
-from sweeplab.api import check_config_files as _check_config_files
+from sweeplab.api import check_spec as _check_spec
 from sweeplab.api import unique_name as _unique_name
 from sweeplab.cli import _early
 from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, _split_overrides, _store_path, app
@@ -53,6 +53,10 @@ def sweep(
     """Run a sweep from a spec file (or an Optuna objective with --optuna)."""
     from sweeplab.spec import load_spec
 
+    for option, value in (("--trials", trials), ("--workers", workers)):   # 0: no sweep / not "per core"
+        if value is not None and value < 1:
+            raise UserError(f"{option} must be at least 1; got {value}")
+
     if optuna is not None:
         if spec_file is not None:
             raise UserError(f"--optuna runs an objective without a spec: drop {spec_file}")
@@ -74,32 +78,41 @@ def sweep(
         spec = _with_budget_trials(spec, trials)
     if smoke:
         spec = _with_budget_trials(spec, min(spec.budget.trials or 2, 2))
-    _check_config_files(spec)
+    overrides = _split_overrides(overrides or [])
+    _check_spec(spec, overrides)   # config files, overrides, scheduler, monitors: before the store exists
     if dry_run:
         _describe(spec, spec_file)
         _estimate(spec, spec_file, store, workers)
         raise typer.Exit(0)
     backend_name(spec, backend)   # an unknown --backend is refused before the store is created
-    st = _open_store(store)
+    # built before the store is opened too: too many workers for this machine, or a Ray address that does not
+    # answer, is bad input and writes nothing (a local backend starts no process until be.start())
+    be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke,
+                       store_root=_store_path(store))
     try:
-        _start_sweep(spec, spec_file, st, name=name, overrides=overrides, workers=workers, backend=backend,
-                     address=address, gpus=gpus, smoke=smoke, hard=hard, quiet=quiet)
+        st = _open_store(store)
+    except BaseException:
+        be.shutdown(grace=0.0)
+        raise
+    try:
+        _start_sweep(spec, spec_file, st, be, name=name, overrides=overrides, smoke=smoke, hard=hard, quiet=quiet)
     finally:
         st.close()   # closed here, not by the interpreter's teardown (which a sweep skips: cli/entry.py)
 
 
-def _start_sweep(spec: Any, spec_file: Path, st: Any, *, name: Optional[str], overrides: Optional[list[str]],
-                 workers: Optional[int], backend: Optional[str], address: Optional[str], gpus: Optional[str],
-                 smoke: bool, hard: bool, quiet: bool) -> None:
-    sweep_name = _unique_name(st, name or default_name(spec))   # cli_program/sweep.yaml -> cli_program
-    be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus, smoke=smoke,
-                       store_root=st.root)
+def _start_sweep(spec: Any, spec_file: Path, st: Any, be: Any, *, name: Optional[str],
+                 overrides: Optional[list[str]], smoke: bool, hard: bool, quiet: bool) -> None:
+    try:
+        sweep_name = _unique_name(st, name or default_name(spec))   # cli_program/sweep.yaml -> cli_program
+    except BaseException:
+        be.shutdown(grace=0.0)
+        raise
     if be.name == "local":
         be.start()   # workers boot while the driver sets up (those cli/_early.py started are taken over)
     else:
         _early.release()
     try:
-        _run_driver(spec, st, be, sweep_name=sweep_name, overrides=_split_overrides(overrides or []),
+        _run_driver(spec, st, be, sweep_name=sweep_name, overrides=list(overrides or []),
                     smoke=smoke, hard=hard, quiet=quiet, create=True, spec_path=str(spec_file.resolve()))
     finally:
         be.shutdown(grace=0.0)

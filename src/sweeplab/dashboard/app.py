@@ -7,6 +7,8 @@ files. Starlette, uvicorn and plotly are the `dashboard` extra and are imported 
 
 from __future__ import annotations
 
+import errno
+import socket
 import sys
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -17,7 +19,7 @@ from sweeplab._imports import optional_import
 from sweeplab.dashboard.security import LOOPBACK_NAMES, Guard, is_loopback
 from sweeplab.errors import UserError
 
-__all__ = ["create_app", "serve", "server_config"]
+__all__ = ["bind", "create_app", "loopback_hosts", "serve", "server_config"]
 
 _PURPOSE = "the dashboard"
 
@@ -34,7 +36,7 @@ def create_app(store_root: Path, *, token: str | None = None,
     from starlette.applications import Starlette
 
     from sweeplab.dashboard.reader import Reader
-    from sweeplab.dashboard.routes import build_routes
+    from sweeplab.dashboard.routes import SweepNamePaths, build_routes
 
     reader = Reader(Path(store_root))
 
@@ -45,7 +47,7 @@ def create_app(store_root: Path, *, token: str | None = None,
 
     app = Starlette(routes=build_routes(reader), lifespan=lifespan)
     app.state.reader = reader
-    return Guard(app, token=token, allowed_hosts=allowed_hosts)
+    return Guard(SweepNamePaths(app), token=token, allowed_hosts=allowed_hosts)
 
 
 def server_config(app: Any, *, host: str = "127.0.0.1", port: int = 8765, header_timeout: float | None = None,
@@ -64,6 +66,13 @@ def server_config(app: Any, *, host: str = "127.0.0.1", port: int = 8765, header
     return uvicorn.Config(app, host=host, port=port, http=protocol, ws="none", lifespan="on",
                           log_level="warning", access_log=False, server_header=False, timeout_keep_alive=5,
                           h11_max_incomplete_event_size=16 * 1024)
+
+
+def loopback_hosts(host: str) -> frozenset[str]:
+    """The Host header names a loopback dashboard answers to: localhost and its usual addresses, and the
+    address it was bound to (`--host 127.0.0.2`, whose printed URL names it), in brackets too for IPv6."""
+    bare = host.strip("[]")
+    return LOOPBACK_NAMES | {bare, f"[{bare}]"}
 
 
 def serve(store_root: Path, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
@@ -87,12 +96,38 @@ def serve(store_root: Path, *, host: str = "127.0.0.1", port: int = 8765, token:
     from sweeplab.store.sqlite import Store
 
     Store.open(store_root, readonly=True).close()  # fail now, with a helpful message, if there is no store
-    app = create_app(store_root, token=token, allowed_hosts=LOOPBACK_NAMES if loopback else None)
+    sock = bind(host, port)   # before the URL is printed: a port in use is one error line, --port 0 a real port
+    port = sock.getsockname()[1]
+    app = create_app(store_root, token=token, allowed_hosts=loopback_hosts(host) if loopback else None)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     print(f"sweeplab dashboard (read-only) for {store_root}: {url}  (Ctrl-C to stop)", file=sys.stderr)
     server = uvicorn.Server(server_config(app, host=host, port=port, header_timeout=header_timeout))
     try:
-        server.run()
+        server.run(sockets=[sock])
     except KeyboardInterrupt:
         pass
+    finally:
+        sock.close()
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port, for uvicorn to listen on; a UserError (one line, exit 2) for a port out
+    of range, a port in use or a host this machine does not have (uvicorn would log those and exit 3)."""
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port must be from 0 to 65535 (0: any free port); got {port}")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (OSError, UnicodeError) as exc:
+        raise UserError(f"cannot serve the dashboard on {host!r}: {getattr(exc, 'strerror', None) or exc}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as uvicorn does: restart at once
+        sock.bind(address)
+        sock.listen(2048)   # listening when the URL is printed: an early request waits, is not refused
+    except OSError as exc:
+        sock.close()
+        raise UserError(f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc}"
+                        + (" (pass --port N, or --port 0 for any free port)" if exc.errno == errno.EADDRINUSE
+                           else "")) from None
+    return sock

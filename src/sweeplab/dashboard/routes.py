@@ -12,7 +12,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
@@ -23,7 +25,7 @@ from sweeplab.dashboard.security import safe_join, store_file
 from sweeplab.errors import StoreError, UserError
 from sweeplab.store import queries
 
-__all__ = ["build_routes"]
+__all__ = ["SweepNamePaths", "build_routes"]
 
 STATIC_DIR = Path(__file__).parent / "static"
 MAX_LOG_TAIL = 1 << 20
@@ -33,6 +35,51 @@ _TEXT_SUFFIXES = {".log", ".txt", ".json", ".yaml", ".yml", ".csv", ".md", ".out
 
 class BadRequest(ValueError):
     pass
+
+
+# ------------------------------------------------------------------------------- sweep names in paths
+_NAMED = ("/api/sweeps/", "/sweeps/")   # the paths whose next segment is a sweep's name
+
+
+class _SweepName(Convertor[str]):
+    """`{name:sweep}`: one path segment, still percent-encoded by `SweepNamePaths`, decoded here."""
+
+    regex = "[^/]+"
+
+    def convert(self, value: str) -> str:
+        return unquote(value)
+
+    def to_string(self, value: str) -> str:
+        return quote(value, safe="")
+
+
+register_url_convertor("sweep", _SweepName())
+
+
+class SweepNamePaths:
+    """ASGI wrapper: the sweep name's segment of the path is kept percent-encoded for routing.
+
+    A sweep's name may hold '/' (`--name team/lr-sweep`, sent by the page as `team%2Flr-sweep`); the server
+    decodes the path before routing, which would make it two segments and no route would match. Here the
+    name's segment is taken from the raw path and re-encoded whole, and `{name:sweep}` decodes it again.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def __getattr__(self, name: str) -> Any:   # `state`, `routes`... of the wrapped Starlette app
+        return getattr(self.app, name)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        raw = scope.get("raw_path") if scope["type"] == "http" else None
+        if raw:
+            text = raw.decode("utf-8", "replace")
+            for prefix in _NAMED:
+                if text.startswith(prefix):
+                    segment, sep, rest = text[len(prefix):].partition("/")
+                    scope = {**scope, "path": prefix + quote(unquote(segment), safe="") + sep + unquote(rest)}
+                    break
+        await self.app(scope, receive, send)
 
 
 def _json_bytes(obj: Any) -> bytes:
@@ -309,24 +356,24 @@ def build_routes(reader: Reader) -> list[Route]:
 
     return [
         Route("/", page),
-        Route("/sweeps/{name}", page),
-        Route("/sweeps/{name}/compare", page),
-        Route("/sweeps/{name}/trials/{number:int}", page),
+        Route("/sweeps/{name:sweep}", page),
+        Route("/sweeps/{name:sweep}/compare", page),
+        Route("/sweeps/{name:sweep}/trials/{number:int}", page),
         Route("/static/{path:path}", static),
         Route("/files/{path:path}", files),
         Route("/api/sweeps", g(api_sweeps)),
-        Route("/api/sweeps/{name}", g(api_sweep)),
-        Route("/api/sweeps/{name}/status", g(api_status)),
-        Route("/api/sweeps/{name}/best", g(api_best)),
-        Route("/api/sweeps/{name}/trials", g(api_trials)),
-        Route("/api/sweeps/{name}/keys", g(api_keys)),
-        Route("/api/sweeps/{name}/hypervolume", g(api_hypervolume)),
-        Route("/api/sweeps/{name}/curves", g(api_curves)),
-        Route("/api/sweeps/{name}/importance", g(api_importance)),
-        Route("/api/sweeps/{name}/events", g(api_events)),
-        Route("/api/sweeps/{name}/trials/{number:int}", g(api_trial)),
-        Route("/api/sweeps/{name}/trials/{number:int}/curves", g(api_trial_curves)),
-        Route("/api/sweeps/{name}/trials/{number:int}/log", g(api_log)),
+        Route("/api/sweeps/{name:sweep}", g(api_sweep)),
+        Route("/api/sweeps/{name:sweep}/status", g(api_status)),
+        Route("/api/sweeps/{name:sweep}/best", g(api_best)),
+        Route("/api/sweeps/{name:sweep}/trials", g(api_trials)),
+        Route("/api/sweeps/{name:sweep}/keys", g(api_keys)),
+        Route("/api/sweeps/{name:sweep}/hypervolume", g(api_hypervolume)),
+        Route("/api/sweeps/{name:sweep}/curves", g(api_curves)),
+        Route("/api/sweeps/{name:sweep}/importance", g(api_importance)),
+        Route("/api/sweeps/{name:sweep}/events", g(api_events)),
+        Route("/api/sweeps/{name:sweep}/trials/{number:int}", g(api_trial)),
+        Route("/api/sweeps/{name:sweep}/trials/{number:int}/curves", g(api_trial_curves)),
+        Route("/api/sweeps/{name:sweep}/trials/{number:int}/log", g(api_log)),
         Route("/api/changes", g(api_changes)),
         Route("/api/{rest:path}", api_missing),
     ]

@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from http.cookies import SimpleCookie
 from pathlib import Path, PurePosixPath
@@ -37,6 +38,7 @@ MAX_URL = 4096            # bytes of path + query string
 MAX_HEADERS = 16 * 1024   # bytes of all request headers
 MAX_IN_FLIGHT = 64        # requests answered at once (more: 503); counts requests, not open connections
 ALLOWED_METHODS = ("GET", "HEAD")
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+)(?::[0-9]{1,5})?\Z")   # a Host header: name[:port]
 
 _CSP = (
     "default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
@@ -108,7 +110,9 @@ class Guard:
 
     - only GET and HEAD (anything else: 405, the dashboard never writes);
     - no request bodies (413), bounded URL (414) and header (431) sizes;
-    - at most `max_in_flight` requests answered at once (503 beyond);
+    - at most `max_in_flight` requests answered at once (503 beyond): a request counts until its response
+      starts, not while a client that stops reading leaves its bytes unsent (the server's write timeout
+      cuts those), so such clients cannot take every slot;
     - Host header restricted to `allowed_hosts` when given (blocks DNS-rebinding on a loopback bind);
     - with a token: `Authorization: Bearer <token>`, or `?token=<token>` once (then an HttpOnly cookie);
     - security headers (CSP, nosniff, frame denial) on every response.
@@ -133,10 +137,23 @@ class Guard:
             await _send_error(send, 503, "the dashboard is busy; try again", [(b"retry-after", b"1")])
             return
         self.in_flight += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.in_flight -= 1
+
+        async def counted_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                release()   # the work is done: a client slow to read the bytes holds no request slot
+            await send(message)
+
         try:
-            await self._http(scope, receive, send)
+            await self._http(scope, receive, counted_send)
         finally:
-            self.in_flight -= 1
+            release()
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
@@ -181,8 +198,8 @@ class Guard:
             return 413, "request bodies are not accepted", []
         if self.allowed_hosts is not None:
             host = headers.get("host", "")
-            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-            if name.lower() not in self.allowed_hosts:
+            m = _HOST.match(host)   # a name and an optional numeric port, nothing else (`127.0.0.1:80@evil`)
+            if m is None or m.group(1).lower() not in self.allowed_hosts:
                 return 421, f"unexpected Host header {host!r}; open the dashboard via 127.0.0.1 or localhost", []
         return None
 

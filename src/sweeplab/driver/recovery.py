@@ -168,6 +168,9 @@ class Recovery(DriverState):
         With `new_spec_path` the stored spec is replaced by `self.spec` (the caller checked that only
         budgets, early stopping, monitors, resources and trial policy changed).
         """
+        for what, n in (("more trials (+N)", extra_trials), ("a new total of trials", total_trials)):
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):   # before any write
+                raise UserError(f"--trials: {what} must be at least 1; got {n!r}")
         row = self.store.sweep_row(self.name)
         if row is None:
             raise UserError(f"no sweep named {self.name!r} in {self.store.root}")

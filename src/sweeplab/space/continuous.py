@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sweeplab.space.discrete import Distribution
+from sweeplab.space.discrete import MAX_GRID_VALUES, Distribution, GridTooLarge
 from sweeplab.space.values import _EPS, _is_number, _on_grid, _plain, quantize
 
 if TYPE_CHECKING:
@@ -98,6 +98,10 @@ class QUniform(_Quantized, Uniform):
         0, 2, 4, 6, 8). Source: wandb/sweeps, grid_search.py (grid_search_next_runs)."""
         import numpy as np
 
+        steps = (float(self.max) - float(self.min)) / self.q   # inf when the span overflows
+        if steps > MAX_GRID_VALUES:
+            count = f"{math.ceil(steps)} values" if math.isfinite(steps) else f"more than {MAX_GRID_VALUES:,} values"
+            raise GridTooLarge(f"a grid over {self.kind} from {self.min} to {self.max} by {self.q} has {count}")
         return [_plain(v) for v in np.arange(self.min, self.max, self.q).tolist()]
 
 

@@ -16,6 +16,16 @@ if TYPE_CHECKING:
 # distributions
 
 
+#: values one grid parameter may have: a grid lists them, so an int_uniform over 0..1e12 (or a q_uniform with
+#: a tiny q) would exhaust memory before the first trial; real grids have a few dozen per parameter
+MAX_GRID_VALUES = 1_000_000
+
+
+class GridTooLarge(ValueError):
+    """A parameter with more than MAX_GRID_VALUES grid values; the message says how many (the spec parsers
+    turn it into a SpecError naming the parameter)."""
+
+
 @dataclass(frozen=True)
 class Distribution:
     """One parameter: a W&B distribution over plain Python values."""
@@ -145,4 +155,7 @@ class IntUniform(Distribution):
         return _is_integral(value) and self.min <= value <= self.max
 
     def grid_values(self) -> list[int]:
+        n = self.max - self.min + 1
+        if n > MAX_GRID_VALUES:
+            raise GridTooLarge(f"a grid over {self.kind} from {self.min} to {self.max} has {n} values")
         return list(range(self.min, self.max + 1))

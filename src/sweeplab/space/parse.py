@@ -17,11 +17,20 @@ import difflib
 import json
 import math
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
+from sweeplab._values import is_number as _finite
 from sweeplab.errors import SpecError
-from sweeplab.space.discrete import Categorical, CategoricalWithProbabilities, Constant, Distribution
+from sweeplab.space.discrete import (
+    MAX_GRID_VALUES,
+    Categorical,
+    CategoricalWithProbabilities,
+    Constant,
+    Distribution,
+    GridTooLarge,
+)
 from sweeplab.space.kinds import KINDS
 from sweeplab.space.searchspace import Condition, SearchSpace
 from sweeplab.space.values import _canonical, _is_number, _plain, _short
@@ -160,7 +169,12 @@ class _Parser:
 
     def when(self, parent: str, raw: Any, key: str, prefix: str) -> None:
         dist = self.params[parent]
-        if dist.grid_values() is None:
+        try:
+            values = dist.grid_values()
+        except GridTooLarge as exc:
+            raise self.error(f"'when' needs a parameter with a finite set of values: {exc}", key,
+                             expected=f"at most {MAX_GRID_VALUES:,} values") from None
+        if values is None:
             raise self.error(f"'when' needs a parameter with a finite set of values, but {parent!r} is {dist.kind}",
                              key, expected="values: [...], value, int_uniform or a quantised range")
         if not isinstance(raw, Mapping) or not raw:
@@ -218,7 +232,12 @@ class _Parser:
                              expected="the dotted name of a parameter of this spec",
                              hint=f"did you mean {close[0]!r}?" if close else None)
         dist = self.params[parent]
-        if dist.grid_values() is None:
+        try:
+            finite = dist.grid_values()
+        except GridTooLarge as exc:
+            raise self.error(f"a condition needs a parameter with a finite set of values: {exc}", f"{key}.param",
+                             value=parent, expected=f"at most {MAX_GRID_VALUES:,} values") from None
+        if finite is None:
             raise self.error(f"a condition needs a parameter with a finite set of values, but {parent!r} is "
                              f"{dist.kind}", f"{key}.param", value=parent,
                              expected="a parameter with values: [...], value, int_uniform or a quantised range")
@@ -283,7 +302,12 @@ class _Parser:
         v = conf[k]
         if integer and not (isinstance(v, int) and not isinstance(v, bool)):
             raise self.error(f"{k} must be an integer", f"{key}.{k}", value=v, expected="an integer")
-        if not _is_number(v) or not math.isfinite(v):
+        try:
+            finite = _is_number(v) and math.isfinite(v)
+        except OverflowError:   # an int beyond a float (max: 1e400 written as digits)
+            raise self.error(f"{k} is too large", f"{key}.{k}", value=v,
+                             expected=f"a number of magnitude below {sys.float_info.max:.4g}") from None
+        if not finite:
             hint = None
             if isinstance(v, str) and re.fullmatch(r"[-+]?\d+(\.\d*)?[eE][-+]?\d+", v.strip()):
                 hint = "YAML reads 1e-5 as a string; write 1.0e-5"
@@ -311,7 +335,7 @@ class _Parser:
             if kind == "categorical":
                 return Categorical(name, values)
             probs = conf["probabilities"]
-            if not isinstance(probs, (list, tuple)) or not all(_is_number(p) and p >= 0 for p in probs):
+            if not isinstance(probs, (list, tuple)) or not all(_finite(p) and p >= 0 for p in probs):
                 raise self.error("probabilities must be a list of numbers >= 0", f"{key}.probabilities",
                                  value=probs, expected="a list of numbers >= 0")
             if len(probs) != len(values):
@@ -332,6 +356,13 @@ class _Parser:
                                  hint="use log_uniform for exponents" if "inv" not in kind else None)
             if lo >= hi:
                 raise self.error("min must be less than max", f"{key}.min", value=lo, expected=f"< max ({hi})")
+            try:
+                span = float(hi) - float(lo)
+            except OverflowError:   # an int beyond a float
+                span = math.inf
+            if not math.isfinite(span):   # a draw min + u * (max - min) would be inf or nan
+                raise self.error("the range from min to max is wider than a float can hold", f"{key}.max",
+                                 value=hi, expected=f"max - min below {sys.float_info.max:.4g}")
             args.update(min=lo, max=hi)
         if "mu" in conf:
             args.update(mu=self.number(conf, "mu", key), sigma=self.positive(conf, "sigma", key))

@@ -32,7 +32,8 @@ def wandb_args(params: Mapping[str, Any], parameters: Any = None) -> dict[str, A
     out = _nest(parameters, flat, "")
     known = _top_names(parameters)
     for name, value in flat.items():   # names the raw mapping does not know (overrides): as written
-        if not any(name == k or name.startswith(k + ".") for k in known):
+        parts = name.split(".")         # known: `name` or one of its dotted prefixes (set lookups, not a scan)
+        if not any(".".join(parts[:i]) in known for i in range(1, len(parts) + 1)):
             out[name] = value
     return _by_name(out)
 

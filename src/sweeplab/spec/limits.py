@@ -109,16 +109,24 @@ class _Limits(_Reader):
             profiler = dict(self.mapping(profiler, "trial.torch_profiler", "{wait: 1, warmup: 1, active: 3}"))
         defaults = TrialPolicy()
         return TrialPolicy(
-            timeout=self.duration(raw.get("timeout"), "trial.timeout"),
+            timeout=self.positive_duration(raw.get("timeout"), "trial.timeout", "leave it out for no limit"),
             retries=self.integer(raw.get("retries", defaults.retries), "trial.retries", minimum=0),  # type: ignore[arg-type]
             checkpoint_every=self.checkpoint_every(raw.get("checkpoint_every")),
             keep_checkpoints=self.integer(  # type: ignore[arg-type]
                 raw.get("keep_checkpoints", defaults.keep_checkpoints), "trial.keep_checkpoints", minimum=1),
             grace=self.duration(raw.get("grace", defaults.grace), "trial.grace"),  # type: ignore[arg-type]
-            heartbeat_timeout=self.duration(raw.get("heartbeat_timeout", defaults.heartbeat_timeout),
-                                            "trial.heartbeat_timeout"),
+            heartbeat_timeout=self.positive_duration(raw.get("heartbeat_timeout", defaults.heartbeat_timeout),
+                                                     "trial.heartbeat_timeout", "null turns the check off"),
             torch_profiler=profiler,
         )
+
+    def positive_duration(self, raw: Any, key: str, off: str) -> float | None:
+        """A duration above 0: a trial timeout or heartbeat timeout of 0 would fail every trial at once."""
+        value = self.duration(raw, key)
+        if value is not None and value <= 0:
+            raise self.error("must be above 0: every trial would be stopped at once", key, value=raw,
+                             expected=f"a duration like 30s, 5m, 2h ({off})")
+        return value
 
     def checkpoint_every(self, raw: Any) -> float | str | None:
         key = "trial.checkpoint_every"

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sweeplab._yaml import read_yaml
+from sweeplab._yaml import MAX_DEPTH, read_yaml
+from sweeplab.errors import SpecError
 from sweeplab.spec.model import SweepSpec
 from sweeplab.spec.parse import _SpecParser
 
@@ -30,4 +31,31 @@ def parse_spec(raw: Any, *, file: str | None = None, base_dir: Path | None = Non
                strict: bool = False) -> SweepSpec:
     """Validate a spec mapping (as loaded from YAML). `base_dir` anchors a relative `config` path
     (default: the directory of `file`)."""
+    _check_json(raw, file)
     return _SpecParser(file, base_dir, strict=strict).parse(raw)
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _check_json(raw: Any, file: str | None) -> None:
+    """Refuse a value JSON cannot hold (a date, bytes, a set, an object), naming its key path: the spec is
+    stored as JSON and its values reach trials as JSON, so such a value would fail only after the store
+    was written. Walked with a stack, so a deeply nested Python mapping cannot exhaust the recursion."""
+    stack: list[tuple[str, Any, int]] = [("", raw, 0)]
+    while stack:
+        path, value, depth = stack.pop()
+        if depth > MAX_DEPTH and isinstance(value, (Mapping, list, tuple)):   # as the YAML reader refuses
+            raise SpecError(f"nested deeper than {MAX_DEPTH} levels", file=file, key=f"{path[:60]}...",
+                            expected=f"at most {MAX_DEPTH} levels of nested mappings and lists")
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if not isinstance(key, _JSON_SCALARS):
+                    raise SpecError("a key must be a string", file=file, key=path or None, value=key,
+                                    expected="a string key (JSON keys are text)")
+                stack.append((f"{path}.{key}" if path else str(key), item, depth + 1))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((f"{path}[{i}]", item, depth + 1) for i, item in enumerate(value))
+        elif not isinstance(value, _JSON_SCALARS):
+            raise SpecError(f"a {type(value).__name__} cannot be stored as JSON", file=file, key=path or None,
+                            value=value, expected="a string, number, boolean, null, list or mapping")

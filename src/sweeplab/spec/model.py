@@ -222,11 +222,15 @@ def _metric_jsonable(m: MetricSpec) -> dict[str, Any]:
     return metric
 
 
+#: the largest seed: what numpy.random.RandomState (Optuna's samplers) accepts
+MAX_SEED = 2**32 - 1
+
 def _check_override(key: str, value: Any) -> None:
     if key == "workers" and value is not None and (not _is_int(value) or value < 1):
         raise SpecError("must be an integer >= 1", key="workers", value=value, expected="an integer >= 1")
-    if key == "seed" and value is not None and (not _is_int(value) or value < 0):
-        raise SpecError("must be an integer >= 0", key="seed", value=value, expected="an integer >= 0")
+    if key == "seed" and value is not None and (not _is_int(value) or not 0 <= value <= MAX_SEED):
+        raise SpecError("must be an integer from 0 to 2**32 - 1", key="seed", value=value,
+                        expected=f"an integer from 0 to {MAX_SEED}")
     if key == "method" and value not in _methods():
         raise SpecError("unknown method", key="method", value=value, expected=f"one of {', '.join(_methods())}")
     if key == "backend" and not (isinstance(value, str) and value):

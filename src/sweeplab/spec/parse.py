@@ -12,6 +12,7 @@ import sweeplab.search as _search
 from sweeplab._values import is_number as _is_number
 from sweeplab.errors import SpecError
 from sweeplab.space import LogUniformBase, SearchSpace, parse_parameters
+from sweeplab.space.discrete import MAX_GRID_VALUES, GridTooLarge
 from sweeplab.spec.keys import (
     _EXPONENT_KINDS,
     _FUNCTION,
@@ -30,7 +31,7 @@ from sweeplab.spec.keys import (
     is_macro,
 )
 from sweeplab.spec.limits import _Limits
-from sweeplab.spec.model import Constraint, MetricSpec, SweepSpec
+from sweeplab.spec.model import MAX_SEED, Constraint, MetricSpec, SweepSpec
 from sweeplab.spec.reader import _did_you_mean
 from sweeplab.spec.wandb import _WandbWarnings
 from sweeplab.types import Goal
@@ -77,7 +78,7 @@ class _SpecParser(_WandbWarnings, _Limits):
             command=command,
             config=config_path,
             profile=self.string(raw.get("profile"), "profile"),
-            seed=self.integer(raw.get("seed"), "seed", minimum=0),
+            seed=self.seed(raw.get("seed")),
             workers=self.integer(raw.get("workers"), "workers", minimum=1),
             resources=self.resources(raw.get("resources")),
             budget=budget,
@@ -225,7 +226,14 @@ class _SpecParser(_WandbWarnings, _Limits):
                           expected=f"{_EXPONENT_KINDS[dist.kind]} to give min and max as the values themselves")
         if method == "grid":
             for name, dist in space.params.items():
-                if dist.grid_values() is None:
+                try:
+                    values = dist.grid_values()
+                except GridTooLarge as exc:
+                    raise self.error(str(exc), space.keys.get(name) or _param_key(raw, name),
+                                     expected=f"at most {MAX_GRID_VALUES:,} values per parameter",
+                                     hint="use method: random" + (", or a larger q" if "q" in dist.kind else "")
+                                     ) from None
+                if values is None:
                     raise self.error(
                         f"grid search needs a finite set of values, but parameter {name!r} is {dist.kind}",
                         space.keys.get(name) or _param_key(raw, name),
@@ -233,6 +241,14 @@ class _SpecParser(_WandbWarnings, _Limits):
                         hint="use values: [...] or method: random",
                     )
         return space
+
+    def seed(self, raw: Any) -> int | None:
+        """An int in [0, 2**32 - 1]: NumPy's and Optuna's samplers take no larger seed (a larger one failed
+        only once the sweep had started, and one past 2**63 could not even be stored)."""
+        seed = self.integer(raw, "seed", minimum=0)
+        if seed is not None and seed > MAX_SEED:
+            raise self.error("seed is too large", "seed", value=seed, expected=f"an integer from 0 to {MAX_SEED}")
+        return seed
 
     def odd_names(self, raw: Any, key: str) -> None:
         """Parameter names W&B's schema does not match (`+experiment`, `model/encoder`: Hydra overrides):

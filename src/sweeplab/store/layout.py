@@ -7,11 +7,28 @@
 
 from __future__ import annotations
 
-__all__ = ["safe_name", "trial_paths"]
+__all__ = ["MAX_NAME_BYTES", "safe_name", "trial_paths"]
+
+
+#: bytes of a sweep's directory name at most (a file name may have 255; `.lock` and suffixes are added)
+MAX_NAME_BYTES = 200
 
 
 def safe_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "sweep"
+    """The sweep's directory name under logs/, checkpoints/, artifacts/ and locks/: its letters, digits,
+    `-`, `_` and `.`, the rest as `_`. Never `.` or `..` (which would name the directory above), and at most
+    MAX_NAME_BYTES: a longer name keeps its head and a hash of the whole. Two names can share one safe name
+    (`my sweep`, `my_sweep`); `api.unique_name` gives a new sweep a name no other sweep's directory uses."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "sweep"
+    if set(safe) == {"."}:
+        safe = safe.replace(".", "_")
+    if len(safe.encode()) > MAX_NAME_BYTES:
+        import hashlib
+
+        digest = hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        head = safe.encode()[: MAX_NAME_BYTES - 13].decode("utf-8", "ignore")
+        safe = f"{head}-{digest}"
+    return safe
 
 
 def trial_paths(root: str, sweep: str, number: int, attempt: int, checkpoint_dir: str | None = None

@@ -18,7 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sweeplab.errors import UserError
 from sweeplab.pareto import hypervolume, nondominated_ranks
-from sweeplab.store.sqlite import Store
+from sweeplab.store.sqlite import INTEGERS, Store
 from sweeplab.types import Goal, TrialState
 
 __all__ = [
@@ -117,10 +117,15 @@ def _sweep_or_raise(store: Store, name: str) -> sqlite3.Row:
     return row
 
 
+def _bounded(n: Any) -> int:
+    """A count or position from a caller (`status -n 99999999999999999999999`), within what SQLite binds."""
+    return max(0, min(int(n), INTEGERS.stop - 1))
+
+
 def _trial_or_raise(store: Store, sweep: sqlite3.Row, number: int) -> sqlite3.Row:
     row = store.conn.execute(
         "SELECT * FROM trials WHERE sweep_id=? AND number=?", (sweep["id"], number)
-    ).fetchone()
+    ).fetchone() if number in INTEGERS else None
     if row is None:
         lo, hi = store.conn.execute(
             "SELECT MIN(number), MAX(number) FROM trials WHERE sweep_id=?", (sweep["id"],)
@@ -266,7 +271,7 @@ _ACTIVE = ("queued", "running")
 def _latest_rows(store: Store, sweep_id: int, limit: int, goal: Goal) -> list[sqlite3.Row]:
     """The sweep's `limit` newest trials (by number), every queued or running one and the best one, by
     number: index seeks whose cost follows `limit` and the number of workers, not the size of the sweep."""
-    latest = _trial_rows(store, sweep_id, tail="ORDER BY number DESC LIMIT ?", args=(max(0, limit),))
+    latest = _trial_rows(store, sweep_id, tail="ORDER BY number DESC LIMIT ?", args=(_bounded(limit),))
     active = _trial_rows(store, sweep_id, f"AND state IN ({','.join('?' * len(_ACTIVE))})", _ACTIVE,
                          tail="")   # (ordered by number, SQLite would walk every trial in number order)
     best = _trial_rows(store, sweep_id, f"AND id = ({_best_sql(store, goal, 't.sweep_id=?')})", (sweep_id,),
@@ -443,10 +448,10 @@ def trial_columns(store: Store, name: str, since: int | None = None, limit: int 
     delta = since is not None and "seq" in store.columns("trials") and not several
     page = limit is not None and since is None and not several
     if delta:   # by the (sweep_id, seq) index, then by number here (ORDER BY number would walk the sweep)
-        rows = sorted(_trial_rows(store, sweep["id"], "AND seq > ?", (int(since or 0),), tail=""),
+        rows = sorted(_trial_rows(store, sweep["id"], "AND seq > ?", (_bounded(since or 0),), tail=""),
                       key=lambda r: r["number"])
     elif page:
-        rows = _trial_rows(store, sweep["id"], tail="ORDER BY number LIMIT ?", args=(max(0, int(limit or 0)),))
+        rows = _trial_rows(store, sweep["id"], tail="ORDER BY number LIMIT ?", args=(_bounded(limit or 0),))
     else:
         rows = _trial_rows(store, sweep["id"])
     n = len(rows)
@@ -751,7 +756,7 @@ def curves(store: Store, name: str, numbers: Sequence[int], key: str,
     """
     sweep = _sweep_or_raise(store, name)
     max_points = max(4, min(int(max_points), 100_000))
-    wanted = sorted({int(n) for n in numbers})[:MAX_CURVE_TRIALS]
+    wanted = sorted({int(n) for n in numbers if int(n) in INTEGERS})[:MAX_CURVE_TRIALS]
     if not wanted:
         return {"sweep": name, "key": key, "max_points": max_points, "trials": []}
     marks = ",".join("?" * len(wanted))
@@ -796,13 +801,13 @@ def events(store: Store, name: str, *, trial: int | None = None, after_id: int =
         "SELECT e.*, t.number AS trial FROM events e LEFT JOIN trials t ON t.id = e.trial_id "
         "WHERE e.sweep_id=? AND e.id>? "
     )
-    args: list[Any] = [sweep["id"], int(after_id)]
+    args: list[Any] = [sweep["id"], _bounded(after_id)]
     if trial is not None:
         t = _trial_or_raise(store, sweep, int(trial))
         sql += "AND e.trial_id=? "
         args.append(t["id"])
     sql += f"ORDER BY e.id {'DESC' if newest else 'ASC'} LIMIT ?"
-    args.append(limit)
+    args.append(_bounded(limit))
     out = [_event_dict(r) for r in store.conn.execute(sql, args)]
     return out[::-1] if newest else out
 

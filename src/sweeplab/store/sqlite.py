@@ -18,10 +18,13 @@ from typing import Any
 
 from sweeplab.errors import StoreError, UserError
 
-__all__ = ["EVENT_KINDS", "SCHEMA_VERSION", "Store", "default_store_dir"]
+__all__ = ["EVENT_KINDS", "INTEGERS", "SCHEMA_VERSION", "Store", "default_store_dir"]
 
 SCHEMA_VERSION = 4
 DB_NAME = "store.db"
+#: what an INTEGER column holds: a trial number outside it (`repro sweep/99999999999999999999`) names no row,
+#: and binding it would raise OverflowError instead of finding nothing
+INTEGERS = range(-(1 << 63), 1 << 63)
 
 # What each schema version added to the one before, as (table, column, declaration): `Store.open` (the
 # writer) applies the missing steps to an older store; readers read older stores as they are.
@@ -145,6 +148,11 @@ class Store:
     def open(cls, root: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> Store:
         root_path = Path(root) if root is not None else default_store_dir()
         db = root_path / DB_NAME
+        if root_path.exists() and not root_path.is_dir():
+            raise StoreError(f"the store path {root_path} is a file, not a directory; --store (or "
+                             "SWEEPLAB_STORE) names the store's directory")
+        if db.is_dir():
+            raise StoreError(f"{db} is a directory, not an SQLite database; expected a sweeplab store")
         if readonly:
             if not db.exists():
                 raise UserError(f"no sweeplab store at {root_path} (no {DB_NAME}); run a sweep first "
@@ -168,6 +176,7 @@ class Store:
         try:
             conn = sqlite3.connect(str(db), timeout=10, isolation_level=None, check_same_thread=False)
             conn.row_factory = sqlite3.Row
+            cls._refuse_foreign(conn, db)   # before the first write: even WAL mode changes the file
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=10000")
@@ -177,6 +186,18 @@ class Store:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the store {db}: {exc}") from None
         return store
+
+    @staticmethod
+    def _refuse_foreign(conn: sqlite3.Connection, db: Path) -> None:
+        """A database with tables but no `meta` table is another program's: never written into."""
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        if tables and "meta" not in tables:
+            conn.close()
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StoreError(f"{db} is an SQLite database of another program (tables: {shown}), not a "
+                             "sweeplab store; nothing was written to it. Pass --store a sweeplab store "
+                             "or a new directory")
 
     @classmethod
     def _connect_ro(cls, db: Path, *, immutable: bool) -> sqlite3.Connection:
@@ -189,6 +210,9 @@ class Store:
 
     @staticmethod
     def _check_version(conn: sqlite3.Connection, db: Path) -> None:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
+            raise StoreError(f"{db} is not a sweeplab store (it has no meta table); expected a store that "
+                             "sweeplab wrote")
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         version = int(row[0]) if row else 0
         if version > SCHEMA_VERSION:
@@ -508,6 +532,9 @@ class Store:
     def sweep_row(self, name: str) -> sqlite3.Row | None:
         return self._exec("SELECT * FROM sweeps WHERE name=?", (name,)).fetchone()
 
+    def sweep_names(self) -> list[str]:
+        return [r[0] for r in self._exec("SELECT name FROM sweeps ORDER BY id", ()).fetchall()]
+
     def sweep_by_id(self, sweep_id: int) -> sqlite3.Row | None:
         return self._exec("SELECT * FROM sweeps WHERE id=?", (sweep_id,)).fetchone()
 
@@ -519,6 +546,8 @@ class Store:
 
     def trial_by_number(self, sweep_id: int, number: int) -> sqlite3.Row | None:
         """Trial `number` of a sweep (numbers count from 0 in the order trials were created)."""
+        if number not in INTEGERS:
+            return None
         return self._exec("SELECT * FROM trials WHERE sweep_id=? AND number=?", (sweep_id, number)).fetchone()
 
     def trial_count(self, sweep_id: int) -> int:
