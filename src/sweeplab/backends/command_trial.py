@@ -118,13 +118,7 @@ def execute_command(ex: Execution) -> None:
         write_lock = threading.Lock()   # stdout and stderr lines go to the one log, whole lines at a time
         errors = threading.Thread(target=_copy_stderr, args=(child, log, write_lock, stderr_tail), daemon=True)
         errors.start()
-        assert child.stdout is not None
-        for raw in child.stdout:
-            with write_lock:
-                log.write(raw)
-                ex.output += 1
-            if raw.startswith(b"@sweeplab "):
-                reporter.line(raw[10:].decode(errors="replace"))
+        _copy_stdout(child, log, write_lock, ex, reporter)
         code = child.wait()
         reaper.close()
         errors.join(timeout=5)
@@ -153,6 +147,55 @@ def execute_command(ex: Execution) -> None:
 _STDERR_KEEP = 64 << 10  # the end of a command trial's stderr kept in memory for its failure reason ...
 _STDERR_BYTES = 2000    # ... of which at most this much (the last traceback, or the last lines) is reported
 _REASON_LINE = 300      # the last line of stderr, as it appears in the one-line reason
+
+
+_LINE_MAX = 1 << 20      # a stdout line longer than this goes to the log in pieces (and is no report line)
+_REPORT = b"@sweeplab "
+
+
+def _copy_stdout(child: subprocess.Popen[bytes], log: Any, lock: threading.Lock, ex: Execution,
+                 reporter: _Reporter) -> None:
+    """Copy a command's stdout into its log, whole lines at a time, reading its `@sweeplab` report lines.
+
+    Read in chunks, not lines: memory stays bounded whatever the program writes (a line of gigabytes without
+    a newline, binary data): a line longer than _LINE_MAX is written out in pieces as it comes."""
+    assert child.stdout is not None
+    fd = child.stdout.fileno()
+    pending = bytearray()
+    cut = False        # the line at the start of `pending` began in a piece already written out
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:
+            break
+        if not chunk:
+            break
+        pending += chunk
+        end = pending.rfind(b"\n") + 1
+        if end:
+            block = bytes(pending[:end])
+            del pending[:end]
+            with lock:
+                log.write(block)
+                ex.output += 1
+            if _REPORT in block:
+                lines = block.split(b"\n")[:-1]
+                for raw in lines[1:] if cut else lines:
+                    if raw.startswith(_REPORT):
+                        reporter.line(raw[len(_REPORT):].decode(errors="replace"))
+            cut = False
+        if len(pending) > _LINE_MAX:
+            with lock:
+                log.write(bytes(pending))
+                ex.output += 1
+            pending.clear()
+            cut = True
+    if pending:   # a last line without a newline
+        with lock:
+            log.write(bytes(pending))
+            ex.output += 1
+        if not cut and pending.startswith(_REPORT):
+            reporter.line(pending[len(_REPORT):].decode(errors="replace"))
 
 
 def _copy_stderr(child: subprocess.Popen[bytes], log: Any, lock: threading.Lock, tail: bytearray) -> None:

@@ -94,10 +94,25 @@ class Driver(Recovery, EventWriter):
                 return self._interrupted()
             if not self.backend.running() and not self._can_submit():
                 break
+            polled_at = self.clock.monotonic()
             events = self.backend.poll(self._poll_timeout())
-            self._watch()
+            self._note_alive(events)
+            self._watch(polled_at)
             self._progress()
         return self._finish()
+
+    def _note_alive(self, events: list[Event]) -> None:
+        """What a poll brought proves its trial alive (and reporting) now, before the watchdog judges silences:
+        events are written only at the next turn, and a driver paused for a while (SIGSTOP, a debugger) finds
+        its trials' heartbeats of the pause waiting in the pipe."""
+        now = self.clock.monotonic()
+        for ev in events:
+            t = self.trials.get(ev.trial)
+            if t is None or ev.attempt != t.attempt or ev.kind is EventKind.SYSTEM:
+                continue
+            t.last_seen = now
+            if ev.kind is EventKind.METRICS and ev.data.get("points"):
+                t.last_report = now
 
     def _poll_timeout(self) -> float:
         return 0.1 if self.backend.running() else 0.02
@@ -318,8 +333,9 @@ class Driver(Recovery, EventWriter):
 
 
     # ------------------------------------------------------------------------------------------ orders
-    def _watch(self) -> None:
-        """Carry out the watchdog's orders: the time budget, then the other budgets, then each trial's."""
+    def _watch(self, polled_at: float | None = None) -> None:
+        """Carry out the watchdog's orders: the time budget, then the other budgets, then each trial's (their
+        silences judged as of `polled_at`, when the driver last started reading what trials sent)."""
         reason = self.watchdog.time_up(ending=self._ending is not None)
         if reason is not None:
             self._end(reason)
@@ -327,7 +343,7 @@ class Driver(Recovery, EventWriter):
             self._stop_running(f"stopped: {reason}")
         self._check_budgets()
         running = [t for tid in self.backend.running() if (t := self.trials.get(tid)) is not None]
-        for order in self.watchdog.orders(running):
+        for order in self.watchdog.orders(running, polled_at):
             t = self.trials[order.trial_id]
             if isinstance(order, Kill):
                 t.kill_reason = order.reason

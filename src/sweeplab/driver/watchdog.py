@@ -56,21 +56,26 @@ class Watchdog:
         """Why the sweep stops now because `budget.time` is spent (stop every running trial), or None."""
         return None if ending else self.budget.time_reached()
 
-    def orders(self, running: Iterable[TrialRecord]) -> list[Order]:
-        """At most one order per running trial: the first of grace, timeout, heartbeat, idle monitors."""
+    def orders(self, running: Iterable[TrialRecord], at: float | None = None) -> list[Order]:
+        """At most one order per running trial: the first of grace, timeout, heartbeat, idle monitors.
+
+        `at`: the monotonic time the driver last started reading its backend (default: now). Silences (the
+        heartbeat, idle monitors) are judged as of then, so a driver that was itself paused (SIGSTOP, a
+        debugger) and has not yet read what its trials sent meanwhile takes none of them for hung."""
         now = self.clock.monotonic()
+        seen = now if at is None else min(at, now)
         out: list[Order] = []
         for t in running:
             if t.started_mono is None:
                 continue
-            order: Order | None = self._kill(t, now) if t.kill_reason is None else None
+            order: Order | None = self._kill(t, now, seen) if t.kill_reason is None else None
             if order is None and self.monitors and t.stop_verdict is None:
-                order = self._idle(t)
+                order = self._idle(t, seen)
             if order is not None:
                 out.append(order)
         return out
 
-    def _kill(self, t: TrialRecord, now: float) -> Kill | None:
+    def _kill(self, t: TrialRecord, now: float, seen: float) -> Kill | None:
         policy = self.policy
         started = t.started_mono if t.started_mono is not None else now
         if t.stop_at is not None and now - t.stop_at > policy.grace:
@@ -78,13 +83,13 @@ class Watchdog:
         if policy.timeout is not None and t.spent + now - started > policy.timeout:
             return Kill(t.id, f"trial.timeout ({policy.timeout:g}s over all its attempts) exceeded", final=True)
         if (policy.heartbeat_timeout is not None and t.last_seen is not None
-                and now - t.last_seen > policy.heartbeat_timeout):
+                and seen - t.last_seen > policy.heartbeat_timeout):
             return Kill(t.id, f"no heartbeat for {policy.heartbeat_timeout:g}s (trial.heartbeat_timeout; hung)")
         return None
 
-    def _idle(self, t: TrialRecord) -> Judge | None:
+    def _idle(self, t: TrialRecord, now: float) -> Judge | None:
         last = self._wall_of(t.last_report)
-        wall = self.clock.time()
+        wall = self.clock.time() - (self.clock.monotonic() - now)
         for m in self.monitors:
             v = m.idle(t.number, last, wall)
             if v.decision is not Decision.CONTINUE:

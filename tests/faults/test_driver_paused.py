@@ -1,0 +1,33 @@
+"""The driver itself paused: SIGSTOP (Ctrl-Z, a debugger, a frozen VM) for longer than the trials'
+heartbeat timeout, then SIGCONT. The trials went on meanwhile and wrote their heartbeats into the pipe; the
+driver must read them before it judges anyone silent, so no healthy trial is killed as hung.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_driver_paused_past_the_heartbeat_timeout_kills_no_healthy_trial(chaos, reap):
+    body = chaos.faulty_spec("stepper", params=chaos.params(x=0.5, steps=80, delay=0.05),
+                             extra="trial: {heartbeat_timeout: 1s}\nbudget: {trials: 1}")
+    proc = chaos.start("sweep", str(chaos.spec("pz", body)), "--name", "pz", "-q", "-w", "1")
+    reap.append(proc.pid)
+    chaos.wait_for(lambda: chaos.running_attempt("pz", 0), what="trial 0 running", proc=proc)
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(2.5)                         # 2.5 heartbeat timeouts without the driver looking
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{err}"
+    (trial,) = chaos.trials("pz")
+    attempts = chaos.attempts(trial["id"])
+    assert [(a["state"], a["reason"]) for a in attempts] == [("completed", None)]
+    assert trial["state"] == "completed"
