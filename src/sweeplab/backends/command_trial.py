@@ -14,6 +14,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,18 @@ _LINE_MAX = 1 << 20      # a stdout line longer than this goes to the log in pie
 _REPORT = b"@sweeplab "
 
 
+def _chunks(fd: int) -> Iterator[bytes]:
+    """What a pipe brings, 64 KiB at most at a time, until its end (or an error reading it)."""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:
+            return
+        if not chunk:
+            return
+        yield chunk
+
+
 def _copy_stdout(child: subprocess.Popen[bytes], log: Any, lock: threading.Lock, ex: Execution,
                  reporter: _Reporter) -> None:
     """Copy a command's stdout into its log, whole lines at a time, reading its `@sweeplab` report lines.
@@ -160,16 +173,9 @@ def _copy_stdout(child: subprocess.Popen[bytes], log: Any, lock: threading.Lock,
     Read in chunks, not lines: memory stays bounded whatever the program writes (a line of gigabytes without
     a newline, binary data): a line longer than _LINE_MAX is written out in pieces as it comes."""
     assert child.stdout is not None
-    fd = child.stdout.fileno()
     pending = bytearray()
     cut = False        # the line at the start of `pending` began in a piece already written out
-    while True:
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except OSError:
-            break
-        if not chunk:
-            break
+    for chunk in _chunks(child.stdout.fileno()):
         pending += chunk
         end = pending.rfind(b"\n") + 1
         if end:
@@ -202,14 +208,7 @@ def _copy_stderr(child: subprocess.Popen[bytes], log: Any, lock: threading.Lock,
     """Copy a command's stderr into its log as it comes (in chunks, not lines: a progress bar redrawn with
     carriage returns is one endless line), keeping its end for the failure reason."""
     assert child.stderr is not None
-    fd = child.stderr.fileno()
-    while True:
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except OSError:
-            break
-        if not chunk:
-            break
+    for chunk in _chunks(child.stderr.fileno()):
         with lock, contextlib.suppress(ValueError):   # closed: a grandchild held stderr past the wait
             log.write(chunk)
         tail += chunk
