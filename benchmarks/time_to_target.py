@@ -36,6 +36,11 @@ sweeplab's (> 1: sweeplab is ahead). Also from the same records, per tool: when 
 how long a slot (a process and thread running trials: a worker, one of Optuna's threads or processes, a Ray
 actor) stayed idle between the end of one trial and the start of its next (median over the trials before
 the target) -- the per-trial overhead of the tool between trials, start-up excluded.
+Every process of every tool runs with bytecode caches (as after a normal install and a first run: sweeplab's
+modules, this file and the examples are compiled into their `__pycache__` before the first timed run);
+--no-bytecode leaves them as they are, which with PYTHONDONTWRITEBYTECODE set (like the project's development
+machine) and an editable install means compiling sweeplab from source in every process: ~0.1 s more before
+sweeplab's first trial, a cost the peers, installed with their bytecode, do not pay.
 """
 
 from __future__ import annotations
@@ -807,9 +812,12 @@ def main() -> int:
                     help="sweeplab's driver CPU per trial and per point, and slot idle, in steady state, and exit")
     ap.add_argument("--cost-trials", type=int, default=60, help="trials per --driver-cost sweep")
     ap.add_argument("--against", metavar="DIR", help="with --driver-cost: also measure DIR/src's sweeplab")
+    ap.add_argument("--no-bytecode", action="store_true",
+                    help="compile sweeplab, this file and the examples from source on every process start")
     args = ap.parse_args()
     if args.method:
         os.environ[METHOD_ENV] = args.method
+    caches = not args.no_bytecode and bytecode_caches()
     if args.driver_cost:
         driver_cost(args.tasks, args.driver_cost, args.cost_trials, args.against)
         return 0
@@ -850,7 +858,19 @@ def main() -> int:
                                                                for n in args.tasks)
           + "; caps: " + ", ".join(f"{n} {caps[n].trials} trials / {caps[n].seconds:.0f}s" for n in args.tasks))
     report(results, args.tasks, args.tools)
+    print("bytecode: " + ("cached, compiled before the first run" if caches else "as found (--no-bytecode)"))
     return 0
+
+
+def bytecode_caches() -> bool:
+    """Write the bytecode of sweeplab, this file and the examples beside them (`__pycache__`, as an installed
+    package and a user's second run have it; the peers' packages have theirs from their install). True."""
+    import sweeplab
+
+    dirs = [str(Path(sweeplab.__file__).parent), str(Path(__file__).parent),
+            *(str(task.dir) for task in TASKS.values())]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=True, stdout=subprocess.DEVNULL)
+    return True
 
 
 if __name__ == "__main__":
