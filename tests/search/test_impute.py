@@ -25,6 +25,7 @@ METHODS = ["tpe", pytest.param("gp", marks=pytest.mark.skipif(not HAS_TORCH, rea
 
 def _searcher(method: str = "tpe", goal: Goal = Goal.MINIMIZE, **options: Any) -> OptunaSearcher:
     s = make_searcher(method, parse_parameters(SPACE), goal, 3, prefetch=False, metric="loss", **options)
+    s = getattr(s, "model", s)   # TPE: the model searcher behind its random startup (search/deferred.py)
     assert isinstance(s, OptunaSearcher)
     return s
 

@@ -181,6 +181,7 @@ def test_the_study_numbers_its_trials_like_the_driver() -> None:
         searcher.replay(history)
         searcher.ask()
         inner = getattr(searcher, "inner", searcher)
+        inner = getattr(inner, "model", inner)
         assert isinstance(inner, OptunaSearcher)
         assert [t.number for t in inner.study.get_trials(deepcopy=False)] == list(range(6))
     finally:

@@ -13,6 +13,7 @@ from optuna.trial import TrialState as OptunaState
 
 from sweeplab.errors import MissingExtraError, SpecError
 from sweeplab.search import GridSearcher, Prefetching, RandomSearcher, SobolSearcher, make_searcher
+from sweeplab.search.deferred import Deferred
 from sweeplab.search.optuna import GPSearcher, TPESearcher, encode_space
 from sweeplab.space import parse_parameters
 from sweeplab.testing.searchers import HAS_TORCH
@@ -231,7 +232,8 @@ def test_prefetching_reports_exhaustion_and_errors() -> None:
 def test_make_searcher_wraps_bayesian_methods_and_validates_input() -> None:
     space = parse_parameters(XY)
     searcher = make_searcher("tpe", space, Goal.MINIMIZE, 0)
-    assert isinstance(searcher, Prefetching) and isinstance(searcher.inner, TPESearcher)
+    assert isinstance(searcher, Prefetching) and isinstance(searcher.inner, Deferred)
+    assert isinstance(searcher.inner.model, TPESearcher)
     searcher.close()
     assert isinstance(make_searcher("random", space, Goal.MINIMIZE, 0), RandomSearcher)
     with pytest.raises(SpecError, match="did you mean 'sobol'"):

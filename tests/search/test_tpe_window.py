@@ -82,9 +82,9 @@ def test_the_window_changes_what_tpe_suggests_only_past_its_size(small_window: N
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Below TPE_WINDOW + the best kept, the windowed sampler is Optuna's TPE, draw for draw."""
     space = parse_parameters(XY)
-    windowed = make_searcher("tpe", space, Goal.MINIMIZE, 5, prefetch=False, n_startup_trials=3)
+    windowed = make_searcher("tpe", space, Goal.MINIMIZE, 5, prefetch=False, n_startup_trials=3).model
     monkeypatch.setattr(searchopt, "TPE_WINDOW", 10_000)
-    full = make_searcher("tpe", space, Goal.MINIMIZE, 5, prefetch=False, n_startup_trials=3)
+    full = make_searcher("tpe", space, Goal.MINIMIZE, 5, prefetch=False, n_startup_trials=3).model
     monkeypatch.setattr(searchopt, "TPE_WINDOW", 12)
     a = b = None
     for number in range(30):

@@ -38,9 +38,13 @@ __all__ = [
 
 
 def _tpe(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
+    """TPE, whose random startup asks need no Optuna: it is imported once trials run (search/deferred.py)."""
+    from sweeplab.search.deferred import Deferred
     from sweeplab.search.optuna import TPESearcher
 
-    return TPESearcher(space, goal, seed, **options)
+    TPESearcher.check(options)
+    return Deferred(space, goal, seed, method=TPESearcher.method, startup=options.get("n_startup_trials", 10),
+                    build=lambda s: TPESearcher(space, goal, s, **options), **options)
 
 
 def _gp(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:

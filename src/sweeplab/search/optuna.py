@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from sweeplab._imports import optional_import
 from sweeplab.errors import SpecError
-from sweeplab.search.base import Searcher
+from sweeplab.search.base import Searcher, check_options
 from sweeplab.space import (
     Categorical,
     Constant,
@@ -153,13 +153,24 @@ class OptunaSearcher(Searcher):
 
     def __init__(self, space: SearchSpace, goal: Goal, seed: int | None = None, **options: Any) -> None:
         super().__init__(space, goal, seed, **options)
-        impute = self.options.get("impute")
-        if impute is not None and impute not in IMPUTE:
-            raise SpecError("unknown impute", key="metric.impute", value=impute, expected=" | ".join(IMPUTE))
+        self.check(options)
         self._optuna = _silence_optuna()
         self._axes = encode_space(space)
         self._distributions = {name: axis.distribution for name, axis in self._axes.items()}
         self._new_study()
+
+    @classmethod
+    def check(cls, options: Mapping[str, Any]) -> None:
+        """Refuse what building this searcher with `options` would refuse (SpecError; MissingExtraError without
+        Optuna), without importing Optuna."""
+        import importlib.util
+
+        check_options(cls.method, options, cls.accepted_options)
+        impute = options.get("impute")
+        if impute is not None and impute not in IMPUTE:
+            raise SpecError("unknown impute", key="metric.impute", value=impute, expected=" | ".join(IMPUTE))
+        if importlib.util.find_spec("optuna") is None:
+            _silence_optuna()   # raises the missing extra's error
 
     def make_sampler(self, seed: int | None = None) -> Any:
         """A new sampler seeded `seed` (default: the searcher's seed)."""

@@ -1,0 +1,123 @@
+"""TPE's random startup without Optuna (search/deferred.py): the first `n_startup_trials` asks are drawn from
+the prior before the model searcher exists, which is built in the background once trials run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from sweeplab.errors import MissingExtraError, SpecError
+from sweeplab.search import make_searcher
+from sweeplab.search.deferred import Deferred
+from sweeplab.space import parse_parameters
+from sweeplab.types import Goal, TrialSnapshot, TrialState
+
+SPACE = {"x": {"min": -2.0, "max": 2.0}, "y": {"distribution": "log_uniform_values", "min": 1e-4, "max": 1.0},
+         "k": {"values": ["a", "b", "c"], "probabilities": [0.6, 0.2, 0.2]}}
+
+
+def _value(p: dict[str, Any]) -> float:
+    return (p["x"] - 0.5) ** 2 + abs(p["y"] - 0.01) + (p["k"] == "b")
+
+
+def _tpe(seed: int = 4) -> Deferred:
+    s = make_searcher("tpe", parse_parameters(SPACE), Goal.MINIMIZE, seed, prefetch=False, metric="loss")
+    assert isinstance(s, Deferred)
+    return s
+
+
+def _sequential(s: Deferred, n: int, *, warm_at: int | None = None, start: int = 0) -> list[dict[str, Any]]:
+    asked = []
+    for number in range(start, start + n):
+        if number == warm_at:
+            s.warm_up()
+        p = s.ask()
+        assert p is not None
+        asked.append(p)
+        s.tell(number, p, TrialState.COMPLETED, _value(p), {0: _value(p) + 1})
+    return asked
+
+
+def test_the_startup_asks_need_no_optuna_and_the_first_model_ask_does() -> None:
+    """In a fresh interpreter, as a sweep's driver: the ten startup asks import neither Optuna nor numpy (with
+    `Prefetching`, as the driver builds it, the first ask does not either: a warm-up imports them once trials
+    run)."""
+    code = f"""
+import sys
+from sweeplab.search import make_searcher
+from sweeplab.space import parse_parameters
+from sweeplab.types import Goal, TrialState
+space = parse_parameters({SPACE!r})
+driven = make_searcher("tpe", space, Goal.MINIMIZE, 0)
+driven.ask()
+assert "optuna" not in sys.modules
+driven.close()
+s = make_searcher("tpe", space, Goal.MINIMIZE, 0, prefetch=False)
+for n in range(10):
+    p = s.ask()
+    s.tell(n, p, TrialState.COMPLETED, float(n))
+print(sorted(m for m in ("optuna", "numpy") if m in sys.modules))
+s.ask()
+print("optuna" in sys.modules)
+s.close()
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "True"], out.stdout + out.stderr
+
+
+def test_suggestions_do_not_depend_on_when_the_model_was_built() -> None:
+    never, early, late = _tpe(), _tpe(), _tpe()
+    a = _sequential(never, 25)
+    assert _sequential(early, 25, warm_at=1) == a     # built in the background during the startup
+    assert _sequential(late, 25, warm_at=14) == a     # built after it
+    assert len({(p["x"], p["y"]) for p in a}) == 25
+    for s in (never, early, late):
+        s.close()
+
+
+@pytest.mark.parametrize("k", [4, 10, 13])
+def test_a_resume_before_during_and_after_the_startup_continues_the_sweep(k: int) -> None:
+    whole = _tpe()
+    full = _sequential(whole, 20)
+    resumed = _tpe()
+    resumed.replay([TrialSnapshot(i, p, TrialState.COMPLETED, history={"loss": ((0, _value(p) + 1),)},
+                                  value=_value(p)) for i, p in enumerate(full[:k])])
+    assert _sequential(resumed, 20 - k, start=k) == full[k:]
+
+
+def test_the_model_holds_the_startup_trials_asked_running_and_told() -> None:
+    s = _tpe()
+    asked = [s.ask() for _ in range(3)]
+    s.tell(1, asked[1], TrialState.COMPLETED, 0.25, {0: 0.5, 1: 0.25})
+    s.tell(2, asked[2], TrialState.PRUNED, None, {0: 3.0})
+    trials = s.study.get_trials(deepcopy=False)
+    assert [t.state.name for t in trials] == ["RUNNING", "COMPLETE", "PRUNED"]
+    assert trials[1].value == 0.25 and trials[2].intermediate_values == {0: 3.0}
+    s.tell(0, asked[0], TrialState.COMPLETED, 0.125)   # a trial asked before the model existed, told after
+    assert s.study.get_trials(deepcopy=False)[0].value == 0.125
+    s.close()
+
+
+def test_a_withdrawn_startup_ask_is_asked_again_with_the_same_draw() -> None:
+    s = _tpe()
+    first = s.ask()
+    second = s.ask()
+    assert not s.withdraw(first)   # only the latest can be taken back
+    assert s.withdraw(second)
+    assert s.ask() == second
+    assert len(s.study.get_trials(deepcopy=False)) == 2
+    s.close()
+
+
+def test_bad_options_and_a_missing_optuna_are_refused_when_the_searcher_is_made(monkeypatch) -> None:
+    space = parse_parameters(SPACE)
+    with pytest.raises(SpecError, match="metric.impute"):
+        make_searcher("tpe", space, Goal.MINIMIZE, 0, impute="mean")
+    with pytest.raises(SpecError, match="unknown option"):
+        make_searcher("tpe", space, Goal.MINIMIZE, 0, population_size=4)
+    monkeypatch.setitem(sys.modules, "optuna", None)   # what an install without the extra looks like
+    with pytest.raises(MissingExtraError, match=r"sweeplab\[bayes\]"):
+        make_searcher("tpe", space, Goal.MINIMIZE, 0)
