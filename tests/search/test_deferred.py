@@ -13,6 +13,7 @@ from sweeplab.errors import MissingExtraError, SpecError
 from sweeplab.search import make_searcher
 from sweeplab.search.deferred import Deferred
 from sweeplab.space import parse_parameters
+from sweeplab.testing.searchers import HAS_TORCH
 from sweeplab.types import Goal, TrialSnapshot, TrialState
 
 SPACE = {"x": {"min": -2.0, "max": 2.0}, "y": {"distribution": "log_uniform_values", "min": 1e-4, "max": 1.0},
@@ -23,8 +24,8 @@ def _value(p: dict[str, Any]) -> float:
     return (p["x"] - 0.5) ** 2 + abs(p["y"] - 0.01) + (p["k"] == "b")
 
 
-def _tpe(seed: int = 4) -> Deferred:
-    s = make_searcher("tpe", parse_parameters(SPACE), Goal.MINIMIZE, seed, prefetch=False, metric="loss")
+def _tpe(seed: int = 4, method: str = "tpe") -> Deferred:
+    s = make_searcher(method, parse_parameters(SPACE), Goal.MINIMIZE, seed, prefetch=False, metric="loss")
     assert isinstance(s, Deferred)
     return s
 
@@ -41,30 +42,32 @@ def _sequential(s: Deferred, n: int, *, warm_at: int | None = None, start: int =
     return asked
 
 
-def test_the_startup_asks_need_no_optuna_and_the_first_model_ask_does() -> None:
-    """In a fresh interpreter, as a sweep's driver: the ten startup asks import neither Optuna nor numpy (with
-    `Prefetching`, as the driver builds it, the first ask does not either: a warm-up imports them once trials
-    run)."""
+@pytest.mark.parametrize("method", ["tpe", "bayes"])
+def test_the_startup_asks_need_no_optuna_and_the_first_model_ask_does(method: str) -> None:
+    """In a fresh interpreter, as a sweep's driver: the ten startup asks import neither Optuna, numpy nor (the
+    GP) torch (with `Prefetching`, as the driver builds it, the first ask does not either: a warm-up imports
+    them once trials run)."""
     code = f"""
 import sys
 from sweeplab.search import make_searcher
 from sweeplab.space import parse_parameters
+from sweeplab.testing.searchers import HAS_TORCH
 from sweeplab.types import Goal, TrialState
 space = parse_parameters({SPACE!r})
-driven = make_searcher("tpe", space, Goal.MINIMIZE, 0)
+driven = make_searcher({method!r}, space, Goal.MINIMIZE, 0)
 driven.ask()
-assert "optuna" not in sys.modules
+assert not {{"optuna", "torch"}} & set(sys.modules)
 driven.close()
-s = make_searcher("tpe", space, Goal.MINIMIZE, 0, prefetch=False)
+s = make_searcher({method!r}, space, Goal.MINIMIZE, 0, prefetch=False)
 for n in range(10):
     p = s.ask()
     s.tell(n, p, TrialState.COMPLETED, float(n))
-print(sorted(m for m in ("optuna", "numpy") if m in sys.modules))
+print(sorted(m for m in ("optuna", "numpy", "torch") if m in sys.modules))
 s.ask()
 print("optuna" in sys.modules)
 s.close()
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.split("\n")[:2] == ["[]", "True"], out.stdout + out.stderr
 
 
@@ -121,3 +124,14 @@ def test_bad_options_and_a_missing_optuna_are_refused_when_the_searcher_is_made(
     monkeypatch.setitem(sys.modules, "optuna", None)   # what an install without the extra looks like
     with pytest.raises(MissingExtraError, match=r"sweeplab\[bayes\]"):
         make_searcher("tpe", space, Goal.MINIMIZE, 0)
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+@pytest.mark.parametrize("k", [4, 10])   # later, its kernel fit's warm start differs (search/optuna.py)
+def test_a_gp_resumed_before_or_after_its_startup_design_continues_the_sweep(k: int) -> None:
+    whole = _tpe(method="bayes")
+    full = _sequential(whole, 15, warm_at=2)
+    resumed = _tpe(method="bayes")
+    resumed.replay([TrialSnapshot(i, p, TrialState.COMPLETED, history={"loss": ((0, _value(p) + 1),)},
+                                  value=_value(p)) for i, p in enumerate(full[:k])])
+    assert _sequential(resumed, 15 - k, start=k) == full[k:]

@@ -7,7 +7,6 @@ order they first happened; a completed trial is never run again.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import shlex
@@ -34,8 +33,6 @@ class Recovery(DriverState):
         if self.searcher is not None:   # rebuilt (fork, then resume): stop the old one's prefetching
             self.searcher.close()
         file = str(self.spec.source) if self.spec.source else None
-        if self.spec.method in ("gp", "bayes"):
-            _one_torch_thread()   # Optuna's GP asks are ~3x faster single-threaded; this process only searches
         options: dict[str, Any] = {"metric": self.metric} if self.metric else {}
         if self.metric and self.spec.metric.impute:
             options["impute"] = self.spec.metric.impute   # failed trials, as model-based searchers see them
@@ -310,9 +307,3 @@ class Recovery(DriverState):
         spec.pop("run_cap", None)
         self.store.update_sweep(self.sweep_id, spec=spec)
 
-
-def _one_torch_thread() -> None:
-    with contextlib.suppress(Exception):
-        import torch
-
-        torch.set_num_threads(1)

@@ -47,10 +47,20 @@ def _tpe(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Se
                     build=lambda s: TPESearcher(space, goal, s, **options), **options)
 
 
-def _gp(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
+def _gp(space: SearchSpace, goal: Goal, seed: int | None, *, handoff: int | None = None, **options: Any) -> Searcher:
+    """The GP, whose startup design asks need no torch nor Optuna: they are imported once trials run
+    (search/deferred.py); built at once where the stand-in does not apply (a conditional space, several
+    objectives, more axes than the design has)."""
+    from sweeplab.search._sobol import MAX_DIM
+    from sweeplab.search.deferred import Deferred, DesignPoints
     from sweeplab.search.optuna import GPSearcher
 
-    return GPSearcher(space, goal, seed, **options)
+    GPSearcher.check(options)
+    if space.conditional or len(options.get("goals") or ()) > 1 or space.dimension > MAX_DIM:
+        return GPSearcher(space, goal, seed, handoff=handoff, **options)
+    return Deferred(space, goal, seed, method=GPSearcher.method, startup=options.get("n_startup_trials", 10),
+                    build=lambda s: GPSearcher(space, goal, s, handoff=handoff, **options), first=DesignPoints,
+                    **options)
 
 
 def _optuna_objective(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
@@ -77,7 +87,7 @@ MULTI_OBJECTIVE_BAYES_OPTIONS: dict[str, Any] = {"multivariate": False}
 def _bayes(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
     """W&B's bayes: the GP for its first BAYES_GP_TRIALS trials, then TPE; TPE alone (with a note saying
     so) when torch is not installed. With several objectives, MULTI_OBJECTIVE_BAYES (with a note saying so)."""
-    from sweeplab.search.optuna import BAYES_GP_TRIALS, GPSearcher, TPESearcher
+    from sweeplab.search.optuna import BAYES_GP_TRIALS, TPESearcher
 
     if len(options.get("goals") or ()) > 1 and MULTI_OBJECTIVE_BAYES != "gp":
         chosen = {**MULTI_OBJECTIVE_BAYES_OPTIONS,
@@ -88,7 +98,7 @@ def _bayes(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> 
         return inner
 
     try:
-        return GPSearcher(space, goal, seed, handoff=BAYES_GP_TRIALS, **options)
+        return _gp(space, goal, seed, handoff=BAYES_GP_TRIALS, **options)
     except MissingExtraError as exc:
         if exc.module != "torch":
             raise

@@ -1,16 +1,19 @@
-"""A model searcher built when it is first needed: its random startup trials are drawn without it.
+"""A model searcher built when it is first needed: its startup trials are drawn without it.
 
-TPE's first `n_startup_trials` suggestions are independent draws from the prior whatever the history (Optuna's
-TPE draws at random until that many trials have finished, and trial k < n_startup_trials is asked with fewer
-finished). Building the model searcher to make them meant importing Optuna and numpy in the driver before a
-sweep's first trial: ~0.1 s of CPU on the path of every TPE sweep, about half of the time from launch to its
-first trial. `Deferred` draws them as `RandomSearcher` does (one uniform number per parameter through its
-inverse CDF: the prior, honouring `probabilities` too; trial k from (seed, k), so a resumed sweep draws what the
-uninterrupted one drew) and builds the model searcher in the background once trials run (`warm_up`, which
-`Prefetching` calls), and hands it every trial so far, as `replay` does after a restart (asked ones running,
-finished ones with their outcome), when the first ask past the startup comes. Which asks are random depends
-on how many trials came before only, never on when the model was built, so suggestions do not depend on
-timing.
+TPE's and the GP's first `n_startup_trials` suggestions do not depend on the history: TPE draws from the prior
+at random until that many trials have finished, the GP takes the points of a scrambled Sobol design (trial k <
+n_startup_trials is asked with fewer finished). Building the model searcher to make them meant importing, in
+the driver and before a sweep's first trial, Optuna and numpy (~0.1 s of CPU: about half of a TPE sweep's time
+from launch to its first trial) and for the GP torch too (1.1 s). `Deferred` asks them from a plain-Python
+stand-in: for TPE `RandomSearcher` (one uniform number per parameter through its inverse CDF: the prior,
+`probabilities` honoured), for the GP the same Sobol design `_StartupDesign` uses (search/_sobol.py), mapped
+through the inverse CDFs as `sobol` search maps it. Trial k is a function of (seed, k), so a resumed sweep asks
+what the uninterrupted one asked.
+
+The model searcher is built in the background once trials run (`warm_up`, which `Prefetching` calls) and
+handed every trial so far, as `replay` does after a restart (asked ones running, finished ones with their
+outcome), at the first ask past the startup. Which asks come from the stand-in depends on the count of trials
+before them only, never on when the model was built, so suggestions do not depend on timing.
 """
 
 from __future__ import annotations
@@ -21,16 +24,32 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweeplab.search.base import Searcher
+from sweeplab.search.base import Searcher, SequentialSearcher, resolve_seed
 from sweeplab.search.random import RandomSearcher
 from sweeplab.space import SearchSpace
 from sweeplab.types import Goal, TrialSnapshot, TrialState
 
-__all__ = ["Deferred"]
+__all__ = ["Deferred", "DesignPoints"]
 
 
 def _key(params: Mapping[str, Any]) -> str:
     return json.dumps(dict(params), sort_keys=True, default=repr)
+
+
+class DesignPoints(SequentialSearcher):
+    """Point k of the GP's startup design (`_sobol.Sobol` over the searchable axes, seeded by the sweep's seed),
+    mapped through each parameter's inverse CDF."""
+
+    method = "design"
+
+    def __init__(self, space: SearchSpace, goal: Goal, seed: int | None = None, **options: Any) -> None:
+        from sweeplab.search._sobol import Sobol
+
+        super().__init__(space, goal, seed, **options)
+        self._design = Sobol(space.dimension, self.seed)
+
+    def point(self, k: int) -> dict[str, Any]:
+        return self.space.from_unit(self._design.point(k))
 
 
 @dataclass
@@ -43,35 +62,36 @@ class _Known:
 
 
 class Deferred(Searcher):
-    """Random startup asks without the model; the model searcher (`build()`) from then on.
+    """The startup asks from `first` (a SequentialSearcher class: `RandomSearcher`, `DesignPoints`), without the
+    model; the model searcher (`build(seed)`) from then on.
 
     `build` must give a searcher whose `replay` takes the trials so far (an OptunaSearcher); `startup` is how
-    many of the first asks may be random (its `n_startup_trials`). The options were checked by the caller.
+    many of the first asks are the stand-in's (its `n_startup_trials`). The options were checked by the caller.
     """
 
     def __init__(self, space: SearchSpace, goal: Goal, seed: int | None, *, method: str, startup: int,
-                 build: Callable[[int], Searcher], **options: Any) -> None:
+                 build: Callable[[int], Searcher], first: type[SequentialSearcher] = RandomSearcher,
+                 **options: Any) -> None:
         self.method = method   # type: ignore[misc]  # the searcher it stands for (a ClassVar elsewhere)
         self.space, self.goal, self.options = space, Goal(goal), dict(options)
-        self._random = RandomSearcher(space, goal, seed)
-        self.seed = self._random.seed
+        self.seed = resolve_seed(seed)
         self.notes: list[str] = []   # the factories' (the model searcher itself adds none)
+        self._first = first(space, goal, self.seed)
         self._startup = startup
         self._build = build                    # seed -> the model searcher
         self._inner: Searcher | None = None    # the model searcher, once the startup is over
         self._spare: Searcher | None = None    # ... built ahead by `warm_up`, not handed any trial yet
+        self._building = False                 # `warm_up` is building it
         self._known: list[_Known] = []         # in the order the model would have numbered them
-        self._lock = threading.Lock()          # `warm_up` builds in another thread
+        self._cond = threading.Condition()     # `warm_up` builds in another thread
 
     # ------------------------------------------------------------------ the model, once built
-    @property
-    def built(self) -> bool:
-        return self._inner is not None
-
     def _model(self) -> Searcher:
-        """The model searcher, holding every trial so far: built (or taken from `warm_up`) and handed them now
-        if it was not (caller holds `_lock`)."""
+        """The model searcher, holding every trial so far: built (or taken from `warm_up`, waiting for one that
+        is building it) and handed them now if it was not (caller holds `_cond`)."""
         if self._inner is None:
+            while self._building:
+                self._cond.wait()
             inner, self._spare = self._spare or self._build(self.seed), None
             inner.replay([self._snapshot(i, k) for i, k in enumerate(self._known)])
             self._inner, self._known = inner, []
@@ -89,29 +109,38 @@ class Deferred(Searcher):
             constraints=tuple(out["constraints"]) if out["constraints"] is not None else None)
 
     def warm_up(self) -> None:
-        """Build the model searcher now, for the first ask past the startup (its imports outside the lock:
+        """Build the model searcher now, for the first ask past the startup, and warm it up (outside the lock:
         asks and tells go on meanwhile)."""
-        with self._lock:
+        with self._cond:
             inner = self._inner or self._spare
-        if inner is None:
-            inner = self._build(self.seed)
-            with self._lock:
-                if self._inner is None and self._spare is None:
-                    self._spare = inner
-        inner.warm_up()
+            build = inner is None and not self._building
+            self._building = self._building or build
+        if build:
+            try:
+                inner = self._build(self.seed)
+            finally:   # a failure is raised again by the ask that needs the model
+                with self._cond:
+                    self._building = False
+                    if inner is not None and self._inner is None and self._spare is None:
+                        self._spare = inner
+                    self._cond.notify_all()
+        if inner is not None:
+            inner.warm_up()
 
     # ------------------------------------------------------------------ the searcher interface
     def ask(self) -> dict[str, Any] | None:
-        with self._lock:
+        with self._cond:
             if self._inner is None and len(self._known) < self._startup:
-                params = self._random.point(len(self._known))
+                params = self._first.point(len(self._known))
+                if params is None:
+                    return None
                 self._known.append(_Known(params))
                 return dict(params)
             return self._model().ask()
 
     def tell(self, number: int, params: Mapping[str, Any], state: TrialState, value: Any,
              intermediate: Mapping[int, float] | None = None, constraints: Sequence[float] | None = None) -> None:
-        with self._lock:
+        with self._cond:
             if self._inner is not None:
                 self._inner.tell(number, params, state, value, intermediate, constraints=constraints)
                 return
@@ -127,7 +156,7 @@ class Deferred(Searcher):
             known.history = {metric: tuple(sorted((int(s), float(v)) for s, v in (intermediate or {}).items()))}
 
     def withdraw(self, params: Mapping[str, Any]) -> bool:
-        with self._lock:
+        with self._cond:
             if self._inner is not None:
                 return self._inner.withdraw(params)
             if self._known and self._known[-1].outcome is None and _key(self._known[-1].params) == _key(params):
@@ -136,7 +165,7 @@ class Deferred(Searcher):
             return False
 
     def replay(self, history: Sequence[TrialSnapshot]) -> None:
-        with self._lock:
+        with self._cond:
             if self._inner is not None:   # `_model` replays it from scratch (a replay resets a study)
                 self._spare, self._inner = self._inner, None
             self._known = []
@@ -161,8 +190,8 @@ class Deferred(Searcher):
     @property
     def model(self) -> Searcher:
         """The model searcher, built and handed the trials so far now if need be; every ask goes to it from then
-        on, random startup included (for tests and inspection)."""
-        with self._lock:
+        on, the startup's included (for tests and inspection)."""
+        with self._cond:
             return self._model()
 
     @property

@@ -783,7 +783,14 @@ class _StartupDesign:
         return getattr(self._random, name)
 
     def _unit(self, k: int) -> Any:
-        """Point k of the design in the unit cube (one coordinate per name)."""
+        """Point k of the design in the unit cube (one coordinate per name): search/_sobol.py's, which the
+        startup asks made before the GP existed used too (search/deferred.py); torch's engine past its axes."""
+        from sweeplab.search._sobol import MAX_DIM, Sobol
+
+        if len(self._names) <= MAX_DIM:
+            if self._points is None:
+                self._points = Sobol(len(self._names), self._seed)
+            return self._points.point(k)
         import torch
 
         if self._points is None or len(self._points) <= k:
@@ -820,6 +827,14 @@ class GPSearcher(OptunaSearcher):
     accepted_options: ClassVar[Mapping[str, type]] = {
         **Searcher.accepted_options, "n_startup_trials": int, "deterministic_objective": bool,
     }
+
+    @classmethod
+    def check(cls, options: Mapping[str, Any]) -> None:
+        import importlib.util
+
+        super().check(options)
+        if importlib.util.find_spec("torch") is None:
+            optional_import("torch", "bayes", "GP search")   # raises the missing extra's error
 
     def __init__(self, space: SearchSpace, goal: Goal, seed: int | None = None, *,
                  handoff: int | None = None, **options: Any) -> None:
