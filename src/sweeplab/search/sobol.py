@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sweeplab.search._sobol import MAX_DIM, Sobol
 from sweeplab.search.base import SequentialSearcher
 from sweeplab.space import SearchSpace
 from sweeplab.types import Goal
@@ -12,13 +13,16 @@ __all__ = ["SobolSearcher"]
 
 
 class SobolSearcher(SequentialSearcher):
-    """Low-discrepancy coverage of the unit cube (one coordinate per non-constant parameter)."""
+    """Low-discrepancy coverage of the unit cube (one coordinate per non-constant parameter): search/_sobol.py's
+    scrambled sequence (plain Python: importing scipy.stats cost 0.7 s before the first trial), SciPy's past the
+    axes it has direction numbers for."""
 
     method = "sobol"
 
     def __init__(self, space: SearchSpace, goal: Goal, seed: int | None = None, **options: Any) -> None:
         super().__init__(space, goal, seed, **options)
         self._engine: Any = None
+        self._design = Sobol(space.dimension, self.seed) if space.dimension <= MAX_DIM else None
 
     def _engine_at(self, k: int) -> Any:
         from scipy.stats import qmc
@@ -30,7 +34,7 @@ class SobolSearcher(SequentialSearcher):
         return self._engine
 
     def point(self, k: int) -> dict[str, Any]:
-        if self.space.dimension == 0:
-            return self.space.from_unit([])
+        if self._design is not None:
+            return self.space.from_unit(self._design.point(k))
         u = self._engine_at(k).random(1)[0]
         return self.space.from_unit([float(x) for x in u])
