@@ -15,6 +15,16 @@ def test_the_unscrambled_sequence_is_sobols_as_scipy_gives_it(dim: int) -> None:
     assert [mine.point(k) for k in range(512)] == reference
 
 
+@pytest.mark.parametrize(("dim", "seed"), [(1, 0), (6, 3), (9, 2**40 + 7), (256, 2**62 + 3)])
+def test_the_scrambled_design_is_torchs_to_the_bit(dim: int, seed: int) -> None:
+    """The GP's startup design was torch's SobolEngine: the same seed must give the same points (its measured
+    search quality, docs/benchmarks.md, then holds), the first one in float32 as torch computes it."""
+    torch = pytest.importorskip("torch")
+    reference = torch.quasirandom.SobolEngine(dim, scramble=True, seed=seed).draw(130, dtype=torch.float64)
+    design = Sobol(dim, seed)
+    assert [design.point(k) for k in range(130)] == reference.tolist()
+
+
 @pytest.mark.parametrize("seed", [0, 7, 2**40])
 def test_a_scrambled_design_puts_one_point_in_each_stratum_of_every_axis(seed: int) -> None:
     design = Sobol(9, seed)

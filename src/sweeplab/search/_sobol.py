@@ -7,13 +7,15 @@ model's imports happen in the background (search/deferred.py).
 
 The sequence is Sobol's with Joe and Kuo's direction numbers (search/_sobol_directions.py, up to MAX_DIM
 dimensions), in Gray-code order as SciPy's and torch's engines give it; `scramble` applies a random linear
-matrix scramble and a digital shift (Matoušek 1998; what both engines do), drawn from the seed. That keeps
-what the design is for: the first 2^m points put exactly one point in each 2^-m of every axis.
+matrix scramble and a digital shift (Matoušek 1998), drawn from the seed exactly as torch's `SobolEngine` draws
+them, so a seed's design is the one the GP used before (and its measured search quality holds). The scramble
+keeps what the design is for: the first 2^m points put exactly one point in each 2^-m of every axis.
 """
 
 from __future__ import annotations
 
 import random
+import struct
 
 from sweeplab.search._sobol_directions import DIRECTIONS
 
@@ -40,20 +42,42 @@ def _directions(d: int) -> list[int]:
     return [m[j] << (BITS - 1 - j) for j in range(BITS)]
 
 
-def _scrambled(v: list[int], rng: random.Random) -> tuple[list[int], int]:
-    """`v` through a random lower-triangular binary matrix with a unit diagonal (each output digit depends on
-    the input digits of the same or higher significance: the net property is kept), and a random shift."""
-    rows = []
-    for i in range(BITS):   # row i: output digit i (from the most significant); its own digit and those above
-        above = rng.getrandbits(i) if i else 0
-        rows.append((above << (BITS - i)) | (1 << (BITS - 1 - i)))
+def _torch_bits(seed: int, n: int) -> list[int]:
+    """The first `n` values of `torch.randint(2, (n,), generator=torch.Generator().manual_seed(seed))`: bit 0
+    of successive MT19937 outputs, the generator seeded as torch seeds it (init_genrand with the seed's low 32
+    bits). Python's `random.Random` is the same MT19937, given that state."""
+    state = [seed & 0xFFFFFFFF]
+    for i in range(1, 624):
+        state.append((1812433253 * (state[-1] ^ (state[-1] >> 30)) + i) & 0xFFFFFFFF)
+    rng = random.Random()
+    rng.setstate((3, (*state, 624), None))
+    return [rng.getrandbits(32) & 1 for _ in range(n)]
+
+
+def _scrambled(v: list[list[int]], seed: int) -> tuple[list[list[int]], list[int]]:
+    """The direction numbers `v` (one list per axis) through random lower-triangular binary matrices with a unit
+    diagonal (each output digit depends on the input digits of the same or higher significance: the net
+    property is kept), and the axes' random digital shifts: exactly torch's `SobolEngine(scramble=True,
+    seed=seed)`, whose design the GP's startup used before this module (torch/quasirandom.py `_scramble` and
+    `_sobol_engine_scramble_`), so the same seed gives the same points."""
+    dim = len(v)
+    bits = _torch_bits(seed, dim * BITS + dim * BITS * BITS)
+    shifts = [sum(bits[d * BITS + j] << j for j in range(BITS)) for d in range(dim)]
+    ltm = bits[dim * BITS:]
     out = []
-    for x in v:
-        y = 0
-        for i, row in enumerate(rows):
-            y |= (bin(row & x).count("1") & 1) << (BITS - 1 - i)
-        out.append(y)
-    return out, rng.getrandbits(BITS)
+    for d in range(dim):
+        rows = []
+        for p in range(BITS):   # row p of axis d's matrix: output digit p (from the most significant)
+            drawn = ltm[(d * BITS + p) * BITS:(d * BITS + p + 1) * BITS]   # torch keeps its lower triangle
+            rows.append(sum(1 << (BITS - 1 - k) for k in range(p) if drawn[k]) | (1 << (BITS - 1 - p)))
+        scrambled = []
+        for x in v[d]:
+            y = 0
+            for p, row in enumerate(rows):
+                y |= (bin(row & x).count("1") & 1) << (BITS - 1 - p)
+            scrambled.append(y)
+        out.append(scrambled)
+    return out, shifts
 
 
 class Sobol:
@@ -62,13 +86,8 @@ class Sobol:
     def __init__(self, dim: int, seed: int = 0, *, scramble: bool = True) -> None:
         if not 0 <= dim <= MAX_DIM:
             raise ValueError(f"a Sobol design has at most {MAX_DIM} dimensions; got {dim}")
-        rng = random.Random(f"sweeplab-sobol:{seed}")
-        self._v: list[list[int]] = []
-        self._shift: list[int] = []
-        for d in range(dim):
-            v, shift = _scrambled(_directions(d), rng) if scramble else (_directions(d), 0)
-            self._v.append(v)
-            self._shift.append(shift)
+        v = [_directions(d) for d in range(dim)]
+        self._v, self._shift = _scrambled(v, seed) if scramble else (v, [0] * dim)
 
     def point(self, k: int) -> list[float]:
         """Point k (0-based) of the sequence."""
@@ -84,4 +103,6 @@ class Sobol:
                 g >>= 1
                 j += 1
             out.append(x / (1 << BITS))
+        if k == 0:   # torch's engine computes its first point in float32 (`_first_point`): so does this one
+            out = [struct.unpack("f", struct.pack("f", x))[0] for x in out]
         return out

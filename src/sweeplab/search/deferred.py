@@ -6,9 +6,9 @@ n_startup_trials is asked with fewer finished). Building the model searcher to m
 the driver and before a sweep's first trial, Optuna and numpy (~0.1 s of CPU: about half of a TPE sweep's time
 from launch to its first trial) and for the GP torch too (1.1 s). `Deferred` asks them from a plain-Python
 stand-in: for TPE `RandomSearcher` (one uniform number per parameter through its inverse CDF: the prior,
-`probabilities` honoured), for the GP the same Sobol design `_StartupDesign` uses (search/_sobol.py), mapped
-through the inverse CDFs as `sobol` search maps it. Trial k is a function of (seed, k), so a resumed sweep asks
-what the uninterrupted one asked.
+`probabilities` honoured), for the GP the very points its `_StartupDesign` would ask (search/_sobol.py's
+design, torch's `SobolEngine` to the bit, mapped as the GP maps it; this imports Optuna, not torch). Trial k is
+a function of (seed, k), so a resumed sweep asks what the uninterrupted one asked.
 
 The model searcher is built in the background once trials run (`warm_up`, which `Prefetching` calls) and
 handed every trial so far, as `replay` does after a restart (asked ones running, finished ones with their
@@ -38,18 +38,23 @@ def _key(params: Mapping[str, Any]) -> str:
 
 class DesignPoints(SequentialSearcher):
     """Point k of the GP's startup design (`_sobol.Sobol` over the searchable axes, seeded by the sweep's seed),
-    mapped through each parameter's inverse CDF."""
+    mapped to parameters as the GP's `_StartupDesign` maps it: the trials it would have asked, exactly. Needs
+    Optuna's distributions (~0.1 s to import), not torch."""
 
     method = "design"
 
     def __init__(self, space: SearchSpace, goal: Goal, seed: int | None = None, **options: Any) -> None:
         from sweeplab.search._sobol import Sobol
+        from sweeplab.search.optuna import encode_space
 
         super().__init__(space, goal, seed, **options)
         self._design = Sobol(space.dimension, self.seed)
+        self._axes = encode_space(space)
 
     def point(self, k: int) -> dict[str, Any]:
-        return self.space.from_unit(self._design.point(k))
+        from sweeplab.search.optuna import design_params
+
+        return design_params(self.space, self._axes, self._design.point(k))
 
 
 @dataclass

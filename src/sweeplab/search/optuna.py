@@ -44,7 +44,7 @@ from sweeplab.space import (
 )
 from sweeplab.types import Goal, TrialSnapshot, TrialState
 
-__all__ = ["IMPUTE", "GPSearcher", "NSGA2Searcher", "OptunaSearcher", "TPESearcher", "encode_space"]
+__all__ = ["IMPUTE", "GPSearcher", "NSGA2Searcher", "OptunaSearcher", "TPESearcher", "design_params", "encode_space"]
 
 IMPUTE = ("worst", "best", "latest", "none")
 _IMPUTED_ATTR = "sweeplab_imputed"   # user attr on an Optuna trial whose value was imputed
@@ -802,17 +802,32 @@ class _StartupDesign:
         return self._points[k]
 
     def sample_independent(self, study: Any, trial: Any, name: str, distribution: Any) -> Any:
-        import numpy as np
-        from optuna._transform import _SearchSpaceTransform
-        from optuna.distributions import CategoricalDistribution
-
         if self.index is None or name not in self._names:
             return self._random.sample_independent(study, trial, name, distribution)
-        x = float(self._unit(self.index)[self._names.index(name)])
-        if isinstance(distribution, CategoricalDistribution):
-            return distribution.choices[min(int(x * len(distribution.choices)), len(distribution.choices) - 1)]
-        # transform_0_1: ints (and stepped floats) get equal shares of [0, 1], logs are searched in log space
-        return _SearchSpaceTransform({name: distribution}, transform_0_1=True).untransform(np.array([x]))[name]
+        return _design_value(float(self._unit(self.index)[self._names.index(name)]), distribution)
+
+
+def _design_value(x: float, distribution: Any) -> Any:
+    """Coordinate `x` in [0, 1) of a design point as a value of `distribution` (Optuna's external form)."""
+    import numpy as np
+    from optuna._transform import _SearchSpaceTransform
+    from optuna.distributions import CategoricalDistribution
+
+    if isinstance(distribution, CategoricalDistribution):
+        return distribution.choices[min(int(x * len(distribution.choices)), len(distribution.choices) - 1)]
+    # transform_0_1: ints (and stepped floats) get equal shares of [0, 1], logs are searched in log space
+    return _SearchSpaceTransform({"x": distribution}, transform_0_1=True).untransform(np.array([x]))["x"]
+
+
+def design_params(space: SearchSpace, axes: Mapping[str, _Axis], unit: Sequence[float]) -> dict[str, Any]:
+    """The parameters of the GP's startup design point `unit` (one coordinate per axis of `encode_space`), as
+    `_StartupDesign` makes them for a trial asked from the study: search/deferred.py asks them before the GP
+    exists."""
+    internal = {name: _design_value(float(x), axis.distribution) for (name, axis), x in zip(axes.items(), unit,
+                                                                                             strict=True)}
+    out = {name: dist.value if isinstance(dist, Constant) else axes[name].decode(internal[name])
+           for name, dist in space.params.items()}
+    return copy.deepcopy(out)
 
 
 def _startup_done(n_startup: int) -> int:
