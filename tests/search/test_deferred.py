@@ -137,3 +137,14 @@ def test_a_gp_resumed_before_or_after_its_startup_design_continues_the_sweep(k: 
     resumed.replay([TrialSnapshot(i, p, TrialState.COMPLETED, history={"loss": ((0, _value(p) + 1),)},
                                   value=_value(p)) for i, p in enumerate(full[:k])])
     assert _sequential(resumed, 15 - k, start=k) == full[k:]
+
+
+def test_trials_of_another_space_count_as_the_model_counts_them() -> None:
+    """A forked sweep's history holds trials of the old space: the model skips them, so the startup does too
+    (trial k of the startup is then the k-th of this space's trials, as the model numbers its asks)."""
+    plain, forked = _tpe(), _tpe()
+    expected = [plain.ask() for _ in range(4)]
+    forked.replay([TrialSnapshot(0, {"x": 0.5, "old": 1}, TrialState.COMPLETED, value=1.0),
+                   TrialSnapshot(1, expected[0], TrialState.COMPLETED, value=2.0)])
+    assert [forked.ask() for _ in range(3)] == expected[1:]
+    assert len(forked.study.get_trials(deepcopy=False)) == 4

@@ -154,6 +154,8 @@ class Deferred(Searcher):
             key = _key(params)
             known = next((k for k in self._known if k.outcome is None and _key(k.params) == key), None)
             if known is None:   # not asked here (an enqueued trial): history, as the model files it
+                if not self.space.contains(params):
+                    return   # from another search space: the model would not keep it either
                 known = _Known(dict(params))
                 self._known.append(known)
             known.outcome = {"state": state, "value": value, "constraints": constraints}
@@ -175,6 +177,8 @@ class Deferred(Searcher):
                 self._spare, self._inner = self._inner, None
             self._known = []
             for snap in sorted(history, key=lambda s: s.number):
+                if not self.space.contains(snap.params):
+                    continue   # a forked sweep's trials of another space: the model does not count them
                 known = _Known(dict(snap.params), history=dict(snap.history))
                 if snap.state.is_terminal:
                     value = snap.values if snap.values is not None else snap.value
