@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+FAULTY = Path(__file__).resolve().parents[1] / "fixtures" / "faulty.py"
+
 pytestmark = pytest.mark.slow
 
 SMALL = "  x: {min: -1.0, max: 1.0}\n  steps: {value: 20}\n  delay: {value: 0.0}"
@@ -186,6 +188,59 @@ def test_disk_full_fails_clearly_keeps_earlier_results_and_resume_recovers(chaos
     assert len(trials) == 6 and all(t["state"] == "completed" for t in trials)
     for number, kept in done.items():
         assert (trials[number]["ended"], trials[number]["value"]) == kept
+    assert chaos.dump_sweep("first") == first
+
+
+# ------------------------------------------------------------------------------------------ a trial's disk full
+@pytest.fixture
+def trial_disk(chaos):
+    """A 1 MB tmpfs for the trials' checkpoints (`checkpoint_dir:`), the store staying where it has room."""
+    disk = chaos.tmp / "trial-disk"
+    disk.mkdir()
+    if not _mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)):
+        pytest.skip("mounting a tmpfs is not permitted here")
+    yield disk
+    _umount(disk)
+
+
+def _filler_spec(chaos, kind: str, disk: Path) -> Path:
+    """4 trials, each checkpointing 400 KB a step (the newest 2 kept) into `disk`: a third checkpoint never fits."""
+    params = chaos.params(x="{min: -1.0, max: 1.0}", steps=6, kb=400)
+    if kind == "function":
+        target = f"function: {FAULTY}:filler\n"
+    else:
+        target = f"command: [{sys.executable!r}, {str(FAULTY)!r}, '${{args}}']\n"
+    return chaos.spec("filler", f"{target}method: random\nseed: 1\nmetric: {{name: loss, goal: minimize}}\n"
+                                f"parameters:\n{params}\ncheckpoint_dir: {str(disk)!r}\n"
+                                "budget: {trials: 4}\ntrial: {retries: 2}\n")
+
+
+@pytest.mark.parametrize("kind", ["function", "command"])
+def test_a_trial_finding_the_disk_full_stops_the_sweep_and_is_not_failed(chaos, trial_disk, kind):
+    """A trial whose checkpoint finds no room did nothing wrong: failing it (and retrying it, and every trial
+    after it, the same way) would burn the sweep. The sweep stops with one error line naming the full place,
+    the trial is left as an interrupted one, and `resume` runs it again once there is room."""
+    first = _first_sweep(chaos)
+    cp = chaos("sweep", str(_filler_spec(chaos, kind, trial_disk)), "--name", "second", "-w", "2", "-q")
+    _assert_clear_error(cp, trial_disk)
+    assert "No space left on device" in cp.stderr, cp.stderr
+    assert not chaos.stray_workers()
+
+    trials = chaos.trials("second")
+    assert trials and not [t["number"] for t in trials if t["state"] == "failed"], [dict(t) for t in trials]
+    assert any(t["state"] == "interrupted" for t in trials), [dict(t) for t in trials]
+    for t in trials:                                       # no retry burned on it
+        attempts = chaos.attempts(t["id"])
+        assert [a["state"] for a in attempts if a["state"] == "failed"] == [], [dict(a) for a in attempts]
+        assert t["attempts"] == len(attempts) <= 1
+    assert not chaos.events("retry") and not chaos.events("failure")
+    assert chaos.integrity() == "ok" and chaos.dump_sweep("first") == first
+    _assert_consistent(chaos, "second")
+
+    assert _mount("-o", "remount,size=64m", str(trial_disk))   # room again: resume runs it again
+    chaos("resume", "second", "-q", check=True)
+    trials = chaos.trials("second")
+    assert len(trials) == 4 and all(t["state"] == "completed" for t in trials), [dict(t) for t in trials]
     assert chaos.dump_sweep("first") == first
 
 
