@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeplab.backends import _tree
+from sweeplab.backends._diskfull import disk_full_data, full_disk_error, names_full_disk, trial_places
 from sweeplab.backends.channel import Channel
 from sweeplab.backends.events import EventKind, describe_exit
 from sweeplab.backends.execution import Execution, log_header, send_profile
@@ -74,9 +75,15 @@ class _Reporter:
 
 def execute_command(ex: Execution) -> None:
     task, channel = ex.task, ex.channel
-    Path(task.log_path).parent.mkdir(parents=True, exist_ok=True)
     report_path = task.report_path or str(Path(task.log_path).with_suffix(".report.jsonl"))
-    Path(report_path).write_text("")
+    try:
+        Path(task.log_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(report_path).write_text("")
+    except OSError as exc:
+        if full_disk_error(exc) is None:
+            raise
+        channel.send(EventKind.FAILED, disk_full_data(f"cannot create {report_path}: {exc}", trial_places(task)))
+        return
     added = {k: str(v) for k, v in task.env.items()}
     added.update({
         "SWEEPLAB_REPORT_FILE": report_path,
@@ -139,6 +146,11 @@ def execute_command(ex: Execution) -> None:
     else:
         why, exit_code, sig = describe_exit(code)
         last, text = _stderr_summary(bytes(stderr_tail))
+        if names_full_disk(last, sig):   # no fault of the trial's: the driver stops the sweep
+            channel.send(EventKind.FAILED, disk_full_data(
+                last or f"command {why} (a file-size limit)", trial_places(task), exit_code=exit_code, signal=sig,
+                traceback=text))
+            return
         channel.send(EventKind.FAILED, {"reason": f"command {why}" + (f": {last}" if last else ""),
                                         "exit_code": exit_code, "signal": sig, "error_type": "CommandFailed",
                                         "message": last or f"command {why}",

@@ -7,6 +7,7 @@ import os
 import traceback
 from typing import Any
 
+from sweeplab.backends._diskfull import disk_full_data, full_disk_error, trial_places
 from sweeplab.backends.events import EventKind
 from sweeplab.backends.execution import Execution, log_header, redirect_output, send_profile
 from sweeplab.backends.targets import call_trial, load_target, seed_everything, trial_facts
@@ -101,6 +102,10 @@ def execute_function(ex: Execution) -> None:
         send_profile(ex)
         if ex.preempted:
             channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
+            return
+        if full_disk_error(exc) is not None:   # no fault of the trial's: the driver stops the sweep
+            channel.send(EventKind.FAILED, disk_full_data(
+                str(exc) or repr(exc), trial_places(task), traceback=traceback.format_exc()[-20000:]))
             return
         tb = traceback.format_exc()
         capture_ref = None

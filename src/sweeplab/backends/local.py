@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
 from sweeplab.backends.base import Backend, TrialTask
 from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
 from sweeplab.errors import BackendError, UserError
@@ -307,6 +308,10 @@ class LocalBackend(Backend):
             return [Event(EventKind.PREEMPTED, task.trial_id, task.attempt, now,
                           {"reason": "worker preempted (SIGTERM)"})]
         how, exit_code, sig = describe_exit(code)
+        if not worker.kill_reason and names_full_disk("", sig):   # a file-size limit: no fault of the trial's
+            return [Event(EventKind.FAILED, task.trial_id, task.attempt, now, disk_full_data(
+                f"worker process {how} (a file-size limit, RLIMIT_FSIZE)", trial_places(task),
+                exit_code=exit_code, signal=sig))]
         reason = worker.kill_reason or f"worker process {how}"
         if worker.kill_reason:
             reason = f"{worker.kill_reason} ({how})"

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeplab.backends import _tree
+from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
 from sweeplab.backends.execution import Execution
@@ -211,6 +212,10 @@ def _failure(failures: list[_Rank]) -> tuple[EventKind, dict[str, Any]]:
 
 def _crash_event(task: TrialTask, rank: _Rank) -> Event:
     how, exit_code, sig = describe_exit(rank.proc.returncode)
+    if names_full_disk("", sig):   # a file-size limit: no fault of the trial's
+        return Event(EventKind.FAILED, task.trial_id, task.attempt, time.time(), disk_full_data(
+            f"process {how} (a file-size limit, RLIMIT_FSIZE)", trial_places(task), exit_code=exit_code,
+            signal=sig))
     reason = f"process {how}"
     return Event(EventKind.FAILED, task.trial_id, task.attempt, time.time(), {
         "reason": reason, "error_type": "WorkerDied", "exit_code": exit_code, "signal": sig, "message": reason,

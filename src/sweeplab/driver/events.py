@@ -217,6 +217,9 @@ class EventWriter(DriverState):
 
     def _on_failed(self, t: TrialRecord, ev: Event) -> None:
         d = ev.data
+        if d.get("disk_full") and not t.kill_reason:
+            self._on_disk_full(t, ev)
+            return
         reason = t.kill_reason or str(d.get("reason") or "failed")
         self._take_params(t, ev)
         if t.kill_reason and d.get("reason") and t.kill_reason not in str(d.get("reason")):
@@ -270,6 +273,17 @@ class EventWriter(DriverState):
             if self._ending is None:
                 self._ending, self._ending_state = reason, SweepState.FAILED
         self._check_crash_loop()
+
+    def _on_disk_full(self, t: TrialRecord, ev: Event) -> None:
+        """The trial found its disk full (backends/_diskfull.py): not its fault, so no failure and no retry.
+        It is left interrupted (resumable), and the sweep stops: every trial after it would find the disk as
+        full. The first such trial's reason is the sweep's."""
+        reason = str(ev.data.get("reason") or "found the disk full")
+        self._account(t)
+        self._mark_interrupted(t, reason, ev.time)
+        if self._stopping is None:
+            self._stopping = f"trial {t.number} {reason}"
+            self._halt = True
 
     def _config_failure(self, t: TrialRecord, d: Mapping[str, Any]) -> tuple[str, bool]:
         """(the reason, whether every trial would fail the same way) of a config the worker could not build.

@@ -88,9 +88,9 @@ class Driver(Recovery, EventWriter):
                     self._touched = self.clock.monotonic()
                 if self.clock.monotonic() - self._spend_saved >= _SPEND_EVERY:
                     self._save_running_spend()
-                if self._signal is None and self.backend.free_slots() > 0:
+                if self._signal is None and self._stopping is None and self.backend.free_slots() > 0:
                     self._fill_slots()
-            if self._signal is not None:
+            if self._signal is not None or self._stopping is not None:
                 return self._interrupted()
             if not self.backend.running() and not self._can_submit():
                 break
@@ -283,12 +283,15 @@ class Driver(Recovery, EventWriter):
         return f"no trial completed ({counts}; {ending})"
 
     def _interrupted(self, grace: float | None = None) -> SweepOutcome:
-        """Ctrl-C: stop running trials (INTERRUPTED, requeued on resume). SIGTERM: preempt them."""
+        """Ctrl-C: stop running trials (INTERRUPTED, requeued on resume). SIGTERM: preempt them. A trial that
+        found the disk full (`_stopping`): as Ctrl-C, but the sweep's reason is that trial's, and it exits 1."""
         sigterm = self._signal == signal.SIGTERM
+        full = self._stopping if self._signal is None else None
         running = list(self.backend.running())
-        how = "SIGTERM" if sigterm else "Ctrl-C"
-        self.on_note(f"{how}: stopping {len(running)} running trial(s); "
-                     f"`sweeplab resume {shlex.quote(self.name)}` continues")
+        how = "SIGTERM" if sigterm else "disk full" if full else "Ctrl-C"
+        resume = f"`sweeplab resume {shlex.quote(self.name)}`"
+        self.on_note(f"{how}: stopping {len(running)} running trial(s); {resume} continues"
+                     + (" once there is room" if full else ""))
         if sigterm:
             for tid in running:
                 self.backend.preempt(tid)
@@ -326,10 +329,11 @@ class Driver(Recovery, EventWriter):
                 if t.state is TrialState.RUNNING:
                     self._mark_interrupted(t, how, now)
             self._save_spend()
-            self.store.update_sweep(self.sweep_id, state=SweepState.STOPPED.value, ended=now,
-                                    end_reason=f"interrupted ({how})")
-            self.store.add_event(self.sweep_id, "sweep_ended", f"sweep stopped by {how}; resumable")
-        return self._outcome(SweepState.STOPPED, f"interrupted ({how})", 0 if sigterm else 130)
+            reason = f"{full}; {resume} runs it again once there is room" if full else f"interrupted ({how})"
+            self.store.update_sweep(self.sweep_id, state=SweepState.STOPPED.value, ended=now, end_reason=reason)
+            self.store.add_event(self.sweep_id, "sweep_ended", f"sweep stopped: {reason}" if full
+                                 else f"sweep stopped by {how}; resumable")
+        return self._outcome(SweepState.STOPPED, reason, 1 if full else 0 if sigterm else 130)
 
 
     # ------------------------------------------------------------------------------------------ orders

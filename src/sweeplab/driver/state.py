@@ -84,6 +84,7 @@ class DriverState:
         self._bad_input: str | None = None         # a config no trial can build: the sweep ends, exit 2
         self._completed_any = False
         self._signal: int | None = None
+        self._stopping: str | None = None          # the sweep stops at once, resumable: a trial found the disk full
         self._last_progress = 0.0
         self._best: tuple[float, int, dict[str, Any]] | None = None
         self._durations: list[float] = []
