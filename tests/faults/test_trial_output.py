@@ -7,6 +7,8 @@ and still reads the `@sweeplab` lines that follow.
 
 from __future__ import annotations
 
+import dataclasses
+import subprocess
 import sys
 
 import pytest
@@ -52,3 +54,62 @@ def test_a_program_writing_a_huge_line_on_stdout_is_logged_in_bounded_memory(tmp
     log = open(task.log_path, "rb").read()
     assert log.count(b"x") == mb * MB                        # all of it is in the log, in order
     assert b"x\n@sweeplab " in log
+
+
+# writes `mb` MB on stdout and on stderr (far more than a pipe holds, and than the log's disk), with a report
+# line every 64 KB of stdout, then its last report
+FLOOD = """
+import json, sys
+line = b"y" * 1023 + b"\\n"
+for step in range({mb} * 16):
+    for _ in range(64):
+        sys.stdout.buffer.write(line)
+        sys.stderr.buffer.write(line)
+    sys.stdout.buffer.write(b"@sweeplab " + json.dumps({{"step": step, "loss": 1.0 / (step + 1)}}).encode() + b"\\n")
+sys.stdout.flush()
+sys.stderr.flush()
+print("@sweeplab " + json.dumps({{"done": 1.0}}), flush=True)
+"""
+
+
+def _mount(*args: str) -> bool:
+    return subprocess.run(["mount", *args], capture_output=True, check=False).returncode == 0
+
+
+@pytest.fixture
+def log_disk(tmp_path):
+    """A 1 MB tmpfs for a trial's log (its report file and checkpoints stay where there is room)."""
+    disk = tmp_path / "log-disk"
+    disk.mkdir()
+    if not _mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)):
+        pytest.skip("mounting a tmpfs is not permitted here")
+    yield disk
+    if subprocess.run(["umount", str(disk)], capture_output=True, check=False).returncode != 0:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True, check=False)
+
+
+def test_a_program_whose_log_is_on_a_full_disk_still_runs_and_reports(tmp_path, log_disk):
+    """Its output is drained (the program never blocks on a full pipe), its reports all count, and the lost log
+    is noted once: a warning, not a crashed copier, a hung or a failed trial."""
+    mb = 4
+    script = tmp_path / "flood.py"
+    script.write_text(FLOOD.format(mb=mb))
+    b = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]))
+    b.start()
+    try:
+        task = dataclasses.replace(make_task(tmp_path, 1, command=[sys.executable, str(script)]),
+                                   log_path=str(log_disk / "1.log"))
+        b.submit(task)
+        events = collect(b, [1], timeout=120)[1]
+        assert b.running() == [] or 1 not in b.running()
+    finally:
+        b.shutdown()
+    assert events[-1].kind is EventKind.FINISHED, events[-1]
+    points = [p for e in events if e.kind is EventKind.METRICS for p in e.data["points"]]
+    assert sorted(p[0] for p in points if p[1] == "loss") == list(range(mb * 16))   # every report counted
+    assert any(p[1] == "done" for p in points)
+    notes = [e.data for e in events if e.kind is EventKind.NOTE]
+    assert len(notes) == 1, notes                                                   # noted once
+    assert notes[0]["level"] == "warning" and str(log_disk / "1.log") in notes[0]["message"], notes
+    assert "No space left on device" in notes[0]["message"], notes
+    assert (log_disk / "1.log").read_bytes().startswith(b"# sweeplab: ")            # what fitted is kept
