@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -99,6 +100,7 @@ def test_a_program_whose_log_is_on_a_full_disk_still_runs_and_reports(tmp_path, 
     try:
         task = dataclasses.replace(make_task(tmp_path, 1, command=[sys.executable, str(script)]),
                                    log_path=str(log_disk / "1.log"))
+        Path(task.report_path).parent.mkdir()
         b.submit(task)
         events = collect(b, [1], timeout=120)[1]
         assert b.running() == [] or 1 not in b.running()

@@ -73,11 +73,65 @@ class _Reporter:
             self.channel.send(EventKind.METRICS, {"points": [MetricPoint(step, k, v, now) for k, v in metrics.items()]})
 
 
+class _Log:
+    """A command trial's log file. A write that fails (a full disk, a file-size limit) loses the log from there
+    on, not the trial: the program's output is still drained and read for its reports, and the loss is noted
+    once (a warning NOTE event, in the sweep's events). Written by the stdout and stderr copiers under a lock."""
+
+    def __init__(self, path: str, channel: Channel) -> None:
+        self.path = path
+        self.channel = channel
+        self.lost: OSError | None = None
+        self._fh: Any = None
+        try:
+            self._fh = open(path, "ab")   # closed by __exit__
+        except OSError as exc:
+            if full_disk_error(exc) is None:
+                raise
+            self._lose(exc)
+
+    def __enter__(self) -> _Log:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            with contextlib.suppress(OSError):   # what a lost log still held in its buffer
+                self._fh.close()
+
+    def write(self, data: bytes) -> None:
+        if self.lost is not None:
+            return
+        try:
+            self._fh.write(data)
+        except ValueError:   # closed: a grandchild held the pipe past the end of the attempt
+            pass
+        except OSError as exc:
+            self._lose(exc)
+
+    def flush(self) -> None:
+        if self.lost is None:
+            try:
+                self._fh.flush()
+            except ValueError:
+                pass
+            except OSError as exc:
+                self._lose(exc)
+
+    def _lose(self, exc: OSError) -> None:
+        self.lost = exc
+        with contextlib.suppress(Exception):
+            self.channel.send(EventKind.NOTE, {
+                "level": "warning", "kind": "warning", "path": self.path,
+                "message": f"the trial's log {self.path} cannot be written ({exc.strerror or exc}): its output "
+                           "from here on is not logged; the program goes on and its reports still count"})
+
+
 def execute_command(ex: Execution) -> None:
     task, channel = ex.task, ex.channel
     report_path = task.report_path or str(Path(task.log_path).with_suffix(".report.jsonl"))
     try:
-        Path(task.log_path).parent.mkdir(parents=True, exist_ok=True)
+        for parent in {Path(task.log_path).parent, Path(report_path).parent}:
+            parent.mkdir(parents=True, exist_ok=True)
         Path(report_path).write_text("")
     except OSError as exc:
         if full_disk_error(exc) is None:
@@ -101,7 +155,7 @@ def execute_command(ex: Execution) -> None:
     argv = list(task.command or ())
     reporter = _Reporter(channel)
     stderr_tail = bytearray()
-    with open(task.log_path, "ab") as log:
+    with _Log(task.log_path, channel) as log:
         log.write(log_header(task, argv=argv, added=added))
         log.flush()
         try:
@@ -124,7 +178,8 @@ def execute_command(ex: Execution) -> None:
         tail = threading.Thread(target=_tail_file, args=(report_path, reporter, child), daemon=True)
         tail.start()
         write_lock = threading.Lock()   # stdout and stderr lines go to the one log, whole lines at a time
-        errors = threading.Thread(target=_copy_stderr, args=(child, log, write_lock, stderr_tail), daemon=True)
+        errors = threading.Thread(target=_copy_stderr, args=(child, log, write_lock, stderr_tail, ex),
+                                  daemon=True)
         errors.start()
         _copy_stdout(child, log, write_lock, ex, reporter)
         code = child.wait()
@@ -178,7 +233,7 @@ def _chunks(fd: int) -> Iterator[bytes]:
         yield chunk
 
 
-def _copy_stdout(child: subprocess.Popen[bytes], log: Any, lock: threading.Lock, ex: Execution,
+def _copy_stdout(child: subprocess.Popen[bytes], log: _Log, lock: threading.Lock, ex: Execution,
                  reporter: _Reporter) -> None:
     """Copy a command's stdout into its log, whole lines at a time, reading its `@sweeplab` report lines.
 
@@ -216,13 +271,15 @@ def _copy_stdout(child: subprocess.Popen[bytes], log: Any, lock: threading.Lock,
             reporter.line(pending[len(_REPORT):].decode(errors="replace"))
 
 
-def _copy_stderr(child: subprocess.Popen[bytes], log: Any, lock: threading.Lock, tail: bytearray) -> None:
+def _copy_stderr(child: subprocess.Popen[bytes], log: _Log, lock: threading.Lock, tail: bytearray,
+                 ex: Execution) -> None:
     """Copy a command's stderr into its log as it comes (in chunks, not lines: a progress bar redrawn with
     carriage returns is one endless line), keeping its end for the failure reason."""
     assert child.stderr is not None
     for chunk in _chunks(child.stderr.fileno()):
-        with lock, contextlib.suppress(ValueError):   # closed: a grandchild held stderr past the wait
+        with lock:   # a log that cannot be written (closed, a full disk) drops it: the pipe is still drained
             log.write(chunk)
+            ex.output += 1   # a sign of life (backends/_tree.py) also when the log cannot show it
         tail += chunk
         if len(tail) > _STDERR_KEEP:
             del tail[:len(tail) - _STDERR_KEEP]
