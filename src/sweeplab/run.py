@@ -271,12 +271,26 @@ class Run:
             if prof is not None and i == start + count - 1:
                 prof.__exit__(None, None, None)
                 out = Path(self._artifacts_dir or ".") / f"torch-trace-attempt{self.attempt}.json"
-                out.parent.mkdir(parents=True, exist_ok=True)
-                prof.export_chrome_trace(str(out))
-                self._sink("artifact", {"name": "torch_trace", "path": str(out)})
+                self._export_trace(prof, out)
                 prof = None
         if prof is not None:
             prof.__exit__(None, None, None)
+
+    def _export_trace(self, prof: Any, out: Any) -> None:
+        """Write the trace and list it as an artifact; a trace that cannot be written (a full disk: torch only
+        logs that) is a warning, never the trial's failure, and no artifact is listed for it."""
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            prof.export_chrome_trace(str(out))
+            written = out.is_file() and out.stat().st_size > 0
+            why = "torch could not write it (is the disk full?)"
+        except OSError as exc:
+            written, why = False, exc.strerror or str(exc)
+        if written:
+            self._sink("artifact", {"name": "torch_trace", "path": str(out)})
+        else:
+            self._sink("note", {"level": "warning", "kind": "warning",
+                                "message": f"torch profiler trace {out} not written: {why}"})
 
     def profile_summary(self) -> dict[str, Any] | None:
         if not self._trackers:

@@ -7,6 +7,7 @@ and still reads the `@sweeplab` lines that follow.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import subprocess
 import sys
@@ -115,3 +116,42 @@ def test_a_program_whose_log_is_on_a_full_disk_still_runs_and_reports(tmp_path, 
     assert notes[0]["level"] == "warning" and str(log_disk / "1.log") in notes[0]["message"], notes
     assert "No space left on device" in notes[0]["message"], notes
     assert (log_disk / "1.log").read_bytes().startswith(b"# sweeplab: ")            # what fitted is kept
+
+
+def test_a_function_whose_log_is_on_a_full_disk_is_not_failed(tmp_path, log_disk):
+    """A function trial's stdout and stderr are its log file itself: a print that finds the disk full raises in
+    the trial, which ends as having found the disk full (the driver stops the sweep, resumable), not failed."""
+    faulty = Path(__file__).resolve().parents[1] / "fixtures" / "faulty.py"
+    b = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]))
+    b.start()
+    try:
+        task = dataclasses.replace(make_task(tmp_path, 1, f"{faulty}:printer", config={"mb": 4}),
+                                   log_path=str(log_disk / "1.log"))
+        b.submit(task)
+        events = collect(b, [1], timeout=120)[1]
+    finally:
+        b.shutdown()
+    end = events[-1]
+    assert end.kind is EventKind.FAILED and end.data.get("disk_full") is True, end
+    assert "No space left on device" in end.data["reason"] and str(log_disk) in end.data["reason"], end
+
+
+def test_a_torch_trace_that_finds_the_disk_full_is_noted_not_listed(tmp_path, log_disk):
+    """The optional torch.profiler trace (`trial.torch_profiler`) of a trial whose artifacts' disk is full: the
+    trial goes on, the lost trace is a warning, and no artifact is listed for a file that is not there (torch
+    only logs its failure to write)."""
+    pytest.importorskip("torch")
+    from sweeplab.run import Run
+
+    with open(log_disk / "fill", "wb") as fh:    # the disk is full from the start
+        with contextlib.suppress(OSError):
+            while True:
+                fh.write(bytes(1 << 16))
+                fh.flush()
+    sent: list[tuple[str, dict]] = []
+    run = Run(config={}, sink=lambda kind, data: sent.append((kind, data)),
+              torch_profiler={"start": 0, "steps": 2}, artifacts_dir=str(log_disk / "artifacts"))
+    assert list(run.track(range(4))) == [0, 1, 2, 3]
+    assert [k for k, _ in sent if k == "artifact"] == [], sent
+    notes = [d for k, d in sent if k == "note"]
+    assert len(notes) == 1 and notes[0]["level"] == "warning" and str(log_disk) in notes[0]["message"], sent
