@@ -7,7 +7,9 @@ fixture: the path of a module of trial functions (see tests/fixtures/trials.py).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -264,3 +266,46 @@ class BackendContract:
         b.submit(make_task(tmp_path, 2, f"{module}:train", config={"lr": "x"}))
         end = collect(b, [2])[2][-1]
         assert end.data["bad_input"] is True and end.data["key"] == "lr"
+
+    # ------------------------------------------------------------------ a full disk (/dev/full: every write
+    # fails with ENOSPC, no mount needed)
+    def test_a_command_whose_log_cannot_be_written_still_runs_and_reports(self, backend, tmp_path):
+        """Its output is still drained (a program writing more than a pipe holds does not block), its reports
+        still count, and the lost log is noted once; the attempt is not failed."""
+        if not os.path.exists("/dev/full"):
+            pytest.skip("no /dev/full here")
+        script = tmp_path / "flood.py"
+        script.write_text(
+            "import json, sys\n"
+            "for i in range(8):\n"
+            "    sys.stdout.write(('o' * 1023 + '\\n') * 128)\n"
+            "    sys.stderr.write(('e' * 1023 + '\\n') * 128)\n"
+            "    print('@sweeplab ' + json.dumps({'step': i, 'loss': 1.0 / (i + 1)}), flush=True)\n"
+        )
+        b = backend(1)
+        task = make_task(tmp_path, 1, command=[sys.executable, str(script)])
+        Path(task.report_path).parent.mkdir(parents=True, exist_ok=True)
+        b.submit(dataclasses.replace(task, log_path="/dev/full"))
+        ev = collect(b, [1])[1]
+        assert ev[-1].kind is EventKind.FINISHED, ev[-1]
+        assert sorted(p[0] for e in ev if e.kind is EventKind.METRICS for p in e.data["points"]) == list(range(8))
+        notes = [e.data for e in ev if e.kind is EventKind.NOTE]
+        assert len(notes) == 1 and notes[0]["level"] == "warning" and "/dev/full" in notes[0]["message"], notes
+
+    @pytest.mark.parametrize("kind", ["function", "command"])
+    def test_a_trial_that_finds_the_disk_full_ends_so_not_as_a_failure(self, backend, trials_file, tmp_path,
+                                                                       kind):
+        """A function trial's print into a log on a full disk; a command that ends on "No space left on
+        device": the attempt ends FAILED marked `disk_full` (the driver then stops the sweep, resumable)."""
+        if not os.path.exists("/dev/full"):
+            pytest.skip("no /dev/full here")
+        b = backend(1)
+        if kind == "function":
+            task = dataclasses.replace(make_task(tmp_path, 1, self.fn(trials_file, "printer")), log_path="/dev/full")
+        else:
+            task = make_task(tmp_path, 1, command=[sys.executable, "-c", "import sys; sys.exit("
+                                                   "'OSError: [Errno 28] No space left on device')"])
+        b.submit(task)
+        end = collect(b, [1])[1][-1]
+        assert end.kind is EventKind.FAILED and end.data.get("disk_full") is True, end
+        assert "No space left on device" in end.data["reason"], end
