@@ -160,3 +160,27 @@ def test_a_trial_outliving_its_sigterm_grace_is_requeued_as_preempted(sim):
     assert (first["state"], first["reason"]) == ("preempted", "SIGTERM; grace of 7s expired")
     assert first["ended"] - first["started"] == pytest.approx(10.0)
     assert sim.trial(0)["state"] == "completed"
+
+
+# ------------------------------------------------------------------------------------------ a full disk
+def test_a_trial_finding_the_disk_full_is_interrupted_not_failed_and_the_sweep_stops(sim):
+    """No retry, no failure, nothing told to the searcher; the other running trial is stopped as by Ctrl-C; the
+    sweep ends stopped with the full trial's reason and exit 1. Resumed once there is room, both run again."""
+    long = Script().reports("loss", [0.9, 0.8, 0.7, 0.6], every=10.0).finish()
+
+    def first(task):
+        return Script().reports("loss", [0.9], every=1.0).disk_full(after=4.0) if task.number == 0 else long
+
+    out = sim.run(first, slots=2, budget={"trials": 4}, trial={"retries": 3})
+    assert out.exit_code == 1 and out.state.value == "stopped"
+    assert out.reason.startswith("trial 0 found the disk full: cannot write checkpoint under /ckpt: [Errno 28]")
+    assert "`sweeplab resume s` runs it again once there is room" in out.reason
+    assert sim.states() == ["interrupted", "interrupted"]
+    assert [(a["number"], a["state"]) for a in sim.attempts(0)] == [(1, "interrupted")]
+    assert "No space left on device" in sim.attempts(0)[0]["reason"]
+    assert not sim.events("retry") and not sim.events("failure") and sim.tells == []
+    assert len(sim.backend.calls_to("submit")) == 2 and sim.sweep()["state"] == "stopped"
+
+    out = sim.resume(long, slots=2)
+    assert out.exit_code == 0 and sim.states() == ["completed"] * 4
+    assert [a["state"] for a in sim.attempts(0)] == ["interrupted", "completed"]

@@ -21,6 +21,8 @@ Kinds and their `data`:
     FINISHED    {"metrics": {...}, "stopped": bool}                the trial returned
     FAILED      {"reason", "error_type", "message", "traceback", "exit_code", "signal", "capture"}
                 + {"bad_input": true, "key"} when the trial's config could not be built (never retried)
+                + {"disk_full": true} when it found its disk full (backends/_diskfull.py): not a failure,
+                the driver leaves it interrupted and stops the sweep
     PREEMPTED   {"reason"}                                         SIGTERM / node loss: requeue
 """
 

@@ -99,6 +99,12 @@ class Script:
         driver calls a deterministic failure."""
         return self._then(after, "fail", error_type=error_type, message=message)
 
+    def disk_full(self, message: str = "cannot write checkpoint under /ckpt: [Errno 28] No space left on device",
+                  *, after: float = 0.0) -> Script:
+        """The trial finds its disk full (a checkpoint, a write of its own): FAILED marked `disk_full`, as the
+        worker sends it (backends/_diskfull.py)."""
+        return self._then(after, "disk_full", message=message)
+
     def crash(self, *, exit_code: int | None = None, sig: int | None = None, after: float = 0.0) -> Script:
         """The worker process dies (os._exit(code) or a signal such as SIGSEGV): FAILED "WorkerDied"."""
         if (exit_code is None) == (sig is None):
@@ -360,6 +366,13 @@ class FakeBackend(Backend):
             return self._raises(a, d["error_type"], d["message"], out)
         elif step.op == "crash":
             return self._dies(a, d["code"], out)
+        elif step.op == "disk_full":
+            if a.preempting:
+                return self._returns(a, None, out)
+            out.append(self._event(a, EventKind.FAILED, {
+                "disk_full": True, "reason": f"found the disk full: {d['message']}", "error_type": "DiskFull",
+                "message": d["message"]}))
+            return True
         elif step.op == "preempt":
             self._sigterm(a, now)
         elif step.op == "hang":
