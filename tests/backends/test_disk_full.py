@@ -40,10 +40,11 @@ def test_a_function_trial_found_the_disk_full_when_an_oserror_in_its_chain_says_
     ("Error: Os { code: 122, kind: FilesystemQuotaExceeded, message: \"Disk quota exceeded\" }", None, True),
     ("OSError: [Errno 27] File too large", None, True),
     ("", signal.SIGXFSZ, True),                                                     # RLIMIT_FSIZE, default action
+    ("bash: line 1: 4242 File size limit exceeded head -c 9 /dev/zero > f", None, True),   # ... a shell's child
     ("HTTP 413: File too large", None, False),                                      # not an errno
     ("RuntimeError: CUDA out of memory", None, False),
     ("", signal.SIGKILL, False),
-], ids=["python", "go", "rust-quota", "efbig", "sigxfsz", "http-413", "cuda-oom", "sigkill"])
+], ids=["python", "go", "rust-quota", "efbig", "sigxfsz", "shell-sigxfsz", "http-413", "cuda-oom", "sigkill"])
 def test_a_command_trial_found_the_disk_full_when_its_last_error_line_names_it(line, sig, full):
     assert names_full_disk(line, sig) is full
 

@@ -10,9 +10,12 @@ How it is recognised:
   wraps the OSError), is an OSError with errno ENOSPC, EDQUOT or EFBIG;
 - a command trial: the program exited non-zero and the last line of its stderr names one of those errors
   ("No space left on device", "Disk quota exceeded", "[Errno 27] File too large" / "os error 27"), as a Python,
-  C, Go or Rust program's error does; or it was killed by SIGXFSZ (a file-size limit, RLIMIT_FSIZE); or
-  sweeplab's own files for it (the report file) could not be created so. Its log is another matter: a log
-  that cannot be written is noted and dropped, the program goes on (backends/command_trial.py).
+  C, Go or Rust program's error does, or a shell's "File size limit exceeded"; or it was killed by SIGXFSZ
+  (a file-size limit, RLIMIT_FSIZE); or sweeplab's own files for it (the report file) could not be created
+  so. Its log is another matter: a log that cannot be written is noted and dropped, the program goes on
+  (backends/command_trial.py);
+- a worker process (or a rank) killed by SIGXFSZ under a trial (Python ignores the signal, so only a trial
+  that restored its default action dies of it).
 """
 
 from __future__ import annotations
@@ -28,10 +31,10 @@ __all__ = ["FULL_ERRNOS", "disk_full_data", "full_disk_error", "names_full_disk"
 
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
-# strerror texts, as printed by programs in any language; "File too large" only with its number (it is
-# also what an upload limit or a parser may say)
-_TEXT = re.compile(r"no space left on device|disk quota exceeded|\[errno 27\]|os error 27\b|\befbig\b",
-                   re.IGNORECASE)
+# strerror texts, as printed by programs in any language ("File too large" only with its number: it is also
+# what an upload limit or a parser may say), and a shell's words for a child killed by SIGXFSZ
+_TEXT = re.compile(r"no space left on device|disk quota exceeded|\[errno 27\]|os error 27\b|\befbig\b"
+                   r"|file size limit exceeded", re.IGNORECASE)
 
 
 def full_disk_error(exc: BaseException | None) -> OSError | None:

@@ -292,20 +292,30 @@ class BackendContract:
         notes = [e.data for e in ev if e.kind is EventKind.NOTE]
         assert len(notes) == 1 and notes[0]["level"] == "warning" and "/dev/full" in notes[0]["message"], notes
 
-    @pytest.mark.parametrize("kind", ["function", "command"])
+    @pytest.mark.parametrize("kind, says", [
+        ("function", "No space left on device"), ("command", "No space left on device"),
+        ("function-sigxfsz", "SIGXFSZ"), ("command-sigxfsz", "SIGXFSZ"),
+    ], ids=["function", "command", "function-sigxfsz", "command-sigxfsz"])
     def test_a_trial_that_finds_the_disk_full_ends_so_not_as_a_failure(self, backend, trials_file, tmp_path,
-                                                                       kind):
+                                                                       kind, says):
         """A function trial's print into a log on a full disk; a command that ends on "No space left on
-        device": the attempt ends FAILED marked `disk_full` (the driver then stops the sweep, resumable)."""
+        device"; a process killed by SIGXFSZ past a file-size limit (the worker itself, or a command's program):
+        the attempt ends FAILED marked `disk_full` (the driver then stops the sweep, resumable)."""
         if not os.path.exists("/dev/full"):
             pytest.skip("no /dev/full here")
         b = backend(1)
         if kind == "function":
             task = dataclasses.replace(make_task(tmp_path, 1, self.fn(trials_file, "printer")), log_path="/dev/full")
-        else:
+        elif kind == "command":
             task = make_task(tmp_path, 1, command=[sys.executable, "-c", "import sys; sys.exit("
                                                    "'OSError: [Errno 28] No space left on device')"])
+        elif kind == "function-sigxfsz":
+            task = make_task(tmp_path, 1, self.fn(trials_file, "file_size_limit"),
+                             config={"path": str(tmp_path / "big")})
+        else:
+            task = make_task(tmp_path, 1, command=["sh", "-c", f"ulimit -f 64; exec head -c 1000000 /dev/zero "
+                                                               f"> {tmp_path / 'big'}"])
         b.submit(task)
         end = collect(b, [1])[1][-1]
         assert end.kind is EventKind.FAILED and end.data.get("disk_full") is True, end
-        assert "No space left on device" in end.data["reason"], end
+        assert says in end.data["reason"], end
