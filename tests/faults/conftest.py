@@ -11,6 +11,7 @@ import contextlib
 import importlib.util
 import os
 import sqlite3
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -190,3 +191,23 @@ def reap() -> Iterator[list[int]]:
                 with contextlib.suppress(psutil.Error):
                     child.kill()
             proc.kill()
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Callable[[Path, str], Path]]:
+    """`tmpfs(dir, "1m")`: a small tmpfs mounted on `dir` (created), a full disk to fill (the test is skipped
+    where mounting is not permitted); unmounted at teardown."""
+    mounted: list[Path] = []
+
+    def make(disk: Path, size: str) -> Path:
+        disk.mkdir(parents=True, exist_ok=True)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)],
+                          capture_output=True, check=False).returncode != 0:
+            pytest.skip("mounting a tmpfs is not permitted here")
+        mounted.append(disk)
+        return disk
+
+    yield make
+    for disk in reversed(mounted):
+        if subprocess.run(["umount", str(disk)], capture_output=True, check=False).returncode != 0:
+            subprocess.run(["umount", "-l", str(disk)], capture_output=True, check=False)

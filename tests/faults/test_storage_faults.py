@@ -141,15 +141,11 @@ def test_read_only_store_refuses_new_sweeps_and_keeps_old_results_readable(chaos
 
 # ------------------------------------------------------------------------------------------ disk full
 @pytest.fixture
-def small_disk(chaos):
-    """A 2 MB tmpfs holding the store (skipped where mounting is not permitted)."""
-    disk = chaos.tmp / "disk"
-    disk.mkdir()
-    if not _mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)):
-        pytest.skip("mounting a tmpfs is not permitted here")
+def small_disk(chaos, tmpfs):
+    """A 2 MB tmpfs holding the store."""
+    disk = tmpfs(chaos.tmp / "disk", "2m")
     chaos.store = disk / "store"
-    yield disk
-    _umount(disk)
+    return disk
 
 
 def _file_size_limit(limit: int):
@@ -193,14 +189,9 @@ def test_disk_full_fails_clearly_keeps_earlier_results_and_resume_recovers(chaos
 
 # ------------------------------------------------------------------------------------------ a trial's disk full
 @pytest.fixture
-def trial_disk(chaos):
+def trial_disk(chaos, tmpfs):
     """A 1 MB tmpfs for the trials' checkpoints (`checkpoint_dir:`), the store staying where it has room."""
-    disk = chaos.tmp / "trial-disk"
-    disk.mkdir()
-    if not _mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)):
-        pytest.skip("mounting a tmpfs is not permitted here")
-    yield disk
-    _umount(disk)
+    return tmpfs(chaos.tmp / "trial-disk", "1m")
 
 
 def _filler_spec(chaos, kind: str, disk: Path) -> Path:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import subprocess
 import sys
 from pathlib import Path
 
@@ -74,20 +73,10 @@ print("@sweeplab " + json.dumps({{"done": 1.0}}), flush=True)
 """
 
 
-def _mount(*args: str) -> bool:
-    return subprocess.run(["mount", *args], capture_output=True, check=False).returncode == 0
-
-
 @pytest.fixture
-def log_disk(tmp_path):
+def log_disk(tmp_path, tmpfs):
     """A 1 MB tmpfs for a trial's log (its report file and checkpoints stay where there is room)."""
-    disk = tmp_path / "log-disk"
-    disk.mkdir()
-    if not _mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)):
-        pytest.skip("mounting a tmpfs is not permitted here")
-    yield disk
-    if subprocess.run(["umount", str(disk)], capture_output=True, check=False).returncode != 0:
-        subprocess.run(["umount", "-l", str(disk)], capture_output=True, check=False)
+    return tmpfs(tmp_path / "log-disk", "1m")
 
 
 def test_a_program_whose_log_is_on_a_full_disk_still_runs_and_reports(tmp_path, log_disk):
