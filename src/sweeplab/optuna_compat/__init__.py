@@ -151,16 +151,23 @@ def _check_importable(target: str, python_path: Sequence[str]) -> None:
 
 # ------------------------------------------------------------------------------------------ importing
 def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
-    """Copy the finished trials of `source` into the sweep's journal study; returns them (frozen), in order."""
+    """Copy `source` into the sweep's journal study: its user attrs, its finished trials, then its enqueued
+    (WAITING) trials, which the sweep's first trials run as `study.optimize` would; returns the finished
+    ones (frozen), in order."""
     from sweeplab.search.optuna_objective import link
 
-    finished = [t for t in source.get_trials(deepcopy=True) if t.state.is_finished()]
     if len(source.directions) != 1:
         raise UserError(f"study {source.study_name!r} has {len(source.directions)} objectives: sweeplab "
                         "imports single-objective Optuna studies")
+    trials = source.get_trials(deepcopy=True)
+    finished = [t for t in trials if t.state.is_finished()]
+    waiting = [t for t in trials if t.state.name == "WAITING"]
+    for key, value in source.user_attrs.items():
+        journal_study.set_user_attr(key, value)
     journal_study.add_trials(finished)
     for number, frozen in enumerate(journal_study.get_trials(deepcopy=False)[:len(finished)]):
         link(journal_study, number, frozen._trial_id, running=False)
+    journal_study.add_trials(waiting)
     return finished
 
 

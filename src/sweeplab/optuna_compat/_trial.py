@@ -38,9 +38,10 @@ def _trial_class() -> type:
         _run: Run
 
         def report(self, value: float, step: int) -> None:
-            super().report(value, step)
-            if isinstance(value, (int, float)) and math.isfinite(float(value)):
-                self._run.log({METRIC: float(value)}, step=int(step))
+            super().report(value, step)   # Optuna's checks: a float(value) that fails raises here, as in Optuna
+            number = _number(value)      # np.float32, a 0-d tensor: Optuna stores float(value), so do we
+            if number is not None:
+                self._run.log({METRIC: number}, step=int(step))
 
     return SweeplabTrial
 
@@ -82,9 +83,19 @@ def objective_trial(config: Any, run: Run) -> dict[str, Any]:
         return {}
     finally:
         run.suggest(trial.params)
-    attrs = {f"user_attrs.{k}": v for k, v in trial.user_attrs.items()
-             if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    attrs = {f"user_attrs.{k}": n for k, v in trial.user_attrs.items() if (n := _number(v)) is not None}
     return {METRIC: _value(result), **attrs}
+
+
+def _number(value: Any) -> float | None:
+    """A finite number as a float (a Python, numpy or 0-d torch number; not a bool or a string), or None."""
+    if isinstance(value, (bool, str, bytes)) or type(value).__name__ == "bool_":
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _value(result: Any) -> Any:

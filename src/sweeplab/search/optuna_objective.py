@@ -113,6 +113,17 @@ class _FlockLock:
             fh.close()
 
 
+def _plain(value: Any) -> Any:
+    """A numpy or torch value as the JSON the journal holds (a list or a number): Optuna's in-memory study
+    keeps any object as a user or system attr, and objectives written for it store `np.int64(3)` or an
+    array of scores (`optuna.terminator.report_cross_validation_scores`). Anything else is refused as
+    `json` refuses it."""
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        return tolist()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def journal_storage(directory: Path) -> Any:
     """Optuna's multi-process journal storage on `directory/journal.log`, locked by `_FlockLock`."""
     optuna = _silence_optuna()
@@ -129,7 +140,7 @@ def journal_storage(directory: Path) -> Any:
         def append_logs(self, logs: list[dict[str, Any]]) -> None:
             import json
 
-            text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs)
+            text = "".join(json.dumps(log, separators=(",", ":"), default=_plain) + "\n" for log in logs)
             self._lock.acquire()
             try:
                 with open(self._file_path, "ab") as f:

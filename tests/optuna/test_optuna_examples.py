@@ -1,0 +1,91 @@
+"""Shapes of objective taken from Optuna's own examples (optuna/optuna-examples) that must run unchanged:
+numpy values where an in-memory study takes them, callable classes and functools.partial, a study with
+enqueued trials and user attrs, several objectives. Real Optuna, real worker processes."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from pathlib import Path
+
+import pytest
+
+optuna = pytest.importorskip("optuna")
+
+import sweeplab as sl  # noqa: E402
+from sweeplab.search.optuna_objective import open_study, study_dir  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    shutil.copy(HERE / "objectives.py", tmp_path / "objectives.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def objectives(workdir):
+    import importlib
+
+    import objectives as module
+
+    return importlib.reload(module)
+
+
+def _journal(store: Path, name: str):
+    return open_study(study_dir(store.resolve(), name))
+
+
+def test_numpy_values_in_attrs_reports_and_return_value_complete_the_trial(workdir):
+    """terminator_simple.py stores a numpy array (report_cross_validation_scores): the journal's JSON
+    refused it and every trial failed; numpy scalars as user attrs failed the same way, and float32
+    reports were left out of the curves."""
+    sweep = sl.optimize("objectives:numpy_values", n_trials=2, workers=1, store=workdir / "st", seed=0)
+    frame = sweep.trials()
+    assert list(frame["state"]) == ["completed"] * 2, list(frame["reason"])
+    assert list(frame["metrics.user_attrs.best_epoch"]) == [2, 2]
+    study = _journal(workdir / "st", sweep.name)
+    for t in study.trials:
+        assert t.state.name == "COMPLETE" and t.value == pytest.approx(t.params["x"])
+        assert t.user_attrs["scores"] == [0.5, 0.25] and t.system_attrs["cv_scores"] == [1.0, 2.0]
+        assert t.intermediate_values == pytest.approx({0: t.params["x"], 1: t.params["x"] + 1,
+                                                       2: t.params["x"] + 2})
+    curves = sweep.metrics()
+    assert len(curves[curves["key"] == "value"]) == 6            # 3 reports per trial, all in the curves
+
+
+def test_a_callable_class_and_a_functools_partial_run_as_objectives(workdir, objectives):
+    """sklearn_additional_args.py passes an instance with __call__; Optuna's FAQ binds extra arguments with
+    functools.partial or a lambda. sweeplab named them as `module:<repr>` and refused them."""
+    runs = {
+        "class": (objectives.Objective(2.0), 2.0),
+        "partial": (functools.partial(objectives.with_data, data=3.0), 3.0),
+        "lambda": (lambda trial: objectives.with_data(trial, 4.0), 4.0),
+    }
+    for label, (objective, scale) in runs.items():
+        sweep = sl.optimize(objective, n_trials=2, workers=1, store=workdir / "st", seed=0)
+        frame = sweep.trials()
+        assert list(frame["state"]) == ["completed"] * 2, (label, list(frame["reason"]))
+        assert list(frame["value"]) == pytest.approx([scale * x for x in frame["params.x"]]), label
+    names = set(sl.load(n, store=workdir / "st").name for n in ("Objective", "with_data"))
+    assert names == {"Objective", "with_data"}                 # named after the class and the function
+
+
+def test_a_given_studys_enqueued_trials_run_first_and_its_user_attrs_are_kept(workdir):
+    """faq/enqueue_trial.py: `study.enqueue_trial` before optimizing. With `study=` the enqueued trials
+    were dropped (only finished ones were copied), and so were the study's user attrs."""
+    study = optuna.create_study(direction="maximize")
+    study.set_user_attr("dataset", "iris")
+    study.enqueue_trial({"svc_c": 1})
+    study.enqueue_trial({"svc_c": 10})
+    sweep = sl.optimize("objectives:svc_like", n_trials=3, workers=1, store=workdir / "st", study=study)
+    frame = sweep.trials()
+    assert len(frame) == 3 and list(frame["state"]) == ["completed"] * 3
+    assert list(frame["params.svc_c"][:2]) == [1, 10]
+    journal = _journal(workdir / "st", sweep.name)
+    assert journal.user_attrs == {"dataset": "iris"}
+    assert [t.user_attrs["dataset"] for t in journal.trials] == ["iris"] * 3
