@@ -77,3 +77,14 @@ def svc_like(trial):
     c = trial.suggest_float("svc_c", 1e-10, 1e10, log=True)
     trial.set_user_attr("dataset", trial.study.user_attrs.get("dataset"))
     return float(c > 1e-3)
+
+
+def two_objectives(trial):
+    """basic/quadratic_multi_objective.py: minimize f1, maximize f2 (a tuple)."""
+    x = trial.suggest_float("x", -100, 100)
+    y = trial.suggest_categorical("y", [-1, 0, 1])
+    return x**2 + y, -((x - 2) ** 2 + y)
+
+
+def returns_none(trial):
+    trial.suggest_float("x", 0.0, 1.0)

@@ -89,3 +89,70 @@ def test_a_given_studys_enqueued_trials_run_first_and_its_user_attrs_are_kept(wo
     journal = _journal(workdir / "st", sweep.name)
     assert journal.user_attrs == {"dataset": "iris"}
     assert [t.user_attrs["dataset"] for t in journal.trials] == ["iris"] * 3
+
+
+def test_several_objectives_run_with_directions_as_in_create_study(workdir):
+    """basic/quadratic_multi_objective.py returns a tuple for `directions=["minimize", "maximize"]`: there
+    was no way to say so, and the tuple failed every trial as 'metric value was never reported'."""
+    sweep = sl.optimize("objectives:two_objectives", n_trials=4, workers=2, store=workdir / "st", seed=0,
+                        directions=["minimize", "maximize"])
+    assert sweep.outcome.exit_code == 0
+    frame = sweep.trials()
+    assert list(frame["state"]) == ["completed"] * 4, list(frame["reason"])
+    study = _journal(workdir / "st", sweep.name)
+    assert [d.name for d in study.directions] == ["MINIMIZE", "MAXIMIZE"]
+    by_number = {t.system_attrs["sweeplab_number"]: t for t in study.trials}
+    for number, row in frame.iterrows():
+        assert by_number[number].values == pytest.approx([row["metrics.values_0"], row["metrics.values_1"]])
+    front = {p["trial"] for p in sweep.pareto}
+    assert front == {by_number[t.number].system_attrs["sweeplab_number"] for t in study.best_trials}
+
+
+def test_a_multi_objective_study_given_is_imported_and_continued(workdir):
+    old = optuna.create_study(directions=["minimize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=1))
+    import objectives
+
+    old.optimize(objectives.two_objectives, n_trials=2)
+    sweep = sl.optimize("objectives:two_objectives", n_trials=2, workers=1, store=workdir / "st", study=old)
+    frame = sweep.trials()
+    assert list(frame["state"]) == ["completed"] * 4
+    assert [list(v) for v in frame[["metrics.values_0", "metrics.values_1"]].values[:2]] == \
+        [pytest.approx(t.values) for t in old.trials]
+    assert len(_journal(workdir / "st", sweep.name).trials) == 4
+
+
+def test_a_value_optuna_refuses_fails_the_trial_with_optunas_reason(workdir):
+    """A tuple from a single-objective objective, or None, failed as 'metric value was never reported'."""
+    one = sl.optimize("objectives:two_objectives", n_trials=1, workers=1, store=workdir / "st", retries=0)
+    reason = one.trials().loc[0, "reason"]
+    assert "number of the values 2 did not match the number of the objectives 1" in reason, reason
+    none = sl.optimize("objectives:returns_none", n_trials=1, workers=1, store=workdir / "st", retries=0)
+    reason = none.trials().loc[0, "reason"]
+    assert "None could not be cast to float" in reason, reason
+    study = _journal(workdir / "st", none.name)
+    assert [t.state.name for t in study.trials] == ["FAIL"]
+
+
+def test_cli_direction_once_per_objective(workdir):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+
+    def cli(*args: str):
+        return subprocess.run([sys.executable, "-m", "sweeplab", *args], cwd=workdir, env=env,
+                              capture_output=True, text=True, timeout=240)
+
+    ran = cli("sweep", "--optuna", "objectives:two_objectives", "--trials", "3", "--workers", "2", "--store", "st",
+              "--direction", "minimize", "--direction", "maximize", "-q")
+    assert ran.returncode == 0, ran.stderr
+    front = json.loads(cli("best", "two_objectives", "--json", "--store", "st").stdout)
+    assert front and all(set(p["values"]) == {"values_0", "values_1"} for p in front)
+    study = _journal(workdir / "st", "two_objectives")
+    assert [d.name for d in study.directions] == ["MINIMIZE", "MAXIMIZE"]
+    comma = cli("sweep", "--optuna", "objectives:two_objectives", "--trials", "1", "--store", "st",
+                "--direction", "minimize,maximize", "--name", "comma", "-q")
+    assert comma.returncode == 0, comma.stderr

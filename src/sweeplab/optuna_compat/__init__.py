@@ -38,17 +38,23 @@ __all__ = ["TRIAL_FUNCTION", "optimize", "optuna_spec"]
 TRIAL_FUNCTION = "sweeplab.optuna_compat._trial:objective_trial"
 
 
-def optuna_spec(name: str, n_trials: int, *, direction: str = "minimize", seed: int | None = None,
-                workers: int | None = None, retries: int | None = None,
+def optuna_spec(name: str, n_trials: int, *, direction: str | Sequence[str] = "minimize",
+                seed: int | None = None, workers: int | None = None, retries: int | None = None,
                 timeout: float | str | None = None) -> dict[str, Any]:
-    """The sweep spec of an Optuna objective: method `optuna`, the metric `value`, no declared parameters."""
-    from sweeplab.search.optuna_objective import METRIC
+    """The sweep spec of an Optuna objective: method `optuna`, no declared parameters, the metric `value`
+    (or, for several directions, the objectives `values_0`, `values_1`...)."""
+    from sweeplab.search.optuna_objective import metric_names
 
-    if direction not in ("minimize", "maximize"):
-        raise UserError(f"direction: {direction!r} is not one of minimize | maximize")
+    directions = [direction] if isinstance(direction, str) else list(direction)
+    for d in directions:
+        if d not in ("minimize", "maximize"):
+            raise UserError(f"direction: {d!r} is not one of minimize | maximize")
+    if not directions:
+        raise UserError("directions: give at least one (minimize | maximize)")
     if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
         raise UserError(f"n_trials: {n_trials!r} is not a positive integer")
-    spec: dict[str, Any] = {"name": name, "method": "optuna", "metric": {"name": METRIC, "goal": direction},
+    metrics = [{"name": m, "goal": d} for m, d in zip(metric_names(len(directions)), directions, strict=True)]
+    spec: dict[str, Any] = {"name": name, "method": "optuna", "metric": metrics[0] if len(metrics) == 1 else metrics,
                             "parameters": {}, "function": TRIAL_FUNCTION, "budget": {"trials": n_trials}}
     if seed is not None:
         spec["seed"] = seed
@@ -72,6 +78,7 @@ def optimize(
     sampler: Any = None,
     pruner: Any = None,
     direction: str | None = None,
+    directions: Sequence[str] | None = None,
     study: Any = None,
     name: str | None = None,
     store: str | Path | None = None,
@@ -89,6 +96,8 @@ def optimize(
 
     objective   `def objective(trial) -> float` importable by worker processes, or "module:function"
     sampler     any Optuna sampler (default: Optuna's, TPE); pruner: any Optuna pruner (default: median)
+    direction   "minimize" (default) or "maximize"; directions: one per objective, for an objective
+                returning several values (as `optuna.create_study(directions=[...])`)
     study       an existing Optuna study (e.g. `optuna.load_study(storage="sqlite:///old.db", ...)`): its
                 finished trials seed the search and show in the dashboard; its direction, sampler and
                 pruner are used unless given
@@ -108,13 +117,12 @@ def optimize(
     target = shipped_target(objective, root, "objective")
     python_path = [os.getcwd()]
     _check_importable(target, python_path)
+    goals = _directions(direction, directions, study)
     if study is not None:
         sampler = sampler if sampler is not None else study.sampler
         pruner = pruner if pruner is not None else study.pruner
-        direction = direction or study.direction.name.lower()
-    direction = direction or "minimize"
     base = name or target.rpartition(":")[2].rpartition(".")[2] or "optuna"
-    spec = parse_spec(optuna_spec(base, n_trials, direction=direction, seed=seed, workers=workers,
+    spec = parse_spec(optuna_spec(base, n_trials, direction=goals, seed=seed, workers=workers,
                                   retries=retries, timeout=timeout), file="<optimize>", base_dir=Path.cwd())
     from sweeplab.api import unique_name
 
@@ -124,7 +132,7 @@ def optimize(
     finally:
         st.close()
     directory = study_dir(root.resolve(), sweep_name)
-    settings = StudySettings(objective=target, study_name=sweep_name, directions=[direction], sampler=sampler,
+    settings = StudySettings(objective=target, study_name=sweep_name, directions=goals, sampler=sampler,
                              pruner=pruner, python_path=python_path)
     write_settings(directory, settings)
     imported = _seed_journal(open_study(directory, settings, create=True), study) if study is not None else []
@@ -135,6 +143,23 @@ def optimize(
     if imported:
         _seed_store(runner, imported, n_trials, source=getattr(study, "study_name", "an Optuna study"))
     return runner.launch(background)
+
+
+def _directions(direction: str | None, directions: Sequence[str] | None, study: Any) -> list[str]:
+    """The study's directions: `direction` or `directions` (not both, as `optuna.create_study`), else the
+    given study's, else minimize."""
+    if direction is not None and directions is not None:
+        raise UserError("give direction or directions, not both")
+    if isinstance(directions, str):
+        raise UserError(f"directions: {directions!r} is a string; give a list, e.g. ['minimize', 'maximize']")
+    goals = [direction] if direction is not None else list(directions) if directions is not None else None
+    if study is None:
+        return goals or ["minimize"]
+    theirs = [d.name.lower() for d in study.directions]
+    if goals is not None and len(goals) != len(theirs):
+        raise UserError(f"study {study.study_name!r} has {len(theirs)} objective(s) ({', '.join(theirs)}); "
+                        f"{len(goals)} direction(s) given ({', '.join(map(str, goals))})")
+    return goals or theirs
 
 
 def _check_importable(target: str, python_path: Sequence[str]) -> None:
@@ -156,9 +181,6 @@ def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
     ones (frozen), in order."""
     from sweeplab.search.optuna_objective import link
 
-    if len(source.directions) != 1:
-        raise UserError(f"study {source.study_name!r} has {len(source.directions)} objectives: sweeplab "
-                        "imports single-objective Optuna studies")
     trials = source.get_trials(deepcopy=True)
     finished = [t for t in trials if t.state.is_finished()]
     waiting = [t for t in trials if t.state.name == "WAITING"]
@@ -177,6 +199,8 @@ _STATES = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}
 def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int, *, source: str) -> None:
     """Record imported trials as the sweep's first trials (as `fork` does), then rebuild the driver so the
     searcher and the budget (`n_trials` new ones) count them."""
+    from sweeplab.search.optuna_objective import METRIC, metric_names
+
     st: Store = runner.st
     driver = runner.driver
     with st.transaction():
@@ -185,12 +209,15 @@ def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int, *, source: st
             started = t.datetime_start.timestamp() if t.datetime_start else None
             ended = t.datetime_complete.timestamp() if t.datetime_complete else started
             tid = st.add_trial(driver.sweep_id, number, dict(t.params), {}, None)
-            metrics = {"value": t.value} if t.value is not None else {}
+            values = list(t.values) if t.values is not None else []
+            metrics: dict[str, Any] = dict(zip(metric_names(len(values)), values, strict=True))
             metrics.update({f"user_attrs.{k}": v for k, v in t.user_attrs.items()
                             if isinstance(v, (int, float)) and not isinstance(v, bool)})
-            st.update_trial(tid, state=state, value=t.value if state == "completed" else None, metrics=metrics,
-                            started=started, ended=ended, reason=f"imported from {source} (trial {t.number})")
-            points = [(int(step), "value", float(v), ended or 0.0) for step, v in t.intermediate_values.items()]
+            several = {"objective_values": values} if len(values) > 1 and state == "completed" else {}
+            st.update_trial(tid, state=state, value=values[0] if values and state == "completed" else None,
+                            metrics=metrics, started=started, ended=ended,
+                            reason=f"imported from {source} (trial {t.number})", **several)
+            points = [(int(step), METRIC, float(v), ended or 0.0) for step, v in t.intermediate_values.items()]
             if points:
                 st.add_metrics(tid, 0, points)
         st.add_event(driver.sweep_id, "info", f"imported {len(trials)} finished trial(s) from {source}",

@@ -17,6 +17,7 @@ from typing import Any
 from sweeplab.run import Run
 from sweeplab.search.optuna_objective import (
     METRIC,
+    metric_names,
     open_study,
     optimize_loop,
     read_settings,
@@ -84,7 +85,8 @@ def objective_trial(config: Any, run: Run) -> dict[str, Any]:
     finally:
         run.suggest(trial.params)
     attrs = {f"user_attrs.{k}": n for k, v in trial.user_attrs.items() if (n := _number(v)) is not None}
-    return {METRIC: _value(result), **attrs}
+    values = _values(result, len(settings.directions))
+    return {**dict(zip(metric_names(len(values)), values, strict=True)), **attrs}
 
 
 def _number(value: Any) -> float | None:
@@ -98,8 +100,25 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _value(result: Any) -> Any:
-    """The objective's return value as Optuna reads it (a one-element sequence is a single value)."""
-    if isinstance(result, (list, tuple)) and len(result) == 1:
-        return result[0]
-    return result
+def _values(result: Any, objectives: int) -> list[float]:
+    """The objective's return value as Optuna reads it (a number, or a sequence of one per objective), or
+    Optuna's reason for failing the trial (`study.optimize` fails it with these messages). NaN passes: the
+    driver fails a trial whose metric is not finite."""
+    from collections.abc import Sequence
+
+    if result is None:
+        raise ValueError("the objective returned None: The value None could not be cast to float.")
+    values = list(result) if isinstance(result, Sequence) and not isinstance(result, (str, bytes)) else [result]
+    out = []
+    for v in values:
+        try:
+            out.append(float(v))
+        except (TypeError, ValueError):
+            raise ValueError(f"the objective returned {result!r}: The value {v!r} could not be cast to float."
+                             ) from None
+    if len(out) != objectives:
+        hint = (" (several objectives: sl.optimize(..., directions=[...]), or --direction once per objective)"
+                if objectives == 1 else "")
+        raise ValueError(f"the objective returned {result!r}: The number of the values {len(out)} did not "
+                         f"match the number of the objectives {objectives}{hint}.")
+    return out

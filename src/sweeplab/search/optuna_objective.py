@@ -34,6 +34,7 @@ __all__ = [
     "METRIC",
     "ObjectiveSearcher",
     "StudySettings",
+    "metric_names",
     "note_stop",
     "open_study",
     "optimize_loop",
@@ -47,6 +48,12 @@ METRIC = "value"             # the sweep's metric: the objective's return value 
 _NUMBER_KEY = "sweeplab:trial:"   # study system attr: sweeplab trial number -> Optuna trial id
 _STOP_KEY = "sweeplab:stopped"    # study system attr: study.stop() was called (objective or sampler)
 _SETTINGS = "settings.pkl"
+
+
+def metric_names(objectives: int) -> list[str]:
+    """The sweep's metrics for an objective returning `objectives` values: `value`, or `values_0`,
+    `values_1`... (the columns of Optuna's `trials_dataframe`)."""
+    return [METRIC] if objectives == 1 else [f"values_{i}" for i in range(objectives)]
 _JOURNAL = "journal.log"
 
 
@@ -254,10 +261,10 @@ class ObjectiveSearcher(Searcher):
     def tell(self, number: int, params: Mapping[str, Any], state: TrialState,
              value: float | Sequence[float | None] | None, intermediate: Mapping[int, float] | None = None,
              constraints: Sequence[float] | None = None) -> None:
-        if state.is_terminal:   # one objective on this path: `value` is a number or None
-            self._finish(number, state, value if not isinstance(value, Sequence) else None)
+        if state.is_terminal:   # a number (one objective), the values (several), or None
+            self._finish(number, state, value)
 
-    def _finish(self, number: int, state: TrialState, value: float | None) -> None:
+    def _finish(self, number: int, state: TrialState, value: float | Sequence[float | None] | None) -> None:
         """End Optuna trial of sweeplab trial `number` as sweeplab ended it (no-op if already ended)."""
         study = self.study
         trial_id = trial_id_of(study, number)
@@ -268,6 +275,8 @@ class ObjectiveSearcher(Searcher):
             return
         TS = self._optuna.trial.TrialState
         with optimize_loop(study):   # a sampler's after_trial may call study.stop() (GridSampler)
+            if isinstance(value, Sequence) and not isinstance(value, str):
+                value = None if any(v is None for v in value) else [float(v) for v in value]  # type: ignore[arg-type]
             if state is TrialState.COMPLETED and value is not None:
                 study.tell(frozen.number, value, skip_if_finished=True)
             elif state in (TrialState.PRUNED, TrialState.STOPPED, TrialState.STOPPED_BY_RULE):
@@ -283,7 +292,7 @@ class ObjectiveSearcher(Searcher):
         live = set()
         for snap in history:
             if snap.state.is_terminal:
-                self._finish(snap.number, snap.state, snap.value)
+                self._finish(snap.number, snap.state, snap.values if snap.values is not None else snap.value)
             else:
                 tid = trial_id_of(study, snap.number)
                 if tid is not None:
