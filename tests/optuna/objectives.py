@@ -88,3 +88,15 @@ def two_objectives(trial):
 
 def returns_none(trial):
     trial.suggest_float("x", 0.0, 1.0)
+
+
+def sleeps(trial):
+    x = trial.suggest_float("x", 0.0, 1.0)
+    time.sleep(0.3)
+    return x
+
+
+def hangs(trial):
+    trial.suggest_float("x", 0.0, 1.0)
+    time.sleep(120)
+    return 0.0

@@ -156,3 +156,21 @@ def test_cli_direction_once_per_objective(workdir):
     comma = cli("sweep", "--optuna", "objectives:two_objectives", "--trials", "1", "--store", "st",
                 "--direction", "minimize,maximize", "--name", "comma", "-q")
     assert comma.returncode == 0, comma.stderr
+
+
+def test_timeout_is_the_studys_as_in_study_optimize_and_trial_timeout_each_trials(workdir):
+    """`study.optimize(objective, n_trials=100, timeout=600)` (xgboost_simple.py, pytorch_simple.py) means no
+    trial starts after 600 s; sl.optimize took `timeout` as each trial's limit, so the same call ran every
+    trial. n_trials=None runs until the timeout, as in Optuna."""
+    sweep = sl.optimize("objectives:sleeps", n_trials=40, workers=1, store=workdir / "st", timeout=1.0)
+    status = sweep.status()
+    assert "timeout 1s reached" in status["end_reason"], status
+    assert 1 <= status["trials"] < 40 and set(status["counts"]) == {"completed"}
+    until = sl.optimize("objectives:sleeps", n_trials=None, workers=1, store=workdir / "st", timeout=1.0)
+    assert "timeout" in until.status()["end_reason"] and until.outcome.exit_code == 0
+    limited = sl.optimize("objectives:hangs", n_trials=1, workers=1, store=workdir / "st", trial_timeout=1,
+                          retries=0)
+    row = limited.trials().loc[0]
+    assert row["state"] == "failed" and "timeout" in row["reason"], row["reason"]
+    with pytest.raises(sl.UserError, match="give n_trials or timeout"):
+        sl.optimize("objectives:sleeps", n_trials=None, store=workdir / "st")

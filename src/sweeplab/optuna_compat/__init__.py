@@ -38,9 +38,9 @@ __all__ = ["TRIAL_FUNCTION", "optimize", "optuna_spec"]
 TRIAL_FUNCTION = "sweeplab.optuna_compat._trial:objective_trial"
 
 
-def optuna_spec(name: str, n_trials: int, *, direction: str | Sequence[str] = "minimize",
+def optuna_spec(name: str, n_trials: int | None, *, direction: str | Sequence[str] = "minimize",
                 seed: int | None = None, workers: int | None = None, retries: int | None = None,
-                timeout: float | str | None = None) -> dict[str, Any]:
+                timeout: float | None = None, trial_timeout: float | str | None = None) -> dict[str, Any]:
     """The sweep spec of an Optuna objective: method `optuna`, no declared parameters, the metric `value`
     (or, for several directions, the objectives `values_0`, `values_1`...)."""
     from sweeplab.search.optuna_objective import metric_names
@@ -51,11 +51,17 @@ def optuna_spec(name: str, n_trials: int, *, direction: str | Sequence[str] = "m
             raise UserError(f"direction: {d!r} is not one of minimize | maximize")
     if not directions:
         raise UserError("directions: give at least one (minimize | maximize)")
-    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
+    if n_trials is None and timeout is None:
+        raise UserError("n_trials=None runs until `timeout`: give n_trials or timeout")
+    if n_trials is not None and (isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1):
         raise UserError(f"n_trials: {n_trials!r} is not a positive integer")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise UserError(f"timeout: {timeout!r} is not a positive number of seconds (the whole study's, as in "
+                        "study.optimize; trial_timeout= limits each trial)")
     metrics = [{"name": m, "goal": d} for m, d in zip(metric_names(len(directions)), directions, strict=True)]
+    budget: dict[str, Any] = {"trials": n_trials} if n_trials is not None else {}
     spec: dict[str, Any] = {"name": name, "method": "optuna", "metric": metrics[0] if len(metrics) == 1 else metrics,
-                            "parameters": {}, "function": TRIAL_FUNCTION, "budget": {"trials": n_trials}}
+                            "parameters": {}, "function": TRIAL_FUNCTION, "budget": budget}
     if seed is not None:
         spec["seed"] = seed
     if workers is not None:
@@ -63,8 +69,8 @@ def optuna_spec(name: str, n_trials: int, *, direction: str | Sequence[str] = "m
     trial: dict[str, Any] = {}
     if retries is not None:
         trial["retries"] = retries
-    if timeout is not None:
-        trial["timeout"] = timeout
+    if trial_timeout is not None:
+        trial["timeout"] = trial_timeout
     if trial:
         spec["trial"] = trial
     return spec
@@ -72,7 +78,7 @@ def optuna_spec(name: str, n_trials: int, *, direction: str | Sequence[str] = "m
 
 def optimize(
     objective: Callable[[Any], Any] | str,
-    n_trials: int = 100,
+    n_trials: int | None = 100,
     *,
     workers: int | None = None,
     sampler: Any = None,
@@ -86,13 +92,19 @@ def optimize(
     address: str | None = None,
     seed: int | None = None,
     retries: int | None = None,
-    timeout: float | str | None = None,
+    timeout: float | None = None,
+    trial_timeout: float | str | None = None,
     background: bool = False,
     progress: bool | None = None,
     on_progress: Callable[[Any], None] | None = None,
     on_note: Callable[[str], None] | None = None,
 ) -> Sweep:
     """Run an Optuna objective for `n_trials` trials on `workers` processes (or Ray); returns the handle.
+
+    n_trials    new trials to run; None: until `timeout`
+    timeout     seconds, as in `study.optimize`: no trial starts after that (running ones finish); it counts
+                from when the sweep starts (and again from a `sweeplab resume`, as a new `study.optimize`)
+    trial_timeout  a trial running longer is stopped and fails (sweeplab's `trial.timeout`, e.g. "10m")
 
     objective   `def objective(trial) -> float` importable by worker processes, or "module:function"
     sampler     any Optuna sampler (default: Optuna's, TPE); pruner: any Optuna pruner (default: median)
@@ -123,7 +135,8 @@ def optimize(
         pruner = pruner if pruner is not None else study.pruner
     base = name or target.rpartition(":")[2].rpartition(".")[2] or "optuna"
     spec = parse_spec(optuna_spec(base, n_trials, direction=goals, seed=seed, workers=workers,
-                                  retries=retries, timeout=timeout), file="<optimize>", base_dir=Path.cwd())
+                                  retries=retries, timeout=timeout, trial_timeout=trial_timeout),
+                      file="<optimize>", base_dir=Path.cwd())
     from sweeplab.api import unique_name
 
     st = Store.open(root)
@@ -133,7 +146,8 @@ def optimize(
         st.close()
     directory = study_dir(root.resolve(), sweep_name)
     settings = StudySettings(objective=target, study_name=sweep_name, directions=goals, sampler=sampler,
-                             pruner=pruner, python_path=python_path)
+                             pruner=pruner, python_path=python_path,
+                             timeout=float(timeout) if timeout is not None else None)
     write_settings(directory, settings)
     imported = _seed_journal(open_study(directory, settings, create=True), study) if study is not None else []
     shown = Progress(progress)
@@ -196,7 +210,7 @@ def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
 _STATES = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}
 
 
-def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int, *, source: str) -> None:
+def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int | None, *, source: str) -> None:
     """Record imported trials as the sweep's first trials (as `fork` does), then rebuild the driver so the
     searcher and the budget (`n_trials` new ones) count them."""
     from sweeplab.search.optuna_objective import METRIC, metric_names

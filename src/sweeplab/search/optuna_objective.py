@@ -67,6 +67,7 @@ class StudySettings:
     sampler: Any = None                 # an Optuna sampler object (None: Optuna's default, TPE)
     pruner: Any = None                  # an Optuna pruner object (None: Optuna's default, median)
     python_path: list[str] = field(default_factory=list)
+    timeout: float | None = None        # seconds after which no trial starts (study.optimize's timeout)
 
 
 def study_dir(root: str | Path, sweep: str) -> Path:
@@ -230,6 +231,8 @@ class ObjectiveSearcher(Searcher):
         self._optuna = _silence_optuna()
         self._study: Any = None
         self._next = 0
+        self._deadline: float | None = None
+        self.end_reason: str | None = None   # why ask() returned None, for the sweep's end reason
 
     def bind(self, *, root: str, sweep: str) -> None:
         directory = study_dir(root, sweep)
@@ -238,7 +241,14 @@ class ObjectiveSearcher(Searcher):
 
             raise UserError(f"sweep {sweep!r} has no Optuna study in {directory}: method 'optuna' is set by "
                             "`sweeplab sweep --optuna module:objective` or `sl.optimize(objective)`")
-        self._study = open_study(directory, create=True)
+        settings = read_settings(directory)
+        self._study = open_study(directory, settings, create=True)
+        timeout = getattr(settings, "timeout", None)   # settings written before it had one: none
+        if timeout is not None:   # from now, as each study.optimize(timeout=) call counts from its start
+            import time
+
+            self._deadline = time.monotonic() + timeout
+            self._timeout = timeout
 
     @property
     def study(self) -> Any:
@@ -249,7 +259,14 @@ class ObjectiveSearcher(Searcher):
     def ask(self) -> dict[str, Any] | None:
         study = self.study
         if study._stop_flag or study._storage.get_study_system_attrs(study._study_id).get(_STOP_KEY):
+            self.end_reason = "study.stop() was called (running trials finish)"
             return None   # study.stop(): the sweep ends as an exhausted search space does
+        if self._deadline is not None:
+            import time
+
+            if time.monotonic() >= self._deadline:
+                self.end_reason = f"timeout {self._timeout:g}s reached (running trials finish)"
+                return None
         study._thread_local.cached_all_trials = None
         trial_id = study._pop_waiting_trial_id()   # enqueue_trial() first, as study.ask does
         if trial_id is None:
