@@ -174,3 +174,22 @@ def test_timeout_is_the_studys_as_in_study_optimize_and_trial_timeout_each_trial
     assert row["state"] == "failed" and "timeout" in row["reason"], row["reason"]
     with pytest.raises(sl.UserError, match="give n_trials or timeout"):
         sl.optimize("objectives:sleeps", n_trials=None, store=workdir / "st")
+
+
+def test_callbacks_run_after_each_trial_and_may_stop_the_study(workdir):
+    """faq/max_trials_callback.py: `callbacks=[MaxTrialsCallback(3, states=(TrialState.COMPLETE,))]`; a
+    callback is called with the study and each finished trial, in the calling process."""
+    seen: list[tuple[int, str]] = []
+    cap = optuna.study.MaxTrialsCallback(3, states=(optuna.trial.TrialState.COMPLETE,))
+    sweep = sl.optimize("objectives:grid", n_trials=10, workers=1, store=workdir / "st",
+                        callbacks=[lambda study, t: seen.append((t.number, t.state.name)), cap])
+    status = sweep.status()
+    assert status["counts"] == {"completed": 3} and "study.stop()" in status["end_reason"], status
+    assert seen == [(0, "COMPLETE"), (1, "COMPLETE"), (2, "COMPLETE")]
+
+    def broken(study, trial):
+        raise RuntimeError("callback bug")
+
+    stopped = sl.optimize("objectives:grid", n_trials=10, workers=1, store=workdir / "st", callbacks=[broken])
+    assert stopped.status()["trials"] == 1
+    assert "callback" in stopped.status()["end_reason"] and "callback bug" in stopped.status()["end_reason"]

@@ -94,6 +94,7 @@ def optimize(
     retries: int | None = None,
     timeout: float | None = None,
     trial_timeout: float | str | None = None,
+    callbacks: Sequence[Callable[[Any, Any], None]] | None = None,
     background: bool = False,
     progress: bool | None = None,
     on_progress: Callable[[Any], None] | None = None,
@@ -105,6 +106,8 @@ def optimize(
     timeout     seconds, as in `study.optimize`: no trial starts after that (running ones finish); it counts
                 from when the sweep starts (and again from a `sweeplab resume`, as a new `study.optimize`)
     trial_timeout  a trial running longer is stopped and fails (sweeplab's `trial.timeout`, e.g. "10m")
+    callbacks   as in `study.optimize`: each `callback(study, frozen_trial)` runs after every trial, in this
+                process (the driver's); not kept for a `sweeplab resume`
 
     objective   `def objective(trial) -> float` importable by worker processes, or "module:function"
     sampler     any Optuna sampler (default: Optuna's, TPE); pruner: any Optuna pruner (default: median)
@@ -156,6 +159,12 @@ def optimize(
                      on_note=on_note)
     if imported:
         _seed_store(runner, imported, n_trials, source=getattr(study, "study_name", "an Optuna study"))
+    if callbacks:
+        from sweeplab.search.optuna_objective import ObjectiveSearcher
+
+        searcher = runner.driver.searcher   # as (re)built above
+        assert isinstance(searcher, ObjectiveSearcher)
+        searcher.callbacks = list(callbacks)
     return runner.launch(background)
 
 

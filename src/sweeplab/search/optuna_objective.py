@@ -233,6 +233,8 @@ class ObjectiveSearcher(Searcher):
         self._next = 0
         self._deadline: float | None = None
         self.end_reason: str | None = None   # why ask() returned None, for the sweep's end reason
+        self.callbacks: list[Any] = []       # study.optimize's callbacks(study, frozen_trial), this process only
+        self._callback_failed = False
 
     def bind(self, *, root: str, sweep: str) -> None:
         directory = study_dir(root, sweep)
@@ -258,6 +260,8 @@ class ObjectiveSearcher(Searcher):
 
     def ask(self) -> dict[str, Any] | None:
         study = self.study
+        if self._callback_failed:
+            return None
         if study._stop_flag or study._storage.get_study_system_attrs(study._study_id).get(_STOP_KEY):
             self.end_reason = "study.stop() was called (running trials finish)"
             return None   # study.stop(): the sweep ends as an exhausted search space does
@@ -280,6 +284,30 @@ class ObjectiveSearcher(Searcher):
              constraints: Sequence[float] | None = None) -> None:
         if state.is_terminal:   # a number (one objective), the values (several), or None
             self._finish(number, state, value)
+            if self.callbacks:
+                self._call_back(number)
+
+    def _call_back(self, number: int) -> None:
+        """Run the callbacks on the trial just ended, as `study.optimize` does after each trial (in this, the
+        driver's, process; `study.stop()` works in them). One that raises ends the sweep: no new trials."""
+        import copy
+        import traceback
+
+        study = self.study
+        trial_id = trial_id_of(study, number)
+        if trial_id is None:
+            return
+        frozen = study._storage.get_trial(trial_id)
+        for callback in self.callbacks:
+            try:
+                with optimize_loop(study):
+                    callback(study, copy.deepcopy(frozen))
+            except Exception as exc:
+                name = getattr(callback, "__qualname__", None) or type(callback).__name__
+                self.end_reason = f"callback {name} raised {type(exc).__name__}: {exc}"
+                self._callback_failed = True
+                traceback.print_exc()
+                return
 
     def _finish(self, number: int, state: TrialState, value: float | Sequence[float | None] | None) -> None:
         """End Optuna trial of sweeplab trial `number` as sweeplab ended it (no-op if already ended)."""
