@@ -193,3 +193,36 @@ def test_callbacks_run_after_each_trial_and_may_stop_the_study(workdir):
     stopped = sl.optimize("objectives:grid", n_trials=10, workers=1, store=workdir / "st", callbacks=[broken])
     assert stopped.status()["trials"] == 1
     assert "callback" in stopped.status()["end_reason"] and "callback bug" in stopped.status()["end_reason"]
+
+
+def test_a_sampler_defined_in_the_users_script_and_one_holding_a_lambda_reach_the_workers(workdir):
+    """samplers/simulated_annealing_sampler.py defines its sampler class in the script it runs: the workers
+    could not unpickle it ('Can't get attribute SimulatedAnnealingSampler') and every trial failed. A
+    sampler holding a lambda (constraints_func=lambda t: ...) could not be pickled at all."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (workdir / "script.py").write_text(
+        "import json, optuna, sweeplab as sl\n"
+        "class Sampler(optuna.samplers.RandomSampler):\n"
+        "    def sample_independent(self, study, trial, name, distribution):\n"
+        "        return 0.25\n"
+        "def objective(trial):\n"
+        "    x = trial.suggest_float('x', 0, 1)\n"
+        "    trial.set_constraint('c', x - 0.5)\n"
+        "    return x\n"
+        "if __name__ == '__main__':\n"
+        "    a = sl.optimize(objective, n_trials=2, workers=2, sampler=Sampler(), store='st', progress=False)\n"
+        "    tpe = optuna.samplers.TPESampler(n_startup_trials=1, constraints_func=lambda t: (t.params['x'],))\n"
+        "    b = sl.optimize(objective, n_trials=2, workers=2, sampler=tpe, store='st', progress=False)\n"
+        "    print(json.dumps([[list(s.trials()['state']), list(s.trials()['value'])] for s in (a, b)]))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    ran = subprocess.run([sys.executable, "script.py"], cwd=workdir, env=env, capture_output=True, text=True,
+                         timeout=240)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    (states_a, values_a), (states_b, _) = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert states_a == ["completed"] * 2 and values_a == [0.25, 0.25]    # the script's sampler decided
+    assert states_b == ["completed"] * 2

@@ -14,8 +14,9 @@ storage; sweeplab does the same with a `JournalStorage` file (Optuna's multi-pro
   retried on the same Optuna trial (its suggested parameters are kept), and a trial running when the driver
   was killed stays RUNNING until `resume` requeues it.
 
-The sampler and pruner reach the workers pickled in `settings.pkl`, a file sweeplab itself wrote when the
-sweep was created; nothing else is ever unpickled.
+The sampler and pruner reach the workers pickled in `settings.pkl` (cloudpickle: a sampler class defined in
+the user's script travels by value), a file sweeplab itself wrote when the sweep was created; nothing else
+is ever unpickled.
 """
 
 from __future__ import annotations
@@ -78,9 +79,22 @@ def study_dir(root: str | Path, sweep: str) -> Path:
 
 
 def write_settings(directory: Path, settings: StudySettings) -> None:
+    """Pickle `settings` with cloudpickle: a sampler or pruner class defined in the user's script or notebook
+    (`__main__`, which worker processes cannot import) and a lambda it holds (`constraints_func=lambda t:
+    ...`) are written by value; classes of importable modules by name, as pickle does."""
+    import cloudpickle
+
+    from sweeplab.errors import UserError
+
+    try:
+        blob = cloudpickle.dumps(settings)
+    except Exception as exc:   # cloudpickle raises many kinds (TypeError, PicklingError, ...)
+        raise UserError(f"the sampler or pruner cannot be sent to worker processes ({type(exc).__name__}: "
+                        f"{exc}): it holds something that cannot be serialised (an open file, a lock, a "
+                        "connection)") from exc
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f"{_SETTINGS}.tmp"
-    tmp.write_bytes(pickle.dumps(settings))
+    tmp.write_bytes(blob)
     tmp.replace(directory / _SETTINGS)
 
 
