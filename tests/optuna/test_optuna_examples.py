@@ -226,3 +226,14 @@ def test_a_sampler_defined_in_the_users_script_and_one_holding_a_lambda_reach_th
     (states_a, values_a), (states_b, _) = json.loads(ran.stdout.strip().splitlines()[-1])
     assert states_a == ["completed"] * 2 and values_a == [0.25, 0.25]    # the script's sampler decided
     assert states_b == ["completed"] * 2
+
+
+def test_a_seeded_sampler_makes_the_sweep_reproducible_as_in_optuna(workdir):
+    """Optuna's FAQ: `TPESampler(seed=...)` makes a study reproducible. Each trial's sampler is reseeded from
+    the sweep's seed, which was random without `seed=`: the same call gave other trials every time."""
+    runs = []
+    for i in range(2):
+        for sampler in (optuna.samplers.RandomSampler(seed=3), optuna.samplers.TPESampler(seed=3, n_startup_trials=2)):
+            sweep = sl.optimize("objectives:grid", n_trials=4, workers=1, store=workdir / f"st{i}", sampler=sampler)
+            runs.append(list(sweep.trials()["params.x"]))
+    assert runs[0] == runs[2] and runs[1] == runs[3]

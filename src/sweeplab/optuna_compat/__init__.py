@@ -136,6 +136,8 @@ def optimize(
     if study is not None:
         sampler = sampler if sampler is not None else study.sampler
         pruner = pruner if pruner is not None else study.pruner
+    if seed is None:   # a seeded sampler (TPESampler(seed=0)) makes the sweep reproducible, as in Optuna
+        seed = _sampler_seed(sampler)
     base = name or target.rpartition(":")[2].rpartition(".")[2] or "optuna"
     spec = parse_spec(optuna_spec(base, n_trials, direction=goals, seed=seed, workers=workers,
                                   retries=retries, timeout=timeout, trial_timeout=trial_timeout),
@@ -183,6 +185,25 @@ def _directions(direction: str | None, directions: Sequence[str] | None, study: 
         raise UserError(f"study {study.study_name!r} has {len(theirs)} objective(s) ({', '.join(theirs)}); "
                         f"{len(goals)} direction(s) given ({', '.join(map(str, goals))})")
     return goals or theirs
+
+
+def _sampler_seed(sampler: Any) -> int | None:
+    """A sweep seed drawn from a seeded sampler's random state, or None (unseeded, or not an Optuna sampler).
+
+    Each trial's sampler is reseeded from (sweep seed, trial number), so without a sweep seed the seed the
+    user gave the sampler would be lost. Optuna's samplers keep a `LazyRandomState` whose generator exists
+    before first use only when they were given a seed."""
+    import hashlib
+
+    for attr in ("_rng", "_cma_rng"):
+        lazy = getattr(sampler, attr, None)
+        rng = getattr(lazy, "_rng", lazy)    # LazyRandomState._rng, or a RandomState itself
+        get_state = getattr(rng, "get_state", None)
+        if callable(get_state):
+            kind, keys, pos, *_ = get_state()
+            digest = hashlib.sha256(f"{kind}:{pos}:".encode() + bytes(memoryview(keys))).digest()
+            return int.from_bytes(digest[:4], "big")
+    return None
 
 
 def _check_importable(target: str, python_path: Sequence[str]) -> None:
