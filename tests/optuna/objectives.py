@@ -49,6 +49,7 @@ def numpy_values(trial):
     import numpy as np
 
     x = trial.suggest_float("x", 0.0, 1.0)
+    trial.suggest_categorical("n", np.arange(1, 3))      # numpy choices: np.int64
     for step in range(3):
         trial.report(np.float32(x + step), step)
     trial.set_user_attr("best_epoch", np.int64(2))

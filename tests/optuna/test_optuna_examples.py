@@ -42,12 +42,13 @@ def _journal(store: Path, name: str):
 
 def test_numpy_values_in_attrs_reports_and_return_value_complete_the_trial(workdir):
     """terminator_simple.py stores a numpy array (report_cross_validation_scores): the journal's JSON
-    refused it and every trial failed; numpy scalars as user attrs failed the same way, and float32
-    reports were left out of the curves."""
+    refused it and every trial failed; numpy scalars as user attrs or categorical choices failed the same
+    way, and float32 reports were left out of the curves."""
     sweep = sl.optimize("objectives:numpy_values", n_trials=2, workers=1, store=workdir / "st", seed=0)
     frame = sweep.trials()
     assert list(frame["state"]) == ["completed"] * 2, list(frame["reason"])
     assert list(frame["metrics.user_attrs.best_epoch"]) == [2, 2]
+    assert set(frame["params.n"]) <= {1, 2}                    # numpy choices (np.arange) are suggested
     study = _journal(workdir / "st", sweep.name)
     for t in study.trials:
         assert t.state.name == "COMPLETE" and t.value == pytest.approx(t.params["x"])

@@ -38,6 +38,11 @@ def _trial_class() -> type:
 
         _run: Run
 
+        def suggest_categorical(self, name: str, choices: Any) -> Any:  # type: ignore[override]
+            """numpy choices (`np.arange(...)`, np.int64) as Python values: an in-memory study takes them,
+            a persistent one (the journal) stores choices as JSON, which refuses numpy integers."""
+            return super().suggest_categorical(name, tuple(_python(c) for c in choices))
+
         def report(self, value: float, step: int) -> None:
             super().report(value, step)   # Optuna's checks: a float(value) that fails raises here, as in Optuna
             number = _number(value)      # np.float32, a 0-d tensor: Optuna stores float(value), so do we
@@ -87,6 +92,14 @@ def objective_trial(config: Any, run: Run) -> dict[str, Any]:
     attrs = {f"user_attrs.{k}": n for k, v in trial.user_attrs.items() if (n := _number(v)) is not None}
     values = _values(result, len(settings.directions))
     return {**dict(zip(metric_names(len(values)), values, strict=True)), **attrs}
+
+
+def _python(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds; anything else as is."""
+    item = getattr(value, "item", None)
+    if type(value).__module__ == "numpy" and callable(item) and getattr(value, "ndim", None) == 0:
+        return item()
+    return value
 
 
 def _number(value: Any) -> float | None:
