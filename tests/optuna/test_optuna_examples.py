@@ -238,3 +238,21 @@ def test_a_seeded_sampler_makes_the_sweep_reproducible_as_in_optuna(workdir):
             sweep = sl.optimize("objectives:grid", n_trials=4, workers=1, store=workdir / f"st{i}", sampler=sampler)
             runs.append(list(sweep.trials()["params.x"]))
     assert runs[0] == runs[2] and runs[1] == runs[3]
+
+
+def test_the_sweeps_study_answers_what_the_examples_read_after_study_optimize(workdir):
+    """Every example ends reading its study (`study.best_trial`, `study.best_trials`, trials_dataframe,
+    `trial.system_attrs['constraints']`): sl.optimize gave no way to get it."""
+    sweep = sl.optimize("objectives:conditional", n_trials=4, workers=2, store=workdir / "st", seed=0,
+                        pruner=optuna.pruners.ThresholdPruner(upper=5.0))
+    study = sweep.study()
+    frame = study.trials_dataframe()
+    assert len(frame) == 4 and set(frame["state"]) <= {"COMPLETE", "PRUNED"}
+    if sweep.best is not None:
+        assert study.best_value == pytest.approx(sweep.best["value"])
+        assert study.best_params == sweep.best["params"]
+    several = sl.optimize("objectives:two_objectives", n_trials=3, workers=1, store=workdir / "st",
+                          directions=["minimize", "maximize"])
+    assert len(several.study().best_trials) == len(several.pareto)
+    with pytest.raises(sl.UserError, match="not a sweep of an Optuna objective"):
+        sl.Sweep("none", workdir / "st").study()
