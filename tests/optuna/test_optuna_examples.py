@@ -256,3 +256,19 @@ def test_the_sweeps_study_answers_what_the_examples_read_after_study_optimize(wo
     assert len(several.study().best_trials) == len(several.pareto)
     with pytest.raises(sl.UserError, match="not a sweep of an Optuna objective"):
         sl.Sweep("none", workdir / "st").study()
+
+
+def test_cli_a_sampler_that_needs_arguments_is_a_clear_error(workdir):
+    """`--sampler GridSampler` (it needs a search space) ended in a framed traceback, exit 1."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    for option, name in (("--sampler", "GridSampler"), ("--pruner", "PatientPruner")):
+        ran = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "--optuna", "objectives:grid", option, name,
+                              "--store", "st"], cwd=workdir, env=env, capture_output=True, text=True, timeout=240)
+        assert ran.returncode == 2, ran.stderr
+        assert "Traceback" not in ran.stderr and name in ran.stderr and "sl.optimize" in ran.stderr, ran.stderr
+        assert not (workdir / "st").exists()

@@ -62,6 +62,11 @@ def _optuna_object(kind: str, name: str, **kwargs: Any) -> Any:
         raise UserError(f"--{kind[:-1]}: {name!r} is not an Optuna {kind[:-1]}; expected one of: "
                         f"{', '.join(known)}")
     accepted = inspect.signature(cls).parameters
+    needed = [n for n, p in accepted.items() if p.default is inspect.Parameter.empty
+              and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in kwargs]
+    if needed:   # GridSampler(search_space), PartialFixedSampler(...), PatientPruner(wrapped_pruner, patience)
+        raise UserError(f"--{kind[:-1]}: {name} needs {', '.join(needed)}, which the command line cannot give: "
+                        f"build it in Python, sl.optimize(objective, {kind[:-1]}=optuna.{kind}.{name}(...))")
     return cls(**{k: v for k, v in kwargs.items() if k in accepted and v is not None})
 
 
