@@ -272,3 +272,14 @@ def test_cli_a_sampler_that_needs_arguments_is_a_clear_error(workdir):
         assert ran.returncode == 2, ran.stderr
         assert "Traceback" not in ran.stderr and name in ran.stderr and "sl.optimize" in ran.stderr, ran.stderr
         assert not (workdir / "st").exists()
+
+
+def test_directions_are_taken_as_optuna_takes_them(workdir):
+    """optuna.create_study takes "maximize", "MAXIMIZE" or StudyDirection.MAXIMIZE; sl.optimize refused the
+    last two."""
+    for given in ("MAXIMIZE", optuna.study.StudyDirection.MAXIMIZE):
+        sweep = sl.optimize("objectives:grid", n_trials=1, workers=1, store=workdir / "st", direction=given)
+        assert sweep.study().direction == optuna.study.StudyDirection.MAXIMIZE
+    several = sl.optimize("objectives:two_objectives", n_trials=1, workers=1, store=workdir / "st",
+                          directions=[optuna.study.StudyDirection.MINIMIZE, "Maximize"])
+    assert [d.name for d in several.study().directions] == ["MINIMIZE", "MAXIMIZE"]

@@ -177,7 +177,8 @@ def _directions(direction: str | None, directions: Sequence[str] | None, study: 
         raise UserError("give direction or directions, not both")
     if isinstance(directions, str):
         raise UserError(f"directions: {directions!r} is a string; give a list, e.g. ['minimize', 'maximize']")
-    goals = [direction] if direction is not None else list(directions) if directions is not None else None
+    given = [direction] if direction is not None else list(directions) if directions is not None else None
+    goals = None if given is None else [_goal(d) for d in given]
     if study is None:
         return goals or ["minimize"]
     theirs = [d.name.lower() for d in study.directions]
@@ -204,6 +205,13 @@ def _sampler_seed(sampler: Any) -> int | None:
             digest = hashlib.sha256(f"{kind}:{pos}:".encode() + bytes(memoryview(keys))).digest()
             return int.from_bytes(digest[:4], "big")
     return None
+
+
+def _goal(direction: Any) -> str:
+    """"minimize" / "maximize" from what optuna.create_study takes: either word in any case, or a
+    StudyDirection (anything else is left for optuna_spec to refuse)."""
+    name = getattr(direction, "name", direction)   # StudyDirection.MAXIMIZE -> "MAXIMIZE"
+    return name.lower() if isinstance(name, str) else direction
 
 
 def _check_importable(target: str, python_path: Sequence[str]) -> None:
