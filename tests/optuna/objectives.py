@@ -101,3 +101,19 @@ def hangs(trial):
     trial.suggest_float("x", 0.0, 1.0)
     time.sleep(120)
     return 0.0
+
+
+def constrained(trial):
+    """Optuna 5's trial.set_constraint: feasible when x >= 1 (the best feasible is x = 1, value 1)."""
+    x = trial.suggest_float("x", -5.0, 5.0)
+    trial.set_constraint("c", 1.0 - x)
+    return x * x
+
+
+def quadratic(trial):
+    """basic/quadratic_constraint.py's objective; its constraints are given by constraints_func below."""
+    return trial.suggest_float("x", -5.0, 5.0) ** 2
+
+
+def constraints(frozen_trial):
+    return (1.0 - frozen_trial.params["x"],)

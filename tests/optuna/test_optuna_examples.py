@@ -283,3 +283,25 @@ def test_directions_are_taken_as_optuna_takes_them(workdir):
     several = sl.optimize("objectives:two_objectives", n_trials=1, workers=1, store=workdir / "st",
                           directions=[optuna.study.StudyDirection.MINIMIZE, "Maximize"])
     assert [d.name for d in several.study().directions] == ["MINIMIZE", "MAXIMIZE"]
+
+
+def test_optunas_constraints_keep_infeasible_trials_out_of_the_best_as_in_study_best_trial(workdir):
+    """basic/quadratic_constraint.py (constraints_func) and Optuna 5's trial.set_constraint: study.best_trial
+    is the best feasible trial, while sweeplab's best named an infeasible one (x = -0.28 for x >= 1)."""
+    for target, sampler in (("objectives:constrained", optuna.samplers.RandomSampler(seed=2)),
+                            ("objectives:quadratic", optuna.samplers.TPESampler(
+                                n_startup_trials=4, seed=2, constraints_func=_constraints()))):
+        sweep = sl.optimize(target, n_trials=10, workers=2, store=workdir / "st", sampler=sampler)
+        study = sweep.study()
+        xs = [t.params["x"] for t in study.trials if t.state.name == "COMPLETE"]
+        assert any(x < 1 for x in xs) and any(x >= 1 for x in xs), xs        # both kinds were sampled
+        assert sweep.best["params"] == study.best_trial.params and sweep.best["params"]["x"] >= 1
+        frame = sweep.trials()
+        infeasible = frame[frame["params.x"] < 1]
+        assert all(infeasible["reason"].str.contains("infeasible")), list(infeasible["reason"])
+
+
+def _constraints():
+    import objectives
+
+    return objectives.constraints

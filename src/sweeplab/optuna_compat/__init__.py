@@ -43,7 +43,7 @@ def optuna_spec(name: str, n_trials: int | None, *, direction: str | Sequence[st
                 timeout: float | None = None, trial_timeout: float | str | None = None) -> dict[str, Any]:
     """The sweep spec of an Optuna objective: method `optuna`, no declared parameters, the metric `value`
     (or, for several directions, the objectives `values_0`, `values_1`...)."""
-    from sweeplab.search.optuna_objective import metric_names
+    from sweeplab.search.optuna_objective import VIOLATION, metric_names
 
     directions = [direction] if isinstance(direction, str) else list(direction)
     for d in directions:
@@ -61,7 +61,10 @@ def optuna_spec(name: str, n_trials: int | None, *, direction: str | Sequence[st
     metrics = [{"name": m, "goal": d} for m, d in zip(metric_names(len(directions)), directions, strict=True)]
     budget: dict[str, Any] = {"trials": n_trials} if n_trials is not None else {}
     spec: dict[str, Any] = {"name": name, "method": "optuna", "metric": metrics[0] if len(metrics) == 1 else metrics,
-                            "parameters": {}, "function": TRIAL_FUNCTION, "budget": budget}
+                            "parameters": {}, "function": TRIAL_FUNCTION, "budget": budget,
+                            # Optuna's feasibility (trial.set_constraint, constraints_func): as study.best_trial,
+                            # an infeasible trial is never the best nor on the front
+                            "constraints": [{"metric": VIOLATION, "max": 0}]}
     if seed is not None:
         spec["seed"] = seed
     if workers is not None:
@@ -251,7 +254,7 @@ _STATES = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}
 def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int | None, *, source: str) -> None:
     """Record imported trials as the sweep's first trials (as `fork` does), then rebuild the driver so the
     searcher and the budget (`n_trials` new ones) count them."""
-    from sweeplab.search.optuna_objective import METRIC, metric_names
+    from sweeplab.search.optuna_objective import METRIC, VIOLATION, metric_names, violation
 
     st: Store = runner.st
     driver = runner.driver
@@ -265,10 +268,13 @@ def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int | None, *, sou
             metrics: dict[str, Any] = dict(zip(metric_names(len(values)), values, strict=True))
             metrics.update({f"user_attrs.{k}": v for k, v in t.user_attrs.items()
                             if isinstance(v, (int, float)) and not isinstance(v, bool)})
-            several = {"objective_values": values} if len(values) > 1 and state == "completed" else {}
+            metrics[VIOLATION] = violation(getattr(t, "constraints", None) or t.system_attrs.get("constraints"))
+            extra: dict[str, Any] = {"objective_values": values} if len(values) > 1 and state == "completed" else {}
+            if state == "completed":
+                extra["feasible"] = metrics[VIOLATION] <= 0
             st.update_trial(tid, state=state, value=values[0] if values and state == "completed" else None,
                             metrics=metrics, started=started, ended=ended,
-                            reason=f"imported from {source} (trial {t.number})", **several)
+                            reason=f"imported from {source} (trial {t.number})", **extra)
             points = [(int(step), METRIC, float(v), ended or 0.0) for step, v in t.intermediate_values.items()]
             if points:
                 st.add_metrics(tid, 0, points)

@@ -17,12 +17,14 @@ from typing import Any
 from sweeplab.run import Run
 from sweeplab.search.optuna_objective import (
     METRIC,
+    VIOLATION,
     metric_names,
     open_study,
     optimize_loop,
     read_settings,
     reseed,
     trial_id_of,
+    violation,
 )
 
 __all__ = ["objective_trial"]
@@ -91,7 +93,20 @@ def objective_trial(config: Any, run: Run) -> dict[str, Any]:
         run.suggest(trial.params)
     attrs = {f"user_attrs.{k}": n for k, v in trial.user_attrs.items() if (n := _number(v)) is not None}
     values = _values(result, len(settings.directions))
-    return {**dict(zip(metric_names(len(values)), values, strict=True)), **attrs}
+    return {**dict(zip(metric_names(len(values)), values, strict=True)), **attrs,
+            VIOLATION: _violation(study, trial_id)}
+
+
+def _violation(study: Any, trial_id: int) -> float:
+    """How far the trial is from Optuna's feasibility (<= 0: feasible), from the constraints it set
+    (`trial.set_constraint`) and its sampler's `constraints_func`, which Optuna calls on the trial as it is
+    told (here, on the same running trial, before the driver tells it)."""
+    frozen = study._storage.get_trial(trial_id)
+    constraints: dict[str, Any] = dict(getattr(frozen, "constraints", None) or {})
+    func = getattr(study.sampler, "_constraints_func", None)
+    if callable(func):
+        constraints.update({f"constraints_func[{i}]": v for i, v in enumerate(func(frozen))})
+    return violation(constraints)
 
 
 def _python(value: Any) -> Any:

@@ -33,6 +33,7 @@ from sweeplab.types import TrialSnapshot, TrialState
 
 __all__ = [
     "METRIC",
+    "VIOLATION",
     "ObjectiveSearcher",
     "StudySettings",
     "metric_names",
@@ -42,10 +43,14 @@ __all__ = [
     "read_settings",
     "study_dir",
     "trial_id_of",
+    "violation",
     "write_settings",
 ]
 
 METRIC = "value"             # the sweep's metric: the objective's return value (and its reported values)
+#: the largest of a trial's Optuna constraint values (trial.set_constraint, a sampler's constraints_func), 0
+#: without any: the sweep's one constraint is that it stays <= 0, Optuna's feasibility
+VIOLATION = "constraint_violation"
 _NUMBER_KEY = "sweeplab:trial:"   # study system attr: sweeplab trial number -> Optuna trial id
 _STOP_KEY = "sweeplab:stopped"    # study system attr: study.stop() was called (objective or sampler)
 _SETTINGS = "settings.pkl"
@@ -69,6 +74,12 @@ class StudySettings:
     pruner: Any = None                  # an Optuna pruner object (None: Optuna's default, median)
     python_path: list[str] = field(default_factory=list)
     timeout: float | None = None        # seconds after which no trial starts (study.optimize's timeout)
+
+
+def violation(constraints: Any) -> float:
+    """A trial's `VIOLATION` from its Optuna constraint values (a dict by name, or a sequence)."""
+    values = list(constraints.values()) if isinstance(constraints, Mapping) else list(constraints or ())
+    return max((float(v) for v in values), default=0.0)
 
 
 def study_dir(root: str | Path, sweep: str) -> Path:
