@@ -103,7 +103,9 @@ def _violation(study: Any, trial_id: int) -> float:
     told (here, on the same running trial, before the driver tells it)."""
     frozen = study._storage.get_trial(trial_id)
     constraints: dict[str, Any] = dict(getattr(frozen, "constraints", None) or {})
-    func = getattr(study.sampler, "_constraints_func", None)
+    sampler = study.sampler
+    func = getattr(sampler, "_constraints_func", None) or getattr(
+        getattr(sampler, "_base_sampler", None), "_constraints_func", None)   # PartialFixedSampler(base)
     if callable(func):
         constraints.update({f"constraints_func[{i}]": v for i, v in enumerate(func(frozen))})
     return violation(constraints)
