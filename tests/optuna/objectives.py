@@ -117,3 +117,7 @@ def quadratic(trial):
 
 def constraints(frozen_trial):
     return (1.0 - frozen_trial.params["x"],)
+
+
+def nan_constraints(frozen_trial):
+    return (float("nan"),)

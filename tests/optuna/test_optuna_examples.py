@@ -301,7 +301,18 @@ def test_optunas_constraints_keep_infeasible_trials_out_of_the_best_as_in_study_
         assert all(infeasible["reason"].str.contains("infeasible")), list(infeasible["reason"])
 
 
-def _constraints():
+def _constraints(name: str = "constraints"):
     import objectives
 
-    return objectives.constraints
+    return getattr(objectives, name)
+
+
+def test_a_constraints_func_returning_nan_fails_the_trial_not_the_sweep(workdir):
+    """Optuna's tell raises for NaN constraints; told by the driver, it ended the whole sweep with a
+    traceback (and a resume would tell it again)."""
+    sampler = optuna.samplers.TPESampler(constraints_func=_constraints("nan_constraints"))
+    sweep = sl.optimize("objectives:quadratic", n_trials=2, workers=1, store=workdir / "st", sampler=sampler,
+                        retries=0)
+    frame = sweep.trials()
+    assert list(frame["state"]) == ["failed"] * 2 and all(frame["reason"].str.contains("cannot be NaN"))
+    assert [t.state.name for t in sweep.study().trials] == ["FAIL"] * 2

@@ -108,6 +108,8 @@ def _violation(study: Any, trial_id: int) -> float:
         getattr(sampler, "_base_sampler", None), "_constraints_func", None)   # PartialFixedSampler(base)
     if callable(func):
         constraints.update({f"constraints_func[{i}]": v for i, v in enumerate(func(frozen))})
+        if any(math.isnan(float(v)) for v in constraints.values()):   # Optuna's tell would raise in the driver
+            raise ValueError("constraints_func returned NaN: Constraint values cannot be NaN.")
     return violation(constraints)
 
 
