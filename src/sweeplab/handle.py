@@ -95,6 +95,21 @@ class Sweep:
             best.pop("sweep", None)
         return best
 
+    def study(self) -> Any:
+        """The Optuna study of a sweep of an Optuna objective (`sl.optimize`, `sweeplab sweep --optuna`), as
+        the code after `study.optimize` reads it: `study.best_trial`, `study.best_trials`,
+        `study.trials_dataframe()`, `optuna.visualization.plot_optimization_history(study)`. Loaded from the
+        sweep's journal in the store (Optuna's trial numbers; failed attempts that were retried are one
+        trial); read it, do not optimize it (the sweep owns it)."""
+        from sweeplab.errors import UserError
+        from sweeplab.search.optuna_objective import open_study, study_dir
+
+        directory = study_dir(self.store.resolve(), self.name)
+        if not (directory / "settings.pkl").exists():
+            raise UserError(f"sweep {self.name!r} is not a sweep of an Optuna objective: it has no Optuna study "
+                            f"(sl.optimize or `sweeplab sweep --optuna` make one)")
+        return open_study(directory)
+
     @property
     def pareto(self) -> list[dict[str, Any]]:
         """The feasible Pareto front when the sweep has several objectives: what `sweeplab best --json` prints,

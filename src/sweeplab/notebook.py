@@ -3,7 +3,8 @@ function can be imported by worker processes.
 
 Worker processes are fresh interpreters: they import a trial function by name (`module:function`) when
 it lives in a module. A function no other process can import by name (defined in a notebook cell, in the
-interactive interpreter, a lambda or a nested function) is shipped by value instead: `shipped_target`
+interactive interpreter, a lambda or a nested function, a callable object such as a class instance with
+`__call__` or a `functools.partial`) is shipped by value instead: `shipped_target`
 writes it with cloudpickle into the store (`functions/<digest>.pkl`, sweeplab's own file) and the workers
 load it from there; the modules it uses (numpy, torch, your own) must still be importable by the workers.
 What cloudpickle cannot serialise (an open file, a lock, a live connection captured by the function) is a
@@ -50,7 +51,7 @@ def shipped_target(fn: Any, store_root: str | os.PathLike[str], what: str = "tri
         raise UserError(f"{what} {getattr(fn, '__qualname__', fn)!r} is defined where workers cannot import "
                         "it, and cloudpickle (which ships it by value) is not installed: pip install "
                         "cloudpickle") from exc
-    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "function"
+    qualname = _display_name(fn)
     try:
         blob = cloudpickle.dumps(fn)
     except Exception as exc:   # cloudpickle raises many kinds (TypeError, PicklingError, ...)
@@ -68,6 +69,17 @@ def shipped_target(fn: Any, store_root: str | os.PathLike[str], what: str = "tri
         os.replace(tmp, path)
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in qualname.rsplit(".", 1)[-1]) or "function"
     return f"{os.path.abspath(path)}:{name}"
+
+
+def _display_name(fn: Any) -> str:
+    """What to call a callable: a function's qualified name, a partial's function's, an object's class's."""
+    inner = getattr(fn, "func", None)   # functools.partial
+    if inner is not None and callable(inner) and not hasattr(fn, "__qualname__"):
+        return _display_name(inner)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if isinstance(name, str) and name:
+        return name
+    return type(fn).__qualname__ if not isinstance(fn, type) else "function"
 
 
 def target_of(fn: Any, what: str = "trial function") -> str:
@@ -89,6 +101,12 @@ def target_of(fn: Any, what: str = "trial function") -> str:
     if "<lambda>" in qualname or "<locals>" in qualname:
         raise UserError(f"{what} {qualname!r} is a lambda or is defined inside another function: worker "
                         f"processes cannot import it; define it at the top level of a module ({fix})")
+    named: Any = sys.modules.get(module) if isinstance(module, str) else None
+    for part in qualname.split("."):
+        named = getattr(named, part, None)
+    if named is not fn:   # a class instance with __call__, a functools.partial, a bound method...
+        raise UserError(f"{what} {_display_name(fn)!r} ({type(fn).__name__}) is not a function that worker "
+                        f"processes can import by name: pass a top-level function, or {fix}")
     if module in (None, "__main__", "builtins") or module.startswith("__main__"):
         main_file = getattr(sys.modules.get("__main__"), "__file__", None)
         if module == "__main__" and main_file and main_file.endswith(".py") and not in_notebook():

@@ -40,3 +40,84 @@ def pid(trial):
 def fails(trial):
     trial.suggest_float("x", 0.0, 1.0)
     raise ValueError("planted failure")
+
+
+# -------------------------------------------------------------- shapes seen in Optuna's own examples
+def numpy_values(trial):
+    """numpy scalars and arrays where Optuna's in-memory study takes them (terminator_simple.py stores the
+    cross-validation scores array through `report_cross_validation_scores`; training loops report float32)."""
+    import numpy as np
+
+    x = trial.suggest_float("x", 0.0, 1.0)
+    trial.suggest_categorical("n", np.arange(1, 3))      # numpy choices: np.int64
+    for step in range(3):
+        trial.report(np.float32(x + step), step)
+    trial.set_user_attr("best_epoch", np.int64(2))
+    trial.set_user_attr("scores", np.array([0.5, 0.25]))
+    trial.storage.set_trial_system_attr(trial._trial_id, "cv_scores", np.array([1.0, 2.0]))
+    return np.float32(x)
+
+
+def with_data(trial, data):
+    """An objective taking extra arguments, bound by functools.partial (Optuna's FAQ)."""
+    return data * trial.suggest_float("x", 0.0, 1.0)
+
+
+class Objective:
+    """A callable class holding its data (sklearn_additional_args.py)."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __call__(self, trial):
+        return self.scale * trial.suggest_float("x", 0.0, 1.0)
+
+
+def svc_like(trial):
+    """faq/enqueue_trial.py's shape: the enqueued parameters run first; a study user attr is read."""
+    c = trial.suggest_float("svc_c", 1e-10, 1e10, log=True)
+    trial.set_user_attr("dataset", trial.study.user_attrs.get("dataset"))
+    return float(c > 1e-3)
+
+
+def two_objectives(trial):
+    """basic/quadratic_multi_objective.py: minimize f1, maximize f2 (a tuple)."""
+    x = trial.suggest_float("x", -100, 100)
+    y = trial.suggest_categorical("y", [-1, 0, 1])
+    return x**2 + y, -((x - 2) ** 2 + y)
+
+
+def returns_none(trial):
+    trial.suggest_float("x", 0.0, 1.0)
+
+
+def sleeps(trial):
+    x = trial.suggest_float("x", 0.0, 1.0)
+    time.sleep(0.3)
+    return x
+
+
+def hangs(trial):
+    trial.suggest_float("x", 0.0, 1.0)
+    time.sleep(120)
+    return 0.0
+
+
+def constrained(trial):
+    """Optuna 5's trial.set_constraint: feasible when x >= 1 (the best feasible is x = 1, value 1)."""
+    x = trial.suggest_float("x", -5.0, 5.0)
+    trial.set_constraint("c", 1.0 - x)
+    return x * x
+
+
+def quadratic(trial):
+    """basic/quadratic_constraint.py's objective; its constraints are given by constraints_func below."""
+    return trial.suggest_float("x", -5.0, 5.0) ** 2
+
+
+def constraints(frozen_trial):
+    return (1.0 - frozen_trial.params["x"],)
+
+
+def nan_constraints(frozen_trial):
+    return (float("nan"),)

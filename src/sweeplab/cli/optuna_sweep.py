@@ -18,7 +18,7 @@ __all__ = ["run_optuna"]
 
 def run_optuna(target: str, *, trials: Optional[int], workers: Optional[int], backend: Optional[str],
                address: Optional[str], name: Optional[str], store: Optional[Path], quiet: bool,
-               direction: Optional[str], sampler: Optional[str], pruner: Optional[str], seed: Optional[int],
+               direction: Optional[list[str]], sampler: Optional[str], pruner: Optional[str], seed: Optional[int],
                from_study: Optional[str]) -> None:
     """Run `target` (an Optuna objective) for `trials` trials (default 100); exits with the sweep's code."""
     from sweeplab.optuna_compat import optimize
@@ -29,10 +29,13 @@ def run_optuna(target: str, *, trials: Optional[int], workers: Optional[int], ba
     built_sampler = _optuna_object("samplers", sampler, seed=seed) if sampler else None
     built_pruner = _optuna_object("pruners", pruner) if pruner else None
     study = _load_study(from_study) if from_study else None
+    goals = [d.strip() for text in direction or () for d in text.split(",") if d.strip()]
     with _LiveProgress(quiet) as live:
         handle = optimize(target, trials or 100, workers=workers, sampler=built_sampler, pruner=built_pruner,
-                          direction=direction, study=study, name=name, store=store, backend=backend,
-                          address=address, seed=seed, progress=False, on_progress=live.update, on_note=note)
+                          direction=goals[0] if len(goals) == 1 else None,
+                          directions=goals if len(goals) > 1 else None, study=study, name=name, store=store,
+                          backend=backend, address=address, seed=seed, progress=False, on_progress=live.update,
+                          on_note=note)
     outcome = handle.outcome
     if outcome is None:   # pragma: no cover - a blocking optimize always has one
         raise typer.Exit(1)
@@ -59,6 +62,11 @@ def _optuna_object(kind: str, name: str, **kwargs: Any) -> Any:
         raise UserError(f"--{kind[:-1]}: {name!r} is not an Optuna {kind[:-1]}; expected one of: "
                         f"{', '.join(known)}")
     accepted = inspect.signature(cls).parameters
+    needed = [n for n, p in accepted.items() if p.default is inspect.Parameter.empty
+              and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in kwargs]
+    if needed:   # GridSampler(search_space), PartialFixedSampler(...), PatientPruner(wrapped_pruner, patience)
+        raise UserError(f"--{kind[:-1]}: {name} needs {', '.join(needed)}, which the command line cannot give: "
+                        f"build it in Python, sl.optimize(objective, {kind[:-1]}=optuna.{kind}.{name}(...))")
     return cls(**{k: v for k, v in kwargs.items() if k in accepted and v is not None})
 
 

@@ -43,7 +43,8 @@ def sweep(
     strict: bool = typer.Option(False, "--strict", help="what W&B only warns about in a spec is an error"),
     optuna: Optional[str] = typer.Option(None, "--optuna", help="run this Optuna objective (module:objective "
                                          "or file.py:objective) instead of a spec; see docs/optuna.md"),
-    direction: Optional[str] = typer.Option(None, "--direction", help="--optuna: minimize | maximize"),
+    direction: Optional[list[str]] = typer.Option(None, "--direction", help="--optuna: minimize | maximize; "
+                                                  "once per objective for several (or minimize,maximize)"),
     sampler: Optional[str] = typer.Option(None, "--sampler", help="--optuna: an optuna.samplers class name"),
     pruner: Optional[str] = typer.Option(None, "--pruner", help="--optuna: an optuna.pruners class name"),
     seed: Optional[int] = typer.Option(None, "--seed", help="--optuna: the sweep's seed"),

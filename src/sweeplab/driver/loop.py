@@ -147,8 +147,8 @@ class Driver(Recovery, EventWriter):
     def _new_trial(self) -> TrialRecord | None:
         params = self._searcher.ask()
         if params is None:
-            self._exhausted = True
-            self._end("search space exhausted (grid finished)")
+            self._exhausted = True   # a searcher may say why (an Optuna objective's study.stop() or timeout)
+            self._end(getattr(self._searcher, "end_reason", None) or "search space exhausted (grid finished)")
             return None
         number = len(self.trials)
         config = self.tasks.resolve_config(params)

@@ -38,18 +38,33 @@ __all__ = ["TRIAL_FUNCTION", "optimize", "optuna_spec"]
 TRIAL_FUNCTION = "sweeplab.optuna_compat._trial:objective_trial"
 
 
-def optuna_spec(name: str, n_trials: int, *, direction: str = "minimize", seed: int | None = None,
-                workers: int | None = None, retries: int | None = None,
-                timeout: float | str | None = None) -> dict[str, Any]:
-    """The sweep spec of an Optuna objective: method `optuna`, the metric `value`, no declared parameters."""
-    from sweeplab.search.optuna_objective import METRIC
+def optuna_spec(name: str, n_trials: int | None, *, direction: str | Sequence[str] = "minimize",
+                seed: int | None = None, workers: int | None = None, retries: int | None = None,
+                timeout: float | None = None, trial_timeout: float | str | None = None) -> dict[str, Any]:
+    """The sweep spec of an Optuna objective: method `optuna`, no declared parameters, the metric `value`
+    (or, for several directions, the objectives `values_0`, `values_1`...)."""
+    from sweeplab.search.optuna_objective import VIOLATION, metric_names
 
-    if direction not in ("minimize", "maximize"):
-        raise UserError(f"direction: {direction!r} is not one of minimize | maximize")
-    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
+    directions = [direction] if isinstance(direction, str) else list(direction)
+    for d in directions:
+        if d not in ("minimize", "maximize"):
+            raise UserError(f"direction: {d!r} is not one of minimize | maximize")
+    if not directions:
+        raise UserError("directions: give at least one (minimize | maximize)")
+    if n_trials is None and timeout is None:
+        raise UserError("n_trials=None runs until `timeout`: give n_trials or timeout")
+    if n_trials is not None and (isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1):
         raise UserError(f"n_trials: {n_trials!r} is not a positive integer")
-    spec: dict[str, Any] = {"name": name, "method": "optuna", "metric": {"name": METRIC, "goal": direction},
-                            "parameters": {}, "function": TRIAL_FUNCTION, "budget": {"trials": n_trials}}
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise UserError(f"timeout: {timeout!r} is not a positive number of seconds (the whole study's, as in "
+                        "study.optimize; trial_timeout= limits each trial)")
+    metrics = [{"name": m, "goal": d} for m, d in zip(metric_names(len(directions)), directions, strict=True)]
+    budget: dict[str, Any] = {"trials": n_trials} if n_trials is not None else {}
+    spec: dict[str, Any] = {"name": name, "method": "optuna", "metric": metrics[0] if len(metrics) == 1 else metrics,
+                            "parameters": {}, "function": TRIAL_FUNCTION, "budget": budget,
+                            # Optuna's feasibility (trial.set_constraint, constraints_func): as study.best_trial,
+                            # an infeasible trial is never the best nor on the front
+                            "constraints": [{"metric": VIOLATION, "max": 0}]}
     if seed is not None:
         spec["seed"] = seed
     if workers is not None:
@@ -57,8 +72,8 @@ def optuna_spec(name: str, n_trials: int, *, direction: str = "minimize", seed: 
     trial: dict[str, Any] = {}
     if retries is not None:
         trial["retries"] = retries
-    if timeout is not None:
-        trial["timeout"] = timeout
+    if trial_timeout is not None:
+        trial["timeout"] = trial_timeout
     if trial:
         spec["trial"] = trial
     return spec
@@ -66,12 +81,13 @@ def optuna_spec(name: str, n_trials: int, *, direction: str = "minimize", seed: 
 
 def optimize(
     objective: Callable[[Any], Any] | str,
-    n_trials: int = 100,
+    n_trials: int | None = 100,
     *,
     workers: int | None = None,
     sampler: Any = None,
     pruner: Any = None,
     direction: str | None = None,
+    directions: Sequence[str] | None = None,
     study: Any = None,
     name: str | None = None,
     store: str | Path | None = None,
@@ -79,7 +95,9 @@ def optimize(
     address: str | None = None,
     seed: int | None = None,
     retries: int | None = None,
-    timeout: float | str | None = None,
+    timeout: float | None = None,
+    trial_timeout: float | str | None = None,
+    callbacks: Sequence[Callable[[Any, Any], None]] | None = None,
     background: bool = False,
     progress: bool | None = None,
     on_progress: Callable[[Any], None] | None = None,
@@ -87,8 +105,17 @@ def optimize(
 ) -> Sweep:
     """Run an Optuna objective for `n_trials` trials on `workers` processes (or Ray); returns the handle.
 
+    n_trials    new trials to run; None: until `timeout`
+    timeout     seconds, as in `study.optimize`: no trial starts after that (running ones finish); it counts
+                from when the sweep starts (and again from a `sweeplab resume`, as a new `study.optimize`)
+    trial_timeout  a trial running longer is stopped and fails (sweeplab's `trial.timeout`, e.g. "10m")
+    callbacks   as in `study.optimize`: each `callback(study, frozen_trial)` runs after every trial, in this
+                process (the driver's); not kept for a `sweeplab resume`
+
     objective   `def objective(trial) -> float` importable by worker processes, or "module:function"
     sampler     any Optuna sampler (default: Optuna's, TPE); pruner: any Optuna pruner (default: median)
+    direction   "minimize" (default) or "maximize"; directions: one per objective, for an objective
+                returning several values (as `optuna.create_study(directions=[...])`)
     study       an existing Optuna study (e.g. `optuna.load_study(storage="sqlite:///old.db", ...)`): its
                 finished trials seed the search and show in the dashboard; its direction, sampler and
                 pruner are used unless given
@@ -108,14 +135,16 @@ def optimize(
     target = shipped_target(objective, root, "objective")
     python_path = [os.getcwd()]
     _check_importable(target, python_path)
+    goals = _directions(direction, directions, study)
     if study is not None:
         sampler = sampler if sampler is not None else study.sampler
         pruner = pruner if pruner is not None else study.pruner
-        direction = direction or study.direction.name.lower()
-    direction = direction or "minimize"
+    if seed is None:   # a seeded sampler (TPESampler(seed=0)) makes the sweep reproducible, as in Optuna
+        seed = _sampler_seed(sampler)
     base = name or target.rpartition(":")[2].rpartition(".")[2] or "optuna"
-    spec = parse_spec(optuna_spec(base, n_trials, direction=direction, seed=seed, workers=workers,
-                                  retries=retries, timeout=timeout), file="<optimize>", base_dir=Path.cwd())
+    spec = parse_spec(optuna_spec(base, n_trials, direction=goals, seed=seed, workers=workers,
+                                  retries=retries, timeout=timeout, trial_timeout=trial_timeout),
+                      file="<optimize>", base_dir=Path.cwd())
     from sweeplab.api import unique_name
 
     st = Store.open(root)
@@ -124,8 +153,9 @@ def optimize(
     finally:
         st.close()
     directory = study_dir(root.resolve(), sweep_name)
-    settings = StudySettings(objective=target, study_name=sweep_name, directions=[direction], sampler=sampler,
-                             pruner=pruner, python_path=python_path)
+    settings = StudySettings(objective=target, study_name=sweep_name, directions=goals, sampler=sampler,
+                             pruner=pruner, python_path=python_path,
+                             timeout=float(timeout) if timeout is not None else None)
     write_settings(directory, settings)
     imported = _seed_journal(open_study(directory, settings, create=True), study) if study is not None else []
     shown = Progress(progress)
@@ -134,7 +164,57 @@ def optimize(
                      on_note=on_note)
     if imported:
         _seed_store(runner, imported, n_trials, source=getattr(study, "study_name", "an Optuna study"))
+    if callbacks:
+        from sweeplab.search.optuna_objective import ObjectiveSearcher
+
+        searcher = runner.driver.searcher   # as (re)built above
+        assert isinstance(searcher, ObjectiveSearcher)
+        searcher.callbacks = list(callbacks)
     return runner.launch(background)
+
+
+def _directions(direction: str | None, directions: Sequence[str] | None, study: Any) -> list[str]:
+    """The study's directions: `direction` or `directions` (not both, as `optuna.create_study`), else the
+    given study's, else minimize."""
+    if direction is not None and directions is not None:
+        raise UserError("give direction or directions, not both")
+    if isinstance(directions, str):
+        raise UserError(f"directions: {directions!r} is a string; give a list, e.g. ['minimize', 'maximize']")
+    given = [direction] if direction is not None else list(directions) if directions is not None else None
+    goals = None if given is None else [_goal(d) for d in given]
+    if study is None:
+        return goals or ["minimize"]
+    theirs = [d.name.lower() for d in study.directions]
+    if goals is not None and len(goals) != len(theirs):
+        raise UserError(f"study {study.study_name!r} has {len(theirs)} objective(s) ({', '.join(theirs)}); "
+                        f"{len(goals)} direction(s) given ({', '.join(map(str, goals))})")
+    return goals or theirs
+
+
+def _sampler_seed(sampler: Any) -> int | None:
+    """A sweep seed drawn from a seeded sampler's random state, or None (unseeded, or not an Optuna sampler).
+
+    Each trial's sampler is reseeded from (sweep seed, trial number), so without a sweep seed the seed the
+    user gave the sampler would be lost. Optuna's samplers keep a `LazyRandomState` whose generator exists
+    before first use only when they were given a seed."""
+    import hashlib
+
+    for attr in ("_rng", "_cma_rng"):
+        lazy = getattr(sampler, attr, None)
+        rng = getattr(lazy, "_rng", lazy)    # LazyRandomState._rng, or a RandomState itself
+        get_state = getattr(rng, "get_state", None)
+        if callable(get_state):
+            kind, keys, pos, *_ = get_state()
+            digest = hashlib.sha256(f"{kind}:{pos}:".encode() + bytes(memoryview(keys))).digest()
+            return int.from_bytes(digest[:4], "big")
+    return None
+
+
+def _goal(direction: Any) -> str:
+    """"minimize" / "maximize" from what optuna.create_study takes: either word in any case, or a
+    StudyDirection (anything else is left for optuna_spec to refuse)."""
+    name = getattr(direction, "name", direction)   # StudyDirection.MAXIMIZE -> "MAXIMIZE"
+    return name.lower() if isinstance(name, str) else direction
 
 
 def _check_importable(target: str, python_path: Sequence[str]) -> None:
@@ -151,25 +231,31 @@ def _check_importable(target: str, python_path: Sequence[str]) -> None:
 
 # ------------------------------------------------------------------------------------------ importing
 def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
-    """Copy the finished trials of `source` into the sweep's journal study; returns them (frozen), in order."""
+    """Copy `source` into the sweep's journal study: its user attrs, its finished trials, then its enqueued
+    (WAITING) trials, which the sweep's first trials run as `study.optimize` would; returns the finished
+    ones (frozen), in order."""
     from sweeplab.search.optuna_objective import link
 
-    finished = [t for t in source.get_trials(deepcopy=True) if t.state.is_finished()]
-    if len(source.directions) != 1:
-        raise UserError(f"study {source.study_name!r} has {len(source.directions)} objectives: sweeplab "
-                        "imports single-objective Optuna studies")
+    trials = source.get_trials(deepcopy=True)
+    finished = [t for t in trials if t.state.is_finished()]
+    waiting = [t for t in trials if t.state.name == "WAITING"]
+    for key, value in source.user_attrs.items():
+        journal_study.set_user_attr(key, value)
     journal_study.add_trials(finished)
     for number, frozen in enumerate(journal_study.get_trials(deepcopy=False)[:len(finished)]):
         link(journal_study, number, frozen._trial_id, running=False)
+    journal_study.add_trials(waiting)
     return finished
 
 
 _STATES = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}
 
 
-def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int, *, source: str) -> None:
+def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int | None, *, source: str) -> None:
     """Record imported trials as the sweep's first trials (as `fork` does), then rebuild the driver so the
     searcher and the budget (`n_trials` new ones) count them."""
+    from sweeplab.search.optuna_objective import METRIC, VIOLATION, metric_names, violation
+
     st: Store = runner.st
     driver = runner.driver
     with st.transaction():
@@ -178,12 +264,18 @@ def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int, *, source: st
             started = t.datetime_start.timestamp() if t.datetime_start else None
             ended = t.datetime_complete.timestamp() if t.datetime_complete else started
             tid = st.add_trial(driver.sweep_id, number, dict(t.params), {}, None)
-            metrics = {"value": t.value} if t.value is not None else {}
+            values = list(t.values) if t.values is not None else []
+            metrics: dict[str, Any] = dict(zip(metric_names(len(values)), values, strict=True))
             metrics.update({f"user_attrs.{k}": v for k, v in t.user_attrs.items()
                             if isinstance(v, (int, float)) and not isinstance(v, bool)})
-            st.update_trial(tid, state=state, value=t.value if state == "completed" else None, metrics=metrics,
-                            started=started, ended=ended, reason=f"imported from {source} (trial {t.number})")
-            points = [(int(step), "value", float(v), ended or 0.0) for step, v in t.intermediate_values.items()]
+            metrics[VIOLATION] = violation(getattr(t, "constraints", None) or t.system_attrs.get("constraints"))
+            extra: dict[str, Any] = {"objective_values": values} if len(values) > 1 and state == "completed" else {}
+            if state == "completed":
+                extra["feasible"] = metrics[VIOLATION] <= 0
+            st.update_trial(tid, state=state, value=values[0] if values and state == "completed" else None,
+                            metrics=metrics, started=started, ended=ended,
+                            reason=f"imported from {source} (trial {t.number})", **extra)
+            points = [(int(step), METRIC, float(v), ended or 0.0) for step, v in t.intermediate_values.items()]
             if points:
                 st.add_metrics(tid, 0, points)
         st.add_event(driver.sweep_id, "info", f"imported {len(trials)} finished trial(s) from {source}",

@@ -17,11 +17,14 @@ from typing import Any
 from sweeplab.run import Run
 from sweeplab.search.optuna_objective import (
     METRIC,
+    VIOLATION,
+    metric_names,
     open_study,
     optimize_loop,
     read_settings,
     reseed,
     trial_id_of,
+    violation,
 )
 
 __all__ = ["objective_trial"]
@@ -37,10 +40,16 @@ def _trial_class() -> type:
 
         _run: Run
 
+        def suggest_categorical(self, name: str, choices: Any) -> Any:  # type: ignore[override]
+            """numpy choices (`np.arange(...)`, np.int64) as Python values: an in-memory study takes them,
+            a persistent one (the journal) stores choices as JSON, which refuses numpy integers."""
+            return super().suggest_categorical(name, tuple(_python(c) for c in choices))
+
         def report(self, value: float, step: int) -> None:
-            super().report(value, step)
-            if isinstance(value, (int, float)) and math.isfinite(float(value)):
-                self._run.log({METRIC: float(value)}, step=int(step))
+            super().report(value, step)   # Optuna's checks: a float(value) that fails raises here, as in Optuna
+            number = _number(value)      # np.float32, a 0-d tensor: Optuna stores float(value), so do we
+            if number is not None:
+                self._run.log({METRIC: number}, step=int(step))
 
     return SweeplabTrial
 
@@ -82,13 +91,66 @@ def objective_trial(config: Any, run: Run) -> dict[str, Any]:
         return {}
     finally:
         run.suggest(trial.params)
-    attrs = {f"user_attrs.{k}": v for k, v in trial.user_attrs.items()
-             if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return {METRIC: _value(result), **attrs}
+    attrs = {f"user_attrs.{k}": n for k, v in trial.user_attrs.items() if (n := _number(v)) is not None}
+    values = _values(result, len(settings.directions))
+    return {**dict(zip(metric_names(len(values)), values, strict=True)), **attrs,
+            VIOLATION: _violation(study, trial_id)}
 
 
-def _value(result: Any) -> Any:
-    """The objective's return value as Optuna reads it (a one-element sequence is a single value)."""
-    if isinstance(result, (list, tuple)) and len(result) == 1:
-        return result[0]
-    return result
+def _violation(study: Any, trial_id: int) -> float:
+    """How far the trial is from Optuna's feasibility (<= 0: feasible), from the constraints it set
+    (`trial.set_constraint`) and its sampler's `constraints_func`, which Optuna calls on the trial as it is
+    told (here, on the same running trial, before the driver tells it)."""
+    frozen = study._storage.get_trial(trial_id)
+    constraints: dict[str, Any] = dict(getattr(frozen, "constraints", None) or {})
+    sampler = study.sampler
+    func = getattr(sampler, "_constraints_func", None) or getattr(
+        getattr(sampler, "_base_sampler", None), "_constraints_func", None)   # PartialFixedSampler(base)
+    if callable(func):
+        constraints.update({f"constraints_func[{i}]": v for i, v in enumerate(func(frozen))})
+        if any(math.isnan(float(v)) for v in constraints.values()):   # Optuna's tell would raise in the driver
+            raise ValueError("constraints_func returned NaN: Constraint values cannot be NaN.")
+    return violation(constraints)
+
+
+def _python(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds; anything else as is."""
+    item = getattr(value, "item", None)
+    if type(value).__module__ == "numpy" and callable(item) and getattr(value, "ndim", None) == 0:
+        return item()
+    return value
+
+
+def _number(value: Any) -> float | None:
+    """A finite number as a float (a Python, numpy or 0-d torch number; not a bool or a string), or None."""
+    if isinstance(value, (bool, str, bytes)) or type(value).__name__ == "bool_":
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _values(result: Any, objectives: int) -> list[float]:
+    """The objective's return value as Optuna reads it (a number, or a sequence of one per objective), or
+    Optuna's reason for failing the trial (`study.optimize` fails it with these messages). NaN passes: the
+    driver fails a trial whose metric is not finite."""
+    from collections.abc import Sequence
+
+    if result is None:
+        raise ValueError("the objective returned None: The value None could not be cast to float.")
+    values = list(result) if isinstance(result, Sequence) and not isinstance(result, (str, bytes)) else [result]
+    out = []
+    for v in values:
+        try:
+            out.append(float(v))
+        except (TypeError, ValueError):
+            raise ValueError(f"the objective returned {result!r}: The value {v!r} could not be cast to float."
+                             ) from None
+    if len(out) != objectives:
+        hint = (" (several objectives: sl.optimize(..., directions=[...]), or --direction once per objective)"
+                if objectives == 1 else "")
+        raise ValueError(f"the objective returned {result!r}: The number of the values {len(out)} did not "
+                         f"match the number of the objectives {objectives}{hint}.")
+    return out

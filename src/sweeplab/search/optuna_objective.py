@@ -14,8 +14,9 @@ storage; sweeplab does the same with a `JournalStorage` file (Optuna's multi-pro
   retried on the same Optuna trial (its suggested parameters are kept), and a trial running when the driver
   was killed stays RUNNING until `resume` requeues it.
 
-The sampler and pruner reach the workers pickled in `settings.pkl`, a file sweeplab itself wrote when the
-sweep was created; nothing else is ever unpickled.
+The sampler and pruner reach the workers pickled in `settings.pkl` (cloudpickle: a sampler class defined in
+the user's script travels by value), a file sweeplab itself wrote when the sweep was created; nothing else
+is ever unpickled.
 """
 
 from __future__ import annotations
@@ -32,21 +33,33 @@ from sweeplab.types import TrialSnapshot, TrialState
 
 __all__ = [
     "METRIC",
+    "VIOLATION",
     "ObjectiveSearcher",
     "StudySettings",
+    "metric_names",
     "note_stop",
     "open_study",
     "optimize_loop",
     "read_settings",
     "study_dir",
     "trial_id_of",
+    "violation",
     "write_settings",
 ]
 
 METRIC = "value"             # the sweep's metric: the objective's return value (and its reported values)
+#: the largest of a trial's Optuna constraint values (trial.set_constraint, a sampler's constraints_func), 0
+#: without any: the sweep's one constraint is that it stays <= 0, Optuna's feasibility
+VIOLATION = "constraint_violation"
 _NUMBER_KEY = "sweeplab:trial:"   # study system attr: sweeplab trial number -> Optuna trial id
 _STOP_KEY = "sweeplab:stopped"    # study system attr: study.stop() was called (objective or sampler)
 _SETTINGS = "settings.pkl"
+
+
+def metric_names(objectives: int) -> list[str]:
+    """The sweep's metrics for an objective returning `objectives` values: `value`, or `values_0`,
+    `values_1`... (the columns of Optuna's `trials_dataframe`)."""
+    return [METRIC] if objectives == 1 else [f"values_{i}" for i in range(objectives)]
 _JOURNAL = "journal.log"
 
 
@@ -60,6 +73,13 @@ class StudySettings:
     sampler: Any = None                 # an Optuna sampler object (None: Optuna's default, TPE)
     pruner: Any = None                  # an Optuna pruner object (None: Optuna's default, median)
     python_path: list[str] = field(default_factory=list)
+    timeout: float | None = None        # seconds after which no trial starts (study.optimize's timeout)
+
+
+def violation(constraints: Any) -> float:
+    """A trial's `VIOLATION` from its Optuna constraint values (a dict by name, or a sequence)."""
+    values = list(constraints.values()) if isinstance(constraints, Mapping) else list(constraints or ())
+    return max((float(v) for v in values), default=0.0)
 
 
 def study_dir(root: str | Path, sweep: str) -> Path:
@@ -70,9 +90,22 @@ def study_dir(root: str | Path, sweep: str) -> Path:
 
 
 def write_settings(directory: Path, settings: StudySettings) -> None:
+    """Pickle `settings` with cloudpickle: a sampler or pruner class defined in the user's script or notebook
+    (`__main__`, which worker processes cannot import) and a lambda it holds (`constraints_func=lambda t:
+    ...`) are written by value; classes of importable modules by name, as pickle does."""
+    import cloudpickle
+
+    from sweeplab.errors import UserError
+
+    try:
+        blob = cloudpickle.dumps(settings)
+    except Exception as exc:   # cloudpickle raises many kinds (TypeError, PicklingError, ...)
+        raise UserError(f"the sampler or pruner cannot be sent to worker processes ({type(exc).__name__}: "
+                        f"{exc}): it holds something that cannot be serialised (an open file, a lock, a "
+                        "connection)") from exc
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f"{_SETTINGS}.tmp"
-    tmp.write_bytes(pickle.dumps(settings))
+    tmp.write_bytes(blob)
     tmp.replace(directory / _SETTINGS)
 
 
@@ -113,6 +146,17 @@ class _FlockLock:
             fh.close()
 
 
+def _plain(value: Any) -> Any:
+    """A numpy or torch value as the JSON the journal holds (a list or a number): Optuna's in-memory study
+    keeps any object as a user or system attr, and objectives written for it store `np.int64(3)` or an
+    array of scores (`optuna.terminator.report_cross_validation_scores`). Anything else is refused as
+    `json` refuses it."""
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        return tolist()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def journal_storage(directory: Path) -> Any:
     """Optuna's multi-process journal storage on `directory/journal.log`, locked by `_FlockLock`."""
     optuna = _silence_optuna()
@@ -129,7 +173,7 @@ def journal_storage(directory: Path) -> Any:
         def append_logs(self, logs: list[dict[str, Any]]) -> None:
             import json
 
-            text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs)
+            text = "".join(json.dumps(log, separators=(",", ":"), default=_plain) + "\n" for log in logs)
             self._lock.acquire()
             try:
                 with open(self._file_path, "ab") as f:
@@ -212,6 +256,10 @@ class ObjectiveSearcher(Searcher):
         self._optuna = _silence_optuna()
         self._study: Any = None
         self._next = 0
+        self._deadline: float | None = None
+        self.end_reason: str | None = None   # why ask() returned None, for the sweep's end reason
+        self.callbacks: list[Any] = []       # study.optimize's callbacks(study, frozen_trial), this process only
+        self._callback_failed = False
 
     def bind(self, *, root: str, sweep: str) -> None:
         directory = study_dir(root, sweep)
@@ -220,7 +268,14 @@ class ObjectiveSearcher(Searcher):
 
             raise UserError(f"sweep {sweep!r} has no Optuna study in {directory}: method 'optuna' is set by "
                             "`sweeplab sweep --optuna module:objective` or `sl.optimize(objective)`")
-        self._study = open_study(directory, create=True)
+        settings = read_settings(directory)
+        self._study = open_study(directory, settings, create=True)
+        timeout = getattr(settings, "timeout", None)   # settings written before it had one: none
+        if timeout is not None:   # from now, as each study.optimize(timeout=) call counts from its start
+            import time
+
+            self._deadline = time.monotonic() + timeout
+            self._timeout = timeout
 
     @property
     def study(self) -> Any:
@@ -230,8 +285,17 @@ class ObjectiveSearcher(Searcher):
 
     def ask(self) -> dict[str, Any] | None:
         study = self.study
+        if self._callback_failed:
+            return None
         if study._stop_flag or study._storage.get_study_system_attrs(study._study_id).get(_STOP_KEY):
+            self.end_reason = "study.stop() was called (running trials finish)"
             return None   # study.stop(): the sweep ends as an exhausted search space does
+        if self._deadline is not None:
+            import time
+
+            if time.monotonic() >= self._deadline:
+                self.end_reason = f"timeout {self._timeout:g}s reached (running trials finish)"
+                return None
         study._thread_local.cached_all_trials = None
         trial_id = study._pop_waiting_trial_id()   # enqueue_trial() first, as study.ask does
         if trial_id is None:
@@ -243,10 +307,34 @@ class ObjectiveSearcher(Searcher):
     def tell(self, number: int, params: Mapping[str, Any], state: TrialState,
              value: float | Sequence[float | None] | None, intermediate: Mapping[int, float] | None = None,
              constraints: Sequence[float] | None = None) -> None:
-        if state.is_terminal:   # one objective on this path: `value` is a number or None
-            self._finish(number, state, value if not isinstance(value, Sequence) else None)
+        if state.is_terminal:   # a number (one objective), the values (several), or None
+            self._finish(number, state, value)
+            if self.callbacks:
+                self._call_back(number)
 
-    def _finish(self, number: int, state: TrialState, value: float | None) -> None:
+    def _call_back(self, number: int) -> None:
+        """Run the callbacks on the trial just ended, as `study.optimize` does after each trial (in this, the
+        driver's, process; `study.stop()` works in them). One that raises ends the sweep: no new trials."""
+        import copy
+        import traceback
+
+        study = self.study
+        trial_id = trial_id_of(study, number)
+        if trial_id is None:
+            return
+        frozen = study._storage.get_trial(trial_id)
+        for callback in self.callbacks:
+            try:
+                with optimize_loop(study):
+                    callback(study, copy.deepcopy(frozen))
+            except Exception as exc:
+                name = getattr(callback, "__qualname__", None) or type(callback).__name__
+                self.end_reason = f"callback {name} raised {type(exc).__name__}: {exc}"
+                self._callback_failed = True
+                traceback.print_exc()
+                return
+
+    def _finish(self, number: int, state: TrialState, value: float | Sequence[float | None] | None) -> None:
         """End Optuna trial of sweeplab trial `number` as sweeplab ended it (no-op if already ended)."""
         study = self.study
         trial_id = trial_id_of(study, number)
@@ -257,6 +345,8 @@ class ObjectiveSearcher(Searcher):
             return
         TS = self._optuna.trial.TrialState
         with optimize_loop(study):   # a sampler's after_trial may call study.stop() (GridSampler)
+            if isinstance(value, Sequence) and not isinstance(value, str):
+                value = None if any(v is None for v in value) else [float(v) for v in value]  # type: ignore[arg-type]
             if state is TrialState.COMPLETED and value is not None:
                 study.tell(frozen.number, value, skip_if_finished=True)
             elif state in (TrialState.PRUNED, TrialState.STOPPED, TrialState.STOPPED_BY_RULE):
@@ -272,7 +362,7 @@ class ObjectiveSearcher(Searcher):
         live = set()
         for snap in history:
             if snap.state.is_terminal:
-                self._finish(snap.number, snap.state, snap.value)
+                self._finish(snap.number, snap.state, snap.values if snap.values is not None else snap.value)
             else:
                 tid = trial_id_of(study, snap.number)
                 if tid is not None:

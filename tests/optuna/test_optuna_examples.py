@@ -1,0 +1,318 @@
+"""Shapes of objective taken from Optuna's own examples (optuna/optuna-examples) that must run unchanged:
+numpy values where an in-memory study takes them, callable classes and functools.partial, a study with
+enqueued trials and user attrs, several objectives. Real Optuna, real worker processes."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from pathlib import Path
+
+import pytest
+
+optuna = pytest.importorskip("optuna")
+
+import sweeplab as sl  # noqa: E402
+from sweeplab.search.optuna_objective import open_study, study_dir  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    shutil.copy(HERE / "objectives.py", tmp_path / "objectives.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def objectives(workdir):
+    import importlib
+
+    import objectives as module
+
+    return importlib.reload(module)
+
+
+def _journal(store: Path, name: str):
+    return open_study(study_dir(store.resolve(), name))
+
+
+def test_numpy_values_in_attrs_reports_and_return_value_complete_the_trial(workdir):
+    """terminator_simple.py stores a numpy array (report_cross_validation_scores): the journal's JSON
+    refused it and every trial failed; numpy scalars as user attrs or categorical choices failed the same
+    way, and float32 reports were left out of the curves."""
+    sweep = sl.optimize("objectives:numpy_values", n_trials=2, workers=1, store=workdir / "st", seed=0)
+    frame = sweep.trials()
+    assert list(frame["state"]) == ["completed"] * 2, list(frame["reason"])
+    assert list(frame["metrics.user_attrs.best_epoch"]) == [2, 2]
+    assert set(frame["params.n"]) <= {1, 2}                    # numpy choices (np.arange) are suggested
+    study = _journal(workdir / "st", sweep.name)
+    for t in study.trials:
+        assert t.state.name == "COMPLETE" and t.value == pytest.approx(t.params["x"])
+        assert t.user_attrs["scores"] == [0.5, 0.25] and t.system_attrs["cv_scores"] == [1.0, 2.0]
+        assert t.intermediate_values == pytest.approx({0: t.params["x"], 1: t.params["x"] + 1,
+                                                       2: t.params["x"] + 2})
+    curves = sweep.metrics()
+    assert len(curves[curves["key"] == "value"]) == 6            # 3 reports per trial, all in the curves
+
+
+def test_a_callable_class_and_a_functools_partial_run_as_objectives(workdir, objectives):
+    """sklearn_additional_args.py passes an instance with __call__; Optuna's FAQ binds extra arguments with
+    functools.partial or a lambda. sweeplab named them as `module:<repr>` and refused them."""
+    runs = {
+        "class": (objectives.Objective(2.0), 2.0),
+        "partial": (functools.partial(objectives.with_data, data=3.0), 3.0),
+        "lambda": (lambda trial: objectives.with_data(trial, 4.0), 4.0),
+    }
+    for label, (objective, scale) in runs.items():
+        sweep = sl.optimize(objective, n_trials=2, workers=1, store=workdir / "st", seed=0)
+        frame = sweep.trials()
+        assert list(frame["state"]) == ["completed"] * 2, (label, list(frame["reason"]))
+        assert list(frame["value"]) == pytest.approx([scale * x for x in frame["params.x"]]), label
+    names = set(sl.load(n, store=workdir / "st").name for n in ("Objective", "with_data"))
+    assert names == {"Objective", "with_data"}                 # named after the class and the function
+
+
+def test_a_given_studys_enqueued_trials_run_first_and_its_user_attrs_are_kept(workdir):
+    """faq/enqueue_trial.py: `study.enqueue_trial` before optimizing. With `study=` the enqueued trials
+    were dropped (only finished ones were copied), and so were the study's user attrs."""
+    study = optuna.create_study(direction="maximize")
+    study.set_user_attr("dataset", "iris")
+    study.enqueue_trial({"svc_c": 1})
+    study.enqueue_trial({"svc_c": 10})
+    sweep = sl.optimize("objectives:svc_like", n_trials=3, workers=1, store=workdir / "st", study=study)
+    frame = sweep.trials()
+    assert len(frame) == 3 and list(frame["state"]) == ["completed"] * 3
+    assert list(frame["params.svc_c"][:2]) == [1, 10]
+    journal = _journal(workdir / "st", sweep.name)
+    assert journal.user_attrs == {"dataset": "iris"}
+    assert [t.user_attrs["dataset"] for t in journal.trials] == ["iris"] * 3
+
+
+def test_several_objectives_run_with_directions_as_in_create_study(workdir):
+    """basic/quadratic_multi_objective.py returns a tuple for `directions=["minimize", "maximize"]`: there
+    was no way to say so, and the tuple failed every trial as 'metric value was never reported'."""
+    sweep = sl.optimize("objectives:two_objectives", n_trials=4, workers=2, store=workdir / "st", seed=0,
+                        directions=["minimize", "maximize"])
+    assert sweep.outcome.exit_code == 0
+    frame = sweep.trials()
+    assert list(frame["state"]) == ["completed"] * 4, list(frame["reason"])
+    study = _journal(workdir / "st", sweep.name)
+    assert [d.name for d in study.directions] == ["MINIMIZE", "MAXIMIZE"]
+    by_number = {t.system_attrs["sweeplab_number"]: t for t in study.trials}
+    for number, row in frame.iterrows():
+        assert by_number[number].values == pytest.approx([row["metrics.values_0"], row["metrics.values_1"]])
+    front = {p["trial"] for p in sweep.pareto}
+    assert front == {by_number[t.number].system_attrs["sweeplab_number"] for t in study.best_trials}
+
+
+def test_a_multi_objective_study_given_is_imported_and_continued(workdir):
+    old = optuna.create_study(directions=["minimize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=1))
+    import objectives
+
+    old.optimize(objectives.two_objectives, n_trials=2)
+    sweep = sl.optimize("objectives:two_objectives", n_trials=2, workers=1, store=workdir / "st", study=old)
+    frame = sweep.trials()
+    assert list(frame["state"]) == ["completed"] * 4
+    assert [list(v) for v in frame[["metrics.values_0", "metrics.values_1"]].values[:2]] == \
+        [pytest.approx(t.values) for t in old.trials]
+    assert len(_journal(workdir / "st", sweep.name).trials) == 4
+
+
+def test_a_value_optuna_refuses_fails_the_trial_with_optunas_reason(workdir):
+    """A tuple from a single-objective objective, or None, failed as 'metric value was never reported'."""
+    one = sl.optimize("objectives:two_objectives", n_trials=1, workers=1, store=workdir / "st", retries=0)
+    reason = one.trials().loc[0, "reason"]
+    assert "number of the values 2 did not match the number of the objectives 1" in reason, reason
+    none = sl.optimize("objectives:returns_none", n_trials=1, workers=1, store=workdir / "st", retries=0)
+    reason = none.trials().loc[0, "reason"]
+    assert "None could not be cast to float" in reason, reason
+    study = _journal(workdir / "st", none.name)
+    assert [t.state.name for t in study.trials] == ["FAIL"]
+
+
+def test_cli_direction_once_per_objective(workdir):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+
+    def cli(*args: str):
+        return subprocess.run([sys.executable, "-m", "sweeplab", *args], cwd=workdir, env=env,
+                              capture_output=True, text=True, timeout=240)
+
+    ran = cli("sweep", "--optuna", "objectives:two_objectives", "--trials", "3", "--workers", "2", "--store", "st",
+              "--direction", "minimize", "--direction", "maximize", "-q")
+    assert ran.returncode == 0, ran.stderr
+    front = json.loads(cli("best", "two_objectives", "--json", "--store", "st").stdout)
+    assert front and all(set(p["values"]) == {"values_0", "values_1"} for p in front)
+    study = _journal(workdir / "st", "two_objectives")
+    assert [d.name for d in study.directions] == ["MINIMIZE", "MAXIMIZE"]
+    comma = cli("sweep", "--optuna", "objectives:two_objectives", "--trials", "1", "--store", "st",
+                "--direction", "minimize,maximize", "--name", "comma", "-q")
+    assert comma.returncode == 0, comma.stderr
+
+
+def test_timeout_is_the_studys_as_in_study_optimize_and_trial_timeout_each_trials(workdir):
+    """`study.optimize(objective, n_trials=100, timeout=600)` (xgboost_simple.py, pytorch_simple.py) means no
+    trial starts after 600 s; sl.optimize took `timeout` as each trial's limit, so the same call ran every
+    trial. n_trials=None runs until the timeout, as in Optuna."""
+    sweep = sl.optimize("objectives:sleeps", n_trials=40, workers=1, store=workdir / "st", timeout=1.0)
+    status = sweep.status()
+    assert "timeout 1s reached" in status["end_reason"], status
+    assert 1 <= status["trials"] < 40 and set(status["counts"]) == {"completed"}
+    until = sl.optimize("objectives:sleeps", n_trials=None, workers=1, store=workdir / "st", timeout=1.0)
+    assert "timeout" in until.status()["end_reason"] and until.outcome.exit_code == 0
+    limited = sl.optimize("objectives:hangs", n_trials=1, workers=1, store=workdir / "st", trial_timeout=1,
+                          retries=0)
+    row = limited.trials().loc[0]
+    assert row["state"] == "failed" and "timeout" in row["reason"], row["reason"]
+    with pytest.raises(sl.UserError, match="give n_trials or timeout"):
+        sl.optimize("objectives:sleeps", n_trials=None, store=workdir / "st")
+
+
+def test_callbacks_run_after_each_trial_and_may_stop_the_study(workdir):
+    """faq/max_trials_callback.py: `callbacks=[MaxTrialsCallback(3, states=(TrialState.COMPLETE,))]`; a
+    callback is called with the study and each finished trial, in the calling process."""
+    seen: list[tuple[int, str]] = []
+    cap = optuna.study.MaxTrialsCallback(3, states=(optuna.trial.TrialState.COMPLETE,))
+    sweep = sl.optimize("objectives:grid", n_trials=10, workers=1, store=workdir / "st",
+                        callbacks=[lambda study, t: seen.append((t.number, t.state.name)), cap])
+    status = sweep.status()
+    assert status["counts"] == {"completed": 3} and "study.stop()" in status["end_reason"], status
+    assert seen == [(0, "COMPLETE"), (1, "COMPLETE"), (2, "COMPLETE")]
+
+    def broken(study, trial):
+        raise RuntimeError("callback bug")
+
+    stopped = sl.optimize("objectives:grid", n_trials=10, workers=1, store=workdir / "st", callbacks=[broken])
+    assert stopped.status()["trials"] == 1
+    assert "callback" in stopped.status()["end_reason"] and "callback bug" in stopped.status()["end_reason"]
+
+
+def test_a_sampler_defined_in_the_users_script_and_one_holding_a_lambda_reach_the_workers(workdir):
+    """samplers/simulated_annealing_sampler.py defines its sampler class in the script it runs: the workers
+    could not unpickle it ('Can't get attribute SimulatedAnnealingSampler') and every trial failed. A
+    sampler holding a lambda (constraints_func=lambda t: ...) could not be pickled at all."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (workdir / "script.py").write_text(
+        "import json, optuna, sweeplab as sl\n"
+        "class Sampler(optuna.samplers.RandomSampler):\n"
+        "    def sample_independent(self, study, trial, name, distribution):\n"
+        "        return 0.25\n"
+        "def objective(trial):\n"
+        "    x = trial.suggest_float('x', 0, 1)\n"
+        "    trial.set_constraint('c', x - 0.5)\n"
+        "    return x\n"
+        "if __name__ == '__main__':\n"
+        "    a = sl.optimize(objective, n_trials=2, workers=2, sampler=Sampler(), store='st', progress=False)\n"
+        "    tpe = optuna.samplers.TPESampler(n_startup_trials=1, constraints_func=lambda t: (t.params['x'],))\n"
+        "    b = sl.optimize(objective, n_trials=2, workers=2, sampler=tpe, store='st', progress=False)\n"
+        "    print(json.dumps([[list(s.trials()['state']), list(s.trials()['value'])] for s in (a, b)]))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    ran = subprocess.run([sys.executable, "script.py"], cwd=workdir, env=env, capture_output=True, text=True,
+                         timeout=240)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    (states_a, values_a), (states_b, _) = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert states_a == ["completed"] * 2 and values_a == [0.25, 0.25]    # the script's sampler decided
+    assert states_b == ["completed"] * 2
+
+
+def test_a_seeded_sampler_makes_the_sweep_reproducible_as_in_optuna(workdir):
+    """Optuna's FAQ: `TPESampler(seed=...)` makes a study reproducible. Each trial's sampler is reseeded from
+    the sweep's seed, which was random without `seed=`: the same call gave other trials every time."""
+    runs = []
+    for i in range(2):
+        for sampler in (optuna.samplers.RandomSampler(seed=3), optuna.samplers.TPESampler(seed=3, n_startup_trials=2)):
+            sweep = sl.optimize("objectives:grid", n_trials=4, workers=1, store=workdir / f"st{i}", sampler=sampler)
+            runs.append(list(sweep.trials()["params.x"]))
+    assert runs[0] == runs[2] and runs[1] == runs[3]
+
+
+def test_the_sweeps_study_answers_what_the_examples_read_after_study_optimize(workdir):
+    """Every example ends reading its study (`study.best_trial`, `study.best_trials`, trials_dataframe,
+    `trial.system_attrs['constraints']`): sl.optimize gave no way to get it."""
+    sweep = sl.optimize("objectives:conditional", n_trials=4, workers=2, store=workdir / "st", seed=0,
+                        pruner=optuna.pruners.ThresholdPruner(upper=5.0))
+    study = sweep.study()
+    frame = study.trials_dataframe()
+    assert len(frame) == 4 and set(frame["state"]) <= {"COMPLETE", "PRUNED"}
+    if sweep.best is not None:
+        assert study.best_value == pytest.approx(sweep.best["value"])
+        assert study.best_params == sweep.best["params"]
+    several = sl.optimize("objectives:two_objectives", n_trials=3, workers=1, store=workdir / "st",
+                          directions=["minimize", "maximize"])
+    assert len(several.study().best_trials) == len(several.pareto)
+    with pytest.raises(sl.UserError, match="not a sweep of an Optuna objective"):
+        sl.Sweep("none", workdir / "st").study()
+
+
+def test_cli_a_sampler_that_needs_arguments_is_a_clear_error(workdir):
+    """`--sampler GridSampler` (it needs a search space) ended in a framed traceback, exit 1."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    for option, name in (("--sampler", "GridSampler"), ("--pruner", "PatientPruner")):
+        ran = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "--optuna", "objectives:grid", option, name,
+                              "--store", "st"], cwd=workdir, env=env, capture_output=True, text=True, timeout=240)
+        assert ran.returncode == 2, ran.stderr
+        assert "Traceback" not in ran.stderr and name in ran.stderr and "sl.optimize" in ran.stderr, ran.stderr
+        assert not (workdir / "st").exists()
+
+
+def test_directions_are_taken_as_optuna_takes_them(workdir):
+    """optuna.create_study takes "maximize", "MAXIMIZE" or StudyDirection.MAXIMIZE; sl.optimize refused the
+    last two."""
+    for given in ("MAXIMIZE", optuna.study.StudyDirection.MAXIMIZE):
+        sweep = sl.optimize("objectives:grid", n_trials=1, workers=1, store=workdir / "st", direction=given)
+        assert sweep.study().direction == optuna.study.StudyDirection.MAXIMIZE
+    several = sl.optimize("objectives:two_objectives", n_trials=1, workers=1, store=workdir / "st",
+                          directions=[optuna.study.StudyDirection.MINIMIZE, "Maximize"])
+    assert [d.name for d in several.study().directions] == ["MINIMIZE", "MAXIMIZE"]
+
+
+def test_optunas_constraints_keep_infeasible_trials_out_of_the_best_as_in_study_best_trial(workdir):
+    """basic/quadratic_constraint.py (constraints_func) and Optuna 5's trial.set_constraint: study.best_trial
+    is the best feasible trial, while sweeplab's best named an infeasible one (x = -0.28 for x >= 1)."""
+    for target, sampler in (("objectives:constrained", optuna.samplers.RandomSampler(seed=2)),
+                            ("objectives:quadratic", optuna.samplers.TPESampler(
+                                n_startup_trials=4, seed=2, constraints_func=_constraints()))):
+        sweep = sl.optimize(target, n_trials=10, workers=2, store=workdir / "st", sampler=sampler)
+        study = sweep.study()
+        xs = [t.params["x"] for t in study.trials if t.state.name == "COMPLETE"]
+        assert any(x < 1 for x in xs) and any(x >= 1 for x in xs), xs        # both kinds were sampled
+        assert sweep.best["params"] == study.best_trial.params and sweep.best["params"]["x"] >= 1
+        frame = sweep.trials()
+        infeasible = frame[frame["params.x"] < 1]
+        assert all(infeasible["reason"].str.contains("infeasible")), list(infeasible["reason"])
+
+
+def _constraints(name: str = "constraints"):
+    import objectives
+
+    return getattr(objectives, name)
+
+
+def test_a_constraints_func_returning_nan_fails_the_trial_not_the_sweep(workdir):
+    """Optuna's tell raises for NaN constraints; told by the driver, it ended the whole sweep with a
+    traceback (and a resume would tell it again)."""
+    sampler = optuna.samplers.TPESampler(constraints_func=_constraints("nan_constraints"))
+    sweep = sl.optimize("objectives:quadratic", n_trials=2, workers=1, store=workdir / "st", sampler=sampler,
+                        retries=0)
+    frame = sweep.trials()
+    assert list(frame["state"]) == ["failed"] * 2 and all(frame["reason"].str.contains("cannot be NaN"))
+    assert [t.state.name for t in sweep.study().trials] == ["FAIL"] * 2
