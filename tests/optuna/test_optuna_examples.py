@@ -5,7 +5,6 @@ enqueued trials and user attrs, several objectives. Real Optuna, real worker pro
 from __future__ import annotations
 
 import functools
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,12 +18,8 @@ HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    shutil.copy(HERE / "objectives.py", tmp_path / "objectives.py")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
+def _journal(store: Path, name: str):
+    return open_study(study_dir(store.resolve(), name))
 
 
 @pytest.fixture
@@ -34,10 +29,6 @@ def objectives(workdir):
     import objectives as module
 
     return importlib.reload(module)
-
-
-def _journal(store: Path, name: str):
-    return open_study(study_dir(store.resolve(), name))
 
 
 def test_numpy_values_in_attrs_reports_and_return_value_complete_the_trial(workdir):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,15 +21,6 @@ from sweeplab.search.optuna_objective import open_study, study_dir  # noqa: E402
 HERE = Path(__file__).resolve().parent
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    """A working directory holding the user's objective module, as a user's project would."""
-    shutil.copy(HERE / "objectives.py", tmp_path / "objectives.py")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
 
 
 def _journal(store: Path, name: str):
