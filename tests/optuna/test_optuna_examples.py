@@ -307,3 +307,24 @@ def test_a_constraints_func_returning_nan_fails_the_trial_not_the_sweep(workdir)
     frame = sweep.trials()
     assert list(frame["state"]) == ["failed"] * 2 and all(frame["reason"].str.contains("cannot be NaN"))
     assert [t.state.name for t in sweep.study().trials] == ["FAIL"] * 2
+
+
+def test_status_shows_feasibility_only_once_optunas_constraints_set_a_trial_apart(workdir):
+    """Every sweep of an objective carries Optuna's feasibility as its one constraint; a `feasible` column of
+    "yes" on every row of a sweep without constraints was noise."""
+    import subprocess
+    import sys
+
+    store = workdir / "st"
+    plain = sl.optimize("objectives:quadratic", n_trials=3, workers=1, store=store, seed=0)
+    constrained = sl.optimize("objectives:constrained", n_trials=6, workers=1, store=store,
+                              sampler=optuna.samplers.RandomSampler(seed=2))
+    assert any(constrained.trials()["params.x"] < 1)                         # an infeasible trial
+
+    def header(name: str) -> str:
+        cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", name, "--store", str(store)],
+                            capture_output=True, text=True, timeout=120, check=True)
+        return next(line for line in cp.stdout.splitlines() if "state" in line and "attempts" in line)
+
+    assert "feasible" not in header(plain.name)
+    assert "feasible" in header(constrained.name)

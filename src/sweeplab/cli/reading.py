@@ -73,6 +73,8 @@ def status(
     objectives = [o["name"] for o in s.get("objectives") or []]
     several = len(objectives) > 1
     marks = any("feasible" in t for t in data["trials"])
+    if marks and s.get("method") == "optuna":   # its one constraint is Optuna's own, on every sweep of an objective:
+        marks = any(t.get("feasible") is False for t in data["trials"])   # shown once it sets some apart
     head = ["#", "state", *(objectives if several else ["value"]), *(["rank"] if several else []),
             *(["feasible"] if marks else []), "attempts", "params", "reason"]
     table = Table(*head)
