@@ -179,3 +179,22 @@ def test_pareto_is_the_stores_feasible_front_for_several_objectives(tmp_path):
     assert sweep.pareto == expected and expected
     assert any(not t["feasible"] for t in rows if t["state"] == "completed")   # the fixture has infeasible ones
     assert not {p["trial"] for p in sweep.pareto} & {t["number"] for t in rows if not t["feasible"]}
+
+
+@pytest.mark.parametrize("how", ["finished", "stopped"])
+def test_a_sweep_that_ended_leaves_its_lock_for_a_resume_from_another_process(tmp_path, trials_module, how):
+    """A notebook kernel outlives its sweeps: once `sl.sweep` returns (or `handle.stop()` has stopped it), the
+    sweep's one-driver lock is released, so `sweeplab resume NAME` in a terminal is not told that the kernel
+    is "already running" it. (flock is per open file: a second open in this process is refused while held.)"""
+    import fcntl
+
+    if how == "finished":
+        sweep = sl.sweep(_spec(), fn=trials_module.quick, store=tmp_path / "st", workers=1, trials=1, name="s")
+    else:
+        sweep = sl.sweep({"method": "random", "parameters": {"seconds": {"value": 60}}, "budget": {"trials": 1}},
+                         fn=trials_module.sleeper, store=tmp_path / "st", workers=1, background=True, name="s")
+        while sweep.status()["counts"].get("running", 0) < 1:
+            time.sleep(0.05)
+        sweep.stop()
+    with open(tmp_path / "st" / "locks" / "s.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)   # BlockingIOError while the kernel still holds it
