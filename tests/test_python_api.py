@@ -198,3 +198,16 @@ def test_a_sweep_that_ended_leaves_its_lock_for_a_resume_from_another_process(tm
         sweep.stop()
     with open(tmp_path / "st" / "locks" / "s.lock", "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)   # BlockingIOError while the kernel still holds it
+
+
+def test_the_progress_line_ends_with_no_trial_running_after_a_stop(tmp_path, trials_module, capfd):
+    """The live line is updated once more when a sweep is stopped (Ctrl-C, `handle.stop()`): it does not stay
+    at "(2 running)" under the cell after the trials were stopped."""
+    sweep = sl.sweep({"method": "random", "parameters": {"seconds": {"value": 60}}, "budget": {"trials": 2}},
+                     fn=trials_module.sleeper, store=tmp_path / "st", workers=2, background=True, name="p",
+                     progress=True)
+    while sweep.status()["counts"].get("running", 0) < 2:
+        time.sleep(0.05)
+    sweep.stop()
+    lines = [x for x in capfd.readouterr().err.splitlines() if x.startswith("p: ")]
+    assert lines and lines[-1].startswith("p: 0/2 done (0 running)"), lines
