@@ -120,3 +120,20 @@ def test_interrupting_the_kernel_stops_a_blocking_sweep_and_leaves_it_resumable(
     assert lines[0] == "children 0"                                  # the ps itself is the one child
     assert lines[1] == "{'interrupted': 2}"
     assert lines[2] == "resumed 0 {'completed': 2}", lines
+
+
+def test_a_cell_function_uses_a_module_the_kernel_imports_from_a_path_it_added(tmp_path, monkeypatch):
+    """`sys.path.append("lib")` then `import mylib` in a cell, the usual way a notebook reaches code beside
+    it: the workers, which do not run that cell, find `mylib` too (the function takes the kernel's extra
+    import path with it), instead of every trial failing with ModuleNotFoundError."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "mylib.py").write_text("def double(x):\n    return 2 * x\n")
+    nb = _execute([
+        "import os, sys\nsys.path.append(os.path.abspath('lib'))\nimport mylib\nimport sweeplab as sl",
+        "def train(config, run):\n    return {'loss': mylib.double(config['x'])}\n"
+        "sweep = sl.sweep({'method': 'grid', 'metric': {'name': 'loss', 'goal': 'minimize'},\n"
+        "                  'parameters': {'x': {'values': [1.0, 2.0]}}}, fn=train, store='st', workers=1,\n"
+        "                 progress=False)\n"
+        "print(sweep.status()['counts'], sweep.best['value'])",
+    ], tmp_path, monkeypatch)
+    assert _text(nb.cells[1]).strip() == "{'completed': 2} 2.0", nb.cells[1].outputs

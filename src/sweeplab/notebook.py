@@ -92,7 +92,27 @@ def _dumps(cloudpickle: Any, fn: Any) -> bytes:
 
     buffer = io.BytesIO()
     Pickler(buffer).dump(fn)
-    return buffer.getvalue()
+    paths = [p for p in sys.path if p and os.path.isabs(p)]   # the kernel's, with what its cells added
+    return cloudpickle.dumps(_WithPath(paths, buffer.getvalue()))   # type: ignore[no-any-return]
+
+
+class _WithPath:
+    """A shipped function with this process's import path: unpickled in a worker, it appends the entries
+    the worker lacks (a `sys.path.append("../src")` of a notebook cell) before unpickling the function, so
+    the modules it uses by reference are found there as they were here. Unpickles to the function itself."""
+
+    def __init__(self, paths: list[str], blob: bytes) -> None:
+        self.paths, self.blob = paths, blob
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _function_with_path, (self.paths, self.blob)
+
+
+def _function_with_path(paths: list[str], blob: bytes) -> Any:
+    import pickle
+
+    sys.path.extend(p for p in paths if p not in sys.path)
+    return pickle.loads(blob)
 
 
 _DYNAMIC = "<dynamic-code>"
