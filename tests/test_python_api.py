@@ -211,3 +211,17 @@ def test_the_progress_line_ends_with_no_trial_running_after_a_stop(tmp_path, tri
     sweep.stop()
     lines = [x for x in capfd.readouterr().err.splitlines() if x.startswith("p: ")]
     assert lines and lines[-1].startswith("p: 0/2 done (0 running)"), lines
+
+
+def test_the_progress_line_outside_a_notebook_prints_only_changes(capsys):
+    """`progress=True` in a script or terminal: a new line when the counts or the best change, not one per
+    half second with only the clock moving (an hour's sweep printed 7200 lines)."""
+    from sweeplab.driver import Progress as P
+
+    progress = Progress(True, every=0.0)
+    for done, elapsed in ((0, 1.0), (0, 2.0), (0, 3.0), (1, 4.0), (1, 5.0)):
+        progress.update(P(sweep="s", counts={"completed": done, "running": 2}, running=2, created=done + 2,
+                          budget_trials=4, best_value=0.5 if done else None, best_trial=1 if done else None,
+                          best_params=None, elapsed=elapsed, eta=None))
+    assert capsys.readouterr().err.splitlines() == ["s: 0/4 done (2 running) | 0m01s",
+                                                    "s: 1/4 done (2 running) | best 0.5 (trial 1) | 0m04s"]

@@ -202,13 +202,15 @@ def target_of(fn: Any, what: str = "trial function") -> str:
 
 
 class Progress:
-    """A one-line live progress display: updated in place in Jupyter, silent elsewhere (or when off)."""
+    """A one-line live progress display: updated in place in Jupyter; off elsewhere unless asked for, and
+    then a line on stderr whenever the counts or the best change."""
 
     def __init__(self, enabled: bool | None = None, *, every: float = 0.5) -> None:
         self.enabled = in_notebook() if enabled is None else enabled
         self.every = every
         self._handle: Any = None
         self._last = 0.0
+        self._printed: str | None = None   # outside a notebook: the last line printed, without its clock
 
     def update(self, p: Any) -> None:
         """An `on_progress` callback (takes sweeplab.driver.Progress)."""
@@ -227,8 +229,11 @@ class Progress:
         print(text, file=sys.stderr, flush=True)
 
     def show(self, text: str) -> None:
-        if not in_notebook():
-            print(text, file=sys.stderr)
+        if not in_notebook():   # lines cannot be updated in place: a new one only when more than the clock moved
+            changed = text.rpartition(" | ")[0]
+            if changed != self._printed:
+                self._printed = changed
+                print(text, file=sys.stderr)
             return
         from IPython.display import display
 
