@@ -1,6 +1,8 @@
 """The Python API in a real Jupyter kernel (nbclient + ipykernel, the `notebook` extra): the progress line
 renders and updates in the cell's output, a function from a module next to the notebook runs in worker
-processes, and so does a function defined in a cell (shipped by value)."""
+processes, and so does a function defined in a cell (shipped by value); a failing cell function's traceback
+shows the cells' code; interrupting the kernel stops a blocking sweep and leaves it resumable; a module the
+kernel imports from a path a cell added is found by the workers."""
 
 from __future__ import annotations
 
