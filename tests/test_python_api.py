@@ -225,3 +225,22 @@ def test_the_progress_line_outside_a_notebook_prints_only_changes(capsys):
                           best_params=None, elapsed=elapsed, eta=None))
     assert capsys.readouterr().err.splitlines() == ["s: 0/4 done (2 running) | 0m01s",
                                                     "s: 1/4 done (2 running) | best 0.5 (trial 1) | 0m04s"]
+
+
+def test_a_sweep_polled_before_its_first_trial_reads_as_empty_tables_with_their_columns(tmp_path):
+    """Right after `sl.sweep(..., background=True)` no trial exists yet: `trials()` and `metrics()` are empty
+    frames with their usual columns, so `sweep.trials()[["state", "value"]]` in a polling loop works."""
+    from sweeplab.store import Store
+
+    st = Store.open(tmp_path / "st")
+    try:
+        st.create_sweep(name="new", method="random", metric="loss", goal="minimize", spec={}, spec_path=None,
+                        seed=0)
+    finally:
+        st.close()
+    sweep = sl.load("new", store=tmp_path / "st")
+    frame = sweep.trials()
+    assert frame.empty and frame.index.name == "number"
+    assert {"state", "value", "attempts", "duration", "reason"} <= set(frame.columns)
+    assert frame[["state", "value"]].empty
+    assert list(sweep.metrics().columns) == ["trial", "key", "step", "value"]
