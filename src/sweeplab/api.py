@@ -223,7 +223,10 @@ def run_sweep(
             spec_path = str(the_spec.source.resolve()) if the_spec.source is not None else None
             driver.create(spec_path=spec_path)
             record_backend(st, driver.sweep_id, be)
-            return driver.run()
+            try:
+                return driver.run()
+            finally:
+                driver.unlock()   # not left to garbage collection (a notebook's last traceback keeps frames)
         finally:
             be.shutdown(grace=0.0)
     finally:
