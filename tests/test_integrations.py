@@ -151,3 +151,49 @@ def test_lightning_trainer_options_follow_the_launch_environment(monkeypatch):
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")
     with pytest.raises(ValueError, match="WORLD_SIZE=4 is not a multiple of LOCAL_WORLD_SIZE=3"):
         trainer_options()
+
+
+def test_lightning_reports_a_training_epoch_metric_at_its_own_epoch(tmp_path):
+    """`self.log("train_loss", ..., on_epoch=True)` in `training_step` with a validation loop: Lightning reduces
+    the epoch's value after the epoch's validation run, so a report at validation end carried the previous
+    epoch's value (none at epoch 0, the last epoch's lost). Each epoch's value is reported once, at its step,
+    with the validation metrics of that epoch."""
+    L = pytest.importorskip("lightning.pytorch")
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from sweeplab.integrations.lightning import SweeplabCallback
+
+    losses: dict[int, list[float]] = {}
+
+    class Module(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def training_step(self, batch, batch_idx):
+            loss = self.layer(batch[0]).pow(2).mean()
+            losses.setdefault(self.current_epoch, []).append(float(loss))
+            self.log("train_loss", loss, on_step=False, on_epoch=True)
+            return loss
+
+        def validation_step(self, batch, batch_idx):
+            self.log("val_loss", self.layer(batch[0]).pow(2).mean(), on_step=True, on_epoch=True)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    events: list = []
+    run = _run(tmp_path, None, events)
+    data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4)
+    callback = SweeplabCallback(run)
+    trainer = L.Trainer(max_epochs=3, callbacks=[callback], logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
+    trainer.fit(Module(), data, data)
+    run.flush()
+    points = [p for kind, d in events if kind == "metrics" for p in d["points"]]
+    train = [(p[0], p[2]) for p in points if p[1] == "train_loss"]
+    assert [s for s, _ in train] == [0, 1, 2]
+    assert [v for _, v in train] == pytest.approx([sum(v) / len(v) for _, v in sorted(losses.items())])
+    assert [p[0] for p in points if p[1] == "val_loss"] == [0, 1, 2]     # the epoch value under its own name
+    assert callback.metrics["train_loss"] == pytest.approx(train[-1][1])

@@ -1,6 +1,8 @@
 """The Python API in a real Jupyter kernel (nbclient + ipykernel, the `notebook` extra): the progress line
 renders and updates in the cell's output, a function from a module next to the notebook runs in worker
-processes, and so does a function defined in a cell (shipped by value)."""
+processes, and so does a function defined in a cell (shipped by value); a failing cell function's traceback
+shows the cells' code; interrupting the kernel stops a blocking sweep and leaves it resumable; a module the
+kernel imports from a path a cell added is found by the workers."""
 
 from __future__ import annotations
 
@@ -46,3 +48,94 @@ def test_a_sweep_from_a_notebook_shows_progress_and_runs_cell_functions_in_worke
     ran = "".join(o.get("text", "") for o in nb.cells[2].outputs)
     assert ran.strip() == "cell best 10.0 True True", ran         # in worker processes, not the kernel
     assert "".join(o.get("text", "") for o in nb.cells[3].outputs).startswith("(4, ")
+
+
+def _execute(cells, tmp_path, monkeypatch, timeout=300):
+    """Run `cells` in a real Jupyter kernel in `tmp_path`; the notebook with its outputs (errors kept)."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([SRC, *sys.path[1:]]))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    return nb
+
+
+def _text(cell, name="stdout"):
+    return "".join(o.get("text", "") for o in cell.outputs if o.get("name") == name)
+
+
+def _errors(cell):
+    return [o for o in cell.outputs if o.get("output_type") == "error"]
+
+
+def test_a_failing_cell_function_shows_its_traceback_with_the_cells_code(tmp_path, monkeypatch):
+    """The traceback of a trial that raises names the cells (`Cell In[N]`) and shows their lines, as IPython
+    does for code run in the kernel; not cloudpickle's `<dynamic-code>` without source. The sweep's failure
+    is shown in the cell that ran it (as the CLI prints it), not only kept in the store."""
+    nb = _execute([
+        "import sweeplab as sl\n"
+        "spec = {'method': 'grid', 'metric': {'name': 'loss', 'goal': 'minimize'},\n"
+        "        'parameters': {'x': {'values': [1.0]}}}",
+        "def helper(x):\n    return x / 0",
+        "def bad(config, run):\n    y = config['x']\n    return {'loss': helper(y)}\n"
+        "sweep = sl.sweep(spec, fn=bad, store='st', workers=1, name='bad', progress=False)",
+        "print(sweep.status()['end_reason'])",
+    ], tmp_path, monkeypatch)
+    assert not any(_errors(c) for c in nb.cells)
+    shown = _text(nb.cells[3])
+    assert 'File "Cell In[3]", line 3, in bad' in shown and "return {'loss': helper(y)}" in shown, shown
+    assert 'File "Cell In[2]", line 2, in helper' in shown and "return x / 0" in shown, shown
+    assert "<dynamic-code>" not in shown
+    told = _text(nb.cells[2], "stderr")
+    assert "ZeroDivisionError" in told and "Cell In[3]" in told, told
+
+
+def test_interrupting_the_kernel_stops_a_blocking_sweep_and_leaves_it_resumable(tmp_path, monkeypatch):
+    """Jupyter's "interrupt kernel" (SIGINT) during a blocking sweep: the running trials are stopped, no
+    worker process is left, the cell ends with KeyboardInterrupt (so "Run All" stops there) after saying how
+    to resume, the kernel runs the next cell, and the sweep resumes to its end with the cell's function."""
+    nb = _execute([
+        "import os, signal, subprocess, sys, threading, time\nimport sweeplab as sl\n"
+        "spec = {'method': 'grid', 'metric': {'name': 'loss', 'goal': 'minimize'},\n"
+        "        'parameters': {'x': {'values': [1.0, 2.0]}}}\n"
+        "def slow(config, run):\n"
+        "    for step in range(20):\n        time.sleep(0.1)\n        run.log({'loss': config['x']}, step=step)\n"
+        "    return {'loss': config['x']}\n"
+        "def interrupt_once_running():\n"
+        "    while True:\n        time.sleep(0.05)\n"
+        "        try:\n            if sl.load('blk', store='st').status()['counts'].get('running') == 2: break\n"
+        "        except sl.SweeplabError:\n            pass\n"
+        "    os.kill(os.getpid(), signal.SIGINT)",
+        "threading.Thread(target=interrupt_once_running, daemon=True).start()\n"
+        "sweep = sl.sweep(spec, fn=slow, store='st', workers=2, name='blk', progress=False)",
+        "out = subprocess.run(['ps', '-o', 'pid=', '--ppid', str(os.getpid())], capture_output=True, text=True)\n"
+        "print('children', len(out.stdout.split()) - 1)\n"
+        "print(sl.load('blk', store='st').status()['counts'])\n"
+        "done = subprocess.run([sys.executable, '-m', 'sweeplab', 'resume', 'blk', '--store', 'st'],\n"
+        "                      capture_output=True, text=True)\n"
+        "print('resumed', done.returncode, sl.load('blk', store='st').status()['counts'])\n"
+        "print(done.stderr[-3000:])",
+    ], tmp_path, monkeypatch)
+    assert [e["ename"] for e in _errors(nb.cells[1])] == ["KeyboardInterrupt"], nb.cells[1].outputs
+    assert "sweeplab resume blk" in _text(nb.cells[1], "stderr")
+    assert not _errors(nb.cells[2]), nb.cells[2].outputs
+    lines = _text(nb.cells[2]).splitlines()
+    assert lines[0] == "children 0"                                  # the ps itself is the one child
+    assert lines[1] == "{'interrupted': 2}"
+    assert lines[2] == "resumed 0 {'completed': 2}", lines
+
+
+def test_a_cell_function_uses_a_module_the_kernel_imports_from_a_path_it_added(tmp_path, monkeypatch):
+    """`sys.path.append("lib")` then `import mylib` in a cell, the usual way a notebook reaches code beside
+    it: the workers, which do not run that cell, find `mylib` too (the function takes the kernel's extra
+    import path with it), instead of every trial failing with ModuleNotFoundError."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "mylib.py").write_text("def double(x):\n    return 2 * x\n")
+    nb = _execute([
+        "import os, sys\nsys.path.append(os.path.abspath('lib'))\nimport mylib\nimport sweeplab as sl",
+        "def train(config, run):\n    return {'loss': mylib.double(config['x'])}\n"
+        "sweep = sl.sweep({'method': 'grid', 'metric': {'name': 'loss', 'goal': 'minimize'},\n"
+        "                  'parameters': {'x': {'values': [1.0, 2.0]}}}, fn=train, store='st', workers=1,\n"
+        "                 progress=False)\n"
+        "print(sweep.status()['counts'], sweep.best['value'])",
+    ], tmp_path, monkeypatch)
+    assert _text(nb.cells[1]).strip() == "{'completed': 2} 2.0", nb.cells[1].outputs

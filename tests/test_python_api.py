@@ -179,3 +179,68 @@ def test_pareto_is_the_stores_feasible_front_for_several_objectives(tmp_path):
     assert sweep.pareto == expected and expected
     assert any(not t["feasible"] for t in rows if t["state"] == "completed")   # the fixture has infeasible ones
     assert not {p["trial"] for p in sweep.pareto} & {t["number"] for t in rows if not t["feasible"]}
+
+
+@pytest.mark.parametrize("how", ["finished", "stopped"])
+def test_a_sweep_that_ended_leaves_its_lock_for_a_resume_from_another_process(tmp_path, trials_module, how):
+    """A notebook kernel outlives its sweeps: once `sl.sweep` returns (or `handle.stop()` has stopped it), the
+    sweep's one-driver lock is released, so `sweeplab resume NAME` in a terminal is not told that the kernel
+    is "already running" it. (flock is per open file: a second open in this process is refused while held.)"""
+    import fcntl
+
+    if how == "finished":
+        sweep = sl.sweep(_spec(), fn=trials_module.quick, store=tmp_path / "st", workers=1, trials=1, name="s")
+    else:
+        sweep = sl.sweep({"method": "random", "parameters": {"seconds": {"value": 60}}, "budget": {"trials": 1}},
+                         fn=trials_module.sleeper, store=tmp_path / "st", workers=1, background=True, name="s")
+        while sweep.status()["counts"].get("running", 0) < 1:
+            time.sleep(0.05)
+        sweep.stop()
+    with open(tmp_path / "st" / "locks" / "s.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)   # BlockingIOError while the kernel still holds it
+
+
+def test_the_progress_line_ends_with_no_trial_running_after_a_stop(tmp_path, trials_module, capfd):
+    """The live line is updated once more when a sweep is stopped (Ctrl-C, `handle.stop()`): it does not stay
+    at "(2 running)" under the cell after the trials were stopped."""
+    sweep = sl.sweep({"method": "random", "parameters": {"seconds": {"value": 60}}, "budget": {"trials": 2}},
+                     fn=trials_module.sleeper, store=tmp_path / "st", workers=2, background=True, name="p",
+                     progress=True)
+    while sweep.status()["counts"].get("running", 0) < 2:
+        time.sleep(0.05)
+    sweep.stop()
+    lines = [x for x in capfd.readouterr().err.splitlines() if x.startswith("p: ")]
+    assert lines and lines[-1].startswith("p: 0/2 done (0 running)"), lines
+
+
+def test_the_progress_line_outside_a_notebook_prints_only_changes(capsys):
+    """`progress=True` in a script or terminal: a new line when the counts or the best change, not one per
+    half second with only the clock moving (an hour's sweep printed 7200 lines)."""
+    from sweeplab.driver import Progress as P
+
+    progress = Progress(True, every=0.0)
+    for done, elapsed in ((0, 1.0), (0, 2.0), (0, 3.0), (1, 4.0), (1, 5.0)):
+        progress.update(P(sweep="s", counts={"completed": done, "running": 2}, running=2, created=done + 2,
+                          budget_trials=4, best_value=0.5 if done else None, best_trial=1 if done else None,
+                          best_params=None, elapsed=elapsed, eta=None))
+    assert capsys.readouterr().err.splitlines() == ["s: 0/4 done (2 running) | 0m01s",
+                                                    "s: 1/4 done (2 running) | best 0.5 (trial 1) | 0m04s"]
+
+
+def test_a_sweep_polled_before_its_first_trial_reads_as_empty_tables_with_their_columns(tmp_path):
+    """Right after `sl.sweep(..., background=True)` no trial exists yet: `trials()` and `metrics()` are empty
+    frames with their usual columns, so `sweep.trials()[["state", "value"]]` in a polling loop works."""
+    from sweeplab.store import Store
+
+    st = Store.open(tmp_path / "st")
+    try:
+        st.create_sweep(name="new", method="random", metric="loss", goal="minimize", spec={}, spec_path=None,
+                        seed=0)
+    finally:
+        st.close()
+    sweep = sl.load("new", store=tmp_path / "st")
+    frame = sweep.trials()
+    assert frame.empty and frame.index.name == "number"
+    assert {"state", "value", "attempts", "duration", "reason"} <= set(frame.columns)
+    assert frame[["state", "value"]].empty
+    assert list(sweep.metrics().columns) == ["trial", "key", "step", "value"]

@@ -223,7 +223,10 @@ def run_sweep(
             spec_path = str(the_spec.source.resolve()) if the_spec.source is not None else None
             driver.create(spec_path=spec_path)
             record_backend(st, driver.sweep_id, be)
-            return driver.run()
+            try:
+                return driver.run()
+            finally:
+                driver.unlock()   # not left to garbage collection (a notebook's last traceback keeps frames)
         finally:
             be.shutdown(grace=0.0)
     finally:
@@ -270,7 +273,7 @@ def sweep(
         the_spec = the_spec.with_overrides(budget=dataclasses.replace(the_spec.budget, trials=trials))
     shown = Progress(progress)
     runner = _Runner(the_spec, store=root, workers=workers, backend=backend, address=address, name=name,
-                     overrides=overrides, on_progress=shown.update)
+                     overrides=overrides, on_progress=shown.update, on_note=shown.note)
     return runner.launch(background)
 
 
@@ -319,6 +322,14 @@ class _Runner:
         self.store_root = Path(store) if store is not None else default_store_dir()
         self.outcome: SweepOutcome | None = None
         self.error: BaseException | None = None
+        self._noted: list[str] = []
+        if on_note is not None:
+            shown = on_note
+
+            def on_note(text: str) -> None:
+                self._noted.append(text)
+                shown(text)
+        self._on_note = on_note
         self._thread: Any = None
         # built first: too many workers or a Ray address that does not answer writes nothing to the store
         self.be: Backend | None = build_backend(spec, workers=workers, backend=backend, address=address,
@@ -347,6 +358,10 @@ class _Runner:
     def run(self) -> SweepOutcome:
         try:
             self.outcome = self.driver.run()
+            reason = self.outcome.reason
+            if self.outcome.exit_code == 1 and self._on_note is not None and reason not in self._noted:
+                # why it failed, with the first failure's traceback: what the CLI prints at the end
+                self._on_note(f"sweep {self.name} {self.outcome.state.value}: {reason}")
             return self.outcome
         except BaseException as exc:
             self.error = exc
@@ -359,8 +374,9 @@ class _Runner:
         handle = Sweep(self.name, self.store_root, runner=self)
         if background:
             self.start_thread()
-        else:
-            self.run()
+        elif self.run().exit_code == 130:   # Ctrl-C (Jupyter's "interrupt kernel"), the trials stopped
+            # raised, as Python code does, once the sweep is stopped and recorded: "Run All" stops here
+            raise KeyboardInterrupt(f"sweep {self.name!r} interrupted: `sweeplab resume {self.name}` continues it")
         return handle
 
     def start_thread(self) -> None:
@@ -382,6 +398,9 @@ class _Runner:
         return True
 
     def close(self) -> None:
+        driver = getattr(self, "driver", None)
+        if driver is not None:
+            driver.unlock()
         if self.be is not None:
             self.be.shutdown(grace=0.0)
             self.be = None

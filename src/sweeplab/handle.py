@@ -136,8 +136,8 @@ class Sweep:
             row.update({f"params.{k}": v for k, v in _flat(t["params"] or {}).items()})
             row.update({f"metrics.{k}": v for k, v in (t["metrics"] or {}).items()})
             rows.append(row)
-        frame = pd.DataFrame(rows)
-        return frame.set_index("number") if rows else frame
+        columns = ["number", "state", "value", "attempts", "started", "ended", "reason", "duration"]
+        return pd.DataFrame(rows, columns=None if rows else columns).set_index("number")   # no trial yet: empty
 
     def metrics(self, trial: int | None = None) -> Any:
         """Every reported metric point as a pandas DataFrame: trial, key, step, value (one trial's with

@@ -53,7 +53,7 @@ def shipped_target(fn: Any, store_root: str | os.PathLike[str], what: str = "tri
                         "cloudpickle") from exc
     qualname = _display_name(fn)
     try:
-        blob = cloudpickle.dumps(fn)
+        blob = _dumps(cloudpickle, fn)
     except Exception as exc:   # cloudpickle raises many kinds (TypeError, PicklingError, ...)
         raise UserError(f"{what} {qualname!r} cannot be sent to worker processes ({type(exc).__name__}: {exc}):"
                         f" it captures something that cannot be serialised; move it into a .py file next to "
@@ -69,6 +69,87 @@ def shipped_target(fn: Any, store_root: str | os.PathLike[str], what: str = "tri
         os.replace(tmp, path)
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in qualname.rsplit(".", 1)[-1]) or "function"
     return f"{os.path.abspath(path)}:{name}"
+
+
+def _dumps(cloudpickle: Any, fn: Any) -> bytes:
+    """`cloudpickle.dumps(fn)`, keeping where its code was written: cloudpickle names every code object it
+    ships `<dynamic-code>`, so a trial's traceback would show neither the cell nor its lines. Each code object
+    is sent with its file name (a notebook cell's as IPython shows it, `Cell In[3]`) and that file's lines,
+    which the worker puts back (`_code_at`): its tracebacks then read as they would in the kernel."""
+    import io
+    import types
+
+    sources: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+    class Pickler(cloudpickle.Pickler):   # type: ignore[misc, name-defined]
+        def reducer_override(self, obj: Any) -> Any:
+            if type(obj) is types.CodeType and obj.co_filename != _DYNAMIC:
+                if obj.co_filename not in sources:
+                    sources[obj.co_filename] = _source_of(obj.co_filename)
+                name, lines = sources[obj.co_filename]
+                return _code_at, (obj.replace(co_filename=_DYNAMIC), name, lines)
+            return super().reducer_override(obj)
+
+    buffer = io.BytesIO()
+    Pickler(buffer).dump(fn)
+    paths = [p for p in sys.path if p and os.path.isabs(p)]   # the kernel's, with what its cells added
+    return cloudpickle.dumps(_WithPath(paths, buffer.getvalue()))   # type: ignore[no-any-return]
+
+
+class _WithPath:
+    """A shipped function with this process's import path: unpickled in a worker, it appends the entries
+    the worker lacks (a `sys.path.append("../src")` of a notebook cell) before unpickling the function, so
+    the modules it uses by reference are found there as they were here. Unpickles to the function itself."""
+
+    def __init__(self, paths: list[str], blob: bytes) -> None:
+        self.paths, self.blob = paths, blob
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _function_with_path, (self.paths, self.blob)
+
+
+def _function_with_path(paths: list[str], blob: bytes) -> Any:
+    import pickle
+
+    sys.path.extend(p for p in paths if p not in sys.path)
+    return pickle.loads(blob)
+
+
+_DYNAMIC = "<dynamic-code>"
+
+
+def _source_of(filename: str) -> tuple[str, tuple[str, ...]]:
+    """The name to show for a code object's file (`Cell In[3]` for a notebook cell) and its lines, from the
+    line cache where IPython keeps its cells (empty when they are not known)."""
+    import linecache
+
+    name = filename
+    shell = _ipython()
+    try:
+        cell = shell.compile.format_code_name(filename) if shell is not None else None
+    except Exception:   # an IPython without it: the kernel's file name still leads to the lines
+        cell = None
+    if cell:
+        name = " ".join(cell)
+    return name, tuple(linecache.getlines(filename))
+
+
+def _code_at(code: Any, filename: str, lines: tuple[str, ...]) -> Any:
+    """In the worker: the shipped code object under its own file name, with that file's lines in the line
+    cache (mtime None: `linecache.checkcache` keeps them), so that tracebacks show the user's code."""
+    import linecache
+
+    if lines and filename not in linecache.cache:
+        linecache.cache[filename] = (sum(len(x) for x in lines), None, list(lines), filename)
+    return code.replace(co_filename=filename)
+
+
+def _ipython() -> Any:
+    ipython = sys.modules.get("IPython")
+    try:
+        return ipython.get_ipython() if ipython is not None else None
+    except Exception:
+        return None
 
 
 def _display_name(fn: Any) -> str:
@@ -121,13 +202,15 @@ def target_of(fn: Any, what: str = "trial function") -> str:
 
 
 class Progress:
-    """A one-line live progress display: updated in place in Jupyter, silent elsewhere (or when off)."""
+    """A one-line live progress display: updated in place in Jupyter; off elsewhere unless asked for, and
+    then a line on stderr whenever the counts or the best change."""
 
     def __init__(self, enabled: bool | None = None, *, every: float = 0.5) -> None:
         self.enabled = in_notebook() if enabled is None else enabled
         self.every = every
         self._handle: Any = None
         self._last = 0.0
+        self._printed: str | None = None   # outside a notebook: the last line printed, without its clock
 
     def update(self, p: Any) -> None:
         """An `on_progress` callback (takes sweeplab.driver.Progress)."""
@@ -139,9 +222,18 @@ class Progress:
         self._last = now
         self.show(line(p))
 
+    def note(self, text: str) -> None:
+        """An `on_note` callback: what the CLI prints in yellow (why a sweep failed, with the trial's
+        traceback; how to resume after Ctrl-C; a monitor watching a metric nobody logs). Always shown, on
+        stderr (a notebook shows it under the cell), whether or not the progress line is on."""
+        print(text, file=sys.stderr, flush=True)
+
     def show(self, text: str) -> None:
-        if not in_notebook():
-            print(text, file=sys.stderr)
+        if not in_notebook():   # lines cannot be updated in place: a new one only when more than the clock moved
+            changed = text.rpartition(" | ")[0]
+            if changed != self._printed:
+                self._printed = changed
+                print(text, file=sys.stderr)
             return
         from IPython.display import display
 

@@ -333,6 +333,7 @@ class Driver(Recovery, EventWriter):
             self.store.update_sweep(self.sweep_id, state=SweepState.STOPPED.value, ended=now, end_reason=reason)
             self.store.add_event(self.sweep_id, "sweep_ended", f"sweep stopped: {reason}" if full
                                  else f"sweep stopped by {how}; resumable")
+        self._progress(force=True)   # the live line's last state: nothing running any more
         return self._outcome(SweepState.STOPPED, reason, 1 if full else 0 if sigterm else 130)
 
 

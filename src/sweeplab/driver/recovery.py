@@ -101,6 +101,13 @@ class Recovery(DriverState):
         fh.flush()
         self._lock_file = fh
 
+    def unlock(self) -> None:
+        """Release the one-driver lock once this driver is done: a process that outlives its sweep (a
+        notebook kernel, `sl.sweep` in a script that goes on) must not keep `sweeplab resume` out."""
+        fh, self._lock_file = self._lock_file, None
+        if fh is not None:
+            fh.close()   # closing the file drops its flock
+
     def create(self, *, spec_path: str | None) -> None:
         """Start a new sweep in the store."""
         self._lock()

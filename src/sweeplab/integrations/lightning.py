@@ -75,8 +75,10 @@ def trainer_options() -> dict[str, Any]:
 class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
     """Connects a Lightning `Trainer` to a trial's `Run`.
 
-    After each validation run (sanity checks excluded; after each training epoch when the Trainer has no
-    validation loop) it logs `trainer.callback_metrics` with `run.log(..., step=trainer.current_epoch)`,
+    At the end of each training epoch that ran validation (sanity checks excluded; of every training epoch
+    when the Trainer has no validation loop) it logs `trainer.callback_metrics` with
+    `run.log(..., step=trainer.current_epoch)`: the epoch's validation metrics and its training metrics
+    logged with `on_epoch=True` (which Lightning reduces after the epoch's validation run). It
     writes a checkpoint when `trial.checkpoint_every` says one is due (`trainer.save_checkpoint` into a
     directory that `run.checkpoint` keeps), and sets `trainer.should_stop` once `run.should_stop` is true.
     A stop that arrives during an epoch (a SIGTERM) is seen at the next training batch: a last checkpoint is
@@ -105,6 +107,7 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
         self._saved_for_stop = False          # the same on every rank: set only after agreed decisions
         self._stopping = False
         self._sigterm: Any = None             # the trial's SIGTERM handler, from before Lightning's
+        self._validated = False               # a validation run of `fit` ended during this training epoch
 
     # ------------------------------------------------------------------ resume
     def resume_path(self) -> str | None:
@@ -137,10 +140,13 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         if trainer.sanity_checking or trainer.state.fn != "fit":   # not a sanity check, nor trainer.validate()
             return
-        self._report(trainer)
+        self._validated = True   # reported at the epoch's end, with the epoch's training metrics
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        if not getattr(trainer, "enable_validation", True):   # no validation loop: report per training epoch
+        # Lightning runs an epoch's validation before it reduces the epoch's `on_epoch=True` training metrics:
+        # reported here, `train_loss` is this epoch's value, not the previous one's
+        validated, self._validated = self._validated, False
+        if validated or not getattr(trainer, "enable_validation", True):   # else: an epoch without validation
             self._report(trainer)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
