@@ -13,7 +13,6 @@ import os
 import shutil
 import sys
 import tempfile
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ def parse_trial_ref(ref: str) -> tuple[str, int]:
 
 def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], None] = print) -> int:
     """Re-run a failed trial. Returns 1 when the failure reproduced, 0 when the trial now succeeds."""
-    from sweeplab.backends.targets import call_trial, load_target, seed_everything
+    from sweeplab.backends.targets import call_trial, load_target, seed_everything, trial_traceback
     from sweeplab.capture import load_captures
     from sweeplab.config import coerce, typed_schema_of
     from sweeplab.store.layout import trial_paths
@@ -98,10 +97,10 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         seed_everything(int(trial["seed"]))
     try:
         result = call_trial(fn, config, run)
-    except Exception:
+    except Exception as exc:
         run.flush()
         echo("the failure reproduced:")
-        echo(traceback.format_exc())
+        echo(trial_traceback(exc))
         if debug:
             import pdb
 

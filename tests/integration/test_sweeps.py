@@ -108,6 +108,22 @@ def test_crash_loop_ends_the_sweep_with_the_first_traceback(cli):
     assert st["sweep"]["state"] == "failed" and len(st["trials"]) < 10
 
 
+def test_a_failed_trials_traceback_starts_at_the_trials_own_code(cli):
+    """What the user reads (the sweep's error, `status`, `repro`) starts at their function: the frames sweeplab
+    ran it through (the worker, the W&B shim, call_trial) were the first six lines of every traceback."""
+    f = cli.spec("s", spec("raises", params="  x: {values: [5]}", extra="trial: {retries: 0}"))
+    cp = cli("sweep", str(f), "--name", "tb", "-q")
+    assert cp.returncode == 1
+    shown = cp.stdout + cp.stderr
+    conn = sqlite3.connect(cli.store / "store.db")
+    (stored,) = conn.execute("SELECT traceback FROM attempts").fetchone()
+    conn.close()
+    for text in (shown, stored):
+        assert "planted failure x=5" in text and "trials.py" in text, text
+        for ours in ("function_trial.py", "wandb_compat", "targets.py"):
+            assert ours not in text, text
+
+
 def test_command_trial_sweep_from_a_wandb_spec(cli, tmp_path):
     import shutil
     from pathlib import Path

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import traceback
 from typing import Any
 
 from sweeplab.backends._diskfull import disk_full_data, full_disk_error, trial_places
 from sweeplab.backends.events import EventKind
 from sweeplab.backends.execution import Execution, log_header, redirect_output, send_profile
-from sweeplab.backends.targets import call_trial, load_target, seed_everything, trial_facts
+from sweeplab.backends.targets import call_trial, load_target, seed_everything, trial_facts, trial_traceback
 from sweeplab.run import Run
 
 __all__ = ["execute_function"]
@@ -105,9 +104,9 @@ def execute_function(ex: Execution) -> None:
             return
         if full_disk_error(exc) is not None:   # no fault of the trial's: the driver stops the sweep
             channel.send(EventKind.FAILED, disk_full_data(
-                str(exc) or repr(exc), trial_places(task), traceback=traceback.format_exc()[-20000:]))
+                str(exc) or repr(exc), trial_places(task), traceback=trial_traceback(exc)[-20000:]))
             return
-        tb = traceback.format_exc()
+        tb = trial_traceback(exc)
         capture_ref = None
         if run is not None and run.captures and task.capture_dir:
             with contextlib.suppress(Exception):

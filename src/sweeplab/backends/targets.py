@@ -12,6 +12,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import traceback
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sweeplab.run import Run
 
-__all__ = ["call_trial", "load_target", "seed_everything", "trial_facts"]
+__all__ = ["call_trial", "load_target", "seed_everything", "trial_facts", "trial_traceback"]
 
 _module_cache: dict[str, Any] = {}
 
@@ -176,3 +177,20 @@ def call_trial(fn: Callable[..., Any], config: Any, run: Run) -> Any:
         return fn()
     return fn(config)
 
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # .../sweeplab/
+
+
+def trial_traceback(exc: BaseException) -> str:
+    """`exc`'s traceback as the trial's author reads it: from the first frame of code that is not sweeplab's
+    (their function, or a library it called) on, without the frames that ran it (the worker, the W&B shim,
+    `call_trial`). Frames of sweeplab further down (a `run.checkpoint` that raised) stay, and so does every
+    frame of a failure inside sweeplab itself (no other code in it). Chained exceptions are shown as Python
+    shows them."""
+    shown = traceback.TracebackException.from_exception(exc)
+    frames = shown.stack
+    first = next((i for i, f in enumerate(frames) if not (f.filename or "").startswith(_PACKAGE)), 0)
+    if first:
+        shown.stack = traceback.StackSummary.from_list(frames[first:])
+    return "".join(shown.format())
