@@ -266,3 +266,18 @@ def test_a_trials_run_has_a_sweep_id_and_a_name_as_under_wandbs_agent(tmp_path: 
         # a fixed wandb.init(id=...) is ignored in a sweep's run, as W&B does: one run per trial, of the agent's id
         assert seen["id"] == seen["agent_id"] != "fixed-run-id"
         assert seen["url"] == Path(seen["dir"]).resolve().parent.as_uri()   # the offline run's folder
+
+
+def test_disabled_runs_of_other_ranks_do_not_report_to_the_trial(tmp_path: Path) -> None:
+    # DDP scripts give ranks other than 0 a disabled run (`mode="disabled" if rank > 0`, or WANDB_MODE=disabled
+    # set by the script); under W&B's agent only rank 0's run reaches the sweep. The other rank's summary (its
+    # last, larger, val_loss) used to replace rank 0's define_metric(summary="min") as the trial's value
+    proc, store = _sweep("disabled_ranks", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"] * 4
+    for t in trials:
+        lr = json.loads(t["params"])["lr"]
+        assert t["value"] == pytest.approx(lr), json.loads(t["params"])   # rank 0's best epoch
+        assert "rank" in t["metrics"] and t["metrics"]["rank"] == 0
+        assert {v for _, n, v in t["history"] if n == "rank"} == {0.0}   # rank 0's rows only

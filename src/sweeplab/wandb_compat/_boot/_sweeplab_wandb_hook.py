@@ -9,7 +9,8 @@
   - `Run._finish` (every way a run ends) and the end of the process: the run's summary as W&B has it
     (`run.summary`, with `define_metric` summaries such as `{"acc": {"max": 0.9}}`) becomes the trial's
     final metrics, and a `finish(exit_code=N)` its exit code;
-  - `wandb.init`: a run is never online (mode `offline`), whatever the program asks; in a function trial
+  - `wandb.init`: a run is never online (mode `offline`), whatever the program asks, but a run the program
+    disables (another DDP rank's) stays disabled and is not the trial's, as under W&B's agent; in a function trial
     the trial's W&B environment (handed over by `begin_trial`) is set and its parameters file
     (WANDB_SWEEP_PARAM_PATH) written here, only when a run starts: a trial that never starts a run pays
     nothing for W&B (a file per trial costs more than the rest of a no-op trial);
@@ -408,12 +409,18 @@ def _patch_init(wandb: Any) -> None:
         return
 
     def offline_init(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("mode") not in ("offline", "disabled"):
-            kwargs["mode"] = "offline"   # nothing is sent anywhere, whatever the program asks
         trial = in_trial()
+        if trial:
+            _params_file()   # a function trial's W&B environment first: its WANDB_MODE is the trial's
+        if _disabled(kwargs):   # not the trial's run (another DDP rank's), as under W&B's agent
+            if trial:
+                sys.stderr.write("sweeplab: this W&B run is disabled (mode \"disabled\"): as under W&B's agent, "
+                                 "what it logs does not reach the trial\n")
+            trial = False
+        else:
+            kwargs["mode"] = "offline"   # nothing is sent anywhere, whatever the program asks
         sweep_id = None
         if trial:
-            _params_file()
             _ignore_run_id(kwargs)
             # the run's files get no sweep id: `wandb sync` of a run whose sweep W&B's server does not know
             # fails ("sweep ... not found", wandb/wandb#8115); the program sees it (Run.sweep_id, patched)
@@ -436,6 +443,27 @@ def _patch_init(wandb: Any) -> None:
     wandb.init = offline_init
     _patch_controller(wandb)
     _patch_config_of(sys.modules.get("wandb.sdk.wandb_helper"))
+
+
+def _disabled(kwargs: Mapping[str, Any]) -> bool:
+    """Whether the program asks `wandb.init` for a disabled run, as wandb decides the mode: `mode=`, else the
+    `settings=` given (a `wandb.Settings` or a dict), else WANDB_MODE, which the program may have set itself (a
+    trial starts with "offline"). DDP scripts give the ranks other than 0 a disabled run so that their
+    `wandb.log` calls do nothing (`mode="disabled" if rank > 0`, or `os.environ["WANDB_MODE"] = "disabled"`):
+    under W&B's agent such a run reaches no sweep, so here it is not the trial's run (its summary, the rank's
+    own last values, used to replace rank 0's)."""
+    mode = kwargs.get("mode")
+    if mode is None:
+        settings = kwargs.get("settings")
+        if isinstance(settings, Mapping):
+            mode = settings.get("mode")
+        elif settings is not None:
+            given = getattr(settings, "model_fields_set", None)   # pydantic: the fields the program passed
+            if given is None or "mode" in given:
+                mode = getattr(settings, "mode", None)
+    if mode is None:
+        mode = os.environ.get("WANDB_MODE")
+    return mode == "disabled"
 
 
 def _patch_config_of(helper: Any) -> None:
