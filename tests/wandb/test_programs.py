@@ -281,3 +281,20 @@ def test_disabled_runs_of_other_ranks_do_not_report_to_the_trial(tmp_path: Path)
         assert t["value"] == pytest.approx(lr), json.loads(t["params"])   # rank 0's best epoch
         assert "rank" in t["metrics"] and t["metrics"]["rank"] == 0
         assert {v for _, n, v in t["history"] if n == "rank"} == {0.0}   # rank 0's rows only
+
+
+@pytest.mark.parametrize("how", ["command", "function"])
+def test_a_run_finished_with_a_nonzero_exit_code_fails_its_trial(tmp_path: Path, how: str) -> None:
+    # `wandb.finish(exit_code=1)` after a caught failure: W&B marks the run failed. A function trial completed
+    # with the loss it had logged (or failed saying the metric was never reported)
+    work = tmp_path / "finish_exit_code"
+    shutil.copytree(PROJECTS / "finish_exit_code", work)
+    extra = ["--function", "train.py:train"] if how == "function" else []
+    if how == "command":
+        (work / "sweep.yaml").write_text((work / "sweep.yaml").read_text() + "program: train.py\n")
+    store = tmp_path / "store"
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(store), "-q",
+                           *extra], cwd=work, env=_offline_env(), capture_output=True, text=True, timeout=600)
+    ok, oom = _trials(store)
+    assert (ok["state"], ok["value"]) == ("completed", pytest.approx(0.32))
+    assert oom["state"] == "failed" and "wandb.finish(exit_code=1)" in oom["reason"], proc.stdout + proc.stderr

@@ -130,7 +130,8 @@ class FunctionTrial:
         reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's. When `stopped()` turns true
         (the sweep stopped the trial), the run's next `wandb.log` ends the function, as W&B's agent ends a
         stopped run: the trial ends stopped, not failed (and `fn` returns None). `sys.exit()` or `sys.exit(0)`
-        in `fn` ends it as a return of None would."""
+        in `fn` ends it as a return of None would. A run it finished with `wandb.finish(exit_code=N)`, N not 0,
+        fails the trial (TrialError), as W&B marks the run failed and as a command trial fails."""
         hook = self._hook
         if "wandb" in sys.modules:
             with contextlib.suppress(Exception):
@@ -148,13 +149,19 @@ class FunctionTrial:
                     raise                       # a command trial's program as well. Any other code fails it.
                 result = None
             ok = True
-            return result
         finally:
             wandb = sys.modules.get("wandb")
             if wandb is not None and getattr(wandb, "run", None) is not None:
                 with contextlib.suppress(Exception):   # a run the function left open ends with it
                     wandb.run.finish(exit_code=0 if ok else 1)
             hook.uninstall_sinks()
+        code = self.final.get("@exit_code")
+        if code:   # `wandb.finish(exit_code=1)` (after a caught failure): W&B marks the run failed, and a
+            # command trial fails for it; so does the function's
+            from sweeplab.errors import TrialError
+
+            raise TrialError(f"wandb.finish(exit_code={code})")
+        return result
 
     def end(self) -> None:
         """The trial ended (however it ended): the hook forgets it, and os.environ is as it was before."""
