@@ -376,11 +376,29 @@ def begin_trial(param_path: str, args: Mapping[str, Any], env: Mapping[str, str]
     wandb's settings from the environment for good. A trial that never imports wandb pays nothing for it."""
     global _pending, _args
     _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id(),
-                **(env or {})}
+                **(env or {}), **_children_env(param_path)}
     _args = args
     if "wandb" in sys.modules:   # a W&B program: its environment and parameters file now, as W&B's agent
         _params_file()           # makes them before it calls the function (programs read them first, and
                                  # wandb.setup() reads the environment for good)
+
+
+def report_path(param_path: str) -> str:
+    """Where the processes a function trial starts report their W&B runs (beside its parameters file)."""
+    stem = param_path[:-len(".wandb-params.yaml")] if param_path.endswith(".wandb-params.yaml") else param_path
+    return f"{stem}.wandb-report.jsonl"
+
+
+def _children_env(param_path: str) -> dict[str, str]:
+    """What a function trial's processes need to report their W&B runs, as a command trial's program does: the
+    report file (SWEEPLAB_REPORT_FILE), and this hook's folder first on PYTHONPATH for processes started by
+    `spawn` or exec (torch.multiprocessing.spawn's DDP ranks); forked ones have the hook already. Under W&B's
+    agent, rank 0's run in such a process is the sweep's run: it inherits the agent's W&B environment."""
+    boot = os.path.dirname(os.path.abspath(__file__))
+    path = os.environ.get("PYTHONPATH", "")
+    if boot not in path.split(os.pathsep):
+        path = os.pathsep.join(p for p in (boot, path) if p)
+    return {"SWEEPLAB_REPORT_FILE": report_path(param_path), "PYTHONPATH": path}
 
 
 def end_trial() -> None:
@@ -398,9 +416,11 @@ def end_trial() -> None:
 
 def _forked_child() -> None:
     """In a forked child the trial's environment is what it inherited (set before the fork): the child may
-    clear it to start runs of its own, and restoring is the parent's business."""
-    global _pending, _restore
+    clear it to start runs of its own, and restoring is the parent's business. The parent's callables
+    (`set_sinks`) reach the trial from the parent only: the child's runs write to the report file instead."""
+    global _pending, _restore, _sink, _final, _stopped
     _pending, _restore = None, None
+    _sink, _final, _stopped = None, None, None
 
 
 def _patch_init(wandb: Any) -> None:
