@@ -300,15 +300,16 @@ def test_a_run_finished_with_a_nonzero_exit_code_fails_its_trial(tmp_path: Path,
     assert oom["state"] == "failed" and "wandb.finish(exit_code=1)" in oom["reason"], proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("start", ["fork", "spawn"])
-def test_a_function_trials_rank_processes_report_their_wandb_run(tmp_path: Path, start: str) -> None:
+@pytest.mark.parametrize(("start", "target"), [("fork", "ddp:main"), ("spawn", "ddp:main"), ("spawn", "ddp.py:main")])
+def test_a_function_trials_rank_processes_report_their_wandb_run(tmp_path: Path, start: str, target: str) -> None:
     # DDP started by a W&B sweep's function (torch.multiprocessing.spawn): rank 0's run inherits the trial's
-    # W&B environment, as under W&B's agent, but what it logged never reached the trial ("never reported")
+    # W&B environment, as under W&B's agent, but what it logged never reached the trial ("never reported");
+    # and the spawned ranks could not import a file target (`No module named '_sweeplab_user_ddp'`)
     work = tmp_path / "ddp_function"
     shutil.copytree(PROJECTS / "ddp_function", work)
     store = tmp_path / "store"
     proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(store), "-q",
-                           "--function", "ddp:main"], cwd=work, env=dict(_offline_env(), DDP_START=start),
+                           "--function", target], cwd=work, env=dict(_offline_env(), DDP_START=start),
                           capture_output=True, text=True, timeout=600)
     trials = _trials(store)
     assert [t["state"] for t in trials] == ["completed"] * 2, proc.stdout + proc.stderr
