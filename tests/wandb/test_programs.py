@@ -318,3 +318,18 @@ def test_a_function_trials_rank_processes_report_their_wandb_run(tmp_path: Path,
         assert t["value"] == pytest.approx(lr)   # rank 0's define_metric(summary="min")
         assert [(s, v) for s, n, v in t["history"] if n == "loss"] == [(0, 3 * lr), (1, lr), (2, 2 * lr)]
         assert {v for _, n, v in t["history"] if n == "rank"} == {0.0}
+
+
+def test_a_command_trial_stopped_by_hyperband_keeps_its_define_metric_summary(tmp_path: Path) -> None:
+    # the stopped program is terminated before wandb.finish(): its value was its last loss, not its best
+    work = tmp_path / "hyperband_summary"
+    shutil.copytree(PROJECTS / "hyperband_summary", work)
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "s"),
+                           "-q", "--workers", "1"], cwd=work, env=_offline_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    best, stopped = _trials(tmp_path / "s")
+    assert (best["state"], stopped["state"]) == ("completed", "pruned")
+    for t in (best, stopped):
+        losses = [v for _, n, v in t["history"] if n == "loss"]
+        assert t["value"] == pytest.approx(min(losses)) and t["metrics"]["loss.min"] == pytest.approx(min(losses))

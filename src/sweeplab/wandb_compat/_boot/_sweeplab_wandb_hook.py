@@ -24,6 +24,7 @@ running a function trial passes `sink` and `final` callables instead. Standard l
 from __future__ import annotations
 
 import atexit
+import fnmatch
 import importlib.abc
 import json
 import math
@@ -118,12 +119,48 @@ def _emit(metrics: dict[str, float], step: int) -> None:
 
 
 class _History:
-    """One run's history rows, committed as W&B commits them."""
+    """One run's history rows, committed as W&B commits them; and, in a command trial, the summaries the
+    program asked for with `define_metric(name, summary="min")`, kept as the rows come (see `define`)."""
 
     def __init__(self) -> None:
         self.step = 0
         self.row: dict[str, float] = {}
         self.open = False
+        self.specs: dict[str, tuple[str, ...]] = {}       # define_metric name (or glob) -> aggregates
+        self.aggregates: dict[str, dict[str, float]] = {}  # metric -> {"min": ..., "count": ...}
+
+    def define(self, name: str, summary: str, goal: Any = None) -> None:
+        """`define_metric(name, summary=...)`: W&B's server keeps that summary as the rows come, so a run its
+        agent stops keeps it. A command trial the sweep stops is terminated before `wandb.finish()`, when
+        the hook would read it: the hook keeps it too and hands it over as it changes (an `@summary` line).
+        Older wandb's `summary="best"` is the min or max by `goal`."""
+        wanted = [a.strip() for a in summary.split(",")]
+        if "best" in wanted:
+            wanted[wanted.index("best")] = "best-max" if str(goal or "").startswith("max") else "best-min"
+        self.specs[name] = tuple(a for a in wanted if a in ("min", "max", "mean", "first", "last", "best-min",
+                                                           "best-max"))
+
+    def _summarize(self, row: Mapping[str, float]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for key, value in row.items():
+            spec = self.specs.get(key)
+            if spec is None:
+                spec = next((v for k, v in self.specs.items() if "*" in k and fnmatch.fnmatchcase(key, k)), ())
+            if not spec or not math.isfinite(value):
+                continue
+            agg = self.aggregates.setdefault(key, {"count": 0.0, "sum": 0.0})
+            agg["count"] += 1
+            agg["sum"] += value
+            values = {"min": min(agg.get("min", value), value), "max": max(agg.get("max", value), value),
+                      "mean": agg["sum"] / agg["count"], "first": agg.get("first", value), "last": value}
+            values["best-min"], values["best-max"] = values["min"], values["max"]
+            agg.update(values)
+            names = {a: "best" if a.startswith("best") else a for a in spec}
+            for a, name in names.items():
+                out[f"{key}.{name}"] = values[a]
+            if len(spec) == 1:
+                out[key] = values[spec[0]]
+        return out
 
     def log(self, data: Mapping[str, Any], step: int | None, commit: bool | None) -> None:
         if step is not None:
@@ -144,7 +181,18 @@ class _History:
         row, self.row, self.open = self.row, {}, False
         if row:
             _emit(row, self.step)
+            if self.specs and _final is None:   # a command trial's (or a process of a function trial's)
+                summary = self._summarize(row)
+                if summary:
+                    _write_line({_SUMMARY_KEY: summary})
         self.step += 1
+
+
+def _history_of(run: Any) -> _History:
+    state = run.__dict__.get("_sweeplab_history")
+    if state is None:
+        state = run.__dict__["_sweeplab_history"] = _History()
+    return state   # type: ignore[no-any-return]
 
 
 def _summary_of(run: Any) -> dict[str, Any]:
@@ -226,9 +274,7 @@ def _patch_run_class(module: Any) -> None:
     def log(self: Any, data: Any, step: Any = None, commit: Any = None, *args: Any, **kwargs: Any) -> Any:
         result = original_log(self, data, step, commit, *args, **kwargs)
         if isinstance(data, Mapping) and _in_trial(self):
-            state = self.__dict__.get("_sweeplab_history")
-            if state is None:
-                state = self.__dict__["_sweeplab_history"] = _History()
+            state = _history_of(self)
             with _lock:
                 state.log(data, step, commit)
             if _stopped is not None and _stopped():
@@ -243,7 +289,20 @@ def _patch_run_class(module: Any) -> None:
             sys.stderr.write(f"sweeplab: could not read the W&B run's summary: {exc}\n")
         return original_finish(self, *args, **kwargs)
 
-    for name, fn, orig in (("log", log, original_log), (finish_name, _finish, original_finish)):
+    original_define = getattr(cls, "define_metric", None)
+
+    def define_metric(self: Any, name: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original_define(self, name, *args, **kwargs)   # type: ignore[misc]
+        summary = kwargs.get("summary", args[3] if len(args) > 3 else None)
+        if isinstance(name, str) and isinstance(summary, str) and _in_trial(self):
+            with _lock:
+                _history_of(self).define(name, summary, kwargs.get("goal"))
+        return result
+
+    patches = [("log", log, original_log), (finish_name, _finish, original_finish)]
+    if original_define is not None:
+        patches.append(("define_metric", define_metric, original_define))
+    for name, fn, orig in patches:
         fn.__doc__, fn.__name__, fn.__wrapped__ = orig.__doc__, name, orig  # type: ignore[attr-defined]
         setattr(cls, name, fn)
     _patch_property(cls, "sweep_id", lambda run: run.__dict__.get("_sweeplab_sweep_id"))
