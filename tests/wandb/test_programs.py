@@ -266,3 +266,70 @@ def test_a_trials_run_has_a_sweep_id_and_a_name_as_under_wandbs_agent(tmp_path: 
         # a fixed wandb.init(id=...) is ignored in a sweep's run, as W&B does: one run per trial, of the agent's id
         assert seen["id"] == seen["agent_id"] != "fixed-run-id"
         assert seen["url"] == Path(seen["dir"]).resolve().parent.as_uri()   # the offline run's folder
+
+
+def test_disabled_runs_of_other_ranks_do_not_report_to_the_trial(tmp_path: Path) -> None:
+    # DDP scripts give ranks other than 0 a disabled run (`mode="disabled" if rank > 0`, or WANDB_MODE=disabled
+    # set by the script); under W&B's agent only rank 0's run reaches the sweep. The other rank's summary (its
+    # last, larger, val_loss) used to replace rank 0's define_metric(summary="min") as the trial's value
+    proc, store = _sweep("disabled_ranks", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"] * 4
+    for t in trials:
+        lr = json.loads(t["params"])["lr"]
+        assert t["value"] == pytest.approx(lr), json.loads(t["params"])   # rank 0's best epoch
+        assert "rank" in t["metrics"] and t["metrics"]["rank"] == 0
+        assert {v for _, n, v in t["history"] if n == "rank"} == {0.0}   # rank 0's rows only
+
+
+@pytest.mark.parametrize("how", ["command", "function"])
+def test_a_run_finished_with_a_nonzero_exit_code_fails_its_trial(tmp_path: Path, how: str) -> None:
+    # `wandb.finish(exit_code=1)` after a caught failure: W&B marks the run failed. A function trial completed
+    # with the loss it had logged (or failed saying the metric was never reported)
+    work = tmp_path / "finish_exit_code"
+    shutil.copytree(PROJECTS / "finish_exit_code", work)
+    extra = ["--function", "train.py:train"] if how == "function" else []
+    if how == "command":
+        (work / "sweep.yaml").write_text((work / "sweep.yaml").read_text() + "program: train.py\n")
+    store = tmp_path / "store"
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(store), "-q",
+                           *extra], cwd=work, env=_offline_env(), capture_output=True, text=True, timeout=600)
+    ok, oom = _trials(store)
+    assert (ok["state"], ok["value"]) == ("completed", pytest.approx(0.32))
+    assert oom["state"] == "failed" and "wandb.finish(exit_code=1)" in oom["reason"], proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(("start", "target"), [("fork", "ddp:main"), ("spawn", "ddp:main"), ("spawn", "ddp.py:main")])
+def test_a_function_trials_rank_processes_report_their_wandb_run(tmp_path: Path, start: str, target: str) -> None:
+    # DDP started by a W&B sweep's function (torch.multiprocessing.spawn): rank 0's run inherits the trial's
+    # W&B environment, as under W&B's agent, but what it logged never reached the trial ("never reported");
+    # and the spawned ranks could not import a file target (`No module named '_sweeplab_user_ddp'`)
+    work = tmp_path / "ddp_function"
+    shutil.copytree(PROJECTS / "ddp_function", work)
+    store = tmp_path / "store"
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(store), "-q",
+                           "--function", target], cwd=work, env=dict(_offline_env(), DDP_START=start),
+                          capture_output=True, text=True, timeout=600)
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"] * 2, proc.stdout + proc.stderr
+    for t in trials:
+        lr = json.loads(t["params"])["lr"]
+        assert t["value"] == pytest.approx(lr)   # rank 0's define_metric(summary="min")
+        assert [(s, v) for s, n, v in t["history"] if n == "loss"] == [(0, 3 * lr), (1, lr), (2, 2 * lr)]
+        assert {v for _, n, v in t["history"] if n == "rank"} == {0.0}
+
+
+def test_a_command_trial_stopped_by_hyperband_keeps_its_define_metric_summary(tmp_path: Path) -> None:
+    # the stopped program is terminated before wandb.finish(): its value was its last loss, not its best
+    work = tmp_path / "hyperband_summary"
+    shutil.copytree(PROJECTS / "hyperband_summary", work)
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "s"),
+                           "-q", "--workers", "1"], cwd=work, env=_offline_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    best, stopped = _trials(tmp_path / "s")
+    assert (best["state"], stopped["state"]) == ("completed", "pruned")
+    for t in (best, stopped):
+        losses = [v for _, n, v in t["history"] if n == "loss"]
+        assert t["value"] == pytest.approx(min(losses)) and t["metrics"]["loss.min"] == pytest.approx(min(losses))

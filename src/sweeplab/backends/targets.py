@@ -59,18 +59,24 @@ def _load_target(target: str, python_path: list[str] | tuple[str, ...]) -> Calla
         path = str(Path(module_part).resolve())
         module = _module_cache.get(path)
         if module is None:
-            name = "_sweeplab_user_" + Path(path).stem
-            spec = importlib.util.spec_from_file_location(name, path)
-            if spec is None or spec.loader is None:
-                raise ImportError(f"cannot import {path}")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
             sys.path.insert(0, str(Path(path).parent))
-            _importing.append(path)
-            try:
-                spec.loader.exec_module(module)
-            finally:
-                _importing.pop()
+            name = _own_name(path)
+            module = sys.modules.get(name) if name else None   # imported already by that name: the same module
+            if module is None:
+                name = name or "_sweeplab_user_" + Path(path).stem
+                spec = importlib.util.spec_from_file_location(name, path)
+                if spec is None or spec.loader is None:
+                    raise ImportError(f"cannot import {path}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                _importing.append(path)
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    sys.modules.pop(name, None)   # as a failed import leaves nothing: a retry runs it again
+                    raise
+                finally:
+                    _importing.pop()
             _module_cache[path] = module
     else:
         _importing.append(module_part)
@@ -82,6 +88,29 @@ def _load_target(target: str, python_path: list[str] | tuple[str, ...]) -> Calla
     if fn is None or not callable(fn):
         raise AttributeError(f"{module_part} has no function {attr!r}")
     return fn
+
+
+def _own_name(path: str) -> str | None:
+    """The module name of the file `path` (its stem, `ddp` for ddp.py) when `import ddp` finds this very file
+    (its folder is first on sys.path), so that processes started by `spawn` (DDP ranks of
+    `torch.multiprocessing.spawn`, spawn pools), which import the module of the function they run by name, find
+    it, as they do for a script run by `python ddp.py`. None when the name is taken by another module or the
+    standard library: the file is then loaded under a private name."""
+    stem = Path(path).stem
+    if not stem.isidentifier() or stem in sys.stdlib_module_names or stem in sys.builtin_module_names:
+        return None
+    loaded = sys.modules.get(stem)
+    try:
+        origin = getattr(loaded, "__file__", None) if loaded is not None else getattr(
+            importlib.util.find_spec(stem), "origin", None)
+    except (ImportError, ValueError):
+        return None
+    if not origin:
+        return None
+    with contextlib.suppress(OSError):
+        if os.path.samefile(origin, path):
+            return stem
+    return None
 
 
 def _load_shipped(path: str) -> Callable[..., Any]:

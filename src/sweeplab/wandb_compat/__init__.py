@@ -18,8 +18,11 @@ only when they start a run (`wandb.init`) or fork: a trial that never uses W&B p
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -121,6 +124,7 @@ class FunctionTrial:
         if not hook.installed():
             hook.install()
         hook.begin_trial(setup["param_path"], setup.get("args") or {}, setup.get("env"))
+        self._report = hook.report_path(str(setup["param_path"]))
 
     def call(self, fn: Callable[[], Any], log: Callable[..., Any], stopped: Callable[[], bool] | None = None) -> Any:
         """`fn()`, with the W&B runs it starts reporting through `log(metrics, step=)`; their summary (and a
@@ -130,12 +134,14 @@ class FunctionTrial:
         reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's. When `stopped()` turns true
         (the sweep stopped the trial), the run's next `wandb.log` ends the function, as W&B's agent ends a
         stopped run: the trial ends stopped, not failed (and `fn` returns None). `sys.exit()` or `sys.exit(0)`
-        in `fn` ends it as a return of None would."""
+        in `fn` ends it as a return of None would. A run it finished with `wandb.finish(exit_code=N)`, N not 0,
+        fails the trial (TrialError), as W&B marks the run failed and as a command trial fails."""
         hook = self._hook
         if "wandb" in sys.modules:
             with contextlib.suppress(Exception):
                 sys.modules["wandb"].teardown()
         hook.set_sinks(lambda metrics, step: log(metrics, step=step), self.final.update, stopped)
+        tail = _ReportTail(self._report, log, self.final)   # the runs of processes the function starts
         ok = False
         try:
             try:
@@ -148,14 +154,69 @@ class FunctionTrial:
                     raise                       # a command trial's program as well. Any other code fails it.
                 result = None
             ok = True
-            return result
         finally:
             wandb = sys.modules.get("wandb")
             if wandb is not None and getattr(wandb, "run", None) is not None:
                 with contextlib.suppress(Exception):   # a run the function left open ends with it
                     wandb.run.finish(exit_code=0 if ok else 1)
             hook.uninstall_sinks()
+            tail.close()
+        code = self.final.get("@exit_code")
+        if code:   # `wandb.finish(exit_code=1)` (after a caught failure): W&B marks the run failed, and a
+            # command trial fails for it; so does the function's
+            from sweeplab.errors import TrialError
+
+            raise TrialError(f"wandb.finish(exit_code={code})")
+        return result
 
     def end(self) -> None:
         """The trial ended (however it ended): the hook forgets it, and os.environ is as it was before."""
         self._hook.end_trial()
+
+
+class _ReportTail:
+    """Reads what the processes a function trial starts (DDP ranks, forked or spawned) report of their W&B runs
+    (the hook's report file, as a command trial's program writes it) into the trial while the function runs:
+    history rows to `log(metrics, step=)`, a run's summary into `final`."""
+
+    def __init__(self, path: str, log: Callable[..., Any], final: dict[str, Any]) -> None:
+        self._path, self._log, self._final = path, log, final
+        self._offset = 0
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name="sweeplab-wandb-report", daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        while not self._done.wait(0.2):
+            self.drain()
+
+    def drain(self) -> None:
+        with self._lock:
+            try:
+                with open(self._path, "rb") as f:
+                    f.seek(self._offset)
+                    data = f.read()
+            except OSError:
+                return
+            end = data.rfind(b"\n") + 1   # whole lines only: a writer may be half-way through one
+            self._offset += end
+            for line in data[:end].splitlines():
+                with contextlib.suppress(Exception):
+                    self._line(json.loads(line))
+
+    def _line(self, obj: dict[str, Any]) -> None:
+        if "@summary" in obj:
+            self._final.update(obj["@summary"])
+            return
+        step = obj.pop("@step") if "@step" in obj else obj.pop("step", None)
+        metrics = {str(k): float(v) for k, v in obj.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+        if metrics:
+            self._log(metrics, step=int(step) if isinstance(step, (int, float)) else None)
+
+    def close(self) -> None:
+        """The function returned (its processes have ended): the last lines, then the thread stops."""
+        self._done.set()
+        self._thread.join(timeout=5)
+        self.drain()

@@ -9,7 +9,8 @@
   - `Run._finish` (every way a run ends) and the end of the process: the run's summary as W&B has it
     (`run.summary`, with `define_metric` summaries such as `{"acc": {"max": 0.9}}`) becomes the trial's
     final metrics, and a `finish(exit_code=N)` its exit code;
-  - `wandb.init`: a run is never online (mode `offline`), whatever the program asks; in a function trial
+  - `wandb.init`: a run is never online (mode `offline`), whatever the program asks, but a run the program
+    disables (another DDP rank's) stays disabled and is not the trial's, as under W&B's agent; in a function trial
     the trial's W&B environment (handed over by `begin_trial`) is set and its parameters file
     (WANDB_SWEEP_PARAM_PATH) written here, only when a run starts: a trial that never starts a run pays
     nothing for W&B (a file per trial costs more than the rest of a no-op trial);
@@ -23,6 +24,7 @@ running a function trial passes `sink` and `final` callables instead. Standard l
 from __future__ import annotations
 
 import atexit
+import fnmatch
 import importlib.abc
 import json
 import math
@@ -117,12 +119,48 @@ def _emit(metrics: dict[str, float], step: int) -> None:
 
 
 class _History:
-    """One run's history rows, committed as W&B commits them."""
+    """One run's history rows, committed as W&B commits them; and, in a command trial, the summaries the
+    program asked for with `define_metric(name, summary="min")`, kept as the rows come (see `define`)."""
 
     def __init__(self) -> None:
         self.step = 0
         self.row: dict[str, float] = {}
         self.open = False
+        self.specs: dict[str, tuple[str, ...]] = {}       # define_metric name (or glob) -> aggregates
+        self.aggregates: dict[str, dict[str, float]] = {}  # metric -> {"min": ..., "count": ...}
+
+    def define(self, name: str, summary: str, goal: Any = None) -> None:
+        """`define_metric(name, summary=...)`: W&B's server keeps that summary as the rows come, so a run its
+        agent stops keeps it. A command trial the sweep stops is terminated before `wandb.finish()`, when
+        the hook would read it: the hook keeps it too and hands it over as it changes (an `@summary` line).
+        Older wandb's `summary="best"` is the min or max by `goal`."""
+        wanted = [a.strip() for a in summary.split(",")]
+        if "best" in wanted:
+            wanted[wanted.index("best")] = "best-max" if str(goal or "").startswith("max") else "best-min"
+        self.specs[name] = tuple(a for a in wanted if a in ("min", "max", "mean", "first", "last", "best-min",
+                                                           "best-max"))
+
+    def _summarize(self, row: Mapping[str, float]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for key, value in row.items():
+            spec = self.specs.get(key)
+            if spec is None:
+                spec = next((v for k, v in self.specs.items() if "*" in k and fnmatch.fnmatchcase(key, k)), ())
+            if not spec or not math.isfinite(value):
+                continue
+            agg = self.aggregates.setdefault(key, {"count": 0.0, "sum": 0.0})
+            agg["count"] += 1
+            agg["sum"] += value
+            values = {"min": min(agg.get("min", value), value), "max": max(agg.get("max", value), value),
+                      "mean": agg["sum"] / agg["count"], "first": agg.get("first", value), "last": value}
+            values["best-min"], values["best-max"] = values["min"], values["max"]
+            agg.update(values)
+            names = {a: "best" if a.startswith("best") else a for a in spec}
+            for a, name in names.items():
+                out[f"{key}.{name}"] = values[a]
+            if len(spec) == 1:
+                out[key] = values[spec[0]]
+        return out
 
     def log(self, data: Mapping[str, Any], step: int | None, commit: bool | None) -> None:
         if step is not None:
@@ -143,7 +181,18 @@ class _History:
         row, self.row, self.open = self.row, {}, False
         if row:
             _emit(row, self.step)
+            if self.specs and _final is None:   # a command trial's (or a process of a function trial's)
+                summary = self._summarize(row)
+                if summary:
+                    _write_line({_SUMMARY_KEY: summary})
         self.step += 1
+
+
+def _history_of(run: Any) -> _History:
+    state = run.__dict__.get("_sweeplab_history")
+    if state is None:
+        state = run.__dict__["_sweeplab_history"] = _History()
+    return state   # type: ignore[no-any-return]
 
 
 def _summary_of(run: Any) -> dict[str, Any]:
@@ -225,9 +274,7 @@ def _patch_run_class(module: Any) -> None:
     def log(self: Any, data: Any, step: Any = None, commit: Any = None, *args: Any, **kwargs: Any) -> Any:
         result = original_log(self, data, step, commit, *args, **kwargs)
         if isinstance(data, Mapping) and _in_trial(self):
-            state = self.__dict__.get("_sweeplab_history")
-            if state is None:
-                state = self.__dict__["_sweeplab_history"] = _History()
+            state = _history_of(self)
             with _lock:
                 state.log(data, step, commit)
             if _stopped is not None and _stopped():
@@ -242,7 +289,20 @@ def _patch_run_class(module: Any) -> None:
             sys.stderr.write(f"sweeplab: could not read the W&B run's summary: {exc}\n")
         return original_finish(self, *args, **kwargs)
 
-    for name, fn, orig in (("log", log, original_log), (finish_name, _finish, original_finish)):
+    original_define = getattr(cls, "define_metric", None)
+
+    def define_metric(self: Any, name: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original_define(self, name, *args, **kwargs)   # type: ignore[misc]
+        summary = kwargs.get("summary", args[3] if len(args) > 3 else None)
+        if isinstance(name, str) and isinstance(summary, str) and _in_trial(self):
+            with _lock:
+                _history_of(self).define(name, summary, kwargs.get("goal"))
+        return result
+
+    patches = [("log", log, original_log), (finish_name, _finish, original_finish)]
+    if original_define is not None:
+        patches.append(("define_metric", define_metric, original_define))
+    for name, fn, orig in patches:
         fn.__doc__, fn.__name__, fn.__wrapped__ = orig.__doc__, name, orig  # type: ignore[attr-defined]
         setattr(cls, name, fn)
     _patch_property(cls, "sweep_id", lambda run: run.__dict__.get("_sweeplab_sweep_id"))
@@ -375,11 +435,29 @@ def begin_trial(param_path: str, args: Mapping[str, Any], env: Mapping[str, str]
     wandb's settings from the environment for good. A trial that never imports wandb pays nothing for it."""
     global _pending, _args
     _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id(),
-                **(env or {})}
+                **(env or {}), **_children_env(param_path)}
     _args = args
     if "wandb" in sys.modules:   # a W&B program: its environment and parameters file now, as W&B's agent
         _params_file()           # makes them before it calls the function (programs read them first, and
                                  # wandb.setup() reads the environment for good)
+
+
+def report_path(param_path: str) -> str:
+    """Where the processes a function trial starts report their W&B runs (beside its parameters file)."""
+    stem = param_path[:-len(".wandb-params.yaml")] if param_path.endswith(".wandb-params.yaml") else param_path
+    return f"{stem}.wandb-report.jsonl"
+
+
+def _children_env(param_path: str) -> dict[str, str]:
+    """What a function trial's processes need to report their W&B runs, as a command trial's program does: the
+    report file (SWEEPLAB_REPORT_FILE), and this hook's folder first on PYTHONPATH for processes started by
+    `spawn` or exec (torch.multiprocessing.spawn's DDP ranks); forked ones have the hook already. Under W&B's
+    agent, rank 0's run in such a process is the sweep's run: it inherits the agent's W&B environment."""
+    boot = os.path.dirname(os.path.abspath(__file__))
+    path = os.environ.get("PYTHONPATH", "")
+    if boot not in path.split(os.pathsep):
+        path = os.pathsep.join(p for p in (boot, path) if p)
+    return {"SWEEPLAB_REPORT_FILE": report_path(param_path), "PYTHONPATH": path}
 
 
 def end_trial() -> None:
@@ -397,9 +475,11 @@ def end_trial() -> None:
 
 def _forked_child() -> None:
     """In a forked child the trial's environment is what it inherited (set before the fork): the child may
-    clear it to start runs of its own, and restoring is the parent's business."""
-    global _pending, _restore
+    clear it to start runs of its own, and restoring is the parent's business. The parent's callables
+    (`set_sinks`) reach the trial from the parent only: the child's runs write to the report file instead."""
+    global _pending, _restore, _sink, _final, _stopped
     _pending, _restore = None, None
+    _sink, _final, _stopped = None, None, None
 
 
 def _patch_init(wandb: Any) -> None:
@@ -408,12 +488,18 @@ def _patch_init(wandb: Any) -> None:
         return
 
     def offline_init(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("mode") not in ("offline", "disabled"):
-            kwargs["mode"] = "offline"   # nothing is sent anywhere, whatever the program asks
         trial = in_trial()
+        if trial:
+            _params_file()   # a function trial's W&B environment first: its WANDB_MODE is the trial's
+        if _disabled(kwargs):   # not the trial's run (another DDP rank's), as under W&B's agent
+            if trial:
+                sys.stderr.write("sweeplab: this W&B run is disabled (mode \"disabled\"): as under W&B's agent, "
+                                 "what it logs does not reach the trial\n")
+            trial = False
+        else:
+            kwargs["mode"] = "offline"   # nothing is sent anywhere, whatever the program asks
         sweep_id = None
         if trial:
-            _params_file()
             _ignore_run_id(kwargs)
             # the run's files get no sweep id: `wandb sync` of a run whose sweep W&B's server does not know
             # fails ("sweep ... not found", wandb/wandb#8115); the program sees it (Run.sweep_id, patched)
@@ -436,6 +522,27 @@ def _patch_init(wandb: Any) -> None:
     wandb.init = offline_init
     _patch_controller(wandb)
     _patch_config_of(sys.modules.get("wandb.sdk.wandb_helper"))
+
+
+def _disabled(kwargs: Mapping[str, Any]) -> bool:
+    """Whether the program asks `wandb.init` for a disabled run, as wandb decides the mode: `mode=`, else the
+    `settings=` given (a `wandb.Settings` or a dict), else WANDB_MODE, which the program may have set itself (a
+    trial starts with "offline"). DDP scripts give the ranks other than 0 a disabled run so that their
+    `wandb.log` calls do nothing (`mode="disabled" if rank > 0`, or `os.environ["WANDB_MODE"] = "disabled"`):
+    under W&B's agent such a run reaches no sweep, so here it is not the trial's run (its summary, the rank's
+    own last values, used to replace rank 0's)."""
+    mode = kwargs.get("mode")
+    if mode is None:
+        settings = kwargs.get("settings")
+        if isinstance(settings, Mapping):
+            mode = settings.get("mode")
+        elif settings is not None:
+            given = getattr(settings, "model_fields_set", None)   # pydantic: the fields the program passed
+            if given is None or "mode" in given:
+                mode = getattr(settings, "mode", None)
+    if mode is None:
+        mode = os.environ.get("WANDB_MODE")
+    return mode == "disabled"
 
 
 def _patch_config_of(helper: Any) -> None:
