@@ -53,11 +53,12 @@ def check_spec(spec: SweepSpec, overrides: Sequence[str] = ()) -> None:
     check_config_files(spec)
     _check_function_file(spec)
     if overrides:
-        from sweeplab.config import apply_overrides, load_base_config
+        from sweeplab.config import apply_overrides, check_overrides_against_parameters, load_base_config
 
         base = (load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
                 if spec.config is not None or spec.profile else {})
         apply_overrides(base, list(overrides))
+        check_overrides_against_parameters(list(overrides), list(spec.space.params))
     file = str(spec.source) if spec.source else None
     metric, goal = spec.metric.name, spec.metric.goal
     if spec.early_terminate:

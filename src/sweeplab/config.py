@@ -29,6 +29,7 @@ from sweeplab.errors import ConfigError
 __all__ = [
     "Config",
     "apply_overrides",
+    "check_overrides_against_parameters",
     "coerce",
     "deep_merge",
     "find_profile",
@@ -202,6 +203,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     import yaml
 
     try:
+        if _drops_a_comment(raw):   # `color=#ff0000`, `tag=run #3`: no comments on a command line
+            return key, raw.strip()
+        _refuse_block_syntax(key, raw)
         value = _yaml_scalar(raw)
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or "invalid YAML"
@@ -211,6 +215,45 @@ def parse_override(text: str) -> tuple[str, Any]:
             hint="quote it in the shell, e.g. 'name=\"a: b\"'",
         ) from None
     return key, value
+
+
+def _drops_a_comment(raw: str) -> bool:
+    """True when YAML would read part of an override's value as a comment (`#ff0000` -> None, `run #3` -> 'run')."""
+    import yaml
+
+    text = raw.strip()
+    if text.startswith("#"):
+        return True
+    if "#" not in text:
+        return False
+    from sweeplab._yaml import _Loader
+
+    tokens = [t for t in yaml.scan(raw, Loader=_Loader)
+              if not isinstance(t, (yaml.StreamStartToken, yaml.StreamEndToken))]
+    return max((t.end_mark.index for t in tokens), default=0) < len(raw.rstrip())
+
+
+_BLOCK_TOKENS = ("BlockMappingStartToken", "BlockSequenceStartToken", "BlockEntryToken", "AnchorToken",
+                 "AliasToken", "DocumentStartToken", "DocumentEndToken", "DirectiveToken")
+
+
+def _refuse_block_syntax(key: str, raw: str) -> None:
+    """An override's value is one flow value: YAML's block syntax (`a: b` a mapping, `- a` a list, `|` a text
+    block) and anchors would silently turn text into something else, or into nothing."""
+    import yaml
+
+    from sweeplab._yaml import _Loader
+
+    for token in yaml.scan(raw, Loader=_Loader):
+        kind = type(token).__name__
+        if kind in _BLOCK_TOKENS or (kind == "ScalarToken" and token.style in ("|", ">")):
+            what = {"BlockMappingStartToken": "a YAML mapping", "BlockSequenceStartToken": "a YAML list",
+                    "BlockEntryToken": "a YAML list"}.get(kind, "YAML syntax")
+            raise ConfigError(
+                f"the value of override '{key}' reads as {what}, not as one value", key=key, value=raw,
+                expected="one value: 0.01, abc, true, [1, 2], {a: 1}",
+                hint=f"quote it for text, e.g. '{key}=\"{raw.strip()}\"'",
+            )
 
 
 def _set_dotted(target: dict[str, Any], dotted: str, value: Any, *, source: str) -> None:
@@ -239,6 +282,24 @@ def apply_overrides(base: Mapping[str, Any], overrides: Sequence[str]) -> dict[s
         key, value = parse_override(text)
         _set_dotted(out, key, value, source=f"override {text!r}")
     return out
+
+
+def check_overrides_against_parameters(overrides: Sequence[str], parameters: Sequence[str]) -> None:
+    """Refuse an override at, inside or around a sweep parameter (`lr=0.5` when `lr` is searched).
+
+    Overrides apply last, so it would replace every trial's sampled value while the store, the searcher and
+    `best` record the sampled one: a sweep whose results describe configs that never ran.
+    """
+    for text in overrides:
+        key = parse_override(text)[0]
+        for name in parameters:
+            if key == name or name.startswith(f"{key}.") or key.startswith(f"{name}."):
+                raise ConfigError(
+                    f"override '{text}' sets the sweep parameter '{name}': every trial would run with the "
+                    "override while the sweep records its sampled value", key=key,
+                    expected="overrides of keys the sweep does not search",
+                    hint=f"change parameters.{name} in the spec, or drop the override",
+                )
 
 
 # ------------------------------------------------------------------------------------------ profiles
@@ -329,7 +390,8 @@ def load_base_config(
     if spec_file is not None:
         search.append(Path(spec_file).parent / "profiles")
     search.append(Path(cwd) / "profiles")
-    return resolve_config(base=config, profile=profile, params={}, search=search)
+    unique = list(dict.fromkeys(p.resolve() for p in search))   # `./profiles` named once in an error
+    return resolve_config(base=config, profile=profile, params={}, search=unique)
 
 
 # ----------------------------------------------------------------------------------- typed configs

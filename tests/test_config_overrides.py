@@ -1,0 +1,102 @@
+"""Config values and overrides as Hydra / OmegaConf users write them: YAML 1.1 surprises, comments, and
+overrides that would make a sweep's records lie. Unit tests for the reading rules; the command line in a
+subprocess where the promise is about the CLI (one line on stderr, exit 2, nothing stored)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweeplab.config import load_yaml_mapping, parse_override
+from sweeplab.errors import ConfigError
+
+TRIALS = Path(__file__).resolve().parent / "fixtures" / "trials.py"
+
+# ------------------------------------------------------------------- values no user means as written
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("n=010", 10),                 # YAML 1.1 reads a leading zero as octal: 8
+        ("n=-007", -7),
+        ("n=0o17", 15),                # YAML 1.2's octal
+        ("t=12:30", "12:30"),          # YAML 1.1 reads base 60: 750
+        ("t=1:30:00", "1:30:00"),      # 5400
+        ("t=-1:30", "-1:30"),
+        ("t=1:30.5", "1:30.5"),        # a base-60 float: 90.5
+        ("c=#ff0000", "#ff0000"),      # a YAML comment: None
+        ("tag=run #3", "run #3"),      # a comment dropped: 'run'
+        ("x=a#b", "a#b"),              # not a comment in YAML either
+        ("x='a #b'", "a #b"),
+        ("n=1_000", 1000),
+        ("n=0x1F", 31),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_override_values_are_read_as_written(text, value):
+    _key, got = parse_override(text)
+    assert got == value
+    assert type(got) is type(value)
+
+
+def test_yaml_files_read_leading_zeros_as_decimal_and_colons_as_text(tmp_path):
+    f = tmp_path / "base.yaml"
+    f.write_text("n: 010\nzero: 0\nt: 12:30\nf: 1:30.5\nhexa: 0x10\nlr: 1e-3\nflag: yes\n")
+    assert load_yaml_mapping(f) == {"n": 10, "zero": 0, "t": "12:30", "f": "1:30.5", "hexa": 16, "lr": 0.001,
+                                    "flag": True}
+
+
+@pytest.mark.parametrize("text", ["x=a: b", "x=- a", "x=|", "x=>", "x=&a b"],
+                         ids=["block-mapping", "block-sequence", "literal", "folded", "anchor"])
+def test_override_values_yaml_would_silently_reshape_are_errors(text):
+    with pytest.raises(ConfigError, match="quote"):
+        parse_override(text)
+
+
+# ------------------------------------------------------------------------------- the command line
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["SWEEPLAB_STORE"] = str(cwd / "store")
+    return subprocess.run([sys.executable, "-m", "sweeplab", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def one_line_error(cp: subprocess.CompletedProcess) -> str:
+    assert cp.returncode == 2, (cp.returncode, cp.stdout, cp.stderr)
+    lines = cp.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), cp.stderr
+    return lines[0]
+
+
+SPEC = (f"function: {TRIALS}:quick\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+        "config: base.yaml\nparameters:\n  lr: {values: [0.1, 0.2]}\n  model.hidden: {values: [8]}\n"
+        "  epochs: {value: 3}\n")
+
+
+@pytest.mark.parametrize("override", ["lr=0.5", "model.hidden=4", "model={hidden: 4}", "epochs=1"],
+                         ids=["searched", "nested", "parent-of-searched", "constant"])
+def test_an_override_of_a_sweep_parameter_is_refused_before_the_store(tmp_path, override):
+    # the override would win over every trial's sampled value while the store records the sampled one
+    (tmp_path / "base.yaml").write_text("lr: 0.1\nepochs: 10\nmodel: {hidden: 64}\n")
+    (tmp_path / "s.yaml").write_text(SPEC)
+    line = one_line_error(cli(tmp_path, "sweep", "s.yaml", override))
+    assert f"override '{override}'" in line and "sweep parameter" in line
+    assert not (tmp_path / "store").exists()
+
+
+def test_an_unknown_profile_lists_each_directory_once(tmp_path):
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "local.yaml").write_text("data_dir: d\n")
+    (tmp_path / "base.yaml").write_text("lr: 0.1\n")
+    line = one_line_error(cli(tmp_path, "run", f"{TRIALS}:quick", "--config", "base.yaml", "--profile", "locl"))
+    looked = line.split("looked in ", 1)[1].split("; got", 1)[0].split(", ")
+    assert len(looked) == len(set(looked)), line
+    assert "did you mean 'local'?" in line
+    assert not (tmp_path / "store").exists()
