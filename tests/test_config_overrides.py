@@ -4,6 +4,7 @@ subprocess where the promise is about the CLI (one line on stderr, exit 2, nothi
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeplab.config import load_yaml_mapping, parse_override
+from sweeplab.config import apply_overrides, load_yaml_mapping, parse_override
 from sweeplab.errors import ConfigError
 
 TRIALS = Path(__file__).resolve().parent / "fixtures" / "trials.py"
@@ -100,3 +101,68 @@ def test_an_unknown_profile_lists_each_directory_once(tmp_path):
     assert len(looked) == len(set(looked)), line
     assert "did you mean 'local'?" in line
     assert not (tmp_path / "store").exists()
+
+
+# ------------------------------------------------- Hydra's prefixes, typos, list indices
+
+
+def test_plus_adds_a_key_and_refuses_one_that_exists():
+    assert apply_overrides({"a": 1}, ["+b.c=2"]) == {"a": 1, "b": {"c": 2}}
+    with pytest.raises(ConfigError, match=r"'\+a=2' adds 'a', which the config already has.*'a=2'"):
+        apply_overrides({"a": 1}, ["+a=2"])
+
+
+def test_plus_plus_sets_a_key_whether_or_not_it_exists():
+    assert apply_overrides({"a": 1}, ["++a=2", "++c.d=3"], strict=True) == {"a": 2, "c": {"d": 3}}
+
+
+def test_tilde_deletes_a_key():
+    base = {"a": 1, "m": {"x": 1, "y": 2}, "l": [1, 2]}
+    assert apply_overrides(base, ["~a", "~m.x", "~l.0"]) == {"m": {"y": 2}, "l": [2]}
+    assert apply_overrides(base, ["~a=1"]) == {"m": {"x": 1, "y": 2}, "l": [1, 2]}
+    with pytest.raises(ConfigError, match="'~z' deletes 'z', which the config does not have"):
+        apply_overrides(base, ["~z"])
+    with pytest.raises(ConfigError, match="'~a=2' deletes 'a' only if its value is 2; it is 1"):
+        apply_overrides(base, ["~a=2"])
+
+
+def test_prefixed_overrides_parse_to_their_key():
+    assert parse_override("+a.b=1") == ("a.b", 1)
+    assert parse_override("++a=x") == ("a", "x")
+    assert parse_override("~a") == ("a", None)
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("lrr=1", "unknown key 'lrr'; got 1; expected a key of the config (did you mean 'lr'? '+lrr=1' adds it)"),
+        ("model.hiden=3", "did you mean 'model.hidden'?"),
+        ("opt.betas.b1=0.9", "unknown key 'opt.betas.b1'"),
+    ],
+    ids=["typo", "nested-typo", "new-parents"],
+)
+def test_strict_overrides_refuse_unknown_keys_with_a_hint(override, fragment):
+    base = {"lr": 0.1, "model": {"hidden": 1}}
+    with pytest.raises(ConfigError) as info:
+        apply_overrides(base, [override], strict=True)
+    assert fragment in str(info.value)
+    assert apply_overrides(base, [override])   # not strict: added, as before
+
+
+def test_list_items_are_set_by_index():
+    base = {"layers": [{"size": 1}, {"size": 2}], "dims": [1, 2]}
+    assert apply_overrides(base, ["layers.1.size=3", "dims.0=9"], strict=True) == {
+        "layers": [{"size": 1}, {"size": 3}], "dims": [9, 2]}
+    with pytest.raises(ConfigError, match="'layers' has no item 5"):
+        apply_overrides(base, ["layers.5.size=3"])
+
+
+def test_run_with_a_config_refuses_a_typo_and_takes_hydra_prefixes(tmp_path):
+    (tmp_path / "base.yaml").write_text("steps: 2\nlr: 0.1\n")
+    line = one_line_error(cli(tmp_path, "run", f"{TRIALS}:quick", "--config", "base.yaml", "lrr=3"))
+    assert "did you mean 'lr'?" in line and "'+lrr=3' adds it" in line
+    assert not (tmp_path / "store").exists()
+    done = cli(tmp_path, "run", f"{TRIALS}:quick", "--config", "base.yaml", "+x=2.5", "~steps", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    best = json.loads(cli(tmp_path, "best", "run-trials", "--json").stdout)
+    assert best["metrics"]["x"] == 2.5 and best["metrics"]["loss"] == pytest.approx(1 / 3)   # steps: default 3

@@ -46,10 +46,13 @@ def check_config_files(spec: SweepSpec) -> None:
     load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
 
 
-def check_spec(spec: SweepSpec, overrides: Sequence[str] = ()) -> None:
+def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: bool = True) -> None:
     """Build now what the driver builds from the spec and the overrides once the store is open: the base
     config and profile with the overrides applied, the early-stopping scheduler and the monitors. A mistake
-    in any of them is an error before the store is opened, so nothing is written for it."""
+    in any of them is an error before the store is opened, so nothing is written for it.
+
+    For a new sweep, an override may not set a sweep parameter, and with a base config its key must exist
+    (`+key=` adds one); a resumed sweep's overrides were accepted when it was created (`new_sweep=False`)."""
     check_config_files(spec)
     _check_function_file(spec)
     if overrides:
@@ -58,7 +61,10 @@ def check_spec(spec: SweepSpec, overrides: Sequence[str] = ()) -> None:
         base = (load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
                 if spec.config is not None or spec.profile else {})
         apply_overrides(base, list(overrides))
-        check_overrides_against_parameters(list(overrides), list(spec.space.params))
+        if new_sweep:
+            check_overrides_against_parameters(list(overrides), list(spec.space.params))
+            if spec.config is not None:   # a key the base config lacks is a typo unless `+key=` adds it (Hydra)
+                apply_overrides(base, list(overrides), strict=True)
     file = str(spec.source) if spec.source else None
     metric, goal = spec.metric.name, spec.metric.goal
     if spec.early_terminate:

@@ -173,13 +173,24 @@ def parse_override(text: str) -> tuple[str, Any]:
     """`"model.hidden=256"` -> `("model.hidden", 256)`; the value is read as a YAML scalar.
 
     `lr=0.01` is a float, `lr=1e-3` too, `name=abc` a string, `layers=[1,2]` a list, `flag=true`
-    a bool, `x=null` None and `x=` the empty string.
+    a bool, `x=null` None and `x=` the empty string. Hydra's prefixes are read and dropped from the key:
+    `+key=v` (add), `++key=v` (add or set), `~key` (delete; its value None).
     """
+    _op, key, value = _parse_override(text)
+    return key, (None if value is _NO_VALUE else value)
+
+
+_NO_VALUE: Any = object()   # `~key`: a deletion with no value to match
+
+
+def _parse_override(text: str) -> tuple[str, str, Any]:
+    """(prefix: "", "+", "++" or "~"; the dotted key; the value, or _NO_VALUE for a bare `~key`)."""
     if not isinstance(text, str):
         raise ConfigError("an override must be a string", value=text, expected="'key=value'")
-    key, sep, raw = text.partition("=")
+    op = "++" if text.startswith("++") else text[:1] if text[:1] in ("+", "~") else ""
+    key, sep, raw = text[len(op):].partition("=")
     key = key.strip()
-    if not sep:
+    if not sep and not (op == "~" and key):
         raise ConfigError(
             "override has no value", value=text, expected="'key=value'",
             hint=f"write '{key}=<value>'",
@@ -189,7 +200,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not _KEY.match(key):
         raise ConfigError(
             "override key is not a dotted name", value=text,
-            expected="a key like 'lr' or 'model.hidden' before '='",
+            expected="a key like 'lr' or 'model.hidden' before '=' (prefixed by +, ++ or ~ as in Hydra)",
         )
     from sweeplab._yaml import MAX_DEPTH
 
@@ -198,13 +209,15 @@ def parse_override(text: str) -> tuple[str, Any]:
             f"override key is nested deeper than {MAX_DEPTH} levels", value=f"{key[:60]}...",
             expected=f"a dotted key of at most {MAX_DEPTH} parts",
         )
+    if not sep:
+        return op, key, _NO_VALUE
     if raw.strip() == "":
-        return key, ""
+        return op, key, ""
     import yaml
 
     try:
         if _drops_a_comment(raw):   # `color=#ff0000`, `tag=run #3`: no comments on a command line
-            return key, raw.strip()
+            return op, key, raw.strip()
         _refuse_block_syntax(key, raw)
         value = _yaml_scalar(raw)
     except yaml.YAMLError as exc:
@@ -214,7 +227,7 @@ def parse_override(text: str) -> tuple[str, Any]:
             expected="a YAML value (0.01, abc, true, [1, 2], {a: 1})",
             hint="quote it in the shell, e.g. 'name=\"a: b\"'",
         ) from None
-    return key, value
+    return op, key, value
 
 
 def _drops_a_comment(raw: str) -> bool:
@@ -256,30 +269,122 @@ def _refuse_block_syntax(key: str, raw: str) -> None:
             )
 
 
+def _child(node: Any, part: str) -> tuple[bool, Any]:
+    """(found, value) of `part` in a mapping, or of item `part` (a decimal index) in a list."""
+    if isinstance(node, dict):
+        return (part in node, node.get(part))
+    if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        return True, node[int(part)]
+    return False, None
+
+
+def _lookup(target: Mapping[str, Any], dotted: str) -> tuple[bool, Any]:
+    node: Any = target
+    for part in dotted.split("."):
+        found, node = _child(node, part)
+        if not found:
+            return False, None
+    return True, node
+
+
 def _set_dotted(target: dict[str, Any], dotted: str, value: Any, *, source: str) -> None:
     parts = dotted.split(".")
-    node = target
+    node: Any = target
     for i, part in enumerate(parts[:-1]):
+        where = ".".join(parts[: i + 1])
+        if isinstance(node, list):
+            node = _list_item(node, part, ".".join(parts[:i]), source=source, dotted=dotted)
+            continue
         child = node.get(part)
         if child is None:
             child = node[part] = {}
-        elif not isinstance(child, dict):
-            where = ".".join(parts[: i + 1])
+        elif not isinstance(child, (dict, list)):
             raise ConfigError(
                 f"cannot set '{dotted}' from {source}: '{where}' is not a mapping",
                 key=where, value=_short(child), expected="a mapping to set sub-keys in",
             )
         node = child
-    node[parts[-1]] = copy.deepcopy(_plain(value))
+    if isinstance(node, list):
+        index = _list_index(node, parts[-1], ".".join(parts[:-1]), source=source, dotted=dotted)
+        node[index] = copy.deepcopy(_plain(value))
+    else:
+        node[parts[-1]] = copy.deepcopy(_plain(value))
 
 
-def apply_overrides(base: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """A copy of `base` with each `key.sub=value` applied in order (missing parents are created)."""
+def _list_index(items: list[Any], part: str, where: str, *, source: str, dotted: str) -> int:
+    if not part.isdigit() or int(part) >= len(items):
+        raise ConfigError(
+            f"cannot set '{dotted}' from {source}: '{where}' has no item {part}", key=where,
+            value=_short(items), expected=f"an index from 0 to {len(items) - 1}" if items else "a non-empty list",
+        )
+    return int(part)
+
+
+def _list_item(items: list[Any], part: str, where: str, *, source: str, dotted: str) -> Any:
+    item = items[_list_index(items, part, where, source=source, dotted=dotted)]
+    if not isinstance(item, (dict, list)):
+        raise ConfigError(
+            f"cannot set '{dotted}' from {source}: '{where}.{part}' is not a mapping",
+            key=f"{where}.{part}", value=_short(item), expected="a mapping to set sub-keys in",
+        )
+    return item
+
+
+def _delete_dotted(target: dict[str, Any], dotted: str) -> None:
+    parent, _, last = dotted.rpartition(".")
+    node = _lookup(target, parent)[1] if parent else target
+    if isinstance(node, list):
+        del node[int(last)]
+    else:
+        del node[last]
+
+
+def _dotted_keys(node: Any, prefix: str = "") -> list[str]:
+    """Every key path of a config (`model`, `model.hidden`), for "did you mean"."""
+    out: list[str] = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            path = f"{prefix}.{k}" if prefix else str(k)
+            out += [path, *_dotted_keys(v, path)]
+    return out
+
+
+def apply_overrides(base: Mapping[str, Any], overrides: Sequence[str], *, strict: bool = False) -> dict[str, Any]:
+    """A copy of `base` with each override applied in order, with Hydra's prefixes:
+
+    `key=v` sets (missing parents are created; with `strict`, the key must already exist: a typo is an error
+    with a "did you mean"), `+key=v` adds a key the config does not have, `++key=v` sets or adds, `~key`
+    deletes (`~key=v` only if its value is v). A decimal part indexes a list: `layers.0.size=3`.
+    """
     if isinstance(overrides, str):
         overrides = [overrides]
     out = deep_merge({}, base)
     for text in overrides:
-        key, value = parse_override(text)
+        op, key, value = _parse_override(text)
+        exists, current = _lookup(out, key)
+        if op == "+" and exists:
+            raise ConfigError(
+                f"override '{text}' adds '{key}', which the config already has", key=key, value=_short(current),
+                expected="a new key after '+'", hint=f"write '{text[1:]}' to change it",
+            )
+        if op == "~":
+            if not exists:
+                hint = _did_you_mean(key, _dotted_keys(out))
+                raise ConfigError(f"override '{text}' deletes '{key}', which the config does not have", key=key,
+                                  hint=hint or None)
+            if value is not _NO_VALUE and value != current:
+                raise ConfigError(
+                    f"override '{text}' deletes '{key}' only if its value is {value!r}; it is {current!r}",
+                    key=key, hint=f"write '~{key}' to delete it whatever its value",
+                )
+            _delete_dotted(out, key)
+            continue
+        if op == "" and strict and not exists:
+            hint = _did_you_mean(key, _dotted_keys(out))
+            raise ConfigError(
+                f"unknown key '{key}'", key=key, value=_short(value), expected="a key of the config",
+                hint=(f"{hint} " if hint else "") + f"'+{text}' adds it",
+            )
         _set_dotted(out, key, value, source=f"override {text!r}")
     return out
 
