@@ -135,7 +135,8 @@ def test_prefixed_overrides_parse_to_their_key():
 @pytest.mark.parametrize(
     ("override", "fragment"),
     [
-        ("lrr=1", "unknown key 'lrr'; got 1; expected a key of the config (did you mean 'lr'? '+lrr=1' adds it)"),
+        ("lrr=1", "unknown key 'lrr' in override 'lrr=1'; got 1; expected a key of the config "
+                  "(did you mean 'lr'? '+lrr=1' adds it)"),
         ("model.hiden=3", "did you mean 'model.hidden'?"),
         ("opt.betas.b1=0.9", "unknown key 'opt.betas.b1'"),
     ],
@@ -166,3 +167,45 @@ def test_run_with_a_config_refuses_a_typo_and_takes_hydra_prefixes(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     best = json.loads(cli(tmp_path, "best", "run-trials", "--json").stdout)
     assert best["metrics"]["x"] == 2.5 and best["metrics"]["loss"] == pytest.approx(1 / 3)   # steps: default 3
+
+
+# ------------------------------------------------------------------- OmegaConf interpolation
+
+
+@pytest.mark.parametrize(
+    ("content", "key"),
+    [
+        ("data_dir: /d\nout: ${data_dir}/out\n", "out"),
+        ("paths:\n  cache: ${oc.env:HOME}\n", "paths.cache"),
+        ("dirs: [a, '${env:HOME}']\n", "dirs[1]"),
+    ],
+    ids=["key", "env-nested", "in-a-list"],
+)
+def test_interpolation_in_a_config_file_is_an_error_naming_file_and_key(tmp_path, content, key):
+    f = tmp_path / "base.yaml"
+    f.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        load_yaml_mapping(f)
+    message = str(info.value)
+    assert message.startswith(f"{f}: {key}: ") and "interpolation" in message and "profile" in message
+
+
+def test_an_escaped_interpolation_is_the_literal_text(tmp_path):
+    f = tmp_path / "base.yaml"
+    f.write_text("cmd: echo \\${HOME} $HOME ~/x\n")
+    assert load_yaml_mapping(f) == {"cmd": "echo ${HOME} $HOME ~/x"}
+    assert parse_override("cmd=\\${x}") == ("cmd", "${x}")
+
+
+def test_interpolation_in_an_override_is_an_error():
+    with pytest.raises(ConfigError, match="out: .*interpolation"):
+        parse_override("out=${data_dir}/out")
+    with pytest.raises(ConfigError, match=r"opt\.lr: .*interpolation"):
+        parse_override("opt={lr: '${lr}'}")
+
+
+def test_run_with_an_interpolating_config_stores_nothing(tmp_path):
+    (tmp_path / "base.yaml").write_text("steps: 2\nx: ${steps}\n")
+    line = one_line_error(cli(tmp_path, "run", f"{TRIALS}:quick", "--config", "base.yaml"))
+    assert "base.yaml: x: " in line and "interpolation" in line
+    assert not (tmp_path / "store").exists()

@@ -66,7 +66,29 @@ def load_yaml_mapping(path: str | Path, *, what: str = "config") -> dict[str, An
             f"the {what} must be a mapping of keys to values", file=file,
             value=_short(data), expected="a YAML mapping (key: value lines)",
         )
-    return data
+    return _no_interpolation(data, file=file, path="")
+
+
+_INTERPOLATION = re.compile(r"(?<!\\)\$\{")
+
+
+def _no_interpolation(value: Any, *, file: str | None, path: str) -> Any:
+    """`value` with `\\${` unescaped to `${`; an OmegaConf interpolation (`${key}`, `${oc.env:VAR}`) is an
+    error: sweeplab resolves none, and a literal `${data_dir}/out` reaching a trial would be a silent mistake."""
+    if isinstance(value, str):
+        if _INTERPOLATION.search(value):
+            raise ConfigError(
+                "interpolation is not supported", file=file, key=path or None, value=_short(value),
+                expected="a plain value: sweeplab does not resolve ${key} or ${oc.env:VAR} as OmegaConf does",
+                hint="put what differs between machines in a profile, compute the rest in the trial; "
+                "write \\${ for a literal ${",
+            )
+        return value.replace("\\${", "${")
+    if isinstance(value, dict):
+        return {k: _no_interpolation(v, file=file, path=f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_interpolation(v, file=file, path=f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
 
 
 # ------------------------------------------------------------------------------------------- Config
@@ -217,9 +239,9 @@ def _parse_override(text: str) -> tuple[str, str, Any]:
 
     try:
         if _drops_a_comment(raw):   # `color=#ff0000`, `tag=run #3`: no comments on a command line
-            return op, key, raw.strip()
+            return op, key, _no_interpolation(raw.strip(), file=None, path=key)
         _refuse_block_syntax(key, raw)
-        value = _yaml_scalar(raw)
+        value = _no_interpolation(_yaml_scalar(raw), file=None, path=key)
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ConfigError(
@@ -382,7 +404,8 @@ def apply_overrides(base: Mapping[str, Any], overrides: Sequence[str], *, strict
         if op == "" and strict and not exists:
             hint = _did_you_mean(key, _dotted_keys(out))
             raise ConfigError(
-                f"unknown key '{key}'", key=key, value=_short(value), expected="a key of the config",
+                f"unknown key '{key}' in override '{text}'", key=key, value=_short(value),
+                expected="a key of the config",
                 hint=(f"{hint} " if hint else "") + f"'+{text}' adds it",
             )
         _set_dotted(out, key, value, source=f"override {text!r}")
