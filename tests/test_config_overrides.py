@@ -126,6 +126,12 @@ def test_tilde_deletes_a_key():
         apply_overrides(base, ["~a=2"])
 
 
+@pytest.mark.parametrize("text", ["~", "+=1", "++=1", "~=1"])
+def test_a_prefix_without_a_key_is_an_error_about_the_key(text):
+    with pytest.raises(ConfigError, match="override has no key"):
+        parse_override(text)
+
+
 def test_prefixed_overrides_parse_to_their_key():
     assert parse_override("+a.b=1") == ("a.b", 1)
     assert parse_override("++a=x") == ("a", "x")
@@ -208,4 +214,12 @@ def test_run_with_an_interpolating_config_stores_nothing(tmp_path):
     (tmp_path / "base.yaml").write_text("steps: 2\nx: ${steps}\n")
     line = one_line_error(cli(tmp_path, "run", f"{TRIALS}:quick", "--config", "base.yaml"))
     assert "base.yaml: x: " in line and "interpolation" in line
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_dashed_override_gets_a_hint_to_drop_the_dashes(tmp_path):
+    # W&B and argparse users write --lr=0.1; sweeplab's overrides are key=value
+    (tmp_path / "base.yaml").write_text("lr: 0.1\n")
+    line = one_line_error(cli(tmp_path, "run", f"{TRIALS}:quick", "--config", "base.yaml", "--lr=0.5"))
+    assert "No such option: --lr" in line and "write it lr=0.5" in line
     assert not (tmp_path / "store").exists()

@@ -212,13 +212,13 @@ def _parse_override(text: str) -> tuple[str, str, Any]:
     op = "++" if text.startswith("++") else text[:1] if text[:1] in ("+", "~") else ""
     key, sep, raw = text[len(op):].partition("=")
     key = key.strip()
+    if not key:
+        raise ConfigError("override has no key", value=text, expected="'key=value'")
     if not sep and not (op == "~" and key):
         raise ConfigError(
             "override has no value", value=text, expected="'key=value'",
             hint=f"write '{key}=<value>'",
         )
-    if not key:
-        raise ConfigError("override has no key", value=text, expected="'key=value'")
     if not _KEY.match(key):
         raise ConfigError(
             "override key is not a dotted name", value=text,
