@@ -223,3 +223,23 @@ def test_a_dashed_override_gets_a_hint_to_drop_the_dashes(tmp_path):
     line = one_line_error(cli(tmp_path, "run", f"{TRIALS}:quick", "--config", "base.yaml", "--lr=0.5"))
     assert "No such option: --lr" in line and "write it lr=0.5" in line
     assert not (tmp_path / "store").exists()
+
+
+# ------------------------------------------------------------------------------- profiles
+
+
+def test_sweep_takes_the_profile_from_the_command_line(tmp_path):
+    # docs/config.md: the same sweep runs with --profile local and --profile cluster without edits
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "local.yaml").write_text("x: 1.0\n")
+    (tmp_path / "profiles" / "cluster.yaml").write_text("x: 2.5\n")
+    (tmp_path / "s.yaml").write_text(f"function: {TRIALS}:quick\nmethod: grid\nprofile: local\n"
+                                     "parameters: {steps: {values: [2]}}\n")
+    line = one_line_error(cli(tmp_path, "sweep", "s.yaml", "--profile", "clustr"))
+    assert "expected one of the available profiles: cluster, local (did you mean 'cluster'?)" in line
+    assert not (tmp_path / "store").exists()
+    done = cli(tmp_path, "sweep", "s.yaml", "--profile", "cluster", "-q", "--workers", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    status = json.loads(cli(tmp_path, "status", "s", "--json").stdout)
+    assert status["trials"][0]["metrics"]["x"] == 2.5
+    assert status["trials"][0]["params"] == {"steps": 2}   # a profile's keys are no parameters
