@@ -243,3 +243,26 @@ def test_sweep_takes_the_profile_from_the_command_line(tmp_path):
     status = json.loads(cli(tmp_path, "status", "s", "--json").stdout)
     assert status["trials"][0]["metrics"]["x"] == 2.5
     assert status["trials"][0]["params"] == {"steps": 2}   # a profile's keys are no parameters
+
+
+@pytest.mark.parametrize("text", ["lr=0.1,0.01", "opt=adam,sgd", "x=a, b"])
+def test_a_hydra_multirun_value_is_an_error_not_a_string(text):
+    # Hydra sweeps `lr=0.1,0.01`; read as YAML it would be the string '0.1,0.01' in every trial
+    with pytest.raises(ConfigError, match=r"multirun.*parameters.*\[") as info:
+        parse_override(text)
+    assert "quote" in str(info.value)
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("x='a,b'", "a,b"), ("x=[1,2]", [1, 2]), ("x={a: 1, b: 2}", {"a": 1, "b": 2}),
+    ('x="0.1,0.01"', "0.1,0.01"), ("x=!!str a,b", "a,b"),
+])
+def test_commas_inside_quotes_or_brackets_are_fine(text, value):
+    assert parse_override(text)[1] == value
+
+
+def test_tabs_in_a_config_file_are_named_as_such(tmp_path):
+    f = tmp_path / "base.yaml"
+    f.write_text("model:\n\thidden: 1\n")
+    with pytest.raises(ConfigError, match=r"line 2, column 1: .*tab.*indent with spaces"):
+        load_yaml_mapping(f)

@@ -274,4 +274,6 @@ def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+        if "'\\t'" in problem:   # PyYAML: "found character '\t' that cannot start any token"
+            problem = "a tab; YAML does not indent with tabs: indent with spaces"
         raise error(f"invalid YAML: {where}{problem}", file=file) from None

@@ -242,6 +242,12 @@ def _parse_override(text: str) -> tuple[str, str, Any]:
             return op, key, _no_interpolation(raw.strip(), file=None, path=key)
         _refuse_block_syntax(key, raw)
         value = _no_interpolation(_yaml_scalar(raw), file=None, path=key)
+        if isinstance(value, str) and "," in value and raw.strip()[:1] not in ("'", '"', "!"):
+            raise ConfigError(   # Hydra sweeps `lr=0.1,0.01`; YAML would pass every trial the text '0.1,0.01'
+                f"override '{key}={raw.strip()}' is a Hydra multirun sweep, which overrides are not", key=key,
+                value=raw.strip(), expected="one value: a sweep is the spec's parameters ({values: [...]})",
+                hint=f"a list is [{raw.strip()}]; quote text with commas, e.g. '{key}=\"{raw.strip()}\"'",
+            )
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ConfigError(
