@@ -266,3 +266,13 @@ def test_tabs_in_a_config_file_are_named_as_such(tmp_path):
     f.write_text("model:\n\thidden: 1\n")
     with pytest.raises(ConfigError, match=r"line 2, column 1: .*tab.*indent with spaces"):
         load_yaml_mapping(f)
+
+
+def test_a_float_too_large_is_an_error_not_infinity(tmp_path):
+    f = tmp_path / "base.yaml"
+    f.write_text("lr: 1e400\nok: .inf\n")
+    with pytest.raises(ConfigError, match=r"lr: line 1, column 5: cannot read '1e400' as !!float: .*too large"):
+        load_yaml_mapping(f)
+    with pytest.raises(ConfigError, match="too large"):
+        parse_override("lr=-1e999")
+    assert parse_override("x=-.inf")[1] == float("-inf")

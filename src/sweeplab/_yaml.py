@@ -10,7 +10,7 @@ insists on a dot: `1.0e-3`) and refuses, with a one-line error naming the key pa
 - an alias that refers to a node containing it (a cycle);
 - tags other than YAML's standard ones (`!!python/object`) and values their tag cannot build (`!!int abc`);
 - numbers as YAML 1.2 (and JSON) read them, not as YAML 1.1 does: `010` is ten, not eight (octal is `0o10`),
-  and `12:30` is the text `12:30`, not the base-60 number 750;
+  `12:30` is the text `12:30`, not the base-60 number 750, and `1e400` is an error, not infinity;
 - standard tags whose values JSON cannot hold (`!!binary`, `!!set`, `!!omap`, `!!pairs`, `!!timestamp`): specs,
   configs and parameters are stored and passed to trials as JSON. A plain date (`2024-01-02`) is read as
   text, as a YAML 1.2 or JSON reader reads it, not as a `datetime.date`.
@@ -21,6 +21,7 @@ offset, line and column. Every error is a SpecError (or the ConfigError asked fo
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -220,8 +221,17 @@ def _construct_int(loader: yaml.SafeLoader, node: Any) -> int:
     return sign * int(digits[2:] if base != 10 else digits, base)
 
 
+def _construct_float(loader: yaml.SafeLoader, node: Any) -> float:
+    """A float; one too large for 64 bits (`1e400`) is an error, not a silent infinity (`.inf` says so)."""
+    value = yaml.SafeLoader.construct_yaml_float(loader, node)
+    if math.isinf(value) and "inf" not in str(node.value).lower():
+        raise ValueError("too large for a 64-bit float (write .inf for infinity)")
+    return value
+
+
 _Loader.yaml_constructors = {t: c for t, c in yaml.SafeLoader.yaml_constructors.items() if t not in _NOT_JSON}
 _Loader.yaml_constructors[_STD_TAG + "int"] = _construct_int
+_Loader.yaml_constructors[_STD_TAG + "float"] = _construct_float
 _Loader.yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag not in _NOT_JSON | _NUMBER_TAGS]
                                    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _Loader.add_implicit_resolver(_STD_TAG + "int", _INT, list("-+0123456789"))       # before float: `3` is an int
