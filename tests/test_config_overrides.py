@@ -276,3 +276,13 @@ def test_a_float_too_large_is_an_error_not_infinity(tmp_path):
     with pytest.raises(ConfigError, match="too large"):
         parse_override("lr=-1e999")
     assert parse_override("x=-.inf")[1] == float("-inf")
+
+
+def test_a_profile_named_with_its_suffix_is_found_in_the_profile_directories(tmp_path):
+    from sweeplab.config import find_profile
+
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "local.yaml").write_text("a: 1\n")
+    assert find_profile("local.yaml", search=[tmp_path / "profiles"]) == tmp_path / "profiles" / "local.yaml"
+    with pytest.raises(ConfigError, match="did you mean 'local'"):
+        find_profile("locl.yaml", search=[tmp_path / "profiles"])

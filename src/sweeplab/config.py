@@ -464,9 +464,10 @@ def find_profile(name: str, *, search: Sequence[Path]) -> Path:
         return direct
     if "/" in name or "\\" in name:
         raise ConfigError("profile file not found", key="profile", value=name)
+    stem = direct.stem if direct.suffix in (".yaml", ".yml") else name   # `--profile local.yaml` is `local`
     for d in search:
-        for suffix in (".yaml", ".yml"):
-            candidate = Path(d) / f"{name}{suffix}"
+        for file in ([name] if stem != name else []) + [f"{stem}.yaml", f"{stem}.yml"]:
+            candidate = Path(d) / file
             if candidate.is_file():
                 return candidate
     available = sorted({
@@ -474,7 +475,7 @@ def find_profile(name: str, *, search: Sequence[Path]) -> Path:
         for p in Path(d).iterdir() if p.suffix in (".yaml", ".yml")
     })
     looked = ", ".join(str(d) for d in search) or "(no directories)"
-    hint = _did_you_mean(name, available)
+    hint = _did_you_mean(stem, available)
     listing = ", ".join(available) if available else "none"
     raise ConfigError(
         f"unknown profile; looked in {looked}", key="profile", value=name,
