@@ -286,3 +286,27 @@ def test_a_profile_named_with_its_suffix_is_found_in_the_profile_directories(tmp
     assert find_profile("local.yaml", search=[tmp_path / "profiles"]) == tmp_path / "profiles" / "local.yaml"
     with pytest.raises(ConfigError, match="did you mean 'local'"):
         find_profile("locl.yaml", search=[tmp_path / "profiles"])
+
+
+# ---------------------------------------------------------------- command trials get no config
+
+
+COMMAND_SPEC = ("program: prog.py\nmethod: grid\nmetric: {name: loss, goal: minimize}\n"
+                "parameters:\n  lr: {values: [0.1]}\n")
+
+
+@pytest.mark.parametrize(("extra", "args", "fragment"), [
+    ("", ["extra=5"], "override 'extra=5'"),
+    ("config: base.yaml\n", [], "config"),
+    ("profile: local\n", [], "profile"),
+], ids=["override", "config", "profile"])
+def test_config_given_to_a_command_sweep_is_an_error_not_ignored(tmp_path, extra, args, fragment):
+    # a command trial gets its parameters as arguments; the config never reaches it
+    (tmp_path / "prog.py").write_text("print('@sweeplab {\"loss\": 1.0}')\n")
+    (tmp_path / "base.yaml").write_text("lr: 0.3\n")
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "local.yaml").write_text("data_dir: d\n")
+    (tmp_path / "s.yaml").write_text(COMMAND_SPEC + extra)
+    line = one_line_error(cli(tmp_path, "sweep", "s.yaml", *args))
+    assert fragment in line and "command trial" in line and "{value:" in line
+    assert not (tmp_path / "store").exists()

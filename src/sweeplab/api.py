@@ -55,6 +55,13 @@ def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: boo
     (`+key=` adds one); a resumed sweep's overrides were accepted when it was created (`new_sweep=False`)."""
     check_config_files(spec)
     _check_function_file(spec)
+    if new_sweep:
+        from sweeplab.config import check_config_reaches_trials, parse_override
+
+        for text in overrides:   # a malformed override is named as such first
+            parse_override(text)
+        check_config_reaches_trials(function_trials=spec.is_function, config=spec.config, profile=spec.profile,
+                                    overrides=list(overrides), file=str(spec.source) if spec.source else None)
     if overrides:
         from sweeplab.config import apply_overrides, check_overrides_against_parameters, load_base_config
 

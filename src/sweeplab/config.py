@@ -29,6 +29,7 @@ from sweeplab.errors import ConfigError
 __all__ = [
     "Config",
     "apply_overrides",
+    "check_config_reaches_trials",
     "check_overrides_against_parameters",
     "coerce",
     "deep_merge",
@@ -434,6 +435,24 @@ def check_overrides_against_parameters(overrides: Sequence[str], parameters: Seq
                     expected="overrides of keys the sweep does not search",
                     hint=f"change parameters.{name} in the spec, or drop the override",
                 )
+
+
+def check_config_reaches_trials(*, function_trials: bool, config: Any, profile: str | None,
+                                overrides: Sequence[str], file: str | None = None) -> None:
+    """Refuse a base config, a profile or overrides for a sweep of command trials: a command gets its parameters
+    as arguments (`${args}`), never the config, so they would be silently ignored."""
+    if function_trials:
+        return
+    given, key = ((f"override '{overrides[0]}'", None) if overrides else ("a base config", "config")
+                  if config is not None else ("a profile", "profile") if profile else (None, None))
+    if given is None:
+        return
+    raise ConfigError(
+        f"{given} would be ignored: a command trial gets the sweep's parameters as arguments, never the config",
+        file=file if key else None, key=key,
+        expected="config, profile and overrides with a function: trial only",
+        hint="give a fixed value to the command as a parameter, e.g. epochs: {value: 3}, or in command:",
+    )
 
 
 # ------------------------------------------------------------------------------------------ profiles
