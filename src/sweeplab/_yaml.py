@@ -9,6 +9,8 @@ insists on a dot: `1.0e-3`) and refuses, with a one-line error naming the key pa
   the composed node graph, so the check costs as much as reading the file, not as the expansion;
 - an alias that refers to a node containing it (a cycle);
 - tags other than YAML's standard ones (`!!python/object`) and values their tag cannot build (`!!int abc`);
+- numbers as YAML 1.2 (and JSON) read them, not as YAML 1.1 does: `010` is ten, not eight (octal is `0o10`),
+  `12:30` is the text `12:30`, not the base-60 number 750, and `1e400` is an error, not infinity;
 - standard tags whose values JSON cannot hold (`!!binary`, `!!set`, `!!omap`, `!!pairs`, `!!timestamp`): specs,
   configs and parameters are stored and passed to trials as JSON. A plain date (`2024-01-02`) is read as
   text, as a YAML 1.2 or JSON reader reads it, not as a `datetime.date`.
@@ -19,6 +21,7 @@ offset, line and column. Every error is a SpecError (or the ConfigError asked fo
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -204,11 +207,35 @@ _FLOAT = re.compile(
     r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9_]+|[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?$"
     r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"
 )
+# YAML 1.2's integers: `010` is ten (YAML 1.1: eight), `0o17` octal; `12:30` is text (YAML 1.1: 750, base 60)
+_INT = re.compile(r"^[-+]?(?:0b[01_]+|0o[0-7_]+|0x[0-9a-fA-F_]+|[0-9][0-9_]*)$")
+_NUMBER_TAGS = {_STD_TAG + "int", _STD_TAG + "float"}
 _NOT_JSON = {_STD_TAG + t for t in ("binary", "set", "omap", "pairs", "timestamp")}
+
+
+def _construct_int(loader: yaml.SafeLoader, node: Any) -> int:
+    """An integer as YAML 1.2 reads it: decimal unless `0b`, `0o` or `0x` says otherwise."""
+    text = str(loader.construct_scalar(node)).replace("_", "")
+    sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text.lstrip("+"))
+    base = {"0b": 2, "0o": 8, "0x": 16}.get(digits[:2].lower(), 10)
+    return sign * int(digits[2:] if base != 10 else digits, base)
+
+
+def _construct_float(loader: yaml.SafeLoader, node: Any) -> float:
+    """A float; one too large for 64 bits (`1e400`) is an error, not a silent infinity (`.inf` says so)."""
+    value = yaml.SafeLoader.construct_yaml_float(loader, node)
+    if math.isinf(value) and "inf" not in str(node.value).lower():
+        raise ValueError("too large for a 64-bit float (write .inf for infinity)")
+    return value
+
+
 _Loader.yaml_constructors = {t: c for t, c in yaml.SafeLoader.yaml_constructors.items() if t not in _NOT_JSON}
-_Loader.yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag not in _NOT_JSON]
+_Loader.yaml_constructors[_STD_TAG + "int"] = _construct_int
+_Loader.yaml_constructors[_STD_TAG + "float"] = _construct_float
+_Loader.yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag not in _NOT_JSON | _NUMBER_TAGS]
                                    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
+_Loader.add_implicit_resolver(_STD_TAG + "int", _INT, list("-+0123456789"))       # before float: `3` is an int
+_Loader.add_implicit_resolver(_STD_TAG + "float", _FLOAT, list("-+0123456789."))
 
 
 def yaml_load(text: str) -> Any:
@@ -257,4 +284,6 @@ def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+        if "'\\t'" in problem:   # PyYAML: "found character '\t' that cannot start any token"
+            problem = "a tab; YAML does not indent with tabs: indent with spaces"
         raise error(f"invalid YAML: {where}{problem}", file=file) from None

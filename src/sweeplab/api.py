@@ -46,18 +46,32 @@ def check_config_files(spec: SweepSpec) -> None:
     load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
 
 
-def check_spec(spec: SweepSpec, overrides: Sequence[str] = ()) -> None:
+def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: bool = True) -> None:
     """Build now what the driver builds from the spec and the overrides once the store is open: the base
     config and profile with the overrides applied, the early-stopping scheduler and the monitors. A mistake
-    in any of them is an error before the store is opened, so nothing is written for it."""
+    in any of them is an error before the store is opened, so nothing is written for it.
+
+    For a new sweep, an override may not set a sweep parameter, and with a base config its key must exist
+    (`+key=` adds one); a resumed sweep's overrides were accepted when it was created (`new_sweep=False`)."""
     check_config_files(spec)
     _check_function_file(spec)
+    if new_sweep:
+        from sweeplab.config import check_config_reaches_trials, parse_override
+
+        for text in overrides:   # a malformed override is named as such first
+            parse_override(text)
+        check_config_reaches_trials(function_trials=spec.is_function, config=spec.config, profile=spec.profile,
+                                    overrides=list(overrides), file=str(spec.source) if spec.source else None)
     if overrides:
-        from sweeplab.config import apply_overrides, load_base_config
+        from sweeplab.config import apply_overrides, check_overrides_against_parameters, load_base_config
 
         base = (load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
                 if spec.config is not None or spec.profile else {})
         apply_overrides(base, list(overrides))
+        if new_sweep:
+            check_overrides_against_parameters(list(overrides), list(spec.space.params))
+            if spec.config is not None:   # a key the base config lacks is a typo unless `+key=` adds it (Hydra)
+                apply_overrides(base, list(overrides), strict=True)
     file = str(spec.source) if spec.source else None
     metric, goal = spec.metric.name, spec.metric.goal
     if spec.early_terminate:

@@ -29,6 +29,8 @@ from sweeplab.errors import ConfigError
 __all__ = [
     "Config",
     "apply_overrides",
+    "check_config_reaches_trials",
+    "check_overrides_against_parameters",
     "coerce",
     "deep_merge",
     "find_profile",
@@ -65,7 +67,29 @@ def load_yaml_mapping(path: str | Path, *, what: str = "config") -> dict[str, An
             f"the {what} must be a mapping of keys to values", file=file,
             value=_short(data), expected="a YAML mapping (key: value lines)",
         )
-    return data
+    return _no_interpolation(data, file=file, path="")
+
+
+_INTERPOLATION = re.compile(r"(?<!\\)\$\{")
+
+
+def _no_interpolation(value: Any, *, file: str | None, path: str) -> Any:
+    """`value` with `\\${` unescaped to `${`; an OmegaConf interpolation (`${key}`, `${oc.env:VAR}`) is an
+    error: sweeplab resolves none, and a literal `${data_dir}/out` reaching a trial would be a silent mistake."""
+    if isinstance(value, str):
+        if _INTERPOLATION.search(value):
+            raise ConfigError(
+                "interpolation is not supported", file=file, key=path or None, value=_short(value),
+                expected="a plain value: sweeplab does not resolve ${key} or ${oc.env:VAR} as OmegaConf does",
+                hint="put what differs between machines in a profile, compute the rest in the trial; "
+                "write \\${ for a literal ${",
+            )
+        return value.replace("\\${", "${")
+    if isinstance(value, dict):
+        return {k: _no_interpolation(v, file=file, path=f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_interpolation(v, file=file, path=f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
 
 
 # ------------------------------------------------------------------------------------------- Config
@@ -172,23 +196,34 @@ def parse_override(text: str) -> tuple[str, Any]:
     """`"model.hidden=256"` -> `("model.hidden", 256)`; the value is read as a YAML scalar.
 
     `lr=0.01` is a float, `lr=1e-3` too, `name=abc` a string, `layers=[1,2]` a list, `flag=true`
-    a bool, `x=null` None and `x=` the empty string.
+    a bool, `x=null` None and `x=` the empty string. Hydra's prefixes are read and dropped from the key:
+    `+key=v` (add), `++key=v` (add or set), `~key` (delete; its value None).
     """
+    _op, key, value = _parse_override(text)
+    return key, (None if value is _NO_VALUE else value)
+
+
+_NO_VALUE: Any = object()   # `~key`: a deletion with no value to match
+
+
+def _parse_override(text: str) -> tuple[str, str, Any]:
+    """(prefix: "", "+", "++" or "~"; the dotted key; the value, or _NO_VALUE for a bare `~key`)."""
     if not isinstance(text, str):
         raise ConfigError("an override must be a string", value=text, expected="'key=value'")
-    key, sep, raw = text.partition("=")
+    op = "++" if text.startswith("++") else text[:1] if text[:1] in ("+", "~") else ""
+    key, sep, raw = text[len(op):].partition("=")
     key = key.strip()
-    if not sep:
+    if not key:
+        raise ConfigError("override has no key", value=text, expected="'key=value'")
+    if not sep and not (op == "~" and key):
         raise ConfigError(
             "override has no value", value=text, expected="'key=value'",
             hint=f"write '{key}=<value>'",
         )
-    if not key:
-        raise ConfigError("override has no key", value=text, expected="'key=value'")
     if not _KEY.match(key):
         raise ConfigError(
             "override key is not a dotted name", value=text,
-            expected="a key like 'lr' or 'model.hidden' before '='",
+            expected="a key like 'lr' or 'model.hidden' before '=' (prefixed by +, ++ or ~ as in Hydra)",
         )
     from sweeplab._yaml import MAX_DEPTH
 
@@ -197,12 +232,23 @@ def parse_override(text: str) -> tuple[str, Any]:
             f"override key is nested deeper than {MAX_DEPTH} levels", value=f"{key[:60]}...",
             expected=f"a dotted key of at most {MAX_DEPTH} parts",
         )
+    if not sep:
+        return op, key, _NO_VALUE
     if raw.strip() == "":
-        return key, ""
+        return op, key, ""
     import yaml
 
     try:
-        value = _yaml_scalar(raw)
+        if _drops_a_comment(raw):   # `color=#ff0000`, `tag=run #3`: no comments on a command line
+            return op, key, _no_interpolation(raw.strip(), file=None, path=key)
+        _refuse_block_syntax(key, raw)
+        value = _no_interpolation(_yaml_scalar(raw), file=None, path=key)
+        if isinstance(value, str) and "," in value and raw.strip()[:1] not in ("'", '"', "!"):
+            raise ConfigError(   # Hydra sweeps `lr=0.1,0.01`; YAML would pass every trial the text '0.1,0.01'
+                f"override '{key}={raw.strip()}' is a Hydra multirun sweep, which overrides are not", key=key,
+                value=raw.strip(), expected="one value: a sweep is the spec's parameters ({values: [...]})",
+                hint=f"a list is [{raw.strip()}]; quote text with commas, e.g. '{key}=\"{raw.strip()}\"'",
+            )
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ConfigError(
@@ -210,35 +256,203 @@ def parse_override(text: str) -> tuple[str, Any]:
             expected="a YAML value (0.01, abc, true, [1, 2], {a: 1})",
             hint="quote it in the shell, e.g. 'name=\"a: b\"'",
         ) from None
-    return key, value
+    return op, key, value
+
+
+def _drops_a_comment(raw: str) -> bool:
+    """True when YAML would read part of an override's value as a comment (`#ff0000` -> None, `run #3` -> 'run')."""
+    import yaml
+
+    text = raw.strip()
+    if text.startswith("#"):
+        return True
+    if "#" not in text:
+        return False
+    from sweeplab._yaml import _Loader
+
+    tokens = [t for t in yaml.scan(raw, Loader=_Loader)
+              if not isinstance(t, (yaml.StreamStartToken, yaml.StreamEndToken))]
+    return max((t.end_mark.index for t in tokens), default=0) < len(raw.rstrip())
+
+
+_BLOCK_TOKENS = ("BlockMappingStartToken", "BlockSequenceStartToken", "BlockEntryToken", "AnchorToken",
+                 "AliasToken", "DocumentStartToken", "DocumentEndToken", "DirectiveToken")
+
+
+def _refuse_block_syntax(key: str, raw: str) -> None:
+    """An override's value is one flow value: YAML's block syntax (`a: b` a mapping, `- a` a list, `|` a text
+    block) and anchors would silently turn text into something else, or into nothing."""
+    import yaml
+
+    from sweeplab._yaml import _Loader
+
+    for token in yaml.scan(raw, Loader=_Loader):
+        kind = type(token).__name__
+        if kind in _BLOCK_TOKENS or (kind == "ScalarToken" and token.style in ("|", ">")):
+            what = {"BlockMappingStartToken": "a YAML mapping", "BlockSequenceStartToken": "a YAML list",
+                    "BlockEntryToken": "a YAML list"}.get(kind, "YAML syntax")
+            raise ConfigError(
+                f"the value of override '{key}' reads as {what}, not as one value", key=key, value=raw,
+                expected="one value: 0.01, abc, true, [1, 2], {a: 1}",
+                hint=f"quote it for text, e.g. '{key}=\"{raw.strip()}\"'",
+            )
+
+
+def _child(node: Any, part: str) -> tuple[bool, Any]:
+    """(found, value) of `part` in a mapping, or of item `part` (a decimal index) in a list."""
+    if isinstance(node, dict):
+        return (part in node, node.get(part))
+    if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        return True, node[int(part)]
+    return False, None
+
+
+def _lookup(target: Mapping[str, Any], dotted: str) -> tuple[bool, Any]:
+    node: Any = target
+    for part in dotted.split("."):
+        found, node = _child(node, part)
+        if not found:
+            return False, None
+    return True, node
 
 
 def _set_dotted(target: dict[str, Any], dotted: str, value: Any, *, source: str) -> None:
     parts = dotted.split(".")
-    node = target
+    node: Any = target
     for i, part in enumerate(parts[:-1]):
+        where = ".".join(parts[: i + 1])
+        if isinstance(node, list):
+            node = _list_item(node, part, ".".join(parts[:i]), source=source, dotted=dotted)
+            continue
         child = node.get(part)
         if child is None:
             child = node[part] = {}
-        elif not isinstance(child, dict):
-            where = ".".join(parts[: i + 1])
+        elif not isinstance(child, (dict, list)):
             raise ConfigError(
                 f"cannot set '{dotted}' from {source}: '{where}' is not a mapping",
                 key=where, value=_short(child), expected="a mapping to set sub-keys in",
             )
         node = child
-    node[parts[-1]] = copy.deepcopy(_plain(value))
+    if isinstance(node, list):
+        index = _list_index(node, parts[-1], ".".join(parts[:-1]), source=source, dotted=dotted)
+        node[index] = copy.deepcopy(_plain(value))
+    else:
+        node[parts[-1]] = copy.deepcopy(_plain(value))
 
 
-def apply_overrides(base: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """A copy of `base` with each `key.sub=value` applied in order (missing parents are created)."""
+def _list_index(items: list[Any], part: str, where: str, *, source: str, dotted: str) -> int:
+    if not part.isdigit() or int(part) >= len(items):
+        raise ConfigError(
+            f"cannot set '{dotted}' from {source}: '{where}' has no item {part}", key=where,
+            value=_short(items), expected=f"an index from 0 to {len(items) - 1}" if items else "a non-empty list",
+        )
+    return int(part)
+
+
+def _list_item(items: list[Any], part: str, where: str, *, source: str, dotted: str) -> Any:
+    item = items[_list_index(items, part, where, source=source, dotted=dotted)]
+    if not isinstance(item, (dict, list)):
+        raise ConfigError(
+            f"cannot set '{dotted}' from {source}: '{where}.{part}' is not a mapping",
+            key=f"{where}.{part}", value=_short(item), expected="a mapping to set sub-keys in",
+        )
+    return item
+
+
+def _delete_dotted(target: dict[str, Any], dotted: str) -> None:
+    parent, _, last = dotted.rpartition(".")
+    node = _lookup(target, parent)[1] if parent else target
+    if isinstance(node, list):
+        del node[int(last)]
+    else:
+        del node[last]
+
+
+def _dotted_keys(node: Any, prefix: str = "") -> list[str]:
+    """Every key path of a config (`model`, `model.hidden`), for "did you mean"."""
+    out: list[str] = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            path = f"{prefix}.{k}" if prefix else str(k)
+            out += [path, *_dotted_keys(v, path)]
+    return out
+
+
+def apply_overrides(base: Mapping[str, Any], overrides: Sequence[str], *, strict: bool = False) -> dict[str, Any]:
+    """A copy of `base` with each override applied in order, with Hydra's prefixes:
+
+    `key=v` sets (missing parents are created; with `strict`, the key must already exist: a typo is an error
+    with a "did you mean"), `+key=v` adds a key the config does not have, `++key=v` sets or adds, `~key`
+    deletes (`~key=v` only if its value is v). A decimal part indexes a list: `layers.0.size=3`.
+    """
     if isinstance(overrides, str):
         overrides = [overrides]
     out = deep_merge({}, base)
     for text in overrides:
-        key, value = parse_override(text)
+        op, key, value = _parse_override(text)
+        exists, current = _lookup(out, key)
+        if op == "+" and exists:
+            raise ConfigError(
+                f"override '{text}' adds '{key}', which the config already has", key=key, value=_short(current),
+                expected="a new key after '+'", hint=f"write '{text[1:]}' to change it",
+            )
+        if op == "~":
+            if not exists:
+                hint = _did_you_mean(key, _dotted_keys(out))
+                raise ConfigError(f"override '{text}' deletes '{key}', which the config does not have", key=key,
+                                  hint=hint or None)
+            if value is not _NO_VALUE and value != current:
+                raise ConfigError(
+                    f"override '{text}' deletes '{key}' only if its value is {value!r}; it is {current!r}",
+                    key=key, hint=f"write '~{key}' to delete it whatever its value",
+                )
+            _delete_dotted(out, key)
+            continue
+        if op == "" and strict and not exists:
+            hint = _did_you_mean(key, _dotted_keys(out))
+            raise ConfigError(
+                f"unknown key '{key}' in override '{text}'", key=key, value=_short(value),
+                expected="a key of the config",
+                hint=(f"{hint} " if hint else "") + f"'+{text}' adds it",
+            )
         _set_dotted(out, key, value, source=f"override {text!r}")
     return out
+
+
+def check_overrides_against_parameters(overrides: Sequence[str], parameters: Sequence[str]) -> None:
+    """Refuse an override at, inside or around a sweep parameter (`lr=0.5` when `lr` is searched).
+
+    Overrides apply last, so it would replace every trial's sampled value while the store, the searcher and
+    `best` record the sampled one: a sweep whose results describe configs that never ran.
+    """
+    for text in overrides:
+        key = parse_override(text)[0]
+        for name in parameters:
+            if key == name or name.startswith(f"{key}.") or key.startswith(f"{name}."):
+                raise ConfigError(
+                    f"override '{text}' sets the sweep parameter '{name}': every trial would run with the "
+                    "override while the sweep records its sampled value", key=key,
+                    expected="overrides of keys the sweep does not search",
+                    hint=f"change parameters.{name} in the spec, or drop the override",
+                )
+
+
+def check_config_reaches_trials(*, function_trials: bool, config: Any, profile: str | None,
+                                overrides: Sequence[str], file: str | None = None) -> None:
+    """Refuse a base config, a profile or overrides for a sweep of command trials: a command gets its parameters
+    as arguments (`${args}`), never the config, so they would be silently ignored."""
+    if function_trials:
+        return
+    given, key = ((f"override '{overrides[0]}'", None) if overrides else ("a base config", "config")
+                  if config is not None else ("a profile", "profile") if profile else (None, None))
+    if given is None:
+        return
+    raise ConfigError(
+        f"{given} would be ignored: a command trial gets the sweep's parameters as arguments, never the config",
+        file=file if key else None, key=key,
+        expected="config, profile and overrides with a function: trial only",
+        hint="give a fixed value to the command as a parameter, e.g. epochs: {value: 3}, or in command:",
+    )
 
 
 # ------------------------------------------------------------------------------------------ profiles
@@ -269,9 +483,10 @@ def find_profile(name: str, *, search: Sequence[Path]) -> Path:
         return direct
     if "/" in name or "\\" in name:
         raise ConfigError("profile file not found", key="profile", value=name)
+    stem = direct.stem if direct.suffix in (".yaml", ".yml") else name   # `--profile local.yaml` is `local`
     for d in search:
-        for suffix in (".yaml", ".yml"):
-            candidate = Path(d) / f"{name}{suffix}"
+        for file in ([name] if stem != name else []) + [f"{stem}.yaml", f"{stem}.yml"]:
+            candidate = Path(d) / file
             if candidate.is_file():
                 return candidate
     available = sorted({
@@ -279,7 +494,7 @@ def find_profile(name: str, *, search: Sequence[Path]) -> Path:
         for p in Path(d).iterdir() if p.suffix in (".yaml", ".yml")
     })
     looked = ", ".join(str(d) for d in search) or "(no directories)"
-    hint = _did_you_mean(name, available)
+    hint = _did_you_mean(stem, available)
     listing = ", ".join(available) if available else "none"
     raise ConfigError(
         f"unknown profile; looked in {looked}", key="profile", value=name,
@@ -329,7 +544,8 @@ def load_base_config(
     if spec_file is not None:
         search.append(Path(spec_file).parent / "profiles")
     search.append(Path(cwd) / "profiles")
-    return resolve_config(base=config, profile=profile, params={}, search=search)
+    unique = list(dict.fromkeys(p.resolve() for p in search))   # `./profiles` named once in an error
+    return resolve_config(base=config, profile=profile, params={}, search=unique)
 
 
 # ----------------------------------------------------------------------------------- typed configs

@@ -46,7 +46,8 @@ def project(cli):
 
 # ------------------------------------------------------------------------------------------- run
 def test_run_with_an_unknown_config_key_is_bad_input_not_retried(project):
-    cp = project("run", "train.py:train", "lrr=3", "--config", "configs/base.yaml")
+    # no base config: only the function's typed config knows the keys, in the worker
+    cp = project("run", "train.py:train", "lrr=3")
     assert cp.returncode == 2, cp.stdout + cp.stderr
     lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, cp.stderr
@@ -54,6 +55,15 @@ def test_run_with_an_unknown_config_key_is_bad_input_not_retried(project):
     assert "lrr=3" in lines[0]                       # where it came from: the command-line override
     t = project.status("run-train")["trials"][0]
     assert t["state"] == "failed" and t["attempts"] == 1   # deterministic: never retried
+
+
+def test_run_with_an_override_its_base_config_does_not_have_stores_nothing(project):
+    cp = project("run", "train.py:train", "lrr=3", "--config", "configs/base.yaml")
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "unknown key 'lrr'" in lines[0] and "did you mean 'lr'" in lines[0], cp.stderr
+    assert "'+lrr=3' adds it" in lines[0]
+    assert not project.store.exists()
 
 
 def test_run_with_a_wrong_type_in_the_config_file_names_the_file(project):
@@ -112,7 +122,8 @@ def test_a_sweep_of_failing_function_trials_exits_1(cli):
 
 
 def test_an_override_the_config_does_not_know_ends_the_sweep_at_once_with_2(project):
-    spec = project.spec("ov", "function: train.py:train\nconfig: configs/base.yaml\nmethod: random\n"
+    # no `config:` (with one, the override is refused before the store: tests/test_config_overrides.py)
+    spec = project.spec("ov", "function: train.py:train\nmethod: random\n"
                         "parameters: {lr: {min: 0.1, max: 0.5}}\nbudget: {trials: 20}\n")
     cp = project("sweep", str(spec), "lrr=3", "--workers", "1", "-q")
     assert cp.returncode == 2, cp.stdout + cp.stderr

@@ -43,6 +43,6 @@ def _parse_gpus(text: Optional[str]) -> Optional[list[int]]:
 
 def _split_overrides(args: list[str]) -> list[str]:
     for a in args:
-        if "=" not in a:
-            raise UserError(f"expected key=value overrides after the target; got {a!r}")
+        if "=" not in a and not a.startswith("~"):
+            raise UserError(f"expected key=value (or ~key) overrides after the target; got {a!r}")
     return list(args)

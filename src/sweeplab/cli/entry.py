@@ -93,8 +93,19 @@ def _main() -> None:
             sys.exit(2)
         ctx = getattr(e, "ctx", None)
         usage = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-        print_error(f"{e.format_message()}{usage}")  # type: ignore[attr-defined]
+        print_error(f"{e.format_message()}{_override_hint(e)}{usage}")  # type: ignore[attr-defined]
         sys.exit(2)
+
+
+def _override_hint(e: BaseException) -> str:
+    """`--lr=0.1` given where a config override was meant: say how overrides are written."""
+    option = getattr(e, "option_name", None)
+    if type(e).__name__ != "NoSuchOption" or not isinstance(option, str):
+        return ""
+    given = next((a for a in sys.argv[1:] if a.startswith(f"{option}=")), None)
+    if given is None:
+        return ""
+    return f"; a config override is written without dashes: write it {given.lstrip('-')}"
 
 
 def _is_click_error(e: BaseException) -> bool:

@@ -77,7 +77,7 @@ def resume(
                        smoke=bool(meta.get("smoke")), store_root=st.root)
     if meta.get("cwd") and Path(meta["cwd"]).is_dir():
         os.chdir(meta["cwd"])
-    _check_spec(spec, list(meta.get("overrides") or []))
+    _check_spec(spec, list(meta.get("overrides") or []), new_sweep=False)   # accepted at its creation
     if fork is not None and name_taken(st, fork):
         from sweeplab.store.layout import safe_name
 

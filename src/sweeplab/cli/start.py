@@ -34,6 +34,8 @@ def sweep(
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
     gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU ids to use, e.g. 0,1 (default: detected)"),
     trials: Optional[int] = typer.Option(None, "--trials", help="override budget.trials"),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="environment profile (replaces the "
+                                          "spec's profile:), e.g. local or cluster"),
     dry_run: bool = typer.Option(False, "--dry-run", help="validate and describe the sweep; run nothing"),
     smoke: bool = typer.Option(False, "--smoke", help="a few tiny trials on the CPU before the real thing"),
     hard: bool = typer.Option(False, "--hard", help="when a budget is hit, stop running trials too"),
@@ -75,6 +77,8 @@ def sweep(
         err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     for key in spec.ignored:
         err.print(f"[dim]info: {spec_file}: '{key}' is a W&B setting that does not apply offline; ignored[/dim]")
+    if profile is not None:
+        spec = spec.with_overrides(profile=profile or None)   # the same spec on a laptop and on a cluster
     if trials is not None:
         spec = _with_budget_trials(spec, trials)
     if smoke:
