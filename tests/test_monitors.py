@@ -52,6 +52,12 @@ CASES: list[tuple[str, Monitor, list[MetricPoint], list[int], str]] = [
     ("diverging-negative-min", sm.diverging("nll", factor=2), series("nll", [-4, -2.5, -1.9]), [2], "-1.9"),
     ("diverging-min-steps", sm.diverging("loss", factor=2, min_steps=3), series("loss", [1, 5, 5, 5]), [3],
      "at step 3"),
+    # a ratio to a best near 0 or across 0 is noise: the value must also be worse than the first one
+    ("diverging-best-near-zero-noise", sm.diverging("loss"), series("loss", [2.3, 0.5, 0.01, 0.2, 1.5]), [],
+     ""),
+    ("diverging-best-near-zero-then-diverges", sm.diverging("loss"), series("loss", [2.3, 0.01, 0.4, 25]), [3],
+     "worse than 10 x its best 0.01 and than its first value 2.3"),
+    ("diverging-across-zero", sm.diverging("nll", factor=2), series("nll", [3, 0.5, -0.2, 0.4, 2]), [], ""),
     ("diverging-ignores-nan", sm.diverging("loss", factor=2), series("loss", [1, NAN, 1.5]), [], ""),
     ("plateau", sm.plateau("val_loss", patience=3), series("val_loss", [1, 0.9, 0.9, 0.95, 0.9, 0.5]), [4],
      "val_loss did not improve by more than 0 for 3 reports (best 0.9 at step 1"),

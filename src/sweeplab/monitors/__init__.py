@@ -8,7 +8,7 @@ Python form, the same objects: `from sweeplab.monitors import nan, plateau; moni
 
 Rules (every one accepts `action: stop | warn`, default stop):
     nan          a NaN/inf value in any metric, or in `metrics: [...]`
-    diverging    `metric` worse than `factor` x its best so far (with `goal`), from step `min_steps`
+    diverging    `metric` worse than `factor` x its best so far and than its first value, from step `min_steps`
     plateau      `metric` did not improve by more than `min_delta` for `patience` reports
     exploding    gradient norm `metric` above `threshold`, or above `factor` x its running median
     vanishing    gradient norm `metric` below `threshold` for `patience` reports in a row

@@ -77,17 +77,25 @@ class DivergingMonitor(_OneMetric):
         if point.key != self.metric or not _finite(point.value):
             return None
         v = point.value
-        best = self._state.get(trial)
-        self._state[trial] = v if best is None or self.goal.better(v, best) else best
-        if best is None or point.step < self.min_steps:
+        state = self._state.get(trial)
+        if state is None:
+            self._state[trial] = (v, v)  # (best, first)
             return False
+        best, first = state
+        self._state[trial] = (v if self.goal.better(v, best) else best, first)
+        if point.step < self.min_steps:
+            return False
+        # Worse than `factor` x the best AND worse than where it started: a ratio to a best near 0 (a
+        # mini-batch loss that touched 0.01) fires on ordinary noise, and one to a best across 0 (a
+        # log-likelihood) is meaningless; a run that diverges loses everything it learnt, so it passes both.
         limit = self._limit(best)
-        if limit is None or not self.goal.better(limit, v):
+        if limit is None or not self.goal.better(limit, v) or not self.goal.better(first, v):
             return False
         return _Fire(
             f"{self.metric} {_show(v)} at step {point.step} is worse than {_show(self.factor)} x its best "
-            f"{_show(best)}",
-            {"metric": self.metric, "value": v, "best": best, "factor": self.factor, "step": point.step},
+            f"{_show(best)} and than its first value {_show(first)}",
+            {"metric": self.metric, "value": v, "best": best, "first": first, "factor": self.factor,
+             "step": point.step},
         )
 
 
