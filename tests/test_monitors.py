@@ -89,8 +89,15 @@ CASES: list[tuple[str, Monitor, list[MetricPoint], list[int], str]] = [
      [p for i, (t, v) in enumerate([(1, 1.5), (.8, 1.2), (.6, 0.9), (.5, 0.7)])
       for p in pts((i, "val_loss", v), (i, "train_loss", t))], [], ""),
     ("overfitting-max", sm.overfitting("train_acc", "val_acc", patience=2, goal="maximize"),
+     [p for i, (t, v) in enumerate([(.5, .5), (.7, .55), (.9, .55), (.95, .54)])
+      for p in pts((i, "train_acc", t), (i, "val_acc", v))], [7], "grew for 2 reports"),
+    # the gap grows through every healthy run: while val keeps reaching new bests it is not overfitting
+    ("overfitting-val-still-improving", sm.overfitting("train_loss", "val_loss", patience=2),
+     [p for i, (t, v) in enumerate([(2, 2.1), (1, 1.5), (.5, 1.2), (.2, 1.1), (.1, 1.05)])
+      for p in pts((i, "train_loss", t), (i, "val_loss", v))], [], ""),
+    ("overfitting-max-val-still-improving", sm.overfitting("train_acc", "val_acc", patience=2, goal="maximize"),
      [p for i, (t, v) in enumerate([(.5, .5), (.7, .55), (.9, .56)])
-      for p in pts((i, "train_acc", t), (i, "val_acc", v))], [5], "grew for 2 reports"),
+      for p in pts((i, "train_acc", t), (i, "val_acc", v))], [], ""),
     ("custom-true", sm.custom(lambda trial, p: p[-1].value > 3, name="too_big"), series("x", [1, 5]), [1],
      "too_big: fired at step 1"),
     ("custom-str", sm.custom(lambda trial, p: "x above 3" if p[-1].value > 3 else None), series("x", [1, 5]),

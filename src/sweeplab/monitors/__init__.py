@@ -13,6 +13,7 @@ Rules (every one accepts `action: stop | warn`, default stop):
     exploding    gradient norm `metric` above `threshold`, or above `factor` x its running median
     vanishing    gradient norm `metric` below `threshold` for `patience` reports in a row
     overfitting  the gap between `val` and `train` (worse side: val) grew for `patience` reports in a row
+                 while `val` reached no new best
     stalled      no report for `after` (e.g. 10m, 30s, or seconds)
     custom       custom(fn): fn(trial, points) -> Verdict | bool | str | None (True or a str: fire)
 

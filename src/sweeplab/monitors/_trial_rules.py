@@ -16,6 +16,7 @@ from sweeplab.types import Decision, Goal, MetricPoint, Verdict
 class _Gap:
     pending: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> {"train"/"val": value}
     last: float | None = None
+    best_val: float | None = None
     streak: int = 0
 
 
@@ -51,7 +52,12 @@ class OverfittingMonitor(Monitor):
         for step in [k for k in s.pending if k <= point.step]:
             del s.pending[step]
         gap = self.goal.sign() * (pair["val"] - pair["train"])
-        grew = s.last is not None and _finite(gap) and gap > s.last + self.min_delta
+        # A report where val reaches a new best is not overfitting, whatever the gap does: the gap between
+        # train and val grows through every healthy run (Prechelt's criteria judge val against its best).
+        val_best = _finite(pair["val"]) and (s.best_val is None or self.goal.better(pair["val"], s.best_val))
+        if val_best:
+            s.best_val = pair["val"]
+        grew = s.last is not None and _finite(gap) and gap > s.last + self.min_delta and not val_best
         s.streak = s.streak + 1 if grew else 0
         s.last = gap if _finite(gap) else None
         if s.streak < self.patience or gap <= 0:
