@@ -39,7 +39,9 @@ def live(tmp_path: Path, live_server_for: Any) -> Iterator[tuple[Any, Store, int
     w.close()
 
 
-def test_first_page_then_every_trial_then_only_the_changes(page: Any, live: tuple[Any, Store, int]) -> None:
+def test_first_page_then_every_trial_then_only_the_changes(live: tuple[Any, Store, int], page: Any) -> None:
+    # `live` first: its server is torn down after the page closes (a page still polling a closed server
+    # logged ERR_CONNECTION_REFUSED, which the page fixture counts as a console error)
     srv, w, sid = live
     trials_urls: list[str] = []
     page.on("request", lambda r: trials_urls.append(r.url) if "/trials" in r.url and "/api/" in r.url else None)
