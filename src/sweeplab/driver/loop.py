@@ -97,7 +97,7 @@ class Driver(Recovery, EventWriter):
             polled_at = self.clock.monotonic()
             events = self.backend.poll(self._poll_timeout())
             self._note_alive(events)
-            self._watch(polled_at)
+            self._watch(polled_at, events)
             self._progress()
         return self._finish()
 
@@ -338,17 +338,25 @@ class Driver(Recovery, EventWriter):
 
 
     # ------------------------------------------------------------------------------------------ orders
-    def _watch(self, polled_at: float | None = None) -> None:
+    def _watch(self, polled_at: float | None = None, events: list[Event] | None = None) -> None:
         """Carry out the watchdog's orders: the time budget, then the other budgets, then each trial's (their
-        silences judged as of `polled_at`, when the driver last started reading what trials sent)."""
+        silences judged as of `polled_at`, when the driver last started reading what trials sent).
+
+        Before a deadline (budget.time, trial.timeout, trial.grace) is enforced, what the trials sent that the
+        driver has not read yet is read into `events` (handled at the next turn): a driver that was paused
+        (SIGSTOP, a debugger) past a deadline finds there the trials that ended in time, which keep their
+        result, and the backend no longer counts them running."""
+        if events is not None and self.watchdog.due(self._running(), ending=self._ending is not None):
+            more = self.backend.poll(0.0)
+            self._note_alive(more)
+            events.extend(more)
         reason = self.watchdog.time_up(ending=self._ending is not None)
         if reason is not None:
             self._end(reason)
             self._halt = True
             self._stop_running(f"stopped: {reason}")
         self._check_budgets()
-        running = [t for tid in self.backend.running() if (t := self.trials.get(tid)) is not None]
-        for order in self.watchdog.orders(running, polled_at):
+        for order in self.watchdog.orders(self._running(), polled_at):
             t = self.trials[order.trial_id]
             if isinstance(order, Kill):
                 t.kill_reason = order.reason
@@ -358,6 +366,10 @@ class Driver(Recovery, EventWriter):
             else:
                 with self.store.transaction():
                     self._apply_verdict(t, order.verdict)
+
+
+    def _running(self) -> list[TrialRecord]:
+        return [t for tid in self.backend.running() if (t := self.trials.get(tid)) is not None]
 
 
 def _main_thread() -> bool:
