@@ -132,6 +132,8 @@ class Driver(Recovery, EventWriter):
         return bool(self.requeue and not self._halt) or self._can_create()
 
     def _fill_slots(self) -> None:
+        self._check_time()      # a spent budget starts no retry or requeued trial either (a resumed sweep's
+        self._check_budgets()   # budget may be spent before its first turn)
         while self.backend.free_slots() > 0:
             trial: TrialRecord | None
             if self.requeue and not self._halt:
@@ -210,6 +212,28 @@ class Driver(Recovery, EventWriter):
                                          at=self.clock.time())
                 self.backend.stop(tid)
 
+    def _check_time(self) -> None:
+        """budget.time spent: no new trials or retries; running trials are stopped."""
+        reason = self.watchdog.time_up(ending=self._ending is not None)
+        if reason is not None:
+            self._end(reason)
+            self._halt = True
+            self._stop_running(f"stopped: {reason}")
+            self._stop_requeued(f"stopped: {reason}")
+
+    def _stop_requeued(self, reason: str) -> None:
+        """A spent budget ends the trials that wait to run again after an interruption (a resumed sweep's
+        trials that the killed driver was running) as it ends running ones: `stopped`, not left `interrupted`.
+        Trials queued for a retry after a failure keep their state."""
+        stopped = [t for t in self.requeue if t.state in (TrialState.INTERRUPTED, TrialState.PREEMPTED)]
+        if not stopped:
+            return
+        with self.store.transaction():
+            for t in stopped:
+                self.requeue.remove(t)
+                self._end_trial(t, TrialState.STOPPED, value=None, metrics={k: v for k, (_, v) in t.last.items()},
+                                reason=reason, at=self.clock.time(), attempt_state=None)
+
     def _check_budgets(self) -> None:
         """cpu_hours / gpu_hours / cost spent: no new trials or retries; running trials finish (--hard: stop)."""
         if self._ending or not self.budget.watches_resources:
@@ -219,6 +243,7 @@ class Driver(Recovery, EventWriter):
             return
         self._end(reason)
         self._halt = True
+        self._stop_requeued(f"stopped: {reason}")
         if self.hard_budget:
             self._stop_running(f"stopped: {reason}")
 
@@ -350,11 +375,7 @@ class Driver(Recovery, EventWriter):
             more = self.backend.poll(0.0)
             self._note_alive(more)
             events.extend(more)
-        reason = self.watchdog.time_up(ending=self._ending is not None)
-        if reason is not None:
-            self._end(reason)
-            self._halt = True
-            self._stop_running(f"stopped: {reason}")
+        self._check_time()
         self._check_budgets()
         for order in self.watchdog.orders(self._running(), polled_at):
             t = self.trials[order.trial_id]
