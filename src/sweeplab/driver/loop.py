@@ -213,9 +213,11 @@ class Driver(Recovery, EventWriter):
                 self.backend.stop(tid)
 
     def _check_time(self) -> None:
-        """budget.time spent: no new trials or retries; running trials are stopped."""
-        reason = self.watchdog.time_up(ending=self._ending is not None)
+        """budget.time spent: no new trials or retries; running trials are stopped, also when the sweep had
+        already stopped creating trials for another reason (budget.trials, the grid done): a deadline."""
+        reason = self.watchdog.time_up(ending=self._time_spent)
         if reason is not None:
+            self._time_spent = True
             self._end(reason)
             self._halt = True
             self._stop_running(f"stopped: {reason}")
@@ -371,7 +373,7 @@ class Driver(Recovery, EventWriter):
         driver has not read yet is read into `events` (handled at the next turn): a driver that was paused
         (SIGSTOP, a debugger) past a deadline finds there the trials that ended in time, which keep their
         result, and the backend no longer counts them running."""
-        if events is not None and self.watchdog.due(self._running(), ending=self._ending is not None):
+        if events is not None and self.watchdog.due(self._running(), ending=self._time_spent):
             more = self.backend.poll(0.0)
             self._note_alive(more)
             events.extend(more)

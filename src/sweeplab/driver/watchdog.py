@@ -53,7 +53,8 @@ class Watchdog:
         self.clock = clock
 
     def time_up(self, *, ending: bool) -> str | None:
-        """Why the sweep stops now because `budget.time` is spent (stop every running trial), or None."""
+        """Why the sweep stops now because `budget.time` is spent (stop every running trial), or None.
+        `ending`: the time budget already did (nothing more to order)."""
         return None if ending else self.budget.time_reached()
 
     def due(self, running: Iterable[TrialRecord], *, ending: bool) -> bool:
