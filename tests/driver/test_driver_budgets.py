@@ -107,3 +107,13 @@ def test_the_time_budget_stops_a_trial_still_running_after_the_sweep_stopped_cre
     assert [s.number for s in stops] == [0] and 30.0 <= stops[0].at <= 30.2, stops
     t = sim.trial(0)
     assert (t["state"], t["reason"]) == ("stopped", "stopped: budget.time 30s reached")
+
+
+def test_a_hard_resource_budget_stops_a_trial_still_running_after_budget_trials_ended_creation(sim):
+    """--hard cpu_hours (0.005 h = 18 cpu-s) spent while the only trial of `trials: 1` runs: it is stopped at
+    18 s (it used to run its 100 s once budget.trials had ended trial creation)."""
+    long = Script().reports("loss", [0.9] * 10, every=10.0).finish().on_stop(after=1.0)
+    sim.run(long, slots=2, hard_budget=True, budget={"trials": 1, "cpu_hours": 0.005})
+    stops = sim.backend.calls_to("stop")
+    assert [s.number for s in stops] == [0] and 18.0 <= stops[0].at <= 18.2, stops
+    assert sim.trial(0)["reason"].startswith("stopped: budget.cpu_hours 0.005 reached")

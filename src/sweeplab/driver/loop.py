@@ -237,12 +237,14 @@ class Driver(Recovery, EventWriter):
                                 reason=reason, at=self.clock.time(), attempt_state=None)
 
     def _check_budgets(self) -> None:
-        """cpu_hours / gpu_hours / cost spent: no new trials or retries; running trials finish (--hard: stop)."""
-        if self._ending or not self.budget.watches_resources:
+        """cpu_hours / gpu_hours / cost spent: no new trials or retries; running trials finish (--hard: stop),
+        also when the sweep had already stopped creating trials for another reason."""
+        if self._resources_spent or not self.budget.watches_resources:
             return
         reason = self.budget.resources_reached(self._running_seconds(), self._reported())
         if reason is None:
             return
+        self._resources_spent = True
         self._end(reason)
         self._halt = True
         self._stop_requeued(f"stopped: {reason}")
