@@ -72,3 +72,19 @@ def test_totals_round_trip_through_restore():
     assert "note" not in again.spend
     clock2.advance(8.0)
     assert again.time_reached() == "budget.time 20s reached"
+
+
+@pytest.mark.parametrize(("resources", "cpus", "gpus"), [
+    (Resources(cpus=2.0, gpus=1.0, workers=4), 2.0, 1.0),                     # cpus / gpus: the trial's totals
+    (Resources(workers=4, cpus_per_worker=2.0, gpus_per_worker=1.0), 8.0, 4.0),   # per process x processes
+    (Resources(cpus=3.0, workers=2, gpus_per_worker=0.5), 3.0, 1.0),
+])
+def test_a_multi_process_trial_spends_what_it_holds_per_process_times_processes(resources, cpus, gpus):
+    """`gpus_per_worker: 1` with `workers: 4` holds 4 GPUs (as the backends place it); the accountant used
+    `resources.gpus` alone (0 by default), so such a sweep never spent any GPU-hours."""
+    acc, clock = accountant(Budget(cpu_hours=1.0, gpu_hours=1.0), resources)
+    started = clock.monotonic()
+    clock.advance(3600.0)
+    acc.release(started)
+    assert acc.spend["cpu_seconds"] == pytest.approx(cpus * 3600.0)
+    assert acc.spend["gpu_seconds"] == pytest.approx(gpus * 3600.0)

@@ -92,3 +92,28 @@ def test_the_spend_is_stored_for_a_resumed_driver(sim):
     assert spend["cpu_seconds"] == pytest.approx(120.0)
     assert spend["seconds"] == pytest.approx(60.0, abs=0.2)
     assert spend["trials"] == 3
+
+
+@pytest.mark.parametrize("changes", [
+    {"budget": {"trials": 1, "time": 30}},                                   # trials reached at once (slot free)
+    {"method": "grid", "parameters": {"x": {"values": [0.1]}}, "budget": {"time": 30}},   # space exhausted
+], ids=["trials-reached-first", "grid-exhausted-first"])
+def test_the_time_budget_stops_a_trial_still_running_after_the_sweep_stopped_creating_trials(sim, changes):
+    """budget.time is a deadline for running trials whatever ended trial creation before it: a 100 s trial
+    is stopped at 30 s (it used to run to its end once budget.trials or the grid had ended the sweep)."""
+    long = Script().reports("loss", [0.9] * 10, every=10.0).finish().on_stop(after=1.0)
+    sim.run(long, slots=2, **changes)
+    stops = sim.backend.calls_to("stop")
+    assert [s.number for s in stops] == [0] and 30.0 <= stops[0].at <= 30.2, stops
+    t = sim.trial(0)
+    assert (t["state"], t["reason"]) == ("stopped", "stopped: budget.time 30s reached")
+
+
+def test_a_hard_resource_budget_stops_a_trial_still_running_after_budget_trials_ended_creation(sim):
+    """--hard cpu_hours (0.005 h = 18 cpu-s) spent while the only trial of `trials: 1` runs: it is stopped at
+    18 s (it used to run its 100 s once budget.trials had ended trial creation)."""
+    long = Script().reports("loss", [0.9] * 10, every=10.0).finish().on_stop(after=1.0)
+    sim.run(long, slots=2, hard_budget=True, budget={"trials": 1, "cpu_hours": 0.005})
+    stops = sim.backend.calls_to("stop")
+    assert [s.number for s in stops] == [0] and 18.0 <= stops[0].at <= 18.2, stops
+    assert sim.trial(0)["reason"].startswith("stopped: budget.cpu_hours 0.005 reached")

@@ -206,3 +206,37 @@ def test_resume_with_more_trials_runs_exactly_that_many_more(chaos):
 
     chaos("resume", "more", "-q", check=True)           # a finished sweep without --trials: nothing more
     assert len(chaos.trials("more")) == 6
+
+
+STUBBORN = """import signal, time
+def train(config, run):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)   # stops only when killed (after trial.grace)
+    while True:
+        time.sleep(0.05)
+"""
+
+
+@pytest.mark.parametrize("budget", ["time: 2s", "cpu_hours: 0.0005"])
+def test_a_resumed_sweep_whose_budget_was_spent_starts_no_attempt(chaos, reap, budget):
+    """The driver is killed while its trials outlive the stop that budget.time (or --hard cpu_hours) asked
+    of them; `sweeplab resume` finds the budget spent: the sweep ends again at once, and the trials that were
+    interrupted are not started again (they were, and ran until their grace ran out)."""
+    (chaos.tmp / "stubborn.py").write_text(STUBBORN)
+    body = (f"function: stubborn.py:train\nmethod: random\nmetric: {{name: loss, goal: minimize}}\n"
+            f"parameters:\n  x: {{min: 0.0, max: 1.0}}\nbudget: {{{budget}}}\ntrial: {{grace: 40s}}\n")
+    proc = chaos.start("sweep", str(chaos.spec("s", body)), "--name", "spent", "--workers", "2", "--hard", "-q")
+    reap.append(proc.pid)
+    chaos.wait_for(lambda: len(chaos.events("stopped")) == 2, what="both trials asked to stop", proc=proc)
+    reap.extend(w.pid for w in psutil.Process(proc.pid).children(recursive=True))
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert [t["state"] for t in chaos.trials("spent")] == ["running", "running"]
+
+    cp = chaos("resume", "spent", "-q", timeout=100)      # a restarted attempt would wait out its 40 s grace
+    assert cp.returncode == 1, cp.stdout + cp.stderr      # nothing completed
+    st = chaos.status("spent")["sweep"]
+    assert st["state"] == "finished" and st["end_reason"].startswith(f"budget.{budget.split(':')[0]}"), st
+    for t in chaos.trials("spent"):
+        assert [a["number"] for a in chaos.attempts(t["id"])] == [1], t["number"]   # no new attempt
+        assert t["state"] == "stopped" and t["reason"] == f"stopped: {st['end_reason']}", dict(t)
+    assert not chaos.stray_workers()

@@ -31,3 +31,26 @@ def test_a_driver_paused_past_the_heartbeat_timeout_kills_no_healthy_trial(chaos
     attempts = chaos.attempts(trial["id"])
     assert [(a["state"], a["reason"]) for a in attempts] == [("completed", None)]
     assert trial["state"] == "completed"
+
+
+def test_trials_that_end_inside_the_time_budget_while_the_driver_is_paused_keep_their_result(chaos, reap):
+    """Both trials finish (about 1 s of work) while the driver is stopped; the driver wakes after budget.time
+    is spent. What they sent before the deadline waits in the pipe: they ended inside the budget and are
+    completed, not `stopped: budget.time ... reached` (the driver used to judge the deadline before reading)."""
+    body = chaos.faulty_spec("stepper", method="random", params=chaos.params(x="{min: 0.0, max: 1.0}", steps=10,
+                                                                             delay=0.1),
+                             extra="budget: {trials: 2, time: 10s}")
+    proc = chaos.start("sweep", str(chaos.spec("pt", body)), "--name", "pt", "-q", "-w", "2")
+    reap.append(proc.pid)
+    for n in (0, 1):
+        chaos.wait_for(lambda n=n: chaos.running_attempt("pt", n), what=f"trial {n} running", proc=proc)
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(14)                          # the trials end; the sweep's 10 s pass without the driver
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{err}"
+    trials = chaos.trials("pt")
+    assert [(t["state"], t["reason"]) for t in trials] == [("completed", None)] * 2, trials
+    assert not chaos.stray_workers()

@@ -18,14 +18,19 @@ class BudgetAccountant:
     """The spend of one sweep, carried over resumes (`restore`) and saved with the sweep (`totals`).
 
     `spend` keys: seconds (sweep wall time over all its runs), cpu_seconds / gpu_seconds (held by trials:
-    one trial holds `resources.cpus` / `resources.gpus` over all its processes), trials, cost.<name>.
+    one trial holds `resources.cpus` / `resources.gpus` over all its processes, or `resources.workers` x
+    `cpus_per_worker` / `gpus_per_worker`), trials, cost.<name>.
     """
 
     def __init__(self, budget: Budget, resources: Resources, clock: Clock) -> None:
         self.budget = budget
         self.clock = clock
-        self.cpus = float(resources.cpus or 0.0)
-        self.gpus = float(resources.gpus or 0.0)
+        # what one trial holds, as the backends place it: per process x processes when the per-worker keys
+        # are given, else the trial's totals `cpus` / `gpus`
+        world = max(1, int(resources.workers or 1))
+        per_cpu, per_gpu = resources.cpus_per_worker, resources.gpus_per_worker
+        self.cpus = float(per_cpu) * world if per_cpu is not None else float(resources.cpus or 0.0)
+        self.gpus = float(per_gpu) * world if per_gpu is not None else float(resources.gpus or 0.0)
         self.spend: dict[str, float] = {}
         self.seconds_before = 0.0       # wall time of the sweep's earlier runs (before a resume)
         self._t0 = clock.monotonic()

@@ -97,7 +97,7 @@ class Driver(Recovery, EventWriter):
             polled_at = self.clock.monotonic()
             events = self.backend.poll(self._poll_timeout())
             self._note_alive(events)
-            self._watch(polled_at)
+            self._watch(polled_at, events)
             self._progress()
         return self._finish()
 
@@ -132,6 +132,8 @@ class Driver(Recovery, EventWriter):
         return bool(self.requeue and not self._halt) or self._can_create()
 
     def _fill_slots(self) -> None:
+        self._check_time()      # a spent budget starts no retry or requeued trial either (a resumed sweep's
+        self._check_budgets()   # budget may be spent before its first turn)
         while self.backend.free_slots() > 0:
             trial: TrialRecord | None
             if self.requeue and not self._halt:
@@ -210,15 +212,42 @@ class Driver(Recovery, EventWriter):
                                          at=self.clock.time())
                 self.backend.stop(tid)
 
+    def _check_time(self) -> None:
+        """budget.time spent: no new trials or retries; running trials are stopped, also when the sweep had
+        already stopped creating trials for another reason (budget.trials, the grid done): a deadline."""
+        reason = self.watchdog.time_up(ending=self._time_spent)
+        if reason is not None:
+            self._time_spent = True
+            self._end(reason)
+            self._halt = True
+            self._stop_running(f"stopped: {reason}")
+            self._stop_requeued(f"stopped: {reason}")
+
+    def _stop_requeued(self, reason: str) -> None:
+        """A spent budget ends the trials that wait to run again after an interruption (a resumed sweep's
+        trials that the killed driver was running) as it ends running ones: `stopped`, not left `interrupted`.
+        Trials queued for a retry after a failure keep their state."""
+        stopped = [t for t in self.requeue if t.state in (TrialState.INTERRUPTED, TrialState.PREEMPTED)]
+        if not stopped:
+            return
+        with self.store.transaction():
+            for t in stopped:
+                self.requeue.remove(t)
+                self._end_trial(t, TrialState.STOPPED, value=None, metrics={k: v for k, (_, v) in t.last.items()},
+                                reason=reason, at=self.clock.time(), attempt_state=None)
+
     def _check_budgets(self) -> None:
-        """cpu_hours / gpu_hours / cost spent: no new trials or retries; running trials finish (--hard: stop)."""
-        if self._ending or not self.budget.watches_resources:
+        """cpu_hours / gpu_hours / cost spent: no new trials or retries; running trials finish (--hard: stop),
+        also when the sweep had already stopped creating trials for another reason."""
+        if self._resources_spent or not self.budget.watches_resources:
             return
         reason = self.budget.resources_reached(self._running_seconds(), self._reported())
         if reason is None:
             return
+        self._resources_spent = True
         self._end(reason)
         self._halt = True
+        self._stop_requeued(f"stopped: {reason}")
         if self.hard_budget:
             self._stop_running(f"stopped: {reason}")
 
@@ -338,17 +367,21 @@ class Driver(Recovery, EventWriter):
 
 
     # ------------------------------------------------------------------------------------------ orders
-    def _watch(self, polled_at: float | None = None) -> None:
+    def _watch(self, polled_at: float | None = None, events: list[Event] | None = None) -> None:
         """Carry out the watchdog's orders: the time budget, then the other budgets, then each trial's (their
-        silences judged as of `polled_at`, when the driver last started reading what trials sent)."""
-        reason = self.watchdog.time_up(ending=self._ending is not None)
-        if reason is not None:
-            self._end(reason)
-            self._halt = True
-            self._stop_running(f"stopped: {reason}")
+        silences judged as of `polled_at`, when the driver last started reading what trials sent).
+
+        Before a deadline (budget.time, trial.timeout, trial.grace) is enforced, what the trials sent that the
+        driver has not read yet is read into `events` (handled at the next turn): a driver that was paused
+        (SIGSTOP, a debugger) past a deadline finds there the trials that ended in time, which keep their
+        result, and the backend no longer counts them running."""
+        if events is not None and self.watchdog.due(self._running(), ending=self._time_spent):
+            more = self.backend.poll(0.0)
+            self._note_alive(more)
+            events.extend(more)
+        self._check_time()
         self._check_budgets()
-        running = [t for tid in self.backend.running() if (t := self.trials.get(tid)) is not None]
-        for order in self.watchdog.orders(running, polled_at):
+        for order in self.watchdog.orders(self._running(), polled_at):
             t = self.trials[order.trial_id]
             if isinstance(order, Kill):
                 t.kill_reason = order.reason
@@ -358,6 +391,10 @@ class Driver(Recovery, EventWriter):
             else:
                 with self.store.transaction():
                     self._apply_verdict(t, order.verdict)
+
+
+    def _running(self) -> list[TrialRecord]:
+        return [t for tid in self.backend.running() if (t := self.trials.get(tid)) is not None]
 
 
 def _main_thread() -> bool:

@@ -81,6 +81,8 @@ class DriverState:
         self._ending: str | None = None            # why no new trials are created
         self._ending_state = SweepState.FINISHED
         self._halt = False                         # no retries / requeues either (time budget, crash loop)
+        self._time_spent = False                   # budget.time reached (and its running trials stopped)
+        self._resources_spent = False              # a cpu/gpu-hours or cost budget reached
         self._bad_input: str | None = None         # a config no trial can build: the sweep ends, exit 2
         self._completed_any = False
         self._signal: int | None = None

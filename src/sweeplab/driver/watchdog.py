@@ -53,8 +53,18 @@ class Watchdog:
         self.clock = clock
 
     def time_up(self, *, ending: bool) -> str | None:
-        """Why the sweep stops now because `budget.time` is spent (stop every running trial), or None."""
+        """Why the sweep stops now because `budget.time` is spent (stop every running trial), or None.
+        `ending`: the time budget already did (nothing more to order)."""
         return None if ending else self.budget.time_reached()
+
+    def due(self, running: Iterable[TrialRecord], *, ending: bool) -> bool:
+        """Whether a deadline falls now: budget.time spent, or a running trial past trial.timeout or
+        trial.grace (what `time_up` and `orders` would act on; silences are judged as of a read already)."""
+        if self.time_up(ending=ending) is not None:
+            return True
+        now = self.clock.monotonic()
+        return any(t.started_mono is not None and t.kill_reason is None and self._deadline(t, now) is not None
+                   for t in running)
 
     def orders(self, running: Iterable[TrialRecord], at: float | None = None) -> list[Order]:
         """At most one order per running trial: the first of grace, timeout, heartbeat, idle monitors.
@@ -76,15 +86,21 @@ class Watchdog:
         return out
 
     def _kill(self, t: TrialRecord, now: float, seen: float) -> Kill | None:
+        order = self._deadline(t, now)
+        policy = self.policy
+        if (order is None and policy.heartbeat_timeout is not None and t.last_seen is not None
+                and seen - t.last_seen > policy.heartbeat_timeout):
+            return Kill(t.id, f"no heartbeat for {policy.heartbeat_timeout:g}s (trial.heartbeat_timeout; hung)")
+        return order
+
+    def _deadline(self, t: TrialRecord, now: float) -> Kill | None:
+        """trial.grace after a stop, or trial.timeout, passed."""
         policy = self.policy
         started = t.started_mono if t.started_mono is not None else now
         if t.stop_at is not None and now - t.stop_at > policy.grace:
             return Kill(t.id, f"did not stop within trial.grace ({policy.grace:g}s)")
         if policy.timeout is not None and t.spent + now - started > policy.timeout:
             return Kill(t.id, f"trial.timeout ({policy.timeout:g}s over all its attempts) exceeded", final=True)
-        if (policy.heartbeat_timeout is not None and t.last_seen is not None
-                and seen - t.last_seen > policy.heartbeat_timeout):
-            return Kill(t.id, f"no heartbeat for {policy.heartbeat_timeout:g}s (trial.heartbeat_timeout; hung)")
         return None
 
     def _idle(self, t: TrialRecord, now: float) -> Judge | None:

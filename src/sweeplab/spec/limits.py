@@ -31,15 +31,27 @@ class _Limits(_Reader):
         cost = raw.get("cost")
         if cost is not None:
             cost = self.mapping(cost, "budget.cost", "{usd: 20}")
-            cost = {str(k): self.number(v, f"budget.cost.{k}") for k, v in cost.items()}
+            cost = {str(k): self.spendable(self.number(v, f"budget.cost.{k}"), v, f"budget.cost.{k}",
+                                           "a number > 0") for k, v in cost.items()}
+        time = raw.get("time")
         return Budget(
             trials=trials if trials is not None else cap,
-            time=self.duration(raw.get("time"), "budget.time"),
-            gpu_hours=self.hours(raw.get("gpu_hours"), "budget.gpu_hours"),
-            cpu_hours=self.hours(raw.get("cpu_hours"), "budget.cpu_hours"),
+            time=self.spendable(self.duration(time, "budget.time"), time, "budget.time",
+                                "a duration like 30s, 30m, 2h (leave it out for no limit)"),
+            gpu_hours=self.spendable(self.hours(raw.get("gpu_hours"), "budget.gpu_hours"), raw.get("gpu_hours"),
+                                     "budget.gpu_hours", "a number of hours > 0 or a duration like 90m"),
+            cpu_hours=self.spendable(self.hours(raw.get("cpu_hours"), "budget.cpu_hours"), raw.get("cpu_hours"),
+                                     "budget.cpu_hours", "a number of hours > 0 or a duration like 90m"),
             cost=cost,
             prices=self.prices(raw.get("prices"), cost),
         )
+
+    def spendable(self, value: float | None, raw: Any, key: str, expected: str) -> float | None:
+        """A budget limit above 0: a limit of 0 is spent before the first trial (as `trials: 0` would be)."""
+        if value is not None and value <= 0:
+            raise self.error("must be above 0: the sweep would end before its first trial", key, value=raw,
+                             expected=expected)
+        return value
 
     def prices(self, raw: Any, cost: Mapping[str, float] | None) -> dict[str, float] | None:
         """Prices per resource-hour, e.g. {cpu_hour: 0.04, gpu_hour: 2.5}: added to every budget.cost."""
