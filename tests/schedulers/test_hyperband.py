@@ -102,10 +102,13 @@ def test_a_trial_is_judged_between_bands_when_later_trials_raise_the_bar() -> No
     assert v.stops and v.data["band"] == 1 and v.data["value"] == 5
 
 
-def test_nan_is_the_worst_value_at_a_band() -> None:
+def test_nan_and_inf_are_skipped_as_wandb_filters_them_from_the_history() -> None:
+    # sweeps/run.py metric_history(filter_invalid=True): a non-finite value is no iteration and no band value
     sched = HyperbandScheduler(min_iter=1, eta=3)
     _feed(sched, 0, [1, 1])
-    assert _feed(sched, 1, [math.nan])[-1] is Decision.STOP
+    assert _feed(sched, 1, [math.nan, math.inf, -math.inf]) == [Decision.CONTINUE] * 3
+    assert sched.on_report(1, 3, 0.5).decision is Decision.CONTINUE   # its 1st value, at band 1: best
+    assert sched.on_report(2, 0, 2).stops   # band 1 threshold: index int(3/3) of sorted {0.5, 1, 2}: 1
 
 
 def test_a_band_is_reached_by_the_count_of_reports_not_by_the_step_as_in_wandb() -> None:
