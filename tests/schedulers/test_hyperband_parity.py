@@ -169,3 +169,11 @@ def test_min_iter_bands_end_after_wandbs_hundred_bands(eta: float, limit: int) -
     sched = make_scheduler({"type": "hyperband", "min_iter": 1, "eta": eta}, goal=Goal.MINIMIZE)
     assert isinstance(sched, HyperbandScheduler)
     assert sched.bands(upto=10**9)[-1] == limit == max(wandb_bands({"min_iter": 1, "eta": eta}))
+
+
+def test_min_iter_above_max_iter_is_accepted_as_wandb_accepts_it_and_max_iter_wins() -> None:
+    # W&B's schema (anyOf [max_iter, s] | [min_iter]) accepts it; hyperband_stop_runs reads max_iter first
+    et = {"max_iter": 5, "min_iter": 10, "s": 2, "eta": 2}
+    sched = make_scheduler({"type": "hyperband", **et}, goal=Goal.MINIMIZE)
+    assert isinstance(sched, HyperbandScheduler)
+    assert sched.bands() == wandb_bands(et) == [1, 2]

@@ -197,9 +197,6 @@ def _validate(
     for name, v in (("min_iter", min_iter), ("max_iter", max_iter), ("s", s)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise err(name, f"{name} must be a positive integer", v, "an integer >= 1", f"set {name}: 1 or more")
-    if min_iter is not None and max_iter is not None and min_iter > max_iter:
-        raise err("min_iter", "min_iter is greater than max_iter", min_iter, f"an integer <= {max_iter}",
-                  "give only one of them, as W&B recommends")
     if max_iter is not None:
         if s is None:
             raise SpecError(
