@@ -23,9 +23,11 @@ from sweeplab.types import Decision, Goal, TrialState
         ({"max_iter": 81, "eta": 3, "s": 3}, [3, 9, 27]),
         ({"max_iter": 10, "eta": 3, "s": 5}, [1, 3]),             # bands below 1 are dropped
         ({"max_iter": 27, "min_iter": 2, "eta": 3, "s": 2}, [3, 9]),  # max_iter wins, as in W&B
+        ({"min_iter": 45, "eta": 1.4}, [45, 62, 88]),    # W&B's float product: 45 * 1.4 = 62.999..., so 62
+        ({"max_iter": 33, "eta": 1.1, "s": 1}, [29]),    # W&B's float quotient: 33 / 1.1 = 29.999..., so 29
     ],
     ids=["min1-eta3", "min3-eta3-s3", "min2-eta2-s4", "min1-eta2.5-s4", "max150-eta3-s4", "max19-eta3-s2",
-         "max5-eta2-s2", "max81-eta3-s3", "max10-eta3-s5", "both-given"],
+         "max5-eta2-s2", "max81-eta3-s3", "max10-eta3-s5", "both-given", "float-product", "float-quotient"],
 )
 def test_band_steps_match_wandb(options: dict, bands: list[int]) -> None:
     assert hyperband_bands(**options, upto=100) == bands
