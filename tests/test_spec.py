@@ -536,3 +536,11 @@ def test_stored_config_path_is_absolute(tmp_path, monkeypatch):
 def test_from_jsonable_names_the_stored_spec_in_errors():
     with pytest.raises(SpecError, match="<stored spec>: method: missing required key"):
         SweepSpec.from_jsonable({"function": "m:f"})
+
+
+def test_hyperband_min_iter_beside_max_iter_is_a_warning_as_w_and_b_uses_max_iter():
+    raw = base_spec()
+    raw["early_terminate"] = {"type": "hyperband", "max_iter": 5, "min_iter": 10, "s": 2, "eta": 2}
+    spec = parse_spec(raw, file="sweep.yaml")
+    assert spec.early_terminate["min_iter"] == 10
+    assert any("early_terminate.min_iter: " in w and "max_iter wins" in w for w in spec.warnings)

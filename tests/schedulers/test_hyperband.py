@@ -23,9 +23,11 @@ from sweeplab.types import Decision, Goal, TrialState
         ({"max_iter": 81, "eta": 3, "s": 3}, [3, 9, 27]),
         ({"max_iter": 10, "eta": 3, "s": 5}, [1, 3]),             # bands below 1 are dropped
         ({"max_iter": 27, "min_iter": 2, "eta": 3, "s": 2}, [3, 9]),  # max_iter wins, as in W&B
+        ({"min_iter": 45, "eta": 1.4}, [45, 62, 88]),    # W&B's float product: 45 * 1.4 = 62.999..., so 62
+        ({"max_iter": 33, "eta": 1.1, "s": 1}, [29]),    # W&B's float quotient: 33 / 1.1 = 29.999..., so 29
     ],
     ids=["min1-eta3", "min3-eta3-s3", "min2-eta2-s4", "min1-eta2.5-s4", "max150-eta3-s4", "max19-eta3-s2",
-         "max5-eta2-s2", "max81-eta3-s3", "max10-eta3-s5", "both-given"],
+         "max5-eta2-s2", "max81-eta3-s3", "max10-eta3-s5", "both-given", "float-product", "float-quotient"],
 )
 def test_band_steps_match_wandb(options: dict, bands: list[int]) -> None:
     assert hyperband_bands(**options, upto=100) == bands
@@ -102,10 +104,13 @@ def test_a_trial_is_judged_between_bands_when_later_trials_raise_the_bar() -> No
     assert v.stops and v.data["band"] == 1 and v.data["value"] == 5
 
 
-def test_nan_is_the_worst_value_at_a_band() -> None:
+def test_nan_and_inf_are_skipped_as_wandb_filters_them_from_the_history() -> None:
+    # sweeps/run.py metric_history(filter_invalid=True): a non-finite value is no iteration and no band value
     sched = HyperbandScheduler(min_iter=1, eta=3)
     _feed(sched, 0, [1, 1])
-    assert _feed(sched, 1, [math.nan])[-1] is Decision.STOP
+    assert _feed(sched, 1, [math.nan, math.inf, -math.inf]) == [Decision.CONTINUE] * 3
+    assert sched.on_report(1, 3, 0.5).decision is Decision.CONTINUE   # its 1st value, at band 1: best
+    assert sched.on_report(2, 0, 2).stops   # band 1 threshold: index int(3/3) of sorted {0.5, 1, 2}: 1
 
 
 def test_a_band_is_reached_by_the_count_of_reports_not_by_the_step_as_in_wandb() -> None:

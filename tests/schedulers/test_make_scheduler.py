@@ -55,7 +55,6 @@ BAD = [
     ({"type": "hyperband", "max_iter": 27}, "early_terminate.s", "needs s"),
     ({"type": "hyperband", "max_iter": 2, "s": 2, "eta": 3}, "early_terminate.max_iter", "no band"),
     ({"type": "hyperband", "min_iter": 0}, "early_terminate.min_iter", "integer >= 1"),
-    ({"type": "hyperband", "min_iter": 9, "max_iter": 3, "s": 1}, "early_terminate.min_iter", "greater"),
     ({"type": "hyperband", "min_iter": 3, "eta": 1}, "early_terminate.eta", "number > 1"),
     ({"type": "hyperband", "min_iter": 3, "strict": "yes"}, "early_terminate.strict", "true or false"),
     ({"type": "hyperband", "min_iter": 3, "brackets": 2}, "early_terminate.brackets", "unknown option"),

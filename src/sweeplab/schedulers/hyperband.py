@@ -1,8 +1,8 @@
 """W&B's `hyperband` early termination, with W&B's keys and meaning, judged on every report.
 
 Bands (the steps where trials are judged), as W&B computes them:
-    min_iter given:  int(min_iter * eta**k) for k = 0, 1, ... (`s` is not used with min_iter, as in W&B)
-    max_iter given:  int(max_iter / eta**k) for k = 1 .. s, dropping bands below 1 (max_iter takes
+    min_iter given:  int(min_iter * eta**k) for k = 0 .. 99 (`s` is not used with min_iter, as in W&B)
+    max_iter given:  int(max_iter / eta**k) for k = 1 .. s, stopping below 1 (max_iter takes
                      precedence when both are given, as in W&B)
 At each band every trial that reached it records its value. As in W&B's controller, band b is reached by
 a trial's b-th report of the metric (its value at index b-1 of the metric's history, whatever the steps
@@ -10,7 +10,9 @@ the program gives; sources: wandb/sweeps, hyperband_stopping.py, hyperband_stop_
 `band <= len(history)`, since wandb/sweeps#99; the sweeps 0.2.0 wheel on PyPI predates it), so a trial
 logging from step 0 is judged at step b-1, one logging from step 1 at step b.
 The threshold of a band is the `int(n / eta)`-th best of the n values recorded there (so the
-top 1/eta pass); a running trial whose value is worse than the threshold of the last band it passed is
+top 1/eta pass). NaN and infinite values are skipped (no report, no band value), as W&B's
+metric_history(filter_invalid=True) drops them. A running trial whose value is worse than the threshold
+of the last band it passed is
 stopped. `strict: true` (W&B's default) compares the value recorded at that band; `strict: false` compares
 the trial's best value so far, which stops fewer trials. W&B evaluates this every few minutes; sweeplab on
 every report, so a trial can also be stopped between bands when later trials raise the bar.
@@ -25,27 +27,41 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweeplab.errors import SpecError
-from sweeplab.schedulers.base import Options, Scheduler, fmt, geometric_steps, unscore
+from sweeplab.schedulers.base import Options, Scheduler, fmt, unscore
 from sweeplab.types import Decision, Goal, TrialState, Verdict
 
 __all__ = ["HyperbandScheduler", "hyperband_bands"]
 
 _KEYS = ("type", "metric", "min_iter", "max_iter", "s", "eta", "strict")
 _UNBOUNDED = 10**18
+_WANDB_MIN_ITER_BANDS = 100   # W&B computes this many bands from min_iter; none after them
 
 
 def hyperband_bands(
     *, min_iter: int | None = None, max_iter: int | None = None, s: int | None = None, eta: float = 3,
     upto: int = _UNBOUNDED,
 ) -> list[int]:
-    """The band steps W&B's hyperband judges at, ascending (those <= `upto` when unbounded). `s` counts
-    the bands below max_iter; with min_iter alone the bands go on, as in W&B (hyperband_stop_runs)."""
+    """The band steps W&B's hyperband judges at, ascending (those <= `upto`), with W&B's own float
+    arithmetic (wandb/sweeps, hyperband_stopping.py, hyperband_stop_runs): max_iter divided by eta s times,
+    each truncated, stopping below 1; or min_iter multiplied by eta, truncated, for W&B's 100 bands."""
+    bands: set[int] = set()
     if max_iter is not None:
-        bands = {int(max_iter / eta**k + 1e-9) for k in range(1, (s or 0) + 1)}
-        return sorted(b for b in bands if 1 <= b <= upto)
+        band: float = max_iter
+        for _ in range(s or 0):
+            band /= eta
+            if band < 1:
+                break
+            bands.add(int(band))
+        return sorted(b for b in bands if b <= upto)
     if min_iter is None:
         raise ValueError("hyperband needs min_iter or max_iter")
-    return geometric_steps(min_iter, eta, upto=upto, round_up=False)
+    band = min_iter
+    for _ in range(_WANDB_MIN_ITER_BANDS):
+        if int(band) > upto:
+            break
+        bands.add(int(band))
+        band *= eta
+    return sorted(bands)
 
 
 @dataclass
@@ -110,8 +126,9 @@ class HyperbandScheduler(Scheduler):
         if t.ended:
             return Verdict.go_on()
         sc = self._score(value)
-        t.best = min(t.best, sc)
-        t.reports += 1
+        if math.isfinite(sc):   # W&B drops NaN and infinite values from the history (filter_invalid):
+            t.best = min(t.best, sc)  # they are no iteration and no band value; the trial is judged as is
+            t.reports += 1
         passed = self._bands_upto(t.reports)   # W&B: band b needs len(history) >= b
         for band in passed:  # recorded whatever the verdicts: the replay order cannot change the bands
             if band not in t.band_scores:
@@ -180,9 +197,6 @@ def _validate(
     for name, v in (("min_iter", min_iter), ("max_iter", max_iter), ("s", s)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise err(name, f"{name} must be a positive integer", v, "an integer >= 1", f"set {name}: 1 or more")
-    if min_iter is not None and max_iter is not None and min_iter > max_iter:
-        raise err("min_iter", "min_iter is greater than max_iter", min_iter, f"an integer <= {max_iter}",
-                  "give only one of them, as W&B recommends")
     if max_iter is not None:
         if s is None:
             raise SpecError(

@@ -382,6 +382,10 @@ class _SpecParser(_WandbWarnings, _Limits):
                               expected=f"one of {', '.join(_HYPERBAND_KEYS)}",
                               hint=_did_you_mean(str(k), _HYPERBAND_KEYS))
                     del out[k]
+            if out.get("min_iter") is not None and out.get("max_iter") is not None:
+                self.warn("min_iter is not used beside max_iter", "early_terminate.min_iter",
+                          value=out["min_iter"], expected="min_iter or max_iter with s, not both",
+                          note="max_iter wins, as in W&B")
         return out
 
     def monitors(self, raw: Any) -> tuple[Any, ...]:
