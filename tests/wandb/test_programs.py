@@ -31,9 +31,16 @@ def _offline_env() -> dict[str, str]:
     return env
 
 
-def _sweep(project: str, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _sweep(project: str, tmp_path: Path, *extra: str, how: str | None = None
+           ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run the project's sweep.yaml; `how`: "command" adds `program: train.py`, "function" runs
+    `train.py:train` as a function trial."""
     work = tmp_path / project
     shutil.copytree(PROJECTS / project, work)
+    if how == "command":
+        (work / "sweep.yaml").write_text((work / "sweep.yaml").read_text() + "program: train.py\n")
+    elif how == "function":
+        extra = (*extra, "--function", "train.py:train")
     store = tmp_path / "store"
     proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(store), "-q",
                            "--workers", "2", *extra], cwd=work, env=_offline_env(), capture_output=True,
@@ -246,14 +253,7 @@ def test_a_trials_run_has_a_sweep_id_and_a_name_as_under_wandbs_agent(tmp_path: 
     # programs take wandb.config only when `wandb.run.sweep_id` says they run in a sweep, and name paths
     # after `wandb.run.name`: with None, every trial ran the program's defaults, or failed in os.path.join
     work = tmp_path / "run_identity"
-    shutil.copytree(PROJECTS / "run_identity", work)
-    extra = ["--function", "train.py:train"] if how == "function" else []
-    if how == "command":
-        (work / "sweep.yaml").write_text((work / "sweep.yaml").read_text() + "program: train.py\n")
-    store = tmp_path / "store"
-    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(store), "-q",
-                           "--workers", "2", *extra], cwd=work, env=_offline_env(), capture_output=True, text=True,
-                          timeout=600)
+    proc, store = _sweep("run_identity", tmp_path, how=how)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [t["value"] for t in _trials(store)] == pytest.approx([0.1, 0.2])   # the sweep's values were taken
     runs = sorted((work / "checkpoints" / "idsweep").iterdir())
@@ -287,14 +287,7 @@ def test_disabled_runs_of_other_ranks_do_not_report_to_the_trial(tmp_path: Path)
 def test_a_run_finished_with_a_nonzero_exit_code_fails_its_trial(tmp_path: Path, how: str) -> None:
     # `wandb.finish(exit_code=1)` after a caught failure: W&B marks the run failed. A function trial completed
     # with the loss it had logged (or failed saying the metric was never reported)
-    work = tmp_path / "finish_exit_code"
-    shutil.copytree(PROJECTS / "finish_exit_code", work)
-    extra = ["--function", "train.py:train"] if how == "function" else []
-    if how == "command":
-        (work / "sweep.yaml").write_text((work / "sweep.yaml").read_text() + "program: train.py\n")
-    store = tmp_path / "store"
-    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(store), "-q",
-                           *extra], cwd=work, env=_offline_env(), capture_output=True, text=True, timeout=600)
+    proc, store = _sweep("finish_exit_code", tmp_path, how=how)
     ok, oom = _trials(store)
     assert (ok["state"], ok["value"]) == ("completed", pytest.approx(0.32))
     assert oom["state"] == "failed" and "wandb.finish(exit_code=1)" in oom["reason"], proc.stdout + proc.stderr
