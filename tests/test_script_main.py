@@ -47,6 +47,7 @@ def test_a_plain_python_script_runs_one_recorded_trial_with_its_overrides(tmp_pa
     (tmp_path / "base.yaml").write_text("lr: 0.5\nfail: false\n")
     cp = _python(tmp_path, "train.py", "lr=0.1", "--config", "base.yaml", "-q")
     assert cp.returncode == 0, cp.stderr
+    assert "run run-train finished" in cp.stdout and "budget" not in cp.stdout   # one trial: no budget talk
     best = json.loads(_python(tmp_path, "-m", "sweeplab", "best", "run-train", "--json").stdout)
     assert best["metrics"]["loss"] == 0.1 and best["trial"] == 0   # the override reached the trial
     assert _states(tmp_path / ".sweeplab", "run-train") == ["completed"]
