@@ -60,20 +60,45 @@ class _Axis:
     encode: Callable[[Any], Any]
 
 
+#: integer axes with more values than this are searched as floats rounded to an integer: Optuna's GP lists every
+#: value of an integer axis on each ask (numpy.arange over the range: 0..1e10 raised a 74 GiB MemoryError)
+MAX_INT_CHOICES = 2**20
+
+
+def _int_axis(lo: int, hi: int, log: bool, decode: Callable[[int], Any], encode: Callable[[Any], int]) -> _Axis:
+    """Integers lo..hi (Optuna's IntDistribution), or past MAX_INT_CHOICES values a float range rounded to one."""
+    from optuna.distributions import FloatDistribution, IntDistribution
+
+    if hi - lo < MAX_INT_CHOICES:
+        return _Axis(IntDistribution(lo, hi, log=log), lambda k: decode(int(k)), encode)
+
+    def nearest(x: Any) -> Any:
+        return decode(min(max(round(float(x)), lo), hi))
+
+    return _Axis(FloatDistribution(float(lo), float(hi), log=log), nearest, lambda v: float(encode(v)))
+
+
+def _reached(lo: float, hi: float) -> tuple[int, int]:
+    """The k that round(x) takes with some probability for x uniform in [lo, hi]: round(lo) and round(hi), except
+    an end on a tie rounded away from the range (round(0.5) is 0: only x == 0.5 exactly gives it)."""
+    first, last = round(lo), round(hi)
+    return first + (lo - first == 0.5), last - (last - hi == 0.5)
+
+
 def _axis(dist: Distribution) -> _Axis:
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
 
     if isinstance(dist, Categorical):  # indices: any JSON value works, and True != 1
         values = dist.values
         return _Axis(CategoricalDistribution(tuple(range(len(values)))), lambda i: values[i], dist.index_of)
     if isinstance(dist, IntUniform):
-        return _Axis(IntDistribution(dist.min, dist.max), int, int)
+        return _int_axis(dist.min, dist.max, False, int, int)
     if isinstance(dist, (QUniform, QLogUniform, QLogUniformValues)):
         q = dist.q
-        lo, hi = (round(b / q) for b in dist.bounds())
+        lo, hi = _reached(*(b / q for b in dist.bounds()))
         log = not isinstance(dist, QUniform)
         if lo < hi and (lo >= 1 or not log):  # the multiples of q the W&B rounding can produce
-            return _Axis(IntDistribution(lo, hi, log=log), lambda k: quantize(k * q, q), lambda v: round(v / q))
+            return _int_axis(lo, hi, log, lambda k: quantize(k * q, q), lambda v: round(v / q))
     elif isinstance(dist, Uniform):
         return _Axis(FloatDistribution(float(dist.min), float(dist.max)), float, float)
     elif isinstance(dist, LogUniformBase):

@@ -1,0 +1,58 @@
+"""Distribution edge cases through the searchers (audit of the search space): huge integer ranges, q_uniform
+rounding at the ends of its range, zero probabilities."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sweeplab.search.optuna import GPSearcher
+from sweeplab.space import parse_parameters
+from sweeplab.testing.searchers import HAS_TORCH
+from sweeplab.types import Goal, TrialState
+
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+
+
+@needs_torch
+def test_gp_models_huge_integer_ranges_without_listing_their_values() -> None:
+    # Optuna's GP lists every value of an integer axis (numpy.arange over the range) on each ask: an int_uniform
+    # over 0..2**62 ended the sweep with "array is too big" at the first modelled trial, 0..1e10 with a 74 GiB
+    # MemoryError
+    space = parse_parameters({
+        "n": {"min": 0, "max": 2**62},
+        "k": {"distribution": "q_log_uniform_values", "min": 1, "max": 10**15, "q": 1},
+        "u": {"min": 0.0, "max": 1.0},
+    })
+    searcher = GPSearcher(space, Goal.MINIMIZE, 0, n_startup_trials=2)
+    for number in range(4):
+        params = searcher.ask()
+        assert space.contains(params), params
+        assert type(params["n"]) is int and type(params["k"]) is int
+        searcher.tell(number, params, TrialState.COMPLETED, abs(params["n"] - 2**60) / 2**60 + params["u"])
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"min": 1, "max": 10, "q": 2}, (1, 5)),     # 0 = round(0.5) * 2 only where the draw is exactly min
+        ({"min": 0, "max": 7, "q": 2}, (0, 3)),      # 8 = round(3.5) * 2 only where the draw is exactly max
+        ({"min": 0, "max": 5, "q": 2}, (0, 2)),      # round(2.5) is 2: 4 is reached, 6 never
+        ({"min": 0.1, "max": 1.0, "q": 0.5}, (0, 2)),  # 0 is reached (draws below 0.25), as in W&B's random
+    ],
+    ids=["min-on-a-tie", "max-on-a-tie", "max-tie-rounds-down", "below-min-reached"],
+)
+def test_optuna_searches_only_the_multiples_of_q_that_random_draws_reach(raw: dict[str, Any],
+                                                                          expected: tuple[int, int]) -> None:
+    # q_uniform is round(U(min, max) / q) * q: the TPE/GP axis held k = 0 for min 1 and q 2 (the value 0, below
+    # min), which random search reaches only where U is exactly min, and TPE proposed it as often as any other
+    from optuna.distributions import IntDistribution
+
+    from sweeplab.search.optuna import encode_space
+
+    space = parse_parameters({"x": {"distribution": "q_uniform", **raw}})
+    axis = encode_space(space)["x"]
+    assert axis.distribution == IntDistribution(*expected)
+    reached = {space.params["x"].from_unit((i + 0.5) / 4000) for i in range(4000)}
+    assert reached == {axis.decode(k) for k in range(expected[0], expected[1] + 1)}
