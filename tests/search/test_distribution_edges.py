@@ -56,3 +56,18 @@ def test_optuna_searches_only_the_multiples_of_q_that_random_draws_reach(raw: di
     assert axis.distribution == IntDistribution(*expected)
     reached = {space.params["x"].from_unit((i + 0.5) / 4000) for i in range(4000)}
     assert reached == {axis.decode(k) for k in range(expected[0], expected[1] + 1)}
+
+
+def test_tpe_replays_a_forked_grid_sweeps_q_uniform_points() -> None:
+    # a grid over q_uniform 1..10 by 2 runs 1, 3, 5, 7, 9 (W&B's arange); a sweep forked from it hands them to
+    # TPE, whose axis holds the multiples of q: they are told as the nearest one, not refused by Optuna
+    from sweeplab.search.optuna import TPESearcher
+    from sweeplab.types import TrialSnapshot
+
+    space = parse_parameters({"x": {"distribution": "q_uniform", "min": 1, "max": 10, "q": 2}})
+    history = [TrialSnapshot(i, p, TrialState.COMPLETED, value=float(p["x"])) for i, p in enumerate(space.grid())]
+    searcher = TPESearcher(space, Goal.MINIMIZE, 0, n_startup_trials=2)
+    searcher.replay(history)
+    told = [t.params["x"] for t in searcher.study.trials]   # k, for the value 2k: a nearest multiple of q
+    assert told == [1, 2, 2, 4, 4]   # 1 -> 2 (0 is off the axis), 3 -> 4, 5 -> 4, 7 -> 8, 9 -> 8 (ties to even)
+    assert space.contains(searcher.ask())

@@ -69,13 +69,16 @@ def _int_axis(lo: int, hi: int, log: bool, decode: Callable[[int], Any], encode:
     """Integers lo..hi (Optuna's IntDistribution), or past MAX_INT_CHOICES values a float range rounded to one."""
     from optuna.distributions import FloatDistribution, IntDistribution
 
+    def clamped(v: Any) -> int:   # a q_uniform grid point off the multiples of q (min 1, q 2: 1) -> the nearest
+        return min(max(encode(v), lo), hi)
+
     if hi - lo < MAX_INT_CHOICES:
-        return _Axis(IntDistribution(lo, hi, log=log), lambda k: decode(int(k)), encode)
+        return _Axis(IntDistribution(lo, hi, log=log), lambda k: decode(int(k)), clamped)
 
     def nearest(x: Any) -> Any:
         return decode(min(max(round(float(x)), lo), hi))
 
-    return _Axis(FloatDistribution(float(lo), float(hi), log=log), nearest, lambda v: float(encode(v)))
+    return _Axis(FloatDistribution(float(lo), float(hi), log=log), nearest, lambda v: float(clamped(v)))
 
 
 def _reached(lo: float, hi: float) -> tuple[int, int]:
