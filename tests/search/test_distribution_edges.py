@@ -71,3 +71,25 @@ def test_tpe_replays_a_forked_grid_sweeps_q_uniform_points() -> None:
     told = [t.params["x"] for t in searcher.study.trials]   # k, for the value 2k: a nearest multiple of q
     assert told == [1, 2, 2, 4, 4]   # 1 -> 2 (0 is off the axis), 3 -> 4, 5 -> 4, 7 -> 8, 9 -> 8 (ties to even)
     assert space.contains(searcher.ask())
+
+
+@pytest.mark.parametrize("method", ["tpe", pytest.param("gp", marks=needs_torch), "nsga2"])
+def test_model_based_searchers_never_suggest_a_value_of_probability_zero(method: str) -> None:
+    # random and sobol never draw a value whose probability is 0; the Optuna searchers' categorical held every
+    # value, so TPE, the GP's design and NSGA-II proposed it as often as the others
+    from sweeplab.search import make_searcher
+    from sweeplab.types import TrialSnapshot
+
+    space = parse_parameters({"w": {"values": ["a", "b", "c"], "probabilities": [0.5, 0.0, 0.5]},
+                              "u": {"min": 0.0, "max": 1.0}})
+    searcher = make_searcher(method, space, Goal.MINIMIZE, 0, prefetch=False, n_startup_trials=3) \
+        if method != "nsga2" else make_searcher(method, space, Goal.MINIMIZE, 0, prefetch=False)
+    # a trial from a grid (which ignores probabilities) of a forked sweep is history the model cannot hold
+    searcher.replay([TrialSnapshot(0, {"w": "b", "u": 0.5}, TrialState.COMPLETED, value=0.0)])
+    asked = []
+    for number in range(1, 9):
+        params = searcher.ask()
+        asked.append(params["w"])
+        searcher.tell(number, params, TrialState.COMPLETED, params["u"])
+    searcher.close()
+    assert "b" not in asked and set(asked) == {"a", "c"}

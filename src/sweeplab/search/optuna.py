@@ -93,7 +93,9 @@ def _axis(dist: Distribution) -> _Axis:
 
     if isinstance(dist, Categorical):  # indices: any JSON value works, and True != 1
         values = dist.values
-        return _Axis(CategoricalDistribution(tuple(range(len(values)))), lambda i: values[i], dist.index_of)
+        weights = getattr(dist, "probabilities", None)   # a value of probability 0 is never drawn, nor modelled
+        choices = tuple(i for i in range(len(values)) if weights is None or weights[i] > 0)
+        return _Axis(CategoricalDistribution(choices), lambda i: values[i], dist.index_of)
     if isinstance(dist, IntUniform):
         return _int_axis(dist.min, dist.max, False, int, int)
     if isinstance(dist, (QUniform, QLogUniform, QLogUniformValues)):
@@ -401,9 +403,18 @@ class OptunaSearcher(Searcher):
             return TS.PRUNED, steps[max(steps)], steps
         return TS.FAIL, None, steps
 
+    def _fits(self, params: Mapping[str, Any]) -> bool:
+        """Whether the study can hold a trial with `params`: in the space, and no value its axes leave out (a
+        value of probability 0, which a grid tries)."""
+        from optuna.distributions import CategoricalDistribution
+
+        return self.space.contains(params) and all(
+            axis.encode(params[name]) in axis.distribution.choices for name, axis in self._axes.items()
+            if name in params and isinstance(axis.distribution, CategoricalDistribution))
+
     def _add(self, params: Mapping[str, Any], state: TrialState, value: Any,
              intermediate: Mapping[int, float] | None, constraints: Sequence[float] | None = None) -> None:
-        if not self.space.contains(params):
+        if not self._fits(params):
             return  # from another search space (a forked sweep): nothing Optuna could use
         create = self._optuna.trial.create_trial
         TS = self._optuna.trial.TrialState
@@ -474,7 +485,7 @@ class OptunaSearcher(Searcher):
         ordered = sorted(history, key=lambda s: s.number)
         if self.options.get("impute") is not None:   # failed trials are imputed from the whole history
             for snap in ordered:
-                if snap.state is TrialState.COMPLETED and _finite(snap.value) and self.space.contains(snap.params):
+                if snap.state is TrialState.COMPLETED and _finite(snap.value) and self._fits(snap.params):
                     self._note(float(snap.value))  # type: ignore[arg-type]
         for snap in ordered:
             if snap.state.is_terminal:
