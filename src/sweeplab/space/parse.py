@@ -63,8 +63,6 @@ _ALL_KEYS = sorted({"distribution", "parameters", "when", "condition"}
                    | {k for r, o in _KEYS.values() for k in (*r, *o)})
 _CONDITIONAL_KEYS = ("when", "condition")   # sweeplab's, not W&B's: conditional parameters
 _POSITIVE_VALUES = {"log_uniform_values", "q_log_uniform_values", "inv_log_uniform_values"}
-_EXPONENTS = {"log_uniform", "q_log_uniform", "inv_log_uniform"}   # min/max are natural-log exponents
-_LOG_MIN, _LOG_MAX = math.log(sys.float_info.min), math.log(sys.float_info.max)   # exp() stays a normal float
 
 
 _MISSING: Any = object()
@@ -317,18 +315,6 @@ class _Parser:
                              hint=hint)
         return v
 
-    def exponents(self, kind: str, lo: float, hi: float, key: str) -> None:
-        """min/max of log_uniform (q_, inv_) are natural-log exponents: exp of each must be a normal float."""
-        sign = -1 if kind == "inv_log_uniform" else 1   # inv_log_uniform's values are exp(-x)
-        low, high = sorted((sign * _LOG_MIN, sign * _LOG_MAX))
-        for k, x in (("min", lo), ("max", hi)):
-            if not low <= x <= high:
-                raise self.error(f"{k} is a natural-log exponent for {kind}, and exp({sign * x:g}) is beyond a float",
-                                 f"{key}.{k}", value=x,
-                                 expected=f"an exponent from {math.ceil(low)} to {math.floor(high)}",
-                                 hint=f"for bounds that are values ({lo:g}..{hi:g}), use {kind}_values"
-                                 if lo > 0 else None)
-
     def positive(self, conf: Mapping[str, Any], k: str, key: str) -> Any:
         v = self.number(conf, k, key)
         if v <= 0:
@@ -377,8 +363,6 @@ class _Parser:
             if not math.isfinite(span):   # a draw min + u * (max - min) would be inf or nan
                 raise self.error("the range from min to max is wider than a float can hold", f"{key}.max",
                                  value=hi, expected=f"max - min below {sys.float_info.max:.4g}")
-            if kind in _EXPONENTS:
-                self.exponents(kind, lo, hi, key)
             args.update(min=lo, max=hi)
         if "mu" in conf:
             args.update(mu=self.number(conf, "mu", key), sigma=self.positive(conf, "sigma", key))
