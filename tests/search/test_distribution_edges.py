@@ -93,3 +93,26 @@ def test_model_based_searchers_never_suggest_a_value_of_probability_zero(method:
         searcher.tell(number, params, TrialState.COMPLETED, params["u"])
     searcher.close()
     assert "b" not in asked and set(asked) == {"a", "c"}
+
+
+@pytest.mark.parametrize("raw", [
+    {"distribution": "log_uniform", "min": 0.0001, "max": 1000},    # values written as exponents (warned)
+    {"distribution": "inv_log_uniform", "min": -1000, "max": 0},
+    {"distribution": "log_uniform", "min": -800, "max": 0},
+    {"distribution": "q_log_uniform", "min": 0, "max": 800, "q": 1},
+], ids=["log-1000", "inv-1000", "log-minus-800", "q-log-800"])
+@pytest.mark.parametrize("method", ["random", "sobol", "tpe"])
+def test_exponents_beyond_a_float_draw_floats(raw: dict[str, Any], method: str) -> None:
+    # exp(1000) raised OverflowError at the first trial (random, sobol) or when TPE was built; exp(-800) is 0,
+    # which TPE's log scale refused
+    import math
+
+    from sweeplab.search import make_searcher
+
+    space = parse_parameters({"x": raw})
+    options = {"n_startup_trials": 2} if method == "tpe" else {}
+    searcher = make_searcher(method, space, Goal.MINIMIZE, 0, prefetch=False, **options)
+    for number in range(4):
+        params = searcher.ask()
+        assert math.isfinite(params["x"]) and space.contains(params), params
+        searcher.tell(number, params, TrialState.COMPLETED, math.log1p(params["x"]))

@@ -4,6 +4,7 @@ quantised twins."""
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -128,6 +129,16 @@ class QUniform(_Quantized, Uniform):
             return False
 
 
+_LOG_MIN, _LOG_MAX = math.log(sys.float_info.min), math.log(sys.float_info.max)
+
+
+def _exp(x: float) -> float:
+    """exp(x) held within the normal floats: exponents beyond about -708..709 (log_uniform with values written as
+    its exponents, min: 0.0001, max: 1000, which the spec warns about) give the nearest float, not an
+    OverflowError at the first trial (W&B draws inf there) nor a 0 that no log scale can hold."""
+    return math.exp(min(max(x, _LOG_MIN), _LOG_MAX))
+
+
 @dataclass(frozen=True)
 class LogUniformBase(_Continuous):
     """Log-uniform between exp(log_bounds()[0]) and exp(log_bounds()[1])."""
@@ -140,7 +151,7 @@ class LogUniformBase(_Continuous):
 
     def value_bounds(self) -> tuple[float, float]:
         lo, hi = self.log_bounds()
-        return math.exp(lo), math.exp(hi)
+        return _exp(lo), _exp(hi)
 
     def bounds(self) -> tuple[float, float]:
         return self.value_bounds()
@@ -148,7 +159,7 @@ class LogUniformBase(_Continuous):
     def _ppf(self, u: float) -> float:
         lo, hi = self.log_bounds()
         a, b = self.value_bounds()
-        return min(max(math.exp(lo + u * (hi - lo)), a), b)  # no 9.999999e-06 for min: 1e-05
+        return min(max(_exp(lo + u * (hi - lo)), a), b)  # no 9.999999e-06 for min: 1e-05
 
     def _cdf(self, x: float) -> float:
         lo, hi = self.log_bounds()
