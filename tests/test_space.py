@@ -329,3 +329,10 @@ def test_values_are_plain_python_even_from_numpy_input() -> None:
     sampled = space.sample(np.random.default_rng(0))
     assert type(sampled["b"]) is float and type(sampled["a"]) in (int, float)
     assert isinstance(space, SearchSpace)
+
+
+def test_a_value_of_probability_zero_is_never_drawn_even_when_the_rest_sum_short_of_one() -> None:
+    # probabilities need only sum to 1 within 1e-6: the draws past their sum fell to the last value, though its
+    # probability was 0
+    dist = parse_parameters({"c": {"values": ["a", "b", "never"], "probabilities": [0.5, 0.4999999, 0.0]}}).params["c"]
+    assert {dist.from_unit(u) for u in (0.0, 0.3, 0.6, 0.99999995, 1.0 - 1e-12, 1.0)} == {"a", "b"}
