@@ -247,6 +247,40 @@ def test_grid_follows_wandb_order_sorted_by_name_last_fastest() -> None:
     assert len({repr(c) for c in combos}) == len(combos)
 
 
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"min": 1, "max": 10, "q": 2}, [1, 3, 5, 7, 9]),
+        ({"min": -3, "max": 3, "q": 2}, [-3, -1, 1]),
+        ({"min": 0.0, "max": 1.0, "q": 0.1}, [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]),
+        ({"min": 0.05, "max": 0.5, "q": 0.1}, [0.05, 0.15, 0.25, 0.35, 0.45]),
+        ({"min": 1, "max": 2, "q": 5}, [1]),
+    ],
+    ids=["offset-int", "negative", "tenths", "offset-tenths", "q-beyond-range"],
+)
+def test_q_uniform_grid_points_are_wandbs_and_belong_to_the_space(raw: dict[str, Any], expected: list[Any]) -> None:
+    # W&B's grid is numpy.arange(min, max, q): its points start at min, which need not be a multiple of q. They
+    # were not `contains`-ed by their own space (so a `when` keyed on one was refused), and numpy's float noise
+    # (0.30000000000000004) made a `when: {0.3: ...}` branch silently absent from the grid
+    space = parse_parameters({"x": {"distribution": "q_uniform", **raw}})
+    points = [p["x"] for p in space.grid()]
+    assert points == expected and [type(v) for v in points] == [type(v) for v in expected]
+    assert all(space.contains(p) for p in space.grid())
+
+
+def test_when_keyed_on_a_q_uniform_grid_point_is_active_there() -> None:
+    space = parse_parameters({
+        "x": {"distribution": "q_uniform", "min": 0.0, "max": 1.0, "q": 0.1, "when": {0.3: {"y": {"values": [1, 2]}}}},
+        "n": {"distribution": "q_uniform", "min": 1, "max": 10, "q": 2},
+        "z": {"values": ["a", "b"], "condition": {"param": "n", "in": [3]}},
+    })
+    grid = list(space.grid())
+    assert space.grid_size() == len(grid) == (9 + 2) * (4 + 2)
+    assert {(p["x"], p["y"]) for p in grid if "y" in p} == {(0.3, 1), (0.3, 2)}
+    assert {(p["n"], p["z"]) for p in grid if "z" in p} == {(3, "a"), (3, "b")}
+    assert all(space.contains(p) for p in grid)
+
+
 def test_grid_skips_repeated_values_and_rejects_continuous_parameters() -> None:
     assert parse_parameters({"a": {"values": [1, 1, 2]}}).grid_size() == 2
     space = parse_parameters({"a": {"values": [1]}, "lr": {"min": 0.0, "max": 1.0}})
@@ -295,3 +329,10 @@ def test_values_are_plain_python_even_from_numpy_input() -> None:
     sampled = space.sample(np.random.default_rng(0))
     assert type(sampled["b"]) is float and type(sampled["a"]) in (int, float)
     assert isinstance(space, SearchSpace)
+
+
+def test_a_value_of_probability_zero_is_never_drawn_even_when_the_rest_sum_short_of_one() -> None:
+    # probabilities need only sum to 1 within 1e-6: the draws past their sum fell to the last value, though its
+    # probability was 0
+    dist = parse_parameters({"c": {"values": ["a", "b", "never"], "probabilities": [0.5, 0.4999999, 0.0]}}).params["c"]
+    assert {dist.from_unit(u) for u in (0.0, 0.3, 0.6, 0.99999995, 1.0 - 1e-12, 1.0)} == {"a", "b"}

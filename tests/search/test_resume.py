@@ -213,3 +213,20 @@ def test_a_forked_grid_runs_each_untried_combination_once_and_no_tried_one() -> 
     while not searcher.exhausted:
         rest.append(searcher.ask())
     assert rest == [p for p in every if p not in forked]
+
+
+def test_grid_resume_skips_tried_combinations_whose_floats_differ_by_rounding_noise() -> None:
+    """A sweep resumed by another sweeplab may compute a float grid point with other rounding noise (numpy's
+    arange gave 0.30000000000000004 for q_uniform 0..0.4 by 0.1; it is 0.3 now): the resumed grid ran every
+    such combination again."""
+    space = parse_parameters({"q": {"distribution": "q_uniform", "min": 0.0, "max": 0.4, "q": 0.1},
+                              "v": {"values": [1e-3, 0.7, 1]}})
+    every = list(space.grid())
+    def noise(x: Any) -> Any:   # one unit in the last place, as float rounding leaves it (0 stays 0)
+        return math.nextafter(x, math.inf) if isinstance(x, float) and x else x
+
+    noisy = [{name: noise(value) for name, value in p.items()} for p in every]
+    resumed = make_searcher("grid", space, Goal.MINIMIZE, 0)
+    resumed.replay([TrialSnapshot(k, p, TrialState.COMPLETED, value=1.0) for k, p in enumerate(noisy[:7])])
+    assert [resumed.ask() for _ in range(len(every) - 7)] == every[7:]
+    assert resumed.ask() is None and resumed.exhausted

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,8 +18,20 @@ from sweeplab.types import Goal, TrialSnapshot
 __all__ = ["GridSearcher"]
 
 
+def _rounded(value: Any) -> Any:
+    """`value` with its floats to 12 significant digits: a grid point computed with other rounding noise (numpy's
+    arange gave 0.30000000000000004 where sweeplab now gives 0.3) is the same combination."""
+    if isinstance(value, float) and math.isfinite(value):
+        return float(f"{value:.12g}")
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
+
+
 def _key(params: Mapping[str, Any]) -> str:
-    return json.dumps(dict(params), sort_keys=True, default=repr)
+    return json.dumps(_rounded(dict(params)), sort_keys=True, default=repr)
 
 
 class GridSearcher(SequentialSearcher):

@@ -60,20 +60,50 @@ class _Axis:
     encode: Callable[[Any], Any]
 
 
+#: integer axes with more values than this are searched as floats rounded to an integer: Optuna's GP lists every
+#: value of an integer axis on each ask (numpy.arange over the range: 0..1e10 raised a 74 GiB MemoryError)
+MAX_INT_CHOICES = 2**20
+
+
+def _int_axis(lo: int, hi: int, log: bool, decode: Callable[[int], Any], encode: Callable[[Any], int]) -> _Axis:
+    """Integers lo..hi (Optuna's IntDistribution), or past MAX_INT_CHOICES values a float range rounded to one."""
+    from optuna.distributions import FloatDistribution, IntDistribution
+
+    def clamped(v: Any) -> int:   # a q_uniform grid point off the multiples of q (min 1, q 2: 1) -> the nearest
+        return min(max(encode(v), lo), hi)
+
+    if hi - lo < MAX_INT_CHOICES:
+        return _Axis(IntDistribution(lo, hi, log=log), lambda k: decode(int(k)), clamped)
+
+    def nearest(x: Any) -> Any:
+        return decode(min(max(round(float(x)), lo), hi))
+
+    return _Axis(FloatDistribution(float(lo), float(hi), log=log), nearest, lambda v: float(clamped(v)))
+
+
+def _reached(lo: float, hi: float) -> tuple[int, int]:
+    """The k that round(x) takes with some probability for x uniform in [lo, hi]: round(lo) and round(hi), except
+    an end on a tie rounded away from the range (round(0.5) is 0: only x == 0.5 exactly gives it)."""
+    first, last = round(lo), round(hi)
+    return first + (lo - first == 0.5), last - (last - hi == 0.5)
+
+
 def _axis(dist: Distribution) -> _Axis:
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
 
     if isinstance(dist, Categorical):  # indices: any JSON value works, and True != 1
         values = dist.values
-        return _Axis(CategoricalDistribution(tuple(range(len(values)))), lambda i: values[i], dist.index_of)
+        weights = getattr(dist, "probabilities", None)   # a value of probability 0 is never drawn, nor modelled
+        choices = tuple(i for i in range(len(values)) if weights is None or weights[i] > 0)
+        return _Axis(CategoricalDistribution(choices), lambda i: values[i], dist.index_of)
     if isinstance(dist, IntUniform):
-        return _Axis(IntDistribution(dist.min, dist.max), int, int)
+        return _int_axis(dist.min, dist.max, False, int, int)
     if isinstance(dist, (QUniform, QLogUniform, QLogUniformValues)):
         q = dist.q
-        lo, hi = (round(b / q) for b in dist.bounds())
+        lo, hi = _reached(*(b / q for b in dist.bounds()))
         log = not isinstance(dist, QUniform)
         if lo < hi and (lo >= 1 or not log):  # the multiples of q the W&B rounding can produce
-            return _Axis(IntDistribution(lo, hi, log=log), lambda k: quantize(k * q, q), lambda v: round(v / q))
+            return _int_axis(lo, hi, log, lambda k: quantize(k * q, q), lambda v: round(v / q))
     elif isinstance(dist, Uniform):
         return _Axis(FloatDistribution(float(dist.min), float(dist.max)), float, float)
     elif isinstance(dist, LogUniformBase):
@@ -373,9 +403,18 @@ class OptunaSearcher(Searcher):
             return TS.PRUNED, steps[max(steps)], steps
         return TS.FAIL, None, steps
 
+    def _fits(self, params: Mapping[str, Any]) -> bool:
+        """Whether the study can hold a trial with `params`: in the space, and no value its axes leave out (a
+        value of probability 0, which a grid tries)."""
+        from optuna.distributions import CategoricalDistribution
+
+        return self.space.contains(params) and all(
+            axis.encode(params[name]) in axis.distribution.choices for name, axis in self._axes.items()
+            if name in params and isinstance(axis.distribution, CategoricalDistribution))
+
     def _add(self, params: Mapping[str, Any], state: TrialState, value: Any,
              intermediate: Mapping[int, float] | None, constraints: Sequence[float] | None = None) -> None:
-        if not self.space.contains(params):
+        if not self._fits(params):
             return  # from another search space (a forked sweep): nothing Optuna could use
         create = self._optuna.trial.create_trial
         TS = self._optuna.trial.TrialState
@@ -446,7 +485,7 @@ class OptunaSearcher(Searcher):
         ordered = sorted(history, key=lambda s: s.number)
         if self.options.get("impute") is not None:   # failed trials are imputed from the whole history
             for snap in ordered:
-                if snap.state is TrialState.COMPLETED and _finite(snap.value) and self.space.contains(snap.params):
+                if snap.state is TrialState.COMPLETED and _finite(snap.value) and self._fits(snap.params):
                     self._note(float(snap.value))  # type: ignore[arg-type]
         for snap in ordered:
             if snap.state.is_terminal:

@@ -4,11 +4,13 @@ quantised twins."""
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sweeplab.space.discrete import MAX_GRID_VALUES, Distribution, GridTooLarge
-from sweeplab.space.values import _EPS, _is_number, _on_grid, _plain, quantize
+from sweeplab.space.values import _EPS, _is_number, _on_grid, quantize
 
 if TYPE_CHECKING:
     pass
@@ -93,16 +95,48 @@ class QUniform(_Quantized, Uniform):
     q: int | float
     kind: ClassVar[str] = "q_uniform"
 
-    def grid_values(self) -> list[Any]:
-        """W&B's grid points: `numpy.arange(min, max, q)`, so `max` itself is left out (0..10 by 2 gives
-        0, 2, 4, 6, 8). Source: wandb/sweeps, grid_search.py (grid_search_next_runs)."""
-        import numpy as np
-
+    def _grid_count(self) -> int:
+        """How many points W&B's grid has: len(numpy.arange(min, max, q))."""
         steps = (float(self.max) - float(self.min)) / self.q   # inf when the span overflows
         if steps > MAX_GRID_VALUES:
             count = f"{math.ceil(steps)} values" if math.isfinite(steps) else f"more than {MAX_GRID_VALUES:,} values"
             raise GridTooLarge(f"a grid over {self.kind} from {self.min} to {self.max} by {self.q} has {count}")
-        return [_plain(v) for v in np.arange(self.min, self.max, self.q).tolist()]
+        return max(math.ceil(steps), 0)
+
+    def _grid_point(self, k: int) -> int | float:
+        """min + k * q: an int when min, max and q are (numpy.arange's dtype), else a float without the noise of
+        float steps (0.3, where arange gives 0.30000000000000004)."""
+        if all(isinstance(v, int) for v in (self.min, self.max, self.q)):
+            return int(self.min + k * self.q)
+        return float(Decimal(repr(float(self.min))) + k * Decimal(repr(float(self.q))))
+
+    def grid_values(self) -> list[Any]:
+        """W&B's grid points: `numpy.arange(min, max, q)`, so `max` itself is left out (0..10 by 2 gives
+        0, 2, 4, 6, 8), and they start at min, a multiple of q or not (1..10 by 2 gives 1, 3, 5, 7, 9).
+        Source: wandb/sweeps, grid_search.py (grid_search_next_runs)."""
+        return [self._grid_point(k) for k in range(self._grid_count())]
+
+    def contains(self, value: Any) -> bool:
+        """A draw (a multiple of q, from min and max rounded) or a grid point (min + k * q, below max)."""
+        if super().contains(value):
+            return True
+        if not _is_number(value) or not math.isfinite(value):
+            return False
+        k = _on_grid(value - self.min, self.q)
+        try:
+            return k is not None and 0 <= k < self._grid_count()
+        except GridTooLarge:   # a grid nobody can run: its points are not asked for
+            return False
+
+
+_LOG_MIN, _LOG_MAX = math.log(sys.float_info.min), math.log(sys.float_info.max)
+
+
+def _exp(x: float) -> float:
+    """exp(x) held within the normal floats: exponents beyond about -708..709 (log_uniform with values written as
+    its exponents, min: 0.0001, max: 1000, which the spec warns about) give the nearest float, not an
+    OverflowError at the first trial (W&B draws inf there) nor a 0 that no log scale can hold."""
+    return math.exp(min(max(x, _LOG_MIN), _LOG_MAX))
 
 
 @dataclass(frozen=True)
@@ -117,7 +151,7 @@ class LogUniformBase(_Continuous):
 
     def value_bounds(self) -> tuple[float, float]:
         lo, hi = self.log_bounds()
-        return math.exp(lo), math.exp(hi)
+        return _exp(lo), _exp(hi)
 
     def bounds(self) -> tuple[float, float]:
         return self.value_bounds()
@@ -125,7 +159,7 @@ class LogUniformBase(_Continuous):
     def _ppf(self, u: float) -> float:
         lo, hi = self.log_bounds()
         a, b = self.value_bounds()
-        return min(max(math.exp(lo + u * (hi - lo)), a), b)  # no 9.999999e-06 for min: 1e-05
+        return min(max(_exp(lo + u * (hi - lo)), a), b)  # no 9.999999e-06 for min: 1e-05
 
     def _cdf(self, x: float) -> float:
         lo, hi = self.log_bounds()

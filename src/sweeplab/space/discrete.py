@@ -99,10 +99,11 @@ class Categorical(Distribution):
 
     def from_unit(self, u: float) -> Any:
         u = min(max(u, 0.0), 1.0)
-        for i, c in enumerate(self._cumulative()):
+        cumulative = self._cumulative()
+        for i, c in enumerate(cumulative):
             if u < c:
                 return self.values[i]
-        return self.values[-1]
+        return self.values[cumulative.index(cumulative[-1])]   # u == 1: the last value drawn with some probability
 
     def to_unit(self, value: Any) -> float:
         i = self.index_of(value)
@@ -133,7 +134,10 @@ class CategoricalWithProbabilities(Categorical):
     kind: ClassVar[str] = "categorical_w_probabilities"
 
     def _cumulative(self) -> list[float]:
-        return [float(c) for c in itertools.accumulate(self.probabilities)]
+        """Scaled to end at 1 exactly: the probabilities sum to 1 only within 1e-6, and a draw past their sum
+        would fall to the last value, whatever its probability (0 included)."""
+        total = sum(self.probabilities)
+        return [float(c) / total for c in itertools.accumulate(self.probabilities)]
 
 
 @dataclass(frozen=True)
