@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from sweeplab.api import Sweep, load, main, run_sweep, sweep
+from sweeplab.api import Sweep, load, run_sweep, sweep
 from sweeplab.errors import (
     BackendError,
     ConfigError,
@@ -32,6 +32,15 @@ from sweeplab.run import Run
 from sweeplab.types import TrialState
 
 __version__ = "0.1.0"
+
+
+def main(fn, argv=None, *, config=None, profile=None):  # type: ignore[no-untyped-def]
+    """`python train.py lr=0.01 --config base.yaml`: one trial of `fn`, recorded as `sweeplab run` records it,
+    then exit with its code. Put `sl.main(train, config=..., profile=...)` under `if __name__ == "__main__":`.
+    (`sweeplab.cli.single.script_main`, imported when called: `import sweeplab` stays free of the CLI.)"""
+    from sweeplab.cli.single import script_main
+
+    script_main(fn, argv, config=config, profile=profile)
 
 
 def __getattr__(name: str):

@@ -25,6 +25,16 @@ class EventWriter(DriverState):
     """Turns backend events into trial states, verdicts, searcher/scheduler feedback and store rows."""
 
     # ------------------------------------------------------------------------------------------ events
+
+    def _searcher_failed(self, exc: Exception) -> None:
+        """The searcher raised (a bug, or a MemoryError from a model too large): the sweep stops at the end of
+        this turn as Ctrl-C stops it (resumable), exit 1 with the error and its traceback. The turn's events
+        are still written: a rolled-back turn would lose the trials that ended in it."""
+        if self._crash is None:
+            import traceback
+
+            self._crash = f"the searcher failed: {type(exc).__name__}: {exc}".splitlines()[0][:500]
+            self._crash_trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
     def _handle(self, ev: Event) -> None:
         t = self.trials.get(ev.trial)
         if t is None or ev.attempt != t.attempt:
@@ -343,13 +353,16 @@ class EventWriter(DriverState):
             self._completed_any = True
             self._note_best(t)
         told: Any = t.values if self.spec.multi_objective and state is TrialState.COMPLETED else value
-        if t.violations is None:
-            self._searcher.tell(t.number, t.params, state, told,
-                               intermediate=dict(t.intermediate) if t.intermediate else None)
-        else:   # only sweeps with constraints pass them: a searcher without the keyword keeps working
-            self._searcher.tell(t.number, t.params, state, told,
-                               intermediate=dict(t.intermediate) if t.intermediate else None,
-                               constraints=t.violations)
+        try:
+            if t.violations is None:
+                self._searcher.tell(t.number, t.params, state, told,
+                                   intermediate=dict(t.intermediate) if t.intermediate else None)
+            else:   # only sweeps with constraints pass them: a searcher without the keyword keeps working
+                self._searcher.tell(t.number, t.params, state, told,
+                                   intermediate=dict(t.intermediate) if t.intermediate else None,
+                                   constraints=t.violations)
+        except Exception as exc:   # the trial's end is recorded all the same; the sweep stops (resumable)
+            self._searcher_failed(exc)
         if state is TrialState.COMPLETED and self.spec.multi_objective:
             self._record_hypervolume(t, at)
         if self.scheduler is not None:

@@ -23,6 +23,7 @@ from sweeplab.driver.events import EventWriter
 from sweeplab.driver.records import Progress, SweepOutcome, TrialRecord, resources_dict, trial_seed
 from sweeplab.driver.recovery import Recovery
 from sweeplab.driver.watchdog import Kill
+from sweeplab.errors import SweeplabError
 from sweeplab.types import Decision, Origin, SweepState, TrialState, Verdict
 
 __all__ = ["Driver"]
@@ -60,6 +61,10 @@ class Driver(Recovery, EventWriter):
         except KeyboardInterrupt:
             self._signal = signal.SIGINT
             return self._interrupted(grace=0.0)
+        except SweeplabError:
+            raise   # what the driver reports on purpose (the store's own errors among them)
+        except Exception as exc:   # a bug or a resource error in the driver itself: a searcher that raised
+            return self._crashed(exc)
         finally:
             with contextlib.suppress(Exception):
                 self.backend.shutdown(grace=0.0)
@@ -88,9 +93,10 @@ class Driver(Recovery, EventWriter):
                     self._touched = self.clock.monotonic()
                 if self.clock.monotonic() - self._spend_saved >= _SPEND_EVERY:
                     self._save_running_spend()
-                if self._signal is None and self._stopping is None and self.backend.free_slots() > 0:
+                if self._signal is None and self._stopping is None and self._crash is None \
+                        and self.backend.free_slots() > 0:
                     self._fill_slots()
-            if self._signal is not None or self._stopping is not None:
+            if self._signal is not None or self._stopping is not None or self._crash is not None:
                 return self._interrupted()
             if not self.backend.running() and not self._can_submit():
                 break
@@ -136,6 +142,8 @@ class Driver(Recovery, EventWriter):
         self._check_budgets()   # budget may be spent before its first turn)
         while self.backend.free_slots() > 0:
             trial: TrialRecord | None
+            if self._crash is not None:
+                return
             if self.requeue and not self._halt:
                 trial = self.requeue.popleft()
             elif self._can_create():
@@ -147,7 +155,11 @@ class Driver(Recovery, EventWriter):
             self._submit(trial)
 
     def _new_trial(self) -> TrialRecord | None:
-        params = self._searcher.ask()
+        try:
+            params = self._searcher.ask()
+        except Exception as exc:
+            self._searcher_failed(exc)
+            return None
         if params is None:
             self._exhausted = True   # a searcher may say why (an Optuna objective's study.stop() or timeout)
             self._end(getattr(self._searcher, "end_reason", None) or "search space exhausted (grid finished)")
@@ -311,16 +323,33 @@ class Driver(Recovery, EventWriter):
             return f"no trial completed ({counts}): {self.retry.first_failure}"
         return f"no trial completed ({counts}; {ending})"
 
+    def _crashed(self, exc: Exception) -> SweepOutcome:
+        """The driver raised out of its loop: stop as Ctrl-C does (running trials INTERRUPTED, the sweep STOPPED
+        and resumable, nothing left `running` without a driver), exit 1 with the error and its traceback. If the
+        store cannot record that either, the original error is raised."""
+        import traceback
+
+        self._crash = f"the driver failed: {type(exc).__name__}: {exc}".splitlines()[0][:500]
+        self._crash_trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+        try:
+            return self._interrupted()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.backend.shutdown(grace=0.0)
+            raise exc from None
+
     def _interrupted(self, grace: float | None = None) -> SweepOutcome:
         """Ctrl-C: stop running trials (INTERRUPTED, requeued on resume). SIGTERM: preempt them. A trial that
-        found the disk full (`_stopping`): as Ctrl-C, but the sweep's reason is that trial's, and it exits 1."""
+        found the disk full (`_stopping`) or an error of the driver's own (`_crash`): as Ctrl-C, but the sweep's
+        reason is that one, and it exits 1."""
         sigterm = self._signal == signal.SIGTERM
-        full = self._stopping if self._signal is None else None
+        crash = self._crash if not sigterm else None
+        full = self._stopping if self._signal is None and crash is None else None
         running = list(self.backend.running())
-        how = "SIGTERM" if sigterm else "disk full" if full else "Ctrl-C"
+        how = "SIGTERM" if sigterm else "driver error" if crash else "disk full" if full else "Ctrl-C"
         resume = f"`sweeplab resume {shlex.quote(self.name)}`"
         self.on_note(f"{how}: stopping {len(running)} running trial(s); {resume} continues"
-                     + (" once there is room" if full else ""))
+                     + (" once there is room" if full else " once the error is fixed" if crash else ""))
         if sigterm:
             for tid in running:
                 self.backend.preempt(tid)
@@ -358,12 +387,14 @@ class Driver(Recovery, EventWriter):
                 if t.state is TrialState.RUNNING:
                     self._mark_interrupted(t, how, now)
             self._save_spend()
-            reason = f"{full}; {resume} runs it again once there is room" if full else f"interrupted ({how})"
+            reason = (f"{full}; {resume} runs it again once there is room" if full
+                      else f"{crash}; {resume} continues" if crash else f"interrupted ({how})")
             self.store.update_sweep(self.sweep_id, state=SweepState.STOPPED.value, ended=now, end_reason=reason)
-            self.store.add_event(self.sweep_id, "sweep_ended", f"sweep stopped: {reason}" if full
+            self.store.add_event(self.sweep_id, "sweep_ended", f"sweep stopped: {reason}" if full or crash
                                  else f"sweep stopped by {how}; resumable")
         self._progress(force=True)   # the live line's last state: nothing running any more
-        return self._outcome(SweepState.STOPPED, reason, 1 if full else 0 if sigterm else 130)
+        shown = f"{reason}\n{self._crash_trace}" if crash and self._crash_trace else reason
+        return self._outcome(SweepState.STOPPED, shown, 1 if full or crash else 0 if sigterm else 130)
 
 
     # ------------------------------------------------------------------------------------------ orders

@@ -87,6 +87,8 @@ class DriverState:
         self._completed_any = False
         self._signal: int | None = None
         self._stopping: str | None = None          # the sweep stops at once, resumable: a trial found the disk full
+        self._crash: str | None = None             # ... or the searcher raised (a bug, a MemoryError): its error line
+        self._crash_trace = ""                     # and its traceback, shown with the sweep's end
         self._last_progress = 0.0
         self._best: tuple[float, int, dict[str, Any]] | None = None
         self._durations: list[float] = []
