@@ -110,25 +110,30 @@ class AshaScheduler(Scheduler):
         t = self._trials.setdefault(trial, _Trial())
         if t.ended:
             return Verdict.go_on()
+        if t.stopped is not None:
+            return t.stopped
         if self.rank_goals is not None:
             return self._on_vector(t, trial, step, tuple(value))
         bracket = self.bracket_of(trial)
         sc = self._score(value)
-        # Rung values are recorded whatever the verdicts were, so the rung populations depend only on
-        # which values each trial reported, not on the order trials are replayed in after a restart.
+        # A report past several rungs is recorded at each in turn until one prunes the trial: a pruned
+        # trial was not promoted, so it joins no later rung, even when it had trained past it (a report
+        # that jumped rungs, a batch of reports, a command trial not held at its rung). Counting it there
+        # would let more than the top 1/eta of the promoted trials through.
         while (rung_step := self._rung_step(bracket, t.done)) is not None and rung_step <= step:
             index = t.done
             values = self._rungs[bracket].setdefault(rung_step, [])
             bisect.insort(values, sc)
             t.done += 1
             n = len(values)
-            if t.stopped is not None or n < self.eta:
+            if n < self.eta:
                 continue
             keep = math.floor(n / self.eta + 1e-9)
             cutoff = values[keep - 1]
             if sc > cutoff:
                 t.stopped = self._pruned(bracket, index, rung_step, step, sc, cutoff, n)
-        return t.stopped or Verdict.go_on()
+                return t.stopped
+        return Verdict.go_on()
 
     def _on_vector(self, t: _Trial, trial: int, step: int, vector: tuple[float, ...]) -> Verdict:
         """The rank rule: as `on_report`, comparing front ranks within the rung instead of values."""
@@ -144,7 +149,7 @@ class AshaScheduler(Scheduler):
             t.at_rungs = {**(t.at_rungs or {}), rung_step: vector}
             t.done += 1
             n = len(vectors)
-            if t.stopped is not None or n < self.eta:
+            if n < self.eta:
                 continue
             ranks = nondominated_ranks(vectors, goals)
             worst = max((r for r in ranks if r is not None), default=0) + 1
@@ -168,7 +173,8 @@ class AshaScheduler(Scheduler):
                 data={"bracket": bracket, "rung": index + 1, "rung_step": rung_step, "step": step,
                       "rank": mine, "cutoff": cutoff, "n": n, "values": list(vector), "front_trial": by},
             )
-        return t.stopped or Verdict.go_on()
+            return t.stopped     # a pruned trial joins no later rung (see on_report)
+        return Verdict.go_on()
 
     def _front_dominator(self, rung_step: int, vector: tuple[float, ...]) -> int | None:
         """The first trial on the Pareto front of the completed trials whose vector at `rung_step`
