@@ -75,7 +75,9 @@ CASES: list[tuple[str, Monitor, list[MetricPoint], list[int], str]] = [
      "above 10 x its running median 1"),
     ("exploding-factor-quiet", sm.exploding(factor=10), series("grad_norm", [1, 1.2, 0.9, 9]), [], ""),
     ("exploding-default-factor", sm.exploding(), series("grad_norm", [2, 2, 30]), [2], "10 x"),
-    ("exploding-inf", sm.exploding("gn", threshold=1e9), series("gn", [1, INF]), [1], "gn is inf at step 1"),
+    # a non-finite norm is a step a GradScaler skips, not an explosion: `nan` on the loss catches a broken run
+    ("exploding-skips-non-finite", sm.exploding("gn", factor=10), series("gn", [1, INF, NAN, 1.2, 1, 11]), [5],
+     "gn 11 at step 5 is above 10 x its running median 1"),
     ("exploding-first-value-no-reference", sm.exploding(factor=2), series("grad_norm", [1e6]), [], ""),
     ("vanishing", sm.vanishing(threshold=1e-6, patience=3), series("grad_norm", [1e-3, 1e-8, 1e-9, 1e-8]),
      [3], "below 1e-06 for 3 reports"),

@@ -173,7 +173,10 @@ class ExplodingMonitor(_OneMetric):
         v = point.value
         data: dict[str, Any] = {"metric": self.metric, "value": v, "step": point.step}
         if not _finite(v):
-            return _Fire(f"{self.metric} is {_show(v)} at step {point.step}", data)
+            # A step that mixed precision's GradScaler (or a skip-on-overflow loop) skips: its gradients
+            # overflowed, the step is dropped, training goes on. When training itself breaks, the loss
+            # turns NaN, which `nan` watches. Not a value of the running median either.
+            return None
         history = self._state.setdefault(trial, _RunningMedian())
         median = history.median()
         history.add(v)
