@@ -13,6 +13,7 @@ import shlex
 from typing import Any
 
 from sweeplab.driver.objectives import feasible, objective_values, violations
+from sweeplab.driver.rank_feed import RankFeed
 from sweeplab.driver.records import TrialRecord, costs_of, loads
 from sweeplab.driver.state import DriverState
 from sweeplab.driver.watchdog import Watchdog
@@ -65,6 +66,7 @@ class Recovery(DriverState):
             named = (self.spec.early_terminate or {}).get("metric")
             if not named and judge_by_rank is not None:
                 self._rank_keys = tuple(str(o.name) for o in self.spec.objectives)
+                self._rank_feed = RankFeed(self._rank_keys)
                 judge_by_rank(tuple(o.goal for o in self.spec.objectives), self._rank_keys)
                 self._sched_rule = "rank rule: several objectives and no early_terminate.metric"
             else:
@@ -288,13 +290,14 @@ class Recovery(DriverState):
         rows = sorted(((float(r[3]), i, k, r) for k, key in enumerate(self._rank_keys)
                        for i, r in enumerate(self.store.metric_reports(self.sweep_id, key))),
                       key=lambda e: (e[0], e[1], e[2]))
-        last: dict[tuple[int, int], tuple[int, float]] = {}   # (trial id, objective) -> (step, value)
-        out = []
-        for at, _, k, r in rows:
+        closing = {(int(r[0]), int(r[1])): n for n, (_, _, _, r) in enumerate(rows)}   # a step's last row
+        feed, out = self._rank_feed or RankFeed(self._rank_keys), []   # live reports go on from its state
+        for n, (at, _, k, r) in enumerate(rows):
             tid, step = int(r[0]), int(r[1])
-            last[(tid, k)] = (step, float("nan") if r[2] is None else float(r[2]))
-            if all(last.get((tid, j), (None,))[0] == step for j in range(len(self._rank_keys))):
-                out.append((tid, step, tuple(last[(tid, j)][1] for j in range(len(self._rank_keys))), at))
+            vector = feed.add(tid, step, self._rank_keys[k], float("nan") if r[2] is None else float(r[2]),
+                              closes_step=closing[(tid, step)] == n)
+            if vector is not None:
+                out.append((tid, step, vector, at))
         return out
 
     def smoke_check(self) -> tuple[list[str], list[str]]:
