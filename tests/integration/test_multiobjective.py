@@ -235,3 +235,35 @@ def test_the_rank_rule_carries_an_objective_logged_once_live_and_on_resume(cli):
     assert pruned, trials
     for t in pruned:
         assert "non-dominated rank" in t["reason"] and "of (acc, size)" in t["reason"], t["reason"]
+
+
+CONSTRAINED = """\
+KINDS = {"a": (0.9, 1.0, 99.0), "b": (0.5, 5.0, 1.0), "c": (0.4, 3.0, 1.0)}   # acc scale, size, memory_gb
+
+
+def train(config, run):
+    q, size, memory = KINDS[config.kind]
+    for step in range(1, 10):
+        acc = q * (1 - 1 / (step + 1))
+        run.log({"acc": acc, "size": size}, step=step)
+        if run.should_stop:
+            break
+    return {"acc": acc, "size": size, "memory_gb": memory}
+"""
+
+
+def test_an_infeasible_trial_prunes_no_trial_by_the_rank_rule_live_or_after_resume(cli):
+    """Trial a beats c at rung 1 on both objectives (b does not) but breaks memory_gb <= 16: it is not on the sweep's
+    front, so c is not pruned as 'dominated there by trial 0 of the front' (a and b run, then a resume
+    replays them before c)."""
+    (cli.tmp / "constrained.py").write_text(CONSTRAINED)
+    body = ("function: constrained.py:train\nmethod: grid\n"
+            "metric: [{name: acc, goal: maximize}, {name: size, goal: minimize}]\n"
+            "constraints: [{metric: memory_gb, max: 16}]\n"
+            "early_terminate: {type: asha, min_iter: 1, max_iter: 9, eta: 3}\n"
+            "trial: {retries: 0}\nbudget: {trials: 2}\nparameters:\n  kind: {values: [a, b, c]}\n")
+    cli("sweep", str(cli.spec("cons", body)), "--name", "cons", "--workers", "1", "-q", check=True)
+    cli("resume", "cons", "--trials", "+1", "--workers", "1", "-q", check=True)
+    trials = {t["params"]["kind"]: t for t in cli.status("cons")["trials"]}
+    assert trials["a"]["state"] == "completed" and trials["a"]["feasible"] is False
+    assert trials["c"]["state"] == "completed", trials["c"]

@@ -357,6 +357,8 @@ class EventWriter(DriverState):
             self._record_hypervolume(t, at)
         if self.scheduler is not None:
             self.scheduler.on_trial_end(t.number, state)
+            if self._rank_keys and t.feasible is False:   # the rank rule's front: feasible trials only
+                self.scheduler.exclude_from_front(t.number)   # type: ignore[attr-defined]
         for m in self.monitors:
             m.forget(t.number)
         target = self.spec.metric.target

@@ -283,6 +283,8 @@ class Recovery(DriverState):
                 scheduler.on_report(by_id[row[0]].number, int(row[1]), value)  # type: ignore[arg-type]
             else:
                 scheduler.on_trial_end(t.number, t.state)
+                if self._rank_keys and t.feasible is False:   # as live: the rank rule's front is feasible
+                    scheduler.exclude_from_front(t.number)   # type: ignore[attr-defined]
 
     def _rank_reports(self) -> list[tuple[int, int, tuple[float, ...], float]]:
         """The rank rule's reports, as the live driver fed them: (trial id, step, every objective's value,

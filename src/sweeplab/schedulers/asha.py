@@ -11,7 +11,7 @@ so no worker ever waits for a rung to fill.
 With several objectives judged together (`judge_by_rank`) a rung records each trial's vector of objective
 values, and "top floor(n / eta)" is by non-dominated rank among the vectors recorded there (rank 1: not
 dominated by any of them; ties continue). A trial outside that top still continues unless a trial on the
-current Pareto front (of the completed trials' last reported vectors) dominated it at the same rung: rung
+current Pareto front (of the completed feasible trials' last reported vectors) dominated it at the same rung: rung
 ranks mislead most where a front is decided, among near-equal trade-offs, and a trial that was at least as
 good at the rung as every front trial was there may still join the front (pruning such trials cut 40% of the
 front the trials would have made on benchmarks/multiobjective.py's digits task).
@@ -225,6 +225,11 @@ class AshaScheduler(Scheduler):
             t.ended = True
             if state is TrialState.COMPLETED and self.rank_goals is not None and t.last is not None:
                 self._finished[trial] = t.last   # the rank rule's front: completed trials' last vectors
+
+    def exclude_from_front(self, trial: int) -> None:
+        """The rank rule: a completed `trial` that broke a constraint is no trial of the front it compares
+        with (the sweep's front holds feasible trials only), so it prunes no trial it dominated at a rung."""
+        self._finished.pop(trial, None)
 
     def describe(self) -> str:
         limit = self.max_iter if self.max_iter is not None else int(self.min_iter * self.eta**4 + 1e-9)
