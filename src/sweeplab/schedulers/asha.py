@@ -11,10 +11,10 @@ so no worker ever waits for a rung to fill.
 With several objectives judged together (`judge_by_rank`) a rung records each trial's vector of objective
 values, and "top floor(n / eta)" is by non-dominated rank among the vectors recorded there (rank 1: not
 dominated by any of them; ties continue). A trial outside that top still continues unless a trial on the
-current Pareto front (of the completed feasible trials' last reported vectors) dominated it at the same rung: rung
-ranks mislead most where a front is decided, among near-equal trade-offs, and a trial that was at least as
-good at the rung as every front trial was there may still join the front (pruning such trials cut 40% of the
-front the trials would have made on benchmarks/multiobjective.py's digits task).
+current Pareto front (of the completed feasible trials' last reported vectors) dominated it at the same
+rung: rung ranks mislead most where a front is decided, among near-equal trade-offs, and a trial that was at
+least as good at the rung as every front trial was there may still join the front (pruning such trials cut
+40% of the front the trials would have made on benchmarks/multiobjective.py's digits task).
 """
 
 from __future__ import annotations
