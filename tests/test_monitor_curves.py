@@ -63,6 +63,51 @@ def train(lr: float, *, relu: bool = False, momentum: float = 0.0, schedule: str
     return tuple(rows)
 
 
+@cache
+def train_mixed_precision(steps: int = 40) -> tuple[tuple[int, str, float], ...]:
+    """Mixed precision as on a GPU: float16 autocast with a GradScaler (here on CPU, init scale 2**26).
+    The scaler skips the steps whose gradients overflow (7 of the first 10), halving its scale; the
+    gradient norm logged there is NaN or inf, the loss stays finite and falls. A healthy run."""
+    torch = pytest.importorskip("torch")
+    datasets = pytest.importorskip("sklearn.datasets")
+    torch.set_num_threads(1)
+    x, y = datasets.load_digits(return_X_y=True)
+    x, y = torch.tensor(x / 16.0, dtype=torch.float32), torch.tensor(y)
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Tanh(), torch.nn.Linear(32, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**26)
+    loss_fn = torch.nn.functional.cross_entropy
+    rows: Rows = []
+    for step in range(steps):
+        idx = torch.randint(0, 1400, (64,), generator=gen)
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = loss_fn(model(x[idx]), y[idx])
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(opt)
+        scaler.update()
+        rows += [(step, "loss", float(loss.detach())), (step, "grad_norm", float(norm)),
+                 (step, "loss_scale", float(scaler.get_scale()))]
+        if step % 10 == 9:
+            with torch.no_grad():
+                out = model(x[1400:])
+                rows += [(step, "val_loss", float(loss_fn(out, y[1400:]))),
+                         (step, "val_acc", float((out.argmax(1) == y[1400:]).float().mean())),
+                         (step, "train_loss", float(loss_fn(model(x[:1400]), y[:1400])))]
+    return tuple(rows)
+
+
+def test_the_mixed_precision_run_skips_steps_and_still_learns() -> None:
+    rows = train_mixed_precision()
+    norms = [v for _, k, v in rows if k == "grad_norm"]
+    val = [v for _, k, v in rows if k == "val_loss"]
+    assert sum(not math.isfinite(v) for v in norms) >= 5 and val[-1] < val[0] < 2.3
+
+
 HEALTHY: dict[str, Callable[[], Sequence[tuple[int, str, float]]]] = {
     "sgd-lr0.1": lambda: train(0.1),
     "sgd-lr1-noisy-steps": lambda: train(1.0),
@@ -71,6 +116,7 @@ HEALTHY: dict[str, Callable[[], Sequence[tuple[int, str, float]]]] = {
     "grad-clipping": lambda: train(1.0, clip=0.5),
     "val-every-3-epochs": lambda: train(0.3, every=3),
     "slow-lr0.01": lambda: train(0.01),
+    "mixed-precision-skipped-steps": train_mixed_precision,
 }
 SICK: dict[str, Callable[[], Sequence[tuple[int, str, float]]]] = {
     "tanh-lr30-diverges": lambda: train(30.0),

@@ -75,7 +75,9 @@ CASES: list[tuple[str, Monitor, list[MetricPoint], list[int], str]] = [
      "above 10 x its running median 1"),
     ("exploding-factor-quiet", sm.exploding(factor=10), series("grad_norm", [1, 1.2, 0.9, 9]), [], ""),
     ("exploding-default-factor", sm.exploding(), series("grad_norm", [2, 2, 30]), [2], "10 x"),
-    ("exploding-inf", sm.exploding("gn", threshold=1e9), series("gn", [1, INF]), [1], "gn is inf at step 1"),
+    # a non-finite norm is a step a GradScaler skips, not an explosion: `nan` on the loss catches a broken run
+    ("exploding-skips-non-finite", sm.exploding("gn", factor=10), series("gn", [1, INF, NAN, 1.2, 1, 11]), [5],
+     "gn 11 at step 5 is above 10 x its running median 1"),
     ("exploding-first-value-no-reference", sm.exploding(factor=2), series("grad_norm", [1e6]), [], ""),
     ("vanishing", sm.vanishing(threshold=1e-6, patience=3), series("grad_norm", [1e-3, 1e-8, 1e-9, 1e-8]),
      [3], "below 1e-06 for 3 reports"),
@@ -186,6 +188,43 @@ def test_custom_warn_turns_a_stop_verdict_into_a_warning() -> None:
 )
 def test_metrics_names_what_the_monitor_needs(monitor: Monitor, names: set[str] | None) -> None:
     assert monitor.metrics() == (None if names is None else frozenset(names))
+
+
+# which metrics `nan` watches ---------------------------------------------------------------------------
+
+
+def test_nan_by_default_ignores_an_inf_in_a_metric_the_sweep_does_not_judge() -> None:
+    """An AMP step the GradScaler skips logs grad_norm = inf, a warm-up from lr 0 an lr_ratio of inf, an
+    early perplexity exp(loss) overflows: healthy runs all. By default `nan` watches the sweep's metrics
+    and the loss-like ones, as Keras' TerminateOnNaN watches the loss and Lightning the monitored metric."""
+    m = sm.nan()
+    points = pts((0, "grad_norm", INF), (0, "lr_ratio", INF), (0, "val_ppl", INF), (0, "grad_norm", NAN),
+                 (1, "loss", 0.5), (2, "loss", NAN))
+    assert fire_at(m, points) == [5]
+
+
+@pytest.mark.parametrize("key", ["loss", "val_loss", "train/loss", "loss_cls", "valLoss", "Loss/val"])
+def test_nan_by_default_watches_every_loss_like_metric(key: str) -> None:
+    assert fire_at(sm.nan(), pts((0, key, 1.0), (1, key, INF))) == [1]
+
+
+def test_nan_by_default_watches_the_sweeps_metrics_in_spec_and_python_forms() -> None:
+    """parse_monitors binds the sweep's metrics (every objective, the scheduler's, the constraints') to a
+    `nan` that names none, whether it came from the spec or from Python."""
+    for m in parse_monitors(["nan", sm.nan()], metric="acc", watch=("acc", "f1", "memory_gb")):
+        assert m.metrics() is None
+        for key in ("acc", "f1", "memory_gb"):
+            assert m.observe(0, pts((3, key, NAN))).stops, key
+            m.forget(0)
+        assert not m.observe(0, pts((4, "grad_norm", INF))).stops
+
+
+def test_nan_with_metrics_all_watches_every_metric_and_a_list_only_those() -> None:
+    (every,) = parse_monitors([{"nan": {"metrics": "all"}}], metric="acc")
+    assert fire_at(every, pts((0, "grad_norm", 1.0), (1, "grad_norm", INF))) == [1]
+    assert fire_at(sm.nan(metrics="all"), pts((0, "lr_ratio", INF))) == [0]
+    (listed,) = parse_monitors([{"nan": {"metrics": ["grad_norm"]}}], metric="acc")
+    assert fire_at(listed, pts((0, "acc", NAN), (1, "grad_norm", INF))) == [1]
 
 
 # spec parsing -----------------------------------------------------------------------------------------

@@ -147,6 +147,40 @@ def test_a_monitor_on_a_metric_no_trial_logs_is_reported(cli):
     assert len(rows) == 1 and "grad_nrom" in rows[0][0]
 
 
+HEALTH = """\
+import math
+
+
+def train(config, run):
+    kind = config.kind
+    for step in range(1, 5):
+        bad = step == 2
+        point = {"val_loss": 1.0 / step, "score": step * 1.0,
+                 "grad_norm": math.inf if bad and kind == "amp-skip" else 1.0,   # a step GradScaler skips
+                 "lr_ratio": math.inf if bad and kind == "amp-skip" else 1.0}
+        if bad and kind == "score-nan":
+            point["score"] = math.nan                                          # the second objective
+        run.log(point, step=step)
+        if run.should_stop:
+            break
+    return point
+"""
+
+
+def test_nan_watches_every_objective_and_not_an_unrelated_metric(cli):
+    """`nan` with no list: an inf gradient norm or learning-rate ratio of a healthy trial does not stop it;
+    a NaN in the second objective (not loss-like) does."""
+    (cli.tmp / "health.py").write_text(HEALTH)
+    f = cli.spec("s", "function: health.py:train\nmethod: grid\n"
+                      "metric: [{name: val_loss, goal: minimize}, {name: score, goal: maximize}]\n"
+                      "parameters: {kind: {values: [amp-skip, score-nan]}}\nmonitors: [nan]\n")
+    cli("sweep", str(f), "--name", "health", "--workers", "1", "-q", check=True)
+    trials = by_kind(cli.status("health"))
+    assert trials["amp-skip"]["state"] == "completed", trials["amp-skip"]
+    assert trials["score-nan"]["state"] == "stopped_by_rule"
+    assert trials["score-nan"]["reason"] == "nan: score is NaN at step 2"
+
+
 # ------------------------------------------------------------------------------------------------ budgets
 def test_budget_trials_caps_the_sweep_and_status_shows_the_spend(cli):
     f = cli.spec("s", spec(["good"], method="random", steps=2, extra="budget: {trials: 3}\n"))

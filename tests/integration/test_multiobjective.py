@@ -203,3 +203,67 @@ def test_a_fork_carries_objective_values_and_feasibility_into_the_new_sweep(cli)
     st, _ = check_front(cli, "new")
     forked = [t for t in st["trials"] if (t["reason"] or "").startswith("forked from old/")]
     assert forked and all(t["values"] is not None and t["feasible"] is not None for t in forked)
+
+
+SIZE_ONCE = """\
+def train(config, run):
+    run.log({"size": config.size}, step=0)          # known before training: logged once
+    for step in range(1, 10):
+        acc = config.q * (1 - 1 / (step + 1))
+        run.log({"acc": acc}, step=step)
+        if run.should_stop:
+            break
+    return {"acc": acc, "size": config.size}
+"""
+
+
+def test_the_rank_rule_carries_an_objective_logged_once_live_and_on_resume(cli):
+    """A parameter count logged once at step 0 used to give no vector at any rung: the rank rule never
+    judged and nothing was pruned. It is carried to every later step, live and in the resume replay."""
+    (cli.tmp / "size_once.py").write_text(SIZE_ONCE)
+    body = ("function: size_once.py:train\nmethod: grid\n"
+            "metric: [{name: acc, goal: maximize}, {name: size, goal: minimize}]\n"
+            "early_terminate: {type: asha, min_iter: 1, max_iter: 9, eta: 3}\n"
+            "trial: {retries: 0}\nbudget: {trials: 2}\n"
+            "parameters:\n  q: {values: [0.9, 0.5]}\n  size: {values: [1.0, 9.0]}\n")
+    cli("sweep", str(cli.spec("once", body)), "--name", "once", "--workers", "1", "-q", check=True)
+    cli("resume", "once", "--trials", "+2", "--workers", "1", "-q", check=True)
+    trials = cli.status("once")["trials"]
+    best = next(t for t in trials if t["params"] == {"q": 0.9, "size": 1.0})
+    assert best["state"] == "completed"
+    pruned = [t for t in trials if t["state"] == "pruned"]
+    assert pruned, trials
+    for t in pruned:
+        assert "non-dominated rank" in t["reason"] and "of (acc, size)" in t["reason"], t["reason"]
+
+
+CONSTRAINED = """\
+KINDS = {"a": (0.9, 1.0, 99.0), "b": (0.5, 5.0, 1.0), "c": (0.4, 3.0, 1.0)}   # acc scale, size, memory_gb
+
+
+def train(config, run):
+    q, size, memory = KINDS[config.kind]
+    for step in range(1, 10):
+        acc = q * (1 - 1 / (step + 1))
+        run.log({"acc": acc, "size": size}, step=step)
+        if run.should_stop:
+            break
+    return {"acc": acc, "size": size, "memory_gb": memory}
+"""
+
+
+def test_an_infeasible_trial_prunes_no_trial_by_the_rank_rule_live_or_after_resume(cli):
+    """Trial a beats c at rung 1 on both objectives (b does not) but breaks memory_gb <= 16: it is not on the sweep's
+    front, so c is not pruned as 'dominated there by trial 0 of the front' (a and b run, then a resume
+    replays them before c)."""
+    (cli.tmp / "constrained.py").write_text(CONSTRAINED)
+    body = ("function: constrained.py:train\nmethod: grid\n"
+            "metric: [{name: acc, goal: maximize}, {name: size, goal: minimize}]\n"
+            "constraints: [{metric: memory_gb, max: 16}]\n"
+            "early_terminate: {type: asha, min_iter: 1, max_iter: 9, eta: 3}\n"
+            "trial: {retries: 0}\nbudget: {trials: 2}\nparameters:\n  kind: {values: [a, b, c]}\n")
+    cli("sweep", str(cli.spec("cons", body)), "--name", "cons", "--workers", "1", "-q", check=True)
+    cli("resume", "cons", "--trials", "+1", "--workers", "1", "-q", check=True)
+    trials = {t["params"]["kind"]: t for t in cli.status("cons")["trials"]}
+    assert trials["a"]["state"] == "completed" and trials["a"]["feasible"] is False
+    assert trials["c"]["state"] == "completed", trials["c"]

@@ -87,6 +87,27 @@ def test_the_value_recorded_is_the_first_report_at_or_past_the_rung() -> None:
     assert v.stops and v.data["rung_step"] == 2 and v.data["step"] == 5 and v.data["n"] == 2
 
 
+@pytest.mark.parametrize("batch", [False, True], ids=["one-report-past-rungs", "reports-after-the-verdict"])
+def test_a_trial_pruned_at_a_rung_joins_no_later_rung(batch: bool) -> None:
+    """ASHA's later rungs hold promoted trials only (Optuna's SuccessiveHalvingPruner too). A trial pruned
+    at rung 1 by a report past rungs 2 and 3 (or whose later reports arrive in the same batch) used to be
+    recorded there as well, so those rungs let more than their top 1/eta through."""
+    sched = AshaScheduler(min_iter=1, max_iter=100, eta=2)     # rungs 1, 2, 4, 8, ...
+    for trial, v in enumerate([0.2, 0.1]):                      # two good trials reach rung 4
+        for step in (1, 2, 4):
+            assert not sched.on_report(trial, step, v).stops
+    if batch:                                                   # the verdict at step 1, then step 9 in one batch
+        assert sched.on_report(2, 1, 5.0).stops
+        assert sched.on_report(2, 9, 5.0).stops
+    else:
+        assert sched.on_report(2, 9, 5.0).data["rung_step"] == 1   # jumped rungs 1, 2, 4 and 8: pruned at 1
+    # rung 4 holds 0.1 and 0.2 only, so 0.15 there is not in the top 1 of 3 (with 5.0 counted: top 2 of 4)
+    for step in (1, 2):
+        assert not sched.on_report(3, step, 0.05).stops
+    v = sched.on_report(3, 4, 0.15)
+    assert v.stops and v.data["n"] == 3 and v.data["cutoff"] == 0.1
+
+
 def test_trials_reaching_max_iter_are_no_longer_judged() -> None:
     sched = AshaScheduler(min_iter=1, max_iter=3, eta=3)         # the only rung is step 1
     for trial in range(3):

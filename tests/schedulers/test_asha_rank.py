@@ -82,3 +82,26 @@ def test_the_verdict_sticks_and_ended_trials_are_not_judged():
     assert s.on_report(2, 3, (0.99, 1.0)).stops           # stopped at rung 1: later reports change nothing
     s.on_trial_end(0, TrialState.COMPLETED)
     assert not s.on_report(0, 3, (0.0, 99.0)).stops
+
+
+def test_a_trial_pruned_by_rank_joins_no_later_rung():
+    """A report past several rungs is recorded rung by rung until one prunes the trial; it used to be
+    recorded at the later rungs too, where it filled the rung up to eta values and made it judge."""
+    s = asha()
+    s.on_report(0, 1, (0.9, 10.0))
+    complete(s, 0, (0.95, 10.0))                          # rungs 1 and 3 hold trial 0
+    s.on_report(1, 1, (0.5, 5.0))
+    assert s.on_report(2, 9, (0.4, 20.0)).data["rung_step"] == 1    # jumped to step 9: pruned at rung 1
+    assert not s.on_report(3, 1, (0.95, 3.0)).stops
+    assert not s.on_report(3, 3, (0.3, 30.0)).stops      # rung 3 holds 2 vectors (fewer than eta): goes on
+
+
+def test_an_infeasible_trial_is_not_on_the_front_that_prunes():
+    """With constraints the sweep's front holds feasible trials only; a completed trial that broke one
+    used to prune the trials it dominated at a rung ('dominated there by trial 0 of the front')."""
+    s = asha()
+    s.on_report(0, 1, (0.9, 10.0))
+    complete(s, 0, (0.95, 10.0))
+    s.exclude_from_front(0)                               # trial 0 broke a constraint
+    s.on_report(1, 1, (0.5, 5.0))
+    assert not s.on_report(2, 1, (0.4, 20.0)).stops      # rank 2, but no feasible front trial beat it there

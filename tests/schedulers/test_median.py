@@ -93,3 +93,22 @@ def test_spec_keys() -> None:
 def test_the_median_rule_has_no_decision_steps():
     """It may stop a trial at any report, so trials never wait for it."""
     assert MedianScheduler(warmup=1, metric="loss").decision_steps(0) == ()
+
+
+def test_interval_judges_only_the_first_report_at_or_past_each_interval_point():
+    """Optuna's interval_steps: with interval 3, steps 0, 3, 6, ... are judged (or the first report past
+    one of them); a trial worse than the median at steps 1 and 2 is stopped at step 3."""
+    sched = make_scheduler({"type": "median", "warmup": 1, "interval": 3}, goal=Goal.MINIMIZE)
+    assert isinstance(sched, MedianScheduler)
+    _complete(sched, 0, [1.0 / (step + 1) for step in range(12)])
+    assert _run(sched, 1, [0.6, 0.6, 0.6, 0.6]) == [C, C, C, S]
+    sched.on_report(2, 0, 0.6)
+    assert sched.on_report(2, 2, 0.6).decision is C and sched.on_report(2, 5, 0.6).decision is S  # past 3
+    assert "every 3 steps" in sched.describe()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_interval_must_be_a_positive_integer(bad):
+    from sweeplab.errors import SpecError
+    with pytest.raises(SpecError, match="interval"):
+        make_scheduler({"type": "median", "interval": bad}, goal=Goal.MINIMIZE)

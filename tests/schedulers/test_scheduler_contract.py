@@ -8,11 +8,15 @@ from sweeplab.types import Goal
 
 
 class TestAshaContract(SchedulerContract):
+    order_independent = False   # a pruned trial joins no later rung: the rungs follow the arrival order
+
     def make(self, goal: Goal) -> Scheduler:
         return AshaScheduler(min_iter=1, max_iter=27, eta=3, goal=goal, metric="loss")
 
 
 class TestAshaBracketsContract(SchedulerContract):
+    order_independent = False
+
     def make(self, goal: Goal) -> Scheduler:
         return AshaScheduler(min_iter=1, max_iter=27, eta=3, brackets=2, goal=goal, metric="loss")
 

@@ -93,15 +93,18 @@ class EventWriter(DriverState):
         metric = self.metric
         verdicts: list[Verdict] = []
         sched_metric = self._sched_metric
-        for step, key, value, _ in points:
+        feed = self._rank_feed
+        closing = {}   # the rank rule judges a step at its last objective point in the batch (rank_feed.py)
+        if feed is not None:
+            closing = {p[0]: i for i, p in enumerate(points) if p[1] in feed.names}
+        for i, (step, key, value, _) in enumerate(points):
             t.last[key] = (step, value)
             if key == metric:
                 t.intermediate[int(step)] = float(value)
-            if self._rank_keys and key in self._rank_keys and self.scheduler is not None \
-                    and t.stop_verdict is None:   # several objectives by rank: once all are in for the step
-                names = self._rank_keys
-                if all(t.last.get(n, (None,))[0] == step for n in names):
-                    vector = tuple(float(t.last[n][1]) for n in names)   # ASHA.judge_by_rank takes tuples
+            if feed is not None and key in feed.names and self.scheduler is not None \
+                    and t.stop_verdict is None:   # several objectives by rank
+                vector = feed.add(t.id, int(step), key, float(value), closes_step=closing.get(step) == i)
+                if vector is not None:            # ASHA.judge_by_rank takes tuples
                     v = self.scheduler.on_report(t.number, int(step), vector)  # type: ignore[arg-type]
                     if v.stops:
                         verdicts.append(dataclasses.replace(v, reason=f"{v.reason}; {self._sched_rule}")
@@ -367,6 +370,8 @@ class EventWriter(DriverState):
             self._record_hypervolume(t, at)
         if self.scheduler is not None:
             self.scheduler.on_trial_end(t.number, state)
+            if self._rank_keys and t.feasible is False:   # the rank rule's front: feasible trials only
+                self.scheduler.exclude_from_front(t.number)   # type: ignore[attr-defined]
         for m in self.monitors:
             m.forget(t.number)
         target = self.spec.metric.target

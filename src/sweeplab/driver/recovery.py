@@ -13,6 +13,7 @@ import shlex
 from typing import Any
 
 from sweeplab.driver.objectives import feasible, objective_values, violations
+from sweeplab.driver.rank_feed import RankFeed
 from sweeplab.driver.records import TrialRecord, costs_of, loads
 from sweeplab.driver.state import DriverState
 from sweeplab.driver.watchdog import Watchdog
@@ -54,7 +55,10 @@ class Recovery(DriverState):
         if self.spec.monitors:   # imported only then: a sweep without monitors does not pay for the module
             from sweeplab.monitors import parse_monitors
 
-            self.monitors = parse_monitors(list(self.spec.monitors), file=file, metric=self.metric, goal=self.goal)
+            judged = [*(o.name for o in self.spec.objectives), (self.spec.early_terminate or {}).get("metric"),
+                      *(c.metric for c in self.spec.constraints)]   # what `nan` watches besides the losses
+            self.monitors = parse_monitors(list(self.spec.monitors), file=file, metric=self.metric, goal=self.goal,
+                                           watch=[str(m) for m in judged if m])
         # the value schedulers judge: early_terminate.metric when given, else the sweep's metric
         self._sched_metric = (self.scheduler.metric or self.metric) if self.scheduler else None
         if self.scheduler is not None and self.spec.multi_objective:   # the rung rule, named in PRUNED reasons
@@ -62,6 +66,7 @@ class Recovery(DriverState):
             named = (self.spec.early_terminate or {}).get("metric")
             if not named and judge_by_rank is not None:
                 self._rank_keys = tuple(str(o.name) for o in self.spec.objectives)
+                self._rank_feed = RankFeed(self._rank_keys)
                 judge_by_rank(tuple(o.goal for o in self.spec.objectives), self._rank_keys)
                 self._sched_rule = "rank rule: several objectives and no early_terminate.metric"
             else:
@@ -278,6 +283,8 @@ class Recovery(DriverState):
                 scheduler.on_report(by_id[row[0]].number, int(row[1]), value)  # type: ignore[arg-type]
             else:
                 scheduler.on_trial_end(t.number, t.state)
+                if self._rank_keys and t.feasible is False:   # as live: the rank rule's front is feasible
+                    scheduler.exclude_from_front(t.number)   # type: ignore[attr-defined]
 
     def _rank_reports(self) -> list[tuple[int, int, tuple[float, ...], float]]:
         """The rank rule's reports, as the live driver fed them: (trial id, step, every objective's value,
@@ -285,13 +292,14 @@ class Recovery(DriverState):
         rows = sorted(((float(r[3]), i, k, r) for k, key in enumerate(self._rank_keys)
                        for i, r in enumerate(self.store.metric_reports(self.sweep_id, key))),
                       key=lambda e: (e[0], e[1], e[2]))
-        last: dict[tuple[int, int], tuple[int, float]] = {}   # (trial id, objective) -> (step, value)
-        out = []
-        for at, _, k, r in rows:
+        closing = {(int(r[0]), int(r[1])): n for n, (_, _, _, r) in enumerate(rows)}   # a step's last row
+        feed, out = self._rank_feed or RankFeed(self._rank_keys), []   # live reports go on from its state
+        for n, (at, _, k, r) in enumerate(rows):
             tid, step = int(r[0]), int(r[1])
-            last[(tid, k)] = (step, float("nan") if r[2] is None else float(r[2]))
-            if all(last.get((tid, j), (None,))[0] == step for j in range(len(self._rank_keys))):
-                out.append((tid, step, tuple(last[(tid, j)][1] for j in range(len(self._rank_keys))), at))
+            vector = feed.add(tid, step, self._rank_keys[k], float("nan") if r[2] is None else float(r[2]),
+                              closes_step=closing[(tid, step)] == n)
+            if vector is not None:
+                out.append((tid, step, vector, at))
         return out
 
     def smoke_check(self) -> tuple[list[str], list[str]]:

@@ -16,6 +16,7 @@ from sweeplab._clock import Clock, RealClock
 from sweeplab.backends.base import Backend
 from sweeplab.driver.budget import BudgetAccountant
 from sweeplab.driver.objectives import ParetoTracker
+from sweeplab.driver.rank_feed import RankFeed
 from sweeplab.driver.records import Progress, SweepOutcome, TrialRecord
 from sweeplab.driver.retry import RetryPolicy
 from sweeplab.driver.tasks import TaskBuilder
@@ -76,6 +77,7 @@ class DriverState:
         self._sched_metric: str | None = None
         self._sched_rule: str | None = None        # several objectives: which one rungs are judged on
         self._rank_keys: tuple[str, ...] = ()      # ... or all of them, by non-dominated rank (ASHA)
+        self._rank_feed: RankFeed | None = None    # when a trial's objective vector is judged (rank_feed.py)
         self.monitors: list[Monitor] = []
         self._exhausted = False
         self._ending: str | None = None            # why no new trials are created

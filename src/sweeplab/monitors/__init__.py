@@ -7,10 +7,11 @@ Spec form (`monitors:` in a sweep spec), a bare name or a one-key mapping name -
 Python form, the same objects: `from sweeplab.monitors import nan, plateau; monitors=[nan(), plateau("val_loss")]`.
 
 Rules (every one accepts `action: stop | warn`, default stop):
-    nan          a NaN/inf value in any metric, or in `metrics: [...]`
+    nan          a NaN/inf value in the sweep's metrics or a loss-like one, in `metrics: [...]`, or `all`
     diverging    `metric` worse than `factor` x its best so far and than its first value, from step `min_steps`
     plateau      `metric` did not improve by more than `min_delta` for `patience` reports
-    exploding    gradient norm `metric` above `threshold`, or above `factor` x its running median
+    exploding    gradient norm `metric` above `threshold`, or above `factor` x its running median (NaN/inf:
+                 skipped, a step mixed precision skips)
     vanishing    gradient norm `metric` below `threshold` for `patience` reports in a row
     overfitting  the gap between `val` and `train` (worse side: val) grew for `patience` reports in a row
                  while `val` reached no new best

@@ -18,8 +18,9 @@ from sweeplab.monitors._value_rules import (
 from sweeplab.types import Goal
 
 
-def nan(metrics: Sequence[str] | None = None, *, action: str = "stop") -> Monitor:
-    """Stop on a NaN/inf value in any metric, or in `metrics`."""
+def nan(metrics: Sequence[str] | str | None = None, *, action: str = "stop") -> Monitor:
+    """Stop on a NaN/inf value in the sweep's metrics or a loss-like one (default), in `metrics`, or in
+    every metric (`metrics="all"`)."""
     o = _read("nan", {"metrics": metrics, "action": action})
     return NanMonitor(o["metrics"], action=o["action"])
 

@@ -12,6 +12,7 @@ from sweeplab.monitors._base import ACTIONS, Monitor
 from sweeplab.monitors._trial_rules import OverfittingMonitor, StalledMonitor
 from sweeplab.monitors._util import _goal_text, parse_duration
 from sweeplab.monitors._value_rules import (
+    ALL,
     DivergingMonitor,
     ExplodingMonitor,
     NanMonitor,
@@ -44,7 +45,7 @@ _BUILD: dict[str, Callable[..., Monitor]] = {
     "stalled": StalledMonitor,
 }
 _EXPECTED = {
-    "name": "a metric name", "names": "a list of metric names", "factor": "a number > 1",
+    "name": "a metric name", "names": "a list of metric names, or all", "factor": "a number > 1",
     "goal": "minimize or maximize", "count0": "an integer >= 0", "count1": "an integer >= 1",
     "number0": "a number >= 0", "positive": "a number > 0", "duration": "a duration such as 30s, 10m, 1h",
     "action": "stop or warn",
@@ -58,10 +59,13 @@ def parse_monitors(
     key: str = "monitors",
     metric: str | None = None,
     goal: Goal | str | None = None,
+    watch: Sequence[str] = (),
 ) -> list[Monitor]:
     """Build the monitors of a spec's `monitors:` list. Monitor instances pass through unchanged.
 
     `metric`/`goal` are the sweep's: `diverging` and `plateau` watch that metric when they name none.
+    `watch` names the sweep's other judged metrics (objectives, the scheduler's, the constraints'): with
+    `metric`, they are what `nan` watches besides the loss-like metrics when it names none.
     Bad input raises SpecError naming the key path (`monitors[1].plateau.patience`), the value and the fix.
     """
     if raw is None:
@@ -71,9 +75,12 @@ def parse_monitors(
                         expected="a list of names or one-key mappings",
                         hint="e.g. monitors: [nan, {plateau: {metric: val_loss, patience: 5}}]")
     out: list[Monitor] = []
+    sweep_metrics = tuple(dict.fromkeys([*([metric] if metric else []), *watch]))
     for i, item in enumerate(raw):
         where = f"{key}[{i}]"
         if isinstance(item, Monitor):
+            if isinstance(item, NanMonitor):
+                item.bind(sweep_metrics)
             out.append(item)
             continue
         opts: Any = {}
@@ -101,7 +108,10 @@ def parse_monitors(
                 opts["metric"] = metric
             if opts.get("goal") is None and goal is not None and opts.get("metric") == metric:
                 opts["goal"] = _goal_text(goal)
-        out.append(_BUILD[name](**_read(name, opts, key=f"{where}.{name}", file=file)))
+        built = _BUILD[name](**_read(name, opts, key=f"{where}.{name}", file=file))
+        if isinstance(built, NanMonitor):
+            built.bind(sweep_metrics)
+        out.append(built)
     return out
 
 
@@ -132,6 +142,8 @@ def _coerce(kind: str, v: Any, *, key: str, file: str | None) -> Any:
     if kind == "name":
         return _values.name(v, key=key, file=file, what="a metric name")
     if kind == "names":
+        if v == ALL:
+            return ALL     # every metric (nan)
         if isinstance(v, str):
             v = [v]
         if not isinstance(v, Sequence) or not all(isinstance(x, str) and x for x in v):

@@ -11,17 +11,37 @@ from sweeplab.monitors._base import Monitor, _Fire
 from sweeplab.monitors._util import _finite, _show
 from sweeplab.types import Goal, MetricPoint
 
+ALL = "all"   # `nan: {metrics: all}`: every metric a trial logs
+
 
 class NanMonitor(Monitor):
+    """A NaN or infinite value in a watched metric. Watched by default: the sweep's metrics (bound by
+    `parse_monitors`: every objective, the scheduler's metric, the constraints' metrics) and every metric
+    whose name contains "loss". Not every metric: a healthy run logs infinities elsewhere (the gradient norm
+    of a step the AMP GradScaler skips, a ratio to a learning rate of 0 in warm-up, an early perplexity
+    exp(loss) that overflows), and a NaN that matters reaches the loss within a step. `metrics="all"`
+    watches every metric, a list only those."""
+
     name = "nan"
 
-    def __init__(self, metrics: Sequence[str] | None = None, *, action: str = "stop") -> None:
+    def __init__(self, metrics: Sequence[str] | str | None = None, *, action: str = "stop") -> None:
         super().__init__(action=action)
-        self.watched = frozenset(metrics) if metrics else None
+        self.every = metrics == ALL
+        self.watched = frozenset(metrics) if metrics and not isinstance(metrics, str) else None
+        self.sweep_metrics: frozenset[str] = frozenset()
         self._bad: dict[int, set[str]] = {}
 
+    def bind(self, sweep_metrics: Sequence[str]) -> None:
+        """The sweep's metrics, watched by default (a `nan` given a list of its own ignores them)."""
+        self.sweep_metrics = frozenset(sweep_metrics)
+
+    def watches(self, key: str) -> bool:
+        if self.watched is not None:
+            return key in self.watched
+        return self.every or key in self.sweep_metrics or "loss" in key.lower()
+
     def _check(self, trial: int, point: MetricPoint) -> _Fire | bool | None:
-        if self.watched is not None and point.key not in self.watched:
+        if not self.watches(point.key):
             return None
         bad = self._bad.setdefault(trial, set())
         if _finite(point.value):
@@ -33,6 +53,11 @@ class NanMonitor(Monitor):
 
     def metrics(self) -> frozenset[str] | None:
         return self.watched
+
+    def describe(self) -> str:
+        what = (", ".join(sorted(self.watched)) if self.watched is not None else "every metric" if self.every
+                else "the sweep's metrics and loss-like ones")
+        return f"{self.name} on {what} ({self.action})"
 
     def forget(self, trial: int) -> None:
         super().forget(trial)
@@ -148,7 +173,10 @@ class ExplodingMonitor(_OneMetric):
         v = point.value
         data: dict[str, Any] = {"metric": self.metric, "value": v, "step": point.step}
         if not _finite(v):
-            return _Fire(f"{self.metric} is {_show(v)} at step {point.step}", data)
+            # A step that mixed precision's GradScaler (or a skip-on-overflow loop) skips: its gradients
+            # overflowed, the step is dropped, training goes on. When training itself breaks, the loss
+            # turns NaN, which `nan` watches. Not a value of the running median either.
+            return None
         history = self._state.setdefault(trial, _RunningMedian())
         median = history.median()
         history.add(v)

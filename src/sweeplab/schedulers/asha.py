@@ -11,10 +11,10 @@ so no worker ever waits for a rung to fill.
 With several objectives judged together (`judge_by_rank`) a rung records each trial's vector of objective
 values, and "top floor(n / eta)" is by non-dominated rank among the vectors recorded there (rank 1: not
 dominated by any of them; ties continue). A trial outside that top still continues unless a trial on the
-current Pareto front (of the completed trials' last reported vectors) dominated it at the same rung: rung
-ranks mislead most where a front is decided, among near-equal trade-offs, and a trial that was at least as
-good at the rung as every front trial was there may still join the front (pruning such trials cut 40% of the
-front the trials would have made on benchmarks/multiobjective.py's digits task).
+current Pareto front (of the completed feasible trials' last reported vectors) dominated it at the same
+rung: rung ranks mislead most where a front is decided, among near-equal trade-offs, and a trial that was at
+least as good at the rung as every front trial was there may still join the front (pruning such trials cut
+40% of the front the trials would have made on benchmarks/multiobjective.py's digits task).
 """
 
 from __future__ import annotations
@@ -110,25 +110,30 @@ class AshaScheduler(Scheduler):
         t = self._trials.setdefault(trial, _Trial())
         if t.ended:
             return Verdict.go_on()
+        if t.stopped is not None:
+            return t.stopped
         if self.rank_goals is not None:
             return self._on_vector(t, trial, step, tuple(value))
         bracket = self.bracket_of(trial)
         sc = self._score(value)
-        # Rung values are recorded whatever the verdicts were, so the rung populations depend only on
-        # which values each trial reported, not on the order trials are replayed in after a restart.
+        # A report past several rungs is recorded at each in turn until one prunes the trial: a pruned
+        # trial was not promoted, so it joins no later rung, even when it had trained past it (a report
+        # that jumped rungs, a batch of reports, a command trial not held at its rung). Counting it there
+        # would let more than the top 1/eta of the promoted trials through.
         while (rung_step := self._rung_step(bracket, t.done)) is not None and rung_step <= step:
             index = t.done
             values = self._rungs[bracket].setdefault(rung_step, [])
             bisect.insort(values, sc)
             t.done += 1
             n = len(values)
-            if t.stopped is not None or n < self.eta:
+            if n < self.eta:
                 continue
             keep = math.floor(n / self.eta + 1e-9)
             cutoff = values[keep - 1]
             if sc > cutoff:
                 t.stopped = self._pruned(bracket, index, rung_step, step, sc, cutoff, n)
-        return t.stopped or Verdict.go_on()
+                return t.stopped
+        return Verdict.go_on()
 
     def _on_vector(self, t: _Trial, trial: int, step: int, vector: tuple[float, ...]) -> Verdict:
         """The rank rule: as `on_report`, comparing front ranks within the rung instead of values."""
@@ -144,7 +149,7 @@ class AshaScheduler(Scheduler):
             t.at_rungs = {**(t.at_rungs or {}), rung_step: vector}
             t.done += 1
             n = len(vectors)
-            if t.stopped is not None or n < self.eta:
+            if n < self.eta:
                 continue
             ranks = nondominated_ranks(vectors, goals)
             worst = max((r for r in ranks if r is not None), default=0) + 1
@@ -168,7 +173,8 @@ class AshaScheduler(Scheduler):
                 data={"bracket": bracket, "rung": index + 1, "rung_step": rung_step, "step": step,
                       "rank": mine, "cutoff": cutoff, "n": n, "values": list(vector), "front_trial": by},
             )
-        return t.stopped or Verdict.go_on()
+            return t.stopped     # a pruned trial joins no later rung (see on_report)
+        return Verdict.go_on()
 
     def _front_dominator(self, rung_step: int, vector: tuple[float, ...]) -> int | None:
         """The first trial on the Pareto front of the completed trials whose vector at `rung_step`
@@ -219,6 +225,11 @@ class AshaScheduler(Scheduler):
             t.ended = True
             if state is TrialState.COMPLETED and self.rank_goals is not None and t.last is not None:
                 self._finished[trial] = t.last   # the rank rule's front: completed trials' last vectors
+
+    def exclude_from_front(self, trial: int) -> None:
+        """The rank rule: a completed `trial` that broke a constraint is no trial of the front it compares
+        with (the sweep's front holds feasible trials only), so it prunes no trial it dominated at a rung."""
+        self._finished.pop(trial, None)
 
     def describe(self) -> str:
         limit = self.max_iter if self.max_iter is not None else int(self.min_iter * self.eta**4 + 1e-9)

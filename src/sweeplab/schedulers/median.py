@@ -20,13 +20,14 @@ from sweeplab.types import Decision, Goal, TrialState, Verdict
 
 __all__ = ["MedianScheduler"]
 
-_KEYS = ("type", "metric", "min_iter", "warmup")
+_KEYS = ("type", "metric", "min_iter", "warmup", "interval")
 
 
 @dataclass
 class _Trial:
     values: dict[int, float] = field(default_factory=dict)  # step -> score (first report at that step)
     best: float = math.inf
+    last_step: int = -1          # the highest step reported before the current report
     stopped: Verdict | None = None
     ended: bool = False
 
@@ -37,11 +38,12 @@ class MedianScheduler(Scheduler):
     type = "median"
 
     def __init__(
-        self, *, min_iter: int = 0, warmup: int = 5, goal: Goal = Goal.MINIMIZE, metric: str | None = None
+        self, *, min_iter: int = 0, warmup: int = 5, interval: int = 1, goal: Goal = Goal.MINIMIZE,
+        metric: str | None = None,
     ) -> None:
         super().__init__(goal=goal, metric=metric)
-        _validate(min_iter=min_iter, warmup=warmup, key=self.type, file=None)
-        self.min_iter, self.warmup = min_iter, warmup
+        _validate(min_iter=min_iter, warmup=warmup, interval=interval, key=self.type, file=None)
+        self.min_iter, self.warmup, self.interval = min_iter, warmup, interval
         self._completed: dict[int, list[float]] = {}  # step -> sorted scores of completed trials
         self._n_completed = 0
         self._trials: dict[int, _Trial] = {}
@@ -54,7 +56,9 @@ class MedianScheduler(Scheduler):
         o = Options(raw, key=key, file=file, allowed=_KEYS)
         min_iter = o.integer("min_iter", 0, minimum=0) or 0
         warmup = o.integer("warmup", 5, minimum=0) or 0
-        return cls(min_iter=min_iter, warmup=warmup, goal=goal, metric=o.string("metric", None) or metric)
+        interval = o.integer("interval", 1, minimum=1, hint="interval: 1 judges every report") or 1
+        return cls(min_iter=min_iter, warmup=warmup, interval=interval, goal=goal,
+                   metric=o.string("metric", None) or metric)
 
     def on_report(self, trial: int, step: int, value: float) -> Verdict:
         t = self._trials.setdefault(trial, _Trial())
@@ -63,10 +67,13 @@ class MedianScheduler(Scheduler):
         sc = self._score(value)
         t.values.setdefault(step, sc)
         t.best = min(t.best, sc)
+        before, t.last_step = t.last_step, max(t.last_step, step)
         if t.stopped is not None:
             return t.stopped
         if self._n_completed < max(self.warmup, 1) or step < self.min_iter:
             return Verdict.go_on()
+        if self.interval > 1 and before >= step - (step - self.min_iter) % self.interval:
+            return Verdict.go_on()   # judged only at the first report at or past each interval point
         reference = self._completed.get(step)
         if not reference:
             return Verdict.go_on()
@@ -99,9 +106,10 @@ class MedianScheduler(Scheduler):
                 bisect.insort(self._completed.setdefault(step, []), sc)
 
     def describe(self) -> str:
+        every = f", every {self.interval} steps" if self.interval > 1 else ""
         return (
             f"median: stop when the best {self._metric_name} so far is worse than the median of completed "
-            f"trials at the same step, from step {self.min_iter}, after {self.warmup} completed trials "
+            f"trials at the same step, from step {self.min_iter}{every}, after {self.warmup} completed trials "
             f"({self.goal.value})"
         )
 
@@ -115,10 +123,10 @@ def _median(sorted_scores: list[float]) -> float:
     return hi if math.isinf(hi) else (lo + hi) / 2
 
 
-def _validate(*, min_iter: int, warmup: int, key: str, file: str | None) -> None:
-    for name, v in (("min_iter", min_iter), ("warmup", warmup)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+def _validate(*, min_iter: int, warmup: int, interval: int = 1, key: str, file: str | None) -> None:
+    for name, v, least in (("min_iter", min_iter, 0), ("warmup", warmup, 0), ("interval", interval, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < least:
             raise SpecError(
-                f"{name} must be a non-negative integer", file=file, key=f"{key}.{name}", value=v,
-                expected="an integer >= 0", hint=f"set {name}: 0 or more",
+                f"{name} must be an integer >= {least}", file=file, key=f"{key}.{name}", value=v,
+                expected=f"an integer >= {least}", hint=f"set {name}: {least} or more",
             )
