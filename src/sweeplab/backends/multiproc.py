@@ -40,11 +40,12 @@ from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
 from sweeplab.backends.execution import Execution
 
-__all__ = ["execute_ranks", "free_port", "rank_env"]
+__all__ = ["THREAD_VARS", "execute_ranks", "free_port", "rank_env", "reserve_port"]
 
 # rank 0's events that reach the driver; SYSTEM samples come from the supervisor's own sampler, which
 # covers all of its children
 _FORWARDED = (EventKind.METRICS, EventKind.CHECKPOINT, EventKind.ARTIFACT, EventKind.NOTE, EventKind.PROFILE)
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _STRAGGLER_SECONDS = 10.0   # after rank 0 returned, how long the other ranks get to return too
 _FAILURE_SETTLE = 0.5       # after a first failure, how long to wait for the rank that caused it
 
@@ -56,9 +57,30 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def reserve_port(host: str = "127.0.0.1") -> socket.socket:
+    """A socket holding a free TCP port (MASTER_PORT) for as long as it stays open.
+
+    Rank 0 binds MASTER_PORT seconds after it is chosen (torch imports first). A port merely found free
+    could meanwhile be handed to another trial asking for a free port, or to any process's outgoing
+    connection. This socket is bound with SO_REUSEADDR and never listens: the kernel hands its port to no
+    one else, while rank 0's TCPStore (SO_REUSEADDR too) can still bind and listen on it.
+    """
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, 0))
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
 def rank_env(rank: int, world_size: int, port: int, *, threads: int | None = None,
              addr: str = "127.0.0.1") -> dict[str, str]:
-    """The torchrun variables of one rank on this machine (all ranks local: LOCAL_RANK = RANK)."""
+    """The torchrun variables of one rank on this machine (all ranks local: LOCAL_RANK = RANK).
+
+    `threads`: this rank's share of the slot's threads, for every threading library (OpenMP, MKL,
+    OpenBLAS): torch built with MKL sizes its pool from MKL_NUM_THREADS, not OMP_NUM_THREADS."""
     env = {
         "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
         "LOCAL_WORLD_SIZE": str(world_size), "GROUP_RANK": "0", "NODE_RANK": "0",
@@ -66,7 +88,7 @@ def rank_env(rank: int, world_size: int, port: int, *, threads: int | None = Non
         "TORCHELASTIC_RUN_ID": "sweeplab",
     }
     if threads is not None:
-        env["OMP_NUM_THREADS"] = str(threads)
+        env.update({var: str(threads) for var in THREAD_VARS})
     return env
 
 
@@ -122,8 +144,10 @@ def execute_ranks(ex: Execution) -> None:
     task, channel = ex.task, ex.channel
     sel = selectors.DefaultSelector()
     ranks: list[_Rank] = []
+    reserved: socket.socket | None = None
     try:
-        port = free_port()
+        reserved = reserve_port()   # held until every rank has ended
+        port = int(reserved.getsockname()[1])
         threads = _threads_per_rank(task.world_size)
         for r in range(task.world_size):
             rank = _spawn(task, r, port, threads)
@@ -143,6 +167,8 @@ def execute_ranks(ex: Execution) -> None:
                 rank.proc.wait(timeout=5)
             _close(rank, sel)
         sel.close()
+        if reserved is not None:
+            reserved.close()
     if ex.preempted:
         kind, data = EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)"}
     data["retire"] = True if kind is EventKind.PREEMPTED else ex.decide_retire()
