@@ -114,6 +114,7 @@ def test_rank_tasks_give_each_rank_its_node_local_environment(tmp_path):
     assert {(t.env["MASTER_ADDR"], t.env["MASTER_PORT"], t.env["WORLD_SIZE"], t.world_size) for t in tasks} == {
         ("10.0.0.5", "29400", "3", 1)}
     assert len({t.log_path for t in tasks}) == 3            # ranks do not write over rank 0's log
+    assert len({t.report_path for t in tasks}) == 3         # nor command ranks report through rank 0's file
 
 
 def test_gang_fails_with_the_first_failing_rank_and_kills_the_others(tmp_path):

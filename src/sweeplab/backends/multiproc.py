@@ -40,7 +40,7 @@ from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
 from sweeplab.backends.execution import Execution
 
-__all__ = ["THREAD_VARS", "execute_ranks", "free_port", "rank_env", "reserve_port"]
+__all__ = ["THREAD_VARS", "execute_ranks", "free_port", "rank_env", "rank_paths", "reserve_port"]
 
 # rank 0's events that reach the driver; SYSTEM samples come from the supervisor's own sampler, which
 # covers all of its children
@@ -102,11 +102,18 @@ class _Rank:
     closed: bool = False
 
 
-def _rank_log(log_path: str, rank: int) -> str:
-    if not log_path or rank == 0:
-        return log_path
-    p = Path(log_path)
+def _rank_file(path: str, rank: int) -> str:
+    if not path or rank == 0:
+        return path
+    p = Path(path)
     return str(p.with_name(f"{p.stem}.rank{rank}{p.suffix}"))
+
+
+def rank_paths(task: TrialTask, rank: int) -> tuple[str, str]:
+    """Rank `rank`'s own (log, report file): rank 0 keeps the trial's, rank r gets `<stem>.rank<r><suffix>`
+    beside them. Command ranks must not share the report file: rank 0's reader would pass the other ranks'
+    reports to the driver as its own, and each rank empties the file when it starts."""
+    return _rank_file(task.log_path, rank), _rank_file(task.report_path, rank)
 
 
 def _spawn(task: TrialTask, rank: int, port: int, threads: int | None) -> _Rank:
@@ -116,7 +123,8 @@ def _spawn(task: TrialTask, rank: int, port: int, threads: int | None) -> _Rank:
     env.update(rank_env(rank, task.world_size, port, threads=threads))
     env["SWEEPLAB_EVENT_FD"] = str(w)
     env["PYTHONUNBUFFERED"] = "1"
-    rank_task = dataclasses.replace(task, world_size=1, log_path=_rank_log(task.log_path, rank))
+    log_path, report_path = rank_paths(task, rank)
+    rank_task = dataclasses.replace(task, world_size=1, log_path=log_path, report_path=report_path)
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "sweeplab.backends.rank"], stdin=subprocess.PIPE,

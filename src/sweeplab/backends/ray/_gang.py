@@ -20,12 +20,11 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind
-from sweeplab.backends.multiproc import rank_env
+from sweeplab.backends.multiproc import rank_env, rank_paths
 
 __all__ = ["Gang", "Op", "rank_tasks"]
 
@@ -37,13 +36,6 @@ class Op(str, Enum):
 
     KILL = "kill"
     PREEMPT = "preempt"
-
-
-def _rank_log(log_path: str, rank: int) -> str:
-    if not log_path or rank == 0:
-        return log_path
-    p = Path(log_path)
-    return str(p.with_name(f"{p.stem}.rank{rank}{p.suffix}"))
 
 
 def rank_tasks(task: TrialTask, nodes: Sequence[str], master_addr: str, master_port: int, *,
@@ -63,7 +55,8 @@ def rank_tasks(task: TrialTask, nodes: Sequence[str], master_addr: str, master_p
                     "GROUP_RANK": str(order.index(node)), "NODE_RANK": str(order.index(node))})
         merged = {k: str(v) for k, v in task.env.items()}
         merged.update(env)
-        out.append(dataclasses.replace(task, world_size=1, env=merged, log_path=_rank_log(task.log_path, r)))
+        log_path, report_path = rank_paths(task, r)
+        out.append(dataclasses.replace(task, world_size=1, env=merged, log_path=log_path, report_path=report_path))
     return out
 
 
