@@ -487,3 +487,53 @@ def test_master_port_is_held_for_the_trial_until_rank_zero_listens(ddp_trial_fac
     # trial on this machine asking for a free port could be given the same one; the port stays reserved
     assert not ddp_trial_facts[0]["port_taken_by_others"]
     assert ddp_trial_facts[0]["mean_rank"] == ddp_trial_facts[1]["mean_rank"] == 0.5
+
+
+def ddp_ranks_leave_at_different_steps(config, run):
+    """DDP code that checks `run.should_stop` without agreeing on it: the stop reaches the ranks at different
+    moments, so rank 1 here goes into one more collective after rank 0 has left (gloo then raises
+    "Connection closed by peer" on rank 1)."""
+    import time
+
+    import sweeplab.torch as slt
+
+    strategy = slt.strategy()
+    step, seen = 0, False
+    while True:
+        value = strategy.all_reduce_mean(float(step))
+        run.log({"step": value}, step=step)
+        if run.should_stop and (strategy.rank == 0 or seen):
+            break
+        seen = run.should_stop
+        step += 1
+        time.sleep(0.02)
+    strategy.cleanup()
+    return {"steps": float(step)}
+
+
+@needs_torch
+@pytest.mark.slow
+def test_a_stopped_ddp_trial_whose_ranks_leave_at_different_steps_is_not_failed(tmp_path: Path) -> None:
+    from sweeplab.backends.events import EventKind
+    from sweeplab.backends.local import LocalBackend, plan_slots
+    from sweeplab.testing.backends import collect, make_task
+
+    backend = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]), hide_gpus=True)
+    backend.start()
+    try:
+        backend.submit(make_task(tmp_path, 1, f"{Path(__file__).resolve()}:ddp_ranks_leave_at_different_steps",
+                                 world_size=2, env={"OMP_NUM_THREADS": "1"}))
+
+        def on_event(ev) -> None:
+            if ev.kind is EventKind.METRICS:
+                backend.stop(1)   # as ASHA pruning it, a monitor or `sweeplab stop`
+
+        events = collect(backend, [1], timeout=180, on_event=on_event)[1]
+    finally:
+        backend.shutdown(grace=0.0)
+    end = events[-1]
+    # rank 0 returned its result after the stop; rank 1's broken collective is the stop's doing, not a failure
+    assert end.kind is EventKind.FINISHED, end.data
+    assert end.data["stopped"] is True and "steps" in end.data["metrics"]
+    notes = [e.data for e in events if e.kind is EventKind.NOTE]
+    assert any(n.get("kind") == "ranks_left_unevenly" and "rank 1" in n["message"] for n in notes), notes

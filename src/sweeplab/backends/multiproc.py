@@ -48,6 +48,7 @@ _FORWARDED = (EventKind.METRICS, EventKind.CHECKPOINT, EventKind.ARTIFACT, Event
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _STRAGGLER_SECONDS = 10.0   # after rank 0 returned, how long the other ranks get to return too
 _FAILURE_SETTLE = 0.5       # after a first failure, how long to wait for the rank that caused it
+_STOP_SETTLE = 3.0          # the same after a stop request: how long the other ranks get to return cleanly
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -214,12 +215,17 @@ def _supervise(ex: Execution, ranks: list[_Rank], sel: selectors.BaseSelector) -
         failures = [r for r in ranks if r.end is not None and r.end.kind is EventKind.FAILED]
         if failures and first_failure is None:
             first_failure = now
-            for rank in ranks:   # peers blocked in a collective with the failed rank would hang
-                if rank.end is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        rank.proc.send_signal(signal.SIGTERM)
+            if not stop_sent:   # (after a stop, a SIGTERM would turn a rank's clean return into a preemption)
+                for rank in ranks:   # peers blocked in a collective with the failed rank would hang
+                    if rank.end is None:
+                        with contextlib.suppress(ProcessLookupError):
+                            rank.proc.send_signal(signal.SIGTERM)
         ended = all(r.end is not None for r in ranks)
-        if failures and (ended or now - (first_failure or now) >= _FAILURE_SETTLE):
+        settle = _STOP_SETTLE if stop_sent else _FAILURE_SETTLE
+        if failures and (ended or now - (first_failure or now) >= settle):
+            stopped = _stopped_unevenly(ex, ranks, failures) if stop_sent else None
+            if stopped is not None:
+                return stopped
             return _failure(failures)
         if ranks[0].end is not None and rank0_done is None:
             rank0_done = now
@@ -232,6 +238,29 @@ def _supervise(ex: Execution, ranks: list[_Rank], sel: selectors.BaseSelector) -
                                                  "message": f"rank(s) {late} still running "
                                                             f"{_STRAGGLER_SECONDS:g}s after rank 0 returned; killed"})
             return end0.kind, dict(end0.data)
+
+
+def _stopped_unevenly(ex: Execution, ranks: list[_Rank],
+                      failures: list[_Rank]) -> tuple[EventKind, dict[str, Any]] | None:
+    """After a stop request, a rank that returned cleanly while another failed: the stop reached the ranks at
+    different steps, and the ones still training broke in a collective the others had left ("Connection
+    closed by peer"). That is the stop's doing: the trial ends as stopped, with rank 0's result if it
+    returned one, and a note naming the failure. None when no rank returned cleanly (a real failure)."""
+    clean = [r.index for r in ranks if r.end is not None and r.end.kind is EventKind.FINISHED]
+    if not clean:
+        return None
+    reason = _failure(failures)[1]["reason"]
+    failed = sorted(r.index for r in failures)
+    ex.channel.send(EventKind.NOTE, {
+        "level": "warning", "kind": "ranks_left_unevenly",
+        "message": f"after the stop request rank(s) {clean} returned and rank(s) {failed} failed "
+                   f"({reason.splitlines()[0][:300]}): the ranks left the training loop at different steps; "
+                   "agree on the stop with strategy.should_stop(run) (sweeplab.torch) or an all-reduce",
+    })
+    end0 = ranks[0].end
+    if end0 is not None and end0.kind is EventKind.FINISHED:
+        return EventKind.FINISHED, dict(end0.data)
+    return EventKind.FINISHED, {"metrics": {}, "stopped": True}
 
 
 def _failure(failures: list[_Rank]) -> tuple[EventKind, dict[str, Any]]:
