@@ -2,16 +2,18 @@
 
 A trial with `resources.workers: W` (`TrialTask.world_size` = W) is supervised by the worker that got it:
 `execute_ranks` starts W processes (`python -m sweeplab.backends.rank`), each with `RANK`,
-`LOCAL_RANK`, `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR=127.0.0.1` and a free `MASTER_PORT`, and
-each running the trial function through `attempt.execute` as one rank. The supervisor
+`LOCAL_RANK`, `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR=127.0.0.1` and a free `MASTER_PORT` (held
+by the supervisor until the trial ends), its share of the slot's threads, and its own log and report file,
+each running the trial (its function, or its command) through `attempt.execute` as one rank. The supervisor
 
 - forwards rank 0's metrics, checkpoints, notes and profile to the driver (other ranks' `run.log` and
   `run.checkpoint` are dropped by `Run` itself; their events are ignored here);
 - passes a stop request to every rank at once and SIGTERM (preemption) to every rank, and the driver's
   verdict at a decision step (`go`) to rank 0, the rank that reported and waits for it;
 - ends the attempt as one trial: FINISHED with rank 0's result once every rank has returned; FAILED with
-  the failing rank's traceback as soon as any rank raises or dies (the other ranks are killed);
-  PREEMPTED when the trial was preempted.
+  the failing rank's traceback as soon as any rank raises or dies (the other ranks are killed), except
+  after a stop request, when a rank that returned cleanly keeps the trial FINISHED (its peers broke in the
+  collective it left); PREEMPTED when the trial was preempted.
 
 Ranks run in the worker's process group, so a backend that kills the worker's group kills every rank,
 and a rank whose supervisor dies gets SIGKILL from the kernel (backends/_tree.die_with_parent).
