@@ -218,3 +218,26 @@ def test_a_command_trial_with_several_workers_runs_one_command_per_rank(backend,
     points = sorted((p[0], p[2]) for e in ev if e.kind is EventKind.METRICS for p in e.data["points"]
                     if p[1] == "who")
     assert points == [(0, 0.0), (1, 0.0), (2, 0.0)]   # rank 0's reports only, once each
+
+
+def pid_then_until_stopped(config, run):
+    Path(config["out"], f"pid{run.rank}").write_text(str(os.getpid()))
+    return until_stopped(config, run)
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_rank_preempts_the_whole_trial(backend, tmp_path):
+    # as on Ray ("a rank saw SIGTERM: all go"): the other ranks would otherwise train on alone, or wait
+    # forever in a collective with the rank that left
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:pid_then_until_stopped", config={"out": str(tmp_path)},
+                             world_size=2))
+    pid = tmp_path / "pid1"
+
+    def on_event(ev):
+        if ev.kind is EventKind.METRICS and pid.exists() and not (tmp_path / "sent").exists():
+            (tmp_path / "sent").write_text("")
+            os.kill(int(pid.read_text()), signal.SIGTERM)
+
+    end = collect(backend, [1], timeout=30, on_event=on_event)[1][-1]
+    assert end.kind is EventKind.PREEMPTED, end.data
+    assert (tmp_path / "stopped0").exists()   # rank 0 was stopped too, not killed mid-step
