@@ -291,6 +291,22 @@ def test_loader_reshuffles_each_pass_and_epoch_sets_the_next_pass() -> None:
 
 
 @needs_torch
+def test_a_loader_built_after_epoch_starts_at_that_epoch() -> None:
+    # a loader built inside the epoch loop (after strategy.epoch(e)) reshuffled as epoch 0 every epoch
+    from sweeplab.torch import Strategy
+
+    data = TensorDataset(torch.arange(32))
+    reference = Strategy().loader(data, batch_size=8, seed=0)
+    orders = [_batches(reference) for _ in range(3)]
+    s = Strategy()
+    seen = []
+    for epoch in range(3):
+        s.epoch(epoch)
+        seen.append(_batches(s.loader(data, batch_size=8, seed=0)))
+    assert seen == orders
+
+
+@needs_torch
 @pytest.mark.parametrize(("kwargs", "key"), [
     ({"batch_size": 5}, "batch_size"),
     ({"batch_size": 0}, "batch_size"),
