@@ -291,6 +291,22 @@ def test_loader_reshuffles_each_pass_and_epoch_sets_the_next_pass() -> None:
 
 
 @needs_torch
+def test_a_loader_built_after_epoch_starts_at_that_epoch() -> None:
+    # a loader built inside the epoch loop (after strategy.epoch(e)) reshuffled as epoch 0 every epoch
+    from sweeplab.torch import Strategy
+
+    data = TensorDataset(torch.arange(32))
+    reference = Strategy().loader(data, batch_size=8, seed=0)
+    orders = [_batches(reference) for _ in range(3)]
+    s = Strategy()
+    seen = []
+    for epoch in range(3):
+        s.epoch(epoch)
+        seen.append(_batches(s.loader(data, batch_size=8, seed=0)))
+    assert seen == orders
+
+
+@needs_torch
 @pytest.mark.parametrize(("kwargs", "key"), [
     ({"batch_size": 5}, "batch_size"),
     ({"batch_size": 0}, "batch_size"),
@@ -413,3 +429,127 @@ def test_two_process_ddp_on_cpu_matches_the_one_process_run(tmp_path: Path) -> N
     for key, values in one["params"].items():
         assert r0["params"][key] == pytest.approx(values, abs=1e-5), key
         assert r1["params"][key] == pytest.approx(r0["params"][key], abs=1e-7), key
+
+
+# -- DDP trials through sweeplab's local backend: what each rank is given -----------------------------
+
+def ddp_rank_facts(config, run):
+    """A DDP trial that records, on each rank, what the backend gave it, then meets the other rank in gloo."""
+    import errno
+
+    import sweeplab.torch as slt
+
+    port = int(os.environ["MASTER_PORT"])
+    probe = socket.socket()   # a process that asks for this port by number while rank 0 is still starting
+    try:
+        probe.bind(("127.0.0.1", port))
+        port_taken_by_others = True
+    except OSError as exc:
+        port_taken_by_others = exc.errno != errno.EADDRINUSE
+    finally:
+        probe.close()
+    strategy = slt.strategy()
+    strategy.setup(nn.Linear(2, 1))   # DDP: broadcasts rank 0's parameters (a collective)
+    mean_rank = strategy.all_reduce_mean(float(strategy.rank))
+    strategy.cleanup()
+    facts = {
+        "torch_threads": torch.get_num_threads(), "mean_rank": mean_rank,
+        "port_taken_by_others": port_taken_by_others,
+        **{v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
+    }
+    Path(config["out"], f"rank{strategy.rank}.json").write_text(json.dumps(facts))
+    return {"mean_rank": mean_rank}
+
+
+@pytest.fixture(scope="module")
+def ddp_trial_facts(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """One 2-rank DDP trial in a slot of 2 CPUs (OMP/MKL/OpenBLAS threads: 2); each rank's facts."""
+    from sweeplab.backends.events import EventKind
+    from sweeplab.backends.local import LocalBackend, plan_slots
+    from sweeplab.testing.backends import collect, make_task
+
+    tmp = tmp_path_factory.mktemp("ddp-facts")
+    threads = {v: "2" for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    with pytest.MonkeyPatch.context() as mp:   # what the worker of a 2-CPU slot is given
+        for name, value in threads.items():
+            mp.setenv(name, value)
+        backend = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]), hide_gpus=True)
+        backend.start()
+    try:
+        backend.submit(make_task(tmp, 1, f"{Path(__file__).resolve()}:ddp_rank_facts",
+                                 config={"out": str(tmp)}, world_size=2))
+        end = collect(backend, [1], timeout=180)[1][-1]
+    finally:
+        backend.shutdown(grace=0.0)
+    assert end.kind is EventKind.FINISHED, end.data
+    assert end.data["metrics"] == {"mean_rank": 0.5}
+    return [json.loads((tmp / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+
+@needs_torch
+@pytest.mark.slow
+def test_each_rank_of_a_ddp_trial_uses_its_share_of_the_slot_threads(ddp_trial_facts: list[dict]) -> None:
+    # torch built with MKL sizes its pool from MKL_NUM_THREADS: halving only OMP_NUM_THREADS left each rank
+    # with the whole slot's threads (2 ranks x 2 threads on 2 CPUs)
+    for facts in ddp_trial_facts:
+        assert (facts["OMP_NUM_THREADS"], facts["MKL_NUM_THREADS"], facts["OPENBLAS_NUM_THREADS"]) == ("1",) * 3
+        assert facts["torch_threads"] == 1
+
+
+@needs_torch
+@pytest.mark.slow
+def test_master_port_is_held_for_the_trial_until_rank_zero_listens(ddp_trial_facts: list[dict]) -> None:
+    # between picking MASTER_PORT and rank 0's TCPStore binding it (seconds: torch imports first), another
+    # trial on this machine asking for a free port could be given the same one; the port stays reserved
+    assert not ddp_trial_facts[0]["port_taken_by_others"]
+    assert ddp_trial_facts[0]["mean_rank"] == ddp_trial_facts[1]["mean_rank"] == 0.5
+
+
+def ddp_ranks_leave_at_different_steps(config, run):
+    """DDP code that checks `run.should_stop` without agreeing on it: the stop reaches the ranks at different
+    moments, so rank 1 here goes into one more collective after rank 0 has left (gloo then raises
+    "Connection closed by peer" on rank 1)."""
+    import time
+
+    import sweeplab.torch as slt
+
+    strategy = slt.strategy()
+    step, seen = 0, False
+    while True:
+        value = strategy.all_reduce_mean(float(step))
+        run.log({"step": value}, step=step)
+        if run.should_stop and (strategy.rank == 0 or seen):
+            break
+        seen = run.should_stop
+        step += 1
+        time.sleep(0.02)
+    strategy.cleanup()
+    return {"steps": float(step)}
+
+
+@needs_torch
+@pytest.mark.slow
+def test_a_stopped_ddp_trial_whose_ranks_leave_at_different_steps_is_not_failed(tmp_path: Path) -> None:
+    from sweeplab.backends.events import EventKind
+    from sweeplab.backends.local import LocalBackend, plan_slots
+    from sweeplab.testing.backends import collect, make_task
+
+    backend = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]), hide_gpus=True)
+    backend.start()
+    try:
+        backend.submit(make_task(tmp_path, 1, f"{Path(__file__).resolve()}:ddp_ranks_leave_at_different_steps",
+                                 world_size=2, env={"OMP_NUM_THREADS": "1"}))
+
+        def on_event(ev) -> None:
+            if ev.kind is EventKind.METRICS:
+                backend.stop(1)   # as ASHA pruning it, a monitor or `sweeplab stop`
+
+        events = collect(backend, [1], timeout=180, on_event=on_event)[1]
+    finally:
+        backend.shutdown(grace=0.0)
+    end = events[-1]
+    # rank 0 returned its result after the stop; rank 1's broken collective is the stop's doing, not a failure
+    assert end.kind is EventKind.FINISHED, end.data
+    assert end.data["stopped"] is True and "steps" in end.data["metrics"]
+    notes = [e.data for e in events if e.kind is EventKind.NOTE]
+    assert any(n.get("kind") == "ranks_left_unevenly" and "rank 1" in n["message"] for n in notes), notes

@@ -127,6 +127,7 @@ class Strategy:
         self._owns_group = owns_process_group
         self._model: nn.Module | None = None
         self._samplers: weakref.WeakSet[EpochSampler] = weakref.WeakSet()
+        self._epoch: int | None = None   # the last `epoch(e)`: loaders built after it start there
 
     # -- where this process sits ------------------------------------------------------------------
     @property
@@ -210,11 +211,15 @@ class Strategy:
             shuffle=shuffle, seed=seed, drop_last=drop_last, **kwargs,
         )
         if sampler is not None:
+            if self._epoch is not None:
+                sampler.set_epoch(self._epoch)
             self._samplers.add(sampler)
         return loader
 
     def epoch(self, epoch: int) -> None:
-        """Make the next pass of every loader of this strategy use `epoch`'s order (set_epoch)."""
+        """Make the next pass of every loader of this strategy use `epoch`'s order (set_epoch); a loader
+        built afterwards (e.g. inside the epoch loop) starts at `epoch` too."""
+        self._epoch = epoch
         for sampler in list(self._samplers):
             sampler.set_epoch(epoch)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -186,3 +187,57 @@ def test_ranks_die_with_their_worker_even_when_it_is_killed_alone(backend, tmp_p
         os.kill(p, signal.SIGKILL)
     assert not left, "ranks outlived their killed worker"
     assert collect(backend, [1])[1][-1].kind is EventKind.FAILED
+
+
+RANK_COMMAND = """
+import json, os, sys
+import sweeplab
+rank = os.environ.get("RANK")
+seen = {name: os.environ.get(name) for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+with open(os.path.join(sys.argv[1], f"cmd-rank{rank}.json"), "w") as f:
+    json.dump(seen, f)
+for step in range(3):
+    sweeplab.report({"who": float(rank or -1)}, step=step)
+"""
+
+
+@pytest.mark.slow
+def test_a_command_trial_with_several_workers_runs_one_command_per_rank(backend, tmp_path):
+    # resources.workers: 2 on a command trial ran the command once, without the torchrun environment,
+    # so `torchrun`-style programs trained alone; and the ranks must not share one report file
+    script = tmp_path / "rank_command.py"
+    script.write_text(RANK_COMMAND)
+    out = tmp_path / "out"
+    out.mkdir()
+    backend.submit(make_task(tmp_path, 1, command=[sys.executable, str(script), str(out)], world_size=2))
+    ev = collect(backend, [1], timeout=120)[1]
+    assert ev[-1].kind is EventKind.FINISHED, ev[-1].data
+    seen = [json.loads((out / f"cmd-rank{r}.json").read_text()) for r in (0, 1)]
+    assert [s["RANK"] for s in seen] == ["0", "1"] and {s["WORLD_SIZE"] for s in seen} == {"2"}
+    assert len({s["MASTER_PORT"] for s in seen}) == 1
+    points = sorted((p[0], p[2]) for e in ev if e.kind is EventKind.METRICS for p in e.data["points"]
+                    if p[1] == "who")
+    assert points == [(0, 0.0), (1, 0.0), (2, 0.0)]   # rank 0's reports only, once each
+
+
+def pid_then_until_stopped(config, run):
+    Path(config["out"], f"pid{run.rank}").write_text(str(os.getpid()))
+    return until_stopped(config, run)
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_rank_preempts_the_whole_trial(backend, tmp_path):
+    # as on Ray ("a rank saw SIGTERM: all go"): the other ranks would otherwise train on alone, or wait
+    # forever in a collective with the rank that left
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:pid_then_until_stopped", config={"out": str(tmp_path)},
+                             world_size=2))
+    pid = tmp_path / "pid1"
+
+    def on_event(ev):
+        if ev.kind is EventKind.METRICS and pid.exists() and not (tmp_path / "sent").exists():
+            (tmp_path / "sent").write_text("")
+            os.kill(int(pid.read_text()), signal.SIGTERM)
+
+    end = collect(backend, [1], timeout=30, on_event=on_event)[1][-1]
+    assert end.kind is EventKind.PREEMPTED, end.data
+    assert (tmp_path / "stopped0").exists()   # rank 0 was stopped too, not killed mid-step

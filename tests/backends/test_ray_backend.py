@@ -114,6 +114,7 @@ def test_rank_tasks_give_each_rank_its_node_local_environment(tmp_path):
     assert {(t.env["MASTER_ADDR"], t.env["MASTER_PORT"], t.env["WORLD_SIZE"], t.world_size) for t in tasks} == {
         ("10.0.0.5", "29400", "3", 1)}
     assert len({t.log_path for t in tasks}) == 3            # ranks do not write over rank 0's log
+    assert len({t.report_path for t in tasks}) == 3         # nor command ranks report through rank 0's file
 
 
 def test_gang_fails_with_the_first_failing_rank_and_kills_the_others(tmp_path):
@@ -133,6 +134,30 @@ def test_gang_fails_with_the_first_failing_rank_and_kills_the_others(tmp_path):
     (end,), _ = g.accept(1, ev(EventKind.FAILED, reason="killed"))
     assert end.kind is EventKind.FAILED and end.data["reason"] == "rank 2: ValueError: boom"
     assert end.data["rank"] == 2 and end.data["traceback"] == "tb"
+
+
+def test_gang_after_a_stop_keeps_rank_zero_s_result_when_a_rank_fails_in_the_collective_it_left(tmp_path):
+    # the stop reaches the ranks at different steps: rank 0 returns, rank 1 breaks in a collective it left
+    from sweeplab.backends.events import Event
+    from sweeplab.backends.ray._gang import STOP_SETTLE, Gang, Op
+
+    def ev(kind, **data):
+        return Event(kind, 7, 1, time.time(), data)
+
+    g = Gang(make_task(tmp_path, 7, "x:y", world_size=2), 2)
+    g.stop_requested()
+    out, ops = g.accept(1, ev(EventKind.FAILED, reason="RuntimeError: Connection closed by peer"))
+    assert out == [] and ops == []             # rank 0 gets its chance to return (a kill would lose its result)
+    (note, end), _ = g.accept(0, ev(EventKind.FINISHED, metrics={"loss": 0.5}, stopped=True))
+    assert end.kind is EventKind.FINISHED and end.data["metrics"] == {"loss": 0.5}
+    assert note.kind is EventKind.NOTE and note.data["kind"] == "ranks_left_unevenly"
+
+    g = Gang(make_task(tmp_path, 7, "x:y", world_size=2), 2)
+    g.stop_requested()
+    g.accept(1, ev(EventKind.FAILED, reason="RuntimeError: boom"))
+    assert g.tick(time.monotonic() + STOP_SETTLE + 1) == [(Op.KILL, 0)]   # rank 0 stuck: killed after a while
+    (end,), _ = g.accept(0, ev(EventKind.FAILED, reason="killed"))
+    assert end.kind is EventKind.FAILED and end.data["reason"] == "rank 1: RuntimeError: boom"
 
 
 @pytest.mark.parametrize("root, multi, unseen, match", [

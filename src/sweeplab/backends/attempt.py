@@ -38,10 +38,10 @@ def execute(task: TrialTask, channel: Channel, current: list[Execution | None],
     heartbeat = heartbeat_thread()
     heartbeat.attach(ex)
     try:
-        if task.kind == "command":
-            execute_command(ex)
-        elif task.world_size > 1:   # several processes for one trial: this process supervises them
+        if task.world_size > 1:   # several processes for one trial (function or command): supervise them
             execute_ranks(ex)
+        elif task.kind == "command":
+            execute_command(ex)
         else:
             execute_function(ex)
     finally:

@@ -2,16 +2,18 @@
 
 A trial with `resources.workers: W` (`TrialTask.world_size` = W) is supervised by the worker that got it:
 `execute_ranks` starts W processes (`python -m sweeplab.backends.rank`), each with `RANK`,
-`LOCAL_RANK`, `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR=127.0.0.1` and a free `MASTER_PORT`, and
-each running the trial function through `attempt.execute` as one rank. The supervisor
+`LOCAL_RANK`, `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR=127.0.0.1` and a free `MASTER_PORT` (held
+by the supervisor until the trial ends), its share of the slot's threads, and its own log and report file,
+each running the trial (its function, or its command) through `attempt.execute` as one rank. The supervisor
 
 - forwards rank 0's metrics, checkpoints, notes and profile to the driver (other ranks' `run.log` and
   `run.checkpoint` are dropped by `Run` itself; their events are ignored here);
 - passes a stop request to every rank at once and SIGTERM (preemption) to every rank, and the driver's
   verdict at a decision step (`go`) to rank 0, the rank that reported and waits for it;
 - ends the attempt as one trial: FINISHED with rank 0's result once every rank has returned; FAILED with
-  the failing rank's traceback as soon as any rank raises or dies (the other ranks are killed);
-  PREEMPTED when the trial was preempted.
+  the failing rank's traceback as soon as any rank raises or dies (the other ranks are killed), except
+  after a stop request, when a rank that returned cleanly keeps the trial FINISHED (its peers broke in the
+  collective it left); PREEMPTED when the trial was preempted.
 
 Ranks run in the worker's process group, so a backend that kills the worker's group kills every rank,
 and a rank whose supervisor dies gets SIGKILL from the kernel (backends/_tree.die_with_parent).
@@ -40,13 +42,15 @@ from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
 from sweeplab.backends.execution import Execution
 
-__all__ = ["execute_ranks", "free_port", "rank_env"]
+__all__ = ["THREAD_VARS", "execute_ranks", "free_port", "rank_env", "rank_paths", "reserve_port"]
 
 # rank 0's events that reach the driver; SYSTEM samples come from the supervisor's own sampler, which
 # covers all of its children
 _FORWARDED = (EventKind.METRICS, EventKind.CHECKPOINT, EventKind.ARTIFACT, EventKind.NOTE, EventKind.PROFILE)
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _STRAGGLER_SECONDS = 10.0   # after rank 0 returned, how long the other ranks get to return too
 _FAILURE_SETTLE = 0.5       # after a first failure, how long to wait for the rank that caused it
+_STOP_SETTLE = 3.0          # the same after a stop request: how long the other ranks get to return cleanly
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -56,9 +60,30 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def reserve_port(host: str = "127.0.0.1") -> socket.socket:
+    """A socket holding a free TCP port (MASTER_PORT) for as long as it stays open.
+
+    Rank 0 binds MASTER_PORT seconds after it is chosen (torch imports first). A port merely found free
+    could meanwhile be handed to another trial asking for a free port, or to any process's outgoing
+    connection. This socket is bound with SO_REUSEADDR and never listens: the kernel hands its port to no
+    one else, while rank 0's TCPStore (SO_REUSEADDR too) can still bind and listen on it.
+    """
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, 0))
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
 def rank_env(rank: int, world_size: int, port: int, *, threads: int | None = None,
              addr: str = "127.0.0.1") -> dict[str, str]:
-    """The torchrun variables of one rank on this machine (all ranks local: LOCAL_RANK = RANK)."""
+    """The torchrun variables of one rank on this machine (all ranks local: LOCAL_RANK = RANK).
+
+    `threads`: this rank's share of the slot's threads, for every threading library (OpenMP, MKL,
+    OpenBLAS): torch built with MKL sizes its pool from MKL_NUM_THREADS, not OMP_NUM_THREADS."""
     env = {
         "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
         "LOCAL_WORLD_SIZE": str(world_size), "GROUP_RANK": "0", "NODE_RANK": "0",
@@ -66,7 +91,7 @@ def rank_env(rank: int, world_size: int, port: int, *, threads: int | None = Non
         "TORCHELASTIC_RUN_ID": "sweeplab",
     }
     if threads is not None:
-        env["OMP_NUM_THREADS"] = str(threads)
+        env.update({var: str(threads) for var in THREAD_VARS})
     return env
 
 
@@ -80,11 +105,18 @@ class _Rank:
     closed: bool = False
 
 
-def _rank_log(log_path: str, rank: int) -> str:
-    if not log_path or rank == 0:
-        return log_path
-    p = Path(log_path)
+def _rank_file(path: str, rank: int) -> str:
+    if not path or rank == 0:
+        return path
+    p = Path(path)
     return str(p.with_name(f"{p.stem}.rank{rank}{p.suffix}"))
+
+
+def rank_paths(task: TrialTask, rank: int) -> tuple[str, str]:
+    """Rank `rank`'s own (log, report file): rank 0 keeps the trial's, rank r gets `<stem>.rank<r><suffix>`
+    beside them. Command ranks must not share the report file: rank 0's reader would pass the other ranks'
+    reports to the driver as its own, and each rank empties the file when it starts."""
+    return _rank_file(task.log_path, rank), _rank_file(task.report_path, rank)
 
 
 def _spawn(task: TrialTask, rank: int, port: int, threads: int | None) -> _Rank:
@@ -94,7 +126,8 @@ def _spawn(task: TrialTask, rank: int, port: int, threads: int | None) -> _Rank:
     env.update(rank_env(rank, task.world_size, port, threads=threads))
     env["SWEEPLAB_EVENT_FD"] = str(w)
     env["PYTHONUNBUFFERED"] = "1"
-    rank_task = dataclasses.replace(task, world_size=1, log_path=_rank_log(task.log_path, rank))
+    log_path, report_path = rank_paths(task, rank)
+    rank_task = dataclasses.replace(task, world_size=1, log_path=log_path, report_path=report_path)
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "sweeplab.backends.rank"], stdin=subprocess.PIPE,
@@ -122,8 +155,10 @@ def execute_ranks(ex: Execution) -> None:
     task, channel = ex.task, ex.channel
     sel = selectors.DefaultSelector()
     ranks: list[_Rank] = []
+    reserved: socket.socket | None = None
     try:
-        port = free_port()
+        reserved = reserve_port()   # held until every rank has ended
+        port = int(reserved.getsockname()[1])
         threads = _threads_per_rank(task.world_size)
         for r in range(task.world_size):
             rank = _spawn(task, r, port, threads)
@@ -143,6 +178,8 @@ def execute_ranks(ex: Execution) -> None:
                 rank.proc.wait(timeout=5)
             _close(rank, sel)
         sel.close()
+        if reserved is not None:
+            reserved.close()
     if ex.preempted:
         kind, data = EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)"}
     data["retire"] = True if kind is EventKind.PREEMPTED else ex.decide_retire()
@@ -177,15 +214,24 @@ def _supervise(ex: Execution, ranks: list[_Rank], sel: selectors.BaseSelector) -
                 _close(rank, sel)
                 if rank.end is None:
                     rank.end = _crash_event(ex.task, rank)
+        if not term_sent and first_failure is None and any(
+                r.end is not None and r.end.kind is EventKind.PREEMPTED for r in ranks):
+            ex.preempted = True   # a rank got SIGTERM of its own: the whole trial is preempted (as on Ray)
+            continue              # the next pass sends SIGTERM to the other ranks
         failures = [r for r in ranks if r.end is not None and r.end.kind is EventKind.FAILED]
         if failures and first_failure is None:
             first_failure = now
-            for rank in ranks:   # peers blocked in a collective with the failed rank would hang
-                if rank.end is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        rank.proc.send_signal(signal.SIGTERM)
+            if not stop_sent:   # (after a stop, a SIGTERM would turn a rank's clean return into a preemption)
+                for rank in ranks:   # peers blocked in a collective with the failed rank would hang
+                    if rank.end is None:
+                        with contextlib.suppress(ProcessLookupError):
+                            rank.proc.send_signal(signal.SIGTERM)
         ended = all(r.end is not None for r in ranks)
-        if failures and (ended or now - (first_failure or now) >= _FAILURE_SETTLE):
+        settle = _STOP_SETTLE if stop_sent else _FAILURE_SETTLE
+        if failures and (ended or now - (first_failure or now) >= settle):
+            stopped = _stopped_unevenly(ex, ranks, failures) if stop_sent else None
+            if stopped is not None:
+                return stopped
             return _failure(failures)
         if ranks[0].end is not None and rank0_done is None:
             rank0_done = now
@@ -198,6 +244,29 @@ def _supervise(ex: Execution, ranks: list[_Rank], sel: selectors.BaseSelector) -
                                                  "message": f"rank(s) {late} still running "
                                                             f"{_STRAGGLER_SECONDS:g}s after rank 0 returned; killed"})
             return end0.kind, dict(end0.data)
+
+
+def _stopped_unevenly(ex: Execution, ranks: list[_Rank],
+                      failures: list[_Rank]) -> tuple[EventKind, dict[str, Any]] | None:
+    """After a stop request, a rank that returned cleanly while another failed: the stop reached the ranks at
+    different steps, and the ones still training broke in a collective the others had left ("Connection
+    closed by peer"). That is the stop's doing: the trial ends as stopped, with rank 0's result if it
+    returned one, and a note naming the failure. None when no rank returned cleanly (a real failure)."""
+    clean = [r.index for r in ranks if r.end is not None and r.end.kind is EventKind.FINISHED]
+    if not clean:
+        return None
+    reason = _failure(failures)[1]["reason"]
+    failed = sorted(r.index for r in failures)
+    ex.channel.send(EventKind.NOTE, {
+        "level": "warning", "kind": "ranks_left_unevenly",
+        "message": f"after the stop request rank(s) {clean} returned and rank(s) {failed} failed "
+                   f"({reason.splitlines()[0][:300]}): the ranks left the training loop at different steps; "
+                   "agree on the stop with strategy.should_stop(run) (sweeplab.torch) or an all-reduce",
+    })
+    end0 = ranks[0].end
+    if end0 is not None and end0.kind is EventKind.FINISHED:
+        return EventKind.FINISHED, dict(end0.data)
+    return EventKind.FINISHED, {"metrics": {}, "stopped": True}
 
 
 def _failure(failures: list[_Rank]) -> tuple[EventKind, dict[str, Any]]:

@@ -372,6 +372,8 @@ class RayCore:
     def stop(self, trial_id: int, reason: str = "") -> None:
         slot = self._by_trial.get(trial_id)
         if slot is not None and slot.members is not None:
+            if slot.gang is not None:
+                slot.gang.stop_requested()
             for member in slot.members:   # every rank sees run.should_stop
                 if member.actor is not None:
                     member.actor.stop.remote(trial_id, reason)

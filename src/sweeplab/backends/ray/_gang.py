@@ -20,16 +20,16 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind
-from sweeplab.backends.multiproc import rank_env
+from sweeplab.backends.multiproc import rank_env, rank_paths
 
 __all__ = ["Gang", "Op", "rank_tasks"]
 
 STRAGGLER_SECONDS = 10.0   # after rank 0 returned, how long the other ranks get to return too
+STOP_SETTLE = 3.0   # after a stop request and a failed rank: how long the others get to return cleanly
 
 
 class Op(str, Enum):
@@ -37,13 +37,6 @@ class Op(str, Enum):
 
     KILL = "kill"
     PREEMPT = "preempt"
-
-
-def _rank_log(log_path: str, rank: int) -> str:
-    if not log_path or rank == 0:
-        return log_path
-    p = Path(log_path)
-    return str(p.with_name(f"{p.stem}.rank{rank}{p.suffix}"))
 
 
 def rank_tasks(task: TrialTask, nodes: Sequence[str], master_addr: str, master_port: int, *,
@@ -63,7 +56,8 @@ def rank_tasks(task: TrialTask, nodes: Sequence[str], master_addr: str, master_p
                     "GROUP_RANK": str(order.index(node)), "NODE_RANK": str(order.index(node))})
         merged = {k: str(v) for k, v in task.env.items()}
         merged.update(env)
-        out.append(dataclasses.replace(task, world_size=1, env=merged, log_path=_rank_log(task.log_path, r)))
+        log_path, report_path = rank_paths(task, r)
+        out.append(dataclasses.replace(task, world_size=1, env=merged, log_path=log_path, report_path=report_path))
     return out
 
 
@@ -81,6 +75,8 @@ class Gang:
         self.lost: int | None = None         # a rank whose actor or node was lost
         self.rank0_done: float | None = None
         self.stragglers: list[int] = []
+        self.stopping = False                # a stop request was passed to the ranks
+        self.failed_at: float | None = None  # when the first failure came, while stopping (kill deferred)
 
     def _mine(self, ev: Event) -> bool:
         return (ev.trial, ev.attempt) == (self.task.trial_id, self.task.attempt)
@@ -92,6 +88,11 @@ class Gang:
         ops = [(Op.KILL, r) for r in range(self.world_size) if r not in self.ends and r not in self.killed]
         self.killed.update(r for _, r in ops)
         return ops
+
+    def stop_requested(self) -> None:
+        """The driver asked the trial to stop: a rank failing from here on may be the stop's doing (its peer
+        returned and left it alone in a collective), so a rank that returns cleanly keeps the trial's result."""
+        self.stopping = True
 
     def preempt_all(self) -> list[tuple[Op, int]]:
         self.preempting = True
@@ -108,7 +109,10 @@ class Gang:
         ops: list[tuple[Op, int]] = []
         if ev.kind is EventKind.FAILED and rank not in self.killed and self.first_failure is None and not lost:
             self.first_failure = rank
-            ops = self._kill_others(rank)
+            if self.stopping:   # the others may be returning from the stop: kill them later (tick)
+                self.failed_at = time.monotonic()
+            else:
+                ops = self._kill_others(rank)
         elif lost and rank not in self.killed and self.lost is None:
             self.lost = rank
             ops = self._kill_others(rank)
@@ -127,6 +131,9 @@ class Gang:
     def tick(self, now: float | None = None) -> list[tuple[Op, int]]:
         """Ranks still running `straggler_seconds` after rank 0 returned are killed."""
         now = time.monotonic() if now is None else now
+        if self.failed_at is not None and self.first_failure is not None and now - self.failed_at >= STOP_SETTLE:
+            self.failed_at = None
+            return self._kill_others(self.first_failure)
         if self.rank0_done is None or now - self.rank0_done < self.straggler_seconds:
             return []
         late = self._others(0)
@@ -145,7 +152,17 @@ class Gang:
                 "level": "warning", "kind": "ranks_killed",
                 "message": f"rank(s) {self.stragglers} still running {self.straggler_seconds:g}s after rank 0 "
                            "returned; killed"}))
-        if self.first_failure is not None:
+        clean = [r for r, e in sorted(self.ends.items()) if e.kind is EventKind.FINISHED and r not in self.killed]
+        if self.first_failure is not None and self.stopping and clean:
+            reason = str(self.ends[self.first_failure].data.get("reason", "failed")).splitlines()[0][:300]
+            out.append(Event(EventKind.NOTE, self.task.trial_id, self.task.attempt, now, {
+                "level": "warning", "kind": "ranks_left_unevenly",
+                "message": f"after the stop request rank(s) {clean} returned and rank {self.first_failure} failed "
+                           f"({reason}): the ranks left the training loop at different steps; agree on the stop "
+                           "with strategy.should_stop(run) (sweeplab.torch) or an all-reduce"}))
+            data = dict(self.ends[0].data) if 0 in clean else {"metrics": {}, "stopped": True}
+            kind = EventKind.FINISHED
+        elif self.first_failure is not None:
             data = dict(self.ends[self.first_failure].data)
             data["reason"] = f"rank {self.first_failure}: {data.get('reason', 'failed')}"
             data["rank"] = self.first_failure

@@ -17,7 +17,7 @@ from typing import Any
 import ray
 
 from sweeplab.backends.base import TrialTask
-from sweeplab.backends.multiproc import free_port
+from sweeplab.backends.multiproc import reserve_port
 
 _WAKE = 0.25   # the pump's longest sleep: a worker's exit is noticed within this even without pipe EOF
 
@@ -37,6 +37,7 @@ class TrialHost:
         self._ended: set[int] = set()           # trials whose attempt here is over (late controls are moot)
         self._current: tuple[int, int] | None = None
         self._closed = False
+        self._port_hold: socket.socket | None = None
         threading.Thread(target=self._pump, daemon=True, name="sweeplab-ray-pump").start()
 
     def where(self) -> dict[str, Any]:
@@ -44,8 +45,14 @@ class TrialHost:
                 "pid": os.getpid(), "ip": ray.util.get_node_ip_address()}
 
     def master_port(self) -> int:
-        """A free port on this node, for MASTER_PORT of a multi-process trial whose rank 0 runs here."""
-        return free_port(ray.util.get_node_ip_address())
+        """A free port on this node, for MASTER_PORT of a multi-process trial whose rank 0 runs here.
+
+        It stays reserved (multiproc.reserve_port) until the next trial of this host asks for one, so that
+        no other trial on the node is handed it while rank 0 starts."""
+        if self._port_hold is not None:   # this host runs one trial at a time: the previous one is over
+            self._port_hold.close()
+        self._port_hold = reserve_port(ray.util.get_node_ip_address())
+        return int(self._port_hold.getsockname()[1])
 
     def submit(self, task: dict[str, Any]) -> None:
         t = TrialTask.from_dict(task)
