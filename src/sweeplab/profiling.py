@@ -128,6 +128,14 @@ class StepTracker:
         self._steady = _Bucket(self.WINDOW)
         self._warm = _Bucket(256)
         self._planned = 0  # steps the loops would have run without `max_steps` (smoke cost estimates)
+        self._in_step = 0  # loop bodies running now (nested loops share the tracker)
+        #: (the exception, the 1-based number of the batch in its loop) when fetching a batch raised
+        self.fetch_error: tuple[BaseException, int] | None = None
+
+    @property
+    def in_step(self) -> bool:
+        """Whether a tracked loop's body is running (between handing out an item and asking for the next)."""
+        return self._in_step > 0
 
     def track(self, iterable: Iterable[T], *, batch_size: int | None = None) -> Iterator[T]:
         """Yield the items of `iterable`, timing each step; `batch_size` overrides the detected size."""
@@ -148,12 +156,17 @@ class StepTracker:
                     item = next(it)
                 except StopIteration:
                     return
+                except BaseException as exc:  # the input pipeline failed (a DataLoader worker raised)
+                    self.fetch_error = (exc, count + 1)
+                    raise
                 t1 = now()
                 n = batch_size if batch_size is not None else batch_size_of(item)
+                self._in_step += 1
                 try:
                     yield item
                 finally:  # also when the loop breaks (generator closed) or raises into us
                     t0_next = now()
+                    self._in_step -= 1
                     bucket.add(t1 - t0, t0_next - t1, n)
                 t0 = t0_next
                 bucket, count = self._steady, count + 1

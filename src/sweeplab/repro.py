@@ -34,7 +34,7 @@ def parse_trial_ref(ref: str) -> tuple[str, int]:
 def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], None] = print) -> int:
     """Re-run a failed trial. Returns 1 when the failure reproduced, 0 when the trial now succeeds."""
     from sweeplab.backends.targets import call_trial, load_target, seed_everything, trial_traceback
-    from sweeplab.capture import load_captures
+    from sweeplab.capture import capture_manifest, load_captures
     from sweeplab.config import coerce, typed_schema_of
     from sweeplab.store.layout import trial_paths
 
@@ -71,11 +71,21 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         if store.root.resolve() not in cap_path.parents:
             raise UserError(f"capture {cap_path} is outside the store; refusing to load it")
         captured = load_captures(str(cap_path))
+        manifest = capture_manifest(str(cap_path))
+        stale = [n for n in manifest.get("stale") or () if n in captured]
+        where = manifest.get("failed_loading") or {}
+    else:
+        stale, where = [], {}
     config_raw = json.loads(trial["config"] or "{}")
     target = _resolve_target(spec["function"], sweep["spec_path"], cwd)
     echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
     echo(f"  target {target}, seed {trial['seed']}, checkpoints: {len(recorded)}, captured: "
          f"{', '.join(sorted(captured)) or 'nothing'}")
+    if stale:   # registered in the step before the failing batch was fetched: not the failing input
+        echo(f"  the trial failed while loading batch {where.get('batch', '?')} of run.track loop "
+             f"{where.get('loop', '?')}: {', '.join(stale)} captured in the step before is not replayed "
+             "(run.captured returns None for it), so the trial reads its data again")
+        captured = {k: v for k, v in captured.items() if k not in stale}
 
     def sink(kind: str, data: dict[str, Any]) -> None:
         if kind == "metrics":

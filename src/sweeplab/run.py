@@ -89,6 +89,7 @@ class Run:
         self._trackers: list[Any] = []
         self._tracked_loops = 0
         self._captures: dict[str, Any] = {}
+        self._capture_in_step: dict[str, bool] = {}   # registered inside a run.track loop body
         self._captured = dict(captured or {})
         self._torch_profiler = dict(torch_profiler) if torch_profiler else None
         self._artifacts_dir = artifacts_dir
@@ -301,6 +302,24 @@ class Run:
     def capture(self, name: str, obj: Any) -> None:
         """Keep a reference to `obj` (e.g. the current batch); saved only if the trial fails."""
         self._captures[name] = obj
+        self._capture_in_step[name] = bool(self._trackers) and self._trackers[0].in_step
+
+    def loading_failure(self, exc: BaseException) -> dict[str, Any] | None:
+        """When `exc` came from fetching a batch of a `run.track` loop (the loader, not the loop body):
+        {"loop", "batch" (1-based, in that loop), "stale": captures registered in an earlier step's body,
+        which hold the batch before the one that failed}; else None."""
+        found = self._trackers[0].fetch_error if self._trackers else None
+        if found is None:
+            return None
+        seen: set[int] = set()
+        e: BaseException | None = exc
+        while e is not None and id(e) not in seen:   # the trial may have wrapped the loader's error
+            if e is found[0]:
+                return {"loop": self._tracked_loops, "batch": found[1],
+                        "stale": sorted(n for n, inside in self._capture_in_step.items() if inside)}
+            seen.add(id(e))
+            e = e.__cause__ or e.__context__
+        return None
 
     def captured(self, name: str, default: Any = None) -> Any:
         """In `sweeplab repro`: the object the failed trial registered under `name`."""

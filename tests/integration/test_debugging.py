@@ -336,3 +336,32 @@ def test_torch_profiler_writes_a_chrome_trace_artifact(cli):
     trace = json.loads(path.read_text())
     assert isinstance(trace["traceEvents"], list) and trace["traceEvents"]
     assert json.loads(t["metrics"])["torch_seed"] == t["seed"]   # torch was seeded with run.seed
+
+
+# ------------------------------------------------------------------------------- a failing input pipeline
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_a_dataloader_worker_failure_names_the_error_and_repro_does_not_replay_the_batch_before(cli):
+    """The DataLoader worker raises on record 37 (the 5th batch). The reason names that error, not torch's
+    multi-line wrapper cut at 500 characters; the batch registered with run.capture is the 4th, which did
+    not fail: it is kept but flagged, and repro runs the loader again instead of replaying it (exit 1)."""
+    f = cli.spec("ldr", f"function: {PROJECT / 'loader_fails.py'}:train\nmethod: grid\nseed: 3\n"
+                        "trial: {retries: 0}\nparameters:\n  workers: {value: 1}\n")
+    cli("sweep", str(f), "--name", "ldr", "-q", timeout=180)
+    (trial,) = cli.status("ldr")["trials"]
+    assert trial["state"] == "failed"
+    assert trial["reason"] == ("ValueError: corrupt record 37 (in DataLoader worker process 0; "
+                               "while loading batch 5 of run.track loop 1)"), trial["reason"]
+    t = trial_row(cli, "ldr", 0)
+    with db(cli) as conn:
+        (failure,) = conn.execute("SELECT data FROM events WHERE trial_id=? AND kind='failure'",
+                                  (t["id"],)).fetchall()
+    data = json.loads(failure["data"])
+    manifest = json.loads((cli.store / data["capture"]).with_suffix(".json").read_text())
+    assert manifest["names"] == ["batch"] and manifest["stale"] == ["batch"]
+    assert manifest["failed_loading"] == data["loading"] == {"loop": 1, "batch": 5}
+
+    cp = cli("repro", "ldr/0", timeout=180)
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    assert "replaying the captured batch" not in cp.stdout
+    assert "failed while loading batch 5 of run.track loop 1" in flat(cp.stdout) and "not replayed" in flat(cp.stdout)
+    assert "the failure reproduced" in cp.stdout and "ValueError: corrupt record 37" in cp.stdout

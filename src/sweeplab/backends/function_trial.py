@@ -108,20 +108,23 @@ def execute_function(ex: Execution) -> None:
             return
         tb = trial_traceback(exc)
         capture_ref = None
+        from sweeplab.capture import environment_facts, failure_reason, save_captures
+
+        loading = run.loading_failure(exc) if run is not None else None   # the loader failed, not the body
         if run is not None and run.captures and task.capture_dir:
             with contextlib.suppress(Exception):
-                from sweeplab.capture import save_captures
-
-                capture_ref = save_captures(run.captures, task.capture_dir)
-        from sweeplab.capture import environment_facts
+                capture_ref = save_captures(run.captures, task.capture_dir,
+                                            stale=loading["stale"] if loading else (), loading=loading)
         from sweeplab.errors import ConfigError
 
         data = {
             "environment": environment_facts(task.cwd or None),
-            "reason": f"{type(exc).__name__}: {exc}".strip()[:500],
+            "reason": failure_reason(exc, loading),
             "error_type": type(exc).__name__, "message": str(exc)[:2000], "traceback": tb[-20000:],
             "capture": capture_ref, "retire": ex.decide_retire(),
         }
+        if loading is not None:
+            data["loading"] = {"loop": loading["loop"], "batch": loading["batch"]}
         if run is not None and run.suggested:
             data["params"] = run.suggested
         if building and isinstance(exc, ConfigError):   # deterministic: the driver never retries it

@@ -245,7 +245,8 @@ class EventWriter(DriverState):
                              trial_id=t.id, attempt=t.attempt, at=ev.time, data={
                                  "environment": d.get("environment"), "capture": capture,
                                  "checkpoint": ckpts[-1]["path"] if ckpts else None,
-                                 "exit_code": d.get("exit_code"), "signal": d.get("signal")})
+                                 "exit_code": d.get("exit_code"), "signal": d.get("signal"),
+                                 "loading": d.get("loading")})
         if t.stop_verdict is not None and t.stop_state is not None:
             # we asked it to stop and it died on the way: the stop decision stands
             self._end_trial(t, t.stop_state, value=None, metrics={k: v for k, (_, v) in t.last.items()},
