@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["capture_manifest", "environment_facts", "failure_reason", "load_captures", "save_captures"]
+__all__ = ["capture_manifest", "environment_facts", "failure_reason", "load_captures", "save_captures",
+           "source_changes", "source_fact", "source_of_argv", "source_of_function"]
 
 
 def failure_reason(exc: BaseException, loading: Mapping[str, Any] | None = None) -> str:
@@ -92,14 +93,59 @@ def load_captures(path: str) -> dict[str, Any]:
     return pickle.loads(payload)
 
 
-def environment_facts(cwd: str | None = None) -> dict[str, Any]:
-    """Git commit and dirty flag, Python, host, versions of the imported ML frameworks."""
+def source_fact(path: str | None) -> dict[str, str] | None:
+    """{"path", "sha256"} of a source file (the trial function's module, a command trial's program), or None."""
+    if not path:
+        return None
+    try:
+        p = Path(path).resolve()
+        return {"path": str(p), "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+    except OSError:
+        return None
+
+
+def source_of_function(fn: Any) -> str | None:
+    """The file of the module that defines `fn` (what `sweeplab repro` checks for changes), or None."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    path = getattr(module, "__file__", None)
+    return str(path) if path else None
+
+
+def source_of_argv(argv: Sequence[str], cwd: str | None) -> str | None:
+    """A command trial's program: the first argument after the interpreter that names an existing .py
+    file (relative to `cwd`), or None (a program in another language is not checked)."""
+    for arg in list(argv)[1:]:
+        if arg.endswith(".py"):
+            p = Path(cwd or ".") / arg
+            if p.is_file():
+                return str(p)
+    return None
+
+
+def source_changes(recorded: Mapping[str, Any] | None) -> str | None:
+    """Why the source file recorded at the failure (`source_fact`) is not the one on disk now, or None."""
+    if not isinstance(recorded, Mapping) or not recorded.get("path"):
+        return None
+    now = source_fact(str(recorded["path"]))
+    if now is None:
+        return f"{recorded['path']} is gone since the trial failed"
+    if now["sha256"] != recorded.get("sha256"):
+        return f"{recorded['path']} changed since the trial failed: the replay runs the code as it is now"
+    return None
+
+
+def environment_facts(cwd: str | None = None, source: str | None = None) -> dict[str, Any]:
+    """Git commit and dirty flag, Python, host, versions of the imported ML frameworks, and the SHA-256 of
+    the trial's source file (`source`), which `sweeplab repro` compares with the file on disk."""
     facts: dict[str, Any] = {"python": sys.version.split()[0], "host": platform.node(),
                              "platform": platform.platform()}
     for mod in ("numpy", "torch", "xgboost", "sklearn", "jax", "lightning", "transformers"):
         m = sys.modules.get(mod)
         if m is not None:
             facts[mod] = getattr(m, "__version__", "?")
+    src = source_fact(source)
+    if src is not None:
+        facts["source"] = src
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
                                 timeout=5)

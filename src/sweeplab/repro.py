@@ -81,6 +81,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
     echo(f"  target {target}, seed {trial['seed']}, checkpoints: {len(recorded)}, captured: "
          f"{', '.join(sorted(captured)) or 'nothing'}")
+    _warn_changed(store, name, number, int(failed["number"]), echo)
     if stale:   # registered in the step before the failing batch was fetched: not the failing input
         echo(f"  the trial failed while loading batch {where.get('batch', '?')} of run.track loop "
              f"{where.get('loop', '?')}: {', '.join(stale)} captured in the step before is not replayed "
@@ -162,6 +163,7 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
     echo(f"  argv {' '.join(argv)}")
     echo(f"  cwd {cwd}, seed {trial['seed']}, checkpoints copied: {'yes' if src.is_dir() else 'none'}")
+    _warn_changed(store, name, number, int(failed["number"]), echo)
     sys.stdout.flush()
     try:
         code = subprocess.run(argv, cwd=cwd, env=env).returncode
@@ -173,6 +175,20 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     code = 128 - code if code < 0 else code   # killed by a signal: the shell's convention
     echo("the trial did not fail this time" if code == 0 else f"the failure reproduced: exit code {code}")
     return code
+
+
+def _warn_changed(store: Store, name: str, number: int, attempt: int, echo: Callable[[str], None]) -> None:
+    """Say so when the source file the failed attempt ran (its SHA-256 is in the failure event) has changed
+    or is gone: the replay runs today's code, which may not fail the same way."""
+    from sweeplab.capture import source_changes
+    from sweeplab.store.queries import events
+
+    for ev in events(store, name, trial=number, limit=10_000):
+        if ev["kind"] == "failure" and ev["attempt"] == attempt and isinstance(ev["data"], dict):
+            why = source_changes((ev["data"].get("environment") or {}).get("source"))
+            if why:
+                echo(f"  warning: {why}")
+            return
 
 
 def read_log_header(path: Path) -> dict[str, Any] | None:

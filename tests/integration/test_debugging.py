@@ -190,7 +190,8 @@ def failing_sweep(cli) -> int:
     np.save(cli.tmp / "good.npy", data)
     data[3, 1, 2] = np.nan
     np.save(cli.tmp / "bad.npy", data)
-    f = cli.spec("nan", NAN_SPEC.format(fn=f"{PROJECT / 'nan_batch.py'}:train"))
+    shutil.copy(PROJECT / "nan_batch.py", cli.tmp / "nan_batch.py")   # a copy the tests may edit
+    f = cli.spec("nan", NAN_SPEC.format(fn="nan_batch.py:train"))
     cli("sweep", str(f), "--workers", "2", "-q", check=True)
     states = {t["params"]["data"]: t for t in cli.status("nan")["trials"]}
     assert states["good.npy"]["state"] == "completed"
@@ -248,6 +249,17 @@ def test_failed_trial_keeps_what_repro_needs_and_repro_replays_it(cli):
     assert "replayed_batch = 3" in cp.stdout          # run.captured("batch") returned the failing batch
     assert "restored_step = 2" in cp.stdout           # run.restore() returned the last checkpoint
     assert f"seed {t['seed']}" in cp.stdout
+    assert "warning" not in cp.stdout
+    recorded = data["environment"]["source"]
+    assert recorded["path"] == str((cli.tmp / "nan_batch.py").resolve())
+    assert recorded["sha256"] == hashlib.sha256((cli.tmp / "nan_batch.py").read_bytes()).hexdigest()
+
+    # the source changed since: the replay says it runs today's code
+    with open(cli.tmp / "nan_batch.py", "a") as fh:
+        fh.write("# edited after the failure\n")
+    cp = cli("repro", f"nan/{n}")
+    assert cp.returncode == 1 and "the failure reproduced" in cp.stdout
+    assert f"warning: {recorded['path']} changed since the trial failed" in flat(cp.stdout)
 
     # --debug: pdb opens at the raise, in the frame holding the batch
     dbg = subprocess.run([sys.executable, "-m", "sweeplab", "repro", f"nan/{n}", "--debug"], cwd=cli.tmp,

@@ -26,6 +26,7 @@ def _load_captures(replay: Any) -> dict[str, Any]:
 def execute_function(ex: Execution) -> None:
     task, channel = ex.task, ex.channel
     run: Run | None = None
+    fn: Any = None
     building = False
     wandb_final: dict[str, Any] = {}
     wandb: Any = None   # the trial's W&B side (wandb_compat.FunctionTrial), if it may start W&B runs
@@ -108,7 +109,7 @@ def execute_function(ex: Execution) -> None:
             return
         tb = trial_traceback(exc)
         capture_ref = None
-        from sweeplab.capture import environment_facts, failure_reason, save_captures
+        from sweeplab.capture import environment_facts, failure_reason, save_captures, source_of_function
 
         loading = run.loading_failure(exc) if run is not None else None   # the loader failed, not the body
         if run is not None and run.captures and task.capture_dir:
@@ -118,7 +119,7 @@ def execute_function(ex: Execution) -> None:
         from sweeplab.errors import ConfigError
 
         data = {
-            "environment": environment_facts(task.cwd or None),
+            "environment": environment_facts(task.cwd or None, source_of_function(fn) if fn else None),
             "reason": failure_reason(exc, loading),
             "error_type": type(exc).__name__, "message": str(exc)[:2000], "traceback": tb[-20000:],
             "capture": capture_ref, "retire": ex.decide_retire(),
