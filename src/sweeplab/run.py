@@ -23,6 +23,7 @@ Sink = Callable[[str, dict[str, Any]], None]   # (event kind, data): see backend
 _FLUSH_POINTS = 4096      # send a metrics batch at this many buffered points ...
 _FLUSH_SECONDS = 0.02     # ... or when the oldest buffered point is this old (schedulers see reports soon)
 _DECISION_WAIT = 10.0     # longest wait for the verdict at a decision step (then the trial goes on)
+_SMOKE_REPORTS = 2        # smoke mode: should_stop once this many steps were reported (as the driver counts)
 
 
 class Run:
@@ -69,6 +70,7 @@ class Run:
         self.rank = rank
         self._sink = sink
         self._smoke_steps = smoke_steps
+        self._smoke_reported: set[int] = set()
         self._buf: list[MetricPoint] = []
         self._buf_t0 = 0.0
         self._auto_step = 0
@@ -117,6 +119,10 @@ class Run:
                 self._buf_t0 = now
             buf.extend(points)
             due = len(buf) >= _FLUSH_POINTS or now - self._buf_t0 >= _FLUSH_SECONDS
+        if self.smoke and not self._stop.is_set():
+            self._smoke_reported.add(step)
+            if len(self._smoke_reported) >= _SMOKE_REPORTS or step >= _SMOKE_REPORTS:
+                self.request_stop("smoke: a couple of reports are enough")   # now, not a driver round trip later
         if self._decide_at and step in self._decide_at and self._decide_metric in metrics:
             self._await_decision(step)
         elif due:

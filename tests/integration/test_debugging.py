@@ -137,6 +137,27 @@ def test_run_smoke_runs_one_tiny_trial(cli):
     assert t["metrics"]["batches_per_epoch"] <= 5 and t["metrics"]["gpus_hidden"] == 1.0
 
 
+
+FAST_EPOCHS = """\
+def train(config, run):
+    epoch = -1
+    for epoch in range(50):             # epochs far faster than a round trip to the driver
+        for _ in run.track(range(10)):
+            pass
+        run.log({"loss": 1.0 / (epoch + 1)}, step=epoch)
+        if run.should_stop:
+            break
+    return {"loss": 0.0, "epochs_run": epoch + 1.0}
+"""
+
+
+def test_smoke_stops_a_trial_at_its_second_report_however_fast_its_epochs(cli):
+    (cli.tmp / "fast.py").write_text(FAST_EPOCHS)
+    cp = cli("run", "fast.py:train", "--smoke", "--name", "fast", "-q")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    (t,) = cli.status("fast")["trials"]
+    assert t["state"] == "completed" and t["metrics"]["epochs_run"] == 2.0
+
 # -------------------------------------------------------------------------------------------- profiling
 def test_profile_of_an_input_bound_trial(cli):
     # loader sleeps 20 ms per batch of 8, the body 10 ms: 2/3 of each step waits for data; 80 steps > 2 s
