@@ -49,12 +49,13 @@ def failure_reason(exc: BaseException, loading: Mapping[str, Any] | None = None)
 
 
 def save_captures(objects: Mapping[str, Any], directory: str, *, stale: Sequence[str] = (),
-                  loading: Mapping[str, Any] | None = None) -> str:
+                  loading: Mapping[str, Any] | None = None, nonfinite: Mapping[str, Any] | None = None) -> str:
     """Pickle `objects` into `directory`/<uuid>.pkl with a manifest; returns the payload path.
 
     `stale`: names registered in an earlier step than the one that failed (the failure was in fetching the
     next batch); the manifest lists them, with `loading` ({"loop", "batch"}), so that repro does not replay
-    them as the failing input."""
+    them as the failing input. `nonfinite` ({"step", "metric", "value"}): the objects are what the trial held when
+    it logged its first NaN or infinite value (a trial a monitor stopped, which raised nothing)."""
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     saved: dict[str, Any] = {}
@@ -74,6 +75,9 @@ def save_captures(objects: Mapping[str, Any], directory: str, *, stale: Sequence
                 "skipped": skipped, "time": time.time(), "stale": sorted(set(stale) & set(saved))}
     if loading:
         manifest["failed_loading"] = {"loop": loading["loop"], "batch": loading["batch"]}
+    if nonfinite:
+        manifest["nonfinite"] = {"step": nonfinite["step"], "metric": nonfinite["metric"],
+                                 "value": str(nonfinite.get("value", "nan"))}
     path.with_suffix(".json").write_text(json.dumps(manifest))
     return str(path)
 

@@ -9,6 +9,7 @@ the failed attempt's log), with a copy of the trial's checkpoint directory.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -46,9 +47,13 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     if trial is None:
         count = store.trial_count(sweep["id"])
         raise UserError(f"sweep {name!r} has no trial {number} (it has trials 0..{count - 1})")
-    failed = store.last_failed_attempt(trial["id"])
+    failed: Any = store.last_failed_attempt(trial["id"])
+    nonfinite: dict[str, Any] | None = None   # a trial stopped at a NaN/inf metric (a monitor), not failed
     if failed is None:
-        raise UserError(f"trial {name}/{number} did not fail (state {trial['state']}); repro replays failures")
+        nonfinite, failed = _nonfinite_attempt(store, trial)
+        if failed is None:
+            raise UserError(f"trial {name}/{number} did not fail (state {trial['state']}); repro replays "
+                            "failures (and trials stopped at a NaN or infinite metric that captured objects)")
     spec = json.loads(sweep["spec"])
     if not spec.get("function"):
         if debug:
@@ -78,7 +83,11 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         stale, where = [], {}
     config_raw = json.loads(trial["config"] or "{}")
     target = _resolve_target(spec["function"], sweep["spec_path"], cwd)
-    echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
+    if nonfinite is not None:
+        echo(f"replaying {name}/{number} (attempt {failed['number']} logged {nonfinite['metric']} = "
+             f"{nonfinite.get('value', 'nan')} at step {nonfinite['step']}: {failed['reason']})")
+    else:
+        echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
     echo(f"  target {target}, seed {trial['seed']}, checkpoints: {len(recorded)}, captured: "
          f"{', '.join(sorted(captured)) or 'nothing'}")
     _warn_changed(store, name, number, int(failed["number"]), echo)
@@ -88,10 +97,14 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
              "(run.captured returns None for it), so the trial reads its data again")
         captured = {k: v for k, v in captured.items() if k not in stale}
 
+    bad: list[tuple[int, str, float]] = []   # the replay's NaN/inf values of the metric that was not finite
+
     def sink(kind: str, data: dict[str, Any]) -> None:
         if kind == "metrics":
             for step, key, value, _ in data.get("points", []):
                 echo(f"  step {step}: {key} = {value:.6g}")
+                if nonfinite is not None and key == nonfinite["metric"] and not math.isfinite(value):
+                    bad.append((step, key, value))
 
     if Path(cwd).is_dir():
         os.chdir(cwd)   # relative paths in the config resolve as they did in the sweep
@@ -120,8 +133,29 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     run.flush()
+    if bad:
+        step, key, value = bad[0]
+        echo(f"the failure reproduced: {key} = {value} at step {step}")
+        return 1
     echo(f"the trial did not fail this time; it returned {result!r}")
     return 0
+
+
+def _nonfinite_attempt(store: Store, trial: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """For a trial that did not fail but left a capture taken at its first NaN/inf metric (a `nan` monitor
+    stopped it): ({"step", "metric"}, {"number": its attempt, "reason"}); else (None, None)."""
+    from sweeplab.capture import capture_manifest
+
+    cap = store.latest_artifact(trial["id"], "capture")
+    if cap is None:
+        return None, None
+    try:
+        found = capture_manifest(str(store.root / cap["path"])).get("nonfinite")
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(found, dict):
+        return None, None
+    return found, {"number": cap["attempt"], "reason": trial["reason"] or trial["state"]}
 
 
 def _resolve_target(target: str, spec_path: str | None, cwd: str) -> str:

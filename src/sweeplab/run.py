@@ -23,6 +23,7 @@ Sink = Callable[[str, dict[str, Any]], None]   # (event kind, data): see backend
 _FLUSH_POINTS = 4096      # send a metrics batch at this many buffered points ...
 _FLUSH_SECONDS = 0.02     # ... or when the oldest buffered point is this old (schedulers see reports soon)
 _DECISION_WAIT = 10.0     # longest wait for the verdict at a decision step (then the trial goes on)
+_INF = float("inf")
 _SMOKE_REPORTS = 2        # smoke mode: should_stop once this many steps were reported (as the driver counts)
 
 
@@ -92,6 +93,7 @@ class Run:
         self._tracked_loops = 0
         self._captures: dict[str, Any] = {}
         self._capture_in_step: dict[str, bool] = {}   # registered inside a run.track loop body
+        self._nonfinite: dict[str, Any] | None = None  # the captures when a metric was first NaN/inf
         self._captured = dict(captured or {})
         self._torch_profiler = dict(torch_profiler) if torch_profiler else None
         self._artifacts_dir = artifacts_dir
@@ -119,6 +121,12 @@ class Run:
                 self._buf_t0 = now
             buf.extend(points)
             due = len(buf) >= _FLUSH_POINTS or now - self._buf_t0 >= _FLUSH_SECONDS
+        if self._captures and self._nonfinite is None:
+            for p in points:
+                if p[2] != p[2] or p[2] in (_INF, -_INF):   # NaN or inf: keep what the trial held then
+                    self._nonfinite = {"step": step, "metric": p[1], "value": p[2],
+                                       "objects": dict(self._captures)}
+                    break
         if self.smoke and not self._stop.is_set():
             self._smoke_reported.add(step)
             if len(self._smoke_reported) >= _SMOKE_REPORTS or step >= _SMOKE_REPORTS:
@@ -334,6 +342,12 @@ class Run:
     @property
     def captures(self) -> dict[str, Any]:
         return dict(self._captures)
+
+    @property
+    def nonfinite_captures(self) -> dict[str, Any] | None:
+        """{"step", "metric", "value", "objects"}: what `capture` held when `log` first got a NaN or infinite value
+        (a `nan` monitor stops such a trial without an exception), or None."""
+        return self._nonfinite
 
     def __repr__(self) -> str:
         return f"Run(sweep={self.sweep!r}, trial={self.trial}, attempt={self.attempt})"

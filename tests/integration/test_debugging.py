@@ -138,6 +138,40 @@ def test_run_smoke_runs_one_tiny_trial(cli):
 
 
 
+
+NAN_LOSS = """\
+import math
+
+def batches():
+    for i in range(8):
+        yield {"index": i, "x": [1.0, float("nan") if i == 3 else 2.0]}
+
+def train(config, run):
+    replay = run.captured("batch")
+    for batch in run.track([replay] if replay is not None else batches()):
+        run.capture("batch", batch)
+        run.log({"loss": sum(batch["x"])}, step=batch["index"])   # NaN at batch 3; no exception
+        if run.should_stop:
+            break
+    return {"loss": 0.0}
+"""
+
+
+def test_a_nan_loss_stopped_by_a_monitor_keeps_its_input_and_repro_replays_it(cli):
+    """No exception: the `nan` monitor stops the trial. What run.capture held when the NaN was logged
+    (batch 3, not a later one) is kept, and repro replays it and reports the NaN again (exit 1)."""
+    (cli.tmp / "nan_loss.py").write_text(NAN_LOSS)
+    f = cli.spec("nl", "function: nan_loss.py:train\nmethod: grid\nmetric: {name: loss, goal: minimize}\n"
+                       "monitors: [nan]\nparameters:\n  a: {value: 1}\n")
+    cli("sweep", str(f), "--name", "nl", "-q")
+    (t,) = cli.status("nl")["trials"]
+    assert t["state"] == "stopped_by_rule" and "NaN" in t["reason"], t
+    cp = cli("repro", "nl/0")
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    assert "captured: batch" in cp.stdout and "logged loss = nan at step 3" in cp.stdout
+    assert "step 3: loss = nan" in cp.stdout and "step 4" not in cp.stdout    # the batch of the NaN
+    assert "the failure reproduced: loss = nan at step 3" in cp.stdout
+
 FAST_EPOCHS = """\
 def train(config, run):
     epoch = -1

@@ -90,6 +90,13 @@ def execute_function(ex: Execution) -> None:
 
             metrics = {**summary_metrics(wandb_final), **metrics}
         finished = {"metrics": metrics, "stopped": run.should_stop, "retire": ex.decide_retire()}
+        nonfinite = run.nonfinite_captures
+        if nonfinite is not None and task.capture_dir:   # the input of a NaN loss, for `sweeplab repro`
+            with contextlib.suppress(Exception):
+                from sweeplab.capture import save_captures
+
+                finished["capture"] = save_captures(nonfinite["objects"], task.capture_dir, nonfinite={
+                    "step": nonfinite["step"], "metric": nonfinite["metric"], "value": nonfinite["value"]})
         if run.pruned is not None or run.suggested:   # a define-by-run trial (Optuna objective)
             finished.update(pruned=run.pruned, params=run.suggested)
         channel.send(EventKind.FINISHED, finished)

@@ -187,6 +187,8 @@ class EventWriter(DriverState):
             problem = objective_problem(self.spec, metrics)
         now = ev.time
         self._take_params(t, ev)
+        if ev.data.get("capture"):   # what the trial held at its first NaN/inf metric (for sweeplab repro)
+            self.store.add_artifact(t.id, t.attempt, "capture", self.store.relpath(ev.data["capture"]), ev.time)
         t.costs.update(costs_of(final, self.spec.budget.cost))
         held = None if t.started_mono is None else self.clock.monotonic() - t.started_mono
         self._account(t)
