@@ -108,19 +108,34 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
 
     if Path(cwd).is_dir():
         os.chdir(cwd)   # relative paths in the config resolve as they did in the sweep
-    fn = load_target(target, [cwd, str(Path(sweep["spec_path"]).parent) if sweep["spec_path"] else cwd])
-    config = coerce(config_raw, typed_schema_of(fn))
-    tmp = Path(tempfile.mkdtemp(prefix="sweeplab-repro-"))   # a copy: the originals are never written
+    params = json.loads(trial["params"] or "{}")
+    tmp = Path(tempfile.mkdtemp(prefix="sweeplab-repro-"))   # copies: the originals are never written
+    wandb: Any = None
+    try:
+        # as in the worker: wandb.init() in the function gets the trial's parameters (wandb.config), offline,
+        # and its wandb.log reaches the replay; armed before the import, which may call wandb already
+        from sweeplab.spec import wandb_args
+        from sweeplab.wandb_compat import FunctionTrial, run_env
+
+        wandb = FunctionTrial({"param_path": str(tmp / "wandb-params.yaml"),
+                               "args": wandb_args(params, spec.get("parameters")), "env": run_env(name, number)})
+        fn = load_target(target, [cwd, str(Path(sweep["spec_path"]).parent) if sweep["spec_path"] else cwd])
+        config = coerce(config_raw, typed_schema_of(fn))
+    except BaseException:
+        if wandb is not None:
+            wandb.end()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     ckpt_copy = tmp / "checkpoints"
     if recorded:
         shutil.copytree(src, ckpt_copy)
-    run = Run(config=config, sink=sink, params=json.loads(trial["params"] or "{}"), sweep=name, trial=number,
+    run = Run(config=config, sink=sink, params=params, sweep=name, trial=number,
               attempt=int(failed["number"]) + 1, seed=trial["seed"], checkpoint_dir=str(ckpt_copy),
               captured=captured)
     if trial["seed"] is not None:
         seed_everything(int(trial["seed"]))
     try:
-        result = call_trial(fn, config, run)
+        result = wandb.call(lambda: call_trial(fn, config, run), run.log, lambda: run.should_stop)
     except Exception as exc:
         run.flush()
         echo("the failure reproduced:")
@@ -131,6 +146,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
             pdb.post_mortem(sys.exc_info()[2])
         return 1
     finally:
+        wandb.end()
         shutil.rmtree(tmp, ignore_errors=True)
     run.flush()
     if bad:

@@ -172,6 +172,35 @@ def test_a_nan_loss_stopped_by_a_monitor_keeps_its_input_and_repro_replays_it(cl
     assert "step 3: loss = nan" in cp.stdout and "step 4" not in cp.stdout    # the batch of the NaN
     assert "the failure reproduced: loss = nan at step 3" in cp.stdout
 
+
+WANDB_FUNCTION = """\
+import wandb
+
+def main():
+    wandb.init(config={"lr": 0.1, "hidden": 8})     # the defaults; the sweep's parameters override them
+    for step in range(3):
+        if step == 2 and wandb.config.hidden == 64:
+            raise ValueError(f"hidden {wandb.config.hidden} lr {wandb.config.lr}")
+        wandb.log({"loss": wandb.config.lr * step})
+    wandb.finish()
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("wandb") is None, reason="pip install 'sweeplab[wandb]'")
+def test_repro_of_a_wandb_function_trial_gives_wandb_config_the_trials_parameters(cli):
+    """A W&B program written as a function reads its parameters from wandb.config: the replay must see the
+    trial's (hidden=64), not wandb.init's defaults, or the failure does not come back."""
+    (cli.tmp / "wbfn.py").write_text(WANDB_FUNCTION)
+    f = cli.spec("wbf", "function: wbfn.py:main\nmethod: grid\nmetric: {name: loss, goal: minimize}\n"
+                        "trial: {retries: 0}\nparameters:\n  lr: {value: 0.5}\n  hidden: {values: [64]}\n")
+    cli("sweep", str(f), "--name", "wbf", "-q", timeout=180)
+    (t,) = cli.status("wbf")["trials"]
+    assert t["state"] == "failed" and t["reason"] == "ValueError: hidden 64 lr 0.5", t
+    cp = cli("repro", "wbf/0", timeout=180)
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    assert "step 1: loss = 0.5" in cp.stdout                 # wandb.log reached the replay
+    assert "the failure reproduced" in cp.stdout and "ValueError: hidden 64 lr 0.5" in cp.stdout
+
 FAST_EPOCHS = """\
 def train(config, run):
     epoch = -1
