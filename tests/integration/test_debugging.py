@@ -221,6 +221,21 @@ def test_smoke_stops_a_trial_at_its_second_report_however_fast_its_epochs(cli):
     (t,) = cli.status("fast")["trials"]
     assert t["state"] == "completed" and t["metrics"]["epochs_run"] == 2.0
 
+
+def test_a_command_trial_knows_it_runs_in_smoke_mode(cli):
+    """A program has no `run.smoke`: SWEEPLAB_SMOKE=1 in its environment lets it keep everything tiny."""
+    (cli.tmp / "prog.py").write_text(
+        "import json, os\n"
+        "print('@sweeplab ' + json.dumps({'loss': 1.0, 'smoke': float(os.environ.get('SWEEPLAB_SMOKE') == '1'),"
+        " 'gpus_hidden': float(os.environ.get('CUDA_VISIBLE_DEVICES') == '')}))\n")
+    f = cli.spec("cs", "program: prog.py\nmethod: grid\nmetric: {name: loss, goal: minimize}\n"
+                       "parameters:\n  a: {values: [1, 2, 3]}\n")
+    cp = cli("sweep", str(f), "--smoke", "--name", "cs", "-q")
+    assert cp.returncode == 0 and "smoke check passed" in cp.stdout, cp.stdout + cp.stderr
+    trials = cli.status("cs")["trials"]
+    assert len(trials) == 2
+    assert all(t["metrics"]["smoke"] == 1.0 and t["metrics"]["gpus_hidden"] == 1.0 for t in trials), trials
+
 # -------------------------------------------------------------------------------------------- profiling
 def test_profile_of_an_input_bound_trial(cli):
     # loader sleeps 20 ms per batch of 8, the body 10 ms: 2/3 of each step waits for data; 80 steps > 2 s

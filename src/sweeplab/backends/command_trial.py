@@ -148,6 +148,8 @@ def execute_command(ex: Execution) -> None:
         "PYTHONUNBUFFERED": "1",
         _tree.MARK: _tree.new_mark(),      # found on every process of this attempt, even orphaned ones
     })
+    if task.smoke:   # a program has no run.smoke: this tells it to keep everything tiny
+        added["SWEEPLAB_SMOKE"] = "1"
     if task.seed is not None:
         added["SWEEPLAB_SEED"] = str(task.seed)
     env = dict(os.environ)
