@@ -57,6 +57,8 @@ SMOKE_MISTAKES = [
                     "did you mean 'beta1'"], True),
     ("wrong_metric", 1, ["smoke check FAILED", "'val_accuracy' was never reported", "val_loss"], False),
     ("bad_checkpoint", 1, ["smoke check FAILED", "checkpoint: cannot save", "pickle", "<lambda>"], False),
+    ("diverging", 1, ["smoke check FAILED", "2 of 2 trial(s)", "val_loss is NaN at step 0", "stopped by a rule"],
+     False),
 ]
 
 
@@ -73,8 +75,8 @@ def test_smoke_names_each_common_mistake(cli, spec, code, names, before_trials):
         assert "before any trial ran" in out
         assert sweep_names(cli) == []
     else:
-        trials = cli.status(f"smoke-{spec.split('_')[1]}")["trials"]
-        assert trials and all(t["state"] == "failed" for t in trials)
+        trials = cli.status(f"smoke-{spec.split('_')[-1]}")["trials"]
+        assert trials and all(t["state"] in ("failed", "stopped_by_rule") for t in trials)
 
 
 def test_smoke_checks_every_categorical_choice_and_names_only_the_bad_one(cli):
