@@ -53,3 +53,18 @@ def test_a_failure_in_the_loop_body_is_no_loading_failure():
             _ = 1 / batch
     assert run.loading_failure(info.value) is None
     assert run.loading_failure(RuntimeError("another error")) is None
+
+
+def test_tensors_captured_on_a_gpu_load_on_a_cpu_only_machine(tmp_path, monkeypatch):
+    """The usual repro: the trial failed on a GPU node, the replay runs on a laptop. A capture holding CUDA
+    tensors must load there (onto the CPU) instead of failing in torch.load."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA")
+    import torch.serialization as ser
+
+    with monkeypatch.context() as m:   # pickle the batch as a CUDA machine would: storages tagged cuda:0
+        m.setattr(ser, "location_tag", lambda storage: "cuda:0")
+        path = save_captures({"batch": (torch.ones(2, 3), torch.tensor([1, 2]))}, str(tmp_path))
+    x, y = load_captures(path)["batch"]
+    assert x.device.type == "cpu" and torch.equal(x, torch.ones(2, 3)) and y.tolist() == [1, 2]

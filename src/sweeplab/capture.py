@@ -94,7 +94,31 @@ def load_captures(path: str) -> dict[str, Any]:
     payload = p.read_bytes()
     if hashlib.sha256(payload).hexdigest() != manifest.get("sha256"):
         raise ValueError(f"capture {p} does not match its manifest; refusing to load it")
-    return pickle.loads(payload)
+    try:
+        return pickle.loads(payload)
+    except RuntimeError as exc:   # tensors captured on a GPU, replayed on a machine without CUDA
+        if "CUDA" not in str(exc) or "torch" not in sys.modules:
+            raise
+        return _loads_onto_cpu(payload)
+
+
+def _loads_onto_cpu(payload: bytes) -> Any:
+    """Unpickle with torch's storages mapped to the CPU (a pickled tensor's storage is rebuilt by
+    `torch.storage._load_from_bytes`, which calls torch.load without a map_location)."""
+    import io
+
+    import torch
+    import torch.storage
+
+    if torch.cuda.is_available():
+        return pickle.loads(payload)
+    original = torch.storage._load_from_bytes
+    torch.storage._load_from_bytes = lambda b: torch.load(io.BytesIO(b), weights_only=False,  # type: ignore[assignment]
+                                                           map_location="cpu")
+    try:
+        return pickle.loads(payload)
+    finally:
+        torch.storage._load_from_bytes = original
 
 
 def source_fact(path: str | None) -> dict[str, str] | None:

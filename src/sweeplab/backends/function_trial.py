@@ -91,7 +91,7 @@ def execute_function(ex: Execution) -> None:
             metrics = {**summary_metrics(wandb_final), **metrics}
         finished = {"metrics": metrics, "stopped": run.should_stop, "retire": ex.decide_retire()}
         nonfinite = run.nonfinite_captures
-        if nonfinite is not None and task.capture_dir:   # the input of a NaN loss, for `sweeplab repro`
+        if nonfinite is not None and task.capture_dir and run.rank == 0:   # a NaN loss's input, for repro
             with contextlib.suppress(Exception):
                 from sweeplab.capture import save_captures
 
