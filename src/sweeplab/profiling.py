@@ -352,7 +352,8 @@ class SystemSampler:
         self._tree_cache: list[Any] | None = None
         self._tree_time = 0.0
         self._proc_children = False
-        self._cpu_last = self._cpu_time = self._cpu_carry = 0.0
+        self._cpu_prev: dict[int, tuple[float, int]] = {}
+        self._cpu_time = self._cpu_carry = 0.0
         self._gpu: _Nvml | None = None
         self.error: BaseException | None = None  # last exception raised by the sink
         self._n = 0
@@ -383,7 +384,7 @@ class SystemSampler:
             except Exception:
                 self._gpu = None
         self._proc_children = os.path.exists(f"/proc/{self.pid}/task/{self.pid}/children")
-        self._cpu_last, _, _ = self._read()  # the baseline: CPU time before sampling is not the trial's
+        self._cpu_prev, _ = self._read()  # the baseline: CPU time before sampling is not the trial's
         self._cpu_time, self._cpu_carry = time.monotonic(), 0.0
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="sweeplab-system-sampler", daemon=True)
@@ -449,39 +450,53 @@ class SystemSampler:
         self._tree_cache = cached
         return cached
 
-    def _read(self) -> tuple[float, int, int]:
-        """(CPU seconds, RSS bytes, processes) of the tree now. CPU seconds are cumulative: each process's
-        own time plus the time of its children that it has reaped, so a child that lived and ended between
+    def _read(self) -> tuple[dict[int, tuple[float, int]], int]:
+        """({pid: (CPU seconds, parent pid)}, RSS bytes) of the tree now. CPU seconds are cumulative: a
+        process's own time plus that of the children it has reaped, so a child that lived and ended between
         two samples is counted (in its parent) rather than lost."""
         psutil = self._psutil
-        cpu, rss, n = 0.0, 0, 0
+        values: dict[int, tuple[float, int]] = {}
+        rss = 0
         for p in self._tree():
             try:
                 with p.oneshot():
                     t = p.cpu_times()
-                    cpu += t.user + t.system + t.children_user + t.children_system
-                    rss += p.memory_info().rss
-                n += 1
+                    ppid = p.ppid()
+                    size = p.memory_info().rss
             except psutil.Error:
                 continue
-        return cpu, rss, n
+            values[p.pid] = (t.user + t.system + t.children_user + t.children_system, ppid)
+            rss += size
+        return values, rss
 
     def sample(self) -> dict[str, Any] | None:
         """Take one sample now (None once the process is gone).
 
-        CPU % is the growth of the tree's cumulative CPU time since the last sample over the time between
-        them. What cannot show in one sample (the tree's total dipping for an instant while a child is
-        reaped, or a long-lived child first seen by a psutil rescan) is carried into the next ones, so the
-        CPU time the samples add up to is the tree's."""
-        cpu_s, rss, n = self._read()
+        CPU % is the CPU time the tree used since the last sample over the time between them: the growth of
+        each process's cumulative time, the whole time of a process new to the tree, and, for a process gone
+        since (reaped by its parent, whose children time now holds all of it), minus what was already
+        counted of it. A process that left the tree otherwise (orphaned, adopted by init) simply stops
+        counting. What one sample cannot show (a race with a reap; above all cores) is carried into the
+        next one, at most one interval's worth."""
+        values, rss = self._read()
+        n = len(values)
         if n == 0:
             return None
         now = time.monotonic()
         dt = now - self._cpu_time
-        avail = cpu_s - self._cpu_last + self._cpu_carry
-        cpu = min(max(avail / dt, 0.0), float(self._ncpu)) if dt > 0 else 0.0
-        self._cpu_carry = avail - cpu * dt
-        self._cpu_last, self._cpu_time = cpu_s, now
+        prev = self._cpu_prev
+        used = 0.0
+        for pid, (v, _) in values.items():
+            before = prev.get(pid)
+            used += v - before[0] if before is not None else v
+        for pid, (v, ppid) in prev.items():
+            if pid not in values and ppid in values:
+                used -= v
+        cap = float(self._ncpu)
+        avail = used + self._cpu_carry
+        cpu = min(max(avail / dt, 0.0), cap) if dt > 0 else 0.0
+        self._cpu_carry = max(-cap * dt, min(avail - cpu * dt, cap * dt))
+        self._cpu_prev, self._cpu_time = values, now
         out: dict[str, Any] = {"time": time.time(), "cpu": round(100.0 * cpu, 1), "rss": rss, "procs": n}
         if self._gpu is not None:
             try:
