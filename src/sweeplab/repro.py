@@ -90,6 +90,8 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
     echo(f"  target {target}, seed {trial['seed']}, checkpoints: {len(recorded)}, captured: "
          f"{', '.join(sorted(captured)) or 'nothing'}")
+    if meta.get("smoke"):
+        echo("  a smoke trial: replayed in smoke mode (run.smoke set, GPUs hidden)")
     _warn_changed(store, name, number, int(failed["number"]), echo)
     if stale:   # registered in the step before the failing batch was fetched: not the failing input
         echo(f"  the trial failed while loading batch {where.get('batch', '?')} of run.track loop "
@@ -109,6 +111,9 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     if Path(cwd).is_dir():
         os.chdir(cwd)   # relative paths in the config resolve as they did in the sweep
     params = json.loads(trial["params"] or "{}")
+    smoke = bool(meta.get("smoke"))   # a smoke trial replays as it ran: run.smoke set, on the CPU
+    if smoke:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     tmp = Path(tempfile.mkdtemp(prefix="sweeplab-repro-"))   # copies: the originals are never written
     wandb: Any = None
     try:
@@ -131,7 +136,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         shutil.copytree(src, ckpt_copy)
     run = Run(config=config, sink=sink, params=params, sweep=name, trial=number,
               attempt=int(failed["number"]) + 1, seed=trial["seed"], checkpoint_dir=str(ckpt_copy),
-              captured=captured)
+              captured=captured, smoke=smoke)
     if trial["seed"] is not None:
         seed_everything(int(trial["seed"]))
     try:

@@ -203,6 +203,31 @@ def test_repro_of_a_wandb_function_trial_gives_wandb_config_the_trials_parameter
     assert "step 1: loss = 0.5" in cp.stdout                 # wandb.log reached the replay
     assert "the failure reproduced" in cp.stdout and "ValueError: hidden 64 lr 0.5" in cp.stdout
 
+
+SMALL_DATA_BUG = """\
+import os
+
+def train(config, run):
+    seen = 0
+    for _ in run.track(range(1000)):
+        seen += 1
+    print("gpus hidden:", os.environ.get("CUDA_VISIBLE_DEVICES") == "")
+    if seen < 10:                      # a bug that only a tiny data set shows
+        raise RuntimeError(f"only {seen} batches")
+    return {"loss": 0.0}
+"""
+
+
+def test_repro_of_a_smoke_trial_replays_it_in_smoke_mode(cli):
+    """The smoke trial failed with run.smoke set (3 batches per loop, no GPU): the replay must run the same
+    way, not the full-size training."""
+    (cli.tmp / "small.py").write_text(SMALL_DATA_BUG)
+    cp = cli("run", "small.py:train", "--smoke", "--name", "small", "-q")
+    assert cp.returncode == 1 and "only 3 batches" in cp.stderr, cp.stdout + cp.stderr
+    rp = cli("repro", "small/0")
+    assert rp.returncode == 1, rp.stdout + rp.stderr
+    assert "RuntimeError: only 3 batches" in rp.stdout and "gpus hidden: True" in rp.stdout
+
 FAST_EPOCHS = """\
 def train(config, run):
     epoch = -1
