@@ -230,6 +230,43 @@ def test_sampler_stops_by_itself_when_the_process_is_gone_and_keeps_sink_errors(
     assert sampler.peak()["system_samples"] >= 1
 
 
+SPAWNER = (
+    "import resource, subprocess, sys, time\n"
+    "burn = 'import time\\nwhile time.process_time() < 0.15: pass'\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.readline()\n"
+    "for _ in range(4):\n"
+    "    subprocess.run([sys.executable, '-c', burn], check=True)\n"
+    "kids = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(kids.ru_utime + kids.ru_stime, flush=True)\n"
+    "time.sleep(0.4)\n"
+)
+
+
+def test_sampler_counts_the_cpu_of_short_lived_children():
+    """Children born and gone between two scans of the process tree (DataLoader workers of an epoch, the
+    programs a command trial runs one after another) still count: their CPU time reaches the parent."""
+    proc = subprocess.Popen([sys.executable, "-c", SPAWNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        batches: list[list[dict]] = []
+        with SystemSampler(batches.append, interval=0.1, pid=proc.pid):
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            truth = float(proc.stdout.readline())
+            proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    samples = [s for b in batches for s in b]
+    times = [s["time"] for s in samples]
+    measured = sum(s["cpu"] / 100 * (t1 - t0) for s, t0, t1 in zip(samples[1:], times, times[1:]))
+    measured += samples[0]["cpu"] / 100 * 0.1
+    assert 0.7 * truth <= measured <= 1.3 * truth + 0.05, (measured, truth, [s["cpu"] for s in samples])
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [(None, None), ("", []), ("0,2", [0, 2]), (" 1 ", [1]), ("GPU-abc,GPU-def", ["GPU-abc", "GPU-def"]),

@@ -15,15 +15,47 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["environment_facts", "load_captures", "save_captures"]
+__all__ = ["capture_manifest", "environment_facts", "failure_reason", "load_captures", "save_captures",
+           "source_changes", "source_fact", "source_of_argv", "source_of_function"]
 
 
-def save_captures(objects: Mapping[str, Any], directory: str) -> str:
-    """Pickle `objects` into `directory`/<uuid>.pkl with a manifest; returns the payload path."""
+def failure_reason(exc: BaseException, loading: Mapping[str, Any] | None = None) -> str:
+    """One line saying why a trial failed: `Type: message`, at most 500 characters.
+
+    An error re-raised from a DataLoader worker process carries the worker's whole traceback in its message
+    ("Caught ValueError in DataLoader worker process 0.\nOriginal Traceback ..."): the reason is the
+    original error line, with where it happened. `loading` (`Run.loading_failure`) adds which batch of
+    which `run.track` loop was being fetched."""
+    message = str(exc).strip()
+    where: list[str] = []
+    head, _, rest = message.partition("\n")
+    if head.startswith("Caught ") and "Original Traceback" in rest:
+        last = [line for line in rest.splitlines() if line.strip()]
+        reason = last[-1].strip() if last else f"{type(exc).__name__}: {head}"
+        place = head.split(" ", 2)[-1].rstrip(".")          # "in DataLoader worker process 0"
+        if place.startswith("in "):
+            where.append(place)
+    else:
+        reason = f"{type(exc).__name__}: {message}".strip()
+    if loading:
+        where.append(f"while loading batch {loading['batch']} of run.track loop {loading['loop']}")
+    if where:
+        reason += f" ({'; '.join(where)})"
+    return reason[:500]
+
+
+def save_captures(objects: Mapping[str, Any], directory: str, *, stale: Sequence[str] = (),
+                  loading: Mapping[str, Any] | None = None, nonfinite: Mapping[str, Any] | None = None) -> str:
+    """Pickle `objects` into `directory`/<uuid>.pkl with a manifest; returns the payload path.
+
+    `stale`: names registered in an earlier step than the one that failed (the failure was in fetching the
+    next batch); the manifest lists them, with `loading` ({"loop", "batch"}), so that repro does not replay
+    them as the failing input. `nonfinite` ({"step", "metric", "value"}): the objects are what the trial held when
+    it logged its first NaN or infinite value (a trial a monitor stopped, which raised nothing)."""
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     saved: dict[str, Any] = {}
@@ -40,9 +72,20 @@ def save_captures(objects: Mapping[str, Any], directory: str) -> str:
     tmp.write_bytes(payload)
     os.replace(tmp, path)
     manifest = {"sha256": hashlib.sha256(payload).hexdigest(), "names": sorted(saved),
-                "skipped": skipped, "time": time.time()}
+                "skipped": skipped, "time": time.time(), "stale": sorted(set(stale) & set(saved))}
+    if loading:
+        manifest["failed_loading"] = {"loop": loading["loop"], "batch": loading["batch"]}
+    if nonfinite:
+        manifest["nonfinite"] = {"step": nonfinite["step"], "metric": nonfinite["metric"],
+                                 "value": str(nonfinite.get("value", "nan"))}
     path.with_suffix(".json").write_text(json.dumps(manifest))
     return str(path)
+
+
+def capture_manifest(path: str) -> dict[str, Any]:
+    """The manifest written beside a capture (names, skipped, stale, failed_loading, sha256)."""
+    data = json.loads(Path(path).with_suffix(".json").read_text())
+    return data if isinstance(data, dict) else {}
 
 
 def load_captures(path: str) -> dict[str, Any]:
@@ -51,17 +94,86 @@ def load_captures(path: str) -> dict[str, Any]:
     payload = p.read_bytes()
     if hashlib.sha256(payload).hexdigest() != manifest.get("sha256"):
         raise ValueError(f"capture {p} does not match its manifest; refusing to load it")
-    return pickle.loads(payload)
+    try:
+        return pickle.loads(payload)
+    except RuntimeError as exc:   # tensors captured on a GPU, replayed on a machine without CUDA
+        if "CUDA" not in str(exc) or "torch" not in sys.modules:
+            raise
+        return _loads_onto_cpu(payload)
 
 
-def environment_facts(cwd: str | None = None) -> dict[str, Any]:
-    """Git commit and dirty flag, Python, host, versions of the imported ML frameworks."""
+def _loads_onto_cpu(payload: bytes) -> Any:
+    """Unpickle with torch's storages mapped to the CPU (a pickled tensor's storage is rebuilt by
+    `torch.storage._load_from_bytes`, which calls torch.load without a map_location)."""
+    import io
+
+    import torch
+    import torch.storage
+
+    if torch.cuda.is_available():
+        return pickle.loads(payload)
+    original = torch.storage._load_from_bytes
+    torch.storage._load_from_bytes = lambda b: torch.load(io.BytesIO(b), weights_only=False,  # type: ignore[assignment]
+                                                           map_location="cpu")
+    try:
+        return pickle.loads(payload)
+    finally:
+        torch.storage._load_from_bytes = original
+
+
+def source_fact(path: str | None) -> dict[str, str] | None:
+    """{"path", "sha256"} of a source file (the trial function's module, a command trial's program), or None."""
+    if not path:
+        return None
+    try:
+        p = Path(path).resolve()
+        return {"path": str(p), "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+    except OSError:
+        return None
+
+
+def source_of_function(fn: Any) -> str | None:
+    """The file of the module that defines `fn` (what `sweeplab repro` checks for changes), or None."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    path = getattr(module, "__file__", None)
+    return str(path) if path else None
+
+
+def source_of_argv(argv: Sequence[str], cwd: str | None) -> str | None:
+    """A command trial's program: the first argument after the interpreter that names an existing .py
+    file (relative to `cwd`), or None (a program in another language is not checked)."""
+    for arg in list(argv)[1:]:
+        if arg.endswith(".py"):
+            p = Path(cwd or ".") / arg
+            if p.is_file():
+                return str(p)
+    return None
+
+
+def source_changes(recorded: Mapping[str, Any] | None) -> str | None:
+    """Why the source file recorded at the failure (`source_fact`) is not the one on disk now, or None."""
+    if not isinstance(recorded, Mapping) or not recorded.get("path"):
+        return None
+    now = source_fact(str(recorded["path"]))
+    if now is None:
+        return f"{recorded['path']} is gone since the trial failed"
+    if now["sha256"] != recorded.get("sha256"):
+        return f"{recorded['path']} changed since the trial failed: the replay runs the code as it is now"
+    return None
+
+
+def environment_facts(cwd: str | None = None, source: str | None = None) -> dict[str, Any]:
+    """Git commit and dirty flag, Python, host, versions of the imported ML frameworks, and the SHA-256 of
+    the trial's source file (`source`), which `sweeplab repro` compares with the file on disk."""
     facts: dict[str, Any] = {"python": sys.version.split()[0], "host": platform.node(),
                              "platform": platform.platform()}
     for mod in ("numpy", "torch", "xgboost", "sklearn", "jax", "lightning", "transformers"):
         m = sys.modules.get(mod)
         if m is not None:
             facts[mod] = getattr(m, "__version__", "?")
+    src = source_fact(source)
+    if src is not None:
+        facts["source"] = src
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
                                 timeout=5)

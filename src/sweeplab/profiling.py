@@ -128,6 +128,14 @@ class StepTracker:
         self._steady = _Bucket(self.WINDOW)
         self._warm = _Bucket(256)
         self._planned = 0  # steps the loops would have run without `max_steps` (smoke cost estimates)
+        self._in_step = 0  # loop bodies running now (nested loops share the tracker)
+        #: (the exception, the 1-based number of the batch in its loop) when fetching a batch raised
+        self.fetch_error: tuple[BaseException, int] | None = None
+
+    @property
+    def in_step(self) -> bool:
+        """Whether a tracked loop's body is running (between handing out an item and asking for the next)."""
+        return self._in_step > 0
 
     def track(self, iterable: Iterable[T], *, batch_size: int | None = None) -> Iterator[T]:
         """Yield the items of `iterable`, timing each step; `batch_size` overrides the detected size."""
@@ -148,12 +156,17 @@ class StepTracker:
                     item = next(it)
                 except StopIteration:
                     return
+                except BaseException as exc:  # the input pipeline failed (a DataLoader worker raised)
+                    self.fetch_error = (exc, count + 1)
+                    raise
                 t1 = now()
                 n = batch_size if batch_size is not None else batch_size_of(item)
+                self._in_step += 1
                 try:
                     yield item
                 finally:  # also when the loop breaks (generator closed) or raises into us
                     t0_next = now()
+                    self._in_step -= 1
                     bucket.add(t1 - t0, t0_next - t1, n)
                 t0 = t0_next
                 bucket, count = self._steady, count + 1
@@ -280,6 +293,28 @@ class _Nvml:
             self._nvml.nvmlShutdown()
 
 
+def _descendants(pid: int) -> list[int] | None:
+    """`pid` and its descendants from /proc/PID/task/TID/children (Linux >= 3.5 with CONFIG_PROC_CHILDREN),
+    or None when `pid` is gone."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            if p == pid:
+                return None
+            continue
+        out.append(p)
+        for tid in tids:
+            try:
+                with open(f"/proc/{p}/task/{tid}/children", "rb") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
+            except (OSError, ValueError):
+                continue
+    return out
+
+
 class SystemSampler:
     """Background thread sampling CPU % (percent of one core, summed over the process and its children),
     RSS (bytes, process tree), and GPU util/memory via NVML when nvidia-ml-py imports and a GPU is present
@@ -287,7 +322,9 @@ class SystemSampler:
     `flush_every` samples from the sampling thread, and with the rest on `stop()`.
 
     Each sample: {"time", "cpu", "rss", "procs"} plus {"gpu_util", "gpu_mem", "gpu_mem_total"} with a GPU.
-    The list of child processes is refreshed every TREE_REFRESH seconds (listing them reads all of /proc).
+    CPU % comes from the tree's cumulative CPU times (children reaped by a process of the tree included), so
+    short-lived children count. The tree is listed at each sample from /proc/PID/task/TID/children, or, on a
+    kernel without that file, by psutil every TREE_REFRESH seconds (that listing reads all of /proc).
     """
 
     TREE_REFRESH = 5.0
@@ -314,6 +351,9 @@ class SystemSampler:
         self._procs: dict[int, Any] = {}
         self._tree_cache: list[Any] | None = None
         self._tree_time = 0.0
+        self._proc_children = False
+        self._cpu_prev: dict[int, tuple[float, int]] = {}
+        self._cpu_time = self._cpu_carry = 0.0
         self._gpu: _Nvml | None = None
         self.error: BaseException | None = None  # last exception raised by the sink
         self._n = 0
@@ -343,7 +383,9 @@ class SystemSampler:
                     self._gpu = None
             except Exception:
                 self._gpu = None
-        self._tree()  # prime cpu_percent baselines
+        self._proc_children = os.path.exists(f"/proc/{self.pid}/task/{self.pid}/children")
+        self._cpu_prev, _ = self._read()  # the baseline: CPU time before sampling is not the trial's
+        self._cpu_time, self._cpu_carry = time.monotonic(), 0.0
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="sweeplab-system-sampler", daemon=True)
         self._thread.start()
@@ -369,49 +411,93 @@ class SystemSampler:
 
     # ------------------------------------------------------------------ sampling
     def _tree(self) -> list[Any]:
-        """The process and its descendants; rescanned every TREE_REFRESH s (a scan reads all of /proc)."""
+        """The process and its descendants. Listed at every sample from /proc/PID/task/TID/children (a few
+        small reads); where the kernel has no such file, by psutil every TREE_REFRESH s (it reads all of
+        /proc). A child missed between two listings still counts: its CPU time reaches its parent's
+        children times once it is reaped (see `_cpu_total`)."""
         now = time.monotonic()
-        if self._tree_cache is not None and now - self._tree_time < self.TREE_REFRESH:
+        if self._tree_cache is not None and not self._proc_children \
+                and now - self._tree_time < self.TREE_REFRESH:
             return self._tree_cache
         self._tree_time = now
         psutil = self._psutil
-        try:
-            procs = [self._root, *self._root.children(recursive=True)]
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
-            return []
-        except psutil.AccessDenied:
-            procs = [self._root]
+        if self._proc_children:
+            pids = _descendants(self.pid)
+            if pids is None:
+                return []
+            procs = []
+            for pid in pids:
+                known = self._procs.get(pid)
+                if known is None:
+                    try:
+                        known = psutil.Process(pid)
+                    except psutil.Error:
+                        continue
+                procs.append(known)
+        else:
+            try:
+                procs = [self._root, *self._root.children(recursive=True)]
+            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                return []
+            except psutil.AccessDenied:
+                procs = [self._root]
         cached = []
         for p in procs:
-            known = self._procs.get(p.pid)
-            if known is None:
-                known = self._procs[p.pid] = p
-                try:
-                    p.cpu_percent(None)
-                except psutil.Error:
-                    continue
-            cached.append(known)
+            cached.append(self._procs.setdefault(p.pid, p))
         alive = {p.pid for p in procs}
         for pid in [pid for pid in self._procs if pid not in alive]:
             del self._procs[pid]
         self._tree_cache = cached
         return cached
 
-    def sample(self) -> dict[str, Any] | None:
-        """Take one sample now (None once the process is gone)."""
+    def _read(self) -> tuple[dict[int, tuple[float, int]], int]:
+        """({pid: (CPU seconds, parent pid)}, RSS bytes) of the tree now. CPU seconds are cumulative: a
+        process's own time plus that of the children it has reaped, so a child that lived and ended between
+        two samples is counted (in its parent) rather than lost."""
         psutil = self._psutil
-        cpu, rss, n = 0.0, 0, 0
+        values: dict[int, tuple[float, int]] = {}
+        rss = 0
         for p in self._tree():
             try:
                 with p.oneshot():
-                    cpu += p.cpu_percent(None)
-                    rss += p.memory_info().rss
-                n += 1
+                    t = p.cpu_times()
+                    ppid = p.ppid()
+                    size = p.memory_info().rss
             except psutil.Error:
                 continue
+            values[p.pid] = (t.user + t.system + t.children_user + t.children_system, ppid)
+            rss += size
+        return values, rss
+
+    def sample(self) -> dict[str, Any] | None:
+        """Take one sample now (None once the process is gone).
+
+        CPU % is the CPU time the tree used since the last sample over the time between them: the growth of
+        each process's cumulative time, the whole time of a process new to the tree, and, for a process gone
+        since (reaped by its parent, whose children time now holds all of it), minus what was already
+        counted of it. A process that left the tree otherwise (orphaned, adopted by init) simply stops
+        counting. What one sample cannot show (a race with a reap; above all cores) is carried into the
+        next one, at most one interval's worth."""
+        values, rss = self._read()
+        n = len(values)
         if n == 0:
             return None
-        out: dict[str, Any] = {"time": time.time(), "cpu": cpu, "rss": rss, "procs": n}
+        now = time.monotonic()
+        dt = now - self._cpu_time
+        prev = self._cpu_prev
+        used = 0.0
+        for pid, (v, _) in values.items():
+            before = prev.get(pid)
+            used += v - before[0] if before is not None else v
+        for pid, (v, ppid) in prev.items():
+            if pid not in values and ppid in values:
+                used -= v
+        cap = float(self._ncpu)
+        avail = used + self._cpu_carry
+        cpu = min(max(avail / dt, 0.0), cap) if dt > 0 else 0.0
+        self._cpu_carry = max(-cap * dt, min(avail - cpu * dt, cap * dt))
+        self._cpu_prev, self._cpu_time = values, now
+        out: dict[str, Any] = {"time": time.time(), "cpu": round(100.0 * cpu, 1), "rss": rss, "procs": n}
         if self._gpu is not None:
             try:
                 out.update(self._gpu.sample())

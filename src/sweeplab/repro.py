@@ -9,6 +9,7 @@ the failed attempt's log), with a copy of the trial's checkpoint directory.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -34,7 +35,7 @@ def parse_trial_ref(ref: str) -> tuple[str, int]:
 def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], None] = print) -> int:
     """Re-run a failed trial. Returns 1 when the failure reproduced, 0 when the trial now succeeds."""
     from sweeplab.backends.targets import call_trial, load_target, seed_everything, trial_traceback
-    from sweeplab.capture import load_captures
+    from sweeplab.capture import capture_manifest, load_captures
     from sweeplab.config import coerce, typed_schema_of
     from sweeplab.store.layout import trial_paths
 
@@ -46,9 +47,13 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     if trial is None:
         count = store.trial_count(sweep["id"])
         raise UserError(f"sweep {name!r} has no trial {number} (it has trials 0..{count - 1})")
-    failed = store.last_failed_attempt(trial["id"])
+    failed: Any = store.last_failed_attempt(trial["id"])
+    nonfinite: dict[str, Any] | None = None   # a trial stopped at a NaN/inf metric (a monitor), not failed
     if failed is None:
-        raise UserError(f"trial {name}/{number} did not fail (state {trial['state']}); repro replays failures")
+        nonfinite, failed = _nonfinite_attempt(store, trial)
+        if failed is None:
+            raise UserError(f"trial {name}/{number} did not fail (state {trial['state']}); repro replays "
+                            "failures (and trials stopped at a NaN or infinite metric that captured objects)")
     spec = json.loads(sweep["spec"])
     if not spec.get("function"):
         if debug:
@@ -71,32 +76,71 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         if store.root.resolve() not in cap_path.parents:
             raise UserError(f"capture {cap_path} is outside the store; refusing to load it")
         captured = load_captures(str(cap_path))
+        manifest = capture_manifest(str(cap_path))
+        stale = [n for n in manifest.get("stale") or () if n in captured]
+        where = manifest.get("failed_loading") or {}
+    else:
+        stale, where = [], {}
     config_raw = json.loads(trial["config"] or "{}")
     target = _resolve_target(spec["function"], sweep["spec_path"], cwd)
-    echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
+    if nonfinite is not None:
+        echo(f"replaying {name}/{number} (attempt {failed['number']} logged {nonfinite['metric']} = "
+             f"{nonfinite.get('value', 'nan')} at step {nonfinite['step']}: {failed['reason']})")
+    else:
+        echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
     echo(f"  target {target}, seed {trial['seed']}, checkpoints: {len(recorded)}, captured: "
          f"{', '.join(sorted(captured)) or 'nothing'}")
+    if meta.get("smoke"):
+        echo("  a smoke trial: replayed in smoke mode (run.smoke set, GPUs hidden)")
+    _warn_changed(store, name, number, int(failed["number"]), echo)
+    if stale:   # registered in the step before the failing batch was fetched: not the failing input
+        echo(f"  the trial failed while loading batch {where.get('batch', '?')} of run.track loop "
+             f"{where.get('loop', '?')}: {', '.join(stale)} captured in the step before is not replayed "
+             "(run.captured returns None for it), so the trial reads its data again")
+        captured = {k: v for k, v in captured.items() if k not in stale}
+
+    bad: list[tuple[int, str, float]] = []   # the replay's NaN/inf values of the metric that was not finite
 
     def sink(kind: str, data: dict[str, Any]) -> None:
         if kind == "metrics":
             for step, key, value, _ in data.get("points", []):
                 echo(f"  step {step}: {key} = {value:.6g}")
+                if nonfinite is not None and key == nonfinite["metric"] and not math.isfinite(value):
+                    bad.append((step, key, value))
 
     if Path(cwd).is_dir():
         os.chdir(cwd)   # relative paths in the config resolve as they did in the sweep
-    fn = load_target(target, [cwd, str(Path(sweep["spec_path"]).parent) if sweep["spec_path"] else cwd])
-    config = coerce(config_raw, typed_schema_of(fn))
-    tmp = Path(tempfile.mkdtemp(prefix="sweeplab-repro-"))   # a copy: the originals are never written
+    params = json.loads(trial["params"] or "{}")
+    smoke = bool(meta.get("smoke"))   # a smoke trial replays as it ran: run.smoke set, on the CPU
+    if smoke:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    tmp = Path(tempfile.mkdtemp(prefix="sweeplab-repro-"))   # copies: the originals are never written
+    wandb: Any = None
+    try:
+        # as in the worker: wandb.init() in the function gets the trial's parameters (wandb.config), offline,
+        # and its wandb.log reaches the replay; armed before the import, which may call wandb already
+        from sweeplab.spec import wandb_args
+        from sweeplab.wandb_compat import FunctionTrial, run_env
+
+        wandb = FunctionTrial({"param_path": str(tmp / "wandb-params.yaml"),
+                               "args": wandb_args(params, spec.get("parameters")), "env": run_env(name, number)})
+        fn = load_target(target, [cwd, str(Path(sweep["spec_path"]).parent) if sweep["spec_path"] else cwd])
+        config = coerce(config_raw, typed_schema_of(fn))
+    except BaseException:
+        if wandb is not None:
+            wandb.end()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     ckpt_copy = tmp / "checkpoints"
     if recorded:
         shutil.copytree(src, ckpt_copy)
-    run = Run(config=config, sink=sink, params=json.loads(trial["params"] or "{}"), sweep=name, trial=number,
+    run = Run(config=config, sink=sink, params=params, sweep=name, trial=number,
               attempt=int(failed["number"]) + 1, seed=trial["seed"], checkpoint_dir=str(ckpt_copy),
-              captured=captured)
+              captured=captured, smoke=smoke)
     if trial["seed"] is not None:
         seed_everything(int(trial["seed"]))
     try:
-        result = call_trial(fn, config, run)
+        result = wandb.call(lambda: call_trial(fn, config, run), run.log, lambda: run.should_stop)
     except Exception as exc:
         run.flush()
         echo("the failure reproduced:")
@@ -107,10 +151,32 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
             pdb.post_mortem(sys.exc_info()[2])
         return 1
     finally:
+        wandb.end()
         shutil.rmtree(tmp, ignore_errors=True)
     run.flush()
+    if bad:
+        step, key, value = bad[0]
+        echo(f"the failure reproduced: {key} = {value} at step {step}")
+        return 1
     echo(f"the trial did not fail this time; it returned {result!r}")
     return 0
+
+
+def _nonfinite_attempt(store: Store, trial: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """For a trial that did not fail but left a capture taken at its first NaN/inf metric (a `nan` monitor
+    stopped it): ({"step", "metric"}, {"number": its attempt, "reason"}); else (None, None)."""
+    from sweeplab.capture import capture_manifest
+
+    cap = store.latest_artifact(trial["id"], "capture")
+    if cap is None:
+        return None, None
+    try:
+        found = capture_manifest(str(store.root / cap["path"])).get("nonfinite")
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(found, dict):
+        return None, None
+    return found, {"number": cap["attempt"], "reason": trial["reason"] or trial["state"]}
 
 
 def _resolve_target(target: str, spec_path: str | None, cwd: str) -> str:
@@ -152,6 +218,7 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
     echo(f"  argv {' '.join(argv)}")
     echo(f"  cwd {cwd}, seed {trial['seed']}, checkpoints copied: {'yes' if src.is_dir() else 'none'}")
+    _warn_changed(store, name, number, int(failed["number"]), echo)
     sys.stdout.flush()
     try:
         code = subprocess.run(argv, cwd=cwd, env=env).returncode
@@ -163,6 +230,20 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     code = 128 - code if code < 0 else code   # killed by a signal: the shell's convention
     echo("the trial did not fail this time" if code == 0 else f"the failure reproduced: exit code {code}")
     return code
+
+
+def _warn_changed(store: Store, name: str, number: int, attempt: int, echo: Callable[[str], None]) -> None:
+    """Say so when the source file the failed attempt ran (its SHA-256 is in the failure event) has changed
+    or is gone: the replay runs today's code, which may not fail the same way."""
+    from sweeplab.capture import source_changes
+    from sweeplab.store.queries import events
+
+    for ev in events(store, name, trial=number, limit=10_000):
+        if ev["kind"] == "failure" and ev["attempt"] == attempt and isinstance(ev["data"], dict):
+            why = source_changes((ev["data"].get("environment") or {}).get("source"))
+            if why:
+                echo(f"  warning: {why}")
+            return
 
 
 def read_log_header(path: Path) -> dict[str, Any] | None:

@@ -23,6 +23,8 @@ Sink = Callable[[str, dict[str, Any]], None]   # (event kind, data): see backend
 _FLUSH_POINTS = 4096      # send a metrics batch at this many buffered points ...
 _FLUSH_SECONDS = 0.02     # ... or when the oldest buffered point is this old (schedulers see reports soon)
 _DECISION_WAIT = 10.0     # longest wait for the verdict at a decision step (then the trial goes on)
+_INF = float("inf")
+_SMOKE_REPORTS = 2        # smoke mode: should_stop once this many steps were reported (as the driver counts)
 
 
 class Run:
@@ -69,6 +71,7 @@ class Run:
         self.rank = rank
         self._sink = sink
         self._smoke_steps = smoke_steps
+        self._smoke_reported: set[int] = set()
         self._buf: list[MetricPoint] = []
         self._buf_t0 = 0.0
         self._auto_step = 0
@@ -89,6 +92,8 @@ class Run:
         self._trackers: list[Any] = []
         self._tracked_loops = 0
         self._captures: dict[str, Any] = {}
+        self._capture_in_step: dict[str, bool] = {}   # registered inside a run.track loop body
+        self._nonfinite: dict[str, Any] | None = None  # the captures when a metric was first NaN/inf
         self._captured = dict(captured or {})
         self._torch_profiler = dict(torch_profiler) if torch_profiler else None
         self._artifacts_dir = artifacts_dir
@@ -116,6 +121,16 @@ class Run:
                 self._buf_t0 = now
             buf.extend(points)
             due = len(buf) >= _FLUSH_POINTS or now - self._buf_t0 >= _FLUSH_SECONDS
+        if self._captures and self._nonfinite is None:
+            for p in points:
+                if p[2] != p[2] or p[2] in (_INF, -_INF):   # NaN or inf: keep what the trial held then
+                    self._nonfinite = {"step": step, "metric": p[1], "value": p[2],
+                                       "objects": dict(self._captures)}
+                    break
+        if self.smoke and not self._stop.is_set():
+            self._smoke_reported.add(step)
+            if len(self._smoke_reported) >= _SMOKE_REPORTS or step >= _SMOKE_REPORTS:
+                self.request_stop("smoke: a couple of reports are enough")   # now, not a driver round trip later
         if self._decide_at and step in self._decide_at and self._decide_metric in metrics:
             self._await_decision(step)
         elif due:
@@ -301,6 +316,24 @@ class Run:
     def capture(self, name: str, obj: Any) -> None:
         """Keep a reference to `obj` (e.g. the current batch); saved only if the trial fails."""
         self._captures[name] = obj
+        self._capture_in_step[name] = bool(self._trackers) and self._trackers[0].in_step
+
+    def loading_failure(self, exc: BaseException) -> dict[str, Any] | None:
+        """When `exc` came from fetching a batch of a `run.track` loop (the loader, not the loop body):
+        {"loop", "batch" (1-based, in that loop), "stale": captures registered in an earlier step's body,
+        which hold the batch before the one that failed}; else None."""
+        found = self._trackers[0].fetch_error if self._trackers else None
+        if found is None:
+            return None
+        seen: set[int] = set()
+        e: BaseException | None = exc
+        while e is not None and id(e) not in seen:   # the trial may have wrapped the loader's error
+            if e is found[0]:
+                return {"loop": self._tracked_loops, "batch": found[1],
+                        "stale": sorted(n for n, inside in self._capture_in_step.items() if inside)}
+            seen.add(id(e))
+            e = e.__cause__ or e.__context__
+        return None
 
     def captured(self, name: str, default: Any = None) -> Any:
         """In `sweeplab repro`: the object the failed trial registered under `name`."""
@@ -309,6 +342,12 @@ class Run:
     @property
     def captures(self) -> dict[str, Any]:
         return dict(self._captures)
+
+    @property
+    def nonfinite_captures(self) -> dict[str, Any] | None:
+        """{"step", "metric", "value", "objects"}: what `capture` held when `log` first got a NaN or infinite value
+        (a `nan` monitor stops such a trial without an exception), or None."""
+        return self._nonfinite
 
     def __repr__(self) -> str:
         return f"Run(sweep={self.sweep!r}, trial={self.trial}, attempt={self.attempt})"

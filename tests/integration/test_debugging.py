@@ -57,6 +57,8 @@ SMOKE_MISTAKES = [
                     "did you mean 'beta1'"], True),
     ("wrong_metric", 1, ["smoke check FAILED", "'val_accuracy' was never reported", "val_loss"], False),
     ("bad_checkpoint", 1, ["smoke check FAILED", "checkpoint: cannot save", "pickle", "<lambda>"], False),
+    ("diverging", 1, ["smoke check FAILED", "2 of 2 trial(s)", "val_loss is NaN at step 0", "stopped by a rule"],
+     False),
 ]
 
 
@@ -73,8 +75,8 @@ def test_smoke_names_each_common_mistake(cli, spec, code, names, before_trials):
         assert "before any trial ran" in out
         assert sweep_names(cli) == []
     else:
-        trials = cli.status(f"smoke-{spec.split('_')[1]}")["trials"]
-        assert trials and all(t["state"] == "failed" for t in trials)
+        trials = cli.status(f"smoke-{spec.split('_')[-1]}")["trials"]
+        assert trials and all(t["state"] in ("failed", "stopped_by_rule") for t in trials)
 
 
 def test_smoke_checks_every_categorical_choice_and_names_only_the_bad_one(cli):
@@ -137,6 +139,130 @@ def test_run_smoke_runs_one_tiny_trial(cli):
     assert t["metrics"]["batches_per_epoch"] <= 5 and t["metrics"]["gpus_hidden"] == 1.0
 
 
+
+
+NAN_LOSS = """\
+import math
+
+def batches():
+    for i in range(8):
+        yield {"index": i, "x": [1.0, float("nan") if i == 3 else 2.0]}
+
+def train(config, run):
+    replay = run.captured("batch")
+    for batch in run.track([replay] if replay is not None else batches()):
+        run.capture("batch", batch)
+        run.log({"loss": sum(batch["x"])}, step=batch["index"])   # NaN at batch 3; no exception
+        if run.should_stop:
+            break
+    return {"loss": 0.0}
+"""
+
+
+def test_a_nan_loss_stopped_by_a_monitor_keeps_its_input_and_repro_replays_it(cli):
+    """No exception: the `nan` monitor stops the trial. What run.capture held when the NaN was logged
+    (batch 3, not a later one) is kept, and repro replays it and reports the NaN again (exit 1)."""
+    (cli.tmp / "nan_loss.py").write_text(NAN_LOSS)
+    f = cli.spec("nl", "function: nan_loss.py:train\nmethod: grid\nmetric: {name: loss, goal: minimize}\n"
+                       "monitors: [nan]\nparameters:\n  a: {value: 1}\n")
+    cli("sweep", str(f), "--name", "nl", "-q")
+    (t,) = cli.status("nl")["trials"]
+    assert t["state"] == "stopped_by_rule" and "NaN" in t["reason"], t
+    cp = cli("repro", "nl/0")
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    assert "captured: batch" in cp.stdout and "logged loss = nan at step 3" in cp.stdout
+    assert "step 3: loss = nan" in cp.stdout and "step 4" not in cp.stdout    # the batch of the NaN
+    assert "the failure reproduced: loss = nan at step 3" in cp.stdout
+
+
+WANDB_FUNCTION = """\
+import wandb
+
+def main():
+    wandb.init(config={"lr": 0.1, "hidden": 8})     # the defaults; the sweep's parameters override them
+    for step in range(3):
+        if step == 2 and wandb.config.hidden == 64:
+            raise ValueError(f"hidden {wandb.config.hidden} lr {wandb.config.lr}")
+        wandb.log({"loss": wandb.config.lr * step})
+    wandb.finish()
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("wandb") is None, reason="pip install 'sweeplab[wandb]'")
+def test_repro_of_a_wandb_function_trial_gives_wandb_config_the_trials_parameters(cli):
+    """A W&B program written as a function reads its parameters from wandb.config: the replay must see the
+    trial's (hidden=64), not wandb.init's defaults, or the failure does not come back."""
+    (cli.tmp / "wbfn.py").write_text(WANDB_FUNCTION)
+    f = cli.spec("wbf", "function: wbfn.py:main\nmethod: grid\nmetric: {name: loss, goal: minimize}\n"
+                        "trial: {retries: 0}\nparameters:\n  lr: {value: 0.5}\n  hidden: {values: [64]}\n")
+    cli("sweep", str(f), "--name", "wbf", "-q", timeout=180)
+    (t,) = cli.status("wbf")["trials"]
+    assert t["state"] == "failed" and t["reason"] == "ValueError: hidden 64 lr 0.5", t
+    cp = cli("repro", "wbf/0", timeout=180)
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    assert "step 1: loss = 0.5" in cp.stdout                 # wandb.log reached the replay
+    assert "the failure reproduced" in cp.stdout and "ValueError: hidden 64 lr 0.5" in cp.stdout
+
+
+SMALL_DATA_BUG = """\
+import os
+
+def train(config, run):
+    seen = 0
+    for _ in run.track(range(1000)):
+        seen += 1
+    print("gpus hidden:", os.environ.get("CUDA_VISIBLE_DEVICES") == "")
+    if seen < 10:                      # a bug that only a tiny data set shows
+        raise RuntimeError(f"only {seen} batches")
+    return {"loss": 0.0}
+"""
+
+
+def test_repro_of_a_smoke_trial_replays_it_in_smoke_mode(cli):
+    """The smoke trial failed with run.smoke set (3 batches per loop, no GPU): the replay must run the same
+    way, not the full-size training."""
+    (cli.tmp / "small.py").write_text(SMALL_DATA_BUG)
+    cp = cli("run", "small.py:train", "--smoke", "--name", "small", "-q")
+    assert cp.returncode == 1 and "only 3 batches" in cp.stderr, cp.stdout + cp.stderr
+    rp = cli("repro", "small/0")
+    assert rp.returncode == 1, rp.stdout + rp.stderr
+    assert "RuntimeError: only 3 batches" in rp.stdout and "gpus hidden: True" in rp.stdout
+
+FAST_EPOCHS = """\
+def train(config, run):
+    epoch = -1
+    for epoch in range(50):             # epochs far faster than a round trip to the driver
+        for _ in run.track(range(10)):
+            pass
+        run.log({"loss": 1.0 / (epoch + 1)}, step=epoch)
+        if run.should_stop:
+            break
+    return {"loss": 0.0, "epochs_run": epoch + 1.0}
+"""
+
+
+def test_smoke_stops_a_trial_at_its_second_report_however_fast_its_epochs(cli):
+    (cli.tmp / "fast.py").write_text(FAST_EPOCHS)
+    cp = cli("run", "fast.py:train", "--smoke", "--name", "fast", "-q")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    (t,) = cli.status("fast")["trials"]
+    assert t["state"] == "completed" and t["metrics"]["epochs_run"] == 2.0
+
+
+def test_a_command_trial_knows_it_runs_in_smoke_mode(cli):
+    """A program has no `run.smoke`: SWEEPLAB_SMOKE=1 in its environment lets it keep everything tiny."""
+    (cli.tmp / "prog.py").write_text(
+        "import json, os\n"
+        "print('@sweeplab ' + json.dumps({'loss': 1.0, 'smoke': float(os.environ.get('SWEEPLAB_SMOKE') == '1'),"
+        " 'gpus_hidden': float(os.environ.get('CUDA_VISIBLE_DEVICES') == '')}))\n")
+    f = cli.spec("cs", "program: prog.py\nmethod: grid\nmetric: {name: loss, goal: minimize}\n"
+                       "parameters:\n  a: {values: [1, 2, 3]}\n")
+    cp = cli("sweep", str(f), "--smoke", "--name", "cs", "-q")
+    assert cp.returncode == 0 and "smoke check passed" in cp.stdout, cp.stdout + cp.stderr
+    trials = cli.status("cs")["trials"]
+    assert len(trials) == 2
+    assert all(t["metrics"]["smoke"] == 1.0 and t["metrics"]["gpus_hidden"] == 1.0 for t in trials), trials
+
 # -------------------------------------------------------------------------------------------- profiling
 def test_profile_of_an_input_bound_trial(cli):
     # loader sleeps 20 ms per batch of 8, the body 10 ms: 2/3 of each step waits for data; 80 steps > 2 s
@@ -190,7 +316,8 @@ def failing_sweep(cli) -> int:
     np.save(cli.tmp / "good.npy", data)
     data[3, 1, 2] = np.nan
     np.save(cli.tmp / "bad.npy", data)
-    f = cli.spec("nan", NAN_SPEC.format(fn=f"{PROJECT / 'nan_batch.py'}:train"))
+    shutil.copy(PROJECT / "nan_batch.py", cli.tmp / "nan_batch.py")   # a copy the tests may edit
+    f = cli.spec("nan", NAN_SPEC.format(fn="nan_batch.py:train"))
     cli("sweep", str(f), "--workers", "2", "-q", check=True)
     states = {t["params"]["data"]: t for t in cli.status("nan")["trials"]}
     assert states["good.npy"]["state"] == "completed"
@@ -248,6 +375,17 @@ def test_failed_trial_keeps_what_repro_needs_and_repro_replays_it(cli):
     assert "replayed_batch = 3" in cp.stdout          # run.captured("batch") returned the failing batch
     assert "restored_step = 2" in cp.stdout           # run.restore() returned the last checkpoint
     assert f"seed {t['seed']}" in cp.stdout
+    assert "warning" not in cp.stdout
+    recorded = data["environment"]["source"]
+    assert recorded["path"] == str((cli.tmp / "nan_batch.py").resolve())
+    assert recorded["sha256"] == hashlib.sha256((cli.tmp / "nan_batch.py").read_bytes()).hexdigest()
+
+    # the source changed since: the replay says it runs today's code
+    with open(cli.tmp / "nan_batch.py", "a") as fh:
+        fh.write("# edited after the failure\n")
+    cp = cli("repro", f"nan/{n}")
+    assert cp.returncode == 1 and "the failure reproduced" in cp.stdout
+    assert f"warning: {recorded['path']} changed since the trial failed" in flat(cp.stdout)
 
     # --debug: pdb opens at the raise, in the frame holding the batch
     dbg = subprocess.run([sys.executable, "-m", "sweeplab", "repro", f"nan/{n}", "--debug"], cwd=cli.tmp,
@@ -336,3 +474,32 @@ def test_torch_profiler_writes_a_chrome_trace_artifact(cli):
     trace = json.loads(path.read_text())
     assert isinstance(trace["traceEvents"], list) and trace["traceEvents"]
     assert json.loads(t["metrics"])["torch_seed"] == t["seed"]   # torch was seeded with run.seed
+
+
+# ------------------------------------------------------------------------------- a failing input pipeline
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_a_dataloader_worker_failure_names_the_error_and_repro_does_not_replay_the_batch_before(cli):
+    """The DataLoader worker raises on record 37 (the 5th batch). The reason names that error, not torch's
+    multi-line wrapper cut at 500 characters; the batch registered with run.capture is the 4th, which did
+    not fail: it is kept but flagged, and repro runs the loader again instead of replaying it (exit 1)."""
+    f = cli.spec("ldr", f"function: {PROJECT / 'loader_fails.py'}:train\nmethod: grid\nseed: 3\n"
+                        "trial: {retries: 0}\nparameters:\n  workers: {value: 1}\n")
+    cli("sweep", str(f), "--name", "ldr", "-q", timeout=180)
+    (trial,) = cli.status("ldr")["trials"]
+    assert trial["state"] == "failed"
+    assert trial["reason"] == ("ValueError: corrupt record 37 (in DataLoader worker process 0; "
+                               "while loading batch 5 of run.track loop 1)"), trial["reason"]
+    t = trial_row(cli, "ldr", 0)
+    with db(cli) as conn:
+        (failure,) = conn.execute("SELECT data FROM events WHERE trial_id=? AND kind='failure'",
+                                  (t["id"],)).fetchall()
+    data = json.loads(failure["data"])
+    manifest = json.loads((cli.store / data["capture"]).with_suffix(".json").read_text())
+    assert manifest["names"] == ["batch"] and manifest["stale"] == ["batch"]
+    assert manifest["failed_loading"] == data["loading"] == {"loop": 1, "batch": 5}
+
+    cp = cli("repro", "ldr/0", timeout=180)
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    assert "replaying the captured batch" not in cp.stdout
+    assert "failed while loading batch 5 of run.track loop 1" in flat(cp.stdout) and "not replayed" in flat(cp.stdout)
+    assert "the failure reproduced" in cp.stdout and "ValueError: corrupt record 37" in cp.stdout

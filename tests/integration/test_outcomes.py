@@ -205,3 +205,10 @@ def test_repro_runs_a_command_trial_again_with_its_argv_and_environment(cli, tmp
     # the replay never writes the store: its checkpoint directory is a copy
     assert again["env"]["SWEEPLAB_CHECKPOINT_DIR"] != first["env"]["SWEEPLAB_CHECKPOINT_DIR"]
     assert str(cli.store) not in again["env"]["SWEEPLAB_REPORT_FILE"]
+    assert "warning" not in rp.stdout
+    # the program changed since it failed: repro says so, and runs it as it is now
+    (cli.tmp / "prog.py").write_text(ECHO_PROGRAM + "# edited\n")
+    rp = subprocess.run([sys.executable, "-m", "sweeplab", "repro", "echo/0"], cwd=elsewhere, env=env,
+                        capture_output=True, text=True, timeout=120)
+    assert rp.returncode == 3
+    assert f"warning: {cli.tmp / 'prog.py'} changed since the trial failed" in " ".join(rp.stdout.split())

@@ -148,6 +148,8 @@ def execute_command(ex: Execution) -> None:
         "PYTHONUNBUFFERED": "1",
         _tree.MARK: _tree.new_mark(),      # found on every process of this attempt, even orphaned ones
     })
+    if task.smoke:   # a program has no run.smoke: this tells it to keep everything tiny
+        added["SWEEPLAB_SMOKE"] = "1"
     if task.seed is not None:
         added["SWEEPLAB_SEED"] = str(task.seed)
     env = dict(os.environ)
@@ -206,7 +208,11 @@ def execute_command(ex: Execution) -> None:
                 last or f"command {why} (a file-size limit)", trial_places(task), exit_code=exit_code, signal=sig,
                 traceback=text))
             return
+        from sweeplab.capture import environment_facts, source_of_argv
+
         channel.send(EventKind.FAILED, {"reason": f"command {why}" + (f": {last}" if last else ""),
+                                        "environment": environment_facts(task.cwd or None,
+                                                                         source_of_argv(argv, task.cwd or None)),
                                         "exit_code": exit_code, "signal": sig, "error_type": "CommandFailed",
                                         "message": last or f"command {why}",
                                         "traceback": text or _log_tail(task.log_path, _STDERR_BYTES)})

@@ -26,6 +26,7 @@ def _load_captures(replay: Any) -> dict[str, Any]:
 def execute_function(ex: Execution) -> None:
     task, channel = ex.task, ex.channel
     run: Run | None = None
+    fn: Any = None
     building = False
     wandb_final: dict[str, Any] = {}
     wandb: Any = None   # the trial's W&B side (wandb_compat.FunctionTrial), if it may start W&B runs
@@ -89,6 +90,13 @@ def execute_function(ex: Execution) -> None:
 
             metrics = {**summary_metrics(wandb_final), **metrics}
         finished = {"metrics": metrics, "stopped": run.should_stop, "retire": ex.decide_retire()}
+        nonfinite = run.nonfinite_captures
+        if nonfinite is not None and task.capture_dir and run.rank == 0:   # a NaN loss's input, for repro
+            with contextlib.suppress(Exception):
+                from sweeplab.capture import save_captures
+
+                finished["capture"] = save_captures(nonfinite["objects"], task.capture_dir, nonfinite={
+                    "step": nonfinite["step"], "metric": nonfinite["metric"], "value": nonfinite["value"]})
         if run.pruned is not None or run.suggested:   # a define-by-run trial (Optuna objective)
             finished.update(pruned=run.pruned, params=run.suggested)
         channel.send(EventKind.FINISHED, finished)
@@ -108,20 +116,23 @@ def execute_function(ex: Execution) -> None:
             return
         tb = trial_traceback(exc)
         capture_ref = None
+        from sweeplab.capture import environment_facts, failure_reason, save_captures, source_of_function
+
+        loading = run.loading_failure(exc) if run is not None else None   # the loader failed, not the body
         if run is not None and run.captures and task.capture_dir:
             with contextlib.suppress(Exception):
-                from sweeplab.capture import save_captures
-
-                capture_ref = save_captures(run.captures, task.capture_dir)
-        from sweeplab.capture import environment_facts
+                capture_ref = save_captures(run.captures, task.capture_dir,
+                                            stale=loading["stale"] if loading else (), loading=loading)
         from sweeplab.errors import ConfigError
 
         data = {
-            "environment": environment_facts(task.cwd or None),
-            "reason": f"{type(exc).__name__}: {exc}".strip()[:500],
+            "environment": environment_facts(task.cwd or None, source_of_function(fn) if fn else None),
+            "reason": failure_reason(exc, loading),
             "error_type": type(exc).__name__, "message": str(exc)[:2000], "traceback": tb[-20000:],
             "capture": capture_ref, "retire": ex.decide_retire(),
         }
+        if loading is not None:
+            data["loading"] = {"loop": loading["loop"], "batch": loading["batch"]}
         if run is not None and run.suggested:
             data["params"] = run.suggested
         if building and isinstance(exc, ConfigError):   # deterministic: the driver never retries it

@@ -70,11 +70,18 @@ def _smoke_verdict(st: Any, sweep_name: str, checked_s: float = 0.0) -> int:
     from sweeplab.store import queries
 
     data = queries.sweep_status(st, sweep_name)
-    failed = [t for t in data["trials"] if t["state"] == "failed"]
-    if failed or not data["trials"]:
-        err.print(f"smoke check FAILED: {len(failed)} of {len(data['trials'])} trial(s) failed:")
+    # a health rule (NaN, exploding values) that stops a tiny trial is a mistake to fix before the real sweep
+    failed = [t for t in data["trials"] if t["state"] in ("failed", "stopped_by_rule")]
+    completed = [t for t in data["trials"] if t["state"] == "completed"]
+    if failed or not completed:
+        err.print(f"smoke check FAILED: {len(failed)} of {len(data['trials'])} trial(s) failed"
+                  + ("" if failed else ", and none completed") + ":")
         for t in failed:
-            err.print(f"  trial {t['number']}: {t.get('reason')}", markup=False)
+            how = " (stopped by a rule)" if t["state"] == "stopped_by_rule" else ""
+            err.print(f"  trial {t['number']}: {t.get('reason')}{how}", markup=False)
+        for t in data["trials"]:
+            if t not in failed and t["state"] != "completed":
+                err.print(f"  trial {t['number']}: {t['state']}: {t.get('reason')}", markup=False)
         return 1
     _record_smoke(st, sweep_name, checked_s)
     console.print(f"smoke check passed: {len(data['trials'])} tiny trial(s) ran on the CPU and reported "

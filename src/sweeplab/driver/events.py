@@ -200,6 +200,8 @@ class EventWriter(DriverState):
             problem = objective_problem(self.spec, metrics)
         now = ev.time
         self._take_params(t, ev)
+        if ev.data.get("capture"):   # what the trial held at its first NaN/inf metric (for sweeplab repro)
+            self.store.add_artifact(t.id, t.attempt, "capture", self.store.relpath(ev.data["capture"]), ev.time)
         t.costs.update(costs_of(final, self.spec.budget.cost))
         held = None if t.started_mono is None else self.clock.monotonic() - t.started_mono
         self._account(t)
@@ -258,7 +260,8 @@ class EventWriter(DriverState):
                              trial_id=t.id, attempt=t.attempt, at=ev.time, data={
                                  "environment": d.get("environment"), "capture": capture,
                                  "checkpoint": ckpts[-1]["path"] if ckpts else None,
-                                 "exit_code": d.get("exit_code"), "signal": d.get("signal")})
+                                 "exit_code": d.get("exit_code"), "signal": d.get("signal"),
+                                 "loading": d.get("loading")})
         if t.stop_verdict is not None and t.stop_state is not None:
             # we asked it to stop and it died on the way: the stop decision stands
             self._end_trial(t, t.stop_state, value=None, metrics={k: v for k, (_, v) in t.last.items()},
