@@ -328,3 +328,6 @@ def test_status_shows_feasibility_only_once_optunas_constraints_set_a_trial_apar
 
     assert "feasible" not in header(plain.name)
     assert "feasible" in header(constrained.name)
+    failing = sl.optimize("objectives:fails", n_trials=2, workers=1, store=store, retries=0)   # no constraints
+    assert set(failing.trials()["state"]) == {"failed"}
+    assert "feasible" not in header(failing.name)   # a failed trial is not infeasible: it has no feasibility

@@ -388,7 +388,9 @@ class EventWriter(DriverState):
         if self.spec.multi_objective:
             t.values = objective_values(self.spec, metrics)
             out["objective_values"] = list(t.values or ())
-        if self.spec.constraints:
+        if self.spec.constraints and (state is TrialState.COMPLETED
+                                      or any(c.metric in metrics for c in self.spec.constraints)):
+            # a trial that failed before reporting any constrained metric has no feasibility (not "infeasible")
             t.violations = violations(self.spec, metrics)
             t.feasible = feasible(self.spec, metrics)
             out["feasible"] = t.feasible
