@@ -3,6 +3,7 @@
 import {
   el, fill, badge, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
   plotConfig, baseLayout, loadPlotly, describeColumn, isNum, metricAxis, logToggle, constantValue, agoEl, fmtCount,
+  plotText, curveMarks,
   STATES, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 import { TrialsTable } from "./table.js";
@@ -510,7 +511,7 @@ export class SweepView {
         customdata: ns.map((n, k) => [n, real[k]]), meta: { state: st },
         marker: { color: STATE_COLOR[st], size: 7, opacity: 0.8, symbol: sym, line: { width: 1.5, color: STATE_COLOR[st] } },
         cliponaxis: false,
-        hovertemplate: `trial %{customdata[0]}<br>${xLabel}=%{x}<br>%{customdata[1]}<extra>${st}</extra>` });
+        hovertemplate: `trial %{customdata[0]}<br>${plotText(xLabel)}=%{x}<br>%{customdata[1]}<extra>${st}</extra>` });
       // Trials without a value go on their own "no value" strip below the plot (never at the good end).
       const t = traces[traces.length - 1];
       if (t && t.meta.state === st && sym.includes("x-thin-open")) {
@@ -519,7 +520,7 @@ export class SweepView {
         traces.push({ type, mode: "markers", name: `${st.replaceAll("_", " ")} (no value)`, x: nx, y: nx.map(() => "no value"),
           yaxis: "y2", customdata: nn, meta: { state: st, novalue: true }, showlegend: !keep.some(Boolean),
           legendgroup: st, marker: { color: STATE_COLOR[st], size: 7, symbol: "x-thin-open", line: { width: 1.5, color: STATE_COLOR[st] } },
-          hovertemplate: `trial %{customdata[0]}<br>${xLabel}=%{x}<br>no value<extra>${st}</extra>` });
+          hovertemplate: `trial %{customdata[0]}<br>${plotText(xLabel)}=%{x}<br>no value<extra>${st}</extra>` });
         if (keep.some(Boolean)) {
           for (const k of ["x", "y", "customdata"]) t[k] = t[k].filter((_, j) => keep[j]);
           t.marker.symbol = sym.filter((_, j) => keep[j]);
@@ -577,7 +578,7 @@ export class SweepView {
     if (!this.history.data) this.history.replaceChildren();
     return Plotly.react(this.history, traces, baseLayout({
       xaxis: { title: { text: "trial" }, gridcolor: "#eef0f3", zeroline: false, anchor: "y2" },
-      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: s.metric || "value", font: { size: 11 } } },
+      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: plotText(s.metric || "value"), font: { size: 11 } } },
       yaxis2: NO_VALUE_AXIS,
       ...legendLayout(this.history),
     }), plotConfig()).then(() => { performance.mark("sweeplab:history"); this.history.dataset.rendered = String(traces.length); });
@@ -593,14 +594,14 @@ export class SweepView {
     const ax = metricAxis(c.value, this.logY.scatter);
     const traces = this.stateTraces(ax, (i) => {
       const x = c.params[p][i];
-      return x === null || x === undefined ? null : desc.kind === "cat" ? String(x) : x;
+      return x === null || x === undefined ? null : desc.kind === "cat" ? plotText(x) : x;   // a category reads as written
     }, p);
     this.cardNote(this.scatterNote, ax);
     if (!traces.length || !ax.range) { this.scatter.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
     if (!this.scatter.data) this.scatter.replaceChildren();
     return Plotly.react(this.scatter, traces, baseLayout({
-      xaxis: { title: { text: p }, type: desc.kind === "cat" ? "category" : desc.log ? "log" : "linear", gridcolor: "#eef0f3", exponentformat: "e", anchor: "y2" },
-      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: s.metric || "value", font: { size: 11 } } },
+      xaxis: { title: { text: plotText(p) }, type: desc.kind === "cat" ? "category" : desc.log ? "log" : "linear", gridcolor: "#eef0f3", exponentformat: "e", anchor: "y2" },
+      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: plotText(s.metric || "value"), font: { size: 11 } } },
       yaxis2: NO_VALUE_AXIS,
       ...legendLayout(this.scatter),
     }), plotConfig()).then(() => { performance.mark("sweeplab:scatter"); this.scatter.dataset.rendered = p; });
@@ -663,23 +664,24 @@ export class SweepView {
       const color = PALETTE[k % PALETTE.length];
       const early = t.state !== "completed" && t.state !== "running";
       traces.push({
-        type: "scatter", mode: "lines", name: `#${t.number} ${t.state.replaceAll("_", " ")}`, x: t.step, y: t.values,
+        type: "scatter", name: `#${t.number} ${t.state.replaceAll("_", " ")}`, x: t.step, y: t.values,
+        ...curveMarks(t.values),   // a point with no neighbour (a curve of one point) is a marker, not nothing
         line: { color, dash: STATE_DASH[t.state] || "solid", width: early ? 1.6 : 2 }, opacity: early ? 0.85 : 1,
         legendgroup: String(t.number), hovertemplate: `trial ${t.number} (${t.state})<br>step %{x}<br>%{y}<extra></extra>`,
         meta: { state: t.state },
       });
-      if (END_SYMBOL[t.state]) {
-        let j = t.values.length - 1;
-        while (j > 0 && t.values[j] === null) j--;
-        traces.push({ type: "scatter", mode: "markers", x: [t.step[j]], y: [t.values[j] === null ? 0 : t.values[j]], showlegend: false,
+      let j = t.values.length - 1;
+      while (j > 0 && t.values[j] === null) j--;
+      if (END_SYMBOL[t.state] && t.values[j] !== null) {   // (a curve of NaN only has no last value to mark, never a 0)
+        traces.push({ type: "scatter", mode: "markers", x: [t.step[j]], y: [t.values[j]], showlegend: false,
           legendgroup: String(t.number), marker: { symbol: END_SYMBOL[t.state], size: 10, color, line: { width: 2, color } },
-          hovertemplate: `trial ${t.number} ${t.state}${t.reason ? ": " + t.reason.replaceAll("%", "%%") : ""}<extra></extra>` });
+          hovertemplate: `trial ${t.number} ${t.state}${t.reason ? ": " + plotText(t.reason) : ""}<extra></extra>` });
       }
     });
     if (!this.curves.data) this.curves.replaceChildren();
     await Plotly.react(this.curves, traces, baseLayout({
       xaxis: { title: { text: "step" }, gridcolor: "#eef0f3", zeroline: false },
-      yaxis: { ...metricAxis(traces.flatMap((t) => t.y), this.logY.curves).axis, title: { text: this.curveKey } },
+      yaxis: { ...metricAxis(traces.flatMap((t) => t.y), this.logY.curves).axis, title: { text: plotText(this.curveKey) } },
       ...(narrow(this.curves) ? legendLayout(this.curves) : { margin: { l: 60, r: 10, t: 10, b: 45 }, legend: { font: { size: 10 } } }),
     }), plotConfig()).then(() => { performance.mark("sweeplab:curves"); this.curves.dataset.rendered = String(traces.length); });
   }
@@ -698,7 +700,10 @@ export class SweepView {
     const alt = other ? ` · the other basis would use ${fmtCount(other)} trials` : "";
     fill(this.importanceNote,
       el("span", { id: "importance-basis-text", text: basisText + alt }),
-      data.message ? el("div", { class: data.confidence === "low" ? "warn" : "", id: "importance-message", text: data.message }) : null);
+      data.message ? el("div", { class: data.confidence === "low" ? "warn" : "", id: "importance-message", text: data.message }) : null,
+      // the parameters without a bar, and why: a reader must not take a missing bar for an importance of 0
+      (data.skipped || []).length ? el("div", { id: "importance-skipped",
+        text: `not ranked: ${data.skipped.map((k) => `${k.param} (${k.why})`).join(", ")}` }) : null);
     this.importance.dataset.basis = data.basis;
     if (!data.importances.length) {
       if (this.importance.data) Plotly.purge(this.importance);
@@ -711,7 +716,7 @@ export class SweepView {
     if (!this.importance.data) this.importance.replaceChildren();
     await Plotly.react(this.importance, [{
       type: "bar", orientation: "h", x: imp.map((d) => d.importance),
-      y: imp.map((d) => `${d.param}  ${(d.importance ?? 0).toFixed(2)}${hasSpread && d.lo !== null ? ` (${d.lo.toFixed(2)}–${d.hi.toFixed(2)})` : ""}`),
+      y: imp.map((d) => `${plotText(d.param)}  ${(d.importance ?? 0).toFixed(2)}${hasSpread && d.lo !== null ? ` (${d.lo.toFixed(2)}–${d.hi.toFixed(2)})` : ""}`),
       marker: { color: low ? "#a5b4fc" : "#3b5bdb" },
       error_x: hasSpread ? { type: "data", symmetric: false, array: imp.map((d) => Math.max(0, (d.hi ?? d.importance) - d.importance)),
         arrayminus: imp.map((d) => Math.max(0, d.importance - (d.lo ?? d.importance))), color: "#111827", thickness: 1.5, width: 6 } : undefined,

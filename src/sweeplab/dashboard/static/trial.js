@@ -1,7 +1,7 @@
 // The trial view: config, final metrics, all curves, attempts, events (with reasons), profile, log tail.
 import {
   el, fill, badge, fmtNum, fmtTime, fmtDur, fmtBytes, fmtCount, agoEl, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
-  plotConfig, baseLayout, profileRows, STATE_COLOR, STATE_DASH,
+  plotConfig, baseLayout, profileRows, plotText, curveMarks, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 
 const MAX_PLOTS = 12;
@@ -147,10 +147,10 @@ export class TrialView {
     const color = STATE_COLOR[data.state] || "#3b5bdb";
     await Promise.all(keys.map((k, j) => {
       const c = data.curves[k];
-      return Plotly.react(this.plots.children[j], [{ type: "scatter", mode: c.n < 60 ? "lines+markers" : "lines",
-        x: c.step, y: c.values, line: { color, dash: STATE_DASH[data.state] || "solid", width: 2 }, marker: { size: 4 },
-        hovertemplate: `step %{x}<br>${k}=%{y}<extra></extra>` }],
-      baseLayout({ title: { text: `${k}${c.n > c.step.length ? ` (${c.step.length} of ${c.n} points)` : ""}`, font: { size: 13 }, x: 0.02, y: 0.97 },
+      return Plotly.react(this.plots.children[j], [{ type: "scatter", ...curveMarks(c.values),
+        x: c.step, y: c.values, line: { color, dash: STATE_DASH[data.state] || "solid", width: 2 },
+        hovertemplate: `step %{x}<br>${plotText(k)}=%{y}<extra></extra>` }],
+      baseLayout({ title: { text: `${plotText(k)}${c.n > c.step.length ? ` (${c.step.length} of ${c.n} points)` : ""}`, font: { size: 13 }, x: 0.02, y: 0.97 },
         margin: { l: 55, r: 10, t: 30, b: 35 }, showlegend: false, xaxis: { title: { text: "step" }, gridcolor: "#eef0f3", zeroline: false } }),
       plotConfig());
     }));
