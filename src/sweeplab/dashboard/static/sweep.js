@@ -147,6 +147,7 @@ export class SweepView {
     this.curveKey = null;
     this.scatterParam = null;
     this.selection = [];
+    this.userSelected = false;   // the curves drawn are the default ones (which follow a live sweep) until then
     this.lastEventId = 0;
     this.dimInfo = [];
     this.logY = { parcoords: false, history: false, scatter: false, curves: false };
@@ -197,7 +198,7 @@ export class SweepView {
     this.renderHeader();
     this.table.setData(cols, Object.keys(cols.params).sort(), this.bestTrial());
     const pending = [this.renderParcoords()];
-    this.table.setSelection(this.defaultSelection());
+    this.table.setSelection(this.defaultSelection(), false);
     // The cards below the fold (and Plotly.js, which only they need) wait for the first screen to be painted.
     await nextFrame();
     performance.mark("sweeplab:shown");
@@ -230,8 +231,16 @@ export class SweepView {
     const cols = this.cols;
     this.splitParams(cols);
     this.renderHeader();
+    let curvesLoaded = false;
     if (changedTrials) {
       this.table.setData(cols, Object.keys(cols.params).sort(), this.bestTrial());
+      // Until the user picks trials, the default curves follow the sweep: a trial that starts running or
+      // becomes one of the best is drawn, one that is no longer either is not.
+      const def = this.defaultSelection();
+      if (!this.userSelected && (def.length !== this.selection.length || def.some((n, k) => n !== this.selection[k]))) {
+        this.table.setSelection(def, false);   // (draws the curves)
+        curvesLoaded = true;
+      }
       this.renderParcoords();
       this.applyBrush();
       this.renderHistory();
@@ -239,7 +248,7 @@ export class SweepView {
       this.custom.render();
       this.drawExtras();
     }
-    this.loadCurves();
+    if (!curvesLoaded) this.loadCurves();   // a running trial's curve grows
     this.loadKeys();
     this.loadImportance();
     this.loadEvents();
@@ -289,7 +298,11 @@ export class SweepView {
     );
     this.table = new TrialsTable(this.tableBox, {
       sweep: this.name, goal: this.summary.sweep.goal, objectives: this.summary.sweep.objectives || [],
-      onSelectionChange: (nums) => { this.selection = nums; this.loadCurves(); },
+      onSelectionChange: (nums, byUser) => {
+        this.selection = nums;
+        if (byUser) this.userSelected = true;
+        this.loadCurves();
+      },
     });
     this.custom = new CustomCharts(this.customBox, this);
   }

@@ -71,10 +71,12 @@ export class TrialsTable {
     this.render();
   }
 
-  setSelection(numbers) {
+  // `byUser`: false when the page chooses (its default curves), true for a tick, "clear selection" or
+  // "curves of matches".
+  setSelection(numbers, byUser = true) {
     this.selected = new Set(numbers);
     this.render();
-    this.onSelectionChange([...this.selected]);
+    this.onSelectionChange([...this.selected], byUser);
   }
 
   selectVisible() {
@@ -196,7 +198,7 @@ export class TrialsTable {
         onchange: () => {
           if (box.checked) this.selected.add(n); else this.selected.delete(n);
           this.selectionTools();
-          this.onSelectionChange([...this.selected]);
+          this.onSelectionChange([...this.selected], true);
         } });
       const front = c.rank && c.rank[i] === 1;
       const infeasible = c.feasible && c.feasible[i] === false;
