@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -61,7 +62,7 @@ function: train.py:train
 method: grid
 metric: {name: loss, goal: minimize}
 parameters:
-  "<b>lr</b>": {values: [0.0001, 0.01]}
+  "<b>lr</b>": {values: [0.0001, 0.1]}
   kind: {values: [ok, one, gaps, fail]}
   opt:
     values: ["adam", "<a href='https://example.com/'>sgd</a>"]
@@ -192,6 +193,39 @@ def test_the_text_filter_finds_what_the_table_shows(shared: Any, truth: Any) -> 
     small = sorted(t["number"] for t in status["trials"] if t["params"][LR] == 0.0001)
     got = sorted(int(n) for n in page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.number)"))
     assert got == small, got
+
+
+def _brush(page: Any, label: str, top: float, bottom: float) -> str:
+    """Drag along the parallel-coordinates axis `label` from `top` to `bottom` (fractions of its height from
+    the top); the table's "brushed:" note."""
+    box = page.locator(f"#parcoords .y-axis[data-label=\"{label}\"] .brush-area").bounding_box()
+    x = box["x"] + box["width"] / 2
+    page.mouse.move(x, box["y"] + box["height"] * top)
+    page.mouse.down()
+    page.mouse.move(x, box["y"] + box["height"] * bottom, steps=6)
+    page.mouse.up()
+    page.wait_for_function("() => document.querySelector('#brush-note').style.display !== 'none'")
+    return str(page.inner_text("#brush-note"))
+
+
+def test_a_brushed_range_is_named_in_the_parameters_units(shared: Any, truth: Any) -> None:
+    """The note says which values a brushed axis keeps as the axis shows them: a log axis's bounds as values
+    (not their log10), a categorical axis's categories (not their positions), the "inactive" slot."""
+    srv, status = truth
+    page = shared
+    _open(page, srv, SWEEP)
+    page.click("#clear-brush")
+    note = _brush(page, f"{LR} (log)", 0.0, 0.3)
+    lo, hi = (float(v) for v in re.search(rf"{re.escape(LR)} ∈ \[([-\d.e]+), ([-\d.e]+)\]", note).groups())
+    assert 1e-4 < lo < 0.1 and hi == 0.1, note
+    page.click("#clear-brush")
+    kinds = set(re.search(r"kind ∈ \{([^}]*)\}", _brush(page, "kind", 0.55, 1.0)).group(1).split(", "))
+    assert kinds and kinds < {"fail", "gaps", "ok", "one"}, kinds
+    shown = {int(n) for n in page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.number)")}
+    assert shown == {t["number"] for t in status["trials"] if t["params"]["kind"] in kinds}
+    page.click("#clear-brush")
+    assert _brush(page, "momentum", 0.93, 1.0) == "brushed: momentum inactive"
+    page.click("#clear-brush")
 
 
 def test_markup_in_names_and_values_reads_as_written_in_every_plot(shared: Any, truth: Any) -> None:

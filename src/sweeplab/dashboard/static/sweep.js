@@ -91,6 +91,26 @@ export function mergeTrials(cols, delta) {
   return out;
 }
 
+const r4 = (v) => fmtNum(Number(v.toPrecision(4)));
+
+// A brushed range [a, b] of an axis in the reader's terms, for the table's "brushed:" note: the categories it
+// covers, or its bounds in the parameter's or metric's own units (an axis draws log10 values on a log axis
+// and each category's index on a categorical one), and whether it takes in the slot of the trials without a
+// value (`slot`, named `slotName`). `open`: values beyond `hi` are pinned to it (so "≥").
+export function brushText(name, [a, b], { cats, lo, hi, log, slot, slotName, open }) {
+  let text = "";
+  if (cats) {
+    const picked = cats.filter((_, k) => k >= a && k <= b);
+    if (picked.length) text = `${name} ∈ {${picked.join(", ")}}`;
+  } else {
+    const x = Math.max(a, lo), y = Math.min(b, hi);
+    const real = (v) => r4(log ? 10 ** v : v);
+    if (x <= y) text = open && y >= hi ? `${name} ≥ ${real(x)}` : `${name} ∈ [${real(x)}, ${real(y)}]`;
+  }
+  if (slot === undefined || slot < a || slot > b) return text || `${name} ∈ ∅`;
+  return text ? `${text} or ${slotName}` : `${name} ${slotName}`;
+}
+
 // One parameter's parallel-coordinates axis: numeric (log-scaled when the spec or the spread says so) or
 // categorical. Trials that lack the parameter (conditional spaces) sit on an "— inactive" slot below the
 // range, never at 0 or at the bottom of the real values.
@@ -101,7 +121,8 @@ export function paramDimension(p, raw, desc) {
     const lo = missing ? -1 : 0;
     const values = raw.map((v) => (v === null || v === undefined ? lo : idx.get(String(v))));
     return { values, dim: { label: p, tickvals: [...(missing ? [-1] : []), ...desc.cats.map((_, k) => k)],
-      ticktext: [...(missing ? [INACTIVE] : []), ...desc.cats], range: [lo, Math.max(lo + 1, desc.cats.length - 1)] } };
+      ticktext: [...(missing ? [INACTIVE] : []), ...desc.cats], range: [lo, Math.max(lo + 1, desc.cats.length - 1)],
+      brush: (r) => brushText(p, r, { cats: desc.cats, slot: missing ? -1 : undefined, slotName: "inactive" }) } };
   }
   const [lo, hi] = desc.log ? [Math.log10(desc.lo), Math.log10(desc.hi)] : desc.lo === desc.hi ? [desc.lo - 1, desc.hi + 1] : [desc.lo, desc.hi];
   const gap = missing ? (hi - lo) * 0.15 : 0;
@@ -115,7 +136,9 @@ export function paramDimension(p, raw, desc) {
     ticktext = tickvals.map((t) => fmtNum(t));
   }
   if (missing) { tickvals = [lo - gap, ...tickvals]; ticktext = [INACTIVE, ...ticktext]; }
-  const dim = { label: desc.log ? `${p} (log)` : p, range: [lo - gap, hi] };
+  const dim = { label: desc.log ? `${p} (log)` : p, range: [lo - gap, hi],
+    brush: (r) => brushText(p, r, { lo: desc.log ? Math.log10(desc.lo) : desc.lo, hi: desc.log ? Math.log10(desc.hi) : desc.hi,
+      log: desc.log, slot: missing ? lo - gap : undefined, slotName: "inactive" }) };
   if (tickvals) Object.assign(dim, { tickvals, ticktext });
   return { values, dim };
 }
@@ -414,7 +437,7 @@ export class SweepView {
     const dims = [];
     const push = (dim, values) => {
       dims.push({ ...dim, values: pick(values) });
-      this.dimInfo.push({ label: dim.label, values });
+      this.dimInfo.push({ label: dim.label, values, brush: dim.brush });
     };
     for (const p of this.paramNames) {
       const raw = rows.map((i) => c.params[p][i]);
@@ -424,8 +447,10 @@ export class SweepView {
     // The trial's state, so failed / pruned / stopped trials are told apart from completed ones.
     const states = STATES.filter((st) => rows.some((i) => c.state[i] === st));
     const sIdx = new Map(states.map((st, k) => [st, k]));
-    push({ label: "state", tickvals: states.map((_, k) => k), ticktext: states.map((st) => st.replaceAll("_", " ")),
-      range: [0, Math.max(1, states.length - 1)] }, rows.map((i) => sIdx.get(c.state[i])));
+    const stateNames = states.map((st) => st.replaceAll("_", " "));
+    push({ label: "state", tickvals: states.map((_, k) => k), ticktext: stateNames,
+      range: [0, Math.max(1, states.length - 1)], brush: (r) => brushText("state", r, { cats: stateNames }) },
+    rows.map((i) => sIdx.get(c.state[i])));
     // The metric on a robust range: diverged values are pinned to the top edge ("≥ …"), trials without a
     // value (failed, pruned before reporting) sit on a "no value" slot below the axis. With several
     // objectives, one such axis each (the lines are coloured by the first).
@@ -440,7 +465,8 @@ export class SweepView {
       const ticks = [0, 1, 2, 3, 4].map((k) => lo + ((hi - lo) * k) / 4);
       const tickText = ticks.map((t) => fmtNum(Number((log ? 10 ** t : t).toPrecision(3))));
       if (ax.clipped) tickText[4] = `≥ ${tickText[4]}`;
-      push({ label: `${name}${log ? " (log)" : ""}`, range: [lo - gap, hi], tickvals: [lo - gap, ...ticks], ticktext: ["no value", ...tickText] }, vals);
+      push({ label: `${name}${log ? " (log)" : ""}`, range: [lo - gap, hi], tickvals: [lo - gap, ...ticks], ticktext: ["no value", ...tickText],
+        brush: (r) => brushText(name, r, { lo, hi, log, slot: lo - gap, slotName: "no value", open: ax.clipped > 0 }) }, vals);
       return { lo, hi, gap, vals };
     };
     const objs = this.several() ? s.objectives : [];
@@ -482,8 +508,7 @@ export class SweepView {
       }
       allowed.add(row);
     });
-    const r4 = (v) => fmtNum(Number(v.toPrecision(4)));
-    const desc = cons.map((con) => `${con.label} ∈ ${con.ranges.map(([a, b]) => `[${r4(a)}, ${r4(b)}]`).join(" ∪ ")}`).join(", ");
+    const desc = cons.map((con) => con.ranges.map((r) => this.dimInfo[con.k].brush(r)).join(" or ")).join(", ");
     this.table.setBrush(allowed, box ? `${desc}, ${box.desc}` : desc);
   }
 
