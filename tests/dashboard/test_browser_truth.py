@@ -224,6 +224,8 @@ def test_a_brushed_range_is_named_in_the_parameters_units(shared: Any, truth: An
     shown = {int(n) for n in page.eval_on_selector_all("#trials tbody tr", "rs => rs.map(r => r.dataset.number)")}
     assert shown == {t["number"] for t in status["trials"] if t["params"]["kind"] in kinds}
     page.click("#clear-brush")
+    ticks = page.locator("#parcoords .y-axis[data-label='momentum'] .tick text").all_text_contents()
+    assert ticks == ["— inactive", "0.9"], ticks   # its one value and the slot of trials without it
     assert _brush(page, "momentum", 0.93, 1.0) == "brushed: momentum inactive"
     page.click("#clear-brush")
 

@@ -131,6 +131,9 @@ export function paramDimension(p, raw, desc) {
   if (desc.log) {
     tickvals = logTicks(desc.lo, desc.hi).filter((t) => t >= lo - 1e-9 && t <= hi + 1e-9);   // none in the gap
     ticktext = tickvals.map((t) => fmtNum(Number((10 ** t).toPrecision(2))));
+  } else if (desc.lo === desc.hi) {   // one value where present (a conditional constant): that tick only, no
+    tickvals = [desc.lo];             // made-up neighbours (a momentum of -0.5 or 1.5 never ran)
+    ticktext = [fmtNum(desc.lo)];
   } else if (missing) {
     tickvals = niceTicks(lo, hi);
     ticktext = tickvals.map((t) => fmtNum(t));
