@@ -48,6 +48,7 @@ def train(config, run):
         return {"loss": 0.2 + lr}
     for s in range(3):
         run.log({"loss": 1.0 / (s + 1) + lr, "<b>acc</b>%{y}": s / 3}, step=s)
+    run.log({f"m{k:02d}": k for k in range(13)}, step=2)   # 15 metrics in all: more than the trial page draws
     return {"loss": 1.0 / 3 + lr}
 
 
@@ -228,6 +229,16 @@ def test_a_brushed_range_is_named_in_the_parameters_units(shared: Any, truth: An
     assert ticks == ["— inactive", "0.9"], ticks   # its one value and the slot of trials without it
     assert _brush(page, "momentum", 0.93, 1.0) == "brushed: momentum inactive"
     page.click("#clear-brush")
+
+
+def test_the_trial_page_names_the_metrics_it_does_not_draw(shared: Any, truth: Any) -> None:
+    srv, status = truth
+    page = shared
+    ok = next(t["number"] for t in status["trials"] if t["params"]["kind"] == "ok")
+    page.goto(f"{srv.url}/sweeps/{quote(SWEEP, safe='')}/trials/{ok}")
+    page.wait_for_selector("#trial-curves[data-rendered]")
+    assert page.locator("#trial-curves .plot").count() == 12
+    assert page.inner_text("#trial-curves-note") == "12 of 15 metrics drawn; not drawn: m10, m11, m12"
 
 
 def test_markup_in_names_and_values_reads_as_written_in_every_plot(shared: Any, truth: Any) -> None:

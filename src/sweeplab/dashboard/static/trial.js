@@ -44,7 +44,8 @@ export class TrialView {
         el("div", { class: "card" }, el("h2", {}, "Parameters"), this.params),
         el("div", { class: "card" }, el("h2", {}, "Final metrics"), this.metrics),
         el("div", { class: "card" }, el("h2", {}, "Profile"), this.profile)),
-      el("div", { class: "card" }, el("h2", {}, "Curves"), this.plots),
+      el("div", { class: "card" }, el("h2", {}, "Curves", this.curvesNote = el("span", { class: "legend-note", id: "trial-curves-note" })),
+        this.plots),
       el("div", { class: "card" }, el("h2", {}, "Attempts"), this.attempts),
       el("div", { class: "grid2 section" },
         el("div", { class: "card" }, el("h2", {}, "Events"), this.events),
@@ -138,7 +139,13 @@ export class TrialView {
   async loadCurves() {
     let data;
     try { data = await getJSON(apiUrl(this.name, `/trials/${this.number}/curves?max_points=800`)); } catch (e) { showError(this.plots, e); return; }
+    const all = this.detail && this.detail.metric_keys.length > Object.keys(data.curves).length
+      ? this.detail.metric_keys : Object.keys(data.curves);
     const keys = Object.keys(data.curves).slice(0, MAX_PLOTS);
+    // More metrics than plots: say which are left out (the sweep page's learning curves draw any of them).
+    const left = all.filter((k) => !keys.includes(k));
+    this.curvesNote.textContent = left.length
+      ? `${fmtCount(keys.length)} of ${fmtCount(all.length)} metrics drawn; not drawn: ${left.join(", ")}` : "";
     if (!keys.length) { this.plots.replaceChildren(el("p", { class: "muted", text: "no metrics logged" })); return; }
     const have = [...this.plots.children].map((n) => n.dataset.key);
     if (have.join("\n") !== keys.join("\n")) {
