@@ -290,6 +290,8 @@ def test_markup_in_names_and_values_reads_as_written_in_every_plot(shared: Any, 
     front = page.evaluate("() => document.querySelector('#card-pareto').data.findIndex((t) => t.mode === 'markers')")
     hover = _hover(page, "#card-pareto", front)
     assert "<b>err</b>=" in hover["t"] and not hover["bold"], hover
+    # the importance bars are of the first objective, and the card says so
+    assert page.inner_text("#importance-basis-text").startswith("for <b>err</b> (the first objective), from 9 of 9")
 
 
 def test_a_column_of_numbers_and_text_sorts_the_numbers_in_order(shared: Any, truth: Any) -> None:

@@ -734,9 +734,11 @@ export class SweepView {
     try { data = await getJSON(apiUrl(this.name, `/importance${q}`)); } catch (e) { showError(this.importance, e); return; }
     // Say what the bars are computed from, always: which trials, at which step, how many of how many.
     const st = Object.entries(data.by_state || {}).map(([k, n]) => `${fmtCount(n)} ${k.replaceAll("_", " ")}`).join(", ");
-    const basisText = data.basis === "rung"
+    // With several objectives the bars are of the first one (the sweep's `value`): say so.
+    const of = this.several() ? `for ${this.summary.sweep.objectives[0].name} (the first objective), ` : "";
+    const basisText = of + (data.basis === "rung"
       ? `from ${fmtCount(data.trials_used)} of ${fmtCount(data.n_trials)} trials (${st}), each at step ${fmtCount(data.rung_step)}, the highest step at least half of them reached`
-      : `from ${fmtCount(data.trials_used)} of ${fmtCount(data.n_trials)} trials: the completed ones' final values${st ? ` (${st})` : ""}`;
+      : `from ${fmtCount(data.trials_used)} of ${fmtCount(data.n_trials)} trials: the completed ones' final values${st ? ` (${st})` : ""}`);
     const other = data.basis === "rung" ? data.bases.final : data.bases.rung;
     const alt = other ? ` · the other basis would use ${fmtCount(other)} trials` : "";
     fill(this.importanceNote,
