@@ -198,3 +198,17 @@ def test_sweeps_list_says_which_backend_a_sweep_ran_on(client_for: Any, asha_sto
     with client_for(create_app(asha_store)) as c:
         (s,) = _get(c, "/api/sweeps")["sweeps"]
         assert (s["backend"], s["address"]) == ("ray", "10.0.0.5:6379")
+
+
+@pytest.mark.parametrize("values,expect", [
+    ([0.3] * 6, "every trial has the same value"),                  # nothing to explain
+    ([1e160, 0.1, 0.3, 0.4, 0.2, 0.5], "too far apart"),             # variance overflows: bars of 0
+    ([1e308, -1e308, 0.3, 0.4, 0.2, 0.5], "too far apart"),          # an AssertionError inside fANOVA (a 500)
+], ids=["constant-values", "overflowing-spread", "extreme-values"])
+def test_importance_that_cannot_be_computed_says_why_and_draws_no_bars(values: list[float], expect: str) -> None:
+    from sweeplab.dashboard.importance import param_importance
+
+    cols = {"state": ["completed"] * 6, "value": values, "number": list(range(6)),
+            "params": {"a": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "b": [1, 2, 1, 2, 1, 2]}}
+    got = param_importance(cols)
+    assert got["importances"] == [] and expect in got["message"], got

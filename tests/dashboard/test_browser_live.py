@@ -76,3 +76,79 @@ def test_first_page_then_every_trial_then_only_the_changes(live: tuple[Any, Stor
     }""")
     assert (got["delta"], got["full"]) == (3, False)
     assert json.loads(got["merged"]) == json.loads(got["whole"])
+
+
+def _curves(page: Any) -> list[int]:
+    """The trials whose learning curves the sweep page draws."""
+    return sorted(page.evaluate("() => (document.querySelector('#curves').data || []).filter((t) => t.name)"
+                                ".map((t) => Number(t.name.slice(1).split(' ')[0]))"))
+
+
+def test_default_curves_follow_a_live_sweep_until_the_user_picks(live: tuple[Any, Store, int], page: Any) -> None:
+    """The learning curves drawn by default (the five best, the running ones...) follow the sweep as trials
+    start and end, until the user ticks or clears trials: from then on their choice is kept."""
+    srv, w, sid = live
+    page.goto(srv.url + "/sweeps/live")
+    page.wait_for_selector("#curves[data-rendered]")
+    # the five best completed (the latest numbers: value 1/(n+1)) and the three running ones
+    assert _curves(page) == [72, 73, 74, 75, 76, 77, 78, 79]
+    with w.transaction():   # trial 77 completes (the new best), trial 80 starts and reports
+        w.update_trial(w.trial_by_number(sid, 77)["id"], state="completed", value=1 / 78, ended=T0 + 90)
+        tid = w.add_trial(sid, TRIALS, {"lr": 0.5, "depth": 1}, None, seed=1, state="running", started=T0 + 100,
+                          attempts=1)
+        w.add_metrics(tid, 1, [(0, "loss", 0.9, T0 + 100)])
+    page.wait_for_function("() => (document.querySelector('#curves').data || []).some((t) => t.name === '#80 running')",
+                           timeout=30_000)
+    assert _curves(page) == [73, 74, 75, 76, 77, 78, 79, 80]
+    page.click("text=clear selection")      # the user's choice: no curves
+    page.wait_for_selector("#curves .placeholder")
+    before = page.inner_text("#trial-count")
+    with w.transaction():
+        w.add_trial(sid, TRIALS + 1, {"lr": 0.5, "depth": 2}, None, seed=2, state="running", started=T0 + 101,
+                    attempts=1)
+    page.wait_for_function(f"document.querySelector('#trial-count').innerText !== {before!r}", timeout=30_000)
+    assert page.inner_text("#selection-note") == "0 selected" and page.locator("#curves .placeholder").count() == 1
+
+
+def test_no_change_is_lost_while_the_page_loads_or_when_a_refresh_fails(live: tuple[Any, Store, int],
+                                                                         browser: Any) -> None:
+    """A change made while the page loads (after it read the trials, before it starts polling) and a change
+    whose refresh failed (a dropped request, the server restarting) are both shown: the sweep's last changes
+    must not leave a finished sweep shown as running, "up to date"."""
+    from tests.dashboard.test_browser_pictures import WIDE, _page
+
+    srv, w, sid = live
+    ctx, page, errors = _page(browser, WIDE)
+    held: list[Any] = []
+    page.route("**/static/plotly.min.js", lambda route: held.append(route))   # the load waits for it: held
+    page.goto(srv.url + "/sweeps/live")
+    page.wait_for_function(f"document.querySelector('#trial-count').innerText.startsWith('{TRIALS} of')")
+    while not held:
+        page.wait_for_timeout(20)
+    with w.transaction():   # trial 77 completes while the page has its trials but is still loading
+        w.update_trial(w.trial_by_number(sid, TRIALS - 3)["id"], state="completed", value=0.5, ended=T0 + 200)
+        w.add_event(sid, "trial_ended", "trial 77 completed", at=T0 + 200)
+    held[0].continue_()
+    page.wait_for_function(f"document.querySelector('#sweep-header .counts').innerText.includes('{TRIALS - 2} "
+                           "completed')", timeout=30_000)
+
+    page.wait_for_function("document.querySelector('#live').innerText !== 'connecting…'")   # polling
+    dropped: list[str] = []
+
+    def drop_once(route: Any) -> None:
+        if dropped:
+            route.continue_()
+        else:
+            dropped.append(route.request.url)
+            route.abort()
+
+    page.route("**/api/sweeps/live/trials?since=*", drop_once)
+    with w.transaction():   # the sweep's last change: its last trials end, it finishes
+        for n in (TRIALS - 2, TRIALS - 1):
+            w.update_trial(w.trial_by_number(sid, n)["id"], state="completed", value=0.5, ended=T0 + 200)
+        w.update_sweep(sid, state="finished", ended=T0 + 200)
+    page.wait_for_function(f"document.querySelector('#sweep-header .counts').innerText === '{TRIALS} completed'"
+                           " && document.querySelector('#sweep-header .badge').innerText === 'finished'",
+                           timeout=30_000)
+    ctx.close()
+    assert dropped and all("ERR_FAILED" in e for e in errors), (dropped, errors)   # the dropped request only

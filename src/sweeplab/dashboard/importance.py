@@ -106,7 +106,9 @@ def _fanova(dists: Mapping[str, Any], encoded: Mapping[str, list[Any]], values: 
         imp = get_param_importances(
             study, evaluator=FanovaImportanceEvaluator(n_trees=N_TREES, max_depth=MAX_DEPTH, seed=seed),
         )
-    return {k: float(v) if math.isfinite(v) else 0.0 for k, v in imp.items()}
+    if not all(math.isfinite(v) for v in imp.values()):   # the values' variance overflowed (1e160 and up)
+        raise ArithmeticError("non-finite importances")
+    return {k: float(v) for k, v in imp.items()}
 
 
 def param_importance(columns: Mapping[str, Any], *, rung: Mapping[str, Any] | None = None,
@@ -141,8 +143,16 @@ def param_importance(columns: Mapping[str, Any], *, rung: Mapping[str, Any] | No
     if not dists:
         result["message"] = "no parameter varies across these trials"
         return result
+    if min(values) == max(values):
+        result["message"] = (f"every trial has the same value ({values[0]:g}): "
+                             "there is nothing for a parameter to explain")
+        return result
     try:
         point = _fanova(dists, encoded, values, range(len(idx)), seed)
+    except (ArithmeticError, AssertionError):   # fANOVA's forest on values whose spread overflows a float
+        result["message"] = ("fANOVA failed: the values are too far apart to fit "
+                             f"({min(values):g} to {max(values):g}); a diverged trial's value is the likely cause")
+        return result
     except (RuntimeError, ValueError) as exc:
         result["message"] = f"fANOVA failed: {exc}"
         return result
@@ -154,7 +164,7 @@ def param_importance(columns: Mapping[str, Any], *, rung: Mapping[str, Any] | No
             rows = [rng.randrange(len(idx)) for _ in idx]
             try:
                 got = _fanova(dists, encoded, values, rows, seed + r)
-            except (RuntimeError, ValueError, ZeroDivisionError):
+            except (RuntimeError, ValueError, ArithmeticError, AssertionError):
                 continue  # a resample where nothing varies
             for k in dists:
                 samples[k].append(got.get(k, 0.0))

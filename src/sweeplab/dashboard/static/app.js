@@ -26,27 +26,33 @@ async function main() {
   const live = document.getElementById("live");
   const r = route(location.pathname);
   const view = new r.view(main, r);
+  let token = null;
+  const changesUrl = () => `/api/changes?${new URLSearchParams(
+    { ...(r.sweep ? { sweep: r.sweep } : {}), ...(token ? { token } : {}) })}`;
+  // The change token is read before the view reads its data: a change made while the page loads (Plotly.js
+  // alone takes a second or more) is then seen by the first poll, never taken as already shown.
+  try { token = (await getJSON(changesUrl())).token; } catch (e) { /* the first poll sets it */ }
+  let loaded = false;
   try {
     if (r.view === TrialView || r.view === CompareView) await loadPlotly();   // the sweep view loads it itself
     await view.load();
+    loaded = true;
   } catch (e) {
     showError(main, e);
   }
   performance.mark("sweeplab:ready");
   document.body.dataset.ready = "1";
 
-  let token = null;
   let busy = false;
-  const changesUrl = () => `/api/changes?${new URLSearchParams(
-    { ...(r.sweep ? { sweep: r.sweep } : {}), ...(token ? { token } : {}) })}`;
   async function poll() {
     if (busy || document.visibilityState === "hidden") return;
     busy = true;
     try {
       const c = await getJSON(changesUrl());
-      const first = token === null;
+      // The token moves on only once the view has shown the change: a refresh that failed (the server
+      // restarting, a dropped request) is tried again at the next poll instead of being lost.
+      if (c.changed && token !== null && loaded) await view.refresh();
       token = c.token;
-      if (c.changed && !first) await view.refresh();
       const running = view.isLive ? view.isLive() : false;
       live.className = `live ${running ? "on" : "idle"}`;
       live.textContent = running ? "live" : "up to date";

@@ -1,7 +1,7 @@
 // Custom charts (W&B-style): any metric or parameter against any other (scatter), and any metric's curves
 // for the trials the table shows, grouped by a parameter with mean and spread (±1 std) bands. The chosen
 // charts live in the URL (?charts=...), so a link reproduces the view.
-import { el, fmtNum, getJSON, apiUrl, isNum, metricAxis, plotConfig, baseLayout, showError, STATE_COLOR, STATES } from "./util.js";
+import { el, fmtNum, getJSON, apiUrl, isNum, metricAxis, plotConfig, baseLayout, showError, plotText, STATE_COLOR, STATES } from "./util.js";
 
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"];
 const MAX_GROUP_TRIALS = 200;   // queries.MAX_CURVE_TRIALS
@@ -114,14 +114,14 @@ export class CustomCharts {
       for (let i = 0; i < c.n; i++) {
         if (c.state[i] !== st) continue;
         if (xs[i] === null || xs[i] === undefined || !isNum(ys[i])) continue;   // gaps stay gaps
-        x.push(xs[i]); y.push(yax.clip(ys[i]).y); n.push(c.number[i]);
+        x.push(typeof xs[i] === "string" ? plotText(xs[i]) : xs[i]); y.push(yax.clip(ys[i]).y); n.push(c.number[i]);
       }
       if (x.length) traces.push({ type: c.n > 500 && typeof x[0] === "number" ? "scattergl" : "scatter", mode: "markers", name: st.replaceAll("_", " "), x, y, customdata: n,
         marker: { color: STATE_COLOR[st], size: 6, opacity: 0.75 }, hovertemplate: "trial %{customdata}<br>%{x}, %{y}<extra></extra>" });
     }
     return Plotly.react(plot, traces, baseLayout({
-      xaxis: { title: { text: this.label(ch.b) }, gridcolor: "#eef0f3", exponentformat: "e" },
-      yaxis: { ...yax.axis, title: { text: this.label(ch.a) } },
+      xaxis: { title: { text: plotText(this.label(ch.b)) }, gridcolor: "#eef0f3", exponentformat: "e" },
+      yaxis: { ...yax.axis, title: { text: plotText(this.label(ch.a)) } },
       legend: { orientation: "h", y: 1.12 }, margin: { l: 60, r: 15, t: 30, b: 45 },
     }), plotConfig()).then(() => { plot.dataset.rendered = String(traces.length); });
   }
@@ -173,14 +173,14 @@ export class CustomCharts {
       traces.push({ type: "scatter", mode: "lines", x: steps, y: lo, line: { width: 0 }, showlegend: false, hoverinfo: "skip", legendgroup: g });
       traces.push({ type: "scatter", mode: "lines", x: steps, y: hi, line: { width: 0 }, fill: "tonexty", fillcolor: rgba(color, 0.18),
         showlegend: false, hoverinfo: "skip", legendgroup: g });
-      traces.push({ type: "scatter", mode: "lines", x: steps, y: mean, name: `${ch.b ? `${ch.b}=${g}` : "all"} (${n} trials)`, customdata: count,
+      traces.push({ type: "scatter", mode: "lines", x: steps, y: mean, name: plotText(`${ch.b ? `${ch.b}=${g}` : "all"} (${n} trials)`), customdata: count,
         line: { color, width: 2 }, legendgroup: g, meta: { group: g, trials: n },
-        hovertemplate: `${g}: mean %{y} over %{customdata} trials at step %{x}<extra></extra>` });
+        hovertemplate: `${plotText(g)}: mean %{y} over %{customdata} trials at step %{x}<extra></extra>` });
     });
     if (!plot.data) plot.replaceChildren();
     await Plotly.react(plot, traces, baseLayout({
       xaxis: { title: { text: "step" }, gridcolor: "#eef0f3" },
-      yaxis: { ...metricAxis(all).axis, title: { text: `${ch.a} (mean ± 1 std)` } },
+      yaxis: { ...metricAxis(all).axis, title: { text: plotText(`${ch.a} (mean ± 1 std)`) } },
       legend: { orientation: "h", y: 1.14 }, margin: { l: 60, r: 15, t: 30, b: 45 },
     }), plotConfig());
     plot.dataset.rendered = String(groups.size);

@@ -1,7 +1,7 @@
 // Compare 2-6 trials: their configs side by side (rows that differ highlighted) and their curves overlaid.
 import {
   el, fill, badge, fmtNum, fmtDur, fmtCount, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
-  plotConfig, baseLayout, metricAxis, logToggle, STATE_DASH,
+  plotConfig, baseLayout, metricAxis, logToggle, plotText, curveMarks, STATE_DASH,
 } from "./util.js";
 
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"];
@@ -104,14 +104,14 @@ export class CompareView {
     } catch (e) { showError(this.curves, e); return; }
     const color = new Map(this.details.map((d, k) => [d.number, PALETTE[k]]));
     const traces = data.trials.filter((t) => t.step.length).map((t) => ({
-      type: "scatter", mode: t.n < 40 ? "lines+markers" : "lines", name: `#${t.number} ${t.state.replaceAll("_", " ")}`,
+      type: "scatter", ...curveMarks(t.values), name: `#${t.number} ${t.state.replaceAll("_", " ")}`,
       x: t.step, y: t.values, line: { color: color.get(t.number), dash: STATE_DASH[t.state] || "solid", width: 2 },
-      marker: { size: 4 }, hovertemplate: `trial ${t.number}<br>step %{x}<br>%{y}<extra></extra>`,
+      hovertemplate: `trial ${t.number}<br>step %{x}<br>%{y}<extra></extra>`,
     }));
     if (!this.curves.data) this.curves.replaceChildren();
     await Plotly.react(this.curves, traces, baseLayout({
       xaxis: { title: { text: "step" }, gridcolor: "#eef0f3", zeroline: false },
-      yaxis: { ...metricAxis(traces.flatMap((t) => t.y), this.log).axis, title: { text: this.key } },
+      yaxis: { ...metricAxis(traces.flatMap((t) => t.y), this.log).axis, title: { text: plotText(this.key) } },
       margin: { l: 60, r: 10, t: 10, b: 45 }, legend: { orientation: "h", y: -0.2 },
     }), plotConfig());
     this.curves.dataset.rendered = String(traces.length);

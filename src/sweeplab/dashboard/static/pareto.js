@@ -5,7 +5,7 @@
 // joined by its staircase (two objectives), infeasible trials as orange crosses, trials that ended early with
 // values faint. Dragging a rectangle filters the trials table like the parallel-coordinates brush does (the
 // two filters combine); a double click clears it.
-import { el, fmtNum, fmtCount, getJSON, apiUrl, trialUrl, plotConfig, baseLayout, isNum } from "./util.js";
+import { el, fmtNum, fmtCount, getJSON, apiUrl, trialUrl, plotConfig, baseLayout, isNum, plotText } from "./util.js";
 import { registerCard } from "./cards.js";
 
 export const FRONT_COLOR = "#d62728";
@@ -60,10 +60,10 @@ function drawPareto(plot, view) {
     else if (c.rank[i] === 1) groups.front.push(i);
     else groups.dominated.push(i);
   }
-  const hover = `trial %{customdata[0]}<br>${ox.name}=%{x}<br>${oy.name}=%{y}<br>%{customdata[1]}<extra></extra>`;
+  const hover = `trial %{customdata[0]}<br>${plotText(ox.name)}=%{x}<br>${plotText(oy.name)}=%{y}<br>%{customdata[1]}<extra></extra>`;
   const trace = (rows, name, marker, extra = {}) => ({
     type: "scatter", mode: "markers", name: `${name} (${fmtCount(rows.length)})`, x: rows.map((i) => X[i]), y: rows.map((i) => Y[i]),
-    customdata: rows.map((i) => [c.number[i], c.rank[i] ? `rank ${c.rank[i]}` : c.reason[i] || c.state[i]]),
+    customdata: rows.map((i) => [c.number[i], c.rank[i] ? `rank ${c.rank[i]}` : plotText(c.reason[i] || c.state[i])]),
     meta: { group: name }, marker, hovertemplate: hover, cliponaxis: false, ...extra,
   });
   const traces = [];
@@ -87,7 +87,7 @@ function drawPareto(plot, view) {
     return Promise.resolve();
   }
   if (!plot.data) plot.replaceChildren();
-  const arrow = (o) => `${o.name} (${o.goal === "maximize" ? "max ↑" : "min ↓"})`;
+  const arrow = (o) => `${plotText(o.name)} (${o.goal === "maximize" ? "max ↑" : "min ↓"})`;
   const narrow = plot.clientWidth > 0 && plot.clientWidth < 560;
   return Plotly.react(plot, traces, baseLayout({
     dragmode: "select", selectdirection: "any",

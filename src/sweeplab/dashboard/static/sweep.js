@@ -3,6 +3,7 @@
 import {
   el, fill, badge, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
   plotConfig, baseLayout, loadPlotly, describeColumn, isNum, metricAxis, logToggle, constantValue, agoEl, fmtCount,
+  plotText, curveMarks,
   STATES, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 import { TrialsTable } from "./table.js";
@@ -90,6 +91,26 @@ export function mergeTrials(cols, delta) {
   return out;
 }
 
+const r4 = (v) => fmtNum(Number(v.toPrecision(4)));
+
+// A brushed range [a, b] of an axis in the reader's terms, for the table's "brushed:" note: the categories it
+// covers, or its bounds in the parameter's or metric's own units (an axis draws log10 values on a log axis
+// and each category's index on a categorical one), and whether it takes in the slot of the trials without a
+// value (`slot`, named `slotName`). `open`: values beyond `hi` are pinned to it (so "≥").
+export function brushText(name, [a, b], { cats, lo, hi, log, slot, slotName, open }) {
+  let text = "";
+  if (cats) {
+    const picked = cats.filter((_, k) => k >= a && k <= b);
+    if (picked.length) text = `${name} ∈ {${picked.join(", ")}}`;
+  } else {
+    const x = Math.max(a, lo), y = Math.min(b, hi);
+    const real = (v) => r4(log ? 10 ** v : v);
+    if (x <= y) text = open && y >= hi ? `${name} ≥ ${real(x)}` : `${name} ∈ [${real(x)}, ${real(y)}]`;
+  }
+  if (slot === undefined || slot < a || slot > b) return text || `${name} ∈ ∅`;
+  return text ? `${text} or ${slotName}` : `${name} ${slotName}`;
+}
+
 // One parameter's parallel-coordinates axis: numeric (log-scaled when the spec or the spread says so) or
 // categorical. Trials that lack the parameter (conditional spaces) sit on an "— inactive" slot below the
 // range, never at 0 or at the bottom of the real values.
@@ -100,7 +121,8 @@ export function paramDimension(p, raw, desc) {
     const lo = missing ? -1 : 0;
     const values = raw.map((v) => (v === null || v === undefined ? lo : idx.get(String(v))));
     return { values, dim: { label: p, tickvals: [...(missing ? [-1] : []), ...desc.cats.map((_, k) => k)],
-      ticktext: [...(missing ? [INACTIVE] : []), ...desc.cats], range: [lo, Math.max(lo + 1, desc.cats.length - 1)] } };
+      ticktext: [...(missing ? [INACTIVE] : []), ...desc.cats], range: [lo, Math.max(lo + 1, desc.cats.length - 1)],
+      brush: (r) => brushText(p, r, { cats: desc.cats, slot: missing ? -1 : undefined, slotName: "inactive" }) } };
   }
   const [lo, hi] = desc.log ? [Math.log10(desc.lo), Math.log10(desc.hi)] : desc.lo === desc.hi ? [desc.lo - 1, desc.hi + 1] : [desc.lo, desc.hi];
   const gap = missing ? (hi - lo) * 0.15 : 0;
@@ -109,12 +131,17 @@ export function paramDimension(p, raw, desc) {
   if (desc.log) {
     tickvals = logTicks(desc.lo, desc.hi).filter((t) => t >= lo - 1e-9 && t <= hi + 1e-9);   // none in the gap
     ticktext = tickvals.map((t) => fmtNum(Number((10 ** t).toPrecision(2))));
+  } else if (desc.lo === desc.hi) {   // one value where present (a conditional constant): that tick only, no
+    tickvals = [desc.lo];             // made-up neighbours (a momentum of -0.5 or 1.5 never ran)
+    ticktext = [fmtNum(desc.lo)];
   } else if (missing) {
     tickvals = niceTicks(lo, hi);
     ticktext = tickvals.map((t) => fmtNum(t));
   }
   if (missing) { tickvals = [lo - gap, ...tickvals]; ticktext = [INACTIVE, ...ticktext]; }
-  const dim = { label: desc.log ? `${p} (log)` : p, range: [lo - gap, hi] };
+  const dim = { label: desc.log ? `${p} (log)` : p, range: [lo - gap, hi],
+    brush: (r) => brushText(p, r, { lo: desc.log ? Math.log10(desc.lo) : desc.lo, hi: desc.log ? Math.log10(desc.hi) : desc.hi,
+      log: desc.log, slot: missing ? lo - gap : undefined, slotName: "inactive" }) };
   if (tickvals) Object.assign(dim, { tickvals, ticktext });
   return { values, dim };
 }
@@ -146,6 +173,7 @@ export class SweepView {
     this.curveKey = null;
     this.scatterParam = null;
     this.selection = [];
+    this.userSelected = false;   // the curves drawn are the default ones (which follow a live sweep) until then
     this.lastEventId = 0;
     this.dimInfo = [];
     this.logY = { parcoords: false, history: false, scatter: false, curves: false };
@@ -196,7 +224,7 @@ export class SweepView {
     this.renderHeader();
     this.table.setData(cols, Object.keys(cols.params).sort(), this.bestTrial());
     const pending = [this.renderParcoords()];
-    this.table.setSelection(this.defaultSelection());
+    this.table.setSelection(this.defaultSelection(), false);
     // The cards below the fold (and Plotly.js, which only they need) wait for the first screen to be painted.
     await nextFrame();
     performance.mark("sweeplab:shown");
@@ -229,8 +257,16 @@ export class SweepView {
     const cols = this.cols;
     this.splitParams(cols);
     this.renderHeader();
+    let curvesLoaded = false;
     if (changedTrials) {
       this.table.setData(cols, Object.keys(cols.params).sort(), this.bestTrial());
+      // Until the user picks trials, the default curves follow the sweep: a trial that starts running or
+      // becomes one of the best is drawn, one that is no longer either is not.
+      const def = this.defaultSelection();
+      if (!this.userSelected && (def.length !== this.selection.length || def.some((n, k) => n !== this.selection[k]))) {
+        this.table.setSelection(def, false);   // (draws the curves)
+        curvesLoaded = true;
+      }
       this.renderParcoords();
       this.applyBrush();
       this.renderHistory();
@@ -238,7 +274,7 @@ export class SweepView {
       this.custom.render();
       this.drawExtras();
     }
-    this.loadCurves();
+    if (!curvesLoaded) this.loadCurves();   // a running trial's curve grows
     this.loadKeys();
     this.loadImportance();
     this.loadEvents();
@@ -288,7 +324,11 @@ export class SweepView {
     );
     this.table = new TrialsTable(this.tableBox, {
       sweep: this.name, goal: this.summary.sweep.goal, objectives: this.summary.sweep.objectives || [],
-      onSelectionChange: (nums) => { this.selection = nums; this.loadCurves(); },
+      onSelectionChange: (nums, byUser) => {
+        this.selection = nums;
+        if (byUser) this.userSelected = true;
+        this.loadCurves();
+      },
     });
     this.custom = new CustomCharts(this.customBox, this);
   }
@@ -400,7 +440,7 @@ export class SweepView {
     const dims = [];
     const push = (dim, values) => {
       dims.push({ ...dim, values: pick(values) });
-      this.dimInfo.push({ label: dim.label, values });
+      this.dimInfo.push({ label: dim.label, values, brush: dim.brush });
     };
     for (const p of this.paramNames) {
       const raw = rows.map((i) => c.params[p][i]);
@@ -410,8 +450,10 @@ export class SweepView {
     // The trial's state, so failed / pruned / stopped trials are told apart from completed ones.
     const states = STATES.filter((st) => rows.some((i) => c.state[i] === st));
     const sIdx = new Map(states.map((st, k) => [st, k]));
-    push({ label: "state", tickvals: states.map((_, k) => k), ticktext: states.map((st) => st.replaceAll("_", " ")),
-      range: [0, Math.max(1, states.length - 1)] }, rows.map((i) => sIdx.get(c.state[i])));
+    const stateNames = states.map((st) => st.replaceAll("_", " "));
+    push({ label: "state", tickvals: states.map((_, k) => k), ticktext: stateNames,
+      range: [0, Math.max(1, states.length - 1)], brush: (r) => brushText("state", r, { cats: stateNames }) },
+    rows.map((i) => sIdx.get(c.state[i])));
     // The metric on a robust range: diverged values are pinned to the top edge ("≥ …"), trials without a
     // value (failed, pruned before reporting) sit on a "no value" slot below the axis. With several
     // objectives, one such axis each (the lines are coloured by the first).
@@ -426,7 +468,8 @@ export class SweepView {
       const ticks = [0, 1, 2, 3, 4].map((k) => lo + ((hi - lo) * k) / 4);
       const tickText = ticks.map((t) => fmtNum(Number((log ? 10 ** t : t).toPrecision(3))));
       if (ax.clipped) tickText[4] = `≥ ${tickText[4]}`;
-      push({ label: `${name}${log ? " (log)" : ""}`, range: [lo - gap, hi], tickvals: [lo - gap, ...ticks], ticktext: ["no value", ...tickText] }, vals);
+      push({ label: `${name}${log ? " (log)" : ""}`, range: [lo - gap, hi], tickvals: [lo - gap, ...ticks], ticktext: ["no value", ...tickText],
+        brush: (r) => brushText(name, r, { lo, hi, log, slot: lo - gap, slotName: "no value", open: ax.clipped > 0 }) }, vals);
       return { lo, hi, gap, vals };
     };
     const objs = this.several() ? s.objectives : [];
@@ -468,8 +511,7 @@ export class SweepView {
       }
       allowed.add(row);
     });
-    const r4 = (v) => fmtNum(Number(v.toPrecision(4)));
-    const desc = cons.map((con) => `${con.label} ∈ ${con.ranges.map(([a, b]) => `[${r4(a)}, ${r4(b)}]`).join(" ∪ ")}`).join(", ");
+    const desc = cons.map((con) => con.ranges.map((r) => this.dimInfo[con.k].brush(r)).join(" or ")).join(", ");
     this.table.setBrush(allowed, box ? `${desc}, ${box.desc}` : desc);
   }
 
@@ -510,7 +552,7 @@ export class SweepView {
         customdata: ns.map((n, k) => [n, real[k]]), meta: { state: st },
         marker: { color: STATE_COLOR[st], size: 7, opacity: 0.8, symbol: sym, line: { width: 1.5, color: STATE_COLOR[st] } },
         cliponaxis: false,
-        hovertemplate: `trial %{customdata[0]}<br>${xLabel}=%{x}<br>%{customdata[1]}<extra>${st}</extra>` });
+        hovertemplate: `trial %{customdata[0]}<br>${plotText(xLabel)}=%{x}<br>%{customdata[1]}<extra>${st}</extra>` });
       // Trials without a value go on their own "no value" strip below the plot (never at the good end).
       const t = traces[traces.length - 1];
       if (t && t.meta.state === st && sym.includes("x-thin-open")) {
@@ -519,7 +561,7 @@ export class SweepView {
         traces.push({ type, mode: "markers", name: `${st.replaceAll("_", " ")} (no value)`, x: nx, y: nx.map(() => "no value"),
           yaxis: "y2", customdata: nn, meta: { state: st, novalue: true }, showlegend: !keep.some(Boolean),
           legendgroup: st, marker: { color: STATE_COLOR[st], size: 7, symbol: "x-thin-open", line: { width: 1.5, color: STATE_COLOR[st] } },
-          hovertemplate: `trial %{customdata[0]}<br>${xLabel}=%{x}<br>no value<extra>${st}</extra>` });
+          hovertemplate: `trial %{customdata[0]}<br>${plotText(xLabel)}=%{x}<br>no value<extra>${st}</extra>` });
         if (keep.some(Boolean)) {
           for (const k of ["x", "y", "customdata"]) t[k] = t[k].filter((_, j) => keep[j]);
           t.marker.symbol = sym.filter((_, j) => keep[j]);
@@ -577,7 +619,7 @@ export class SweepView {
     if (!this.history.data) this.history.replaceChildren();
     return Plotly.react(this.history, traces, baseLayout({
       xaxis: { title: { text: "trial" }, gridcolor: "#eef0f3", zeroline: false, anchor: "y2" },
-      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: s.metric || "value", font: { size: 11 } } },
+      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: plotText(s.metric || "value"), font: { size: 11 } } },
       yaxis2: NO_VALUE_AXIS,
       ...legendLayout(this.history),
     }), plotConfig()).then(() => { performance.mark("sweeplab:history"); this.history.dataset.rendered = String(traces.length); });
@@ -593,14 +635,14 @@ export class SweepView {
     const ax = metricAxis(c.value, this.logY.scatter);
     const traces = this.stateTraces(ax, (i) => {
       const x = c.params[p][i];
-      return x === null || x === undefined ? null : desc.kind === "cat" ? String(x) : x;
+      return x === null || x === undefined ? null : desc.kind === "cat" ? plotText(x) : x;   // a category reads as written
     }, p);
     this.cardNote(this.scatterNote, ax);
     if (!traces.length || !ax.range) { this.scatter.replaceChildren(el("div", { class: "placeholder", text: "no values yet" })); return; }
     if (!this.scatter.data) this.scatter.replaceChildren();
     return Plotly.react(this.scatter, traces, baseLayout({
-      xaxis: { title: { text: p }, type: desc.kind === "cat" ? "category" : desc.log ? "log" : "linear", gridcolor: "#eef0f3", exponentformat: "e", anchor: "y2" },
-      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: s.metric || "value", font: { size: 11 } } },
+      xaxis: { title: { text: plotText(p) }, type: desc.kind === "cat" ? "category" : desc.log ? "log" : "linear", gridcolor: "#eef0f3", exponentformat: "e", anchor: "y2" },
+      yaxis: { ...ax.axis, domain: [0.16, 1], title: { text: plotText(s.metric || "value"), font: { size: 11 } } },
       yaxis2: NO_VALUE_AXIS,
       ...legendLayout(this.scatter),
     }), plotConfig()).then(() => { performance.mark("sweeplab:scatter"); this.scatter.dataset.rendered = p; });
@@ -663,23 +705,24 @@ export class SweepView {
       const color = PALETTE[k % PALETTE.length];
       const early = t.state !== "completed" && t.state !== "running";
       traces.push({
-        type: "scatter", mode: "lines", name: `#${t.number} ${t.state.replaceAll("_", " ")}`, x: t.step, y: t.values,
+        type: "scatter", name: `#${t.number} ${t.state.replaceAll("_", " ")}`, x: t.step, y: t.values,
+        ...curveMarks(t.values),   // a point with no neighbour (a curve of one point) is a marker, not nothing
         line: { color, dash: STATE_DASH[t.state] || "solid", width: early ? 1.6 : 2 }, opacity: early ? 0.85 : 1,
         legendgroup: String(t.number), hovertemplate: `trial ${t.number} (${t.state})<br>step %{x}<br>%{y}<extra></extra>`,
         meta: { state: t.state },
       });
-      if (END_SYMBOL[t.state]) {
-        let j = t.values.length - 1;
-        while (j > 0 && t.values[j] === null) j--;
-        traces.push({ type: "scatter", mode: "markers", x: [t.step[j]], y: [t.values[j] === null ? 0 : t.values[j]], showlegend: false,
+      let j = t.values.length - 1;
+      while (j > 0 && t.values[j] === null) j--;
+      if (END_SYMBOL[t.state] && t.values[j] !== null) {   // (a curve of NaN only has no last value to mark, never a 0)
+        traces.push({ type: "scatter", mode: "markers", x: [t.step[j]], y: [t.values[j]], showlegend: false,
           legendgroup: String(t.number), marker: { symbol: END_SYMBOL[t.state], size: 10, color, line: { width: 2, color } },
-          hovertemplate: `trial ${t.number} ${t.state}${t.reason ? ": " + t.reason.replaceAll("%", "%%") : ""}<extra></extra>` });
+          hovertemplate: `trial ${t.number} ${t.state}${t.reason ? ": " + plotText(t.reason) : ""}<extra></extra>` });
       }
     });
     if (!this.curves.data) this.curves.replaceChildren();
     await Plotly.react(this.curves, traces, baseLayout({
       xaxis: { title: { text: "step" }, gridcolor: "#eef0f3", zeroline: false },
-      yaxis: { ...metricAxis(traces.flatMap((t) => t.y), this.logY.curves).axis, title: { text: this.curveKey } },
+      yaxis: { ...metricAxis(traces.flatMap((t) => t.y), this.logY.curves).axis, title: { text: plotText(this.curveKey) } },
       ...(narrow(this.curves) ? legendLayout(this.curves) : { margin: { l: 60, r: 10, t: 10, b: 45 }, legend: { font: { size: 10 } } }),
     }), plotConfig()).then(() => { performance.mark("sweeplab:curves"); this.curves.dataset.rendered = String(traces.length); });
   }
@@ -691,14 +734,19 @@ export class SweepView {
     try { data = await getJSON(apiUrl(this.name, `/importance${q}`)); } catch (e) { showError(this.importance, e); return; }
     // Say what the bars are computed from, always: which trials, at which step, how many of how many.
     const st = Object.entries(data.by_state || {}).map(([k, n]) => `${fmtCount(n)} ${k.replaceAll("_", " ")}`).join(", ");
-    const basisText = data.basis === "rung"
+    // With several objectives the bars are of the first one (the sweep's `value`): say so.
+    const of = this.several() ? `for ${this.summary.sweep.objectives[0].name} (the first objective), ` : "";
+    const basisText = of + (data.basis === "rung"
       ? `from ${fmtCount(data.trials_used)} of ${fmtCount(data.n_trials)} trials (${st}), each at step ${fmtCount(data.rung_step)}, the highest step at least half of them reached`
-      : `from ${fmtCount(data.trials_used)} of ${fmtCount(data.n_trials)} trials: the completed ones' final values${st ? ` (${st})` : ""}`;
+      : `from ${fmtCount(data.trials_used)} of ${fmtCount(data.n_trials)} trials: the completed ones' final values${st ? ` (${st})` : ""}`);
     const other = data.basis === "rung" ? data.bases.final : data.bases.rung;
     const alt = other ? ` · the other basis would use ${fmtCount(other)} trials` : "";
     fill(this.importanceNote,
       el("span", { id: "importance-basis-text", text: basisText + alt }),
-      data.message ? el("div", { class: data.confidence === "low" ? "warn" : "", id: "importance-message", text: data.message }) : null);
+      data.message ? el("div", { class: data.confidence === "low" ? "warn" : "", id: "importance-message", text: data.message }) : null,
+      // the parameters without a bar, and why: a reader must not take a missing bar for an importance of 0
+      (data.skipped || []).length ? el("div", { id: "importance-skipped",
+        text: `not ranked: ${data.skipped.map((k) => `${k.param} (${k.why})`).join(", ")}` }) : null);
     this.importance.dataset.basis = data.basis;
     if (!data.importances.length) {
       if (this.importance.data) Plotly.purge(this.importance);
@@ -711,7 +759,7 @@ export class SweepView {
     if (!this.importance.data) this.importance.replaceChildren();
     await Plotly.react(this.importance, [{
       type: "bar", orientation: "h", x: imp.map((d) => d.importance),
-      y: imp.map((d) => `${d.param}  ${(d.importance ?? 0).toFixed(2)}${hasSpread && d.lo !== null ? ` (${d.lo.toFixed(2)}–${d.hi.toFixed(2)})` : ""}`),
+      y: imp.map((d) => `${plotText(d.param)}  ${(d.importance ?? 0).toFixed(2)}${hasSpread && d.lo !== null ? ` (${d.lo.toFixed(2)}–${d.hi.toFixed(2)})` : ""}`),
       marker: { color: low ? "#a5b4fc" : "#3b5bdb" },
       error_x: hasSpread ? { type: "data", symmetric: false, array: imp.map((d) => Math.max(0, (d.hi ?? d.importance) - d.importance)),
         arrayminus: imp.map((d) => Math.max(0, d.importance - (d.lo ?? d.importance))), color: "#111827", thickness: 1.5, width: 6 } : undefined,

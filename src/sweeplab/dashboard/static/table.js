@@ -71,10 +71,12 @@ export class TrialsTable {
     this.render();
   }
 
-  setSelection(numbers) {
+  // `byUser`: false when the page chooses (its default curves), true for a tick, "clear selection" or
+  // "curves of matches".
+  setSelection(numbers, byUser = true) {
     this.selected = new Set(numbers);
     this.render();
-    this.onSelectionChange([...this.selected]);
+    this.onSelectionChange([...this.selected], byUser);
   }
 
   selectVisible() {
@@ -147,10 +149,14 @@ export class TrialsTable {
       rows.push(i);
     }
     if (this.text) {
+      // Each cell as the table shows it ("1e-4", "stopped by rule", "4.2 s") and as stored ("0.0001").
       const words = this.text.split(/\s+/);
       rows = rows.filter((i) => {
-        const hay = defs.map((d) => { const v = d.get(i); return v === null || v === undefined ? "" : String(v); })
-          .join(" ").toLowerCase();
+        const hay = defs.map((d) => {
+          const v = d.get(i);
+          if (v === null || v === undefined) return "";
+          return `${String(v)} ${d.fmt ? d.fmt(v) : d.key === "state" ? v.replaceAll("_", " ") : fmtNum(v)}`;
+        }).join(" ").toLowerCase();
         return words.every((w) => hay.includes(w));
       });
     }
@@ -160,6 +166,8 @@ export class TrialsTable {
       const va = d.get(a), vb = d.get(b);
       const na = va === null || va === undefined, nb = vb === null || vb === undefined;
       if (na || nb) return na === nb ? c.number[a] - c.number[b] : na ? 1 : -1;  // missing last
+      const ta = typeof va === "number", tb = typeof vb === "number";   // numbers before text ("auto")
+      if (ta !== tb) return ta ? -dir : dir;
       if (va < vb) return -dir;
       if (va > vb) return dir;
       return c.number[a] - c.number[b];
@@ -190,7 +198,7 @@ export class TrialsTable {
         onchange: () => {
           if (box.checked) this.selected.add(n); else this.selected.delete(n);
           this.selectionTools();
-          this.onSelectionChange([...this.selected]);
+          this.onSelectionChange([...this.selected], true);
         } });
       const front = c.rank && c.rank[i] === 1;
       const infeasible = c.feasible && c.feasible[i] === false;

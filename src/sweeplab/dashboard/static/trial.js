@@ -1,7 +1,7 @@
 // The trial view: config, final metrics, all curves, attempts, events (with reasons), profile, log tail.
 import {
   el, fill, badge, fmtNum, fmtTime, fmtDur, fmtBytes, fmtCount, agoEl, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
-  plotConfig, baseLayout, profileRows, STATE_COLOR, STATE_DASH,
+  plotConfig, baseLayout, profileRows, plotText, curveMarks, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 
 const MAX_PLOTS = 12;
@@ -44,7 +44,8 @@ export class TrialView {
         el("div", { class: "card" }, el("h2", {}, "Parameters"), this.params),
         el("div", { class: "card" }, el("h2", {}, "Final metrics"), this.metrics),
         el("div", { class: "card" }, el("h2", {}, "Profile"), this.profile)),
-      el("div", { class: "card" }, el("h2", {}, "Curves"), this.plots),
+      el("div", { class: "card" }, el("h2", {}, "Curves", this.curvesNote = el("span", { class: "legend-note", id: "trial-curves-note" })),
+        this.plots),
       el("div", { class: "card" }, el("h2", {}, "Attempts"), this.attempts),
       el("div", { class: "grid2 section" },
         el("div", { class: "card" }, el("h2", {}, "Events"), this.events),
@@ -138,7 +139,13 @@ export class TrialView {
   async loadCurves() {
     let data;
     try { data = await getJSON(apiUrl(this.name, `/trials/${this.number}/curves?max_points=800`)); } catch (e) { showError(this.plots, e); return; }
+    const all = this.detail && this.detail.metric_keys.length > Object.keys(data.curves).length
+      ? this.detail.metric_keys : Object.keys(data.curves);
     const keys = Object.keys(data.curves).slice(0, MAX_PLOTS);
+    // More metrics than plots: say which are left out (the sweep page's learning curves draw any of them).
+    const left = all.filter((k) => !keys.includes(k));
+    this.curvesNote.textContent = left.length
+      ? `${fmtCount(keys.length)} of ${fmtCount(all.length)} metrics drawn; not drawn: ${left.join(", ")}` : "";
     if (!keys.length) { this.plots.replaceChildren(el("p", { class: "muted", text: "no metrics logged" })); return; }
     const have = [...this.plots.children].map((n) => n.dataset.key);
     if (have.join("\n") !== keys.join("\n")) {
@@ -147,10 +154,10 @@ export class TrialView {
     const color = STATE_COLOR[data.state] || "#3b5bdb";
     await Promise.all(keys.map((k, j) => {
       const c = data.curves[k];
-      return Plotly.react(this.plots.children[j], [{ type: "scatter", mode: c.n < 60 ? "lines+markers" : "lines",
-        x: c.step, y: c.values, line: { color, dash: STATE_DASH[data.state] || "solid", width: 2 }, marker: { size: 4 },
-        hovertemplate: `step %{x}<br>${k}=%{y}<extra></extra>` }],
-      baseLayout({ title: { text: `${k}${c.n > c.step.length ? ` (${c.step.length} of ${c.n} points)` : ""}`, font: { size: 13 }, x: 0.02, y: 0.97 },
+      return Plotly.react(this.plots.children[j], [{ type: "scatter", ...curveMarks(c.values),
+        x: c.step, y: c.values, line: { color, dash: STATE_DASH[data.state] || "solid", width: 2 },
+        hovertemplate: `step %{x}<br>${plotText(k)}=%{y}<extra></extra>` }],
+      baseLayout({ title: { text: `${plotText(k)}${c.n > c.step.length ? ` (${c.step.length} of ${c.n} points)` : ""}`, font: { size: 13 }, x: 0.02, y: 0.97 },
         margin: { l: 55, r: 10, t: 30, b: 35 }, showlegend: false, xaxis: { title: { text: "step" }, gridcolor: "#eef0f3", zeroline: false } }),
       plotConfig());
     }));

@@ -141,6 +141,25 @@ export function baseLayout(extra = {}) {
   };
 }
 
+// Text from the store (a parameter's or metric's name, a categorical value, an error) for a Plotly string:
+// Plotly reads a subset of HTML in titles, tick labels, legends and hover labels (`<b>`, `<br>`, `<a href>`)
+// and %{...} placeholders in hover templates. Escaped as character references (which Plotly decodes when it
+// draws), it is shown exactly as written: `<b>lr</b>` is those nine characters, never a bold "lr" or a link.
+export function plotText(v) {
+  return String(v).replace(/[&<>{}]/g, (ch) => `&#${ch.charCodeAt(0)};`);
+}
+
+// Mode and markers of a learning curve (`values`, null for a NaN point): a short curve gets a marker at every
+// point; on a long one, a point with no neighbour to draw a line to (a curve of one point, a value between
+// two NaN gaps) still gets its marker, which a line alone never draws.
+export function curveMarks(values, size = 4) {
+  if (values.length < 60) return { mode: "lines+markers", marker: { size } };
+  const lone = values.map((v, k) => v !== null && (k === 0 || values[k - 1] === null)
+    && (k === values.length - 1 || values[k + 1] === null));
+  if (!lone.some(Boolean)) return { mode: "lines", marker: { size } };
+  return { mode: "lines+markers", marker: { size: lone.map((x) => (x ? size + 1 : 0)) } };
+}
+
 export function isNum(v) { return typeof v === "number" && isFinite(v); }
 
 // A parameter column: numeric (maybe log-scaled) or categorical.
