@@ -240,3 +240,26 @@ def test_a_resumed_sweep_whose_budget_was_spent_starts_no_attempt(chaos, reap, b
         assert [a["number"] for a in chaos.attempts(t["id"])] == [1], t["number"]   # no new attempt
         assert t["state"] == "stopped" and t["reason"] == f"stopped: {st['end_reason']}", dict(t)
     assert not chaos.stray_workers()
+
+
+def test_resume_runs_as_many_workers_as_the_sweep_ran_with(chaos, reap):
+    """`sweeplab sweep --workers W` then `sweeplab resume` (no --workers): W trials at once again, not one per
+    core (a resumed TPE/GP sweep asked differently, and a sweep sized for a cluster share fell back)."""
+    width = (os.cpu_count() or 1) + 1   # more than one per core: the default never reaches it
+    body = chaos.faulty_spec("stepper", method="random",
+                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=400, delay=0.05),
+                             extra=f"budget: {{trials: {2 * width}}}\ntrial: {{grace: 10s}}\nresources: {{cpus: 0}}")
+    spec = chaos.spec("wide", body)
+
+    def running() -> int:
+        return len([t for t in chaos.trials("wide") if t["state"] == "running"])
+
+    for args in (("sweep", str(spec), "--name", "wide", "--workers", str(width)), ("resume", "wide")):
+        proc = chaos.start(*args)
+        reap.append(proc.pid)
+        chaos.wait_for(lambda: running() == width, what=f"{width} trials running ({' '.join(args[:1])})",
+                       proc=proc)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out + err
+    assert not chaos.stray_workers()

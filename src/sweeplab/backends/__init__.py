@@ -75,4 +75,6 @@ def backend_factory(name: str) -> Callable[..., Backend]:
 def make_backend(name: str, **options: Any) -> Backend:
     """The backend called `name`, built with `options` (spec, workers, address, gpu_ids, smoke, store_root;
     each backend takes what applies to it). An unknown name is a UserError listing the known ones."""
-    return backend_factory(name)(**options)
+    be = backend_factory(name)(**options)
+    be.requested_workers = options.get("workers")
+    return be

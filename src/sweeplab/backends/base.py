@@ -111,6 +111,9 @@ class Backend(ABC):
     #: Whether `go` reaches a running trial. Only then does the driver give trials `decision_steps`
     #: (a trial waiting for a verdict that never comes would wait out `Run`'s timeout at every rung).
     supports_decisions: bool = False
+    #: The trials at once it was asked for (`--workers`, the spec's `workers`), None for its default: recorded
+    #: with the sweep's driver, so that `sweeplab resume` runs as wide again (set by `make_backend`).
+    requested_workers: int | None = None
 
     @abstractmethod
     def start(self) -> None:

@@ -71,6 +71,8 @@ def resume(
                 total = int(text)
         except ValueError:
             raise UserError(f"--trials: expected +N (more trials) or N (a new total); got {trials!r}") from None
+    if workers is None and spec.workers is None:   # as wide as it last ran (`sweep --workers N`), else the default
+        workers = _last_workers(row)
     backend, address, where = _resume_target(row, spec, backend, address)
     console.print(where, markup=False)
     be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus,
@@ -98,6 +100,15 @@ def resume(
                         new_spec_path=str(Path(spec_file).resolve()) if spec_file is not None else None)
     finally:
         be.shutdown(grace=0.0)   # a resume refused after the workers started (nothing to run) leaves none
+
+
+def _last_workers(row: Any) -> Optional[int]:
+    """The `--workers` the sweep's last driver was given (recorded in its `driver` JSON), or None."""
+    try:
+        value = json.loads(row["driver"] or "{}").get("workers")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
 def _resume_target(row: Any, spec: Any, backend: Optional[str], address: Optional[str]
