@@ -194,3 +194,21 @@ def test_a_trial_writing_its_own_tensorboard_events_works_in_a_sweep(tmp_path):
         st.close()
     assert [c["n"] for c in curve] == [5, 5]
     assert json.dumps(outcome.best_params) and outcome.best_params["x"] == 1.0
+
+
+def test_an_export_never_replaces_a_file_of_the_store(swept, tmp_path):
+    """`--out` naming the store's own database (directly, through a symlink, or its WAL), or any path inside
+    the store, is refused before anything is written: an export would otherwise rename a CSV over store.db
+    and every sweep in it would be gone."""
+    before = _fingerprint(swept)
+    link = tmp_path / "link.csv"
+    link.symlink_to(swept / "store.db")
+    for out in (swept / "store.db", link, swept / "store.db-wal", swept / "logs" / "sw.csv", swept):
+        with pytest.raises(UserError, match="inside the store"):
+            export_sweep("sw", out, store=swept)
+    with pytest.raises(UserError, match="inside the store"):
+        export_sweep("sw", swept / "tb", format="tensorboard", store=swept)
+    assert _fingerprint(swept) == before and link.is_symlink()
+    cp = _cli(tmp_path, swept, "sw", "-o", str(swept / "store.db"))
+    assert cp.returncode == 2 and "inside the store" in cp.stderr, cp.stderr
+    assert _fingerprint(swept) == before

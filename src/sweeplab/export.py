@@ -6,7 +6,7 @@
     export_sweep("xgb", "xgb.parquet", format="parquet")            # the same table (the `export` extra)
     export_sweep("xgb", "runs/xgb", format="tensorboard")           # tensorboard --logdir runs/xgb
 
-The store is opened read-only and never written. Every export is atomic: it is built beside its target
+The store is opened read-only and never written, and an `out` inside the store directory is refused. Every export is atomic: it is built beside its target
 under a temporary name and renamed into place, so a reader (or a crash) never sees half an export, and an
 earlier export at the same path stays whole until the new one replaces it. A TensorBoard export replaces
 only a directory that an earlier TensorBoard export wrote (it holds a marker file), never anything else.
@@ -49,11 +49,12 @@ def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, forma
     (default: `<sweep>.csv`, `<sweep>.parquet` or `<sweep>-tensorboard/` in the current directory) and
     return the path written. Raises UserError for an unknown sweep or format, or an `out` it must not
     replace; MissingExtraError when the format needs a package that is not installed."""
-    from sweeplab.store import Store
+    from sweeplab.store import Store, default_store_dir
 
     if format not in FORMATS:
         raise UserError(f"export: unknown format {format!r}; expected one of {', '.join(FORMATS)}")
     target = Path(out) if out is not None else Path(_default_name(sweep, format))
+    _outside_store(target, Path(store) if store is not None else default_store_dir())
     _check_target(target, format)
     writer = _writer(format)            # a missing extra is reported before the store is read
     st = Store.open(store, readonly=True)
@@ -268,6 +269,15 @@ class _EventFile:
 def _default_name(sweep: str, format: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in sweep) or "sweep"
     return f"{safe}-tensorboard" if format == "tensorboard" else f"{safe}.{format}"
+
+
+def _outside_store(target: Path, store: Path) -> None:
+    """Refuse a target inside the store directory (its database, its WAL, a log, the directory itself),
+    symlinks followed: the export is renamed over its target, and over `store.db` that would lose every sweep."""
+    root, real = store.resolve(), target.resolve()
+    if real == root or root in real.parents:
+        raise UserError(f"export: {target} is inside the store {store}; an export never writes into the "
+                        "store: choose an --out outside it")
 
 
 def _check_target(target: Path, format: str) -> None:
