@@ -6,7 +6,8 @@
     export_sweep("xgb", "xgb.parquet", format="parquet")            # the same table (the `export` extra)
     export_sweep("xgb", "runs/xgb", format="tensorboard")           # tensorboard --logdir runs/xgb
 
-The store is opened read-only and never written, and an `out` inside the store directory is refused. Every export is atomic: it is built beside its target
+The store is opened read-only and never written, and an `out` inside the store directory is refused.
+Every export is atomic: it is built beside its target
 under a temporary name and renamed into place, so a reader (or a crash) never sees half an export, and an
 earlier export at the same path stays whole until the new one replaces it. A TensorBoard export replaces
 only a directory that an earlier TensorBoard export wrote (it holds a marker file), never anything else.
