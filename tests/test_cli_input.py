@@ -189,3 +189,30 @@ def test_the_error_printer_keeps_a_multi_line_message_on_one_line(capsys):
     print_error("first part\n  second part\n\nthird " + "x" * 300)
     out = capsys.readouterr().err
     assert out == "error: first part; second part; third " + "x" * 300 + "\n"
+
+
+# ------------------------------------------------------------------------- a sweep that does not exist
+
+
+def test_an_unknown_sweep_name_is_one_short_line_with_a_did_you_mean(tmp_path):
+    """A misspelt sweep name, in every command that takes one: exit 2, one line that suggests the closest
+    name (case aside) and lists a few sweeps, not all of a store's hundreds. `resume` on a store that does
+    not exist says so, and creates nothing there."""
+    from sweeplab.store import Store
+
+    store = tmp_path / "store"
+    st = Store.open(store)
+    for name in ["xgb-diabetes", *(f"nightly-{i:03d}" for i in range(200))]:
+        st.create_sweep(name=name, method="grid", metric="loss", goal="minimize", spec={}, spec_path=None, seed=0)
+    st.close()
+    commands = (["status", "{}"], ["status", "{}", "--json"], ["best", "{}"], ["export", "{}"], ["resume", "{}"],
+                ["stop", "{}"])
+    for typo in ("xgb-diabetis", "XGB-Diabetes"):
+        for args in commands:
+            cp = cli(tmp_path, *[a.format(typo) for a in args], store=store)
+            line = assert_one_line_error(cp, f"no sweep named {typo!r}", "did you mean 'xgb-diabetes'?")
+            assert "nightly-150" not in line and len(line) < 500, line
+            assert "201 sweeps" in line and "sweeplab status" in line, line
+    cp = cli(tmp_path, "resume", "xgb-diabetes", store=tmp_path / "nowhere")
+    assert_one_line_error(cp, "no sweeplab store at")
+    assert not (tmp_path / "nowhere").exists()

@@ -43,6 +43,7 @@ __all__ = [
     "trial_columns",
     "trial_detail",
     "trial_states",
+    "unknown_sweep",
 ]
 
 MAX_CURVE_TRIALS = 200
@@ -111,10 +112,31 @@ def _num(x: Any) -> float | None:
 def _sweep_or_raise(store: Store, name: str) -> sqlite3.Row:
     row = store.conn.execute("SELECT * FROM sweeps WHERE name=?", (name,)).fetchone()
     if row is None:
-        names = [r[0] for r in store.conn.execute("SELECT name FROM sweeps ORDER BY id")]
-        have = ", ".join(names) if names else "(none)"
-        raise UserError(f"no sweep named {name!r} in {store.root}; sweeps: {have}")
+        raise unknown_sweep(store, name)
     return row
+
+
+SHOWN_NAMES = 8   # sweeps an unknown-name error lists (a store can hold hundreds; `status` lists them all)
+
+
+@_one_snapshot
+def unknown_sweep(store: Store, name: str) -> UserError:
+    """The error for a sweep name the store does not hold: the closest name (case aside) as a "did you mean",
+    then the first few sweeps and how many there are, so that the line stays one short line."""
+    import difflib
+
+    names = [r[0] for r in store.conn.execute("SELECT name FROM sweeps ORDER BY id")]
+    text = f"no sweep named {name!r} in {store.root}"
+    lowered = {n.lower(): n for n in reversed(names)}   # the oldest of names equal but for case
+    close = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.6)
+    if close:
+        text += f"; did you mean {lowered[close[0]]!r}?"
+    if not names:
+        return UserError(f"{text}; it holds no sweeps yet")
+    if len(names) <= SHOWN_NAMES:
+        return UserError(f"{text}; sweeps: {', '.join(names)}")
+    return UserError(f"{text}; sweeps: {', '.join(names[:SHOWN_NAMES])}, ... ({len(names)} sweeps; "
+                     "`sweeplab status` lists them)")
 
 
 def _bounded(n: Any) -> int:
