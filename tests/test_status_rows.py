@@ -54,3 +54,24 @@ def test_status_all_shows_every_trial_and_no_note(tmp_path: Path) -> None:
     _sweep(tmp_path, 30)
     out = _status(tmp_path, "--all")
     assert _numbers(out) == list(range(30)) and "trials shown" not in out
+
+
+def test_the_list_of_sweeps_shows_a_front_not_one_objectives_best_for_several_objectives(tmp_path: Path) -> None:
+    """`sweeplab status` (every sweep): a sweep with two objectives has no single best value; its `best` cell
+    is the size of its feasible Pareto front, as in its own status line, not the first objective's best
+    (here trial 2's acc 0.9, whose latency puts it on the front with two others)."""
+    s = Store.open(tmp_path)
+    spec = {"metric": [{"name": "acc", "goal": "maximize"}, {"name": "lat", "goal": "minimize"}]}
+    with s.transaction():
+        sid = s.create_sweep(name="two", method="random", metric="acc", goal="maximize", spec=spec,
+                             spec_path=None, seed=0)
+        for n, (acc, lat) in enumerate([(0.5, 1.0), (0.4, 2.0), (0.9, 9.0), (0.7, 3.0)]):
+            tid = s.add_trial(sid, n, {"x": n}, None, seed=n)
+            s.update_trial(tid, state="completed", value=acc, objective_values=[acc, lat])
+    s.close()
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", "--store", str(tmp_path)], env=env,
+                        capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    row = next(line for line in cp.stdout.splitlines() if "two" in line)
+    assert [c.strip() for c in row.split("│")][-2] == "front 3", row

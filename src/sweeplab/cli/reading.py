@@ -39,7 +39,7 @@ def status(
             c = s["counts"]
             table.add_row(s["name"], s["state"], s["method"], str(s["trials"]), str(c.get("completed", 0)),
                           str(c.get("pruned", 0) + c.get("stopped_by_rule", 0)), str(c.get("failed", 0)),
-                          str(c.get("running", 0)), _fmt(s["best"]))
+                          str(c.get("running", 0)), _best_cell(st, s))
         console.print(table)
         return
     if show_all or (as_json and limit is None):
@@ -108,6 +108,16 @@ def _headline(st: Any, s: dict[str, Any], trials: list[dict[str, Any]]) -> str:
     volumes = [v for v in queries.hypervolume_series(st, s["name"])["hypervolume"] if v is not None]
     hv = f", hypervolume {_fmt(volumes[-1])}" if volumes else ""
     return f"{goals}  front {front} trial(s){hv}"
+
+
+def _best_cell(st: Any, s: dict[str, Any]) -> str:
+    """A sweep's result in the list of sweeps: its best value, or with several objectives the size of its
+    feasible Pareto front (no one value is best; the first objective's best is one end of the front)."""
+    if len(s.get("objectives") or []) < 2:
+        return _fmt(s["best"])
+    from sweeplab.store import queries
+
+    return f"front {len(queries.pareto_front(st, s['name']))}"
 
 
 def _rank(rank: Optional[int]) -> str:
