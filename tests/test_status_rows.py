@@ -75,3 +75,41 @@ def test_the_list_of_sweeps_shows_a_front_not_one_objectives_best_for_several_ob
     assert cp.returncode == 0, cp.stderr
     row = next(line for line in cp.stdout.splitlines() if "two" in line)
     assert [c.strip() for c in row.split("│")][-2] == "front 3", row
+
+
+def test_status_says_when_a_running_sweeps_driver_is_gone(tmp_path: Path) -> None:
+    """A driver killed with `kill -9` leaves its sweep `running` in the store (its trials too, until resumed):
+    `status` says the driver is gone and how to continue, where a live driver (this test's own process)
+    gets no such note."""
+    import time
+
+    s = Store.open(tmp_path)
+    with s.transaction():
+        for name in ("dead", "live"):
+            sid = s.create_sweep(name=name, method="random", metric="loss", goal="minimize", spec={},
+                                 spec_path=None, seed=0)
+            s.add_trial(sid, 0, {"x": 0}, None, seed=0, state="running", started=T0, attempts=1)
+            started = time.time()
+            if name == "dead":
+                driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+                driver.kill()
+                driver.wait()
+                pid = dead = driver.pid
+            else:
+                pid = os.getpid()
+            s.update_sweep(sid, driver=json.dumps({"pid": pid, "host": os.uname().nodename, "started": started}))
+    s.close()
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+
+    def status(*args: str) -> str:
+        cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", *args, "--store", str(tmp_path)], env=env,
+                            capture_output=True, text=True, timeout=120)
+        assert cp.returncode == 0, cp.stderr
+        return cp.stdout
+
+    out = status("dead")
+    assert f"its driver (pid {dead}) is gone" in out and "sweeplab resume dead" in out, out
+    assert "is gone" not in status("live")
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in status().splitlines()
+            if line.startswith("│")}
+    assert rows == {"dead": "running (driver gone)", "live": "running"}, rows

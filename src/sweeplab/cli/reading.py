@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import Any, Optional
@@ -37,7 +38,8 @@ def status(
         table = Table("sweep", "state", "method", "trials", "completed", "pruned", "failed", "running", "best")
         for s in sweeps:
             c = s["counts"]
-            table.add_row(s["name"], s["state"], s["method"], str(s["trials"]), str(c.get("completed", 0)),
+            state = s["state"] + (" (driver gone)" if _gone_driver(st, s) else "")
+            table.add_row(s["name"], state, s["method"], str(s["trials"]), str(c.get("completed", 0)),
                           str(c.get("pruned", 0) + c.get("stopped_by_rule", 0)), str(c.get("failed", 0)),
                           str(c.get("running", 0)), _best_cell(st, s))
         console.print(table)
@@ -54,6 +56,10 @@ def status(
     console.print(f"[bold]{s['name']}[/bold]  {s['state']}  {s['method']}  {_headline(st, s, data['trials'])}")
     if s.get("end_reason"):
         console.print(f"ended: {s['end_reason'].splitlines()[0]}")
+    gone = _gone_driver(st, s)
+    if gone:
+        console.print(f"its driver (pid {gone['pid']}) is gone: its running trials stay `running` until "
+                      f"`sweeplab resume {shlex.quote(s['name'])}` continues the sweep", markup=False)
     budget, spend = s.get("budget") or {}, s.get("spend") or {}
     if budget or spend:
         parts = []
@@ -108,6 +114,34 @@ def _headline(st: Any, s: dict[str, Any], trials: list[dict[str, Any]]) -> str:
     volumes = [v for v in queries.hypervolume_series(st, s["name"])["hypervolume"] if v is not None]
     hv = f", hypervolume {_fmt(volumes[-1])}" if volumes else ""
     return f"{goals}  front {front} trial(s){hv}"
+
+
+def _gone_driver(st: Any, s: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The recorded driver of a `running` sweep when it is known to be gone (killed with `kill -9`, its
+    machine rebooted: nothing marked the sweep ended), else None. Known only on the driver's own host: its
+    pid is not alive there, or is a newer process (a reused pid) than the driver that recorded itself."""
+    if s.get("state") != "running":
+        return None
+    import json
+
+    row = st.sweep_row(s["name"])
+    try:
+        driver = json.loads(row["driver"]) if row is not None and "driver" in row.keys() and row["driver"] else None
+        if not isinstance(driver, dict) or driver.get("host") != os.uname().nodename:
+            return None
+        pid, started = int(driver["pid"]), float(driver["started"])
+    except (ValueError, TypeError, KeyError):
+        return None
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        alive = proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= started + 1.0
+    except psutil.NoSuchProcess:
+        alive = False
+    except psutil.Error:   # not ours to look at: say nothing
+        return None
+    return None if alive else driver
 
 
 def _best_cell(st: Any, s: dict[str, Any]) -> str:
