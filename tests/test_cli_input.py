@@ -216,3 +216,29 @@ def test_an_unknown_sweep_name_is_one_short_line_with_a_did_you_mean(tmp_path):
     cp = cli(tmp_path, "resume", "xgb-diabetes", store=tmp_path / "nowhere")
     assert_one_line_error(cp, "no sweeplab store at")
     assert not (tmp_path / "nowhere").exists()
+
+
+# ------------------------------------------------------------------- text that looks like rich markup
+
+
+def test_values_and_reasons_that_look_like_markup_print_as_written(tmp_path):
+    """Parameter values, reasons and sweep names are the user's text: `[/]` or `[/data]` (a path in an
+    exception) must not end `status` with a MarkupError, and `[red]x[/red]` must print with its brackets,
+    in the sweep's own summary too."""
+    tag = "[red]x[/red]"
+    write(tmp_path / "s.yaml", f"function: {TRIALS}:raises\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+          "parameters:\n  x: {values: ['[/]', '[/data] [b]']}\n")
+    write(tmp_path / "ok.yaml", GOOD + f"parameters:\n  tag: {{values: ['{tag}']}}\n")
+    cp = cli(tmp_path, "sweep", "ok.yaml", "--name", "[bold]ok[/bold]", "--workers", "1")
+    assert cp.returncode == 0, cp.stderr
+    assert f"tag = '{tag}'" in cp.stdout and "sweep [bold]ok[/bold] finished" in cp.stdout, cp.stdout
+    cp = cli(tmp_path, "sweep", "s.yaml", "--name", "fails", "--workers", "1", "-q")
+    assert cp.returncode != 0
+    for args, texts in ((["status"], ["[bold]ok[/bold]"]),
+                        (["status", "[bold]ok[/bold]"], [f"tag={tag}", "[bold]ok[/bold]  finished"]),
+                        (["best", "[bold]ok[/bold]"], [tag]),
+                        (["status", "fails"], ["x=[/]", "planted failure x=[/data] [b]"])):
+        cp = cli(tmp_path, *args)
+        assert cp.returncode == 0, (args, cp.stderr[-500:])
+        for text in texts:
+            assert text in cp.stdout, (args, text, cp.stdout)

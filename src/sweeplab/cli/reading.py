@@ -10,7 +10,7 @@ from typing import Any, Optional
 import typer
 
 from sweeplab.cli.app import STORE_HELP, _open_store, app
-from sweeplab.cli.output import Table, _fmt, _print_json, console
+from sweeplab.cli.output import Table, _fmt, _print_json, console, escape
 
 STATUS_ROWS = 20   # trials `status SWEEP` shows by default: a 10,000-trial sweep answers as fast as a small one
 
@@ -53,7 +53,8 @@ def status(
         _print_json(data)
         return
     s = data["sweep"]
-    console.print(f"[bold]{s['name']}[/bold]  {s['state']}  {s['method']}  {_headline(st, s, data['trials'])}")
+    console.print(f"[bold]{escape(s['name'])}[/bold]  {s['state']}  {escape(s['method'])}  "
+                  f"{escape(_headline(st, s, data['trials']))}", markup=True)
     if s.get("end_reason"):
         console.print(f"ended: {s['end_reason'].splitlines()[0]}")
     gone = _gone_driver(st, s)
