@@ -212,3 +212,23 @@ def test_an_export_never_replaces_a_file_of_the_store(swept, tmp_path):
     cp = _cli(tmp_path, swept, "sw", "-o", str(swept / "store.db"))
     assert cp.returncode == 2 and "inside the store" in cp.stderr, cp.stderr
     assert _fingerprint(swept) == before
+
+
+def test_parquet_keeps_an_integer_beyond_64_bits_as_its_exact_text(tmp_path):
+    """A parameter value past int64 (`values: [18446744073709551616, 1]`, which YAML 1.2 reads as an int):
+    the Parquet export writes that column as text, exact, as it does for a column mixing types, instead of
+    ending with an OverflowError."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    store = tmp_path / "store"
+    st = Store.open(store)
+    with st.transaction():
+        sid = st.create_sweep(name="big", method="grid", metric="loss", goal="minimize", spec={}, spec_path=None,
+                              seed=0)
+        for n, a in enumerate([2**64, 1, -(2**63) - 1]):
+            tid = st.add_trial(sid, n, {"a": a, "b": n}, None, seed=n)
+            st.update_trial(tid, state="completed", value=float(n), metrics={"loss": float(n), "count": a})
+    st.close()
+    table = pq.read_table(export_sweep("big", tmp_path / "big.parquet", format="parquet", store=store))
+    assert table.column("params.a").to_pylist() == ["18446744073709551616", "1", "-9223372036854775809"]
+    assert table.column("metrics.count").to_pylist() == ["18446744073709551616", "1", "-9223372036854775809"]
+    assert table.column("params.b").to_pylist() == [0, 1, 2]

@@ -125,7 +125,8 @@ def _write_parquet(data: dict[str, Any], target: Path) -> None:
         values = [row[j] for row in rows]
         try:
             arrays.append(pa.array(values))
-        except (pa.ArrowInvalid, pa.ArrowTypeError):   # mixed types in one column (3, "auto"): as text
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):   # mixed types (3, "auto"), an int past
+            # 64 bits (2**64): as text, exact
             arrays.append(pa.array([None if v is None else str(v) for v in values], type=pa.string()))
     table = pa.Table.from_arrays(arrays, names=header)
     with _atomic_file(target, "wb") as f:
