@@ -232,3 +232,29 @@ def test_parquet_keeps_an_integer_beyond_64_bits_as_its_exact_text(tmp_path):
     assert table.column("params.a").to_pylist() == ["18446744073709551616", "1", "-9223372036854775809"]
     assert table.column("metrics.count").to_pylist() == ["18446744073709551616", "1", "-9223372036854775809"]
     assert table.column("params.b").to_pylist() == [0, 1, 2]
+
+
+def test_a_long_sweep_name_gets_a_default_file_name_the_file_system_takes(tmp_path):
+    """The default --out is made from the sweep's name: a 300-character name made a file name past the
+    255-byte limit (OSError traceback). It is shortened as the store shortens the sweep's directories, and
+    a target that cannot be written at all is one error line, exit 1."""
+    store = tmp_path / "store"
+    long = "n" * 300
+    st = Store.open(store)
+    with st.transaction():
+        sid = st.create_sweep(name=long, method="grid", metric="loss", goal="minimize", spec={}, spec_path=None,
+                              seed=0)
+        tid = st.add_trial(sid, 0, {"x": 1}, None, seed=0)
+        st.update_trial(tid, state="completed", value=1.0, metrics={"loss": 1.0})
+    st.close()
+    out = tmp_path / "out"
+    out.mkdir()
+    cp = _cli(out, store, long)
+    assert cp.returncode == 0, cp.stderr[-1000:]
+    (written,) = out.iterdir()
+    assert written.suffix == ".csv" and len(written.name.encode()) <= 255 and written.name.startswith("nnn")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    cp = _cli(out, store, long, "-o", str(blocker / "x.csv"))
+    lines = cp.stderr.strip().splitlines()
+    assert cp.returncode == 1 and len(lines) == 1 and str(blocker) in lines[0], cp.stderr[-1000:]

@@ -269,7 +269,11 @@ class _EventFile:
 
 # ------------------------------------------------------------------------------------------------ atomicity
 def _default_name(sweep: str, format: str) -> str:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in sweep) or "sweep"
+    """The sweep's name as the store's directories spell it (`store.layout.safe_name`: letters, digits, `-_.`,
+    at most 200 bytes, a long name cut and given a hash), so the file name fits the 255-byte limit."""
+    from sweeplab.store.layout import safe_name
+
+    safe = safe_name(sweep)
     return f"{safe}-tensorboard" if format == "tensorboard" else f"{safe}.{format}"
 
 
