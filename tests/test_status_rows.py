@@ -113,3 +113,22 @@ def test_status_says_when_a_running_sweeps_driver_is_gone(tmp_path: Path) -> Non
     rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in status().splitlines()
             if line.startswith("│")}
     assert rows == {"dead": "running (driver gone)", "live": "running"}, rows
+
+
+def test_best_says_the_completed_trials_are_infeasible_not_that_there_are_none(tmp_path: Path) -> None:
+    """Every completed trial broke a constraint: `best` (exit 1) says so, rather than "no completed trial
+    with a value yet" beside a status listing two completed trials with values."""
+    s = Store.open(tmp_path)
+    spec = {"metric": {"name": "acc", "goal": "maximize"}, "constraints": [{"metric": "mem", "max": 1}]}
+    with s.transaction():
+        sid = s.create_sweep(name="c", method="grid", metric="acc", goal="maximize", spec=spec, spec_path=None,
+                             seed=0)
+        for n in range(2):
+            tid = s.add_trial(sid, n, {"x": n}, None, seed=n)
+            s.update_trial(tid, state="completed", value=0.5 + n, feasible=False)
+    s.close()
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "best", "c", "--store", str(tmp_path)], env=env,
+                        capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 1, cp.stderr
+    assert "no completed feasible trial" in cp.stdout and "2 completed trial(s) are infeasible" in cp.stdout, cp.stdout

@@ -154,6 +154,8 @@ def _front_line(st: Any, sweep: str) -> Optional[str]:
         summary = queries.sweep_summary(st, sweep)["sweep"]
         if len(summary.get("objectives") or []) > 1:
             front = queries.pareto_front(st, sweep)
+            if not front:
+                return "Pareto front: empty (no completed feasible trial with every objective)"
             return (f"Pareto front: {len(front)} trial(s) "
                     f"({', '.join(str(f['trial']) for f in front[:10])}{', ...' if len(front) > 10 else ''}); "
                     f"`sweeplab best {sweep}` lists them")

@@ -185,7 +185,7 @@ def best(
             console.print(f"{sweep_name}: the sweep declares no metric.name, so no trial is best; "
                           f"`sweeplab status {shlex.quote(sweep_name)} --json` lists each trial's metrics")
         else:
-            console.print(f"{sweep_name}: no completed trial with a value yet")
+            console.print(f"{sweep_name}: {_no_best_why(data['sweep'])}", markup=False)
         raise typer.Exit(1)
     if as_json:
         _print_json(b)
@@ -199,6 +199,16 @@ def best(
     if b["value"] is None:
         for k, v in (b.get("metrics") or {}).items():
             console.print(f"    metric {k} = {_fmt(v)}", markup=False)
+
+
+def _no_best_why(sweep: dict[str, Any]) -> str:
+    """Why a sweep with a metric has no best trial: none completed with a value yet, or those that did broke
+    a constraint (they have values, which `status` shows beside INFEASIBLE)."""
+    completed = (sweep.get("counts") or {}).get("completed", 0)
+    if sweep.get("constraints") and completed:
+        return (f"no completed feasible trial yet: the {completed} completed trial(s) are infeasible or have no "
+                "value (`sweeplab status` shows which constraint each broke)")
+    return "no completed trial with a value yet"
 
 
 def _print_front(sweep_name: str, front: list[dict[str, Any]], data: dict[str, Any], as_json: bool) -> None:
