@@ -216,6 +216,8 @@ class Store:
             return cls._connect_ro(db, immutable=False)
         except sqlite3.Error as exc:
             first = exc
+        if os.access(db.parent, os.W_OK):   # not for want of -shm: immutable would read past a live writer's locks
+            raise StoreError(f"cannot read the store {db}: {_why(first)}") from None
         wal = Path(f"{db}-wal")
         try:
             pending = wal.stat().st_size > 0
@@ -241,8 +243,11 @@ class Store:
 
     @staticmethod
     def _check_version(conn: sqlite3.Connection, db: Path) -> None:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
-            if conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None:
+        # one statement, one read: the schema a first sweep commits between two reads is seen whole or not
+        meta, anything = conn.execute("SELECT (SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'), "
+                                      "(SELECT 1 FROM sqlite_master LIMIT 1)").fetchone()
+        if meta is None:
+            if anything is None:
                 # no table at all: a first sweep is creating the store (its schema is not committed yet), or
                 # the file is empty; either way there are no sweeps yet, as when there is no store.db
                 raise UserError(f"no sweeplab store at {db.parent} yet ({db.name} is empty: a first sweep may be "
