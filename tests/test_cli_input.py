@@ -205,14 +205,18 @@ def test_an_unknown_sweep_name_is_one_short_line_with_a_did_you_mean(tmp_path):
     for name in ["xgb-diabetes", *(f"nightly-{i:03d}" for i in range(200))]:
         st.create_sweep(name=name, method="grid", metric="loss", goal="minimize", spec={}, spec_path=None, seed=0)
     st.close()
-    commands = (["status", "{}"], ["status", "{}", "--json"], ["best", "{}"], ["export", "{}"], ["resume", "{}"],
-                ["stop", "{}"])
-    for typo in ("xgb-diabetis", "XGB-Diabetes"):
-        for args in commands:
-            cp = cli(tmp_path, *[a.format(typo) for a in args], store=store)
-            line = assert_one_line_error(cp, f"no sweep named {typo!r}", "did you mean 'xgb-diabetes'?")
-            assert "nightly-150" not in line and len(line) < 500, line
-            assert "201 sweeps" in line and "sweeplab status" in line, line
+    from sweeplab.store import queries
+
+    reader = Store.open(store, readonly=True)
+    try:
+        assert "did you mean 'xgb-diabetes'?" in str(queries.unknown_sweep(reader, "XGB-Diabetes"))
+    finally:
+        reader.close()
+    for args in (["status", "{}", "--json"], ["best", "{}"], ["export", "{}"], ["resume", "{}"], ["stop", "{}"]):
+        cp = cli(tmp_path, *[a.format("xgb-diabetis") for a in args], store=store)
+        line = assert_one_line_error(cp, "no sweep named 'xgb-diabetis'", "did you mean 'xgb-diabetes'?")
+        assert "nightly-150" not in line and len(line) < 500, line
+        assert "201 sweeps" in line and "sweeplab status" in line, line
     cp = cli(tmp_path, "resume", "xgb-diabetes", store=tmp_path / "nowhere")
     assert_one_line_error(cp, "no sweeplab store at")
     assert not (tmp_path / "nowhere").exists()
@@ -225,19 +229,24 @@ def test_values_and_reasons_that_look_like_markup_print_as_written(tmp_path):
     """Parameter values, reasons and sweep names are the user's text: `[/]` or `[/data]` (a path in an
     exception) must not end `status` with a MarkupError, and `[red]x[/red]` must print with its brackets,
     in the sweep's own summary too."""
+    from sweeplab.store import Store
+
     tag = "[red]x[/red]"
-    write(tmp_path / "s.yaml", f"function: {TRIALS}:raises\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
-          "parameters:\n  x: {values: ['[/]', '[/data] [b]']}\n")
     write(tmp_path / "ok.yaml", GOOD + f"parameters:\n  tag: {{values: ['{tag}']}}\n")
     cp = cli(tmp_path, "sweep", "ok.yaml", "--name", "[bold]ok[/bold]", "--workers", "1")
     assert cp.returncode == 0, cp.stderr
     assert f"tag = '{tag}'" in cp.stdout and "sweep [bold]ok[/bold] finished" in cp.stdout, cp.stdout
-    cp = cli(tmp_path, "sweep", "s.yaml", "--name", "fails", "--workers", "1", "-q")
-    assert cp.returncode != 0
+    st = Store.open(tmp_path / "store")   # a failed trial as the driver records it: its exception's line
+    with st.transaction():
+        sid = st.create_sweep(name="fails", method="grid", metric="loss", goal="minimize", spec={}, spec_path=None,
+                              seed=0)
+        tid = st.add_trial(sid, 0, {"x": "[/]"}, None, seed=0)
+        st.update_trial(tid, state="failed", reason="FileNotFoundError: no file [/data] [b]")
+    st.close()
     for args, texts in ((["status"], ["[bold]ok[/bold]"]),
                         (["status", "[bold]ok[/bold]"], [f"tag={tag}", "[bold]ok[/bold]  finished"]),
                         (["best", "[bold]ok[/bold]"], [tag]),
-                        (["status", "fails"], ["x=[/]", "planted failure x=[/data] [b]"])):
+                        (["status", "fails"], ["x=[/]", "no file [/data] [b]"])):
         cp = cli(tmp_path, *args)
         assert cp.returncode == 0, (args, cp.stderr[-500:])
         for text in texts:
