@@ -258,3 +258,44 @@ def test_a_long_sweep_name_gets_a_default_file_name_the_file_system_takes(tmp_pa
     cp = _cli(out, store, long, "-o", str(blocker / "x.csv"))
     lines = cp.stderr.strip().splitlines()
     assert cp.returncode == 1 and len(lines) == 1 and str(blocker) in lines[0], cp.stderr[-1000:]
+
+
+def test_a_constrained_sweep_exports_feasibility_and_a_multi_objective_one_its_ranks(tmp_path):
+    """A table of a sweep with constraints says which trials are infeasible (sorting its `value` column would
+    otherwise put an infeasible trial on top), and one with several objectives gives each trial's front rank,
+    as `status` does."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    store = tmp_path / "store"
+    st = Store.open(store)
+    spec = {"metric": [{"name": "acc", "goal": "maximize"}, {"name": "lat", "goal": "minimize"}],
+            "constraints": [{"metric": "mem", "max": 1}]}
+    with st.transaction():
+        sid = st.create_sweep(name="mo", method="grid", metric="acc", goal="maximize", spec=spec, spec_path=None,
+                              seed=0)
+        for n, (acc, lat, ok) in enumerate([(0.9, 5.0, True), (0.99, 1.0, False), (0.5, 9.0, True), (0.95, 4.0, True)]):
+            tid = st.add_trial(sid, n, {"x": n}, None, seed=n)
+            st.update_trial(tid, state="completed", value=acc, objective_values=[acc, lat], feasible=ok,
+                            metrics={"acc": acc, "lat": lat, "mem": 0.5 if ok else 2.0})
+        tid = st.add_trial(sid, 4, {"x": 4}, None, seed=4)
+        st.update_trial(tid, state="failed", reason="boom")
+    st.close()
+    rows = list(csv.DictReader(export_sweep("mo", tmp_path / "mo.csv", store=store).open()))
+    assert [(r["feasible"], r["rank"]) for r in rows] == [
+        ("True", "2"), ("False", ""), ("True", "3"), ("True", "1"), ("", "")]
+    table = pq.read_table(export_sweep("mo", tmp_path / "mo.parquet", format="parquet", store=store))
+    assert table.column("feasible").to_pylist() == [True, False, True, True, None]
+    assert table.column("rank").to_pylist() == [2, None, 3, 1, None]
+    plain = list(csv.DictReader(export_sweep("sw", tmp_path / "sw.csv", store=_single(tmp_path)).open()))
+    assert "feasible" not in plain[0] and "rank" not in plain[0]
+
+
+def _single(tmp_path: Path) -> Path:
+    store = tmp_path / "single"
+    st = Store.open(store)
+    with st.transaction():
+        sid = st.create_sweep(name="sw", method="grid", metric="loss", goal="minimize", spec={}, spec_path=None,
+                              seed=0)
+        tid = st.add_trial(sid, 0, {"x": 0}, None, seed=0)
+        st.update_trial(tid, state="completed", value=1.0)
+    st.close()
+    return store

@@ -12,8 +12,9 @@ under a temporary name and renamed into place, so a reader (or a crash) never se
 earlier export at the same path stays whole until the new one replaces it. A TensorBoard export replaces
 only a directory that an earlier TensorBoard export wrote (it holds a marker file), never anything else.
 
-Table columns: number, state, value, attempts, started, ended, seconds, reason, then `params.<name>` for
-every sampled parameter and `metrics.<name>` for every final metric; a cell is empty where a trial lacks one.
+Table columns: number, state, value, attempts, started, ended, seconds, reason, `feasible` (with constraints),
+`rank` (with several objectives), then `params.<name>` for every sampled parameter and `metrics.<name>` for
+every final metric; a cell is empty where a trial lacks one.
 
 TensorBoard: one run per trial (`trial-0007/`) with a scalar curve for every metric the trial logged (when
 several attempts logged a step, the latest one's value, as in the dashboard), its final metrics at its last
@@ -42,6 +43,9 @@ FORMATS = ("csv", "parquet", "tensorboard")
 MARKER = ".sweeplab-export"   # in a TensorBoard export's directory: it may be replaced by the next export
 STATE_HPARAM = "trial.state"  # the trial's state (completed, pruned...) as a column of the HParams table
 _FIXED = ("number", "state", "value", "attempts", "started", "ended", "seconds", "reason")
+#: columns of a sweep with constraints (`feasible`: true / false / empty) or several objectives (`rank`: the
+#: trial's front rank, 1 = on the feasible Pareto front, empty for a trial that is on no front)
+_OBJECTIVE_COLUMNS = ("feasible", "rank")
 
 
 def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, format: str = "csv",
@@ -82,13 +86,14 @@ def _rows(columns: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
     """The trials table: header and rows (None for a missing cell)."""
     params = sorted(columns["params"])
     metrics = sorted(columns["metrics"])
-    header = [*_FIXED, *(f"params.{p}" for p in params), *(f"metrics.{m}" for m in metrics)]
+    extra = [c for c in _OBJECTIVE_COLUMNS if c in columns]   # with constraints, several objectives
+    header = [*_FIXED, *extra, *(f"params.{p}" for p in params), *(f"metrics.{m}" for m in metrics)]
     rows = []
     for i in range(columns["n"]):
         started, ended = columns["started"][i], columns["ended"][i]
         seconds = ended - started if started is not None and ended is not None else None
         rows.append([columns["number"][i], columns["state"][i], columns["value"][i], columns["attempts"][i],
-                     started, ended, seconds, columns["reason"][i],
+                     started, ended, seconds, columns["reason"][i], *(columns[c][i] for c in extra),
                      *(columns["params"][p][i] for p in params), *(columns["metrics"][m][i] for m in metrics)])
     return header, rows
 
