@@ -288,18 +288,18 @@ def _peeled(points, goals):
     return ranks
 
 
-@pytest.mark.parametrize("dims", [2, 3])
+@pytest.mark.parametrize("dims", [2, 3, 4])
 def test_front_ranks_match_their_definition_with_ties_duplicates_and_missing_values(dims: int) -> None:
     from sweeplab.pareto import nondominated_ranks, pareto_front
     from sweeplab.types import Goal
 
     rng = random.Random(dims)
-    goals = [Goal.MAXIMIZE, Goal.MINIMIZE, Goal.MINIMIZE][:dims]
+    goals = [Goal.MAXIMIZE, Goal.MINIMIZE, Goal.MINIMIZE, Goal.MAXIMIZE][:dims]
     for _ in range(40):
         n = rng.randint(0, 60)
         points = [tuple(rng.choice([0.0, -0.0, 1.0, 2.0, 3.0, rng.random()]) for _ in range(dims)) for _ in range(n)]
         points += [points[0]] * 3 if points else []                        # identical points share a rank
-        points += [(None, 1.0, 2.0)[:dims], (float("nan"), 0.0, 0.0)[:dims], (float("inf"), 0.0, 0.0)[:dims]]
+        points += [(None, 1.0, 2.0, 3.0)[:dims], (math.nan, 0.0, 0.0, 0.0)[:dims], (math.inf, 0.0, 0.0, 0.0)[:dims]]
         expected = _peeled(points, goals)
         assert nondominated_ranks(points, goals) == expected
         assert pareto_front(points, goals) == [i for i, r in enumerate(expected) if r == 1]
@@ -344,5 +344,8 @@ def test_status_and_best_of_thousands_of_trials_with_two_objectives_do_not_compa
         calls[0] = 0
         assert q.pareto_front(reader, "three")
         assert calls[0] <= 100 * n, calls[0]
+        calls[0] = 0
+        assert len(q.sweep_status(reader, "three", limit=10)["trials"]) >= 10
+        assert calls[0] <= 200 * n, calls[0]
     finally:
         reader.close()
