@@ -299,3 +299,24 @@ def _single(tmp_path: Path) -> Path:
         st.update_trial(tid, state="completed", value=1.0)
     st.close()
     return store
+
+
+def test_an_export_gets_the_permissions_of_a_file_the_user_writes(swept, tmp_path):
+    """Built under a temporary name (mkstemp: 0600, mkdtemp: 0700) and renamed, an export was private:
+    a colleague could not read the CSV, nor `tensorboard --logdir` the directory. A new export gets the
+    umask's permissions, as `open()` and `mkdir` give; a replaced file keeps the permissions it had."""
+    pytest.importorskip("tensorboard")
+    old = os.umask(0o022)
+    try:
+        table = export_sweep("sw", tmp_path / "sw.csv", store=swept)
+        runs = export_sweep("sw", tmp_path / "tb", format="tensorboard", store=swept)
+        kept = tmp_path / "kept.csv"
+        kept.write_text("old")
+        kept.chmod(0o640)
+        export_sweep("sw", kept, store=swept)
+    finally:
+        os.umask(old)
+    assert table.stat().st_mode & 0o777 == 0o644
+    assert runs.stat().st_mode & 0o777 == 0o755
+    assert all(p.stat().st_mode & 0o777 == (0o755 if p.is_dir() else 0o644) for p in runs.rglob("*"))
+    assert kept.stat().st_mode & 0o777 == 0o640 and kept.read_text() != "old"

@@ -143,6 +143,7 @@ def _write_tensorboard(data: dict[str, Any], target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
+        tmp.chmod(0o777 & ~_umask())   # mkdtemp's directory is 0700: `tensorboard --logdir` by others
         (tmp / MARKER).write_text(f"sweeplab TensorBoard export of sweep {summary['name']}\n")
         params = sorted(columns["params"])
         metric_keys = sorted({k for curves in history.values() for k in curves} | set(columns["metrics"]))
@@ -317,6 +318,11 @@ def _atomic_file(target: Path, mode: str, **kwargs: Any):  # type: ignore[no-unt
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
     try:
+        try:   # mkstemp's file is 0600: the export gets the replaced file's permissions, else the umask's
+            keep = target.stat().st_mode & 0o7777
+        except OSError:
+            keep = 0o666 & ~_umask()
+        os.fchmod(fd, keep)
         with os.fdopen(fd, mode, **kwargs) as f:
             yield f
             f.flush()
@@ -326,6 +332,13 @@ def _atomic_file(target: Path, mode: str, **kwargs: Any):  # type: ignore[no-unt
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _replace_dir(tmp: Path, target: Path) -> None:

@@ -28,7 +28,9 @@ def export(
     try:
         path = export_sweep(sweep_name, out, format=format, store=_store_path(store))
     except OSError as exc:   # the target cannot be written (no room, not a directory, no permission...)
-        where = exc.filename if exc.filename is not None else out
+        from sweeplab.export import _default_name
+
+        where = out if out is not None else Path(_default_name(sweep_name, format))
         raise SweeplabError(f"export: cannot write {where}: {exc.strerror or exc}; nothing was replaced") from None
     console.print(f"wrote {path}")
     if format == "tensorboard":
