@@ -10,7 +10,7 @@ import sweeplab
 
 PUBLIC = [
     "BackendError", "ConfigError", "MissingExtraError", "Run", "SpecError", "StoreError", "SweeplabError",
-    "Sweep", "TrialState", "UserError", "__version__", "load", "optimize", "report", "run_sweep", "sweep",
+    "Sweep", "TrialState", "UserError", "__version__", "load", "main", "optimize", "report", "run_sweep", "sweep",
 ]
 
 

@@ -1,7 +1,8 @@
 """A dependency-free objective: a noisy quadratic bowl whose 'training' converges over steps.
 
     sweeplab sweep examples/quadratic/sweep.yaml
-    sweeplab run examples/quadratic/train.py:train x=0.5 y=-1
+    sweeplab run examples/quadratic/train.py:train x=0.5 y=-1 --config examples/quadratic/config.yaml
+    python examples/quadratic/train.py x=0.5 y=-1                   # the same, from `sl.main` below
 """
 
 from __future__ import annotations
@@ -19,3 +20,9 @@ def train(config, run):
         if run.should_stop:
             break
     return {"loss": loss}
+
+
+if __name__ == "__main__":   # a plain `python train.py key=value ...`: one trial, recorded as `sweeplab run` does
+    import sweeplab as sl
+
+    sl.main(train, config="config.yaml")

@@ -9,6 +9,7 @@ here: its NaN or exploding values are logged as they are and the sweep's monitor
     sweeplab sweep examples/torch_digits/sweep.yaml
     sweeplab sweep examples/torch_digits/sweep_conditional.yaml      # optimizer and model-family choices
     sweeplab run examples/torch_digits/train.py:train lr=0.05 --config examples/torch_digits/config.yaml
+    python examples/torch_digits/train.py lr=0.05                    # the same, from `sl.main` below
 """
 
 from __future__ import annotations
@@ -143,3 +144,9 @@ def train(config, run):
 
     strategy.cleanup()
     return metrics
+
+
+if __name__ == "__main__":   # a plain `python train.py key=value ...`: one trial, recorded as `sweeplab run` does
+    import sweeplab as sl
+
+    sl.main(train, config="config.yaml")

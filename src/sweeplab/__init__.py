@@ -11,11 +11,12 @@
     outcome = sl.run_sweep("sweep.yaml", workers=4)   # what `sweeplab sweep sweep.yaml -w 4` does
     sweep = sl.sweep("sweep.yaml", fn=train, workers=4, background=True)   # a handle: .wait() .best .trials()
     sweep = sl.optimize(objective, n_trials=100, workers=4)                # an Optuna objective, unchanged
+    sl.main(train)   # under `if __name__ == "__main__":` -> `python train.py lr=0.01` runs one recorded trial
 """
 
 from __future__ import annotations
 
-from sweeplab.api import Sweep, load, run_sweep, sweep
+from sweeplab.api import Sweep, load, main, run_sweep, sweep
 from sweeplab.errors import (
     BackendError,
     ConfigError,
@@ -54,6 +55,7 @@ __all__ = [
     "UserError",
     "__version__",
     "load",
+    "main",
     "optimize",
     "report",
     "run_sweep",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sweeplab.handle import Sweep
 
@@ -289,6 +289,72 @@ def sweep(
     runner = _Runner(the_spec, store=root, workers=workers, backend=backend, address=address, name=name,
                      overrides=overrides, on_progress=shown.update, on_note=shown.note)
     return runner.launch(background)
+
+
+def main(fn: Callable[..., Any] | str, argv: Sequence[str] | None = None, *, config: str | Path | None = None,
+         profile: str | None = None) -> NoReturn:
+    """Run one trial of `fn` from the command line, as `sweeplab run FILE:FN` does, and exit with its code.
+
+        if __name__ == "__main__":
+            sl.main(train, config="configs/base.yaml", profile="local")   # python train.py lr=0.01 model.hidden=256
+
+    `argv` (default `sys.argv[1:]`) takes what `sweeplab run` takes after its target: `key=value` overrides,
+    `--config`, `--profile`, `--store`, `--smoke`, `--name`, `-q`. `config` and `profile` are the defaults
+    of `--config` and `--profile`; a relative `config` is found beside the function's file (as Hydra's
+    `config_path`), so the script runs from any directory. The trial runs in a worker process and is recorded
+    as a single-trial sweep: a plain `python train.py` and a sweep share one code path. Exit codes are the
+    CLI's (0 completed, 1 failed, 2 bad input, 130 interrupted).
+    """
+    import sys
+
+    from sweeplab.cli.output import print_error
+    from sweeplab.errors import UserError
+    from sweeplab.notebook import target_of
+
+    try:
+        if os.environ.get("SWEEPLAB_REPORT_FILE"):
+            name = getattr(fn, "__name__", fn)
+            raise UserError(f"sl.main({name}) was called inside a sweeplab command trial, where it would start a "
+                            f"sweep of its own: name the function in the spec instead (function: FILE.py:{name})")
+        _refuse_in_trial_import()
+        target = target_of(fn)
+    except UserError as e:   # as the CLI reports bad input: one line, exit 2
+        print_error(str(e))
+        sys.exit(2)
+    rest = list(sys.argv[1:] if argv is None else argv)
+    if config is not None and not _given(rest, "--config", "-c"):
+        path = Path(config)
+        if not path.is_absolute():
+            path = _file_of(fn, target).parent / path
+        rest += ["--config", str(path)]
+    if profile is not None and not _given(rest, "--profile", "-p"):
+        rest += ["--profile", profile]
+    sys.argv = [sys.argv[0], "run", target, *rest]
+    from sweeplab.cli.entry import main as cli_main
+
+    cli_main()
+    sys.exit(0)   # cli_main always exits; this keeps the NoReturn promise for type checkers
+
+
+def _given(args: Sequence[str], *options: str) -> bool:
+    return any(a in options or a.startswith(tuple(f"{o}=" for o in options)) for a in args)
+
+
+def _file_of(fn: Any, target: str) -> Path:
+    """The file that defines `fn` (its directory anchors a relative default config), else the working directory."""
+    import inspect
+    import sys
+
+    try:
+        file = inspect.getsourcefile(fn) if callable(fn) else None
+    except TypeError:
+        file = None
+    where = target.rpartition(":")[0]
+    if file is None and where.endswith(".py"):
+        file = where
+    if file is None:
+        file = getattr(sys.modules.get(where), "__file__", None)
+    return Path(file).resolve() if file else Path.cwd() / "_"
 
 
 def _refuse_in_trial_import() -> None:

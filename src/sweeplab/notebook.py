@@ -189,7 +189,11 @@ def target_of(fn: Any, what: str = "trial function") -> str:
         raise UserError(f"{what} {_display_name(fn)!r} ({type(fn).__name__}) is not a function that worker "
                         f"processes can import by name: pass a top-level function, or {fix}")
     if module in (None, "__main__", "builtins") or module.startswith("__main__"):
-        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+        main = sys.modules.get("__main__")
+        main_file = getattr(main, "__file__", None)
+        run_as = getattr(getattr(main, "__spec__", None), "name", None)
+        if module == "__main__" and run_as and run_as != "__main__" and not in_notebook():
+            return f"{run_as}:{qualname}"   # `python -m pkg.train`: imported by name, its relative imports work
         if module == "__main__" and main_file and main_file.endswith(".py") and not in_notebook():
             return f"{os.path.abspath(main_file)}:{qualname}"   # a script: workers load it by path
         raise UserError(f"{what} {qualname!r} is defined in a notebook or the interactive interpreter "

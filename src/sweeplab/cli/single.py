@@ -38,7 +38,8 @@ def run(
     overrides = _split_overrides(overrides or [])
     _check_spec(spec, overrides)   # before the store exists: nothing is written for bad input
     st = _open_store(store)
-    stem = Path(target.split(":")[0]).stem.replace(".", "-") or "run"
+    where = target.rpartition(":")[0] or target
+    stem = (Path(where).stem if where.endswith(".py") else where.rpartition(".")[2]).replace(".", "-") or "run"
     sweep_name = _unique_name(st, name or f"run-{stem}")
     be = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]), hide_gpus=smoke)
     _run_driver(spec, st, be, sweep_name=sweep_name, overrides=overrides, smoke=smoke,

@@ -6,6 +6,7 @@ ASHA judges), checkpoints every epoch (the sweep's `trial.checkpoint_every` deci
 really written), resumes from the last checkpoint after a retry or preemption, and stops when asked.
 
     sweeplab run train.py:train lr=0.01 --config configs/base.yaml --profile local
+    python train.py lr=0.01                   # the same, from the `sl.main` call at the end
 """
 
 from __future__ import annotations
@@ -114,3 +115,9 @@ def evaluate(model: nn.Module, loader, strategy) -> tuple[float, float]:
         count += len(y)
     return (strategy.all_reduce_mean(loss_sum / max(count, 1)),
             strategy.all_reduce_mean(correct / max(count, 1)))
+
+
+if __name__ == "__main__":   # a plain `python train.py key=value ...`: one trial, recorded as `sweeplab run` does
+    import sweeplab as sl
+
+    sl.main(train, config="configs/base.yaml", profile="local")

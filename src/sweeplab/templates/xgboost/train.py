@@ -7,6 +7,7 @@ sweep's `trial.checkpoint_every` decides how often one is really written) and re
 or preemption; the loop ends early when the scheduler or a monitor asks.
 
     sweeplab run train.py:train learning_rate=0.05 --config configs/base.yaml --profile local
+    python train.py learning_rate=0.05        # the same, from the `sl.main` call at the end
 """
 
 from __future__ import annotations
@@ -69,3 +70,9 @@ def train(config: TrainConfig, run: Run) -> dict[str, float]:
 def rmse(booster, dval, labels: np.ndarray) -> float:
     """Root mean squared error of the booster's current predictions on the validation set."""
     return float(np.sqrt(np.mean((booster.predict(dval) - labels) ** 2)))
+
+
+if __name__ == "__main__":   # a plain `python train.py key=value ...`: one trial, recorded as `sweeplab run` does
+    import sweeplab as sl
+
+    sl.main(train, config="configs/base.yaml", profile="local")
