@@ -251,3 +251,25 @@ def test_values_and_reasons_that_look_like_markup_print_as_written(tmp_path):
         assert cp.returncode == 0, (args, cp.stderr[-500:])
         for text in texts:
             assert text in cp.stdout, (args, text, cp.stdout)
+
+
+def test_every_styled_line_of_the_command_line_asks_for_markup() -> None:
+    """The consoles print text as written (no markup by default); a line that styles (`[bold]...[/bold]`)
+    must say `markup=True` (and escape what it embeds), or its tags print literally."""
+    import ast
+    import re
+
+    tag = re.compile(r"\[/?(bold|dim|yellow|red|green|cyan|italic|b|i)\]")
+    cli_dir = Path(__file__).resolve().parents[1] / "src" / "sweeplab" / "cli"
+    missing = []
+    for path in sorted(cli_dir.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "print"):
+                continue
+            text = "".join(v.value for arg in node.args[:1] for v in ast.walk(arg)
+                           if isinstance(v, ast.Constant) and isinstance(v.value, str))
+            markup = any(k.arg == "markup" and isinstance(k.value, ast.Constant) and k.value.value is True
+                         for k in node.keywords)
+            if tag.search(text) and not markup:
+                missing.append(f"{path.name}:{node.lineno}")
+    assert not missing, missing

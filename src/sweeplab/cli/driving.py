@@ -110,7 +110,7 @@ def _report(outcome: Any, st: Any, quiet: bool, single: bool = False, smoke: boo
         if len(lines) > 1:
             err.print("\n".join(lines[1:]), markup=False, soft_wrap=True)
     elif single and outcome.state.value == "finished":   # a `run`: its budget of one trial is not news
-        console.print(f"\nrun [bold]{outcome.sweep}[/bold] finished")
+        console.print(f"\nrun [bold]{escape(outcome.sweep)}[/bold] finished", markup=True)
     else:
         console.print(f"\nsweep [bold]{escape(outcome.sweep)}[/bold] {outcome.state.value}: ", end="", markup=True)
         console.print(lines[0], markup=False)
