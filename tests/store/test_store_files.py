@@ -166,3 +166,23 @@ def test_a_store_being_created_reads_as_no_store_yet_not_as_another_programs_fil
     (store / "empty" / "store.db").write_bytes(b"")   # created, nothing written yet
     cp = cli(store / "empty", "status")
     assert cp.returncode == 2 and "no sweeplab store" in cp.stderr, cp.stderr
+
+
+def test_a_store_path_with_uri_characters_is_read_where_it_is(tmp_path: Path) -> None:
+    """Readers open store.db through an SQLite URI (`file:PATH?mode=ro`): a store directory named `runs#1`,
+    `what?x` or `p%20q` was cut at the `#` / `?` or decoded (`%20`), so `status` opened `runs` or `what`
+    instead, read-write, creating an empty file there, and said there was no store."""
+    from sweeplab.store import Store
+
+    names = ["runs#1", "what?x", "p%20q"]
+    for name in names:
+        st = Store.open(tmp_path / name)
+        st.create_sweep(name=name, method="grid", metric="loss", goal="minimize", spec={}, spec_path=None, seed=0)
+        st.close()
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    for name in names:
+        cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", "--json", "--store", name], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=120)
+        assert cp.returncode == 0, (name, cp.stderr)
+        assert [s["name"] for s in json.loads(cp.stdout)["sweeps"]] == [name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)   # nothing created beside them

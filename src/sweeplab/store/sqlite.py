@@ -235,7 +235,11 @@ class Store:
     @classmethod
     def _connect_ro(cls, db: Path, *, immutable: bool) -> sqlite3.Connection:
         flags = "mode=ro&immutable=1" if immutable else "mode=ro"
-        conn = sqlite3.connect(f"file:{db}?{flags}", uri=True, timeout=10, check_same_thread=False)
+        from urllib.parse import quote
+
+        # the path percent-encoded: a directory named `runs#1` or `what?x` would end the path at `#` / `?` (and
+        # drop `mode=ro` with it), `p%20q` would be decoded
+        conn = sqlite3.connect(f"file:{quote(str(db))}?{flags}", uri=True, timeout=10, check_same_thread=False)
         conn.execute("PRAGMA query_only=ON")
         conn.row_factory = sqlite3.Row
         cls._check_version(conn, db)
