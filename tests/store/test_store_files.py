@@ -186,3 +186,27 @@ def test_a_store_path_with_uri_characters_is_read_where_it_is(tmp_path: Path) ->
         assert cp.returncode == 0, (name, cp.stderr)
         assert [s["name"] for s in json.loads(cp.stdout)["sweeps"]] == [name]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)   # nothing created beside them
+
+
+def test_a_store_of_a_newer_or_unreadable_schema_version_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A store a newer sweeplab wrote is refused by readers and writers alike (exit 1, one line, the file
+    untouched); so is one whose recorded version is not a number (it raised a ValueError traceback)."""
+    import sqlite3
+
+    from sweeplab.store import SCHEMA_VERSION, Store
+
+    for version in (str(SCHEMA_VERSION + 1), "4.0x"):
+        store = tmp_path / f"v{version}"
+        st = Store.open(store)
+        st.create_sweep(name="s", method="grid", metric="loss", goal="minimize", spec={}, spec_path=None, seed=0)
+        st.close()
+        conn = sqlite3.connect(store / "store.db")
+        conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (version,))
+        conn.commit()
+        conn.close()
+        before = (store / "store.db").read_bytes()
+        for args in (("status",), ("best", "s"), ("resume", "s")):
+            cp = cli(store, *args)
+            lines = cp.stderr.strip().splitlines()
+            assert cp.returncode == 1 and len(lines) == 1 and "schema version" in lines[0], (version, args, cp.stderr)
+        assert (store / "store.db").read_bytes() == before

@@ -259,7 +259,11 @@ class Store:
             raise StoreError(f"{db} is not a sweeplab store (it has no meta table); expected a store that "
                              "sweeplab wrote")
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        version = int(row[0]) if row else 0
+        try:
+            version = int(row[0]) if row else 0
+        except (TypeError, ValueError):
+            raise StoreError(f"the store {db} has a schema version sweeplab cannot read ({row[0]!r}); expected "
+                             f"a whole number up to {SCHEMA_VERSION}") from None
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"the store {db} has schema version {version}, newer than this sweeplab "
