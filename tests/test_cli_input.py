@@ -189,3 +189,87 @@ def test_the_error_printer_keeps_a_multi_line_message_on_one_line(capsys):
     print_error("first part\n  second part\n\nthird " + "x" * 300)
     out = capsys.readouterr().err
     assert out == "error: first part; second part; third " + "x" * 300 + "\n"
+
+
+# ------------------------------------------------------------------------- a sweep that does not exist
+
+
+def test_an_unknown_sweep_name_is_one_short_line_with_a_did_you_mean(tmp_path):
+    """A misspelt sweep name, in every command that takes one: exit 2, one line that suggests the closest
+    name (case aside) and lists a few sweeps, not all of a store's hundreds. `resume` on a store that does
+    not exist says so, and creates nothing there."""
+    from sweeplab.store import Store
+
+    store = tmp_path / "store"
+    st = Store.open(store)
+    for name in ["xgb-diabetes", *(f"nightly-{i:03d}" for i in range(200))]:
+        st.create_sweep(name=name, method="grid", metric="loss", goal="minimize", spec={}, spec_path=None, seed=0)
+    st.close()
+    from sweeplab.store import queries
+
+    reader = Store.open(store, readonly=True)
+    try:
+        assert "did you mean 'xgb-diabetes'?" in str(queries.unknown_sweep(reader, "XGB-Diabetes"))
+    finally:
+        reader.close()
+    for args in (["status", "{}", "--json"], ["best", "{}"], ["export", "{}"], ["resume", "{}"], ["stop", "{}"]):
+        cp = cli(tmp_path, *[a.format("xgb-diabetis") for a in args], store=store)
+        line = assert_one_line_error(cp, "no sweep named 'xgb-diabetis'", "did you mean 'xgb-diabetes'?")
+        assert "nightly-150" not in line and len(line) < 500, line
+        assert "201 sweeps" in line and "sweeplab status" in line, line
+    cp = cli(tmp_path, "resume", "xgb-diabetes", store=tmp_path / "nowhere")
+    assert_one_line_error(cp, "no sweeplab store at")
+    assert not (tmp_path / "nowhere").exists()
+
+
+# ------------------------------------------------------------------- text that looks like rich markup
+
+
+def test_values_and_reasons_that_look_like_markup_print_as_written(tmp_path):
+    """Parameter values, reasons and sweep names are the user's text: `[/]` or `[/data]` (a path in an
+    exception) must not end `status` with a MarkupError, and `[red]x[/red]` must print with its brackets,
+    in the sweep's own summary too."""
+    from sweeplab.store import Store
+
+    tag = "[red]x[/red]"
+    write(tmp_path / "ok.yaml", GOOD + f"parameters:\n  tag: {{values: ['{tag}']}}\n")
+    cp = cli(tmp_path, "sweep", "ok.yaml", "--name", "[bold]ok[/bold]", "--workers", "1")
+    assert cp.returncode == 0, cp.stderr
+    assert f"tag = '{tag}'" in cp.stdout and "sweep [bold]ok[/bold] finished" in cp.stdout, cp.stdout
+    st = Store.open(tmp_path / "store")   # a failed trial as the driver records it: its exception's line
+    with st.transaction():
+        sid = st.create_sweep(name="fails", method="grid", metric="loss", goal="minimize", spec={}, spec_path=None,
+                              seed=0)
+        tid = st.add_trial(sid, 0, {"x": "[/]"}, None, seed=0)
+        st.update_trial(tid, state="failed", reason="FileNotFoundError: no file [/data] [b]")
+    st.close()
+    for args, texts in ((["status"], ["[bold]ok[/bold]"]),
+                        (["status", "[bold]ok[/bold]"], [f"tag={tag}", "[bold]ok[/bold]  finished"]),
+                        (["best", "[bold]ok[/bold]"], [tag]),
+                        (["status", "fails"], ["x=[/]", "no file [/data] [b]"])):
+        cp = cli(tmp_path, *args)
+        assert cp.returncode == 0, (args, cp.stderr[-500:])
+        for text in texts:
+            assert text in cp.stdout, (args, text, cp.stdout)
+
+
+def test_every_styled_line_of_the_command_line_asks_for_markup() -> None:
+    """The consoles print text as written (no markup by default); a line that styles (`[bold]...[/bold]`)
+    must say `markup=True` (and escape what it embeds), or its tags print literally."""
+    import ast
+    import re
+
+    tag = re.compile(r"\[/?(bold|dim|yellow|red|green|cyan|italic|b|i)\]")
+    cli_dir = Path(__file__).resolve().parents[1] / "src" / "sweeplab" / "cli"
+    missing = []
+    for path in sorted(cli_dir.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "print"):
+                continue
+            text = "".join(v.value for arg in node.args[:1] for v in ast.walk(arg)
+                           if isinstance(v, ast.Constant) and isinstance(v.value, str))
+            markup = any(k.arg == "markup" and isinstance(k.value, ast.Constant) and k.value.value is True
+                         for k in node.keywords)
+            if tag.search(text) and not markup:
+                missing.append(f"{path.name}:{node.lineno}")
+    assert not missing, missing

@@ -194,3 +194,129 @@ def test_a_trial_writing_its_own_tensorboard_events_works_in_a_sweep(tmp_path):
         st.close()
     assert [c["n"] for c in curve] == [5, 5]
     assert json.dumps(outcome.best_params) and outcome.best_params["x"] == 1.0
+
+
+def test_an_export_never_replaces_a_file_of_the_store(swept, tmp_path):
+    """`--out` naming the store's own database (directly, through a symlink, or its WAL), or any path inside
+    the store, is refused before anything is written: an export would otherwise rename a CSV over store.db
+    and every sweep in it would be gone."""
+    before = _fingerprint(swept)
+    link = tmp_path / "link.csv"
+    link.symlink_to(swept / "store.db")
+    for out in (swept / "store.db", link, swept / "store.db-wal", swept / "logs" / "sw.csv", swept):
+        with pytest.raises(UserError, match="inside the store"):
+            export_sweep("sw", out, store=swept)
+    with pytest.raises(UserError, match="inside the store"):
+        export_sweep("sw", swept / "tb", format="tensorboard", store=swept)
+    assert _fingerprint(swept) == before and link.is_symlink()
+    cp = _cli(tmp_path, swept, "sw", "-o", str(swept / "store.db"))
+    assert cp.returncode == 2 and "inside the store" in cp.stderr, cp.stderr
+    assert _fingerprint(swept) == before
+
+
+def test_parquet_keeps_an_integer_beyond_64_bits_as_its_exact_text(tmp_path):
+    """A parameter value past int64 (`values: [18446744073709551616, 1]`, which YAML 1.2 reads as an int):
+    the Parquet export writes that column as text, exact, as it does for a column mixing types, instead of
+    ending with an OverflowError."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    store = tmp_path / "store"
+    st = Store.open(store)
+    with st.transaction():
+        sid = st.create_sweep(name="big", method="grid", metric="loss", goal="minimize", spec={}, spec_path=None,
+                              seed=0)
+        for n, a in enumerate([2**64, 1, -(2**63) - 1]):
+            tid = st.add_trial(sid, n, {"a": a, "b": n}, None, seed=n)
+            st.update_trial(tid, state="completed", value=float(n), metrics={"loss": float(n), "count": a})
+    st.close()
+    table = pq.read_table(export_sweep("big", tmp_path / "big.parquet", format="parquet", store=store))
+    assert table.column("params.a").to_pylist() == ["18446744073709551616", "1", "-9223372036854775809"]
+    assert table.column("metrics.count").to_pylist() == ["18446744073709551616", "1", "-9223372036854775809"]
+    assert table.column("params.b").to_pylist() == [0, 1, 2]
+
+
+def test_a_long_sweep_name_gets_a_default_file_name_the_file_system_takes(tmp_path):
+    """The default --out is made from the sweep's name: a 300-character name made a file name past the
+    255-byte limit (OSError traceback). It is shortened as the store shortens the sweep's directories, and
+    a target that cannot be written at all is one error line, exit 1."""
+    store = tmp_path / "store"
+    long = "n" * 300
+    st = Store.open(store)
+    with st.transaction():
+        sid = st.create_sweep(name=long, method="grid", metric="loss", goal="minimize", spec={}, spec_path=None,
+                              seed=0)
+        tid = st.add_trial(sid, 0, {"x": 1}, None, seed=0)
+        st.update_trial(tid, state="completed", value=1.0, metrics={"loss": 1.0})
+    st.close()
+    out = tmp_path / "out"
+    out.mkdir()
+    cp = _cli(out, store, long)
+    assert cp.returncode == 0, cp.stderr[-1000:]
+    (written,) = out.iterdir()
+    assert written.suffix == ".csv" and len(written.name.encode()) <= 255 and written.name.startswith("nnn")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    cp = _cli(out, store, long, "-o", str(blocker / "x.csv"))
+    lines = cp.stderr.strip().splitlines()
+    assert cp.returncode == 1 and len(lines) == 1 and str(blocker) in lines[0], cp.stderr[-1000:]
+
+
+def test_a_constrained_sweep_exports_feasibility_and_a_multi_objective_one_its_ranks(tmp_path):
+    """A table of a sweep with constraints says which trials are infeasible (sorting its `value` column would
+    otherwise put an infeasible trial on top), and one with several objectives gives each trial's front rank,
+    as `status` does."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    store = tmp_path / "store"
+    st = Store.open(store)
+    spec = {"metric": [{"name": "acc", "goal": "maximize"}, {"name": "lat", "goal": "minimize"}],
+            "constraints": [{"metric": "mem", "max": 1}]}
+    with st.transaction():
+        sid = st.create_sweep(name="mo", method="grid", metric="acc", goal="maximize", spec=spec, spec_path=None,
+                              seed=0)
+        for n, (acc, lat, ok) in enumerate([(0.9, 5.0, True), (0.99, 1.0, False), (0.5, 9.0, True), (0.95, 4.0, True)]):
+            tid = st.add_trial(sid, n, {"x": n}, None, seed=n)
+            st.update_trial(tid, state="completed", value=acc, objective_values=[acc, lat], feasible=ok,
+                            metrics={"acc": acc, "lat": lat, "mem": 0.5 if ok else 2.0})
+        tid = st.add_trial(sid, 4, {"x": 4}, None, seed=4)
+        st.update_trial(tid, state="failed", reason="boom")
+    st.close()
+    rows = list(csv.DictReader(export_sweep("mo", tmp_path / "mo.csv", store=store).open()))
+    assert [(r["feasible"], r["rank"]) for r in rows] == [
+        ("True", "2"), ("False", ""), ("True", "3"), ("True", "1"), ("", "")]
+    table = pq.read_table(export_sweep("mo", tmp_path / "mo.parquet", format="parquet", store=store))
+    assert table.column("feasible").to_pylist() == [True, False, True, True, None]
+    assert table.column("rank").to_pylist() == [2, None, 3, 1, None]
+    plain = list(csv.DictReader(export_sweep("sw", tmp_path / "sw.csv", store=_single(tmp_path)).open()))
+    assert "feasible" not in plain[0] and "rank" not in plain[0]
+
+
+def _single(tmp_path: Path) -> Path:
+    store = tmp_path / "single"
+    st = Store.open(store)
+    with st.transaction():
+        sid = st.create_sweep(name="sw", method="grid", metric="loss", goal="minimize", spec={}, spec_path=None,
+                              seed=0)
+        tid = st.add_trial(sid, 0, {"x": 0}, None, seed=0)
+        st.update_trial(tid, state="completed", value=1.0)
+    st.close()
+    return store
+
+
+def test_an_export_gets_the_permissions_of_a_file_the_user_writes(swept, tmp_path):
+    """Built under a temporary name (mkstemp: 0600, mkdtemp: 0700) and renamed, an export was private:
+    a colleague could not read the CSV, nor `tensorboard --logdir` the directory. A new export gets the
+    umask's permissions, as `open()` and `mkdir` give; a replaced file keeps the permissions it had."""
+    pytest.importorskip("tensorboard")
+    old = os.umask(0o022)
+    try:
+        table = export_sweep("sw", tmp_path / "sw.csv", store=swept)
+        runs = export_sweep("sw", tmp_path / "tb", format="tensorboard", store=swept)
+        kept = tmp_path / "kept.csv"
+        kept.write_text("old")
+        kept.chmod(0o640)
+        export_sweep("sw", kept, store=swept)
+    finally:
+        os.umask(old)
+    assert table.stat().st_mode & 0o777 == 0o644
+    assert runs.stat().st_mode & 0o777 == 0o755
+    assert all(p.stat().st_mode & 0o777 == (0o755 if p.is_dir() else 0o644) for p in runs.rglob("*"))
+    assert kept.stat().st_mode & 0o777 == 0o640 and kept.read_text() != "old"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import json
 import math
+import random
 from pathlib import Path
 from typing import Any
 
@@ -267,3 +268,84 @@ def test_an_answer_is_one_snapshot_even_when_the_driver_commits_midway(tmp_path:
     assert len(q.sweep_status(plain, "alpha")["trials"]) == 7   # the next answer sees it
     plain.close()
     w.close()
+
+
+# ------------------------------------------------------------------------ several objectives at scale
+def _peeled(points, goals):
+    """Front ranks by definition, for reference: peel the non-dominated points, again and again."""
+    from sweeplab.pareto import dominates, to_min
+
+    mins = [to_min(p, goals) for p in points]
+    ranks = [None] * len(points)
+    left = [i for i, m in enumerate(mins) if m is not None]
+    rank = 1
+    while left:
+        front = [i for i in left if not any(dominates(mins[j], mins[i]) for j in left if j != i)]
+        for i in front:
+            ranks[i] = rank
+        left = [i for i in left if i not in set(front)]
+        rank += 1
+    return ranks
+
+
+@pytest.mark.parametrize("dims", [2, 3, 4])
+def test_front_ranks_match_their_definition_with_ties_duplicates_and_missing_values(dims: int) -> None:
+    from sweeplab.pareto import nondominated_ranks, pareto_front
+    from sweeplab.types import Goal
+
+    rng = random.Random(dims)
+    goals = [Goal.MAXIMIZE, Goal.MINIMIZE, Goal.MINIMIZE, Goal.MAXIMIZE][:dims]
+    for _ in range(40):
+        n = rng.randint(0, 60)
+        points = [tuple(rng.choice([0.0, -0.0, 1.0, 2.0, 3.0, rng.random()]) for _ in range(dims)) for _ in range(n)]
+        points += [points[0]] * 3 if points else []                        # identical points share a rank
+        points += [(None, 1.0, 2.0, 3.0)[:dims], (math.nan, 0.0, 0.0, 0.0)[:dims], (math.inf, 0.0, 0.0, 0.0)[:dims]]
+        expected = _peeled(points, goals)
+        assert nondominated_ranks(points, goals) == expected
+        assert pareto_front(points, goals) == [i for i, r in enumerate(expected) if r == 1]
+
+
+def test_status_and_best_of_thousands_of_trials_with_two_objectives_do_not_compare_every_pair(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`status` ranks every trial and `best` lists the front: on 1,500 trials peeling fronts pair by pair
+    took tens of millions of comparisons (9 s for `sweeplab status` at 3,000 trials). Counted, not timed:
+    the work must stay within a few comparisons per trial."""
+    import sweeplab.pareto as pareto
+
+    n = 1500
+    s = Store.open(tmp_path)
+    spec = {"metric": [{"name": "acc", "goal": "maximize"}, {"name": "lat", "goal": "minimize"},
+                       {"name": "mem", "goal": "minimize"}]}
+    rng = random.Random(0)
+    with s.transaction():
+        for name, k in (("two", 2), ("three", 3)):
+            sid = s.create_sweep(name=name, method="random", metric="acc", goal="maximize",
+                                 spec={"metric": spec["metric"][:k]}, spec_path=None, seed=0)
+            for i in range(n):
+                tid = s.add_trial(sid, i, {"x": i}, None, seed=i)
+                values = [round(rng.random(), 3) for _ in range(k)]
+                s.update_trial(tid, state="completed", value=values[0], objective_values=values)
+    s.close()
+    calls = [0]
+    real = pareto.dominates
+
+    def counted(a, b):
+        calls[0] += 1
+        return real(a, b)
+
+    monkeypatch.setattr(pareto, "dominates", counted)
+    reader = Store.open(tmp_path, readonly=True)
+    try:
+        ranks = [t["rank"] for t in q.sweep_status(reader, "two")["trials"]]
+        front = q.pareto_front(reader, "two")
+        assert len(ranks) == n and min(ranks) == 1 and [f["trial"] for f in front] == [
+            i for i, r in enumerate(ranks) if r == 1]
+        assert calls[0] <= 10 * n, calls[0]
+        calls[0] = 0
+        assert q.pareto_front(reader, "three")
+        assert calls[0] <= 100 * n, calls[0]
+        calls[0] = 0
+        assert len(q.sweep_status(reader, "three", limit=10)["trials"]) >= 10
+        assert calls[0] <= 200 * n, calls[0]
+    finally:
+        reader.close()

@@ -54,3 +54,81 @@ def test_status_all_shows_every_trial_and_no_note(tmp_path: Path) -> None:
     _sweep(tmp_path, 30)
     out = _status(tmp_path, "--all")
     assert _numbers(out) == list(range(30)) and "trials shown" not in out
+
+
+def test_the_list_of_sweeps_shows_a_front_not_one_objectives_best_for_several_objectives(tmp_path: Path) -> None:
+    """`sweeplab status` (every sweep): a sweep with two objectives has no single best value; its `best` cell
+    is the size of its feasible Pareto front, as in its own status line, not the first objective's best
+    (here trial 2's acc 0.9, whose latency puts it on the front with two others)."""
+    s = Store.open(tmp_path)
+    spec = {"metric": [{"name": "acc", "goal": "maximize"}, {"name": "lat", "goal": "minimize"}]}
+    with s.transaction():
+        sid = s.create_sweep(name="two", method="random", metric="acc", goal="maximize", spec=spec,
+                             spec_path=None, seed=0)
+        for n, (acc, lat) in enumerate([(0.5, 1.0), (0.4, 2.0), (0.9, 9.0), (0.7, 3.0)]):
+            tid = s.add_trial(sid, n, {"x": n}, None, seed=n)
+            s.update_trial(tid, state="completed", value=acc, objective_values=[acc, lat])
+    s.close()
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", "--store", str(tmp_path)], env=env,
+                        capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    row = next(line for line in cp.stdout.splitlines() if "two" in line)
+    assert [c.strip() for c in row.split("│")][-2] == "front 3", row
+
+
+def test_status_says_when_a_running_sweeps_driver_is_gone(tmp_path: Path) -> None:
+    """A driver killed with `kill -9` leaves its sweep `running` in the store (its trials too, until resumed):
+    `status` says the driver is gone and how to continue, where a live driver (this test's own process)
+    gets no such note."""
+    import time
+
+    s = Store.open(tmp_path)
+    with s.transaction():
+        for name in ("dead", "live"):
+            sid = s.create_sweep(name=name, method="random", metric="loss", goal="minimize", spec={},
+                                 spec_path=None, seed=0)
+            s.add_trial(sid, 0, {"x": 0}, None, seed=0, state="running", started=T0, attempts=1)
+            started = time.time()
+            if name == "dead":
+                driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+                driver.kill()
+                driver.wait()
+                pid = dead = driver.pid
+            else:
+                pid = os.getpid()
+            s.update_sweep(sid, driver=json.dumps({"pid": pid, "host": os.uname().nodename, "started": started}))
+    s.close()
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+
+    def status(*args: str) -> str:
+        cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", *args, "--store", str(tmp_path)], env=env,
+                            capture_output=True, text=True, timeout=120)
+        assert cp.returncode == 0, cp.stderr
+        return cp.stdout
+
+    out = status("dead")
+    assert f"its driver (pid {dead}) is gone" in out and "sweeplab resume dead" in out, out
+    assert "is gone" not in status("live")
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in status().splitlines()
+            if line.startswith("│")}
+    assert rows == {"dead": "running (driver gone)", "live": "running"}, rows
+
+
+def test_best_says_the_completed_trials_are_infeasible_not_that_there_are_none(tmp_path: Path) -> None:
+    """Every completed trial broke a constraint: `best` (exit 1) says so, rather than "no completed trial
+    with a value yet" beside a status listing two completed trials with values."""
+    s = Store.open(tmp_path)
+    spec = {"metric": {"name": "acc", "goal": "maximize"}, "constraints": [{"metric": "mem", "max": 1}]}
+    with s.transaction():
+        sid = s.create_sweep(name="c", method="grid", metric="acc", goal="maximize", spec=spec, spec_path=None,
+                             seed=0)
+        for n in range(2):
+            tid = s.add_trial(sid, n, {"x": n}, None, seed=n)
+            s.update_trial(tid, state="completed", value=0.5 + n, feasible=False)
+    s.close()
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "best", "c", "--store", str(tmp_path)], env=env,
+                        capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 1, cp.stderr
+    assert "no completed feasible trial" in cp.stdout and "2 completed trial(s) are infeasible" in cp.stdout, cp.stdout

@@ -6,13 +6,15 @@
     export_sweep("xgb", "xgb.parquet", format="parquet")            # the same table (the `export` extra)
     export_sweep("xgb", "runs/xgb", format="tensorboard")           # tensorboard --logdir runs/xgb
 
-The store is opened read-only and never written. Every export is atomic: it is built beside its target
+The store is opened read-only and never written, and an `out` inside the store directory is refused.
+Every export is atomic: it is built beside its target
 under a temporary name and renamed into place, so a reader (or a crash) never sees half an export, and an
 earlier export at the same path stays whole until the new one replaces it. A TensorBoard export replaces
 only a directory that an earlier TensorBoard export wrote (it holds a marker file), never anything else.
 
-Table columns: number, state, value, attempts, started, ended, seconds, reason, then `params.<name>` for
-every sampled parameter and `metrics.<name>` for every final metric; a cell is empty where a trial lacks one.
+Table columns: number, state, value, attempts, started, ended, seconds, reason, `feasible` (with constraints),
+`rank` (with several objectives), then `params.<name>` for every sampled parameter and `metrics.<name>` for
+every final metric; a cell is empty where a trial lacks one.
 
 TensorBoard: one run per trial (`trial-0007/`) with a scalar curve for every metric the trial logged (when
 several attempts logged a step, the latest one's value, as in the dashboard), its final metrics at its last
@@ -41,6 +43,9 @@ FORMATS = ("csv", "parquet", "tensorboard")
 MARKER = ".sweeplab-export"   # in a TensorBoard export's directory: it may be replaced by the next export
 STATE_HPARAM = "trial.state"  # the trial's state (completed, pruned...) as a column of the HParams table
 _FIXED = ("number", "state", "value", "attempts", "started", "ended", "seconds", "reason")
+#: columns of a sweep with constraints (`feasible`: true / false / empty) or several objectives (`rank`: the
+#: trial's front rank, 1 = on the feasible Pareto front, empty for a trial that is on no front)
+_OBJECTIVE_COLUMNS = ("feasible", "rank")
 
 
 def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, format: str = "csv",
@@ -49,11 +54,12 @@ def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, forma
     (default: `<sweep>.csv`, `<sweep>.parquet` or `<sweep>-tensorboard/` in the current directory) and
     return the path written. Raises UserError for an unknown sweep or format, or an `out` it must not
     replace; MissingExtraError when the format needs a package that is not installed."""
-    from sweeplab.store import Store
+    from sweeplab.store import Store, default_store_dir
 
     if format not in FORMATS:
         raise UserError(f"export: unknown format {format!r}; expected one of {', '.join(FORMATS)}")
     target = Path(out) if out is not None else Path(_default_name(sweep, format))
+    _outside_store(target, Path(store) if store is not None else default_store_dir())
     _check_target(target, format)
     writer = _writer(format)            # a missing extra is reported before the store is read
     st = Store.open(store, readonly=True)
@@ -80,13 +86,14 @@ def _rows(columns: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
     """The trials table: header and rows (None for a missing cell)."""
     params = sorted(columns["params"])
     metrics = sorted(columns["metrics"])
-    header = [*_FIXED, *(f"params.{p}" for p in params), *(f"metrics.{m}" for m in metrics)]
+    extra = [c for c in _OBJECTIVE_COLUMNS if c in columns]   # with constraints, several objectives
+    header = [*_FIXED, *extra, *(f"params.{p}" for p in params), *(f"metrics.{m}" for m in metrics)]
     rows = []
     for i in range(columns["n"]):
         started, ended = columns["started"][i], columns["ended"][i]
         seconds = ended - started if started is not None and ended is not None else None
         rows.append([columns["number"][i], columns["state"][i], columns["value"][i], columns["attempts"][i],
-                     started, ended, seconds, columns["reason"][i],
+                     started, ended, seconds, columns["reason"][i], *(columns[c][i] for c in extra),
                      *(columns["params"][p][i] for p in params), *(columns["metrics"][m][i] for m in metrics)])
     return header, rows
 
@@ -123,7 +130,8 @@ def _write_parquet(data: dict[str, Any], target: Path) -> None:
         values = [row[j] for row in rows]
         try:
             arrays.append(pa.array(values))
-        except (pa.ArrowInvalid, pa.ArrowTypeError):   # mixed types in one column (3, "auto"): as text
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):   # mixed types (3, "auto"), an int past
+            # 64 bits (2**64): as text, exact
             arrays.append(pa.array([None if v is None else str(v) for v in values], type=pa.string()))
     table = pa.Table.from_arrays(arrays, names=header)
     with _atomic_file(target, "wb") as f:
@@ -135,6 +143,7 @@ def _write_tensorboard(data: dict[str, Any], target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
+        tmp.chmod(0o777 & ~_umask())   # mkdtemp's directory is 0700: `tensorboard --logdir` by others
         (tmp / MARKER).write_text(f"sweeplab TensorBoard export of sweep {summary['name']}\n")
         params = sorted(columns["params"])
         metric_keys = sorted({k for curves in history.values() for k in curves} | set(columns["metrics"]))
@@ -266,8 +275,21 @@ class _EventFile:
 
 # ------------------------------------------------------------------------------------------------ atomicity
 def _default_name(sweep: str, format: str) -> str:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in sweep) or "sweep"
+    """The sweep's name as the store's directories spell it (`store.layout.safe_name`: letters, digits, `-_.`,
+    at most 200 bytes, a long name cut and given a hash), so the file name fits the 255-byte limit."""
+    from sweeplab.store.layout import safe_name
+
+    safe = safe_name(sweep)
     return f"{safe}-tensorboard" if format == "tensorboard" else f"{safe}.{format}"
+
+
+def _outside_store(target: Path, store: Path) -> None:
+    """Refuse a target inside the store directory (its database, its WAL, a log, the directory itself),
+    symlinks followed: the export is renamed over its target, and over `store.db` that would lose every sweep."""
+    root, real = store.resolve(), target.resolve()
+    if real == root or root in real.parents:
+        raise UserError(f"export: {target} is inside the store {store}; an export never writes into the "
+                        "store: choose an --out outside it")
 
 
 def _check_target(target: Path, format: str) -> None:
@@ -296,6 +318,11 @@ def _atomic_file(target: Path, mode: str, **kwargs: Any):  # type: ignore[no-unt
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
     try:
+        try:   # mkstemp's file is 0600: the export gets the replaced file's permissions, else the umask's
+            keep = target.stat().st_mode & 0o7777
+        except OSError:
+            keep = 0o666 & ~_umask()
+        os.fchmod(fd, keep)
         with os.fdopen(fd, mode, **kwargs) as f:
             yield f
             f.flush()
@@ -305,6 +332,13 @@ def _atomic_file(target: Path, mode: str, **kwargs: Any):  # type: ignore[no-unt
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _replace_dir(tmp: Path, target: Path) -> None:

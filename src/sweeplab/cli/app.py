@@ -32,6 +32,19 @@ def _open_store(store: Optional[Path], readonly: bool = False):  # type: ignore[
     return Store.open(_store_path(store), readonly=readonly)
 
 
+def _known_sweep(store: Optional[Path], name: str) -> None:
+    """A UserError unless the store exists and holds a sweep called `name` (with a "did you mean"): checked
+    read-only, so a misspelt name or --store creates nothing."""
+    from sweeplab.store import queries
+
+    st = _open_store(store, readonly=True)
+    try:
+        if st.sweep_row(name) is None:
+            raise queries.unknown_sweep(st, name)
+    finally:
+        st.close()
+
+
 def _parse_gpus(text: Optional[str]) -> Optional[list[int]]:
     if text is None:
         return None

@@ -13,7 +13,7 @@ import typer
 from sweeplab.api import build_backend
 from sweeplab.api import record_backend as _record_backend
 from sweeplab.cli.app import _parse_gpus
-from sweeplab.cli.output import _fmt, console, err
+from sweeplab.cli.output import _fmt, console, err, escape
 from sweeplab.cli.progress import _LiveProgress
 from sweeplab.errors import UserError
 
@@ -32,7 +32,7 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
     from sweeplab.driver import Driver
 
     def note(text: str) -> None:
-        err.print(f"[yellow]{text}[/yellow]")
+        err.print(f"[yellow]{escape(text)}[/yellow]", markup=True)
 
     with _LiveProgress(quiet) as live:
         driver = Driver(spec, st, be, sweep_name=sweep_name, overrides=overrides, smoke=smoke,
@@ -58,7 +58,8 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
             driver.resume(extra_trials=extra_trials, total_trials=total_trials, new_spec_path=new_spec_path)
         _record_backend(st, driver.sweep_id, be)
         if not quiet:
-            console.print(f"sweep [bold]{sweep_name}[/bold] on {be.describe()} -> store {st.root}")
+            console.print(f"sweep [bold]{escape(sweep_name)}[/bold] on {escape(be.describe())} -> store "
+                          f"{escape(st.root)}", markup=True)
         outcome = driver.run()
     _report(outcome, st, quiet, single=single, smoke=smoke)
     if smoke:
@@ -116,9 +117,9 @@ def _report(outcome: Any, st: Any, quiet: bool, single: bool = False, smoke: boo
         if len(lines) > 1:
             err.print("\n".join(lines[1:]), markup=False, soft_wrap=True)
     elif single and outcome.state.value == "finished":   # a `run`: its budget of one trial is not news
-        console.print(f"\nrun [bold]{outcome.sweep}[/bold] finished")
+        console.print(f"\nrun [bold]{escape(outcome.sweep)}[/bold] finished", markup=True)
     else:
-        console.print(f"\nsweep [bold]{outcome.sweep}[/bold] {outcome.state.value}: ", end="")
+        console.print(f"\nsweep [bold]{escape(outcome.sweep)}[/bold] {outcome.state.value}: ", end="", markup=True)
         console.print(lines[0], markup=False)
     console.print(f"trials: {summary or 'none'}")
     if single:
@@ -162,6 +163,8 @@ def _front_line(st: Any, sweep: str) -> Optional[str]:
         summary = queries.sweep_summary(st, sweep)["sweep"]
         if len(summary.get("objectives") or []) > 1:
             front = queries.pareto_front(st, sweep)
+            if not front:
+                return "Pareto front: empty (no completed feasible trial with every objective)"
             return (f"Pareto front: {len(front)} trial(s) "
                     f"({', '.join(str(f['trial']) for f in front[:10])}{', ...' if len(front) > 10 else ''}); "
                     f"`sweeplab best {sweep}` lists them")

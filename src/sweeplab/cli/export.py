@@ -22,9 +22,16 @@ def export(
 ) -> None:
     """Export a sweep (read-only; written atomically): a table of its trials, or TensorBoard runs with
     curves and the HParams table (`tensorboard --logdir OUT`)."""
+    from sweeplab.errors import SweeplabError
     from sweeplab.export import export_sweep
 
-    path = export_sweep(sweep_name, out, format=format, store=_store_path(store))
+    try:
+        path = export_sweep(sweep_name, out, format=format, store=_store_path(store))
+    except OSError as exc:   # the target cannot be written (no room, not a directory, no permission...)
+        from sweeplab.export import _default_name
+
+        where = out if out is not None else Path(_default_name(sweep_name, format))
+        raise SweeplabError(f"export: cannot write {where}: {exc.strerror or exc}; nothing was replaced") from None
     console.print(f"wrote {path}")
     if format == "tensorboard":
         console.print(f"view: tensorboard --logdir {path}")

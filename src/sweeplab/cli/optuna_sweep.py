@@ -9,7 +9,7 @@ import typer
 
 from sweeplab.cli.app import _open_store
 from sweeplab.cli.driving import _report
-from sweeplab.cli.output import console, err
+from sweeplab.cli.output import console, err, escape
 from sweeplab.cli.progress import _LiveProgress
 from sweeplab.errors import UserError
 
@@ -24,7 +24,7 @@ def run_optuna(target: str, *, trials: Optional[int], workers: Optional[int], ba
     from sweeplab.optuna_compat import optimize
 
     def note(text: str) -> None:
-        err.print(f"[yellow]{text}[/yellow]")
+        err.print(f"[yellow]{escape(text)}[/yellow]", markup=True)
 
     built_sampler = _optuna_object("samplers", sampler, seed=seed) if sampler else None
     built_pruner = _optuna_object("pruners", pruner) if pruner else None
@@ -40,7 +40,8 @@ def run_optuna(target: str, *, trials: Optional[int], workers: Optional[int], ba
     if outcome is None:   # pragma: no cover - a blocking optimize always has one
         raise typer.Exit(1)
     if not quiet:
-        console.print(f"Optuna objective {target} -> sweep [bold]{handle.name}[/bold] in {handle.store}")
+        console.print(f"Optuna objective {escape(target)} -> sweep [bold]{escape(handle.name)}[/bold] in "
+                      f"{escape(handle.store)}", markup=True)
     st = _open_store(store, readonly=True)
     try:
         _report(outcome, st, quiet)

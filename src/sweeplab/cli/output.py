@@ -14,9 +14,14 @@ PIPE_WIDTH = 1_000_000
 
 def _make_console(*, stderr: bool) -> Console:
     """A console for stdout or stderr. Not a terminal: no width limit, so tables print whole values and lines
-    are not wrapped (rich would assume 80 columns). Stderr never wraps: each message stays one line."""
+    are not wrapped (rich would assume 80 columns). Stderr never wraps: each message stays one line.
+
+    No markup by default: what is printed is mostly the user's text (sweep names, parameter values, a trial's
+    reason, an exception naming `[/data]`), which rich would read as style tags, dropping `[red]` or ending
+    the command with a MarkupError on `[/]`. A line that styles passes `markup=True` and `escape`s the
+    user's text in it."""
     # no emoji: "train.py:train:" stays as written
-    out = Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=stderr)
+    out = Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=stderr, markup=False)
     if not out.is_terminal:
         out.width = PIPE_WIDTH
     return out
@@ -24,6 +29,13 @@ def _make_console(*, stderr: bool) -> Console:
 
 console = _make_console(stderr=False)
 err = _make_console(stderr=True)
+
+
+def escape(text: Any) -> str:
+    """`text` as literal text inside a `markup=True` line (rich.markup.escape)."""
+    from rich.markup import escape as _escape
+
+    return _escape(str(text))
 
 
 def Table(*columns: Any, **options: Any) -> Any:   # stands in for the class, imported on first use

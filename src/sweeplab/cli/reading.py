@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import Any, Optional
@@ -9,7 +10,7 @@ from typing import Any, Optional
 import typer
 
 from sweeplab.cli.app import STORE_HELP, _open_store, app
-from sweeplab.cli.output import Table, _fmt, _print_json, console
+from sweeplab.cli.output import Table, _fmt, _print_json, console, escape
 
 STATUS_ROWS = 20   # trials `status SWEEP` shows by default: a 10,000-trial sweep answers as fast as a small one
 
@@ -37,9 +38,10 @@ def status(
         table = Table("sweep", "state", "method", "trials", "completed", "pruned", "failed", "running", "best")
         for s in sweeps:
             c = s["counts"]
-            table.add_row(s["name"], s["state"], s["method"], str(s["trials"]), str(c.get("completed", 0)),
+            state = s["state"] + (" (driver gone)" if _gone_driver(st, s) else "")
+            table.add_row(s["name"], state, s["method"], str(s["trials"]), str(c.get("completed", 0)),
                           str(c.get("pruned", 0) + c.get("stopped_by_rule", 0)), str(c.get("failed", 0)),
-                          str(c.get("running", 0)), _fmt(s["best"]))
+                          str(c.get("running", 0)), _best_cell(st, s))
         console.print(table)
         return
     if show_all or (as_json and limit is None):
@@ -51,9 +53,14 @@ def status(
         _print_json(data)
         return
     s = data["sweep"]
-    console.print(f"[bold]{s['name']}[/bold]  {s['state']}  {s['method']}  {_headline(st, s, data['trials'])}")
+    console.print(f"[bold]{escape(s['name'])}[/bold]  {s['state']}  {escape(s['method'])}  "
+                  f"{escape(_headline(st, s, data['trials']))}", markup=True)
     if s.get("end_reason"):
         console.print(f"ended: {s['end_reason'].splitlines()[0]}")
+    gone = _gone_driver(st, s)
+    if gone:
+        console.print(f"its driver (pid {gone['pid']}) is gone: its running trials stay `running` until "
+                      f"`sweeplab resume {shlex.quote(s['name'])}` continues the sweep", markup=False)
     budget, spend = s.get("budget") or {}, s.get("spend") or {}
     if budget or spend:
         parts = []
@@ -110,6 +117,44 @@ def _headline(st: Any, s: dict[str, Any], trials: list[dict[str, Any]]) -> str:
     return f"{goals}  front {front} trial(s){hv}"
 
 
+def _gone_driver(st: Any, s: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The recorded driver of a `running` sweep when it is known to be gone (killed with `kill -9`, its
+    machine rebooted: nothing marked the sweep ended), else None. Known only on the driver's own host: its
+    pid is not alive there, or is a newer process (a reused pid) than the driver that recorded itself."""
+    if s.get("state") != "running":
+        return None
+    import json
+
+    row = st.sweep_row(s["name"])
+    try:
+        driver = json.loads(row["driver"]) if row is not None and "driver" in row.keys() and row["driver"] else None
+        if not isinstance(driver, dict) or driver.get("host") != os.uname().nodename:
+            return None
+        pid, started = int(driver["pid"]), float(driver["started"])
+    except (ValueError, TypeError, KeyError):
+        return None
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        alive = proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= started + 1.0
+    except psutil.NoSuchProcess:
+        alive = False
+    except psutil.Error:   # not ours to look at: say nothing
+        return None
+    return None if alive else driver
+
+
+def _best_cell(st: Any, s: dict[str, Any]) -> str:
+    """A sweep's result in the list of sweeps: its best value, or with several objectives the size of its
+    feasible Pareto front (no one value is best; the first objective's best is one end of the front)."""
+    if len(s.get("objectives") or []) < 2:
+        return _fmt(s["best"])
+    from sweeplab.store import queries
+
+    return f"front {len(queries.pareto_front(st, s['name']))}"
+
+
 def _rank(rank: Optional[int]) -> str:
     return "" if rank is None else ("1 (front)" if rank == 1 else str(rank))
 
@@ -140,7 +185,7 @@ def best(
             console.print(f"{sweep_name}: the sweep declares no metric.name, so no trial is best; "
                           f"`sweeplab status {shlex.quote(sweep_name)} --json` lists each trial's metrics")
         else:
-            console.print(f"{sweep_name}: no completed trial with a value yet")
+            console.print(f"{sweep_name}: {_no_best_why(data['sweep'])}", markup=False)
         raise typer.Exit(1)
     if as_json:
         _print_json(b)
@@ -154,6 +199,16 @@ def best(
     if b["value"] is None:
         for k, v in (b.get("metrics") or {}).items():
             console.print(f"    metric {k} = {_fmt(v)}", markup=False)
+
+
+def _no_best_why(sweep: dict[str, Any]) -> str:
+    """Why a sweep with a metric has no best trial: none completed with a value yet, or those that did broke
+    a constraint (they have values, which `status` shows beside INFEASIBLE)."""
+    completed = (sweep.get("counts") or {}).get("completed", 0)
+    if sweep.get("constraints") and completed:
+        return (f"no completed feasible trial yet: the {completed} completed trial(s) are infeasible or have no "
+                "value (`sweeplab status` shows which constraint each broke)")
+    return "no completed trial with a value yet"
 
 
 def _print_front(sweep_name: str, front: list[dict[str, Any]], data: dict[str, Any], as_json: bool) -> None:

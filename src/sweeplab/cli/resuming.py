@@ -11,7 +11,7 @@ import typer
 
 from sweeplab.api import check_spec as _check_spec
 from sweeplab.api import name_taken
-from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, app
+from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _known_sweep, _open_store, app
 from sweeplab.cli.driving import _make_backend, _run_driver
 from sweeplab.cli.output import console
 from sweeplab.errors import UserError
@@ -46,9 +46,10 @@ def resume(
 
     if workers is not None and workers < 1:   # 0 would silently mean one per core
         raise UserError(f"--workers must be at least 1; got {workers}")
+    _known_sweep(store, sweep_name)   # before the writer opens (and would create) the store
     st = _open_store(store)
     row = st.sweep_row(sweep_name)
-    if row is None:
+    if row is None:   # gone since: another process's doing
         raise UserError(f"no sweep named {sweep_name!r} in {st.root}")
     raw = json.loads(row["spec"])
     meta = raw.pop("_sweeplab", {}) or {}

@@ -14,7 +14,7 @@ from sweeplab.api import unique_name as _unique_name
 from sweeplab.cli import _early
 from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, _split_overrides, _store_path, app
 from sweeplab.cli.driving import _make_backend, _run_driver
-from sweeplab.cli.output import console, err
+from sweeplab.cli.output import console, err, escape
 from sweeplab.errors import UserError
 
 
@@ -72,11 +72,10 @@ def sweep(
         ctx.fail("Missing argument 'SPEC' (or --optuna module:objective).")   # a usage error, exit 2
     spec = load_spec(spec_file, strict=strict, function=function)
     for warning in spec.warnings:
-        from rich.markup import escape
-
-        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}", markup=True)
     for key in spec.ignored:
-        err.print(f"[dim]info: {spec_file}: '{key}' is a W&B setting that does not apply offline; ignored[/dim]")
+        err.print(f"[dim]info: {escape(spec_file)}: '{escape(key)}' is a W&B setting that does not apply offline; "
+                  "ignored[/dim]", markup=True)
     if profile is not None:
         spec = spec.with_overrides(profile=profile or None)   # the same spec on a laptop and on a cluster
     if trials is not None:
@@ -138,7 +137,7 @@ def _describe(spec: Any, spec_file: Path) -> None:
     scheduler = (make_scheduler(spec.early_terminate, goal=goal, file=file, metric=metric)
                  if spec.early_terminate else None)
     monitors = parse_monitors(list(spec.monitors), file=file, metric=metric, goal=goal) if spec.monitors else []
-    console.print(f"[bold]{spec.name or spec_file.stem}[/bold]: valid")
+    console.print(f"[bold]{escape(spec.name or spec_file.stem)}[/bold]: valid", markup=True)
     console.print(f"  method   {spec.method}" + (f" (seed {spec.seed})" if spec.seed is not None else ""))
     if spec.multi_objective:
         console.print("  metric   " + ", ".join(f"{o.goal.value} {o.name}" for o in spec.objectives)

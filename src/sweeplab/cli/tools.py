@@ -25,10 +25,12 @@ def stop(
 
     import psutil
 
+    from sweeplab.store import queries
+
     st = _open_store(store, readonly=True)
     row = st.sweep_row(sweep_name)
     if row is None:
-        raise UserError(f"no sweep named {sweep_name!r} in {st.root}")
+        raise queries.unknown_sweep(st, sweep_name)
     driver = json.loads(row["driver"] or "null") if "driver" in row.keys() else None
     if row["state"] != "running" or not driver:
         raise UserError(f"sweep {sweep_name!r} is not running (state {row['state']})")

@@ -18,6 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sweeplab.errors import UserError
 from sweeplab.pareto import hypervolume, nondominated_ranks
+from sweeplab.pareto import pareto_front as front_indices
 from sweeplab.store.sqlite import INTEGERS, Store
 from sweeplab.types import Goal, TrialState
 
@@ -43,6 +44,7 @@ __all__ = [
     "trial_columns",
     "trial_detail",
     "trial_states",
+    "unknown_sweep",
 ]
 
 MAX_CURVE_TRIALS = 200
@@ -111,10 +113,31 @@ def _num(x: Any) -> float | None:
 def _sweep_or_raise(store: Store, name: str) -> sqlite3.Row:
     row = store.conn.execute("SELECT * FROM sweeps WHERE name=?", (name,)).fetchone()
     if row is None:
-        names = [r[0] for r in store.conn.execute("SELECT name FROM sweeps ORDER BY id")]
-        have = ", ".join(names) if names else "(none)"
-        raise UserError(f"no sweep named {name!r} in {store.root}; sweeps: {have}")
+        raise unknown_sweep(store, name)
     return row
+
+
+SHOWN_NAMES = 8   # sweeps an unknown-name error lists (a store can hold hundreds; `status` lists them all)
+
+
+@_one_snapshot
+def unknown_sweep(store: Store, name: str) -> UserError:
+    """The error for a sweep name the store does not hold: the closest name (case aside) as a "did you mean",
+    then the first few sweeps and how many there are, so that the line stays one short line."""
+    import difflib
+
+    names = [r[0] for r in store.conn.execute("SELECT name FROM sweeps ORDER BY id")]
+    text = f"no sweep named {name!r} in {store.root}"
+    lowered = {n.lower(): n for n in reversed(names)}   # the oldest of names equal but for case
+    close = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.6)
+    if close:
+        text += f"; did you mean {lowered[close[0]]!r}?"
+    if not names:
+        return UserError(f"{text}; it holds no sweeps yet")
+    if len(names) <= SHOWN_NAMES:
+        return UserError(f"{text}; sweeps: {', '.join(names)}")
+    return UserError(f"{text}; sweeps: {', '.join(names[:SHOWN_NAMES])}, ... ({len(names)} sweeps; "
+                     "`sweeplab status` lists them)")
 
 
 def _bounded(n: Any) -> int:
@@ -242,19 +265,24 @@ def _objective_values(row: sqlite3.Row, names: Sequence[str]) -> list[float | No
     return [_num(v) for v in values]
 
 
-def _ranks(rows: Sequence[sqlite3.Row], objectives: Sequence[tuple[str, Goal]]) -> list[int | None]:
-    """Each trial's front rank among the completed feasible trials (1: the Pareto front); None for the
-    others, and for every trial of a sweep with one objective."""
-    if len(objectives) < 2:
-        return [None] * len(rows)
-    names, goals = [n for n, _ in objectives], [g for _, g in objectives]
+def _front_points(rows: Sequence[sqlite3.Row], names: Sequence[str]) -> list[Sequence[float | None]]:
+    """Each trial's objective values where it counts for the front (completed, feasible), else Nones."""
     points: list[Sequence[float | None]] = []
     for r in rows:
         values = _objective_values(r, names)
         usable = (r["state"] == TrialState.COMPLETED.value and values is not None
                   and ("feasible" not in r.keys() or r["feasible"] != 0))
         points.append(values if usable and values is not None else [None] * len(names))
-    return nondominated_ranks(points, goals)
+    return points
+
+
+def _ranks(rows: Sequence[sqlite3.Row], objectives: Sequence[tuple[str, Goal]]) -> list[int | None]:
+    """Each trial's front rank among the completed feasible trials (1: the Pareto front); None for the
+    others, and for every trial of a sweep with one objective."""
+    if len(objectives) < 2:
+        return [None] * len(rows)
+    names, goals = [n for n, _ in objectives], [g for _, g in objectives]
+    return nondominated_ranks(_front_points(rows, names), goals)
 
 
 def _trial_rows(store: Store, sweep_id: int, where: str = "", args: Sequence[Any] = (),
@@ -288,9 +316,12 @@ def pareto_front(store: Store, name: str) -> list[dict[str, Any]]:
     objectives = _objectives(_loads(sweep["spec"], {}), sweep)
     rows = _trial_rows(store, sweep["id"])
     names = [n for n, _ in objectives]
+    if len(objectives) < 2:
+        return []
+    on = set(front_indices(_front_points(rows, names), [g for _, g in objectives]))   # the front alone, not ranks
     return [{"trial": r["number"], "values": dict(zip(names, _objective_values(r, names) or [])),
              "params": _loads(r["params"], {})}
-            for r, rank in zip(rows, _ranks(rows, objectives)) if rank == 1]
+            for i, r in enumerate(rows) if i in on]
 
 
 @_one_snapshot

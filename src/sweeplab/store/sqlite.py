@@ -104,11 +104,21 @@ def _schema_sql() -> str:
 
 
 def _why(exc: BaseException) -> str:
-    """The SQLite error, with a hint when it usually means the disk (or a file-size limit) is full."""
+    """The SQLite error, with a hint when it usually means the disk (or a file-size limit) is full, or that
+    the database file is damaged."""
     text = str(exc)
     if "disk I/O error" in text or "full" in text:
         text += " (is the disk full, or a file-size limit reached?)"
+    elif "malformed" in text or "not a database" in text:
+        text += " (the database file is damaged; `sqlite3 store.db .recover` may save what is left, into a new file)"
     return text
+
+
+def _about_the_file(exc: BaseException) -> bool:
+    """An SQLite error about the store's file or access to it (damage, a lock, I/O, a full disk, a table an
+    older store lacks), which a command reports in one line as a StoreError; not a misuse of the API
+    (ProgrammingError, IntegrityError: bugs, raised as they are)."""
+    return type(exc) in (sqlite3.DatabaseError, sqlite3.OperationalError)
 
 
 def default_store_dir() -> Path:
@@ -157,14 +167,7 @@ class Store:
             if not db.exists():
                 raise UserError(f"no sweeplab store at {root_path} (no {DB_NAME}); run a sweep first "
                                 "or pass --store / SWEEPLAB_STORE")
-            try:
-                conn = cls._connect_ro(db, immutable=not os.access(root_path, os.W_OK))
-            except sqlite3.Error:
-                try:   # a WAL database in a read-only directory: SQLite cannot create its -shm file
-                    conn = cls._connect_ro(db, immutable=True)
-                except sqlite3.Error as exc:
-                    raise StoreError(f"cannot read the store {db}: {exc}") from None
-            return cls(root_path, conn, readonly=True)
+            return cls(root_path, cls._open_reader(db), readonly=True)
         try:
             for sub in ("", "checkpoints", "artifacts", "logs"):
                 (root_path / sub).mkdir(parents=True, exist_ok=True)
@@ -200,9 +203,43 @@ class Store:
                              "or a new directory")
 
     @classmethod
+    def _open_reader(cls, db: Path) -> sqlite3.Connection:
+        """A read-only connection that sees every committed transaction, the ones still in store.db-wal too
+        (a driver killed before its last checkpoint, a store shared while its sweep runs).
+
+        In a read-only directory SQLite reads the WAL through the -wal and -shm files that are there; where
+        they are not (a store its last writer closed cleanly) it cannot create them, and the main file is
+        then the whole store: it is read as immutable. A WAL with commits but no -shm beside it in a
+        read-only directory cannot be read, and is refused rather than silently left out.
+        """
+        try:
+            return cls._connect_ro(db, immutable=False)
+        except sqlite3.Error as exc:
+            first = exc
+        if os.access(db.parent, os.W_OK):   # not for want of -shm: immutable would read past a live writer's locks
+            raise StoreError(f"cannot read the store {db}: {_why(first)}") from None
+        wal = Path(f"{db}-wal")
+        try:
+            pending = wal.stat().st_size > 0
+        except OSError:
+            pending = False
+        if pending:
+            raise StoreError(f"cannot read the store {db}: {_why(first)}; its write-ahead log {wal.name} holds "
+                             f"commits that cannot be read in a read-only directory without {db.name}-shm: copy "
+                             "the store directory to a writable place and read it there") from None
+        try:
+            return cls._connect_ro(db, immutable=True)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read the store {db}: {_why(exc)}") from None
+
+    @classmethod
     def _connect_ro(cls, db: Path, *, immutable: bool) -> sqlite3.Connection:
         flags = "mode=ro&immutable=1" if immutable else "mode=ro"
-        conn = sqlite3.connect(f"file:{db}?{flags}", uri=True, timeout=10, check_same_thread=False)
+        from urllib.parse import quote
+
+        # the path percent-encoded: a directory named `runs#1` or `what?x` would end the path at `#` / `?` (and
+        # drop `mode=ro` with it), `p%20q` would be decoded
+        conn = sqlite3.connect(f"file:{quote(str(db))}?{flags}", uri=True, timeout=10, check_same_thread=False)
         conn.execute("PRAGMA query_only=ON")
         conn.row_factory = sqlite3.Row
         cls._check_version(conn, db)
@@ -210,11 +247,23 @@ class Store:
 
     @staticmethod
     def _check_version(conn: sqlite3.Connection, db: Path) -> None:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
+        # one statement, one read: the schema a first sweep commits between two reads is seen whole or not
+        meta, anything = conn.execute("SELECT (SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'), "
+                                      "(SELECT 1 FROM sqlite_master LIMIT 1)").fetchone()
+        if meta is None:
+            if anything is None:
+                # no table at all: a first sweep is creating the store (its schema is not committed yet), or
+                # the file is empty; either way there are no sweeps yet, as when there is no store.db
+                raise UserError(f"no sweeplab store at {db.parent} yet ({db.name} is empty: a first sweep may be "
+                                "creating it); run a sweep first or pass --store / SWEEPLAB_STORE")
             raise StoreError(f"{db} is not a sweeplab store (it has no meta table); expected a store that "
                              "sweeplab wrote")
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        version = int(row[0]) if row else 0
+        try:
+            version = int(row[0]) if row else 0
+        except (TypeError, ValueError):
+            raise StoreError(f"the store {db} has a schema version sweeplab cannot read ({row[0]!r}); expected "
+                             f"a whole number up to {SCHEMA_VERSION}") from None
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"the store {db} has schema version {version}, newer than this sweeplab "
@@ -308,6 +357,10 @@ class Store:
         self._reading = 1
         try:
             yield
+        except sqlite3.DatabaseError as exc:   # a damaged page met by a query of the snapshot, a lock...
+            if not _about_the_file(exc):
+                raise
+            raise StoreError(f"cannot read the store {self.root / DB_NAME}: {_why(exc)}") from None
         finally:
             self._reading = 0
             with contextlib.suppress(sqlite3.Error):   # a read transaction: nothing to keep or lose
@@ -333,11 +386,13 @@ class Store:
         self._depth = 1
         try:
             yield
-        except BaseException:
+        except BaseException as exc:
             self._depth = 0
             self._sweep_keys.clear()   # a key added in the rolled-back transaction is not in `sweep_keys`
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.DatabaseError) and _about_the_file(exc):   # damage met mid-batch
+                raise StoreError(f"cannot write the store {self.root / DB_NAME}: {_why(exc)}") from None
             raise
         self._depth = 0
         try:
@@ -392,7 +447,9 @@ class Store:
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         try:
             return self.conn.execute(sql, params)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
+            if not _about_the_file(exc):
+                raise
             raise StoreError(f"store {self.root / DB_NAME}: {_why(exc)}") from None
 
     def create_sweep(self, *, name: str, method: str, metric: str | None, goal: str,
@@ -476,7 +533,9 @@ class Store:
                     "INSERT INTO metrics(trial_id, attempt, step, key, value, time) VALUES (?,?,?,?,?,?)", rows
                 )
                 self._add_keys(trial_id, {r[3] for r in rows})
-            except sqlite3.OperationalError as exc:
+            except sqlite3.DatabaseError as exc:
+                if not _about_the_file(exc):
+                    raise
                 raise StoreError(f"store {self.root / DB_NAME}: {_why(exc)}") from None
 
     def _add_keys(self, trial_id: int, keys: set[str]) -> None:
