@@ -149,3 +149,25 @@ def test_run_cap_written_as_a_float_counts_as_wandb_counts_it() -> None:
     assert _spec(run_cap=10.0).budget.trials == 10   # jsonschema's integer takes 10.0; W&B runs it
     with pytest.raises(SpecError, match="run_cap: not an integer"):
         _spec(run_cap=10.5)
+
+
+# -- min/max of mixed types without a distribution: W&B's client refuses the file ----------------------------------
+# (wandb/apis/public/sweeps.py, _validate_config_and_fill_distribution: "Parameter lr is ambiguous, please specify
+# bounds as both floats ... or ints", for `wandb sweep` and `wandb.sweep` alike, top-level parameters only);
+# found in LegoSorter/NNUtils configs/sweeps/sweep.yaml (`fine_tuning_min_delta: {min: 0, max: 0.1}`)
+
+def test_mixed_int_and_float_bounds_are_warned_about_as_wandb_refuses_them() -> None:
+    spec = _spec(method="random", parameters={"delta": {"min": 0, "max": 0.1}, "lr": {"min": 0.0001, "max": 1}})
+    assert [w.split(": ")[1] for w in spec.warnings] == ["parameters.delta", "parameters.lr"]
+    assert "W&B refuses this file" in spec.warnings[0] and "uniform" in spec.warnings[0]
+    assert spec.space.params["delta"].kind == "uniform"   # run as what the bounds say: a float range
+    with pytest.raises(SpecError, match=r"sweep\.yaml: parameters\.delta: min and max mix an integer and a float"):
+        _spec(strict=True, method="random", parameters={"delta": {"min": 0, "max": 0.1}})
+
+
+def test_bounds_wandb_takes_are_not_warned_about() -> None:
+    spec = _spec(method="random", parameters={
+        "a": {"min": 0.0, "max": 0.1}, "b": {"min": 1, "max": 5},                    # both floats, both ints
+        "c": {"distribution": "uniform", "min": 0, "max": 0.1},                     # a distribution given
+        "opt": {"parameters": {"lr": {"min": 0, "max": 0.1}}}})                     # nested: W&B's client skips it
+    assert spec.warnings == ()
