@@ -111,9 +111,20 @@ class SearchSpace:
                     hint="use values: [...] or method: random",
                 )
             axes.append((name, values))
-        # W&B enumerates parameters sorted by name at every nesting level; the last varies fastest
-        axes.sort(key=lambda axis: axis[0].split("."))
+        # W&B enumerates parameters sorted by the keys written at every nesting level; the last varies fastest
+        axes.sort(key=lambda axis: self._wandb_path(axis[0]))
         return axes
+
+    def _wandb_path(self, name: str) -> list[str]:
+        """The keys W&B sorts `name` by, one per nesting level (wandb/sweeps params.py, HyperParameterSet.
+        from_config sorts each `parameters` block's keys as strings): `opt.lr` nested is ["opt", "lr"], but
+        `data.dir` written flat is the one key "data.dir" (after `data-size`: '-' sorts before '.'). Read from
+        the name's spec key path; a space without it, or a conditional one (sweeplab's), sorts by the name's
+        dotted parts."""
+        key = self.keys.get(name)
+        if key is None or self.conditions or not key.startswith("parameters."):
+            return name.split(".")
+        return key[len("parameters."):].split(".parameters.")
 
     def grid(self) -> Iterator[dict[str, Any]]:
         """Every combination, in W&B's order; raises SpecError if a parameter is continuous.
