@@ -171,3 +171,14 @@ def test_bounds_wandb_takes_are_not_warned_about() -> None:
         "c": {"distribution": "uniform", "min": 0, "max": 0.1},                     # a distribution given
         "opt": {"parameters": {"lr": {"min": 0, "max": 0.1}}}})                     # nested: W&B's client skips it
     assert spec.warnings == ()
+
+
+def test_the_program_checked_is_found_where_the_sweep_runs_it(tmp_path, monkeypatch) -> None:
+    # configs/sweeps/sweep.yaml run from the project's root (LegoSorter/NNUtils, ktroyan/compgen-reasoning lay
+    # their sweeps out so): W&B's agent, and sweeplab, run `program` from the working directory
+    (tmp_path / "configs" / "sweeps").mkdir(parents=True)
+    (tmp_path / "train.py").write_text("print('reads nothing')\n")
+    monkeypatch.chdir(tmp_path)
+    raw = {**BASE, "command": ["${env}", "python", "${program}", "--fast"]}
+    (warning,) = parse_spec(raw, file="configs/sweeps/sweep.yaml", base_dir=tmp_path / "configs" / "sweeps").warnings
+    assert "passes no parameters" in warning and "train.py does not read wandb.config" in warning

@@ -23,6 +23,16 @@ class _WandbWarnings(_Reader):
             raise err
         self.warnings.append(f"{err} ({note}; --strict makes this an error)")
 
+    def _program_text(self, name: str) -> str | None:
+        """The program's text, found where the sweep runs it: from the working directory (as W&B's agent runs
+        `program`, and sweeplab too), else beside the spec file (which sweeplab also accepts)."""
+        for path in (Path(name), *(() if self.base_dir is None else (self.base_dir / name,))):
+            try:
+                return path.read_text(errors="replace")
+            except OSError:
+                continue
+        return None
+
     def mixed_bounds(self, raw: Any) -> None:
         """`lr: {min: 0, max: 0.1}` with no distribution: W&B's client refuses the file ("Parameter lr is
         ambiguous, please specify bounds as both floats ... or ints": wandb/apis/public/sweeps.py,
@@ -53,10 +63,8 @@ class _WandbWarnings(_Reader):
             + [c for c in command if c.endswith(".py") and "${" not in c]
         read = []
         for name in files:
-            path = Path(name) if self.base_dir is None else self.base_dir / name
-            try:
-                text = path.read_text(errors="replace")
-            except OSError:
+            text = self._program_text(name)
+            if text is None:
                 continue
             if "wandb" in text and re.search(r"\.config\b", text):
                 return ()   # it reads its parameters from wandb.config (WANDB_SWEEP_PARAM_PATH)
