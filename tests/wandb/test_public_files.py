@@ -182,3 +182,36 @@ def test_the_program_checked_is_found_where_the_sweep_runs_it(tmp_path, monkeypa
     raw = {**BASE, "command": ["${env}", "python", "${program}", "--fast"]}
     (warning,) = parse_spec(raw, file="configs/sweeps/sweep.yaml", base_dir=tmp_path / "configs" / "sweeps").warnings
     assert "passes no parameters" in warning and "train.py does not read wandb.config" in warning
+
+
+# -- a parameter and a dotted name under it (`model` and `model.dropout`, Hydra overrides) -------------------------
+
+
+def test_a_parameter_and_a_dotted_name_under_it_run_as_wandb_runs_them(tmp_path) -> None:
+    # mohamedkhayat/modern-training-pipeline conf/sweep.yaml sweeps `model: {values: [resnet50, ...]}` and
+    # `model.dropout` with ${args_no_hyphens} (Hydra: model=resnet50 model.dropout=0.3); W&B runs it, each a
+    # key of its own. sweeplab failed before the first trial: "'model' is both a value and a group"
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "main.py").write_text(
+        "import json, sys\nargs = dict(a.split('=', 1) for a in sys.argv[1:])\n"
+        "print('@sweeplab ' + json.dumps({'f1': float(args['model.dropout'])}))\n")
+    (tmp_path / "sweep.yaml").write_text(
+        "program: main.py\nmethod: grid\nmetric: {name: f1, goal: maximize}\n"
+        "command: ['${env}', '${interpreter}', '${program}', '${args_no_hyphens}']\n"
+        "parameters:\n  model: {values: [resnet50, effnet]}\n  model.dropout: {values: [0.25]}\n")
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", "store", "-q"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    import sqlite3
+
+    rows = sqlite3.connect(tmp_path / "store" / "store.db").execute(
+        "SELECT state, value, config FROM trials ORDER BY number").fetchall()
+    assert [(r[0], r[1]) for r in rows] == [("completed", 0.25), ("completed", 0.25)]
+    assert json.loads(rows[0][2]) == {"model": "resnet50", "model.dropout": 0.25}   # one key each, as in W&B

@@ -233,9 +233,18 @@ class SearchSpace:
 
 
 def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """{"a.b": 1, "c": 2} -> {"a": {"b": 1}, "c": 2}."""
+    """{"a.b": 1, "c": 2} -> {"a": {"b": 1}, "c": 2}.
+
+    A dotted name under another name of `flat` stays one key, as W&B keeps it: `{"model": "resnet50",
+    "model.dropout": 0.3}` (Hydra overrides `model=resnet50 model.dropout=0.3`, which W&B sweeps run) is
+    those two keys, not a value that is also a group."""
     out: dict[str, Any] = {}
+    dotted = [k for k in flat if "." in k]
+    under = {k for k in dotted if any(".".join(k.split(".")[:i]) in flat for i in range(1, k.count(".") + 1))}
     for key, value in flat.items():
+        if key in under:
+            out[key] = value
+            continue
         parts = key.split(".")
         node = out
         for i, part in enumerate(parts[:-1]):
