@@ -316,12 +316,12 @@ def test_describe_gives_one_line_per_parameter() -> None:
     ]
 
 
-def test_unflatten_nests_dotted_names_and_rejects_conflicts() -> None:
+def test_unflatten_nests_dotted_names_and_keeps_a_name_under_another_one_key() -> None:
     assert unflatten({"a.b": 1, "a.c.d": 2, "e": 3}) == {"a": {"b": 1, "c": {"d": 2}}, "e": 3}
-    with pytest.raises(SpecError):
-        unflatten({"a": 1, "a.b": 2})
-    with pytest.raises(SpecError):
-        unflatten({"a.b": 2, "a": 1})
+    # `model` and `model.dropout` (Hydra overrides in a W&B sweep, which W&B runs): two keys, as W&B keeps
+    # them; this failed every sweep at its first trial ("'a' is both a value and a group")
+    assert unflatten({"a": 1, "a.b": 2}) == {"a": 1, "a.b": 2}
+    assert unflatten({"a.b": 2, "a": 1, "c.d.e": 3, "c.d": 4}) == {"a.b": 2, "a": 1, "c": {"d": 4}, "c.d.e": 3}
 
 
 def test_values_are_plain_python_even_from_numpy_input() -> None:

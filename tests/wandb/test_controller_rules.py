@@ -102,3 +102,14 @@ def test_a_wandb_file_without_program_names_the_function_option() -> None:
     raw = {k: v for k, v in BASE.items() if k != "program"}
     with pytest.raises(SpecError, match=r"--function train\.py:train"):
         parse_spec(raw, file="sweep.yaml")
+
+
+def test_grid_sorts_names_as_wandb_sorts_the_keys_written() -> None:
+    # W&B sorts the keys of each `parameters` block as strings (wandb/sweeps params.py, HyperParameterSet.
+    # from_config: `sorted(d.items())`), the last varying fastest: a dotted name written flat is one key, so
+    # `data-size` ('-' sorts before '.') comes before `data.dir`, and the nested `opt` before `opt.a`
+    space = parse_parameters({"data.dir": {"values": ["x", "y"]}, "data-size": {"values": [1, 2]},
+                              "opt": {"parameters": {"lr": {"values": [0.1, 0.2]}}}, "opt.a": {"values": ["p", "q"]}})
+    assert [name for name, _ in space.grid_axes()] == ["data-size", "data.dir", "opt.lr", "opt.a"]
+    combos = [(c["data-size"], c["data.dir"], c["opt.lr"], c["opt.a"]) for c in space.grid()]
+    assert combos[:3] == [(1, "x", 0.1, "p"), (1, "x", 0.1, "q"), (1, "x", 0.2, "p")]

@@ -107,6 +107,20 @@ def test_a_script_that_creates_its_own_sweep_and_agent_runs_for_its_train_functi
     assert all(t["value"] == t["metrics"]["mse"] and t["metrics"]["mae"] > 0 for t in trials)
 
 
+def test_a_script_that_hands_wandb_agent_a_closure_runs_it_once_per_trial(tmp_path: Path) -> None:
+    # `wandb.agent(sweep_id, function=lambda: main(args))` in the script's __main__: run as the sweep's program,
+    # the agent's function is the trial's run (it returned at once: every trial failed, "never reported")
+    proc, store = _sweep("agent_closure", tmp_path)
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed", "completed", "failed"], proc.stdout + proc.stderr
+    assert [t["value"] for t in trials[:2]] == [pytest.approx(2.01), pytest.approx(2.01)]   # --offset 2 reached main
+    assert "ValueError: lr 0.5 diverged" in trials[2]["reason"]   # the function's failure fails its trial
+    proc, store = _sweep("agent_closure", tmp_path / "function", "--function", "train.py:sweep_main")
+    trials = _trials(store)   # from a function trial's function: the same, once per trial
+    assert [t["state"] for t in trials] == ["completed", "completed", "failed"], proc.stdout + proc.stderr
+    assert [t["value"] for t in trials[:2]] == [pytest.approx(3.01), pytest.approx(3.01)]
+
+
 def test_fold_runs_that_clear_the_wandb_environment_do_not_report_to_the_trial(tmp_path: Path) -> None:
     proc, store = _sweep("cross_validation", tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -149,3 +149,69 @@ def test_run_cap_written_as_a_float_counts_as_wandb_counts_it() -> None:
     assert _spec(run_cap=10.0).budget.trials == 10   # jsonschema's integer takes 10.0; W&B runs it
     with pytest.raises(SpecError, match="run_cap: not an integer"):
         _spec(run_cap=10.5)
+
+
+# -- min/max of mixed types without a distribution: W&B's client refuses the file ----------------------------------
+# (wandb/apis/public/sweeps.py, _validate_config_and_fill_distribution: "Parameter lr is ambiguous, please specify
+# bounds as both floats ... or ints", for `wandb sweep` and `wandb.sweep` alike, top-level parameters only);
+# found in LegoSorter/NNUtils configs/sweeps/sweep.yaml (`fine_tuning_min_delta: {min: 0, max: 0.1}`)
+
+def test_mixed_int_and_float_bounds_are_warned_about_as_wandb_refuses_them() -> None:
+    spec = _spec(method="random", parameters={"delta": {"min": 0, "max": 0.1}, "lr": {"min": 0.0001, "max": 1}})
+    assert [w.split(": ")[1] for w in spec.warnings] == ["parameters.delta", "parameters.lr"]
+    assert "W&B refuses this file" in spec.warnings[0] and "uniform" in spec.warnings[0]
+    assert spec.space.params["delta"].kind == "uniform"   # run as what the bounds say: a float range
+    with pytest.raises(SpecError, match=r"sweep\.yaml: parameters\.delta: min and max mix an integer and a float"):
+        _spec(strict=True, method="random", parameters={"delta": {"min": 0, "max": 0.1}})
+
+
+def test_bounds_wandb_takes_are_not_warned_about() -> None:
+    spec = _spec(method="random", parameters={
+        "a": {"min": 0.0, "max": 0.1}, "b": {"min": 1, "max": 5},                    # both floats, both ints
+        "c": {"distribution": "uniform", "min": 0, "max": 0.1},                     # a distribution given
+        "opt": {"parameters": {"lr": {"min": 0, "max": 0.1}}}})                     # nested: W&B's client skips it
+    assert spec.warnings == ()
+
+
+def test_the_program_checked_is_found_where_the_sweep_runs_it(tmp_path, monkeypatch) -> None:
+    # configs/sweeps/sweep.yaml run from the project's root (LegoSorter/NNUtils, ktroyan/compgen-reasoning lay
+    # their sweeps out so): W&B's agent, and sweeplab, run `program` from the working directory
+    (tmp_path / "configs" / "sweeps").mkdir(parents=True)
+    (tmp_path / "train.py").write_text("print('reads nothing')\n")
+    monkeypatch.chdir(tmp_path)
+    raw = {**BASE, "command": ["${env}", "python", "${program}", "--fast"]}
+    (warning,) = parse_spec(raw, file="configs/sweeps/sweep.yaml", base_dir=tmp_path / "configs" / "sweeps").warnings
+    assert "passes no parameters" in warning and "train.py does not read wandb.config" in warning
+
+
+# -- a parameter and a dotted name under it (`model` and `model.dropout`, Hydra overrides) -------------------------
+
+
+def test_a_parameter_and_a_dotted_name_under_it_run_as_wandb_runs_them(tmp_path) -> None:
+    # mohamedkhayat/modern-training-pipeline conf/sweep.yaml sweeps `model: {values: [resnet50, ...]}` and
+    # `model.dropout` with ${args_no_hyphens} (Hydra: model=resnet50 model.dropout=0.3); W&B runs it, each a
+    # key of its own. sweeplab failed before the first trial: "'model' is both a value and a group"
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "main.py").write_text(
+        "import json, sys\nargs = dict(a.split('=', 1) for a in sys.argv[1:])\n"
+        "print('@sweeplab ' + json.dumps({'f1': float(args['model.dropout'])}))\n")
+    (tmp_path / "sweep.yaml").write_text(
+        "program: main.py\nmethod: grid\nmetric: {name: f1, goal: maximize}\n"
+        "command: ['${env}', '${interpreter}', '${program}', '${args_no_hyphens}']\n"
+        "parameters:\n  model: {values: [resnet50, effnet]}\n  model.dropout: {values: [0.25]}\n")
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", "store", "-q"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    import sqlite3
+
+    rows = sqlite3.connect(tmp_path / "store" / "store.db").execute(
+        "SELECT state, value, config FROM trials ORDER BY number").fetchall()
+    assert [(r[0], r[1]) for r in rows] == [("completed", 0.25), ("completed", 0.25)]
+    assert json.loads(rows[0][2]) == {"model": "resnet50", "model.dropout": 0.25}   # one key each, as in W&B

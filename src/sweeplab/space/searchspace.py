@@ -111,9 +111,20 @@ class SearchSpace:
                     hint="use values: [...] or method: random",
                 )
             axes.append((name, values))
-        # W&B enumerates parameters sorted by name at every nesting level; the last varies fastest
-        axes.sort(key=lambda axis: axis[0].split("."))
+        # W&B enumerates parameters sorted by the keys written at every nesting level; the last varies fastest
+        axes.sort(key=lambda axis: self._wandb_path(axis[0]))
         return axes
+
+    def _wandb_path(self, name: str) -> list[str]:
+        """The keys W&B sorts `name` by, one per nesting level (wandb/sweeps params.py, HyperParameterSet.
+        from_config sorts each `parameters` block's keys as strings): `opt.lr` nested is ["opt", "lr"], but
+        `data.dir` written flat is the one key "data.dir" (after `data-size`: '-' sorts before '.'). Read from
+        the name's spec key path; a space without it, or a conditional one (sweeplab's), sorts by the name's
+        dotted parts."""
+        key = self.keys.get(name)
+        if key is None or self.conditions or not key.startswith("parameters."):
+            return name.split(".")
+        return key[len("parameters."):].split(".parameters.")
 
     def grid(self) -> Iterator[dict[str, Any]]:
         """Every combination, in W&B's order; raises SpecError if a parameter is continuous.
@@ -222,9 +233,18 @@ class SearchSpace:
 
 
 def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """{"a.b": 1, "c": 2} -> {"a": {"b": 1}, "c": 2}."""
+    """{"a.b": 1, "c": 2} -> {"a": {"b": 1}, "c": 2}.
+
+    A dotted name under another name of `flat` stays one key, as W&B keeps it: `{"model": "resnet50",
+    "model.dropout": 0.3}` (Hydra overrides `model=resnet50 model.dropout=0.3`, which W&B sweeps run) is
+    those two keys, not a value that is also a group."""
     out: dict[str, Any] = {}
+    dotted = [k for k in flat if "." in k]
+    under = {k for k in dotted if any(".".join(k.split(".")[:i]) in flat for i in range(1, k.count(".") + 1))}
     for key, value in flat.items():
+        if key in under:
+            out[key] = value
+            continue
         parts = key.split(".")
         node = out
         for i, part in enumerate(parts[:-1]):

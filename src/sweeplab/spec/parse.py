@@ -216,6 +216,7 @@ class _SpecParser(_WandbWarnings, _Limits):
         except SpecError as err:
             raise (err.with_file(self.file) if self.file and not err.file else err) from None
         self.odd_names(raw, "parameters")
+        self.mixed_bounds(raw)
         self.param_names = {*space.params, *(raw if isinstance(raw, Mapping) else ())}   # flat, dotted and groups
         for name, dist in space.params.items():   # W&B warns on each (sweeps PARAM_DEPRECATION_MAP), and runs it
             if dist.kind in _EXPONENT_KINDS and isinstance(dist, LogUniformBase):

@@ -14,7 +14,9 @@
     the trial's W&B environment (handed over by `begin_trial`) is set and its parameters file
     (WANDB_SWEEP_PARAM_PATH) written here, only when a run starts: a trial that never starts a run pays
     nothing for W&B (a file per trial costs more than the rest of a no-op trial);
-  - `wandb.sweep`, `wandb.agent`, `wandb.login`: inside a trial they do nothing (sweeplab is the controller).
+  - `wandb.sweep`, `wandb.login`: inside a trial they do nothing (sweeplab is the controller); nor does
+    `wandb.agent` as a function trial's module is imported, but elsewhere in a trial its first call runs
+    the function it is given once (the trial is that run).
 Values that are not numbers (images, tables, strings) stay in wandb's own offline files only.
 
 Where the values go: the runner names a JSON-lines file in SWEEPLAB_REPORT_FILE (command trials); a worker
@@ -48,6 +50,11 @@ _original_log: Callable[..., Any] | None = None
 _pending: dict[str, str] | None = None
 _args: Mapping[str, Any] | None = None
 _restore: dict[str, str | None] | None = None
+# this process runs function trials (a sweeplab worker: `begin_trial`), where `wandb.agent` called as the trial's
+# module is imported does nothing; in a command trial's program, or in a function trial's call, the first
+# `wandb.agent(function=...)` runs its function (`_agent_ran`: once per trial)
+_function_worker = False
+_agent_ran = False
 
 
 class TrialStopped(BaseException):
@@ -433,7 +440,8 @@ def begin_trial(param_path: str, args: Mapping[str, Any], env: Mapping[str, str]
     once, as W&B's agent makes them before calling the function: programs read WANDB_SWEEP_ID, WANDB_RUN_ID
     or the parameters file first, and `wandb.setup()` (or a `wandb.Image`) before `wandb.init()` reads
     wandb's settings from the environment for good. A trial that never imports wandb pays nothing for it."""
-    global _pending, _args
+    global _pending, _args, _function_worker, _agent_ran
+    _function_worker, _agent_ran = True, False
     _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id(),
                 **(env or {}), **_children_env(param_path)}
     _args = args
@@ -594,7 +602,8 @@ def _ignore_run_id(kwargs: dict[str, Any]) -> None:
 def _patch_controller(wandb: Any) -> None:
     """Inside a trial, sweeplab is the sweep's controller and agent: a script in W&B's
     `wandb.sweep(config)` + `wandb.agent(sweep_id, function=train)` style, imported for its `train`,
-    creates no sweep and starts no agent, and `wandb.login()` asks for no key."""
+    creates no sweep and starts no agent, and `wandb.login()` asks for no key. A program (or a trial's
+    function) that hands `wandb.agent` a function while the trial runs gets it called once: see `agent`."""
     def wrap(name: str, inside: Callable[..., Any]) -> None:
         original = getattr(wandb, name, None)
         if original is None or getattr(original, "_sweeplab_patched", False):
@@ -612,12 +621,38 @@ def _patch_controller(wandb: Any) -> None:
         return os.environ.get("SWEEPLAB_SWEEP") or "sweeplab"
 
     def agent(*args: Any, **kwargs: Any) -> None:
-        sys.stderr.write("sweeplab: wandb.agent() returns at once inside a sweeplab trial (sweeplab runs the "
-                         "trials)\n")
+        global _agent_ran
+        function = kwargs.get("function", args[1] if len(args) > 1 else None)
+        if function is None or _agent_ran or (_function_worker and _sink is None):   # (a function trial's
+            # module calling it at import, as W&B's quickstart scripts do: sweeplab calls the function itself)
+            sys.stderr.write("sweeplab: wandb.agent() returns at once inside a sweeplab trial (sweeplab runs the "
+                             "trials)\n")
+            return
+        # the trial's program (or its function) hands the agent its function (`function=lambda: main(args)`, a
+        # closure over what its __main__ parsed, which no --function target can name): the trial is one run of it, as
+        # W&B's agent runs one per run (wandb/agents/pyagent.py, _run_job: the function, then finish();
+        # finish(exit_code=1) if it raised). The exception fails the trial, with its traceback.
+        _agent_ran = True
+        sys.stderr.write("sweeplab: wandb.agent() runs its function once: this trial is one run of it\n")
+        try:
+            function()
+        except BaseException:
+            _finish_current(wandb, 1)
+            raise
+        _finish_current(wandb, 0)
 
     wrap("sweep", sweep)
     wrap("agent", agent)
     wrap("login", lambda *args, **kwargs: True)
+
+
+def _finish_current(wandb: Any, exit_code: int) -> None:
+    """End the run the agent's function left open, as W&B's agent does after each function call."""
+    if getattr(wandb, "run", None) is not None:
+        try:
+            wandb.finish(exit_code=exit_code)
+        except Exception:
+            pass
 
 
 def _after_import(name: str, module: Any) -> None:
