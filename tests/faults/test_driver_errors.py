@@ -27,6 +27,10 @@ if _after:
 
     def ask(self):
         if len(_asked) >= int(_after):
+            if os.environ.get("SWEEPLAB_TEST_ASK_RAISES") == "UserError":
+                from sweeplab.errors import UserError
+
+                raise UserError("bad input found mid-sweep for the test")
             raise ValueError("searcher bug for the test")
         _asked.append(1)
         return _ask(self)
@@ -35,7 +39,8 @@ if _after:
 """
 
 
-def test_a_searcher_that_raises_stops_the_sweep_resumably_with_its_traceback(chaos, tmp_path):
+@pytest.mark.parametrize("error", ["ValueError", "UserError"])
+def test_a_searcher_that_raises_stops_the_sweep_resumably_with_its_traceback(chaos, tmp_path, error):
     inject = tmp_path / "inject"
     inject.mkdir()
     (inject / "sitecustomize.py").write_text(SITECUSTOMIZE)
@@ -44,14 +49,21 @@ def test_a_searcher_that_raises_stops_the_sweep_resumably_with_its_traceback(cha
     env = chaos.env()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(inject), env.get("PYTHONPATH")) if p)
     env["SWEEPLAB_TEST_ASK_FAILS_AFTER"] = "3"
+    env["SWEEPLAB_TEST_ASK_RAISES"] = error
     cp = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "se.yaml", "-w", "2", "-q"], cwd=chaos.tmp,
                         env=env, capture_output=True, text=True, timeout=120)
-    assert cp.returncode == 1, (cp.stdout, cp.stderr)
-    assert "ValueError: searcher bug for the test" in cp.stderr
-    assert "Traceback" in cp.stderr and "in ask" in cp.stderr   # where it happened, for a bug report
+    if error == "ValueError":   # a bug: exit 1 with the traceback, for a bug report
+        assert cp.returncode == 1, (cp.stdout, cp.stderr)
+        assert "ValueError: searcher bug for the test" in cp.stderr
+        assert "Traceback" in cp.stderr and "in ask" in cp.stderr
+        said = "searcher bug for the test"
+    else:                       # bad input found mid-sweep: exit 2, its message, no traceback
+        assert cp.returncode == 2, (cp.stdout, cp.stderr)
+        said = "bad input found mid-sweep for the test"
+        assert said in cp.stderr and "Traceback" not in cp.stderr
     assert "sweeplab resume se" in cp.stderr
     [sweep] = chaos.rows("SELECT state, end_reason FROM sweeps WHERE name='se'")
-    assert sweep["state"] == "stopped" and "searcher bug for the test" in sweep["end_reason"]
+    assert sweep["state"] == "stopped" and said in sweep["end_reason"]
     states = [t["state"] for t in chaos.trials("se")]
     assert "running" not in states and len(states) == 3, states
     assert not chaos.stray_workers()

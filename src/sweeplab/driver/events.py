@@ -31,10 +31,22 @@ class EventWriter(DriverState):
         this turn as Ctrl-C stops it (resumable), exit 1 with the error and its traceback. The turn's events
         are still written: a rolled-back turn would lose the trials that ended in it."""
         if self._crash is None:
+            self._note_crash(exc, "the searcher failed")
+
+    def _note_crash(self, exc: BaseException, what: str) -> None:
+        """Why the sweep stops: a SweeplabError's own message and exit code (bad input found mid-sweep: 2),
+        else `what` with the error's line, and its traceback (exit 1: a bug to report)."""
+        from sweeplab.errors import SweeplabError
+
+        if isinstance(exc, SweeplabError):
+            self._crash, _, self._crash_trace = str(exc).partition("\n")
+            self._crash_code = exc.exit_code
+        else:
             import traceback
 
-            self._crash = f"the searcher failed: {type(exc).__name__}: {exc}".splitlines()[0][:500]
+            self._crash = f"{what}: {type(exc).__name__}: {exc}".splitlines()[0][:500]
             self._crash_trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+            self._crash_code = 1
     def _handle(self, ev: Event) -> None:
         t = self.trials.get(ev.trial)
         if t is None or ev.attempt != t.attempt:

@@ -23,7 +23,7 @@ from sweeplab.driver.events import EventWriter
 from sweeplab.driver.records import Progress, SweepOutcome, TrialRecord, resources_dict, trial_seed
 from sweeplab.driver.recovery import Recovery
 from sweeplab.driver.watchdog import Kill
-from sweeplab.errors import SweeplabError
+from sweeplab.errors import StoreError
 from sweeplab.types import Decision, Origin, SweepState, TrialState, Verdict
 
 __all__ = ["Driver"]
@@ -62,9 +62,9 @@ class Driver(Recovery, EventWriter):
         except KeyboardInterrupt:
             self._signal = signal.SIGINT
             return self._interrupted(grace=0.0)
-        except SweeplabError:
-            raise   # what the driver reports on purpose (the store's own errors among them)
-        except Exception as exc:   # a bug or a resource error in the driver itself: a searcher that raised
+        except StoreError:
+            raise   # the store cannot record anything: its one-line error, as at any other moment
+        except Exception as exc:   # bad input found mid-sweep, a bug or a resource error in the driver itself
             return self._crashed(exc)
         finally:
             with contextlib.suppress(Exception):
@@ -328,10 +328,7 @@ class Driver(Recovery, EventWriter):
         """The driver raised out of its loop: stop as Ctrl-C does (running trials INTERRUPTED, the sweep STOPPED
         and resumable, nothing left `running` without a driver), exit 1 with the error and its traceback. If the
         store cannot record that either, the original error is raised."""
-        import traceback
-
-        self._crash = f"the driver failed: {type(exc).__name__}: {exc}".splitlines()[0][:500]
-        self._crash_trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+        self._note_crash(exc, "the driver failed")
         try:
             return self._interrupted()
         except BaseException:
@@ -395,7 +392,8 @@ class Driver(Recovery, EventWriter):
                                  else f"sweep stopped by {how}; resumable")
         self._progress(force=True)   # the live line's last state: nothing running any more
         shown = f"{reason}\n{self._crash_trace}" if crash and self._crash_trace else reason
-        return self._outcome(SweepState.STOPPED, shown, 1 if full or crash else 0 if sigterm else 130)
+        code = self._crash_code if crash else 1 if full else 0 if sigterm else 130
+        return self._outcome(SweepState.STOPPED, shown, code)
 
 
     # ------------------------------------------------------------------------------------------ orders

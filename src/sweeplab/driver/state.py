@@ -91,6 +91,7 @@ class DriverState:
         self._stopping: str | None = None          # the sweep stops at once, resumable: a trial found the disk full
         self._crash: str | None = None             # ... or the searcher raised (a bug, a MemoryError): its error line
         self._crash_trace = ""                     # and its traceback, shown with the sweep's end
+        self._crash_code = 1                       # and the exit code (2: bad input found mid-sweep)
         self._last_progress = 0.0
         self._best: tuple[float, int, dict[str, Any]] | None = None
         self._durations: list[float] = []
