@@ -230,7 +230,8 @@ class EventWriter(DriverState):
             t.no_retry = True
             reason, every_trial = self._config_failure(t, d)
         signature = (str(d.get("error_type")), str(d.get("message")))
-        deterministic = self.retry.deterministic(signature, t.failures)
+        deterministic = self.retry.deterministic(signature, t.failures,
+                                                 killed=self.retry.killed(d.get("signal"), d.get("exit_code")))
         t.failures.append(signature)
         self._failures += 1
         self.store.update_attempt(t.id, t.attempt, **self._take_where(t), state="failed", ended=ev.time,
