@@ -186,3 +186,34 @@ def test_ranks_die_with_their_worker_even_when_it_is_killed_alone(backend, tmp_p
         os.kill(p, signal.SIGKILL)
     assert not left, "ranks outlived their killed worker"
     assert collect(backend, [1])[1][-1].kind is EventKind.FAILED
+
+
+def pid_until_stopped(config, run):
+    """Each rank writes its pid, then logs until asked to stop, checkpointing on rank 0 on the way out."""
+    Path(config["out"], f"pid{run.rank}").write_text(str(os.getpid()))
+    step = 0
+    while not run.should_stop:
+        run.log({"step": float(step)}, step=step)
+        step += 1
+        time.sleep(0.02)
+    run.checkpoint({"next": step}, step=step)
+    Path(config["out"], f"stopped{run.rank}").write_text(str(step))
+    return {"steps": float(step)}
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_rank_preempts_every_rank_of_the_trial(backend, tmp_path):
+    """A spot reclaim or an eviction may reach one rank first: that rank stops (run.should_stop), and so must
+    its peers, which would otherwise wait for it forever (in a collective, or here for ever); the attempt is
+    PREEMPTED, with rank 0's checkpoint written on the way out. Rank 0 used to run on with nobody to stop it."""
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:pid_until_stopped", config={"out": str(tmp_path)},
+                             world_size=2, grace=30.0))
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"pid{r}").exists() for r in (0, 1)):
+        assert time.monotonic() < deadline, "the ranks did not start"
+        time.sleep(0.05)
+    os.kill(int((tmp_path / "pid1").read_text()), signal.SIGTERM)
+    end = collect(backend, [1], timeout=20)[1]
+    assert end and end[-1].kind is EventKind.PREEMPTED, [e.kind for e in end]
+    assert (tmp_path / "stopped0").exists() and (tmp_path / "stopped1").exists()
+    assert any(e.kind is EventKind.CHECKPOINT for e in end)

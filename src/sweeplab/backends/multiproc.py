@@ -7,7 +7,8 @@ each running the trial function through `attempt.execute` as one rank. The super
 
 - forwards rank 0's metrics, checkpoints, notes and profile to the driver (other ranks' `run.log` and
   `run.checkpoint` are dropped by `Run` itself; their events are ignored here);
-- passes a stop request to every rank at once and SIGTERM (preemption) to every rank, and the driver's
+- passes a stop request to every rank at once and SIGTERM (preemption) to every rank (also when one rank
+  was preempted by a SIGTERM of its own), and the driver's
   verdict at a decision step (`go`) to rank 0, the rank that reported and waits for it;
 - ends the attempt as one trial: FINISHED with rank 0's result once every rank has returned; FAILED with
   the failing rank's traceback as soon as any rank raises or dies (the other ranks are killed);
@@ -159,6 +160,8 @@ def _supervise(ex: Execution, ranks: list[_Rank], sel: selectors.BaseSelector) -
     first_failure: float | None = None
     rank0_done: float | None = None
     while True:
+        if not ex.preempted and any(r.end is not None and r.end.kind is EventKind.PREEMPTED for r in ranks):
+            ex.preempted = True   # a rank saw SIGTERM (a reclaim may reach one process first): every rank goes
         if ex.stop_requested and not stop_sent:
             stop_sent = True
             for rank in ranks:
