@@ -229,7 +229,7 @@ class EventWriter(DriverState):
         if d.get("bad_input"):   # the worker could not build the config: failing again is certain
             t.no_retry = True
             reason, every_trial = self._config_failure(t, d)
-        signature = (str(d.get("error_type")), str(d.get("message")))
+        signature = (str(d.get("error_type")), reason)   # as the attempt row keeps it: a resume reads it back
         deterministic = self.retry.deterministic(signature, t.failures,
                                                  killed=self.retry.killed(d.get("signal"), d.get("exit_code")))
         t.failures.append(signature)

@@ -222,6 +222,7 @@ class Recovery(DriverState):
                                          "driver stopped; requeued", trial_id=t.id, attempt=t.attempt)
                 t.spent = self.store.attempt_seconds(t.id)   # trial.timeout bounds them all
                 if t.state.is_requeueable:
+                    t.failures = self.store.attempt_failures(t.id)   # retries count over the trial's life
                     self.requeue.append(t)
                 if t.state is TrialState.COMPLETED:
                     self._completed_any = True
