@@ -34,11 +34,11 @@ PROGRAM = textwrap.dedent("""
 """)
 
 
-def _sweep(chaos, name: str, how: str, *, retries: int, die_until: int) -> tuple:
+def _sweep(chaos, name: str, how: str, *, retries: int, die_until: int, trial: str = "") -> tuple:
     (chaos.tmp / "prog.py").write_text(PROGRAM)
     body = (f"program: prog.py\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\nparameters:\n"
             f"  steps: {{value: 8}}\n  how: {{value: {how}}}\n  die_until: {{value: {die_until}}}\n"
-            f"trial: {{retries: {retries}}}\n")
+            f"trial: {{retries: {retries}{trial}}}\n")
     cp = chaos("sweep", str(chaos.spec(name, body)), "--name", name, "-q", "--workers", "1")
     trial = chaos.trial(name, 0)
     return cp, trial, chaos.attempts(trial["id"])
@@ -65,3 +65,12 @@ def test_a_command_killed_more_often_than_its_retries_fails_naming_the_signal(ch
     assert (trial["state"], trial["attempts"]) == ("failed", 2)
     assert trial["reason"] == "command killed by signal SIGKILL", trial["reason"]
     assert [a["signal"] for a in attempts] == [9, 9]
+
+
+def test_a_command_program_s_checkpoint_manager_keeps_trial_keep_checkpoints(chaos):
+    """`CheckpointManager(os.environ["SWEEPLAB_CHECKPOINT_DIR"])` in a program keeps the spec's
+    trial.keep_checkpoints, as `run.checkpoint` does (it kept 2 whatever the spec said)."""
+    cp, trial, _ = _sweep(chaos, "keep3", "kill", retries=0, die_until=0, trial=", keep_checkpoints: 3")
+    assert cp.returncode == 0, cp.stderr
+    kept = sorted(p.name for p in (chaos.store / "checkpoints" / "keep3" / "0").glob("step-*"))
+    assert kept == ["step-0000000005", "step-0000000006", "step-0000000007"], kept

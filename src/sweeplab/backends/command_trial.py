@@ -145,6 +145,7 @@ def execute_command(ex: Execution) -> None:
         "SWEEPLAB_TRIAL": str(task.number),
         "SWEEPLAB_ATTEMPT": str(task.attempt),
         "SWEEPLAB_CHECKPOINT_DIR": task.checkpoint_dir,
+        "SWEEPLAB_KEEP_CHECKPOINTS": str(task.keep_checkpoints),
         "PYTHONUNBUFFERED": "1",
         _tree.MARK: _tree.new_mark(),      # found on every process of this attempt, even orphaned ones
     })

@@ -28,7 +28,7 @@ from sweeplab.checkpoint._common import (
     _Bad,
     _Entries,
 )
-from sweeplab.checkpoint._fencing import _attempt_from_env, _late, _read_fence
+from sweeplab.checkpoint._fencing import _attempt_from_env, _keep_from_env, _late, _read_fence
 from sweeplab.checkpoint._hashing import _HashingWriter
 from sweeplab.checkpoint._locations import _is_url, _Local, _Remote
 from sweeplab.checkpoint._serializers import SERIALIZERS, Serializer, _is_directory, _pick_format, _suffix
@@ -44,15 +44,21 @@ class CheckpointManager:
 
     After `latest()`, `corrupt` lists the (path, reason) of newer checkpoints that failed verification.
 
+    `keep`: how many of the newest checkpoints stay (default 2; a command program using SWEEPLAB_CHECKPOINT_DIR
+    gets the spec's trial.keep_checkpoints from SWEEPLAB_KEEP_CHECKPOINTS).
+
     `attempt`: the trial attempt this manager writes for (`Run` passes it; a command program using
     SWEEPLAB_CHECKPOINT_DIR gets SWEEPLAB_ATTEMPT by default). Saves of an attempt declared dead with
     `fence` are refused, and late writes of dead attempts are never returned by `latest()`.
     """
 
-    def __init__(self, root: str, *, keep: int = 2, serializer: str = _AUTO, attempt: int | None = None) -> None:
+    def __init__(self, root: str, *, keep: int | None = None, serializer: str = _AUTO,
+                 attempt: int | None = None) -> None:
         root = os.fspath(root)
         if not root:
             raise ConfigError("the checkpoint directory is empty", key="checkpoint_dir", value=root)
+        if keep is None:
+            keep = _keep_from_env(root)
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
             raise ConfigError("invalid number of checkpoints to keep", key="trial.keep_checkpoints",
                               value=keep, expected="an integer >= 1")
