@@ -131,6 +131,7 @@ class CheckpointManager:
         """The newest checkpoint that verifies, loaded; None if there is none. Fills `self.corrupt`."""
         entries, bad = self._scan()
         self.corrupt = list(bad)
+        self._known_corrupt.update(_name_of(path) for path, _ in bad)   # deleted by the next save's retention
         dead = _read_fence(self._fs)
         for name, manifest in reversed(entries):
             if _late(manifest, dead):
@@ -145,7 +146,7 @@ class CheckpointManager:
 
     def load(self, info: CheckpointInfo) -> Any:
         """Verify and load one checkpoint listed by this manager; raises CheckpointCorruptError."""
-        name = info.path.rstrip("/").rsplit("/", 1)[-1]
+        name = _name_of(info.path)
         manifest = self._read_manifest(name)
         if manifest is None:
             raise CheckpointCorruptError(info.path, "manifest missing or unreadable")
@@ -203,11 +204,12 @@ class CheckpointManager:
 
     def _retain(self) -> builtins.list[str]:   # `list` here is the method of that name
         """Delete all but the newest `keep` valid checkpoints; their paths (as `CheckpointInfo.path`)."""
-        entries, _bad = self._scan()
+        entries, bad = self._scan()
         valid = [name for name, _ in entries if name not in self._known_corrupt]
         kept = set(valid[-self.keep:])
         removed = []
-        for name, _ in entries:
+        unreadable = [name for name in map(_name_of, (path for path, _ in bad)) if name in self._known_corrupt]
+        for name in [n for n, _ in entries] + unreadable:
             if name not in kept:
                 path = self._fs.join(self._fs.root, name)
                 self._fs.rmtree(path)
@@ -357,6 +359,11 @@ def _check(where: str, manifest: dict[str, Any], size: int, checksum: str) -> No
     if checksum != manifest["checksum"]:
         raise CheckpointCorruptError(where, f"checksum mismatch: {checksum[:19]}... != "
                                             f"{str(manifest['checksum'])[:19]}...")
+
+
+def _name_of(path: str) -> str:
+    """The checkpoint's name (`step-0000000010`) from its path or URL."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _host() -> str:
