@@ -57,6 +57,7 @@ def test_a_command_killed_by_a_signal_twice_is_retried_from_its_last_checkpoint(
     assert json.loads(trial["metrics"])["start"] == 4
     steps = [chaos.steps(trial["id"], a) for a in (1, 2, 3)]
     assert steps[:2] == [[0, 1], [2, 3]] and steps[2][:4] == [4, 5, 6, 7], steps
+    _assert_the_store_lists_what_exists(chaos, f"oom-{how}", trial, [(3, 6), (3, 7)])
 
 
 def test_a_command_killed_more_often_than_its_retries_fails_naming_the_signal(chaos):
@@ -74,3 +75,15 @@ def test_a_command_program_s_checkpoint_manager_keeps_trial_keep_checkpoints(cha
     assert cp.returncode == 0, cp.stderr
     kept = sorted(p.name for p in (chaos.store / "checkpoints" / "keep3" / "0").glob("step-*"))
     assert kept == ["step-0000000005", "step-0000000006", "step-0000000007"], kept
+    _assert_the_store_lists_what_exists(chaos, "keep3", trial, [(1, 5), (1, 6), (1, 7)])
+
+
+def _assert_the_store_lists_what_exists(chaos, sweep: str, trial, expected: list[tuple[int, int]]) -> None:
+    """The store's checkpoints of a command trial are those on disk, as for a function trial (the dashboard
+    and `sweeplab status` showed none): (attempt, step), path and checksum of each."""
+    rows = chaos.checkpoints(trial["id"])
+    assert [(r["attempt"], r["step"]) for r in rows] == expected, [tuple(r) for r in rows]
+    on_disk = sorted((chaos.store / "checkpoints" / sweep / "0").glob("step-*"))
+    assert [r["path"] for r in rows] == [str(d) for d in on_disk]
+    assert [r["checksum"] for r in rows] == [json.loads((d / "manifest.json").read_text())["checksum"]
+                                             for d in on_disk]

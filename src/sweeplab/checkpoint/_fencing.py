@@ -62,7 +62,7 @@ def _keep_from_env(root: str) -> int:
 
 
 def _given_dir(root: str) -> bool:
-    given = os.environ.get("SWEEPLAB_CHECKPOINT_DIR")
+    given = os.environ.get("SWEEPLAB_CHECKPOINT_DIR") or ""
     return bool(given) and given.removeprefix("file://").rstrip("/") == root.removeprefix("file://").rstrip("/")
 
 

@@ -42,9 +42,10 @@ class EventWriter(DriverState):
             self._where.append(t)
         elif kind is EventKind.CHECKPOINT:
             d = ev.data
-            self.store.add_checkpoint(t.id, t.attempt, step=d.get("step"), path=str(d.get("path")),
-                                      checksum=d.get("checksum"), nbytes=d.get("bytes"),
-                                      seconds=d.get("seconds"), at=ev.time)
+            if d.get("path") is not None:   # None: only removals (a command program's own retention)
+                self.store.add_checkpoint(t.id, t.attempt, step=d.get("step"), path=str(d.get("path")),
+                                          checksum=d.get("checksum"), nbytes=d.get("bytes"),
+                                          seconds=d.get("seconds"), at=ev.time)
             if d.get("removed"):   # retention deleted them: the store lists only checkpoints that exist
                 self.store.remove_checkpoints(t.id, [str(p) for p in d["removed"]])
         elif kind is EventKind.SYSTEM:
