@@ -241,6 +241,34 @@ def test_unreadable_manifest_is_reported_and_skipped(tmp_path):
     assert mgr.corrupt[0][0] == bad.path and "manifest unreadable" in mgr.corrupt[0][1]
 
 
+@pytest.mark.parametrize("local", [True, False], ids=["local", "memory"])
+def test_a_checkpoint_with_an_unreadable_manifest_is_deleted_with_the_old_ones(tmp_path, local):
+    """As a checkpoint whose payload fails its checksum: once latest() has found it corrupt, the next save's
+    retention deletes it. It used to stay for ever (a payload of any size), and every later restore reported
+    it again as a `checkpoint_corrupt` event."""
+    if not local:
+        pytest.importorskip("fsspec")
+    root = str(tmp_path) if local else f"memory://sweeplab-test-{uuid.uuid4().hex}/ckpt"
+    mgr = CheckpointManager(root, keep=2, serializer="json")
+    mgr.save([1], step=1)
+    bad = mgr.save([2], step=2)
+    manifest = f"{bad.path}/manifest.json"
+    if local:
+        Path(manifest).write_text("{not json")
+    else:
+        import fsspec
+
+        fsspec.filesystem("memory").pipe(manifest, b"{not json")
+    assert mgr.latest()[1] == [1] and [c[0] for c in mgr.corrupt] == [bad.path]
+    info = mgr.save([3], step=3)
+    assert bad.path in info.removed
+    assert [i.step for i in mgr.list()] == [1, 3]
+    again = CheckpointManager(root, keep=2, serializer="json")   # a later attempt: nothing to report
+    assert again.latest()[1] == [3] and again.corrupt == []
+    if local:
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["step-0000000001", "step-0000000003"]
+
+
 # ------------------------------------------------------------------------------------- retention, layout
 @pytest.mark.parametrize("keep", [1, 2, 4])
 def test_retention_keeps_the_last_k(tmp_path, keep):

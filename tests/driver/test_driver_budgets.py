@@ -117,3 +117,23 @@ def test_a_hard_resource_budget_stops_a_trial_still_running_after_budget_trials_
     stops = sim.backend.calls_to("stop")
     assert [s.number for s in stops] == [0] and 18.0 <= stops[0].at <= 18.2, stops
     assert sim.trial(0)["reason"].startswith("stopped: budget.cpu_hours 0.005 reached")
+
+
+def test_a_trial_queued_for_a_retry_when_a_budget_is_spent_ends_stopped_with_the_budget_reason(sim):
+    """Trial 0 reports usd 5 (over budget.cost.usd 4) and fails in the same breath: its retry was queued
+    before the budget was checked, and it stayed `queued` in a finished sweep. It ends `stopped`, as a
+    running trial a budget stops does, with the budget's reason; it is not run again."""
+    def scripts(task):
+        if task.number == 0:
+            return Script().metrics(0, {"loss": 1.0, "usd": 5.0}, after=1.0).fail(message="once", after=0.0)
+        return TWENTY
+
+    out = sim.run(scripts, slots=2, budget={"trials": 4, "cost": {"usd": 4.0}}, trial={"retries": 2})
+    assert out.state.value == "finished" and out.reason.startswith("budget.cost.usd 4 reached")
+    t = sim.trial(0)
+    assert (t["state"], t["attempts"]) == ("stopped", 1), (t["state"], t["reason"])
+    assert t["reason"] == f"stopped: {out.reason}"
+    assert [a["state"] for a in sim.attempts(0)] == ["failed"]
+    assert [s.number for s in sim.backend.calls_to("submit")] == [0, 1]
+    assert (0, TrialState.STOPPED) in [(x.number, x.state) for x in sim.tells]
+    assert not [r for r in sim.trials() if r["state"] == "queued"]

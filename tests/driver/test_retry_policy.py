@@ -60,3 +60,13 @@ def test_many_trials_at_once_need_more_failures_in_a_row(running, limit):
     assert policy.crash_loop(running=running) is None
     policy.trial_failed("trial z: x")
     assert policy.crash_loop(running=running) is not None
+
+
+@pytest.mark.parametrize(("sig", "exit_code", "killed"), [
+    (9, None, True), (None, 137, True), (None, 143, True), (None, 1, False), (None, 128, False),
+    (None, 255, False), (None, None, False),
+], ids=["signal", "shell-sigkill", "shell-sigterm", "exit-1", "exit-128", "exit-255", "nothing"])
+def test_a_process_killed_by_a_signal_never_fails_deterministically(sig, exit_code, killed):
+    assert RetryPolicy.killed(sig, exit_code) is killed
+    same = ("CommandFailed", "command killed by signal SIGKILL")
+    assert RetryPolicy.deterministic(same, [same], killed=RetryPolicy.killed(sig, exit_code)) is not killed

@@ -263,3 +263,39 @@ def test_resume_runs_as_many_workers_as_the_sweep_ran_with(chaos, reap):
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, out + err
     assert not chaos.stray_workers()
+
+
+def test_retries_and_same_failures_count_across_a_driver_kill_and_resume(chaos, reap, tmp_path):
+    """trial.retries bounds a trial's failed attempts over its whole life, and "failed the same way twice"
+    spans a resume: each trial fails (attempt 1), is retried (attempt 2, killed with its driver), and fails
+    again after `sweeplab resume`. A resumed driver used to forget the failures before it: every resume gave
+    a trial its retries anew (trial 0: 4 failed attempts with retries 2), and a repeated failure ran once more.
+    Each retry restores the newest checkpoint (attempt k restores step k - 1, written by attempt k - 1)."""
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    body = chaos.faulty_spec("fails_around_a_kill", params=chaos.params(
+        x=0.5, same="{values: [false, true]}", ready=str(ready)), extra="trial: {retries: 2}")
+    proc = chaos.start("sweep", str(chaos.spec("rk", body)), "--name", "rk", "--workers", "2", "-q")
+    reap.append(proc.pid)
+    chaos.wait_for(lambda: len(list(ready.iterdir())) == 2, what="both trials waiting on attempt 2", proc=proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    cp = chaos("resume", "rk", "-q", timeout=120)
+    assert cp.returncode == 1, cp.stdout + cp.stderr      # nothing completed
+    different, same = chaos.trial("rk", 0), chaos.trial("rk", 1)
+    states = {n: [a["state"] for a in chaos.attempts(chaos.trial("rk", n)["id"])] for n in (0, 1)}
+    # retries 2: three failed attempts in all, the killed one not counted
+    assert states[0] == ["failed", "interrupted", "failed", "failed"], states
+    assert different["state"] == "failed" and different["reason"] == "RuntimeError: boom 4", different["reason"]
+    # the second "boom" (attempt 3) is the first one's repeat: not retried
+    assert states[1] == ["failed", "interrupted", "failed"], states
+    assert same["state"] == "failed" and same["reason"].endswith("(failed the same way twice: not retried)")
+    for n, attempts in ((0, 4), (1, 3)):
+        assert [_restored(chaos, "rk", n, a) for a in range(1, attempts + 1)] == [None, *range(attempts - 1)]
+    assert not chaos.stray_workers()
+
+
+def _restored(chaos, sweep: str, number: int, attempt: int) -> int | None:
+    got = chaos.rows("SELECT data FROM events WHERE kind='restored' AND trial_id=? AND attempt=?",
+                     chaos.trial(sweep, number)["id"], attempt)
+    return json.loads(got[0]["data"])["step"] if got else None

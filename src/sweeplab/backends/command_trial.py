@@ -145,6 +145,7 @@ def execute_command(ex: Execution) -> None:
         "SWEEPLAB_TRIAL": str(task.number),
         "SWEEPLAB_ATTEMPT": str(task.attempt),
         "SWEEPLAB_CHECKPOINT_DIR": task.checkpoint_dir,
+        "SWEEPLAB_KEEP_CHECKPOINTS": str(task.keep_checkpoints),
         "PYTHONUNBUFFERED": "1",
         _tree.MARK: _tree.new_mark(),      # found on every process of this attempt, even orphaned ones
     })
@@ -179,6 +180,9 @@ def execute_command(ex: Execution) -> None:
             ex.stop("stop requested")
         tail = threading.Thread(target=_tail_file, args=(report_path, reporter, child), daemon=True)
         tail.start()
+        checkpoints = _CheckpointWatch(task.checkpoint_dir, channel) if task.checkpoint_dir else None
+        if checkpoints is not None:
+            checkpoints.start()
         write_lock = threading.Lock()   # stdout and stderr lines go to the one log, whole lines at a time
         errors = threading.Thread(target=_copy_stderr, args=(child, log, write_lock, stderr_tail, ex),
                                   daemon=True)
@@ -188,6 +192,8 @@ def execute_command(ex: Execution) -> None:
         reaper.close()
         errors.join(timeout=5)
         tail.join(timeout=5)
+        if checkpoints is not None:
+            checkpoints.finish()
         with write_lock:
             log.flush()
     send_profile(ex)
@@ -309,6 +315,64 @@ def _stderr_summary(data: bytes) -> tuple[str, str]:
     if len(last) > _REASON_LINE:
         last = last[:_REASON_LINE] + "..."
     return last, shown
+
+
+class _CheckpointWatch:
+    """A command program's checkpoints (`CheckpointManager`'s layout under SWEEPLAB_CHECKPOINT_DIR) as the
+    CHECKPOINT events a function trial's `run.checkpoint` sends, so that the store lists them in the same way:
+    each new checkpoint once its manifest is in place, and those that went away (the program's retention) as
+    `removed`. The checkpoints already there when the attempt starts are its earlier attempts' (listed)."""
+
+    _EVERY = 0.5          # seconds between looks at a local directory ...
+    _EVERY_URL = 5.0      # ... and at one behind a URL (a listing is a request)
+
+    def __init__(self, root: str, channel: Channel) -> None:
+        self.root, self.channel = root, channel
+        self.known = self._scan()
+        self.done = threading.Event()
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def _scan(self) -> dict[str, Any]:
+        from sweeplab.checkpoint import CheckpointManager
+
+        try:
+            return {info.path: info for info in CheckpointManager(self.root).list()}
+        except Exception:   # a directory it cannot read now: look again later
+            return getattr(self, "known", {})
+
+    def check(self) -> None:
+        with self.lock:
+            self._check()
+
+    def _check(self) -> None:
+        now = self._scan()
+        gone = [p for p in self.known if p not in now]
+        new = [info for p, info in now.items() if p not in self.known]
+        self.known = now
+        for info in new:
+            self.channel.send(EventKind.CHECKPOINT, {
+                "step": info.step, "path": info.path, "checksum": info.checksum, "bytes": info.bytes,
+                "seconds": info.seconds, "format": info.format, "removed": gone})
+            gone = []
+        if gone:
+            self.channel.send(EventKind.CHECKPOINT, {"path": None, "removed": gone})
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._watch, daemon=True, name="sweeplab-checkpoints")
+        self.thread.start()
+
+    def _watch(self) -> None:
+        every = self._EVERY_URL if "://" in self.root else self._EVERY
+        while not self.done.wait(every):
+            self.check()
+
+    def finish(self) -> None:
+        """The program is gone: a last look, so that its last checkpoints are listed before the attempt ends."""
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join(timeout=30)
+        self.check()
 
 
 def _tail_file(path: str, reporter: _Reporter, child: subprocess.Popen[bytes]) -> None:

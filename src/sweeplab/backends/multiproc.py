@@ -8,7 +8,8 @@ each running the trial (its function, or its command) through `attempt.execute` 
 
 - forwards rank 0's metrics, checkpoints, notes and profile to the driver (other ranks' `run.log` and
   `run.checkpoint` are dropped by `Run` itself; their events are ignored here);
-- passes a stop request to every rank at once and SIGTERM (preemption) to every rank, and the driver's
+- passes a stop request to every rank at once and SIGTERM (preemption) to every rank (also when one rank
+  was preempted by a SIGTERM of its own), and the driver's
   verdict at a decision step (`go`) to rank 0, the rank that reported and waits for it;
 - ends the attempt as one trial: FINISHED with rank 0's result once every rank has returned; FAILED with
   the failing rank's traceback as soon as any rank raises or dies (the other ranks are killed), except

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from sweeplab.checkpoint._common import CheckpointCorruptError, CheckpointInfo, StaleAttemptError
 from sweeplab.checkpoint._fencing import fence
+from sweeplab.checkpoint._locations import discard, entries
 from sweeplab.checkpoint._manager import CheckpointManager
 from sweeplab.checkpoint._policy import CheckpointPolicy, young_daly_interval
 from sweeplab.checkpoint._serializers import SERIALIZERS, Serializer, register_serializer
@@ -36,6 +37,8 @@ __all__ = [
     "CheckpointPolicy",
     "Serializer",
     "StaleAttemptError",
+    "discard",
+    "entries",
     "fence",
     "register_serializer",
     "young_daly_interval",

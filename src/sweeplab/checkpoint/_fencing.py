@@ -49,11 +49,21 @@ def _read_fence(fs: _Local | _Remote) -> dict[int, float]:
 def _attempt_from_env(root: str) -> int | None:
     """A command trial's program using the checkpoint directory sweeplab gave it is that attempt's writer."""
     attempt = os.environ.get("SWEEPLAB_ATTEMPT", "")
-    given = os.environ.get("SWEEPLAB_CHECKPOINT_DIR")
-    if given and attempt.isdigit() and given.rstrip("/") == root.rstrip("/"):
+    if _given_dir(root) and attempt.isdigit():
         return int(attempt)
     return None
 
+
+def _keep_from_env(root: str) -> int:
+    """How many checkpoints to keep: the trial's `trial.keep_checkpoints` for a command trial's program using
+    the checkpoint directory sweeplab gave it, else 2."""
+    keep = os.environ.get("SWEEPLAB_KEEP_CHECKPOINTS", "")
+    return int(keep) if _given_dir(root) and keep.isdigit() and int(keep) >= 1 else 2
+
+
+def _given_dir(root: str) -> bool:
+    given = os.environ.get("SWEEPLAB_CHECKPOINT_DIR") or ""
+    return bool(given) and given.removeprefix("file://").rstrip("/") == root.removeprefix("file://").rstrip("/")
 
 
 def _late(manifest: dict[str, Any], dead: dict[int, float]) -> bool:

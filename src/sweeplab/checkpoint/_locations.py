@@ -135,3 +135,17 @@ class _Remote:
 
 def _is_url(root: str) -> bool:
     return "://" in root and not root.startswith("file://")
+
+
+def entries(root: str) -> list[str]:
+    """The names in the directory `root` (a local path or an fsspec URL); [] when it does not exist."""
+    root = root.removeprefix("file://")
+    fs: _Local | _Remote = _Remote(root) if _is_url(root) else _Local(root)
+    return sorted(fs.names(fs.root))
+
+
+def discard(root: str) -> None:
+    """Delete the directory `root` (a local path or an fsspec URL) with everything in it, if it exists."""
+    root = root.removeprefix("file://")
+    fs: _Local | _Remote = _Remote(root) if _is_url(root) else _Local(root)
+    fs.rmtree(fs.root)

@@ -28,7 +28,7 @@ from sweeplab.checkpoint._common import (
     _Bad,
     _Entries,
 )
-from sweeplab.checkpoint._fencing import _attempt_from_env, _late, _read_fence
+from sweeplab.checkpoint._fencing import _attempt_from_env, _keep_from_env, _late, _read_fence
 from sweeplab.checkpoint._hashing import _HashingWriter
 from sweeplab.checkpoint._locations import _is_url, _Local, _Remote
 from sweeplab.checkpoint._serializers import SERIALIZERS, Serializer, _is_directory, _pick_format, _suffix
@@ -44,15 +44,21 @@ class CheckpointManager:
 
     After `latest()`, `corrupt` lists the (path, reason) of newer checkpoints that failed verification.
 
+    `keep`: how many of the newest checkpoints stay (default 2; a command program using SWEEPLAB_CHECKPOINT_DIR
+    gets the spec's trial.keep_checkpoints from SWEEPLAB_KEEP_CHECKPOINTS).
+
     `attempt`: the trial attempt this manager writes for (`Run` passes it; a command program using
     SWEEPLAB_CHECKPOINT_DIR gets SWEEPLAB_ATTEMPT by default). Saves of an attempt declared dead with
     `fence` are refused, and late writes of dead attempts are never returned by `latest()`.
     """
 
-    def __init__(self, root: str, *, keep: int = 2, serializer: str = _AUTO, attempt: int | None = None) -> None:
+    def __init__(self, root: str, *, keep: int | None = None, serializer: str = _AUTO,
+                 attempt: int | None = None) -> None:
         root = os.fspath(root)
         if not root:
             raise ConfigError("the checkpoint directory is empty", key="checkpoint_dir", value=root)
+        if keep is None:
+            keep = _keep_from_env(root)
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
             raise ConfigError("invalid number of checkpoints to keep", key="trial.keep_checkpoints",
                               value=keep, expected="an integer >= 1")
@@ -125,6 +131,7 @@ class CheckpointManager:
         """The newest checkpoint that verifies, loaded; None if there is none. Fills `self.corrupt`."""
         entries, bad = self._scan()
         self.corrupt = list(bad)
+        self._known_corrupt.update(_name_of(path) for path, _ in bad)   # deleted by the next save's retention
         dead = _read_fence(self._fs)
         for name, manifest in reversed(entries):
             if _late(manifest, dead):
@@ -139,7 +146,7 @@ class CheckpointManager:
 
     def load(self, info: CheckpointInfo) -> Any:
         """Verify and load one checkpoint listed by this manager; raises CheckpointCorruptError."""
-        name = info.path.rstrip("/").rsplit("/", 1)[-1]
+        name = _name_of(info.path)
         manifest = self._read_manifest(name)
         if manifest is None:
             raise CheckpointCorruptError(info.path, "manifest missing or unreadable")
@@ -197,11 +204,12 @@ class CheckpointManager:
 
     def _retain(self) -> builtins.list[str]:   # `list` here is the method of that name
         """Delete all but the newest `keep` valid checkpoints; their paths (as `CheckpointInfo.path`)."""
-        entries, _bad = self._scan()
+        entries, bad = self._scan()
         valid = [name for name, _ in entries if name not in self._known_corrupt]
         kept = set(valid[-self.keep:])
         removed = []
-        for name, _ in entries:
+        unreadable = [name for name in map(_name_of, (path for path, _ in bad)) if name in self._known_corrupt]
+        for name in [n for n, _ in entries] + unreadable:
             if name not in kept:
                 path = self._fs.join(self._fs.root, name)
                 self._fs.rmtree(path)
@@ -351,6 +359,11 @@ def _check(where: str, manifest: dict[str, Any], size: int, checksum: str) -> No
     if checksum != manifest["checksum"]:
         raise CheckpointCorruptError(where, f"checksum mismatch: {checksum[:19]}... != "
                                             f"{str(manifest['checksum'])[:19]}...")
+
+
+def _name_of(path: str) -> str:
+    """The checkpoint's name (`step-0000000010`) from its path or URL."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _host() -> str:

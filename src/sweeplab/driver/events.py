@@ -64,9 +64,10 @@ class EventWriter(DriverState):
             self._where.append(t)
         elif kind is EventKind.CHECKPOINT:
             d = ev.data
-            self.store.add_checkpoint(t.id, t.attempt, step=d.get("step"), path=str(d.get("path")),
-                                      checksum=d.get("checksum"), nbytes=d.get("bytes"),
-                                      seconds=d.get("seconds"), at=ev.time)
+            if d.get("path") is not None:   # None: only removals (a command program's own retention)
+                self.store.add_checkpoint(t.id, t.attempt, step=d.get("step"), path=str(d.get("path")),
+                                          checksum=d.get("checksum"), nbytes=d.get("bytes"),
+                                          seconds=d.get("seconds"), at=ev.time)
             if d.get("removed"):   # retention deleted them: the store lists only checkpoints that exist
                 self.store.remove_checkpoints(t.id, [str(p) for p in d["removed"]])
         elif kind is EventKind.SYSTEM:
@@ -256,8 +257,9 @@ class EventWriter(DriverState):
         if d.get("bad_input"):   # the worker could not build the config: failing again is certain
             t.no_retry = True
             reason, every_trial = self._config_failure(t, d)
-        signature = (str(d.get("error_type")), str(d.get("message")))
-        deterministic = self.retry.deterministic(signature, t.failures)
+        signature = (str(d.get("error_type")), reason)   # as the attempt row keeps it: a resume reads it back
+        deterministic = self.retry.deterministic(signature, t.failures,
+                                                 killed=self.retry.killed(d.get("signal"), d.get("exit_code")))
         t.failures.append(signature)
         self._failures += 1
         self.store.update_attempt(t.id, t.attempt, **self._take_where(t), state="failed", ended=ev.time,

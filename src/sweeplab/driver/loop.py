@@ -237,10 +237,11 @@ class Driver(Recovery, EventWriter):
             self._stop_requeued(f"stopped: {reason}")
 
     def _stop_requeued(self, reason: str) -> None:
-        """A spent budget ends the trials that wait to run again after an interruption (a resumed sweep's
-        trials that the killed driver was running) as it ends running ones: `stopped`, not left `interrupted`.
-        Trials queued for a retry after a failure keep their state."""
-        stopped = [t for t in self.requeue if t.state in (TrialState.INTERRUPTED, TrialState.PREEMPTED)]
+        """A spent budget ends the trials that wait to run again as it ends running ones: `stopped` with the
+        budget's reason, not left `interrupted`, `preempted` or `queued`. They are a resumed sweep's trials that
+        the killed driver was running, and trials whose retry was queued before the budget was found spent
+        (a failure read in the same turn as the report that spent it)."""
+        stopped = [t for t in self.requeue if t.state.is_requeueable]
         if not stopped:
             return
         with self.store.transaction():

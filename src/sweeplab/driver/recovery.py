@@ -7,6 +7,7 @@ order they first happened; a completed trial is never run again.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shlex
@@ -119,6 +120,7 @@ class Recovery(DriverState):
         if self.store.sweep_row(self.name) is not None:
             raise UserError(f"a sweep named {self.name!r} already exists in {self.store.root}; "
                             f"`sweeplab resume {shlex.quote(self.name)}` continues it, or give the sweep another name")
+        self._check_checkpoint_root()
         self.seed = self.spec.seed if self.spec.seed is not None else int.from_bytes(os.urandom(3), "big")
         self._build_logic()
         self.tasks.resolve_config({})   # a missing config file or a bad override: exit 2 before the sweep exists
@@ -126,6 +128,39 @@ class Recovery(DriverState):
             name=self.name, method=self.spec.method, metric=self.metric, goal=self.goal.value,
             spec=self._stored_spec(), spec_path=spec_path, seed=self.seed,
         )
+
+    def _check_checkpoint_root(self) -> None:
+        """A new sweep's trials restore what is in its checkpoint directory: it must hold nothing (a sweep of
+        the same name from another store, sharing `checkpoint_dir:`, would lend its trials its checkpoints)."""
+        from sweeplab.checkpoint import entries
+
+        root = self.tasks.checkpoint_root()
+        try:
+            found = entries(root)
+        except OSError:   # unreadable here: the trials' own saves will say why
+            return
+        if found:
+            raise UserError(f"{root} already holds checkpoints of a sweep named {self.name!r} that is not in "
+                            f"{self.store.root} (trials {', '.join(found[:5])}{', ...' if len(found) > 5 else ''}); "
+                            "a new sweep would resume its trials from them: give the sweep another name, or delete "
+                            "that directory")
+
+    def _discard_unrecorded(self, numbers: set[int]) -> None:
+        """Checkpoints of trial numbers the store does not have were written by a trial a killed driver started
+        but never recorded: its next trial of that number (other parameters, maybe) must not restore them."""
+        from sweeplab.checkpoint import discard, entries
+
+        root = self.tasks.checkpoint_root()
+        try:
+            found = entries(root)
+        except OSError:
+            return
+        for name in found:
+            if name.isdigit() and int(name) not in numbers:
+                with contextlib.suppress(OSError):
+                    discard(f"{root}/{name}")
+                self.store.add_event(self.sweep_id, "info", f"removed the checkpoints of trial {name}, which the "
+                                     "driver that started it never recorded", data={"trial": int(name)})
 
     def _stored_spec(self) -> dict[str, Any]:
         d = dict(self.spec.to_jsonable())
@@ -202,6 +237,7 @@ class Recovery(DriverState):
         history: list[TrialSnapshot] = []
         now = self.clock.time()
         with self.store.transaction():
+            self._discard_unrecorded({int(r["number"]) for r in rows})
             for r in rows:
                 state = TrialState(r["state"])
                 t = TrialRecord(id=int(r["id"]), number=int(r["number"]), params=loads(r["params"]) or {},
@@ -227,6 +263,7 @@ class Recovery(DriverState):
                                          "driver stopped; requeued", trial_id=t.id, attempt=t.attempt)
                 t.spent = self.store.attempt_seconds(t.id)   # trial.timeout bounds them all
                 if t.state.is_requeueable:
+                    t.failures = self.store.attempt_failures(t.id)   # retries count over the trial's life
                     self.requeue.append(t)
                 if t.state is TrialState.COMPLETED:
                     self._completed_any = True

@@ -21,9 +21,17 @@ class RetryPolicy:
         self.first_failure: str | None = None   # the first trial failure, shown when nothing completes
 
     @staticmethod
-    def deterministic(signature: tuple[str, str], earlier: Sequence[tuple[str, str]]) -> bool:
-        """The attempt failed exactly as an earlier one did (same error type and message): it will again."""
-        return signature in earlier and signature[0] not in _NOT_DETERMINISTIC
+    def deterministic(signature: tuple[str, str], earlier: Sequence[tuple[str, str]], *,
+                      killed: bool = False) -> bool:
+        """The attempt failed exactly as an earlier one did (same error type and message): it will again.
+        Never for a process `killed` by a signal (the OOM killer may not strike a second time)."""
+        return signature in earlier and signature[0] not in _NOT_DETERMINISTIC and not killed
+
+    @staticmethod
+    def killed(signal: object, exit_code: object) -> bool:
+        """Whether a failed attempt's process died of a signal: a signal, or an exit code 128 + N by which
+        a shell (a wrapper script, `bash -c`) reports that its child died of signal N (137: SIGKILL)."""
+        return signal is not None or (isinstance(exit_code, int) and 128 < exit_code <= 128 + 64)
 
     def retry(self, *, failed_attempts: int, deterministic: bool, no_retry: bool, halted: bool) -> bool:
         """Whether the trial runs again after its `failed_attempts`-th failed attempt."""

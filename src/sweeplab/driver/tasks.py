@@ -65,6 +65,12 @@ class TaskBuilder:
 
         return trial_paths(self.root, self.sweep, t.number, t.attempt, self.spec.checkpoint_dir)
 
+    def checkpoint_root(self) -> str:
+        """The sweep's checkpoint directory: one directory per trial number in it."""
+        from sweeplab.store.layout import trial_paths
+
+        return trial_paths(self.root, self.sweep, 0, 1, self.spec.checkpoint_dir)["checkpoint"].rsplit("/", 1)[0]
+
     def import_path(self) -> list[str]:
         """Where a trial's imports are found: the working directory, then the spec file's directory."""
         if self._python_path is None:   # depends only on the spec and cwd: resolved once

@@ -617,6 +617,12 @@ class Store:
         return self._exec("SELECT * FROM attempts WHERE trial_id=? AND state='failed' ORDER BY number DESC",
                           (trial_id,)).fetchone()
 
+    def attempt_failures(self, trial_id: int) -> list[tuple[str, str]]:
+        """(error type, reason) of each failed attempt of the trial, in order: what its retries have used."""
+        return [(str(r[0]), str(r[1] or "")) for r in self._exec(
+            "SELECT error_type, reason FROM attempts WHERE trial_id=? AND state='failed' ORDER BY number",
+            (trial_id,)).fetchall()]
+
     def attempt_seconds(self, trial_id: int) -> float:
         """Wall seconds the trial's finished attempts ran (a running attempt counts once it ends)."""
         return float(self._exec("SELECT coalesce(sum(ended - started), 0) FROM attempts "

@@ -1,0 +1,89 @@
+"""Command trials that checkpoint through the documented way (`CheckpointManager` on SWEEPLAB_CHECKPOINT_DIR):
+killed by a signal as the OOM killer does, they are retried from their last checkpoint.
+
+Real sweeps (the CLI), real programs, real signals.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+# Checkpoints {"next": s + 1} after step s; attempt a < `die_until` kills itself (how: "kill" SIGKILL itself,
+# "137" exits as a shell does whose child the OOM killer took) after checkpointing step 2a - 1.
+PROGRAM = textwrap.dedent("""
+    import json, os, signal, sys
+    from sweeplab.checkpoint import CheckpointManager
+    args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--"))
+    attempt = int(os.environ["SWEEPLAB_ATTEMPT"])
+    mgr = CheckpointManager(os.environ["SWEEPLAB_CHECKPOINT_DIR"])
+    found = mgr.latest()
+    start = found[1]["next"] if found else 0
+    for step in range(start, int(args["steps"])):
+        print("@sweeplab " + json.dumps({"loss": 1.0 / (step + 1), "step": step}), flush=True)
+        mgr.save({"next": step + 1}, step=step)
+        if attempt < int(args["die_until"]) and step == 2 * attempt - 1:
+            if args["how"] == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            os._exit(137)
+    print("@sweeplab " + json.dumps({"loss": 0.0, "start": start}), flush=True)
+""")
+
+
+def _sweep(chaos, name: str, how: str, *, retries: int, die_until: int, trial: str = "") -> tuple:
+    (chaos.tmp / "prog.py").write_text(PROGRAM)
+    body = (f"program: prog.py\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\nparameters:\n"
+            f"  steps: {{value: 8}}\n  how: {{value: {how}}}\n  die_until: {{value: {die_until}}}\n"
+            f"trial: {{retries: {retries}{trial}}}\n")
+    cp = chaos("sweep", str(chaos.spec(name, body)), "--name", name, "-q", "--workers", "1")
+    trial = chaos.trial(name, 0)
+    return cp, trial, chaos.attempts(trial["id"])
+
+
+@pytest.mark.parametrize("how", ["kill", "137"], ids=["sigkill", "exit-137"])
+def test_a_command_killed_by_a_signal_twice_is_retried_from_its_last_checkpoint(chaos, how):
+    """The OOM killer may take a program twice and not a third time: a program killed by a signal (or a
+    wrapper reporting it as exit 137) is never a deterministic failure, as a killed worker is not. It used
+    to be "failed the same way twice: not retried" at its second kill."""
+    cp, trial, attempts = _sweep(chaos, f"oom-{how}", how, retries=2, die_until=3)
+    assert cp.returncode == 0, cp.stderr
+    assert (trial["state"], trial["attempts"]) == ("completed", 3), trial["reason"]
+    assert [a["state"] for a in attempts] == ["failed", "failed", "completed"]
+    # each attempt restored the newest checkpoint of the one before: steps 0-1, then 2-3, then 4-7
+    assert json.loads(trial["metrics"])["start"] == 4
+    steps = [chaos.steps(trial["id"], a) for a in (1, 2, 3)]
+    assert steps[:2] == [[0, 1], [2, 3]] and steps[2][:4] == [4, 5, 6, 7], steps
+    _assert_the_store_lists_what_exists(chaos, f"oom-{how}", trial, [(3, 6), (3, 7)])
+
+
+def test_a_command_killed_more_often_than_its_retries_fails_naming_the_signal(chaos):
+    cp, trial, attempts = _sweep(chaos, "oom-out", "kill", retries=1, die_until=9)
+    assert cp.returncode == 1
+    assert (trial["state"], trial["attempts"]) == ("failed", 2)
+    assert trial["reason"] == "command killed by signal SIGKILL", trial["reason"]
+    assert [a["signal"] for a in attempts] == [9, 9]
+
+
+def test_a_command_program_s_checkpoint_manager_keeps_trial_keep_checkpoints(chaos):
+    """`CheckpointManager(os.environ["SWEEPLAB_CHECKPOINT_DIR"])` in a program keeps the spec's
+    trial.keep_checkpoints, as `run.checkpoint` does (it kept 2 whatever the spec said)."""
+    cp, trial, _ = _sweep(chaos, "keep3", "kill", retries=0, die_until=0, trial=", keep_checkpoints: 3")
+    assert cp.returncode == 0, cp.stderr
+    kept = sorted(p.name for p in (chaos.store / "checkpoints" / "keep3" / "0").glob("step-*"))
+    assert kept == ["step-0000000005", "step-0000000006", "step-0000000007"], kept
+    _assert_the_store_lists_what_exists(chaos, "keep3", trial, [(1, 5), (1, 6), (1, 7)])
+
+
+def _assert_the_store_lists_what_exists(chaos, sweep: str, trial, expected: list[tuple[int, int]]) -> None:
+    """The store's checkpoints of a command trial are those on disk, as for a function trial (the dashboard
+    and `sweeplab status` showed none): (attempt, step), path and checksum of each."""
+    rows = chaos.checkpoints(trial["id"])
+    assert [(r["attempt"], r["step"]) for r in rows] == expected, [tuple(r) for r in rows]
+    on_disk = sorted((chaos.store / "checkpoints" / sweep / "0").glob("step-*"))
+    assert [r["path"] for r in rows] == [str(d) for d in on_disk]
+    assert [r["checksum"] for r in rows] == [json.loads((d / "manifest.json").read_text())["checksum"]
+                                             for d in on_disk]
