@@ -212,7 +212,12 @@ def test_an_unknown_sweep_name_is_one_short_line_with_a_did_you_mean(tmp_path):
         assert "did you mean 'xgb-diabetes'?" in str(queries.unknown_sweep(reader, "XGB-Diabetes"))
     finally:
         reader.close()
-    for args in (["status", "{}", "--json"], ["best", "{}"], ["export", "{}"], ["resume", "{}"], ["stop", "{}"]):
+    import sweeplab as sl
+
+    with pytest.raises(sl.UserError, match="did you mean 'xgb-diabetes'"):   # the Python API says the same
+        sl.load("xgb-diabetis", store=store)
+    for args in (["status", "{}", "--json"], ["best", "{}"], ["export", "{}"], ["resume", "{}"], ["stop", "{}"],
+                 ["repro", "{}/0"]):
         cp = cli(tmp_path, *[a.format("xgb-diabetis") for a in args], store=store)
         line = assert_one_line_error(cp, "no sweep named 'xgb-diabetis'", "did you mean 'xgb-diabetes'?")
         assert "nightly-150" not in line and len(line) < 500, line

@@ -313,9 +313,9 @@ def load(name: str, *, store: str | Path | None = None) -> Sweep:
     st = Store.open(root, readonly=True)
     try:
         if st.sweep_row(name) is None:
-            from sweeplab.errors import UserError
+            from sweeplab.store.queries import unknown_sweep
 
-            raise UserError(f"no sweep named {name!r} in {root}")
+            raise unknown_sweep(st, name)
     finally:
         st.close()
     return Sweep(name, root)

@@ -42,7 +42,9 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     name, number = parse_trial_ref(ref)
     sweep = store.sweep_row(name)
     if sweep is None:
-        raise UserError(f"no sweep named {name!r} in {store.root}")
+        from sweeplab.store.queries import unknown_sweep
+
+        raise unknown_sweep(store, name)
     trial = store.trial_by_number(sweep["id"], number)
     if trial is None:
         count = store.trial_count(sweep["id"])

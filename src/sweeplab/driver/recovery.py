@@ -19,6 +19,7 @@ from sweeplab.driver.records import TrialRecord, costs_of, loads
 from sweeplab.driver.state import DriverState
 from sweeplab.driver.watchdog import Watchdog
 from sweeplab.errors import SpecError, UserError
+from sweeplab.store.queries import unknown_sweep
 from sweeplab.types import SweepState, TrialSnapshot, TrialState
 
 __all__ = ["Recovery"]
@@ -175,7 +176,7 @@ class Recovery(DriverState):
         """
         src = self.store.sweep_row(source)
         if src is None:
-            raise UserError(f"no sweep named {source!r} in {self.store.root}")
+            raise unknown_sweep(self.store, source)
         self.create(spec_path=spec_path)
         import json
 
@@ -217,7 +218,7 @@ class Recovery(DriverState):
                 raise UserError(f"--trials: {what} must be at least 1; got {n!r}")
         row = self.store.sweep_row(self.name)
         if row is None:
-            raise UserError(f"no sweep named {self.name!r} in {self.store.root}")
+            raise unknown_sweep(self.store, self.name)
         self._lock()
         self.sweep_id = int(row["id"])
         if new_spec_path is not None:
