@@ -80,11 +80,6 @@ def _mount(*args: str) -> bool:
     return subprocess.run(["mount", *args], capture_output=True, check=False).returncode == 0
 
 
-def _umount(path: Path) -> None:
-    if subprocess.run(["umount", str(path)], capture_output=True, check=False).returncode != 0:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
-
-
 # ------------------------------------------------------------------------------------------ unwritable
 def test_store_path_under_a_regular_file_fails_clearly_and_creates_nothing(chaos):
     blocker = chaos.tmp / "not-a-dir"
@@ -106,23 +101,6 @@ def test_store_directory_without_write_permission_fails_clearly(chaos):
         chaos.store.chmod(0o700)
     _assert_clear_error(cp, chaos.store)
     assert chaos.dump_sweep("first") == first and chaos.integrity() == "ok"
-
-
-@pytest.fixture
-def read_only(chaos):
-    """Remount the store directory read-only (a bind mount onto itself); undone at teardown."""
-    mounted: list[Path] = []
-
-    def make(path: Path) -> None:
-        if not _mount("--bind", str(path), str(path)):
-            pytest.skip("bind mounts are not permitted here")
-        mounted.append(path)
-        if not _mount("-o", "remount,ro,bind", str(path)):
-            pytest.skip("read-only remounts are not permitted here")
-
-    yield make
-    for path in reversed(mounted):
-        _umount(path)
 
 
 def test_read_only_store_refuses_new_sweeps_and_keeps_old_results_readable(chaos, read_only):

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -43,29 +42,6 @@ def killed_writer(store: Path, sweeps: int = 2, trials: int = 3) -> None:
     """)
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     assert (store / "store.db-wal").stat().st_size > 0
-
-
-def _mount(*args: str) -> bool:
-    return subprocess.run(["mount", *args], capture_output=True, check=False).returncode == 0
-
-
-@pytest.fixture
-def read_only() -> Iterator[Callable[[Path], None]]:
-    """Remount a directory read-only (a bind mount onto itself), as a results share or a snapshot is;
-    undone at teardown. Skipped where mounting is not permitted."""
-    mounted: list[Path] = []
-
-    def make(path: Path) -> None:
-        if not _mount("--bind", str(path), str(path)):
-            pytest.skip("bind mounts are not permitted here")
-        mounted.append(path)
-        if not _mount("-o", "remount,ro,bind", str(path)):
-            pytest.skip("read-only remounts are not permitted here")
-
-    yield make
-    for path in reversed(mounted):
-        if subprocess.run(["umount", str(path)], capture_output=True, check=False).returncode != 0:
-            subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
 
 
 def test_a_read_only_store_left_by_a_killed_driver_shows_every_commit(tmp_path: Path, read_only) -> None:
