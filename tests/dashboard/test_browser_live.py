@@ -59,7 +59,7 @@ def test_first_page_then_every_trial_then_only_the_changes(live: tuple[Any, Stor
         w.update_trial(w.trial_by_number(sid, 3)["id"], value=0.001)
         w.add_trial(sid, TRIALS, {"lr": 0.5, "depth": 1, "width": 64}, None, seed=1, state="running",
                     started=T0 + 100, attempts=1)
-    page.wait_for_function(f"document.querySelector('#trial-count').innerText.startsWith('{TRIALS + 1} of')",
+    page.wait_for_function(f"document.querySelector('#trial-count')?.innerText?.startsWith('{TRIALS + 1} of')",
                            timeout=30_000)
     refreshes = trials_urls[before:]
     assert refreshes and all("/trials?since=" in u for u in refreshes), refreshes
@@ -106,7 +106,8 @@ def test_default_curves_follow_a_live_sweep_until_the_user_picks(live: tuple[Any
     with w.transaction():
         w.add_trial(sid, TRIALS + 1, {"lr": 0.5, "depth": 2}, None, seed=2, state="running", started=T0 + 101,
                     attempts=1)
-    page.wait_for_function(f"document.querySelector('#trial-count').innerText !== {before!r}", timeout=30_000)
+    page.wait_for_function(f"(document.querySelector('#trial-count')?.innerText ?? {before!r}) !== {before!r}",
+                           timeout=30_000)
     assert page.inner_text("#selection-note") == "0 selected" and page.locator("#curves .placeholder").count() == 1
 
 
@@ -122,17 +123,17 @@ def test_no_change_is_lost_while_the_page_loads_or_when_a_refresh_fails(live: tu
     held: list[Any] = []
     page.route("**/static/plotly.min.js", lambda route: held.append(route))   # the load waits for it: held
     page.goto(srv.url + "/sweeps/live")
-    page.wait_for_function(f"document.querySelector('#trial-count').innerText.startsWith('{TRIALS} of')")
+    page.wait_for_function(f"document.querySelector('#trial-count')?.innerText?.startsWith('{TRIALS} of')")
     while not held:
         page.wait_for_timeout(20)
     with w.transaction():   # trial 77 completes while the page has its trials but is still loading
         w.update_trial(w.trial_by_number(sid, TRIALS - 3)["id"], state="completed", value=0.5, ended=T0 + 200)
         w.add_event(sid, "trial_ended", "trial 77 completed", at=T0 + 200)
     held[0].continue_()
-    page.wait_for_function(f"document.querySelector('#sweep-header .counts').innerText.includes('{TRIALS - 2} "
+    page.wait_for_function(f"document.querySelector('#sweep-header .counts')?.innerText?.includes('{TRIALS - 2} "
                            "completed')", timeout=30_000)
 
-    page.wait_for_function("document.querySelector('#live').innerText !== 'connecting…'")   # polling
+    page.wait_for_function("(document.querySelector('#live')?.innerText ?? 'connecting…') !== 'connecting…'")  # polling
     dropped: list[str] = []
 
     def drop_once(route: Any) -> None:
@@ -147,8 +148,8 @@ def test_no_change_is_lost_while_the_page_loads_or_when_a_refresh_fails(live: tu
         for n in (TRIALS - 2, TRIALS - 1):
             w.update_trial(w.trial_by_number(sid, n)["id"], state="completed", value=0.5, ended=T0 + 200)
         w.update_sweep(sid, state="finished", ended=T0 + 200)
-    page.wait_for_function(f"document.querySelector('#sweep-header .counts').innerText === '{TRIALS} completed'"
-                           " && document.querySelector('#sweep-header .badge').innerText === 'finished'",
+    page.wait_for_function(f"document.querySelector('#sweep-header .counts')?.innerText === '{TRIALS} completed'"
+                           " && document.querySelector('#sweep-header .badge')?.innerText === 'finished'",
                            timeout=30_000)
     ctx.close()
     assert dropped and all("ERR_FAILED" in e for e in errors), (dropped, errors)   # the dropped request only
