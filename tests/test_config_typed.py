@@ -1,0 +1,121 @@
+"""Typed configs (dataclasses and pydantic models): what `coerce` accepts, refuses and how it names the key."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Literal, Optional, Union
+
+import pydantic
+import pytest
+
+from sweeplab.config import coerce
+from sweeplab.errors import ConfigError
+
+
+class Act(enum.Enum):
+    relu = "relu"
+    gelu = "gelu"
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerDC:
+    size: int = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvDC:
+    kernel: int = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainDC:
+    lr: float = 0.1
+    epochs: int = 10
+    flag: bool = False
+    act: Act = Act.relu
+    kind: Literal["mlp", "cnn"] = "mlp"
+    clip: Optional[float] = None
+    width: Union[int, str] = 1
+    layers: list[LayerDC] = dataclasses.field(default_factory=list)
+    named: dict[str, LayerDC] = dataclasses.field(default_factory=dict)
+    block: Union[LayerDC, ConvDC, None] = None
+    sizes: list[int] = dataclasses.field(default_factory=list)
+
+
+class LayerPM(pydantic.BaseModel):
+    size: int = 4
+
+
+class ConvPM(pydantic.BaseModel):
+    kernel: int = 3
+
+
+class TrainPM(pydantic.BaseModel):
+    lr: float = 0.1
+    epochs: int = 10
+    flag: bool = False
+    act: Act = Act.relu
+    kind: Literal["mlp", "cnn"] = "mlp"
+    clip: Optional[float] = None
+    width: Union[int, str] = 1
+    layers: list[LayerPM] = []
+    named: dict[str, LayerPM] = {}
+    block: Union[LayerPM, ConvPM, None] = None
+    sizes: list[int] = []
+
+
+SCHEMAS = [pytest.param(TrainDC, id="dataclass"), pytest.param(TrainPM, id="pydantic")]
+
+
+def _error(data, schema) -> str:
+    with pytest.raises(ConfigError) as info:
+        coerce(data, schema)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_accepted_conversions(schema):
+    out = coerce({"epochs": 3.0, "lr": 1, "act": "gelu", "kind": "cnn", "clip": 1, "width": "auto",
+                  "layers": [{"size": 2}], "named": {"a": {}}, "block": {"kernel": 5}, "sizes": [1, 2.0]}, schema)
+    assert out.epochs == 3 and type(out.epochs) is int   # W&B's q_uniform samples 32.0 for an int field
+    assert out.lr == 1.0 and out.act is Act.gelu and out.kind == "cnn" and out.width == "auto"
+    assert out.layers[0].size == 2 and out.named["a"].size == 4 and out.block.kernel == 5
+    assert out.sizes == [1, 2]
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+@pytest.mark.parametrize(("data", "path"), [
+    ({"epochs": True}, "epochs"),
+    ({"lr": False}, "lr"),
+    ({"clip": True}, "clip"),
+    ({"sizes": [1, True]}, "sizes[1]"),
+    ({"layers": [{"size": True}]}, "layers[0].size"),
+    ({"named": {"a": {"size": False}}}, "named.a.size"),
+], ids=["int", "float", "optional-float", "list-item", "in-list-of-models", "in-dict-of-models"])
+def test_a_bool_is_not_a_number(schema, data, path):
+    # `epochs: yes` or `batch_size=true` ran with 1 (pydantic's lax mode reads True as 1)
+    text = _error(data, schema)
+    assert text.startswith(f"{path}: wrong type"), text
+    assert "got True" in text or "got False" in text
+    assert "bool" in text
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+@pytest.mark.parametrize(("data", "path", "hint"), [
+    ({"layers": [{"size": 3}, {"sise": 5}]}, "layers[1].sise", "size"),
+    ({"named": {"a": {"sise": 5}}}, "named.a.sise", "size"),
+    ({"block": {"kernal": 5}}, "block.kernal", "kernel"),
+], ids=["list-of-models", "dict-of-models", "union-of-models"])
+def test_unknown_keys_inside_containers_are_errors(schema, data, path, hint):
+    # they were silently dropped: a typo in a list of layer configs ran with the default
+    text = _error(data, schema)
+    assert text.startswith(f"{path}: unknown key"), text
+    assert f"did you mean '{hint}'?" in text
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_a_union_error_names_the_field_not_pydantics_member_tag(schema):
+    text = _error({"width": 1.5}, schema)
+    assert text.startswith("width: wrong type"), text   # was 'width.int: wrong type'
+    assert "got 1.5" in text
