@@ -119,3 +119,58 @@ def test_a_union_error_names_the_field_not_pydantics_member_tag(schema):
     text = _error({"width": 1.5}, schema)
     assert text.startswith("width: wrong type"), text   # was 'width.int: wrong type'
     assert "got 1.5" in text
+
+
+# ------------------------------------------------------------------- a sweep's parameters against the typed config
+
+_TRAIN = '''
+from dataclasses import dataclass, field
+
+@dataclass(frozen=True)
+class Model:
+    hidden: int = 64
+
+@dataclass(frozen=True)
+class TrainConfig:
+    lr: float
+    batch_size: int = 16
+    model: Model = field(default_factory=Model)
+
+def train(config: TrainConfig, run):
+    return {"loss": config.lr}
+'''
+
+
+def _dry_run(tmp_path, parameters: str):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text(_TRAIN)
+    (tmp_path / "base.yaml").write_text("lr: 0.1\nbatch_size: 16\nmodel: {hidden: 64}\n")
+    (tmp_path / "sweep.yaml").write_text(
+        "function: train:train\nconfig: base.yaml\nmethod: random\nmetric: {name: loss, goal: minimize}\n"
+        f"run_cap: 60\nparameters:\n{parameters}")
+    env = {**os.environ, "COLUMNS": "240"}
+    return subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--dry-run"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize(("parameters", "expected"), [
+    ("  batch_size: {values: [32, auto]}\n",
+     ["for batch_size='auto'", "batch_size: wrong type; got 'auto'; expected int"]),
+    ("  model.hiden: {value: 8}\n", ["model.hiden: unknown key for Model", "did you mean 'hidden'?"]),
+], ids=["wrong-type", "not-a-field"])
+def test_dry_run_refuses_parameters_that_do_not_fit_the_typed_config(tmp_path, parameters, expected):
+    # `values: [32, "auto"]` for an int field: the dry-run said "valid" and half the sweep's trials failed
+    done = _dry_run(tmp_path, "  lr: {min: 0.001, max: 0.1}\n" + parameters)
+    assert done.returncode == 2, done.stdout + done.stderr
+    err = " ".join(done.stderr.split())
+    assert all(e in err for e in expected), err
+    assert not (tmp_path / ".sweeplab").exists()
+
+
+def test_dry_run_of_parameters_that_fit_says_they_were_checked(tmp_path):
+    done = _dry_run(tmp_path, "  lr: {min: 0.001, max: 0.1}\n  batch_size: {values: [32, 64]}\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "TrainConfig" in done.stdout, done.stdout
