@@ -18,6 +18,11 @@ class Act(enum.Enum):
     gelu = "gelu"
 
 
+class Level(enum.IntEnum):
+    low = 1
+    high = 2
+
+
 @dataclasses.dataclass(frozen=True)
 class LayerDC:
     size: int = 4
@@ -41,6 +46,8 @@ class TrainDC:
     named: dict[str, LayerDC] = dataclasses.field(default_factory=dict)
     block: Union[LayerDC, ConvDC, None] = None
     sizes: list[int] = dataclasses.field(default_factory=list)
+    level: Level = Level.high
+    rank: Literal[1, 2] = 2
 
 
 class LayerPM(pydantic.BaseModel):
@@ -63,6 +70,8 @@ class TrainPM(pydantic.BaseModel):
     named: dict[str, LayerPM] = {}
     block: Union[LayerPM, ConvPM, None] = None
     sizes: list[int] = []
+    level: Level = Level.high
+    rank: Literal[1, 2] = 2
 
 
 SCHEMAS = [pytest.param(TrainDC, id="dataclass"), pytest.param(TrainPM, id="pydantic")]
@@ -77,11 +86,12 @@ def _error(data, schema) -> str:
 @pytest.mark.parametrize("schema", SCHEMAS)
 def test_accepted_conversions(schema):
     out = coerce({"epochs": 3.0, "lr": 1, "act": "gelu", "kind": "cnn", "clip": 1, "width": "auto",
-                  "layers": [{"size": 2}], "named": {"a": {}}, "block": {"kernel": 5}, "sizes": [1, 2.0]}, schema)
+                  "layers": [{"size": 2}], "named": {"a": {}}, "block": {"kernel": 5}, "sizes": [1, 2.0],
+                  "level": 1, "rank": 1}, schema)
     assert out.epochs == 3 and type(out.epochs) is int   # W&B's q_uniform samples 32.0 for an int field
     assert out.lr == 1.0 and out.act is Act.gelu and out.kind == "cnn" and out.width == "auto"
     assert out.layers[0].size == 2 and out.named["a"].size == 4 and out.block.kernel == 5
-    assert out.sizes == [1, 2]
+    assert out.sizes == [1, 2] and out.level is Level.low and out.rank == 1
 
 
 @pytest.mark.parametrize("schema", SCHEMAS)
@@ -92,7 +102,10 @@ def test_accepted_conversions(schema):
     ({"sizes": [1, True]}, "sizes[1]"),
     ({"layers": [{"size": True}]}, "layers[0].size"),
     ({"named": {"a": {"size": False}}}, "named.a.size"),
-], ids=["int", "float", "optional-float", "list-item", "in-list-of-models", "in-dict-of-models"])
+    ({"level": True}, "level"),
+    ({"rank": True}, "rank"),
+], ids=["int", "float", "optional-float", "list-item", "in-list-of-models", "in-dict-of-models", "int-enum",
+        "literal-of-numbers"])
 def test_a_bool_is_not_a_number(schema, data, path):
     # `epochs: yes` or `batch_size=true` ran with 1 (pydantic's lax mode reads True as 1)
     text = _error(data, schema)

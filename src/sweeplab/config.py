@@ -687,9 +687,8 @@ def _check_value(value: Any, tp: Any, *, path: str) -> None:
         _check_keys(value, tp, path=path)
         return
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp in (int, float):
-        if isinstance(value, bool):
-            _bool_for_number(value, tp, path)
+    if isinstance(value, bool) and _number_not_bool(tp):
+        _bool_for_number(value, tp, path)
         return
     if _is_union(tp):
         _check_union(value, tp, [_strip(a) for a in args], path=path)
@@ -708,6 +707,14 @@ def _check_value(value: Any, tp: Any, *, path: str) -> None:
             _check_value(item, args[1], path=f"{path}.{key}")
 
 
+def _number_not_bool(tp: Any) -> bool:
+    """`int`, `float`, an IntEnum or a Literal of numbers: pydantic reads True there as 1."""
+    if tp in (int, float) or (isinstance(tp, type) and issubclass(tp, int) and tp is not bool):
+        return True
+    values = typing.get_args(tp) if typing.get_origin(tp) is typing.Literal else ()
+    return bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
 def _bool_for_number(value: bool, tp: Any, path: str) -> None:
     raise ConfigError(
         "wrong type", key=path, value=value,
@@ -719,7 +726,7 @@ def _check_union(value: Any, tp: Any, members: list[Any], *, path: str) -> None:
     if any(m in (Any, object) for m in members):
         return
     if isinstance(value, bool):
-        if bool not in members and any(m in (int, float) for m in members):
+        if bool not in members and any(_number_not_bool(m) for m in members):
             _bool_for_number(value, tp, path)
         return
     if isinstance(value, Mapping):
