@@ -187,3 +187,25 @@ def test_dry_run_of_parameters_that_fit_says_they_were_checked(tmp_path):
     done = _dry_run(tmp_path, "  lr: {min: 0.001, max: 0.1}\n  batch_size: {values: [32, 64]}\n")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "TrainConfig" in done.stdout, done.stdout
+
+
+# ------------------------------------------------------------------------------------- pydantic aliases
+
+class Aliased(pydantic.BaseModel):
+    lr: float = pydantic.Field(0.1, alias="learning_rate")
+    eta: float = pydantic.Field(0.1, validation_alias=pydantic.AliasChoices("step_size", "eta0"))
+
+
+class AliasedByName(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(populate_by_name=True)
+    lr: float = pydantic.Field(0.1, alias="learning_rate")
+
+
+def test_a_field_name_pydantic_would_ignore_for_its_alias_is_an_unknown_key():
+    # `lr: 0.5` for a field aliased `learning_rate`: pydantic ignored it and the trial ran with lr=0.1
+    text = _error({"lr": 0.5}, Aliased)
+    assert text.startswith("lr: unknown key for Aliased"), text
+    assert "learning_rate" in text
+    assert coerce({"learning_rate": 0.5, "eta0": 0.2}, Aliased).eta == 0.2   # each of AliasChoices' names
+    assert coerce({"step_size": 0.3}, Aliased).eta == 0.3
+    assert coerce({"lr": 0.5}, AliasedByName).lr == 0.5 and coerce({"learning_rate": 0.4}, AliasedByName).lr == 0.4

@@ -613,12 +613,20 @@ def coerce(config: Mapping[str, Any], schema: Any) -> Any:
 def _fields(schema: Any) -> dict[str, Any]:
     """Accepted key -> declared type, for a dataclass or pydantic model class."""
     if _is_model(schema):
+        # the keys pydantic reads: a field's validation alias(es) (or its alias), and its name when it has none
+        # or the model validates by name too; a name it does not read would be dropped in silence
+        config = schema.model_config
+        by_name = bool(config.get("validate_by_name") or config.get("populate_by_name"))
+        by_alias = config.get("validate_by_alias", True) is not False
         out: dict[str, Any] = {}
         for name, info in schema.model_fields.items():
-            out[name] = info.annotation
-            for alias in (info.alias, info.validation_alias):
-                if isinstance(alias, str):
-                    out[alias] = info.annotation
+            alias = info.validation_alias if info.validation_alias is not None else info.alias
+            choices = getattr(alias, "choices", [alias]) if alias is not None else []
+            keys = [c for c in choices if isinstance(c, str)] if by_alias else []
+            if not choices or by_name or not by_alias:
+                keys.append(name)
+            for key in keys:
+                out[key] = info.annotation
         return out
     try:
         hints = typing.get_type_hints(schema)
