@@ -209,3 +209,11 @@ def test_a_field_name_pydantic_would_ignore_for_its_alias_is_an_unknown_key():
     assert coerce({"learning_rate": 0.5, "eta0": 0.2}, Aliased).eta == 0.2   # each of AliasChoices' names
     assert coerce({"step_size": 0.3}, Aliased).eta == 0.3
     assert coerce({"lr": 0.5}, AliasedByName).lr == 0.5 and coerce({"learning_rate": 0.4}, AliasedByName).lr == 0.4
+
+
+def test_a_pydantic_dataclass_with_extra_allow_accepts_unknown_keys():
+    @pydantic.dataclasses.dataclass(config=pydantic.ConfigDict(extra="allow"))
+    class Loose:
+        lr: float = 0.1
+
+    assert coerce({"lr": 0.2, "other": 1}, Loose).lr == 0.2

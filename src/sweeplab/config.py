@@ -636,7 +636,9 @@ def _fields(schema: Any) -> dict[str, Any]:
 
 
 def _allows_extra(schema: Any) -> bool:
-    return _is_model(schema) and schema.model_config.get("extra") == "allow"
+    """A pydantic model, or a pydantic dataclass, with `extra="allow"`."""
+    config = schema.model_config if _is_model(schema) else getattr(schema, "__pydantic_config__", None)
+    return isinstance(config, Mapping) and config.get("extra") == "allow"
 
 
 def _nested_schema(tp: Any) -> Any | None:
