@@ -664,7 +664,7 @@ def _check_keys(data: Any, schema: Any, *, path: str) -> None:
             _check_value(data[key], tp, path=f"{path}.{key}" if path else str(key))
 
 
-def _unknown_key(data: Mapping[str, Any], key: str, owner: str, fields: Sequence[str], path: str) -> None:
+def _unknown_key(data: Mapping[str, Any], key: str, owner: str, fields: Sequence[str], path: str) -> typing.NoReturn:
     where = f"{path}.{key}" if path else str(key)
     hint = _did_you_mean(str(key), list(fields))
     raise ConfigError(
@@ -725,7 +725,7 @@ def _number_not_bool(tp: Any) -> bool:
     return bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
 
 
-def _bool_for_number(value: bool, tp: Any, path: str) -> None:
+def _bool_for_number(value: bool, tp: Any, path: str) -> typing.NoReturn:
     raise ConfigError(
         "wrong type", key=path, value=value,
         expected=f"{_type_name(tp)} (a number, not a bool: YAML reads true/false/yes/no/on/off as bool)",
