@@ -189,7 +189,7 @@ def _check_typed_config(spec: Any, overrides: list[str]) -> None:
     for line in problems:
         err.print(f"config check: {line}", markup=False)
     if problems:
-        raise UserError(f"the sweep's parameters do not fit the function's typed config ({len(problems)} "
+        raise UserError(f"the config of the sweep's trials does not fit the function's typed config ({len(problems)} "
                         "problem(s) above)")
     if not notes or "declares no typed config" not in notes[-1]:
         from sweeplab.backends.targets import load_target
