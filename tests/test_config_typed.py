@@ -217,3 +217,32 @@ def test_a_pydantic_dataclass_with_extra_allow_accepts_unknown_keys():
         lr: float = 0.1
 
     assert coerce({"lr": 0.2, "other": 1}, Loose).lr == 0.2
+
+
+def test_a_profile_key_no_trial_can_build_names_itself_when_the_grid_has_one_point(tmp_path):
+    # with a free worker the grid ran out before its only trial failed: the sweep ended 'finished', with 'search
+    # space exhausted (grid finished)' on stderr and the config error only in `sweeplab status`
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text(_TRAIN)
+    (tmp_path / "base.yaml").write_text("lr: 0.1\n")
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "local.yaml").write_text("num_wrkers: 2\n")
+    (tmp_path / "sweep.yaml").write_text(
+        "name: one\nfunction: train:train\nconfig: base.yaml\nprofile: local\nmethod: grid\n"
+        "metric: {name: loss, goal: minimize}\nparameters:\n  lr: {values: [0.1]}\n")
+    env = {**os.environ, "COLUMNS": "240"}
+    cmd = [sys.executable, "-m", "sweeplab"]
+    done = subprocess.run([*cmd, "sweep", "sweep.yaml", "-w", "2"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    err = " ".join(done.stderr.split())
+    assert "profile local" in err and "num_wrkers: unknown key for TrainConfig" in err, err
+    assert "exhausted" not in err, err
+    status = subprocess.run([*cmd, "status", "one", "--json"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=60, check=True)
+    sweep = json.loads(status.stdout)["sweep"]
+    assert sweep["state"] == "failed" and "num_wrkers" in sweep["end_reason"], sweep
