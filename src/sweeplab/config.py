@@ -613,12 +613,20 @@ def coerce(config: Mapping[str, Any], schema: Any) -> Any:
 def _fields(schema: Any) -> dict[str, Any]:
     """Accepted key -> declared type, for a dataclass or pydantic model class."""
     if _is_model(schema):
+        # the keys pydantic reads: a field's validation alias(es) (or its alias), and its name when it has none
+        # or the model validates by name too; a name it does not read would be dropped in silence
+        config = schema.model_config
+        by_name = bool(config.get("validate_by_name") or config.get("populate_by_name"))
+        by_alias = config.get("validate_by_alias", True) is not False
         out: dict[str, Any] = {}
         for name, info in schema.model_fields.items():
-            out[name] = info.annotation
-            for alias in (info.alias, info.validation_alias):
-                if isinstance(alias, str):
-                    out[alias] = info.annotation
+            alias = info.validation_alias if info.validation_alias is not None else info.alias
+            choices = getattr(alias, "choices", [alias]) if alias is not None else []
+            keys = [c for c in choices if isinstance(c, str)] if by_alias else []
+            if not choices or by_name or not by_alias:
+                keys.append(name)
+            for key in keys:
+                out[key] = info.annotation
         return out
     try:
         hints = typing.get_type_hints(schema)
@@ -628,7 +636,9 @@ def _fields(schema: Any) -> dict[str, Any]:
 
 
 def _allows_extra(schema: Any) -> bool:
-    return _is_model(schema) and schema.model_config.get("extra") == "allow"
+    """A pydantic model, or a pydantic dataclass, with `extra="allow"`."""
+    config = schema.model_config if _is_model(schema) else getattr(schema, "__pydantic_config__", None)
+    return isinstance(config, Mapping) and config.get("extra") == "allow"
 
 
 def _nested_schema(tp: Any) -> Any | None:
@@ -641,44 +651,142 @@ def _nested_schema(tp: Any) -> Any | None:
 
 
 def _check_keys(data: Any, schema: Any, *, path: str) -> None:
+    """Every key of `data` is a field of `schema` (with a did-you-mean), and so on into its fields' values."""
     if not isinstance(data, Mapping):
         return  # a type error: reported by validation with its path
     fields = _fields(schema)
     if not _allows_extra(schema):
         for key in data:
             if key not in fields:
-                where = f"{path}.{key}" if path else str(key)
-                hint = _did_you_mean(str(key), list(fields))
-                raise ConfigError(
-                    f"unknown key for {schema.__name__}", key=where, value=_short(data[key]),
-                    expected=f"one of {', '.join(sorted(fields))}", hint=hint or None,
-                )
+                _unknown_key(data, key, schema.__name__, list(fields), path)
     for key, tp in fields.items():
-        nested = _nested_schema(tp)
-        if nested is not None and key in data:
-            _check_keys(data[key], nested, path=f"{path}.{key}" if path else key)
+        if key in data:
+            _check_value(data[key], tp, path=f"{path}.{key}" if path else str(key))
 
 
-def _loc_path(loc: Sequence[Any]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
+def _unknown_key(data: Mapping[str, Any], key: str, owner: str, fields: Sequence[str], path: str) -> typing.NoReturn:
+    where = f"{path}.{key}" if path else str(key)
+    hint = _did_you_mean(str(key), list(fields))
+    raise ConfigError(
+        f"unknown key for {owner}", key=where, value=_short(data[key]),
+        expected=f"one of {', '.join(sorted(set(fields)))}", hint=hint or None,
+    )
 
 
-def _annotation_at(schema: Any, loc: Sequence[Any]) -> Any | None:
-    tp: Any = schema
-    for part in loc:
-        nested = _nested_schema(tp)
-        if nested is None or not isinstance(part, str):
-            return None
-        tp = _fields(nested).get(part)
-        if tp is None:
-            return None
+_SEQUENCES: tuple[Any, ...] = (list, tuple, set, frozenset, Sequence)
+_MAPPINGS: tuple[Any, ...] = (dict, Mapping)
+
+
+def _strip(tp: Any) -> Any:
+    """`Annotated[T, ...]` -> T."""
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
     return tp
+
+
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (typing.Union, types.UnionType)
+
+
+def _check_value(value: Any, tp: Any, *, path: str) -> None:
+    """What pydantic's lax validation would let through silently: a key no dataclass / model declares (inside
+    lists, dicts and unions of them too: pydantic drops it), a bool where a number is declared (read as 1 or 0:
+    `epochs: yes`, `batch_size=true`)."""
+    tp = _strip(tp)
+    if _is_schema(tp):
+        _check_keys(value, tp, path=path)
+        return
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if isinstance(value, bool) and _number_not_bool(tp):
+        _bool_for_number(value, tp, path)
+        return
+    if _is_union(tp):
+        _check_union(value, tp, [_strip(a) for a in args], path=path)
+        return
+    if origin in _SEQUENCES and isinstance(value, (list, tuple)) and args:
+        for i, item in enumerate(value):
+            if origin is tuple and args[-1] is not Ellipsis:
+                item_tp = args[i] if i < len(args) else None
+            else:
+                item_tp = args[0]
+            if item_tp is not None:
+                _check_value(item, item_tp, path=f"{path}[{i}]")
+        return
+    if origin in _MAPPINGS and isinstance(value, Mapping) and len(args) == 2:
+        for key, item in value.items():
+            _check_value(item, args[1], path=f"{path}.{key}")
+
+
+def _number_not_bool(tp: Any) -> bool:
+    """`int`, `float`, an IntEnum or a Literal of numbers: pydantic reads True there as 1."""
+    if tp in (int, float) or (isinstance(tp, type) and issubclass(tp, int) and tp is not bool):
+        return True
+    values = typing.get_args(tp) if typing.get_origin(tp) is typing.Literal else ()
+    return bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def _bool_for_number(value: bool, tp: Any, path: str) -> typing.NoReturn:
+    raise ConfigError(
+        "wrong type", key=path, value=value,
+        expected=f"{_type_name(tp)} (a number, not a bool: YAML reads true/false/yes/no/on/off as bool)",
+    )
+
+
+def _check_union(value: Any, tp: Any, members: list[Any], *, path: str) -> None:
+    if any(m in (Any, object) for m in members):
+        return
+    if isinstance(value, bool):
+        if bool not in members and any(_number_not_bool(m) for m in members):
+            _bool_for_number(value, tp, path)
+        return
+    if isinstance(value, Mapping):
+        if any(m in _MAPPINGS or typing.get_origin(m) in _MAPPINGS for m in members):
+            return   # a plain mapping is one of the choices: nothing to check its keys against
+        schemas = [m for m in members if _is_schema(m)]
+        if not schemas:
+            return
+        unknown = {s: ([] if _allows_extra(s) else [k for k in value if k not in _fields(s)]) for s in schemas}
+        fitting = [s for s in schemas if not unknown[s]]
+        if fitting:
+            _check_keys(value, fitting[0], path=path)
+            return
+        closest = min(schemas, key=lambda s: len(unknown[s]))
+        every = [f for s in schemas for f in _fields(s)]
+        _unknown_key(value, unknown[closest][0], " or ".join(s.__name__ for s in schemas), every, path)
+    if isinstance(value, (list, tuple)):
+        for m in members:
+            if typing.get_origin(m) in _SEQUENCES:
+                _check_value(value, m, path=path)
+                return
+
+
+def _field_path(schema: Any, loc: Sequence[Any]) -> tuple[str, Any]:
+    """pydantic's error location as the config's key path (`model.layers[0].size`), and the type declared there.
+
+    pydantic adds a tag for the member of a union it tried (`width.int`, `block.LayerDC`): not a key, dropped."""
+    path, tp, declared = "", schema, schema
+    for part in loc:
+        tp = _strip(tp) if tp is not None else None
+        if isinstance(part, int):
+            path += f"[{part}]"
+            args = typing.get_args(tp) if tp is not None else ()
+            tp = declared = args[0] if args and typing.get_origin(tp) in _SEQUENCES else None
+            continue
+        nested = _nested_schema(tp) if tp is not None else None
+        if nested is not None and part in _fields(nested):
+            path += f".{part}" if path else str(part)
+            tp = declared = _fields(nested)[part]
+        elif tp is not None and _is_union(tp):
+            tp = next((m for m in typing.get_args(tp) if getattr(m, "__name__", None) == part or str(m) == part),
+                      None)
+        elif tp is not None and typing.get_origin(tp) in _MAPPINGS:
+            path += f".{part}" if path else str(part)
+            args = typing.get_args(tp)
+            tp = declared = args[1] if len(args) == 2 else None
+        else:
+            path += f".{part}" if path else str(part)
+            tp = declared = None
+    return path, declared
 
 
 def _type_name(tp: Any) -> str:
@@ -689,16 +797,16 @@ def _type_name(tp: Any) -> str:
 
 def _translate(exc: Any, schema: Any) -> ConfigError:
     errors = exc.errors()
-    first = errors[0]
-    loc = [p for p in first.get("loc", ()) if p != "__root__"]
-    # pydantic adds the dataclass/model tag to some locations; drop anything that is not a field path
-    path = _loc_path(loc)
+    where = [_field_path(schema, [p for p in e.get("loc", ()) if p != "__root__"]) for e in errors]
+    first, (path, annotation) = errors[0], where[0]
+    others = len({p for p, _ in where[1:]} - {path})   # a union's members fail at one key: one problem
+    more = f" (and {others} more problem{'s' if others > 1 else ''})" if others else ""
     msg = str(first.get("msg", "invalid value"))
     detail = msg.removeprefix("Input should be ")
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     if first.get("type") == "missing":
-        return ConfigError(f"missing required key for {schema.__name__}{more}", key=path or None)
-    annotation = _annotation_at(schema, loc)
+        owner = _field_path(schema, [p for p in first.get("loc", ())][:-1])[1] if "." in path else schema
+        name = getattr(_nested_schema(owner) or schema, "__name__", "the config")
+        return ConfigError(f"missing required key for {name}{more}", key=path or None)
     expected = f"{_type_name(annotation)} ({detail})" if annotation is not None else detail
     value = first.get("input", ...)
     return ConfigError(f"wrong type{more}", key=path or None, value=_short(value), expected=expected)

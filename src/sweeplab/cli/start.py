@@ -86,6 +86,7 @@ def sweep(
     _check_spec(spec, overrides)   # config files, overrides, scheduler, monitors: before the store exists
     if dry_run:
         _describe(spec, spec_file)
+        _check_typed_config(spec, overrides)
         _estimate(spec, spec_file, store, workers)
         raise typer.Exit(0)
     backend_name(spec, backend)   # an unknown --backend is refused before the store is created
@@ -168,6 +169,34 @@ def _describe(spec: Any, spec_file: Path) -> None:
                 + (" (early_terminate.metric)" if named else " (the first objective)")))
     for m in monitors:
         console.print(f"  monitor: {getattr(m, 'name', m)}")
+
+
+def _check_typed_config(spec: Any, overrides: list[str]) -> None:
+    """--dry-run: every combination of categorical values the spec can produce fits the function's typed config
+    (`values: [32, auto]` for an int field, a parameter no field declares), as `--smoke` checks before its trials.
+    A target that does not import here (a package only the cluster has) is a note: the dry-run checks the spec."""
+    if not spec.function:
+        return
+    from sweeplab.driver.tasks import TaskBuilder
+    from sweeplab.smoke import check_config_combinations
+
+    tasks = TaskBuilder(spec, sweep="", root="", cwd=os.getcwd(), overrides=overrides, smoke=False)
+    target = tasks.function_target()
+    problems, notes = check_config_combinations(spec, tasks.resolve_config, tasks.import_path(), target)
+    if problems and problems[0].startswith("cannot import"):
+        console.print(f"  config   not checked against a typed config: {problems[0]}", markup=False)
+        return
+    for line in problems:
+        err.print(f"config check: {line}", markup=False)
+    if problems:
+        raise UserError(f"the config of the sweep's trials does not fit the function's typed config ({len(problems)} "
+                        "problem(s) above)")
+    if not notes or "declares no typed config" not in notes[-1]:
+        from sweeplab.backends.targets import load_target
+        from sweeplab.config import typed_schema_of
+
+        schema = typed_schema_of(load_target(target, tasks.import_path()))
+        console.print(f"  config   the parameters fit {getattr(schema, '__name__', 'the typed config')}")
 
 
 def _estimate(spec: Any, spec_file: Path, store: Optional[Path], workers: Optional[int]) -> None:

@@ -300,7 +300,9 @@ class EventWriter(DriverState):
         if every_trial and self._bad_input is None:
             self._bad_input = reason   # no new trials or retries; running ones end as they will
             self._halt = True
-            if self._ending is None:
+            # a config no trial can build is why the sweep ends, even when the searcher ran out first (a one-point
+            # grid with a free worker) or a budget was reached: those would record it 'finished' for a bad spec
+            if self._ending is None or self._ending_state is SweepState.FINISHED:
                 self._ending, self._ending_state = reason, SweepState.FAILED
         self._check_crash_loop()
 
