@@ -53,3 +53,69 @@ def test_a_log_that_grows_while_it_is_downloaded_is_served_as_it_was(tmp_path: P
         r = head.getresponse()
         assert r.status == 200 and int(r.headers["content-length"]) == size + (1 << 20) and r.read() == b""
         head.close()
+
+
+# ------------------------------------------------------------------------------------------------ tokens
+def test_a_token_with_url_characters_opens_the_printed_url(demo_store: Path) -> None:
+    """`--token 'a+b&c=d %/#'`: the printed URL held the token unencoded, so opening it sent another token
+    ('+' read as a space, '&' cut it short, '#' never sent) and the user got 401."""
+    import os
+    import subprocess
+    import sys
+    from urllib.parse import urlsplit
+
+    token = "a+b&c=d %/#é"
+    code = ("import sys; from pathlib import Path; from sweeplab.dashboard import serve; "
+            "serve(Path(sys.argv[1]), port=0, token=sys.argv[2])")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", code, str(demo_store), token], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline() if proc.stderr else ""
+        url = urlsplit(line.split(": ", 1)[1].split()[0])
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+        conn.request("GET", f"{url.path}?{url.query}#{url.fragment}".split("#")[0])
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 303, (line, r.status)
+        cookie = r.headers["set-cookie"].split(";")[0]
+        conn.request("GET", "/api/sweeps", headers={"cookie": cookie})
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def test_the_token_redirect_keeps_the_path_and_stays_on_the_dashboard(demo_store: Path,
+                                                                      live_server_for: Any) -> None:
+    """The redirect that drops `?token=` used the decoded path: a sweep named 'team/lr' (`team%2Flr`) lost
+    its page (`/sweeps/team/lr`: 404), and `//evil.example/?token=...` redirected off the dashboard."""
+    with live_server_for(create_app(demo_store, token="tok", allowed_hosts=None)) as srv:
+        for asked, location in [("/sweeps/team%2Flr?token=tok&x=1", "/sweeps/team%2Flr?x=1"),
+                                ("//evil.example/?token=tok", "/evil.example/"),
+                                ("/sweeps/%C3%A9t%C3%A9?token=tok", "/sweeps/%C3%A9t%C3%A9")]:
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+            conn.request("GET", asked)
+            r = conn.getresponse()
+            r.read()
+            conn.close()
+            assert r.status == 303 and r.headers["location"] == location, (asked, r.headers["location"])
+
+
+def test_two_dashboards_with_tokens_on_one_host_do_not_log_each_other_out(demo_store: Path,
+                                                                           live_server_for: Any) -> None:
+    """Cookies are per host, not per port: both dashboards set the same cookie name, so logging in to the
+    second (port B) replaced the first one's cookie and every request of the first page got 401."""
+    import httpx
+
+    with live_server_for(create_app(demo_store, token="first")) as a, \
+            live_server_for(create_app(demo_store, token="second")) as b, \
+            httpx.Client(follow_redirects=True) as browser:
+        assert browser.get(f"{a.url}/?token=first").status_code == 200
+        assert browser.get(f"{b.url}/?token=second").status_code == 200
+        assert browser.get(f"{a.url}/api/sweeps").status_code == 200
+        assert browser.get(f"{b.url}/api/sweeps").status_code == 200

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sweeplab._imports import optional_import
 from sweeplab.dashboard.security import LOOPBACK_NAMES, Guard, is_loopback
@@ -100,7 +101,7 @@ def serve(store_root: Path, *, host: str = "127.0.0.1", port: int = 8765, token:
     port = sock.getsockname()[1]
     app = create_app(store_root, token=token, allowed_hosts=loopback_hosts(host) if loopback else None)
     shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+    url = f"http://{shown}:{port}/" + (f"?token={quote(token, safe='')}" if token else "")
     print(f"sweeplab dashboard (read-only) for {store_root}: {url}  (Ctrl-C to stop)", file=sys.stderr)
     server = uvicorn.Server(server_config(app, host=host, port=port, header_timeout=header_timeout))
     try:

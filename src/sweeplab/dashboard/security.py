@@ -100,6 +100,12 @@ def store_file(store_root: Path, rel: str, dirs: Iterable[str]) -> Path | None:
     return safe_join(store_root / first, rest)
 
 
+def _cookie_name(token: str) -> str:
+    """The auth cookie's name, one per token: browsers keep cookies per host, not per port, so two
+    dashboards on one host with the same name would replace each other's cookie (and log each other out)."""
+    return f"{COOKIE}_{hmac.new(token.encode(), b'sweeplab-dashboard-cookie-name', hashlib.sha256).hexdigest()[:12]}"
+
+
 def _cookie_value(token: str) -> str:
     """What the auth cookie holds: derived from the token, so the cookie never contains the token itself."""
     return hmac.new(token.encode(), b"sweeplab-dashboard-cookie", hashlib.sha256).hexdigest()
@@ -125,6 +131,7 @@ class Guard:
         self.in_flight = 0
         self.token = token
         self.cookie = _cookie_value(token) if token else None
+        self.cookie_name = _cookie_name(token) if token else COOKIE
         self.allowed_hosts = None if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -216,7 +223,7 @@ class Guard:
                 jar.load(headers["cookie"])
             except Exception:
                 jar = SimpleCookie()
-            morsel = jar.get(COOKIE)
+            morsel = jar.get(self.cookie_name)
             if morsel is not None and hmac.compare_digest(morsel.value.encode(), self.cookie.encode()):
                 return "cookie"
         for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")):
@@ -225,11 +232,14 @@ class Guard:
         return None
 
     def _cookie_header(self) -> bytes:
-        return f"{COOKIE}={self.cookie}; Path=/; HttpOnly; SameSite=Strict".encode()
+        return f"{self.cookie_name}={self.cookie}; Path=/; HttpOnly; SameSite=Strict".encode()
 
     async def _redirect_without_token(self, scope: Scope, send: Send) -> None:
         query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")) if k != "token"]
-        location = scope["path"] + (f"?{urlencode(query)}" if query else "")
+        # The path as the client sent it (a sweep name's %2F kept), with one leading '/' (`//evil.example/`
+        # would be a redirect to another site).
+        path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        location = "/" + path.lstrip("/") + (f"?{urlencode(query)}" if query else "")
         await send({"type": "http.response.start", "status": 303, "headers": [
             (b"location", location.encode("latin-1", "replace")), (b"set-cookie", self._cookie_header()),
             (b"content-length", b"0"), *_SECURITY_HEADERS,
