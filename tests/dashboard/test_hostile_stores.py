@@ -119,3 +119,38 @@ def test_two_dashboards_with_tokens_on_one_host_do_not_log_each_other_out(demo_s
         assert browser.get(f"{b.url}/?token=second").status_code == 200
         assert browser.get(f"{a.url}/api/sweeps").status_code == 200
         assert browser.get(f"{b.url}/api/sweeps").status_code == 200
+
+
+# ------------------------------------------------------------------------------------ store directories
+def test_a_store_whose_logs_or_artifacts_directory_is_a_symlink_serves_nothing_through_it(
+        tmp_path: Path, live_server_for: Any) -> None:
+    """A hostile store: `logs` is a symlink to a directory out of the store (think /etc) and a trial's log
+    path in store.db names a file there; `artifacts` is a symlink to the store's own root. Both were
+    served (/etc/passwd as a trial's log, store.db as an artifact): the check resolved the directory first
+    and confined the file to wherever it pointed."""
+    from sweeplab.store import Store
+
+    root = _small_store(tmp_path)
+    outside = tmp_path / "etc"
+    outside.mkdir()
+    (outside / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    real_logs = tmp_path / "real-logs"
+    (root / "logs").rename(real_logs)
+    (root / "logs").symlink_to(outside)
+    if (root / "artifacts").exists():
+        (root / "artifacts").rmdir()
+    (root / "artifacts").symlink_to(root)
+    s = Store.open(root)
+    sid = s.sweep_row("demo")["id"]
+    tid = s.add_trial(sid, 100, {}, None, None)
+    s.add_attempt(tid, 1, started=0.0, log_path="logs/passwd")
+    s.close()
+    with live_server_for(create_app(root)) as srv:
+        for path in ("/files/logs/passwd", "/api/sweeps/demo/trials/100/log", "/files/artifacts/store.db",
+                     "/api/sweeps/demo/trials/100/log?attempt=1"):
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+            conn.request("GET", path)
+            r = conn.getresponse()
+            body = r.read()
+            conn.close()
+            assert r.status == 404 and b"root:x" not in body and b"SQLite" not in body, (path, r.status)

@@ -92,12 +92,20 @@ def store_file(store_root: Path, rel: str, dirs: Iterable[str]) -> Path | None:
     inside one of the store's `dirs` (e.g. `logs/`, `artifacts/`), else None.
 
     The first component picks the directory and the rest is joined with `safe_join` under it, so a
-    symlink in `logs/` that resolves to `store.db`, or anywhere else outside `logs/`, is refused.
+    symlink in `logs/` that resolves to `store.db`, or anywhere else outside `logs/`, is refused. The
+    directory must itself be a real directory of the store: a `logs` that is a symlink (to /etc, or to the
+    store's root, whose store.db would then lie "inside logs/") serves nothing.
     """
     first, _, rest = (rel or "").partition("/")
     if first not in set(dirs) or not rest:
         return None
-    return safe_join(store_root / first, rest)
+    try:
+        root = store_root.resolve(strict=True)
+        if (root / first).is_symlink() or (root / first).resolve(strict=True) != root / first:
+            return None
+    except (OSError, RuntimeError):
+        return None
+    return safe_join(root / first, rest)
 
 
 def _cookie_name(token: str) -> str:
