@@ -154,3 +154,18 @@ def test_a_store_whose_logs_or_artifacts_directory_is_a_symlink_serves_nothing_t
             body = r.read()
             conn.close()
             assert r.status == 404 and b"root:x" not in body and b"SQLite" not in body, (path, r.status)
+
+
+def test_a_non_ascii_token_works_as_a_bearer_header(demo_store: Path, live_server_for: Any) -> None:
+    """A client sends the header's UTF-8 bytes; the server read them as Latin-1 and compared that text's
+    UTF-8 encoding with the token's: every Bearer request with a token like 'clé' got 401."""
+    with live_server_for(create_app(demo_store, token="clé-秘密")) as srv:
+        for token, status in (("clé-秘密", 200), ("cle-secret", 401)):
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+            conn.putrequest("GET", "/api/sweeps")
+            conn.putheader("Authorization", b"Bearer " + token.encode())
+            conn.endheaders()
+            r = conn.getresponse()
+            r.read()
+            conn.close()
+            assert r.status == status, token

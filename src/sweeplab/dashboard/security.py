@@ -222,7 +222,8 @@ class Guard:
         if self.token is None or self.cookie is None:
             return None
         auth = headers.get("authorization", "")
-        if auth.lower().startswith("bearer ") and hmac.compare_digest(auth[7:].strip().encode(),
+        # `headers` holds the bytes as Latin-1 text: back to those bytes, which a client sends as UTF-8
+        if auth.lower().startswith("bearer ") and hmac.compare_digest(auth[7:].strip().encode("latin-1"),
                                                                       self.token.encode()):
             return "header"
         if "cookie" in headers:
