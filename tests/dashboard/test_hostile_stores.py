@@ -169,3 +169,37 @@ def test_a_non_ascii_token_works_as_a_bearer_header(demo_store: Path, live_serve
             r.read()
             conn.close()
             assert r.status == status, token
+
+
+# ------------------------------------------------------------------------------------ a replaced store
+def test_a_store_deleted_and_made_again_is_served_fresh(tmp_path: Path, live_server_for: Any) -> None:
+    """`rm -rf .sweeplab` and a new sweep in its place while the dashboard runs: every worker thread kept
+    its connection to the deleted database and served the old sweeps until the dashboard was restarted."""
+    import json
+    import shutil
+
+    from sweeplab.store import Store
+
+    root = _small_store(tmp_path)
+
+    def sweeps(port: int) -> tuple[int, list[str]]:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/api/sweeps")
+        r = conn.getresponse()
+        body = json.loads(r.read())
+        conn.close()
+        return r.status, [s["name"] for s in body.get("sweeps", [])]
+
+    with live_server_for(create_app(root)) as srv:
+        for _ in range(8):   # several worker threads, each with its own connection
+            assert sweeps(srv.port) == (200, ["demo"])
+        shutil.rmtree(root)
+        s = Store.open(root)
+        s.create_sweep(name="again", method="grid", metric="acc", goal="maximize", spec={}, spec_path=None,
+                       seed=None)
+        s.close()
+        for _ in range(8):
+            assert sweeps(srv.port) == (200, ["again"])
+        shutil.rmtree(root)
+        for _ in range(8):
+            assert sweeps(srv.port)[0] == 503
