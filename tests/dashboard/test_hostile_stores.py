@@ -203,3 +203,26 @@ def test_a_store_deleted_and_made_again_is_served_fresh(tmp_path: Path, live_ser
         shutil.rmtree(root)
         for _ in range(8):
             assert sweeps(srv.port)[0] == 503
+
+
+def test_an_html_artifact_is_a_download_not_a_page_of_the_dashboard(tmp_path: Path, live_server_for: Any) -> None:
+    """Stored XSS: an artifact a trial wrote (`report.html`, `plot.svg`) served inline from the dashboard's
+    origin could run script against the API; it is a download (octet-stream, attachment), text files are
+    text/plain, and every answer carries nosniff and the CSP."""
+    root = _small_store(tmp_path)
+    (root / "artifacts").mkdir(exist_ok=True)
+    for name in ("report.html", "plot.svg", "notes.txt"):
+        (root / "artifacts" / name).write_text("<script>fetch('/api/sweeps')</script>")
+    with live_server_for(create_app(root)) as srv:
+        for name, ctype, attachment in (("report.html", "application/octet-stream", True),
+                                        ("plot.svg", "application/octet-stream", True),
+                                        ("notes.txt", "text/plain; charset=utf-8", False)):
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+            conn.request("GET", f"/files/artifacts/{name}")
+            r = conn.getresponse()
+            r.read()
+            conn.close()
+            assert r.status == 200 and r.headers["content-type"] == ctype, name
+            assert ("attachment" in (r.headers["content-disposition"] or "")) is attachment, name
+            assert r.headers["x-content-type-options"] == "nosniff"
+            assert "default-src 'self'" in r.headers["content-security-policy"]
