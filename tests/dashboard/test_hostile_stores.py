@@ -226,3 +226,29 @@ def test_an_html_artifact_is_a_download_not_a_page_of_the_dashboard(tmp_path: Pa
             assert ("attachment" in (r.headers["content-disposition"] or "")) is attachment, name
             assert r.headers["x-content-type-options"] == "nosniff"
             assert "default-src 'self'" in r.headers["content-security-policy"]
+
+
+def test_a_store_with_text_where_numbers_belong_is_served_without_500(tmp_path: Path, live_server_for: Any) -> None:
+    """A hostile (or hand-edited) store.db: SQLite keeps 'abc' in a REAL column. Every endpoint that read a
+    trial's value or a metric point answered 500 (float('abc') in the query layer); such a value is now
+    no value, as NaN is."""
+    import json
+    import sqlite3
+
+    root = _small_store(tmp_path)
+    db = sqlite3.connect(root / "store.db")
+    db.execute("UPDATE trials SET value='abc' WHERE number=0")
+    db.execute("UPDATE metrics SET value='zzz' WHERE rowid IN (SELECT rowid FROM metrics LIMIT 5)")
+    db.commit()
+    db.close()
+    with live_server_for(create_app(root)) as srv:
+        for path in ("/api/sweeps/demo/status", "/api/sweeps/demo/trials", "/api/sweeps/demo/trials?limit=5",
+                     "/api/sweeps/demo/curves?key=loss&trials=0,1", "/api/sweeps/demo/importance",
+                     "/api/sweeps/demo/trials/0", "/api/sweeps/demo/trials/0/curves", "/api/sweeps/demo/best"):
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=20)
+            conn.request("GET", path)
+            r = conn.getresponse()
+            body = r.read()
+            conn.close()
+            assert r.status == 200, (path, r.status, body[:200])
+            json.loads(body)
