@@ -252,3 +252,21 @@ def test_a_store_with_text_where_numbers_belong_is_served_without_500(tmp_path: 
             conn.close()
             assert r.status == 200, (path, r.status, body[:200])
             json.loads(body)
+
+
+def test_an_empty_token_is_a_one_line_error(demo_store: Path) -> None:
+    """`--token "$TOKEN"` with TOKEN unset on a loopback bind: the dashboard started, printed a URL without
+    a token and answered 401 to every request (a token '' that nothing could send)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    try:
+        cp = subprocess.run([sys.executable, "-m", "sweeplab", "dashboard", "--store", str(demo_store),
+                             "--port", "0", "--token", ""], env=env, capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the dashboard served with an empty token") from None
+    assert cp.returncode == 2 and "--token" in cp.stderr and "empty" in cp.stderr, cp.stderr
+    assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr

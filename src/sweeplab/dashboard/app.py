@@ -82,6 +82,9 @@ def serve(store_root: Path, *, host: str = "127.0.0.1", port: int = 8765, token:
 
     `header_timeout`: seconds a client has to send its request headers before it is disconnected.
     """
+    if token is not None and not token.strip():   # `--token "$TOKEN"` with TOKEN unset
+        raise UserError("--token is empty: pass a secret (e.g. --token \"$(openssl rand -hex 16)\"), or leave "
+                        "--token out on the default --host 127.0.0.1")
     loopback = is_loopback(host)
     if not loopback and not token and not insecure:
         raise UserError(
