@@ -270,3 +270,25 @@ def test_an_empty_token_is_a_one_line_error(demo_store: Path) -> None:
         raise AssertionError("the dashboard served with an empty token") from None
     assert cp.returncode == 2 and "--token" in cp.stderr and "empty" in cp.stderr, cp.stderr
     assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+
+
+def test_other_cookies_of_the_host_do_not_hide_the_dashboards(demo_store: Path, live_server_for: Any) -> None:
+    """Browsers send a host's cookies from every port: another local app's `prefs={"k":1}` or a bare flag
+    cookie, sent before ours, stopped the standard library's cookie parser, the dashboard's cookie was
+    never read and every request of a logged-in page got 401."""
+    with live_server_for(create_app(demo_store, token="tok")) as srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        conn.request("GET", "/?token=tok")
+        r = conn.getresponse()
+        r.read()
+        ours = r.headers["set-cookie"].split(";")[0]
+        for others in ('prefs={"k":1}', "flag", "name=a b", 'q="unterminated', "u=é"):
+            conn.request("GET", "/api/sweeps", headers={"cookie": f"{others}; {ours}".encode()})
+            r = conn.getresponse()
+            r.read()
+            assert r.status == 200, others
+        conn.request("GET", "/api/sweeps", headers={"cookie": f"{ours}x"})
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 401
+        conn.close()

@@ -13,7 +13,6 @@ import ipaddress
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from http.cookies import SimpleCookie
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -226,14 +225,12 @@ class Guard:
         if auth.lower().startswith("bearer ") and hmac.compare_digest(auth[7:].strip().encode("latin-1"),
                                                                       self.token.encode()):
             return "header"
-        if "cookie" in headers:
-            jar: SimpleCookie = SimpleCookie()
-            try:
-                jar.load(headers["cookie"])
-            except Exception:
-                jar = SimpleCookie()
-            morsel = jar.get(self.cookie_name)
-            if morsel is not None and hmac.compare_digest(morsel.value.encode(), self.cookie.encode()):
+        # Split by hand: the standard library's parser stops at the first cookie it finds malformed, and
+        # browsers send every cookie of the host (other local apps' too: `prefs={"k":1}`, a bare `flag`).
+        for pair in headers.get("cookie", "").split(";"):
+            name, _, value = pair.partition("=")
+            if name.strip() == self.cookie_name and hmac.compare_digest(value.strip().encode("latin-1"),
+                                                                        self.cookie.encode()):
                 return "cookie"
         for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")):
             if k == "token" and hmac.compare_digest(v.encode(), self.token.encode()):
