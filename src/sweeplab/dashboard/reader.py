@@ -50,6 +50,8 @@ class Reader:
         store was deleted, or deleted and made again: `rm -rf .sweeplab` and a new sweep), so the old
         file's sweeps are not served on; with no store.db left this raises the "no sweeplab store" error."""
         s: Store | None = getattr(self._local, "store", None)
+        if s is not None and getattr(self._local, "in_snapshot", False):
+            return s   # never swapped under a read transaction: one call reads one file
         ident = self._ident()
         if s is not None and ident != self._local.ident:
             self._local.store = None
@@ -75,7 +77,11 @@ class Reader:
         """This thread's store, inside one read transaction for the duration of the block."""
         store = self.store()
         with store.snapshot():
-            yield store
+            self._local.in_snapshot = True
+            try:
+                yield store
+            finally:
+                self._local.in_snapshot = False
 
     def close(self) -> None:
         with self._lock:
