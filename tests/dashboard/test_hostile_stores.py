@@ -292,3 +292,15 @@ def test_other_cookies_of_the_host_do_not_hide_the_dashboards(demo_store: Path, 
         r.read()
         assert r.status == 401
         conn.close()
+
+
+def test_other_origins_get_no_cors_grant(client: Any) -> None:
+    """A page on another site may send the dashboard a request but must never read the answer: no
+    Access-Control-Allow-* header on any answer, a CORS preflight is refused (held; pinned)."""
+    evil = {"origin": "http://evil.example"}
+    for r in (client.get("/api/sweeps", headers=evil), client.get("/files/logs/demo/trial-0-attempt-1.log",
+                                                                   headers=evil),
+              client.options("/api/sweeps", headers={**evil, "access-control-request-method": "GET"})):
+        assert not [h for h in r.headers if h.lower().startswith("access-control-")], r.headers
+        assert r.headers["cross-origin-resource-policy"] == "same-origin"
+    assert r.status_code == 405
