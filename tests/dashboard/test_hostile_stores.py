@@ -97,6 +97,7 @@ def test_the_token_redirect_keeps_the_path_and_stays_on_the_dashboard(demo_store
     with live_server_for(create_app(demo_store, token="tok", allowed_hosts=None)) as srv:
         for asked, location in [("/sweeps/team%2Flr?token=tok&x=1", "/sweeps/team%2Flr?x=1"),
                                 ("//evil.example/?token=tok", "/evil.example/"),
+                                ("/\\evil.example/?token=tok", "/evil.example/"),
                                 ("/sweeps/%C3%A9t%C3%A9?token=tok", "/sweeps/%C3%A9t%C3%A9")]:
             conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
             conn.request("GET", asked)

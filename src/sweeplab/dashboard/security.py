@@ -242,10 +242,10 @@ class Guard:
 
     async def _redirect_without_token(self, scope: Scope, send: Send) -> None:
         query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")) if k != "token"]
-        # The path as the client sent it (a sweep name's %2F kept), with one leading '/' (`//evil.example/`
-        # would be a redirect to another site).
+        # The path as the client sent it (a sweep name's %2F kept), with one leading '/': `//evil.example/`
+        # or `/\evil.example/` (browsers read '\' as '/') would be a redirect to another site.
         path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
-        location = "/" + path.lstrip("/") + (f"?{urlencode(query)}" if query else "")
+        location = "/" + path.lstrip("/\\") + (f"?{urlencode(query)}" if query else "")
         await send({"type": "http.response.start", "status": 303, "headers": [
             (b"location", location.encode("latin-1", "replace")), (b"set-cookie", self._cookie_header()),
             (b"content-length", b"0"), *_SECURITY_HEADERS,
