@@ -305,3 +305,19 @@ def test_other_origins_get_no_cors_grant(client: Any) -> None:
         assert not [h for h in r.headers if h.lower().startswith("access-control-")], r.headers
         assert r.headers["cross-origin-resource-policy"] == "same-origin"
     assert r.status_code == 405
+
+
+def test_the_printed_url_opened_again_still_drops_the_token(demo_store: Path, live_server_for: Any) -> None:
+    """With the cookie already set (the URL opened a second time, from history or a note), the cookie
+    authenticated first and the page was served with the token left in the address bar."""
+    with live_server_for(create_app(demo_store, token="tok")) as srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        conn.request("GET", "/?token=tok")
+        r = conn.getresponse()
+        r.read()
+        ours = r.headers["set-cookie"].split(";")[0]
+        conn.request("GET", "/sweeps/demo?token=tok", headers={"cookie": ours})
+        r = conn.getresponse()
+        r.read()
+        conn.close()
+        assert r.status == 303 and r.headers["location"] == "/sweeps/demo"

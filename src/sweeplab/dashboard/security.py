@@ -225,6 +225,10 @@ class Guard:
         if auth.lower().startswith("bearer ") and hmac.compare_digest(auth[7:].strip().encode("latin-1"),
                                                                       self.token.encode()):
             return "header"
+        # the token in the URL before a cookie: the URL opened again has it removed from the address bar
+        for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")):
+            if k == "token" and hmac.compare_digest(v.encode(), self.token.encode()):
+                return "query"
         # Split by hand: the standard library's parser stops at the first cookie it finds malformed, and
         # browsers send every cookie of the host (other local apps' too: `prefs={"k":1}`, a bare `flag`).
         for pair in headers.get("cookie", "").split(";"):
@@ -232,9 +236,6 @@ class Guard:
             if name.strip() == self.cookie_name and hmac.compare_digest(value.strip().encode("latin-1"),
                                                                         self.cookie.encode()):
                 return "cookie"
-        for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")):
-            if k == "token" and hmac.compare_digest(v.encode(), self.token.encode()):
-                return "query"
         return None
 
     def _cookie_header(self) -> bytes:
