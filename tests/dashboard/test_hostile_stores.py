@@ -321,3 +321,42 @@ def test_the_printed_url_opened_again_still_drops_the_token(demo_store: Path, li
         r.read()
         conn.close()
         assert r.status == 303 and r.headers["location"] == "/sweeps/demo"
+
+
+def test_ctrl_c_stops_the_dashboard_while_a_client_holds_a_download(tmp_path: Path) -> None:
+    """A browser tab that stopped reading a large log kept `sweeplab dashboard` alive after Ctrl-C until
+    the 30 s write timeout cut that client: shutdown waited for every response to finish."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    root = _small_store(tmp_path)
+    (root / "logs" / "big.log").write_bytes(b"x" * (64 << 20))
+    code = ("import sys; from pathlib import Path; from sweeplab.dashboard import serve; "
+            "serve(Path(sys.argv[1]), port=0)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", code, str(root)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    sock = socket.socket()
+    try:
+        line = proc.stderr.readline() if proc.stderr else ""
+        port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(b"GET /files/logs/big.log HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        sock.settimeout(10)
+        sock.recv(1)   # the response has started; this client reads no more
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(15)   # a hang guard: the write timeout (30 s) would end it otherwise
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the dashboard did not stop on SIGINT while a download was pending") from None
+    finally:
+        sock.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr:
+            proc.stderr.close()

@@ -23,6 +23,7 @@ from sweeplab.errors import UserError
 __all__ = ["bind", "create_app", "loopback_hosts", "serve", "server_config"]
 
 _PURPOSE = "the dashboard"
+SHUTDOWN_GRACE = 2   # seconds Ctrl-C waits for answers still being sent (a stalled download) before it cuts them
 
 
 def create_app(store_root: Path, *, token: str | None = None,
@@ -66,7 +67,8 @@ def server_config(app: Any, *, host: str = "127.0.0.1", port: int = 8765, header
                               WRITE_TIMEOUT if write_timeout is None else write_timeout)
     return uvicorn.Config(app, host=host, port=port, http=protocol, ws="none", lifespan="on",
                           log_level="warning", access_log=False, server_header=False, timeout_keep_alive=5,
-                          h11_max_incomplete_event_size=16 * 1024)
+                          h11_max_incomplete_event_size=16 * 1024,
+                          timeout_graceful_shutdown=SHUTDOWN_GRACE)
 
 
 def loopback_hosts(host: str) -> frozenset[str]:
