@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sweeplab._imports import optional_import
 from sweeplab.dashboard.security import LOOPBACK_NAMES, Guard, is_loopback
@@ -22,6 +23,7 @@ from sweeplab.errors import UserError
 __all__ = ["bind", "create_app", "loopback_hosts", "serve", "server_config"]
 
 _PURPOSE = "the dashboard"
+SHUTDOWN_GRACE = 2   # seconds Ctrl-C waits for answers still being sent (a stalled download) before it cuts them
 
 
 def create_app(store_root: Path, *, token: str | None = None,
@@ -65,7 +67,8 @@ def server_config(app: Any, *, host: str = "127.0.0.1", port: int = 8765, header
                               WRITE_TIMEOUT if write_timeout is None else write_timeout)
     return uvicorn.Config(app, host=host, port=port, http=protocol, ws="none", lifespan="on",
                           log_level="warning", access_log=False, server_header=False, timeout_keep_alive=5,
-                          h11_max_incomplete_event_size=16 * 1024)
+                          h11_max_incomplete_event_size=16 * 1024,
+                          timeout_graceful_shutdown=SHUTDOWN_GRACE)
 
 
 def loopback_hosts(host: str) -> frozenset[str]:
@@ -81,6 +84,9 @@ def serve(store_root: Path, *, host: str = "127.0.0.1", port: int = 8765, token:
 
     `header_timeout`: seconds a client has to send its request headers before it is disconnected.
     """
+    if token is not None and not token.strip():   # `--token "$TOKEN"` with TOKEN unset
+        raise UserError("--token is empty: pass a secret (e.g. --token \"$(openssl rand -hex 16)\"), or leave "
+                        "--token out on the default --host 127.0.0.1")
     loopback = is_loopback(host)
     if not loopback and not token and not insecure:
         raise UserError(
@@ -100,7 +106,7 @@ def serve(store_root: Path, *, host: str = "127.0.0.1", port: int = 8765, token:
     port = sock.getsockname()[1]
     app = create_app(store_root, token=token, allowed_hosts=loopback_hosts(host) if loopback else None)
     shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+    url = f"http://{shown}:{port}/" + (f"?token={quote(token, safe='')}" if token else "")
     print(f"sweeplab dashboard (read-only) for {store_root}: {url}  (Ctrl-C to stop)", file=sys.stderr)
     server = uvicorn.Server(server_config(app, host=host, port=port, header_timeout=header_timeout))
     try:

@@ -8,13 +8,14 @@ token, cached answers and fresh queries then all describe the same committed sta
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sweeplab.store import queries
-from sweeplab.store.sqlite import Store
+from sweeplab.store.sqlite import DB_NAME, Store
 from sweeplab.types import TrialState
 
 __all__ = ["Reader"]
@@ -34,14 +35,41 @@ class Reader:
         self._cache: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._compute_locks: dict[tuple[str, str], threading.Lock] = {}
         self._keys: dict[str, tuple[frozenset[int], frozenset[str]]] = {}
+        self._cache_ident: tuple[int, int] | None = None   # the database file the caches describe
+
+    def _ident(self) -> tuple[int, int] | None:
+        """Which file store.db is now (device, inode), None when there is none."""
+        try:
+            st = os.stat(self.root / DB_NAME)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
 
     def store(self) -> Store:
+        """This thread's read-only store, opened again when store.db is no longer the file it opened (the
+        store was deleted, or deleted and made again: `rm -rf .sweeplab` and a new sweep), so the old
+        file's sweeps are not served on; with no store.db left this raises the "no sweeplab store" error."""
         s: Store | None = getattr(self._local, "store", None)
+        if s is not None and getattr(self._local, "in_snapshot", False):
+            return s   # never swapped under a read transaction: one call reads one file
+        ident = self._ident()
+        if s is not None and ident != self._local.ident:
+            self._local.store = None
+            with self._lock:
+                if s in self._stores:
+                    self._stores.remove(s)
+            s.close()
+            s = None
         if s is None:
             s = Store.open(self.root, readonly=True)
             self._local.store = s
+            self._local.ident = ident
             with self._lock:
                 self._stores.append(s)
+                if ident != self._cache_ident:   # answers cached from another file describe another store
+                    self._cache.clear()
+                    self._keys.clear()
+                    self._cache_ident = ident
         return s
 
     @contextlib.contextmanager
@@ -49,7 +77,11 @@ class Reader:
         """This thread's store, inside one read transaction for the duration of the block."""
         store = self.store()
         with store.snapshot():
-            yield store
+            self._local.in_snapshot = True
+            try:
+                yield store
+            finally:
+                self._local.in_snapshot = False
 
     def close(self) -> None:
         with self._lock:
@@ -73,7 +105,8 @@ class Reader:
             if hit is not None and hit[0] == version:
                 return hit[1]  # type: ignore[no-any-return]
             value = compute()
-            self._cache[key] = (version, value)
+            if getattr(self._local, "ident", None) == self._cache_ident:   # not from a replaced file
+                self._cache[key] = (version, value)
             return value
 
     def settled_version(self, kind: str, sweep: str, version: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -114,6 +147,7 @@ class Reader:
             keys = keys | set(queries.metric_keys(store, newly_done))
             done = done | set(newly_done)
             with self._lock:
-                self._keys[str(sweep_id)] = (done, keys)
+                if getattr(self._local, "ident", None) == self._cache_ident:
+                    self._keys[str(sweep_id)] = (done, keys)
         # Keys of still-running trials are rescanned every time (they are few).
         return sorted(keys | set(queries.metric_keys(store, live)))

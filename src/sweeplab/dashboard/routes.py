@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -80,6 +81,61 @@ class SweepNamePaths:
                     scope = {**scope, "path": prefix + quote(unquote(segment), safe="") + sep + unquote(rest)}
                     break
         await self.app(scope, receive, send)
+
+
+class FileSnapshot:
+    """A store file as it is when its response starts: exactly the bytes its `Content-Length` declares.
+
+    Starlette's `FileResponse` declares the size it found and then reads to the end of the file, so a log
+    that a running trial appends to while it is sent overflowed its own `Content-Length` (h11 refused the
+    chunk: the client lost the file's last bytes and the server logged a traceback). Here the size is taken
+    from the open file and never exceeded; a file cut shorter meanwhile ends the connection early.
+    """
+
+    chunk_size = 64 * 1024
+
+    def __init__(self, path: Path, media_type: str, filename: str | None = None) -> None:
+        self.path = path
+        self.headers = [(b"content-type", media_type.encode()), (b"cache-control", b"no-cache")]
+        if filename is not None:
+            disposition = "attachment; filename*=utf-8''" + quote(filename, safe="")
+            self.headers.append((b"content-disposition", disposition.encode()))
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        import anyio
+
+        try:
+            fh = await anyio.to_thread.run_sync(self.path.open, "rb")
+        except OSError:
+            body = _json_bytes({"error": "not found"})
+            await send({"type": "http.response.start", "status": 404, "headers": [
+                (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        try:
+            size = os.fstat(fh.fileno()).st_size
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [*self.headers, (b"content-length", str(size).encode())]})
+            if scope["method"] == "HEAD" or size == 0:
+                await send({"type": "http.response.body", "body": b""})
+                return
+            async with anyio.create_task_group() as tg:
+                async def stream() -> None:
+                    left = size
+                    while left > 0:
+                        chunk = await anyio.to_thread.run_sync(fh.read, min(self.chunk_size, left))
+                        if not chunk:
+                            break   # cut shorter since: too few bytes, the server closes the connection
+                        left -= len(chunk)
+                        await send({"type": "http.response.body", "body": chunk, "more_body": left > 0})
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(stream)
+                while (await receive())["type"] != "http.disconnect":   # stop reading for a gone client
+                    pass
+                tg.cancel_scope.cancel()
+        finally:
+            fh.close()
 
 
 def _json_bytes(obj: Any) -> bytes:
@@ -202,8 +258,9 @@ def build_routes(reader: Reader) -> list[Route]:
         if target is None:
             return _json({"error": "not found"}, 404)
         if target.suffix.lower() in _TEXT_SUFFIXES:
-            return FileResponse(target, media_type="text/plain; charset=utf-8")
-        return FileResponse(target, media_type="application/octet-stream", filename=target.name)
+            return FileSnapshot(target, media_type="text/plain; charset=utf-8")  # type: ignore[return-value]
+        return FileSnapshot(target, media_type="application/octet-stream",  # type: ignore[return-value]
+                            filename=target.name)
 
     # --------------------------------------------------------------------------------------------- api
     def front_size(sweep: dict[str, Any]) -> dict[str, Any]:

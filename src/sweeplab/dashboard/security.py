@@ -13,7 +13,6 @@ import ipaddress
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from http.cookies import SimpleCookie
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -92,12 +91,26 @@ def store_file(store_root: Path, rel: str, dirs: Iterable[str]) -> Path | None:
     inside one of the store's `dirs` (e.g. `logs/`, `artifacts/`), else None.
 
     The first component picks the directory and the rest is joined with `safe_join` under it, so a
-    symlink in `logs/` that resolves to `store.db`, or anywhere else outside `logs/`, is refused.
+    symlink in `logs/` that resolves to `store.db`, or anywhere else outside `logs/`, is refused. The
+    directory must itself be a real directory of the store: a `logs` that is a symlink (to /etc, or to the
+    store's root, whose store.db would then lie "inside logs/") serves nothing.
     """
     first, _, rest = (rel or "").partition("/")
     if first not in set(dirs) or not rest:
         return None
-    return safe_join(store_root / first, rest)
+    try:
+        root = store_root.resolve(strict=True)
+        if (root / first).is_symlink() or (root / first).resolve(strict=True) != root / first:
+            return None
+    except (OSError, RuntimeError):
+        return None
+    return safe_join(root / first, rest)
+
+
+def _cookie_name(token: str) -> str:
+    """The auth cookie's name, one per token: browsers keep cookies per host, not per port, so two
+    dashboards on one host with the same name would replace each other's cookie (and log each other out)."""
+    return f"{COOKIE}_{hmac.new(token.encode(), b'sweeplab-dashboard-cookie-name', hashlib.sha256).hexdigest()[:12]}"
 
 
 def _cookie_value(token: str) -> str:
@@ -125,6 +138,7 @@ class Guard:
         self.in_flight = 0
         self.token = token
         self.cookie = _cookie_value(token) if token else None
+        self.cookie_name = _cookie_name(token) if token else COOKIE
         self.allowed_hosts = None if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -207,29 +221,32 @@ class Guard:
         if self.token is None or self.cookie is None:
             return None
         auth = headers.get("authorization", "")
-        if auth.lower().startswith("bearer ") and hmac.compare_digest(auth[7:].strip().encode(),
+        # `headers` holds the bytes as Latin-1 text: back to those bytes, which a client sends as UTF-8
+        if auth.lower().startswith("bearer ") and hmac.compare_digest(auth[7:].strip().encode("latin-1"),
                                                                       self.token.encode()):
             return "header"
-        if "cookie" in headers:
-            jar: SimpleCookie = SimpleCookie()
-            try:
-                jar.load(headers["cookie"])
-            except Exception:
-                jar = SimpleCookie()
-            morsel = jar.get(COOKIE)
-            if morsel is not None and hmac.compare_digest(morsel.value.encode(), self.cookie.encode()):
-                return "cookie"
+        # the token in the URL before a cookie: the URL opened again has it removed from the address bar
         for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")):
             if k == "token" and hmac.compare_digest(v.encode(), self.token.encode()):
                 return "query"
+        # Split by hand: the standard library's parser stops at the first cookie it finds malformed, and
+        # browsers send every cookie of the host (other local apps' too: `prefs={"k":1}`, a bare `flag`).
+        for pair in headers.get("cookie", "").split(";"):
+            name, _, value = pair.partition("=")
+            if name.strip() == self.cookie_name and hmac.compare_digest(value.strip().encode("latin-1"),
+                                                                        self.cookie.encode()):
+                return "cookie"
         return None
 
     def _cookie_header(self) -> bytes:
-        return f"{COOKIE}={self.cookie}; Path=/; HttpOnly; SameSite=Strict".encode()
+        return f"{self.cookie_name}={self.cookie}; Path=/; HttpOnly; SameSite=Strict".encode()
 
     async def _redirect_without_token(self, scope: Scope, send: Send) -> None:
         query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")) if k != "token"]
-        location = scope["path"] + (f"?{urlencode(query)}" if query else "")
+        # The path as the client sent it (a sweep name's %2F kept), with one leading '/': `//evil.example/`
+        # or `/\evil.example/` (browsers read '\' as '/') would be a redirect to another site.
+        path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        location = "/" + path.lstrip("/\\") + (f"?{urlencode(query)}" if query else "")
         await send({"type": "http.response.start", "status": 303, "headers": [
             (b"location", location.encode("latin-1", "replace")), (b"set-cookie", self._cookie_header()),
             (b"content-length", b"0"), *_SECURITY_HEADERS,

@@ -104,9 +104,12 @@ def _loads_all(texts: Sequence[str | None]) -> list[Any]:
 
 
 def _num(x: Any) -> float | None:
-    if x is None:
+    """A finite number, else None: NULL, NaN/inf, and text in a REAL column (SQLite keeps 'abc' there; a
+    hand-edited or hostile store.db must not make every reader raise)."""
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
         return None
-    f = float(x)
     return f if math.isfinite(f) else None
 
 
