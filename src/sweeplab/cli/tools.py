@@ -106,7 +106,7 @@ def init(
 
     files = scaffold(directory, template)
     console.print(f"created {directory} from the {template} template ({len(files)} files)")
-    console.print(f"next: make -C {directory} smoke")
+    console.print(f"next: make -C {shlex.quote(str(directory))} smoke")
 
 
 @app.command()
