@@ -320,3 +320,41 @@ def test_an_export_gets_the_permissions_of_a_file_the_user_writes(swept, tmp_pat
     assert runs.stat().st_mode & 0o777 == 0o755
     assert all(p.stat().st_mode & 0o777 == (0o755 if p.is_dir() else 0o644) for p in runs.rglob("*"))
     assert kept.stat().st_mode & 0o777 == 0o640 and kept.read_text() != "old"
+
+
+def test_tensorboard_hparams_values_have_the_type_their_column_declares(tmp_path):
+    """A parameter mixing numbers and text (`values: [0.1, "txt"]`) is declared a STRING column in the
+    HParams experiment: its values were still written as numbers (TensorBoard's own `hp.Discrete` refuses a
+    domain mixing types, and its filters compare by the declared type), and an inactive conditional
+    parameter (`null`) was written as the text "" into a number column. Now every value of a STRING column
+    is text, and a trial without a value for a parameter has no value for it (an empty cell)."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import api_pb2, metadata
+
+    store = tmp_path / "store"
+    st = Store.open(store)
+    with st.transaction():
+        sid = st.create_sweep(name="mix", method="grid", metric="loss", goal="minimize", spec={},
+                              spec_path=None, seed=0)
+        for n, (y, z) in enumerate([(0.1, 1.5), ("txt", None), (0.2, 2.5)]):
+            tid = st.add_trial(sid, n, {"y": y, "z": z}, None, seed=n)
+            st.update_trial(tid, state="completed", value=float(n), metrics={"loss": float(n)})
+    st.close()
+    out = export_sweep("mix", tmp_path / "tb", format="tensorboard", store=store)
+
+    def content(folder: Path, tag: str) -> bytes:
+        acc = EventAccumulator(str(folder))
+        acc.Reload()
+        return acc.SummaryMetadata(tag).plugin_data.content
+
+    experiment = metadata.parse_experiment_plugin_data(content(out, metadata.EXPERIMENT_TAG))
+    infos = {i.name: i for i in experiment.hparam_infos}
+    assert infos["y"].type == api_pb2.DATA_TYPE_STRING
+    assert [v.WhichOneof("kind") for v in infos["y"].domain_discrete.values] == ["string_value"] * 3
+    assert infos["z"].type == api_pb2.DATA_TYPE_FLOAT64
+    starts = [metadata.parse_session_start_info_plugin_data(
+        content(out / f"trial-{n:04d}", metadata.SESSION_START_INFO_TAG)).hparams for n in range(3)]
+    assert [s["y"].WhichOneof("kind") for s in starts] == ["string_value"] * 3
+    assert [s["y"].string_value for s in starts] == ["0.1", "txt", "0.2"]
+    assert [s["z"].number_value for s in (starts[0], starts[2])] == [1.5, 2.5] and "z" not in starts[1]
