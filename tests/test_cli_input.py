@@ -278,3 +278,19 @@ def test_every_styled_line_of_the_command_line_asks_for_markup() -> None:
             if tag.search(text) and not markup:
                 missing.append(f"{path.name}:{node.lineno}")
     assert not missing, missing
+
+
+def test_every_option_and_argument_of_every_command_says_what_it_is(tmp_path) -> None:
+    """`--help` of each command explains each of its options and arguments: `resume --workers`, `--gpus`,
+    `run --smoke`, `--name`, `best --json`, `profile --json`, `dashboard --host`... were listed bare."""
+    import typer.main
+
+    from sweeplab.cli import app
+
+    group = typer.main.get_command(app)
+    bare = sorted(f"{name} {param.opts[0] if param.opts else param.name}"
+                  for name, command in group.commands.items() for param in command.params
+                  if param.name != "help" and not (getattr(param, "help", None) or "").strip())
+    assert bare == []
+    shown = cli(tmp_path, "resume", "--help")
+    assert shown.returncode == 0 and "parallel trials" in shown.stdout

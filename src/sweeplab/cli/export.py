@@ -13,7 +13,7 @@ from sweeplab.cli.output import console
 
 @app.command()
 def export(
-    sweep_name: str = typer.Argument(..., metavar="SWEEP"),
+    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="the sweep to export"),
     format: str = typer.Option("csv", "--format", "-f", help="csv | parquet | tensorboard"),
     out: Optional[Path] = typer.Option(None, "--out", "-o",
                                        help="file (csv, parquet) or directory (tensorboard) to write; default "

@@ -23,13 +23,14 @@ from sweeplab.errors import UserError
 @app.command(context_settings={"allow_extra_args": False})
 def run(
     target: str = typer.Argument(..., help="a function, e.g. train.py:train or pkg.module:train"),
-    overrides: Optional[list[str]] = typer.Argument(None, metavar="[KEY=VALUE]..."),
+    overrides: Optional[list[str]] = typer.Argument(None, metavar="[KEY=VALUE]...",
+                                                help="config overrides, e.g. lr=0.01 model.hidden=256"),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="base config YAML"),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="environment profile name"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
-    smoke: bool = typer.Option(False, "--smoke"),
-    name: Optional[str] = typer.Option(None, "--name"),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    smoke: bool = typer.Option(False, "--smoke", help="a tiny run on the CPU (run.smoke is set)"),
+    name: Optional[str] = typer.Option(None, "--name", help="name of the recorded run (default: run-FUNCTION)"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress"),
 ) -> None:
     """Run one trial of a function (recorded as a single-trial sweep): the same code path as a sweep."""
     from sweeplab.backends.local import LocalBackend, plan_slots

@@ -16,7 +16,7 @@ from sweeplab.errors import UserError
 
 @app.command()
 def stop(
-    sweep_name: str = typer.Argument(..., metavar="SWEEP"),
+    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="the running sweep to stop"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Stop a running sweep: its trials checkpoint within trial.grace and it exits resumable."""
@@ -64,8 +64,8 @@ def repro(
 
 @app.command()
 def profile(
-    ref: str = typer.Argument(..., metavar="SWEEP/TRIAL"),
-    as_json: bool = typer.Option(False, "--json"),
+    ref: str = typer.Argument(..., metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
+    as_json: bool = typer.Option(False, "--json", help="the whole profile as JSON"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Where a trial's time went: throughput, data-wait vs compute, step-time percentiles, memory, a hint."""
@@ -98,7 +98,7 @@ def profile(
 
 @app.command()
 def init(
-    directory: Path = typer.Argument(..., metavar="DIR"),
+    directory: Path = typer.Argument(..., metavar="DIR", help="a new or empty directory for the project"),
     template: str = typer.Option("pytorch", "--template", "-t", help="pytorch | xgboost"),
 ) -> None:
     """Scaffold a project: configs/, profiles/, model.py, data.py, train.py, sweeps/, a smoke test."""
@@ -112,8 +112,8 @@ def init(
 @app.command()
 def dashboard(
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8765, "--port"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address to bind"),
+    port: int = typer.Option(8765, "--port", help="port to listen on"),
     token: Optional[str] = typer.Option(None, "--token", help="required to bind a non-loopback host"),
     insecure: bool = typer.Option(False, "--insecure", help="allow a non-loopback host without a token"),
 ) -> None:
