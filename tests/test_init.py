@@ -297,3 +297,14 @@ def test_init_next_step_is_a_command_that_runs_as_printed(tmp_path: Path) -> Non
                           cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "next: make -C 'my project' smoke" in done.stdout
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_make_sweep_passes_extra_sweeplab_options(tmp_path: Path, template: str) -> None:
+    """`make sweep ARGS="--trials 2 --workers 1"` (a tiny budget, say) reaches `sweeplab sweep`: the Makefile
+    had no way to pass an option but to smuggle it into SPEC."""
+    scaffold(tmp_path, template)
+    done = subprocess.run([make(), "-n", "-C", str(tmp_path), "sweep", "ARGS=--trials 2 --workers 1"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "sweeplab sweep sweeps/tpe_asha.yaml --trials 2 --workers 1" in done.stdout
