@@ -80,7 +80,12 @@ def profile(
         _print_json(prof)
         return
     if not prof:
-        console.print(f"{ref}: no profile recorded (use `for batch in run.track(loader)` in the training loop)")
+        state = detail.get("state")
+        if state in ("running", "queued"):   # the profile is stored when an attempt ends
+            console.print(f"{ref} is {state}: its profile is recorded when its attempt ends; try again then")
+        else:
+            console.print(f"{ref} ({state}): no profile recorded (a profile comes from `for batch in "
+                          "run.track(loader)` in the training loop, stored when an attempt ends)")
         raise typer.Exit(1)
     table = Table("measure", "value", title=f"profile of {ref}")
     labels = [("steps", "steps"), ("samples_per_s", "samples/s"), ("steps_per_s", "steps/s"),
