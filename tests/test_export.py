@@ -358,3 +358,13 @@ def test_tensorboard_hparams_values_have_the_type_their_column_declares(tmp_path
     assert [s["y"].WhichOneof("kind") for s in starts] == ["string_value"] * 3
     assert [s["y"].string_value for s in starts] == ["0.1", "txt", "0.2"]
     assert [s["z"].number_value for s in (starts[0], starts[2])] == [1.5, 2.5] and "z" not in starts[1]
+
+
+def test_an_export_to_stdout_is_the_table_alone(swept, tmp_path):
+    """`sweeplab export SWEEP -o /dev/stdout > trials.csv` (docs/integrations.md): the `wrote /dev/stdout` line
+    was printed on stdout after the table, a last row that is not a trial. The note goes to stderr there."""
+    cp = _cli(tmp_path, swept, "sw", "-o", "/dev/stdout")
+    assert cp.returncode == 0, cp.stderr
+    file = export_sweep("sw", tmp_path / "sw.csv", store=swept)
+    assert cp.stdout == file.read_text()
+    assert "wrote /dev/stdout" in cp.stderr
