@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -294,3 +295,14 @@ def test_every_option_and_argument_of_every_command_says_what_it_is(tmp_path) ->
     assert bare == []
     shown = cli(tmp_path, "resume", "--help")
     assert shown.returncode == 0 and "parallel trials" in shown.stdout
+
+
+def test_the_pareto_line_after_a_sweep_quotes_a_name_with_a_space(tmp_path) -> None:
+    """A sweep with several objectives ends with "`sweeplab best my sweep` lists them": the name was not quoted
+    for the shell there (the `next:` line quotes it)."""
+    spec = write(tmp_path / "s.yaml", f"function: {TRIALS}:quick\nmethod: grid\nname: my sweep\n"
+                 "metric: [{name: loss, goal: minimize}, {name: x, goal: maximize}]\n"
+                 "parameters: {x: {values: [1]}}\n")
+    done = cli(tmp_path, "sweep", str(spec), "-q", "--store", str(tmp_path / "st"))
+    assert done.returncode == 0, done.stderr
+    assert "`sweeplab best 'my sweep'` lists them" in done.stdout, done.stdout
