@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from pathlib import Path
 from typing import Optional
@@ -21,7 +22,6 @@ def stop(
 ) -> None:
     """Stop a running sweep: its trials checkpoint within trial.grace and it exits resumable."""
     import signal
-    import socket
 
     import psutil
 
@@ -34,12 +34,14 @@ def stop(
     driver = json.loads(row["driver"] or "null") if "driver" in row.keys() else None
     if row["state"] != "running" or not driver:
         raise UserError(f"sweep {sweep_name!r} is not running (state {row['state']})")
-    if driver.get("host") != socket.gethostname():
+    if driver.get("host") != os.uname().nodename:   # as the driver records it
         raise UserError(f"sweep {sweep_name!r} is driven from host {driver.get('host')}; run `sweeplab stop` there")
-    try:
+    try:   # the driver is its pid and start time (as `status` tells): `python train.py` runs one too, and a
+        # process started after the driver recorded itself holds a reused pid
         proc = psutil.Process(int(driver["pid"]))
-        alive = proc.is_running() and "sweeplab" in " ".join(proc.cmdline())
-    except (psutil.Error, ValueError):
+        alive = (proc.status() != psutil.STATUS_ZOMBIE
+                 and proc.create_time() <= float(driver.get("started") or 0.0) + 1.0)
+    except (psutil.Error, ValueError, TypeError):
         alive = False
     if not alive:
         raise UserError(f"the driver of {sweep_name!r} (pid {driver.get('pid')}) is gone; "
