@@ -368,3 +368,21 @@ def test_an_export_to_stdout_is_the_table_alone(swept, tmp_path):
     file = export_sweep("sw", tmp_path / "sw.csv", store=swept)
     assert cp.stdout == file.read_text()
     assert "wrote /dev/stdout" in cp.stderr
+
+
+def test_parquet_fixed_columns_keep_their_types_when_empty(swept, tmp_path):
+    """A column with no value in any row (`reason` when every trial completed, every column of a sweep with no
+    trial yet) was written with Arrow's `null` type, so two exports of one pipeline had different schemas
+    (`reason: null` here, `string` there). The fixed columns now always have their own types."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    expected = {"number": pa.int64(), "state": pa.string(), "value": pa.float64(), "attempts": pa.int64(),
+                "started": pa.float64(), "ended": pa.float64(), "seconds": pa.float64(), "reason": pa.string()}
+    store = tmp_path / "store"
+    st = Store.open(store)
+    with st.transaction():
+        st.create_sweep(name="empty", method="grid", metric="loss", goal="minimize", spec={}, spec_path=None, seed=0)
+    st.close()
+    for name, where in (("sw", swept), ("empty", store)):
+        schema = pq.read_schema(export_sweep(name, tmp_path / f"{name}.parquet", format="parquet", store=where))
+        assert {k: schema.field(k).type for k in expected} == expected, name

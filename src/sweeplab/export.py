@@ -125,11 +125,15 @@ def _write_parquet(data: dict[str, Any], target: Path) -> None:
     import pyarrow.parquet as pq
 
     header, rows = _rows(data["columns"])
+    # the fixed columns' own types, so that a column empty in every row is not Arrow's `null` type
+    fixed = {"number": pa.int64(), "state": pa.string(), "value": pa.float64(), "attempts": pa.int64(),
+             "started": pa.float64(), "ended": pa.float64(), "seconds": pa.float64(), "reason": pa.string(),
+             "feasible": pa.bool_(), "rank": pa.int64()}
     arrays = []
     for j in range(len(header)):
         values = [row[j] for row in rows]
         try:
-            arrays.append(pa.array(values))
+            arrays.append(pa.array(values, type=fixed.get(header[j])))
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):   # mixed types (3, "auto"), an int past
             # 64 bits (2**64): as text, exact
             arrays.append(pa.array([None if v is None else str(v) for v in values], type=pa.string()))
