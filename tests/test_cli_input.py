@@ -278,3 +278,65 @@ def test_every_styled_line_of_the_command_line_asks_for_markup() -> None:
             if tag.search(text) and not markup:
                 missing.append(f"{path.name}:{node.lineno}")
     assert not missing, missing
+
+
+def test_every_option_and_argument_of_every_command_says_what_it_is(tmp_path) -> None:
+    """`--help` of each command explains each of its options and arguments: `resume --workers`, `--gpus`,
+    `run --smoke`, `--name`, `best --json`, `profile --json`, `dashboard --host`... were listed bare."""
+    import typer.main
+
+    from sweeplab.cli import app
+
+    group = typer.main.get_command(app)
+    bare = sorted(f"{name} {param.opts[0] if param.opts else param.name}"
+                  for name, command in group.commands.items() for param in command.params
+                  if param.name != "help" and not (getattr(param, "help", None) or "").strip())
+    assert bare == []
+    shown = cli(tmp_path, "resume", "--help")
+    assert shown.returncode == 0 and "parallel trials" in shown.stdout
+
+
+def test_the_pareto_line_after_a_sweep_quotes_a_name_with_a_space(tmp_path) -> None:
+    """A sweep with several objectives ends with "`sweeplab best my sweep` lists them": the name was not quoted
+    for the shell there (the `next:` line quotes it)."""
+    spec = write(tmp_path / "s.yaml", f"function: {TRIALS}:quick\nmethod: grid\nname: my sweep\n"
+                 "metric: [{name: loss, goal: minimize}, {name: x, goal: maximize}]\n"
+                 "parameters: {x: {values: [1]}}\n")
+    done = cli(tmp_path, "sweep", str(spec), "-q", "--store", str(tmp_path / "st"))
+    assert done.returncode == 0, done.stderr
+    assert "`sweeplab best 'my sweep'` lists them" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("case", ["a-python-script", "a-reused-pid"])
+def test_stop_signals_the_recorded_driver_whatever_its_command_line(tmp_path, case) -> None:
+    """A sweep driven by `python train.py` (sl.main), a script calling sl.sweep() or a notebook: `sweeplab stop`
+    took the driver for gone because its command line does not say "sweeplab", and told the user to resume a
+    sweep that was still running. The driver is recognised by its pid and start time, as `status` does: a
+    process that started after the driver recorded itself holds a reused pid and is left alone."""
+    import signal
+    import time
+
+    from sweeplab.store import Store
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.2)
+        started = time.time() if case == "a-python-script" else time.time() - 3600
+        st = Store.open(tmp_path / "store")
+        with st.transaction():
+            sid = st.create_sweep(name="s", method="grid", metric="loss", goal="minimize", spec={},
+                                  spec_path=None, seed=0)
+            st.update_sweep(sid, state="running", driver=json.dumps(
+                {"pid": proc.pid, "host": os.uname().nodename, "started": started, "workers": None}))
+        st.close()
+        done = cli(tmp_path, "stop", "s")
+        if case == "a-python-script":
+            assert done.returncode == 0 and "asked the driver of s" in done.stdout, done.stdout + done.stderr
+            assert proc.wait(timeout=30) == -signal.SIGTERM
+        else:
+            assert done.returncode == 2 and "is gone" in done.stderr, done.stdout + done.stderr
+            assert proc.poll() is None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -320,3 +320,69 @@ def test_an_export_gets_the_permissions_of_a_file_the_user_writes(swept, tmp_pat
     assert runs.stat().st_mode & 0o777 == 0o755
     assert all(p.stat().st_mode & 0o777 == (0o755 if p.is_dir() else 0o644) for p in runs.rglob("*"))
     assert kept.stat().st_mode & 0o777 == 0o640 and kept.read_text() != "old"
+
+
+def test_tensorboard_hparams_values_have_the_type_their_column_declares(tmp_path):
+    """A parameter mixing numbers and text (`values: [0.1, "txt"]`) is declared a STRING column in the
+    HParams experiment: its values were still written as numbers (TensorBoard's own `hp.Discrete` refuses a
+    domain mixing types, and its filters compare by the declared type), and an inactive conditional
+    parameter (`null`) was written as the text "" into a number column. Now every value of a STRING column
+    is text, and a trial without a value for a parameter has no value for it (an empty cell)."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import api_pb2, metadata
+
+    store = tmp_path / "store"
+    st = Store.open(store)
+    with st.transaction():
+        sid = st.create_sweep(name="mix", method="grid", metric="loss", goal="minimize", spec={},
+                              spec_path=None, seed=0)
+        for n, (y, z) in enumerate([(0.1, 1.5), ("txt", None), (0.2, 2.5)]):
+            tid = st.add_trial(sid, n, {"y": y, "z": z}, None, seed=n)
+            st.update_trial(tid, state="completed", value=float(n), metrics={"loss": float(n)})
+    st.close()
+    out = export_sweep("mix", tmp_path / "tb", format="tensorboard", store=store)
+
+    def content(folder: Path, tag: str) -> bytes:
+        acc = EventAccumulator(str(folder))
+        acc.Reload()
+        return acc.SummaryMetadata(tag).plugin_data.content
+
+    experiment = metadata.parse_experiment_plugin_data(content(out, metadata.EXPERIMENT_TAG))
+    infos = {i.name: i for i in experiment.hparam_infos}
+    assert infos["y"].type == api_pb2.DATA_TYPE_STRING
+    assert [v.WhichOneof("kind") for v in infos["y"].domain_discrete.values] == ["string_value"] * 3
+    assert infos["z"].type == api_pb2.DATA_TYPE_FLOAT64
+    starts = [metadata.parse_session_start_info_plugin_data(
+        content(out / f"trial-{n:04d}", metadata.SESSION_START_INFO_TAG)).hparams for n in range(3)]
+    assert [s["y"].WhichOneof("kind") for s in starts] == ["string_value"] * 3
+    assert [s["y"].string_value for s in starts] == ["0.1", "txt", "0.2"]
+    assert [s["z"].number_value for s in (starts[0], starts[2])] == [1.5, 2.5] and "z" not in starts[1]
+
+
+def test_an_export_to_stdout_is_the_table_alone(swept, tmp_path):
+    """`sweeplab export SWEEP -o /dev/stdout > trials.csv` (docs/integrations.md): the `wrote /dev/stdout` line
+    was printed on stdout after the table, a last row that is not a trial. The note goes to stderr there."""
+    cp = _cli(tmp_path, swept, "sw", "-o", "/dev/stdout")
+    assert cp.returncode == 0, cp.stderr
+    file = export_sweep("sw", tmp_path / "sw.csv", store=swept)
+    assert cp.stdout == file.read_text()
+    assert "wrote /dev/stdout" in cp.stderr
+
+
+def test_parquet_fixed_columns_keep_their_types_when_empty(swept, tmp_path):
+    """A column with no value in any row (`reason` when every trial completed, every column of a sweep with no
+    trial yet) was written with Arrow's `null` type, so two exports of one pipeline had different schemas
+    (`reason: null` here, `string` there). The fixed columns now always have their own types."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    expected = {"number": pa.int64(), "state": pa.string(), "value": pa.float64(), "attempts": pa.int64(),
+                "started": pa.float64(), "ended": pa.float64(), "seconds": pa.float64(), "reason": pa.string()}
+    store = tmp_path / "store"
+    st = Store.open(store)
+    with st.transaction():
+        st.create_sweep(name="empty", method="grid", metric="loss", goal="minimize", spec={}, spec_path=None, seed=0)
+    st.close()
+    for name, where in (("sw", swept), ("empty", store)):
+        schema = pq.read_schema(export_sweep(name, tmp_path / f"{name}.parquet", format="parquet", store=where))
+        assert {k: schema.field(k).type for k in expected} == expected, name

@@ -274,3 +274,37 @@ def test_train_resumes_from_its_checkpoint_where_it_left_off(
     if template == "xgboost":
         assert two["result"]["rounds"] == n2
     assert (tmp_path / "outputs" / "resume" / "0").is_dir()   # the final model, outside smoke mode
+
+
+# ------------------------------------------------------------------------------------------ cli errors
+@pytest.mark.parametrize(
+    "where",
+    ["under-a-file", "name-too-long"],
+)
+def test_init_where_the_directory_cannot_be_created_is_one_line_error(tmp_path: Path, where: str) -> None:
+    (tmp_path / "a-file").write_text("x\n")
+    target = tmp_path / "a-file" / "project" if where == "under-a-file" else tmp_path / ("p" * 300)
+    done = subprocess.run([*shlex.split(sweeplab_command()), "init", str(target), "--template", "xgboost"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.startswith("error: cannot create "), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_init_next_step_is_a_command_that_runs_as_printed(tmp_path: Path) -> None:
+    done = subprocess.run([*shlex.split(sweeplab_command()), "init", "my project", "--template", "xgboost"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "next: make -C 'my project' smoke" in done.stdout
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_make_sweep_passes_extra_sweeplab_options(tmp_path: Path, template: str) -> None:
+    """`make sweep ARGS="--trials 2 --workers 1"` (a tiny budget, say) reaches `sweeplab sweep`: the Makefile
+    had no way to pass an option but to smuggle it into SPEC."""
+    scaffold(tmp_path, template)
+    done = subprocess.run([make(), "-n", "-C", str(tmp_path), "sweep", "ARGS=--trials 2 --workers 1"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "sweeplab sweep sweeps/tpe_asha.yaml --trials 2 --workers 1" in done.stdout

@@ -308,3 +308,31 @@ def test_profile_summary_merges_step_and_system_figures_with_a_hint():
     merged = profile_summary(tracker.summary(), system)
     assert merged["rss_peak"] == 1e9 and merged["steps"] == 10 and merged["samples"] == 80
     assert merged["hint"].startswith("input-bound: 64% of each step waits for data")
+
+
+def test_cli_profile_says_why_a_trial_has_no_profile(tmp_path):
+    """`sweeplab profile` of a trial without a profile told the user to add `run.track` even to a trial that
+    uses it and is still running (its profile is stored when an attempt ends) or that failed before its loop.
+    It now names the trial's state; a trial with a profile prints its table, exit 0."""
+
+    from sweeplab.store import Store
+
+    st = Store.open(tmp_path / "store")
+    with st.transaction():
+        sid = st.create_sweep(name="p", method="grid", metric="loss", goal="minimize", spec={}, spec_path=None,
+                              seed=0)
+        for n, (state, prof) in enumerate([("running", None), ("failed", None),
+                                           ("completed", {"steps": 7, "steps_per_s": 3.5})]):
+            tid = st.add_trial(sid, n, {"x": n}, None, seed=n)
+            st.update_trial(tid, state=state, **({"profile": prof} if prof else {}))
+    st.close()
+
+    def profile(ref: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "sweeplab", "profile", ref, "--store", str(tmp_path / "store")],
+                              capture_output=True, text=True, timeout=60)
+
+    running, failed, done = profile("p/0"), profile("p/1"), profile("p/2")
+    assert running.returncode == 1 and "p/0 is running" in running.stdout and "when" in running.stdout
+    assert "run.track" not in running.stdout
+    assert failed.returncode == 1 and "p/1 (failed)" in failed.stdout and "run.track" in failed.stdout
+    assert done.returncode == 0 and "steps" in done.stdout and "7" in done.stdout

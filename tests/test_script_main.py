@@ -103,3 +103,19 @@ def test_a_default_config_is_found_beside_the_script_from_any_directory(tmp_path
     assert sl.load("run-train", store=elsewhere / ".sweeplab").trials()["metrics.loss"].tolist() == [0.5]
     cp = _python(elsewhere, str(project / "train.py"), "--profile", "nope")   # an option given wins
     assert cp.returncode == 2 and "nope" in cp.stderr
+
+
+def test_a_scripts_help_describes_the_script_not_sweeplab_run(tmp_path):
+    """`python train.py --help` printed `Usage: train.py run [OPTIONS] {target} ...`: the `sweeplab run`
+    command, with a subcommand and a TARGET the script must not be given. It now shows the script's usage,
+    its function and its defaults, the options it takes, and writes nothing."""
+    (tmp_path / "train.py").write_text(TRAIN.format(imports="", factor=1).replace(
+        "sl.main(train)", 'sl.main(train, config="base.yaml", profile="local")'))
+    done = _python(tmp_path, "train.py", "--help")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.lstrip().startswith("Usage: train.py [OPTIONS] [[KEY=VALUE]...]"), out
+    assert " run " not in out.splitlines()[0] and "target" not in out
+    assert "train.py:train" in out and "base.yaml" in out and "local" in out
+    assert "--smoke" in out and "--store" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]

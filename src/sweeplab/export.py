@@ -125,11 +125,15 @@ def _write_parquet(data: dict[str, Any], target: Path) -> None:
     import pyarrow.parquet as pq
 
     header, rows = _rows(data["columns"])
+    # the fixed columns' own types, so that a column empty in every row is not Arrow's `null` type
+    fixed = {"number": pa.int64(), "state": pa.string(), "value": pa.float64(), "attempts": pa.int64(),
+             "started": pa.float64(), "ended": pa.float64(), "seconds": pa.float64(), "reason": pa.string(),
+             "feasible": pa.bool_(), "rank": pa.int64()}
     arrays = []
     for j in range(len(header)):
         values = [row[j] for row in rows]
         try:
-            arrays.append(pa.array(values))
+            arrays.append(pa.array(values, type=fixed.get(header[j])))
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):   # mixed types (3, "auto"), an int past
             # 64 bits (2**64): as text, exact
             arrays.append(pa.array([None if v is None else str(v) for v in values], type=pa.string()))
@@ -146,19 +150,20 @@ def _write_tensorboard(data: dict[str, Any], target: Path) -> None:
         tmp.chmod(0o777 & ~_umask())   # mkdtemp's directory is 0700: `tensorboard --logdir` by others
         (tmp / MARKER).write_text(f"sweeplab TensorBoard export of sweep {summary['name']}\n")
         params = sorted(columns["params"])
+        kinds = {p: _data_type([v for v in columns["params"][p] if v is not None]) for p in params}
         metric_keys = sorted({k for curves in history.values() for k in curves} | set(columns["metrics"]))
         created = float(summary.get("created") or time.time())
         with _EventFile(tmp) as root:
-            root.add(_hparams_summary(experiment=_experiment(summary, params, columns, metric_keys)), 0, created)
+            root.add(_hparams_summary(experiment=_experiment(summary, kinds, columns, metric_keys)), 0, created)
         for i, number in enumerate(columns["number"]):
-            _write_trial(tmp / f"trial-{number:04d}", i, number, columns, params, history.get(number, {}), created)
+            _write_trial(tmp / f"trial-{number:04d}", i, number, columns, kinds, history.get(number, {}), created)
         _replace_dir(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
-def _write_trial(folder: Path, i: int, number: int, columns: Mapping[str, Any], params: Sequence[str],
+def _write_trial(folder: Path, i: int, number: int, columns: Mapping[str, Any], kinds: Mapping[str, Any],
                  curves: Mapping[str, list[tuple[int, float | None, float]]], created: float) -> None:
     """One trial's run: its curves, its final metrics, and its HParams session (start and end)."""
     from tensorboard.compat.proto import summary_pb2
@@ -170,9 +175,10 @@ def _write_trial(folder: Path, i: int, number: int, columns: Mapping[str, Any], 
     state = columns["state"][i]
     with _EventFile(folder) as events:
         start = plugin_data_pb2.SessionStartInfo(group_name=folder.name, start_time_secs=float(started))
-        for p in params:
-            _set_value(start.hparams[p], columns["params"][p][i])
-        _set_value(start.hparams[STATE_HPARAM], state)
+        for p, kind in kinds.items():
+            if columns["params"][p][i] is not None:          # None (inactive, or null): an empty cell
+                _set_value(start.hparams[p], columns["params"][p][i], kind)
+        start.hparams[STATE_HPARAM].string_value = str(state)
         events.add(_hparams_summary(session_start_info=start), 0, started)
         last_step, last_time = 0, started
         for key, points in curves.items():
@@ -193,7 +199,7 @@ def _write_trial(folder: Path, i: int, number: int, columns: Mapping[str, Any], 
             events.add(_hparams_summary(session_end_info=end), last_step, ended or last_time)
 
 
-def _experiment(summary: Mapping[str, Any], params: Sequence[str], columns: Mapping[str, Any],
+def _experiment(summary: Mapping[str, Any], kinds: Mapping[str, Any], columns: Mapping[str, Any],
                 metric_keys: Sequence[str]) -> Any:
     """The HParams experiment: every parameter (with its values when they are few or not numbers) and every
     metric, so the HPARAMS tab has a column for each."""
@@ -201,16 +207,18 @@ def _experiment(summary: Mapping[str, Any], params: Sequence[str], columns: Mapp
     from tensorboard.plugins.hparams import api_pb2
 
     infos = []
-    for p, values in [*((p, columns["params"][p]) for p in params), (STATE_HPARAM, columns["state"])]:
+    for p, values in [*((p, columns["params"][p]) for p in kinds), (STATE_HPARAM, columns["state"])]:
         values = [v for v in values if v is not None]
         info = api_pb2.HParamInfo(name=p, type=_data_type(values))
+        if info.type == api_pb2.DATA_TYPE_STRING:                # one type a column: mixed values as text
+            values = [str(v) for v in values]
         if values and info.type == api_pb2.DATA_TYPE_FLOAT64 and not all(float(v).is_integer() for v in values):
             info.domain_interval.min_value = float(min(values))   # a continuous parameter: its range
             info.domain_interval.max_value = float(max(values))
         elif values:                                              # choices, integers, text: their values
             domain = struct_pb2.ListValue()
             for v in sorted(set(values), key=lambda x: (str(type(x)), x)):
-                _set_value(domain.values.add(), v)
+                _set_value(domain.values.add(), v, info.type)
             info.domain_discrete.CopyFrom(domain)
         infos.append(info)
     metrics = [api_pb2.MetricInfo(name=api_pb2.MetricName(tag=k), display_name=k) for k in metric_keys]
@@ -229,9 +237,14 @@ def _data_type(values: Sequence[Any]) -> Any:
     return api_pb2.DATA_TYPE_STRING
 
 
-def _set_value(target: Any, value: Any) -> None:
-    """A google.protobuf Value from a parameter value (numbers, booleans, text; anything else as text)."""
-    if isinstance(value, bool):
+def _set_value(target: Any, value: Any, kind: Any) -> None:
+    """A google.protobuf Value from a parameter value of a column of type `kind` (numbers, booleans, text;
+    anything else, and every value of a STRING column, as text)."""
+    from tensorboard.plugins.hparams import api_pb2
+
+    if kind == api_pb2.DATA_TYPE_STRING:
+        target.string_value = str(value)
+    elif isinstance(value, bool):
         target.bool_value = value
     elif isinstance(value, (int, float)):
         target.number_value = float(value)

@@ -49,15 +49,22 @@ def scaffold(directory: Path | str, template: str) -> list[Path]:
     _check_target(target)
     files = _collect(_templates_root() / template)   # read everything first: no half-written project
     project = _project_name(target)
-    target.mkdir(parents=True, exist_ok=True)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:                           # a file on the way, no permission, a name too long
+        raise UserError(f"cannot create {target}: {exc.strerror or exc}; nothing was written") from None
     written: list[Path] = []
     for rel, data in files:
         dest = target.joinpath(*rel.parts)
-        dest.parent.mkdir(parents=True, exist_ok=True)
         if _is_text(data):
             data = data.decode("utf-8").replace(_TOKEN, project).encode("utf-8")
-        with open(dest, "xb") as fh:                 # "x": never replace a file, even one created meanwhile
-            fh.write(data)
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with open(dest, "xb") as fh:             # "x": never replace a file, even one created meanwhile
+                fh.write(data)
+        except OSError as exc:                       # a full disk, a file created meanwhile
+            raise UserError(f"cannot write {dest}: {exc.strerror or exc}; {len(written)} of {len(files)} "
+                            f"files were written into {target}") from None
         written.append(dest)
     return written
 
@@ -67,7 +74,11 @@ def _templates_root() -> Traversable:
 
 
 def _check_target(target: Path) -> None:
-    if not target.exists():
+    try:
+        exists = target.exists()
+    except OSError as exc:                           # e.g. a name longer than the file system allows
+        raise UserError(f"cannot create {target}: {exc.strerror or exc}; nothing was written") from None
+    if not exists:
         return
     if not target.is_dir():
         raise UserError(f"{target} exists and is not a directory; nothing was written "

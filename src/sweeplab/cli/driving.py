@@ -167,5 +167,5 @@ def _front_line(st: Any, sweep: str) -> Optional[str]:
                 return "Pareto front: empty (no completed feasible trial with every objective)"
             return (f"Pareto front: {len(front)} trial(s) "
                     f"({', '.join(str(f['trial']) for f in front[:10])}{', ...' if len(front) > 10 else ''}); "
-                    f"`sweeplab best {sweep}` lists them")
+                    f"`sweeplab best {shlex.quote(sweep)}` lists them")
     return None

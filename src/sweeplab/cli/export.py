@@ -8,12 +8,12 @@ from typing import Optional
 import typer
 
 from sweeplab.cli.app import STORE_HELP, _store_path, app
-from sweeplab.cli.output import console
+from sweeplab.cli.output import console, err
 
 
 @app.command()
 def export(
-    sweep_name: str = typer.Argument(..., metavar="SWEEP"),
+    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="the sweep to export"),
     format: str = typer.Option("csv", "--format", "-f", help="csv | parquet | tensorboard"),
     out: Optional[Path] = typer.Option(None, "--out", "-o",
                                        help="file (csv, parquet) or directory (tensorboard) to write; default "
@@ -32,6 +32,8 @@ def export(
 
         where = out if out is not None else Path(_default_name(sweep_name, format))
         raise SweeplabError(f"export: cannot write {where}: {exc.strerror or exc}; nothing was replaced") from None
-    console.print(f"wrote {path}")
+    # written into stdout (`-o /dev/stdout`), a pipe or a device: the note goes to stderr, not into the data
+    note = console if path.is_file() or path.is_dir() else err
+    note.print(f"wrote {path}")
     if format == "tensorboard":
-        console.print(f"view: tensorboard --logdir {path}")
+        note.print(f"view: tensorboard --logdir {path}")

@@ -18,7 +18,8 @@ STATUS_ROWS = 20   # trials `status SWEEP` shows by default: a 10,000-trial swee
 # ---------------------------------------------------------------------------------------------- reading
 @app.command()
 def status(
-    sweep_name: Optional[str] = typer.Argument(None, metavar="[SWEEP]"),
+    sweep_name: Optional[str] = typer.Argument(None, metavar="[SWEEP]",
+                                                    help="one sweep's trials (default: every sweep)"),
     as_json: bool = typer.Option(False, "--json", help="stable JSON (see docs/api.md)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
     limit: Optional[int] = typer.Option(None, "--limit", "-n", min=0,
@@ -161,8 +162,8 @@ def _rank(rank: Optional[int]) -> str:
 
 @app.command()
 def best(
-    sweep_name: str = typer.Argument(..., metavar="SWEEP"),
-    as_json: bool = typer.Option(False, "--json"),
+    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="a sweep in the store"),
+    as_json: bool = typer.Option(False, "--json", help="stable JSON (see docs/api.md)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """The best completed trial of a sweep (with several objectives: its Pareto front)."""

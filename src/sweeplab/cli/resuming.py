@@ -20,20 +20,21 @@ from sweeplab.errors import UserError
 # ---------------------------------------------------------------------------------------------- resume
 @app.command()
 def resume(
-    sweep_name: str = typer.Argument(..., metavar="SWEEP"),
+    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="the sweep to continue"),
     trials: Optional[str] = typer.Option(None, "--trials", help="+N more trials, or a new total N"),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w"),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w",
+                                         help="parallel trials (default: the spec's, else as the sweep last ran)"),
     backend: Optional[str] = typer.Option(None, "--backend",
                                           help=f"{BACKEND_NAMES} (default: where the sweep last ran)"),
     address: Optional[str] = typer.Option(None, "--address",
                                           help="Ray cluster address (default: the one the sweep last ran on)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
-    gpus: Optional[str] = typer.Option(None, "--gpus"),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU ids to use, e.g. 0,1 (default: detected)"),
     hard: bool = typer.Option(False, "--hard", help="when a budget is hit, stop running trials too"),
     spec_file: Optional[Path] = typer.Option(None, "--spec", help="a changed spec (budgets, early stopping...)"),
     fork: Optional[str] = typer.Option(None, "--fork", help="start a new sweep NAME from --spec, seeded with "
                                                              "the old trials that fit its space"),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress"),
 ) -> None:
     """Continue a sweep after a crash, Ctrl-C or budget end; nothing completed is redone.
 

@@ -23,13 +23,14 @@ from sweeplab.errors import UserError
 @app.command(context_settings={"allow_extra_args": False})
 def run(
     target: str = typer.Argument(..., help="a function, e.g. train.py:train or pkg.module:train"),
-    overrides: Optional[list[str]] = typer.Argument(None, metavar="[KEY=VALUE]..."),
+    overrides: Optional[list[str]] = typer.Argument(None, metavar="[KEY=VALUE]...",
+                                                help="config overrides, e.g. lr=0.01 model.hidden=256"),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="base config YAML"),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="environment profile name"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
-    smoke: bool = typer.Option(False, "--smoke"),
-    name: Optional[str] = typer.Option(None, "--name"),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    smoke: bool = typer.Option(False, "--smoke", help="a tiny run on the CPU (run.smoke is set)"),
+    name: Optional[str] = typer.Option(None, "--name", help="name of the recorded run (default: run-FUNCTION)"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress"),
 ) -> None:
     """Run one trial of a function (recorded as a single-trial sweep): the same code path as a sweep."""
     from sweeplab.backends.local import LocalBackend, plan_slots
@@ -81,6 +82,9 @@ def script_main(fn: Callable[..., Any] | str, argv: Sequence[str] | None = None,
         print_error(str(e))
         sys.exit(2)
     rest = list(sys.argv[1:] if argv is None else argv)
+    if "--help" in rest:   # the script's own usage, not `sweeplab run`'s (a subcommand and a TARGET to give)
+        _script_help(Path(sys.argv[0]).name, target, config=config, profile=profile)
+        sys.exit(0)
     if config is not None and not _given(rest, "--config", "-c"):
         path = Path(config)
         if not path.is_absolute():
@@ -93,6 +97,28 @@ def script_main(fn: Callable[..., Any] | str, argv: Sequence[str] | None = None,
 
     cli_main()
     sys.exit(0)   # cli_main always exits; this keeps the NoReturn promise for type checkers
+
+
+def _script_help(prog: str, target: str, *, config: str | Path | None, profile: str | None) -> None:
+    """`python train.py --help`: the options of `sweeplab run` under the script's name, without its TARGET."""
+    import copy
+
+    import click
+    import typer.main
+
+    from sweeplab.cli.app import app
+
+    run_command = typer.main.get_command(app).commands["run"]   # type: ignore[attr-defined]
+    shown = copy.copy(run_command)
+    shown.params = [p for p in run_command.params if p.name != "target"]
+    defaults = "".join(f" {flag} {value}" for flag, value in (("--config", config), ("--profile", profile))
+                       if value is not None)
+    function = target.rpartition(":")[2]
+    shown.help = (f"One trial of {function}(config, run), recorded as a single-trial sweep, as `sweeplab run "
+                  f"{prog}:{function}` runs it." + (f"\n\nDefaults from sl.main:{defaults} (a relative config "
+                                                    "is found beside the script)." if defaults else ""))
+    with click.Context(shown, info_name=prog) as ctx:
+        click.echo(shown.get_help(ctx))
 
 
 def _given(args: Sequence[str], *options: str) -> bool:

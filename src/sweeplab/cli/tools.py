@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from pathlib import Path
 from typing import Optional
@@ -16,12 +17,11 @@ from sweeplab.errors import UserError
 
 @app.command()
 def stop(
-    sweep_name: str = typer.Argument(..., metavar="SWEEP"),
+    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="the running sweep to stop"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Stop a running sweep: its trials checkpoint within trial.grace and it exits resumable."""
     import signal
-    import socket
 
     import psutil
 
@@ -34,12 +34,14 @@ def stop(
     driver = json.loads(row["driver"] or "null") if "driver" in row.keys() else None
     if row["state"] != "running" or not driver:
         raise UserError(f"sweep {sweep_name!r} is not running (state {row['state']})")
-    if driver.get("host") != socket.gethostname():
+    if driver.get("host") != os.uname().nodename:   # as the driver records it
         raise UserError(f"sweep {sweep_name!r} is driven from host {driver.get('host')}; run `sweeplab stop` there")
-    try:
+    try:   # the driver is its pid and start time (as `status` tells): `python train.py` runs one too, and a
+        # process started after the driver recorded itself holds a reused pid
         proc = psutil.Process(int(driver["pid"]))
-        alive = proc.is_running() and "sweeplab" in " ".join(proc.cmdline())
-    except (psutil.Error, ValueError):
+        alive = (proc.status() != psutil.STATUS_ZOMBIE
+                 and proc.create_time() <= float(driver.get("started") or 0.0) + 1.0)
+    except (psutil.Error, ValueError, TypeError):
         alive = False
     if not alive:
         raise UserError(f"the driver of {sweep_name!r} (pid {driver.get('pid')}) is gone; "
@@ -64,8 +66,8 @@ def repro(
 
 @app.command()
 def profile(
-    ref: str = typer.Argument(..., metavar="SWEEP/TRIAL"),
-    as_json: bool = typer.Option(False, "--json"),
+    ref: str = typer.Argument(..., metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
+    as_json: bool = typer.Option(False, "--json", help="the whole profile as JSON"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Where a trial's time went: throughput, data-wait vs compute, step-time percentiles, memory, a hint."""
@@ -80,7 +82,12 @@ def profile(
         _print_json(prof)
         return
     if not prof:
-        console.print(f"{ref}: no profile recorded (use `for batch in run.track(loader)` in the training loop)")
+        state = detail.get("state")
+        if state in ("running", "queued"):   # the profile is stored when an attempt ends
+            console.print(f"{ref} is {state}: its profile is recorded when its attempt ends; try again then")
+        else:
+            console.print(f"{ref} ({state}): no profile recorded (a profile comes from `for batch in "
+                          "run.track(loader)` in the training loop, stored when an attempt ends)")
         raise typer.Exit(1)
     table = Table("measure", "value", title=f"profile of {ref}")
     labels = [("steps", "steps"), ("samples_per_s", "samples/s"), ("steps_per_s", "steps/s"),
@@ -98,7 +105,7 @@ def profile(
 
 @app.command()
 def init(
-    directory: Path = typer.Argument(..., metavar="DIR"),
+    directory: Path = typer.Argument(..., metavar="DIR", help="a new or empty directory for the project"),
     template: str = typer.Option("pytorch", "--template", "-t", help="pytorch | xgboost"),
 ) -> None:
     """Scaffold a project: configs/, profiles/, model.py, data.py, train.py, sweeps/, a smoke test."""
@@ -106,14 +113,14 @@ def init(
 
     files = scaffold(directory, template)
     console.print(f"created {directory} from the {template} template ({len(files)} files)")
-    console.print(f"next: make -C {directory} smoke")
+    console.print(f"next: make -C {shlex.quote(str(directory))} smoke")
 
 
 @app.command()
 def dashboard(
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8765, "--port"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address to bind"),
+    port: int = typer.Option(8765, "--port", help="port to listen on"),
     token: Optional[str] = typer.Option(None, "--token", help="required to bind a non-loopback host"),
     insecure: bool = typer.Option(False, "--insecure", help="allow a non-loopback host without a token"),
 ) -> None:
