@@ -119,3 +119,24 @@ def test_a_scripts_help_describes_the_script_not_sweeplab_run(tmp_path):
     assert "train.py:train" in out and "base.yaml" in out and "local" in out
     assert "--smoke" in out and "--store" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
+def test_sweeplab_run_reads_the_config_and_profiles_beside_a_file_target(tmp_path):
+    """DESIGN's `sweeplab run examples/torch_digits/train.py:train lr=0.01 model.hidden=256 --profile local
+    --smoke`: with no --config, the `config.yaml` beside the target's file is its base config (as `sl.main(train,
+    config="config.yaml")` declares it), and its profiles are found beside that config; the run says so."""
+    project = tmp_path / "project"
+    (project / "profiles").mkdir(parents=True)
+    (project / "config.yaml").write_text("lr: 0.5\nmodel: {hidden: 8}\ndata_dir: none\n")
+    (project / "profiles" / "local.yaml").write_text("data_dir: /tmp/data\n")
+    (project / "train.py").write_text(
+        "def train(config, run):\n"
+        "    assert config.data_dir == '/tmp/data' and config.model.hidden == 256\n"
+        "    return {'loss': config.lr}\n")
+    cp = _python(tmp_path, "-m", "sweeplab", "run", "project/train.py:train", "lr=0.01", "model.hidden=256",
+                 "--profile", "local", "--smoke", "-q")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "project/config.yaml" in cp.stdout and "--config" in cp.stdout   # which base config, how to choose
+    assert "loss = 0.01" in cp.stdout
+    cp = _python(tmp_path, "-m", "sweeplab", "run", "project/train.py:train", "lrr=0.01", "-q")
+    assert cp.returncode == 2 and "did you mean 'lr'" in cp.stderr

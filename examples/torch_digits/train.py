@@ -9,6 +9,7 @@ here: its NaN or exploding values are logged as they are and the sweep's monitor
     sweeplab sweep examples/torch_digits/sweep.yaml
     sweeplab sweep examples/torch_digits/sweep_conditional.yaml      # optimizer and model-family choices
     sweeplab run examples/torch_digits/train.py:train lr=0.05 --config examples/torch_digits/config.yaml
+    sweeplab run examples/torch_digits/train.py:train lr=0.01 model.hidden=256 --profile local --smoke
     python examples/torch_digits/train.py lr=0.05                    # the same, from `sl.main` below
 """
 
@@ -100,7 +101,8 @@ def train(config, run):
         optimizer.load_state_dict(state["optimizer"])
         start = int(state["epoch"])                         # epochs already trained
 
-    train_loader = strategy.loader(train_set, batch_size=int(config.batch_size), seed=seed)
+    workers = int(config.data.get("num_workers", 0))      # an environment fact: profiles/local.yaml, cluster.yaml
+    train_loader = strategy.loader(train_set, batch_size=int(config.batch_size), seed=seed, num_workers=workers)
     val_loader = strategy.loader(val_set, batch_size=512, shuffle=False)
     metrics: dict[str, float] = {}
     for epoch in range(start, epochs):

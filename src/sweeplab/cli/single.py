@@ -16,6 +16,7 @@ from sweeplab.api import refuse_in_trial_import
 from sweeplab.api import unique_name as _unique_name
 from sweeplab.cli.app import STORE_HELP, _open_store, _split_overrides, app
 from sweeplab.cli.driving import _run_driver
+from sweeplab.cli.output import console
 from sweeplab.errors import UserError
 
 
@@ -37,6 +38,11 @@ def run(
     from sweeplab.spec import parse_spec
 
     raw: dict[str, Any] = {"function": target, "method": "grid", "parameters": {}, "run_cap": 1}
+    if config is None:
+        config = _config_beside(target)
+        if config is not None:   # said even with -q: which config a run used is not progress
+            console.print(f"config: {config} (beside the function's file; --config chooses another)",
+                          markup=False)
     if config is not None:
         raw["config"] = str(config.resolve())
     if profile:
@@ -51,6 +57,16 @@ def run(
     be = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]), hide_gpus=smoke)
     _run_driver(spec, st, be, sweep_name=sweep_name, overrides=overrides, smoke=smoke,
                 hard=False, quiet=quiet, create=True, spec_path=None, single=True)
+
+
+def _config_beside(target: str) -> Optional[Path]:
+    """`config.yaml` beside a `FILE.py:function` target, the layout of the examples and of `sl.main(train,
+    config="config.yaml")`: the base config of a `sweeplab run` given no --config. None elsewhere."""
+    where = target.rpartition(":")[0]
+    if not where.endswith(".py"):
+        return None
+    beside = Path(where).parent / "config.yaml"
+    return beside if beside.is_file() else None
 
 
 # ---------------------------------------------------------------------------------------- sl.main
