@@ -16,10 +16,12 @@ turns the ranks' events into the events of one trial.
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
+import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,34 @@ _AUTH_ERROR: type[Exception] = getattr(ray.exceptions, "AuthenticationError", Co
 
 
 # ================================================================================== driver side
+@contextlib.contextmanager
+def _ctrl_c_after(active: bool) -> Iterator[None]:
+    """Hold a Ctrl-C that comes while `ray.init` starts a local Ray instance until it has started, then
+    stop that instance and raise KeyboardInterrupt. Interrupted half-way, `ray.init` leaves the processes it
+    started so far running with no one to stop them (the raylet's dashboard and runtime-env agents outlive
+    the driver, one pair per Ctrl-C). A second Ctrl-C interrupts at once. Main thread only (signals)."""
+    if not active or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+
+    def hold(signum: int, frame: Any) -> None:
+        if got:
+            raise KeyboardInterrupt
+        got.append(signum)
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if got:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        raise KeyboardInterrupt
+
+
 @dataclass
 class _Slot:
     index: int
@@ -152,8 +182,10 @@ class RayCore:
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                   "configure_logging": False}
         kwargs.update(self.init)
+        target = _init_address(address)
         try:
-            ray.init(address=_init_address(address), **kwargs)
+            with _ctrl_c_after(target == "local"):
+                ray.init(address=target, **kwargs)
         except (ConnectionError, RuntimeError, ValueError, _AUTH_ERROR) as exc:
             where = f"--address {address}" if address else "Ray"
             text = str(exc).splitlines()[0]

@@ -1,9 +1,11 @@
-"""The Ray cluster's head going away under a running sweep (a real `ray start --head` on loopback, a real
-`sweeplab sweep` driver): the sweep stops at once with one error naming the head, exit 1, the sweep
-`stopped` (not left `running`) and resumable, instead of taking its trials for preempted ones, requeuing them
-onto actors that can never start, and being ended by Ray a minute later with nothing recorded.
+"""Faults around the driver of a Ray sweep, with real processes and signals.
 
-The head is this module's own (it is killed), in its own session, temporary directory, HOME and ports.
+- The Ray cluster's head going away under a running sweep (a real `ray start --head` on loopback, a real
+  `sweeplab sweep` driver): the sweep stops at once with one error naming the head, exit 1, the sweep
+  `stopped` (not left `running`) and resumable, instead of taking its trials for preempted ones, requeuing
+  them onto actors that can never start, and being ended by Ray a minute later with nothing recorded. The
+  head is the test's own (it is killed), in its own session, temporary directory, HOME and ports.
+- Ctrl-C while `--backend ray` starts its local Ray instance: exit 130 and no Ray process left behind.
 """
 
 from __future__ import annotations
@@ -134,3 +136,43 @@ def test_the_head_going_away_stops_the_sweep_at_once_resumable_with_an_error_nam
     after = json.loads(subprocess.run([sys.executable, "-m", "sweeplab", "status", "h", "--json"], cwd=tmp_path,
                                       env=env, capture_output=True, text=True, timeout=120).stdout)["sweep"]
     assert after["state"] == "finished" and after["counts"]["completed"] == 4 >= done, after
+
+
+def test_ctrl_c_while_ray_starts_its_local_instance_leaves_no_ray_process_behind(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
+    (tmp / "home").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(HOME=str(tmp / "home"), RAY_TMPDIR=str(tmp), SWEEPLAB_STORE=str(tmp_path / "store"))
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"function: {TRIALS}:quick\nmethod: random\nseed: 1\nmetric: {{name: loss, goal: minimize}}\n"
+                    "parameters:\n  x: {min: 0.0, max: 1.0}\nbudget: {trials: 1}\n")
+    driver = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", str(spec), "--backend", "ray", "-q"],
+                              cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True,   # Ctrl-C as a terminal sends it (not ignored)
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 120
+        while True:   # the raylet is up: ray.init is half-way (its agents start next)
+            cmds = []
+            for pid in _session_pids(driver.pid):
+                with contextlib.suppress(OSError):
+                    cmds.append(Path(f"/proc/{pid}/cmdline").read_bytes())
+            if any(b"raylet" in c for c in cmds):
+                break
+            assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()
+            time.sleep(0.02)
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=120)
+        assert driver.returncode == 130, out + err
+        left = []   # the driver stops what it started before it exits (ray.init's agents lingered a minute)
+        for pid in _session_pids(driver.pid):
+            with contextlib.suppress(OSError):
+                left.append(Path(f"/proc/{pid}/cmdline").read_bytes()[:80])
+        assert left == [], left
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.communicate()
+        _kill_session(driver.pid)
+        shutil.rmtree(tmp, ignore_errors=True)
