@@ -444,6 +444,45 @@ def test_placement_none_runs_a_multi_process_trial_inside_one_actor(cluster, tmp
 
 # ------------------------------------------------------------------------------------ node loss
 @pytest.mark.ray
+def test_a_killed_actor_process_preempts_its_trial_naming_the_process_not_the_node(cluster, tmp_path):
+    """kill -9 of a slot's actor: the trial ends PREEMPTED (requeued, resumes from its checkpoint), its worker
+    process goes with the actor (no second copy still writing checkpoints), and the reason says what died
+    (Ray's text mentions "node deaths" in its advice, which was recorded as "Ray node lost")."""
+    import ray
+
+    b = RayBackend(workers=1, resources={"cpus": 1})
+    b.start()
+    try:
+        fn = f"{TRIALS}:checkpointing"
+        b.submit(make_task(tmp_path, 1, fn, config={"steps": 10_000, "delay": 0.02}))
+        worker: list[int] = []
+        actor = ray.get(b._core.slots[0].where)["pid"]
+
+        def on_event(ev):
+            if ev.kind is EventKind.STARTED:
+                worker.append(int(ev.data["pid"]))
+            if ev.kind is EventKind.CHECKPOINT and worker and len(worker) == 1:
+                worker.append(0)
+                os.kill(actor, 9)
+
+        ev = collect(b, [1], timeout=90, on_event=on_event)[1]
+        assert len(worker) == 2, "the trial never checkpointed"
+        assert ev[-1].kind is EventKind.PREEMPTED, ev[-1].data
+        reason = ev[-1].data["reason"]
+        assert "node" not in reason and "process died" in reason, reason
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{worker[0]}").exists() and "Z" not in Path(f"/proc/{worker[0]}/stat").read_text():
+            assert time.monotonic() < deadline, "the trial's worker outlived its actor"
+            time.sleep(0.1)
+        b.submit(make_task(tmp_path, 1, fn, config={"steps": 3}, attempt=2))   # on a new actor
+        ev2 = collect(b, [1], timeout=90)[1]
+        assert ev2[-1].kind is EventKind.FINISHED, ev2[-1].data
+        assert [e for e in ev2 if e.kind is EventKind.NOTE and e.data.get("kind") == "restored"]
+    finally:
+        b.shutdown()
+
+
+@pytest.mark.ray
 def test_lost_node_preempts_the_trial_which_resumes_from_its_checkpoint_on_another_node(cluster, tmp_path):
     nodes = {name: cluster.add_node(num_cpus=1, resources={"spot": 1, name: 1})
              for name in ("node_a", "node_b")}
