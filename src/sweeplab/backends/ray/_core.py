@@ -300,7 +300,8 @@ class RayCore:
                     slot.node = ray.get(slot.where)["node"]
                     slot.ready = True
                 except RayError as exc:
-                    out.extend(self._end_lost(slot, f"Ray actor could not start: {_first_line(exc)}"))
+                    out.extend(self._end_lost(slot, f"Ray actor could not start: {_first_line(exc)}",
+                                              started=False))
         return out
 
     # ------------------------------------------------------------------------------ trials
@@ -608,8 +609,9 @@ class RayCore:
         slot.gang = None
         slot.kill_reason = slot.kill_deadline = None
 
-    def _end_lost(self, slot: _Slot, reason: str, *, killed: bool = False) -> list[Event]:
-        """The actor is gone (node lost, actor killed): end its trial and forget the actor."""
+    def _end_lost(self, slot: _Slot, reason: str, *, killed: bool = False, started: bool = True) -> list[Event]:
+        """The actor is gone (node lost, actor killed): end its trial and start another actor for the slot
+        (`started`: the lost one had started; one that could not start is started again on the next submit)."""
         actor, task, kill_reason = slot.actor, slot.task, slot.kill_reason
         if actor is not None:
             with contextlib.suppress(Exception):
@@ -617,6 +619,11 @@ class RayCore:
         slot.actor = slot.drain = slot.where = slot.node = None
         slot.ready = False
         self._release(slot)
+        if actor is not None and started and self._host_cls is not None and self._head_lost is None:
+            # a new actor now: the slot takes the next trial once Ray has placed it. Sent to an actor still
+            # waiting for a node (none alive can hold it, until one joins), a trial would sit there
+            # without a heartbeat and be failed as hung, its retries spent on a cluster's gap.
+            self._spawn(slot)
         if task is None:
             return []
         now = time.time()
