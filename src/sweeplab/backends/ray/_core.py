@@ -138,8 +138,9 @@ class RayCore:
     def start(self) -> None:
         self._connect()
         try:
-            with contextlib.suppress(Exception):
-                self._gcs = str(ray.get_runtime_context().gcs_address)
+            if "://" not in (self.address or ""):   # a Ray Client (ray://) may not reach the GCS port itself
+                with contextlib.suppress(Exception):
+                    self._gcs = str(ray.get_runtime_context().gcs_address)
             self._head_checked = time.monotonic()
             nodes = [n for n in ray.nodes() if n.get("Alive")]
             resources = [dict(n.get("Resources") or {}) for n in nodes]
