@@ -443,6 +443,54 @@ def test_placement_none_runs_a_multi_process_trial_inside_one_actor(cluster, tmp
 
 
 # ------------------------------------------------------------------------------------ node loss
+def _wait_free(b: RayBackend) -> None:
+    """Poll (as the driver does) until a slot takes a trial: a lost actor's replacement is placed."""
+    deadline = time.monotonic() + 90
+    while b.free_slots() == 0:
+        assert time.monotonic() < deadline, "no slot became free"
+        assert b.poll(0.2) == []
+
+
+@pytest.mark.ray
+def test_a_killed_actor_process_preempts_its_trial_naming_the_process_not_the_node(cluster, tmp_path):
+    """kill -9 of a slot's actor: the trial ends PREEMPTED (requeued, resumes from its checkpoint), its worker
+    process goes with the actor (no second copy still writing checkpoints), and the reason says what died
+    (Ray's text mentions "node deaths" in its advice, which was recorded as "Ray node lost")."""
+    import ray
+
+    b = RayBackend(workers=1, resources={"cpus": 1})
+    b.start()
+    try:
+        fn = f"{TRIALS}:checkpointing"
+        b.submit(make_task(tmp_path, 1, fn, config={"steps": 10_000, "delay": 0.02}))
+        worker: list[int] = []
+        actor = ray.get(b._core.slots[0].where)["pid"]
+
+        def on_event(ev):
+            if ev.kind is EventKind.STARTED:
+                worker.append(int(ev.data["pid"]))
+            if ev.kind is EventKind.CHECKPOINT and worker and len(worker) == 1:
+                worker.append(0)
+                os.kill(actor, 9)
+
+        ev = collect(b, [1], timeout=90, on_event=on_event)[1]
+        assert len(worker) == 2, "the trial never checkpointed"
+        assert ev[-1].kind is EventKind.PREEMPTED, ev[-1].data
+        reason = ev[-1].data["reason"]
+        assert "node" not in reason and "process died" in reason, reason
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{worker[0]}").exists() and "Z" not in Path(f"/proc/{worker[0]}/stat").read_text():
+            assert time.monotonic() < deadline, "the trial's worker outlived its actor"
+            time.sleep(0.1)
+        _wait_free(b)   # the slot's new actor is placed
+        b.submit(make_task(tmp_path, 1, fn, config={"steps": 3}, attempt=2))
+        ev2 = collect(b, [1], timeout=90)[1]
+        assert ev2[-1].kind is EventKind.FINISHED, ev2[-1].data
+        assert [e for e in ev2 if e.kind is EventKind.NOTE and e.data.get("kind") == "restored"]
+    finally:
+        b.shutdown()
+
+
 @pytest.mark.ray
 def test_lost_node_preempts_the_trial_which_resumes_from_its_checkpoint_on_another_node(cluster, tmp_path):
     nodes = {name: cluster.add_node(num_cpus=1, resources={"spot": 1, name: 1})
@@ -470,7 +518,8 @@ def test_lost_node_preempts_the_trial_which_resumes_from_its_checkpoint_on_anoth
         assert ev[-1].kind is EventKind.PREEMPTED, ev[-1].data
         ckpts = [e.data["step"] for e in ev if e.kind is EventKind.CHECKPOINT]
         assert ckpts
-        # the driver requeues it: attempt 2 lands on the surviving node and resumes
+        # the driver requeues it: attempt 2 lands on the surviving node (once the slot's new actor is there)
+        _wait_free(b)
         b.submit(make_task(tmp_path, 1, fn, config={"steps": ckpts[-1] + 200}, attempt=2))
         ev2 = collect(b, [1], timeout=90)[1]
         assert ev2[-1].kind is EventKind.FINISHED, ev2[-1].data
@@ -483,6 +532,42 @@ def test_lost_node_preempts_the_trial_which_resumes_from_its_checkpoint_on_anoth
         assert resumed[0] == restored[0] + 1
     finally:
         b.shutdown()
+
+
+@pytest.mark.ray
+def test_after_the_only_node_that_fits_is_lost_the_slot_waits_for_a_node_instead_of_taking_a_trial(
+        cluster, tmp_path):
+    """The requeued trial is not sent to an actor that no live node can hold (it sat there without a
+    heartbeat and was failed as hung 60 s later, spending a retry): the slot is free again once a node that
+    fits joins (the autoscaler's replacement), and the trial resumes there."""
+    lone = cluster.add_node(num_cpus=1, resources={"lone": 1})
+    added = [lone]
+    cluster.wait_for_nodes()
+    b = RayBackend(workers=1, resources={"cpus": 1, "custom": {"lone": 1}})
+    b.start()
+    try:
+        fn = f"{TRIALS}:checkpointing"
+        b.submit(make_task(tmp_path, 1, fn, config={"steps": 10_000, "delay": 0.02}))
+        lost: list[int] = []
+
+        def on_event(ev):
+            if ev.kind is EventKind.CHECKPOINT and not lost:
+                lost.append(1)
+                cluster.remove_node(lone, allow_graceful=False)
+                added.remove(lone)
+
+        ev = collect(b, [1], timeout=90, on_event=on_event)[1]
+        assert ev[-1].kind is EventKind.PREEMPTED, ev[-1].data
+        assert b.poll(0.5) == [] and b.free_slots() == 0   # no live node holds a trial: none is taken
+        added.append(cluster.add_node(num_cpus=1, resources={"lone": 1}))   # the replacement
+        _wait_free(b)
+        b.submit(make_task(tmp_path, 1, fn, config={"steps": 3}, attempt=2))
+        ev2 = collect(b, [1], timeout=90)[1]
+        assert ev2[-1].kind is EventKind.FINISHED, ev2[-1].data
+    finally:
+        b.shutdown()
+        for node in added:
+            cluster.remove_node(node)
 
 
 @pytest.mark.ray

@@ -16,9 +16,12 @@ turns the ranks' events into the events of one trial.
 from __future__ import annotations
 
 import contextlib
+import signal
+import socket
+import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,11 +55,40 @@ __all__ = ["RayCore", "TrialHost"]
 _DRAIN_WAIT = 1.0          # seconds an idle actor's drain call waits before returning nothing
 _KILL_GRACE = 10.0         # after kill(), how long the actor has to report before it is ray.kill'ed
 _START_TIMEOUT = 120.0     # the first actor must be up within this (else the cluster cannot run trials)
+_HEAD_EVERY = 5.0          # seconds between checks that the cluster's head (its GCS) still answers
 # token authentication errors (recent Ray; older Ray has none, and ConnectionError stands in harmlessly)
 _AUTH_ERROR: type[Exception] = getattr(ray.exceptions, "AuthenticationError", ConnectionError)
 
 
 # ================================================================================== driver side
+@contextlib.contextmanager
+def _ctrl_c_after(active: bool) -> Iterator[None]:
+    """Hold a Ctrl-C that comes while `ray.init` starts a local Ray instance until it has started, then
+    stop that instance and raise KeyboardInterrupt. Interrupted half-way, `ray.init` leaves the processes it
+    started so far running with no one to stop them (the raylet's dashboard and runtime-env agents outlive
+    the driver, one pair per Ctrl-C). A second Ctrl-C interrupts at once. Main thread only (signals)."""
+    if not active or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+
+    def hold(signum: int, frame: Any) -> None:
+        if got:
+            raise KeyboardInterrupt
+        got.append(signum)
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if got:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        raise KeyboardInterrupt
+
+
 @dataclass
 class _Slot:
     index: int
@@ -94,6 +126,9 @@ class RayCore:
         self._host_cls: Any = None
         self._host_opts: dict[str, Any] = {}
         self._by_trial: dict[int, _Slot] = {}
+        self._gcs: str | None = None        # host:port of the cluster's GCS (its head), once connected
+        self._head_checked = 0.0
+        self._head_lost: str | None = None  # why the head is gone: no Ray call can succeed any more
 
     def describe(self) -> str:
         text = f"ray: {len(self.slots)} slot(s) of {self.demand.describe()}"
@@ -103,6 +138,10 @@ class RayCore:
     def start(self) -> None:
         self._connect()
         try:
+            if "://" not in (self.address or ""):   # a Ray Client (ray://) may not reach the GCS port itself
+                with contextlib.suppress(Exception):
+                    self._gcs = str(ray.get_runtime_context().gcs_address)
+            self._head_checked = time.monotonic()
             nodes = [n for n in ray.nodes() if n.get("Alive")]
             resources = [dict(n.get("Resources") or {}) for n in nodes]
             check_fits(self.demand, resources, placement=self.placement)
@@ -144,8 +183,10 @@ class RayCore:
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                   "configure_logging": False}
         kwargs.update(self.init)
+        target = _init_address(address)
         try:
-            ray.init(address=_init_address(address), **kwargs)
+            with _ctrl_c_after(target == "local"):
+                ray.init(address=target, **kwargs)
         except (ConnectionError, RuntimeError, ValueError, _AUTH_ERROR) as exc:
             where = f"--address {address}" if address else "Ray"
             text = str(exc).splitlines()[0]
@@ -260,7 +301,8 @@ class RayCore:
                     slot.node = ray.get(slot.where)["node"]
                     slot.ready = True
                 except RayError as exc:
-                    out.extend(self._end_lost(slot, f"Ray actor could not start: {_first_line(exc)}"))
+                    out.extend(self._end_lost(slot, f"Ray actor could not start: {_first_line(exc)}",
+                                              started=False))
         return out
 
     # ------------------------------------------------------------------------------ trials
@@ -407,6 +449,7 @@ class RayCore:
 
     # ------------------------------------------------------------------------------ events
     def poll(self, timeout: float) -> list[Event]:
+        self._check_head()
         events: list[Event] = []
         for slot in self.slots:
             events.extend(slot.queued)
@@ -450,22 +493,60 @@ class RayCore:
                 continue
             if slot.task is not None and slot.kill_deadline is not None and now > slot.kill_deadline:
                 events.extend(self._end_lost(slot, f"{slot.kill_reason} (Ray actor killed)", killed=True))
+        if self._head_lost is not None and not events:
+            self._check_head()
         return events
+
+    # ------------------------------------------------------------------------------ the head
+    def _check_head(self, *, now: bool = False) -> None:
+        """Raise BackendError once the cluster's head (its GCS) no longer answers: every actor is then
+        unreachable and Ray ends this process about a minute later. Checked every _HEAD_EVERY seconds, and
+        at once when an actor fails (`now`), so that the trials of a lost head are not taken for preempted
+        ones and requeued onto actors that can never start. Afterwards no Ray call is made (they would wait
+        for the head) and the driver stops the sweep, resumable, with this error."""
+        if self._head_lost is None and self._gcs is not None and (
+                now or time.monotonic() - self._head_checked >= _HEAD_EVERY):
+            self._head_checked = time.monotonic()
+            host, _, port = self._gcs.rpartition(":")
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=3.0):
+                    pass
+            except (OSError, ValueError) as exc:
+                if isinstance(exc, ValueError):
+                    return
+                where = f"--address {self.address}" if self.address and self.address != "local" else "Ray"
+                self._head_lost = (f"{where}: the Ray cluster's head is gone (its GCS at {self._gcs} does not "
+                                   f"answer: {exc.strerror or exc}); the sweep's trials cannot run or report")
+                self._by_trial.clear()
+        if self._head_lost is not None:
+            raise BackendError(self._head_lost)
+
+    def _head_gone(self) -> bool:
+        """After an actor failed: is it because the head is gone (then poll raises)?"""
+        try:
+            self._check_head(now=True)
+        except BackendError:
+            return True
+        return False
 
     def _collect(self, slot: _Slot, ref: Any) -> list[Event]:
         slot.drain = None
         try:
             batch = ray.get(ref)
-        except ActorUnavailableError:
-            slot.unavailable += 1
-            if slot.unavailable < 10:
-                slot.drain = slot.actor.drain.remote(self.drain_wait)
+        except RayError as exc:
+            if self._head_gone():   # not this actor's loss but the whole cluster's: poll raises
                 return []
-            return self._end_lost(slot, "Ray actor unavailable")
-        except RayActorError as exc:
-            return self._end_lost(slot, _lost_reason(exc))
-        except RayTaskError as exc:
-            return self._end_lost(slot, f"Ray actor failed: {_first_line(exc)}")
+            if isinstance(exc, ActorUnavailableError):
+                slot.unavailable += 1
+                if slot.unavailable < 10:
+                    slot.drain = slot.actor.drain.remote(self.drain_wait)
+                    return []
+                return self._end_lost(slot, "Ray actor unavailable")
+            if isinstance(exc, RayActorError):
+                return self._end_lost(slot, _lost_reason(exc))
+            if isinstance(exc, RayTaskError):
+                return self._end_lost(slot, f"Ray actor failed: {_first_line(exc)}")
+            raise
         slot.unavailable = 0
         out: list[Event] = []
         for d in batch:
@@ -483,16 +564,20 @@ class RayCore:
         member.drain = None
         try:
             batch = ray.get(ref)
-        except ActorUnavailableError:
-            member.unavailable += 1
-            if member.unavailable < 10:
-                member.drain = member.actor.drain.remote(self.drain_wait)
+        except RayError as exc:
+            if self._head_gone():   # not this actor's loss but the whole cluster's: poll raises
                 return []
-            return self._rank_lost(slot, rank, "Ray actor unavailable")
-        except RayActorError as exc:
-            return self._rank_lost(slot, rank, _lost_reason(exc))
-        except RayTaskError as exc:
-            return self._rank_lost(slot, rank, f"Ray actor failed: {_first_line(exc)}")
+            if isinstance(exc, ActorUnavailableError):
+                member.unavailable += 1
+                if member.unavailable < 10:
+                    member.drain = member.actor.drain.remote(self.drain_wait)
+                    return []
+                return self._rank_lost(slot, rank, "Ray actor unavailable")
+            if isinstance(exc, RayActorError):
+                return self._rank_lost(slot, rank, _lost_reason(exc))
+            if isinstance(exc, RayTaskError):
+                return self._rank_lost(slot, rank, f"Ray actor failed: {_first_line(exc)}")
+            raise
         member.unavailable = 0
         out: list[Event] = []
         for d in batch:
@@ -525,8 +610,9 @@ class RayCore:
         slot.gang = None
         slot.kill_reason = slot.kill_deadline = None
 
-    def _end_lost(self, slot: _Slot, reason: str, *, killed: bool = False) -> list[Event]:
-        """The actor is gone (node lost, actor killed): end its trial and forget the actor."""
+    def _end_lost(self, slot: _Slot, reason: str, *, killed: bool = False, started: bool = True) -> list[Event]:
+        """The actor is gone (node lost, actor killed): end its trial and start another actor for the slot
+        (`started`: the lost one had started; one that could not start is started again on the next submit)."""
         actor, task, kill_reason = slot.actor, slot.task, slot.kill_reason
         if actor is not None:
             with contextlib.suppress(Exception):
@@ -534,6 +620,11 @@ class RayCore:
         slot.actor = slot.drain = slot.where = slot.node = None
         slot.ready = False
         self._release(slot)
+        if actor is not None and started and self._host_cls is not None and self._head_lost is None:
+            # a new actor now: the slot takes the next trial once Ray has placed it. Sent to an actor still
+            # waiting for a node (none alive can hold it, until one joins), a trial would sit there
+            # without a heartbeat and be failed as hung, its retries spent on a cluster's gap.
+            self._spawn(slot)
         if task is None:
             return []
         now = time.time()
@@ -547,6 +638,11 @@ class RayCore:
     def shutdown(self, *, grace: float = 0.0) -> None:
         refs = []
         hosts = [m for s in self.slots for m in (s.members or [s])]
+        if self._head_lost is not None:   # the actors died with the head; a call to them would only wait
+            for slot in [*hosts, *self.slots]:
+                slot.actor = slot.drain = slot.where = slot.pg = None
+                slot.task = slot.gang = None
+            hosts = []
         for slot in hosts:
             if slot.actor is not None:
                 with contextlib.suppress(Exception):

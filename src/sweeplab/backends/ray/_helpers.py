@@ -4,6 +4,7 @@ the probe task of a shared checkpoint directory, and the text of Ray errors."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 
 from ray.exceptions import RayActorError
@@ -21,10 +22,17 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _lost_reason(exc: RayActorError) -> str:
+    """What a dead actor's error says died: its node, or only its process (killed, OOM-killed, crashed).
+    Ray's text for a dead process also advises about "node deaths": the node is judged by Ray's own
+    phrases, not by the words "node" and "died" anywhere."""
     text = str(exc)
+    low = text.lower()
     if getattr(exc, "preempted", False):
         return "Ray node preempted (spot instance reclaimed)"
-    if "node" in text.lower() and ("died" in text.lower() or "dead" in text.lower()):
+    if "worker process has died" in low:
+        kind = re.search(r"Worker exit type: (\w+)", text)
+        return "Ray actor's process died" + (f" ({kind.group(1)})" if kind else "")
+    if "its node has died" in low or "node is dead" in low or ("node" in low and ("died" in low or "dead" in low)):
         return "Ray node lost"
     return f"Ray actor died: {_first_line(exc)}"
 

@@ -1,0 +1,178 @@
+"""Faults around the driver of a Ray sweep, with real processes and signals.
+
+- The Ray cluster's head going away under a running sweep (a real `ray start --head` on loopback, a real
+  `sweeplab sweep` driver): the sweep stops at once with one error naming the head, exit 1, the sweep
+  `stopped` (not left `running`) and resumable, instead of taking its trials for preempted ones, requeuing
+  them onto actors that can never start, and being ended by Ray a minute later with nothing recorded. The
+  head is the test's own (it is killed), in its own session, temporary directory, HOME and ports.
+- Ctrl-C while `--backend ray` starts its local Ray instance: exit 130 and no Ray process left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+TRIALS = Path(__file__).resolve().parents[1] / "fixtures" / "trials.py"
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _session_pids(sid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def _kill_session(sid: int) -> None:
+    for pid in _session_pids(sid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _count(db: Path, state: str) -> int:
+    if not db.exists():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as c:
+            return int(c.execute("SELECT count(*) FROM trials WHERE state=?", (state,)).fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def test_the_head_going_away_stops_the_sweep_at_once_resumable_with_an_error_naming_it(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    tmp = Path(tempfile.mkdtemp(prefix="slhead-"))   # short: Ray's socket paths live under it
+    home = tmp / "home"
+    home.mkdir()
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(HOME=str(home), COLUMNS="200", SWEEPLAB_STORE=str(tmp_path / "store"))
+    ports = [x for opt in ("--dashboard-port", "--ray-client-server-port", "--dashboard-agent-listen-port",
+                           "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port")
+             for x in (opt, str(_free_port()))]
+    cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+           "--port", str(port), "--temp-dir", str(tmp / "t"), "--num-cpus", "2", "--include-dashboard", "false",
+           "--object-store-memory", str(100 * 1024 * 1024), "--disable-usage-stats", *ports]
+    log = tmp / "ray-start.log"
+    with log.open("wb") as out:
+        head = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"function: {TRIALS}:checkpointing\nmethod: random\nseed: 1\n"
+                    "metric: {name: loss, goal: minimize}\n"
+                    "parameters:\n  x: {min: 0.0, max: 1.0}\n  steps: {value: 4}\n  delay: {value: 0.25}\n"
+                    "budget: {trials: 4}\n")
+    db = tmp_path / "store" / "store.db"
+    driver = None
+    try:
+        deadline = time.monotonic() + 180
+        while "Ray runtime started" not in log.read_text(errors="replace"):
+            assert head.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.2)
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "sweeplab", "sweep", str(spec), "--name", "h", "--backend", "ray",
+             "--address", f"127.0.0.1:{port}", "--workers", "1", "-q"],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        while not (_count(db, "completed") >= 1 and _count(db, "running") == 1):   # one done, the next one runs
+            assert driver.poll() is None, driver.communicate()
+            assert time.monotonic() < deadline, "no trial ran on the Ray cluster in time"
+            time.sleep(0.1)
+        _kill_session(head.pid)   # the head machine is gone: GCS, raylet, the actors on it
+        head.wait()
+        out, err = driver.communicate(timeout=120)
+    finally:
+        if driver is not None and driver.poll() is None:
+            driver.kill()
+            driver.communicate()
+        _kill_session(head.pid)
+        if head.poll() is None:
+            head.kill()
+            head.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    text = out + err
+    assert driver.returncode == 1, text
+    assert "the Ray cluster's head is gone" in text and f"127.0.0.1:{port}" in text, text
+    assert "sweeplab resume h" in text, text
+    status = subprocess.run([sys.executable, "-m", "sweeplab", "status", "h", "--json"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    sweep = json.loads(status.stdout)["sweep"]
+    assert sweep["state"] == "stopped" and sweep["counts"]["running"] == 0, sweep
+    with contextlib.closing(sqlite3.connect(db)) as c:   # the lost trial was not counted as a preemption
+        reasons = [r for (r,) in c.execute("SELECT reason FROM attempts WHERE state='preempted'")]
+        assert reasons == [], reasons
+        assert c.execute("SELECT count(*) FROM attempts WHERE ended IS NULL").fetchone()[0] == 0
+    done = sweep["counts"]["completed"]
+
+    # resumable: here on the local backend (the head is gone); what completed stays completed
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "resume", "h", "--backend", "local", "-w", "1", "-q"],
+                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    after = json.loads(subprocess.run([sys.executable, "-m", "sweeplab", "status", "h", "--json"], cwd=tmp_path,
+                                      env=env, capture_output=True, text=True, timeout=120).stdout)["sweep"]
+    assert after["state"] == "finished" and after["counts"]["completed"] == 4 >= done, after
+
+
+def test_ctrl_c_while_ray_starts_its_local_instance_leaves_no_ray_process_behind(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
+    (tmp / "home").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(HOME=str(tmp / "home"), RAY_TMPDIR=str(tmp), SWEEPLAB_STORE=str(tmp_path / "store"))
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"function: {TRIALS}:quick\nmethod: random\nseed: 1\nmetric: {{name: loss, goal: minimize}}\n"
+                    "parameters:\n  x: {min: 0.0, max: 1.0}\nbudget: {trials: 1}\n")
+    driver = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", str(spec), "--backend", "ray", "-q"],
+                              cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True,   # Ctrl-C as a terminal sends it (not ignored)
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 120
+        while True:   # the raylet is up: ray.init is half-way (its agents start next)
+            cmds = []
+            for pid in _session_pids(driver.pid):
+                with contextlib.suppress(OSError):
+                    cmds.append(Path(f"/proc/{pid}/cmdline").read_bytes())
+            if any(b"raylet" in c for c in cmds):
+                break
+            assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()
+            time.sleep(0.02)
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=120)
+        assert driver.returncode == 130, out + err
+        left = []   # the driver stops what it started before it exits (ray.init's agents lingered a minute)
+        for pid in _session_pids(driver.pid):
+            with contextlib.suppress(OSError):
+                left.append(Path(f"/proc/{pid}/cmdline").read_bytes()[:80])
+        assert left == [], left
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.communicate()
+        _kill_session(driver.pid)
+        shutil.rmtree(tmp, ignore_errors=True)
