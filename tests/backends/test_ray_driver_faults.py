@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -25,29 +24,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.backends.test_ray_resume import _free_port, _session_pids
+
 TRIALS = Path(__file__).resolve().parents[1] / "fixtures" / "trials.py"
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _session_pids(sid: int) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            pids.append(int(entry.name))
-    return pids
 
 
 def _kill_session(sid: int) -> None:
