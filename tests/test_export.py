@@ -368,6 +368,11 @@ def test_an_export_to_stdout_is_the_table_alone(swept, tmp_path):
     file = export_sweep("sw", tmp_path / "sw.csv", store=swept)
     assert cp.stdout == file.read_text()
     assert "wrote /dev/stdout" in cp.stderr
+    dash = _cli(tmp_path, swept, "sw", "-o", "-")   # the usual spelling of stdout: not a file named "-"
+    assert dash.returncode == 0 and dash.stdout == file.read_text(), dash.stderr
+    assert not (tmp_path / "-").exists()
+    cp = _cli(tmp_path, swept, "sw", "-o", "-", "--format", "tensorboard")   # a directory of event files
+    assert cp.returncode == 2 and "tensorboard" in cp.stderr and not (tmp_path / "-").exists()
 
 
 def test_parquet_fixed_columns_keep_their_types_when_empty(swept, tmp_path):

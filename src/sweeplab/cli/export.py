@@ -16,15 +16,20 @@ def export(
     sweep_name: str = typer.Argument(..., metavar="SWEEP", help="the sweep to export"),
     format: str = typer.Option("csv", "--format", "-f", help="csv | parquet | tensorboard"),
     out: Optional[Path] = typer.Option(None, "--out", "-o",
-                                       help="file (csv, parquet) or directory (tensorboard) to write; default "
-                                            "SWEEP.csv, SWEEP.parquet or SWEEP-tensorboard/"),
+                                       help="file (csv, parquet; - for standard output) or directory (tensorboard) "
+                                            "to write; default SWEEP.csv, SWEEP.parquet or SWEEP-tensorboard/"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Export a sweep (read-only; written atomically): a table of its trials, or TensorBoard runs with
     curves and the HParams table (`tensorboard --logdir OUT`)."""
-    from sweeplab.errors import SweeplabError
+    from sweeplab.errors import SweeplabError, UserError
     from sweeplab.export import export_sweep
 
+    if out is not None and str(out) == "-":   # the usual spelling of standard output, not a file named "-"
+        if format == "tensorboard":
+            raise UserError("export: --format tensorboard writes a directory of event files; -o - (standard "
+                            "output) takes csv or parquet")
+        out = Path("/dev/stdout")
     try:
         path = export_sweep(sweep_name, out, format=format, store=_store_path(store))
     except OSError as exc:   # the target cannot be written (no room, not a directory, no permission...)
