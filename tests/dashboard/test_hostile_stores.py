@@ -273,16 +273,21 @@ def test_an_empty_token_is_a_one_line_error(demo_store: Path) -> None:
     assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
 
 
+def _logged_in(conn: http.client.HTTPConnection, token: str = "tok") -> str:
+    """Open the printed URL (`/?token=...`) and return the dashboard's cookie it sets (`name=value`)."""
+    conn.request("GET", f"/?token={token}")
+    r = conn.getresponse()
+    r.read()
+    return r.headers["set-cookie"].split(";")[0]
+
+
 def test_other_cookies_of_the_host_do_not_hide_the_dashboards(demo_store: Path, live_server_for: Any) -> None:
     """Browsers send a host's cookies from every port: another local app's `prefs={"k":1}` or a bare flag
     cookie, sent before ours, stopped the standard library's cookie parser, the dashboard's cookie was
     never read and every request of a logged-in page got 401."""
     with live_server_for(create_app(demo_store, token="tok")) as srv:
         conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
-        conn.request("GET", "/?token=tok")
-        r = conn.getresponse()
-        r.read()
-        ours = r.headers["set-cookie"].split(";")[0]
+        ours = _logged_in(conn)
         for others in ('prefs={"k":1}', "flag", "name=a b", 'q="unterminated', "u=é"):
             conn.request("GET", "/api/sweeps", headers={"cookie": f"{others}; {ours}".encode()})
             r = conn.getresponse()
@@ -312,10 +317,7 @@ def test_the_printed_url_opened_again_still_drops_the_token(demo_store: Path, li
     authenticated first and the page was served with the token left in the address bar."""
     with live_server_for(create_app(demo_store, token="tok")) as srv:
         conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
-        conn.request("GET", "/?token=tok")
-        r = conn.getresponse()
-        r.read()
-        ours = r.headers["set-cookie"].split(";")[0]
+        ours = _logged_in(conn)
         conn.request("GET", "/sweeps/demo?token=tok", headers={"cookie": ours})
         r = conn.getresponse()
         r.read()
