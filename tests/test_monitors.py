@@ -138,7 +138,9 @@ def test_a_batch_returns_its_first_firing_and_trials_are_independent() -> None:
 def test_stalled_uses_the_time_it_is_given() -> None:
     clock = FakeClock()
     m = sm.stalled("10m")
+    assert m.idle(0, None, clock.time()).decision is Decision.CONTINUE     # no report yet: the clock waits
     last = clock.time()
+    m.heard(0, pts((0, "loss", 1)), last, first=True)
     clock.advance(599)
     assert m.idle(0, last, clock.time()).decision is Decision.CONTINUE
     clock.advance(1)
@@ -150,18 +152,79 @@ def test_stalled_uses_the_time_it_is_given() -> None:
     assert m.metrics() == frozenset()
 
 
-def test_stalled_warn_fires_again_only_after_a_new_report() -> None:
+def test_stalled_warn_fires_again_only_after_progress() -> None:
     clock = FakeClock()
     m = sm.stalled(30, action="warn")
     last = clock.time()
+    m.heard(0, pts((0, "loss", 1)), last, first=True)
     clock.advance(31)
     assert m.idle(0, last, clock.time()).decision is Decision.WARN
     clock.advance(31)
     assert m.idle(0, last, clock.time()).decision is Decision.CONTINUE
-    assert m.observe(0, pts((1, "loss", 1))).decision is Decision.CONTINUE
     last = clock.time()
+    m.heard(0, pts((1, "loss", 1)), last)
+    assert m.idle(0, last, clock.time()).decision is Decision.CONTINUE     # progress clears the condition
     clock.advance(31)
     assert m.idle(0, last, clock.time()).decision is Decision.WARN
+
+
+# (points of one report, whether it is progress after a first report of loss 1.0 at step 3 and hb 0 at step 3)
+PROGRESS = [
+    (((4, "loss", 1.0),), True),            # the step of a watched metric advanced
+    (((3, "loss", 0.5),), True),            # its value changed (a trial that logs at one step)
+    (((2, "loss", 0.5),), True),            # a retried step with a new value
+    (((3, "loss", 1.0),), False),           # the same report again
+    (((2, "loss", 1.0),), False),           # an old step, the same value
+    (((9, "heartbeat", 7.0),), False),      # a metric it does not watch, whatever its step and value
+    (((9, "lr", 0.01), (9, "hb", 2.0)), False),
+    (((4, "val_acc", 0.9),), True),         # the sweep's metric
+    (((4, "train/loss_cls", 0.9),), True),  # a loss-like name
+]
+
+
+@pytest.mark.parametrize(("report", "progress"), PROGRESS, ids=[
+    "step", "value", "old-step-new-value", "repeat", "old-step", "heartbeat", "constants", "sweep-metric",
+    "loss-like"])
+def test_stalled_counts_as_progress_only_a_watched_metric_that_advanced(report, progress) -> None:
+    """A trial whose loop hangs while a thread logs a heartbeat (or a constant, with run.log's automatic
+    step) made no progress: `stalled` stops it, where any report used to reset its clock."""
+    clock = FakeClock()
+    (m,) = sm.parse_monitors([{"stalled": {"after": 30}}], metric="val_acc")
+    m.heard(0, pts((3, "loss", 1.0), (3, "hb", 0.0)), clock.time(), first=True)
+    clock.advance(20)
+    m.heard(0, pts(*report), clock.time())
+    clock.advance(20)
+    v = m.idle(0, clock.time() - 20, clock.time())
+    assert v.stops is not progress
+    if not progress:
+        assert v.reason == ("stalled: no progress for 40s (limit 30s): its reports since then advanced no step or "
+                            "value of val_acc or a loss-like metric"), v.reason
+
+
+def test_stalled_metrics_option_and_a_new_attempt() -> None:
+    clock = FakeClock()
+    m = sm.stalled(30, metrics=["step_loss"])
+    assert m.metrics() == frozenset({"step_loss"})            # named: a typo is reported by the driver
+    m.heard(0, pts((0, "step_loss", 1.0)), clock.time(), first=True)
+    clock.advance(20)
+    m.heard(0, pts((1, "loss", 0.5)), clock.time())            # not watched: `metrics` replaces the default
+    clock.advance(20)
+    w = sm.stalled(30, metrics=["step_loss"], action="warn")
+    w.heard(0, pts((0, "step_loss", 1.0)), clock.time() - 40, first=True)
+    w.heard(0, pts((1, "loss", 0.5)), clock.time() - 20)
+    assert w.idle(0, clock.time() - 20, clock.time()).decision is Decision.WARN
+    w.heard(0, pts((0, "step_loss", 1.0)), clock.time(), first=True)   # a new attempt starts the clock again
+    clock.advance(20)
+    assert w.idle(0, clock.time() - 20, clock.time()).decision is Decision.CONTINUE
+    every = sm.stalled(30, metrics="all")
+    every.heard(0, pts((0, "hb", 1.0)), clock.time(), first=True)
+    clock.advance(20)
+    every.heard(0, pts((1, "hb", 1.0)), clock.time())
+    clock.advance(20)
+    assert every.idle(0, clock.time(), clock.time()).decision is Decision.CONTINUE   # all: a new step counts
+    # a sweep without a metric watches every metric
+    (bare,) = sm.parse_monitors([{"stalled": {"after": 30}}])
+    assert bare.watches("anything") and not m.watches("loss")
 
 
 def test_custom_rule_that_raises_warns_once_instead_of_ending_the_sweep() -> None:

@@ -9,7 +9,7 @@ from sweeplab.driver.records import TrialRecord
 from sweeplab.driver.watchdog import Judge, Kill, Watchdog
 from sweeplab.monitors import StalledMonitor
 from sweeplab.spec import Budget, Resources, TrialPolicy
-from sweeplab.types import Decision, Origin, Verdict
+from sweeplab.types import Decision, MetricPoint, Origin, Verdict
 
 
 def setup(policy: TrialPolicy = TrialPolicy(), monitors=(), budget: Budget = Budget()):
@@ -79,9 +79,18 @@ def test_a_not_yet_started_trial_is_left_alone():
     assert dog.orders([t]) == []
 
 
+def reported(clock: FakeClock, dog: Watchdog, t: TrialRecord, at: float | None = None) -> TrialRecord:
+    """`t` reported a loss at the monotonic time `at` (default now), as the driver tells the monitors."""
+    at = clock.monotonic() if at is None else at
+    t.last_report = at
+    for m in dog.monitors:
+        m.heard(t.number, [MetricPoint(int(at * 1000), "loss", 0.5, 0.0)], clock.time() - (clock.monotonic() - at))
+    return t
+
+
 def test_an_idle_monitor_judges_a_trial_that_stopped_reporting_as_a_monitor():
     dog, clock = setup(TrialPolicy(heartbeat_timeout=None), monitors=[StalledMonitor(30.0)])
-    t = running(clock, last_report=clock.monotonic())
+    t = reported(clock, dog, running(clock))
     clock.advance(20.0)
     assert dog.orders([t]) == []
     clock.advance(11.0)
@@ -101,9 +110,9 @@ def test_idle_monitors_skip_a_trial_already_asked_to_stop():
 
 def test_kills_come_before_monitors_one_order_per_trial():
     dog, clock = setup(TrialPolicy(heartbeat_timeout=5.0), monitors=[StalledMonitor(1.0)])
-    quiet = running(clock, tid=1, last_report=clock.monotonic())
+    quiet = reported(clock, dog, running(clock, tid=1))
     clock.advance(6.0)
-    fresh = running(clock, tid=2, last_report=clock.monotonic() - 3.0)
+    fresh = reported(clock, dog, running(clock, tid=2), clock.monotonic() - 3.0)
     orders = dog.orders([quiet, fresh])
     assert [type(o) for o in orders] == [Kill, Judge]
     assert [o.trial_id for o in orders] == [1, 2]

@@ -281,3 +281,23 @@ def test_one_and_multi_process_trials_are_held_at_rungs(tmp_path, workers):
     outcome = driver.run()
     assert outcome.counts.get("completed") == 1, outcome
     assert [list(t.decision_steps) for t in tasks] == [held]
+
+
+STALLING = Path(__file__).resolve().parents[1] / "fixtures" / "stalling.py"
+
+
+@pytest.mark.parametrize("trial", ["function", "program"])
+def test_stalled_stops_a_trial_that_reports_only_a_heartbeat(cli, trial):
+    """A trial whose loss stopped advancing while it logs a timestamp and a constant (at run.log's automatic
+    step) is stalled: those reports are no progress. A healthy trial reporting a falling loss is not."""
+    head = f"function: {STALLING}:train\n" if trial == "function" else f"program: {STALLING}\n"
+    f = cli.spec("s", head + "method: grid\nmetric: {name: val_loss, goal: minimize}\n"
+                 "parameters:\n  kind: {values: [stuck, healthy]}\n  seconds: {value: 2}\n"
+                 "monitors: [{stalled: {after: 1s}}]\ntrial: {retries: 0}\n")
+    cli("sweep", str(f), "--name", "st", "--workers", "2", "-q", timeout=60)
+    trials = by_kind(cli.status("st"))
+    stuck, healthy = trials["stuck"], trials["healthy"]
+    assert stuck["state"] == "stopped_by_rule", stuck
+    assert stuck["reason"].startswith("stalled: no progress for ") and "val_loss or a loss-like metric" \
+        in stuck["reason"], stuck["reason"]
+    assert healthy["state"] == "completed", healthy

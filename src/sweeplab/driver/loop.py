@@ -24,7 +24,7 @@ from sweeplab.driver.records import Progress, SweepOutcome, TrialRecord, resourc
 from sweeplab.driver.recovery import Recovery
 from sweeplab.driver.watchdog import Kill
 from sweeplab.errors import StoreError
-from sweeplab.types import Decision, Origin, SweepState, TrialState, Verdict
+from sweeplab.types import Decision, MetricPoint, Origin, SweepState, TrialState, Verdict
 
 __all__ = ["Driver"]
 
@@ -113,13 +113,19 @@ class Driver(Recovery, EventWriter):
         events are written only at the next turn, and a driver paused for a while (SIGSTOP, a debugger) finds
         its trials' heartbeats of the pause waiting in the pipe."""
         now = self.clock.monotonic()
+        wall = self.clock.time()
         for ev in events:
             t = self.trials.get(ev.trial)
             if t is None or ev.attempt != t.attempt or ev.kind is EventKind.SYSTEM:
                 continue
             t.last_seen = now
             if ev.kind is EventKind.METRICS and ev.data.get("points"):
+                first = t.last_report is None
                 t.last_report = now
+                if self.monitors:     # rules over time (stalled) judge progress as it arrives
+                    points = [tuple.__new__(MetricPoint, p) for p in ev.data["points"]]
+                    for m in self.monitors:
+                        m.heard(t.number, points, wall, first=first)
 
     def _poll_timeout(self) -> float:
         return 0.1 if self.backend.running() else 0.02

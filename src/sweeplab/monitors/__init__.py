@@ -15,7 +15,8 @@ Rules (every one accepts `action: stop | warn`, default stop):
     vanishing    gradient norm `metric` below `threshold` for `patience` reports in a row
     overfitting  the gap between `val` and `train` (worse side: val) grew for `patience` reports in a row
                  while `val` reached no new best
-    stalled      no report for `after` (e.g. 10m, 30s, or seconds)
+    stalled      no progress for `after` (e.g. 10m, 30s, or seconds): no report of a watched metric (as nan's
+                 default, or `metrics`) at a new step or with a new value; judged as reports arrive (`heard`)
     custom       custom(fn): fn(trial, points) -> Verdict | bool | str | None (True or a str: fire)
 
 A monitor is pure logic, one instance per sweep with per-trial state that is a deterministic function of the

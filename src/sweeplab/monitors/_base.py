@@ -56,6 +56,11 @@ class Monitor(ABC):
         """Called periodically for a running trial (time of its last report or start, and now)."""
         return Verdict.go_on()
 
+    def heard(self, trial: int, points: Sequence[MetricPoint], at: float, *, first: bool = False) -> None:
+        """New points of `trial` as the driver reads them (wall time `at`), before the watchdog's next `idle`
+        call and before `observe` sees them; `first`: the first report of an attempt. For rules over time
+        (`stalled`); the default does nothing."""
+
     def metrics(self) -> frozenset[str] | None:
         """The metric names this monitor needs (None: any metric will do)."""
         return None

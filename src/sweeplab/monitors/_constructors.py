@@ -63,9 +63,11 @@ def overfitting(train: str, val: str, *, patience: int = 5, min_delta: float = 0
         "action": action}))
 
 
-def stalled(after: float | str, *, action: str = "stop") -> Monitor:
-    """Stop a trial that sent no report for `after` ("10m", "30s", or seconds)."""
-    return StalledMonitor(**_read("stalled", {"after": after, "action": action}))
+def stalled(after: float | str, *, metrics: Sequence[str] | str | None = None, action: str = "stop") -> Monitor:
+    """Stop a trial that made no progress for `after` ("10m", "30s", or seconds): no report of a watched
+    metric (the sweep's metrics and loss-like ones by default, `metrics`, or every metric: "all") at a new
+    step or with a new value."""
+    return StalledMonitor(**_read("stalled", {"after": after, "metrics": metrics, "action": action}))
 
 
 def custom(fn: CustomFn, *, name: str | None = None, action: str = "stop") -> Monitor:

@@ -36,7 +36,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
                   "patience": ("count1", 3)},
     "overfitting": {"train": ("name", _REQUIRED), "val": ("name", _REQUIRED), "patience": ("count1", 5),
                     "min_delta": ("number0", 0.0), "goal": ("goal", "minimize")},
-    "stalled": {"after": ("duration", _REQUIRED)},
+    "stalled": {"after": ("duration", _REQUIRED), "metrics": ("names", None)},
     "custom": {},
 }
 _BUILD: dict[str, Callable[..., Monitor]] = {
@@ -79,7 +79,7 @@ def parse_monitors(
     for i, item in enumerate(raw):
         where = f"{key}[{i}]"
         if isinstance(item, Monitor):
-            if isinstance(item, NanMonitor):
+            if isinstance(item, (NanMonitor, StalledMonitor)):
                 item.bind(sweep_metrics)
             out.append(item)
             continue
@@ -109,7 +109,7 @@ def parse_monitors(
             if opts.get("goal") is None and goal is not None and opts.get("metric") == metric:
                 opts["goal"] = _goal_text(goal)
         built = _BUILD[name](**_read(name, opts, key=f"{where}.{name}", file=file))
-        if isinstance(built, NanMonitor):
+        if isinstance(built, (NanMonitor, StalledMonitor)):
             built.bind(sweep_metrics)
         out.append(built)
     return out

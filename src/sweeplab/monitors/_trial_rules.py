@@ -8,7 +8,7 @@ from typing import Any
 
 from sweeplab.errors import SpecError
 from sweeplab.monitors._base import CustomFn, Monitor, _Fire
-from sweeplab.monitors._util import _callable_name, _finite, _show, _show_duration, parse_duration
+from sweeplab.monitors._util import ALL, _callable_name, _finite, _show, _show_duration, parse_duration
 from sweeplab.types import Decision, Goal, MetricPoint, Verdict
 
 
@@ -71,32 +71,95 @@ class OverfittingMonitor(Monitor):
 
 
 class StalledMonitor(Monitor):
+    """No progress for `after` seconds. Progress is a report of a watched metric at a step above the highest
+    step it was reported at before, or with a value other than its previous one; reports of other metrics (a
+    heartbeat, a timestamp, a constant) and repeats do not count. Watched by default, as by `nan`: the sweep's
+    metrics and every loss-like one (every metric when the sweep has no metric); `metrics="all"`: every metric,
+    a list: only those. The clock starts at an attempt's first report (of any metric): a trial that has sent
+    none is left to the heartbeat and `trial.timeout`.
+
+    Progress is judged as the points arrive (`heard`, called by the driver as it reads them, before the
+    watchdog's next `idle` call), so a driver that was paused does not take its trials' unread progress
+    for a stall."""
+
     name = "stalled"
 
-    def __init__(self, after: float | str, *, action: str = "stop") -> None:
+    def __init__(self, after: float | str, *, metrics: Sequence[str] | str | None = None,
+                 action: str = "stop") -> None:
         super().__init__(action=action)
         self.after = parse_duration(after, key="stalled.after")
+        self.every = metrics == ALL
+        self.watched = frozenset(metrics) if metrics and not isinstance(metrics, str) else None
+        self.sweep_metrics: frozenset[str] = frozenset()
+        self._last: dict[int, dict[str, tuple[float, float]]] = {}   # trial -> metric -> (highest step, value)
+        self._since: dict[int, float] = {}                            # trial -> wall time of its last progress
+
+    def bind(self, sweep_metrics: Sequence[str]) -> None:
+        """The sweep's metrics, watched by default (a `stalled` given `metrics` of its own ignores them)."""
+        self.sweep_metrics = frozenset(sweep_metrics)
+
+    def watches(self, key: str) -> bool:
+        if self.watched is not None:
+            return key in self.watched
+        return self.every or not self.sweep_metrics or key in self.sweep_metrics or "loss" in key.lower()
 
     def metrics(self) -> frozenset[str] | None:
-        return frozenset()
+        return self.watched if self.watched is not None else frozenset()
+
+    def forget(self, trial: int) -> None:
+        super().forget(trial)
+        self._last.pop(trial, None)
+        self._since.pop(trial, None)
+
+    def heard(self, trial: int, points: Sequence[MetricPoint], at: float, *, first: bool = False) -> None:
+        if first or trial not in self._since:
+            self._last.pop(trial, None)
+            self._since[trial] = at      # an attempt's first report starts the clock
+        last = self._last.setdefault(trial, {})
+        moved = False
+        for step, key, value, *_ in points:
+            if not self.watches(key):
+                continue
+            prev = last.get(key)
+            if prev is None or step > prev[0] or not _same(value, prev[1]):
+                moved = True
+            last[key] = (step if prev is None else max(step, prev[0]), value)
+        if moved:
+            self._since[trial] = at
 
     def observe(self, trial: int, points: Sequence[MetricPoint]) -> Verdict:
-        if points:
-            self._decide(trial, False)
         return Verdict.go_on()
 
     def idle(self, trial: int, last_report: float | None, now: float) -> Verdict:
-        if last_report is None:
+        since = self._since.get(trial)
+        if last_report is None or since is None:
             return Verdict.go_on()
-        quiet = now - last_report
+        quiet = now - since
         if quiet < self.after:
             return self._decide(trial, False) or Verdict.go_on()
-        fire = _Fire(f"no report for {_show_duration(quiet)} (limit {_show_duration(self.after)})",
-                     {"seconds": quiet, "after": self.after, "last_report": last_report})
+        limit = f"(limit {_show_duration(self.after)})"
+        if last_report <= since:
+            detail = f"no report for {_show_duration(quiet)} {limit}"
+        else:
+            detail = (f"no progress for {_show_duration(quiet)} {limit}: its reports since then advanced no "
+                      f"step or value of {self._what()}")
+        fire = _Fire(detail, {"seconds": quiet, "after": self.after, "last_progress": since,
+                              "last_report": last_report})
         return self._decide(trial, fire) or Verdict.go_on()
 
+    def _what(self) -> str:
+        if self.watched is not None:
+            return ", ".join(sorted(self.watched))
+        if self.every or not self.sweep_metrics:
+            return "any metric"
+        return f"{', '.join(sorted(self.sweep_metrics))} or a loss-like metric"
+
     def describe(self) -> str:
-        return f"stalled after {_show_duration(self.after)} ({self.action})"
+        return f"stalled after {_show_duration(self.after)} without progress of {self._what()} ({self.action})"
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (a != a and b != b)   # two NaN are the same value
 
 
 class CustomMonitor(Monitor):

@@ -8,6 +8,8 @@ from typing import Any
 from sweeplab import _values
 from sweeplab.types import Goal
 
+ALL = "all"   # `nan: {metrics: all}`, `stalled: {metrics: all}`: every metric a trial logs
+
 
 def parse_duration(v: Any, *, key: str = "after", file: str | None = None) -> float:
     """Seconds in a duration above 0 (sweeplab's one grammar, `sweeplab._values.parse_duration`):

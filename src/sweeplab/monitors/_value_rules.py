@@ -8,10 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from sweeplab.monitors._base import Monitor, _Fire
-from sweeplab.monitors._util import _finite, _show
+from sweeplab.monitors._util import ALL, _finite, _show
 from sweeplab.types import Goal, MetricPoint
-
-ALL = "all"   # `nan: {metrics: all}`: every metric a trial logs
 
 
 class NanMonitor(Monitor):
