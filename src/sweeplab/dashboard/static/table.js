@@ -4,10 +4,13 @@ import { el, badge, fmtNum, fmtDur, fmtCount, trialUrl, sweepUrl, STATES } from 
 
 export const MAX_COMPARE = 6;
 
-// One CSV field: quoted when it holds a comma, quote or newline (RFC 4180).
+// One CSV field: quoted when it holds a comma, quote or newline (RFC 4180). A text value that a spreadsheet
+// program would run as a formula (CSV injection: = + - @ tab CR LF first, after any quotes) gets a single
+// quote before it, as `sweeplab export` writes it (export.py); numbers (-0.5) are written as they are.
 function csvField(v) {
   if (v === null || v === undefined) return "";
-  const t = typeof v === "object" ? JSON.stringify(v) : String(v);
+  let t = typeof v === "object" ? JSON.stringify(v) : String(v);
+  if (typeof v === "string" && /^'*[=+\-@\t\r\n]/.test(t)) t = `'${t}`;
   return /[",\n\r]/.test(t) ? `"${t.replaceAll("\"", "\"\"")}"` : t;
 }
 
