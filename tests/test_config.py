@@ -393,3 +393,18 @@ class _Trainer:
 )
 def test_typed_schema_of(fn, expected):
     assert typed_schema_of(fn) is expected
+
+
+def test_a_missing_key_is_a_config_error_naming_its_path_and_still_an_attribute_and_key_error():
+    from sweeplab.config import Config, ConfigKeyError
+
+    c = Config({"model": {"width": 3}, "lr": 0.1, "layers": [{"units": 8}]})
+    cases = [(lambda: c.model.depth, "model.depth: the config has no such key (did you mean 'width'?)"),
+             (lambda: c["lrr"], "lrr: the config has no such key (did you mean 'lr'?)"),
+             (lambda: c.layers[0].size, "layers[0].size: the config has no such key (its keys at layers[0]: units)")]
+    for read, message in cases:
+        with pytest.raises(ConfigKeyError) as info:
+            read()
+        assert str(info.value) == message and isinstance(info.value, (ConfigError, AttributeError, KeyError))
+    assert c.get("nope", 5) == 5 and not hasattr(c, "nope") and getattr(c.model, "depth", 7) == 7
+    assert pickle.loads(pickle.dumps(c.model)) == {"width": 3} and c.model == Config({"width": 3})

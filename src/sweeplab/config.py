@@ -28,6 +28,7 @@ from sweeplab.errors import ConfigError
 
 __all__ = [
     "Config",
+    "ConfigKeyError",
     "apply_overrides",
     "check_config_reaches_trials",
     "check_overrides_against_parameters",
@@ -94,6 +95,15 @@ def _no_interpolation(value: Any, *, file: str | None, path: str) -> Any:
 
 # ------------------------------------------------------------------------------------------- Config
 
+class ConfigKeyError(ConfigError, AttributeError, KeyError):
+    """A trial read a key its config does not have (`config.model.depth`, `config["lr"]`): a mistake in the
+    config or the code's expectation of it, shown as its message (the key path, a close key) without a
+    traceback. Also an AttributeError and a KeyError, so `getattr(config, k, default)`, `hasattr` and
+    `config.get(k)` behave as on any object and mapping."""
+
+    __str__ = ConfigError.__str__    # not KeyError's repr() of the message
+
+
 class Config(Mapping[str, Any]):
     """A read-only nested mapping with attribute access: `config.model.hidden`, `config["lr"]`.
 
@@ -101,13 +111,26 @@ class Config(Mapping[str, Any]):
     nothing here). Equal to any mapping with the same content.
     """
 
-    __slots__ = ("_data",)
+    __slots__ = ("_data", "_path")
 
-    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, data: Mapping[str, Any] | None = None, _path: str = "") -> None:
         object.__setattr__(self, "_data", copy.deepcopy(dict(data or {})))
+        object.__setattr__(self, "_path", _path)   # the key path of a nested config ("model"), for messages
 
     def __getitem__(self, key: str) -> Any:
-        return _wrap(self._data[key])
+        try:
+            return _wrap(self._data[key], self._key(key))
+        except KeyError:
+            raise self._missing(key) from None
+
+    def _key(self, name: object) -> str:
+        return f"{self._path}.{name}" if self._path else str(name)
+
+    def _missing(self, name: object) -> ConfigKeyError:
+        hint = _did_you_mean(str(name), [str(k) for k in self._data])
+        keys = ", ".join(sorted(str(k) for k in self._data)[:20]) or "none"
+        return ConfigKeyError("the config has no such key", key=self._key(name),
+                              hint=hint or f"its keys{' at ' + self._path if self._path else ''}: {keys}")
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._data)
@@ -122,12 +145,9 @@ class Config(Mapping[str, Any]):
         if name.startswith("__"):
             raise AttributeError(name)
         try:
-            return _wrap(self._data[name])
+            return _wrap(self._data[name], self._key(name))
         except KeyError:
-            hint = _did_you_mean(name, [str(k) for k in self._data])
-            raise AttributeError(
-                f"config has no key {name!r}" + (f" ({hint})" if hint else "")
-            ) from None
+            raise self._missing(name) from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise TypeError("Config is read-only; use to_dict() for a mutable copy")
@@ -148,7 +168,7 @@ class Config(Mapping[str, Any]):
         return f"Config({self._data!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Config, (self._data,))
+        return (Config, (self._data, self._path) if self._path else (self._data,))
 
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | {k for k in self._data if str(k).isidentifier()})
@@ -158,11 +178,11 @@ class Config(Mapping[str, Any]):
         return copy.deepcopy(self._data)
 
 
-def _wrap(value: Any) -> Any:
+def _wrap(value: Any, path: str = "") -> Any:
     if isinstance(value, dict):
-        return Config(value)
+        return Config(value, path)
     if isinstance(value, list):
-        return [_wrap(v) for v in value]
+        return [_wrap(v, f"{path}[{i}]") for i, v in enumerate(value)]
     return value
 
 

@@ -104,6 +104,7 @@ def test_crash_loop_ends_the_sweep_with_the_first_traceback(cli):
     cp = cli("sweep", str(f), "--name", "loop", "--workers", "1", "-q")
     assert cp.returncode == 1
     assert "crash loop" in cp.stdout + cp.stderr and "planted failure" in cp.stdout + cp.stderr
+    assert "Traceback (most recent call last)" in cp.stderr      # a bug in the trial's code: where it is
     st = cli.status("loop")
     assert st["sweep"]["state"] == "failed" and len(st["trials"]) < 10
 
@@ -281,3 +282,33 @@ def test_fork_seeds_a_new_sweep_with_the_old_trials_that_fit(cli):
     assert sorted(t["params"]["x"] for t in forked) == sorted(t["params"]["x"] for t in fits)
     assert all(0.0 <= t["params"]["x"] <= 3.0 for t in new)
     assert cli.status("old")["trials"] == old   # the source sweep is untouched
+
+
+READS_CONFIG = Path(__file__).resolve().parents[1] / "fixtures" / "reads_config.py"
+
+
+@pytest.mark.parametrize(("trial", "kind"), [("function", "user"), ("program", "user"), ("program", "bug")])
+def test_a_crash_loop_of_a_user_input_error_shows_its_message_without_a_traceback(cli, trial, kind):
+    """Every trial reads a config key that does not exist: the sweep's error names the key path (and a close
+    key), not a Python traceback through sweeplab's Config; the attempt keeps the traceback. A bug in
+    the trial's code (a ZeroDivisionError) keeps its traceback in the sweep's error."""
+    (cli.tmp / "base.yaml").write_text("model: {width: 3}\n")
+    head = (f"function: {READS_CONFIG}:train\nconfig: base.yaml\n" if trial == "function" else
+            f"program: {READS_CONFIG}\ncommand: [python, '${{program}}', '${{args_json_file}}']\n")
+    f = cli.spec("s", head + "method: random\nseed: 1\nmetric: {name: loss, goal: minimize}\n"
+                 f"parameters:\n  lr: {{min: 0.1, max: 1.0}}\n  kind: {{value: {kind}}}\n"
+                 "budget: {trials: 6}\ntrial: {retries: 0}\n")
+    cp = cli("sweep", str(f), "--name", "ue", "--workers", "1", "-q")
+    out = cp.stdout + cp.stderr
+    assert cp.returncode == 1 and "crash loop" in out, out
+    if kind == "bug":
+        assert "Traceback (most recent call last)" in out and "ZeroDivisionError" in out, out
+        return
+    assert "Traceback" not in out and 'File "' not in out, out
+    if trial == "function":
+        assert "ConfigKeyError: model.depth: the config has no such key (did you mean 'width'?)" in out, out
+    else:
+        assert "ConfigKeyError: model: the config has no such key (its keys: kind, lr)" in out, out
+    with sqlite3.connect(cli.store / "store.db") as c:     # the attempt keeps it (the dashboard's trial page)
+        kept = [tb for (tb,) in c.execute("SELECT traceback FROM attempts")]
+    assert kept and all("Traceback (most recent call last)" in tb and "reads_config.py" in tb for tb in kept), kept

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -221,9 +222,13 @@ def execute_command(ex: Execution) -> None:
                                                                          source_of_argv(argv, task.cwd or None)),
                                         "exit_code": exit_code, "signal": sig, "error_type": "CommandFailed",
                                         "message": last or f"command {why}",
-                                        "traceback": text or _log_tail(task.log_path, _STDERR_BYTES)})
+                                        "traceback": text or _log_tail(task.log_path, _STDERR_BYTES),
+                                        "user_error": bool(_USER_ERROR.match(last))})
 
 
+#: the last line of a Python traceback ending in a sweeplab user-input error (a config key the program reads
+#: that is missing, a bad override): its message says it all, where a bug in the program needs its traceback
+_USER_ERROR = re.compile(r"sweeplab(\.\w+)*\.(UserError|SpecError|ConfigError|ConfigKeyError|MissingExtraError): ")
 _STDERR_KEEP = 64 << 10  # the end of a command trial's stderr kept in memory for its failure reason ...
 _STDERR_BYTES = 2000    # ... of which at most this much (the last traceback, or the last lines) is reported
 _REASON_LINE = 300      # the last line of stderr, as it appears in the one-line reason

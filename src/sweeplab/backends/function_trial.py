@@ -123,13 +123,16 @@ def execute_function(ex: Execution) -> None:
             with contextlib.suppress(Exception):
                 capture_ref = save_captures(run.captures, task.capture_dir,
                                             stale=loading["stale"] if loading else (), loading=loading)
-        from sweeplab.errors import ConfigError
+        from sweeplab.errors import ConfigError, UserError
 
         data = {
             "environment": environment_facts(task.cwd or None, source_of_function(fn) if fn else None),
             "reason": failure_reason(exc, loading),
             "error_type": type(exc).__name__, "message": str(exc)[:2000], "traceback": tb[-20000:],
             "capture": capture_ref, "retire": ex.decide_retire(),
+            # a mistake in the input (a config key the trial reads that is missing, a bad override): its
+            # message says it all, where a bug in the trial's code needs its traceback
+            "user_error": isinstance(exc, UserError),
         }
         if loading is not None:
             data["loading"] = {"loop": loading["loop"], "batch": loading["batch"]}

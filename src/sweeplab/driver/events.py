@@ -294,7 +294,11 @@ class EventWriter(DriverState):
             return
         if deterministic:
             reason = f"{reason} (failed the same way twice: not retried)"
-        self.retry.trial_failed(f"trial {t.number}: {reason}\n{(d.get('traceback') or '').rstrip()}")
+        # the first failure is shown when the sweep fails: a user-input error (a missing config key, a bad
+        # override: sweeplab's UserError in the trial) by its message alone, a bug in the trial's code with its
+        # traceback (kept with the attempt either way: `sweeplab show`, the trial's log)
+        trace = "" if d.get("user_error") or d.get("bad_input") else (d.get("traceback") or "").rstrip()
+        self.retry.trial_failed(f"trial {t.number}: {reason}" + (f"\n{trace}" if trace else ""))
         self._end_trial(t, TrialState.FAILED, value=None, metrics={k: v for k, (_, v) in t.last.items()},
                         reason=reason, at=ev.time, attempt_state=None)
         if every_trial and self._bad_input is None:
