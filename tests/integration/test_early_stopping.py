@@ -301,3 +301,21 @@ def test_stalled_stops_a_trial_that_reports_only_a_heartbeat(cli, trial):
     assert stuck["reason"].startswith("stalled: no progress for ") and "val_loss or a loss-like metric" \
         in stuck["reason"], stuck["reason"]
     assert healthy["state"] == "completed", healthy
+
+
+REPORTS_NAN = Path(__file__).resolve().parents[1] / "fixtures" / "reports_nan.py"
+
+
+def test_nan_monitor_sees_a_non_finite_value_a_command_trial_reports(cli):
+    """`sweeplab.report` writes NaN and inf as text (strict JSON has no such number): they reach the monitors
+    as the values they are, as an `@sweeplab` line's NaN does, instead of being dropped (the trial then
+    completed with its last finite loss as its value)."""
+    f = cli.spec("s", f"program: {REPORTS_NAN}\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+                 "parameters:\n  bad: {values: [nan, inf]}\n  how: {values: [report, line]}\n"
+                 "monitors: [nan]\ntrial: {retries: 0}\n")
+    cli("sweep", str(f), "--name", "cn", "--workers", "2", "-q")
+    trials = cli.status("cn")["trials"]
+    assert len(trials) == 4
+    for t in trials:
+        assert t["state"] == "stopped_by_rule", (t["state"], t["reason"])
+        assert t["reason"] == f"nan: loss is {'NaN' if t['params']['bad'] == 'nan' else 'inf'} at step 3", t

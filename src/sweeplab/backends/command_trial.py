@@ -31,7 +31,9 @@ __all__ = ["execute_command", "parse_report_line"]
 
 def parse_report_line(line: str) -> tuple[int | None, dict[str, float]] | None:
     """A JSON object of metrics, optionally with "step" (or "@step", the W&B hook's: then "step" is a metric
-    like any other, as a W&B program may log one). Non-numeric values are ignored."""
+    like any other, as a W&B program may log one). A NaN or infinite value comes as the text `sweeplab.report`
+    writes for it ("nan", "inf", "-inf": strict JSON has no such number) or as JSON's NaN / Infinity;
+    other non-numeric values are ignored."""
     try:
         obj = json.loads(line)
     except ValueError:
@@ -43,7 +45,12 @@ def parse_report_line(line: str) -> tuple[int | None, dict[str, float]] | None:
     for k, v in obj.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             out[str(k)] = float(v)
+        elif isinstance(v, str) and v.strip().lower().lstrip("+-") in _NONFINITE:
+            out[str(k)] = float(v.strip().lower())
     return (int(step) if isinstance(step, (int, float)) else None), out
+
+
+_NONFINITE = frozenset({"nan", "inf", "infinity"})   # as text (sweeplab.report writes str(float("nan")))
 
 
 class _Reporter:
