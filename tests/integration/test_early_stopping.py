@@ -319,3 +319,38 @@ def test_nan_monitor_sees_a_non_finite_value_a_command_trial_reports(cli):
     for t in trials:
         assert t["state"] == "stopped_by_rule", (t["state"], t["reason"])
         assert t["reason"] == f"nan: loss is {'NaN' if t['params']['bad'] == 'nan' else 'inf'} at step 3", t
+
+
+def test_resume_rebuilds_a_monitors_count_from_the_stored_reports(cli):
+    """A plateau counted over an interrupted attempt goes on counting after `sweeplab resume` (the monitors
+    are fed the stored points, as the scheduler is), so the trial stops at the report it would have stopped
+    at without the interruption: the 7th, not the 7th of the new attempt."""
+    import signal
+    import sqlite3
+    import time
+
+    f = cli.spec("s", f"function: {STALLING}:flat\nmethod: grid\nmetric: {{name: val_loss, goal: minimize}}\n"
+                 "parameters:\n  steps: {value: 40}\n  delay: {value: 0.25}\n"
+                 "monitors: [{plateau: {patience: 6}}]\n")
+    proc = cli.start("sweep", str(f), "--name", "pr", "--workers", "1", "-q")
+    db = cli.store / "store.db"
+
+    def stored() -> int:
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+                return int(c.execute("SELECT count(*) FROM metrics WHERE key='val_loss'").fetchone()[0])
+        except sqlite3.Error:
+            return 0
+
+    deadline = time.monotonic() + 60
+    while stored() < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    before = stored()
+    assert 2 <= before < 7, before
+    cli("resume", "pr", "-q")
+    [t] = cli.status("pr")["trials"]
+    assert t["state"] == "stopped_by_rule" and t["attempts"] == 2, t
+    assert t["reason"].startswith("plateau: val_loss did not improve by more than 0 for 6 reports "
+                                  f"(best 1 at step 1, now 1 at step {7 - before})"), (before, t["reason"])

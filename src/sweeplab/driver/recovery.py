@@ -286,6 +286,8 @@ class Recovery(DriverState):
         self._searcher.replay(history)
         if self.scheduler is not None:
             self._replay_scheduler()
+        if self.monitors:
+            self._replay_monitors()
 
     def _restore_objectives(self, t: TrialRecord, row: Any) -> None:
         """A stored trial's objective values and constraint violations, back on its record (resume)."""
@@ -323,6 +325,24 @@ class Recovery(DriverState):
                 scheduler.on_trial_end(t.number, t.state)
                 if self._rank_keys and t.feasible is False:   # as live: the rank rule's front is feasible
                     scheduler.exclude_from_front(t.number)   # type: ignore[attr-defined]
+
+    def _replay_monitors(self) -> None:
+        """Feed the monitors the stored points of the trials that go on, in the order they were stored, up to
+        the first stop request (as live): a plateau's count, a best so far, a running median are what the
+        driver that ran them had built (monitors keep their state over a trial's attempts and forget it once
+        the trial ends, so ended trials need none). What they decide here was decided and recorded then."""
+        from sweeplab.types import MetricPoint
+
+        asked = self.store.stop_requests(self.sweep_id)
+        for t in self.trials.values():
+            if t.state.is_terminal:
+                continue
+            cut = asked.get(t.id, math.inf)
+            points = [MetricPoint(int(step), str(key), math.nan if value is None else float(value), float(at))
+                      for step, key, value, at in self.store.metric_points(t.id) if float(at) <= cut]
+            if points:
+                for m in self.monitors:
+                    m.observe(t.number, points)
 
     def _rank_reports(self) -> list[tuple[int, int, tuple[float, ...], float]]:
         """The rank rule's reports, as the live driver fed them: (trial id, step, every objective's value,

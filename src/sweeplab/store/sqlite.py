@@ -690,6 +690,12 @@ class Store:
             out.setdefault(key, []).append((step, float("nan") if value is None else value))
         return out
 
+    def metric_points(self, trial_id: int) -> list[sqlite3.Row]:
+        """Every point a trial reported, over all its attempts, in the order they were stored: rows of
+        (step, key, value, time); value is None where a non-finite value was reported."""
+        return self._exec("SELECT step, key, value, time FROM metrics WHERE trial_id=? ORDER BY rowid",
+                          (trial_id,)).fetchall()
+
     def checkpoint_rows(self, trial_id: int) -> list[sqlite3.Row]:
         return self._exec("SELECT * FROM checkpoints WHERE trial_id=? ORDER BY id", (trial_id,)).fetchall()
 
