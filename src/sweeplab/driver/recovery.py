@@ -20,7 +20,7 @@ from sweeplab.driver.state import DriverState
 from sweeplab.driver.watchdog import Watchdog
 from sweeplab.errors import SpecError, UserError
 from sweeplab.store.queries import unknown_sweep
-from sweeplab.types import SweepState, TrialSnapshot, TrialState
+from sweeplab.types import Decision, SweepState, TrialSnapshot, TrialState
 
 __all__ = ["Recovery"]
 
@@ -342,7 +342,9 @@ class Recovery(DriverState):
                       for step, key, value, at in self.store.metric_points(t.id) if float(at) <= cut]
             if points:
                 for m in self.monitors:
-                    m.observe(t.number, points)
+                    if m.observe(t.number, points).decision is not Decision.CONTINUE:
+                        m.forget(t.number)   # it fired then (a trial stopped as the driver went down, run
+                        # again): it judges the new attempt afresh instead of staying spent
 
     def _rank_reports(self) -> list[tuple[int, int, tuple[float, ...], float]]:
         """The rank rule's reports, as the live driver fed them: (trial id, step, every objective's value,
