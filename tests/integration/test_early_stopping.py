@@ -133,9 +133,14 @@ def test_bad_scheduler_monitor_or_budget_is_refused_before_any_trial(cli, extra,
         assert json.loads(cli("status", "--json", check=True).stdout)["sweeps"] == []
 
 
-def test_a_monitor_on_a_metric_no_trial_logs_is_reported(cli):
-    f = cli.spec("s", spec(["good", "good-b"], steps=4,
-                           extra="monitors: [{exploding: {metric: grad_nrom}}]\n"))
+@pytest.mark.parametrize("metric", ["val_loss", "usd"], ids=["logged", "returned-only"])
+def test_a_monitor_on_a_metric_no_trial_logs_is_reported(cli, metric):
+    """Also when the sweep's metric is only returned at the end (`usd`), never logged as a curve: the check
+    then runs when the first trial ends (it waited for two reports of the metric, which never came)."""
+    text = spec(["good", "good-b"], steps=4, extra="monitors: [{exploding: {metric: grad_nrom}}]\n")
+    if metric == "usd":
+        text = text.replace(":curve\n", ":priced_curve\n").replace("name: val_loss", "name: usd")
+    f = cli.spec("s", text)
     cp = cli("sweep", str(f), "--name", "typo", "--workers", "1", "-q", check=True)
     assert "grad_nrom" in cp.stderr and "no trial logs it" in cp.stderr and "grad_norm" in cp.stderr
     assert cp.stderr.count("grad_nrom") == 1            # said once, not once per report

@@ -148,16 +148,18 @@ class EventWriter(DriverState):
         if decide is not None and t.stop_verdict is None:   # the trial waits at a rung: it goes on
             self.backend.go(t.id, int(decide))
 
-    def _check_monitor_metrics(self, points: Sequence[Sequence[Any]]) -> None:
+    def _check_monitor_metrics(self, points: Sequence[Sequence[Any]], *, ended: bool = False) -> None:
+        """Once, name the monitors watching metrics no trial logs: after the first trial has reported the
+        sweep's metric twice, or has ended having logged anything (`ended`: a trial whose metric is only
+        returned at its end, or that logs no curve of it, would otherwise never be checked)."""
         self._seen_keys.update(str(p[1]) for p in points)
         if self._checked_monitor_metrics:
             return
         done = sum(1 for x in self.trials.values() if x.last)
         if done < 1 or len(self._seen_keys) == 0:
             return
-        # after the first trial has reported for a while, name monitors watching metrics nobody logs
         first = min((x for x in self.trials.values() if x.last), key=lambda x: x.number)
-        if len(first.intermediate) < 2 and self.metric:
+        if len(first.intermediate) < 2 and self.metric and not ended:
             return
         self._checked_monitor_metrics = True
         for m in self.monitors:
@@ -397,6 +399,8 @@ class EventWriter(DriverState):
                 self.scheduler.exclude_from_front(t.number)   # type: ignore[attr-defined]
         for m in self.monitors:
             m.forget(t.number)
+        if self.monitors and t.last:
+            self._check_monitor_metrics((), ended=True)
         target = self.spec.metric.target
         if (target is not None and value is not None and state is TrialState.COMPLETED
                 and (value <= target if self.goal is Goal.MINIMIZE else value >= target)):
