@@ -113,3 +113,26 @@ def test_a_metric_named_step_reaches_a_command_trial_as_in_a_function_trial(tmp_
     hook._emit({"step": 100.0, "loss": 0.5}, 0)
     assert parse_report_line(report.read_text()) == (0, {"step": 100.0, "loss": 0.5})
     assert parse_report_line('{"step": 3, "loss": 1}') == (3, {"loss": 1.0})   # sweeplab's own lines as before
+
+
+def test_a_non_finite_value_the_hook_writes_reaches_the_trial_as_that_value(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hook writes NaN / inf as text (strict JSON): a command trial's reader and a function trial's (the
+    report file of the processes it starts) both read it back as the number, where they dropped it (so the
+    `nan` monitor never saw a loss that turned NaN)."""
+    import math
+
+    from sweeplab.backends.command_trial import parse_report_line
+    from sweeplab.wandb_compat import _ReportTail
+
+    report = tmp_path / "r.jsonl"
+    monkeypatch.setenv("SWEEPLAB_REPORT_FILE", str(report))
+    monkeypatch.setattr(hook, "_sink", None)
+    hook._emit({"loss": math.nan, "grad_norm": math.inf, "acc": 0.5}, 4)
+    step, metrics = parse_report_line(report.read_text())     # type: ignore[misc]
+    assert step == 4 and math.isnan(metrics["loss"]) and metrics["grad_norm"] == math.inf and metrics["acc"] == 0.5
+    logged: list[tuple[dict[str, float], int | None]] = []
+    tail = _ReportTail(str(report), lambda m, step=None: logged.append((m, step)), {})
+    tail.close()
+    [(got, at)] = logged
+    assert at == 4 and math.isnan(got["loss"]) and got["grad_norm"] == math.inf and got["acc"] == 0.5

@@ -26,7 +26,7 @@ from sweeplab.backends.events import EventKind, describe_exit
 from sweeplab.backends.execution import Execution, log_header, send_profile
 from sweeplab.types import MetricPoint
 
-__all__ = ["execute_command", "parse_report_line"]
+__all__ = ["execute_command", "parse_report_line", "report_values"]
 
 
 def parse_report_line(line: str) -> tuple[int | None, dict[str, float]] | None:
@@ -40,6 +40,11 @@ def parse_report_line(line: str) -> tuple[int | None, dict[str, float]] | None:
         return None
     if not isinstance(obj, dict):
         return None
+    return report_values(obj)
+
+
+def report_values(obj: dict[str, Any]) -> tuple[int | None, dict[str, float]]:
+    """(step, metrics) of one report line's object (`parse_report_line`); `obj` loses its step."""
     step = obj.pop("@step") if "@step" in obj else obj.pop("step", None)
     out: dict[str, float] = {}
     for k, v in obj.items():

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import sys
 import threading
@@ -209,11 +208,13 @@ class _ReportTail:
         if "@summary" in obj:
             self._final.update(obj["@summary"])
             return
-        step = obj.pop("@step") if "@step" in obj else obj.pop("step", None)
-        metrics = {str(k): float(v) for k, v in obj.items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+        from sweeplab.backends.command_trial import report_values
+
+        # as a command trial's report lines are read: a NaN or inf (written as text) is the value it stands
+        # for, and reaches `nan` as one logged in the function itself does (they were dropped here)
+        step, metrics = report_values(obj)
         if metrics:
-            self._log(metrics, step=int(step) if isinstance(step, (int, float)) else None)
+            self._log(metrics, step=step)
 
     def close(self) -> None:
         """The function returned (its processes have ended): the last lines, then the thread stops."""
