@@ -105,6 +105,8 @@ def test_crash_loop_ends_the_sweep_with_the_first_traceback(cli):
     assert cp.returncode == 1
     assert "crash loop" in cp.stdout + cp.stderr and "planted failure" in cp.stdout + cp.stderr
     assert "Traceback (most recent call last)" in cp.stderr      # a bug in the trial's code: where it is
+    assert cp.stderr.count("Traceback (most recent call last)") == 1, cp.stderr   # once: noted as it happened,
+    # the final error line does not repeat it
     st = cli.status("loop")
     assert st["sweep"]["state"] == "failed" and len(st["trials"]) < 10
 
@@ -305,6 +307,7 @@ def test_a_crash_loop_of_a_user_input_error_shows_its_message_without_a_tracebac
         assert "Traceback (most recent call last)" in out and "ZeroDivisionError" in out, out
         return
     assert "Traceback" not in out and 'File "' not in out, out
+    assert out.count("ConfigKeyError") == 1, out            # said once, not again under the final error line
     if trial == "function":
         assert "ConfigKeyError: model.depth: the config has no such key (did you mean 'width'?)" in out, out
     else:
