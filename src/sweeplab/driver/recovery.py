@@ -342,9 +342,10 @@ class Recovery(DriverState):
                       for step, key, value, at in self.store.metric_points(t.id) if float(at) <= cut]
             if points:
                 for m in self.monitors:
-                    if m.observe(t.number, points).decision is not Decision.CONTINUE:
-                        m.forget(t.number)   # it fired then (a trial stopped as the driver went down, run
-                        # again): it judges the new attempt afresh instead of staying spent
+                    if m.observe(t.number, points).decision is Decision.STOP:
+                        m.forget(t.number)   # it stopped the trial then (as the driver went down; it runs
+                        # again): it judges the new attempt afresh instead of staying spent. A warning it gave
+                        # is not given again while its condition holds, as live
 
     def _rank_reports(self) -> list[tuple[int, int, tuple[float, ...], float]]:
         """The rank rule's reports, as the live driver fed them: (trial id, step, every objective's value,
