@@ -207,3 +207,20 @@ def test_a_resumed_sweep_keeps_its_stored_spend_and_trial_count(sim):
     sim.resume(TWENTY, budget={"trials": 3}, resources={"cpus": 2})
     assert sim.states() == ["completed"] * 3
     assert json.loads(sim.sweep()["spend"])["cpu_seconds"] == pytest.approx(60.0 + 20.0 * 2 * 2, abs=0.5)
+
+
+def test_resume_feeds_the_monitors_the_stored_points_so_a_warning_is_not_given_twice(sim):
+    """A `plateau` warning given before a Ctrl-C is not given again by the resumed attempt of the same
+    plateau: the monitors are fed the stored points (as the scheduler is), so their state is what the driver
+    that ran the trial had built, not an empty one."""
+    flat = Script().reports("loss", [1.0] * 6, every=10.0).finish()
+    monitors = [{"plateau": {"metric": "loss", "patience": 2, "action": "warn"}}]
+    driver, backend = sim.make(flat, budget={"trials": 1}, monitors=monitors)
+    driver.create(spec_path=None)
+    backend.at(35.0, ctrl_c)
+    assert driver.run().exit_code == 130
+    warned = [e["message"] for e in sim.events("rule")]
+    assert len(warned) == 1 and warned[0].startswith("[warn] plateau:"), warned
+    out = sim.resume(flat, budget={"trials": 1}, monitors=monitors)
+    assert out.counts["completed"] == 1
+    assert [e["message"] for e in sim.events("rule")] == warned     # the same plateau: no second warning
