@@ -293,13 +293,14 @@ READS_CONFIG = Path(__file__).resolve().parents[1] / "fixtures" / "reads_config.
 def test_a_crash_loop_of_a_user_input_error_shows_its_message_without_a_traceback(cli, trial, kind):
     """Every trial reads a config key that does not exist: the sweep's error names the key path (and a close
     key), not a Python traceback through sweeplab's Config; the attempt keeps the traceback. A bug in
-    the trial's code (a ZeroDivisionError) keeps its traceback in the sweep's error."""
+    the trial's code (a ZeroDivisionError) keeps its traceback in the sweep's error. The same config fails
+    the same way: such a trial is not retried."""
     (cli.tmp / "base.yaml").write_text("model: {width: 3}\n")
     head = (f"function: {READS_CONFIG}:train\nconfig: base.yaml\n" if trial == "function" else
             f"program: {READS_CONFIG}\ncommand: [python, '${{program}}', '${{args_json_file}}']\n")
     f = cli.spec("s", head + "method: random\nseed: 1\nmetric: {name: loss, goal: minimize}\n"
                  f"parameters:\n  lr: {{min: 0.1, max: 1.0}}\n  kind: {{value: {kind}}}\n"
-                 "budget: {trials: 6}\ntrial: {retries: 0}\n")
+                 "budget: {trials: 6}\ntrial: {retries: 1}\n")
     cp = cli("sweep", str(f), "--name", "ue", "--workers", "1", "-q")
     out = cp.stdout + cp.stderr
     assert cp.returncode == 1 and "crash loop" in out, out
@@ -308,6 +309,7 @@ def test_a_crash_loop_of_a_user_input_error_shows_its_message_without_a_tracebac
         return
     assert "Traceback" not in out and 'File "' not in out, out
     assert out.count("ConfigKeyError") == 1, out            # said once, not again under the final error line
+    assert {t["attempts"] for t in cli.status("ue")["trials"]} == {1}   # certain to fail again: not retried
     if trial == "function":
         assert "ConfigKeyError: model.depth: the config has no such key (did you mean 'width'?)" in out, out
     else:

@@ -259,6 +259,9 @@ class EventWriter(DriverState):
         if d.get("bad_input"):   # the worker could not build the config: failing again is certain
             t.no_retry = True
             reason, every_trial = self._config_failure(t, d)
+        elif d.get("user_error") and d.get("error_type") != "MissingExtraError":
+            t.no_retry = True    # a mistake in the input (a config key the trial reads that is missing): the
+            # same config fails the same way; a package missing on one node (MissingExtraError) may not
         signature = (str(d.get("error_type")), reason)   # as the attempt row keeps it: a resume reads it back
         deterministic = self.retry.deterministic(signature, t.failures,
                                                  killed=self.retry.killed(d.get("signal"), d.get("exit_code")))
