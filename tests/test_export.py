@@ -443,3 +443,18 @@ def _is_number(cell: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+@pytest.mark.parametrize(("value", "cell"), [
+    ("=HYPERLINK(\"x\")", "'=HYPERLINK(\"x\")"), ("=rule: stopped at step 3", "'=rule: stopped at step 3"),
+    ("+1", "'+1"), ("-1", "'-1"), ("@A1", "'@A1"), ("\tx", "'\tx"), ("\rx", "'\rx"), ("\nx", "'\nx"),
+    ("'=x", "''=x"), ("''+x", "'''+x"), ("'plain", "'plain"), ("plain", "plain"), ("", ""), ("'", "'"),
+    (-0.5, -0.5), (-3, -3), (float("-inf"), float("-inf")), (True, True), (None, ""),
+], ids=repr)
+def test_csv_cell_quotes_only_text_a_spreadsheet_runs(value, cell):
+    """A reason that begins with a custom monitor's name (`custom(fn, name="=...")`), any text: quoted;
+    numbers and booleans as they are. Removing one quote from a quoted cell gives the value back."""
+    out = export_mod._csv_cell(value)
+    assert out == cell and type(out) is type(cell)
+    if isinstance(value, str):
+        assert _unescape(out) == value
