@@ -114,6 +114,8 @@ class Driver(Recovery, EventWriter):
         its trials' heartbeats of the pause waiting in the pipe."""
         now = self.clock.monotonic()
         wall = self.clock.time()
+        # the rules over time (stalled) judge progress as it arrives; the others need not be called
+        hearing = [m for m in self.monitors if type(m).heard.__qualname__ != "Monitor.heard"]
         for ev in events:
             t = self.trials.get(ev.trial)
             if t is None or ev.attempt != t.attempt or ev.kind is EventKind.SYSTEM:
@@ -122,9 +124,9 @@ class Driver(Recovery, EventWriter):
             if ev.kind is EventKind.METRICS and ev.data.get("points"):
                 first = t.last_report is None
                 t.last_report = now
-                if self.monitors:     # rules over time (stalled) judge progress as it arrives
+                if hearing:
                     points = [tuple.__new__(MetricPoint, p) for p in ev.data["points"]]
-                    for m in self.monitors:
+                    for m in hearing:
                         m.heard(t.number, points, wall, first=first)
 
     def _poll_timeout(self) -> float:
