@@ -232,3 +232,23 @@ class Options:
     def string(self, option: str, default: str | None) -> str | None:
         v = self.raw.get(option)
         return default if v is None else name(v, key=self._key(option), file=self.file)
+
+
+# ------------------------------------------------------------------------------------------ report lines
+_NONFINITE = frozenset({"nan", "inf", "infinity"})   # as text (sweeplab.report writes str(float("nan")))
+
+
+def report_values(obj: dict[str, Any]) -> tuple[int | None, dict[str, float]]:
+    """(step, metrics) of one metrics report line's object (`sweeplab.report`, an `@sweeplab` line, the W&B
+    hook's file), which loses its step: "@step" (the W&B hook's: then "step" is a metric like any other, as a
+    W&B program may log one) or "step". A NaN or infinite value comes as JSON's NaN / Infinity or as the text
+    `sweeplab.report` writes for it ("nan", "inf", "-inf": strict JSON has no such number); other values
+    that are not numbers are left out."""
+    step = obj.pop("@step") if "@step" in obj else obj.pop("step", None)
+    out: dict[str, float] = {}
+    for k, v in obj.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[str(k)] = float(v)
+        elif isinstance(v, str) and v.strip().lower().lstrip("+-") in _NONFINITE:
+            out[str(k)] = float(v.strip().lower())
+    return (int(step) if isinstance(step, (int, float)) else None), out

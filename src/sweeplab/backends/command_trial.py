@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sweeplab._values import report_values
 from sweeplab.backends import _tree
 from sweeplab.backends._diskfull import disk_full_data, full_disk_error, names_full_disk, trial_places
 from sweeplab.backends.channel import Channel
@@ -26,13 +27,12 @@ from sweeplab.backends.events import EventKind, describe_exit
 from sweeplab.backends.execution import Execution, log_header, send_profile
 from sweeplab.types import MetricPoint
 
-__all__ = ["execute_command", "parse_report_line", "report_values"]
+__all__ = ["execute_command", "parse_report_line"]
 
 
 def parse_report_line(line: str) -> tuple[int | None, dict[str, float]] | None:
     """A JSON object of metrics, optionally with "step" (or "@step", the W&B hook's: then "step" is a metric
-    like any other, as a W&B program may log one). A NaN or infinite value comes as the text `sweeplab.report`
-    writes for it ("nan", "inf", "-inf": strict JSON has no such number) or as JSON's NaN / Infinity;
+    like any other, as a W&B program may log one); NaN and inf as numbers or as text (`_values.report_values`);
     other non-numeric values are ignored."""
     try:
         obj = json.loads(line)
@@ -41,21 +41,6 @@ def parse_report_line(line: str) -> tuple[int | None, dict[str, float]] | None:
     if not isinstance(obj, dict):
         return None
     return report_values(obj)
-
-
-def report_values(obj: dict[str, Any]) -> tuple[int | None, dict[str, float]]:
-    """(step, metrics) of one report line's object (`parse_report_line`); `obj` loses its step."""
-    step = obj.pop("@step") if "@step" in obj else obj.pop("step", None)
-    out: dict[str, float] = {}
-    for k, v in obj.items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out[str(k)] = float(v)
-        elif isinstance(v, str) and v.strip().lower().lstrip("+-") in _NONFINITE:
-            out[str(k)] = float(v.strip().lower())
-    return (int(step) if isinstance(step, (int, float)) else None), out
-
-
-_NONFINITE = frozenset({"nan", "inf", "infinity"})   # as text (sweeplab.report writes str(float("nan")))
 
 
 class _Reporter:

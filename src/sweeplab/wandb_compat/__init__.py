@@ -208,7 +208,7 @@ class _ReportTail:
         if "@summary" in obj:
             self._final.update(obj["@summary"])
             return
-        from sweeplab.backends.command_trial import report_values
+        from sweeplab._values import report_values
 
         # as a command trial's report lines are read: a NaN or inf (written as text) is the value it stands
         # for, and reaches `nan` as one logged in the function itself does (they were dropped here)
