@@ -38,7 +38,22 @@ def _local(spec: Any = None, *, workers: int | None = None, gpu_ids: Sequence[in
         n = max(1, int((os.cpu_count() or 1) // cpus)) if cpus > 0 else (os.cpu_count() or 1)
         if gpu_req > 0 and ids:
             n = min(n, int(len(ids) / gpu_req) if gpu_req >= 1 else int(len(ids) * (1 / gpu_req)))
-    return LocalBackend(plan_slots(n, cpus=cpus, gpus=gpu_req, gpu_ids=ids), hide_gpus=smoke)
+    return LocalBackend(plan_slots(n, cpus=cpus, gpus=gpu_req, gpu_ids=ids), hide_gpus=smoke,
+                        preload=_preload(spec))
+
+
+def _preload(spec: Any) -> tuple[str, ...]:
+    """The libraries a function trial's code imports (backends/targets.trial_imports), found beside the spec
+    file first, then in the working directory, as the driver finds the function; none for a command trial,
+    or with SWEEPLAB_FORK_SERVER=0."""
+    function = getattr(spec, "function", None)
+    if not function or os.environ.get("SWEEPLAB_FORK_SERVER", "1") == "0":
+        return ()
+    from sweeplab.backends.targets import trial_imports
+
+    source = getattr(spec, "source", None)
+    roots = [str(Path(source).resolve().parent)] if source is not None else []
+    return trial_imports(str(function), [*roots, os.getcwd()])
 
 
 def _ray(spec: Any = None, *, workers: int | None = None, address: str | None = None, smoke: bool = False,
