@@ -43,12 +43,15 @@ def _local(spec: Any = None, *, workers: int | None = None, gpu_ids: Sequence[in
 
 
 def _preload(spec: Any) -> tuple[str, ...]:
-    """The libraries a function trial's code imports (backends/targets.trial_imports), found beside the spec
-    file first, then in the working directory, as the driver finds the function; none for a command trial,
-    or with SWEEPLAB_FORK_SERVER=0."""
+    """The libraries a function trial's workers import before its first trial: `trial.preload`, else those
+    its code imports (backends/targets.trial_imports), found beside the spec file first, then in the working
+    directory, as the driver finds the function; none for a command trial, or with SWEEPLAB_FORK_SERVER=0."""
     function = getattr(spec, "function", None)
     if not function or os.environ.get("SWEEPLAB_FORK_SERVER", "1") == "0":
         return ()
+    given = getattr(getattr(spec, "trial", None), "preload", None)
+    if given is not None:
+        return tuple(given)
     from sweeplab.backends.targets import trial_imports
 
     source = getattr(spec, "source", None)
