@@ -272,3 +272,42 @@ def test_repro_draws_what_the_forked_trial_drew_from_its_seed(tmp_path):
         rp = subprocess.run([sys.executable, "-m", "sweeplab", "repro", f"forked/{number}", "--store", "st"],
                             cwd=proj, capture_output=True, text=True, timeout=120)
         assert f"draw = {drawn:.6g}" in rp.stdout, (drawn, rp.stdout, rp.stderr)
+
+
+def test_trial_imports_leaves_out_what_only_the_scripts_main_or_an_unused_function_imports(tmp_path):
+    proj = _project(tmp_path, **{"train.py": """
+        import yaml
+
+        def build():
+            import psutil                          # used by train, through a helper
+            return Model()
+
+        class Model:
+            def fit(self):
+                import rich                        # a method of a class train uses
+
+        def tune_with_other_tools():
+            import optuna                          # nothing train uses imports it
+
+        def train(config, run):
+            return build()
+
+        if __name__ == "__main__":
+            import typer                           # the script's own command line
+    """})
+    assert set(trial_imports("train.py:train", [str(proj)])) == {"yaml", "psutil", "rich"}
+
+
+@pytest.mark.parametrize("sets", ['os.environ["KERAS_BACKEND"] = "torch"', 'os.environ.setdefault("X", "1")',
+                                  'os.environ.update(X="1")', 'os.putenv("X", "1")'])
+@pytest.mark.parametrize("where", ["top", "train"])
+def test_a_trial_that_sets_environment_variables_gets_no_preload(tmp_path, sets, where):
+    """Libraries read their variables when imported (KERAS_BACKEND, HF_HOME, OMP_NUM_THREADS): importing them
+    before the trial's code set them would ignore the setting."""
+    top, inside = (sets, "pass") if where == "top" else ("", sets)
+    proj = _project(tmp_path, **{"train.py": f"import os\n{top}\n\ndef train(config, run):\n    {inside}\n"
+                                             "    import yaml\n"})
+    assert trial_imports("train.py:train", [str(proj)]) == ()
+    (proj / "train.py").write_text("import os\nprint(os.environ.get('X'))\n\ndef train(config, run):\n"
+                                   "    import yaml\n")   # reading is fine
+    assert trial_imports("train.py:train", [str(proj)]) == ("yaml",)

@@ -6,6 +6,7 @@ function is called (positional `(config, run)`, keyword `run=`, or config alone)
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import importlib.util
@@ -140,8 +141,9 @@ _SCAN_FILES = 64
 
 def trial_imports(target: str | None, python_path: Sequence[str] = ()) -> tuple[str, ...]:
     """The installed libraries (not the standard library, not the user's own modules, not sweeplab) that the
-    module of `target` ('pkg.mod:fn' or 'file.py:fn') imports anywhere in its code, at its top or inside a
-    function, and so do the user's modules it imports (found on `python_path`, read, never imported).
+    module of `target` ('pkg.mod:fn' or 'file.py:fn') imports at its top or inside the function (and inside the
+    module's functions and classes it uses), and so do the user's modules it imports (found on `python_path`,
+    read, never imported). What only `if __name__ == "__main__":` or another function uses is left out.
 
     Read from the source without running any of it: what the worker imports before the first trial (and the
     fork server once for all workers, backends/forkserver.py), so that `import torch` inside `train` is paid
@@ -170,8 +172,12 @@ def trial_imports(target: str | None, python_path: Sequence[str] = ()) -> tuple[
         path = todo.pop()
         if path in seen:
             continue
+        entry = target.rpartition(":")[2] if path == first else None
         seen.add(path)
-        for name in _imported_names(path):
+        names, sets_env = _imported_names(path, entry)
+        if sets_env:   # `os.environ["KERAS_BACKEND"] = ...` before `import keras`: importing it first would
+            return ()  # ignore the setting (libraries read their variables when imported)
+        for name in names:
             top = name.partition(".")[0]
             if top in sys.stdlib_module_names or top in sys.builtin_module_names or top == "sweeplab":
                 continue
@@ -183,27 +189,84 @@ def trial_imports(target: str | None, python_path: Sequence[str] = ()) -> tuple[
     return tuple(found)
 
 
-def _imported_names(path: Path) -> list[str]:
-    """Absolute module names the file imports (`import a.b` -> a.b; `from a.b import c` -> a.b)."""
-    import ast
-
+def _imported_names(path: Path, entry: str | None = None) -> tuple[list[str], bool]:
+    """Absolute module names the file imports (`import a.b` -> a.b; `from a.b import c` -> a.b): at its top
+    (not under `if __name__ == "__main__":` or `if TYPE_CHECKING:`), and in its functions and classes: all of
+    them, or with `entry`, those that function uses by name, directly or through one another. And whether
+    that code sets an environment variable (`os.environ[...] =`, `.setdefault`, `.update`, `os.putenv`)."""
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except (OSError, SyntaxError, ValueError):
-        return []
-    skip: set[int] = set()
-    for node in ast.walk(tree):   # `if TYPE_CHECKING:` blocks are for the type checker only
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(n) for child in node.body for n in ast.walk(child))
+        return [], False
+
+    def skipped(node: ast.AST) -> bool:
+        if not isinstance(node, ast.If):
+            return False
+        test = ast.unparse(node.test)
+        return "TYPE_CHECKING" in test or ("__name__" in test and "__main__" in test)
+
+    defs: dict[str, ast.AST] = {}
+    top: list[ast.AST] = []
+    todo: list[ast.AST] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defs[node.name] = node
+            if entry is None:
+                todo.append(node)
+        elif not skipped(node):
+            top.append(node)
+    if entry is not None and entry in defs:
+        todo.append(defs[entry])
     names: list[str] = []
-    for node in ast.walk(tree):
-        if id(node) in skip:
+    done: set[int] = set()
+    sets_env = False
+    for statement in top:
+        for n in _walk(statement, skipped):
+            _import_of(n, names)
+            sets_env = sets_env or _sets_env(n)
+    while todo:
+        used = todo.pop()
+        if id(used) in done:
             continue
-        if isinstance(node, ast.Import):
-            names.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and node.module != "__future__":
-            names.append(node.module)
-    return names
+        done.add(id(used))
+        for n in _walk(used, skipped):
+            _import_of(n, names)
+            sets_env = sets_env or _sets_env(n)
+            if isinstance(n, ast.Name) and n.id in defs:
+                todo.append(defs[n.id])
+    return names, sets_env
+
+
+def _sets_env(node: Any) -> bool:
+    """Whether `node` changes the process's environment: `os.environ[k] = v` (also `environ[k] += ...`),
+    `os.environ.setdefault/update(...)`, `os.putenv(...)`."""
+    if isinstance(node, (ast.Assign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(isinstance(t, ast.Subscript) and ast.unparse(t.value).endswith("environ") for t in targets)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        owner = ast.unparse(node.func.value)
+        return (node.func.attr in ("setdefault", "update", "__setitem__") and owner.endswith("environ")) or (
+            node.func.attr == "putenv" and owner == "os")
+    return False
+
+
+def _walk(node: Any, skipped: Callable[[Any], bool]) -> list[Any]:
+    """`ast.walk` without the subtrees `skipped` names."""
+    out, todo = [], [node]
+    while todo:
+        n = todo.pop()
+        if skipped(n):
+            continue
+        out.append(n)
+        todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _import_of(node: Any, names: list[str]) -> None:
+    if isinstance(node, ast.Import):
+        names.extend(alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and node.module != "__future__":
+        names.append(node.module)
 
 
 def _local_source(name: str, roots: Sequence[str]) -> Path | None:
