@@ -54,9 +54,15 @@ def _metrics(events) -> dict:
 
 def _gone(pids, timeout: float = 15.0) -> list[int]:
     """The pids still alive (not zombies) after waiting up to `timeout` for them to end."""
+    def running(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
     deadline = time.monotonic() + timeout
     while True:
-        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive = [p for p in pids if running(p)]
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.1)

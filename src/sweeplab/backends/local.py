@@ -32,7 +32,8 @@ from sweeplab.backends.events import Event, EventKind, describe_exit, read_event
 from sweeplab.backends.forkserver import ForkedProcess, ForkServer
 from sweeplab.errors import BackendError, UserError
 
-__all__ = ["MAX_LOCAL_WORKERS", "LocalBackend", "Slot", "plan_slots", "prestart", "release_prestarted"]
+__all__ = ["MAX_LOCAL_WORKERS", "LocalBackend", "Slot", "plan_slots", "prestart", "prestart_fork_server",
+           "release_prestarted"]
 
 
 @dataclass(frozen=True)
@@ -155,9 +156,9 @@ class LocalBackend(Backend):
         """Start one worker per slot (idempotent: the CLI starts them early, while the driver sets up).
         Workers `prestart` started for this sweep are taken over; those left over are ended."""
         if self._server is None and self._forks():
+            env = _worker_env(self.slots[0], self._env, hide_gpus=self._hide_gpus)
             try:
-                self._server = ForkServer(_worker_env(self.slots[0], self._env, hide_gpus=self._hide_gpus),
-                                         self.preload)
+                self._server = _adopt_server(env, self.preload) or ForkServer(env, self.preload)
             except OSError as exc:
                 self.fork_note = {"level": "warning", "kind": "workers", "forked": False,
                                   "message": f"workers started one by one (no fork server: {exc})"}
@@ -501,7 +502,7 @@ def prestart(workers: int, *, cpus: float = 1.0) -> None:
     `release_prestarted` ends those not taken: when a backend starts, and at exit. A worker that cannot
     start here is left to the backend, which reports it as it always has.
     """
-    if not _PRESTARTED:
+    if not _PRESTARTED and not _PRESTARTED_SERVERS:
         import atexit
 
         atexit.register(release_prestarted)
@@ -523,8 +524,39 @@ def _adopt(env: Mapping[str, str]) -> tuple[subprocess.Popen[bytes], int] | None
     return None
 
 
+def prestart_fork_server(preload: Sequence[str], *, cpus: float = 1.0) -> None:
+    """Start the fork server of a sweep of one-CPU slots whose trial imports `preload`, before the sweep's
+    backend exists (as `prestart` does for workers: `sweeplab sweep` does, from its spec's `function:` line,
+    cli/_early.py); a backend that would start the same one takes it over."""
+    if not _PRESTARTED and not _PRESTARTED_SERVERS:
+        import atexit
+
+        atexit.register(release_prestarted)
+    env = _worker_env(Slot(0, cpus), {}, hide_gpus=False)
+    with contextlib.suppress(OSError):
+        _PRESTARTED_SERVERS.append((env, tuple(preload), ForkServer(env, preload)))
+
+
+#: fork servers started before their backend exists: (environment, preload, server)
+_PRESTARTED_SERVERS: list[tuple[dict[str, str], tuple[str, ...], ForkServer]] = []
+
+
+def _adopt_server(env: Mapping[str, str], preload: Sequence[str]) -> ForkServer | None:
+    for i, (started_env, started_preload, server) in enumerate(_PRESTARTED_SERVERS):
+        if started_env == env and started_preload == tuple(preload) and server.proc.poll() is None:
+            del _PRESTARTED_SERVERS[i]
+            return server
+    return None
+
+
 def release_prestarted() -> None:
-    """End the prestarted workers no backend took (SIGKILL to their group: none has run anything)."""
+    """End the prestarted workers and fork servers no backend took (SIGKILL to their group: none has run
+    anything)."""
+    while _PRESTARTED_SERVERS:
+        server = _PRESTARTED_SERVERS.pop()[2]
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(server.proc.pid, signal.SIGKILL)
+        server.close(timeout=5)
     while _PRESTARTED:
         _, proc, r = _PRESTARTED.pop()
         with contextlib.suppress(ProcessLookupError, PermissionError):
