@@ -327,7 +327,7 @@ def run_sweeplab(task: Task, seed: int, caps: Caps, log: str) -> None:
         spec["early_terminate"] = task.asha
     # what the workers import before their first trial (once, in the fork server): what sweeplab reads from
     # the example's own train.py, as a user's sweep of it gets (the function here is this file's wrapper)
-    from sweeplab.backends.targets import trial_imports
+    from sweeplab.backends.preload import trial_imports
 
     spec["trial"] = {**(spec.get("trial") or {}),
                      "preload": list(trial_imports(f"{task.dir / 'train.py'}:train", [str(task.dir)]))}

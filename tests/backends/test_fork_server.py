@@ -22,7 +22,7 @@ import pytest
 from sweeplab.backends.events import EventKind
 from sweeplab.backends.forkserver import ForkedProcess
 from sweeplab.backends.local import LocalBackend, plan_slots
-from sweeplab.backends.targets import trial_imports
+from sweeplab.backends.preload import trial_imports
 from sweeplab.testing.backends import collect, make_task
 
 pytestmark = pytest.mark.slow

@@ -52,7 +52,7 @@ def _preload(spec: Any) -> tuple[str, ...]:
     given = getattr(getattr(spec, "trial", None), "preload", None)
     if given is not None:
         return tuple(given)
-    from sweeplab.backends.targets import trial_imports
+    from sweeplab.backends.preload import trial_imports
 
     source = getattr(spec, "source", None)
     roots = [str(Path(source).resolve().parent)] if source is not None else []

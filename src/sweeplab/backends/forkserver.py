@@ -34,12 +34,14 @@ import json
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import socket
 
 __all__ = ["FORK_SAFE_THREADS", "ForkServer", "ForkedProcess"]
 
@@ -56,6 +58,8 @@ class ForkServer:
     """A fork server process and the backend's end of its socket."""
 
     def __init__(self, env: Mapping[str, str], modules: Sequence[str]) -> None:
+        import socket  # here: `sweeplab sweep` imports this module before its first trial, not always a server
+
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.proc = subprocess.Popen(
@@ -82,6 +86,8 @@ class ForkServer:
 
     # ------------------------------------------------------------------ messages
     def _send(self, msg: Mapping[str, Any], fds: Sequence[int] = ()) -> None:
+        import socket
+
         data = json.dumps(msg, separators=(",", ":")).encode()
         if fds:
             socket.send_fds(self.sock, [data], list(fds))
@@ -247,7 +253,7 @@ def _preload(modules: Sequence[str]) -> list[str]:
     """Import the worker's machinery and `modules`; the names that failed."""
     import sweeplab.backends.worker
     import sweeplab.config  # noqa: F401
-    from sweeplab.backends.targets import import_libraries
+    from sweeplab.backends.preload import import_libraries
 
     return import_libraries(modules)
 
@@ -291,6 +297,8 @@ def _child(sock: socket.socket, wake: tuple[int, int], env: Mapping[str, str], f
 
 
 def main() -> int:
+    import socket
+
     sock = socket.socket(fileno=int(os.environ.pop("SWEEPLAB_FORK_SOCKET")))
     sock.set_inheritable(False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

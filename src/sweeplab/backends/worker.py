@@ -30,7 +30,7 @@ from sweeplab.backends.base import TrialTask
 from sweeplab.backends.channel import Channel, EventWriter
 from sweeplab.backends.events import EventKind
 from sweeplab.backends.execution import Execution, RssWatch, control_stream, rss
-from sweeplab.backends.targets import import_libraries
+from sweeplab.backends.preload import import_libraries
 
 __all__ = ["main"]
 

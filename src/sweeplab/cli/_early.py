@@ -157,7 +157,7 @@ def _preload(spec: str | None) -> tuple[str, ...]:
     function = _SPEC_FUNCTION.search(text)
     if function is None or _SPEC_PRELOAD.search(text) or os.environ.get("SWEEPLAB_FORK_SERVER", "1") == "0":
         return ()
-    from sweeplab.backends.targets import trial_imports
+    from sweeplab.backends.preload import trial_imports
 
     assert spec is not None
     return trial_imports(function.group(1), [os.path.dirname(os.path.abspath(spec)), os.getcwd()])
