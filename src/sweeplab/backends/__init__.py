@@ -18,7 +18,7 @@ from typing import Any
 from sweeplab.backends.base import Backend
 from sweeplab.errors import UserError
 
-__all__ = ["BACKENDS", "backend_factory", "make_backend"]
+__all__ = ["BACKENDS", "backend_factory", "make_backend", "preload_of"]
 
 
 def _local(spec: Any = None, *, workers: int | None = None, gpu_ids: Sequence[int] | None = None,
@@ -39,10 +39,10 @@ def _local(spec: Any = None, *, workers: int | None = None, gpu_ids: Sequence[in
         if gpu_req > 0 and ids:
             n = min(n, int(len(ids) / gpu_req) if gpu_req >= 1 else int(len(ids) * (1 / gpu_req)))
     return LocalBackend(plan_slots(n, cpus=cpus, gpus=gpu_req, gpu_ids=ids), hide_gpus=smoke,
-                        preload=_preload(spec))
+                        preload=preload_of(spec))
 
 
-def _preload(spec: Any) -> tuple[str, ...]:
+def preload_of(spec: Any) -> tuple[str, ...]:
     """The libraries a function trial's workers import before its first trial: `trial.preload`, else those
     its code imports (backends/targets.trial_imports), found beside the spec file first, then in the working
     directory, as the driver finds the function; none for a command trial, or with SWEEPLAB_FORK_SERVER=0."""
