@@ -3,7 +3,7 @@
 A trial function that imports torch or xgboost pays that import (1-2.5 CPU-s) in every worker process it
 runs in; with N workers, N times, at the same time, on the same cores. Threads (Optuna's `n_jobs`) pay it
 once but give up the isolation sweeplab's workers exist for. A fork server keeps both: one process imports
-the worker's machinery and the libraries the trial's code imports (`targets.trial_imports`, read from its
+the worker's machinery and the libraries the trial's code imports (`preload.trial_imports`, read from its
 source), then forks each worker, which starts with them already in memory (copy-on-write) and runs exactly
 as a worker started with `python -m sweeplab.backends.worker` (gunicorn's `--preload`, multiprocessing's
 `forkserver` with `set_forkserver_preload`).

@@ -131,7 +131,7 @@ class LocalBackend(Backend):
         self.slots = list(slots)
         self._env = dict(env or {})
         self._hide_gpus = hide_gpus
-        #: libraries the trial's code imports (targets.trial_imports): every worker imports them before its
+        #: libraries the trial's code imports (preload.trial_imports): every worker imports them before its
         #: first trial, and with 2+ slots of one environment they are imported once, by a fork server
         self.preload = tuple(preload)
         self._fork_server = fork_server   # None: when it pays (_forks); True: whenever it can; False: never

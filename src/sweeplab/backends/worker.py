@@ -48,7 +48,7 @@ def main() -> int:
     commands = control_stream()   # trials see an empty stdin
     current: list[Execution | None] = [None]
     tasks: list[TrialTask | None] = []
-    preloads: list[list[str]] = []   # libraries to import before the next trial (targets.trial_imports)
+    preloads: list[list[str]] = []   # libraries to import before the next trial (preload.trial_imports)
     have_task = threading.Condition()
     sigterm = {"got": False}
 

@@ -151,7 +151,7 @@ def prestart(argv: list[str] | None = None) -> None:
 
 
 def _preload(spec: str | None) -> tuple[str, ...]:
-    """The libraries the spec's `function:` imports (backends/targets.trial_imports), as the backend will read
+    """The libraries the spec's `function:` imports (backends/preload.trial_imports), as the backend will read
     them; none for a command, a spec that names `preload` itself, or SWEEPLAB_FORK_SERVER=0."""
     text = _head(spec)
     function = _SPEC_FUNCTION.search(text)
