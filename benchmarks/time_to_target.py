@@ -10,10 +10,15 @@ Two tasks, the training functions of the examples unchanged:
   * xgb:    examples/xgboost_diabetes (validation MSE, minimize; the example's 5-parameter space)
   * digits: examples/torch_digits with `epochs: 9` (validation loss after the last epoch, minimize;
             the example's 4-parameter space)
-and four tools, each with 2 trials at a time on the same machine:
+and five tools, each with 2 trials at a time on the same machine:
   * sweeplab:          `sweeplab.api.run_sweep` on the example's sweep.yaml (tpe; on digits + ASHA 1/3/9
                        epochs, eta 3, and the example's monitors), `metric.target` ends the sweep; in a
-                       fresh process, as `sweeplab sweep` runs;
+                       fresh process, as `sweeplab sweep` runs; its workers are forked from a fork server
+                       that imported the libraries the example's train.py imports (`trial.preload` set to what
+                       sweeplab reads from that file, as a sweep of the example gets: the function here is
+                       this file's recording wrapper); the fork server's CPU is added to sweeplab's compute;
+  * sweeplab, cold:    the same with `trial.preload: false`: each worker process imports the libraries inside
+                       its first trial (sweeplab before the fork server), for the A/B in the same run;
   * optuna n_jobs=2:   TPESampler + SuccessiveHalvingPruner, `study.optimize(n_jobs=2)`, in-memory storage,
                        in a fresh process, as a user's script runs;
   * optuna 2 procs:    the same sampler and pruner in 2 processes sharing a JournalStorage (file backend);
@@ -46,6 +51,7 @@ sweeplab's first trial, a cost the peers, installed with their bytecode, do not 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import itertools
 import json
@@ -311,7 +317,7 @@ class Caps:
 METHOD_ENV = "TTT_SWEEPLAB_METHOD"   # --method, handed to the sweeplab arm's process
 
 
-def run_sweeplab(task: Task, seed: int, caps: Caps, log: str) -> None:
+def run_sweeplab(task: Task, seed: int, caps: Caps, log: str, *, cold: bool = False) -> None:
     import yaml
 
     from sweeplab.api import run_sweep
@@ -331,8 +337,8 @@ def run_sweeplab(task: Task, seed: int, caps: Caps, log: str) -> None:
 
     spec["trial"] = {**(spec.get("trial") or {}),
                      "preload": list(trial_imports(f"{task.dir / 'train.py'}:train", [str(task.dir)]))}
-    if os.environ.get("SWEEPLAB_FORK_SERVER") == "0":
-        spec["trial"]["preload"] = False   # the A/B's cold arm: each worker imports inside its first trial
+    if cold:   # the A/B's other arm, as before the fork server: each worker imports inside its first trial
+        spec["trial"]["preload"] = False
     os.environ[LOG_ENV] = log
     name = f"ttt-{task.name}-{seed}"
     with tempfile.TemporaryDirectory() as store:
@@ -570,12 +576,13 @@ def run_ray_tune(task: Task, seed: int, caps: Caps, log: str) -> None:
 
 TOOLS: dict[str, Callable[[Task, int, Caps, str], None]] = {
     "sweeplab": run_sweeplab,
+    "sweeplab-cold": functools.partial(run_sweeplab, cold=True),
     "optuna": run_optuna_threads,
     "optuna-journal": run_optuna_procs,
     "ray-tune": run_ray_tune,
 }
-FRESH = ("sweeplab", "optuna")     # optuna-journal spawns its own 2 processes; Ray Tune's trials run in Ray workers
-LABELS = {"sweeplab": "sweeplab", "optuna": "optuna n_jobs=2", "optuna-journal": "optuna 2 procs (journal)",
+FRESH = ("sweeplab", "sweeplab-cold", "optuna")     # optuna-journal spawns its own 2 processes; Ray Tune's trials run in Ray workers
+LABELS = {"sweeplab": "sweeplab", "sweeplab-cold": "sweeplab, workers cold", "optuna": "optuna n_jobs=2", "optuna-journal": "optuna 2 procs (journal)",
           "ray-tune": "ray tune (optuna+asha)"}
 
 

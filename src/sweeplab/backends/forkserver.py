@@ -37,6 +37,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -344,20 +345,32 @@ def main() -> int:
         if not data:
             open_ = False   # the backend closed (or died): end once the last worker is reaped
             continue
-        msg = json.loads(data)
-        if msg.get("op") != "fork" or len(fds) != 2:
+        try:
+            msg = json.loads(data)
+        except ValueError:
+            msg = {}
+        if not isinstance(msg, dict) or msg.get("op") != "fork" or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
             continue
+        reply: dict[str, Any] = {"op": "forked"}
         parent = os.getpid()
-        pid = os.fork()
+        try:
+            with warnings.catch_warnings():   # Python 3.12+ warns of any other OS thread; only jemalloc's is
+                warnings.simplefilter("ignore", DeprecationWarning)   # here, which jemalloc handles (_threads)
+                pid = os.fork()
+        except OSError as exc:   # out of processes or memory: this worker starts cold; the others run on
+            reply = {"op": "failed", "error": str(exc)}
+            pid = -1
         if pid == 0:
-            _child(sock, (r, w), msg.get("env", {}), fds, parent)
+            _child(sock, (r, w), msg.get("env") or {}, fds, parent)
         for fd in fds:
             os.close(fd)
-        children.add(pid)
+        if pid > 0:
+            children.add(pid)
+            reply["pid"] = pid
         with contextlib.suppress(OSError):
-            sock.send(json.dumps({"op": "forked", "pid": pid}).encode())
+            sock.send(json.dumps(reply).encode())
     return 0
 
 
