@@ -581,9 +581,10 @@ TOOLS: dict[str, Callable[[Task, int, Caps, str], None]] = {
     "optuna-journal": run_optuna_procs,
     "ray-tune": run_ray_tune,
 }
-FRESH = ("sweeplab", "sweeplab-cold", "optuna")     # optuna-journal spawns its own 2 processes; Ray Tune's trials run in Ray workers
-LABELS = {"sweeplab": "sweeplab", "sweeplab-cold": "sweeplab, workers cold", "optuna": "optuna n_jobs=2", "optuna-journal": "optuna 2 procs (journal)",
-          "ray-tune": "ray tune (optuna+asha)"}
+#: run in a process of their own (optuna-journal spawns its own 2 processes; Ray Tune's trials run in Ray workers)
+FRESH = ("sweeplab", "sweeplab-cold", "optuna")
+LABELS = {"sweeplab": "sweeplab", "sweeplab-cold": "sweeplab, workers cold", "optuna": "optuna n_jobs=2",
+          "optuna-journal": "optuna 2 procs (journal)", "ray-tune": "ray tune (optuna+asha)"}
 
 
 # ----------------------------------------------------------------------------- analysis
