@@ -8,6 +8,7 @@ server that dies or started a thread costs no trial, and that nothing outlives a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -317,3 +318,41 @@ def test_a_trial_that_sets_environment_variables_gets_no_preload(tmp_path, sets,
     (proj / "train.py").write_text("import os\nprint(os.environ.get('X'))\n\ndef train(config, run):\n"
                                    "    import yaml\n")   # reading is fine
     assert trial_imports("train.py:train", [str(proj)]) == ("yaml",)
+
+
+def test_a_stopped_fork_server_loses_no_worker_death_and_blocks_no_new_trial(tmp_path, monkeypatch):
+    """SIGSTOP to the fork server: it can neither reap nor fork. A worker killed meanwhile still ends its
+    trial as failed, a new trial starts in a cold worker, and the running one finishes."""
+    import sweeplab.backends.forkserver as fs
+
+    monkeypatch.setattr(fs, "FORK_TIMEOUT", 1.0)
+    monkeypatch.setattr(fs, "UNREPORTED_AFTER", 0.5)
+    proj = _project(tmp_path, **{"probe.py": PROBE})
+    fn = f"{proj / 'probe.py'}:probe"
+    b = LocalBackend(plan_slots(3, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
+    b.start()
+    server = None
+    try:
+        b.submit(make_task(tmp_path, 1, fn, config={"module": "colorsys", "sleep": 60}))
+        b.submit(make_task(tmp_path, 2, fn, config={"module": "colorsys", "sleep": 3}))
+        server = b._server
+        assert server is not None
+        pids: dict[int, int] = {}
+        deadline = time.monotonic() + 30
+        while len(pids) < 2 and time.monotonic() < deadline:
+            for ev in b.poll(0.1):
+                if ev.kind is EventKind.METRICS:
+                    pids[ev.trial] = int(_metrics([ev])["pid"])
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        os.kill(pids[1], signal.SIGKILL)
+        b.submit(make_task(tmp_path, 3, fn, config={"module": "colorsys"}))   # waits FORK_TIMEOUT, then cold
+        ended = collect(b, [1, 2, 3], timeout=60)
+        assert ended[1][-1].kind is EventKind.FAILED and ended[1][-1].data["signal"] == signal.SIGKILL
+        assert ended[2][-1].kind is EventKind.FINISHED       # forked, ran to its end
+        assert ended[3][-1].kind is EventKind.FINISHED and _metrics(ended[3])["had"] == 1   # cold, preloaded
+    finally:
+        if server is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server.proc.pid, signal.SIGCONT)
+        b.shutdown(grace=0.0)
+    assert _gone([*pids.values(), server.proc.pid]) == []

@@ -51,6 +51,10 @@ __all__ = ["FORK_SAFE_THREADS", "ForkServer", "ForkedProcess"]
 #: on demand after (its prefork/postfork handlers)
 FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
 _MSG = 65536          # largest message (a fork's environment)
+#: seconds a fork's answer may take (ms normally) before the server is taken as unresponsive
+FORK_TIMEOUT = 10.0
+#: seconds a worker may be seen dead without its fork server reporting its status, before it counts as killed
+UNREPORTED_AFTER = 2.0
 _PR_SET_PDEATHSIG = 1
 
 
@@ -153,6 +157,10 @@ class ForkServer:
             child.returncode = -signal.SIGKILL
         self._children.clear()
 
+    def forked(self) -> int:
+        """How many of its workers are alive, as far as the backend knows."""
+        return len(self._children)
+
     def collect(self) -> None:
         """Read whatever the server sent since the last look (exits), without waiting."""
         if self.status != "gone":
@@ -168,9 +176,10 @@ class ForkServer:
         return self.status == "ready"
 
     # ------------------------------------------------------------------ workers
-    def fork(self, env: Mapping[str, str], fds: Sequence[int], timeout: float = 30.0) -> ForkedProcess | None:
+    def fork(self, env: Mapping[str, str], fds: Sequence[int]) -> ForkedProcess | None:
         """A worker forked with `env`, fds[0] as its stdin and fds[1] as SWEEPLAB_EVENT_FD; None if the server
-        cannot (the caller then starts the worker cold)."""
+        cannot (the caller then starts the worker cold). A server that does not answer within FORK_TIMEOUT
+        (stopped, or hung) forks no more: its workers run on, and later ones start cold."""
         if self.status != "ready":
             return None
         self._reply = None
@@ -179,9 +188,11 @@ class ForkServer:
         except OSError:
             self._gone()
             return None
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + FORK_TIMEOUT
         while self._reply is None and self.status == "ready" and time.monotonic() < deadline:
             self._receive(deadline - time.monotonic())
+        if self._reply is None and self.status == "ready":
+            self.status = f"refused: no answer to a fork within {FORK_TIMEOUT:g}s"
         reply, self._reply = self._reply, None
         if reply is None or reply.get("op") != "forked":
             return None
@@ -216,21 +227,46 @@ class ForkedProcess:
         self.pid = pid
         self.returncode: int | None = None
         self.stdin: Any = None
+        self._looked = 0.0              # when /proc was last read for it
+        self._dead_since: float | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
             self.server.collect()
+        if self.returncode is None:
+            self._unreported()
         return self.returncode
+
+    def _unreported(self) -> None:
+        """A worker that ended while its fork server does not answer (stopped, hung) is never reported by it:
+        seen dead (a zombie, or gone) for UNREPORTED_AFTER seconds, it counts as killed (its real status
+        cannot be read: only its parent may reap it). /proc is read at most every 0.5 s."""
+        now = time.monotonic()
+        if now - self._looked < 0.5:
+            return
+        self._looked = now
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                dead = f.read().rpartition(b")")[2].split()[0] in (b"Z", b"X")
+        except (OSError, IndexError):
+            dead = True
+        if not dead:
+            self._dead_since = None
+        elif self._dead_since is None:
+            self._dead_since = now
+        elif now - self._dead_since >= UNREPORTED_AFTER:
+            self.returncode = -signal.SIGKILL
+            self.server._children.pop(self.pid, None)
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.returncode is None:
+        while self.poll() is None:
             if self.server.status == "gone":
                 break
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(["sweeplab worker"], timeout or 0.0)
-            self.server._receive(left if left is None else min(left, 1.0))
+            self.server._receive(0.5 if left is None else min(left, 0.5))
         assert self.returncode is not None
         return self.returncode
 

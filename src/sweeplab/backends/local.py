@@ -211,8 +211,8 @@ class LocalBackend(Backend):
                               "forked": server.status == "ready", "preload": list(self.preload),
                               "preload_cpu": info.get("cpu"), "failed": info.get("failed", [])}
         if server.status != "ready":
-            if server.status != "gone":
-                server.close(timeout=0)
+            if server.status != "gone" and not server.forked():   # one that stopped answering keeps the
+                server.close(timeout=0)                            # workers it forked until the end
             return None
         cmd_r, cmd_w = os.pipe()
         ev_r, ev_w = os.pipe()
