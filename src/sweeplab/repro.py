@@ -34,7 +34,8 @@ def parse_trial_ref(ref: str) -> tuple[str, int]:
 
 def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], None] = print) -> int:
     """Re-run a failed trial. Returns 1 when the failure reproduced, 0 when the trial now succeeds."""
-    from sweeplab.backends.preload import import_libraries, trial_imports
+    from sweeplab.backends.execution import import_libraries
+    from sweeplab.backends.preload import trial_imports
     from sweeplab.backends.targets import call_trial, load_target, seed_everything, trial_traceback
     from sweeplab.capture import capture_manifest, load_captures
     from sweeplab.config import coerce, typed_schema_of

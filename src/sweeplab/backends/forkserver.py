@@ -290,7 +290,7 @@ def _preload(modules: Sequence[str]) -> list[str]:
     """Import the worker's machinery and `modules`; the names that failed."""
     import sweeplab.backends.worker
     import sweeplab.config  # noqa: F401
-    from sweeplab.backends.preload import import_libraries
+    from sweeplab.backends.execution import import_libraries
 
     return import_libraries(modules)
 

@@ -1,5 +1,5 @@
 """The libraries a trial imports: read from its source before the sweep starts, imported by each worker before
-its first trial (and once for all of them by the fork server, backends/forkserver.py).
+its first trial (`execution.import_libraries`; once for all of them by the fork server, backends/forkserver.py).
 
 Imported early by `sweeplab sweep` (cli/_early.py) to start that fork server while the command line imports:
 only the standard library at the top, `ast` when a scan runs.
@@ -7,15 +7,13 @@ only the standard library at the top, `ast` when a scan runs.
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["import_libraries", "trial_imports"]
+__all__ = ["trial_imports"]
 
 
 #: files of the user's own code read at most, following its imports from the trial's module
@@ -182,32 +180,3 @@ def _installed(top: str, roots: Sequence[str]) -> bool:
         return PathFinder.find_spec(top, path) is not None
     except (ImportError, ValueError):
         return False
-
-
-def import_libraries(names: Sequence[str]) -> list[str]:
-    """Import each of `names` (trial_imports), skipping those that fail; the names that failed. What the
-    imports print is thrown away: a library's import-time warnings belong to no trial's log."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    saved = os.dup(1), os.dup(2)
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    os.close(null)
-    failed = []
-    try:
-        for name in names:
-            try:
-                importlib.import_module(name)
-            except BaseException:   # a library's import may raise anything, SystemExit included
-                failed.append(name)
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        os.close(saved[0])
-        os.close(saved[1])
-    return failed

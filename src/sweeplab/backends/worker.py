@@ -29,8 +29,7 @@ from sweeplab.backends.attempt import execute
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.channel import Channel, EventWriter
 from sweeplab.backends.events import EventKind
-from sweeplab.backends.execution import Execution, RssWatch, control_stream, rss
-from sweeplab.backends.preload import import_libraries
+from sweeplab.backends.execution import Execution, RssWatch, control_stream, import_libraries, rss
 
 __all__ = ["main"]
 
