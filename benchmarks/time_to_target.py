@@ -10,10 +10,15 @@ Two tasks, the training functions of the examples unchanged:
   * xgb:    examples/xgboost_diabetes (validation MSE, minimize; the example's 5-parameter space)
   * digits: examples/torch_digits with `epochs: 9` (validation loss after the last epoch, minimize;
             the example's 4-parameter space)
-and four tools, each with 2 trials at a time on the same machine:
+and five tools, each with 2 trials at a time on the same machine:
   * sweeplab:          `sweeplab.api.run_sweep` on the example's sweep.yaml (tpe; on digits + ASHA 1/3/9
                        epochs, eta 3, and the example's monitors), `metric.target` ends the sweep; in a
-                       fresh process, as `sweeplab sweep` runs;
+                       fresh process, as `sweeplab sweep` runs; its workers are forked from a fork server
+                       that imported the libraries the example's train.py imports (`trial.preload` set to what
+                       sweeplab reads from that file, as a sweep of the example gets: the function here is
+                       this file's recording wrapper); the fork server's CPU is added to sweeplab's compute;
+  * sweeplab, cold:    the same with `trial.preload: false`: each worker process imports the libraries inside
+                       its first trial (sweeplab before the fork server), for the A/B in the same run;
   * optuna n_jobs=2:   TPESampler + SuccessiveHalvingPruner, `study.optimize(n_jobs=2)`, in-memory storage,
                        in a fresh process, as a user's script runs;
   * optuna 2 procs:    the same sampler and pruner in 2 processes sharing a JournalStorage (file backend);
@@ -46,6 +51,7 @@ sweeplab's first trial, a cost the peers, installed with their bytecode, do not 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import itertools
 import json
@@ -311,7 +317,7 @@ class Caps:
 METHOD_ENV = "TTT_SWEEPLAB_METHOD"   # --method, handed to the sweeplab arm's process
 
 
-def run_sweeplab(task: Task, seed: int, caps: Caps, log: str) -> None:
+def run_sweeplab(task: Task, seed: int, caps: Caps, log: str, *, cold: bool = False) -> None:
     import yaml
 
     from sweeplab.api import run_sweep
@@ -325,10 +331,35 @@ def run_sweeplab(task: Task, seed: int, caps: Caps, log: str) -> None:
         spec["method"] = os.environ[METHOD_ENV]
     if task.asha is not None:
         spec["early_terminate"] = task.asha
+    # what the workers import before their first trial (once, in the fork server): what sweeplab reads from
+    # the example's own train.py, as a user's sweep of it gets (the function here is this file's wrapper)
+    from sweeplab.backends.preload import trial_imports
+
+    spec["trial"] = {**(spec.get("trial") or {}),
+                     "preload": list(trial_imports(f"{task.dir / 'train.py'}:train", [str(task.dir)]))}
+    if cold:   # the A/B's other arm, as before the fork server: each worker imports inside its first trial
+        spec["trial"]["preload"] = False
     os.environ[LOG_ENV] = log
+    name = f"ttt-{task.name}-{seed}"
     with tempfile.TemporaryDirectory() as store:
-        run_sweep(spec, store=store, name=f"ttt-{task.name}-{seed}",
-                  overrides=[f"{k}={v}" for k, v in task.overrides.items()])
+        run_sweep(spec, store=store, name=name, overrides=[f"{k}={v}" for k, v in task.overrides.items()])
+        _record_fork_server(store, name, log)
+
+
+def _record_fork_server(store: str, name: str, log: str) -> None:
+    """The fork server's CPU (its Python, sweeplab's worker modules and the libraries it imported for all
+    workers) is compute the objective's clock does not see: it goes into the log as one more record, spent at
+    the start, which `analyse` adds to the CPU to target."""
+    from sweeplab.store import Store
+    from sweeplab.store.queries import events
+
+    st = Store.open(store, readonly=True)
+    for e in events(st, name):
+        data = e.get("data") or {}
+        if e["kind"] == "workers" and data.get("forked") and data.get("preload_cpu"):
+            with open(log, "a") as f:
+                f.write(json.dumps({"trial": "fork-server", "event": "overhead", "t": e["time"],
+                                    "cpu": float(data["preload_cpu"])}) + "\n")
 
 
 def driver_cost_run(task_name: str, trials: str, out: str) -> None:
@@ -545,13 +576,15 @@ def run_ray_tune(task: Task, seed: int, caps: Caps, log: str) -> None:
 
 TOOLS: dict[str, Callable[[Task, int, Caps, str], None]] = {
     "sweeplab": run_sweeplab,
+    "sweeplab-cold": functools.partial(run_sweeplab, cold=True),
     "optuna": run_optuna_threads,
     "optuna-journal": run_optuna_procs,
     "ray-tune": run_ray_tune,
 }
-FRESH = ("sweeplab", "optuna")     # optuna-journal spawns its own 2 processes; Ray Tune's trials run in Ray workers
-LABELS = {"sweeplab": "sweeplab", "optuna": "optuna n_jobs=2", "optuna-journal": "optuna 2 procs (journal)",
-          "ray-tune": "ray tune (optuna+asha)"}
+#: run in a process of their own (optuna-journal spawns its own 2 processes; Ray Tune's trials run in Ray workers)
+FRESH = ("sweeplab", "sweeplab-cold", "optuna")
+LABELS = {"sweeplab": "sweeplab", "sweeplab-cold": "sweeplab, workers cold", "optuna": "optuna n_jobs=2",
+          "optuna-journal": "optuna 2 procs (journal)", "ray-tune": "ray tune (optuna+asha)"}
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -589,12 +622,14 @@ def analyse(log: str, t0: float, t_end: float, target: float) -> Outcome:
     t_stop = min(hits) if hits else t_end
     first: dict[str, float] = {}
     last: dict[str, float] = {}
+    overhead = sum(e["cpu"] for e in events if e["event"] == "overhead")   # sweeplab's fork server
+    events = [e for e in events if e["event"] != "overhead"]
     for e in sorted(events, key=lambda e: e["t"]):
         if e["t"] > t_stop:
             continue
         first.setdefault(e["trial"], e["cpu"])
         last[e["trial"]] = e["cpu"]
-    cpu = sum(last[k] - first[k] for k in first)
+    cpu = overhead + sum(last[k] - first[k] for k in first)
     values = [e["value"] for e in events if e["event"] == "done" and e["value"] is not None]
     gaps = slot_idle(events, t_stop)
     starts = [e["t"] for e in events if e["event"] == "start"]

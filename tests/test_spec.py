@@ -544,3 +544,21 @@ def test_hyperband_min_iter_beside_max_iter_is_a_warning_as_w_and_b_uses_max_ite
     spec = parse_spec(raw, file="sweep.yaml")
     assert spec.early_terminate["min_iter"] == 10
     assert any("early_terminate.min_iter: " in w and "max_iter wins" in w for w in spec.warnings)
+
+
+@pytest.mark.parametrize("raw, expect", [
+    (None, None), (True, None), (False, ()), ([], ()), ("torch", ("torch",)),
+    (["torch", "sklearn.datasets", "torch"], ("torch", "sklearn.datasets")),
+])
+def test_trial_preload_reads_module_names_and_survives_a_round_trip(raw, expect):
+    base = {"function": "t.py:f", "method": "random", "parameters": {"x": {"min": 0, "max": 1}}}
+    spec = parse_spec({**base, "trial": {"preload": raw}}, file="s.yaml")
+    assert spec.trial.preload == expect
+    assert parse_spec(spec.to_jsonable(), file="again").trial.preload == expect
+
+
+@pytest.mark.parametrize("raw", [["torch", 3], ["a b"], ["torch."], 5, {"torch": 1}])
+def test_trial_preload_that_is_not_module_names_is_an_error_naming_the_key(raw):
+    base = {"function": "t.py:f", "method": "random", "parameters": {"x": {"min": 0, "max": 1}}}
+    with pytest.raises(SpecError, match=r"s\.yaml: trial\.preload: is not a list of module names; got .*expected"):
+        parse_spec({**base, "trial": {"preload": raw}}, file="s.yaml")

@@ -131,7 +131,10 @@ sys.argv = ["sweeplab", *sys.argv[1:]]
 import sweeplab.cli
 import sweeplab.backends.local as local
 early.extend(p.pid for _, p, _ in local._PRESTARTED)
-print("EARLY", json.dumps({"pids": early, "spec_read": "sweeplab.spec" in sys.modules}), flush=True)
+servers = [s.proc.pid for _, _, s in local._PRESTARTED_SERVERS]
+early.extend(servers)
+print("EARLY", json.dumps({"pids": early, "servers": servers, "spec_read": "sweeplab.spec" in sys.modules}),
+      flush=True)
 sweeplab.cli.main()
 """
 
@@ -165,6 +168,32 @@ def test_a_sweep_starts_its_workers_before_reading_its_spec_and_runs_its_trials_
     assert left == []
     # the process ended without the interpreter's teardown, after closing its store (checkpointed: no WAL left)
     assert (tmp_path / "st" / "store.db").exists() and not (tmp_path / "st" / "store.db-wal").exists()
+
+
+_FORKED_TRIAL = ("import os\ndef f(config, run):\n    import yaml\n"
+                 "    open(os.path.join(os.environ['PIDS'], f'{os.getpid()}-{os.getppid()}'), 'w').close()\n"
+                 "    return {'loss': float(config['x'])}\n")
+
+
+@pytest.mark.parametrize("case", ["taken", "bad-input"])
+def test_a_sweep_whose_trial_imports_libraries_starts_its_fork_server_before_reading_its_spec(
+        tmp_path: Path, case: str) -> None:
+    """The fork server (backends/forkserver.py) imports the trial's libraries while the command line imports;
+    the backend forks its workers from it, and a sweep that ends on bad input ends it."""
+    (tmp_path / "t.py").write_text(_FORKED_TRIAL)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"function: {tmp_path / 't.py'}:f\nmethod: {'random' if case == 'taken' else 'nope'}\n"
+                    "budget: {trials: 4}\nparameters:\n  x: {min: 0.0, max: 1.0}\n")
+    early, left, proc = _early_run(["sweep", str(spec), "--store", str(tmp_path / "st"), "-w", "2", "-q"], tmp_path)
+    assert len(early["servers"]) == 1 and early["pids"] == early["servers"] and not early["spec_read"]
+    if case == "taken":
+        assert proc.returncode == 0, proc.stderr
+        assert "trials: 4 completed" in proc.stdout
+        parents = {int(p.name.split("-")[1]) for p in (tmp_path / "pids").iterdir()}
+        assert parents == set(early["servers"])   # every trial ran in a worker forked by the early server
+    else:
+        assert proc.returncode == 2 and "unknown method" in proc.stderr
+    assert left == []
 
 
 @pytest.mark.parametrize("case", ["bad-input", "other-plan"])

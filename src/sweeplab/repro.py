@@ -34,6 +34,8 @@ def parse_trial_ref(ref: str) -> tuple[str, int]:
 
 def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], None] = print) -> int:
     """Re-run a failed trial. Returns 1 when the failure reproduced, 0 when the trial now succeeds."""
+    from sweeplab.backends.execution import import_libraries
+    from sweeplab.backends.preload import trial_imports
     from sweeplab.backends.targets import call_trial, load_target, seed_everything, trial_traceback
     from sweeplab.capture import capture_manifest, load_captures
     from sweeplab.config import coerce, typed_schema_of
@@ -126,7 +128,8 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
 
         wandb = FunctionTrial({"param_path": str(tmp / "wandb-params.yaml"),
                                "args": wandb_args(params, spec.get("parameters")), "env": run_env(name, number)})
-        fn = load_target(target, [cwd, str(Path(sweep["spec_path"]).parent) if sweep["spec_path"] else cwd])
+        import_path = [cwd, str(Path(sweep["spec_path"]).parent) if sweep["spec_path"] else cwd]
+        fn = load_target(target, import_path)
         config = coerce(config_raw, typed_schema_of(fn))
     except BaseException:
         if wandb is not None:
@@ -140,6 +143,10 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
               attempt=int(failed["number"]) + 1, seed=trial["seed"], checkpoint_dir=str(ckpt_copy),
               captured=captured, smoke=smoke)
     if trial["seed"] is not None:
+        # the sweep's workers imported these before the trial (backends/forkserver.py): so that the seed
+        # seeds the same libraries here, whether `train` imports them at its top or inside
+        preload = (spec.get("trial") or {}).get("preload")
+        import_libraries(preload if preload is not None else trial_imports(target, import_path))
         seed_everything(int(trial["seed"]))
     try:
         result = wandb.call(lambda: call_trial(fn, config, run), run.log, lambda: run.should_stop)

@@ -65,3 +65,16 @@ def test_gpu_slot_sets_cuda_visible_devices(tmp_path):
         assert points[0][2] == 3.0
     finally:
         b.shutdown()
+
+
+class TestForkedWorkersContract(BackendContract):
+    """The same contract with every worker forked from a fork server (backends/forkserver.py)."""
+
+    @pytest.fixture
+    def make_backend(self):
+        return lambda n: LocalBackend(plan_slots(n, cpus=0, gpus=0, gpu_ids=[]), preload=("decimal",),
+                                      fork_server=True)
+
+    @pytest.fixture
+    def trials_file(self):
+        return TRIALS

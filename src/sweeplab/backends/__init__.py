@@ -18,7 +18,7 @@ from typing import Any
 from sweeplab.backends.base import Backend
 from sweeplab.errors import UserError
 
-__all__ = ["BACKENDS", "backend_factory", "make_backend"]
+__all__ = ["BACKENDS", "backend_factory", "make_backend", "preload_of"]
 
 
 def _local(spec: Any = None, *, workers: int | None = None, gpu_ids: Sequence[int] | None = None,
@@ -38,7 +38,25 @@ def _local(spec: Any = None, *, workers: int | None = None, gpu_ids: Sequence[in
         n = max(1, int((os.cpu_count() or 1) // cpus)) if cpus > 0 else (os.cpu_count() or 1)
         if gpu_req > 0 and ids:
             n = min(n, int(len(ids) / gpu_req) if gpu_req >= 1 else int(len(ids) * (1 / gpu_req)))
-    return LocalBackend(plan_slots(n, cpus=cpus, gpus=gpu_req, gpu_ids=ids), hide_gpus=smoke)
+    return LocalBackend(plan_slots(n, cpus=cpus, gpus=gpu_req, gpu_ids=ids), hide_gpus=smoke,
+                        preload=preload_of(spec))
+
+
+def preload_of(spec: Any) -> tuple[str, ...]:
+    """The libraries a function trial's workers import before its first trial: `trial.preload`, else those
+    its code imports (backends/preload.trial_imports), found beside the spec file first, then in the working
+    directory, as the driver finds the function; none for a command trial, or with SWEEPLAB_FORK_SERVER=0."""
+    function = getattr(spec, "function", None)
+    if not function or os.environ.get("SWEEPLAB_FORK_SERVER", "1") == "0":
+        return ()
+    given = getattr(getattr(spec, "trial", None), "preload", None)
+    if given is not None:
+        return tuple(given)
+    from sweeplab.backends.preload import trial_imports
+
+    source = getattr(spec, "source", None)
+    roots = [str(Path(source).resolve().parent)] if source is not None else []
+    return trial_imports(str(function), [*roots, os.getcwd()])
 
 
 def _ray(spec: Any = None, *, workers: int | None = None, address: str | None = None, smoke: bool = False,

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -157,6 +157,21 @@ def redirect_output(log_path: str, header: bytes = b""):  # type: ignore[no-unty
                 stream.flush()
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
+
+
+def import_libraries(names: Sequence[str]) -> list[str]:
+    """Import each of `names` (preload.trial_imports), skipping those that fail; the names that failed. What
+    the imports print is thrown away: a library's import-time warnings belong to no trial's log."""
+    import importlib
+
+    failed = []
+    with redirect_output(os.devnull):
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except BaseException:   # a library's import may raise anything, SystemExit included
+                failed.append(name)
+    return failed
 
 
 def control_stream() -> BinaryIO:

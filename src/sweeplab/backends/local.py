@@ -29,9 +29,11 @@ from typing import Any
 from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
 from sweeplab.backends.base import Backend, TrialTask
 from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
+from sweeplab.backends.forkserver import ForkedProcess, ForkServer
 from sweeplab.errors import BackendError, UserError
 
-__all__ = ["MAX_LOCAL_WORKERS", "LocalBackend", "Slot", "plan_slots", "prestart", "release_prestarted"]
+__all__ = ["MAX_LOCAL_WORKERS", "LocalBackend", "Slot", "plan_slots", "prestart", "prestart_fork_server",
+           "release_prestarted"]
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ def detect_gpus() -> list[int]:
 @dataclass
 class _Worker:
     slot: Slot
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | ForkedProcess
     rfd: int
     buf: bytearray = field(default_factory=bytearray)
     task: TrialTask | None = None
@@ -125,10 +127,17 @@ class LocalBackend(Backend):
     supports_decisions = True
 
     def __init__(self, slots: Sequence[Slot], *, env: Mapping[str, str] | None = None,
-                 hide_gpus: bool = False) -> None:
+                 hide_gpus: bool = False, preload: Sequence[str] = (), fork_server: bool | None = None) -> None:
         self.slots = list(slots)
         self._env = dict(env or {})
         self._hide_gpus = hide_gpus
+        #: libraries the trial's code imports (preload.trial_imports): every worker imports them before its
+        #: first trial, and with 2+ slots of one environment they are imported once, by a fork server
+        self.preload = tuple(preload)
+        self._fork_server = fork_server   # None: when it pays (_forks); True: whenever it can; False: never
+        self._server: ForkServer | None = None
+        self.fork_note: dict[str, Any] = {}   # how the workers started, once a fork server was tried
+        self._noted = False
         self._workers: dict[int, _Worker] = {}          # slot index -> worker
         self._retired: list[_Worker] = []
         self._by_trial: dict[int, _Worker] = {}
@@ -146,18 +155,79 @@ class LocalBackend(Backend):
     def start(self) -> None:
         """Start one worker per slot (idempotent: the CLI starts them early, while the driver sets up).
         Workers `prestart` started for this sweep are taken over; those left over are ended."""
-        for slot in self.slots:
-            if slot.index not in self._workers:
-                self._spawn(slot)
+        if self._server is None and self._forks():
+            env = _worker_env(self.slots[0], self._env, hide_gpus=self._hide_gpus)
+            try:
+                self._server = _adopt_server(env, self.preload) or ForkServer(env, self.preload)
+            except OSError as exc:
+                self.fork_note = {"level": "warning", "kind": "workers", "forked": False,
+                                  "message": f"workers started one by one (no fork server: {exc})"}
+        if self._server is None:   # else each worker is forked at its first trial, once the imports are done
+            for slot in self.slots:
+                if slot.index not in self._workers:
+                    self._spawn(slot)
         release_prestarted()
+
+    def _forks(self) -> bool:
+        """Whether workers are forked from a fork server (backends/forkserver.py): the trial imports
+        libraries, 2+ slots share one environment (CPU-only), and SWEEPLAB_FORK_SERVER is not 0."""
+        if self._fork_server is False or os.environ.get("SWEEPLAB_FORK_SERVER", "1") == "0":
+            return False
+        if self._fork_server is None and (not self.preload or len(self.slots) < 2):
+            return False
+        envs = {tuple(sorted(_worker_env(s, self._env, hide_gpus=self._hide_gpus).items())) for s in self.slots}
+        return len(envs) == 1 and not any(s.gpus for s in self.slots) and sys.platform.startswith("linux")
 
     def _spawn(self, slot: Slot) -> _Worker:
         env = _worker_env(slot, self._env, hide_gpus=self._hide_gpus)
-        proc, r = _adopt(env) or _popen(env)
+        started: tuple[subprocess.Popen[bytes] | ForkedProcess, int] | None = self._fork(env)
+        if started is None:
+            started = _adopt(env) or _popen(env)
+            if self.preload:   # imported before its first trial, as a forked worker has them
+                _send_line(started[0], {"op": "preload", "modules": list(self.preload)})
+        proc, r = started
         worker = _Worker(slot, proc, r)
         self._workers[slot.index] = worker
         self._sel.register(r, selectors.EVENT_READ, worker)
         return worker
+
+    def _fork(self, env: Mapping[str, str]) -> tuple[ForkedProcess, int] | None:
+        """A worker forked from the fork server; None when there is none, it refused, or it is gone (the
+        worker is then started cold). The first call waits for the server's imports."""
+        server = self._server
+        if server is None:
+            return None
+        if server.status == "starting":
+            server.ready(PRELOAD_TIMEOUT)
+        if not self.fork_note:
+            info = server.info
+            if server.status == "ready":
+                failed = f"; could not import {', '.join(info['failed'])}" if info.get("failed") else ""
+                message = (f"workers forked from one process that imported {', '.join(self.preload) or 'sweeplab'}"
+                           f" ({info.get('cpu', 0):.1f} CPU-s){failed}")
+            else:
+                message = f"workers started one by one (fork server {server.status})"
+            self.fork_note = {"level": "info", "kind": "workers", "message": message,
+                              "forked": server.status == "ready", "preload": list(self.preload),
+                              "preload_cpu": info.get("cpu"), "failed": info.get("failed", [])}
+        if server.status != "ready":
+            if server.status != "gone" and not server.forked():   # one that stopped answering keeps the
+                server.close(timeout=0)                            # workers it forked until the end
+            return None
+        cmd_r, cmd_w = os.pipe()
+        ev_r, ev_w = os.pipe()
+        try:
+            proc = server.fork(env, (cmd_r, ev_w))
+        finally:
+            os.close(cmd_r)
+            os.close(ev_w)
+        if proc is None:
+            os.close(cmd_w)
+            os.close(ev_r)
+            return None
+        proc.stdin = os.fdopen(cmd_w, "wb")
+        os.set_blocking(ev_r, False)
+        return proc, ev_r
 
     def shutdown(self, *, grace: float = 0.0) -> None:
         for worker in self._retired:
@@ -180,6 +250,9 @@ class LocalBackend(Backend):
             self._drain(worker)
             self._close(worker)
         self._workers.clear()
+        if self._server is not None:
+            self._server.close()
+            self._server = None
 
     # ----------------------------------------------------------------------------- trials
     def free_slots(self) -> int:
@@ -211,6 +284,10 @@ class LocalBackend(Backend):
             task_d["env"] = env
             worker.task = task
             self._by_trial[task.trial_id] = worker
+            if self.fork_note and not self._noted:   # in the sweep's events, with the trial that waited for it
+                self._noted = True
+                self._pending.append(Event(EventKind.NOTE, task.trial_id, task.attempt, time.time(),
+                                           dict(self.fork_note)))
             if not self._send(worker, {"op": "run", "task": task_d}):
                 worker.kill_reason = "worker died before the trial started"
             return
@@ -252,6 +329,9 @@ class LocalBackend(Backend):
             fds = [w.rfd for w in [*self._workers.values(), *self._retired] if not w.closed]
         except RuntimeError:   # the other thread changed the workers while we listed them
             return True
+        server = self._server
+        if server is not None and server.status != "gone":
+            fds.append(server.fileno())   # a forked worker's exit status comes from there
         if not fds:
             time.sleep(timeout)
             return False
@@ -264,6 +344,8 @@ class LocalBackend(Backend):
         events, self._pending = self._pending, []
         if events:
             timeout = 0.0
+        if self._server is not None:
+            self._server.collect()
         for key, _ in self._sel.select(timeout):
             worker: _Worker = key.data
             events.extend(self._read(worker))
@@ -322,15 +404,7 @@ class LocalBackend(Backend):
 
     # ----------------------------------------------------------------------------- plumbing
     def _send(self, worker: _Worker, msg: dict[str, Any]) -> bool:
-        stdin = worker.proc.stdin
-        if stdin is None or worker.closed:
-            return False
-        try:
-            stdin.write(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
-            stdin.flush()
-            return True
-        except (BrokenPipeError, OSError, ValueError):
-            return False
+        return not worker.closed and _send_line(worker.proc, msg)
 
     def _killpg(self, worker: _Worker) -> None:
         """Kill the worker's group and its command program's (a session of its own): at once, not when the
@@ -361,7 +435,23 @@ class LocalBackend(Backend):
             del self._workers[worker.slot.index]
 
 
+def _send_line(proc: subprocess.Popen[bytes] | ForkedProcess, msg: Mapping[str, Any]) -> bool:
+    """Write one command line to a worker's stdin; False if it is gone."""
+    stdin = proc.stdin
+    if stdin is None:
+        return False
+    try:
+        stdin.write(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
+        stdin.flush()
+        return True
+    except (BrokenPipeError, OSError, ValueError):
+        return False
+
+
 # ----------------------------------------------------------------------------- starting a worker
+#: how long the first trial waits for the fork server's imports before workers are started cold instead
+PRELOAD_TIMEOUT = 120.0
+
 def _worker_env(slot: Slot, extra: Mapping[str, str], *, hide_gpus: bool) -> dict[str, str]:
     """The environment of a worker of `slot` (but its event pipe's fd, which each worker has its own)."""
     env = dict(os.environ)
@@ -412,7 +502,7 @@ def prestart(workers: int, *, cpus: float = 1.0) -> None:
     `release_prestarted` ends those not taken: when a backend starts, and at exit. A worker that cannot
     start here is left to the backend, which reports it as it always has.
     """
-    if not _PRESTARTED:
+    if not _PRESTARTED and not _PRESTARTED_SERVERS:
         import atexit
 
         atexit.register(release_prestarted)
@@ -434,8 +524,39 @@ def _adopt(env: Mapping[str, str]) -> tuple[subprocess.Popen[bytes], int] | None
     return None
 
 
+def prestart_fork_server(preload: Sequence[str], *, cpus: float = 1.0) -> None:
+    """Start the fork server of a sweep of one-CPU slots whose trial imports `preload`, before the sweep's
+    backend exists (as `prestart` does for workers: `sweeplab sweep` does, from its spec's `function:` line,
+    cli/_early.py); a backend that would start the same one takes it over."""
+    if not _PRESTARTED and not _PRESTARTED_SERVERS:
+        import atexit
+
+        atexit.register(release_prestarted)
+    env = _worker_env(Slot(0, cpus), {}, hide_gpus=False)
+    with contextlib.suppress(OSError):
+        _PRESTARTED_SERVERS.append((env, tuple(preload), ForkServer(env, preload)))
+
+
+#: fork servers started before their backend exists: (environment, preload, server)
+_PRESTARTED_SERVERS: list[tuple[dict[str, str], tuple[str, ...], ForkServer]] = []
+
+
+def _adopt_server(env: Mapping[str, str], preload: Sequence[str]) -> ForkServer | None:
+    for i, (started_env, started_preload, server) in enumerate(_PRESTARTED_SERVERS):
+        if started_env == env and started_preload == tuple(preload) and server.proc.poll() is None:
+            del _PRESTARTED_SERVERS[i]
+            return server
+    return None
+
+
 def release_prestarted() -> None:
-    """End the prestarted workers no backend took (SIGKILL to their group: none has run anything)."""
+    """End the prestarted workers and fork servers no backend took (SIGKILL to their group: none has run
+    anything)."""
+    while _PRESTARTED_SERVERS:
+        server = _PRESTARTED_SERVERS.pop()[2]
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(server.proc.pid, signal.SIGKILL)
+        server.close(timeout=5)
     while _PRESTARTED:
         _, proc, r = _PRESTARTED.pop()
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -3,6 +3,7 @@
 `python -m sweeplab.backends.worker` reads commands as JSON lines on stdin
     {"op": "run", "task": {...TrialTask...}}   {"op": "stop", "trial": id}   {"op": "exit"}
     {"op": "go", "trial": id, "step": n}       (the trial waiting at decision step n goes on)
+    {"op": "preload", "modules": [...]}        (import the libraries the trial's code imports, before it)
 and writes events (backends/events.py) as JSON lines to the file descriptor named by SWEEPLAB_EVENT_FD.
 A worker runs one trial at a time and is reused for the next one (cheap), unless the trial was a command
 (it ran in a child process anyway), it was preempted, or its memory grew past a limit: then it exits and
@@ -28,7 +29,7 @@ from sweeplab.backends.attempt import execute
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.channel import Channel, EventWriter
 from sweeplab.backends.events import EventKind
-from sweeplab.backends.execution import Execution, RssWatch, control_stream, rss
+from sweeplab.backends.execution import Execution, RssWatch, control_stream, import_libraries, rss
 
 __all__ = ["main"]
 
@@ -46,6 +47,7 @@ def main() -> int:
     commands = control_stream()   # trials see an empty stdin
     current: list[Execution | None] = [None]
     tasks: list[TrialTask | None] = []
+    preloads: list[list[str]] = []   # libraries to import before the next trial (preload.trial_imports)
     have_task = threading.Condition()
     sigterm = {"got": False}
 
@@ -85,6 +87,10 @@ def main() -> int:
                 with have_task:
                     tasks.append(TrialTask.from_dict(msg["task"]))
                     have_task.notify()
+            elif op == "preload":
+                with have_task:
+                    preloads.append([str(m) for m in msg.get("modules") or ()])
+                    have_task.notify()
             elif op == "go":
                 ex = current[0]
                 if ex is not None and ex.task.trial_id == msg.get("trial"):
@@ -119,9 +125,14 @@ def main() -> int:
     watch = RssWatch(rss() or 0)
     while True:
         with have_task:
-            while not tasks:
+            while not tasks and not preloads:
                 have_task.wait()
-            task = tasks.pop(0)
+            modules = preloads.pop(0) if preloads else None
+            task = tasks.pop(0) if modules is None else None
+        if modules is not None:
+            import_libraries(modules)
+            watch = RssWatch(rss() or 0)   # the libraries are part of the worker, not a trial's growth
+            continue
         if task is None:
             return 0
         ex = execute(task, Channel(out, task), current, watch)

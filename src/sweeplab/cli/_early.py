@@ -31,6 +31,9 @@ GUESS_CAP = 8
 #: top-level `workers: N` and `backend: NAME` lines of a spec, read without a YAML parser (a guess only)
 _SPEC_WORKERS = re.compile(r"^workers:[ \t]*(\d+)[ \t]*(?:#.*)?$", re.M)
 _SPEC_BACKEND = re.compile(r"^backend:[ \t]*[\"']?([A-Za-z_]\w*)", re.M)
+#: the top-level `function: file.py:fn` line (unquoted or quoted), and whether a spec names `preload` at all
+_SPEC_FUNCTION = re.compile(r"^function:[ \t]*[\"']?([^\s\"'#]+)", re.M)
+_SPEC_PRELOAD = re.compile(r"^[ \t]*preload:", re.M)
 
 
 def planned_workers(argv: list[str]) -> int | None:
@@ -64,6 +67,8 @@ def planned_workers(argv: list[str]) -> int | None:
         elif not arg.startswith("-") and spec is None:
             spec = arg
         i += 1
+    global planned_spec
+    planned_spec = spec
     if workers is None:
         text = _head(spec)
         backend = _SPEC_BACKEND.search(text)
@@ -100,6 +105,8 @@ def _is_sweeplab(program: str) -> bool:
 
 #: the workers this process started early; None: not a plain local sweep run as the console script
 planned: int | None = None
+#: the spec file of that sweep
+planned_spec: str | None = None
 
 
 #: workers `prestart` kept back, started by `start_rest` once the command line is imported
@@ -132,9 +139,28 @@ def prestart(argv: list[str] | None = None) -> None:
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     n = prestart_count(n, cores)
+    preload = _preload(planned_spec) if n >= 2 else ()
+    if preload:   # the workers will be forked from a fork server that imports these: start it instead
+        from sweeplab.backends.local import prestart_fork_server
+
+        prestart_fork_server(preload)
+        return
     first = first_batch(n, cores)
     _rest = n - first
     start_workers(first)
+
+
+def _preload(spec: str | None) -> tuple[str, ...]:
+    """The libraries the spec's `function:` imports (backends/preload.trial_imports), as the backend will read
+    them; none for a command, a spec that names `preload` itself, or SWEEPLAB_FORK_SERVER=0."""
+    text = _head(spec)
+    function = _SPEC_FUNCTION.search(text)
+    if function is None or _SPEC_PRELOAD.search(text) or os.environ.get("SWEEPLAB_FORK_SERVER", "1") == "0":
+        return ()
+    from sweeplab.backends.preload import trial_imports
+
+    assert spec is not None
+    return trial_imports(function.group(1), [os.path.dirname(os.path.abspath(spec)), os.getcwd()])
 
 
 def start_rest() -> None:

@@ -34,6 +34,7 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress"),
 ) -> None:
     """Run one trial of a function (recorded as a single-trial sweep): the same code path as a sweep."""
+    from sweeplab.backends import preload_of
     from sweeplab.backends.local import LocalBackend, plan_slots
     from sweeplab.spec import parse_spec
 
@@ -54,7 +55,7 @@ def run(
     where = target.rpartition(":")[0] or target
     stem = (Path(where).stem if where.endswith(".py") else where.rpartition(".")[2]).replace(".", "-") or "run"
     sweep_name = _unique_name(st, name or f"run-{stem}")
-    be = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]), hide_gpus=smoke)
+    be = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]), hide_gpus=smoke, preload=preload_of(spec))
     _run_driver(spec, st, be, sweep_name=sweep_name, overrides=overrides, smoke=smoke,
                 hard=False, quiet=quiet, create=True, spec_path=None, single=True)
 

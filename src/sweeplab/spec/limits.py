@@ -110,7 +110,7 @@ class _Limits(_Reader):
             return TrialPolicy()
         raw = self.mapping(raw, "trial", "{timeout: 10m, retries: 2, checkpoint_every: 5m}")
         allowed = ("timeout", "retries", "checkpoint_every", "keep_checkpoints", "grace",
-                   "heartbeat_timeout", "torch_profiler")
+                   "heartbeat_timeout", "torch_profiler", "preload")
         self.keys(raw, allowed, "trial")
         profiler = raw.get("torch_profiler")
         if profiler is True:
@@ -130,7 +130,22 @@ class _Limits(_Reader):
             heartbeat_timeout=self.positive_duration(raw.get("heartbeat_timeout", defaults.heartbeat_timeout),
                                                      "trial.heartbeat_timeout", "null turns the check off"),
             torch_profiler=profiler,
+            preload=self.preload(raw.get("preload")),
         )
+
+    def preload(self, raw: Any) -> tuple[str, ...] | None:
+        """`trial.preload`: module names (a list, or one name), false for none, true or left out to read them
+        from the trial's code."""
+        if raw is None or raw is True:
+            return None
+        if raw is False:
+            return ()
+        names = [raw] if isinstance(raw, str) else raw
+        expected = "a list of module names like [torch, sklearn.datasets], or false"
+        if not isinstance(names, list) or not all(
+                isinstance(n, str) and n and all(part.isidentifier() for part in n.split(".")) for n in names):
+            raise self.error("is not a list of module names", "trial.preload", value=raw, expected=expected)
+        return tuple(dict.fromkeys(names))
 
     def positive_duration(self, raw: Any, key: str, off: str) -> float | None:
         """A duration above 0: a trial timeout or heartbeat timeout of 0 would fail every trial at once."""

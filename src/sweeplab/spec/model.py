@@ -94,6 +94,9 @@ class TrialPolicy:
     grace: float = 30.0                         # seconds between SIGTERM and SIGKILL
     heartbeat_timeout: float | None = 60.0      # a silent trial is declared lost after this
     torch_profiler: Mapping[str, Any] | None = None
+    #: libraries each worker imports before its first trial (once for all workers, in a fork server): None
+    #: reads them from the trial's code (backends/preload.trial_imports); () imports none
+    preload: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

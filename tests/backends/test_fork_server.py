@@ -1,0 +1,358 @@
+"""Workers forked from a fork server that imported the trial's libraries once (backends/forkserver.py).
+
+The backend contract runs with forked workers too (tests/backends/test_local_backend.py); these are the
+fork server's own promises, on real processes: which libraries it imports, that a worker has them before its
+first trial and is the backend's to signal, that each worker's numpy draws its own numbers, that a fork
+server that dies or started a thread costs no trial, and that nothing outlives a driver killed with -9.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from sweeplab.backends.events import EventKind
+from sweeplab.backends.forkserver import ForkedProcess
+from sweeplab.backends.local import LocalBackend, plan_slots
+from sweeplab.backends.preload import trial_imports
+from sweeplab.testing.backends import collect, make_task
+
+pytestmark = pytest.mark.slow
+
+PROBE = '''
+import os, sys, time
+
+def probe(config, run):
+    """What this worker had loaded before the trial, and a draw of numpy's global generator if it has one."""
+    np = sys.modules.get("numpy")
+    run.log({"had": int(config["module"] in sys.modules), "pid": os.getpid(), "ppid": os.getppid(),
+             "draw": float(np.random.random()) if np is not None else -1.0})
+    time.sleep(config.get("sleep", 0))
+    return {"done": 1}
+'''
+
+
+def _project(tmp: Path, **files: str) -> Path:
+    for name, text in files.items():
+        p = tmp / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text))
+    return tmp
+
+
+def _metrics(events) -> dict:
+    return {p[1]: p[2] for e in events if e.kind is EventKind.METRICS for p in e.data["points"]}
+
+
+def _gone(pids, timeout: float = 15.0) -> list[int]:
+    """The pids still alive (not zombies) after waiting up to `timeout` for them to end."""
+    def running(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [p for p in pids if running(p)]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------------------- trial_imports
+def test_trial_imports_reads_the_installed_libraries_the_trials_code_imports_without_running_it(tmp_path):
+    proj = _project(tmp_path, **{
+        "train.py": """
+            import json, os                       # the standard library: left out
+            import yaml                           # installed, at the top
+            from typing import TYPE_CHECKING
+            from helpers import lr                # the user's own module: read in turn
+            from . import sibling                 # relative: the user's own
+            import sweeplab                       # already in every worker
+            if TYPE_CHECKING:
+                import typer                      # for the type checker only
+            raise SystemExit("never run")
+
+            def train(config, run):
+                import psutil                     # installed, inside the function
+                import not_installed_anywhere     # missing: the trial's own import reports it
+        """,
+        "helpers.py": """
+            def lr():
+                from rich.console import Console  # installed, in a module train.py imports
+        """,
+    })
+    assert set(trial_imports("train.py:train", [str(proj)])) == {"yaml", "psutil", "rich.console"}
+    # a module target, found on the import path; a command or a function shipped by value has none
+    assert set(trial_imports("helpers:lr", [str(proj)])) == {"rich.console"}
+    assert trial_imports(None) == () and trial_imports("functions/abc.pkl:fn") == ()
+
+
+# ---------------------------------------------------------------------------------------- the workers
+def test_workers_are_forked_from_the_server_with_the_libraries_loaded_and_their_own_random_draws(tmp_path):
+    proj = _project(tmp_path, **{"probe.py": PROBE})
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("numpy", "colorsys"))
+    b.start()
+    try:
+        fn = f"{proj / 'probe.py'}:probe"
+        b.submit(make_task(tmp_path, 1, fn, config={"module": "colorsys", "sleep": 0.5}))
+        b.submit(make_task(tmp_path, 2, fn, config={"module": "colorsys", "sleep": 0.5}))
+        server = b._server
+        assert server is not None and server.status == "ready"
+        assert all(isinstance(w.proc, ForkedProcess) for w in b._workers.values())
+        ev = collect(b, [1, 2])
+        m1, m2 = _metrics(ev[1]), _metrics(ev[2])
+        assert m1["had"] == m2["had"] == 1                      # imported by the server, before the trial
+        assert m1["ppid"] == m2["ppid"] == server.proc.pid      # forked by it ...
+        assert {os.getpgid(int(m["pid"])) for m in (m1, m2)} == {int(m1["pid"]), int(m2["pid"])}  # ... own groups
+        assert m1["draw"] != m2["draw"]                         # numpy reseeded in each worker, as a fresh one
+        assert [e.kind for e in ev[1] + ev[2]].count(EventKind.NOTE) == 1
+        note = next(e.data for e in ev[1] + ev[2] if e.kind is EventKind.NOTE)
+        assert note["forked"] is True and note["preload"] == ["numpy", "colorsys"] and note["preload_cpu"] > 0
+        workers = [int(m1["pid"]), int(m2["pid"])]
+    finally:
+        b.shutdown(grace=0.0)
+    assert _gone([*workers, server.proc.pid]) == []
+
+
+def test_a_cold_worker_imports_the_libraries_before_its_first_trial_too(tmp_path):
+    """One slot (no fork server): the trial's seed then seeds torch/numpy however the trial imports them."""
+    proj = _project(tmp_path, **{"probe.py": PROBE})
+    fn = f"{proj / 'probe.py'}:probe"
+    for preload, had in ((("colorsys",), 1), ((), 0)):
+        b = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]), preload=preload)
+        b.start()
+        try:
+            assert b._server is None
+            b.submit(make_task(tmp_path, 1, fn, config={"module": "colorsys"}))
+            assert _metrics(collect(b, [1])[1])["had"] == had
+        finally:
+            b.shutdown(grace=0.0)
+
+
+def test_a_fork_server_killed_mid_trial_fails_its_workers_trials_and_the_next_trial_starts_cold(tmp_path):
+    proj = _project(tmp_path, **{"probe.py": PROBE})
+    fn = f"{proj / 'probe.py'}:probe"
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
+    b.start()
+    try:
+        for i in (1, 2):
+            b.submit(make_task(tmp_path, i, fn, config={"module": "colorsys", "sleep": 60}))
+        server = b._server
+        assert server is not None
+        seen: dict[int, int] = {}
+        deadline = time.monotonic() + 30
+        while len(seen) < 2 and time.monotonic() < deadline:   # both trials running
+            for ev in b.poll(0.1):
+                if ev.kind is EventKind.METRICS:
+                    seen[ev.trial] = int(_metrics([ev])["pid"])
+        os.kill(server.proc.pid, signal.SIGKILL)
+        ended = collect(b, [1, 2], timeout=30)
+        for i in (1, 2):
+            last = ended[i][-1]
+            assert last.kind is EventKind.FAILED and last.data["signal"] == signal.SIGKILL, last
+        assert _gone(list(seen.values())) == []                 # no orphaned worker
+        b.submit(make_task(tmp_path, 3, fn, config={"module": "colorsys"}))
+        ev3 = collect(b, [3])[3]
+        assert ev3[-1].kind is EventKind.FINISHED and _metrics(ev3)["had"] == 1   # a cold worker, preloaded
+        assert not any(isinstance(w.proc, ForkedProcess) for w in b._workers.values())
+    finally:
+        b.shutdown(grace=0.0)
+
+
+def test_a_library_that_starts_a_thread_at_import_is_not_forked_from(tmp_path):
+    """Forking a process with another thread can leave a lock held in the child: the workers start cold,
+    and the sweep's events say why."""
+    proj = _project(tmp_path, **{
+        "probe.py": PROBE,
+        "threadlib.py": """
+            import threading, time
+            threading.Thread(target=time.sleep, args=(120,), daemon=True).start()
+        """,
+    })
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("threadlib",),
+                     env={"PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])})
+    b.start()
+    try:
+        b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe", config={"module": "threadlib"}))
+        ev = collect(b, [1])[1]
+        assert ev[-1].kind is EventKind.FINISHED and _metrics(ev)["had"] == 1
+        note = next(e.data for e in ev if e.kind is EventKind.NOTE)
+        assert note["forked"] is False and "threads" in note["message"], note
+        assert not any(isinstance(w.proc, ForkedProcess) for w in b._workers.values())
+    finally:
+        b.shutdown(grace=0.0)
+
+
+# ---------------------------------------------------------------------------------------- a real sweep
+SPEC = """
+name: forked
+function: train.py:train
+method: random
+seed: 0
+workers: 2
+metric: {name: loss, goal: minimize}
+budget: {trials: 4}
+parameters:
+  x: {min: 0.0, max: 1.0}
+"""
+TRAIN = """
+import time
+
+def train(config, run):
+    import yaml                       # an installed library, imported inside the function
+    time.sleep(float(config.get("sleep", 0)))
+    run.log({"loss": config["x"] ** 2})
+"""
+
+
+def test_a_sweep_forks_its_workers_and_says_so_in_its_events(tmp_path):
+    proj = _project(tmp_path, **{"spec.yaml": SPEC, "train.py": TRAIN})
+    done = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "spec.yaml", "--store", "st", "-q"],
+                          cwd=proj, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    from sweeplab.store import Store
+    from sweeplab.store.queries import events, sweep_summary
+
+    st = Store.open(proj / "st", readonly=True)
+    notes = [e for e in events(st, "forked") if e["kind"] == "workers"]
+    summary = sweep_summary(st, "forked")
+    assert len(notes) == 1 and "forked from one process that imported yaml" in notes[0]["message"], notes
+    assert summary["sweep"]["counts"]["completed"] == 4, summary
+
+
+def test_nothing_outlives_a_driver_killed_with_sigkill(tmp_path):
+    proj = _project(tmp_path, **{"spec.yaml": SPEC, "train.py": TRAIN})
+    driver = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", "spec.yaml", "--store", "st", "-q",
+                               "sleep=60"], cwd=proj, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        tree: list[psutil.Process] = []
+        while time.monotonic() < deadline:   # the fork server and both workers up, trials running
+            tree = psutil.Process(driver.pid).children(recursive=True)
+            workers = [p for p in tree if p.ppid() != driver.pid]
+            if len(workers) >= 2:
+                break
+            time.sleep(0.2)
+        assert len(workers) >= 2, [(p.pid, p.cmdline()) for p in tree]
+        driver.kill()
+        driver.wait(timeout=10)
+        assert _gone([p.pid for p in tree]) == []
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+
+
+DRAWS = """
+def train(config, run):
+    import numpy as np                 # imported inside the function: the fork server imported it before
+    run.log({"draw": float(np.random.random())})
+    raise RuntimeError("fails after its draw")
+"""
+
+
+def test_repro_draws_what_the_forked_trial_drew_from_its_seed(tmp_path):
+    """The workers imported numpy before the trial, so the trial's seed seeded it; repro imports it before
+    seeding too, and replays the same draw."""
+    proj = _project(tmp_path, **{"spec.yaml": SPEC.replace("trials: 4", "trials: 2") + "trial: {retries: 0}\n",
+                                 "train.py": DRAWS})
+    done = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "spec.yaml", "--store", "st", "-q"],
+                          cwd=proj, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 or "failed" in done.stdout, done.stderr
+    from sweeplab.store import Store
+
+    st = Store.open(proj / "st", readonly=True)
+    rows = st.conn.execute("SELECT t.number, m.value FROM metrics m JOIN trials t ON t.id = m.trial_id "
+                         "WHERE m.key = 'draw' ORDER BY t.number").fetchall()
+    assert len(rows) == 2 and rows[0][1] != rows[1][1], rows
+    for number, drawn in rows:
+        rp = subprocess.run([sys.executable, "-m", "sweeplab", "repro", f"forked/{number}", "--store", "st"],
+                            cwd=proj, capture_output=True, text=True, timeout=120)
+        assert f"draw = {drawn:.6g}" in rp.stdout, (drawn, rp.stdout, rp.stderr)
+
+
+def test_trial_imports_leaves_out_what_only_the_scripts_main_or_an_unused_function_imports(tmp_path):
+    proj = _project(tmp_path, **{"train.py": """
+        import yaml
+
+        def build():
+            import psutil                          # used by train, through a helper
+            return Model()
+
+        class Model:
+            def fit(self):
+                import rich                        # a method of a class train uses
+
+        def tune_with_other_tools():
+            import optuna                          # nothing train uses imports it
+
+        def train(config, run):
+            return build()
+
+        if __name__ == "__main__":
+            import typer                           # the script's own command line
+    """})
+    assert set(trial_imports("train.py:train", [str(proj)])) == {"yaml", "psutil", "rich"}
+
+
+@pytest.mark.parametrize("sets", ['os.environ["KERAS_BACKEND"] = "torch"', 'os.environ.setdefault("X", "1")',
+                                  'os.environ.update(X="1")', 'os.putenv("X", "1")'])
+@pytest.mark.parametrize("where", ["top", "train"])
+def test_a_trial_that_sets_environment_variables_gets_no_preload(tmp_path, sets, where):
+    """Libraries read their variables when imported (KERAS_BACKEND, HF_HOME, OMP_NUM_THREADS): importing them
+    before the trial's code set them would ignore the setting."""
+    top, inside = (sets, "pass") if where == "top" else ("", sets)
+    proj = _project(tmp_path, **{"train.py": f"import os\n{top}\n\ndef train(config, run):\n    {inside}\n"
+                                             "    import yaml\n"})
+    assert trial_imports("train.py:train", [str(proj)]) == ()
+    (proj / "train.py").write_text("import os\nprint(os.environ.get('X'))\n\ndef train(config, run):\n"
+                                   "    import yaml\n")   # reading is fine
+    assert trial_imports("train.py:train", [str(proj)]) == ("yaml",)
+
+
+def test_a_stopped_fork_server_loses_no_worker_death_and_blocks_no_new_trial(tmp_path, monkeypatch):
+    """SIGSTOP to the fork server: it can neither reap nor fork. A worker killed meanwhile still ends its
+    trial as failed, a new trial starts in a cold worker, and the running one finishes."""
+    import sweeplab.backends.forkserver as fs
+
+    monkeypatch.setattr(fs, "FORK_TIMEOUT", 1.0)
+    monkeypatch.setattr(fs, "UNREPORTED_AFTER", 0.5)
+    proj = _project(tmp_path, **{"probe.py": PROBE})
+    fn = f"{proj / 'probe.py'}:probe"
+    b = LocalBackend(plan_slots(3, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
+    b.start()
+    server = None
+    try:
+        b.submit(make_task(tmp_path, 1, fn, config={"module": "colorsys", "sleep": 60}))
+        b.submit(make_task(tmp_path, 2, fn, config={"module": "colorsys", "sleep": 3}))
+        server = b._server
+        assert server is not None
+        pids: dict[int, int] = {}
+        deadline = time.monotonic() + 30
+        while len(pids) < 2 and time.monotonic() < deadline:
+            for ev in b.poll(0.1):
+                if ev.kind is EventKind.METRICS:
+                    pids[ev.trial] = int(_metrics([ev])["pid"])
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        os.kill(pids[1], signal.SIGKILL)
+        b.submit(make_task(tmp_path, 3, fn, config={"module": "colorsys"}))   # waits FORK_TIMEOUT, then cold
+        ended = collect(b, [1, 2, 3], timeout=60)
+        assert ended[1][-1].kind is EventKind.FAILED and ended[1][-1].data["signal"] == signal.SIGKILL
+        assert ended[2][-1].kind is EventKind.FINISHED       # forked, ran to its end
+        assert ended[3][-1].kind is EventKind.FINISHED and _metrics(ended[3])["had"] == 1   # cold, preloaded
+    finally:
+        if server is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server.proc.pid, signal.SIGCONT)
+        b.shutdown(grace=0.0)
+    assert _gone([*pids.values(), server.proc.pid]) == []
