@@ -34,8 +34,7 @@ def parse_trial_ref(ref: str) -> tuple[str, int]:
 
 def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], None] = print) -> int:
     """Re-run a failed trial. Returns 1 when the failure reproduced, 0 when the trial now succeeds."""
-    from sweeplab.backends.execution import import_libraries
-    from sweeplab.backends.preload import trial_imports
+    from sweeplab.backends.preload import import_all, trial_imports
     from sweeplab.backends.targets import call_trial, load_target, seed_everything, trial_traceback
     from sweeplab.capture import capture_manifest, load_captures
     from sweeplab.config import coerce, typed_schema_of
@@ -146,7 +145,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         # the sweep's workers imported these before the trial (backends/forkserver.py): so that the seed
         # seeds the same libraries here, whether `train` imports them at its top or inside
         preload = (spec.get("trial") or {}).get("preload")
-        import_libraries(preload if preload is not None else trial_imports(target, import_path))
+        import_all(preload if preload is not None else trial_imports(target, import_path))
         seed_everything(int(trial["seed"]))
     try:
         result = wandb.call(lambda: call_trial(fn, config, run), run.log, lambda: run.should_stop)

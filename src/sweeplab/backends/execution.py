@@ -162,16 +162,10 @@ def redirect_output(log_path: str, header: bytes = b""):  # type: ignore[no-unty
 def import_libraries(names: Sequence[str]) -> list[str]:
     """Import each of `names` (preload.trial_imports), skipping those that fail; the names that failed. What
     the imports print is thrown away: a library's import-time warnings belong to no trial's log."""
-    import importlib
+    from sweeplab.backends.preload import import_all
 
-    failed = []
     with redirect_output(os.devnull):
-        for name in names:
-            try:
-                importlib.import_module(name)
-            except BaseException:   # a library's import may raise anything, SystemExit included
-                failed.append(name)
-    return failed
+        return import_all(names)
 
 
 def control_stream() -> BinaryIO:

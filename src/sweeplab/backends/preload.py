@@ -7,13 +7,14 @@ only the standard library at the top, `ast` when a scan runs.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["trial_imports"]
+__all__ = ["import_all", "trial_imports"]
 
 
 #: files of the user's own code read at most, following its imports from the trial's module
@@ -180,3 +181,15 @@ def _installed(top: str, roots: Sequence[str]) -> bool:
         return PathFinder.find_spec(top, path) is not None
     except (ImportError, ValueError):
         return False
+
+
+def import_all(names: Sequence[str]) -> list[str]:
+    """Import each of `names`, skipping those that fail (the trial's own import reports them); the names
+    that failed. A worker throws their output away (`execution.import_libraries`); `sweeplab repro` shows it."""
+    failed = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except BaseException:   # a library's import may raise anything, SystemExit included
+            failed.append(name)
+    return failed
