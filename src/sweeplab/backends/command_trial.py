@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -28,9 +29,15 @@ from sweeplab.types import MetricPoint
 __all__ = ["execute_command", "parse_report_line"]
 
 
+#: how `sweeplab.report` and the W&B hook write a NaN or an infinity (`str(float)`), keeping their file JSON
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
 def parse_report_line(line: str) -> tuple[int | None, dict[str, float]] | None:
     """A JSON object of metrics, optionally with "step" (or "@step", the W&B hook's: then "step" is a metric
-    like any other, as a W&B program may log one). Non-numeric values are ignored."""
+    like any other, as a W&B program may log one). Non-numeric values are ignored, except the texts "nan",
+    "inf" and "-inf", which the report file's writers put for those numbers: they stay numbers, so that the
+    `nan` monitor sees them and the trial's last value is not an earlier finite one."""
     try:
         obj = json.loads(line)
     except ValueError:
@@ -42,6 +49,8 @@ def parse_report_line(line: str) -> tuple[int | None, dict[str, float]] | None:
     for k, v in obj.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             out[str(k)] = float(v)
+        elif isinstance(v, str) and v in _NON_FINITE:
+            out[str(k)] = _NON_FINITE[v]
     return (int(step) if isinstance(step, (int, float)) else None), out
 
 
