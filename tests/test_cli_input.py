@@ -106,6 +106,24 @@ def test_bad_config_or_profile_is_one_line_exit_2_and_no_store(tmp_path, entry, 
     assert not (tmp_path / "store").exists()
 
 
+DRY_RUN_REFUSED = {
+    # what the real run refuses before it writes anything, --dry-run refuses too (it said "valid", exit 0)
+    "unknown-backend": ("backend: nope\n", [], "unknown backend 'nope'"),
+    "too-many-workers": ("resources: {cpus: 100000}\n", [], "CPUs but this machine has"),
+    "unknown-backend-option": ("", ["--backend", "nope"], "--backend: unknown backend 'nope'"),
+}
+
+
+@pytest.mark.parametrize("case", list(DRY_RUN_REFUSED), ids=list(DRY_RUN_REFUSED))
+def test_dry_run_refuses_what_the_real_run_refuses(tmp_path, case):
+    extra, args, fragment = DRY_RUN_REFUSED[case]
+    write(tmp_path / "s.yaml", GOOD + extra + "parameters: {x: {values: [1]}}\n")
+    for dry in (["--dry-run"], []):
+        cp = cli(tmp_path, "sweep", "s.yaml", *args, *dry)
+        assert_one_line_error(cp, fragment)
+        assert cp.stdout == "" and not (tmp_path / "store").exists()
+
+
 # ------------------------------------------------------------------------- a sweep that exists
 
 

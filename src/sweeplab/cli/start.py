@@ -85,6 +85,7 @@ def sweep(
     overrides = _split_overrides(overrides or [])
     _check_spec(spec, overrides)   # config files, overrides, scheduler, monitors: before the store exists
     if dry_run:
+        _check_plan(spec, workers=workers, backend=backend, gpus=gpus)
         _describe(spec, spec_file)
         _check_typed_config(spec, overrides)
         _estimate(spec, spec_file, store, workers)
@@ -103,6 +104,15 @@ def sweep(
         _start_sweep(spec, spec_file, st, be, name=name, overrides=overrides, smoke=smoke, hard=hard, quiet=quiet)
     finally:
         st.close()   # closed here, not by the interpreter's teardown (which a sweep skips: cli/entry.py)
+
+
+def _check_plan(spec: Any, *, workers: Optional[int], backend: Optional[str], gpus: Optional[str]) -> None:
+    """--dry-run refuses what the run itself refuses before it writes anything: an unknown backend, and on the
+    local backend a plan the machine cannot hold (too many workers for its CPUs or GPUs). The local backend is
+    built and dropped (it starts no process before `start()`); a Ray cluster is not contacted here."""
+    if backend_name(spec, backend) == "local":
+        _make_backend(spec, workers=workers, backend=backend, address=None, gpus=gpus, smoke=False).shutdown(
+            grace=0.0)
 
 
 def _start_sweep(spec: Any, spec_file: Path, st: Any, be: Any, *, name: Optional[str],
