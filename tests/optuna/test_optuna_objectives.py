@@ -124,6 +124,25 @@ def test_cli_sweep_optuna_runs_and_bad_objective_is_exit_2_with_nothing_written(
     assert [t["params"]["x"] for t in status["trials"][:2]] == [t.params["x"] for t in old.trials]
 
 
+BAD_PLAN = {   # what the run refuses before it writes anything (a machine of fewer than 1,000 CPUs)
+    "too-many-workers": (["--workers", "1000"], {"workers": 1000}, "CPUs but this machine has"),
+    "unknown-backend": (["--backend", "nope"], {"backend": "nope"}, "unknown backend 'nope'"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_PLAN), ids=list(BAD_PLAN))
+def test_a_plan_the_machine_cannot_run_is_refused_with_nothing_written(workdir, case):
+    """It was refused, but only after the store, the sweep's study directory and a pickled objective had
+    been written: sweeplab's own bad-input rule (nothing written) held for specs, not for objectives."""
+    args, kwargs, fragment = BAD_PLAN[case]
+    bad = _cli("sweep", "--optuna", "objectives:grid", *args, "--store", "st", cwd=workdir)
+    assert bad.returncode == 2 and fragment in bad.stderr, bad.stderr
+    assert bad.stdout == "" and len(bad.stderr.splitlines()) == 1
+    with pytest.raises(sl.UserError, match=fragment):
+        sl.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=2, store=workdir / "st", **kwargs)
+    assert not (workdir / "st").exists()
+
+
 def test_resume_after_driver_kill_9_keeps_completed_trials_and_reaches_n_trials(workdir):
     (workdir / "STALL").write_text("")   # trials 2 and later stay in flight until it goes
     proc = subprocess.Popen(

@@ -9,10 +9,11 @@ from typing import Any, Optional
 import typer
 
 from sweeplab.api import backend_name, default_name
+from sweeplab.api import check_backend_plan as _check_backend_plan
 from sweeplab.api import check_spec as _check_spec
 from sweeplab.api import unique_name as _unique_name
 from sweeplab.cli import _early
-from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, _split_overrides, _store_path, app
+from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, _parse_gpus, _split_overrides, _store_path, app
 from sweeplab.cli.driving import _make_backend, _run_driver
 from sweeplab.cli.output import console, err, escape
 from sweeplab.errors import UserError
@@ -85,7 +86,9 @@ def sweep(
     overrides = _split_overrides(overrides or [])
     _check_spec(spec, overrides)   # config files, overrides, scheduler, monitors: before the store exists
     if dry_run:
-        _check_plan(spec, workers=workers, backend=backend, gpus=gpus)
+        # what the run refuses before it writes anything: an unknown backend, a local plan the machine
+        # cannot hold (a Ray cluster is not contacted)
+        _check_backend_plan(spec, workers=workers, backend=backend, gpu_ids=_parse_gpus(gpus))
         _describe(spec, spec_file)
         _check_typed_config(spec, overrides)
         _estimate(spec, spec_file, store, workers)
@@ -104,15 +107,6 @@ def sweep(
         _start_sweep(spec, spec_file, st, be, name=name, overrides=overrides, smoke=smoke, hard=hard, quiet=quiet)
     finally:
         st.close()   # closed here, not by the interpreter's teardown (which a sweep skips: cli/entry.py)
-
-
-def _check_plan(spec: Any, *, workers: Optional[int], backend: Optional[str], gpus: Optional[str]) -> None:
-    """--dry-run refuses what the run itself refuses before it writes anything: an unknown backend, and on the
-    local backend a plan the machine cannot hold (too many workers for its CPUs or GPUs). The local backend is
-    built and dropped (it starts no process before `start()`); a Ray cluster is not contacted here."""
-    if backend_name(spec, backend) == "local":
-        _make_backend(spec, workers=workers, backend=backend, address=None, gpus=gpus, smoke=False).shutdown(
-            grace=0.0)
 
 
 def _start_sweep(spec: Any, spec_file: Path, st: Any, be: Any, *, name: Optional[str],

@@ -125,16 +125,15 @@ def optimize(
     The sweep is an ordinary sweep of the store: `sweeplab resume NAME` continues it after a crash
     (completed trials kept, running ones rerun, up to `n_trials` in total), the dashboard shows it.
     """
-    from sweeplab.api import _Runner
-    from sweeplab.notebook import Progress, shipped_target
+    from sweeplab.api import _Runner, check_backend_plan, check_spec
+    from sweeplab.notebook import Progress, shipping
     from sweeplab.search.optuna_objective import StudySettings, open_study, study_dir, write_settings
     from sweeplab.spec import parse_spec
     from sweeplab.store import Store, default_store_dir
 
     root = Path(store) if store is not None else default_store_dir()
-    target = shipped_target(objective, root, "objective")
+    target, ship = shipping(objective, root, "objective")
     python_path = [os.getcwd()]
-    _check_importable(target, python_path)
     goals = _directions(direction, directions, study)
     if study is not None:
         sampler = sampler if sampler is not None else study.sampler
@@ -145,6 +144,12 @@ def optimize(
     spec = parse_spec(optuna_spec(base, n_trials, direction=goals, seed=seed, workers=workers,
                                   retries=retries, timeout=timeout, trial_timeout=trial_timeout),
                       file="<optimize>", base_dir=Path.cwd())
+    # bad input writes nothing: the plan (an unknown backend, more workers than the machine holds) is checked
+    # before the objective's file, the store and the sweep's study are written, as for a spec
+    check_spec(spec)
+    check_backend_plan(spec, workers=workers, backend=backend)
+    ship()
+    _check_importable(target, python_path)
     from sweeplab.api import unique_name
 
     st = Store.open(root)
