@@ -187,6 +187,45 @@ def test_resume_after_driver_kill_9_keeps_completed_trials_and_reaches_n_trials(
     assert values == sorted(v for _, v in after.values())    # the study and the store agree
 
 
+def _states(db: Path) -> list[str]:
+    """The trials' states in a store a sweep is writing ([] while it is being created)."""
+    import sqlite3
+
+    if not db.exists():
+        return []
+    try:
+        with sqlite3.connect(db) as conn:
+            return [state for (state,) in conn.execute("SELECT state FROM trials")]
+    except sqlite3.OperationalError:
+        return []
+
+
+def test_ctrl_c_ends_like_a_spec_sweep_with_the_summary_and_how_to_resume(workdir):
+    """Ctrl-C printed only the progress's note and exit 130 (no counts, no best, no next commands), where a
+    spec sweep prints its summary: the objective's KeyboardInterrupt, raised for notebooks, reached the CLI."""
+    (workdir / "STALL").write_text("")   # trials 2 and later stay in flight until Ctrl-C
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweeplab", "sweep", "--optuna", "objectives:waits", "--trials", "6",
+         "--workers", "2", "--store", "st", "--seed", "3"],
+        cwd=workdir, env={**os.environ, "PYTHONPATH": SRC}, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            states = _states(workdir / "st" / "store.db")
+            if states.count("completed") == 2 and states.count("running") == 2:   # 2 and 3 wait for STALL
+                break
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)   # Ctrl-C: the terminal signals the whole foreground group
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "sweep waits stopped: interrupted" in out, out + err
+    assert "2 completed, 2 interrupted" in out and "best: trial" in out and "sweeplab resume waits" in out
+
+
 def test_an_existing_optuna_study_seeds_the_search_and_shows_in_the_store(workdir):
     url = f"sqlite:///{workdir / 'old.db'}"
     old = optuna.create_study(study_name="old", storage=url, direction="maximize")

@@ -102,6 +102,7 @@ def optimize(
     progress: bool | None = None,
     on_progress: Callable[[Any], None] | None = None,
     on_note: Callable[[str], None] | None = None,
+    raise_interrupt: bool = True,
 ) -> Sweep:
     """Run an Optuna objective for `n_trials` trials on `workers` processes (or Ray); returns the handle.
 
@@ -121,10 +122,13 @@ def optimize(
                 pruner are used unless given
     name        the sweep's name (default: the objective's name; made unique in the store)
     on_progress a callback taking `sweeplab.driver.Progress` (replaces the notebook progress line)
+    raise_interrupt  False: a blocking sweep stopped by Ctrl-C returns its handle (outcome exit code 130)
+                instead of raising KeyboardInterrupt, for the CLI, which reports it as a spec sweep's
 
     The sweep is an ordinary sweep of the store: `sweeplab resume NAME` continues it after a crash
     (completed trials kept, running ones rerun, up to `n_trials` in total), the dashboard shows it.
     """
+    from sweeplab.api import Sweep as _Sweep
     from sweeplab.api import _Runner, check_backend_plan, check_spec
     from sweeplab.notebook import Progress, shipping
     from sweeplab.search.optuna_objective import StudySettings, open_study, study_dir, write_settings
@@ -175,7 +179,10 @@ def optimize(
         searcher = runner.driver.searcher   # as (re)built above
         assert isinstance(searcher, ObjectiveSearcher)
         searcher.callbacks = list(callbacks)
-    return runner.launch(background)
+    if background or raise_interrupt:
+        return runner.launch(background)
+    runner.run()
+    return _Sweep(runner.name, runner.store_root, runner=runner)
 
 
 def _directions(direction: str | None, directions: Sequence[str] | None, study: Any) -> list[str]:
