@@ -48,3 +48,19 @@ def test_nan_from_sweeplab_report_is_seen_by_the_nan_monitor_and_never_best(cli)
     assert trials[2.0]["state"] == "stopped_by_rule", trials[2.0]
     assert "NaN" in trials[2.0]["reason"]
     assert json.loads(cli("best", "r", "--json").stdout)["trial"] == trials[0.5]["number"]
+
+
+@pytest.mark.slow
+def test_a_report_line_that_is_not_json_is_named_in_the_failure(cli):
+    """`print("@sweeplab", {"loss": 0.5})` prints a Python dict, not JSON: the line was dropped without a word and
+    the trial failed with "metric 'loss' was never reported (reported: nothing)"."""
+    (cli.tmp / "prog.py").write_text('print("@sweeplab", {"loss": 0.5, "step": 0})\n'
+                                     'print("@sweeplab", {"loss": 0.4})\n')
+    f = cli.spec("s", f"command: [{sys.executable}, prog.py]\nmethod: grid\nmetric: {{name: loss}}\n"
+                      "trial: {retries: 0}\n")
+    cp = cli("sweep", str(f), "--name", "d", "--workers", "1", "-q")
+    assert cp.returncode == 1
+    reason = cli.status("d")["trials"][0]["reason"]
+    assert "never reported (reported: nothing)" in reason
+    assert "2 `@sweeplab` line(s) were not a JSON object" in reason and "{'loss': 0.5, 'step': 0}" in reason
+    assert "{'loss': 0.5, 'step': 0}" in cp.stderr
