@@ -104,6 +104,9 @@ def test_crash_loop_ends_the_sweep_with_the_first_traceback(cli):
     cp = cli("sweep", str(f), "--name", "loop", "--workers", "1", "-q")
     assert cp.returncode == 1
     assert "crash loop" in cp.stdout + cp.stderr and "planted failure" in cp.stdout + cp.stderr
+    # said once: the note printed when the loop was found, then the error line, not the traceback twice
+    assert cp.stderr.count("Traceback (most recent call last)") == 1, cp.stderr
+    assert "error: sweep loop failed: crash loop" in cp.stderr
     st = cli.status("loop")
     assert st["sweep"]["state"] == "failed" and len(st["trials"]) < 10
 

@@ -187,6 +187,13 @@ def test_resume_after_driver_kill_9_keeps_completed_trials_and_reaches_n_trials(
     assert values == sorted(v for _, v in after.values())    # the study and the store agree
 
 
+def test_a_crash_loop_prints_its_traceback_once(workdir):
+    failed = _cli("sweep", "--optuna", "objectives:fails", "--trials", "5", "--workers", "1", "--store", "st", "-q",
+                  cwd=workdir)
+    assert failed.returncode == 1 and "error: sweep fails failed: crash loop" in failed.stderr
+    assert failed.stderr.count("Traceback (most recent call last)") == 1, failed.stderr   # it was printed twice
+
+
 def _states(db: Path) -> list[str]:
     """The trials' states in a store a sweep is writing ([] while it is being created)."""
     import sqlite3

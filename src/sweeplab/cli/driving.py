@@ -31,7 +31,10 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
                 new_spec_path: Optional[str] = None, single: bool = False) -> None:
     from sweeplab.driver import Driver
 
+    noted: list[str] = []
+
     def note(text: str) -> None:
+        noted.append(text)
         err.print(f"[yellow]{escape(text)}[/yellow]", markup=True)
 
     with _LiveProgress(quiet) as live:
@@ -61,7 +64,7 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
             console.print(f"sweep [bold]{escape(sweep_name)}[/bold] on {escape(be.describe())} -> store "
                           f"{escape(st.root)}", markup=True)
         outcome = driver.run()
-    _report(outcome, st, quiet, single=single, smoke=smoke)
+    _report(outcome, st, quiet, single=single, smoke=smoke, noted=noted)
     if smoke:
         raise typer.Exit(2 if outcome.exit_code == 2 else _smoke_verdict(st, sweep_name, checked_s))
     raise typer.Exit(outcome.exit_code)
@@ -103,9 +106,12 @@ def _record_smoke(st: Any, sweep_name: str, checked_s: float) -> None:
         record_smoke_timing(row["spec_path"], timing)
 
 
-def _report(outcome: Any, st: Any, quiet: bool, single: bool = False, smoke: bool = False) -> None:
+def _report(outcome: Any, st: Any, quiet: bool, single: bool = False, smoke: bool = False,
+            noted: Any = ()) -> None:
     """How the sweep ended (stdout); a failure's reason on stderr: one line for bad input (exit 2), the first
-    failure and its traceback when no trial completed (exit 1). `single`: a `run`, whose metrics are shown."""
+    failure and its traceback when no trial completed (exit 1). `single`: a `run`, whose metrics are shown.
+    `noted`: what the driver's notes already printed (a crash loop, with its traceback, when it was found):
+    its first line is the error line, the rest is not printed twice."""
     c = outcome.counts
     summary = ", ".join(f"{n} {s}" for s, n in c.items() if n)
     lines = outcome.reason.splitlines() or [""]
@@ -114,7 +120,7 @@ def _report(outcome: Any, st: Any, quiet: bool, single: bool = False, smoke: boo
         return
     if outcome.exit_code == 1 and not smoke:   # smoke mode's verdict lists every failed trial instead
         err.print(f"error: sweep {outcome.sweep} {outcome.state.value}: {lines[0]}", markup=False, soft_wrap=True)
-        if len(lines) > 1:
+        if len(lines) > 1 and outcome.reason not in noted:
             err.print("\n".join(lines[1:]), markup=False, soft_wrap=True)
     elif single and outcome.state.value == "finished":   # a `run`: its budget of one trial is not news
         console.print(f"\nrun [bold]{escape(outcome.sweep)}[/bold] finished", markup=True)

@@ -23,7 +23,10 @@ def run_optuna(target: str, *, trials: Optional[int], workers: Optional[int], ba
     """Run `target` (an Optuna objective) for `trials` trials (default 100); exits with the sweep's code."""
     from sweeplab.optuna_compat import optimize
 
+    noted: list[str] = []
+
     def note(text: str) -> None:
+        noted.append(text)
         err.print(f"[yellow]{escape(text)}[/yellow]", markup=True)
 
     built_sampler = _optuna_object("samplers", sampler, seed=seed) if sampler else None
@@ -44,7 +47,7 @@ def run_optuna(target: str, *, trials: Optional[int], workers: Optional[int], ba
                       f"{escape(handle.store)}", markup=True)
     st = _open_store(store, readonly=True)
     try:
-        _report(outcome, st, quiet)
+        _report(outcome, st, quiet, noted=noted)   # a crash loop's traceback, noted when found, once
     finally:
         st.close()
     raise typer.Exit(outcome.exit_code)
