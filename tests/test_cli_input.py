@@ -106,6 +106,45 @@ def test_bad_config_or_profile_is_one_line_exit_2_and_no_store(tmp_path, entry, 
     assert not (tmp_path / "store").exists()
 
 
+DRY_RUN_REFUSED = {
+    # what the real run refuses before it writes anything, --dry-run refuses too (it said "valid", exit 0)
+    "unknown-backend": ("backend: nope\n", [], "unknown backend 'nope'"),
+    "too-many-workers": ("resources: {cpus: 100000}\n", [], "CPUs but this machine has"),
+    "unknown-backend-option": ("", ["--backend", "nope"], "--backend: unknown backend 'nope'"),
+}
+
+
+@pytest.mark.parametrize("case", list(DRY_RUN_REFUSED), ids=list(DRY_RUN_REFUSED))
+def test_dry_run_refuses_what_the_real_run_refuses(tmp_path, case):
+    extra, args, fragment = DRY_RUN_REFUSED[case]
+    write(tmp_path / "s.yaml", GOOD + extra + "parameters: {x: {values: [1]}}\n")
+    for dry in (["--dry-run"], []):
+        cp = cli(tmp_path, "sweep", "s.yaml", *args, *dry)
+        assert_one_line_error(cp, fragment)
+        assert cp.stdout == "" and not (tmp_path / "store").exists()
+
+
+MISPLACED_OPTIONS = {
+    # an option of the other kind of sweep was dropped without a word: --dry-run ran the objective's 100 trials
+    "optuna-dry-run": (["--optuna", "objectives:objective", "--dry-run"], "--dry-run does not apply to --optuna"),
+    "optuna-smoke": (["--optuna", "objectives:objective", "--smoke"], "--smoke does not apply to --optuna"),
+    "optuna-profile": (["--optuna", "objectives:objective", "--profile", "gpu"], "--profile does not apply"),
+    "spec-seed": (["s.yaml", "--seed", "3"], "--seed applies to --optuna only"),
+    "spec-sampler": (["s.yaml", "--sampler", "RandomSampler"], "--sampler applies to --optuna only"),
+    "spec-direction": (["s.yaml", "--direction", "maximize"], "--direction applies to --optuna only"),
+}
+
+
+@pytest.mark.parametrize("case", list(MISPLACED_OPTIONS), ids=list(MISPLACED_OPTIONS))
+def test_an_option_of_the_other_kind_of_sweep_is_refused_not_dropped(tmp_path, case):
+    args, fragment = MISPLACED_OPTIONS[case]
+    write(tmp_path / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
+    write(tmp_path / "objectives.py", "def objective(trial):\n    return trial.suggest_float('x', 0, 1)\n")
+    cp = cli(tmp_path, "sweep", *args)
+    assert_one_line_error(cp, fragment)
+    assert cp.stdout == "" and not (tmp_path / "store").exists()
+
+
 # ------------------------------------------------------------------------- a sweep that exists
 
 

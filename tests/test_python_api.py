@@ -68,6 +68,13 @@ def test_bad_input_raises_before_anything_is_written(tmp_path, trials_module):
         sl.sweep({"method": "gird", "parameters": {}}, fn=trials_module.quick, store=tmp_path / "st")
     with pytest.raises(sl.UserError, match="unknown backend"):
         sl.sweep(_spec(), fn=trials_module.quick, store=tmp_path / "st", backend="lcoal")
+    offset = 1.0   # a closure, shipped by value: its pickle was written into the store before the checks
+    def closure(config, run):
+        return {"loss": config["x"] + offset}
+    with pytest.raises(sl.UserError, match="CPUs but this machine has"):
+        sl.sweep(_spec(), fn=closure, store=tmp_path / "st", workers=1000)
+    with pytest.raises(sl.SpecError, match="early_terminate.eta"):
+        sl.sweep({**_spec(), "early_terminate": {"type": "asha", "eta": 1}}, fn=closure, store=tmp_path / "st")
     assert not (tmp_path / "st").exists()
     sl.sweep(_spec(), fn=trials_module.quick, store=tmp_path / "st", workers=1, trials=1)
     with pytest.raises(sl.UserError, match="no sweep named 'nope'"):

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from sweeplab.store import Store
 
 __all__ = [
-    "Sweep", "backend_name", "build_backend", "check_config_files", "check_spec", "default_name", "load",
-    "name_taken", "record_backend", "run_sweep", "sweep", "unique_name",
+    "Sweep", "backend_name", "build_backend", "check_backend_plan", "check_config_files", "check_spec",
+    "default_name", "load", "name_taken", "record_backend", "run_sweep", "sweep", "unique_name",
 ]
 
 
@@ -145,6 +145,18 @@ def backend_name(spec: SweepSpec, backend: str | None = None) -> str:
 
     kind = backend or getattr(spec, "backend", None) or "local"
     backend_factory(kind)
+    return kind
+
+
+def check_backend_plan(spec: SweepSpec, *, workers: int | None = None, backend: str | None = None,
+                       gpu_ids: Sequence[int] | None = None) -> str:
+    """The backend's name, refusing now, without writing or connecting anywhere, what `build_backend` would
+    refuse: an unknown backend, and a local plan this machine cannot hold (more workers than its CPUs or GPUs).
+    The local backend is built and dropped (it starts no process before `start()`); a Ray cluster is not
+    contacted, so a Ray address that does not answer is found only when the backend is built."""
+    kind = backend_name(spec, backend)
+    if kind == "local":
+        build_backend(spec, workers=workers, backend=kind, gpu_ids=gpu_ids).shutdown(grace=0.0)
     return kind
 
 
@@ -275,16 +287,21 @@ def sweep(
     Bad input (spec, config files, a trial function that cannot be sent to workers) raises before the
     sweep is created. Blocking, Ctrl-C stops the sweep as in the CLI (resumable with `sweeplab resume NAME`).
     """
-    from sweeplab.notebook import Progress, shipped_target
+    from sweeplab.notebook import Progress, shipping
     from sweeplab.store import default_store_dir
 
     refuse_in_trial_import()
     root = Path(store) if store is not None else default_store_dir()
-    the_spec = _as_spec(spec, function=None if fn is None else shipped_target(fn, root))
+    target, ship = shipping(fn, root) if fn is not None else (None, None)
+    the_spec = _as_spec(spec, function=target)
     if trials is not None:
         import dataclasses
 
         the_spec = the_spec.with_overrides(budget=dataclasses.replace(the_spec.budget, trials=trials))
+    check_spec(the_spec, overrides)   # bad input writes nothing, not even a shipped function's file
+    check_backend_plan(the_spec, workers=workers, backend=backend)
+    if ship is not None:
+        ship()
     shown = Progress(progress)
     runner = _Runner(the_spec, store=root, workers=workers, backend=backend, address=address, name=name,
                      overrides=overrides, on_progress=shown.update, on_note=shown.note)

@@ -16,11 +16,12 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sweeplab.errors import UserError
 
-__all__ = ["Progress", "in_notebook", "shipped_target", "target_of"]
+__all__ = ["Progress", "in_notebook", "shipped_target", "shipping", "target_of"]
 
 
 def in_notebook() -> bool:
@@ -38,8 +39,18 @@ def in_notebook() -> bool:
 def shipped_target(fn: Any, store_root: str | os.PathLike[str], what: str = "trial function") -> str:
     """The target naming `fn` for worker processes: `target_of(fn)` when it can be imported by name, else
     `fn` written by value (cloudpickle) into `<store_root>/functions/<digest>.pkl`, named `<file>:<name>`."""
+    target, write = shipping(fn, store_root, what)
+    write()
+    return target
+
+
+def shipping(fn: Any, store_root: str | os.PathLike[str],
+             what: str = "trial function") -> tuple[str, Callable[[], None]]:
+    """`shipped_target` in two steps: the target, and what writes `fn`'s file into the store (nothing for a
+    function imported by name). Bad input (a function that cannot be serialised) raises here, before anything
+    is written; the caller checks the rest of its input, then writes."""
     try:
-        return target_of(fn, what)
+        return target_of(fn, what), _nothing
     except UserError:
         if isinstance(fn, str) or not callable(fn):
             raise
@@ -60,15 +71,22 @@ def shipped_target(fn: Any, store_root: str | os.PathLike[str], what: str = "tri
                         f"the notebook (e.g. trials.py), then `from trials import {qualname.rsplit('.', 1)[-1]}`"
                         ) from exc
     directory = os.path.join(os.fspath(store_root), "functions")
-    os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, hashlib.sha256(blob).hexdigest()[:24] + ".pkl")
-    if not os.path.exists(path):
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
+
+    def write() -> None:
+        os.makedirs(directory, exist_ok=True)
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, path)
+
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in qualname.rsplit(".", 1)[-1]) or "function"
-    return f"{os.path.abspath(path)}:{name}"
+    return f"{os.path.abspath(path)}:{name}", write
+
+
+def _nothing() -> None:
+    """Shipping a function imported by name writes nothing."""
 
 
 def _dumps(cloudpickle: Any, fn: Any) -> bytes:

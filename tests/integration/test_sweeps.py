@@ -107,6 +107,7 @@ def test_crash_loop_ends_the_sweep_with_the_first_traceback(cli):
     assert "Traceback (most recent call last)" in cp.stderr      # a bug in the trial's code: where it is
     assert cp.stderr.count("Traceback (most recent call last)") == 1, cp.stderr   # once: noted as it happened,
     # the final error line does not repeat it
+    assert "error: sweep loop failed: crash loop" in cp.stderr
     st = cli.status("loop")
     assert st["sweep"]["state"] == "failed" and len(st["trials"]) < 10
 

@@ -124,6 +124,25 @@ def test_cli_sweep_optuna_runs_and_bad_objective_is_exit_2_with_nothing_written(
     assert [t["params"]["x"] for t in status["trials"][:2]] == [t.params["x"] for t in old.trials]
 
 
+BAD_PLAN = {   # what the run refuses before it writes anything (a machine of fewer than 1,000 CPUs)
+    "too-many-workers": (["--workers", "1000"], {"workers": 1000}, "CPUs but this machine has"),
+    "unknown-backend": (["--backend", "nope"], {"backend": "nope"}, "unknown backend 'nope'"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_PLAN), ids=list(BAD_PLAN))
+def test_a_plan_the_machine_cannot_run_is_refused_with_nothing_written(workdir, case):
+    """It was refused, but only after the store, the sweep's study directory and a pickled objective had
+    been written: sweeplab's own bad-input rule (nothing written) held for specs, not for objectives."""
+    args, kwargs, fragment = BAD_PLAN[case]
+    bad = _cli("sweep", "--optuna", "objectives:grid", *args, "--store", "st", cwd=workdir)
+    assert bad.returncode == 2 and fragment in bad.stderr, bad.stderr
+    assert bad.stdout == "" and len(bad.stderr.splitlines()) == 1
+    with pytest.raises(sl.UserError, match=fragment):
+        sl.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=2, store=workdir / "st", **kwargs)
+    assert not (workdir / "st").exists()
+
+
 def test_resume_after_driver_kill_9_keeps_completed_trials_and_reaches_n_trials(workdir):
     (workdir / "STALL").write_text("")   # trials 2 and later stay in flight until it goes
     proc = subprocess.Popen(
@@ -166,6 +185,52 @@ def test_resume_after_driver_kill_9_keeps_completed_trials_and_reaches_n_trials(
     assert "RUNNING" not in states and states.count("COMPLETE") == 6
     values = sorted(t.value for t in study.trials if t.state.name == "COMPLETE")
     assert values == sorted(v for _, v in after.values())    # the study and the store agree
+
+
+def test_a_crash_loop_prints_its_traceback_once(workdir):
+    failed = _cli("sweep", "--optuna", "objectives:fails", "--trials", "5", "--workers", "1", "--store", "st", "-q",
+                  cwd=workdir)
+    assert failed.returncode == 1 and "error: sweep fails failed: crash loop" in failed.stderr
+    assert failed.stderr.count("Traceback (most recent call last)") == 1, failed.stderr   # it was printed twice
+
+
+def _states(db: Path) -> list[str]:
+    """The trials' states in a store a sweep is writing ([] while it is being created)."""
+    import sqlite3
+
+    if not db.exists():
+        return []
+    try:
+        with sqlite3.connect(db) as conn:
+            return [state for (state,) in conn.execute("SELECT state FROM trials")]
+    except sqlite3.OperationalError:
+        return []
+
+
+def test_ctrl_c_ends_like_a_spec_sweep_with_the_summary_and_how_to_resume(workdir):
+    """Ctrl-C printed only the progress's note and exit 130 (no counts, no best, no next commands), where a
+    spec sweep prints its summary: the objective's KeyboardInterrupt, raised for notebooks, reached the CLI."""
+    (workdir / "STALL").write_text("")   # trials 2 and later stay in flight until Ctrl-C
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweeplab", "sweep", "--optuna", "objectives:waits", "--trials", "6",
+         "--workers", "2", "--store", "st", "--seed", "3"],
+        cwd=workdir, env={**os.environ, "PYTHONPATH": SRC}, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            states = _states(workdir / "st" / "store.db")
+            if states.count("completed") == 2 and states.count("running") == 2:   # 2 and 3 wait for STALL
+                break
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)   # Ctrl-C: the terminal signals the whole foreground group
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "sweep waits stopped: interrupted" in out, out + err
+    assert "2 completed, 2 interrupted" in out and "best: trial" in out and "sweeplab resume waits" in out
 
 
 def test_an_existing_optuna_study_seeds_the_search_and_shows_in_the_store(workdir):

@@ -51,6 +51,8 @@ class _Reporter:
         self.step = 0
         self.lock = threading.Lock()
         self.final: dict[str, Any] = {}   # a W&B run's summary (wandb_compat hook): the final metrics
+        self.unread = 0                   # report lines that are not a JSON object (a Python dict printed) ...
+        self.first_unread = ""            # ... and the first of them, named when the trial's metric is missing
 
     def line(self, text: str) -> None:
         if text.startswith('{"@summary":'):
@@ -59,6 +61,15 @@ class _Reporter:
             return
         parsed = parse_report_line(text)
         if parsed is None:
+            with self.lock:
+                self.unread += 1
+                if self.unread == 1:
+                    self.first_unread = text.strip()[:200]
+                    with contextlib.suppress(Exception):
+                        self.channel.send(EventKind.NOTE, {
+                            "level": "warning", "kind": "warning",
+                            "message": f"report line `@sweeplab {self.first_unread}` is not a JSON object; ignored "
+                                       "(print '@sweeplab ' + json.dumps({...}), or call sweeplab.report(...))"})
             return
         step, metrics = parsed
         if not metrics:
@@ -203,7 +214,10 @@ def execute_command(ex: Execution) -> None:
     elif code == 0 or (ex.stop_requested and code in (-signal.SIGTERM, 143)):
         from sweeplab.wandb_compat import summary_metrics
 
-        channel.send(EventKind.FINISHED, {"metrics": summary_metrics(reporter.final), "stopped": ex.stop_requested})
+        done: dict[str, Any] = {"metrics": summary_metrics(reporter.final), "stopped": ex.stop_requested}
+        if reporter.unread:   # named if the sweep's metric turns out to be missing (driver/events.py)
+            done["unread_reports"] = {"count": reporter.unread, "first": reporter.first_unread}
+        channel.send(EventKind.FINISHED, done)
     else:
         why, exit_code, sig = describe_exit(code)
         last, text = _stderr_summary(bytes(stderr_tail))

@@ -38,7 +38,7 @@ def run_optuna(target: str, *, trials: Optional[int], workers: Optional[int], ba
                           direction=goals[0] if len(goals) == 1 else None,
                           directions=goals if len(goals) > 1 else None, study=study, name=name, store=store,
                           backend=backend, address=address, seed=seed, progress=False, on_progress=live.update,
-                          on_note=note)
+                          on_note=note, raise_interrupt=False)   # Ctrl-C: reported below, as a spec sweep's
     outcome = handle.outcome
     if outcome is None:   # pragma: no cover - a blocking optimize always has one
         raise typer.Exit(1)

@@ -9,10 +9,11 @@ from typing import Any, Optional
 import typer
 
 from sweeplab.api import backend_name, default_name
+from sweeplab.api import check_backend_plan as _check_backend_plan
 from sweeplab.api import check_spec as _check_spec
 from sweeplab.api import unique_name as _unique_name
 from sweeplab.cli import _early
-from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, _split_overrides, _store_path, app
+from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, _parse_gpus, _split_overrides, _store_path, app
 from sweeplab.cli.driving import _make_backend, _run_driver
 from sweeplab.cli.output import console, err, escape
 from sweeplab.errors import UserError
@@ -60,6 +61,10 @@ def sweep(
         if value is not None and value < 1:
             raise UserError(f"{option} must be at least 1; got {value}")
 
+    _refuse_misplaced(optuna is not None, {
+        "--dry-run": dry_run, "--smoke": smoke, "--hard": hard, "--gpus": gpus, "--profile": profile,
+        "--function": function, "--strict": strict}, {
+        "--direction": direction, "--sampler": sampler, "--pruner": pruner, "--seed": seed, "--from-study": from_study})
     if optuna is not None:
         if spec_file is not None:
             raise UserError(f"--optuna runs an objective without a spec: drop {spec_file}")
@@ -85,6 +90,9 @@ def sweep(
     overrides = _split_overrides(overrides or [])
     _check_spec(spec, overrides)   # config files, overrides, scheduler, monitors: before the store exists
     if dry_run:
+        # what the run refuses before it writes anything: an unknown backend, a local plan the machine
+        # cannot hold (a Ray cluster is not contacted)
+        _check_backend_plan(spec, workers=workers, backend=backend, gpu_ids=_parse_gpus(gpus))
         _describe(spec, spec_file)
         _check_typed_config(spec, overrides)
         _estimate(spec, spec_file, store, workers)
@@ -103,6 +111,21 @@ def sweep(
         _start_sweep(spec, spec_file, st, be, name=name, overrides=overrides, smoke=smoke, hard=hard, quiet=quiet)
     finally:
         st.close()   # closed here, not by the interpreter's teardown (which a sweep skips: cli/entry.py)
+
+
+def _refuse_misplaced(is_optuna: bool, spec_only: dict[str, Any], optuna_only: dict[str, Any]) -> None:
+    """An option of the other kind of sweep is bad input, not dropped: `--dry-run` with `--optuna` ran the
+    objective's trials, `--seed` with a spec left the spec's seed in place."""
+    if is_optuna:
+        given = [k for k, v in spec_only.items() if v not in (None, False)]
+        if given:
+            raise UserError(f"{given[0]} does not apply to --optuna (an Optuna objective run without a spec); "
+                            "drop it")
+    else:
+        given = [k for k, v in optuna_only.items() if v not in (None, [])]
+        if given:
+            raise UserError(f"{given[0]} applies to --optuna only; a spec sets the sweep's seed, goal and "
+                            "method in its file (seed:, metric.goal, method:)")
 
 
 def _start_sweep(spec: Any, spec_file: Path, st: Any, be: Any, *, name: Optional[str],

@@ -213,6 +213,10 @@ class EventWriter(DriverState):
         value, problem = self._objective(t, final)
         if problem is None and self.spec.multi_objective:
             problem = objective_problem(self.spec, metrics)
+        unread = ev.data.get("unread_reports")
+        if problem and "never reported" in problem and isinstance(unread, dict):   # a command trial's dropped lines
+            problem += (f"; {unread.get('count')} `@sweeplab` line(s) were not a JSON object and were ignored, the "
+                        f"first: `@sweeplab {unread.get('first')}` (print '@sweeplab ' + json.dumps({{...}}))")
         now = ev.time
         self._take_params(t, ev)
         if ev.data.get("capture"):   # what the trial held at its first NaN/inf metric (for sweeplab repro)

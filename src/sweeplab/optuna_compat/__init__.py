@@ -102,6 +102,7 @@ def optimize(
     progress: bool | None = None,
     on_progress: Callable[[Any], None] | None = None,
     on_note: Callable[[str], None] | None = None,
+    raise_interrupt: bool = True,
 ) -> Sweep:
     """Run an Optuna objective for `n_trials` trials on `workers` processes (or Ray); returns the handle.
 
@@ -121,20 +122,22 @@ def optimize(
                 pruner are used unless given
     name        the sweep's name (default: the objective's name; made unique in the store)
     on_progress a callback taking `sweeplab.driver.Progress` (replaces the notebook progress line)
+    raise_interrupt  False: a blocking sweep stopped by Ctrl-C returns its handle (outcome exit code 130)
+                instead of raising KeyboardInterrupt, for the CLI, which reports it as a spec sweep's
 
     The sweep is an ordinary sweep of the store: `sweeplab resume NAME` continues it after a crash
     (completed trials kept, running ones rerun, up to `n_trials` in total), the dashboard shows it.
     """
-    from sweeplab.api import _Runner
-    from sweeplab.notebook import Progress, shipped_target
+    from sweeplab.api import Sweep as _Sweep
+    from sweeplab.api import _Runner, check_backend_plan, check_spec
+    from sweeplab.notebook import Progress, shipping
     from sweeplab.search.optuna_objective import StudySettings, open_study, study_dir, write_settings
     from sweeplab.spec import parse_spec
     from sweeplab.store import Store, default_store_dir
 
     root = Path(store) if store is not None else default_store_dir()
-    target = shipped_target(objective, root, "objective")
+    target, ship = shipping(objective, root, "objective")
     python_path = [os.getcwd()]
-    _check_importable(target, python_path)
     goals = _directions(direction, directions, study)
     if study is not None:
         sampler = sampler if sampler is not None else study.sampler
@@ -145,6 +148,12 @@ def optimize(
     spec = parse_spec(optuna_spec(base, n_trials, direction=goals, seed=seed, workers=workers,
                                   retries=retries, timeout=timeout, trial_timeout=trial_timeout),
                       file="<optimize>", base_dir=Path.cwd())
+    # bad input writes nothing: the plan (an unknown backend, more workers than the machine holds) is checked
+    # before the objective's file, the store and the sweep's study are written, as for a spec
+    check_spec(spec)
+    check_backend_plan(spec, workers=workers, backend=backend)
+    ship()
+    _check_importable(target, python_path)
     from sweeplab.api import unique_name
 
     st = Store.open(root)
@@ -170,7 +179,10 @@ def optimize(
         searcher = runner.driver.searcher   # as (re)built above
         assert isinstance(searcher, ObjectiveSearcher)
         searcher.callbacks = list(callbacks)
-    return runner.launch(background)
+    if background or raise_interrupt:
+        return runner.launch(background)
+    runner.run()
+    return _Sweep(runner.name, runner.store_root, runner=runner)
 
 
 def _directions(direction: str | None, directions: Sequence[str] | None, study: Any) -> list[str]:
