@@ -247,7 +247,7 @@ def run_sweep(
             driver = Driver(the_spec, st, be, sweep_name=sweep_name, overrides=list(overrides),
                             hard_budget=hard_budget, on_progress=on_progress, on_note=on_note)
             spec_path = str(the_spec.source.resolve()) if the_spec.source is not None else None
-            driver.create(spec_path=spec_path)
+            driver.create(spec_path=spec_path, unique=True)
             record_backend(st, driver.sweep_id, be)
             try:
                 return driver.run()
@@ -378,7 +378,8 @@ class _Runner:
                                  on_progress=on_progress, on_note=on_note)
             if create:
                 spec_path = str(spec.source.resolve()) if spec.source is not None else None
-                self.driver.create(spec_path=spec_path)
+                self.driver.create(spec_path=spec_path, unique=True)
+                self.name = self.driver.name
             else:
                 self.driver.resume()
             record_backend(self.st, self.driver.sweep_id, self.be)

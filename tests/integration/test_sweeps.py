@@ -318,3 +318,20 @@ def test_a_crash_loop_of_a_user_input_error_shows_its_message_without_a_tracebac
     with sqlite3.connect(cli.store / "store.db") as c:     # the attempt keeps it (the dashboard's trial page)
         kept = [tb for (tb,) in c.execute("SELECT traceback FROM attempts")]
     assert kept and all("Traceback (most recent call last)" in tb and "reads_config.py" in tb for tb in kept), kept
+
+
+def test_a_sweep_whose_name_another_driver_took_meanwhile_runs_under_the_next_free_name(cli):
+    """The same spec launched twice at once: both find the name free, one takes it first. The other moves to
+    the next name (`-2`), as a name found taken does, instead of stopping with 'already being run'. The test
+    holds the name's lock the way a driver that got there first does."""
+    import fcntl
+
+    f = cli.spec("s", spec("quick"))
+    locks = cli.store / "locks"
+    locks.mkdir(parents=True)
+    with open(locks / "r.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        cp = cli("sweep", str(f), "--name", "r", "--workers", "1", "-q")
+        assert cp.returncode == 0, cp.stderr
+    assert cli.status("r-2")["sweep"]["state"] == "finished"
+    assert "r" not in [s["name"] for s in json.loads(cli("status", "--json", check=True).stdout)["sweeps"]]

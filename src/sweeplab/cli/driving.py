@@ -57,7 +57,8 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
             if not quiet:
                 console.print(f"forked {n} completed trial(s) of {fork_from} that fit the new space")
         elif create:
-            driver.create(spec_path=spec_path)
+            driver.create(spec_path=spec_path, unique=True)
+            sweep_name = driver.name   # another sweep may have taken the name meanwhile: the next free one
         else:
             driver.resume(extra_trials=extra_trials, total_trials=total_trials, new_spec_path=new_spec_path)
         _record_backend(st, driver.sweep_id, be)

@@ -115,12 +115,24 @@ class Recovery(DriverState):
         if fh is not None:
             fh.close()   # closing the file drops its flock
 
-    def create(self, *, spec_path: str | None) -> None:
-        """Start a new sweep in the store."""
-        self._lock()
-        if self.store.sweep_row(self.name) is not None:
-            raise UserError(f"a sweep named {self.name!r} already exists in {self.store.root}; "
-                            f"`sweeplab resume {shlex.quote(self.name)}` continues it, or give the sweep another name")
+    def create(self, *, spec_path: str | None, unique: bool = False) -> None:
+        """Start a new sweep in the store. `unique`: the name was made unique (`api.unique_name`, `base-2`...)
+        before; a sweep of that name started meanwhile by another process (the same spec launched twice at
+        once) moves this one to the next free name, where it would otherwise be refused."""
+        for _ in range(1000):
+            try:
+                self._lock()
+                if self.store.sweep_row(self.name) is None:
+                    break
+                taken: UserError = UserError(
+                    f"a sweep named {self.name!r} already exists in {self.store.root}; `sweeplab resume "
+                    f"{shlex.quote(self.name)}` continues it, or give the sweep another name")
+            except UserError as exc:   # its lock is held: another driver is creating or running it
+                taken = exc
+            if not unique:
+                raise taken
+            self.unlock()
+            self._rename(_next_name(self.name, self.store))
         self._check_checkpoint_root()
         self.seed = self.spec.seed if self.spec.seed is not None else int.from_bytes(os.urandom(3), "big")
         self._build_logic()
@@ -129,6 +141,9 @@ class Recovery(DriverState):
             name=self.name, method=self.spec.method, metric=self.metric, goal=self.goal.value,
             spec=self._stored_spec(), spec_path=spec_path, seed=self.seed,
         )
+
+    def _rename(self, name: str) -> None:
+        self.name = self.retry.sweep = self.tasks.sweep = name
 
     def _check_checkpoint_root(self) -> None:
         """A new sweep's trials restore what is in its checkpoint directory: it must hold nothing (a sweep of
@@ -383,3 +398,16 @@ class Recovery(DriverState):
         spec.pop("run_cap", None)
         self.store.update_sweep(self.sweep_id, spec=spec)
 
+
+def _next_name(name: str, store: Any) -> str:
+    """The name after `name` in `base`, `base-2`, `base-3`... that no sweep of `store` has (nor its directories)."""
+    import re
+
+    from sweeplab.store.layout import safe_name
+
+    m = re.fullmatch(r"(.*)-(\d+)", name)
+    base, i = (m.group(1), int(m.group(2)) + 1) if m else (name, 2)
+    taken = {safe_name(n) for n in store.sweep_names()}
+    while safe_name(f"{base}-{i}") in taken:
+        i += 1
+    return f"{base}-{i}"
