@@ -344,7 +344,7 @@ class _Runner:
     def __init__(self, spec: SweepSpec, *, store: str | Path | None, workers: int | None, backend: str | None,
                  address: str | None, name: str | None, overrides: Sequence[str],
                  on_progress: Callable[[Progress], None] | None, on_note: Callable[[str], None] | None = None,
-                 create: bool = True) -> None:
+                 create: bool = True, unique: bool = True) -> None:
         from sweeplab.driver import Driver
         from sweeplab.store import Store, default_store_dir
 
@@ -378,7 +378,7 @@ class _Runner:
                                  on_progress=on_progress, on_note=on_note)
             if create:
                 spec_path = str(spec.source.resolve()) if spec.source is not None else None
-                self.driver.create(spec_path=spec_path, unique=True)
+                self.driver.create(spec_path=spec_path, unique=unique)
                 self.name = self.driver.name
             else:
                 self.driver.resume()

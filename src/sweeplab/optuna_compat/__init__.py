@@ -170,7 +170,7 @@ def optimize(
     shown = Progress(progress)
     runner = _Runner(spec, store=root, workers=workers, backend=backend, address=address, name=sweep_name,
                      overrides=[f"optuna_study={directory}"], on_progress=on_progress or shown.update,
-                     on_note=on_note or shown.note)
+                     on_note=on_note or shown.note, unique=False)   # its study is written under this name
     if imported:
         _seed_store(runner, imported, n_trials, source=getattr(study, "study_name", "an Optuna study"))
     if callbacks:
