@@ -69,7 +69,7 @@ def plan_slots(workers: int, *, cpus: float, gpus: float, gpu_ids: Sequence[int]
     if cpus > 0 and workers * cpus > cpu_count + 1e-9:
         raise UserError(
             f"{workers} workers x {cpus:g} CPUs each need {workers * cpus:g} CPUs but this machine has "
-            f"{cpu_count}; lower --workers or resources.cpus"
+            f"{cpu_count}; lower the workers (--workers, or `workers:` in the spec) or resources.cpus"
         )
     if gpus <= 0:
         return [Slot(i, cpus) for i in range(workers)]
@@ -80,7 +80,8 @@ def plan_slots(workers: int, *, cpus: float, gpus: float, gpu_ids: Sequence[int]
         if workers > capacity:
             raise UserError(
                 f"{workers} workers x {gpus:g} GPU need more than the {len(ids)} GPU(s) available "
-                f"({capacity} trials fit); lower --workers or resources.gpus, or pass --gpus"
+                f"({capacity} trials fit); lower the workers (--workers, or `workers:` in the spec) or "
+                "resources.gpus, or pass --gpus"
             )
         return [Slot(i, cpus, (ids[i // per_device],)) for i in range(workers)]
     if gpus != int(gpus):
@@ -89,7 +90,7 @@ def plan_slots(workers: int, *, cpus: float, gpus: float, gpu_ids: Sequence[int]
     if workers * n > len(ids):
         raise UserError(
             f"{workers} workers x {n} GPU(s) need {workers * n} GPUs but {len(ids)} are available; "
-            "lower --workers or resources.gpus, or pass --gpus"
+            "lower the workers (--workers, or `workers:` in the spec) or resources.gpus, or pass --gpus"
         )
     return [Slot(i, cpus, tuple(ids[i * n:(i + 1) * n])) for i in range(workers)]
 
