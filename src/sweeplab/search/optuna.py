@@ -969,9 +969,8 @@ class GPSearcher(OptunaSearcher):
         """The GP's final batch (the last trials, as many as are in flight) maximises UCB with a small beta
         instead of log-EI (`_last_batch`)."""
         self._budget = trials
-        sampler = self._study.sampler if self._study is not None else None
-        if hasattr(sampler, "_sweeplab_budget"):
-            sampler._sweeplab_budget = trials
+        if hasattr(self._study.sampler, "_sweeplab_budget"):   # the GP's (not TPE's past the handoff)
+            self._study.sampler._sweeplab_budget = trials
 
 
 class NSGA2Searcher(OptunaSearcher):
