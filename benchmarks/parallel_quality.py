@@ -81,14 +81,10 @@ def tasks(with_xgboost: bool) -> list[Task]:
 
 
 # ------------------------------------------------------------------------------------------ sweeplab side
-def sweeplab_run(task: Task, method: str, seed: int, workers: int, n: int, seconds: float = 60.0,
-                 budget: bool = False) -> list[float]:
+def sweeplab_run(task: Task, method: str, seed: int, workers: int, n: int, seconds: float = 60.0) -> list[float]:
     """Best-so-far after each completed trial, with `workers` trials in flight (simulated time; trials last
-    0.5-1.5 x `seconds`). With `budget`, the searcher is told the sweep's `n` trials (`set_budget`), as the
-    driver tells it `budget.trials`."""
+    0.5-1.5 x `seconds`)."""
     searcher = make_searcher(method, parse_parameters(task.parameters), Goal.MINIMIZE, seed)
-    if budget:
-        searcher.set_budget(n)
     durations = np.random.default_rng(10_000 + seed)
     running: list[tuple[float, int, dict[str, Any]]] = []
     now, asked, best, curve = 0.0, 0, math.inf, []
@@ -251,13 +247,10 @@ def verdict(ours: list[float], peer: list[float]) -> str:
 
 
 def run_task(task: Task, method: str, seeds: list[int], workers: list[int], peers: list[str],
-             n_max: int, seconds: float = 60.0, known: dict[str, Any] | None = None,
-             budgets: list[int] | None = None) -> dict[str, Any]:
+             n_max: int, seconds: float = 60.0, known: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every configuration's best-so-far curves on one task (interleaved by seed), with the CPU they took.
     `known`: an earlier result of the same seeds and N (or more seeds, a larger N) whose peer curves are
-    reused (`--peers-from`).
-    `budgets`: run sweeplab once per N in it, told that N (`--budget-aware`; labels "... budget N"), instead
-    of reading every N from one n_max-trial run."""
+    reused (`--peers-from`)."""
     curves: dict[str, list[list[float]]] = {}
     reused = {}
     if known is not None and set(seeds) <= set(known["key"]["seeds"]) and known["key"]["n"] >= n_max:
@@ -267,12 +260,7 @@ def run_task(task: Task, method: str, seeds: list[int], workers: list[int], peer
     c0 = time.process_time()
     for seed in seeds:   # interleaved: every configuration of one seed before the next seed
         for k in workers:
-            if budgets:
-                for n in budgets:
-                    curves.setdefault(f"{method} k={k} budget {n}", []).append(
-                        sweeplab_run(task, method, seed, k, n, seconds, budget=True))
-            else:
-                curves.setdefault(f"{method} k={k}", []).append(sweeplab_run(task, method, seed, k, n_max, seconds))
+            curves.setdefault(f"{method} k={k}", []).append(sweeplab_run(task, method, seed, k, n_max, seconds))
         for peer in peers:
             if f"optuna {peer} seq" not in reused:
                 curves.setdefault(f"optuna {peer} seq", []).append(optuna_run(task, peer, seed, n_max))
@@ -287,15 +275,14 @@ def report(task: Task, result: dict[str, Any], method: str, trials: list[int], p
     reused = f", {' and '.join(result['reused'])} from --peers-from" if result.get("reused") else ""
     lines = [f"\n{task.name}{opt}  [{result['cpu']:.0f} s CPU{reused}]"]
     for n in trials:
-        at = {label: [c[n - 1] for c in cs] for label, cs in curves.items()
-              if " budget " not in label or label.endswith(f" budget {n}")}
+        at = {label: [c[n - 1] for c in cs] for label, cs in curves.items()}
         medians = {label: statistics.median(row) for label, row in at.items()}
         for label, row in at.items():
             cells = "  ".join(
                 f"/{peer}: {_ratio(medians[label], medians[f'optuna {peer} seq'], task):5.2f} "
                 f"{verdict(row, at[f'optuna {peer} seq']):<6}"
                 for peer in peers if f"optuna {peer} seq" in at) if label.startswith(method) else ""
-            lines.append(f"  N={n:<3} {label:<20} median {medians[label]:>10.4f}"
+            lines.append(f"  N={n:<3} {label:<16} median {medians[label]:>10.4f}"
                          f"  range {min(row):>9.4f}..{max(row):<9.4f}  {cells}")
     return lines
 
@@ -314,11 +301,6 @@ def main() -> None:
     parser.add_argument("--idle", action="store_true", help="also measure idle time (8 workers, 1 s trials)")
     parser.add_argument("--trial-seconds", type=float, default=60.0,
                         help="simulated trial length (0.5-1.5 x this); Prefetching's freshness depends on it")
-    parser.add_argument("--budget-aware", action="store_true",
-                        help="tell the searcher the sweep's trials (set_budget, as the driver does with "
-                             "budget.trials) and run each N of --trials as its own sweep")
-    parser.add_argument("--last-batch-beta", type=float, default=None,
-                        help="the GP's final-batch UCB beta (search/optuna.py LAST_BATCH_BETA), for screening")
     parser.add_argument("--peers-from", type=Path, default=None,
                         help="reuse the Optuna peers' curves of the same seeds and N (or more) from an earlier "
                              "--out DIR "
@@ -327,10 +309,6 @@ def main() -> None:
                         help="keep each task's curves in DIR/<task>.json and skip tasks already there "
                              "(resume an interrupted --full, or run tasks in separate processes)")
     args = parser.parse_args()
-    if args.last_batch_beta is not None:
-        import sweeplab.search.optuna as gp_module
-
-        gp_module.LAST_BATCH_BETA = args.last_batch_beta
     trials = args.trials or ([40, 80] if args.full else [40])
     seeds = list(range(args.seeds or (5 if args.full else 3)))
     workers = args.workers or ([1, 2, 4, 8] if args.full else [2, 8])
@@ -359,8 +337,6 @@ def main() -> None:
             continue
         key = {"method": args.method, "seeds": seeds, "workers": workers, "peers": peers, "n": n_max,
                "trial_seconds": args.trial_seconds}
-        if args.budget_aware:   # (keys of earlier runs, without these, stay valid)
-            key.update(budget_aware=True, last_batch_beta=args.last_batch_beta)
         name = f"{task.name.split()[0]}.json"
         path = args.out / name if args.out else None
         result = json.loads(path.read_text()) if path and path.exists() else None
@@ -368,7 +344,7 @@ def main() -> None:
             known = args.peers_from / name if args.peers_from else None
             known = json.loads(known.read_text()) if known and known.exists() else None
             result = {"key": key, **run_task(task, args.method, seeds, workers, peers, n_max, args.trial_seconds,
-                                             known, budgets=trials if args.budget_aware else None)}
+                                             known)}
             if path:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(result))

@@ -101,11 +101,6 @@ class Searcher(ABC):
         """
         return False
 
-    def set_budget(self, trials: int | None) -> None:
-        """A hint: the sweep ends after `trials` trials in all (`budget.trials`; None: unknown). Called by the
-        driver before the first ask. A searcher may spend its last suggestions differently (the GP exploits
-        in the final batch, see `search/optuna.py`); the others ignore it. A no-op by default."""
-
     def warm_up(self) -> None:
         """Pay one-off costs of later asks now (imports, first-call setup) without changing what any ask
         returns. `Prefetching` calls it in the background once workers are fed. A no-op by default."""

@@ -89,7 +89,6 @@ class Deferred(Searcher):
         self._building = False                 # `warm_up` is building it
         self._known: list[_Known] = []         # in the order the model would have numbered them
         self._cond = threading.Condition()     # `warm_up` builds in another thread
-        self._budget: int | None = None        # `set_budget`'s hint, handed to the model searcher
 
     # ------------------------------------------------------------------ the model, once built
     def _model(self) -> Searcher:
@@ -99,7 +98,6 @@ class Deferred(Searcher):
             while self._building:
                 self._cond.wait()
             inner, self._spare = self._spare or self._build(self.seed), None
-            inner.set_budget(self._budget)
             inner.replay([self._snapshot(i, k) for i, k in enumerate(self._known)])
             self._inner, self._known = inner, []
         return self._inner
@@ -163,12 +161,6 @@ class Deferred(Searcher):
             known.outcome = {"state": state, "value": value, "constraints": constraints}
             metric = self.options.get("metric") or "value"
             known.history = {metric: tuple(sorted((int(s), float(v)) for s, v in (intermediate or {}).items()))}
-
-    def set_budget(self, trials: int | None) -> None:
-        with self._cond:
-            self._budget = trials
-            if self._inner is not None:
-                self._inner.set_budget(trials)
 
     def withdraw(self, params: Mapping[str, Any]) -> bool:
         with self._cond:

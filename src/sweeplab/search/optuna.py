@@ -270,8 +270,6 @@ class OptunaSearcher(Searcher):
         design = getattr(self._study.sampler, "_independent_sampler", None)
         if isinstance(design, _StartupDesign):   # trial `number`'s point of the design, as resumed sweeps ask too
             design.index = number
-        if hasattr(self._study.sampler, "_sweeplab_budget"):   # the GP's final batch counts driver numbers
-            self._study.sampler._sweeplab_number = number
         if self.space.conditional:
             trial = self._study.ask()
             params = self._ask_tree(trial)
@@ -676,26 +674,11 @@ class _Believer:
         return self.gpr
 
 
-#: the final batch's acquisition: UCB, mean + sqrt(LAST_BATCH_BETA * variance) of the believer's model
-#: (standardised values); small, so it refines around the believed optimum (see `_last_batch`)
-LAST_BATCH_BETA = 0.1
-
-
-def _last_batch(budget: int | None, number: int, running: int) -> bool:
-    """Whether trial `number` is in the sweep's final batch: with `running` other trials in flight, the trials
-    still to ask (this one included) fit in the slots now busy, so no result of them informs a later
-    suggestion. Never when the budget is unknown."""
-    return budget is not None and budget - number <= running + 1
-
-
 def _believer_suggestion(sampler: Any, study: Any, completed: list[Any], running: list[Any],
-                         search_space: Mapping[str, Any], exploit: bool = False) -> dict[str, Any]:
+                         search_space: Mapping[str, Any]) -> dict[str, Any]:
     """One suggestion with `running` trials in flight: each running trial is added to the GP fitted on the
     completed ones as an observation of its own posterior mean (a posterior update with the same kernel
-    hyperparameters, no re-fit), then analytic log-EI is maximised on that model. With `exploit` (the
-    final batch, `_last_batch`) UCB with a small beta is maximised instead: best-at-N gains from refining
-    around the believed optimum, not from exploring for later trials; the running trials' believed values
-    still keep suggestions off their points."""
+    hyperparameters, no re-fit), then analytic log-EI is maximised on that model."""
     import numpy as np
     import torch
     from optuna._gp import acqf, gp
@@ -716,8 +699,7 @@ def _believer_suggestion(sampler: Any, study: Any, completed: list[Any], running
         believed, _ = model.posterior(x_running)
     model.append_running_data(x_running, believed)
     threshold = max(float(y.max()), float(believed.max()))   # the lies count as observations
-    acquisition = (acqf.UCB(gpr=model, search_space=space, beta=LAST_BATCH_BETA) if exploit
-                   else acqf.LogEI(gpr=model, search_space=space, threshold=threshold))
+    acquisition = acqf.LogEI(gpr=model, search_space=space, threshold=threshold)
     best = sampler._optimize_acqf(acquisition, x[np.argmax(y), np.newaxis])
     return space.get_unnormalized_param(best)
 
@@ -750,8 +732,6 @@ def _liar_gp(optuna: Any) -> type:
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__(*args, **kwargs)
                 self._sweeplab_believer = _Believer()
-                self._sweeplab_budget: int | None = None   # the sweep's trials in all (`GPSearcher.set_budget`)
-                self._sweeplab_number: int | None = None   # the driver's number of the trial being asked
 
             def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
                 with _one_thread():
@@ -772,10 +752,8 @@ def _liar_gp(optuna: Any) -> type:
                     return super().sample_relative(study, trial, search_space)   # Optuna's own way
                 if trial.number < self._n_startup_trials or len(completed) < _startup_done(self._n_startup_trials):
                     return {}
-                number = trial.number if self._sweeplab_number is None else self._sweeplab_number
-                exploit = _last_batch(self._sweeplab_budget, number, len(running))
                 with torch.device("cpu"):
-                    return _believer_suggestion(self, study, completed, running, search_space, exploit)
+                    return _believer_suggestion(self, study, completed, running, search_space)
 
         cls = _LIAR_GP[id(optuna)] = LiarGPSampler
     return cls
@@ -916,7 +894,6 @@ class GPSearcher(OptunaSearcher):
                  handoff: int | None = None, **options: Any) -> None:
         optional_import("torch", "bayes", "GP search")
         self.handoff = handoff   # bayes: from this trial number on, TPE asks (see BAYES_GP_TRIALS)
-        self._budget: int | None = None   # `set_budget`: the sweep's trials in all
         self._tpe_asks = False
         super().__init__(space, goal, seed, **options)
 
@@ -955,22 +932,13 @@ class GPSearcher(OptunaSearcher):
                 window=TPE_WINDOW, seed=self.seed if seed is None else seed, constant_liar=True,
                 multivariate=self.space.dimension >= 2, n_startup_trials=self.options.get("n_startup_trials", 10))
         design = _StartupDesign(self._optuna, list(self._distributions), self.seed)   # seeded by the sweep, always
-        sampler = _liar_gp(self._optuna)(
+        return _liar_gp(self._optuna)(
             seed=self.seed if seed is None else seed,
             independent_sampler=design,
             n_startup_trials=self.options.get("n_startup_trials", 10),
             deterministic_objective=self.options.get("deterministic_objective", False),
             warn_independent_sampling=False,
         )
-        sampler._sweeplab_budget = self._budget
-        return sampler
-
-    def set_budget(self, trials: int | None) -> None:
-        """The GP's final batch (the last trials, as many as are in flight) maximises UCB with a small beta
-        instead of log-EI (`_last_batch`)."""
-        self._budget = trials
-        if hasattr(self._study.sampler, "_sweeplab_budget"):   # the GP's (not TPE's past the handoff)
-            self._study.sampler._sweeplab_budget = trials
 
 
 class NSGA2Searcher(OptunaSearcher):

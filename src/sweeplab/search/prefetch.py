@@ -238,10 +238,6 @@ class Prefetching(Searcher):
             self._in_flight = sum(not snap.state.is_terminal for snap in history)
         self._prefetch()
 
-    def set_budget(self, trials: int | None) -> None:
-        with self._lock:
-            self.inner.set_budget(trials)
-
     def withdraw(self, params: Mapping[str, Any]) -> bool:
         with self._lock:
             taken = self.inner.withdraw(params)
