@@ -249,11 +249,13 @@ def verdict(ours: list[float], peer: list[float]) -> str:
 def run_task(task: Task, method: str, seeds: list[int], workers: list[int], peers: list[str],
              n_max: int, seconds: float = 60.0, known: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every configuration's best-so-far curves on one task (interleaved by seed), with the CPU they took.
-    `known`: an earlier result of the same seeds and N whose peer curves are reused (`--peers-from`)."""
+    `known`: an earlier result of the same seeds and N (or more seeds, a larger N) whose peer curves are
+    reused (`--peers-from`)."""
     curves: dict[str, list[list[float]]] = {}
     reused = {}
-    if known is not None and known["key"]["seeds"] == seeds and known["key"]["n"] == n_max:
-        reused = {f"optuna {p} seq": known["curves"][f"optuna {p} seq"] for p in peers
+    if known is not None and set(seeds) <= set(known["key"]["seeds"]) and known["key"]["n"] >= n_max:
+        at = [known["key"]["seeds"].index(seed) for seed in seeds]   # those seeds' curves, to N = n_max
+        reused = {f"optuna {p} seq": [known["curves"][f"optuna {p} seq"][i][:n_max] for i in at] for p in peers
                   if f"optuna {p} seq" in known["curves"]}
     c0 = time.process_time()
     for seed in seeds:   # interleaved: every configuration of one seed before the next seed
@@ -300,7 +302,8 @@ def main() -> None:
     parser.add_argument("--trial-seconds", type=float, default=60.0,
                         help="simulated trial length (0.5-1.5 x this); Prefetching's freshness depends on it")
     parser.add_argument("--peers-from", type=Path, default=None,
-                        help="reuse the Optuna peers' curves of the same seeds and N from an earlier --out DIR "
+                        help="reuse the Optuna peers' curves of the same seeds and N (or more) from an earlier "
+                             "--out DIR "
                              "(they do not depend on sweeplab; saves most of the CPU when iterating)")
     parser.add_argument("--out", type=Path, default=None,
                         help="keep each task's curves in DIR/<task>.json and skip tasks already there "
