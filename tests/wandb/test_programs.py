@@ -289,7 +289,8 @@ def test_disabled_runs_of_other_ranks_do_not_report_to_the_trial(tmp_path: Path)
     proc, store = _sweep("disabled_ranks", tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     trials = _trials(store)
-    assert [t["state"] for t in trials] == ["completed"] * 4
+    assert [t["state"] for t in trials] == ["completed"] * 2
+    assert {json.loads(t["params"])["disable"] for t in trials} == {"mode", "env"}   # mode=, and WANDB_MODE
     for t in trials:
         lr = json.loads(t["params"])["lr"]
         assert t["value"] == pytest.approx(lr), json.loads(t["params"])   # rank 0's best epoch
