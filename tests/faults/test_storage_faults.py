@@ -34,6 +34,12 @@ conn.execute("BEGIN EXCLUSIVE")
 print("locked", flush=True)
 sys.stdin.read()
 """
+# on the driver's PYTHONPATH: its writes wait 2 s for a lock (the store's busy timeout, 10 s) before they fail
+SHORT_BUSY_TIMEOUT = """
+import sweeplab.store.sqlite
+
+sweeplab.store.sqlite.BUSY_TIMEOUT_S = 2.0
+"""
 BIG = "  x: {min: -1.0, max: 1.0}\n  steps: {value: 3000}\n  delay: {value: 0.0}"
 
 
@@ -219,7 +225,12 @@ def test_locked_database_mid_sweep_fails_clearly_and_resume_finishes(chaos, reap
     body = chaos.faulty_spec("stepper", method="random",
                              params=chaos.params(x="{min: -1.0, max: 1.0}", steps=60, delay=0.02),
                              extra="budget: {trials: 6}\ntrial: {checkpoint_every: 1000}")
-    proc = chaos.start("sweep", str(chaos.spec("second", body)), "--name", "second", "-w", "2", "-q")
+    inject = chaos.tmp / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(SHORT_BUSY_TIMEOUT)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(inject), os.environ.get("PYTHONPATH")) if p))
+        proc = chaos.start("sweep", str(chaos.spec("second", body)), "--name", "second", "-w", "2", "-q")
     reap.append(proc.pid)
     chaos.wait_for(lambda: any(t["state"] == "completed" for t in chaos.trials("second")),
                    what="a completed trial", proc=proc)

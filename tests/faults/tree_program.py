@@ -7,7 +7,7 @@ process that sleeps; with --setsid_child=1 it starts a session of its own, as to
 restores its step from the trial's checkpoint directory (sweeplab's CheckpointManager), writes
 DIR/<trial>-<attempt>-restored with the restored step (-1: none), then reports and checkpoints one step every
 0.2 s. --mode=freeze: attempt 1 stops itself with SIGSTOP after step 1; --mode=silent: it sleeps silently
-instead; --mode=compute: it computes silently for 5 s (no output, no report, no checkpoint), then goes on.
+instead; --mode=compute: it computes silently for 3.5 s (no output, no report, no checkpoint), then goes on.
 --ignore_term=1: the program and its child ignore SIGTERM (only a SIGKILL ends them).
 --wait_for=FILE: attempts after the first wait (up to 60 s) for FILE to exist before they restore.
 """
@@ -68,7 +68,7 @@ def main() -> None:
         if step == 1 and attempt == "1" and mode == "silent":
             time.sleep(100000)
         if step == 1 and attempt == "1" and mode == "compute":
-            end = time.monotonic() + 5.0
+            end = time.monotonic() + 3.5
             while time.monotonic() < end:
                 pass
         time.sleep(0.2)

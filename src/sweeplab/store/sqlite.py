@@ -22,6 +22,7 @@ __all__ = ["EVENT_KINDS", "INTEGERS", "SCHEMA_VERSION", "Store", "default_store_
 
 SCHEMA_VERSION = 4
 DB_NAME = "store.db"
+BUSY_TIMEOUT_S = 10.0   # how long a write waits for another connection's lock before it fails ("database is locked")
 #: what an INTEGER column holds: a trial number outside it (`repro sweep/99999999999999999999`) names no row,
 #: and binding it would raise OverflowError instead of finding nothing
 INTEGERS = range(-(1 << 63), 1 << 63)
@@ -177,12 +178,12 @@ class Store:
         except OSError as exc:
             raise StoreError(f"the store directory {root_path} is not writable: {exc.strerror or exc}") from None
         try:
-            conn = sqlite3.connect(str(db), timeout=10, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(str(db), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
             conn.row_factory = sqlite3.Row
             cls._refuse_foreign(conn, db)   # before the first write: even WAL mode changes the file
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=10000")
+            conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             conn.execute("PRAGMA foreign_keys=ON")
             store = cls(root_path, conn, readonly=False)
             store._migrate(db)

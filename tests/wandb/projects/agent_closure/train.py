@@ -17,7 +17,7 @@ def main(args):
 
 def sweep_main():
     """The same closure from a function the sweep calls (`--function train.py:sweep_main`)."""
-    sweep_id = wandb.sweep({"method": "grid", "parameters": {"lr": {"values": [0.1, 0.3, 0.5]}}})
+    sweep_id = wandb.sweep({"method": "grid", "parameters": {"lr": {"values": [0.1, 0.5]}}})
     wandb.agent(sweep_id, function=lambda: main(argparse.Namespace(offset=3.0, project="closure-demo")))
 
 
@@ -29,7 +29,7 @@ if __name__ == "__main__":
     args = parser.parse_args()
     if args.sweep:
         sweep_config = {"method": "grid", "metric": {"name": "loss", "goal": "minimize"},
-                        "parameters": {"lr": {"values": [0.1, 0.3, 0.5]}}}
+                        "parameters": {"lr": {"values": [0.1, 0.5]}}}
         sweep_id = wandb.sweep(sweep_config, project=args.project)
         wandb.agent(sweep_id, function=lambda: main(args), count=30)
     else:

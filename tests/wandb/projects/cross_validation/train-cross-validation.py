@@ -28,7 +28,7 @@ def main():
     # spin up workers before calling wandb.init(), as W&B's example does
     sweep_q = multiprocessing.Queue()
     workers = []
-    for _ in range(3):
+    for _ in range(2):   # two folds (W&B's example has 5)
         q = multiprocessing.Queue()
         p = multiprocessing.Process(target=train, kwargs=dict(sweep_q=sweep_q, worker_q=q))
         p.start()
