@@ -715,3 +715,26 @@ def test_kill_and_shutdown_take_down_a_command_trial_s_whole_tree_on_ray(cluster
     finally:
         b.shutdown()
     assert not _all_dead(tree), "a command trial outlived the backend's shutdown"
+
+
+@pytest.mark.ray
+def test_an_actors_worker_imports_the_trials_libraries_before_its_first_trial(cluster, tmp_path):
+    """As a local worker does (backends/preload.py): the trial's seed then seeds the libraries however the
+    trial imports them, on Ray as locally."""
+    from sweeplab.spec import parse_spec
+
+    (tmp_path / "probe.py").write_text(
+        "import sys\n\ndef probe(config, run):\n    had = 'yaml' in sys.modules\n    import yaml\n"
+        "    run.log({'had': int(had)})\n")
+    spec = parse_spec({"function": f"{tmp_path / 'probe.py'}:probe", "method": "random",
+                       "parameters": {"x": {"min": 0.0, "max": 1.0}}}, file="<test>")
+    b = RayBackend(spec, workers=1, resources={"cpus": 1})
+    assert b.preload == ("yaml",)
+    b.start()
+    try:
+        b.submit(make_task(tmp_path, 1, f"{tmp_path / 'probe.py'}:probe"))
+        ev = collect(b, [1])[1]
+        points = [p for e in ev if e.kind.value == "metrics" for p in e.data["points"]]
+        assert ev[-1].kind.value == "finished" and [p[2] for p in points if p[1] == "had"] == [1.0], ev
+    finally:
+        b.shutdown(grace=0.0)

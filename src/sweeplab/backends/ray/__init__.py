@@ -68,6 +68,10 @@ class RayBackend(Backend):
         self.demand = trial_demand(res, smoke=smoke)
         self.workers = workers
         self.address = address
+        from sweeplab.backends import preload_of
+
+        #: what each actor's worker imports before its first trial, as a local worker does
+        self.preload = preload_of(spec) if spec is not None else ()
         self.smoke = smoke
         ckpt = getattr(spec, "checkpoint_dir", None)
         self.checkpoint_root = str(ckpt) if ckpt else checkpoint_root
@@ -88,7 +92,8 @@ class RayBackend(Backend):
         from sweeplab.backends.ray._core import RayCore
 
         core = RayCore(self.demand, workers=self.workers, address=self.address,
-                       checkpoint_root=self.checkpoint_root, init=self.init, placement=self.placement)
+                       checkpoint_root=self.checkpoint_root, init=self.init, placement=self.placement,
+                       preload=self.preload)
         core.start()
         self._core = core
 

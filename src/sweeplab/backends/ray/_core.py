@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,8 +112,10 @@ class RayCore:
 
     def __init__(self, demand: TrialDemand, *, workers: int | None, address: str | None,
                  checkpoint_root: str | None, init: Mapping[str, Any] | None = None,
-                 drain_wait: float = _DRAIN_WAIT, placement: str | None = "PACK") -> None:
+                 drain_wait: float = _DRAIN_WAIT, placement: str | None = "PACK",
+                 preload: Sequence[str] = ()) -> None:
         self.demand = demand
+        self.preload = tuple(preload)
         # ranks of a multi-process trial spread over a placement group (None: all in one actor)
         self.placement = placement if demand.world_size > 1 else None
         self.workers = workers
@@ -248,7 +250,7 @@ class RayCore:
                 if member.actor is None:
                     self._spawn_rank(slot, member)
             return
-        slot.actor = self._host_cls.remote(self.demand.cpus, self.demand.gpus <= 0)
+        slot.actor = self._host_cls.remote(self.demand.cpus, self.demand.gpus <= 0, self.preload)
         slot.where = slot.actor.where.remote()
         slot.node = None
         slot.ready = False

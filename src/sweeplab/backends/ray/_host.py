@@ -12,6 +12,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import ray
@@ -25,10 +26,11 @@ _WAKE = 0.25   # the pump's longest sleep: a worker's exit is noticed within thi
 class TrialHost:
     """A Ray actor that runs one trial at a time in a local worker process and buffers its events."""
 
-    def __init__(self, cpus: float, hide_gpus: bool) -> None:
+    def __init__(self, cpus: float, hide_gpus: bool, preload: Sequence[str] = ()) -> None:
         from sweeplab.backends.local import LocalBackend, Slot
 
-        self._local = LocalBackend([Slot(0, cpus)], hide_gpus=hide_gpus)
+        # its worker imports the trial's libraries before the first trial, as a local worker does
+        self._local = LocalBackend([Slot(0, cpus)], hide_gpus=hide_gpus, preload=preload)
         self._local.start()                     # the worker process starts now, ready for the first trial
         self._lock = threading.Lock()           # LocalBackend is single-threaded: one caller at a time
         self._cond = threading.Condition()
