@@ -356,3 +356,33 @@ def test_a_stopped_fork_server_loses_no_worker_death_and_blocks_no_new_trial(tmp
                 os.kill(server.proc.pid, signal.SIGCONT)
         b.shutdown(grace=0.0)
     assert _gone([*pids.values(), server.proc.pid]) == []
+
+
+@pytest.mark.parametrize("imports_for, timeout, expect", [(4.0, 60.0, "forked"), (4.0, 1.0, "cold")])
+def test_slots_wait_for_the_fork_servers_imports_without_blocking_the_driver(tmp_path, monkeypatch, imports_for,
+                                                                             timeout, expect):
+    """While the fork server imports, no slot is free and `poll` returns (the driver goes on handling signals,
+    stops and budgets); then the slots free up forked, or, past PRELOAD_TIMEOUT, cold."""
+    import sweeplab.backends.local as local
+
+    monkeypatch.setattr(local, "PRELOAD_TIMEOUT", timeout)
+    proj = _project(tmp_path, **{"probe.py": PROBE, "slowlib.py": f"import time\ntime.sleep({imports_for})\n"})
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("slowlib",),
+                     env={"PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])})
+    b.start()
+    try:
+        assert b.free_slots() == 0
+        assert b.poll(0.2) == [] and b._server is not None and b._server.status == "starting"   # not waited for
+        deadline = time.monotonic() + 60
+        while b.free_slots() < 2 and time.monotonic() < deadline:
+            b.poll(0.2)
+        assert b.free_slots() == 2
+        b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe", config={"module": "slowlib"}))
+        ev = collect(b, [1], timeout=120)[1]
+        assert ev[-1].kind is EventKind.FINISHED
+        forked = all(isinstance(w.proc, ForkedProcess) for w in b._workers.values())
+        assert forked is (expect == "forked")
+        note = next(e.data for e in ev if e.kind is EventKind.NOTE)
+        assert note["forked"] is (expect == "forked"), note
+    finally:
+        b.shutdown(grace=0.0)

@@ -78,6 +78,7 @@ class ForkServer:
         finally:
             theirs.close()
         self.sock = ours
+        self.started_at = time.monotonic()
         self.modules = tuple(modules)
         self.status: str = "starting"        # starting | ready | refused: <why> | gone
         self.info: dict[str, Any] = {}

@@ -160,6 +160,7 @@ class LocalBackend(Backend):
             env = _worker_env(self.slots[0], self._env, hide_gpus=self._hide_gpus)
             try:
                 self._server = _adopt_server(env, self.preload) or ForkServer(env, self.preload)
+                self._sel.register(self._server, selectors.EVENT_READ, self._server)   # wakes `poll` when ready
             except OSError as exc:
                 self.fork_note = {"level": "warning", "kind": "workers", "forked": False,
                                   "message": f"workers started one by one (no fork server: {exc})"}
@@ -198,8 +199,8 @@ class LocalBackend(Backend):
         server = self._server
         if server is None:
             return None
-        if server.status == "starting":
-            server.ready(PRELOAD_TIMEOUT)
+        if server.status == "starting":   # a caller that submits without asking free_slots waits here
+            server.ready(max(0.0, PRELOAD_TIMEOUT - (time.monotonic() - server.started_at)))
         if not self.fork_note:
             info = server.info
             if server.status == "ready":
@@ -213,7 +214,10 @@ class LocalBackend(Backend):
                               "preload_cpu": info.get("cpu"), "failed": info.get("failed", [])}
         if server.status != "ready":
             if server.status != "gone" and not server.forked():   # one that stopped answering keeps the
-                server.close(timeout=0)                            # workers it forked until the end
+                self._unregister_server()                          # workers it forked until the end
+                server.close(timeout=0)
+            elif server.status == "gone":
+                self._unregister_server()
             return None
         cmd_r, cmd_w = os.pipe()
         ev_r, ev_w = os.pipe()
@@ -225,6 +229,8 @@ class LocalBackend(Backend):
         if proc is None:
             os.close(cmd_w)
             os.close(ev_r)
+            if server.status == "gone":
+                self._unregister_server()
             return None
         proc.stdin = os.fdopen(cmd_w, "wb")
         os.set_blocking(ev_r, False)
@@ -252,11 +258,27 @@ class LocalBackend(Backend):
             self._close(worker)
         self._workers.clear()
         if self._server is not None:
+            self._unregister_server()
             self._server.close()
             self._server = None
 
+    def _unregister_server(self) -> None:
+        """Out of the selector before a new pipe can take its closed socket's descriptor number."""
+        if self._server is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._sel.unregister(self._server)
+
     # ----------------------------------------------------------------------------- trials
     def free_slots(self) -> int:
+        """Slots that take a trial now: none while the fork server imports the trial's libraries (the driver
+        goes on polling, honouring signals, stops and budgets, and `poll` wakes when it is ready)."""
+        server = self._server
+        if server is not None and server.status == "starting":
+            server.collect()
+            if server.status == "starting":
+                if time.monotonic() - server.started_at < PRELOAD_TIMEOUT:
+                    return 0
+                server.status = f"refused: its imports took more than {PRELOAD_TIMEOUT:g}s"
         return sum(1 for s in self.slots if self._slot_free(s))
 
     def _slot_free(self, slot: Slot) -> bool:
@@ -345,9 +367,16 @@ class LocalBackend(Backend):
         events, self._pending = self._pending, []
         if events:
             timeout = 0.0
-        if self._server is not None:
-            self._server.collect()
+        server = self._server
+        if server is not None:
+            server.collect()
+            if server.status == "gone":
+                self._unregister_server()
         for key, _ in self._sel.select(timeout):
+            if key.data is server:   # its news (ready, a worker's exit) are read by `collect`
+                if server is not None:
+                    server.collect()
+                continue
             worker: _Worker = key.data
             events.extend(self._read(worker))
         for worker in list(self._workers.values()) + self._retired:
