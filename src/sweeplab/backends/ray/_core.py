@@ -101,6 +101,7 @@ class _Slot:
     kill_deadline: float | None = None
     unavailable: int = 0
     ready: bool = False                 # its actor has started (where() answered): it may take a trial
+    #                                     (a multi-process slot: once every rank's actor has)
     members: list[_Slot] | None = None  # a multi-process slot: one TrialHost per rank
     pg: Any = None                      # ... in the bundles of this placement group
     gang: Gang | None = None            # ... running this attempt
@@ -265,6 +266,7 @@ class RayCore:
         member.actor = host.remote(one.cpus, one.gpus <= 0)
         member.where = member.actor.where.remote()
         member.node = None
+        member.ready = False
         member.drain = member.actor.drain.remote(self.drain_wait)
         member.unavailable = 0
         member.kill_reason = member.kill_deadline = None
@@ -296,6 +298,14 @@ class RayCore:
         out: list[Event] = []
         done = set(refs)
         for slot in self.slots:
+            for member in slot.members or []:
+                if not member.ready and member.where is not None and member.where in done:
+                    try:
+                        member.node = ray.get(member.where)["node"]
+                        member.ready = True
+                    except RayError as exc:
+                        out.extend(self._rank_lost(slot, member.index, f"rank {member.index}'s Ray actor "
+                                                   f"could not start: {_first_line(exc)}", started=False))
             if slot.members is None and not slot.ready and slot.where in done:
                 try:
                     slot.node = ray.get(slot.where)["node"]
@@ -310,13 +320,18 @@ class RayCore:
         """Free for a trial: idle, and its actor started (a trial sent to an actor still booting would
         wait there, tens of seconds for 64 on a busy machine or minutes for a node still coming up, while
         started actors idle). A slot without an actor (its node was lost) starts one on submit."""
-        return slot.task is None and (slot.members is not None or slot.actor is None or slot.ready)
+        if slot.members is not None:   # every rank's actor placed in its bundle (or to be started)
+            return slot.task is None and all(m.actor is None or m.ready for m in slot.members)
+        return slot.task is None and (slot.actor is None or slot.ready)
 
     def free_slots(self) -> int:
         return sum(1 for s in self.slots if self._takes(s))
 
     def running(self) -> list[int]:
-        return list(self._by_trial)
+        """The trials whose attempt has not ended for the driver yet (an end still queued counts)."""
+        ids = list(self._by_trial)
+        ids += [ev.trial for s in self.slots for ev in s.queued if ev.kind.ends_attempt and ev.trial not in ids]
+        return ids
 
     def node_of(self, trial_id: int) -> str | None:
         slot = self._by_trial.get(trial_id)
@@ -391,16 +406,24 @@ class RayCore:
             self._release(slot)
         return events
 
-    def _rank_lost(self, slot: _Slot, rank: int, reason: str) -> list[Event]:
-        """The actor of one rank is gone: forget it (it is placed again for the next trial)."""
+    def _rank_lost(self, slot: _Slot, rank: int, reason: str, *, started: bool = True) -> list[Event]:
+        """The actor of one rank is gone: forget it and start its next actor in the rank's bundle at once
+        (`started`: the lost one had started; one that could not start is started again on the next submit).
+        The slot takes its next trial once Ray has placed every rank's actor: when the bundle's node was
+        lost and no live node can hold it, the trial waits queued, not sent to actors that cannot start
+        (the driver blocked on them, then preempted it again and again)."""
         assert slot.members is not None
         member = slot.members[rank]
-        if member.actor is not None:
+        actor = member.actor
+        if actor is not None:
             with contextlib.suppress(Exception):
-                ray.kill(member.actor, no_restart=True)
+                ray.kill(actor, no_restart=True)
         member.actor = member.drain = member.where = member.node = None
+        member.ready = False
         killed = member.kill_reason is not None
         member.kill_reason = member.kill_deadline = None
+        if actor is not None and started and self._host_cls is not None and self._head_lost is None:
+            self._spawn_rank(slot, member)
         task = slot.task
         if task is None or slot.gang is None:
             return []
@@ -408,8 +431,11 @@ class RayCore:
         data: dict[str, Any] = {"reason": reason}
         if killed:
             data.update({"error_type": "Killed", "message": reason})
-        return self._accept(slot, rank, Event(kind, task.trial_id, task.attempt, time.time(), data),
-                            lost=not killed)
+        out = self._accept(slot, rank, Event(kind, task.trial_id, task.attempt, time.time(), data),
+                           lost=not killed)
+        if out and out[-1].kind is EventKind.PREEMPTED:   # the trial's end: say first if it must wait
+            out[-1:-1] = self._waiting_note(task)
+        return out
 
     def stop(self, trial_id: int, reason: str = "") -> None:
         slot = self._by_trial.get(trial_id)
@@ -468,6 +494,8 @@ class RayCore:
             for m in s.members:
                 if m.drain is not None:
                     by_ref[m.drain] = (s, m.index)
+                if not m.ready and m.where is not None:
+                    booting.add(m.where)
         if by_ref or booting:
             refs = [*by_ref, *booting]
             ready, _ = ray.wait(refs, num_returns=1, timeout=max(0.0, timeout))
@@ -480,6 +508,8 @@ class RayCore:
                 slot, rank = by_ref[ref]
                 if rank is None and slot.drain is not ref:   # lost meanwhile (its where() failed)
                     continue
+                if rank is not None and slot.members is not None and slot.members[rank].drain is not ref:
+                    continue   # that rank's actor was lost meanwhile (and its successor started)
                 if rank is None:
                     events.extend(self._collect(slot, ref))
                 else:
@@ -632,7 +662,26 @@ class RayCore:
             why = reason if killed else f"{kill_reason} ({reason})"
             return [Event(EventKind.FAILED, task.trial_id, task.attempt, now, {
                 "reason": why, "error_type": "Killed", "message": why})]
-        return [Event(EventKind.PREEMPTED, task.trial_id, task.attempt, now, {"reason": reason})]
+        return [*self._waiting_note(task),
+                Event(EventKind.PREEMPTED, task.trial_id, task.attempt, now, {"reason": reason})]
+
+    def _waiting_note(self, task: TrialTask) -> list[Event]:
+        """After a loss: when no live node can hold a trial any more, a warning on the attempt (just before
+        its PREEMPTED end) saying so, with what the nodes have (the trial waits queued until a node that fits joins, or the
+        sweep's budget.time ends the wait)."""
+        if self._head_lost is not None:
+            return []
+        try:
+            nodes = [dict(n.get("Resources") or {}) for n in ray.nodes() if n.get("Alive")]
+            check_fits(self.demand, nodes, placement=self.placement)
+            return []
+        except UserError as exc:
+            message = (f"waiting for a node that fits: {exc}. The trial stays queued until such a node joins "
+                       "the cluster (budget.time ends the wait)")
+        except Exception:   # the cluster's state is unknown: nothing to say
+            return []
+        return [Event(EventKind.NOTE, task.trial_id, task.attempt, time.time(),
+                      {"level": "warning", "kind": "waiting_for_node", "message": message})]
 
     # ------------------------------------------------------------------------------ shutdown
     def shutdown(self, *, grace: float = 0.0) -> None:
