@@ -618,6 +618,8 @@ def test_a_multi_process_trial_whose_only_node_is_lost_waits_queued_for_one_that
         wait_for("the waiting note", "SELECT 1 FROM events WHERE kind = 'waiting_for_node'")
         time.sleep(1.0)   # the driver goes on polling meanwhile: no new attempt, no slot taken
         assert rows("SELECT number, state FROM attempts") == [(1, "preempted")]
+        reason = rows("SELECT reason FROM trials")[0][0]
+        assert reason.endswith("no live node can hold it: waiting for one"), reason   # in `sweeplab status`
         assert backend.free_slots() == 0
         note = rows("SELECT message FROM events WHERE kind = 'waiting_for_node'")[0][0]
         assert "1 pair" in note and "the nodes have" in note, note

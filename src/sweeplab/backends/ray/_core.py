@@ -434,7 +434,7 @@ class RayCore:
         out = self._accept(slot, rank, Event(kind, task.trial_id, task.attempt, time.time(), data),
                            lost=not killed)
         if out and out[-1].kind is EventKind.PREEMPTED:   # the trial's end: say first if it must wait
-            out[-1:-1] = self._waiting_note(task)
+            out[-1:-1] = self._waiting_note(task, out[-1])
         return out
 
     def stop(self, trial_id: int, reason: str = "") -> None:
@@ -662,13 +662,13 @@ class RayCore:
             why = reason if killed else f"{kill_reason} ({reason})"
             return [Event(EventKind.FAILED, task.trial_id, task.attempt, now, {
                 "reason": why, "error_type": "Killed", "message": why})]
-        return [*self._waiting_note(task),
-                Event(EventKind.PREEMPTED, task.trial_id, task.attempt, now, {"reason": reason})]
+        end = Event(EventKind.PREEMPTED, task.trial_id, task.attempt, now, {"reason": reason})
+        return [*self._waiting_note(task, end), end]
 
-    def _waiting_note(self, task: TrialTask) -> list[Event]:
+    def _waiting_note(self, task: TrialTask, end: Event) -> list[Event]:
         """After a loss: when no live node can hold a trial any more, a warning on the attempt (just before
-        its PREEMPTED end) saying so, with what the nodes have (the trial waits queued until a node that fits joins, or the
-        sweep's budget.time ends the wait)."""
+        its PREEMPTED `end`, whose reason says it in short) naming what the trial needs and what the nodes
+        have. The trial waits queued until a node that fits joins, or the sweep's budget.time ends the wait."""
         if self._head_lost is not None:
             return []
         try:
@@ -680,6 +680,7 @@ class RayCore:
                        "the cluster (budget.time ends the wait)")
         except Exception:   # the cluster's state is unknown: nothing to say
             return []
+        end.data["reason"] = f"{end.data.get('reason') or 'preempted'}; no live node can hold it: waiting for one"
         return [Event(EventKind.NOTE, task.trial_id, task.attempt, time.time(),
                       {"level": "warning", "kind": "waiting_for_node", "message": message})]
 
