@@ -16,6 +16,7 @@ turns the ranks' events into the events of one trial.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import threading
@@ -61,32 +62,130 @@ _AUTH_ERROR: type[Exception] = getattr(ray.exceptions, "AuthenticationError", Co
 
 
 # ================================================================================== driver side
-@contextlib.contextmanager
-def _ctrl_c_after(active: bool) -> Iterator[None]:
-    """Hold a Ctrl-C that comes while `ray.init` starts a local Ray instance until it has started, then
-    stop that instance and raise KeyboardInterrupt. Interrupted half-way, `ray.init` leaves the processes it
-    started so far running with no one to stop them (the raylet's dashboard and runtime-env agents outlive
-    the driver, one pair per Ctrl-C). A second Ctrl-C interrupts at once. Main thread only (signals)."""
-    if not active or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    got: list[int] = []
-    previous = signal.getsignal(signal.SIGINT)
+class StartInterrupted(BackendError):
+    """Ctrl-C or SIGTERM while the backend started: one error naming what it interrupted, exit 128 + the
+    signal's number (130, 143). Not a KeyboardInterrupt: the command line would print nothing for one."""
 
-    def hold(signum: int, frame: Any) -> None:
-        if got:
-            raise KeyboardInterrupt
-        got.append(signum)
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
 
-    signal.signal(signal.SIGINT, hold)
+
+class _Signalled(BaseException):
+    """Raised by the signal handler while the backend starts; a BaseException, so that no `except Exception`
+    inside ray.init swallows it (its connection retries do), turned into `StartInterrupted` by `start`."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _StartSignals:
+    """SIGINT and SIGTERM while the backend starts (`RayCore.start`; main thread only): one clear error
+    (`StartInterrupted`: exit 130 for Ctrl-C, 143 for SIGTERM) that names what was interrupted, after the
+    backend has stopped what it started.
+
+    While `ray.init` starts a local Ray instance (`hold`), the signal is held until it has started, and that
+    instance is then stopped: interrupted half-way, `ray.init` leaves the processes it started so far running
+    with no one to stop them (the raylet's dashboard and runtime-env agents outlive the driver). A second
+    signal interrupts at once. Anywhere else (connecting to a cluster, starting the actors) it interrupts at
+    once. Ray's own SIGTERM handler (`sys.exit(15)`, silently, wherever the process is), which `ray.init`
+    installs in place of any other, is kept out while the backend starts, and afterwards installed only where
+    SIGTERM had no handler of its own (a driver's handler stays in place)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what          # "connecting to Ray": what the signal interrupted
+        self.holding = False
+        self.got: int | None = None
+        self.ray_handler: Any = None   # the SIGTERM handler ray.init wanted to install
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StartSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.getsignal(sig)
+                signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            if sig == signal.SIGTERM and handler in (signal.SIG_DFL, None) and self.ray_handler is not None:
+                handler = self.ray_handler   # what ray.init would have left there
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self._previous.clear()
+
+    def error(self, signum: int) -> BaseException:
+        name = signal.Signals(signum).name
+        return StartInterrupted(f"{name} while {self.what}: stopped before any trial ran", signum)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.holding and self.got is None:
+            self.got = signum
+            with contextlib.suppress(OSError):
+                os.write(2, f"{signal.Signals(signum).name}: stopping once Ray's local instance has started "
+                            "(to stop it too); press Ctrl-C again to quit at once\n".encode())
+            return
+        self.got = signum
+        raise _Signalled(signum)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._previous)
+
+    @contextlib.contextmanager
+    def around_init(self, *, hold: bool) -> Iterator[None]:
+        """Around `ray.init`: its SIGTERM handler captured, not installed; `hold`: a signal waits for it."""
+        utils = getattr(getattr(ray, "_private", None), "utils", None)
+        install = getattr(utils, "set_sigterm_handler", None)
+        if install is not None and self._previous:
+            utils.set_sigterm_handler = self._capture   # type: ignore[union-attr]
+        self.holding = hold and bool(self._previous)
+        try:
+            yield
+        finally:
+            self.holding = False
+            if install is not None and self._previous:
+                utils.set_sigterm_handler = install   # type: ignore[union-attr]
+
+    def _capture(self, handler: Any) -> None:
+        self.ray_handler = handler
+
+    def raise_held(self) -> None:
+        if self.got is not None:
+            raise self.error(self.got)
+
+
+def _init_interruptibly(address: str | None, kwargs: dict[str, Any]) -> None:
+    """`ray.init` connecting to a cluster, in a thread, while this (main) thread waits where a signal handler
+    can run: Ray's connection attempts block in C++ for up to 30 s at a time (a GCS that accepts the
+    connection but does not answer), during which no Python signal handler runs. On a signal the attempt is
+    abandoned (it starts nothing of ours) and the process is expected to exit."""
+    import logging
+
+    outcome: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            ray.init(address=address, **kwargs)
+        except BaseException as exc:   # handed to the main thread
+            outcome.append(exc)
+
+    class _NoThreadWarning(logging.Filter):   # ray.init's "SIGTERM handler is not set ... not the main thread"
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "SIGTERM handler is not set" not in record.getMessage()
+
+    quiet = _NoThreadWarning()
+    log = logging.getLogger("ray._private.worker")
+    log.addFilter(quiet)
     try:
-        yield
+        thread = threading.Thread(target=connect, name="sweeplab-ray-init", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.1)
     finally:
-        signal.signal(signal.SIGINT, previous)
-    if got:
-        with contextlib.suppress(Exception):
-            ray.shutdown()
-        raise KeyboardInterrupt
+        log.removeFilter(quiet)
+    if outcome:
+        raise outcome[0]
 
 
 @dataclass
@@ -137,7 +236,20 @@ class RayCore:
 
     # ------------------------------------------------------------------------------ start
     def start(self) -> None:
-        self._connect()
+        target = _init_address(self.address)
+        env = os.environ.get("RAY_ADDRESS")
+        what = ("starting a local Ray instance" if target == "local" and not ray.is_initialized() else
+                f"connecting to the Ray cluster (--address {self.address})" if self.address else
+                f"connecting to the Ray cluster (RAY_ADDRESS={env})" if env else "connecting to Ray")
+        with _StartSignals(what) as signals:
+            try:
+                self._start(signals)
+            except _Signalled as sig:
+                raise signals.error(sig.signum) from None
+
+    def _start(self, signals: _StartSignals) -> None:
+        self._connect(signals)
+        signals.what = "starting the Ray actors that run trials"
         try:
             if "://" not in (self.address or ""):   # a Ray Client (ray://) may not reach the GCS port itself
                 with contextlib.suppress(Exception):
@@ -171,7 +283,7 @@ class RayCore:
             self.shutdown()
             raise
 
-    def _connect(self) -> None:
+    def _connect(self, signals: _StartSignals) -> None:
         if ray.is_initialized():
             return
         address = self.address
@@ -186,8 +298,22 @@ class RayCore:
         kwargs.update(self.init)
         target = _init_address(address)
         try:
-            with _ctrl_c_after(target == "local"):
-                ray.init(address=target, **kwargs)
+            try:
+                with signals.around_init(hold=target == "local"):
+                    if target == "local" or not signals.active:
+                        ray.init(address=target, **kwargs)
+                    else:
+                        _init_interruptibly(target, kwargs)
+            except _Signalled:   # connecting to a cluster: nothing of ours to stop
+                raise
+            except BaseException:   # failed half-way: leave nothing of it initialised
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                raise
+            if signals.got is not None:   # held while the local instance started: stop it, then say so
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                signals.raise_held()
         except (ConnectionError, RuntimeError, ValueError, _AUTH_ERROR) as exc:
             where = f"--address {address}" if address else "Ray"
             text = str(exc).splitlines()[0]
