@@ -223,3 +223,47 @@ def test_a_signal_while_connecting_to_a_cluster_that_does_not_answer_ends_at_onc
         mute.close()
         for conn in accepted:
             conn.close()
+
+
+_DRIVE = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from sweeplab.backends.ray import RayBackend
+from sweeplab.driver import Driver
+from sweeplab.spec import parse_spec
+from sweeplab.store import Store
+
+spec = parse_spec({"function": sys.argv[2] + ":checkpointing", "method": "grid",
+                   "metric": {"name": "loss", "goal": "minimize"},
+                   "parameters": {"steps": {"value": 2000}, "delay": {"value": 0.05}}}, file="<test>")
+store = Store.open(sys.argv[1])
+driver = Driver(spec, store, RayBackend(spec, workers=1), sweep_name="term")   # the driver starts Ray
+driver.create(spec_path=None)
+
+def term_once_checkpointed():
+    while not any(p.is_file() for p in Path(sys.argv[1], "checkpoints").rglob("*")):
+        time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+threading.Thread(target=term_once_checkpointed, daemon=True).start()
+outcome = driver.run()
+print(outcome.state.value, outcome.exit_code)
+"""
+
+
+def test_sigterm_to_a_driver_that_started_ray_itself_stops_the_sweep_resumable(tmp_path: Path) -> None:
+    """A `Driver` running a RayBackend it starts itself (a local Ray instance): ray.init replaced the driver's
+    SIGTERM handler with Ray's own (sys.exit(15)), so SIGTERM mid-sweep raised SystemExit out of the loop and
+    left the sweep and its trial `running`; it is the driver's stop (sweep `stopped`, trial `preempted`)."""
+    pytest.importorskip("ray")
+    tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(RAY_TMPDIR=str(tmp))
+    try:
+        proc = subprocess.run([sys.executable, "-c", _DRIVE, str(tmp_path / "store"), str(TRIALS)], env=env,
+                              cwd=tmp_path, capture_output=True, text=True, timeout=180, start_new_session=True)
+        assert proc.stdout.split() == ["stopped", "0"], proc.stdout + proc.stderr
+        with contextlib.closing(sqlite3.connect(tmp_path / "store" / "store.db")) as db:
+            assert db.execute("SELECT state FROM trials").fetchall() == [("preempted",)]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
