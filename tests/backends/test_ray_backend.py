@@ -558,6 +558,8 @@ def test_after_the_only_node_that_fits_is_lost_the_slot_waits_for_a_node_instead
 
         ev = collect(b, [1], timeout=90, on_event=on_event)[1]
         assert ev[-1].kind is EventKind.PREEMPTED, ev[-1].data
+        assert ev[-2].kind is EventKind.NOTE and ev[-2].data["kind"] == "waiting_for_node", ev[-2].data
+        assert "1 lone" in ev[-2].data["message"], ev[-2].data   # what the trial needs, and the nodes have
         assert b.poll(0.5) == [] and b.free_slots() == 0   # no live node holds a trial: none is taken
         added.append(cluster.add_node(num_cpus=1, resources={"lone": 1}))   # the replacement
         _wait_free(b)
@@ -568,6 +570,72 @@ def test_after_the_only_node_that_fits_is_lost_the_slot_waits_for_a_node_instead
         b.shutdown()
         for node in added:
             cluster.remove_node(node)
+
+
+@pytest.mark.ray
+def test_a_multi_process_trial_whose_only_node_is_lost_waits_queued_for_one_that_fits(cluster, tmp_path):
+    """A 2-process trial (a placement group) whose only fitting node is lost: the driver was blocked in
+    submit for 120 s on actors no node could hold, then preempted the trial again and again. Now the trial
+    stays queued (no new attempt) with a warning naming what the nodes have, and resumes from its checkpoint
+    once a node that fits joins, its retries unspent."""
+    import sqlite3
+    import threading
+
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    node = cluster.add_node(num_cpus=2, resources={"pair": 2})
+    added = [node]
+    cluster.wait_for_nodes()
+    spec = parse_spec({"function": f"{TRIALS}:checkpointing", "method": "grid",
+                       "metric": {"name": "loss", "goal": "minimize"},
+                       "parameters": {"steps": {"value": 60}, "delay": {"value": 0.05}},
+                       "resources": {"workers": 2, "cpus_per_worker": 1, "custom": {"pair": 1}},
+                       "trial": {"retries": 0}, "budget": {"time": "120s"}}, file="<test>")   # never hang
+    store = Store.open(tmp_path / "store")
+    backend = RayBackend(spec, workers=1)
+    driver = Driver(spec, store, backend, sweep_name="gang-wait")
+    driver.create(spec_path=None)
+    outcome: list = []
+    runner = threading.Thread(target=lambda: outcome.append(driver.run()), daemon=True)
+    db = sqlite3.connect(tmp_path / "store" / "store.db")
+
+    def rows(sql):
+        return [tuple(r) for r in db.execute(sql).fetchall()]
+
+    def wait_for(what, sql, within=60.0):
+        deadline = time.monotonic() + within
+        while not rows(sql):
+            assert time.monotonic() < deadline, f"{what}: {rows('SELECT kind, message FROM events')}"
+            time.sleep(0.05)
+
+    try:
+        runner.start()
+        wait_for("a checkpoint", "SELECT 1 FROM checkpoints")
+        cluster.remove_node(node, allow_graceful=False)   # Ray nodes are added and removed on the main thread
+        added.remove(node)
+        wait_for("the waiting note", "SELECT 1 FROM events WHERE kind = 'waiting_for_node'")
+        time.sleep(1.0)   # the driver goes on polling meanwhile: no new attempt, no slot taken
+        assert rows("SELECT number, state FROM attempts") == [(1, "preempted")]
+        reason = rows("SELECT reason FROM trials")[0][0]
+        assert reason.endswith("no live node can hold it: waiting for one"), reason   # in `sweeplab status`
+        assert backend.free_slots() == 0
+        note = rows("SELECT message FROM events WHERE kind = 'waiting_for_node'")[0][0]
+        assert "1 pair" in note and "the nodes have" in note, note
+        added.append(cluster.add_node(num_cpus=2, resources={"pair": 2}))   # the replacement
+        runner.join(timeout=120)
+        assert outcome and outcome[0].counts.get("completed") == 1, outcome
+        assert rows("SELECT number, state FROM attempts ORDER BY number") == [(1, "preempted"), (2, "completed")]
+        first = rows("SELECT MIN(step) FROM metrics WHERE attempt = 2")[0][0]
+        assert first > 0, "the second attempt started over instead of resuming from its checkpoint"
+    finally:
+        driver.request_stop()   # a failed assertion leaves no sweep running
+        runner.join(timeout=30)
+        db.close()
+        store.close()
+        for n in added:
+            cluster.remove_node(n)
 
 
 @pytest.mark.ray

@@ -5,7 +5,10 @@
   `stopped` (not left `running`) and resumable, instead of taking its trials for preempted ones, requeuing
   them onto actors that can never start, and being ended by Ray a minute later with nothing recorded. The
   head is the test's own (it is killed), in its own session, temporary directory, HOME and ports.
-- Ctrl-C while `--backend ray` starts its local Ray instance: exit 130 and no Ray process left behind.
+- Ctrl-C or SIGTERM while `--backend ray` starts its local Ray instance: exit 130 / 143 with one line naming
+  what was interrupted, no Ray process left behind, no sweep created.
+- Ctrl-C or SIGTERM while `sweeplab resume` connects to a cluster whose head accepts connections but does not
+  answer (ray.init blocks in C++ there, 30 s at a time): the same, at once, and the sweep untouched.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -119,7 +124,10 @@ def test_the_head_going_away_stops_the_sweep_at_once_resumable_with_an_error_nam
     assert after["state"] == "finished" and after["counts"]["completed"] == 4 >= done, after
 
 
-def test_ctrl_c_while_ray_starts_its_local_instance_leaves_no_ray_process_behind(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_while_ray_starts_its_local_instance_leaves_no_ray_process_behind(tmp_path: Path, sig) -> None:
+    """SIGTERM went to ray.init's own handler (sys.exit(15): exit 15, no message) half-way through, which left
+    the raylet's agents running."""
     pytest.importorskip("ray")
     tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
     (tmp / "home").mkdir()
@@ -143,9 +151,11 @@ def test_ctrl_c_while_ray_starts_its_local_instance_leaves_no_ray_process_behind
                 break
             assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()
             time.sleep(0.02)
-        driver.send_signal(signal.SIGINT)
+        driver.send_signal(sig)
         out, err = driver.communicate(timeout=120)
-        assert driver.returncode == 130, out + err
+        assert driver.returncode == 128 + sig, out + err
+        assert f"error: {sig.name} while starting a local Ray instance: stopped before any trial ran" in err, err
+        assert not (tmp_path / "store" / "store.db").exists()   # nothing created
         left = []   # the driver stops what it started before it exits (ray.init's agents lingered a minute)
         for pid in _session_pids(driver.pid):
             with contextlib.suppress(OSError):
@@ -156,4 +166,104 @@ def test_ctrl_c_while_ray_starts_its_local_instance_leaves_no_ray_process_behind
             driver.kill()
             driver.communicate()
         _kill_session(driver.pid)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_a_signal_while_connecting_to_a_cluster_that_does_not_answer_ends_at_once_the_sweep_untouched(
+        tmp_path: Path) -> None:
+    """`sweeplab resume` of a sweep onto a "head" (RAY_ADDRESS) that accepts connections and never answers:
+    ray.init blocks in C++ for 30 s at a time, and the signal was handled only then (SIGTERM: exit 15 about
+    40 s later, no message). Both signals end it at once with one line; the sweep is left as it was."""
+    pytest.importorskip("ray")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(SWEEPLAB_STORE=str(tmp_path / "store"), HOME=str(tmp_path))
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"function: {TRIALS}:quick\nmethod: random\nseed: 1\nmetric: {{name: loss, goal: minimize}}\n"
+                    "parameters:\n  x: {min: 0.0, max: 1.0}\nbudget: {trials: 1}\n")
+    made = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", str(spec), "--name", "sig", "-q", "-w", "1"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stdout + made.stderr
+    db = tmp_path / "store" / "store.db"
+
+    def sweep_row() -> tuple:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as c:
+            return tuple(c.execute("SELECT state, end_reason, backend, driver FROM sweeps WHERE name='sig'").fetchone())
+
+    before = sweep_row()
+    mute = socket.socket()
+    mute.bind(("0.0.0.0", 0))   # Ray connects to the node's address for 127.0.0.1
+    mute.listen(16)
+    accepted: list[socket.socket] = []
+    threading.Thread(target=lambda: [accepted.append(mute.accept()[0]) for _ in range(16)], daemon=True).start()
+    try:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            seen = len(accepted)
+            proc = subprocess.Popen([sys.executable, "-m", "sweeplab", "resume", "sig", "--trials", "+1",
+                                     "--backend", "ray"], cwd=tmp_path,
+                                    env={**env, "RAY_ADDRESS": f"127.0.0.1:{mute.getsockname()[1]}"},
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, start_new_session=True,
+                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            try:
+                deadline = time.monotonic() + 60
+                while len(accepted) == seen:   # ray.init's connection: it waits inside ray.init
+                    assert proc.poll() is None and time.monotonic() < deadline, proc.poll()
+                    time.sleep(0.02)
+                time.sleep(0.3)
+                proc.send_signal(sig)
+                out, err = proc.communicate(timeout=20)   # it took ~40 s, the length of Ray's connection attempt
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
+            assert proc.returncode == 128 + sig, out + err
+            assert f"error: {sig.name} while connecting to the Ray cluster (RAY_ADDRESS=" in err, err
+            assert sweep_row() == before
+    finally:
+        mute.close()
+        for conn in accepted:
+            conn.close()
+
+
+_DRIVE = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from sweeplab.backends.ray import RayBackend
+from sweeplab.driver import Driver
+from sweeplab.spec import parse_spec
+from sweeplab.store import Store
+
+spec = parse_spec({"function": sys.argv[2] + ":checkpointing", "method": "grid",
+                   "metric": {"name": "loss", "goal": "minimize"},
+                   "parameters": {"steps": {"value": 2000}, "delay": {"value": 0.05}}}, file="<test>")
+store = Store.open(sys.argv[1])
+driver = Driver(spec, store, RayBackend(spec, workers=1), sweep_name="term")   # the driver starts Ray
+driver.create(spec_path=None)
+
+def term_once_checkpointed():
+    while not any(p.is_file() for p in Path(sys.argv[1], "checkpoints").rglob("*")):
+        time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+threading.Thread(target=term_once_checkpointed, daemon=True).start()
+outcome = driver.run()
+print(outcome.state.value, outcome.exit_code)
+"""
+
+
+def test_sigterm_to_a_driver_that_started_ray_itself_stops_the_sweep_resumable(tmp_path: Path) -> None:
+    """A `Driver` running a RayBackend it starts itself (a local Ray instance): ray.init replaced the driver's
+    SIGTERM handler with Ray's own (sys.exit(15)), so SIGTERM mid-sweep raised SystemExit out of the loop and
+    left the sweep and its trial `running`; it is the driver's stop (sweep `stopped`, trial `preempted`)."""
+    pytest.importorskip("ray")
+    tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(RAY_TMPDIR=str(tmp))
+    try:
+        proc = subprocess.run([sys.executable, "-c", _DRIVE, str(tmp_path / "store"), str(TRIALS)], env=env,
+                              cwd=tmp_path, capture_output=True, text=True, timeout=180, start_new_session=True)
+        assert proc.stdout.split() == ["stopped", "0"], proc.stdout + proc.stderr
+        with contextlib.closing(sqlite3.connect(tmp_path / "store" / "store.db")) as db:
+            assert db.execute("SELECT state FROM trials").fetchall() == [("preempted",)]
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -16,6 +16,7 @@ turns the ranks' events into the events of one trial.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import threading
@@ -61,32 +62,130 @@ _AUTH_ERROR: type[Exception] = getattr(ray.exceptions, "AuthenticationError", Co
 
 
 # ================================================================================== driver side
-@contextlib.contextmanager
-def _ctrl_c_after(active: bool) -> Iterator[None]:
-    """Hold a Ctrl-C that comes while `ray.init` starts a local Ray instance until it has started, then
-    stop that instance and raise KeyboardInterrupt. Interrupted half-way, `ray.init` leaves the processes it
-    started so far running with no one to stop them (the raylet's dashboard and runtime-env agents outlive
-    the driver, one pair per Ctrl-C). A second Ctrl-C interrupts at once. Main thread only (signals)."""
-    if not active or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    got: list[int] = []
-    previous = signal.getsignal(signal.SIGINT)
+class StartInterrupted(BackendError):
+    """Ctrl-C or SIGTERM while the backend started: one error naming what it interrupted, exit 128 + the
+    signal's number (130, 143). Not a KeyboardInterrupt: the command line would print nothing for one."""
 
-    def hold(signum: int, frame: Any) -> None:
-        if got:
-            raise KeyboardInterrupt
-        got.append(signum)
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
 
-    signal.signal(signal.SIGINT, hold)
+
+class _Signalled(BaseException):
+    """Raised by the signal handler while the backend starts; a BaseException, so that no `except Exception`
+    inside ray.init swallows it (its connection retries do), turned into `StartInterrupted` by `start`."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _StartSignals:
+    """SIGINT and SIGTERM while the backend starts (`RayCore.start`; main thread only): one clear error
+    (`StartInterrupted`: exit 130 for Ctrl-C, 143 for SIGTERM) that names what was interrupted, after the
+    backend has stopped what it started.
+
+    While `ray.init` starts a local Ray instance (`hold`), the signal is held until it has started, and that
+    instance is then stopped: interrupted half-way, `ray.init` leaves the processes it started so far running
+    with no one to stop them (the raylet's dashboard and runtime-env agents outlive the driver). A second
+    signal interrupts at once. Anywhere else (connecting to a cluster, starting the actors) it interrupts at
+    once. Ray's own SIGTERM handler (`sys.exit(15)`, silently, wherever the process is), which `ray.init`
+    installs in place of any other, is kept out while the backend starts, and afterwards installed only where
+    SIGTERM had no handler of its own (a driver's handler stays in place)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what          # "connecting to Ray": what the signal interrupted
+        self.holding = False
+        self.got: int | None = None
+        self.ray_handler: Any = None   # the SIGTERM handler ray.init wanted to install
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StartSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.getsignal(sig)
+                signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            if sig == signal.SIGTERM and handler in (signal.SIG_DFL, None) and self.ray_handler is not None:
+                handler = self.ray_handler   # what ray.init would have left there
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self._previous.clear()
+
+    def error(self, signum: int) -> BaseException:
+        name = signal.Signals(signum).name
+        return StartInterrupted(f"{name} while {self.what}: stopped before any trial ran", signum)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.holding and self.got is None:
+            self.got = signum
+            with contextlib.suppress(OSError):
+                os.write(2, f"{signal.Signals(signum).name}: stopping once Ray's local instance has started "
+                            "(to stop it too); press Ctrl-C again to quit at once\n".encode())
+            return
+        self.got = signum
+        raise _Signalled(signum)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._previous)
+
+    @contextlib.contextmanager
+    def around_init(self, *, hold: bool) -> Iterator[None]:
+        """Around `ray.init`: its SIGTERM handler captured, not installed; `hold`: a signal waits for it."""
+        utils = getattr(getattr(ray, "_private", None), "utils", None)
+        install = getattr(utils, "set_sigterm_handler", None)
+        if install is not None and self._previous:
+            utils.set_sigterm_handler = self._capture   # type: ignore[union-attr]
+        self.holding = hold and bool(self._previous)
+        try:
+            yield
+        finally:
+            self.holding = False
+            if install is not None and self._previous:
+                utils.set_sigterm_handler = install   # type: ignore[union-attr]
+
+    def _capture(self, handler: Any) -> None:
+        self.ray_handler = handler
+
+    def raise_held(self) -> None:
+        if self.got is not None:
+            raise self.error(self.got)
+
+
+def _init_interruptibly(address: str | None, kwargs: dict[str, Any]) -> None:
+    """`ray.init` connecting to a cluster, in a thread, while this (main) thread waits where a signal handler
+    can run: Ray's connection attempts block in C++ for up to 30 s at a time (a GCS that accepts the
+    connection but does not answer), during which no Python signal handler runs. On a signal the attempt is
+    abandoned (it starts nothing of ours) and the process is expected to exit."""
+    import logging
+
+    outcome: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            ray.init(address=address, **kwargs)
+        except BaseException as exc:   # handed to the main thread
+            outcome.append(exc)
+
+    class _NoThreadWarning(logging.Filter):   # ray.init's "SIGTERM handler is not set ... not the main thread"
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "SIGTERM handler is not set" not in record.getMessage()
+
+    quiet = _NoThreadWarning()
+    log = logging.getLogger("ray._private.worker")
+    log.addFilter(quiet)
     try:
-        yield
+        thread = threading.Thread(target=connect, name="sweeplab-ray-init", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.1)
     finally:
-        signal.signal(signal.SIGINT, previous)
-    if got:
-        with contextlib.suppress(Exception):
-            ray.shutdown()
-        raise KeyboardInterrupt
+        log.removeFilter(quiet)
+    if outcome:
+        raise outcome[0]
 
 
 @dataclass
@@ -101,6 +200,7 @@ class _Slot:
     kill_deadline: float | None = None
     unavailable: int = 0
     ready: bool = False                 # its actor has started (where() answered): it may take a trial
+    #                                     (a multi-process slot: once every rank's actor has)
     members: list[_Slot] | None = None  # a multi-process slot: one TrialHost per rank
     pg: Any = None                      # ... in the bundles of this placement group
     gang: Gang | None = None            # ... running this attempt
@@ -138,7 +238,20 @@ class RayCore:
 
     # ------------------------------------------------------------------------------ start
     def start(self) -> None:
-        self._connect()
+        target = _init_address(self.address)
+        env = os.environ.get("RAY_ADDRESS")
+        what = ("starting a local Ray instance" if target == "local" and not ray.is_initialized() else
+                f"connecting to the Ray cluster (--address {self.address})" if self.address else
+                f"connecting to the Ray cluster (RAY_ADDRESS={env})" if env else "connecting to Ray")
+        with _StartSignals(what) as signals:
+            try:
+                self._start(signals)
+            except _Signalled as sig:
+                raise signals.error(sig.signum) from None
+
+    def _start(self, signals: _StartSignals) -> None:
+        self._connect(signals)
+        signals.what = "starting the Ray actors that run trials"
         try:
             if "://" not in (self.address or ""):   # a Ray Client (ray://) may not reach the GCS port itself
                 with contextlib.suppress(Exception):
@@ -172,7 +285,7 @@ class RayCore:
             self.shutdown()
             raise
 
-    def _connect(self) -> None:
+    def _connect(self, signals: _StartSignals) -> None:
         if ray.is_initialized():
             return
         address = self.address
@@ -187,8 +300,22 @@ class RayCore:
         kwargs.update(self.init)
         target = _init_address(address)
         try:
-            with _ctrl_c_after(target == "local"):
-                ray.init(address=target, **kwargs)
+            try:
+                with signals.around_init(hold=target == "local"):
+                    if target == "local" or not signals.active:
+                        ray.init(address=target, **kwargs)
+                    else:
+                        _init_interruptibly(target, kwargs)
+            except _Signalled:   # connecting to a cluster: nothing of ours to stop
+                raise
+            except BaseException:   # failed half-way: leave nothing of it initialised
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                raise
+            if signals.got is not None:   # held while the local instance started: stop it, then say so
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                signals.raise_held()
         except (ConnectionError, RuntimeError, ValueError, _AUTH_ERROR) as exc:
             where = f"--address {address}" if address else "Ray"
             text = str(exc).splitlines()[0]
@@ -267,6 +394,7 @@ class RayCore:
         member.actor = host.remote(one.cpus, one.gpus <= 0)
         member.where = member.actor.where.remote()
         member.node = None
+        member.ready = False
         member.drain = member.actor.drain.remote(self.drain_wait)
         member.unavailable = 0
         member.kill_reason = member.kill_deadline = None
@@ -298,6 +426,14 @@ class RayCore:
         out: list[Event] = []
         done = set(refs)
         for slot in self.slots:
+            for member in slot.members or []:
+                if not member.ready and member.where is not None and member.where in done:
+                    try:
+                        member.node = ray.get(member.where)["node"]
+                        member.ready = True
+                    except RayError as exc:
+                        out.extend(self._rank_lost(slot, member.index, f"rank {member.index}'s Ray actor "
+                                                   f"could not start: {_first_line(exc)}", started=False))
             if slot.members is None and not slot.ready and slot.where in done:
                 try:
                     slot.node = ray.get(slot.where)["node"]
@@ -312,13 +448,18 @@ class RayCore:
         """Free for a trial: idle, and its actor started (a trial sent to an actor still booting would
         wait there, tens of seconds for 64 on a busy machine or minutes for a node still coming up, while
         started actors idle). A slot without an actor (its node was lost) starts one on submit."""
-        return slot.task is None and (slot.members is not None or slot.actor is None or slot.ready)
+        if slot.members is not None:   # every rank's actor placed in its bundle (or to be started)
+            return slot.task is None and all(m.actor is None or m.ready for m in slot.members)
+        return slot.task is None and (slot.actor is None or slot.ready)
 
     def free_slots(self) -> int:
         return sum(1 for s in self.slots if self._takes(s))
 
     def running(self) -> list[int]:
-        return list(self._by_trial)
+        """The trials whose attempt has not ended for the driver yet (an end still queued counts)."""
+        ids = list(self._by_trial)
+        ids += [ev.trial for s in self.slots for ev in s.queued if ev.kind.ends_attempt and ev.trial not in ids]
+        return ids
 
     def node_of(self, trial_id: int) -> str | None:
         slot = self._by_trial.get(trial_id)
@@ -393,16 +534,24 @@ class RayCore:
             self._release(slot)
         return events
 
-    def _rank_lost(self, slot: _Slot, rank: int, reason: str) -> list[Event]:
-        """The actor of one rank is gone: forget it (it is placed again for the next trial)."""
+    def _rank_lost(self, slot: _Slot, rank: int, reason: str, *, started: bool = True) -> list[Event]:
+        """The actor of one rank is gone: forget it and start its next actor in the rank's bundle at once
+        (`started`: the lost one had started; one that could not start is started again on the next submit).
+        The slot takes its next trial once Ray has placed every rank's actor: when the bundle's node was
+        lost and no live node can hold it, the trial waits queued, not sent to actors that cannot start
+        (the driver blocked on them, then preempted it again and again)."""
         assert slot.members is not None
         member = slot.members[rank]
-        if member.actor is not None:
+        actor = member.actor
+        if actor is not None:
             with contextlib.suppress(Exception):
-                ray.kill(member.actor, no_restart=True)
+                ray.kill(actor, no_restart=True)
         member.actor = member.drain = member.where = member.node = None
+        member.ready = False
         killed = member.kill_reason is not None
         member.kill_reason = member.kill_deadline = None
+        if actor is not None and started and self._host_cls is not None and self._head_lost is None:
+            self._spawn_rank(slot, member)
         task = slot.task
         if task is None or slot.gang is None:
             return []
@@ -410,8 +559,11 @@ class RayCore:
         data: dict[str, Any] = {"reason": reason}
         if killed:
             data.update({"error_type": "Killed", "message": reason})
-        return self._accept(slot, rank, Event(kind, task.trial_id, task.attempt, time.time(), data),
-                            lost=not killed)
+        out = self._accept(slot, rank, Event(kind, task.trial_id, task.attempt, time.time(), data),
+                           lost=not killed)
+        if out and out[-1].kind is EventKind.PREEMPTED:   # the trial's end: say first if it must wait
+            out[-1:-1] = self._waiting_note(task, out[-1])
+        return out
 
     def stop(self, trial_id: int, reason: str = "") -> None:
         slot = self._by_trial.get(trial_id)
@@ -470,6 +622,8 @@ class RayCore:
             for m in s.members:
                 if m.drain is not None:
                     by_ref[m.drain] = (s, m.index)
+                if not m.ready and m.where is not None:
+                    booting.add(m.where)
         if by_ref or booting:
             refs = [*by_ref, *booting]
             ready, _ = ray.wait(refs, num_returns=1, timeout=max(0.0, timeout))
@@ -482,6 +636,8 @@ class RayCore:
                 slot, rank = by_ref[ref]
                 if rank is None and slot.drain is not ref:   # lost meanwhile (its where() failed)
                     continue
+                if rank is not None and slot.members is not None and slot.members[rank].drain is not ref:
+                    continue   # that rank's actor was lost meanwhile (and its successor started)
                 if rank is None:
                     events.extend(self._collect(slot, ref))
                 else:
@@ -634,7 +790,27 @@ class RayCore:
             why = reason if killed else f"{kill_reason} ({reason})"
             return [Event(EventKind.FAILED, task.trial_id, task.attempt, now, {
                 "reason": why, "error_type": "Killed", "message": why})]
-        return [Event(EventKind.PREEMPTED, task.trial_id, task.attempt, now, {"reason": reason})]
+        end = Event(EventKind.PREEMPTED, task.trial_id, task.attempt, now, {"reason": reason})
+        return [*self._waiting_note(task, end), end]
+
+    def _waiting_note(self, task: TrialTask, end: Event) -> list[Event]:
+        """After a loss: when no live node can hold a trial any more, a warning on the attempt (just before
+        its PREEMPTED `end`, whose reason says it in short) naming what the trial needs and what the nodes
+        have. The trial waits queued until a node that fits joins, or the sweep's budget.time ends the wait."""
+        if self._head_lost is not None:
+            return []
+        try:
+            nodes = [dict(n.get("Resources") or {}) for n in ray.nodes() if n.get("Alive")]
+            check_fits(self.demand, nodes, placement=self.placement)
+            return []
+        except UserError as exc:
+            message = (f"waiting for a node that fits: {exc}. The trial stays queued until such a node joins "
+                       "the cluster (budget.time ends the wait)")
+        except Exception:   # the cluster's state is unknown: nothing to say
+            return []
+        end.data["reason"] = f"{end.data.get('reason') or 'preempted'}; no live node can hold it: waiting for one"
+        return [Event(EventKind.NOTE, task.trial_id, task.attempt, time.time(),
+                      {"level": "warning", "kind": "waiting_for_node", "message": message})]
 
     # ------------------------------------------------------------------------------ shutdown
     def shutdown(self, *, grace: float = 0.0) -> None:
