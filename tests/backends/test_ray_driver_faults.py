@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends.test_ray_resume import _free_port, _session_pids
+from tests.backends.test_ray_resume import HEAD_PORT_OPTIONS, _free_ports, _session_pids
 
 TRIALS = Path(__file__).resolve().parents[1] / "fixtures" / "trials.py"
 
@@ -57,12 +57,10 @@ def test_the_head_going_away_stops_the_sweep_at_once_resumable_with_an_error_nam
     tmp = Path(tempfile.mkdtemp(prefix="slhead-"))   # short: Ray's socket paths live under it
     home = tmp / "home"
     home.mkdir()
-    port = _free_port()
+    port, *others = _free_ports(1 + len(HEAD_PORT_OPTIONS))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
     env.update(HOME=str(home), COLUMNS="200", SWEEPLAB_STORE=str(tmp_path / "store"))
-    ports = [x for opt in ("--dashboard-port", "--ray-client-server-port", "--dashboard-agent-listen-port",
-                           "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port")
-             for x in (opt, str(_free_port()))]
+    ports = [x for opt, p in zip(HEAD_PORT_OPTIONS, others) for x in (opt, str(p))]
     cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
            "--port", str(port), "--temp-dir", str(tmp / "t"), "--num-cpus", "2", "--include-dashboard", "false",
            "--object-store-memory", str(100 * 1024 * 1024), "--disable-usage-stats", *ports]

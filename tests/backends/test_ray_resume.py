@@ -33,10 +33,22 @@ TRIALS = Path(__file__).resolve().parents[1] / "fixtures" / "trials.py"
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+#: the ports a `ray start --head` of these tests is given besides its GCS port
+HEAD_PORT_OPTIONS = ("--dashboard-port", "--ray-client-server-port", "--dashboard-agent-listen-port",
+                     "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port")
+
+
+def _free_ports(n: int) -> list[int]:
+    """`n` distinct free ports, bound all at once: asked one at a time, the OS may hand out the same port
+    twice, and `ray start` then refuses two components on one port."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _session_pids(sid: int) -> list[int]:
@@ -86,12 +98,10 @@ def head() -> Iterator[Head]:
     home = tmp / "home"
     home.mkdir()
     token = secrets.token_hex(32)
-    port = _free_port()
+    port, *others = _free_ports(1 + len(HEAD_PORT_OPTIONS))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
     env.update(HOME=str(home), RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
-    ports = {opt: str(_free_port()) for opt in ("--dashboard-port", "--ray-client-server-port",
-                                                "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
-                                                "--runtime-env-agent-port", "--metrics-export-port")}
+    ports = {opt: str(p) for opt, p in zip(HEAD_PORT_OPTIONS, others)}
     cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
            "--port", str(port), "--temp-dir", str(tmp / "t"), "--num-cpus", "2", "--include-dashboard", "false",
            "--object-store-memory", str(100 * 1024 * 1024), "--disable-usage-stats",
