@@ -358,7 +358,7 @@ def test_a_stopped_fork_server_loses_no_worker_death_and_blocks_no_new_trial(tmp
     assert _gone([*pids.values(), server.proc.pid]) == []
 
 
-@pytest.mark.parametrize("imports_for, timeout, expect", [(4.0, 60.0, "forked"), (4.0, 1.0, "cold")])
+@pytest.mark.parametrize("imports_for, timeout, expect", [(2.0, 60.0, "forked"), (2.0, 0.5, "cold")])
 def test_slots_wait_for_the_fork_servers_imports_without_blocking_the_driver(tmp_path, monkeypatch, imports_for,
                                                                              timeout, expect):
     """While the fork server imports, no slot is free and `poll` returns (the driver goes on handling signals,
