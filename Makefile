@@ -36,13 +36,18 @@ demo: demo-install bytecode
 browser:
 	bash .ci/install-browser.sh
 
+# The suite on TEST_WORKERS processes (pytest-xdist), each test module on one of them (--dist loadscope: a
+# module's shared fixtures, such as a Ray cluster or a browser, are made once). Much of it waits on real
+# processes, so two share two cores well. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
+
 test: dev-install browser bytecode
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadscope
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy src
 
 test-fast: dev-install bytecode
-	$(PY) -m pytest -q -m "not slow and not ray and not browser"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m "not slow and not ray and not browser"
 
 bench: dev-install
 	$(PIP) install -q -e '.[bench]'
