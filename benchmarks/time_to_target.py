@@ -16,9 +16,11 @@ and five tools, each with 2 trials at a time on the same machine:
                        fresh process, as `sweeplab sweep` runs; its workers are forked from a fork server
                        that imported the libraries the example's train.py imports (`trial.preload` set to what
                        sweeplab reads from that file, as a sweep of the example gets: the function here is
-                       this file's recording wrapper); the fork server's CPU is added to sweeplab's compute;
+                       this file's recording wrapper), started first thing as `sweeplab sweep` starts it
+                       (cli/_early.py); the fork server's CPU is added to sweeplab's compute;
   * sweeplab, cold:    the same with `trial.preload: false`: each worker process imports the libraries inside
-                       its first trial (sweeplab before the fork server), for the A/B in the same run;
+                       its first trial (sweeplab before the fork server), for the A/B in the same run; its
+                       workers are started first thing, as `sweeplab sweep` starts them;
   * optuna n_jobs=2:   TPESampler + SuccessiveHalvingPruner, `study.optimize(n_jobs=2)`, in-memory storage,
                        in a fresh process, as a user's script runs;
   * optuna 2 procs:    the same sampler and pruner in 2 processes sharing a JournalStorage (file backend);
@@ -318,9 +320,27 @@ METHOD_ENV = "TTT_SWEEPLAB_METHOD"   # --method, handed to the sweeplab arm's pr
 
 
 def run_sweeplab(task: Task, seed: int, caps: Caps, log: str, *, cold: bool = False) -> None:
+    # First, as `sweeplab sweep` does from its arguments and the spec's `function:` line before it imports the
+    # rest of the command line and reads the spec (cli/_early.py): start the fork server that imports what the
+    # example's train.py imports, or, cold, the first workers (one fewer than the cores; the other once the
+    # imports are done). The sweep's backend takes them over.
+    os.environ[LOG_ENV] = log   # in the workers' environment, which a started worker or server must match
+    from sweeplab.backends import local
+    from sweeplab.backends.preload import trial_imports
+
+    preload = list(trial_imports(f"{task.dir / 'train.py'}:train", [str(task.dir)]))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    first = min(WORKERS, max(1, cores - 1))
+    if cold:
+        local.prestart(first)
+    else:
+        local.prestart_fork_server(preload)
     import yaml
 
     from sweeplab.api import run_sweep
+
+    if cold and WORKERS > first:
+        local.prestart(WORKERS - first)
 
     spec = yaml.safe_load((task.dir / "sweep.yaml").read_text())
     spec.update(function=f"{Path(__file__).resolve()}:sweeplab_{task.name}", config=str(task.dir / "config.yaml"),
@@ -333,13 +353,9 @@ def run_sweeplab(task: Task, seed: int, caps: Caps, log: str, *, cold: bool = Fa
         spec["early_terminate"] = task.asha
     # what the workers import before their first trial (once, in the fork server): what sweeplab reads from
     # the example's own train.py, as a user's sweep of it gets (the function here is this file's wrapper)
-    from sweeplab.backends.preload import trial_imports
-
-    spec["trial"] = {**(spec.get("trial") or {}),
-                     "preload": list(trial_imports(f"{task.dir / 'train.py'}:train", [str(task.dir)]))}
+    spec["trial"] = {**(spec.get("trial") or {}), "preload": preload}
     if cold:   # the A/B's other arm, as before the fork server: each worker imports inside its first trial
         spec["trial"]["preload"] = False
-    os.environ[LOG_ENV] = log
     name = f"ttt-{task.name}-{seed}"
     with tempfile.TemporaryDirectory() as store:
         run_sweep(spec, store=store, name=name, overrides=[f"{k}={v}" for k, v in task.overrides.items()])

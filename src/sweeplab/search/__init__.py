@@ -38,25 +38,26 @@ __all__ = [
 
 
 def _tpe(space: SearchSpace, goal: Goal, seed: int | None, **options: Any) -> Searcher:
-    """TPE, whose random startup asks need no Optuna: it is imported once trials run (search/deferred.py)."""
-    from sweeplab.search.deferred import Deferred
-    from sweeplab.search.optuna import TPESearcher
+    """TPE, whose startup asks need no Optuna: it is imported once trials run (search/deferred.py). The
+    startup is the GP's space-filling design where that applies (`startup_design`), else random draws."""
+    from sweeplab.search.deferred import Deferred, DesignPoints
+    from sweeplab.search.optuna import TPESearcher, startup_design
 
     TPESearcher.check(options)
     return Deferred(space, goal, seed, method=TPESearcher.method, startup=options.get("n_startup_trials", 10),
-                    build=lambda s: TPESearcher(space, goal, s, **options), **options)
+                    build=lambda s: TPESearcher(space, goal, s, **options),
+                    first=DesignPoints if startup_design(space, options, method="tpe") else RandomSearcher, **options)
 
 
 def _gp(space: SearchSpace, goal: Goal, seed: int | None, *, handoff: int | None = None, **options: Any) -> Searcher:
     """The GP, whose startup design asks need no torch nor Optuna: they are imported once trials run
     (search/deferred.py); built at once where the stand-in does not apply (a conditional space, several
     objectives, more axes than the design has)."""
-    from sweeplab.search._sobol import MAX_DIM
     from sweeplab.search.deferred import Deferred, DesignPoints
-    from sweeplab.search.optuna import GPSearcher
+    from sweeplab.search.optuna import GPSearcher, startup_design
 
     GPSearcher.check(options)
-    if space.conditional or len(options.get("goals") or ()) > 1 or space.dimension > MAX_DIM:
+    if not startup_design(space, options):
         return GPSearcher(space, goal, seed, handoff=handoff, **options)
     return Deferred(space, goal, seed, method=GPSearcher.method, startup=options.get("n_startup_trials", 10),
                     build=lambda s: GPSearcher(space, goal, s, handoff=handoff, **options), first=DesignPoints,

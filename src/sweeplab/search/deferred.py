@@ -1,13 +1,15 @@
 """A model searcher built when it is first needed: its startup trials are drawn without it.
 
-TPE's and the GP's first `n_startup_trials` suggestions do not depend on the history: TPE draws from the prior
-at random until that many trials have finished, the GP takes the points of a scrambled Sobol design (trial k <
-n_startup_trials is asked with fewer finished). Building the model searcher to make them meant importing, in
+TPE's and the GP's first `n_startup_trials` suggestions do not depend on the history: they are the points of a
+scrambled Sobol design (trial k < n_startup_trials is asked with fewer finished), or for TPE in some spaces
+random draws from the prior. Building the model searcher to make them meant importing, in
 the driver and before a sweep's first trial, Optuna and numpy (~0.1 s of CPU: about half of a TPE sweep's time
 from launch to its first trial) and for the GP torch too (1.1 s). `Deferred` asks them from a plain-Python
-stand-in: for TPE `RandomSearcher` (one uniform number per parameter through its inverse CDF: the prior,
-`probabilities` honoured), for the GP the very points its `_StartupDesign` would ask (search/_sobol.py's
-design, torch's `SobolEngine` to the bit, mapped as the GP maps it; this imports Optuna, not torch). Trial k is
+stand-in: the very points the model's `_StartupDesign` would ask (`DesignPoints`: search/_sobol.py's design,
+torch's `SobolEngine` to the bit, mapped as the GP and TPE map it; this imports Optuna, not torch), or for TPE
+where the design does not apply (`optuna.startup_design`: unequal `probabilities`, a conditional space)
+`RandomSearcher` (one uniform number per parameter through its inverse CDF: the prior, `probabilities`
+honoured, no Optuna imported). Trial k is
 a function of (seed, k), so a resumed sweep asks what the uninterrupted one asked.
 
 The model searcher is built in the background once trials run (`warm_up`, which `Prefetching` calls) and

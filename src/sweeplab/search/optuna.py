@@ -267,7 +267,8 @@ class OptunaSearcher(Searcher):
         number = len(self._study.get_trials(deepcopy=False)) - self._withdrawn
         if not _reseed(self._study.sampler, self.seed, number):
             self._study.sampler = self.make_sampler(_ask_seed(self.seed, number, "sampler"))
-        design = getattr(self._study.sampler, "_independent_sampler", None)
+        sampler = self._study.sampler
+        design = getattr(sampler, "_independent_sampler", None) or getattr(sampler, "_random_sampler", None)
         if isinstance(design, _StartupDesign):   # trial `number`'s point of the design, as resumed sweeps ask too
             design.index = number
         if self.space.conditional:
@@ -633,7 +634,7 @@ class TPESearcher(OptunaSearcher):
     }
 
     def make_sampler(self, seed: int | None = None) -> Any:
-        return _windowed_tpe(self._optuna)(
+        sampler = _windowed_tpe(self._optuna)(
             window=TPE_WINDOW,
             seed=self.seed if seed is None else seed,
             constant_liar=True,
@@ -642,6 +643,9 @@ class TPESearcher(OptunaSearcher):
             group=self.space.conditional and self.options.get("multivariate", self.space.dimension >= 2),
             n_startup_trials=self.options.get("n_startup_trials", 10),
         )
+        if startup_design(self.space, self.options, method="tpe"):   # as the Deferred stand-in asked (DesignPoints)
+            sampler._random_sampler = _StartupDesign(self._optuna, list(self._distributions), self.seed)
+        return sampler
 
 
 _LIAR_GP: dict[int, type] = {}
@@ -796,6 +800,20 @@ def _blas_one_thread() -> Any:
     if _BLAS[1] != len(sys.modules):
         _BLAS[:] = [ThreadpoolController(), len(sys.modules)]
     return _BLAS[0].limit(limits=1, user_api="blas")
+
+
+def startup_design(space: SearchSpace, options: Mapping[str, Any], *, method: str = "gp") -> bool:
+    """Whether `method`'s startup asks are the points of a space-filling design (`_StartupDesign`, asked before
+    the model exists by deferred.DesignPoints): one objective, no conditional parameters and no more
+    searchable axes than search/_sobol.py's design has; for TPE also no `probabilities` on a parameter's
+    values (the design gives each value an equal share, and TPE's random startup is where they are honoured).
+    Elsewhere TPE's startup is random, and the GP is built at once (its design then from torch's engine)."""
+    from sweeplab.search._sobol import MAX_DIM
+
+    if space.conditional or len(options.get("goals") or ()) > 1 or space.dimension > MAX_DIM:
+        return False
+    return method != "tpe" or not any(len(set(getattr(d, "probabilities", None) or ())) > 1
+                                      for d in space.params.values())
 
 
 class _StartupDesign:
