@@ -386,3 +386,31 @@ def test_slots_wait_for_the_fork_servers_imports_without_blocking_the_driver(tmp
         assert note["forked"] is (expect == "forked"), note
     finally:
         b.shutdown(grace=0.0)
+
+
+SEEDED = """
+def train(config, run):
+    import numpy as np                 # inside the function: seeded only if the worker imported it before
+    run.log({"draw": float(np.random.random())})
+    return {"loss": 0.0}
+"""
+
+
+def test_cold_workers_with_the_fork_server_off_still_import_the_libraries_so_the_seed_seeds_them(tmp_path):
+    """SWEEPLAB_FORK_SERVER=0 turns forking off, not the imports (`trial.preload: false` does): a trial that
+    imports numpy inside `train` draws from its seed in a cold worker as in a forked one (and as repro does)."""
+    proj = _project(tmp_path, **{"spec.yaml": SPEC.replace("trials: 4", "trials: 1").replace("workers: 2",
+                                                                                             "workers: 1"),
+                                 "train.py": SEEDED})
+    done = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "spec.yaml", "--store", "st", "-q"],
+                          cwd=proj, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "SWEEPLAB_FORK_SERVER": "0"})
+    assert done.returncode == 0, done.stderr
+    from sweeplab.store import Store
+
+    st = Store.open(proj / "st", readonly=True)
+    seed, drawn = st.conn.execute("SELECT t.seed, m.value FROM metrics m JOIN trials t ON t.id = m.trial_id "
+                                  "WHERE m.key = 'draw'").fetchone()
+    import numpy as np
+
+    assert drawn == np.random.RandomState(seed % 2**32).random_sample(), (seed, drawn)
