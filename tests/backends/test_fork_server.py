@@ -414,3 +414,21 @@ def test_cold_workers_with_the_fork_server_off_still_import_the_libraries_so_the
     import numpy as np
 
     assert drawn == np.random.RandomState(seed % 2**32).random_sample(), (seed, drawn)
+
+
+def test_trial_imports_reads_only_regular_source_files_of_a_sane_size(tmp_path):
+    """The scan runs in `sweeplab sweep` before the spec is checked (cli/_early.py): a `function:` naming a
+    device or a pipe must not block it or fill memory (/dev/zero), and a huge generated module (data written
+    as Python) is not parsed (parsing 30 MB takes minutes and gigabytes): its imports are left to the trial."""
+    os.mkfifo(tmp_path / "pipe.py")
+    big = "import yaml\n\ndef train(config, run):\n    pass\n\n" + "DATA = [\n" + "    [1, 2, 3],\n" * 300_000 + "]\n"
+    (tmp_path / "big.py").write_text(big)
+    code = textwrap.dedent(f"""
+        import resource, sys
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        from sweeplab.backends.preload import trial_imports
+        for target in ("/dev/zero:train", "pipe.py:train", "big.py:train"):
+            print(target, trial_imports(target, [{str(tmp_path)!r}]), flush=True)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert done.stdout.splitlines() == ["/dev/zero:train ()", "pipe.py:train ()", "big.py:train ()"], done

@@ -19,6 +19,9 @@ __all__ = ["import_all", "trial_imports"]
 
 #: files of the user's own code read at most, following its imports from the trial's module
 _SCAN_FILES = 64
+#: a source file larger than this is not parsed (a generated module, data written as Python: parsing 30 MB
+#: takes minutes and gigabytes); its imports are left to the trial
+_SCAN_BYTES = 2 << 20
 
 
 def trial_imports(target: str | None, python_path: Sequence[str] = ()) -> tuple[str, ...]:
@@ -77,10 +80,14 @@ def _imported_names(path: Path, entry: str | None = None) -> tuple[list[str], bo
     them, or with `entry`, those that function uses by name, directly or through one another. And whether
     that code sets an environment variable (`os.environ[...] =`, `.setdefault`, `.update`, `os.putenv`)."""
     import ast
+    import stat
 
-    try:
+    try:   # a regular file only: `function: /dev/zero:f` or a pipe must not fill memory or block the CLI
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _SCAN_BYTES:
+            return [], False
         tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
+    except (OSError, SyntaxError, ValueError, MemoryError, RecursionError):
         return [], False
 
     def skipped(node: ast.AST) -> bool:
