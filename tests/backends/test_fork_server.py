@@ -432,3 +432,29 @@ def test_trial_imports_reads_only_regular_source_files_of_a_sane_size(tmp_path):
     """)
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert done.stdout.splitlines() == ["/dev/zero:train ()", "pipe.py:train ()", "big.py:train ()"], done
+
+
+def test_a_fork_server_whose_driver_dies_while_it_imports_ends_at_once_and_quietly(tmp_path):
+    """Killed with -9 during the imports, the driver leaves a fork server that must not import on (for as long
+    as torch takes, or a hung import) and then print a traceback on the user's terminal: it ends at once, as
+    cold workers do when their stdin closes."""
+    proj = _project(tmp_path, **{"slowlib.py": "import time\ntime.sleep(60)\n"})
+    driver = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import os, sys, time
+        from sweeplab.backends.forkserver import ForkServer
+        server = ForkServer(dict(os.environ), ["slowlib"])
+        print(server.proc.pid, flush=True)
+        time.sleep(60)
+    """)], env={**os.environ, "PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert driver.stdout is not None and driver.stderr is not None
+        server = int(driver.stdout.readline())
+        time.sleep(0.5)                    # importing slowlib
+        driver.kill()
+        driver.wait()
+        assert _gone([server], timeout=10) == []
+        assert "Traceback" not in driver.stderr.read()
+    finally:
+        if driver.poll() is None:
+            driver.kill()

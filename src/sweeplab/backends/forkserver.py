@@ -20,7 +20,8 @@ The worker contract stays the backend's (backends/local.py): each forked worker 
 backend's SIGKILL to its process group and SIGTERM to its pid reach it as before; its exit status comes back
 as an "exit" message (`code` as `Popen.returncode`: -N for signal N), read by `ForkedProcess.poll`. The
 server never holds a worker's pipes after forking it, so a driver that dies closes the workers' stdin and
-they end as orphans always did; the server ends when its socket closes and its last worker is reaped, and
+they end as orphans always did; the server ends when its socket closes and its last worker is reaped (while it
+still imports, with its driver: PR_SET_PDEATHSIG), and
 its workers get SIGKILL from the kernel if it dies first (PR_SET_PDEATHSIG), which the backend reports as
 the workers' deaths. Forking is refused (the backend starts workers cold, as before) when the preloaded
 libraries started an OS thread other than jemalloc's background thread, which jemalloc stops and restarts
@@ -70,7 +71,8 @@ class ForkServer:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "sweeplab.backends.forkserver"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=None, pass_fds=(theirs.fileno(),),
-                env={**env, "SWEEPLAB_FORK_SOCKET": str(theirs.fileno())}, start_new_session=True,
+                env={**env, "SWEEPLAB_FORK_SOCKET": str(theirs.fileno()), "SWEEPLAB_FORK_PARENT": str(os.getpid())},
+                start_new_session=True,
             )
         except OSError:
             ours.close()
@@ -296,6 +298,14 @@ def _preload(modules: Sequence[str]) -> list[str]:
     return import_libraries(modules)
 
 
+def _pdeathsig(sig: int) -> None:
+    """Have the kernel send `sig` to this process when its parent dies (PR_SET_PDEATHSIG; 0: no longer)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+
 def _child(sock: socket.socket, wake: tuple[int, int], env: Mapping[str, str], fds: Sequence[int],
            parent: int) -> None:
     """In the forked worker: become what `python -m sweeplab.backends.worker` would be, then run it."""
@@ -303,10 +313,7 @@ def _child(sock: socket.socket, wake: tuple[int, int], env: Mapping[str, str], f
         os.setsid()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        with contextlib.suppress(Exception):
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _pdeathsig(signal.SIGKILL)
         if os.getppid() != parent:
             os._exit(137)
         sock.close()
@@ -340,11 +347,22 @@ def main() -> int:
     sock = socket.socket(fileno=int(os.environ.pop("SWEEPLAB_FORK_SOCKET")))
     sock.set_inheritable(False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # while it imports (seconds for torch, forever for a hung import, the GIL held inside a library's C code),
+    # a driver that dies (kill -9) takes it along: nothing of the sweep may run on after its driver, and once
+    # ready it ends by itself after its last worker. Not later: its workers must outlive it to see their
+    # stdin close.
+    _pdeathsig(signal.SIGKILL)
+    if os.getppid() != int(os.environ.pop("SWEEPLAB_FORK_PARENT", os.getppid())):
+        return 0   # the driver died already
     first = json.loads(sock.recv(_MSG) or b"{}")
     failed = _preload(first.get("modules", ()))
+    _pdeathsig(0)
     usage = os.times()
-    sock.send(json.dumps({"op": "ready", "threads": _threads(), "failed": failed,
-                          "cpu": usage.user + usage.system}).encode())
+    try:
+        sock.send(json.dumps({"op": "ready", "threads": _threads(), "failed": failed,
+                              "cpu": usage.user + usage.system}).encode())
+    except OSError:   # the backend went away as the imports ended
+        return 0
     r, w = os.pipe()
     os.set_blocking(w, False)
     signal.set_wakeup_fd(w)
