@@ -458,3 +458,35 @@ def test_a_fork_server_whose_driver_dies_while_it_imports_ends_at_once_and_quiet
     finally:
         if driver.poll() is None:
             driver.kill()
+
+
+def test_a_forked_worker_gets_a_large_environment_and_what_the_imports_set_in_it_as_a_cold_one(tmp_path,
+                                                                                               monkeypatch):
+    """A cold worker gets any environment exec takes (a 100 KB variable: a certificate, a JSON config) and
+    keeps what a library's import set in it (the worker imported it before the trial): so does a forked one,
+    without waiting for a fork answer that never comes, and the sweep's note says how it really started."""
+    import sweeplab.backends.forkserver as fs
+
+    monkeypatch.setattr(fs, "FORK_TIMEOUT", 2.0)
+    monkeypatch.setenv("BIG", "x" * 100_000)
+    proj = _project(tmp_path, **{
+        "envlib.py": "import os\nos.environ['ENVLIB'] = 'set at import'\n",
+        "probe.py": """
+            import os
+
+            def probe(config, run):
+                run.log({"big": len(os.environ.get("BIG", "")), "envlib": int("ENVLIB" in os.environ)})
+        """})
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("envlib",),
+                     env={"PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])})
+    b.start()
+    try:
+        b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe"))
+        ev = collect(b, [1])[1]
+        assert ev[-1].kind is EventKind.FINISHED, ev[-1]
+        assert _metrics(ev) == {"big": 100_000, "envlib": 1}
+        assert isinstance(b._workers[0].proc, ForkedProcess)
+        note = next(e.data for e in ev if e.kind is EventKind.NOTE)
+        assert note["forked"] is True, note
+    finally:
+        b.shutdown(grace=0.0)

@@ -13,7 +13,7 @@ as a worker started with `python -m sweeplab.backends.worker` (gunicorn's `--pre
 
     backend -> server   {"op": "preload", "modules": [...]}     server -> {"op": "ready", "threads": [...],
                                                                           "failed": [...], "cpu": s}
-    backend -> server   {"op": "fork", "env": {...}} + fds      server -> {"op": "forked", "pid": n}
+    backend -> server   {"op": "fork", "env": {...}, "unset": [...]} + fds      server -> {"op": "forked", "pid": n}
                                                                  server -> {"op": "exit", "pid": n, "code": c}
 
 The worker contract stays the backend's (backends/local.py): each forked worker calls `setsid`, so the
@@ -51,7 +51,7 @@ __all__ = ["FORK_SAFE_THREADS", "ForkServer", "ForkedProcess"]
 #: pyarrow, which pandas and scikit-learn import) stops its background thread before a fork and restarts it
 #: on demand after (its prefork/postfork handlers)
 FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
-_MSG = 65536          # largest message (a fork's environment)
+_MSG = 65536          # largest message (a fork's changes to the server's environment)
 #: seconds a fork's answer may take (ms normally) before the server is taken as unresponsive
 FORK_TIMEOUT = 10.0
 #: seconds a worker may be seen dead without its fork server reporting its status, before it counts as killed
@@ -80,6 +80,7 @@ class ForkServer:
         finally:
             theirs.close()
         self.sock = ours
+        self.env = dict(env)   # the server's environment: a fork sends only what differs from it
         self.started_at = time.monotonic()
         self.modules = tuple(modules)
         self.status: str = "starting"        # starting | ready | refused: <why> | gone
@@ -185,9 +186,13 @@ class ForkServer:
         (stopped, or hung) forks no more: its workers run on, and later ones start cold."""
         if self.status != "ready":
             return None
+        msg = {"op": "fork", "env": {k: v for k, v in env.items() if self.env.get(k) != v},
+               "unset": [k for k in self.env if k not in env]}
+        if len(json.dumps(msg, separators=(",", ":")).encode()) > _MSG:
+            return None   # (environments that differ this much are not forked: `_forks`)
         self._reply = None
         try:
-            self._send({"op": "fork", "env": dict(env)}, fds)
+            self._send(msg, fds)
         except OSError:
             self._gone()
             return None
@@ -306,8 +311,8 @@ def _pdeathsig(sig: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
-def _child(sock: socket.socket, wake: tuple[int, int], env: Mapping[str, str], fds: Sequence[int],
-           parent: int) -> None:
+def _child(sock: socket.socket, wake: tuple[int, int], env: Mapping[str, str], unset: Sequence[str],
+           fds: Sequence[int], parent: int) -> None:
     """In the forked worker: become what `python -m sweeplab.backends.worker` would be, then run it."""
     try:
         os.setsid()
@@ -322,7 +327,10 @@ def _child(sock: socket.socket, wake: tuple[int, int], env: Mapping[str, str], f
         cmd, events = fds
         os.dup2(cmd, 0)
         os.close(cmd)
-        os.environ.clear()
+        # the server's environment, with what the imports set in it (a cold worker keeps that too: it imports
+        # them before its first trial), changed as the backend asks
+        for name in unset:
+            os.environ.pop(name, None)
         os.environ.update(env)
         os.environ["SWEEPLAB_EVENT_FD"] = str(events)
         np = sys.modules.get("numpy")
@@ -407,6 +415,8 @@ def main() -> int:
         if not isinstance(msg, dict) or msg.get("op") != "fork" or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
+            with contextlib.suppress(OSError):   # answered: the backend starts that worker cold at once
+                sock.send(json.dumps({"op": "failed", "error": "a request it cannot read"}).encode())
             continue
         reply: dict[str, Any] = {"op": "forked"}
         parent = os.getpid()
@@ -418,7 +428,7 @@ def main() -> int:
             reply = {"op": "failed", "error": str(exc)}
             pid = -1
         if pid == 0:
-            _child(sock, (r, w), msg.get("env") or {}, fds, parent)
+            _child(sock, (r, w), msg.get("env") or {}, msg.get("unset") or (), fds, parent)
         for fd in fds:
             os.close(fd)
         if pid > 0:
