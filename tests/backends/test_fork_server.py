@@ -490,3 +490,30 @@ def test_a_forked_worker_gets_a_large_environment_and_what_the_imports_set_in_it
         assert note["forked"] is True, note
     finally:
         b.shutdown(grace=0.0)
+
+
+def test_a_fork_server_stopped_while_it_imports_costs_no_wait_for_its_imports(tmp_path):
+    """SIGSTOP during the imports: the slots do not wait PRELOAD_TIMEOUT (2 minutes) for a server that cannot
+    go on; the workers start cold, and the note says why."""
+    proj = _project(tmp_path, **{"probe.py": PROBE, "slowlib.py": "import time\ntime.sleep(1)\n"})
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("slowlib",),
+                     env={"PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])})
+    b.start()
+    server = b._server
+    assert server is not None
+    try:
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 20
+        while b.free_slots() < 2 and time.monotonic() < deadline:
+            b.poll(0.1)
+        assert b.free_slots() == 2, server.status
+        b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe", config={"module": "slowlib"}))
+        ev = collect(b, [1], timeout=60)[1]
+        assert ev[-1].kind is EventKind.FINISHED and _metrics(ev)["had"] == 1
+        note = next(e.data for e in ev if e.kind is EventKind.NOTE)
+        assert note["forked"] is False and "stopped" in note["message"], note
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server.proc.pid, signal.SIGCONT)
+        b.shutdown(grace=0.0)
+    assert _gone([server.proc.pid]) == []

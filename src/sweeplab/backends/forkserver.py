@@ -170,11 +170,25 @@ class ForkServer:
         if self.status != "gone":
             self._receive(0.0)
 
+    def stopped(self) -> bool:
+        """Whether the server is stopped (SIGSTOP: state T in /proc): it cannot go on importing."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
+                return f.read().rpartition(b")")[2].split()[0] == b"T"
+        except (OSError, IndexError):
+            return False
+
+    def check_stopped(self) -> None:
+        """A server stopped while it imports is refused: no slot waits PRELOAD_TIMEOUT for it."""
+        if self.status == "starting" and self.stopped():
+            self.status = "refused: stopped (SIGSTOP) while importing"
+
     def ready(self, timeout: float) -> bool:
         """Wait (up to `timeout`) for the preload to end; True when workers can be forked from it."""
         deadline = time.monotonic() + timeout
         while self.status == "starting" and time.monotonic() < deadline:
-            self._receive(deadline - time.monotonic())
+            self._receive(min(0.5, deadline - time.monotonic()))
+            self.check_stopped()
         if self.status == "starting":
             self.status = f"refused: its imports took more than {timeout:g}s"
         return self.status == "ready"

@@ -281,6 +281,7 @@ class LocalBackend(Backend):
         server = self._server
         if server is not None and server.status == "starting":
             server.collect()
+            server.check_stopped()
             if server.status == "starting":
                 if time.monotonic() - server.started_at < PRELOAD_TIMEOUT:
                     return 0
