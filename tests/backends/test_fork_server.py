@@ -517,3 +517,23 @@ def test_a_fork_server_stopped_while_it_imports_costs_no_wait_for_its_imports(tm
             os.kill(server.proc.pid, signal.SIGCONT)
         b.shutdown(grace=0.0)
     assert _gone([server.proc.pid]) == []
+
+
+def test_trial_imports_follows_relative_imports_inside_the_users_package(tmp_path):
+    """`from .model import Net` inside `train` (a package laid out as most projects are): the libraries of the
+    module it names are imported before the trial too, so the trial's seed seeds them (torch's weights)."""
+    proj = _project(tmp_path, **{
+        "pkg/__init__.py": "",
+        "pkg/train.py": """
+            def train(config, run):
+                from .model import make           # a sibling module, inside the function
+                from . import data                # a sibling named by `from . import`
+                from .sub.deep import f           # a module of a subpackage
+        """,
+        "pkg/model.py": "import yaml\n",
+        "pkg/data.py": "import psutil\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/deep.py": "from ..model import make\nimport rich\n",
+    })
+    assert set(trial_imports("pkg.train:train", [str(proj)])) == {"yaml", "psutil", "rich"}
+    assert set(trial_imports("pkg/train.py:train", [str(proj)])) == {"yaml", "psutil", "rich"}
