@@ -537,3 +537,27 @@ def test_trial_imports_follows_relative_imports_inside_the_users_package(tmp_pat
     })
     assert set(trial_imports("pkg.train:train", [str(proj)])) == {"yaml", "psutil", "rich"}
     assert set(trial_imports("pkg/train.py:train", [str(proj)])) == {"yaml", "psutil", "rich"}
+
+
+def test_a_fork_server_that_crashes_while_importing_says_how_in_the_sweeps_note(tmp_path):
+    """A library that crashes the interpreter when the fork server imports it: the workers start cold (the
+    trial runs) and the note says how the server ended, not only that it is gone."""
+    proj = _project(tmp_path, **{"probe.py": PROBE, "crashlib.py": """
+        import os, signal, sys
+        if sys.argv[0].endswith("forkserver.py"):   # only in the fork server: cold workers import it fine
+            os.kill(os.getpid(), signal.SIGSEGV)
+    """})
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("crashlib",),
+                     env={"PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])})
+    b.start()
+    try:
+        deadline = time.monotonic() + 30
+        while b.free_slots() < 2 and time.monotonic() < deadline:
+            b.poll(0.1)
+        b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe", config={"module": "crashlib"}))
+        ev = collect(b, [1])[1]
+        assert ev[-1].kind is EventKind.FINISHED and _metrics(ev)["had"] == 1
+        note = next(e.data for e in ev if e.kind is EventKind.NOTE)
+        assert note["forked"] is False and "SIGSEGV" in note["message"], note
+    finally:
+        b.shutdown(grace=0.0)

@@ -238,6 +238,12 @@ class LocalBackend(Backend):
                        f" ({info.get('cpu', 0):.1f} CPU-s){failed}")
         else:
             why = server.status if server.status != "ready" else "could not fork"
+            code = None
+            if server.status == "gone":   # its socket closed as it ended: its status follows at once
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    code = server.proc.wait(timeout=1.0)
+            if code is not None:   # how it ended: a library that crashed it as it imported
+                why = f"gone: {describe_exit(code)[0]} while " + ("forking" if info else "importing")
             message = f"workers started one by one (fork server {why})"
         return {"level": "info", "kind": "workers", "message": message, "forked": forked,
                 "preload": list(self.preload), "preload_cpu": info.get("cpu"), "failed": info.get("failed", [])}
