@@ -561,3 +561,20 @@ def test_a_fork_server_that_crashes_while_importing_says_how_in_the_sweeps_note(
         assert note["forked"] is False and "SIGSEGV" in note["message"], note
     finally:
         b.shutdown(grace=0.0)
+
+
+def test_a_sweep_that_ends_while_its_fork_server_imports_ends_it_without_waiting_for_the_imports(tmp_path):
+    """Ctrl-C, `sweeplab stop` or budget.time during the imports: the backend's shutdown ends the server
+    then and there (it has no worker to wait for), instead of waiting for imports no trial will use."""
+    proj = _project(tmp_path, **{"slowlib.py": f"""
+        import time
+        time.sleep(3)
+        open({str(tmp_path / 'imported')!r}, "w").close()
+    """})
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("slowlib",),
+                     env={"PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])})
+    b.start()
+    server = b._server
+    assert server is not None and b.free_slots() == 0
+    b.shutdown(grace=0.0)
+    assert server.proc.returncode == -signal.SIGKILL and not (tmp_path / "imported").exists()

@@ -227,7 +227,11 @@ class ForkServer:
         return child
 
     def close(self, timeout: float = 5.0) -> None:
-        """Close the socket (the server ends once its last worker is reaped) and wait for it."""
+        """Close the socket (the server ends once its last worker is reaped) and wait for it. One still
+        importing, or stopped, has no worker to wait for and cannot see the socket close: it is killed."""
+        if self.status == "starting" or (not self._children and self.stopped()):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             self.sock.close()
         self.status = "gone"
