@@ -578,3 +578,32 @@ def test_a_sweep_that_ends_while_its_fork_server_imports_ends_it_without_waiting
     assert server is not None and b.free_slots() == 0
     b.shutdown(grace=0.0)
     assert server.proc.returncode == -signal.SIGKILL and not (tmp_path / "imported").exists()
+
+
+def test_sigterm_to_the_fork_server_preempts_its_workers_trials_instead_of_failing_them(tmp_path):
+    """`kill PID` of the fork server (or a memory daemon's SIGTERM to the largest process): its workers get
+    the SIGTERM (checkpoint, PREEMPTED: requeued, no retry spent), as they would if each were sent it; the
+    server forks no more and ends after them, and the next trial starts cold."""
+    proj = _project(tmp_path, **{"probe.py": PROBE})
+    fn = f"{proj / 'probe.py'}:probe"
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
+    b.start()
+    try:
+        for i in (1, 2):
+            b.submit(make_task(tmp_path, i, fn, config={"module": "colorsys", "sleep": 60}, grace=0.2))
+        server = b._server
+        assert server is not None
+        seen: set[int] = set()
+        deadline = time.monotonic() + 30
+        while len(seen) < 2 and time.monotonic() < deadline:   # both trials running
+            seen.update(ev.trial for ev in b.poll(0.1) if ev.kind is EventKind.METRICS)
+        os.kill(server.proc.pid, signal.SIGTERM)
+        ended = collect(b, [1, 2], timeout=30)
+        assert [ended[i][-1].kind for i in (1, 2)] == [EventKind.PREEMPTED] * 2, ended
+        assert _gone([server.proc.pid]) == []
+        b.submit(make_task(tmp_path, 3, fn, config={"module": "colorsys"}))
+        ev3 = collect(b, [3])[3]
+        assert ev3[-1].kind is EventKind.FINISHED and _metrics(ev3)["had"] == 1
+        assert not any(isinstance(w.proc, ForkedProcess) for w in b._workers.values())
+    finally:
+        b.shutdown(grace=0.0)

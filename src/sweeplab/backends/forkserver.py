@@ -23,7 +23,8 @@ server never holds a worker's pipes after forking it, so a driver that dies clos
 they end as orphans always did; the server ends when its socket closes and its last worker is reaped (while it
 still imports, with its driver: PR_SET_PDEATHSIG), and
 its workers get SIGKILL from the kernel if it dies first (PR_SET_PDEATHSIG), which the backend reports as
-the workers' deaths. Forking is refused (the backend starts workers cold, as before) when the preloaded
+the workers' deaths; a SIGTERM to it is passed to its workers (preempted, as if each had been sent it), and
+it forks no more and ends after them. Forking is refused (the backend starts workers cold, as before) when the preloaded
 libraries started an OS thread other than jemalloc's background thread, which jemalloc stops and restarts
 around a fork; threads would otherwise leave locks held in the child.
 """
@@ -336,6 +337,7 @@ def _child(sock: socket.socket, wake: tuple[int, int], env: Mapping[str, str], u
         os.setsid()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)   # the worker's own handler comes with its main
         _pdeathsig(signal.SIGKILL)
         if os.getppid() != parent:
             os._exit(137)
@@ -393,6 +395,11 @@ def main() -> int:
     os.set_blocking(w, False)
     signal.set_wakeup_fd(w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    # SIGTERM (`kill PID`, a memory daemon's first warning) preempts its workers, as if each had been sent it
+    # (they checkpoint and are requeued: no attempt fails), instead of taking them down with SIGKILL
+    # (PDEATHSIG); it forks no more and ends after them
+    term = {"got": False, "passed": False}
+    signal.signal(signal.SIGTERM, lambda *_: term.update(got=True))
     children: set[int] = set()
     open_ = True
 
@@ -410,12 +417,17 @@ def main() -> int:
                 sock.send(json.dumps({"op": "exit", "pid": pid,
                                       "code": os.waitstatus_to_exitcode(status)}).encode())
 
-    while open_ or children:
+    while (open_ and not term["got"]) or children:
         watched: list[Any] = [sock, r] if open_ else [r]
         ready, _, _ = select.select(watched, [], [], 1.0)
         if r in ready:
             with contextlib.suppress(BlockingIOError):
                 os.read(r, 4096)
+        if term["got"] and not term["passed"]:
+            term["passed"] = True
+            for pid in children:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
         reap()
         if sock not in ready:
             continue
@@ -430,11 +442,12 @@ def main() -> int:
             msg = json.loads(data)
         except ValueError:
             msg = {}
-        if not isinstance(msg, dict) or msg.get("op") != "fork" or len(fds) != 2:
+        if not isinstance(msg, dict) or msg.get("op") != "fork" or len(fds) != 2 or term["got"]:
             for fd in fds:
                 os.close(fd)
+            why = "ending (SIGTERM)" if term["got"] else "a request it cannot read"
             with contextlib.suppress(OSError):   # answered: the backend starts that worker cold at once
-                sock.send(json.dumps({"op": "failed", "error": "a request it cannot read"}).encode())
+                sock.send(json.dumps({"op": "failed", "error": why}).encode())
             continue
         reply: dict[str, Any] = {"op": "forked"}
         parent = os.getpid()
