@@ -607,3 +607,29 @@ def test_sigterm_to_the_fork_server_preempts_its_workers_trials_instead_of_faili
         assert not any(isinstance(w.proc, ForkedProcess) for w in b._workers.values())
     finally:
         b.shutdown(grace=0.0)
+
+
+def test_a_stopped_fork_server_costs_a_sweeps_end_no_wait(tmp_path, monkeypatch):
+    """The server stopped (SIGSTOP) cannot report its workers' exits: at the sweep's end the workers, told to
+    exit, are seen dead without waiting for a report that cannot come, and the server is ended."""
+    import sweeplab.backends.forkserver as fs
+
+    monkeypatch.setattr(fs, "UNREPORTED_AFTER", 600.0)   # what a stopped server does not need
+    proj = _project(tmp_path, **{"probe.py": PROBE})
+    fn = f"{proj / 'probe.py'}:probe"
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
+    b.start()
+    server = b._server
+    assert server is not None
+    try:
+        b.submit(make_task(tmp_path, 1, fn, config={"module": "colorsys"}))
+        b.submit(make_task(tmp_path, 2, fn, config={"module": "colorsys"}))
+        assert [collect(b, [i])[i][-1].kind for i in (1, 2)] == [EventKind.FINISHED] * 2
+        workers = [w.proc for w in b._workers.values()]
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        b.shutdown(grace=0.0)
+        assert [w.returncode for w in workers] == [-signal.SIGKILL] * 2   # the real status is unknowable
+        assert server.proc.returncode == -signal.SIGKILL
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server.proc.pid, signal.SIGCONT)

@@ -266,8 +266,9 @@ class ForkedProcess:
 
     def _unreported(self) -> None:
         """A worker that ended while its fork server does not answer (stopped, hung) is never reported by it:
-        seen dead (a zombie, or gone) for UNREPORTED_AFTER seconds, it counts as killed (its real status
-        cannot be read: only its parent may reap it). /proc is read at most every 0.5 s."""
+        seen dead (a zombie, or gone) for UNREPORTED_AFTER seconds, or twice while its server is stopped, it
+        counts as killed (its real status cannot be read: only its parent may reap it). /proc is read at most
+        every 0.5 s."""
         now = time.monotonic()
         if now - self._looked < 0.5:
             return
@@ -281,7 +282,7 @@ class ForkedProcess:
             self._dead_since = None
         elif self._dead_since is None:
             self._dead_since = now
-        elif now - self._dead_since >= UNREPORTED_AFTER:
+        elif now - self._dead_since >= UNREPORTED_AFTER or self.server.stopped():   # a stopped one never will
             self.returncode = -signal.SIGKILL
             self.server._children.pop(self.pid, None)
 
