@@ -633,3 +633,10 @@ def test_a_stopped_fork_server_costs_a_sweeps_end_no_wait(tmp_path, monkeypatch)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(server.proc.pid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize("target", ["x" * 5000 + ".py:train", "m" * 300 + ".sub:train", "pkg/" + "d" * 300 + "/t.py:f"])
+def test_trial_imports_of_a_name_the_os_refuses_is_none_not_a_crash(tmp_path, target):
+    """`sweeplab sweep` reads the trial's imports before anything else (cli/_early.py): a `function:` the OS
+    cannot even look up (a name too long) must leave the error to the spec's check, not crash the CLI."""
+    assert trial_imports(target, [str(tmp_path)]) == ()

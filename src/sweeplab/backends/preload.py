@@ -35,6 +35,13 @@ def trial_imports(target: str | None, python_path: Sequence[str] = ()) -> tuple[
     once, and the trial's seed seeds torch and numpy whichever way the trial imports them. An import under
     `if TYPE_CHECKING:` is left out; one that fails later is only skipped (the trial's own import reports it).
     """
+    try:
+        return _trial_imports(target, python_path)
+    except (OSError, ValueError):   # a name the OS refuses (too long): the spec's check reports the target
+        return ()
+
+
+def _trial_imports(target: str | None, python_path: Sequence[str]) -> tuple[str, ...]:
     if not target or ":" not in target:
         return ()
     module_part = target.rpartition(":")[0]
