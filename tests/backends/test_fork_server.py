@@ -69,6 +69,13 @@ def _gone(pids, timeout: float = 15.0) -> list[int]:
         time.sleep(0.1)
 
 
+def _stop(pid: int) -> None:
+    """SIGSTOP, and wait until the process is stopped (the signal takes effect when it is next scheduled)."""
+    os.kill(pid, signal.SIGSTOP)
+    while psutil.Process(pid).status() != psutil.STATUS_STOPPED:
+        time.sleep(0.01)
+
+
 # ---------------------------------------------------------------------------------------- trial_imports
 def test_trial_imports_reads_the_installed_libraries_the_trials_code_imports_without_running_it(tmp_path):
     proj = _project(tmp_path, **{
@@ -626,7 +633,7 @@ def test_a_stopped_fork_server_costs_a_sweeps_end_no_wait(tmp_path, monkeypatch)
         b.submit(make_task(tmp_path, 2, fn, config={"module": "colorsys"}))
         assert [collect(b, [i])[i][-1].kind for i in (1, 2)] == [EventKind.FINISHED] * 2
         workers = [w.proc for w in b._workers.values()]
-        os.kill(server.proc.pid, signal.SIGSTOP)
+        _stop(server.proc.pid)
         b.shutdown(grace=0.0)
         assert [w.returncode for w in workers] == [-signal.SIGKILL] * 2   # the real status is unknowable
         assert server.proc.returncode == -signal.SIGKILL
@@ -640,3 +647,30 @@ def test_trial_imports_of_a_name_the_os_refuses_is_none_not_a_crash(tmp_path, ta
     """`sweeplab sweep` reads the trial's imports before anything else (cli/_early.py): a `function:` the OS
     cannot even look up (a name too long) must leave the error to the spec's check, not crash the CLI."""
     assert trial_imports(target, [str(tmp_path)]) == ()
+
+
+def test_a_fork_asked_of_a_stopped_server_starts_the_worker_cold_without_waiting_for_its_answer(tmp_path,
+                                                                                                 monkeypatch):
+    """The driver's loop waits for a fork's answer: from a stopped server none comes, so it is not asked (no
+    FORK_TIMEOUT of a blocked driver: signals, stops and budgets wait on it)."""
+    import sweeplab.backends.forkserver as fs
+
+    monkeypatch.setattr(fs, "FORK_TIMEOUT", 30.0)
+    proj = _project(tmp_path, **{"probe.py": PROBE})
+    fn = f"{proj / 'probe.py'}:probe"
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
+    b.start()
+    server = b._server
+    assert server is not None
+    try:
+        b.submit(make_task(tmp_path, 1, fn, config={"module": "colorsys", "sleep": 60}))   # forked, running
+        assert isinstance(b._workers[0].proc, ForkedProcess)
+        _stop(server.proc.pid)
+        b.submit(make_task(tmp_path, 2, fn, config={"module": "colorsys"}))   # the second slot: cold
+        assert "stopped" in server.status, server.status
+        ev = collect(b, [2])[2]
+        assert ev[-1].kind is EventKind.FINISHED and _metrics(ev)["had"] == 1
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server.proc.pid, signal.SIGCONT)
+        b.shutdown(grace=0.0)

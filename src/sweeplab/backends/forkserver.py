@@ -201,6 +201,9 @@ class ForkServer:
         (stopped, or hung) forks no more: its workers run on, and later ones start cold."""
         if self.status != "ready":
             return None
+        if self.stopped():   # it cannot answer: the driver's loop would wait FORK_TIMEOUT for nothing
+            self.status = "refused: stopped (SIGSTOP)"
+            return None
         msg = {"op": "fork", "env": {k: v for k, v in env.items() if self.env.get(k) != v},
                "unset": [k for k in self.env if k not in env]}
         if len(json.dumps(msg, separators=(",", ":")).encode()) > _MSG:
