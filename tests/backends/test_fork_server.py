@@ -674,3 +674,31 @@ def test_a_fork_asked_of_a_stopped_server_starts_the_worker_cold_without_waiting
         with contextlib.suppress(ProcessLookupError):
             os.kill(server.proc.pid, signal.SIGCONT)
         b.shutdown(grace=0.0)
+
+
+def test_a_forked_worker_has_its_own_process_group_when_the_backend_learns_its_pid(tmp_path):
+    """The backend kills a worker by its process group (the trial's children with it), from the moment it
+    knows its pid: a kill right after the start (trial.timeout, budget.time) must not find no group (ESRCH)."""
+    from sweeplab.backends.forkserver import ForkServer
+    from sweeplab.backends.local import _worker_env
+
+    env = _worker_env(plan_slots(1, cpus=0, gpus=0, gpu_ids=[])[0], {}, hide_gpus=False)
+    server = ForkServer(env, ["colorsys"])
+    ends: list[int] = []
+    try:
+        assert server.ready(60)
+        leaders = []
+        for _ in range(20):
+            cmd_r, cmd_w = os.pipe()
+            ev_r, ev_w = os.pipe()
+            proc = server.fork(env, (cmd_r, ev_w))
+            os.close(cmd_r)
+            os.close(ev_w)
+            ends += [cmd_w, ev_r]
+            assert proc is not None
+            leaders.append(os.getpgid(proc.pid) == proc.pid)
+        assert all(leaders), leaders
+    finally:
+        for fd in ends:   # the workers see their stdin close and end
+            os.close(fd)
+        server.close()

@@ -335,10 +335,12 @@ def _pdeathsig(sig: int) -> None:
 
 
 def _child(sock: socket.socket, wake: tuple[int, int], env: Mapping[str, str], unset: Sequence[str],
-           fds: Sequence[int], parent: int) -> None:
+           fds: Sequence[int], parent: int, started: tuple[int, int]) -> None:
     """In the forked worker: become what `python -m sweeplab.backends.worker` would be, then run it."""
     try:
         os.setsid()
+        for fd in started:   # the server answers the fork once this closes: the worker's group exists by then
+            os.close(fd)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)   # the worker's own handler comes with its main
@@ -455,6 +457,7 @@ def main() -> int:
             continue
         reply: dict[str, Any] = {"op": "forked"}
         parent = os.getpid()
+        started = os.pipe()
         try:
             with warnings.catch_warnings():   # Python 3.12+ warns of any other OS thread; only jemalloc's is
                 warnings.simplefilter("ignore", DeprecationWarning)   # here, which jemalloc handles (_threads)
@@ -463,7 +466,12 @@ def main() -> int:
             reply = {"op": "failed", "error": str(exc)}
             pid = -1
         if pid == 0:
-            _child(sock, (r, w), msg.get("env") or {}, msg.get("unset") or (), fds, parent)
+            _child(sock, (r, w), msg.get("env") or {}, msg.get("unset") or (), fds, parent, started)
+        os.close(started[1])
+        if pid > 0:   # until the child has its own session (the backend kills by process group), or died
+            with contextlib.suppress(OSError):
+                os.read(started[0], 1)
+        os.close(started[0])
         for fd in fds:
             os.close(fd)
         if pid > 0:
