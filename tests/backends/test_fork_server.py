@@ -631,7 +631,8 @@ def test_a_stopped_fork_server_costs_a_sweeps_end_no_wait(tmp_path, monkeypatch)
     try:
         b.submit(make_task(tmp_path, 1, fn, config={"module": "colorsys"}))
         b.submit(make_task(tmp_path, 2, fn, config={"module": "colorsys"}))
-        assert [collect(b, [i])[i][-1].kind for i in (1, 2)] == [EventKind.FINISHED] * 2
+        ended = collect(b, [1, 2])
+        assert [ended[i][-1].kind for i in (1, 2)] == [EventKind.FINISHED] * 2
         workers = [w.proc for w in b._workers.values()]
         _stop(server.proc.pid)
         b.shutdown(grace=0.0)
