@@ -703,3 +703,26 @@ def test_a_forked_worker_has_its_own_process_group_when_the_backend_learns_its_p
         for fd in ends:   # the workers see their stdin close and end
             os.close(fd)
         server.close()
+
+
+def test_slots_of_two_cpus_fork_numpy_trials_with_the_blas_threads_of_a_cold_worker(tmp_path):
+    """With 2+ CPUs a slot, OPENBLAS_NUM_THREADS > 1 made numpy's OpenBLAS start its threads at import, and
+    the fork server refused to fork: the server imports with one, and each forked worker gets the slot's
+    number, as a cold worker has from the start."""
+    proj = _project(tmp_path, **{"probe.py": """
+        def probe(config, run):
+            import threadpoolctl
+            info = threadpoolctl.threadpool_info()
+            run.log({"blas": sum(i["num_threads"] for i in info if i["internal_api"] == "openblas")})
+    """})
+    b = LocalBackend(plan_slots(2, cpus=2, gpus=0, gpu_ids=[], cpu_count=4), preload=("numpy",))
+    b.start()
+    try:
+        b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe"))
+        ev = collect(b, [1])[1]
+        assert ev[-1].kind is EventKind.FINISHED, ev[-1]
+        note = next(e.data for e in ev if e.kind is EventKind.NOTE)
+        assert note["forked"] is True, note
+        assert _metrics(ev)["blas"] == 2
+    finally:
+        b.shutdown(grace=0.0)

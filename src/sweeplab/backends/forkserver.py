@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -326,6 +326,34 @@ def _preload(modules: Sequence[str]) -> list[str]:
     return import_libraries(modules)
 
 
+def _one_blas_thread() -> str | None:
+    """Have OpenBLAS (numpy's, scipy's) start no thread as it loads, which it does when OPENBLAS_NUM_THREADS > 1
+    (2+ CPUs a slot): those threads would refuse forking (`_threads`). The value it had, to put back; None when
+    nothing was changed."""
+    value = os.environ.get("OPENBLAS_NUM_THREADS")
+    if value is None or not value.isdigit() or int(value) <= 1:
+        return None
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    return value
+
+
+def _blas_threads_after_fork(value: str | None) -> Callable[[int], None] | None:
+    """Put OPENBLAS_NUM_THREADS back, and how a forked worker gets OpenBLAS's threads the slot asks for (what
+    a cold worker's OpenBLAS started with): threadpoolctl, which scikit-learn installs; None when no OpenBLAS
+    was loaded, or without threadpoolctl (OpenBLAS then runs one thread in forked workers)."""
+    if value is None:
+        return None
+    os.environ["OPENBLAS_NUM_THREADS"] = value
+    try:
+        import threadpoolctl  # imports no library of its own and starts no thread
+    except ImportError:
+        return None
+    with contextlib.suppress(Exception):
+        if threadpoolctl.ThreadpoolController().select(internal_api="openblas").lib_controllers:
+            return lambda n: threadpoolctl.ThreadpoolController().select(internal_api="openblas").limit(limits=n)
+    return None
+
+
 def _pdeathsig(sig: int) -> None:
     """Have the kernel send `sig` to this process when its parent dies (PR_SET_PDEATHSIG; 0: no longer)."""
     with contextlib.suppress(Exception):
@@ -335,7 +363,8 @@ def _pdeathsig(sig: int) -> None:
 
 
 def _child(sock: socket.socket, wake: tuple[int, int], env: Mapping[str, str], unset: Sequence[str],
-           fds: Sequence[int], parent: int, started: tuple[int, int]) -> None:
+           fds: Sequence[int], parent: int, started: tuple[int, int],
+           blas_limit: Callable[[int], None] | None = None) -> None:
     """In the forked worker: become what `python -m sweeplab.backends.worker` would be, then run it."""
     try:
         os.setsid()
@@ -359,6 +388,9 @@ def _child(sock: socket.socket, wake: tuple[int, int], env: Mapping[str, str], u
             os.environ.pop(name, None)
         os.environ.update(env)
         os.environ["SWEEPLAB_EVENT_FD"] = str(events)
+        if blas_limit is not None:   # OpenBLAS's threads, as many as a cold worker starts with (_one_blas_thread)
+            with contextlib.suppress(Exception):
+                blas_limit(int(os.environ.get("OPENBLAS_NUM_THREADS") or 1))
         np = sys.modules.get("numpy")
         if np is not None:   # a fresh worker's numpy seeds its global generator from the OS; so does this one
             np.random.seed()
@@ -389,7 +421,9 @@ def main() -> int:
     if os.getppid() != int(os.environ.pop("SWEEPLAB_FORK_PARENT", os.getppid())):
         return 0   # the driver died already
     first = json.loads(sock.recv(_MSG) or b"{}")
+    blas = _one_blas_thread()
     failed = _preload(first.get("modules", ()))
+    blas_limit = _blas_threads_after_fork(blas)
     _pdeathsig(0)
     usage = os.times()
     try:
@@ -466,7 +500,7 @@ def main() -> int:
             reply = {"op": "failed", "error": str(exc)}
             pid = -1
         if pid == 0:
-            _child(sock, (r, w), msg.get("env") or {}, msg.get("unset") or (), fds, parent, started)
+            _child(sock, (r, w), msg.get("env") or {}, msg.get("unset") or (), fds, parent, started, blas_limit)
         os.close(started[1])
         if pid > 0:   # until the child has its own session (the backend kills by process group), or died
             with contextlib.suppress(OSError):
