@@ -69,6 +69,13 @@ def _gone(pids, timeout: float = 15.0) -> list[int]:
         time.sleep(0.1)
 
 
+def _stop(pid: int) -> None:
+    """SIGSTOP, and wait until the process is stopped (the signal takes effect when it is next scheduled)."""
+    os.kill(pid, signal.SIGSTOP)
+    while psutil.Process(pid).status() != psutil.STATUS_STOPPED:
+        time.sleep(0.01)
+
+
 # ---------------------------------------------------------------------------------------- trial_imports
 def test_trial_imports_reads_the_installed_libraries_the_trials_code_imports_without_running_it(tmp_path):
     proj = _project(tmp_path, **{
@@ -384,5 +391,338 @@ def test_slots_wait_for_the_fork_servers_imports_without_blocking_the_driver(tmp
         assert forked is (expect == "forked")
         note = next(e.data for e in ev if e.kind is EventKind.NOTE)
         assert note["forked"] is (expect == "forked"), note
+    finally:
+        b.shutdown(grace=0.0)
+
+
+SEEDED = """
+def train(config, run):
+    import numpy as np                 # inside the function: seeded only if the worker imported it before
+    run.log({"draw": float(np.random.random())})
+    return {"loss": 0.0}
+"""
+
+
+def test_cold_workers_with_the_fork_server_off_still_import_the_libraries_so_the_seed_seeds_them(tmp_path):
+    """SWEEPLAB_FORK_SERVER=0 turns forking off, not the imports (`trial.preload: false` does): a trial that
+    imports numpy inside `train` draws from its seed in a cold worker as in a forked one (and as repro does)."""
+    proj = _project(tmp_path, **{"spec.yaml": SPEC.replace("trials: 4", "trials: 1").replace("workers: 2",
+                                                                                             "workers: 1"),
+                                 "train.py": SEEDED})
+    done = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "spec.yaml", "--store", "st", "-q"],
+                          cwd=proj, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "SWEEPLAB_FORK_SERVER": "0"})
+    assert done.returncode == 0, done.stderr
+    from sweeplab.store import Store
+
+    st = Store.open(proj / "st", readonly=True)
+    seed, drawn = st.conn.execute("SELECT t.seed, m.value FROM metrics m JOIN trials t ON t.id = m.trial_id "
+                                  "WHERE m.key = 'draw'").fetchone()
+    import numpy as np
+
+    assert drawn == np.random.RandomState(seed % 2**32).random_sample(), (seed, drawn)
+
+
+def test_trial_imports_reads_only_regular_source_files_of_a_sane_size(tmp_path):
+    """The scan runs in `sweeplab sweep` before the spec is checked (cli/_early.py): a `function:` naming a
+    device or a pipe must not block it or fill memory (/dev/zero), and a huge generated module (data written
+    as Python) is not parsed (parsing 30 MB takes minutes and gigabytes): its imports are left to the trial."""
+    os.mkfifo(tmp_path / "pipe.py")
+    big = "import yaml\n\ndef train(config, run):\n    pass\n\n" + "DATA = [\n" + "    [1, 2, 3],\n" * 300_000 + "]\n"
+    (tmp_path / "big.py").write_text(big)
+    code = textwrap.dedent(f"""
+        import resource, sys
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        from sweeplab.backends.preload import trial_imports
+        for target in ("/dev/zero:train", "pipe.py:train", "big.py:train"):
+            print(target, trial_imports(target, [{str(tmp_path)!r}]), flush=True)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert done.stdout.splitlines() == ["/dev/zero:train ()", "pipe.py:train ()", "big.py:train ()"], done
+
+
+def test_a_fork_server_whose_driver_dies_while_it_imports_ends_at_once_and_quietly(tmp_path):
+    """Killed with -9 during the imports, the driver leaves a fork server that must not import on (for as long
+    as torch takes, or a hung import) and then print a traceback on the user's terminal: it ends at once, as
+    cold workers do when their stdin closes."""
+    proj = _project(tmp_path, **{"slowlib.py": "import time\ntime.sleep(60)\n"})
+    driver = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import os, sys, time
+        from sweeplab.backends.forkserver import ForkServer
+        server = ForkServer(dict(os.environ), ["slowlib"])
+        print(server.proc.pid, flush=True)
+        time.sleep(60)
+    """)], env={**os.environ, "PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert driver.stdout is not None and driver.stderr is not None
+        server = int(driver.stdout.readline())
+        time.sleep(0.5)                    # importing slowlib
+        driver.kill()
+        driver.wait()
+        assert _gone([server], timeout=10) == []
+        assert "Traceback" not in driver.stderr.read()
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+
+
+def test_a_forked_worker_gets_a_large_environment_and_what_the_imports_set_in_it_as_a_cold_one(tmp_path,
+                                                                                               monkeypatch):
+    """A cold worker gets any environment exec takes (a 100 KB variable: a certificate, a JSON config) and
+    keeps what a library's import set in it (the worker imported it before the trial): so does a forked one,
+    without waiting for a fork answer that never comes, and the sweep's note says how it really started."""
+    import sweeplab.backends.forkserver as fs
+
+    monkeypatch.setattr(fs, "FORK_TIMEOUT", 2.0)
+    monkeypatch.setenv("BIG", "x" * 100_000)
+    proj = _project(tmp_path, **{
+        "envlib.py": "import os\nos.environ['ENVLIB'] = 'set at import'\n",
+        "probe.py": """
+            import os
+
+            def probe(config, run):
+                run.log({"big": len(os.environ.get("BIG", "")), "envlib": int("ENVLIB" in os.environ)})
+        """})
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("envlib",),
+                     env={"PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])})
+    b.start()
+    try:
+        b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe"))
+        ev = collect(b, [1])[1]
+        assert ev[-1].kind is EventKind.FINISHED, ev[-1]
+        assert _metrics(ev) == {"big": 100_000, "envlib": 1}
+        assert isinstance(b._workers[0].proc, ForkedProcess)
+        note = next(e.data for e in ev if e.kind is EventKind.NOTE)
+        assert note["forked"] is True, note
+    finally:
+        b.shutdown(grace=0.0)
+
+
+def test_a_fork_server_stopped_while_it_imports_costs_no_wait_for_its_imports(tmp_path):
+    """SIGSTOP during the imports: the slots do not wait PRELOAD_TIMEOUT (2 minutes) for a server that cannot
+    go on; the workers start cold, and the note says why."""
+    proj = _project(tmp_path, **{"probe.py": PROBE, "slowlib.py": "import time\ntime.sleep(1)\n"})
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("slowlib",),
+                     env={"PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])})
+    b.start()
+    server = b._server
+    assert server is not None
+    try:
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 20
+        while b.free_slots() < 2 and time.monotonic() < deadline:
+            b.poll(0.1)
+        assert b.free_slots() == 2, server.status
+        b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe", config={"module": "slowlib"}))
+        ev = collect(b, [1], timeout=60)[1]
+        assert ev[-1].kind is EventKind.FINISHED and _metrics(ev)["had"] == 1
+        note = next(e.data for e in ev if e.kind is EventKind.NOTE)
+        assert note["forked"] is False and "stopped" in note["message"], note
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server.proc.pid, signal.SIGCONT)
+        b.shutdown(grace=0.0)
+    assert _gone([server.proc.pid]) == []
+
+
+def test_trial_imports_follows_relative_imports_inside_the_users_package(tmp_path):
+    """`from .model import Net` inside `train` (a package laid out as most projects are): the libraries of the
+    module it names are imported before the trial too, so the trial's seed seeds them (torch's weights)."""
+    proj = _project(tmp_path, **{
+        "pkg/__init__.py": "",
+        "pkg/train.py": """
+            def train(config, run):
+                from .model import make           # a sibling module, inside the function
+                from . import data                # a sibling named by `from . import`
+                from .sub.deep import f           # a module of a subpackage
+        """,
+        "pkg/model.py": "import yaml\n",
+        "pkg/data.py": "import psutil\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/deep.py": "from ..model import make\nimport rich\n",
+    })
+    assert set(trial_imports("pkg.train:train", [str(proj)])) == {"yaml", "psutil", "rich"}
+    assert set(trial_imports("pkg/train.py:train", [str(proj)])) == {"yaml", "psutil", "rich"}
+
+
+def test_a_fork_server_that_crashes_while_importing_says_how_in_the_sweeps_note(tmp_path):
+    """A library that crashes the interpreter when the fork server imports it: the workers start cold (the
+    trial runs) and the note says how the server ended, not only that it is gone."""
+    proj = _project(tmp_path, **{"probe.py": PROBE, "crashlib.py": """
+        import os, signal, sys
+        if sys.argv[0].endswith("forkserver.py"):   # only in the fork server: cold workers import it fine
+            os.kill(os.getpid(), signal.SIGSEGV)
+    """})
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("crashlib",),
+                     env={"PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])})
+    b.start()
+    try:
+        deadline = time.monotonic() + 30
+        while b.free_slots() < 2 and time.monotonic() < deadline:
+            b.poll(0.1)
+        b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe", config={"module": "crashlib"}))
+        ev = collect(b, [1])[1]
+        assert ev[-1].kind is EventKind.FINISHED and _metrics(ev)["had"] == 1
+        note = next(e.data for e in ev if e.kind is EventKind.NOTE)
+        assert note["forked"] is False and "SIGSEGV" in note["message"], note
+    finally:
+        b.shutdown(grace=0.0)
+
+
+def test_a_sweep_that_ends_while_its_fork_server_imports_ends_it_without_waiting_for_the_imports(tmp_path):
+    """Ctrl-C, `sweeplab stop` or budget.time during the imports: the backend's shutdown ends the server
+    then and there (it has no worker to wait for), instead of waiting for imports no trial will use."""
+    proj = _project(tmp_path, **{"slowlib.py": f"""
+        import time
+        time.sleep(3)
+        open({str(tmp_path / 'imported')!r}, "w").close()
+    """})
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("slowlib",),
+                     env={"PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])})
+    b.start()
+    server = b._server
+    assert server is not None and b.free_slots() == 0
+    b.shutdown(grace=0.0)
+    assert server.proc.returncode == -signal.SIGKILL and not (tmp_path / "imported").exists()
+
+
+def test_sigterm_to_the_fork_server_preempts_its_workers_trials_instead_of_failing_them(tmp_path):
+    """`kill PID` of the fork server (or a memory daemon's SIGTERM to the largest process): its workers get
+    the SIGTERM (checkpoint, PREEMPTED: requeued, no retry spent), as they would if each were sent it; the
+    server forks no more and ends after them, and the next trial starts cold."""
+    proj = _project(tmp_path, **{"probe.py": PROBE})
+    fn = f"{proj / 'probe.py'}:probe"
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
+    b.start()
+    try:
+        for i in (1, 2):
+            b.submit(make_task(tmp_path, i, fn, config={"module": "colorsys", "sleep": 60}, grace=0.2))
+        server = b._server
+        assert server is not None
+        seen: set[int] = set()
+        deadline = time.monotonic() + 30
+        while len(seen) < 2 and time.monotonic() < deadline:   # both trials running
+            seen.update(ev.trial for ev in b.poll(0.1) if ev.kind is EventKind.METRICS)
+        os.kill(server.proc.pid, signal.SIGTERM)
+        ended = collect(b, [1, 2], timeout=30)
+        assert [ended[i][-1].kind for i in (1, 2)] == [EventKind.PREEMPTED] * 2, ended
+        assert _gone([server.proc.pid]) == []
+        b.submit(make_task(tmp_path, 3, fn, config={"module": "colorsys"}))
+        ev3 = collect(b, [3])[3]
+        assert ev3[-1].kind is EventKind.FINISHED and _metrics(ev3)["had"] == 1
+        assert not any(isinstance(w.proc, ForkedProcess) for w in b._workers.values())
+    finally:
+        b.shutdown(grace=0.0)
+
+
+def test_a_stopped_fork_server_costs_a_sweeps_end_no_wait(tmp_path, monkeypatch):
+    """The server stopped (SIGSTOP) cannot report its workers' exits: at the sweep's end the workers, told to
+    exit, are seen dead without waiting for a report that cannot come, and the server is ended."""
+    import sweeplab.backends.forkserver as fs
+
+    monkeypatch.setattr(fs, "UNREPORTED_AFTER", 600.0)   # what a stopped server does not need
+    proj = _project(tmp_path, **{"probe.py": PROBE})
+    fn = f"{proj / 'probe.py'}:probe"
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
+    b.start()
+    server = b._server
+    assert server is not None
+    try:
+        b.submit(make_task(tmp_path, 1, fn, config={"module": "colorsys"}))
+        b.submit(make_task(tmp_path, 2, fn, config={"module": "colorsys"}))
+        ended = collect(b, [1, 2])
+        assert [ended[i][-1].kind for i in (1, 2)] == [EventKind.FINISHED] * 2
+        workers = [w.proc for w in b._workers.values()]
+        _stop(server.proc.pid)
+        b.shutdown(grace=0.0)
+        assert [w.returncode for w in workers] == [-signal.SIGKILL] * 2   # the real status is unknowable
+        assert server.proc.returncode == -signal.SIGKILL
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server.proc.pid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize("target", ["x" * 5000 + ".py:train", "m" * 300 + ".sub:train", "pkg/" + "d" * 300 + "/t.py:f"])
+def test_trial_imports_of_a_name_the_os_refuses_is_none_not_a_crash(tmp_path, target):
+    """`sweeplab sweep` reads the trial's imports before anything else (cli/_early.py): a `function:` the OS
+    cannot even look up (a name too long) must leave the error to the spec's check, not crash the CLI."""
+    assert trial_imports(target, [str(tmp_path)]) == ()
+
+
+def test_a_fork_asked_of_a_stopped_server_starts_the_worker_cold_without_waiting_for_its_answer(tmp_path,
+                                                                                                 monkeypatch):
+    """The driver's loop waits for a fork's answer: from a stopped server none comes, so it is not asked (no
+    FORK_TIMEOUT of a blocked driver: signals, stops and budgets wait on it)."""
+    import sweeplab.backends.forkserver as fs
+
+    monkeypatch.setattr(fs, "FORK_TIMEOUT", 30.0)
+    proj = _project(tmp_path, **{"probe.py": PROBE})
+    fn = f"{proj / 'probe.py'}:probe"
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
+    b.start()
+    server = b._server
+    assert server is not None
+    try:
+        b.submit(make_task(tmp_path, 1, fn, config={"module": "colorsys", "sleep": 60}))   # forked, running
+        assert isinstance(b._workers[0].proc, ForkedProcess)
+        _stop(server.proc.pid)
+        b.submit(make_task(tmp_path, 2, fn, config={"module": "colorsys"}))   # the second slot: cold
+        assert "stopped" in server.status, server.status
+        ev = collect(b, [2])[2]
+        assert ev[-1].kind is EventKind.FINISHED and _metrics(ev)["had"] == 1
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server.proc.pid, signal.SIGCONT)
+        b.shutdown(grace=0.0)
+
+
+def test_a_forked_worker_has_its_own_process_group_when_the_backend_learns_its_pid(tmp_path):
+    """The backend kills a worker by its process group (the trial's children with it), from the moment it
+    knows its pid: a kill right after the start (trial.timeout, budget.time) must not find no group (ESRCH)."""
+    from sweeplab.backends.forkserver import ForkServer
+    from sweeplab.backends.local import _worker_env
+
+    env = _worker_env(plan_slots(1, cpus=0, gpus=0, gpu_ids=[])[0], {}, hide_gpus=False)
+    server = ForkServer(env, ["colorsys"])
+    ends: list[int] = []
+    try:
+        assert server.ready(60)
+        leaders = []
+        for _ in range(20):
+            cmd_r, cmd_w = os.pipe()
+            ev_r, ev_w = os.pipe()
+            proc = server.fork(env, (cmd_r, ev_w))
+            os.close(cmd_r)
+            os.close(ev_w)
+            ends += [cmd_w, ev_r]
+            assert proc is not None
+            leaders.append(os.getpgid(proc.pid) == proc.pid)
+        assert all(leaders), leaders
+    finally:
+        for fd in ends:   # the workers see their stdin close and end
+            os.close(fd)
+        server.close()
+
+
+def test_slots_of_two_cpus_fork_numpy_trials_with_the_blas_threads_of_a_cold_worker(tmp_path):
+    """With 2+ CPUs a slot, OPENBLAS_NUM_THREADS > 1 made numpy's OpenBLAS start its threads at import, and
+    the fork server refused to fork: the server imports with one, and each forked worker gets the slot's
+    number, as a cold worker has from the start."""
+    proj = _project(tmp_path, **{"probe.py": """
+        def probe(config, run):
+            import threadpoolctl
+            info = threadpoolctl.threadpool_info()
+            run.log({"blas": sum(i["num_threads"] for i in info if i["internal_api"] == "openblas")})
+    """})
+    b = LocalBackend(plan_slots(2, cpus=2, gpus=0, gpu_ids=[], cpu_count=4), preload=("numpy",))
+    b.start()
+    try:
+        b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe"))
+        ev = collect(b, [1])[1]
+        assert ev[-1].kind is EventKind.FINISHED, ev[-1]
+        note = next(e.data for e in ev if e.kind is EventKind.NOTE)
+        assert note["forked"] is True, note
+        assert _metrics(ev)["blas"] == 2
     finally:
         b.shutdown(grace=0.0)

@@ -45,9 +45,11 @@ def _local(spec: Any = None, *, workers: int | None = None, gpu_ids: Sequence[in
 def preload_of(spec: Any) -> tuple[str, ...]:
     """The libraries a function trial's workers import before its first trial: `trial.preload`, else those
     its code imports (backends/preload.trial_imports), found beside the spec file first, then in the working
-    directory, as the driver finds the function; none for a command trial, or with SWEEPLAB_FORK_SERVER=0."""
+    directory, as the driver finds the function; none for a command trial. SWEEPLAB_FORK_SERVER=0 turns the
+    forking off, not these imports: cold workers import them too, so the trial's seed seeds the same libraries
+    (and `sweeplab repro`, which imports them, replays the same draws)."""
     function = getattr(spec, "function", None)
-    if not function or os.environ.get("SWEEPLAB_FORK_SERVER", "1") == "0":
+    if not function:
         return ()
     given = getattr(getattr(spec, "trial", None), "preload", None)
     if given is not None:

@@ -13,16 +13,18 @@ as a worker started with `python -m sweeplab.backends.worker` (gunicorn's `--pre
 
     backend -> server   {"op": "preload", "modules": [...]}     server -> {"op": "ready", "threads": [...],
                                                                           "failed": [...], "cpu": s}
-    backend -> server   {"op": "fork", "env": {...}} + fds      server -> {"op": "forked", "pid": n}
+    backend -> server   {"op": "fork", "env": {...}, "unset": [...]} + fds      server -> {"op": "forked", "pid": n}
                                                                  server -> {"op": "exit", "pid": n, "code": c}
 
 The worker contract stays the backend's (backends/local.py): each forked worker calls `setsid`, so the
 backend's SIGKILL to its process group and SIGTERM to its pid reach it as before; its exit status comes back
 as an "exit" message (`code` as `Popen.returncode`: -N for signal N), read by `ForkedProcess.poll`. The
 server never holds a worker's pipes after forking it, so a driver that dies closes the workers' stdin and
-they end as orphans always did; the server ends when its socket closes and its last worker is reaped, and
+they end as orphans always did; the server ends when its socket closes and its last worker is reaped (while it
+still imports, with its driver: PR_SET_PDEATHSIG), and
 its workers get SIGKILL from the kernel if it dies first (PR_SET_PDEATHSIG), which the backend reports as
-the workers' deaths. Forking is refused (the backend starts workers cold, as before) when the preloaded
+the workers' deaths; a SIGTERM to it is passed to its workers (preempted, as if each had been sent it), and
+it forks no more and ends after them. Forking is refused (the backend starts workers cold, as before) when the preloaded
 libraries started an OS thread other than jemalloc's background thread, which jemalloc stops and restarts
 around a fork; threads would otherwise leave locks held in the child.
 """
@@ -38,7 +40,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -50,7 +52,7 @@ __all__ = ["FORK_SAFE_THREADS", "ForkServer", "ForkedProcess"]
 #: pyarrow, which pandas and scikit-learn import) stops its background thread before a fork and restarts it
 #: on demand after (its prefork/postfork handlers)
 FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
-_MSG = 65536          # largest message (a fork's environment)
+_MSG = 65536          # largest message (a fork's changes to the server's environment)
 #: seconds a fork's answer may take (ms normally) before the server is taken as unresponsive
 FORK_TIMEOUT = 10.0
 #: seconds a worker may be seen dead without its fork server reporting its status, before it counts as killed
@@ -70,7 +72,8 @@ class ForkServer:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "sweeplab.backends.forkserver"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=None, pass_fds=(theirs.fileno(),),
-                env={**env, "SWEEPLAB_FORK_SOCKET": str(theirs.fileno())}, start_new_session=True,
+                env={**env, "SWEEPLAB_FORK_SOCKET": str(theirs.fileno()), "SWEEPLAB_FORK_PARENT": str(os.getpid())},
+                start_new_session=True,
             )
         except OSError:
             ours.close()
@@ -78,6 +81,7 @@ class ForkServer:
         finally:
             theirs.close()
         self.sock = ours
+        self.env = dict(env)   # the server's environment: a fork sends only what differs from it
         self.started_at = time.monotonic()
         self.modules = tuple(modules)
         self.status: str = "starting"        # starting | ready | refused: <why> | gone
@@ -167,11 +171,25 @@ class ForkServer:
         if self.status != "gone":
             self._receive(0.0)
 
+    def stopped(self) -> bool:
+        """Whether the server is stopped (SIGSTOP: state T in /proc): it cannot go on importing."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
+                return f.read().rpartition(b")")[2].split()[0] == b"T"
+        except (OSError, IndexError):
+            return False
+
+    def check_stopped(self) -> None:
+        """A server stopped while it imports is refused: no slot waits PRELOAD_TIMEOUT for it."""
+        if self.status == "starting" and self.stopped():
+            self.status = "refused: stopped (SIGSTOP) while importing"
+
     def ready(self, timeout: float) -> bool:
         """Wait (up to `timeout`) for the preload to end; True when workers can be forked from it."""
         deadline = time.monotonic() + timeout
         while self.status == "starting" and time.monotonic() < deadline:
-            self._receive(deadline - time.monotonic())
+            self._receive(min(0.5, deadline - time.monotonic()))
+            self.check_stopped()
         if self.status == "starting":
             self.status = f"refused: its imports took more than {timeout:g}s"
         return self.status == "ready"
@@ -183,9 +201,16 @@ class ForkServer:
         (stopped, or hung) forks no more: its workers run on, and later ones start cold."""
         if self.status != "ready":
             return None
+        if self.stopped():   # it cannot answer: the driver's loop would wait FORK_TIMEOUT for nothing
+            self.status = "refused: stopped (SIGSTOP)"
+            return None
+        msg = {"op": "fork", "env": {k: v for k, v in env.items() if self.env.get(k) != v},
+               "unset": [k for k in self.env if k not in env]}
+        if len(json.dumps(msg, separators=(",", ":")).encode()) > _MSG:
+            return None   # (environments that differ this much are not forked: `_forks`)
         self._reply = None
         try:
-            self._send({"op": "fork", "env": dict(env)}, fds)
+            self._send(msg, fds)
         except OSError:
             self._gone()
             return None
@@ -206,7 +231,11 @@ class ForkServer:
         return child
 
     def close(self, timeout: float = 5.0) -> None:
-        """Close the socket (the server ends once its last worker is reaped) and wait for it."""
+        """Close the socket (the server ends once its last worker is reaped) and wait for it. One still
+        importing, or stopped, has no worker to wait for and cannot see the socket close: it is killed."""
+        if self.status == "starting" or (not self._children and self.stopped()):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             self.sock.close()
         self.status = "gone"
@@ -240,8 +269,9 @@ class ForkedProcess:
 
     def _unreported(self) -> None:
         """A worker that ended while its fork server does not answer (stopped, hung) is never reported by it:
-        seen dead (a zombie, or gone) for UNREPORTED_AFTER seconds, it counts as killed (its real status
-        cannot be read: only its parent may reap it). /proc is read at most every 0.5 s."""
+        seen dead (a zombie, or gone) for UNREPORTED_AFTER seconds, or twice while its server is stopped, it
+        counts as killed (its real status cannot be read: only its parent may reap it). /proc is read at most
+        every 0.5 s."""
         now = time.monotonic()
         if now - self._looked < 0.5:
             return
@@ -255,7 +285,7 @@ class ForkedProcess:
             self._dead_since = None
         elif self._dead_since is None:
             self._dead_since = now
-        elif now - self._dead_since >= UNREPORTED_AFTER:
+        elif now - self._dead_since >= UNREPORTED_AFTER or self.server.stopped():   # a stopped one never will
             self.returncode = -signal.SIGKILL
             self.server._children.pop(self.pid, None)
 
@@ -296,17 +326,54 @@ def _preload(modules: Sequence[str]) -> list[str]:
     return import_libraries(modules)
 
 
-def _child(sock: socket.socket, wake: tuple[int, int], env: Mapping[str, str], fds: Sequence[int],
-           parent: int) -> None:
+def _one_blas_thread() -> str | None:
+    """Have OpenBLAS (numpy's, scipy's) start no thread as it loads, which it does when OPENBLAS_NUM_THREADS > 1
+    (2+ CPUs a slot): those threads would refuse forking (`_threads`). The value it had, to put back; None when
+    nothing was changed."""
+    value = os.environ.get("OPENBLAS_NUM_THREADS")
+    if value is None or not value.isdigit() or int(value) <= 1:
+        return None
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    return value
+
+
+def _blas_threads_after_fork(value: str | None) -> Callable[[int], None] | None:
+    """Put OPENBLAS_NUM_THREADS back, and how a forked worker gets OpenBLAS's threads the slot asks for (what
+    a cold worker's OpenBLAS started with): threadpoolctl, which scikit-learn installs; None when no OpenBLAS
+    was loaded, or without threadpoolctl (OpenBLAS then runs one thread in forked workers)."""
+    if value is None:
+        return None
+    os.environ["OPENBLAS_NUM_THREADS"] = value
+    try:
+        import threadpoolctl  # imports no library of its own and starts no thread
+    except ImportError:
+        return None
+    with contextlib.suppress(Exception):
+        if threadpoolctl.ThreadpoolController().select(internal_api="openblas").lib_controllers:
+            return lambda n: threadpoolctl.ThreadpoolController().select(internal_api="openblas").limit(limits=n)
+    return None
+
+
+def _pdeathsig(sig: int) -> None:
+    """Have the kernel send `sig` to this process when its parent dies (PR_SET_PDEATHSIG; 0: no longer)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+
+def _child(sock: socket.socket, wake: tuple[int, int], env: Mapping[str, str], unset: Sequence[str],
+           fds: Sequence[int], parent: int, started: tuple[int, int],
+           blas_limit: Callable[[int], None] | None = None) -> None:
     """In the forked worker: become what `python -m sweeplab.backends.worker` would be, then run it."""
     try:
         os.setsid()
+        for fd in started:   # the server answers the fork once this closes: the worker's group exists by then
+            os.close(fd)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        with contextlib.suppress(Exception):
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)   # the worker's own handler comes with its main
+        _pdeathsig(signal.SIGKILL)
         if os.getppid() != parent:
             os._exit(137)
         sock.close()
@@ -315,9 +382,15 @@ def _child(sock: socket.socket, wake: tuple[int, int], env: Mapping[str, str], f
         cmd, events = fds
         os.dup2(cmd, 0)
         os.close(cmd)
-        os.environ.clear()
+        # the server's environment, with what the imports set in it (a cold worker keeps that too: it imports
+        # them before its first trial), changed as the backend asks
+        for name in unset:
+            os.environ.pop(name, None)
         os.environ.update(env)
         os.environ["SWEEPLAB_EVENT_FD"] = str(events)
+        if blas_limit is not None:   # OpenBLAS's threads, as many as a cold worker starts with (_one_blas_thread)
+            with contextlib.suppress(Exception):
+                blas_limit(int(os.environ.get("OPENBLAS_NUM_THREADS") or 1))
         np = sys.modules.get("numpy")
         if np is not None:   # a fresh worker's numpy seeds its global generator from the OS; so does this one
             np.random.seed()
@@ -340,15 +413,33 @@ def main() -> int:
     sock = socket.socket(fileno=int(os.environ.pop("SWEEPLAB_FORK_SOCKET")))
     sock.set_inheritable(False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # while it imports (seconds for torch, forever for a hung import, the GIL held inside a library's C code),
+    # a driver that dies (kill -9) takes it along: nothing of the sweep may run on after its driver, and once
+    # ready it ends by itself after its last worker. Not later: its workers must outlive it to see their
+    # stdin close.
+    _pdeathsig(signal.SIGKILL)
+    if os.getppid() != int(os.environ.pop("SWEEPLAB_FORK_PARENT", os.getppid())):
+        return 0   # the driver died already
     first = json.loads(sock.recv(_MSG) or b"{}")
+    blas = _one_blas_thread()
     failed = _preload(first.get("modules", ()))
+    blas_limit = _blas_threads_after_fork(blas)
+    _pdeathsig(0)
     usage = os.times()
-    sock.send(json.dumps({"op": "ready", "threads": _threads(), "failed": failed,
-                          "cpu": usage.user + usage.system}).encode())
+    try:
+        sock.send(json.dumps({"op": "ready", "threads": _threads(), "failed": failed,
+                              "cpu": usage.user + usage.system}).encode())
+    except OSError:   # the backend went away as the imports ended
+        return 0
     r, w = os.pipe()
     os.set_blocking(w, False)
     signal.set_wakeup_fd(w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    # SIGTERM (`kill PID`, a memory daemon's first warning) preempts its workers, as if each had been sent it
+    # (they checkpoint and are requeued: no attempt fails), instead of taking them down with SIGKILL
+    # (PDEATHSIG); it forks no more and ends after them
+    term = {"got": False, "passed": False}
+    signal.signal(signal.SIGTERM, lambda *_: term.update(got=True))
     children: set[int] = set()
     open_ = True
 
@@ -366,12 +457,17 @@ def main() -> int:
                 sock.send(json.dumps({"op": "exit", "pid": pid,
                                       "code": os.waitstatus_to_exitcode(status)}).encode())
 
-    while open_ or children:
+    while (open_ and not term["got"]) or children:
         watched: list[Any] = [sock, r] if open_ else [r]
         ready, _, _ = select.select(watched, [], [], 1.0)
         if r in ready:
             with contextlib.suppress(BlockingIOError):
                 os.read(r, 4096)
+        if term["got"] and not term["passed"]:
+            term["passed"] = True
+            for pid in children:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
         reap()
         if sock not in ready:
             continue
@@ -386,12 +482,16 @@ def main() -> int:
             msg = json.loads(data)
         except ValueError:
             msg = {}
-        if not isinstance(msg, dict) or msg.get("op") != "fork" or len(fds) != 2:
+        if not isinstance(msg, dict) or msg.get("op") != "fork" or len(fds) != 2 or term["got"]:
             for fd in fds:
                 os.close(fd)
+            why = "ending (SIGTERM)" if term["got"] else "a request it cannot read"
+            with contextlib.suppress(OSError):   # answered: the backend starts that worker cold at once
+                sock.send(json.dumps({"op": "failed", "error": why}).encode())
             continue
         reply: dict[str, Any] = {"op": "forked"}
         parent = os.getpid()
+        started = os.pipe()
         try:
             with warnings.catch_warnings():   # Python 3.12+ warns of any other OS thread; only jemalloc's is
                 warnings.simplefilter("ignore", DeprecationWarning)   # here, which jemalloc handles (_threads)
@@ -400,7 +500,12 @@ def main() -> int:
             reply = {"op": "failed", "error": str(exc)}
             pid = -1
         if pid == 0:
-            _child(sock, (r, w), msg.get("env") or {}, fds, parent)
+            _child(sock, (r, w), msg.get("env") or {}, msg.get("unset") or (), fds, parent, started, blas_limit)
+        os.close(started[1])
+        if pid > 0:   # until the child has its own session (the backend kills by process group), or died
+            with contextlib.suppress(OSError):
+                os.read(started[0], 1)
+        os.close(started[0])
         for fd in fds:
             os.close(fd)
         if pid > 0:

@@ -201,40 +201,52 @@ class LocalBackend(Backend):
             return None
         if server.status == "starting":   # a caller that submits without asking free_slots waits here
             server.ready(max(0.0, PRELOAD_TIMEOUT - (time.monotonic() - server.started_at)))
-        if not self.fork_note:
-            info = server.info
-            if server.status == "ready":
-                failed = f"; could not import {', '.join(info['failed'])}" if info.get("failed") else ""
-                message = (f"workers forked from one process that imported {', '.join(self.preload) or 'sweeplab'}"
-                           f" ({info.get('cpu', 0):.1f} CPU-s){failed}")
+        started: tuple[ForkedProcess, int] | None = None
+        if server.status == "ready":
+            cmd_r, cmd_w = os.pipe()
+            ev_r, ev_w = os.pipe()
+            try:
+                proc = server.fork(env, (cmd_r, ev_w))
+            finally:
+                os.close(cmd_r)
+                os.close(ev_w)
+            if proc is None:
+                os.close(cmd_w)
+                os.close(ev_r)
             else:
-                message = f"workers started one by one (fork server {server.status})"
-            self.fork_note = {"level": "info", "kind": "workers", "message": message,
-                              "forked": server.status == "ready", "preload": list(self.preload),
-                              "preload_cpu": info.get("cpu"), "failed": info.get("failed", [])}
-        if server.status != "ready":
-            if server.status != "gone" and not server.forked():   # one that stopped answering keeps the
-                self._unregister_server()                          # workers it forked until the end
-                server.close(timeout=0)
+                proc.stdin = os.fdopen(cmd_w, "wb")
+                os.set_blocking(ev_r, False)
+                started = proc, ev_r
+        if not self.fork_note:   # how the first worker really started
+            self.fork_note = self._note(server, forked=started is not None)
+        if started is None:
+            if server.status not in ("ready", "gone") and not server.forked():   # one that stopped answering
+                self._unregister_server()                                        # keeps the workers it forked
+                server.close(timeout=0)                                          # until the end
             elif server.status == "gone":
                 self._unregister_server()
-            return None
-        cmd_r, cmd_w = os.pipe()
-        ev_r, ev_w = os.pipe()
-        try:
-            proc = server.fork(env, (cmd_r, ev_w))
-        finally:
-            os.close(cmd_r)
-            os.close(ev_w)
-        if proc is None:
-            os.close(cmd_w)
-            os.close(ev_r)
-            if server.status == "gone":
-                self._unregister_server()
-            return None
-        proc.stdin = os.fdopen(cmd_w, "wb")
-        os.set_blocking(ev_r, False)
-        return proc, ev_r
+        return started
+
+    def _note(self, server: ForkServer, *, forked: bool) -> dict[str, Any]:
+        """The sweep's event saying how its workers started (kind `workers`)."""
+        info = server.info
+        if forked:
+            missed = list(info.get("failed") or ())
+            imported = [m for m in self.preload if m not in missed]
+            failed = f"; could not import {', '.join(missed)}" if missed else ""
+            message = (f"workers forked from one process that imported {', '.join(imported) or 'sweeplab'}"
+                       f" ({info.get('cpu', 0):.1f} CPU-s){failed}")
+        else:
+            why = server.status if server.status != "ready" else "could not fork"
+            code = None
+            if server.status == "gone":   # its socket closed as it ended: its status follows at once
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    code = server.proc.wait(timeout=1.0)
+            if code is not None:   # how it ended: a library that crashed it as it imported
+                why = f"gone: {describe_exit(code)[0]} while " + ("forking" if info else "importing")
+            message = f"workers started one by one (fork server {why})"
+        return {"level": "info", "kind": "workers", "message": message, "forked": forked,
+                "preload": list(self.preload), "preload_cpu": info.get("cpu"), "failed": info.get("failed", [])}
 
     def shutdown(self, *, grace: float = 0.0) -> None:
         for worker in self._retired:
@@ -275,6 +287,7 @@ class LocalBackend(Backend):
         server = self._server
         if server is not None and server.status == "starting":
             server.collect()
+            server.check_stopped()
             if server.status == "starting":
                 if time.monotonic() - server.started_at < PRELOAD_TIMEOUT:
                     return 0

@@ -19,6 +19,9 @@ __all__ = ["import_all", "trial_imports"]
 
 #: files of the user's own code read at most, following its imports from the trial's module
 _SCAN_FILES = 64
+#: a source file larger than this is not parsed (a generated module, data written as Python: parsing 30 MB
+#: takes minutes and gigabytes); its imports are left to the trial
+_SCAN_BYTES = 2 << 20
 
 
 def trial_imports(target: str | None, python_path: Sequence[str] = ()) -> tuple[str, ...]:
@@ -32,6 +35,13 @@ def trial_imports(target: str | None, python_path: Sequence[str] = ()) -> tuple[
     once, and the trial's seed seeds torch and numpy whichever way the trial imports them. An import under
     `if TYPE_CHECKING:` is left out; one that fails later is only skipped (the trial's own import reports it).
     """
+    try:
+        return _trial_imports(target, python_path)
+    except (OSError, ValueError):   # a name the OS refuses (too long): the spec's check reports the target
+        return ()
+
+
+def _trial_imports(target: str | None, python_path: Sequence[str]) -> tuple[str, ...]:
     if not target or ":" not in target:
         return ()
     module_part = target.rpartition(":")[0]
@@ -60,6 +70,9 @@ def trial_imports(target: str | None, python_path: Sequence[str] = ()) -> tuple[
         if sets_env:   # `os.environ["KERAS_BACKEND"] = ...` before `import keras`: importing it first would
             return ()  # ignore the setting (libraries read their variables when imported)
         for name in names:
+            if isinstance(name, Path):   # a relative import: a module of the user's package, read in turn
+                todo.append(name)
+                continue
             top = name.partition(".")[0]
             if top in sys.stdlib_module_names or top in sys.builtin_module_names or top == "sweeplab":
                 continue
@@ -71,16 +84,21 @@ def trial_imports(target: str | None, python_path: Sequence[str] = ()) -> tuple[
     return tuple(found)
 
 
-def _imported_names(path: Path, entry: str | None = None) -> tuple[list[str], bool]:
-    """Absolute module names the file imports (`import a.b` -> a.b; `from a.b import c` -> a.b): at its top
+def _imported_names(path: Path, entry: str | None = None) -> tuple[list[str | Path], bool]:
+    """Absolute module names the file imports (`import a.b` -> a.b; `from a.b import c` -> a.b), and the files
+    of its package its relative imports name (`from .model import Net` -> model.py beside it): at its top
     (not under `if __name__ == "__main__":` or `if TYPE_CHECKING:`), and in its functions and classes: all of
     them, or with `entry`, those that function uses by name, directly or through one another. And whether
     that code sets an environment variable (`os.environ[...] =`, `.setdefault`, `.update`, `os.putenv`)."""
     import ast
+    import stat
 
-    try:
+    try:   # a regular file only: `function: /dev/zero:f` or a pipe must not fill memory or block the CLI
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _SCAN_BYTES:
+            return [], False
         tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
+    except (OSError, SyntaxError, ValueError, MemoryError, RecursionError):
         return [], False
 
     def skipped(node: ast.AST) -> bool:
@@ -101,12 +119,12 @@ def _imported_names(path: Path, entry: str | None = None) -> tuple[list[str], bo
             top.append(node)
     if entry is not None and entry in defs:
         todo.append(defs[entry])
-    names: list[str] = []
+    names: list[str | Path] = []
     done: set[int] = set()
     sets_env = False
     for statement in top:
         for n in _walk(statement, skipped):
-            _import_of(n, names)
+            _import_of(n, names, path)
             sets_env = sets_env or _sets_env(n)
     while todo:
         used = todo.pop()
@@ -114,7 +132,7 @@ def _imported_names(path: Path, entry: str | None = None) -> tuple[list[str], bo
             continue
         done.add(id(used))
         for n in _walk(used, skipped):
-            _import_of(n, names)
+            _import_of(n, names, path)
             sets_env = sets_env or _sets_env(n)
             if isinstance(n, ast.Name) and n.id in defs:
                 todo.append(defs[n.id])
@@ -150,13 +168,25 @@ def _walk(node: Any, skipped: Callable[[Any], bool]) -> list[Any]:
     return out
 
 
-def _import_of(node: Any, names: list[str]) -> None:
+def _import_of(node: Any, names: list[str | Path], path: Path) -> None:
     import ast
 
     if isinstance(node, ast.Import):
         names.extend(alias.name for alias in node.names)
     elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and node.module != "__future__":
         names.append(node.module)
+    elif isinstance(node, ast.ImportFrom) and node.level > 0:   # `from .a.b import c`, `from .. import c`
+        base = path.parent
+        for _ in range(node.level - 1):
+            base = base.parent
+        if node.module:
+            base = base.joinpath(*node.module.split("."))
+            candidates = [base.with_suffix(".py"), base / "__init__.py"]
+        else:
+            candidates = []
+        candidates += [base / f"{alias.name}.py" for alias in node.names] + [
+            base / alias.name / "__init__.py" for alias in node.names]   # `c` may be a module of its own
+        names.extend(c for c in candidates if c.is_file())
 
 
 def _local_source(name: str, roots: Sequence[str]) -> Path | None:
