@@ -139,3 +139,21 @@ def test_a_cell_function_uses_a_module_the_kernel_imports_from_a_path_it_added(t
         "print(sweep.status()['counts'], sweep.best['value'])",
     ], tmp_path, monkeypatch)
     assert _text(nb.cells[1]).strip() == "{'completed': 2} 2.0", nb.cells[1].outputs
+
+
+def test_a_cell_function_typed_by_a_cells_dataclass_gets_its_config(tmp_path, monkeypatch):
+    """`def train(config: Cfg, run)` with `Cfg` a dataclass of a cell (docs/config.md's typed config, written
+    in a notebook): the class travels by value with the function, and its fields' `dataclasses.MISSING`
+    arrived as a copy, so the worker read every field as having a default and a default_factory (every
+    trial failed: "cannot specify both default and default_factory")."""
+    nb = _execute([
+        "import sweeplab as sl\nfrom dataclasses import dataclass, field\n"
+        "@dataclass\nclass Opt:\n    lr: float = 0.1\n    betas: list = field(default_factory=lambda: [0.9, 0.99])\n"
+        "@dataclass\nclass Cfg:\n    opt: Opt = field(default_factory=Opt)\n    epochs: int = 2\n"
+        "def train(config: Cfg, run):\n    return {'loss': config.opt.lr * config.epochs + len(config.opt.betas)}\n"
+        "sweep = sl.sweep({'method': 'grid', 'metric': {'name': 'loss', 'goal': 'minimize'},\n"
+        "                  'parameters': {'opt.lr': {'values': [0.5, 1.0]}}}, fn=train, store='st', workers=1,\n"
+        "                 progress=False)\n"
+        "print(sweep.status()['counts'], sweep.best['value'])",
+    ], tmp_path, monkeypatch)
+    assert _text(nb.cells[0]).strip() == "{'completed': 2} 3.0", nb.cells[0].outputs

@@ -93,7 +93,15 @@ def _dumps(cloudpickle: Any, fn: Any) -> bytes:
     """`cloudpickle.dumps(fn)`, keeping where its code was written: cloudpickle names every code object it
     ships `<dynamic-code>`, so a trial's traceback would show neither the cell nor its lines. Each code object
     is sent with its file name (a notebook cell's as IPython shows it, `Cell In[3]`) and that file's lines,
-    which the worker puts back (`_code_at`): its tracebacks then read as they would in the kernel."""
+    which the worker puts back (`_code_at`): its tracebacks then read as they would in the kernel.
+
+    A dataclass of a cell (a typed config, `def train(config: Cfg, run)`) travels by value, and its fields'
+    `dataclasses.MISSING` (no default, no default_factory) would arrive as a copy that is not `MISSING`:
+    cloudpickle keeps the identity of dataclasses' `_FIELD` markers but not of this one (cloudpipe/cloudpickle
+    #386, #513). The worker's dataclasses and pydantic then read every field as having both a default and a
+    default_factory (pydantic: "cannot specify both default and default_factory", every trial failed), so
+    `MISSING` is sent by reference."""
+    import dataclasses
     import io
     import types
 
@@ -101,6 +109,8 @@ def _dumps(cloudpickle: Any, fn: Any) -> bytes:
 
     class Pickler(cloudpickle.Pickler):   # type: ignore[misc, name-defined]
         def reducer_override(self, obj: Any) -> Any:
+            if obj is dataclasses.MISSING:   # by reference: see `_dumps`
+                return getattr, (dataclasses, "MISSING")
             if type(obj) is types.CodeType and obj.co_filename != _DYNAMIC:
                 if obj.co_filename not in sources:
                     sources[obj.co_filename] = _source_of(obj.co_filename)
