@@ -220,9 +220,14 @@ def target_of(fn: Any, what: str = "trial function") -> str:
         main = sys.modules.get("__main__")
         main_file = getattr(main, "__file__", None)
         run_as = getattr(getattr(main, "__spec__", None), "name", None)
-        if module == "__main__" and run_as and run_as != "__main__" and not in_notebook():
+        script = module == "__main__" and not in_notebook()
+        if script and isinstance(main_file, str) and _under_main_guard(fn, main_file):
+            raise UserError(f"{what} {qualname!r} is defined under `if __name__ == \"__main__\":` in "
+                            f"{main_file}, so worker processes, which import the script without running that "
+                            f"block, do not have it: define it at the top level of the script")
+        if script and run_as and run_as != "__main__":
             return f"{run_as}:{qualname}"   # `python -m pkg.train`: imported by name, its relative imports work
-        if module == "__main__" and main_file and main_file.endswith(".py") and not in_notebook():
+        if script and isinstance(main_file, str) and main_file.endswith(".py"):
             return f"{os.path.abspath(main_file)}:{qualname}"   # a script: workers load it by path
         raise UserError(f"{what} {qualname!r} is defined in a notebook or the interactive interpreter "
                         f"(module {module!r}), which worker processes cannot import: {fix}")
@@ -231,6 +236,33 @@ def target_of(fn: Any, what: str = "trial function") -> str:
             and os.path.dirname(os.path.abspath(file)) != os.path.abspath(os.getcwd()):
         return f"{os.path.abspath(file)}:{qualname}"   # a module found on a path workers may not have
     return f"{module}:{qualname}"
+
+
+def _under_main_guard(fn: Any, path: str) -> bool:
+    """Whether `fn` is defined inside an `if __name__ == "__main__":` block of the script at `path`: a worker
+    importing the script (by path, or by name for `python -m`) does not run that block, so the function is
+    not there to load (every trial failed, "has no function 'train'"). It is then shipped by value, as a
+    notebook cell's function is; `sl.main`, which runs it by name, says where to define it."""
+    import ast
+
+    line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
+    if line is None:
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return False
+
+    def main_test(node: ast.expr) -> bool:
+        if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)):
+            return False
+        sides = [node.left, node.comparators[0]]
+        return any(isinstance(a, ast.Name) and a.id == "__name__" for a in sides) and \
+            any(isinstance(a, ast.Constant) and a.value == "__main__" for a in sides)
+
+    return any(isinstance(node, ast.If) and main_test(node.test) and node.lineno <= line <= (node.end_lineno or line)
+               for node in tree.body)
 
 
 class Progress:
