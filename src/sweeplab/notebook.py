@@ -13,6 +13,7 @@ UserError with the fix: move the function into a `.py` file next to the notebook
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -111,6 +112,9 @@ def _dumps(cloudpickle: Any, fn: Any) -> bytes:
         def reducer_override(self, obj: Any) -> Any:
             if obj is dataclasses.MISSING:   # by reference: see `_dumps`
                 return getattr, (dataclasses, "MISSING")
+            if isinstance(obj, _LRU_WRAPPER) and not _importable(obj):   # see `_CachedFunction`
+                params = obj.cache_parameters()
+                return _CachedFunction, (params["maxsize"], params["typed"]), obj.__wrapped__
             if type(obj) is types.CodeType and obj.co_filename != _DYNAMIC:
                 if obj.co_filename not in sources:
                     sources[obj.co_filename] = _source_of(obj.co_filename)
@@ -122,6 +126,46 @@ def _dumps(cloudpickle: Any, fn: Any) -> bytes:
     Pickler(buffer).dump(fn)
     paths = [p for p in sys.path if p and os.path.isabs(p)]   # the kernel's, with what its cells added
     return cloudpickle.dumps(_WithPath(paths, buffer.getvalue()))   # type: ignore[no-any-return]
+
+
+_LRU_WRAPPER: Any = getattr(functools, "_lru_cache_wrapper", ())
+
+
+def _importable(obj: Any) -> bool:
+    """Whether a worker finds `obj` by its module and qualified name (what pickle does with it)."""
+    module = getattr(obj, "__module__", None)
+    if not isinstance(module, str) or module == "__main__" or module not in sys.modules:
+        return False
+    found: Any = sys.modules[module]
+    for part in str(getattr(obj, "__qualname__", "")).split("."):
+        found = getattr(found, part, None)
+    return found is obj
+
+
+class _CachedFunction:
+    """A cell's `functools.lru_cache` / `functools.cache` function in a worker: a cached helper of the trial
+    function (`@functools.cache def load_data(): ...`, common in notebooks). Pickle sends such a wrapper by
+    its name, which a worker cannot import from a kernel's `__main__` (every trial failed, "Can't get
+    attribute 'load_data'"), so it travels as its function and cache parameters, with an empty cache; the
+    function arrives after this object (pickle's state), so that a recursive one (a memoized `fib`) finds it.
+    It calls, and answers `cache_info()`, `cache_clear()` and `__wrapped__`, as the wrapper does."""
+
+    def __init__(self, maxsize: int | None, typed: bool) -> None:
+        self._params = (maxsize, typed)
+        self._cached: Any = None
+
+    def __setstate__(self, fn: Callable[..., Any]) -> None:
+        maxsize, typed = self._params
+        self._cached = functools.lru_cache(maxsize=maxsize, typed=typed)(fn)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._cached(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_cached", "_params"):
+            raise AttributeError(name)
+        return getattr(self._cached, name)
 
 
 class _WithPath:
