@@ -282,3 +282,45 @@ def test_a_scripts_function_defined_under_its_main_guard_is_shipped_by_value(tmp
     proc = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
     assert proc.stdout.strip() == "{'completed': 2} 2.0", proc.stdout + proc.stderr
+
+
+INTERRUPTED_WAIT = '''import os, signal, threading, time
+import sweeplab as sl
+
+def train(config, run):
+    for step in range(20):
+        time.sleep(0.05)
+        run.log({"loss": config["x"]}, step=step)
+    return {"loss": config["x"]}
+
+if __name__ == "__main__":
+    sweep = sl.sweep({"method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+                      "parameters": {"x": {"values": [1.0, 2.0, 3.0]}}}, fn=train, store="st", workers=1,
+                     background=True)
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    try:
+        sweep.wait()
+    except KeyboardInterrupt:
+        print("interrupted", sweep.done, sweep.wait(timeout=0.1))
+    outcome = sweep.stop()
+    print("stopped", sweep.done, outcome.state.value, sweep.status()["counts"])
+'''
+
+
+def test_interrupting_wait_leaves_a_background_sweep_running_and_stoppable(tmp_path):
+    """Ctrl-C (Jupyter's "interrupt kernel") while `wait()` blocks on a background sweep interrupts the wait;
+    the handle still knows the sweep runs, so `stop()` stops it. `wait()` joined the sweep's thread, and an
+    interrupted `Thread.join` marks a running thread ended (CPython's bpo-45274 handling): `done` turned True,
+    `wait()` returned None at once and `stop()` did nothing while the sweep ran on."""
+    import os
+    import subprocess
+
+    (tmp_path / "bg.py").write_text(INTERRUPTED_WAIT)
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "bg.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "interrupted False None", proc.stdout + proc.stderr
+    assert lines[1].startswith("stopped True stopped {"), proc.stdout + proc.stderr
+    assert "'completed': 3" not in lines[1]
