@@ -197,9 +197,20 @@ def _from_wandb(value: Any) -> bool:
 
 
 def takes_run(fn: Callable[..., Any]) -> bool:
-    """Whether `call_trial` hands `fn` the trial's Run (`train(config, run)`), through which it reports; a
-    W&B-style function (`train()`, `train(config=None)`, `train(config)`) reports through its W&B runs."""
-    return trial_facts(fn)[1] in ("positional", "keyword")
+    """Whether `fn` names a parameter for the trial's Run (`train(config, run)`, `train(cfg, r)`,
+    `train(config, *, run)`), through which it reports; a W&B-style function (`train()`,
+    `train(config=None)`, `train(config)`, `train(*args, **kwargs)`) reports through its W&B runs."""
+    style = trial_facts(fn)[1]
+    if style == "keyword":
+        return True
+    if style != "positional":
+        return False
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    named = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(named) >= 2
 
 
 def call_trial(fn: Callable[..., Any], config: Any, run: Run) -> Any:
