@@ -298,7 +298,9 @@ def _under_main_guard(fn: Any, path: str) -> bool:
     except (OSError, SyntaxError, ValueError):
         return False
 
-    def main_test(node: ast.expr) -> bool:
+    def main_test(node: ast.expr) -> bool:   # `__name__ == "__main__"`, alone or and-ed with more
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            return any(main_test(v) for v in node.values)
         if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)):
             return False
         sides = [node.left, node.comparators[0]]
