@@ -159,20 +159,25 @@ def test_a_cell_function_typed_by_a_cells_dataclass_gets_its_config(tmp_path, mo
     assert _text(nb.cells[0]).strip() == "{'completed': 2} 3.0", nb.cells[0].outputs
 
 
-def test_a_cell_function_uses_the_cells_cached_helpers(tmp_path, monkeypatch):
+def test_a_cell_function_uses_the_cells_cached_and_dispatching_helpers(tmp_path, monkeypatch):
     """`@functools.cache` / `@functools.lru_cache` helpers of a cell (a data loader, a memoized recursion):
     pickle sends the cache wrapper by its name, which the workers cannot import from the kernel's
     `__main__`, so every trial failed ("Can't get attribute 'load_data'"); they travel by value, with an
-    empty cache, and a recursive one still calls itself through its cache."""
+    empty cache, and a recursive one still calls itself through its cache. A `functools.singledispatch`
+    helper (a recursive walker) could not be sent at all (its cache holds weak references): the sweep was
+    refused; it travels as its implementations."""
     nb = _execute([
         "import functools\nimport sweeplab as sl\n"
         "@functools.lru_cache(maxsize=8)\ndef load_data(n):\n    return list(range(n))\n"
         "@functools.cache\ndef fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
+        "@functools.singledispatch\ndef total(x):\n    return float(x)\n"
+        "@total.register\ndef _(x: list):\n    return sum(total(v) for v in x)\n"
         "def train(config, run):\n"
-        "    return {'loss': sum(load_data(3)) * config['x'] + fib(20), 'cached': fib.cache_info().currsize}\n"
+        "    loss = sum(load_data(3)) * config['x'] + fib(20) + total([1, [2, 3]])\n"
+        "    return {'loss': loss, 'cached': fib.cache_info().currsize}\n"
         "sweep = sl.sweep({'method': 'grid', 'metric': {'name': 'loss', 'goal': 'minimize'},\n"
         "                  'parameters': {'x': {'values': [1.0, 2.0]}}}, fn=train, store='st', workers=1,\n"
         "                 progress=False)\n"
         "print(sweep.status()['counts'], sweep.best['value'], sweep.best['metrics']['cached'])",
     ], tmp_path, monkeypatch)
-    assert _text(nb.cells[0]).strip() == "{'completed': 2} 6768.0 21.0", nb.cells[0].outputs
+    assert _text(nb.cells[0]).strip() == "{'completed': 2} 6774.0 21.0", nb.cells[0].outputs

@@ -17,6 +17,7 @@ import functools
 import os
 import sys
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -104,7 +105,6 @@ def _dumps(cloudpickle: Any, fn: Any) -> bytes:
     `MISSING` is sent by reference."""
     import dataclasses
     import io
-    import types
 
     sources: dict[str, tuple[str, tuple[str, ...]]] = {}
 
@@ -115,6 +115,9 @@ def _dumps(cloudpickle: Any, fn: Any) -> bytes:
             if isinstance(obj, _LRU_WRAPPER) and not _importable(obj):   # see `_CachedFunction`
                 params = obj.cache_parameters()
                 return _CachedFunction, (params["maxsize"], params["typed"]), obj.__wrapped__
+            if _single_dispatch(obj) and not _importable(obj):   # see `_dispatch_function`
+                return (_dispatch_function, (obj.__name__, obj.__qualname__), dict(obj.registry), None, None,
+                        _dispatch_to)
             if type(obj) is types.CodeType and obj.co_filename != _DYNAMIC:
                 if obj.co_filename not in sources:
                     sources[obj.co_filename] = _source_of(obj.co_filename)
@@ -166,6 +169,30 @@ class _CachedFunction:
         if name.startswith("__") or name in ("_cached", "_params"):
             raise AttributeError(name)
         return getattr(self._cached, name)
+
+
+def _single_dispatch(obj: Any) -> bool:
+    return isinstance(obj, types.FunctionType) and all(hasattr(obj, a) for a in ("registry", "register", "dispatch"))
+
+
+def _dispatch_function(name: str, qualname: str) -> Any:
+    """A cell's `functools.singledispatch` function in a worker, its implementations still to come
+    (`_dispatch_to`). cloudpickle cannot send one (its dispatch cache holds weak references: every sweep of a
+    cell function using it was refused), so it travels as its registry of implementations, set after the
+    function itself exists so that implementations calling it (a tree walker) find it."""
+    def unset(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{name}: no implementation")
+
+    unset.__name__, unset.__qualname__ = name, qualname
+    return functools.singledispatch(unset)
+
+
+def _dispatch_to(fn: Any, registry: dict[Any, Callable[..., Any]]) -> None:
+    for cls, impl in registry.items():
+        fn.register(cls, impl)
+    base = registry.get(object)
+    if base is not None:
+        functools.update_wrapper(fn, base)
 
 
 class _WithPath:
