@@ -164,20 +164,21 @@ def test_a_cell_function_uses_the_cells_cached_and_dispatching_helpers(tmp_path,
     pickle sends the cache wrapper by its name, which the workers cannot import from the kernel's
     `__main__`, so every trial failed ("Can't get attribute 'load_data'"); they travel by value, with an
     empty cache, and a recursive one still calls itself through its cache. A `functools.singledispatch`
-    helper (a recursive walker) could not be sent at all (its cache holds weak references): the sweep was
-    refused; it travels as its implementations."""
+    helper (a recursive walker) could not be sent at all (its cache holds weak references), nor a cell
+    class with a `functools.cached_property` on Python < 3.12 (it holds a lock): the sweep was refused."""
     nb = _execute([
         "import functools\nimport sweeplab as sl\n"
         "@functools.lru_cache(maxsize=8)\ndef load_data(n):\n    return list(range(n))\n"
         "@functools.cache\ndef fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
         "@functools.singledispatch\ndef total(x):\n    return float(x)\n"
         "@total.register\ndef _(x: list):\n    return sum(total(v) for v in x)\n"
+        "class Data:\n    @functools.cached_property\n    def rows(self):\n        return [1, 2]\n"
         "def train(config, run):\n"
-        "    loss = sum(load_data(3)) * config['x'] + fib(20) + total([1, [2, 3]])\n"
+        "    loss = sum(load_data(3)) * config['x'] + fib(20) + total([1, [2, 3]]) + sum(Data().rows)\n"
         "    return {'loss': loss, 'cached': fib.cache_info().currsize}\n"
         "sweep = sl.sweep({'method': 'grid', 'metric': {'name': 'loss', 'goal': 'minimize'},\n"
         "                  'parameters': {'x': {'values': [1.0, 2.0]}}}, fn=train, store='st', workers=1,\n"
         "                 progress=False)\n"
         "print(sweep.status()['counts'], sweep.best['value'], sweep.best['metrics']['cached'])",
     ], tmp_path, monkeypatch)
-    assert _text(nb.cells[0]).strip() == "{'completed': 2} 6774.0 21.0", nb.cells[0].outputs
+    assert _text(nb.cells[0]).strip() == "{'completed': 2} 6777.0 21.0", nb.cells[0].outputs

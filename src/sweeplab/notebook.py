@@ -115,6 +115,8 @@ def _dumps(cloudpickle: Any, fn: Any) -> bytes:
             if isinstance(obj, _LRU_WRAPPER) and not _importable(obj):   # see `_CachedFunction`
                 params = obj.cache_parameters()
                 return _CachedFunction, (params["maxsize"], params["typed"]), obj.__wrapped__
+            if type(obj) is functools.cached_property:   # a cell class's: see `_cached_property`
+                return _cached_property, (obj.func, obj.attrname, obj.__doc__)
             if _single_dispatch(obj) and not _importable(obj):   # see `_dispatch_function`
                 return (_dispatch_function, (obj.__name__, obj.__qualname__), dict(obj.registry), None, None,
                         _dispatch_to)
@@ -169,6 +171,15 @@ class _CachedFunction:
         if name.startswith("__") or name in ("_cached", "_params"):
             raise AttributeError(name)
         return getattr(self._cached, name)
+
+
+def _cached_property(func: Callable[..., Any], name: str | None, doc: str | None) -> Any:
+    """A `functools.cached_property` of a cell's class, in a worker. Python 3.11's holds a lock, which cannot
+    be pickled (every sweep of a cell function using such a class was refused); it travels as its function
+    and the name it was set under (cloudpickle rebuilds the class without calling `__set_name__`)."""
+    prop = functools.cached_property(func)
+    prop.attrname, prop.__doc__ = name, doc
+    return prop
 
 
 def _single_dispatch(obj: Any) -> bool:
