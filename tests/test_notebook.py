@@ -182,3 +182,31 @@ def test_a_cell_function_uses_the_cells_cached_and_dispatching_helpers(tmp_path,
         "print(sweep.status()['counts'], sweep.best['value'], sweep.best['metrics']['cached'])",
     ], tmp_path, monkeypatch)
     assert _text(nb.cells[0]).strip() == "{'completed': 2} 6777.0 21.0", nb.cells[0].outputs
+
+
+def test_a_cell_function_checkpoints_an_instance_of_a_cells_class_and_resumes_from_it(tmp_path, monkeypatch):
+    """`run.checkpoint(State(...))` with `State` a class of a cell (DESIGN's `state = run.restore() or
+    init_state(config)`, written in a notebook): pickle looks a class up by module and name, and the
+    workers' `__main__` had no `State`, so every trial failed ("attribute lookup State on __main__ failed").
+    The retried attempt reads the checkpoint back as a `State`."""
+    nb = _execute([
+        "import sweeplab as sl\nfrom dataclasses import dataclass, field\n"
+        "@dataclass\nclass State:\n    epoch: int = 0\n    losses: list = field(default_factory=list)\n"
+        "def init_state():\n    return State()\n"
+        "def train(config, run):\n"
+        "    state = run.restore() or init_state()\n"
+        "    resumed_at = state.epoch\n"
+        "    for epoch in range(state.epoch, 3):\n"
+        "        state.losses.append(config['x'] / (epoch + 1))\n"
+        "        state.epoch = epoch + 1\n"
+        "        run.checkpoint(state, step=epoch)\n"
+        "        if epoch == 1 and run.attempt == 1:\n"
+        "            raise RuntimeError('crash after a checkpoint')\n"
+        "    return {'loss': state.losses[-1], 'resumed_at': resumed_at, 'kept': len(state.losses)}\n"
+        "sweep = sl.sweep({'method': 'grid', 'metric': {'name': 'loss', 'goal': 'minimize'},\n"
+        "                  'parameters': {'x': {'values': [3.0]}}, 'trial': {'checkpoint_every': 1, 'retries': 1}},\n"
+        "                 fn=train, store='st', workers=1, progress=False)\n"
+        "t = sweep.trials().iloc[0]\n"
+        "print(t['state'], t['attempts'], t['metrics.resumed_at'], t['metrics.kept'], sweep.best['value'])",
+    ], tmp_path, monkeypatch)
+    assert _text(nb.cells[0]).strip() == "completed 2 2.0 3.0 1.0", nb.cells[0].outputs

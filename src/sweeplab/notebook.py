@@ -222,7 +222,46 @@ def _function_with_path(paths: list[str], blob: bytes) -> Any:
     import pickle
 
     sys.path.extend(p for p in paths if p not in sys.path)
-    return pickle.loads(blob)
+    fn = pickle.loads(blob)
+    _register_in_main(fn)
+    return fn
+
+
+_in_main: set[str] = set()   # the names `_register_in_main` set on this process's __main__
+
+
+def _register_in_main(fn: Any) -> None:
+    """Put the cell's classes and functions that `fn` reaches (through its globals and closure, and theirs)
+    on this process's `__main__`, where they lived in the kernel: pickle finds a class by its module and
+    name, so a checkpoint of a cell's class (`run.checkpoint(State(...))`, what docs/python-api.md's cell
+    functions do) could not be written ("Can't pickle <class '__main__.State'>: attribute lookup State on
+    __main__ failed"), nor read back by a resumed attempt. A name of this process's own is never replaced."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        return
+    seen: set[int] = set()
+    todo = [fn]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, (type, types.FunctionType)) and getattr(obj, "__module__", None) == "__main__":
+            name = getattr(obj, "__qualname__", "")
+            if name.isidentifier() and (name in _in_main or not hasattr(main, name)):
+                setattr(main, name, obj)
+                _in_main.add(name)
+        if isinstance(obj, types.FunctionType):
+            todo.extend(v for v in obj.__globals__.values() if isinstance(v, (type, types.FunctionType)))
+            for cell in obj.__closure__ or ():
+                try:
+                    value = cell.cell_contents
+                except ValueError:   # an empty cell
+                    continue
+                if isinstance(value, (type, types.FunctionType)):
+                    todo.append(value)
+        elif isinstance(obj, type) and getattr(obj, "__module__", None) == "__main__":
+            todo.extend(v for v in vars(obj).values() if isinstance(v, (type, types.FunctionType)))
 
 
 _DYNAMIC = "<dynamic-code>"
