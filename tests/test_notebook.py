@@ -139,3 +139,74 @@ def test_a_cell_function_uses_a_module_the_kernel_imports_from_a_path_it_added(t
         "print(sweep.status()['counts'], sweep.best['value'])",
     ], tmp_path, monkeypatch)
     assert _text(nb.cells[1]).strip() == "{'completed': 2} 2.0", nb.cells[1].outputs
+
+
+def test_a_cell_function_typed_by_a_cells_dataclass_gets_its_config(tmp_path, monkeypatch):
+    """`def train(config: Cfg, run)` with `Cfg` a dataclass of a cell (docs/config.md's typed config, written
+    in a notebook): the class travels by value with the function, and its fields' `dataclasses.MISSING`
+    arrived as a copy, so the worker read every field as having a default and a default_factory (every
+    trial failed: "cannot specify both default and default_factory")."""
+    nb = _execute([
+        "import sweeplab as sl\nfrom dataclasses import dataclass, field\n"
+        "@dataclass\nclass Opt:\n    lr: float = 0.1\n    betas: list = field(default_factory=lambda: [0.9, 0.99])\n"
+        "@dataclass\nclass Cfg:\n    opt: Opt = field(default_factory=Opt)\n    epochs: int = 2\n"
+        "def train(config: Cfg, run):\n    return {'loss': config.opt.lr * config.epochs + len(config.opt.betas)}\n"
+        "sweep = sl.sweep({'method': 'grid', 'metric': {'name': 'loss', 'goal': 'minimize'},\n"
+        "                  'parameters': {'opt.lr': {'values': [0.5, 1.0]}}}, fn=train, store='st', workers=1,\n"
+        "                 progress=False)\n"
+        "print(sweep.status()['counts'], sweep.best['value'])",
+    ], tmp_path, monkeypatch)
+    assert _text(nb.cells[0]).strip() == "{'completed': 2} 3.0", nb.cells[0].outputs
+
+
+def test_a_cell_function_uses_the_cells_cached_and_dispatching_helpers(tmp_path, monkeypatch):
+    """`@functools.cache` / `@functools.lru_cache` helpers of a cell (a data loader, a memoized recursion):
+    pickle sends the cache wrapper by its name, which the workers cannot import from the kernel's
+    `__main__`, so every trial failed ("Can't get attribute 'load_data'"); they travel by value, with an
+    empty cache, and a recursive one still calls itself through its cache. A `functools.singledispatch`
+    helper (a recursive walker) could not be sent at all (its cache holds weak references), nor a cell
+    class with a `functools.cached_property` on Python < 3.12 (it holds a lock): the sweep was refused."""
+    nb = _execute([
+        "import functools\nimport sweeplab as sl\n"
+        "@functools.lru_cache(maxsize=8)\ndef load_data(n):\n    return list(range(n))\n"
+        "@functools.cache\ndef fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
+        "@functools.singledispatch\ndef total(x):\n    return float(x)\n"
+        "@total.register\ndef _(x: list):\n    return sum(total(v) for v in x)\n"
+        "class Data:\n    @functools.cached_property\n    def rows(self):\n        return [1, 2]\n"
+        "def train(config, run):\n"
+        "    loss = sum(load_data(3)) * config['x'] + fib(20) + total([1, [2, 3]]) + sum(Data().rows)\n"
+        "    return {'loss': loss, 'cached': fib.cache_info().currsize}\n"
+        "sweep = sl.sweep({'method': 'grid', 'metric': {'name': 'loss', 'goal': 'minimize'},\n"
+        "                  'parameters': {'x': {'values': [1.0, 2.0]}}}, fn=train, store='st', workers=1,\n"
+        "                 progress=False)\n"
+        "print(sweep.status()['counts'], sweep.best['value'], sweep.best['metrics']['cached'])",
+    ], tmp_path, monkeypatch)
+    assert _text(nb.cells[0]).strip() == "{'completed': 2} 6777.0 21.0", nb.cells[0].outputs
+
+
+def test_a_cell_function_checkpoints_an_instance_of_a_cells_class_and_resumes_from_it(tmp_path, monkeypatch):
+    """`run.checkpoint(State(...))` with `State` a class of a cell (DESIGN's `state = run.restore() or
+    init_state(config)`, written in a notebook): pickle looks a class up by module and name, and the
+    workers' `__main__` had no `State`, so every trial failed ("attribute lookup State on __main__ failed").
+    The retried attempt reads the checkpoint back as a `State`."""
+    nb = _execute([
+        "import sweeplab as sl\nfrom dataclasses import dataclass, field\n"
+        "@dataclass\nclass State:\n    epoch: int = 0\n    losses: list = field(default_factory=list)\n"
+        "def init_state():\n    return State()\n"
+        "def train(config, run):\n"
+        "    state = run.restore() or init_state()\n"
+        "    resumed_at = state.epoch\n"
+        "    for epoch in range(state.epoch, 3):\n"
+        "        state.losses.append(config['x'] / (epoch + 1))\n"
+        "        state.epoch = epoch + 1\n"
+        "        run.checkpoint(state, step=epoch)\n"
+        "        if epoch == 1 and run.attempt == 1:\n"
+        "            raise RuntimeError('crash after a checkpoint')\n"
+        "    return {'loss': state.losses[-1], 'resumed_at': resumed_at, 'kept': len(state.losses)}\n"
+        "sweep = sl.sweep({'method': 'grid', 'metric': {'name': 'loss', 'goal': 'minimize'},\n"
+        "                  'parameters': {'x': {'values': [3.0]}}, 'trial': {'checkpoint_every': 1, 'retries': 1}},\n"
+        "                 fn=train, store='st', workers=1, progress=False)\n"
+        "t = sweep.trials().iloc[0]\n"
+        "print(t['state'], t['attempts'], t['metrics.resumed_at'], t['metrics.kept'], sweep.best['value'])",
+    ], tmp_path, monkeypatch)
+    assert _text(nb.cells[0]).strip() == "completed 2 2.0 3.0 1.0", nb.cells[0].outputs

@@ -251,3 +251,76 @@ def test_a_sweep_polled_before_its_first_trial_reads_as_empty_tables_with_their_
     assert {"state", "value", "attempts", "duration", "reason"} <= set(frame.columns)
     assert frame[["state", "value"]].empty
     assert list(sweep.metrics().columns) == ["trial", "key", "step", "value"]
+
+
+GUARDED = '''import sweeplab as sl
+
+if __name__ == "__main__":
+    def train(config, run):
+        return {"loss": config["x"] * 2}
+
+    sweep = sl.sweep({"method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+                      "parameters": {"x": {"values": [1.0, 2.0]}}}, fn=train, store="st", workers=1)
+    print(sweep.status()["counts"], sweep.best["value"])
+'''
+
+
+@pytest.mark.parametrize("how", ["script", "module"])
+def test_a_scripts_function_defined_under_its_main_guard_is_shipped_by_value(tmp_path, how):
+    """`def train` inside `if __name__ == "__main__":` with the sweep: workers import the script without
+    running that block, so loading `train` by the script's path (or by name, `python -m`) failed every trial
+    ("has no function 'train'"); it travels by value instead, as a notebook cell's function does."""
+    import os
+    import subprocess
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "tune.py").write_text(GUARDED)
+    args = ["pkg/tune.py"] if how == "script" else ["-m", "pkg.tune"]
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.strip() == "{'completed': 2} 2.0", proc.stdout + proc.stderr
+
+
+INTERRUPTED_WAIT = '''import os, signal, threading, time
+import sweeplab as sl
+
+def train(config, run):
+    for step in range(20):
+        time.sleep(0.05)
+        run.log({"loss": config["x"]}, step=step)
+    return {"loss": config["x"]}
+
+if __name__ == "__main__":
+    sweep = sl.sweep({"method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+                      "parameters": {"x": {"values": [1.0, 2.0, 3.0]}}}, fn=train, store="st", workers=1,
+                     background=True)
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    try:
+        sweep.wait()
+    except KeyboardInterrupt:
+        print("interrupted", sweep.done, sweep.wait(timeout=0.1))
+    outcome = sweep.stop()
+    print("stopped", sweep.done, outcome.state.value, sweep.status()["counts"])
+'''
+
+
+def test_interrupting_wait_leaves_a_background_sweep_running_and_stoppable(tmp_path):
+    """Ctrl-C (Jupyter's "interrupt kernel") while `wait()` blocks on a background sweep interrupts the wait;
+    the handle still knows the sweep runs, so `stop()` stops it. `wait()` joined the sweep's thread, and an
+    interrupted `Thread.join` marks a running thread ended (CPython's bpo-45274 handling): `done` turned True,
+    `wait()` returned None at once and `stop()` did nothing while the sweep ran on."""
+    import os
+    import subprocess
+
+    (tmp_path / "bg.py").write_text(INTERRUPTED_WAIT)
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "bg.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "interrupted False None", proc.stdout + proc.stderr
+    assert lines[1].startswith("stopped True stopped {"), proc.stdout + proc.stderr
+    assert "'completed': 3" not in lines[1]

@@ -140,3 +140,16 @@ def test_sweeplab_run_reads_the_config_and_profiles_beside_a_file_target(tmp_pat
     assert "loss = 0.01" in cp.stdout
     cp = _python(tmp_path, "-m", "sweeplab", "run", "project/train.py:train", "lrr=0.01", "-q")
     assert cp.returncode == 2 and "did you mean 'lr'" in cp.stderr
+
+
+def test_a_script_whose_function_is_under_its_main_guard_is_told_where_to_define_it(tmp_path):
+    """`sl.main(train)` runs `train` by name in a worker, which imports the script without running its
+    `if __name__ == "__main__":` block: a `train` defined there is refused up front (exit 2, saying where to
+    define it) rather than failing the trial with "has no function 'train'"."""
+    (tmp_path / "train.py").write_text('import sweeplab as sl\n\nif __name__ == "__main__":\n'
+                                       '    def train(config, run):\n        return {"loss": 1.0}\n\n'
+                                       '    sl.main(train)\n')
+    proc = _python(tmp_path, "train.py")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "if __name__" in proc.stderr and "define it at the top level" in " ".join(proc.stderr.split())
+    assert not (tmp_path / ".sweeplab").exists()

@@ -362,6 +362,7 @@ class _Runner:
                 shown(text)
         self._on_note = on_note
         self._thread: Any = None
+        self._ended: Any = None   # set when a background sweep's thread ends (start_thread)
         # built first: too many workers or a Ray address that does not answer writes nothing to the store
         self.be: Backend | None = build_backend(spec, workers=workers, backend=backend, address=address,
                                                 store_root=self.store_root)
@@ -414,20 +415,24 @@ class _Runner:
     def start_thread(self) -> None:
         import threading
 
+        ended = self._ended = threading.Event()
+
         def body() -> None:
             try:
                 self.run()
             except BaseException:   # kept in self.error: wait() raises it in the caller's thread
                 pass
+            finally:
+                ended.set()
 
         self._thread = threading.Thread(target=body, name=f"sweeplab-{self.name}", daemon=True)
         self._thread.start()
 
     def wait(self, timeout: float | None) -> bool:
-        if self._thread is not None:
-            self._thread.join(timeout)
-            return not self._thread.is_alive()
-        return True
+        """Whether the background sweep has ended, waiting up to `timeout` seconds (None: until it ends).
+        An Event, not `Thread.join`: a join that Ctrl-C interrupts marks the running thread ended (CPython's
+        bpo-45274 handling in `_wait_for_tstate_lock`), after which the handle took the sweep for done."""
+        return True if self._ended is None else bool(self._ended.wait(timeout))
 
     def close(self) -> None:
         driver = getattr(self, "driver", None)

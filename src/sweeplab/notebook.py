@@ -13,9 +13,11 @@ UserError with the fix: move the function into a `.py` file next to the notebook
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -93,14 +95,31 @@ def _dumps(cloudpickle: Any, fn: Any) -> bytes:
     """`cloudpickle.dumps(fn)`, keeping where its code was written: cloudpickle names every code object it
     ships `<dynamic-code>`, so a trial's traceback would show neither the cell nor its lines. Each code object
     is sent with its file name (a notebook cell's as IPython shows it, `Cell In[3]`) and that file's lines,
-    which the worker puts back (`_code_at`): its tracebacks then read as they would in the kernel."""
+    which the worker puts back (`_code_at`): its tracebacks then read as they would in the kernel.
+
+    A dataclass of a cell (a typed config, `def train(config: Cfg, run)`) travels by value, and its fields'
+    `dataclasses.MISSING` (no default, no default_factory) would arrive as a copy that is not `MISSING`:
+    cloudpickle keeps the identity of dataclasses' `_FIELD` markers but not of this one (cloudpipe/cloudpickle
+    #386, #513). The worker's dataclasses and pydantic then read every field as having both a default and a
+    default_factory (pydantic: "cannot specify both default and default_factory", every trial failed), so
+    `MISSING` is sent by reference."""
+    import dataclasses
     import io
-    import types
 
     sources: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     class Pickler(cloudpickle.Pickler):   # type: ignore[misc, name-defined]
         def reducer_override(self, obj: Any) -> Any:
+            if obj is dataclasses.MISSING:   # by reference: see `_dumps`
+                return getattr, (dataclasses, "MISSING")
+            if isinstance(obj, _LRU_WRAPPER) and not _importable(obj):   # see `_CachedFunction`
+                params = obj.cache_parameters()
+                return _CachedFunction, (params["maxsize"], params["typed"]), obj.__wrapped__
+            if type(obj) is functools.cached_property:   # a cell class's: see `_cached_property`
+                return _cached_property, (obj.func, obj.attrname, obj.__doc__)
+            if _single_dispatch(obj) and not _importable(obj):   # see `_dispatch_function`
+                return (_dispatch_function, (obj.__name__, obj.__qualname__), dict(obj.registry), None, None,
+                        _dispatch_to)
             if type(obj) is types.CodeType and obj.co_filename != _DYNAMIC:
                 if obj.co_filename not in sources:
                     sources[obj.co_filename] = _source_of(obj.co_filename)
@@ -112,6 +131,79 @@ def _dumps(cloudpickle: Any, fn: Any) -> bytes:
     Pickler(buffer).dump(fn)
     paths = [p for p in sys.path if p and os.path.isabs(p)]   # the kernel's, with what its cells added
     return cloudpickle.dumps(_WithPath(paths, buffer.getvalue()))   # type: ignore[no-any-return]
+
+
+_LRU_WRAPPER: Any = getattr(functools, "_lru_cache_wrapper", ())
+
+
+def _importable(obj: Any) -> bool:
+    """Whether a worker finds `obj` by its module and qualified name (what pickle does with it)."""
+    module = getattr(obj, "__module__", None)
+    if not isinstance(module, str) or module == "__main__" or module not in sys.modules:
+        return False
+    found: Any = sys.modules[module]
+    for part in str(getattr(obj, "__qualname__", "")).split("."):
+        found = getattr(found, part, None)
+    return found is obj
+
+
+class _CachedFunction:
+    """A cell's `functools.lru_cache` / `functools.cache` function in a worker: a cached helper of the trial
+    function (`@functools.cache def load_data(): ...`, common in notebooks). Pickle sends such a wrapper by
+    its name, which a worker cannot import from a kernel's `__main__` (every trial failed, "Can't get
+    attribute 'load_data'"), so it travels as its function and cache parameters, with an empty cache; the
+    function arrives after this object (pickle's state), so that a recursive one (a memoized `fib`) finds it.
+    It calls, and answers `cache_info()`, `cache_clear()` and `__wrapped__`, as the wrapper does."""
+
+    def __init__(self, maxsize: int | None, typed: bool) -> None:
+        self._params = (maxsize, typed)
+        self._cached: Any = None
+
+    def __setstate__(self, fn: Callable[..., Any]) -> None:
+        maxsize, typed = self._params
+        self._cached = functools.lru_cache(maxsize=maxsize, typed=typed)(fn)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._cached(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_cached", "_params"):
+            raise AttributeError(name)
+        return getattr(self._cached, name)
+
+
+def _cached_property(func: Callable[..., Any], name: str | None, doc: str | None) -> Any:
+    """A `functools.cached_property` of a cell's class, in a worker. Python 3.11's holds a lock, which cannot
+    be pickled (every sweep of a cell function using such a class was refused); it travels as its function
+    and the name it was set under (cloudpickle rebuilds the class without calling `__set_name__`)."""
+    prop = functools.cached_property(func)
+    prop.attrname, prop.__doc__ = name, doc
+    return prop
+
+
+def _single_dispatch(obj: Any) -> bool:
+    return isinstance(obj, types.FunctionType) and all(hasattr(obj, a) for a in ("registry", "register", "dispatch"))
+
+
+def _dispatch_function(name: str, qualname: str) -> Any:
+    """A cell's `functools.singledispatch` function in a worker, its implementations still to come
+    (`_dispatch_to`). cloudpickle cannot send one (its dispatch cache holds weak references: every sweep of a
+    cell function using it was refused), so it travels as its registry of implementations, set after the
+    function itself exists so that implementations calling it (a tree walker) find it."""
+    def unset(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{name}: no implementation")
+
+    unset.__name__, unset.__qualname__ = name, qualname
+    return functools.singledispatch(unset)
+
+
+def _dispatch_to(fn: Any, registry: dict[Any, Callable[..., Any]]) -> None:
+    for cls, impl in registry.items():
+        fn.register(cls, impl)
+    base = registry.get(object)
+    if base is not None:
+        functools.update_wrapper(fn, base)
 
 
 class _WithPath:
@@ -130,7 +222,46 @@ def _function_with_path(paths: list[str], blob: bytes) -> Any:
     import pickle
 
     sys.path.extend(p for p in paths if p not in sys.path)
-    return pickle.loads(blob)
+    fn = pickle.loads(blob)
+    _register_in_main(fn)
+    return fn
+
+
+_in_main: set[str] = set()   # the names `_register_in_main` set on this process's __main__
+
+
+def _register_in_main(fn: Any) -> None:
+    """Put the cell's classes and functions that `fn` reaches (through its globals and closure, and theirs)
+    on this process's `__main__`, where they lived in the kernel: pickle finds a class by its module and
+    name, so a checkpoint of a cell's class (`run.checkpoint(State(...))`, what docs/python-api.md's cell
+    functions do) could not be written ("Can't pickle <class '__main__.State'>: attribute lookup State on
+    __main__ failed"), nor read back by a resumed attempt. A name of this process's own is never replaced."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        return
+    seen: set[int] = set()
+    todo = [fn]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, (type, types.FunctionType)) and getattr(obj, "__module__", None) == "__main__":
+            name = getattr(obj, "__qualname__", "")
+            if name.isidentifier() and (name in _in_main or not hasattr(main, name)):
+                setattr(main, name, obj)
+                _in_main.add(name)
+        if isinstance(obj, types.FunctionType):
+            todo.extend(v for v in obj.__globals__.values() if isinstance(v, (type, types.FunctionType)))
+            for cell in obj.__closure__ or ():
+                try:
+                    value = cell.cell_contents
+                except ValueError:   # an empty cell
+                    continue
+                if isinstance(value, (type, types.FunctionType)):
+                    todo.append(value)
+        elif isinstance(obj, type) and getattr(obj, "__module__", None) == "__main__":
+            todo.extend(v for v in vars(obj).values() if isinstance(v, (type, types.FunctionType)))
 
 
 _DYNAMIC = "<dynamic-code>"
@@ -210,9 +341,14 @@ def target_of(fn: Any, what: str = "trial function") -> str:
         main = sys.modules.get("__main__")
         main_file = getattr(main, "__file__", None)
         run_as = getattr(getattr(main, "__spec__", None), "name", None)
-        if module == "__main__" and run_as and run_as != "__main__" and not in_notebook():
+        script = module == "__main__" and not in_notebook()
+        if script and isinstance(main_file, str) and _under_main_guard(fn, main_file):
+            raise UserError(f"{what} {qualname!r} is defined under `if __name__ == \"__main__\":` in "
+                            f"{main_file}, so worker processes, which import the script without running that "
+                            f"block, do not have it: define it at the top level of the script")
+        if script and run_as and run_as != "__main__":
             return f"{run_as}:{qualname}"   # `python -m pkg.train`: imported by name, its relative imports work
-        if module == "__main__" and main_file and main_file.endswith(".py") and not in_notebook():
+        if script and isinstance(main_file, str) and main_file.endswith(".py"):
             return f"{os.path.abspath(main_file)}:{qualname}"   # a script: workers load it by path
         raise UserError(f"{what} {qualname!r} is defined in a notebook or the interactive interpreter "
                         f"(module {module!r}), which worker processes cannot import: {fix}")
@@ -221,6 +357,35 @@ def target_of(fn: Any, what: str = "trial function") -> str:
             and os.path.dirname(os.path.abspath(file)) != os.path.abspath(os.getcwd()):
         return f"{os.path.abspath(file)}:{qualname}"   # a module found on a path workers may not have
     return f"{module}:{qualname}"
+
+
+def _under_main_guard(fn: Any, path: str) -> bool:
+    """Whether `fn` is defined inside an `if __name__ == "__main__":` block of the script at `path`: a worker
+    importing the script (by path, or by name for `python -m`) does not run that block, so the function is
+    not there to load (every trial failed, "has no function 'train'"). It is then shipped by value, as a
+    notebook cell's function is; `sl.main`, which runs it by name, says where to define it."""
+    import ast
+
+    line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
+    if line is None:
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return False
+
+    def main_test(node: ast.expr) -> bool:   # `__name__ == "__main__"`, alone or and-ed with more
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            return any(main_test(v) for v in node.values)
+        if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)):
+            return False
+        sides = [node.left, node.comparators[0]]
+        return any(isinstance(a, ast.Name) and a.id == "__name__" for a in sides) and \
+            any(isinstance(a, ast.Constant) and a.value == "__main__" for a in sides)
+
+    return any(isinstance(node, ast.If) and main_test(node.test) and node.lineno <= line <= (node.end_lineno or line)
+               for node in tree.body)
 
 
 class Progress:

@@ -35,7 +35,7 @@ def parse_trial_ref(ref: str) -> tuple[str, int]:
 def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], None] = print) -> int:
     """Re-run a failed trial. Returns 1 when the failure reproduced, 0 when the trial now succeeds."""
     from sweeplab.backends.preload import import_all, trial_imports
-    from sweeplab.backends.targets import call_trial, load_target, seed_everything, trial_traceback
+    from sweeplab.backends.targets import call_trial, load_target, seed_everything, takes_run, trial_traceback
     from sweeplab.capture import capture_manifest, load_captures
     from sweeplab.config import coerce, typed_schema_of
     from sweeplab.store.layout import trial_paths
@@ -148,7 +148,8 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         import_all(preload if preload is not None else trial_imports(target, import_path))
         seed_everything(int(trial["seed"]))
     try:
-        result = wandb.call(lambda: call_trial(fn, config, run), run.log, lambda: run.should_stop)
+        result = wandb.call(lambda: call_trial(fn, config, run), run.log, lambda: run.should_stop,
+                            mirror=not takes_run(fn))   # as in the worker (backends/function_trial.py)
     except Exception as exc:
         run.flush()
         echo("the failure reproduced:")

@@ -344,3 +344,21 @@ def test_a_command_trial_stopped_by_hyperband_keeps_its_define_metric_summary(tm
     for t in (best, stopped):
         losses = [v for _, n, v in t["history"] if n == "loss"]
         assert t["value"] == pytest.approx(min(losses)) and t["metrics"]["loss.min"] == pytest.approx(min(losses))
+
+
+def test_a_sweeplab_function_keeps_its_own_wandb_logging_out_of_its_reports(tmp_path: Path) -> None:
+    """`train(config, run)` reports through its Run and logs to W&B for itself (docs/integrations.md: your own
+    W&B logging keeps working): its W&B rows were mirrored into the trial at W&B's `_step` beside its own
+    reports (`val_loss` at epochs 0-3 and again at 3, 7, 11, 15, so hyperband counted two reports an epoch),
+    and the next `wandb.log` after the sweep stopped it raised out of the function, past its own stop."""
+    proc, store = _sweep("own_logging", tmp_path, "--workers", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    best, loser = _trials(store)
+    assert (best["state"], loser["state"]) == ("completed", "pruned")
+    assert best["history"] == [(e, "val_loss", pytest.approx(0.1 / (e + 1))) for e in range(4)]
+    assert best["value"] == pytest.approx(0.025) and set(best["metrics"]) == {"val_loss"}
+    assert loser["history"] == [(0, "val_loss", pytest.approx(0.4))]   # judged at its first epoch
+    logs = list((store / "logs").rglob("1-1.log"))
+    assert "stopped cleanly after epoch 0" in logs[0].read_text()
+    # W&B's own offline runs hold every row, as without sweeplab
+    assert len(list((tmp_path / "own_logging" / "wandb").glob("offline-run-*"))) == 2

@@ -9,7 +9,7 @@ from typing import Any
 from sweeplab.backends._diskfull import disk_full_data, full_disk_error, trial_places
 from sweeplab.backends.events import EventKind
 from sweeplab.backends.execution import Execution, log_header, redirect_output, send_profile
-from sweeplab.backends.targets import call_trial, load_target, seed_everything, trial_facts, trial_traceback
+from sweeplab.backends.targets import call_trial, load_target, seed_everything, takes_run, trial_facts, trial_traceback
 from sweeplab.run import Run
 
 __all__ = ["execute_function"]
@@ -63,9 +63,10 @@ def execute_function(ex: Execution) -> None:
                     run.request_stop("stop requested")
                 if task.seed is not None:
                     seed_everything(task.seed)
-                if wandb is not None:   # wandb.init()/log in the function reach the run
-                    wandb_final = wandb.final
-                    result = wandb.call(lambda: call_trial(fn, config, run), run.log, lambda: run.should_stop)
+                if wandb is not None:   # wandb.init()/log in the function reach the run (a W&B-style function's;
+                    wandb_final = wandb.final   # one given the Run reports through it: its W&B runs are its own)
+                    result = wandb.call(lambda: call_trial(fn, config, run), run.log, lambda: run.should_stop,
+                                        mirror=not takes_run(fn))
                 else:
                     result = call_trial(fn, config, run)
             finally:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sweeplab.run import Run
 
-__all__ = ["call_trial", "load_target", "seed_everything", "trial_facts", "trial_traceback"]
+__all__ = ["call_trial", "load_target", "seed_everything", "takes_run", "trial_facts", "trial_traceback"]
 
 _module_cache: dict[str, Any] = {}
 
@@ -194,6 +194,23 @@ def _from_wandb(value: Any) -> bool:
     except Exception:   # a lazy proxy among the module's globals
         return False
     return isinstance(name, str) and name.split(".")[0] == "wandb"
+
+
+def takes_run(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` names a parameter for the trial's Run (`train(config, run)`, `train(cfg, r)`,
+    `train(config, *, run)`), through which it reports; a W&B-style function (`train()`,
+    `train(config=None)`, `train(config)`, `train(*args, **kwargs)`) reports through its W&B runs."""
+    style = trial_facts(fn)[1]
+    if style == "keyword":
+        return True
+    if style != "positional":
+        return False
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    named = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(named) >= 2
 
 
 def call_trial(fn: Callable[..., Any], config: Any, run: Run) -> Any:

@@ -57,11 +57,17 @@ class SweeplabCallback(keras.callbacks.Callback):  # type: ignore[misc,name-defi
         self.metrics: dict[str, float] = {}   # the last reported epoch's values (what `train` can return)
         self._epoch = 0
         self._cut = False                     # training was stopped in the middle of `_epoch`
+        self._weights: str | None = None      # a checkpoint's weights for a model `fit` has yet to build
 
     # ------------------------------------------------------------------ resume
     def restore(self, model: Any) -> int:
-        """Load this trial's newest checkpoint into `model` (built and compiled) and return the epoch to pass
-        as `model.fit(initial_epoch=...)`; 0 when there is no checkpoint (a first attempt)."""
+        """Load this trial's newest checkpoint into `model` (compiled) and return the epoch to pass as
+        `model.fit(initial_epoch=...)`; 0 when there is no checkpoint (a first attempt).
+
+        A model that has no weights yet (a `Sequential` without an `Input`, a subclassed model never called:
+        `fit` builds them from the first batch) gets them when `fit` has built it, before the first batch
+        (`on_train_begin`); Keras refused them here ("loading weights into a model that has not yet been
+        built"), and a preempted trial's next attempt failed."""
         if not self.checkpoint:
             return 0
         found = self.run.restore()
@@ -70,13 +76,26 @@ class SweeplabCallback(keras.callbacks.Callback):  # type: ignore[misc,name-defi
         folder = Path(found)
         if not (folder / WEIGHTS_FILE).is_file() or not (folder / STATE_FILE).is_file():
             return 0
+        epoch = int(json.loads((folder / STATE_FILE).read_text())["epoch"])
+        if not getattr(model, "built", True):
+            self._weights = str(folder / WEIGHTS_FILE)   # loaded once `fit` has built the model
+            return epoch
+        self._load(model, str(folder / WEIGHTS_FILE))
+        return epoch
+
+    @staticmethod
+    def _load(model: Any, path: str) -> None:
         optimizer = getattr(model, "optimizer", None)
         if optimizer is not None and not optimizer.built:   # so that its saved variables have a place to go
             optimizer.build(model.trainable_variables)
-        model.load_weights(str(folder / WEIGHTS_FILE))
-        return int(json.loads((folder / STATE_FILE).read_text())["epoch"])
+        model.load_weights(path)
 
     # ------------------------------------------------------------------ hooks
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if self._weights is not None:   # `fit` built the model (and its optimizer) from the first batch
+            path, self._weights = self._weights, None
+            self._load(self.model, path)
+
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._epoch = int(epoch)
 

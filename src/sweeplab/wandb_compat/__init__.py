@@ -125,7 +125,8 @@ class FunctionTrial:
         hook.begin_trial(setup["param_path"], setup.get("args") or {}, setup.get("env"))
         self._report = hook.report_path(str(setup["param_path"]))
 
-    def call(self, fn: Callable[[], Any], log: Callable[..., Any], stopped: Callable[[], bool] | None = None) -> Any:
+    def call(self, fn: Callable[[], Any], log: Callable[..., Any], stopped: Callable[[], bool] | None = None, *,
+             mirror: bool = True) -> Any:
         """`fn()`, with the W&B runs it starts reporting through `log(metrics, step=)`; their summary (and a
         `wandb.finish(exit_code=N)`) lands in `final`.
 
@@ -134,13 +135,20 @@ class FunctionTrial:
         (the sweep stopped the trial), the run's next `wandb.log` ends the function, as W&B's agent ends a
         stopped run: the trial ends stopped, not failed (and `fn` returns None). `sys.exit()` or `sys.exit(0)`
         in `fn` ends it as a return of None would. A run it finished with `wandb.finish(exit_code=N)`, N not 0,
-        fails the trial (TrialError), as W&B marks the run failed and as a command trial fails."""
+        fails the trial (TrialError), as W&B marks the run failed and as a command trial fails.
+
+        `mirror=False`: `fn` reports through its sweeplab Run (a `train(config, run)` function), and the W&B
+        runs it starts are its own logging, not the trial's reports (see the hook's `own_runs`)."""
         hook = self._hook
         if "wandb" in sys.modules:
             with contextlib.suppress(Exception):
                 sys.modules["wandb"].teardown()
-        hook.set_sinks(lambda metrics, step: log(metrics, step=step), self.final.update, stopped)
-        tail = _ReportTail(self._report, log, self.final)   # the runs of processes the function starts
+        tail: _ReportTail | None = None
+        if mirror:
+            hook.set_sinks(lambda metrics, step: log(metrics, step=step), self.final.update, stopped)
+            tail = _ReportTail(self._report, log, self.final)   # the runs of processes the function starts
+        else:
+            hook.own_runs()
         ok = False
         try:
             try:
@@ -159,7 +167,8 @@ class FunctionTrial:
                 with contextlib.suppress(Exception):   # a run the function left open ends with it
                     wandb.run.finish(exit_code=0 if ok else 1)
             hook.uninstall_sinks()
-            tail.close()
+            if tail is not None:
+                tail.close()
         code = self.final.get("@exit_code")
         if code:   # `wandb.finish(exit_code=1)` (after a caught failure): W&B marks the run failed, and a
             # command trial fails for it; so does the function's

@@ -55,6 +55,9 @@ _restore: dict[str, str | None] | None = None
 # `wandb.agent(function=...)` runs its function (`_agent_ran`: once per trial)
 _function_worker = False
 _agent_ran = False
+# the function trial's function reports through its sweeplab Run (`train(config, run)`): the W&B runs it starts
+# are its own logging (`own_runs`), as `wandb.init` in a script is, and are not mirrored into the trial
+_own_runs = False
 
 
 class TrialStopped(BaseException):
@@ -240,9 +243,15 @@ def _in_trial(run: Any) -> bool:
     return bool(run.__dict__.setdefault("_sweeplab_trial", in_trial()))
 
 
+def _mirrored(run: Any) -> bool:
+    """Whether what `run` logs is the trial's: a trial's run, unless the function reports through its
+    sweeplab Run and this run is its own logging (see `own_runs`)."""
+    return _in_trial(run) and not run.__dict__.get("_sweeplab_own")
+
+
 def _finish_run(run: Any, exit_code: int | None = None) -> None:
     """Send the run's last row and its summary once (from finish() or at the end of the process)."""
-    if run.__dict__.get("_sweeplab_done") or not _in_trial(run):
+    if run.__dict__.get("_sweeplab_done") or not _mirrored(run):
         return
     run.__dict__["_sweeplab_done"] = True
     state = run.__dict__.get("_sweeplab_history")
@@ -280,7 +289,7 @@ def _patch_run_class(module: Any) -> None:
 
     def log(self: Any, data: Any, step: Any = None, commit: Any = None, *args: Any, **kwargs: Any) -> Any:
         result = original_log(self, data, step, commit, *args, **kwargs)
-        if isinstance(data, Mapping) and _in_trial(self):
+        if isinstance(data, Mapping) and _mirrored(self):
             state = _history_of(self)
             with _lock:
                 state.log(data, step, commit)
@@ -301,7 +310,7 @@ def _patch_run_class(module: Any) -> None:
     def define_metric(self: Any, name: Any, *args: Any, **kwargs: Any) -> Any:
         result = original_define(self, name, *args, **kwargs)   # type: ignore[misc]
         summary = kwargs.get("summary", args[3] if len(args) > 3 else None)
-        if isinstance(name, str) and isinstance(summary, str) and _in_trial(self):
+        if isinstance(name, str) and isinstance(summary, str) and _mirrored(self):
             with _lock:
                 _history_of(self).define(name, summary, kwargs.get("goal"))
         return result
@@ -468,11 +477,32 @@ def _children_env(param_path: str) -> dict[str, str]:
     return {"SWEEPLAB_REPORT_FILE": report_path(param_path), "PYTHONPATH": path}
 
 
+def own_runs() -> None:
+    """The function trial's function reports through its sweeplab Run (`train(config, run)`, the callbacks of
+    sweeplab.integrations): the W&B runs it starts are its own logging (docs/integrations.md), which keeps
+    W&B's files as they are, and are not the trial's reports. Their rows (at W&B's `_step`, not the steps the
+    function reports at) are not mirrored into the trial, their summary is not its final metrics, and
+    `wandb.log` does not end a function the sweep stops (it sees `run.should_stop` and ends as it chooses).
+    Processes it starts get no report file either. The runs still get the trial's W&B environment."""
+    global _own_runs, _sink, _final, _stopped
+    _own_runs = True
+    _sink, _final, _stopped = None, None, None
+    if _pending is not None:
+        _pending.pop("SWEEPLAB_REPORT_FILE", None)
+    elif _restore is not None and "SWEEPLAB_REPORT_FILE" in _restore:   # set already: as it was before
+        before = _restore.pop("SWEEPLAB_REPORT_FILE")
+        if before is None:
+            os.environ.pop("SWEEPLAB_REPORT_FILE", None)
+        else:
+            os.environ["SWEEPLAB_REPORT_FILE"] = before
+
+
 def end_trial() -> None:
     """The function trial ended: forget its callables and parameters, and give os.environ back what it held
     before the trial's W&B environment was set."""
-    global _sink, _final, _stopped, _pending, _args, _restore
+    global _sink, _final, _stopped, _pending, _args, _restore, _own_runs
     _sink, _final, _stopped, _pending, _args = None, None, None, None, None
+    _own_runs = False
     restore, _restore = _restore, None
     for k, v in (restore or {}).items():
         if v is None:
@@ -520,6 +550,7 @@ def _patch_init(wandb: Any) -> None:
                 os.environ["WANDB_SWEEP_ID"] = sweep_id
         if run is not None and hasattr(run, "__dict__"):
             run.__dict__["_sweeplab_trial"] = trial
+            run.__dict__["_sweeplab_own"] = trial and _own_runs
             if sweep_id:
                 run.__dict__["_sweeplab_sweep_id"] = sweep_id
             atexit.register(_finish_run, run)   # runs before wandb's own exit hook (LIFO)
