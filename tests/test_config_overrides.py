@@ -175,6 +175,17 @@ def test_run_with_a_config_refuses_a_typo_and_takes_hydra_prefixes(tmp_path):
     assert best["metrics"]["x"] == 2.5 and best["metrics"]["loss"] == pytest.approx(1 / 3)   # steps: default 3
 
 
+def test_a_hydra_mapping_without_spaces_is_an_error_not_keys_with_colons(tmp_path):
+    # Hydra reads `model={hidden:4,act:gelu}` as a mapping; YAML as the keys 'hidden:4' and 'act:gelu', both null
+    (tmp_path / "base.yaml").write_text("steps: 2\nmodel: {hidden: 64, act: relu}\n")
+    line = one_line_error(cli(tmp_path, "run", f"{TRIALS}:quick", "--config", "base.yaml", "model={hidden:4,act:gelu}"))
+    assert "override 'model'" in line and "'hidden:4' in {...} reads as a key with no value" in line, line
+    assert "'hidden: 4'" in line
+    assert not (tmp_path / "store").exists()
+    assert parse_override("model={hidden: 4, act: gelu}")[1] == {"hidden": 4, "act": "gelu"}
+    assert parse_override('model={"hidden":4}')[1] == {"hidden": 4}
+
+
 # ------------------------------------------------------------------- OmegaConf interpolation
 
 

@@ -164,11 +164,28 @@ class _Loader(yaml.SafeLoader):
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> Any:  # type: ignore[override]
         try:
             self._check_duplicates(node)
+            self._check_flow_keys(node)
             return super().construct_mapping(node, deep=deep)
         except YAMLInputError:
             raise
         except Exception as exc:
             raise self._value_error(node, exc) from None
+
+    def _check_flow_keys(self, node: MappingNode) -> None:
+        """`{hidden:64}` (Hydra's and JSON's way) is, to YAML, the key 'hidden:64' with no value: refused, with
+        how to write it, rather than a config whose keys are silently 'hidden:64' and null."""
+        if not node.flow_style:
+            return
+        for key_node, value_node in node.value:
+            if (isinstance(key_node, ScalarNode) and key_node.style is None and ":" in key_node.value
+                    and isinstance(value_node, ScalarNode) and value_node.tag == _STD_TAG + "null"
+                    and value_node.value == ""):
+                name, _, value = key_node.value.partition(":")
+                path = _child_path(self._path.get(id(node), ""), key_node)
+                raise YAMLInputError(
+                    f"{key_node.value!r} in {{...}} reads as a key with no value: YAML needs a space after ':'",
+                    key=_short_path(path), mark=key_node.start_mark,
+                    expected=f"'{name}: {value}' (a space after the colon), or quotes for a key with a colon")
 
     def _check_duplicates(self, node: MappingNode) -> None:
         seen: dict[Any, Node] = {}

@@ -271,10 +271,11 @@ def _parse_override(text: str) -> tuple[str, str, Any]:
             )
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or "invalid YAML"
+        said = getattr(exc, "expected", None)   # the reader's own advice (sweeplab._yaml.YAMLInputError)
         raise ConfigError(
             f"cannot read the value of override '{key}': {problem}", key=key, value=raw,
-            expected="a YAML value (0.01, abc, true, [1, 2], {a: 1})",
-            hint="quote it in the shell, e.g. 'name=\"a: b\"'",
+            expected=said or "a YAML value (0.01, abc, true, [1, 2], {a: 1})",
+            hint=None if said else "quote it in the shell, e.g. 'name=\"a: b\"'",
         ) from None
     return op, key, value
 
