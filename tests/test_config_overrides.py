@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -184,6 +185,23 @@ def test_a_hydra_mapping_without_spaces_is_an_error_not_keys_with_colons(tmp_pat
     assert not (tmp_path / "store").exists()
     assert parse_override("model={hidden: 4, act: gelu}")[1] == {"hidden": 4, "act": "gelu"}
     assert parse_override('model={"hidden":4}')[1] == {"hidden": 4}
+
+
+def test_config_keys_are_the_text_written_so_overrides_reach_them(tmp_path):
+    # YAML made `on:` the key True ('true' once stored as JSON) and `1:` the key 1, which `class_weights.1=2`
+    # did not reach: refused as unknown ("did you mean 'class_weights.1'?"), or with ++ stored as a second "1"
+    (tmp_path / "base.yaml").write_text("steps: 2\nclass_weights: {0: 1.0, 1: 5.0}\naugment: {on: true, ~: 1}\n")
+    assert load_yaml_mapping(tmp_path / "base.yaml") == {
+        "steps": 2, "class_weights": {"0": 1.0, "1": 5.0}, "augment": {"on": True, "~": 1}}
+    done = cli(tmp_path, "run", f"{TRIALS}:quick", "--config", "base.yaml", "class_weights.1=2.0", "augment.on=false",
+               "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(f"file:{tmp_path / 'store' / 'store.db'}?mode=ro", uri=True) as db:
+        (stored,) = db.execute("SELECT config FROM trials").fetchone()
+    assert json.loads(stored) == {"steps": 2, "class_weights": {"0": 1.0, "1": 2.0},
+                                  "augment": {"on": False, "~": 1}}
+    assert stored.count('"1"') == 1, stored
+    assert parse_override("x={on: 1, 2: b}")[1] == {"on": 1, "2": "b"}
 
 
 # ------------------------------------------------------------------- OmegaConf interpolation

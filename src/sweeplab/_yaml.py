@@ -46,6 +46,7 @@ MAX_DEPTH = 100
 MAX_ALIAS_NODES = 100_000
 
 _MERGE = "tag:yaml.org,2002:merge"
+_STR = "tag:yaml.org,2002:str"
 _STD_TAG = "tag:yaml.org,2002:"
 
 
@@ -94,8 +95,9 @@ def _child_path(parent: str, index: Any) -> str:
 class _Loader(yaml.SafeLoader):
     """SafeLoader with limits and duplicate-key detection (see the module docstring)."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, *, keys_as_text: bool = False) -> None:
         super().__init__(stream)
+        self._keys_as_text = keys_as_text  # configs: `on:`, `7:`, `~:` are the keys 'on', '7', '~' (see yaml_load)
         self._paths: list[str] = [""]     # key paths of the nodes being composed, root first
         self._alias_nodes = 0              # nodes that aliases stand for, in all
         # by id(node), for the nodes of this document (alive as long as the loader):
@@ -163,6 +165,8 @@ class _Loader(yaml.SafeLoader):
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> Any:  # type: ignore[override]
         try:
+            if self._keys_as_text:
+                self._text_keys(self._own_keys.get(id(node), [key for key, _ in node.value]))
             self._check_duplicates(node)
             self._check_flow_keys(node)
             return super().construct_mapping(node, deep=deep)
@@ -170,6 +174,20 @@ class _Loader(yaml.SafeLoader):
             raise
         except Exception as exc:
             raise self._value_error(node, exc) from None
+
+    def flatten_mapping(self, node: MappingNode) -> None:
+        super().flatten_mapping(node)
+        if self._keys_as_text:   # the keys a merge `<<: *defaults` brought in, too
+            self._text_keys([key for key, _ in node.value])
+
+    @staticmethod
+    def _text_keys(keys: list[Node]) -> None:
+        """Plain scalar keys read as the text they are written as: JSON (how a config is stored and reaches a
+        trial) has text keys only, so YAML's `on:` would become 'true' there and `7:` the key 7 that no
+        override `x.7=...` reaches (it would add a second '7')."""
+        for key in keys:
+            if isinstance(key, ScalarNode) and key.style is None and key.tag not in (_STR, _MERGE):
+                key.tag = _STR
 
     def _check_flow_keys(self, node: MappingNode) -> None:
         """`{hidden:64}` (Hydra's and JSON's way) is, to YAML, the key 'hidden:64' with no value: refused, with
@@ -255,9 +273,13 @@ _Loader.add_implicit_resolver(_STD_TAG + "int", _INT, list("-+0123456789"))     
 _Loader.add_implicit_resolver(_STD_TAG + "float", _FLOAT, list("-+0123456789."))
 
 
-def yaml_load(text: str) -> Any:
-    """Parse YAML text safely (no Python objects are ever built); YAMLInputError for refused documents."""
-    loader = _Loader(text)
+def yaml_load(text: str, *, keys_as_text: bool = False) -> Any:
+    """Parse YAML text safely (no Python objects are ever built); YAMLInputError for refused documents.
+
+    `keys_as_text`: a mapping key is the text it is written as (`on:` the key 'on', not True; `7:` '7'), as
+    configs need: they are stored and reach trials as JSON, whose keys are text. A spec keeps YAML's keys,
+    which `when:` compares with its parameter's values (`when: {2: ...}`)."""
+    loader = _Loader(text, keys_as_text=keys_as_text)
     try:
         return loader.get_single_data()
     finally:
@@ -274,7 +296,7 @@ def _decode(data: bytes, file: str, what: str, error: type[SpecError]) -> str:
                     "UTF-8 text", file=file, expected=f"a UTF-8 encoded {what} file") from None
 
 
-def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError) -> Any:
+def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError, keys_as_text: bool = False) -> Any:
     """Read and parse a YAML file; `error` (SpecError or ConfigError) names the file, the key path and the line."""
     file = str(path)
     try:
@@ -289,7 +311,7 @@ def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError
                     expected=f"a {what} file of at most {MAX_FILE_BYTES:,} bytes")
     text = _decode(data, file, what, error)
     try:
-        return yaml_load(text)
+        return yaml_load(text, keys_as_text=keys_as_text)
     except YAMLInputError as exc:
         raise error(exc.located, file=file, key=exc.key, expected=exc.expected) from None
     except yaml.reader.ReaderError as exc:

@@ -52,7 +52,7 @@ __all__ = [
 def _yaml_scalar(text: str) -> Any:
     from sweeplab._yaml import yaml_load
 
-    return yaml_load(text)
+    return yaml_load(text, keys_as_text=True)
 
 
 def load_yaml_mapping(path: str | Path, *, what: str = "config") -> dict[str, Any]:
@@ -60,7 +60,7 @@ def load_yaml_mapping(path: str | Path, *, what: str = "config") -> dict[str, An
     from sweeplab._yaml import read_yaml
 
     file = str(path)
-    data = read_yaml(path, what=what, error=ConfigError)
+    data = read_yaml(path, what=what, error=ConfigError, keys_as_text=True)
     if data is None:
         return {}
     if not isinstance(data, dict):
