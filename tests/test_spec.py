@@ -305,6 +305,9 @@ def test_load_spec_file_errors_name_the_file(tmp_path, name, content, fragment):
         ({"trial/torch_profiler": True}, lambda s: s.trial.torch_profiler == {}),
         ({"trial/torch_profiler": {"active": 3}}, lambda s: s.trial.torch_profiler == {"active": 3}),
         ({"budget/gpu_hours": "90m"}, lambda s: s.budget.gpu_hours == 1.5),
+        # a number as text is hours there too, as the number is (not the duration grammar's seconds: 1/3600 of it)
+        ({"budget/gpu_hours": "4", "budget/cpu_hours": " 1.5 "},
+         lambda s: s.budget.gpu_hours == 4.0 and s.budget.cpu_hours == 1.5),
         ({"metric/impute_while_running": False}, lambda s: s.metric.impute_while_running is None),
         ({"metric/impute_while_running": "best"}, lambda s: s.metric.impute_while_running == "best"),
         ({"early_terminate": {"type": "hyperband", "max_iter": 27, "s": 2}},
@@ -328,7 +331,7 @@ def test_load_spec_file_errors_name_the_file(tmp_path, name, content, fragment):
     ids=[
         "run-cap-equal", "run-cap-alone", "fractional-gpu", "whole-gpus", "multi-worker",
         "checkpoint-steps", "checkpoint-steps-text", "checkpoint-duration", "checkpoint-auto",
-        "heartbeat-off", "profiler-true", "profiler-mapping", "gpu-hours-duration",
+        "heartbeat-off", "profiler-true", "profiler-mapping", "gpu-hours-duration", "hours-as-text",
         "impute-running-false", "impute-running-best", "hyperband-max-iter", "median-own-metric",
         "function-file", "function-method", "command-executable", "command-module",
         "command-string", "command-number-item", "envvar-macro", "wandb-ignored", "sobol-without-metric",
