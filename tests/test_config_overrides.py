@@ -204,6 +204,25 @@ def test_config_keys_are_the_text_written_so_overrides_reach_them(tmp_path):
     assert parse_override("x={on: 1, 2: b}")[1] == {"on": 1, "2": "b"}
 
 
+def test_python_api_takes_one_override_as_a_string_and_refuses_a_mapping(tmp_path):
+    # sl.sweep(spec, overrides="steps=2") was read one character at a time: "override has no value; got 's'"
+    import sweeplab as sl
+
+    (tmp_path / "base.yaml").write_text("steps: 3\nx: 0.5\n")
+    spec = {"function": f"{TRIALS}:quick", "method": "grid", "config": str(tmp_path / "base.yaml"),
+            "metric": {"name": "loss", "goal": "minimize"}}
+    outcome = sl.run_sweep(spec, store=tmp_path / "store", overrides="steps=2", workers=1)
+    assert outcome.exit_code == 0
+    handle = sl.sweep(spec, store=tmp_path / "store", overrides=None, workers=1)
+    handle.wait()
+    assert handle.best["metrics"]["loss"] == pytest.approx(1 / 3)
+    with sqlite3.connect(f"file:{tmp_path / 'store' / 'store.db'}?mode=ro", uri=True) as db:
+        configs = [json.loads(c) for (c,) in db.execute("SELECT config FROM trials ORDER BY id")]
+    assert configs == [{"steps": 2, "x": 0.5}, {"steps": 3, "x": 0.5}]
+    with pytest.raises(ConfigError, match=r"not a mapping.*expected a list like \['steps=2'\]"):
+        sl.sweep(spec, store=tmp_path / "store", overrides={"steps": 2})
+
+
 # ------------------------------------------------------------------- OmegaConf interpolation
 
 

@@ -53,6 +53,9 @@ def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: boo
 
     For a new sweep, an override may not set a sweep parameter, and with a base config its key must exist
     (`+key=` adds one); a resumed sweep's overrides were accepted when it was created (`new_sweep=False`)."""
+    from sweeplab.config import override_list
+
+    overrides = override_list(overrides)
     check_config_files(spec)
     _check_function_file(spec)
     if new_sweep:
@@ -223,11 +226,13 @@ def run_sweep(
     Bad input raises a UserError (SpecError, ConfigError) before anything is written to the store. The
     outcome's `exit_code` is what the CLI would exit with (0 finished, 1 failed, 2 bad input).
     """
+    from sweeplab.config import override_list
     from sweeplab.driver import Driver
     from sweeplab.store import Store, default_store_dir
 
     refuse_in_trial_import()
     the_spec = _as_spec(spec)
+    overrides = override_list(overrides)   # "epochs=5" is one override, not nine
     check_spec(the_spec, overrides)
     backend = backend_name(the_spec, backend)   # a typo is refused before the store is opened
     root = Path(store) if store is not None else default_store_dir()
@@ -287,6 +292,7 @@ def sweep(
     Bad input (spec, config files, a trial function that cannot be sent to workers) raises before the
     sweep is created. Blocking, Ctrl-C stops the sweep as in the CLI (resumable with `sweeplab resume NAME`).
     """
+    from sweeplab.config import override_list
     from sweeplab.notebook import Progress, shipping
     from sweeplab.store import default_store_dir
 
@@ -298,6 +304,7 @@ def sweep(
         import dataclasses
 
         the_spec = the_spec.with_overrides(budget=dataclasses.replace(the_spec.budget, trials=trials))
+    overrides = override_list(overrides)   # "epochs=5" is one override, not nine
     check_spec(the_spec, overrides)   # bad input writes nothing, not even a shipped function's file
     check_backend_plan(the_spec, workers=workers, backend=backend)
     if ship is not None:

@@ -37,6 +37,7 @@ __all__ = [
     "find_profile",
     "load_base_config",
     "load_yaml_mapping",
+    "override_list",
     "parse_override",
     "profile_search_path",
     "resolve_config",
@@ -438,6 +439,20 @@ def apply_overrides(base: Mapping[str, Any], overrides: Sequence[str], *, strict
             )
         _set_dotted(out, key, value, source=f"override {text!r}")
     return out
+
+
+def override_list(overrides: Sequence[str] | str | None) -> list[str]:
+    """The overrides a Python caller gave (`sl.sweep(..., overrides=...)`) as a list: one string is one
+    override (not one per character), None none; a mapping is refused with the list to write instead."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, str):
+        return [overrides]
+    if isinstance(overrides, Mapping):
+        written = [f"{k}={v}" for k, v in list(overrides.items())[:3]]
+        raise ConfigError("overrides must be a list of 'key=value' strings, not a mapping", value=_short(overrides),
+                          expected=f"a list like {written!r}")
+    return list(overrides)
 
 
 def check_overrides_against_parameters(overrides: Sequence[str], parameters: Sequence[str]) -> None:
