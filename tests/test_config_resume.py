@@ -84,3 +84,8 @@ def test_resume_after_the_config_file_was_edited_is_refused_and_runs_once_restor
 def test_a_fork_may_take_another_profile(sweep):
     done = cli(sweep, "resume", "s", "--spec", "cluster.yaml", "--fork", "s-cluster", "--trials", "1", "-q")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_resume_with_overrides_says_a_resumed_sweep_keeps_its_own(sweep):
+    line = one_line_error(cli(sweep, "resume", "s", "steps=5"))
+    assert "unexpected extra argument(s) (steps=5)" in line and "keeps the overrides it was started with" in line
