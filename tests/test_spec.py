@@ -234,6 +234,11 @@ ERRORS = [
     ("wandb-launch-job", {"job": "entity/project/job:v0"}, "job", "W&B Launch jobs are not supported"),
     ("wandb-multi-metric", {"metrics": [{"name": "a"}, {"name": "b"}]}, "metrics", "multi-objective"),
     ("config-type", {"config": 3}, "config", "must be a non-empty string"),
+    ("q-over-the-range", {"parameters/lr": {"distribution": "q_log_uniform_values", "min": 0.001, "max": 0.01,
+                                            "q": 1}},
+     "parameters.lr.q", "q is larger than the range it quantises: every value q_log_uniform_values draws is 0"),
+    ("q-over-a-uniform", {"parameters/lr": {"distribution": "q_uniform", "min": 0, "max": 1, "q": 5}},
+     "parameters.lr.q", "every value q_uniform draws is 0"),
 ]
 
 

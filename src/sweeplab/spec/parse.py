@@ -225,6 +225,12 @@ class _SpecParser(_WandbWarnings, _Limits):
                           f"{lo} to {hi}", f"{space.keys.get(name) or _param_key(raw, name)}.distribution",
                           note="W&B warns and runs it, and so does sweeplab", value=dist.kind,
                           expected=f"{_EXPONENT_KINDS[dist.kind]} to give min and max as the values themselves")
+        for name, dist in space.params.items():   # `q: 1` over 0.001..0.01: every draw rounds to 0
+            if hasattr(dist, "q") and hasattr(dist, "from_unit") and dist.from_unit(0.0) == dist.from_unit(1.0):
+                self.warn(f"q is larger than the range it quantises: every value {dist.kind} draws is "
+                          f"{dist.from_unit(0.0)!r}", f"{space.keys.get(name) or _param_key(raw, name)}.q",
+                          note="W&B runs it so, and so does sweeplab", value=dist.q,  # type: ignore[attr-defined]
+                          expected="a q smaller than the range (max - min), or {value: ...} for one value")
         if method == "grid":
             for name, dist in space.params.items():
                 try:
