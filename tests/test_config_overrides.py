@@ -37,6 +37,8 @@ TRIALS = Path(__file__).resolve().parent / "fixtures" / "trials.py"
         ("x='a #b'", "a #b"),
         ("n=1_000", 1000),
         ("n=0x1F", 31),
+        ("p=line 1\nline 2, and more\n\nline 4", "line 1\nline 2, and more\n\nline 4"),   # YAML: 'line 1 line 2...'
+        ("p=a\r\nb", "a\r\nb"),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )

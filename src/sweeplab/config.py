@@ -264,6 +264,8 @@ def _parse_override(text: str) -> tuple[str, str, Any]:
             return op, key, _no_interpolation(raw.strip(), file=None, path=key)
         _refuse_block_syntax(key, raw)
         value = _no_interpolation(_yaml_scalar(raw), file=None, path=key)
+        if isinstance(value, str) and ("\n" in raw or "\r" in raw) and raw.strip()[:1] not in ("'", '"', "!"):
+            return op, key, raw.strip()   # `prompt="$(cat p.txt)"`: YAML folds its lines into one ('a b')
         if isinstance(value, str) and "," in value and raw.strip()[:1] not in ("'", '"', "!"):
             raise ConfigError(   # Hydra sweeps `lr=0.1,0.01`; YAML would pass every trial the text '0.1,0.01'
                 f"override '{key}={raw.strip()}' is a Hydra multirun sweep, which overrides are not", key=key,
