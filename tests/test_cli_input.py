@@ -108,7 +108,7 @@ def test_bad_config_or_profile_is_one_line_exit_2_and_no_store(tmp_path, entry, 
 
 DRY_RUN_REFUSED = {
     # what the real run refuses before it writes anything, --dry-run refuses too (it said "valid", exit 0)
-    "unknown-backend": ("backend: nope\n", [], "unknown backend 'nope'"),
+    "unknown-backend": ("backend: nope\n", [], "s.yaml: backend: unknown backend; got 'nope'; expected local or ray"),
     "too-many-workers": ("resources: {cpus: 100000}\n", [], "CPUs but this machine has"),
     "unknown-backend-option": ("", ["--backend", "nope"], "--backend: unknown backend 'nope'"),
 }

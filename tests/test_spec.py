@@ -570,3 +570,17 @@ def test_trial_preload_that_is_not_module_names_is_an_error_naming_the_key(raw):
     base = {"function": "t.py:f", "method": "random", "parameters": {"x": {"min": 0, "max": 1}}}
     with pytest.raises(SpecError, match=r"s\.yaml: trial\.preload: is not a list of module names; got .*expected"):
         parse_spec({**base, "trial": {"preload": raw}}, file="s.yaml")
+
+
+def test_an_unknown_backend_in_the_spec_names_the_file_and_key_not_the_option(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "s.yaml").write_text("function: train.py:train\nmethod: grid\nbackend: rya\n")
+    (tmp_path / "train.py").write_text("def train(config, run):\n    return {}\n")
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "s.yaml", "--store", "st"], cwd=tmp_path,
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 2, cp.stderr
+    assert cp.stderr.strip() == ("error: s.yaml: backend: unknown backend; got 'rya'; expected local or ray "
+                                 "(did you mean 'ray'?)"), cp.stderr
+    assert not (tmp_path / "st").exists()

@@ -144,9 +144,18 @@ def default_name(spec: SweepSpec) -> str:
 
 def backend_name(spec: SweepSpec, backend: str | None = None) -> str:
     """The registry name a sweep runs on (`backend`, else the spec's, else local); a UserError if unknown."""
-    from sweeplab.backends import backend_factory
+    from sweeplab.backends import BACKENDS, backend_factory
 
     kind = backend or getattr(spec, "backend", None) or "local"
+    if backend is None and kind not in BACKENDS:   # the spec's `backend:`: named as a mistake in the spec file
+        import difflib
+
+        from sweeplab.errors import SpecError
+
+        close = difflib.get_close_matches(str(kind), list(BACKENDS), n=1)
+        raise SpecError("unknown backend", file=str(spec.source) if spec.source else None, key="backend",
+                        value=kind, expected=" or ".join(BACKENDS),
+                        hint=f"did you mean {close[0]!r}?" if close else None)
     backend_factory(kind)
     return kind
 
