@@ -225,6 +225,13 @@ def test_python_api_takes_one_override_as_a_string_and_refuses_a_mapping(tmp_pat
         sl.sweep(spec, store=tmp_path / "store", overrides={"steps": 2})
 
 
+def test_an_integer_too_long_to_store_is_refused_before_the_store(tmp_path):
+    # `x=0xfff...` read, then the driver crashed storing the trial's config: exit 1, a stopped sweep in the store
+    line = one_line_error(cli(tmp_path, "run", f"{TRIALS}:quick", "x=0x" + "f" * 5000))
+    assert "cannot read the value of override 'x'" in line and "decimal digits cannot be stored" in line
+    assert not (tmp_path / "store").exists()
+
+
 # ------------------------------------------------------------------- OmegaConf interpolation
 
 

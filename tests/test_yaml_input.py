@@ -184,6 +184,14 @@ def test_a_colon_inside_a_flow_key_is_fine_when_quoted_or_given_a_value():
     assert yaml_load("a:b: 1\nurl: http://x\n") == {"a:b": 1, "url": "http://x"}   # block style: as written
 
 
+def test_an_integer_too_long_to_store_is_refused_in_any_base():
+    # a hexadecimal one passed (it reads fast), then every json.dumps of it failed: the driver crashed mid-sweep
+    for text in ("x: 0x" + "f" * 5000, "x: 0b" + "1" * 20000, "x: " + "9" * 5000):
+        with pytest.raises(YAMLInputError, match="x: |cannot read"):
+            yaml_load(text)
+    assert yaml_load("x: 0x" + "f" * 1000)["x"] == 16 ** 1000 - 1
+
+
 def test_refusals_are_yaml_errors_for_overrides_too():
     assert isinstance(YAMLInputError("x"), yaml.YAMLError)
     with pytest.raises(ConfigError, match="cannot read the value of override 'x': duplicate key 'a'"):

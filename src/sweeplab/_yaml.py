@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "YAMLInputError",
     "read_yaml",
+    "too_long_for_json",
     "yaml_load",
 ]
 
@@ -233,7 +235,8 @@ class _Loader(yaml.SafeLoader):
                                   "null); tags such as !!python/... are never read")
         problem = getattr(exc, "problem", None) or " ".join(str(exc).split()) or type(exc).__name__
         if isinstance(node, ScalarNode):
-            return YAMLInputError(f"cannot read {node.value!r} as {_tag_name(tag)}: {problem}", key=path,
+            text = node.value if len(node.value) <= 60 else f"{node.value[:40]}...({len(node.value):,} characters)"
+            return YAMLInputError(f"cannot read {text!r} as {_tag_name(tag)}: {problem}", key=path,
                                   mark=getattr(exc, "problem_mark", None) or node.start_mark)
         return YAMLInputError(str(problem), key=path, mark=getattr(exc, "problem_mark", None) or node.start_mark)
 
@@ -253,7 +256,18 @@ def _construct_int(loader: yaml.SafeLoader, node: Any) -> int:
     text = str(loader.construct_scalar(node)).replace("_", "")
     sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text.lstrip("+"))
     base = {"0b": 2, "0o": 8, "0x": 16}.get(digits[:2].lower(), 10)
-    return sign * int(digits[2:] if base != 10 else digits, base)
+    value = sign * int(digits[2:] if base != 10 else digits, base)
+    if too_long_for_json(value):
+        raise ValueError(f"an integer of more than {sys.get_int_max_str_digits()} decimal digits cannot be stored "
+                         "(as JSON)")
+    return value
+
+
+def too_long_for_json(value: int) -> bool:
+    """An int Python will not write in decimal (`sys.get_int_max_str_digits()`), so `json.dumps` fails on it:
+    `0x` and 5,000 `f`s read fast, then storing the config that holds it crashed the driver."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()
+    return bool(limit) and value.bit_length() > limit * 3.3219   # log2(10) bits per digit
 
 
 def _construct_float(loader: yaml.SafeLoader, node: Any) -> float:

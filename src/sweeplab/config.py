@@ -276,7 +276,7 @@ def _parse_override(text: str) -> tuple[str, str, Any]:
         problem = getattr(exc, "problem", None) or "invalid YAML"
         said = getattr(exc, "expected", None)   # the reader's own advice (sweeplab._yaml.YAMLInputError)
         raise ConfigError(
-            f"cannot read the value of override '{key}': {problem}", key=key, value=raw,
+            f"cannot read the value of override '{key}': {problem}", key=key, value=_short(raw),
             expected=said or "a YAML value (0.01, abc, true, [1, 2], {a: 1})",
             hint=None if said else "quote it in the shell, e.g. 'name=\"a: b\"'",
         ) from None
@@ -316,7 +316,7 @@ def _refuse_block_syntax(key: str, raw: str) -> None:
             what = {"BlockMappingStartToken": "a YAML mapping", "BlockSequenceStartToken": "a YAML list",
                     "BlockEntryToken": "a YAML list"}.get(kind, "YAML syntax")
             raise ConfigError(
-                f"the value of override '{key}' reads as {what}, not as one value", key=key, value=raw,
+                f"the value of override '{key}' reads as {what}, not as one value", key=key, value=_short(raw),
                 expected="one value: 0.01, abc, true, [1, 2], {a: 1}",
                 hint=f"quote it for text, e.g. '{key}=\"{raw.strip()}\"'",
             )

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sweeplab._yaml import MAX_DEPTH, read_yaml
+from sweeplab._yaml import MAX_DEPTH, read_yaml, too_long_for_json
 from sweeplab.errors import SpecError
 from sweeplab.spec.model import SweepSpec
 from sweeplab.spec.parse import _SpecParser
@@ -56,6 +57,10 @@ def _check_json(raw: Any, file: str | None) -> None:
                 stack.append((f"{path}.{key}" if path else str(key), item, depth + 1))
         elif isinstance(value, (list, tuple)):
             stack.extend((f"{path}[{i}]", item, depth + 1) for i, item in enumerate(value))
+        elif isinstance(value, int) and too_long_for_json(value):
+            raise SpecError("an integer this long cannot be stored as JSON", file=file, key=path or None,
+                            value=f"an integer of {value.bit_length():,} bits",
+                            expected=f"at most {sys.get_int_max_str_digits()} decimal digits")
         elif not isinstance(value, _JSON_SCALARS):
             raise SpecError(f"a {type(value).__name__} cannot be stored as JSON", file=file, key=path or None,
                             value=value, expected="a string, number, boolean, null, list or mapping")
