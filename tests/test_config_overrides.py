@@ -159,6 +159,16 @@ def test_strict_overrides_refuse_unknown_keys_with_a_hint(override, fragment):
     assert apply_overrides(base, [override])   # not strict: added, as before
 
 
+def test_keys_in_any_script_or_starting_with_a_digit_are_overridden():
+    # the config may have them (its keys are the text written); a key no override could name was refused
+    base = {"clé": 1, "β1": 0.9, "2nd_stage": {"lr": 0.1}, "0": "a", "model-name": "m"}
+    out = apply_overrides(base, ["clé=2", "β1=0.99", "2nd_stage.lr=0.2", "0=b", "model-name=n"], strict=True)
+    assert out == {"clé": 2, "β1": 0.99, "2nd_stage": {"lr": 0.2}, "0": "b", "model-name": "n"}
+    for bad in ("-x=1", "a.-b=1", "a..b=1", "a b=1", "a/b=1"):
+        with pytest.raises(ConfigError, match="not a dotted name"):
+            parse_override(bad)
+
+
 def test_list_items_are_set_by_index():
     base = {"layers": [{"size": 1}, {"size": 2}], "dims": [1, 2]}
     assert apply_overrides(base, ["layers.1.size=3", "dims.0=9"], strict=True) == {

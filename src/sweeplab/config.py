@@ -199,7 +199,9 @@ def _plain(value: Any) -> Any:
 
 # ---------------------------------------------------------------------------- merge and overrides
 
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_][A-Za-z0-9_\-]*)*$")
+# a part of a dotted key: letters (any script), digits, `_` and `-`: `clé`, `β1`, `2nd_stage`, `0` (a config's keys
+# are the text written, `0: a` included) and a list index; not starting with `-` (an option) or empty (`a..b`)
+_KEY = re.compile(r"^[^\W][\w\-]*(?:\.[^\W][\w\-]*)*$")
 
 
 def deep_merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
