@@ -307,6 +307,9 @@ def test_sweep_takes_the_profile_from_the_command_line(tmp_path):
     assert not (tmp_path / "store").exists()
     done = cli(tmp_path, "sweep", "s.yaml", "--profile", "cluster", "-q", "--workers", "1")
     assert done.returncode == 0, done.stdout + done.stderr
+    dry = cli(tmp_path, "sweep", "s.yaml", "--profile", "cluster", "+steps_max=4", "--dry-run")
+    layers = "  config   no base config < profile cluster < parameters < overrides +steps_max=4\n"
+    assert layers in dry.stdout, dry.stdout
     status = json.loads(cli(tmp_path, "status", "s", "--json").stdout)
     assert status["trials"][0]["metrics"]["x"] == 2.5
     assert status["trials"][0]["params"] == {"steps": 2}   # a profile's keys are no parameters
