@@ -237,6 +237,8 @@ ERRORS = [
     ("q-over-the-range", {"parameters/lr": {"distribution": "q_log_uniform_values", "min": 0.001, "max": 0.01,
                                             "q": 1}},
      "parameters.lr.q", "q is larger than the range it quantises: every value q_log_uniform_values draws is 0"),
+    ("q-too-small", {"parameters/lr": {"distribution": "q_uniform", "min": 0, "max": 1.0e308, "q": 1.0e-300}},
+     "parameters.lr.q", "q is too small for the range: a value divided by q is beyond a float"),
     ("q-over-a-uniform", {"parameters/lr": {"distribution": "q_uniform", "min": 0, "max": 1, "q": 5}},
      "parameters.lr.q", "every value q_uniform draws is 0"),
 ]

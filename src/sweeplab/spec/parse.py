@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import shlex
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -226,7 +227,7 @@ class _SpecParser(_WandbWarnings, _Limits):
                           note="W&B warns and runs it, and so does sweeplab", value=dist.kind,
                           expected=f"{_EXPONENT_KINDS[dist.kind]} to give min and max as the values themselves")
         for name, dist in space.params.items():   # `q: 1` over 0.001..0.01: every draw rounds to 0
-            if hasattr(dist, "q") and hasattr(dist, "from_unit") and dist.from_unit(0.0) == dist.from_unit(1.0):
+            if hasattr(dist, "q") and _one_value(dist):
                 self.warn(f"q is larger than the range it quantises: every value {dist.kind} draws is "
                           f"{dist.from_unit(0.0)!r}", f"{space.keys.get(name) or _param_key(raw, name)}.q",
                           note="W&B runs it so, and so does sweeplab", value=dist.q,  # type: ignore[attr-defined]
@@ -247,6 +248,12 @@ class _SpecParser(_WandbWarnings, _Limits):
                         expected="value, values, an int_uniform or a q_uniform range",
                         hint="use values: [...] or method: random",
                     )
+        for name, dist in space.params.items():   # a draw is round(x / q) * q: x / q must be a float
+            if hasattr(dist, "q") and _overflows(dist):
+                raise self.error("q is too small for the range: a value divided by q is beyond a float",
+                                 f"{space.keys.get(name) or _param_key(raw, name)}.q",
+                                 value=dist.q,  # type: ignore[attr-defined]
+                                 expected=f"q of at least max / {sys.float_info.max:.4g}")
         return space
 
     def seed(self, raw: Any) -> int | None:
@@ -429,3 +436,21 @@ def _param_key(raw: Any, name: str) -> str:
         if isinstance(node, Mapping) and isinstance(node.get("parameters"), Mapping):
             return f"parameters.{head}.{_param_key(node['parameters'], rest)}"
     return f"parameters.{name}"
+
+
+def _one_value(dist: Any) -> bool:
+    """A quantised distribution whose every draw is one value (q wider than its range)."""
+    try:
+        return bool(dist.from_unit(0.0) == dist.from_unit(1.0))
+    except (OverflowError, ValueError):   # a q so small the multiples overflow: the grid check names it
+        return False
+
+
+def _overflows(dist: Any) -> bool:
+    """A quantised distribution whose extreme draws cannot be quantised (`q: 1.0e-300` up to 1.0e308)."""
+    try:
+        dist.from_unit(0.0)
+        dist.from_unit(1.0)
+    except (OverflowError, ValueError):
+        return True
+    return False
