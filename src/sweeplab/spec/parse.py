@@ -249,11 +249,15 @@ class _SpecParser(_WandbWarnings, _Limits):
                         hint="use values: [...] or method: random",
                     )
         for name, dist in space.params.items():   # a draw is round(x / q) * q: x / q must be a float
-            if hasattr(dist, "q") and _overflows(dist):
+            where = space.keys.get(name) or _param_key(raw, name)
+            problem = _overflows(dist)
+            if problem == "q":
                 raise self.error("q is too small for the range: a value divided by q is beyond a float",
-                                 f"{space.keys.get(name) or _param_key(raw, name)}.q",
-                                 value=dist.q,  # type: ignore[attr-defined]
+                                 f"{where}.q", value=dist.q,  # type: ignore[attr-defined]
                                  expected=f"q of at least max / {sys.float_info.max:.4g}")
+            if problem == "inf":   # `normal` with sigma: 1e308: its tails are infinite, no value to run
+                raise self.error(f"{dist.kind} draws infinite values: its spread is beyond a float", where,
+                                 value=dist.kind, expected=f"draws within +-{sys.float_info.max:.4g}")
         return space
 
     def seed(self, raw: Any) -> int | None:
@@ -446,11 +450,13 @@ def _one_value(dist: Any) -> bool:
         return False
 
 
-def _overflows(dist: Any) -> bool:
-    """A quantised distribution whose extreme draws cannot be quantised (`q: 1.0e-300` up to 1.0e308)."""
+def _overflows(dist: Any) -> str | None:
+    """"q" for a quantised distribution whose extreme draws cannot be quantised (`q: 1.0e-300` up to 1.0e308),
+    "inf" for one whose extreme draws are infinite (`normal` with `sigma: 1.0e308`), else None."""
+    if not hasattr(dist, "from_unit") or dist.kind in ("categorical", "categorical_w_probabilities", "constant"):
+        return None
     try:
-        dist.from_unit(0.0)
-        dist.from_unit(1.0)
+        ends = [dist.from_unit(0.0), dist.from_unit(1.0)]
     except (OverflowError, ValueError):
-        return True
-    return False
+        return "q" if hasattr(dist, "q") else "inf"
+    return "inf" if any(isinstance(v, float) and not math.isfinite(v) for v in ends) else None
