@@ -89,3 +89,21 @@ def test_a_fork_may_take_another_profile(sweep):
 def test_resume_with_overrides_says_a_resumed_sweep_keeps_its_own(sweep):
     line = one_line_error(cli(sweep, "resume", "s", "steps=5"))
     assert "unexpected extra argument(s) (steps=5)" in line and "keeps the overrides it was started with" in line
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    ("constraints: [{metric: loss, max: 0.1}]\n", "constraints"),
+    ("seed: 12345\n", "seed"),
+], ids=["constraints", "seed"])
+def test_resume_with_a_spec_that_changes_what_judges_the_trials_is_refused(sweep, change, key):
+    # silently taken (constraints: stored trials' feasibility not recomputed) or silently ignored (seed)
+    (sweep / "changed.yaml").write_text(SPEC + change)
+    line = one_line_error(cli(sweep, "resume", "s", "--spec", "changed.yaml", "--trials", "+1"))
+    assert f"changed.yaml: {key}: differs from sweep 's'" in line, line
+
+
+def test_resume_with_another_second_objective_is_refused(sweep):
+    two = SPEC.replace("metric: {name: loss, goal: minimize}", "metric: [{name: loss}, {name: x, goal: maximize}]")
+    (sweep / "two.yaml").write_text(two)
+    line = one_line_error(cli(sweep, "resume", "s", "--spec", "two.yaml", "--trials", "+1"))
+    assert "two.yaml: metric: differs from sweep 's'" in line, line

@@ -61,7 +61,7 @@ def resume(
     if spec_file is not None:
         new = load_spec(spec_file)
         if fork is None:
-            _check_compatible(spec, new, spec_file, sweep_name)
+            _check_compatible(spec, new, spec_file, sweep_name, seed=row["seed"])
         spec = new
     extra = total = None
     if trials is not None:
@@ -199,11 +199,17 @@ def _resume_target(row: Any, spec: Any, backend: Optional[str], address: Optiona
                               "(--backend / --address choose another)")
 
 
-def _check_compatible(old: Any, new: Any, spec_file: Path, sweep: str) -> None:
-    """Only budgets, early stopping, monitors, resources and trial policy may change on resume."""
+def _check_compatible(old: Any, new: Any, spec_file: Path, sweep: str, *, seed: Any = None) -> None:
+    """Only budgets, early stopping, monitors, resources and trial policy may change on resume (the base config
+    and profile are checked by what they hold: `_check_same_config`)."""
+    def goals(spec: Any) -> list[tuple[Any, Any]]:
+        return [(o.name, o.goal) for o in (spec.objectives or (spec.metric,))]
+
     same = [("parameters", old.space.params, new.space.params), ("method", old.method, new.method),
             ("parameters", old.space.conditions, new.space.conditions),
-            ("metric", (old.metric.name, old.metric.goal), (new.metric.name, new.metric.goal)),
+            ("metric", goals(old), goals(new)),   # every objective: the front and the ranks are over them all
+            ("constraints", old.constraints, new.constraints),   # which stored trials are feasible
+            ("seed", seed, seed if new.seed is None else new.seed),   # the sweep's seed is the store's
             ("function", old.function, new.function), ("program", old.program, new.program),
             ("command", old.command, new.command)]
     for key, a, b in same:
