@@ -20,6 +20,12 @@ def load_spec(path: str | Path, *, strict: bool = False, function: str | None = 
     `strict` turns what W&B only warns about into errors; `function` ('train.py:train', the CLI's
     `--function`) runs a W&B file written for `wandb.agent(sweep_id, function=train)`."""
     file = str(path)
+    where, _, fn = file.rpartition(":")
+    if Path(file).suffix == ".py" or (where.endswith(".py") and fn.isidentifier() and not Path(file).exists()):
+        name = fn if where.endswith(".py") else "FUNCTION"
+        raise SpecError("a Python file is not a sweep spec", file=where if where.endswith(".py") else file,
+                        expected="a YAML spec (function: FILE.py:FUNCTION, method, parameters)",
+                        hint=f"`sweeplab run {where if where.endswith('.py') else file}:{name}` runs one trial of it")
     raw = read_yaml(path, what="sweep spec")
     if function is not None and isinstance(raw, Mapping):
         raw = {k: v for k, v in raw.items() if k not in ("program", "command")}
