@@ -242,6 +242,26 @@ def test_an_integer_too_long_to_store_is_refused_before_the_store(tmp_path):
     assert not (tmp_path / "store").exists()
 
 
+def test_a_spec_object_changed_in_python_keeps_its_changes_when_given_a_function(tmp_path):
+    # sl.sweep(load_spec(f).with_overrides(profile="cluster"), fn=...) read the file again: profile and budget lost
+    import dataclasses
+
+    import sweeplab as sl
+    from sweeplab.spec import load_spec
+
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "local.yaml").write_text("x: 1.0\n")
+    (tmp_path / "profiles" / "cluster.yaml").write_text("x: 2.5\n")
+    (tmp_path / "s.yaml").write_text("program: train.py\nmethod: grid\nprofile: local\nmetric: {name: loss}\n"
+                                     "parameters: {steps: {values: [2, 3]}}\n")
+    spec = load_spec(tmp_path / "s.yaml").with_overrides(profile="cluster")
+    spec = spec.with_overrides(budget=dataclasses.replace(spec.budget, trials=1))
+    handle = sl.sweep(spec, fn=f"{TRIALS}:quick", store=tmp_path / "store", workers=1)
+    handle.wait()
+    status = json.loads(cli(tmp_path, "status", handle.name, "--json").stdout)
+    assert [t["metrics"]["x"] for t in status["trials"]] == [2.5], status["trials"]
+
+
 # ------------------------------------------------------------------- OmegaConf interpolation
 
 

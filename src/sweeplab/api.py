@@ -17,6 +17,7 @@ functions (`check_config_files`, `unique_name`, `build_backend`, `record_backend
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -198,7 +199,13 @@ def _as_spec(spec: SweepSpec | Mapping[str, Any] | str | Path, function: str | N
     if isinstance(spec, SweepSpec):
         if function is None:
             return spec
-        spec = spec.raw if spec.source is None else spec.source
+        # its fields as they are now (a `with_overrides(profile=..., budget=...)` included), not its file again
+        raw = {k: v for k, v in spec.to_jsonable().items() if k not in ("program", "command")}
+        raw["function"] = function
+        source = spec.source
+        parsed = parse_spec(raw, file=str(source) if source is not None else "<run_sweep>",
+                            base_dir=source.parent if source is not None else Path.cwd())
+        return dataclasses.replace(parsed, source=source)
     if isinstance(spec, Mapping):
         raw = dict(spec)
         if function is not None:
@@ -310,8 +317,6 @@ def sweep(
     target, ship = shipping(fn, root) if fn is not None else (None, None)
     the_spec = _as_spec(spec, function=target)
     if trials is not None:
-        import dataclasses
-
         the_spec = the_spec.with_overrides(budget=dataclasses.replace(the_spec.budget, trials=trials))
     overrides = override_list(overrides)   # "epochs=5" is one override, not nine
     check_spec(the_spec, overrides)   # bad input writes nothing, not even a shipped function's file
