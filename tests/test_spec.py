@@ -239,6 +239,8 @@ ERRORS = [
      "parameters.lr.q", "q is larger than the range it quantises: every value q_log_uniform_values draws is 0"),
     ("q-too-small", {"parameters/lr": {"distribution": "q_uniform", "min": 0, "max": 1.0e308, "q": 1.0e-300}},
      "parameters.lr.q", "q is too small for the range: a value divided by q is beyond a float"),
+    ("goal-abbreviated", {"metric/goal": "max"}, "metric.goal",
+     "got 'max'; expected minimize or maximize (did you mean 'maximize'?)"),
     ("infinite-normal", {"parameters/lr": {"distribution": "normal", "mu": 0, "sigma": 1.0e308}},
      "parameters.lr", "normal draws infinite values"),
     ("q-over-a-uniform", {"parameters/lr": {"distribution": "q_uniform", "min": 0, "max": 1, "q": 5}},

@@ -156,7 +156,9 @@ class _SpecParser(_WandbWarnings, _Limits):
         goal_raw = raw.get("goal", "minimize")
         if goal_raw not in ("minimize", "maximize"):
             raise self.error("unknown goal", f"{key}.goal", value=goal_raw, expected="minimize or maximize",
-                             hint=_did_you_mean(str(goal_raw), ("minimize", "maximize")))
+                             hint=_did_you_mean(str(goal_raw), ("minimize", "maximize")) or next(
+                                 (f"did you mean {g!r}?" for g in ("minimize", "maximize")
+                                  if str(goal_raw).lower()[:3] == g[:3]), None))   # max, min, Max, MINIMISE
         target = raw.get("target")
         if target is not None and not _is_number(target):
             raise self.error("must be a number", f"{key}.target", value=target, expected="a number")
