@@ -94,10 +94,13 @@ def test_resume_with_overrides_says_a_resumed_sweep_keeps_its_own(sweep):
 @pytest.mark.parametrize(("change", "key"), [
     ("constraints: [{metric: loss, max: 0.1}]\n", "constraints"),
     ("seed: 12345\n", "seed"),
-], ids=["constraints", "seed"])
+    ("target", "metric"),
+], ids=["constraints", "seed", "target"])
 def test_resume_with_a_spec_that_changes_what_judges_the_trials_is_refused(sweep, change, key):
     # silently taken (constraints: stored trials' feasibility not recomputed) or silently ignored (seed)
-    (sweep / "changed.yaml").write_text(SPEC + change)
+    changed = (SPEC.replace("goal: minimize}", "goal: minimize, target: 0.1}") if change == "target"
+               else SPEC + change)
+    (sweep / "changed.yaml").write_text(changed)
     line = one_line_error(cli(sweep, "resume", "s", "--spec", "changed.yaml", "--trials", "+1"))
     assert f"changed.yaml: {key}: differs from sweep 's'" in line, line
 

@@ -203,7 +203,7 @@ def _check_compatible(old: Any, new: Any, spec_file: Path, sweep: str, *, seed: 
     """Only budgets, early stopping, monitors, resources and trial policy may change on resume (the base config
     and profile are checked by what they hold: `_check_same_config`)."""
     def goals(spec: Any) -> list[tuple[Any, Any]]:
-        return [(o.name, o.goal) for o in (spec.objectives or (spec.metric,))]
+        return [(o.name, o.goal, o.target) for o in (spec.objectives or (spec.metric,))]
 
     same = [("parameters", old.space.params, new.space.params), ("method", old.method, new.method),
             ("parameters", old.space.conditions, new.space.conditions),
