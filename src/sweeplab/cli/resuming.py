@@ -202,7 +202,7 @@ def _resume_target(row: Any, spec: Any, backend: Optional[str], address: Optiona
 def _check_compatible(old: Any, new: Any, spec_file: Path, sweep: str, *, seed: Any = None) -> None:
     """Only budgets, early stopping, monitors, resources and trial policy may change on resume (the base config
     and profile are checked by what they hold: `_check_same_config`)."""
-    def goals(spec: Any) -> list[tuple[Any, Any]]:
+    def goals(spec: Any) -> list[tuple[Any, Any, Any]]:
         return [(o.name, o.goal, o.target) for o in (spec.objectives or (spec.metric,))]
 
     same = [("parameters", old.space.params, new.space.params), ("method", old.method, new.method),
