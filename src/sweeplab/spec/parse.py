@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import shlex
 import sys
 from collections.abc import Mapping
@@ -88,7 +89,7 @@ class _SpecParser(_WandbWarnings, _Limits):
             monitors=self.monitors(raw.get("monitors")),
             backend=self.string(raw.get("backend"), "backend") or "local",
             address=self.string(raw.get("address"), "address"),
-            checkpoint_dir=self.string(raw.get("checkpoint_dir"), "checkpoint_dir"),
+            checkpoint_dir=self.checkpoint_dir(raw.get("checkpoint_dir")),
             source=Path(self.file) if self.file and not self.file.startswith("<") else None,
             raw={k: v for k, v in raw.items() if k in _TOP_KEYS},
             ignored=ignored,
@@ -261,6 +262,16 @@ class _SpecParser(_WandbWarnings, _Limits):
                 raise self.error(f"{dist.kind} draws infinite values: its spread is beyond a float", where,
                                  value=dist.kind, expected=f"draws within +-{sys.float_info.max:.4g}")
         return space
+
+    def checkpoint_dir(self, raw: Any) -> str | None:
+        """A path or fsspec URL, as written (`~` is the home directory). `$SCRATCH/ckpt` is refused: nothing
+        expands it, so the checkpoints went to a directory named `$SCRATCH` in the working directory."""
+        text = self.string(raw, "checkpoint_dir")
+        if text is not None and _ENV_REFERENCE.search(text):
+            raise self.error("environment variables are not expanded here", "checkpoint_dir", value=text,
+                             expected="the path itself, e.g. /scratch/me/ckpt or s3://bucket/ckpt (~ is expanded)",
+                             hint="a path that differs per machine: one spec per machine, or --spec on resume")
+        return text
 
     def seed(self, raw: Any) -> int | None:
         """An int in [0, 2**32 - 1]: NumPy's and Optuna's samplers take no larger seed (a larger one failed
@@ -442,6 +453,9 @@ def _param_key(raw: Any, name: str) -> str:
         if isinstance(node, Mapping) and isinstance(node.get("parameters"), Mapping):
             return f"parameters.{head}.{_param_key(node['parameters'], rest)}"
     return f"parameters.{name}"
+
+
+_ENV_REFERENCE = re.compile(r"\$(?:\{[^}]*\}|[A-Za-z_])")   # $SCRATCH, ${SCRATCH}, ${oc.env:SCRATCH}
 
 
 def _one_value(dist: Any) -> bool:
