@@ -110,3 +110,17 @@ def test_resume_with_another_second_objective_is_refused(sweep):
     (sweep / "two.yaml").write_text(two)
     line = one_line_error(cli(sweep, "resume", "s", "--spec", "two.yaml", "--trials", "+1"))
     assert "two.yaml: metric: differs from sweep 's'" in line, line
+
+
+def test_a_fork_whose_spec_searches_a_key_the_sweep_overrode_is_refused(tmp_path):
+    # the fork keeps the sweep's overrides: `steps=2` won over the sampled steps while the store recorded them
+    (tmp_path / "base.yaml").write_text("steps: 3\nx: 1.0\n")
+    head = f"function: {TRIALS}:quick\nmethod: grid\nmetric: {{name: loss}}\nconfig: base.yaml\n"
+    (tmp_path / "a.yaml").write_text(head + "parameters: {x: {values: [1.0]}}\n")
+    (tmp_path / "b.yaml").write_text(head + "parameters: {x: {values: [1.0]}, steps: {values: [4, 5]}}\n")
+    done = cli(tmp_path, "sweep", "a.yaml", "--name", "a", "steps=2", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    before = (tmp_path / "store" / "store.db").read_bytes()
+    line = one_line_error(cli(tmp_path, "resume", "a", "--spec", "b.yaml", "--fork", "b"))
+    assert "override 'steps=2' sets the sweep parameter 'steps'" in line and "a fork keeps" in line, line
+    assert (tmp_path / "store" / "store.db").read_bytes() == before

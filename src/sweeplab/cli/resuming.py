@@ -84,6 +84,15 @@ def resume(
     _check_spec(spec, list(meta.get("overrides") or []), new_sweep=False)   # accepted at its creation
     if fork is None:
         _check_same_config(st, row, spec, list(meta.get("overrides") or []))
+    else:   # the fork keeps the old sweep's overrides: one of a key the new spec searches would win in every trial
+        from sweeplab.config import check_overrides_against_parameters
+        from sweeplab.errors import ConfigError
+
+        try:
+            check_overrides_against_parameters(list(meta.get("overrides") or []), list(spec.space.params))
+        except ConfigError as exc:
+            raise UserError(f"--fork: {exc} (the override is sweep {sweep_name!r}'s, which a fork keeps: start "
+                            f"the new sweep with `sweeplab sweep {spec_file}` and the overrides it needs)") from None
     if fork is not None and name_taken(st, fork):
         from sweeplab.store.layout import safe_name
 
