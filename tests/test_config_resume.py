@@ -123,4 +123,9 @@ def test_a_fork_whose_spec_searches_a_key_the_sweep_overrode_is_refused(tmp_path
     before = (tmp_path / "store" / "store.db").read_bytes()
     line = one_line_error(cli(tmp_path, "resume", "a", "--spec", "b.yaml", "--fork", "b"))
     assert "override 'steps=2' sets the sweep parameter 'steps'" in line and "a fork keeps" in line, line
+    # a command trial never sees the config: the kept override would be silently ignored
+    (tmp_path / "c.yaml").write_text("command: [python3, -c, 'print(1)']\nmethod: grid\nmetric: {name: loss}\n"
+                                     "parameters: {x: {values: [1.0]}}\n")
+    line = one_line_error(cli(tmp_path, "resume", "a", "--spec", "c.yaml", "--fork", "c"))
+    assert "override 'steps=2' would be ignored: a command trial gets" in line, line
     assert (tmp_path / "store" / "store.db").read_bytes() == before

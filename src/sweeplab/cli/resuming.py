@@ -85,11 +85,14 @@ def resume(
     if fork is None:
         _check_same_config(st, row, spec, list(meta.get("overrides") or []))
     else:   # the fork keeps the old sweep's overrides: one of a key the new spec searches would win in every trial
-        from sweeplab.config import check_overrides_against_parameters
+        from sweeplab.config import check_config_reaches_trials, check_overrides_against_parameters
         from sweeplab.errors import ConfigError
 
         try:
-            check_overrides_against_parameters(list(meta.get("overrides") or []), list(spec.space.params))
+            kept = list(meta.get("overrides") or [])
+            check_overrides_against_parameters(kept, list(spec.space.params))
+            check_config_reaches_trials(function_trials=spec.is_function, config=None, profile=None,
+                                        overrides=kept)   # a command trial would silently ignore them
         except ConfigError as exc:
             raise UserError(f"--fork: {exc} (the override is sweep {sweep_name!r}'s, which a fork keeps: start "
                             f"the new sweep with `sweeplab sweep {spec_file}` and the overrides it needs)") from None
