@@ -108,7 +108,7 @@ def test_bad_config_or_profile_is_one_line_exit_2_and_no_store(tmp_path, entry, 
 
 DRY_RUN_REFUSED = {
     # what the real run refuses before it writes anything, --dry-run refuses too (it said "valid", exit 0)
-    "unknown-backend": ("backend: nope\n", [], "unknown backend 'nope'"),
+    "unknown-backend": ("backend: nope\n", [], "s.yaml: backend: unknown backend; got 'nope'; expected local or ray"),
     "too-many-workers": ("resources: {cpus: 100000}\n", [], "CPUs but this machine has"),
     "unknown-backend-option": ("", ["--backend", "nope"], "--backend: unknown backend 'nope'"),
 }
@@ -379,3 +379,17 @@ def test_stop_signals_the_recorded_driver_whatever_its_command_line(tmp_path, ca
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["sweep", "train.py:train"], "error: train.py: a Python file is not a sweep spec; expected a YAML spec"),
+    (["sweep", "train.py"], "`sweeplab run train.py:FUNCTION` runs one trial of it"),
+    (["run", "s.yaml"], "error: s.yaml: `sweeplab run` runs one trial of a function (train.py:train); a sweep spec "
+                        "is run by `sweeplab sweep s.yaml`"),
+], ids=["sweep-function", "sweep-py-file", "run-spec"])
+def test_a_file_given_to_the_other_command_says_which_command_takes_it(tmp_path, args, fragment):
+    # `sweeplab sweep train.py` read Python as YAML: "invalid YAML: mapping values are not allowed here"
+    write(tmp_path / "train.py", "def train(config, run):\n    return {'loss': 1.0}\n")
+    write(tmp_path / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
+    assert_one_line_error(cli(tmp_path, *args), fragment)
+    assert not (tmp_path / "store").exists()

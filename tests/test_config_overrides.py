@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,8 @@ TRIALS = Path(__file__).resolve().parent / "fixtures" / "trials.py"
         ("x='a #b'", "a #b"),
         ("n=1_000", 1000),
         ("n=0x1F", 31),
+        ("p=line 1\nline 2, and more\n\nline 4", "line 1\nline 2, and more\n\nline 4"),   # YAML: 'line 1 line 2...'
+        ("p=a\r\nb", "a\r\nb"),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )
@@ -156,6 +159,16 @@ def test_strict_overrides_refuse_unknown_keys_with_a_hint(override, fragment):
     assert apply_overrides(base, [override])   # not strict: added, as before
 
 
+def test_keys_in_any_script_or_starting_with_a_digit_are_overridden():
+    # the config may have them (its keys are the text written); a key no override could name was refused
+    base = {"clé": 1, "β1": 0.9, "2nd_stage": {"lr": 0.1}, "0": "a", "model-name": "m"}
+    out = apply_overrides(base, ["clé=2", "β1=0.99", "2nd_stage.lr=0.2", "0=b", "model-name=n"], strict=True)
+    assert out == {"clé": 2, "β1": 0.99, "2nd_stage": {"lr": 0.2}, "0": "b", "model-name": "n"}
+    for bad in ("-x=1", "a.-b=1", "a..b=1", "a b=1", "a/b=1"):
+        with pytest.raises(ConfigError, match="not a dotted name"):
+            parse_override(bad)
+
+
 def test_list_items_are_set_by_index():
     base = {"layers": [{"size": 1}, {"size": 2}], "dims": [1, 2]}
     assert apply_overrides(base, ["layers.1.size=3", "dims.0=9"], strict=True) == {
@@ -173,6 +186,80 @@ def test_run_with_a_config_refuses_a_typo_and_takes_hydra_prefixes(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     best = json.loads(cli(tmp_path, "best", "run-trials", "--json").stdout)
     assert best["metrics"]["x"] == 2.5 and best["metrics"]["loss"] == pytest.approx(1 / 3)   # steps: default 3
+
+
+def test_a_hydra_mapping_without_spaces_is_an_error_not_keys_with_colons(tmp_path):
+    # Hydra reads `model={hidden:4,act:gelu}` as a mapping; YAML as the keys 'hidden:4' and 'act:gelu', both null
+    (tmp_path / "base.yaml").write_text("steps: 2\nmodel: {hidden: 64, act: relu}\n")
+    line = one_line_error(cli(tmp_path, "run", f"{TRIALS}:quick", "--config", "base.yaml", "model={hidden:4,act:gelu}"))
+    assert "override 'model'" in line and "'hidden:4' in {...} reads as a key with no value" in line, line
+    assert "'hidden: 4'" in line
+    assert not (tmp_path / "store").exists()
+    assert parse_override("model={hidden: 4, act: gelu}")[1] == {"hidden": 4, "act": "gelu"}
+    assert parse_override('model={"hidden":4}')[1] == {"hidden": 4}
+
+
+def test_config_keys_are_the_text_written_so_overrides_reach_them(tmp_path):
+    # YAML made `on:` the key True ('true' once stored as JSON) and `1:` the key 1, which `class_weights.1=2`
+    # did not reach: refused as unknown ("did you mean 'class_weights.1'?"), or with ++ stored as a second "1"
+    (tmp_path / "base.yaml").write_text("steps: 2\nclass_weights: {0: 1.0, 1: 5.0}\naugment: {on: true, ~: 1}\n")
+    assert load_yaml_mapping(tmp_path / "base.yaml") == {
+        "steps": 2, "class_weights": {"0": 1.0, "1": 5.0}, "augment": {"on": True, "~": 1}}
+    done = cli(tmp_path, "run", f"{TRIALS}:quick", "--config", "base.yaml", "class_weights.1=2.0", "augment.on=false",
+               "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(f"file:{tmp_path / 'store' / 'store.db'}?mode=ro", uri=True) as db:
+        (stored,) = db.execute("SELECT config FROM trials").fetchone()
+    assert json.loads(stored) == {"steps": 2, "class_weights": {"0": 1.0, "1": 2.0},
+                                  "augment": {"on": False, "~": 1}}
+    assert stored.count('"1"') == 1, stored
+    assert parse_override("x={on: 1, 2: b}")[1] == {"on": 1, "2": "b"}
+
+
+def test_python_api_takes_one_override_as_a_string_and_refuses_a_mapping(tmp_path):
+    # sl.sweep(spec, overrides="steps=2") was read one character at a time: "override has no value; got 's'"
+    import sweeplab as sl
+
+    (tmp_path / "base.yaml").write_text("steps: 3\nx: 0.5\n")
+    spec = {"function": f"{TRIALS}:quick", "method": "grid", "config": str(tmp_path / "base.yaml"),
+            "metric": {"name": "loss", "goal": "minimize"}}
+    outcome = sl.run_sweep(spec, store=tmp_path / "store", overrides="steps=2", workers=1)
+    assert outcome.exit_code == 0
+    handle = sl.sweep(spec, store=tmp_path / "store", overrides=None, workers=1)
+    handle.wait()
+    assert handle.best["metrics"]["loss"] == pytest.approx(1 / 3)
+    with sqlite3.connect(f"file:{tmp_path / 'store' / 'store.db'}?mode=ro", uri=True) as db:
+        configs = [json.loads(c) for (c,) in db.execute("SELECT config FROM trials ORDER BY id")]
+    assert configs == [{"steps": 2, "x": 0.5}, {"steps": 3, "x": 0.5}]
+    with pytest.raises(ConfigError, match=r"not a mapping.*expected a list like \['steps=2'\]"):
+        sl.sweep(spec, store=tmp_path / "store", overrides={"steps": 2})
+
+
+def test_an_integer_too_long_to_store_is_refused_before_the_store(tmp_path):
+    # `x=0xfff...` read, then the driver crashed storing the trial's config: exit 1, a stopped sweep in the store
+    line = one_line_error(cli(tmp_path, "run", f"{TRIALS}:quick", "x=0x" + "f" * 5000))
+    assert "cannot read the value of override 'x'" in line and "decimal digits cannot be stored" in line
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_spec_object_changed_in_python_keeps_its_changes_when_given_a_function(tmp_path):
+    # sl.sweep(load_spec(f).with_overrides(profile="cluster"), fn=...) read the file again: profile and budget lost
+    import dataclasses
+
+    import sweeplab as sl
+    from sweeplab.spec import load_spec
+
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "local.yaml").write_text("x: 1.0\n")
+    (tmp_path / "profiles" / "cluster.yaml").write_text("x: 2.5\n")
+    (tmp_path / "s.yaml").write_text("program: train.py\nmethod: grid\nprofile: local\nmetric: {name: loss}\n"
+                                     "parameters: {steps: {values: [2, 3]}}\n")
+    spec = load_spec(tmp_path / "s.yaml").with_overrides(profile="cluster")
+    spec = spec.with_overrides(budget=dataclasses.replace(spec.budget, trials=1))
+    handle = sl.sweep(spec, fn=f"{TRIALS}:quick", store=tmp_path / "store", workers=1)
+    handle.wait()
+    status = json.loads(cli(tmp_path, "status", handle.name, "--json").stdout)
+    assert [t["metrics"]["x"] for t in status["trials"]] == [2.5], status["trials"]
 
 
 # ------------------------------------------------------------------- OmegaConf interpolation
@@ -240,6 +327,9 @@ def test_sweep_takes_the_profile_from_the_command_line(tmp_path):
     assert not (tmp_path / "store").exists()
     done = cli(tmp_path, "sweep", "s.yaml", "--profile", "cluster", "-q", "--workers", "1")
     assert done.returncode == 0, done.stdout + done.stderr
+    dry = cli(tmp_path, "sweep", "s.yaml", "--profile", "cluster", "+steps_max=4", "--dry-run")
+    layers = "  config   no base config < profile cluster < parameters < overrides +steps_max=4\n"
+    assert layers in dry.stdout, dry.stdout
     status = json.loads(cli(tmp_path, "status", "s", "--json").stdout)
     assert status["trials"][0]["metrics"]["x"] == 2.5
     assert status["trials"][0]["params"] == {"steps": 2}   # a profile's keys are no parameters

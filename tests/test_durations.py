@@ -14,7 +14,7 @@ import pytest
 from sweeplab.checkpoint import CheckpointPolicy
 from sweeplab.errors import SpecError
 from sweeplab.monitors import parse_monitors
-from sweeplab.spec import parse_spec
+from sweeplab.spec import parse_duration, parse_spec
 
 BASE: dict[str, Any] = {"function": "m:f", "method": "grid", "parameters": {"x": {"values": [1]}}}
 
@@ -64,3 +64,11 @@ def test_every_site_refuses_the_same_mistakes_naming_the_key(site: str, text: st
     assert info.value.key is not None
     assert repr(text) in str(info.value)
     assert "duration" in str(info.value)
+
+
+@pytest.mark.parametrize(("text", "hint"), [("01:30:00", "write 1h30m0s"), ("1:30", "write 1h30m or 1m30s")])
+def test_a_clock_time_is_refused_with_the_duration_to_write(text: str, hint: str) -> None:
+    # SLURM users write --time=01:30:00; it was "missing duration unit"
+    with pytest.raises(SpecError, match="a clock time is not a duration here") as info:
+        parse_duration(text, key="budget.time")
+    assert hint in str(info.value)

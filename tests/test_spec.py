@@ -234,6 +234,21 @@ ERRORS = [
     ("wandb-launch-job", {"job": "entity/project/job:v0"}, "job", "W&B Launch jobs are not supported"),
     ("wandb-multi-metric", {"metrics": [{"name": "a"}, {"name": "b"}]}, "metrics", "multi-objective"),
     ("config-type", {"config": 3}, "config", "must be a non-empty string"),
+    ("q-over-the-range", {"parameters/lr": {"distribution": "q_log_uniform_values", "min": 0.001, "max": 0.01,
+                                            "q": 1}},
+     "parameters.lr.q", "q is larger than the range it quantises: every value q_log_uniform_values draws is 0"),
+    ("q-too-small", {"parameters/lr": {"distribution": "q_uniform", "min": 0, "max": 1.0e308, "q": 1.0e-300}},
+     "parameters.lr.q", "q is too small for the range: a value divided by q is beyond a float"),
+    ("goal-abbreviated", {"metric/goal": "max"}, "metric.goal",
+     "got 'max'; expected minimize or maximize (did you mean 'maximize'?)"),
+    ("checkpoint-dir-env", {"checkpoint_dir": "$SCRATCH/ckpt"}, "checkpoint_dir",
+     "environment variables are not expanded here; got '$SCRATCH/ckpt'"),
+    ("checkpoint-dir-braces", {"checkpoint_dir": "${oc.env:SCRATCH}/ckpt"}, "checkpoint_dir",
+     "environment variables are not expanded here"),
+    ("infinite-normal", {"parameters/lr": {"distribution": "normal", "mu": 0, "sigma": 1.0e308}},
+     "parameters.lr", "normal draws infinite values"),
+    ("q-over-a-uniform", {"parameters/lr": {"distribution": "q_uniform", "min": 0, "max": 1, "q": 5}},
+     "parameters.lr.q", "every value q_uniform draws is 0"),
 ]
 
 
@@ -305,6 +320,9 @@ def test_load_spec_file_errors_name_the_file(tmp_path, name, content, fragment):
         ({"trial/torch_profiler": True}, lambda s: s.trial.torch_profiler == {}),
         ({"trial/torch_profiler": {"active": 3}}, lambda s: s.trial.torch_profiler == {"active": 3}),
         ({"budget/gpu_hours": "90m"}, lambda s: s.budget.gpu_hours == 1.5),
+        # a number as text is hours there too, as the number is (not the duration grammar's seconds: 1/3600 of it)
+        ({"budget/gpu_hours": "4", "budget/cpu_hours": " 1.5 "},
+         lambda s: s.budget.gpu_hours == 4.0 and s.budget.cpu_hours == 1.5),
         ({"metric/impute_while_running": False}, lambda s: s.metric.impute_while_running is None),
         ({"metric/impute_while_running": "best"}, lambda s: s.metric.impute_while_running == "best"),
         ({"early_terminate": {"type": "hyperband", "max_iter": 27, "s": 2}},
@@ -328,7 +346,7 @@ def test_load_spec_file_errors_name_the_file(tmp_path, name, content, fragment):
     ids=[
         "run-cap-equal", "run-cap-alone", "fractional-gpu", "whole-gpus", "multi-worker",
         "checkpoint-steps", "checkpoint-steps-text", "checkpoint-duration", "checkpoint-auto",
-        "heartbeat-off", "profiler-true", "profiler-mapping", "gpu-hours-duration",
+        "heartbeat-off", "profiler-true", "profiler-mapping", "gpu-hours-duration", "hours-as-text",
         "impute-running-false", "impute-running-best", "hyperband-max-iter", "median-own-metric",
         "function-file", "function-method", "command-executable", "command-module",
         "command-string", "command-number-item", "envvar-macro", "wandb-ignored", "sobol-without-metric",
@@ -562,3 +580,17 @@ def test_trial_preload_that_is_not_module_names_is_an_error_naming_the_key(raw):
     base = {"function": "t.py:f", "method": "random", "parameters": {"x": {"min": 0, "max": 1}}}
     with pytest.raises(SpecError, match=r"s\.yaml: trial\.preload: is not a list of module names; got .*expected"):
         parse_spec({**base, "trial": {"preload": raw}}, file="s.yaml")
+
+
+def test_an_unknown_backend_in_the_spec_names_the_file_and_key_not_the_option(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "s.yaml").write_text("function: train.py:train\nmethod: grid\nbackend: rya\n")
+    (tmp_path / "train.py").write_text("def train(config, run):\n    return {}\n")
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "s.yaml", "--store", "st"], cwd=tmp_path,
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 2, cp.stderr
+    assert cp.stderr.strip() == ("error: s.yaml: backend: unknown backend; got 'rya'; expected local or ray "
+                                 "(did you mean 'ray'?)"), cp.stderr
+    assert not (tmp_path / "st").exists()

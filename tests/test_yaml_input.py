@@ -69,6 +69,8 @@ BAD = [
     ("bad-float-tag", HEAD + "parameters:\n  lr: {values: [!!float fast]}\n", "parameters.lr.values[0]",
      ["cannot read 'fast' as !!float"]),
     ("unhashable-key", HEAD + "? [a, b]\n: 1\n", None, ["line 3", "unhashable key"]),
+    ("flow-key-without-space", HEAD + "parameters: {lr: {values: [1]}}\nentity: {team:ml}\n", "entity.team:ml",
+     ["line 4, column 10", "'team:ml' in {...} reads as a key with no value", "expected 'team: ml'"]),
 ]
 
 
@@ -175,6 +177,19 @@ def test_loading_stays_safe():
     with pytest.raises(YAMLInputError, match="unsupported YAML tag"):
         yaml_load("!!python/object/new:os.system [echo hacked]")
     assert yaml_load("lr: 1e-3\nwhen: 2024-01-02\n")["lr"] == 0.001
+
+
+def test_a_colon_inside_a_flow_key_is_fine_when_quoted_or_given_a_value():
+    assert yaml_load('{"a":1, b: c:d, "e:f": 2, t: 12:30}') == {"a": 1, "b": "c:d", "e:f": 2, "t": "12:30"}
+    assert yaml_load("a:b: 1\nurl: http://x\n") == {"a:b": 1, "url": "http://x"}   # block style: as written
+
+
+def test_an_integer_too_long_to_store_is_refused_in_any_base():
+    # a hexadecimal one passed (it reads fast), then every json.dumps of it failed: the driver crashed mid-sweep
+    for text in ("x: 0x" + "f" * 5000, "x: 0b" + "1" * 20000, "x: " + "9" * 5000):
+        with pytest.raises(YAMLInputError, match="x: |cannot read"):
+            yaml_load(text)
+    assert yaml_load("x: 0x" + "f" * 1000)["x"] == 16 ** 1000 - 1
 
 
 def test_refusals_are_yaml_errors_for_overrides_too():

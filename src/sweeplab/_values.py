@@ -96,6 +96,12 @@ def parse_duration(
             raise bad("empty duration")
         if s.startswith("-"):
             raise bad("a duration cannot be negative")
+        clock = re.fullmatch(r"(\d+):(\d\d)(?::(\d\d))?", s)
+        if clock:   # SLURM's 01:30:00; 1:30 is 1 h 30 min there, and 1 min 30 s elsewhere
+            h, m, sec = clock.group(1), clock.group(2), clock.group(3)
+            raise bad("a clock time is not a duration here",
+                      f"write {int(h)}h{int(m)}m{int(sec)}s" if sec is not None else
+                      f"write {int(h)}h{int(m)}m or {int(h)}m{int(m)}s")
         pos, seconds, parts = 0, 0.0, 0
         for match in _DURATION_PART.finditer(s):
             if match.start() != pos:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "YAMLInputError",
     "read_yaml",
+    "too_long_for_json",
     "yaml_load",
 ]
 
@@ -46,6 +48,7 @@ MAX_DEPTH = 100
 MAX_ALIAS_NODES = 100_000
 
 _MERGE = "tag:yaml.org,2002:merge"
+_STR = "tag:yaml.org,2002:str"
 _STD_TAG = "tag:yaml.org,2002:"
 
 
@@ -94,8 +97,9 @@ def _child_path(parent: str, index: Any) -> str:
 class _Loader(yaml.SafeLoader):
     """SafeLoader with limits and duplicate-key detection (see the module docstring)."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, *, keys_as_text: bool = False) -> None:
         super().__init__(stream)
+        self._keys_as_text = keys_as_text  # configs: `on:`, `7:`, `~:` are the keys 'on', '7', '~' (see yaml_load)
         self._paths: list[str] = [""]     # key paths of the nodes being composed, root first
         self._alias_nodes = 0              # nodes that aliases stand for, in all
         # by id(node), for the nodes of this document (alive as long as the loader):
@@ -163,12 +167,45 @@ class _Loader(yaml.SafeLoader):
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> Any:  # type: ignore[override]
         try:
+            if self._keys_as_text:
+                self._text_keys(self._own_keys.get(id(node), [key for key, _ in node.value]))
             self._check_duplicates(node)
+            self._check_flow_keys(node)
             return super().construct_mapping(node, deep=deep)
         except YAMLInputError:
             raise
         except Exception as exc:
             raise self._value_error(node, exc) from None
+
+    def flatten_mapping(self, node: MappingNode) -> None:
+        super().flatten_mapping(node)
+        if self._keys_as_text:   # the keys a merge `<<: *defaults` brought in, too
+            self._text_keys([key for key, _ in node.value])
+
+    @staticmethod
+    def _text_keys(keys: list[Node]) -> None:
+        """Plain scalar keys read as the text they are written as: JSON (how a config is stored and reaches a
+        trial) has text keys only, so YAML's `on:` would become 'true' there and `7:` the key 7 that no
+        override `x.7=...` reaches (it would add a second '7')."""
+        for key in keys:
+            if isinstance(key, ScalarNode) and key.style is None and key.tag not in (_STR, _MERGE):
+                key.tag = _STR
+
+    def _check_flow_keys(self, node: MappingNode) -> None:
+        """`{hidden:64}` (Hydra's and JSON's way) is, to YAML, the key 'hidden:64' with no value: refused, with
+        how to write it, rather than a config whose keys are silently 'hidden:64' and null."""
+        if not node.flow_style:
+            return
+        for key_node, value_node in node.value:
+            if (isinstance(key_node, ScalarNode) and key_node.style is None and ":" in key_node.value
+                    and isinstance(value_node, ScalarNode) and value_node.tag == _STD_TAG + "null"
+                    and value_node.value == ""):
+                name, _, value = key_node.value.partition(":")
+                path = _child_path(self._path.get(id(node), ""), key_node)
+                raise YAMLInputError(
+                    f"{key_node.value!r} in {{...}} reads as a key with no value: YAML needs a space after ':'",
+                    key=_short_path(path), mark=key_node.start_mark,
+                    expected=f"'{name}: {value}' (a space after the colon), or quotes for a key with a colon")
 
     def _check_duplicates(self, node: MappingNode) -> None:
         seen: dict[Any, Node] = {}
@@ -198,7 +235,8 @@ class _Loader(yaml.SafeLoader):
                                   "null); tags such as !!python/... are never read")
         problem = getattr(exc, "problem", None) or " ".join(str(exc).split()) or type(exc).__name__
         if isinstance(node, ScalarNode):
-            return YAMLInputError(f"cannot read {node.value!r} as {_tag_name(tag)}: {problem}", key=path,
+            text = node.value if len(node.value) <= 60 else f"{node.value[:40]}...({len(node.value):,} characters)"
+            return YAMLInputError(f"cannot read {text!r} as {_tag_name(tag)}: {problem}", key=path,
                                   mark=getattr(exc, "problem_mark", None) or node.start_mark)
         return YAMLInputError(str(problem), key=path, mark=getattr(exc, "problem_mark", None) or node.start_mark)
 
@@ -218,7 +256,18 @@ def _construct_int(loader: yaml.SafeLoader, node: Any) -> int:
     text = str(loader.construct_scalar(node)).replace("_", "")
     sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text.lstrip("+"))
     base = {"0b": 2, "0o": 8, "0x": 16}.get(digits[:2].lower(), 10)
-    return sign * int(digits[2:] if base != 10 else digits, base)
+    value = sign * int(digits[2:] if base != 10 else digits, base)
+    if too_long_for_json(value):
+        raise ValueError(f"an integer of more than {sys.get_int_max_str_digits()} decimal digits cannot be stored "
+                         "(as JSON)")
+    return value
+
+
+def too_long_for_json(value: int) -> bool:
+    """An int Python will not write in decimal (`sys.get_int_max_str_digits()`), so `json.dumps` fails on it:
+    `0x` and 5,000 `f`s read fast, then storing the config that holds it crashed the driver."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()
+    return bool(limit) and value.bit_length() > limit * 3.3219   # log2(10) bits per digit
 
 
 def _construct_float(loader: yaml.SafeLoader, node: Any) -> float:
@@ -238,9 +287,13 @@ _Loader.add_implicit_resolver(_STD_TAG + "int", _INT, list("-+0123456789"))     
 _Loader.add_implicit_resolver(_STD_TAG + "float", _FLOAT, list("-+0123456789."))
 
 
-def yaml_load(text: str) -> Any:
-    """Parse YAML text safely (no Python objects are ever built); YAMLInputError for refused documents."""
-    loader = _Loader(text)
+def yaml_load(text: str, *, keys_as_text: bool = False) -> Any:
+    """Parse YAML text safely (no Python objects are ever built); YAMLInputError for refused documents.
+
+    `keys_as_text`: a mapping key is the text it is written as (`on:` the key 'on', not True; `7:` '7'), as
+    configs need: they are stored and reach trials as JSON, whose keys are text. A spec keeps YAML's keys,
+    which `when:` compares with its parameter's values (`when: {2: ...}`)."""
+    loader = _Loader(text, keys_as_text=keys_as_text)
     try:
         return loader.get_single_data()
     finally:
@@ -257,7 +310,7 @@ def _decode(data: bytes, file: str, what: str, error: type[SpecError]) -> str:
                     "UTF-8 text", file=file, expected=f"a UTF-8 encoded {what} file") from None
 
 
-def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError) -> Any:
+def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError, keys_as_text: bool = False) -> Any:
     """Read and parse a YAML file; `error` (SpecError or ConfigError) names the file, the key path and the line."""
     file = str(path)
     try:
@@ -272,7 +325,7 @@ def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError
                     expected=f"a {what} file of at most {MAX_FILE_BYTES:,} bytes")
     text = _decode(data, file, what, error)
     try:
-        return yaml_load(text)
+        return yaml_load(text, keys_as_text=keys_as_text)
     except YAMLInputError as exc:
         raise error(exc.located, file=file, key=exc.key, expected=exc.expected) from None
     except yaml.reader.ReaderError as exc:

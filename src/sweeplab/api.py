@@ -17,6 +17,7 @@ functions (`check_config_files`, `unique_name`, `build_backend`, `record_backend
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -53,6 +54,9 @@ def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: boo
 
     For a new sweep, an override may not set a sweep parameter, and with a base config its key must exist
     (`+key=` adds one); a resumed sweep's overrides were accepted when it was created (`new_sweep=False`)."""
+    from sweeplab.config import override_list
+
+    overrides = override_list(overrides)
     check_config_files(spec)
     _check_function_file(spec)
     if new_sweep:
@@ -141,9 +145,18 @@ def default_name(spec: SweepSpec) -> str:
 
 def backend_name(spec: SweepSpec, backend: str | None = None) -> str:
     """The registry name a sweep runs on (`backend`, else the spec's, else local); a UserError if unknown."""
-    from sweeplab.backends import backend_factory
+    from sweeplab.backends import BACKENDS, backend_factory
 
     kind = backend or getattr(spec, "backend", None) or "local"
+    if backend is None and kind not in BACKENDS:   # the spec's `backend:`: named as a mistake in the spec file
+        import difflib
+
+        from sweeplab.errors import SpecError
+
+        close = difflib.get_close_matches(str(kind), list(BACKENDS), n=1)
+        raise SpecError("unknown backend", file=str(spec.source) if spec.source else None, key="backend",
+                        value=kind, expected=" or ".join(BACKENDS),
+                        hint=f"did you mean {close[0]!r}?" if close else None)
     backend_factory(kind)
     return kind
 
@@ -186,7 +199,13 @@ def _as_spec(spec: SweepSpec | Mapping[str, Any] | str | Path, function: str | N
     if isinstance(spec, SweepSpec):
         if function is None:
             return spec
-        spec = spec.raw if spec.source is None else spec.source
+        # its fields as they are now (a `with_overrides(profile=..., budget=...)` included), not its file again
+        raw = {k: v for k, v in spec.to_jsonable().items() if k not in ("program", "command")}
+        raw["function"] = function
+        source = spec.source
+        parsed = parse_spec(raw, file=str(source) if source is not None else "<run_sweep>",
+                            base_dir=source.parent if source is not None else Path.cwd())
+        return dataclasses.replace(parsed, source=source)
     if isinstance(spec, Mapping):
         raw = dict(spec)
         if function is not None:
@@ -223,11 +242,13 @@ def run_sweep(
     Bad input raises a UserError (SpecError, ConfigError) before anything is written to the store. The
     outcome's `exit_code` is what the CLI would exit with (0 finished, 1 failed, 2 bad input).
     """
+    from sweeplab.config import override_list
     from sweeplab.driver import Driver
     from sweeplab.store import Store, default_store_dir
 
     refuse_in_trial_import()
     the_spec = _as_spec(spec)
+    overrides = override_list(overrides)   # "epochs=5" is one override, not nine
     check_spec(the_spec, overrides)
     backend = backend_name(the_spec, backend)   # a typo is refused before the store is opened
     root = Path(store) if store is not None else default_store_dir()
@@ -287,6 +308,7 @@ def sweep(
     Bad input (spec, config files, a trial function that cannot be sent to workers) raises before the
     sweep is created. Blocking, Ctrl-C stops the sweep as in the CLI (resumable with `sweeplab resume NAME`).
     """
+    from sweeplab.config import override_list
     from sweeplab.notebook import Progress, shipping
     from sweeplab.store import default_store_dir
 
@@ -295,9 +317,8 @@ def sweep(
     target, ship = shipping(fn, root) if fn is not None else (None, None)
     the_spec = _as_spec(spec, function=target)
     if trials is not None:
-        import dataclasses
-
         the_spec = the_spec.with_overrides(budget=dataclasses.replace(the_spec.budget, trials=trials))
+    overrides = override_list(overrides)   # "epochs=5" is one override, not nine
     check_spec(the_spec, overrides)   # bad input writes nothing, not even a shipped function's file
     check_backend_plan(the_spec, workers=workers, backend=backend)
     if ship is not None:

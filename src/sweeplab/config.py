@@ -37,6 +37,7 @@ __all__ = [
     "find_profile",
     "load_base_config",
     "load_yaml_mapping",
+    "override_list",
     "parse_override",
     "profile_search_path",
     "resolve_config",
@@ -52,7 +53,7 @@ __all__ = [
 def _yaml_scalar(text: str) -> Any:
     from sweeplab._yaml import yaml_load
 
-    return yaml_load(text)
+    return yaml_load(text, keys_as_text=True)
 
 
 def load_yaml_mapping(path: str | Path, *, what: str = "config") -> dict[str, Any]:
@@ -60,7 +61,7 @@ def load_yaml_mapping(path: str | Path, *, what: str = "config") -> dict[str, An
     from sweeplab._yaml import read_yaml
 
     file = str(path)
-    data = read_yaml(path, what=what, error=ConfigError)
+    data = read_yaml(path, what=what, error=ConfigError, keys_as_text=True)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -198,7 +199,9 @@ def _plain(value: Any) -> Any:
 
 # ---------------------------------------------------------------------------- merge and overrides
 
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_][A-Za-z0-9_\-]*)*$")
+# a part of a dotted key: letters (any script), digits, `_` and `-`: `clé`, `β1`, `2nd_stage`, `0` (a config's keys
+# are the text written, `0: a` included) and a list index; not starting with `-` (an option) or empty (`a..b`)
+_KEY = re.compile(r"^[^\W][\w\-]*(?:\.[^\W][\w\-]*)*$")
 
 
 def deep_merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
@@ -263,6 +266,8 @@ def _parse_override(text: str) -> tuple[str, str, Any]:
             return op, key, _no_interpolation(raw.strip(), file=None, path=key)
         _refuse_block_syntax(key, raw)
         value = _no_interpolation(_yaml_scalar(raw), file=None, path=key)
+        if isinstance(value, str) and ("\n" in raw or "\r" in raw) and raw.strip()[:1] not in ("'", '"', "!"):
+            return op, key, raw.strip()   # `prompt="$(cat p.txt)"`: YAML folds its lines into one ('a b')
         if isinstance(value, str) and "," in value and raw.strip()[:1] not in ("'", '"', "!"):
             raise ConfigError(   # Hydra sweeps `lr=0.1,0.01`; YAML would pass every trial the text '0.1,0.01'
                 f"override '{key}={raw.strip()}' is a Hydra multirun sweep, which overrides are not", key=key,
@@ -271,10 +276,11 @@ def _parse_override(text: str) -> tuple[str, str, Any]:
             )
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or "invalid YAML"
+        said = getattr(exc, "expected", None)   # the reader's own advice (sweeplab._yaml.YAMLInputError)
         raise ConfigError(
-            f"cannot read the value of override '{key}': {problem}", key=key, value=raw,
-            expected="a YAML value (0.01, abc, true, [1, 2], {a: 1})",
-            hint="quote it in the shell, e.g. 'name=\"a: b\"'",
+            f"cannot read the value of override '{key}': {problem}", key=key, value=_short(raw),
+            expected=said or "a YAML value (0.01, abc, true, [1, 2], {a: 1})",
+            hint=None if said else "quote it in the shell, e.g. 'name=\"a: b\"'",
         ) from None
     return op, key, value
 
@@ -312,7 +318,7 @@ def _refuse_block_syntax(key: str, raw: str) -> None:
             what = {"BlockMappingStartToken": "a YAML mapping", "BlockSequenceStartToken": "a YAML list",
                     "BlockEntryToken": "a YAML list"}.get(kind, "YAML syntax")
             raise ConfigError(
-                f"the value of override '{key}' reads as {what}, not as one value", key=key, value=raw,
+                f"the value of override '{key}' reads as {what}, not as one value", key=key, value=_short(raw),
                 expected="one value: 0.01, abc, true, [1, 2], {a: 1}",
                 hint=f"quote it for text, e.g. '{key}=\"{raw.strip()}\"'",
             )
@@ -437,6 +443,20 @@ def apply_overrides(base: Mapping[str, Any], overrides: Sequence[str], *, strict
             )
         _set_dotted(out, key, value, source=f"override {text!r}")
     return out
+
+
+def override_list(overrides: Sequence[str] | str | None) -> list[str]:
+    """The overrides a Python caller gave (`sl.sweep(..., overrides=...)`) as a list: one string is one
+    override (not one per character), None none; a mapping is refused with the list to write instead."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, str):
+        return [overrides]
+    if isinstance(overrides, Mapping):
+        written = [f"{k}={v}" for k, v in list(overrides.items())[:3]]
+        raise ConfigError("overrides must be a list of 'key=value' strings, not a mapping", value=_short(overrides),
+                          expected=f"a list like {written!r}")
+    return list(overrides)
 
 
 def check_overrides_against_parameters(overrides: Sequence[str], parameters: Sequence[str]) -> None:

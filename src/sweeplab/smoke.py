@@ -53,10 +53,10 @@ def check_config_combinations(spec: Any, resolve: Callable[[dict[str, Any]], dic
             fixed[name] = dist.sample(rng)
     if not choices:
         notes.append("no categorical parameters: one sampled configuration was type-checked")
-    combos = list(itertools.product(*choices.values())) if choices else [()]
-    if len(combos) > 512:
-        notes.append(f"{len(combos)} categorical combinations; checked the first 512")
-        combos = combos[:512]
+    count = math.prod(len(v) for v in choices.values())
+    if count > 512:   # counted, not listed: six axes of 100 values are a trillion tuples
+        notes.append(f"{count} categorical combinations; checked the first 512")
+    combos = itertools.islice(itertools.product(*choices.values()), 512)
     for combo in combos:
         params = dict(fixed)
         params.update(dict(zip(choices, combo)))

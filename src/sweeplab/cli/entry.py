@@ -98,8 +98,13 @@ def _main() -> None:
 
 
 def _override_hint(e: BaseException) -> str:
-    """`--lr=0.1` given where a config override was meant: say how overrides are written."""
+    """`--lr=0.1` given where a config override was meant: say how overrides are written; `resume NAME lr=0.1`:
+    say why a resume takes none."""
     option = getattr(e, "option_name", None)
+    if (type(e).__name__ == "UsageError" and sys.argv[1:2] == ["resume"] and "unexpected extra argument" in
+            str(getattr(e, "message", "")) and any("=" in a or a.startswith("~") for a in sys.argv[3:])):
+        return ("; a resumed sweep keeps the overrides it was started with (its trials must share one config): "
+                "other overrides are a new sweep")
     if type(e).__name__ != "NoSuchOption" or not isinstance(option, str):
         return ""
     given = next((a for a in sys.argv[1:] if a.startswith(f"{option}=")), None)

@@ -61,7 +61,7 @@ def resume(
     if spec_file is not None:
         new = load_spec(spec_file)
         if fork is None:
-            _check_compatible(spec, new, spec_file, sweep_name)
+            _check_compatible(spec, new, spec_file, sweep_name, seed=row["seed"])
         spec = new
     extra = total = None
     if trials is not None:
@@ -82,6 +82,20 @@ def resume(
     if meta.get("cwd") and Path(meta["cwd"]).is_dir():
         os.chdir(meta["cwd"])
     _check_spec(spec, list(meta.get("overrides") or []), new_sweep=False)   # accepted at its creation
+    if fork is None:
+        _check_same_config(st, row, spec, list(meta.get("overrides") or []))
+    else:   # the fork keeps the old sweep's overrides: one of a key the new spec searches would win in every trial
+        from sweeplab.config import check_config_reaches_trials, check_overrides_against_parameters
+        from sweeplab.errors import ConfigError
+
+        try:
+            kept = list(meta.get("overrides") or [])
+            check_overrides_against_parameters(kept, list(spec.space.params))
+            check_config_reaches_trials(function_trials=spec.is_function, config=None, profile=None,
+                                        overrides=kept)   # a command trial would silently ignore them
+        except ConfigError as exc:
+            raise UserError(f"--fork: {exc} (the override is sweep {sweep_name!r}'s, which a fork keeps: start "
+                            f"the new sweep with `sweeplab sweep {spec_file}` and the overrides it needs)") from None
     if fork is not None and name_taken(st, fork):
         from sweeplab.store.layout import safe_name
 
@@ -102,6 +116,54 @@ def resume(
                         new_spec_path=str(Path(spec_file).resolve()) if spec_file is not None else None)
     finally:
         be.shutdown(grace=0.0)   # a resume refused after the workers started (nothing to run) leaves none
+
+
+def _check_same_config(st: Any, row: Any, spec: Any, overrides: list[str]) -> None:
+    """The sweep's next trials get the config its trials ran with: a base config or profile changed since (the
+    spec's `config:` / `profile:` in --spec, or the files edited) would give them another one, while the sweep
+    compares them as one search. The config of the last trial the sweep ran is built again now and compared."""
+    from sweeplab.driver.tasks import TaskBuilder
+
+    ran = [r for r in st.trial_rows(int(row["id"])) if int(r["attempts"] or 0) >= 1 and r["config"]]
+    if not ran:
+        return
+    last = ran[-1]
+    tasks = TaskBuilder(spec, sweep=row["name"], root="", cwd=os.getcwd(), overrides=overrides, smoke=False)
+    was = json.loads(last["config"])
+    now = json.loads(json.dumps(tasks.resolve_config(json.loads(last["params"] or "{}")), default=str))
+    difference = _first_difference(was, now)
+    if difference is None:
+        return
+    from sweeplab.config import _short
+
+    where = ", ".join(([f"config {spec.config}"] if spec.config is not None else [])
+                      + ([f"profile {spec.profile}"] if spec.profile else [])) or "no config or profile"
+    key, before, after = difference
+    change = (f"{key} was {_short(before)!r}, now {_short(after)!r}" if before is not _ABSENT and after is not _ABSENT
+              else f"{key} was {_short(before)!r}, now absent" if after is _ABSENT
+              else f"{key} is new ({_short(after)!r})")
+    raise UserError(
+        f"sweep {row['name']!r}: its trials' config changed since trial {last['number']} ran ({change}; now from "
+        f"{where}): a resumed sweep keeps the config its trials ran with. Restore the base config and profile, "
+        f"or start a new sweep from the changed ones: sweeplab resume {row['name']} --spec SPEC --fork NEW_NAME")
+
+
+_ABSENT: Any = object()
+
+
+def _first_difference(was: Any, now: Any, path: str = "") -> Optional[tuple[str, Any, Any]]:
+    """(key path, old value, new value) of the first difference of two configs (NaN equal to NaN), or None."""
+    if isinstance(was, dict) and isinstance(now, dict):
+        for key in [*was, *(k for k in now if k not in was)]:
+            sub = f"{path}.{key}" if path else str(key)
+            found = _first_difference(was.get(key, _ABSENT), now.get(key, _ABSENT), sub)
+            if found is not None:
+                return found
+        return None
+    if json.dumps(was, sort_keys=True, default=str) == json.dumps(now, sort_keys=True, default=str) \
+            and was is not _ABSENT and now is not _ABSENT:
+        return None
+    return path or "the config", was, now
 
 
 def _last_workers(row: Any) -> Optional[int]:
@@ -149,11 +211,17 @@ def _resume_target(row: Any, spec: Any, backend: Optional[str], address: Optiona
                               "(--backend / --address choose another)")
 
 
-def _check_compatible(old: Any, new: Any, spec_file: Path, sweep: str) -> None:
-    """Only budgets, early stopping, monitors, resources and trial policy may change on resume."""
+def _check_compatible(old: Any, new: Any, spec_file: Path, sweep: str, *, seed: Any = None) -> None:
+    """Only budgets, early stopping, monitors, resources and trial policy may change on resume (the base config
+    and profile are checked by what they hold: `_check_same_config`)."""
+    def goals(spec: Any) -> list[tuple[Any, Any, Any]]:
+        return [(o.name, o.goal, o.target) for o in (spec.objectives or (spec.metric,))]
+
     same = [("parameters", old.space.params, new.space.params), ("method", old.method, new.method),
             ("parameters", old.space.conditions, new.space.conditions),
-            ("metric", (old.metric.name, old.metric.goal), (new.metric.name, new.metric.goal)),
+            ("metric", goals(old), goals(new)),   # every objective: the front and the ranks are over them all
+            ("constraints", old.constraints, new.constraints),   # which stored trials are feasible
+            ("seed", seed, seed if new.seed is None else new.seed),   # the sweep's seed is the store's
             ("function", old.function, new.function), ("program", old.program, new.program),
             ("command", old.command, new.command)]
     for key, a, b in same:

@@ -38,6 +38,9 @@ def run(
     from sweeplab.backends.local import LocalBackend, plan_slots
     from sweeplab.spec import parse_spec
 
+    if ":" not in target and Path(target).suffix in (".yaml", ".yml"):   # a spec given to the wrong command
+        raise UserError(f"{target}: `sweeplab run` runs one trial of a function (train.py:train); a sweep spec is "
+                        f"run by `sweeplab sweep {target}`")
     raw: dict[str, Any] = {"function": target, "method": "grid", "parameters": {}, "run_cap": 1}
     if config is None:
         config = _config_beside(target)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -93,7 +94,7 @@ def sweep(
         # what the run refuses before it writes anything: an unknown backend, a local plan the machine
         # cannot hold (a Ray cluster is not contacted)
         _check_backend_plan(spec, workers=workers, backend=backend, gpu_ids=_parse_gpus(gpus))
-        _describe(spec, spec_file)
+        _describe(spec, spec_file, overrides)
         _check_typed_config(spec, overrides)
         _estimate(spec, spec_file, store, workers)
         raise typer.Exit(0)
@@ -152,7 +153,7 @@ def _with_budget_trials(spec: Any, n: int) -> Any:
     return spec.with_overrides(budget=dataclasses.replace(spec.budget, trials=n))
 
 
-def _describe(spec: Any, spec_file: Path) -> None:
+def _describe(spec: Any, spec_file: Path, overrides: Sequence[str] = ()) -> None:
     from sweeplab.monitors import parse_monitors
     from sweeplab.schedulers import make_scheduler
 
@@ -172,6 +173,11 @@ def _describe(spec: Any, spec_file: Path) -> None:
         console.print(f"  constraint {c.describe()} (a trial past it is infeasible)")
     target = spec.function or " ".join(spec.command or ()) or spec.program
     console.print(f"  runs     {target}")
+    if spec.is_function:   # what every trial's config is built from, in merge order (docs/config.md)
+        layers = [f"base {spec.config}" if spec.config is not None else "no base config",
+                  f"profile {spec.profile}" if spec.profile else "no profile",
+                  "overrides " + " ".join(overrides) if overrides else "no overrides"]
+        console.print("  config   " + " < ".join(layers[:2]) + " < parameters < " + layers[2], markup=False)
     console.print("  search space:")
     for line in spec.space.describe():
         console.print(f"    {line}")

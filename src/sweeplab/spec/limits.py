@@ -12,6 +12,8 @@ from sweeplab.spec.model import Budget, Resources, TrialPolicy
 from sweeplab.spec.reader import _Reader
 from sweeplab.types import PLACEMENTS
 
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")   # "4", "1.5", ".5": a number of hours given as text
+
 
 class _Limits(_Reader):
     """The sections that bound a sweep and its trials: budget, resources, trial policy."""
@@ -72,10 +74,13 @@ class _Limits(_Reader):
         return out
 
     def hours(self, raw: Any, key: str) -> float | None:
-        """A number of hours, or a duration string ("90m")."""
+        """A number of hours, or a duration string ("90m"). A number written as text ("4") is hours too, as the
+        number is: the duration grammar would read it as seconds, a budget 3,600 times smaller."""
         if raw is None:
             return None
         if isinstance(raw, str):
+            if _NUMBER.fullmatch(raw.strip()):
+                return self.number(float(raw), key)
             return parse_duration(raw, file=self.file, key=key) / 3600.0
         return self.number(raw, key)
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sweeplab._yaml import MAX_DEPTH, read_yaml
+from sweeplab._yaml import MAX_DEPTH, read_yaml, too_long_for_json
 from sweeplab.errors import SpecError
 from sweeplab.spec.model import SweepSpec
 from sweeplab.spec.parse import _SpecParser
@@ -19,6 +20,12 @@ def load_spec(path: str | Path, *, strict: bool = False, function: str | None = 
     `strict` turns what W&B only warns about into errors; `function` ('train.py:train', the CLI's
     `--function`) runs a W&B file written for `wandb.agent(sweep_id, function=train)`."""
     file = str(path)
+    where, _, fn = file.rpartition(":")
+    if Path(file).suffix == ".py" or (where.endswith(".py") and fn.isidentifier() and not Path(file).exists()):
+        name = fn if where.endswith(".py") else "FUNCTION"
+        raise SpecError("a Python file is not a sweep spec", file=where if where.endswith(".py") else file,
+                        expected="a YAML spec (function: FILE.py:FUNCTION, method, parameters)",
+                        hint=f"`sweeplab run {where if where.endswith('.py') else file}:{name}` runs one trial of it")
     raw = read_yaml(path, what="sweep spec")
     if function is not None and isinstance(raw, Mapping):
         raw = {k: v for k, v in raw.items() if k not in ("program", "command")}
@@ -56,6 +63,10 @@ def _check_json(raw: Any, file: str | None) -> None:
                 stack.append((f"{path}.{key}" if path else str(key), item, depth + 1))
         elif isinstance(value, (list, tuple)):
             stack.extend((f"{path}[{i}]", item, depth + 1) for i, item in enumerate(value))
+        elif isinstance(value, int) and too_long_for_json(value):
+            raise SpecError("an integer this long cannot be stored as JSON", file=file, key=path or None,
+                            value=f"an integer of {value.bit_length():,} bits",
+                            expected=f"at most {sys.get_int_max_str_digits()} decimal digits")
         elif not isinstance(value, _JSON_SCALARS):
             raise SpecError(f"a {type(value).__name__} cannot be stored as JSON", file=file, key=path or None,
                             value=value, expected="a string, number, boolean, null, list or mapping")

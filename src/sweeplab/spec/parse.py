@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
 import shlex
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -87,7 +89,7 @@ class _SpecParser(_WandbWarnings, _Limits):
             monitors=self.monitors(raw.get("monitors")),
             backend=self.string(raw.get("backend"), "backend") or "local",
             address=self.string(raw.get("address"), "address"),
-            checkpoint_dir=self.string(raw.get("checkpoint_dir"), "checkpoint_dir"),
+            checkpoint_dir=self.checkpoint_dir(raw.get("checkpoint_dir")),
             source=Path(self.file) if self.file and not self.file.startswith("<") else None,
             raw={k: v for k, v in raw.items() if k in _TOP_KEYS},
             ignored=ignored,
@@ -155,7 +157,9 @@ class _SpecParser(_WandbWarnings, _Limits):
         goal_raw = raw.get("goal", "minimize")
         if goal_raw not in ("minimize", "maximize"):
             raise self.error("unknown goal", f"{key}.goal", value=goal_raw, expected="minimize or maximize",
-                             hint=_did_you_mean(str(goal_raw), ("minimize", "maximize")))
+                             hint=_did_you_mean(str(goal_raw), ("minimize", "maximize")) or next(
+                                 (f"did you mean {g!r}?" for g in ("minimize", "maximize")
+                                  if str(goal_raw).lower()[:3] == g[:3]), None))   # max, min, Max, MINIMISE
         target = raw.get("target")
         if target is not None and not _is_number(target):
             raise self.error("must be a number", f"{key}.target", value=target, expected="a number")
@@ -225,6 +229,12 @@ class _SpecParser(_WandbWarnings, _Limits):
                           f"{lo} to {hi}", f"{space.keys.get(name) or _param_key(raw, name)}.distribution",
                           note="W&B warns and runs it, and so does sweeplab", value=dist.kind,
                           expected=f"{_EXPONENT_KINDS[dist.kind]} to give min and max as the values themselves")
+        for name, dist in space.params.items():   # `q: 1` over 0.001..0.01: every draw rounds to 0
+            if hasattr(dist, "q") and _one_value(dist):
+                self.warn(f"q is larger than the range it quantises: every value {dist.kind} draws is "
+                          f"{dist.from_unit(0.0)!r}", f"{space.keys.get(name) or _param_key(raw, name)}.q",
+                          note="W&B runs it so, and so does sweeplab", value=dist.q,  # type: ignore[attr-defined]
+                          expected="a q smaller than the range (max - min), or {value: ...} for one value")
         if method == "grid":
             for name, dist in space.params.items():
                 try:
@@ -241,7 +251,27 @@ class _SpecParser(_WandbWarnings, _Limits):
                         expected="value, values, an int_uniform or a q_uniform range",
                         hint="use values: [...] or method: random",
                     )
+        for name, dist in space.params.items():   # a draw is round(x / q) * q: x / q must be a float
+            where = space.keys.get(name) or _param_key(raw, name)
+            problem = _overflows(dist)
+            if problem == "q":
+                raise self.error("q is too small for the range: a value divided by q is beyond a float",
+                                 f"{where}.q", value=dist.q,  # type: ignore[attr-defined]
+                                 expected=f"q of at least max / {sys.float_info.max:.4g}")
+            if problem == "inf":   # `normal` with sigma: 1e308: its tails are infinite, no value to run
+                raise self.error(f"{dist.kind} draws infinite values: its spread is beyond a float", where,
+                                 value=dist.kind, expected=f"draws within +-{sys.float_info.max:.4g}")
         return space
+
+    def checkpoint_dir(self, raw: Any) -> str | None:
+        """A path or fsspec URL, as written (`~` is the home directory). `$SCRATCH/ckpt` is refused: nothing
+        expands it, so the checkpoints went to a directory named `$SCRATCH` in the working directory."""
+        text = self.string(raw, "checkpoint_dir")
+        if text is not None and _ENV_REFERENCE.search(text):
+            raise self.error("environment variables are not expanded here", "checkpoint_dir", value=text,
+                             expected="the path itself, e.g. /scratch/me/ckpt or s3://bucket/ckpt (~ is expanded)",
+                             hint="a path that differs per machine: one spec per machine, or --spec on resume")
+        return text
 
     def seed(self, raw: Any) -> int | None:
         """An int in [0, 2**32 - 1]: NumPy's and Optuna's samplers take no larger seed (a larger one failed
@@ -423,3 +453,26 @@ def _param_key(raw: Any, name: str) -> str:
         if isinstance(node, Mapping) and isinstance(node.get("parameters"), Mapping):
             return f"parameters.{head}.{_param_key(node['parameters'], rest)}"
     return f"parameters.{name}"
+
+
+_ENV_REFERENCE = re.compile(r"\$(?:\{[^}]*\}|[A-Za-z_])")   # $SCRATCH, ${SCRATCH}, ${oc.env:SCRATCH}
+
+
+def _one_value(dist: Any) -> bool:
+    """A quantised distribution whose every draw is one value (q wider than its range)."""
+    try:
+        return bool(dist.from_unit(0.0) == dist.from_unit(1.0))
+    except (OverflowError, ValueError):   # a q so small the multiples overflow: the grid check names it
+        return False
+
+
+def _overflows(dist: Any) -> str | None:
+    """"q" for a quantised distribution whose extreme draws cannot be quantised (`q: 1.0e-300` up to 1.0e308),
+    "inf" for one whose extreme draws are infinite (`normal` with `sigma: 1.0e308`), else None."""
+    if not hasattr(dist, "from_unit") or dist.kind in ("categorical", "categorical_w_probabilities", "constant"):
+        return None
+    try:
+        ends = [dist.from_unit(0.0), dist.from_unit(1.0)]
+    except (OverflowError, ValueError):
+        return "q" if hasattr(dist, "q") else "inf"
+    return "inf" if any(isinstance(v, float) and not math.isfinite(v) for v in ends) else None
