@@ -290,6 +290,11 @@ def test_a_function_file_that_does_not_exist_is_refused_before_the_store(tmp_pat
     assert not (tmp_path / "store").exists()
     assert_one_line_error(cli(tmp_path, "run", "nope.py:train"), "function file not found")
     assert not (tmp_path / "store").exists()
+    # a name longer than the OS takes (ENAMETOOLONG): the same one-line error, not a traceback
+    long = "d" * 300 + ".py"
+    write(tmp_path / "s.yaml", GOOD.replace(f"function: {TRIALS}:quick", f"function: {long}:train") + SPACE)
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: function: function file not found")
+    assert not (tmp_path / "store").exists()
 
 
 def test_nesting_deeper_than_the_yaml_limit_is_refused_from_python_and_overrides_too(tmp_path: Path) -> None:

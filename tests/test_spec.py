@@ -575,6 +575,20 @@ def test_trial_preload_reads_module_names_and_survives_a_round_trip(raw, expect)
     assert parse_spec(spec.to_jsonable(), file="again").trial.preload == expect
 
 
+def test_a_trial_preload_name_nothing_here_provides_is_warned_about_with_a_did_you_mean(tmp_path):
+    """A typo in `trial.preload` was seen only in the sweep's event log (forked workers) or nowhere (cold ones):
+    the spec now warns, naming the key and a close installed name. The user's own module beside the spec is
+    found, as the workers find it."""
+    (tmp_path / "mymodel.py").write_text("X = 1\n")
+    base = {"function": "t.py:f", "method": "random", "parameters": {"x": {"min": 0, "max": 1}}}
+    spec = parse_spec({**base, "trial": {"preload": ["nmupy", "json", "mymodel", "yaml"]}},
+                      file=str(tmp_path / "s.yaml"))
+    assert spec.trial.preload == ("nmupy", "json", "mymodel", "yaml")
+    assert len(spec.warnings) == 1, spec.warnings
+    assert "trial.preload: no module named 'nmupy'" in spec.warnings[0]
+    assert "did you mean 'numpy'?" in spec.warnings[0]
+
+
 @pytest.mark.parametrize("raw", [["torch", 3], ["a b"], ["torch."], 5, {"torch": 1}])
 def test_trial_preload_that_is_not_module_names_is_an_error_naming_the_key(raw):
     base = {"function": "t.py:f", "method": "random", "parameters": {"x": {"min": 0, "max": 1}}}

@@ -103,6 +103,14 @@ def name_taken(st: Store, name: str) -> bool:
     return any(safe_name(other) == safe for other in st.sweep_names())
 
 
+def _is_file(path: Path) -> bool:
+    """`path.is_file()`, False for a name the OS refuses (ENAMETOOLONG raises on Python 3.11)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _check_function_file(spec: SweepSpec) -> None:
     """A `file.py:fn` target's file exists where the driver looks for it (beside the spec, then the working
     directory, as `driver.tasks.function_target`): else every trial would fail to import it, after the store
@@ -113,7 +121,7 @@ def _check_function_file(spec: SweepSpec) -> None:
     path = Path(module)
     places = [path] if path.is_absolute() else [
         *([spec.source.resolve().parent / path] if spec.source is not None else []), Path.cwd() / path]
-    if not any(p.is_file() for p in places):
+    if not any(_is_file(p) for p in places):
         from sweeplab.errors import SpecError
 
         raise SpecError("function file not found", file=str(spec.source) if spec.source else None, key="function",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from sweeplab._values import is_int as _is_int
@@ -150,6 +151,11 @@ class _Limits(_Reader):
         if not isinstance(names, list) or not all(
                 isinstance(n, str) and n and all(part.isidentifier() for part in n.split(".")) for n in names):
             raise self.error("is not a list of module names", "trial.preload", value=raw, expected=expected)
+        for name in dict.fromkeys(n.split(".")[0] for n in names):
+            if not _findable(name, self.base_dir):
+                self.warnings.append(str(self.error(
+                    f"no module named {name!r} is installed here (the workers skip it)", "trial.preload",
+                    value=name, expected="a module the trial imports", hint=_did_you_mean_module(name))))
         return tuple(dict.fromkeys(names))
 
     def positive_duration(self, raw: Any, key: str, off: str) -> float | None:
@@ -179,3 +185,29 @@ class _Limits(_Reader):
             return parse_duration(raw, file=self.file, key=key)
         raise self.error("checkpoint_every must be steps, a duration or 'auto'", key, value=raw,
                          expected=expected, hint="a bare number is a step count; write '30s' for time")
+
+
+def _findable(top: str, base_dir: Path | None) -> bool:
+    """Whether the top-level module `top` can be found (not imported) where a worker looks: the interpreter's
+    path, beside the spec and in the working directory (where the user's own modules are)."""
+    import importlib.machinery
+    import importlib.util
+    import os
+    import sys
+
+    if top in sys.builtin_module_names or top in sys.modules:
+        return True
+    places = [*([str(base_dir)] if base_dir is not None else []), os.getcwd(), *sys.path]
+    try:
+        return importlib.machinery.PathFinder.find_spec(top, places) is not None \
+            or importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError, OSError):
+        return False
+
+
+def _did_you_mean_module(name: str) -> str | None:
+    import difflib
+    import pkgutil
+
+    close = difflib.get_close_matches(name, [m.name for m in pkgutil.iter_modules()], n=1, cutoff=0.75)
+    return f"did you mean {close[0]!r}?" if close else None
