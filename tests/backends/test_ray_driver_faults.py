@@ -265,3 +265,55 @@ def test_sigterm_to_a_driver_that_started_ray_itself_stops_the_sweep_resumable(t
             assert db.execute("SELECT state FROM trials").fetchall() == [("preempted",)]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_BETWEEN = """
+import os, signal, sys, time
+from sweeplab.api import build_backend
+from sweeplab.driver import Driver
+from sweeplab.spec import parse_spec
+from sweeplab.store import Store
+
+spec = parse_spec({"function": sys.argv[2] + ":quick", "method": "random", "seed": 1, "backend": "ray",
+                   "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"min": 0.0, "max": 1.0}},
+                   "budget": {"trials": 2}}, file="<test>")
+be = build_backend(spec, workers=1, store_root=sys.argv[1])   # started here, as `sweeplab sweep` does: ray.init
+store = Store.open(sys.argv[1])
+driver = Driver(spec, store, be, sweep_name="between")
+driver.create(spec_path=None)
+os.kill(os.getpid(), signal.SIGTERM)   # after the backend's start, before Driver.run
+time.sleep(0.5)
+outcome = driver.run()
+print(outcome.state.value, outcome.exit_code, sum(outcome.counts.values()))
+"""
+
+
+def test_sigterm_between_the_ray_backend_s_start_and_the_driver_s_run_stops_the_sweep_resumable(
+        tmp_path: Path) -> None:
+    """`sweeplab sweep --backend ray` starts the backend (ray.init) before it creates the sweep and runs the
+    driver; ray.init had left Ray's own SIGTERM handler (sys.exit(15)) in place meanwhile, so a SIGTERM there
+    ended the process with exit 15 and the just-created sweep left `running`. Held until the driver runs, it
+    is the driver's stop: sweep `stopped` (resumable), no trial run, exit 0, no Ray process left."""
+    pytest.importorskip("ray")
+    tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(RAY_TMPDIR=str(tmp))
+    proc = subprocess.Popen([sys.executable, "-c", _BETWEEN, str(tmp_path / "store"), str(TRIALS)], env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=180)
+        assert (proc.returncode, out.split()) == (0, ["stopped", "0", "0"]), out + err
+        with contextlib.closing(sqlite3.connect(tmp_path / "store" / "store.db")) as db:
+            assert db.execute("SELECT state FROM sweeps").fetchall() == [("stopped",)]
+        left = []   # nothing of the local Ray instance outlives the driver
+        for pid in _session_pids(proc.pid):
+            with contextlib.suppress(OSError):
+                left.append(Path(f"/proc/{pid}/cmdline").read_bytes()[:80])
+        assert left == [], left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill_session(proc.pid)
+        shutil.rmtree(tmp, ignore_errors=True)

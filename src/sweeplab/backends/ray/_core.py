@@ -90,14 +90,15 @@ class _StartSignals:
     with no one to stop them (the raylet's dashboard and runtime-env agents outlive the driver). A second
     signal interrupts at once. Anywhere else (connecting to a cluster, starting the actors) it interrupts at
     once. Ray's own SIGTERM handler (`sys.exit(15)`, silently, wherever the process is), which `ray.init`
-    installs in place of any other, is kept out while the backend starts, and afterwards installed only where
-    SIGTERM had no handler of its own (a driver's handler stays in place)."""
+    installs in place of any other, is kept out while the backend starts. Afterwards a driver's handler stays in
+    place; where SIGTERM had no handler of its own, a `_HeldSigterm` (`held`) holds it for the driver to come."""
 
     def __init__(self, what: str) -> None:
         self.what = what          # "connecting to Ray": what the signal interrupted
         self.holding = False
         self.got: int | None = None
         self.ray_handler: Any = None   # the SIGTERM handler ray.init wanted to install
+        self.held: _HeldSigterm | None = None
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> _StartSignals:
@@ -107,10 +108,10 @@ class _StartSignals:
                 signal.signal(sig, self._on_signal)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: Any, *exc: Any) -> None:
         for sig, handler in self._previous.items():
-            if sig == signal.SIGTERM and handler in (signal.SIG_DFL, None) and self.ray_handler is not None:
-                handler = self.ray_handler   # what ray.init would have left there
+            if sig == signal.SIGTERM and handler in (signal.SIG_DFL, None) and kind is None:
+                handler = self.held = _HeldSigterm(self.ray_handler)   # started: held for the driver
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self._previous.clear()
 
@@ -153,6 +154,38 @@ class _StartSignals:
     def raise_held(self) -> None:
         if self.got is not None:
             raise self.error(self.got)
+
+
+class _HeldSigterm:
+    """The SIGTERM handler from the backend's start until a driver runs the sweep (installed where SIGTERM had
+    no handler of its own; main thread). `sweeplab sweep` starts the backend before it creates the sweep and
+    runs its driver; Ray's handler, which `ray.init` installs (`sys.exit(15)` wherever the process is), ended
+    the process there with exit 15 and the sweep just created left `running`. Held instead, the signal is
+    delivered by `release` (the driver's own `start()` call, once the driver's handler is in place): the sweep
+    stops as on a SIGTERM to its driver (stopped, resumable, exit 0). Once released, a SIGTERM that reaches
+    this handler (a driver in another thread; after the sweep, when the driver has put this one back) does
+    what it did before: Ray's handler while Ray runs, else the default (the process ends)."""
+
+    def __init__(self, ray_handler: Any) -> None:
+        self.ray_handler = ray_handler
+        self.holding = True
+        self.got: int | None = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.holding:
+            self.got = signum
+        elif callable(self.ray_handler) and ray.is_initialized():
+            self.ray_handler(signum, frame)
+        else:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    def release(self) -> None:
+        """Stop holding; a signal held so far goes to whatever handles SIGTERM now (the driver's)."""
+        self.holding = False
+        got, self.got = self.got, None
+        if got is not None:
+            signal.raise_signal(got)
 
 
 def _init_interruptibly(address: str | None, kwargs: dict[str, Any]) -> None:
@@ -231,6 +264,7 @@ class RayCore:
         self._gcs: str | None = None        # host:port of the cluster's GCS (its head), once connected
         self._head_checked = 0.0
         self._head_lost: str | None = None  # why the head is gone: no Ray call can succeed any more
+        self._sigterm: _HeldSigterm | None = None   # SIGTERM held from start until the driver runs
 
     def describe(self) -> str:
         text = f"ray: {len(self.slots)} slot(s) of {self.demand.describe()}"
@@ -248,6 +282,12 @@ class RayCore:
                 self._start(signals)
             except _Signalled as sig:
                 raise signals.error(sig.signum) from None
+        self._sigterm = signals.held
+
+    def release_signals(self) -> None:
+        """The driver's handler is in place: a SIGTERM held since `start` goes to it (see `_HeldSigterm`)."""
+        if self._sigterm is not None:
+            self._sigterm.release()
 
     def _start(self, signals: _StartSignals) -> None:
         self._connect(signals)
@@ -847,4 +887,7 @@ class RayCore:
             with contextlib.suppress(Exception):
                 ray.shutdown()
             self._owns_ray = False
+        held, self._sigterm = self._sigterm, None
+        if held is not None:   # no driver took a signal held since start (the command ended before it ran):
+            held.release()     # the process ends by it now, with nothing of Ray's left running
 
