@@ -699,6 +699,64 @@ def test_sweep_survives_a_lost_node_with_every_trial_accounted_for(cluster, tmp_
 
 
 @pytest.mark.ray
+def test_a_slot_whose_actor_can_never_start_stops_the_sweep_naming_why_instead_of_requeuing_forever(
+        cluster, tmp_path):
+    """The trial's node is lost; the only other node that fits cannot import sweeplab (a node set up
+    without it, or with a broken copy), so the slot's new actor fails in its constructor every time. Each
+    failure preempted the trial and requeued it onto a new actor that failed the same way, about one a
+    second without end (budget.time ended it here). Three failures in a row retire the slot; with no slot
+    left the sweep stops, resumable, with one error naming the cause and the node; no retry is spent."""
+    import threading
+
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    broken = tmp_path / "broken" / "sweeplab"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('sweeplab is broken on this node')\n")
+    good = cluster.add_node(num_cpus=1, resources={"pinned": 1})
+    cluster.wait_for_nodes()
+    spec = parse_spec({"function": f"{TRIALS}:checkpointing", "method": "grid",
+                       "metric": {"name": "loss", "goal": "minimize"},
+                       "parameters": {"steps": {"value": 2000}, "delay": {"value": 0.02}},
+                       "resources": {"cpus": 1, "custom": {"pinned": 1}},
+                       "budget": {"trials": 1, "time": "40s"}}, file="<test>")   # never hang the suite
+    store = Store.open(tmp_path / "store")
+    driver = Driver(spec, store, RayBackend(spec, workers=1), sweep_name="unstartable")
+    driver.create(spec_path=None)
+    outcome: list = []
+    run = threading.Thread(target=lambda: outcome.append(driver.run()), daemon=True)
+    bad = None
+    try:
+        run.start()
+        deadline = time.monotonic() + 60
+        while not any(p.is_file() for p in (tmp_path / "store" / "checkpoints").rglob("*")):
+            assert time.monotonic() < deadline and run.is_alive(), outcome
+            time.sleep(0.05)
+        path = os.pathsep.join([str(broken.parent), os.environ.get("PYTHONPATH", "")])
+        bad = cluster.add_node(num_cpus=1, resources={"pinned": 1}, env_vars={"PYTHONPATH": path})   # main thread
+        cluster.remove_node(good, allow_graceful=False)
+        good = None
+        run.join(timeout=120)
+        assert not run.is_alive()
+    finally:
+        for node in (good, bad):
+            if node is not None:
+                cluster.remove_node(node, allow_graceful=False)
+    (end,) = outcome
+    assert (end.state.value, end.exit_code) == ("stopped", 1), end
+    assert "no Ray actor for trials can start" in end.reason, end.reason
+    assert "ImportError: sweeplab is broken on this node (node " in end.reason, end.reason
+    rows = [tuple(r) for r in store.conn.execute("SELECT state, reason FROM attempts ORDER BY number")]
+    assert rows[0][0] == "preempted" and all(state == "preempted" for state, _ in rows), rows   # no retry spent
+    assert 2 <= len(rows) <= 1 + 3, rows    # the node's loss, then at most 3 actors that could not start
+    assert "Ray actor could not start: ImportError: sweeplab is broken on this node" in rows[-1][1], rows
+    assert store.conn.execute("SELECT state FROM trials").fetchall() != [("failed",)]
+    store.close()
+
+
+@pytest.mark.ray
 def test_asha_verdicts_reach_trials_waiting_at_their_rung_on_ray(cluster, tmp_path):
     """`go` travels driver -> actor -> worker like `stop`: a pruned trial trains nothing past its rung,
     a promoted one is not held up (it runs to the end)."""

@@ -40,6 +40,7 @@ from sweeplab.backends.ray._helpers import (
     _lost_reason,
     _path_exists,
     _probe_address,
+    _start_error,
 )
 from sweeplab.backends.ray._host import TrialHost
 from sweeplab.backends.ray._plan import (
@@ -57,6 +58,7 @@ _DRAIN_WAIT = 1.0          # seconds an idle actor's drain call waits before ret
 _KILL_GRACE = 10.0         # after kill(), how long the actor has to report before it is ray.kill'ed
 _START_TIMEOUT = 120.0     # the first actor must be up within this (else the cluster cannot run trials)
 _HEAD_EVERY = 5.0          # seconds between checks that the cluster's head (its GCS) still answers
+_START_FAILURES = 3        # a slot whose actors failed to start this many times in a row is retired
 # token authentication errors (recent Ray; older Ray has none, and ConnectionError stands in harmlessly)
 _AUTH_ERROR: type[Exception] = getattr(ray.exceptions, "AuthenticationError", ConnectionError)
 
@@ -156,6 +158,11 @@ class _StartSignals:
             raise self.error(self.got)
 
 
+def _install_hint() -> str:
+    return ("is sweeplab installed, importable and at the same version on every node, and can the trial's "
+            "resources and runtime_env be set up there?")
+
+
 class _HeldSigterm:
     """The SIGTERM handler from the backend's start until a driver runs the sweep (installed where SIGTERM had
     no handler of its own; main thread). `sweeplab sweep` starts the backend before it creates the sweep and
@@ -238,6 +245,8 @@ class _Slot:
     pg: Any = None                      # ... in the bundles of this placement group
     gang: Gang | None = None            # ... running this attempt
     queued: list[Event] = field(default_factory=list)
+    start_failures: int = 0             # its actors that could not start, in a row (their own fault, not a node's)
+    retired: str | None = None          # why it takes no more trials: its actors cannot start
 
 
 class RayCore:
@@ -471,23 +480,42 @@ class RayCore:
                     try:
                         member.node = ray.get(member.where)["node"]
                         member.ready = True
+                        if all(m.ready for m in slot.members or []):
+                            slot.start_failures = 0
                     except RayError as exc:
+                        why = self._start_failed(slot, exc)
                         out.extend(self._rank_lost(slot, member.index, f"rank {member.index}'s Ray actor "
-                                                   f"could not start: {_first_line(exc)}", started=False))
+                                                   f"could not start: {why or _first_line(exc)}", started=False))
             if slot.members is None and not slot.ready and slot.where in done:
                 try:
                     slot.node = ray.get(slot.where)["node"]
                     slot.ready = True
+                    slot.start_failures = 0
                 except RayError as exc:
-                    out.extend(self._end_lost(slot, f"Ray actor could not start: {_first_line(exc)}",
+                    why = self._start_failed(slot, exc)
+                    out.extend(self._end_lost(slot, f"Ray actor could not start: {why or _first_line(exc)}",
                                               started=False))
         return out
+
+    def _start_failed(self, slot: _Slot, exc: BaseException) -> str | None:
+        """An actor of `slot` could not start: count it when the fault is the actor's own (`_start_error`:
+        its constructor raised, its runtime_env failed), and retire the slot after _START_FAILURES in a row.
+        Its trial was requeued (PREEMPTED) after each, started again on a new actor that failed the same
+        way: the sweep spun forever, starting an actor a second, on a node where sweeplab does not import."""
+        why = _start_error(exc)
+        if why is not None:
+            slot.start_failures += 1
+            if slot.start_failures >= _START_FAILURES and slot.retired is None:
+                slot.retired = why
+        return why
 
     # ------------------------------------------------------------------------------ trials
     def _takes(self, slot: _Slot) -> bool:
         """Free for a trial: idle, and its actor started (a trial sent to an actor still booting would
         wait there, tens of seconds for 64 on a busy machine or minutes for a node still coming up, while
         started actors idle). A slot without an actor (its node was lost) starts one on submit."""
+        if slot.retired is not None:   # its actors cannot start
+            return False
         if slot.members is not None:   # every rank's actor placed in its bundle (or to be started)
             return slot.task is None and all(m.actor is None or m.ready for m in slot.members)
         return slot.task is None and (slot.actor is None or slot.ready)
@@ -536,8 +564,10 @@ class RayCore:
             where = ray.get([m.where for m in slot.members], timeout=_START_TIMEOUT)
             port = ray.get(slot.members[0].actor.master_port.remote(), timeout=_START_TIMEOUT)
         except (RayError, GetTimeoutError) as exc:
+            why = self._start_failed(slot, exc)
             for r in range(len(slot.members)):   # the trial never started: PREEMPTED, requeued
-                slot.queued.extend(self._rank_lost(slot, r, f"rank {r} could not start: {_first_line(exc)}"))
+                slot.queued.extend(self._rank_lost(slot, r, f"rank {r} could not start: {why or _first_line(exc)}",
+                                                   started=slot.retired is None))
             return
         for member, info in zip(slot.members, where):
             member.node = info["node"]
@@ -590,7 +620,8 @@ class RayCore:
         member.ready = False
         killed = member.kill_reason is not None
         member.kill_reason = member.kill_deadline = None
-        if actor is not None and started and self._host_cls is not None and self._head_lost is None:
+        if actor is not None and started and self._host_cls is not None and self._head_lost is None \
+                and slot.retired is None:
             self._spawn_rank(slot, member)
         task = slot.task
         if task is None or slot.gang is None:
@@ -602,7 +633,7 @@ class RayCore:
         out = self._accept(slot, rank, Event(kind, task.trial_id, task.attempt, time.time(), data),
                            lost=not killed)
         if out and out[-1].kind is EventKind.PREEMPTED:   # the trial's end: say first if it must wait
-            out[-1:-1] = self._waiting_note(task, out[-1])
+            out[-1:-1] = [*self._retired_note(slot, task), *self._waiting_note(task, out[-1])]
         return out
 
     def stop(self, trial_id: int, reason: str = "") -> None:
@@ -644,6 +675,7 @@ class RayCore:
     # ------------------------------------------------------------------------------ events
     def poll(self, timeout: float) -> list[Event]:
         self._check_head()
+        self._check_retired()
         events: list[Event] = []
         for slot in self.slots:
             events.extend(slot.queued)
@@ -695,6 +727,15 @@ class RayCore:
             self._check_head()
         return events
 
+    def _check_retired(self) -> None:
+        """Raise BackendError once every slot is retired (its actors cannot start) and the ends of their
+        trials have been handed over: no trial can run any more; the driver stops the sweep, resumable."""
+        if self.slots and all(s.retired is not None for s in self.slots) and not any(s.queued for s in self.slots) \
+                and not self._by_trial:
+            raise BackendError(
+                f"no Ray actor for trials can start ({_START_FAILURES} attempts in a row for each of the "
+                f"{len(self.slots)} slot(s)): {self.slots[0].retired}; {_install_hint()}")
+
     # ------------------------------------------------------------------------------ the head
     def _check_head(self, *, now: bool = False) -> None:
         """Raise BackendError once the cluster's head (its GCS) no longer answers: every actor is then
@@ -740,6 +781,10 @@ class RayCore:
                     slot.drain = slot.actor.drain.remote(self.drain_wait)
                     return []
                 return self._end_lost(slot, "Ray actor unavailable")
+            if not slot.ready:   # it never started: its own fault (counted), or its node's
+                why = self._start_failed(slot, exc)
+                return self._end_lost(slot, f"Ray actor could not start: {why or _lost_reason(exc)}",
+                                      started=why is None)
             if isinstance(exc, RayActorError):
                 return self._end_lost(slot, _lost_reason(exc))
             if isinstance(exc, RayTaskError):
@@ -818,7 +863,8 @@ class RayCore:
         slot.actor = slot.drain = slot.where = slot.node = None
         slot.ready = False
         self._release(slot)
-        if actor is not None and started and self._host_cls is not None and self._head_lost is None:
+        if actor is not None and started and self._host_cls is not None and self._head_lost is None \
+                and slot.retired is None:
             # a new actor now: the slot takes the next trial once Ray has placed it. Sent to an actor still
             # waiting for a node (none alive can hold it, until one joins), a trial would sit there
             # without a heartbeat and be failed as hung, its retries spent on a cluster's gap.
@@ -831,7 +877,17 @@ class RayCore:
             return [Event(EventKind.FAILED, task.trial_id, task.attempt, now, {
                 "reason": why, "error_type": "Killed", "message": why})]
         end = Event(EventKind.PREEMPTED, task.trial_id, task.attempt, now, {"reason": reason})
-        return [*self._waiting_note(task, end), end]
+        return [*self._retired_note(slot, task), *self._waiting_note(task, end), end]
+
+    def _retired_note(self, slot: _Slot, task: TrialTask) -> list[Event]:
+        """A warning on the attempt whose slot was just retired (its actors cannot start): the trial is
+        requeued onto the other slots; once every slot is retired, `poll` stops the sweep."""
+        if slot.retired is None:
+            return []
+        return [Event(EventKind.NOTE, task.trial_id, task.attempt, time.time(), {
+            "level": "warning", "kind": "actor_cannot_start",
+            "message": f"a Ray actor for trials could not start {slot.start_failures} times in a row: "
+                       f"{slot.retired}; its slot takes no more trials ({_install_hint()})"})]
 
     def _waiting_note(self, task: TrialTask, end: Event) -> list[Event]:
         """After a loss: when no live node can hold a trial any more, a warning on the attempt (just before
