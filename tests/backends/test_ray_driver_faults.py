@@ -277,14 +277,15 @@ from sweeplab.store import Store
 spec = parse_spec({"function": sys.argv[2] + ":quick", "method": "random", "seed": 1, "backend": "ray",
                    "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"min": 0.0, "max": 1.0}},
                    "budget": {"trials": 2}}, file="<test>")
-be = build_backend(spec, workers=1, store_root=sys.argv[1])   # started here, as `sweeplab sweep` does: ray.init
 store = Store.open(sys.argv[1])
-driver = Driver(spec, store, be, sweep_name="between")
-driver.create(spec_path=None)
-os.kill(os.getpid(), signal.SIGTERM)   # after the backend's start, before Driver.run
-time.sleep(0.5)
-outcome = driver.run()
-print(outcome.state.value, outcome.exit_code, sum(outcome.counts.values()))
+for name in ("between", "again"):   # a second sweep of the same process (a notebook's next cell) too
+    be = build_backend(spec, workers=1, store_root=sys.argv[1])   # started here, as `sweeplab sweep` does
+    driver = Driver(spec, store, be, sweep_name=name)
+    driver.create(spec_path=None)
+    os.kill(os.getpid(), signal.SIGTERM)   # after the backend's start, before Driver.run
+    time.sleep(0.5)
+    outcome = driver.run()
+    print(outcome.state.value, outcome.exit_code, sum(outcome.counts.values()))
 """
 
 
@@ -303,9 +304,9 @@ def test_sigterm_between_the_ray_backend_s_start_and_the_driver_s_run_stops_the_
                             start_new_session=True)
     try:
         out, err = proc.communicate(timeout=180)
-        assert (proc.returncode, out.split()) == (0, ["stopped", "0", "0"]), out + err
+        assert (proc.returncode, out.split()) == (0, ["stopped", "0", "0"] * 2), out + err
         with contextlib.closing(sqlite3.connect(tmp_path / "store" / "store.db")) as db:
-            assert db.execute("SELECT state FROM sweeps").fetchall() == [("stopped",)]
+            assert db.execute("SELECT state FROM sweeps").fetchall() == [("stopped",)] * 2
         left = []   # nothing of the local Ray instance outlives the driver
         for pid in _session_pids(proc.pid):
             with contextlib.suppress(OSError):

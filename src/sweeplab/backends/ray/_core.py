@@ -112,8 +112,10 @@ class _StartSignals:
 
     def __exit__(self, kind: Any, *exc: Any) -> None:
         for sig, handler in self._previous.items():
-            if sig == signal.SIGTERM and handler in (signal.SIG_DFL, None) and kind is None:
-                handler = self.held = _HeldSigterm(self.ray_handler)   # started: held for the driver
+            # started: held for the driver (also where a former sweep of this process left its own hold)
+            if sig == signal.SIGTERM and kind is None and (
+                    handler in (signal.SIG_DFL, None) or isinstance(handler, _HeldSigterm)):
+                handler = self.held = _HeldSigterm(self.ray_handler)
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self._previous.clear()
 
