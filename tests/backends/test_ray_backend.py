@@ -704,8 +704,9 @@ def test_a_slot_whose_actor_can_never_start_stops_the_sweep_naming_why_instead_o
     """The trial's node is lost; the only other node that fits cannot import sweeplab (a node set up
     without it, or with a broken copy), so the slot's new actor fails in its constructor every time. Each
     failure preempted the trial and requeued it onto a new actor that failed the same way, about one a
-    second without end (budget.time ended it here). Three failures in a row retire the slot; with no slot
-    left the sweep stops, resumable, with one error naming the cause and the node; no retry is spent."""
+    second without end (budget.time ended it here). Now the trial waits queued for a started actor; three
+    failures in a row retire the slot, and with no slot left the sweep stops, resumable, with one error
+    naming the cause and the node; no retry is spent."""
     import threading
 
     from sweeplab.driver import Driver
@@ -749,10 +750,8 @@ def test_a_slot_whose_actor_can_never_start_stops_the_sweep_naming_why_instead_o
     assert "no Ray actor for trials can start" in end.reason, end.reason
     assert "ImportError: sweeplab is broken on this node (node " in end.reason, end.reason
     rows = [tuple(r) for r in store.conn.execute("SELECT state, reason FROM attempts ORDER BY number")]
-    assert rows[0][0] == "preempted" and all(state == "preempted" for state, _ in rows), rows   # no retry spent
-    assert 2 <= len(rows) <= 1 + 3, rows    # the node's loss, then at most 3 actors that could not start
-    assert "Ray actor could not start: ImportError: sweeplab is broken on this node" in rows[-1][1], rows
-    assert store.conn.execute("SELECT state FROM trials").fetchall() != [("failed",)]
+    assert rows == [("preempted", "Ray node lost")], rows   # no attempt on an actor that never started
+    assert [tuple(r) for r in store.conn.execute("SELECT state FROM trials")] == [("preempted",)]   # resumable
     store.close()
 
 

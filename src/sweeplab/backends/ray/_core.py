@@ -470,7 +470,7 @@ class RayCore:
         if rest:
             more, _ = ray.wait(rest, num_returns=len(rest), timeout=_START_TIMEOUT)
             ready = [*ready, *more]
-        self._placed(ready)   # no trial yet, so nothing to report; a failed actor is replaced on submit
+        self._placed(ready)   # no trial yet, so nothing to report; a failed actor is replaced at once
 
     def _placed(self, refs: list[Any]) -> list[Event]:
         """Mark the slots whose where() answered (in `refs`) ready; an actor that failed to start is lost."""
@@ -487,7 +487,7 @@ class RayCore:
                     except RayError as exc:
                         why = self._start_failed(slot, exc)
                         out.extend(self._rank_lost(slot, member.index, f"rank {member.index}'s Ray actor "
-                                                   f"could not start: {why or _first_line(exc)}", started=False))
+                                                   f"could not start: {why or _first_line(exc)}"))
             if slot.members is None and not slot.ready and slot.where in done:
                 try:
                     slot.node = ray.get(slot.where)["node"]
@@ -495,8 +495,7 @@ class RayCore:
                     slot.start_failures = 0
                 except RayError as exc:
                     why = self._start_failed(slot, exc)
-                    out.extend(self._end_lost(slot, f"Ray actor could not start: {why or _first_line(exc)}",
-                                              started=False))
+                    out.extend(self._end_lost(slot, f"Ray actor could not start: {why or _first_line(exc)}"))
         return out
 
     def _start_failed(self, slot: _Slot, exc: BaseException) -> str | None:
@@ -568,8 +567,7 @@ class RayCore:
         except (RayError, GetTimeoutError) as exc:
             why = self._start_failed(slot, exc)
             for r in range(len(slot.members)):   # the trial never started: PREEMPTED, requeued
-                slot.queued.extend(self._rank_lost(slot, r, f"rank {r} could not start: {why or _first_line(exc)}",
-                                                   started=slot.retired is None))
+                slot.queued.extend(self._rank_lost(slot, r, f"rank {r} could not start: {why or _first_line(exc)}"))
             return
         for member, info in zip(slot.members, where):
             member.node = info["node"]
@@ -606,10 +604,10 @@ class RayCore:
             self._release(slot)
         return events
 
-    def _rank_lost(self, slot: _Slot, rank: int, reason: str, *, started: bool = True) -> list[Event]:
+    def _rank_lost(self, slot: _Slot, rank: int, reason: str) -> list[Event]:
         """The actor of one rank is gone: forget it and start its next actor in the rank's bundle at once
-        (`started`: the lost one had started; one that could not start is started again on the next submit).
-        The slot takes its next trial once Ray has placed every rank's actor: when the bundle's node was
+        (unless the slot is retired: its actors cannot start, see `_start_failed`). The slot takes its next
+        trial once Ray has placed every rank's actor: when the bundle's node was
         lost and no live node can hold it, the trial waits queued, not sent to actors that cannot start
         (the driver blocked on them, then preempted it again and again)."""
         assert slot.members is not None
@@ -622,8 +620,7 @@ class RayCore:
         member.ready = False
         killed = member.kill_reason is not None
         member.kill_reason = member.kill_deadline = None
-        if actor is not None and started and self._host_cls is not None and self._head_lost is None \
-                and slot.retired is None:
+        if actor is not None and self._host_cls is not None and self._head_lost is None and slot.retired is None:
             self._spawn_rank(slot, member)
         task = slot.task
         if task is None or slot.gang is None:
@@ -785,8 +782,7 @@ class RayCore:
                 return self._end_lost(slot, "Ray actor unavailable")
             if not slot.ready:   # it never started: its own fault (counted), or its node's
                 why = self._start_failed(slot, exc)
-                return self._end_lost(slot, f"Ray actor could not start: {why or _lost_reason(exc)}",
-                                      started=why is None)
+                return self._end_lost(slot, f"Ray actor could not start: {why or _lost_reason(exc)}")
             if isinstance(exc, RayActorError):
                 return self._end_lost(slot, _lost_reason(exc))
             if isinstance(exc, RayTaskError):
@@ -855,9 +851,11 @@ class RayCore:
         slot.gang = None
         slot.kill_reason = slot.kill_deadline = None
 
-    def _end_lost(self, slot: _Slot, reason: str, *, killed: bool = False, started: bool = True) -> list[Event]:
-        """The actor is gone (node lost, actor killed): end its trial and start another actor for the slot
-        (`started`: the lost one had started; one that could not start is started again on the next submit)."""
+    def _end_lost(self, slot: _Slot, reason: str, *, killed: bool = False) -> list[Event]:
+        """The actor is gone (node lost, actor killed, or it could not start): end its trial and start another
+        actor for the slot at once, unless the slot is retired (its actors cannot start: `_start_failed`).
+        One that could not start was started again only by the next submit, which sent the trial to it before
+        it had started (a trial waiting there for a node that never comes was failed as hung)."""
         actor, task, kill_reason = slot.actor, slot.task, slot.kill_reason
         if actor is not None:
             with contextlib.suppress(Exception):
@@ -865,8 +863,7 @@ class RayCore:
         slot.actor = slot.drain = slot.where = slot.node = None
         slot.ready = False
         self._release(slot)
-        if actor is not None and started and self._host_cls is not None and self._head_lost is None \
-                and slot.retired is None:
+        if actor is not None and self._host_cls is not None and self._head_lost is None and slot.retired is None:
             # a new actor now: the slot takes the next trial once Ray has placed it. Sent to an actor still
             # waiting for a node (none alive can hold it, until one joins), a trial would sit there
             # without a heartbeat and be failed as hung, its retries spent on a cluster's gap.
