@@ -8,6 +8,7 @@ address to the node address when connecting, so a loopback-only head cannot be j
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -493,29 +494,40 @@ def test_a_killed_actor_process_preempts_its_trial_naming_the_process_not_the_no
 
 @pytest.mark.ray
 def test_lost_node_preempts_the_trial_which_resumes_from_its_checkpoint_on_another_node(cluster, tmp_path):
+    """The node is lost by its raylet's death (kill -9, as the OOM killer does), its machine living on: the
+    trial is preempted and resumes on the other node, and the lost attempt's processes end with it. The
+    actor's process and the trial's worker went on running there indefinitely (nothing of Ray's ended them)
+    while the trial ran again elsewhere."""
+    import ray
+
     nodes = {name: cluster.add_node(num_cpus=1, resources={"spot": 1, name: 1})
              for name in ("node_a", "node_b")}
     cluster.wait_for_nodes()
     b = RayBackend(workers=1, resources={"cpus": 1, "custom": {"spot": 1}})
     b.start()
+    victim = None
     try:
         fn = f"{TRIALS}:checkpointing"
         b.submit(make_task(tmp_path, 1, fn, config={"steps": 10_000, "delay": 0.02}))
         steps: list[int] = []
-        lost: list[str] = []
+        lost: list[int] = []   # the pids of the lost attempt: its actor's and its worker's
 
         def on_event(ev):
+            nonlocal victim
+            if ev.kind is EventKind.STARTED:
+                lost.append(int(ev.data["pid"]))
             if ev.kind is EventKind.METRICS:
                 steps.extend(p[0] for p in ev.data["points"])
-                if len(steps) >= 5 and not lost:
+                if len(steps) >= 5 and victim is None:
                     node_id = b.node_of(1)
                     victim = next(n for n in nodes.values() if n.node_id == node_id)
-                    lost.append(node_id)
-                    cluster.remove_node(victim, allow_graceful=False)
+                    lost.append(ray.get(b._core.slots[0].where)["pid"])
+                    os.kill(victim.all_processes["raylet"][0].process.pid, 9)
 
         ev = collect(b, [1], timeout=90, on_event=on_event)[1]
-        assert lost, "the trial never reported metrics"
+        assert victim is not None, "the trial never reported metrics"
         assert ev[-1].kind is EventKind.PREEMPTED, ev[-1].data
+        assert _all_dead(lost, within=10.0) == [], "the lost attempt's actor or worker lives on"
         ckpts = [e.data["step"] for e in ev if e.kind is EventKind.CHECKPOINT]
         assert ckpts
         # the driver requeues it: attempt 2 lands on the surviving node (once the slot's new actor is there)
@@ -532,6 +544,9 @@ def test_lost_node_preempts_the_trial_which_resumes_from_its_checkpoint_on_anoth
         assert resumed[0] == restored[0] + 1
     finally:
         b.shutdown()
+        if victim is not None:   # the rest of its processes
+            with contextlib.suppress(Exception):
+                cluster.remove_node(victim, allow_graceful=False)
 
 
 @pytest.mark.ray
