@@ -318,3 +318,64 @@ def test_sigterm_between_the_ray_backend_s_start_and_the_driver_s_run_stops_the_
             proc.communicate()
         _kill_session(proc.pid)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_PAUSED = """
+import os, signal, sys, time
+from sweeplab.backends.ray import RayBackend
+from sweeplab.driver import Driver
+from sweeplab.spec import parse_spec
+from sweeplab.store import Store
+
+spec = parse_spec({"function": sys.argv[2] + ":slow_square", "method": "grid",
+                   "metric": {"name": "loss", "goal": "minimize"},
+                   "parameters": {"x": {"values": [1, 2]}, "delay": {"value": 2.5}},   # quiet for 2.5 s at a time
+                   "trial": {"heartbeat_timeout": 6}}, file="<test>")
+store = Store.open(sys.argv[1])
+running_since = []
+
+def pause_once_both_run(progress):
+    if progress.running == 2 and not running_since:
+        running_since.append(time.monotonic())
+    if len(running_since) == 1 and time.monotonic() - running_since[0] > 2:
+        running_since.append(0.0)
+        os.kill(os.getpid(), signal.SIGSTOP)   # the driver paused between two reads (Ctrl-Z, a debugger)
+
+driver = Driver(spec, store, RayBackend(spec, workers=2), sweep_name="paused", on_progress=pause_once_both_run)
+driver.create(spec_path=None)
+outcome = driver.run()
+print(outcome.state.value, outcome.exit_code)
+for row in store.conn.execute("SELECT trial_id, number, state, reason FROM attempts ORDER BY trial_id, number"):
+    print(tuple(row))
+"""
+
+
+def test_a_driver_paused_past_the_heartbeat_timeout_kills_none_of_its_ray_trials_for_it(tmp_path: Path) -> None:
+    """docs/fault-tolerance.md: a driver paused (SIGSTOP) longer than trial.heartbeat_timeout reads the
+    heartbeats its trials sent meanwhile before it judges them. On Ray they wait in the actors' buffers (each
+    actor's one drain call returned early in the pause) and in replies not yet received, and the first read
+    after the pause saw neither: every running trial was failed as hung, spending a retry."""
+    pytest.importorskip("ray")
+    tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(RAY_TMPDIR=str(tmp))
+    proc = subprocess.Popen([sys.executable, "-c", _PAUSED, str(tmp_path / "store"), str(TRIALS)], env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[0] != "T":
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(8)   # past trial.heartbeat_timeout (6 s)
+        os.kill(proc.pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=180)
+        lines = out.splitlines()
+        assert lines[0] == "finished 0", out + err
+        assert lines[1:] == ["(1, 1, 'completed', None)", "(2, 1, 'completed', None)"], out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill_session(proc.pid)
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -59,6 +59,7 @@ _KILL_GRACE = 10.0         # after kill(), how long the actor has to report befo
 _START_TIMEOUT = 120.0     # the first actor must be up within this (else the cluster cannot run trials)
 _HEAD_EVERY = 5.0          # seconds between checks that the cluster's head (its GCS) still answers
 _START_FAILURES = 3        # a slot whose actors failed to start this many times in a row is retired
+_PAUSED = 2.0              # seconds the driver was away (between polls, or over a poll's timeout): paused
 # token authentication errors (recent Ray; older Ray has none, and ConnectionError stands in harmlessly)
 _AUTH_ERROR: type[Exception] = getattr(ray.exceptions, "AuthenticationError", ConnectionError)
 
@@ -276,6 +277,7 @@ class RayCore:
         self._head_checked = 0.0
         self._head_lost: str | None = None  # why the head is gone: no Ray call can succeed any more
         self._sigterm: _HeldSigterm | None = None   # SIGTERM held from start until the driver runs
+        self._polled: float | None = None   # when the last poll returned (monotonic)
 
     def describe(self) -> str:
         text = f"ray: {len(self.slots)} slot(s) of {self.demand.describe()}"
@@ -681,6 +683,33 @@ class RayCore:
             slot.queued.clear()
         if events:
             timeout = 0.0
+        began = time.monotonic()
+        idle = self._polled is not None and began - self._polled > _PAUSED   # the driver was away
+        events.extend(self._read(timeout))
+        if idle or time.monotonic() - began > timeout + _PAUSED:
+            # The driver was paused (SIGSTOP, Ctrl-Z, a debugger, a frozen VM), outside this call or in it.
+            # What its trials sent meanwhile is in replies still on their way (ray.wait returns only those
+            # already received) and in the actors' buffers (each had one drain in flight, which returned
+            # early in the pause): read both now, since the driver judges silences after this poll, and a
+            # trial whose heartbeats waited there was killed as hung (the driver's pause taken for its own).
+            events.extend(self._read(0.0, every=True))
+            events.extend(self._read(0.0, every=True))
+        now = time.monotonic()
+        self._polled = now
+        for slot in self.slots:
+            if slot.members is not None:
+                events.extend(self._check_gang(slot, now))
+                continue
+            if slot.task is not None and slot.kill_deadline is not None and now > slot.kill_deadline:
+                events.extend(self._end_lost(slot, f"{slot.kill_reason} (Ray actor killed)", killed=True))
+        if self._head_lost is not None and not events:
+            self._check_head()
+        return events
+
+    def _read(self, timeout: float, *, every: bool = False) -> list[Event]:
+        """What the actors' drain calls brought: as soon as one has (within `timeout`), all those ready then;
+        `every`: each drain in flight (each returns within `drain_wait`), then whichever started actors."""
+        events: list[Event] = []
         by_ref: dict[Any, tuple[_Slot, int | None]] = {}
         booting: set[Any] = set()   # where() of actors not started yet: their start may free a slot
         for s in self.slots:
@@ -695,6 +724,8 @@ class RayCore:
                     by_ref[m.drain] = (s, m.index)
                 if not m.ready and m.where is not None:
                     booting.add(m.where)
+        if by_ref and every:
+            ray.wait(list(by_ref), num_returns=len(by_ref), timeout=self.drain_wait + 2.0)
         if by_ref or booting:
             refs = [*by_ref, *booting]
             ready, _ = ray.wait(refs, num_returns=1, timeout=max(0.0, timeout))
@@ -715,15 +746,6 @@ class RayCore:
                     events.extend(self._collect_rank(slot, rank, ref))
         elif timeout > 0:
             time.sleep(timeout)
-        now = time.monotonic()
-        for slot in self.slots:
-            if slot.members is not None:
-                events.extend(self._check_gang(slot, now))
-                continue
-            if slot.task is not None and slot.kill_deadline is not None and now > slot.kill_deadline:
-                events.extend(self._end_lost(slot, f"{slot.kill_reason} (Ray actor killed)", killed=True))
-        if self._head_lost is not None and not events:
-            self._check_head()
         return events
 
     def _check_retired(self) -> None:
