@@ -464,8 +464,8 @@ class RayCore:
         try:
             ray.get(ready[0])
         except RayError as exc:
-            raise BackendError(f"a Ray actor for trials cannot start: {_first_line(exc)} (is sweeplab "
-                               "installed on every node, at the same version?)") from None
+            raise BackendError(f"a Ray actor for trials cannot start: {_start_error(exc) or _first_line(exc)} "
+                               "(is sweeplab installed on every node, at the same version?)") from None
         # then the others, so that every slot is free when start() returns (an actor still booting
         # takes no trial); one that is not up by the deadline joins when it is (see `poll`)
         rest = [r for r in refs if r not in ready]

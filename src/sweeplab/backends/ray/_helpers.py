@@ -7,7 +7,7 @@ import os
 import re
 import socket
 
-from ray.exceptions import RayActorError, RayError, RuntimeEnvSetupError
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RuntimeEnvSetupError
 
 from sweeplab.errors import UserError
 
@@ -29,8 +29,8 @@ def _start_error(exc: BaseException) -> str | None:
     (sweeplab missing or broken on the node: the import error's last line), its runtime_env could not be set
     up, its process died while starting. None when its node was lost (a preemption: no fault of the slot's).
     Names the node's address when Ray says it."""
-    if not isinstance(exc, RayError) or _lost_reason(exc).startswith("Ray node"):
-        return None
+    if not isinstance(exc, RayError) or isinstance(exc, GetTimeoutError) or _lost_reason(exc).startswith("Ray node"):
+        return None   # not an error of the actor's (a timeout: it may still be waiting for a node)
     text = _ANSI.sub("", str(exc)).strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     why = lines[-1] if lines else type(exc).__name__
