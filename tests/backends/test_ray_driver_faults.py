@@ -379,3 +379,69 @@ def test_a_driver_paused_past_the_heartbeat_timeout_kills_none_of_its_ray_trials
             proc.communicate()
         _kill_session(proc.pid)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_RAYLET = """
+import os, signal, sys, threading, time
+from pathlib import Path
+import psutil
+from sweeplab.backends.ray import RayBackend
+from sweeplab.driver import Driver
+from sweeplab.spec import parse_spec
+from sweeplab.store import Store
+
+spec = parse_spec({"function": sys.argv[2] + ":checkpointing", "method": "grid",
+                   "metric": {"name": "loss", "goal": "minimize"},
+                   "parameters": {"steps": {"value": 2000}, "delay": {"value": 0.05}},
+                   "budget": {"time": "60s"}}, file="<test>")   # never hang the suite
+store = Store.open(sys.argv[1])
+fast = {"health_check_period_ms": 300, "health_check_failure_threshold": 3, "health_check_initial_delay_ms": 0,
+        "health_check_timeout_ms": 300}   # the node's death noticed in about a second
+driver = Driver(spec, store, RayBackend(spec, workers=1, init={"_system_config": fast}), sweep_name="raylet")
+driver.create(spec_path=None)
+
+def kill_the_raylet_once_checkpointed():
+    while not any(p.is_file() for p in Path(sys.argv[1], "checkpoints").rglob("*")):
+        time.sleep(0.05)
+    for p in psutil.Process().children(recursive=True):
+        if "raylet" in " ".join(p.cmdline()[:1]):
+            p.send_signal(signal.SIGKILL)
+
+threading.Thread(target=kill_the_raylet_once_checkpointed, daemon=True).start()
+outcome = driver.run()
+print("=", outcome.state.value, outcome.exit_code)   # marked: Ray prints its raylet's death here too
+print("=", outcome.reason.splitlines()[0])
+print("=", [tuple(r) for r in store.conn.execute("SELECT state FROM attempts")])
+"""
+
+
+def test_the_sweep_s_own_local_ray_instance_losing_its_raylet_stops_the_sweep_resumable(tmp_path: Path) -> None:
+    """`--backend ray` without an address runs a local Ray instance of the sweep's own; kill -9 of its raylet
+    (or the OOM killer's) leaves it without a node, and none will ever join it. The trial was preempted and
+    waited queued for a node "until one joins": forever without budget.time. Now the sweep stops at once,
+    resumable, with one error naming the cause (as when a cluster's head is lost), nothing left running."""
+    pytest.importorskip("ray")
+    tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(RAY_TMPDIR=str(tmp))
+    proc = subprocess.Popen([sys.executable, "-c", _RAYLET, str(tmp_path / "store"), str(TRIALS)], env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=180)
+        lines = [line[2:] for line in out.splitlines() if line.startswith("= ")]
+        assert lines[:2] == ["stopped 1", "Ray's local instance, started by this sweep, has no node left (its "
+                             "raylet died: killed, OOM-killed or crashed); the sweep's trials cannot run; "
+                             "`sweeplab resume raylet` continues"], out + err
+        assert lines[2] == "[('interrupted',)]", out   # not taken for a preemption, requeued without end
+        left = []
+        for pid in _session_pids(proc.pid):
+            with contextlib.suppress(OSError):
+                left.append(Path(f"/proc/{pid}/cmdline").read_bytes()[:80])
+        assert left == [], left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill_session(proc.pid)
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -278,6 +278,7 @@ class RayCore:
         self._head_lost: str | None = None  # why the head is gone: no Ray call can succeed any more
         self._sigterm: _HeldSigterm | None = None   # SIGTERM held from start until the driver runs
         self._polled: float | None = None   # when the last poll returned (monotonic)
+        self._own_instance = False          # Ray runs as a local instance this backend started
 
     def describe(self) -> str:
         text = f"ray: {len(self.slots)} slot(s) of {self.demand.describe()}"
@@ -379,6 +380,7 @@ class RayCore:
                             "(`ray start --head`) and reachable at that address? A cluster with token "
                             f"authentication also needs RAY_AUTH_MODE=token and its token here)") from None
         self._owns_ray = True
+        self._own_instance = target == "local"   # a new local Ray instance, this sweep's alone
 
     def _check_checkpoints(self, nodes: list[dict[str, Any]]) -> None:
         root = self.checkpoint_root
@@ -778,8 +780,21 @@ class RayCore:
                 self._head_lost = (f"{where}: the Ray cluster's head is gone (its GCS at {self._gcs} does not "
                                    f"answer: {exc.strerror or exc}); the sweep's trials cannot run or report")
                 self._by_trial.clear()
+            if self._head_lost is None and now and self._own_instance and not self._live_nodes():
+                # the sweep's own local instance lost its one node (its raylet died: killed, OOM-killed,
+                # crashed): no node will ever join it, so its trials waited queued for one forever
+                self._head_lost = ("Ray's local instance, started by this sweep, has no node left (its raylet "
+                                   "died: killed, OOM-killed or crashed); the sweep's trials cannot run")
+                self._by_trial.clear()
         if self._head_lost is not None:
             raise BackendError(self._head_lost)
+
+    @staticmethod
+    def _live_nodes() -> int:
+        try:
+            return sum(1 for n in ray.nodes() if n.get("Alive"))
+        except Exception:   # the cluster's state is unknown: take it for alive
+            return 1
 
     def _head_gone(self) -> bool:
         """After an actor failed: is it because the head is gone (then poll raises)?"""
