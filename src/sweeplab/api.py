@@ -328,12 +328,18 @@ def sweep(
         the_spec = the_spec.with_overrides(budget=dataclasses.replace(the_spec.budget, trials=trials))
     overrides = override_list(overrides)   # "epochs=5" is one override, not nine
     check_spec(the_spec, overrides)   # bad input writes nothing, not even a shipped function's file
-    check_backend_plan(the_spec, workers=workers, backend=backend)
-    if ship is not None:
-        ship()
-    shown = Progress(progress)
-    runner = _Runner(the_spec, store=root, workers=workers, backend=backend, address=address, name=name,
-                     overrides=overrides, on_progress=shown.update, on_note=shown.note)
+    # built before anything is written: too many workers, or a Ray address that does not answer, is refused
+    # with the store, the shipped function's file and the sweep untouched
+    be = build_backend(the_spec, workers=workers, backend=backend, address=address, store_root=root)
+    try:
+        if ship is not None:
+            ship()
+        shown = Progress(progress)
+        runner = _Runner(the_spec, store=root, workers=workers, backend=backend, address=address, name=name,
+                         overrides=overrides, on_progress=shown.update, on_note=shown.note, be=be)
+    except BaseException:
+        be.shutdown(grace=0.0)
+        raise
     return runner.launch(background)
 
 
@@ -373,7 +379,9 @@ class _Runner:
     def __init__(self, spec: SweepSpec, *, store: str | Path | None, workers: int | None, backend: str | None,
                  address: str | None, name: str | None, overrides: Sequence[str],
                  on_progress: Callable[[Progress], None] | None, on_note: Callable[[str], None] | None = None,
-                 create: bool = True, unique: bool = True) -> None:
+                 create: bool = True, unique: bool = True, be: Backend | None = None) -> None:
+        """`be`: the sweep's backend, already built by the caller (who checked it before writing anything);
+        else built here, before the store is opened."""
         from sweeplab.driver import Driver
         from sweeplab.store import Store, default_store_dir
 
@@ -393,8 +401,8 @@ class _Runner:
         self._thread: Any = None
         self._ended: Any = None   # set when a background sweep's thread ends (start_thread)
         # built first: too many workers or a Ray address that does not answer writes nothing to the store
-        self.be: Backend | None = build_backend(spec, workers=workers, backend=backend, address=address,
-                                                store_root=self.store_root)
+        self.be: Backend | None = be if be is not None else build_backend(
+            spec, workers=workers, backend=backend, address=address, store_root=self.store_root)
         try:
             self.st = Store.open(self.store_root)
         except BaseException:

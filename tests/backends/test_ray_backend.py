@@ -8,6 +8,7 @@ address to the node address when connecting, so a loopback-only head cannot be j
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -493,29 +494,40 @@ def test_a_killed_actor_process_preempts_its_trial_naming_the_process_not_the_no
 
 @pytest.mark.ray
 def test_lost_node_preempts_the_trial_which_resumes_from_its_checkpoint_on_another_node(cluster, tmp_path):
+    """The node is lost by its raylet's death (kill -9, as the OOM killer does), its machine living on: the
+    trial is preempted and resumes on the other node, and the lost attempt's processes end with it. The
+    actor's process and the trial's worker went on running there indefinitely (nothing of Ray's ended them)
+    while the trial ran again elsewhere."""
+    import ray
+
     nodes = {name: cluster.add_node(num_cpus=1, resources={"spot": 1, name: 1})
              for name in ("node_a", "node_b")}
     cluster.wait_for_nodes()
     b = RayBackend(workers=1, resources={"cpus": 1, "custom": {"spot": 1}})
     b.start()
+    victim = None
     try:
         fn = f"{TRIALS}:checkpointing"
         b.submit(make_task(tmp_path, 1, fn, config={"steps": 10_000, "delay": 0.02}))
         steps: list[int] = []
-        lost: list[str] = []
+        lost: list[int] = []   # the pids of the lost attempt: its actor's and its worker's
 
         def on_event(ev):
+            nonlocal victim
+            if ev.kind is EventKind.STARTED:
+                lost.append(int(ev.data["pid"]))
             if ev.kind is EventKind.METRICS:
                 steps.extend(p[0] for p in ev.data["points"])
-                if len(steps) >= 5 and not lost:
+                if len(steps) >= 5 and victim is None:
                     node_id = b.node_of(1)
                     victim = next(n for n in nodes.values() if n.node_id == node_id)
-                    lost.append(node_id)
-                    cluster.remove_node(victim, allow_graceful=False)
+                    lost.append(ray.get(b._core.slots[0].where)["pid"])
+                    os.kill(victim.all_processes["raylet"][0].process.pid, 9)
 
         ev = collect(b, [1], timeout=90, on_event=on_event)[1]
-        assert lost, "the trial never reported metrics"
+        assert victim is not None, "the trial never reported metrics"
         assert ev[-1].kind is EventKind.PREEMPTED, ev[-1].data
+        assert _all_dead(lost, within=10.0) == [], "the lost attempt's actor or worker lives on"
         ckpts = [e.data["step"] for e in ev if e.kind is EventKind.CHECKPOINT]
         assert ckpts
         # the driver requeues it: attempt 2 lands on the surviving node (once the slot's new actor is there)
@@ -532,6 +544,9 @@ def test_lost_node_preempts_the_trial_which_resumes_from_its_checkpoint_on_anoth
         assert resumed[0] == restored[0] + 1
     finally:
         b.shutdown()
+        if victim is not None:   # the rest of its processes
+            with contextlib.suppress(Exception):
+                cluster.remove_node(victim, allow_graceful=False)
 
 
 @pytest.mark.ray
@@ -695,6 +710,63 @@ def test_sweep_survives_a_lost_node_with_every_trial_accounted_for(cluster, tmp_
     first_step = store.conn.execute("SELECT MIN(step) FROM metrics WHERE trial_id = ? AND attempt = 2",
                                     (victim["trial"],)).fetchone()[0]
     assert first_step > 0, "the second attempt started over instead of resuming from its checkpoint"
+    store.close()
+
+
+@pytest.mark.ray
+def test_a_slot_whose_actor_can_never_start_stops_the_sweep_naming_why_instead_of_requeuing_forever(
+        cluster, tmp_path):
+    """The trial's node is lost; the only other node that fits cannot import sweeplab (a node set up
+    without it, or with a broken copy), so the slot's new actor fails in its constructor every time. Each
+    failure preempted the trial and requeued it onto a new actor that failed the same way, about one a
+    second without end (budget.time ended it here). Now the trial waits queued for a started actor; three
+    failures in a row retire the slot, and with no slot left the sweep stops, resumable, with one error
+    naming the cause and the node; no retry is spent."""
+    import threading
+
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    broken = tmp_path / "broken" / "sweeplab"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('sweeplab is broken on this node')\n")
+    good = cluster.add_node(num_cpus=1, resources={"pinned": 1})
+    cluster.wait_for_nodes()
+    spec = parse_spec({"function": f"{TRIALS}:checkpointing", "method": "grid",
+                       "metric": {"name": "loss", "goal": "minimize"},
+                       "parameters": {"steps": {"value": 2000}, "delay": {"value": 0.02}},
+                       "resources": {"cpus": 1, "custom": {"pinned": 1}},
+                       "budget": {"trials": 1, "time": "40s"}}, file="<test>")   # never hang the suite
+    store = Store.open(tmp_path / "store")
+    driver = Driver(spec, store, RayBackend(spec, workers=1), sweep_name="unstartable")
+    driver.create(spec_path=None)
+    outcome: list = []
+    run = threading.Thread(target=lambda: outcome.append(driver.run()), daemon=True)
+    bad = None
+    try:
+        run.start()
+        deadline = time.monotonic() + 60
+        while not any(p.is_file() for p in (tmp_path / "store" / "checkpoints").rglob("*")):
+            assert time.monotonic() < deadline and run.is_alive(), outcome
+            time.sleep(0.05)
+        path = os.pathsep.join([str(broken.parent), os.environ.get("PYTHONPATH", "")])
+        bad = cluster.add_node(num_cpus=1, resources={"pinned": 1}, env_vars={"PYTHONPATH": path})   # main thread
+        cluster.remove_node(good, allow_graceful=False)
+        good = None
+        run.join(timeout=120)
+        assert not run.is_alive()
+    finally:
+        for node in (good, bad):
+            if node is not None:
+                cluster.remove_node(node, allow_graceful=False)
+    (end,) = outcome
+    assert (end.state.value, end.exit_code) == ("stopped", 1), end
+    assert "no Ray actor for trials can start" in end.reason, end.reason
+    assert "ImportError: sweeplab is broken on this node (node " in end.reason, end.reason
+    rows = [tuple(r) for r in store.conn.execute("SELECT state, reason FROM attempts ORDER BY number")]
+    assert rows == [("preempted", "Ray node lost")], rows   # no attempt on an actor that never started
+    assert [tuple(r) for r in store.conn.execute("SELECT state FROM trials")] == [("preempted",)]   # resumable
     store.close()
 
 

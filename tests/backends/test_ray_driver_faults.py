@@ -265,3 +265,183 @@ def test_sigterm_to_a_driver_that_started_ray_itself_stops_the_sweep_resumable(t
             assert db.execute("SELECT state FROM trials").fetchall() == [("preempted",)]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_BETWEEN = """
+import os, signal, sys, time
+from sweeplab.api import build_backend
+from sweeplab.driver import Driver
+from sweeplab.spec import parse_spec
+from sweeplab.store import Store
+
+spec = parse_spec({"function": sys.argv[2] + ":quick", "method": "random", "seed": 1, "backend": "ray",
+                   "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"min": 0.0, "max": 1.0}},
+                   "budget": {"trials": 2}}, file="<test>")
+store = Store.open(sys.argv[1])
+for name in ("between", "again"):   # a second sweep of the same process (a notebook's next cell) too
+    be = build_backend(spec, workers=1, store_root=sys.argv[1])   # started here, as `sweeplab sweep` does
+    driver = Driver(spec, store, be, sweep_name=name)
+    driver.create(spec_path=None)
+    os.kill(os.getpid(), signal.SIGTERM)   # after the backend's start, before Driver.run
+    time.sleep(0.5)
+    outcome = driver.run()
+    print(outcome.state.value, outcome.exit_code, sum(outcome.counts.values()))
+"""
+
+
+def test_sigterm_between_the_ray_backend_s_start_and_the_driver_s_run_stops_the_sweep_resumable(
+        tmp_path: Path) -> None:
+    """`sweeplab sweep --backend ray` starts the backend (ray.init) before it creates the sweep and runs the
+    driver; ray.init had left Ray's own SIGTERM handler (sys.exit(15)) in place meanwhile, so a SIGTERM there
+    ended the process with exit 15 and the just-created sweep left `running`. Held until the driver runs, it
+    is the driver's stop: sweep `stopped` (resumable), no trial run, exit 0, no Ray process left."""
+    pytest.importorskip("ray")
+    tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(RAY_TMPDIR=str(tmp))
+    proc = subprocess.Popen([sys.executable, "-c", _BETWEEN, str(tmp_path / "store"), str(TRIALS)], env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=180)
+        assert (proc.returncode, out.split()) == (0, ["stopped", "0", "0"] * 2), out + err
+        with contextlib.closing(sqlite3.connect(tmp_path / "store" / "store.db")) as db:
+            assert db.execute("SELECT state FROM sweeps").fetchall() == [("stopped",)] * 2
+        left = []   # nothing of the local Ray instance outlives the driver
+        for pid in _session_pids(proc.pid):
+            with contextlib.suppress(OSError):
+                left.append(Path(f"/proc/{pid}/cmdline").read_bytes()[:80])
+        assert left == [], left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill_session(proc.pid)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+_PAUSED = """
+import os, signal, sys, time
+from sweeplab.backends.ray import RayBackend
+from sweeplab.driver import Driver
+from sweeplab.spec import parse_spec
+from sweeplab.store import Store
+
+spec = parse_spec({"function": sys.argv[2] + ":slow_square", "method": "grid",
+                   "metric": {"name": "loss", "goal": "minimize"},
+                   "parameters": {"x": {"values": [1, 2]}, "delay": {"value": 2.5}},   # quiet for 2.5 s at a time
+                   "trial": {"heartbeat_timeout": 6}}, file="<test>")
+store = Store.open(sys.argv[1])
+running_since = []
+
+def pause_once_both_run(progress):
+    if progress.running == 2 and not running_since:
+        running_since.append(time.monotonic())
+    if len(running_since) == 1 and time.monotonic() - running_since[0] > 2:
+        running_since.append(0.0)
+        os.kill(os.getpid(), signal.SIGSTOP)   # the driver paused between two reads (Ctrl-Z, a debugger)
+
+driver = Driver(spec, store, RayBackend(spec, workers=2), sweep_name="paused", on_progress=pause_once_both_run)
+driver.create(spec_path=None)
+outcome = driver.run()
+print(outcome.state.value, outcome.exit_code)
+for row in store.conn.execute("SELECT trial_id, number, state, reason FROM attempts ORDER BY trial_id, number"):
+    print(tuple(row))
+"""
+
+
+def test_a_driver_paused_past_the_heartbeat_timeout_kills_none_of_its_ray_trials_for_it(tmp_path: Path) -> None:
+    """docs/fault-tolerance.md: a driver paused (SIGSTOP) longer than trial.heartbeat_timeout reads the
+    heartbeats its trials sent meanwhile before it judges them. On Ray they wait in the actors' buffers (each
+    actor's one drain call returned early in the pause) and in replies not yet received, and the first read
+    after the pause saw neither: every running trial was failed as hung, spending a retry."""
+    pytest.importorskip("ray")
+    tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(RAY_TMPDIR=str(tmp))
+    proc = subprocess.Popen([sys.executable, "-c", _PAUSED, str(tmp_path / "store"), str(TRIALS)], env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[0] != "T":
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(8)   # past trial.heartbeat_timeout (6 s)
+        os.kill(proc.pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=180)
+        lines = out.splitlines()
+        assert lines[0] == "finished 0", out + err
+        assert lines[1:] == ["(1, 1, 'completed', None)", "(2, 1, 'completed', None)"], out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill_session(proc.pid)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+_RAYLET = """
+import os, signal, sys, threading, time
+from pathlib import Path
+import psutil
+from sweeplab.backends.ray import RayBackend
+from sweeplab.driver import Driver
+from sweeplab.spec import parse_spec
+from sweeplab.store import Store
+
+spec = parse_spec({"function": sys.argv[2] + ":checkpointing", "method": "grid",
+                   "metric": {"name": "loss", "goal": "minimize"},
+                   "parameters": {"steps": {"value": 2000}, "delay": {"value": 0.05}},
+                   "budget": {"time": "60s"}}, file="<test>")   # never hang the suite
+store = Store.open(sys.argv[1])
+fast = {"health_check_period_ms": 300, "health_check_failure_threshold": 3, "health_check_initial_delay_ms": 0,
+        "health_check_timeout_ms": 300}   # the node's death noticed in about a second
+driver = Driver(spec, store, RayBackend(spec, workers=1, init={"_system_config": fast}), sweep_name="raylet")
+driver.create(spec_path=None)
+
+def kill_the_raylet_once_checkpointed():
+    while not any(p.is_file() for p in Path(sys.argv[1], "checkpoints").rglob("*")):
+        time.sleep(0.05)
+    for p in psutil.Process().children(recursive=True):
+        if "raylet" in " ".join(p.cmdline()[:1]):
+            p.send_signal(signal.SIGKILL)
+
+threading.Thread(target=kill_the_raylet_once_checkpointed, daemon=True).start()
+outcome = driver.run()
+print("=", outcome.state.value, outcome.exit_code)   # marked: Ray prints its raylet's death here too
+print("=", outcome.reason.splitlines()[0])
+print("=", [tuple(r) for r in store.conn.execute("SELECT state FROM attempts")])
+"""
+
+
+def test_the_sweep_s_own_local_ray_instance_losing_its_raylet_stops_the_sweep_resumable(tmp_path: Path) -> None:
+    """`--backend ray` without an address runs a local Ray instance of the sweep's own; kill -9 of its raylet
+    (or the OOM killer's) leaves it without a node, and none will ever join it. The trial was preempted and
+    waited queued for a node "until one joins": forever without budget.time. Now the sweep stops at once,
+    resumable, with one error naming the cause (as when a cluster's head is lost), nothing left running."""
+    pytest.importorskip("ray")
+    tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(RAY_TMPDIR=str(tmp))
+    proc = subprocess.Popen([sys.executable, "-c", _RAYLET, str(tmp_path / "store"), str(TRIALS)], env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=180)
+        lines = [line[2:] for line in out.splitlines() if line.startswith("= ")]
+        assert lines[:2] == ["stopped 1", "Ray's local instance, started by this sweep, has no node left (its "
+                             "raylet died: killed, OOM-killed or crashed); the sweep's trials cannot run; "
+                             "`sweeplab resume raylet` continues"], out + err
+        assert lines[2] == "[('interrupted',)]", out   # not taken for a preemption, requeued without end
+        left = []
+        for pid in _session_pids(proc.pid):
+            with contextlib.suppress(OSError):
+                left.append(Path(f"/proc/{pid}/cmdline").read_bytes()[:80])
+        assert left == [], left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill_session(proc.pid)
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -124,22 +124,42 @@ def test_cli_sweep_optuna_runs_and_bad_objective_is_exit_2_with_nothing_written(
     assert [t["params"]["x"] for t in status["trials"][:2]] == [t.params["x"] for t in old.trials]
 
 
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:   # bound, then closed: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+_MUTE = f"127.0.0.1:{_closed_port()}"
 BAD_PLAN = {   # what the run refuses before it writes anything (a machine of fewer than 1,000 CPUs)
     "too-many-workers": (["--workers", "1000"], {"workers": 1000}, "CPUs but this machine has"),
     "unknown-backend": (["--backend", "nope"], {"backend": "nope"}, "unknown backend 'nope'"),
+    # a Ray address that does not answer: the store and the sweep's study were written before it was refused
+    "ray-address-not-answering": (["--backend", "ray", "--address", _MUTE], {"backend": "ray", "address": _MUTE},
+                                  f"--address {_MUTE}: nothing answers there"),
 }
 
 
-@pytest.mark.parametrize("case", list(BAD_PLAN), ids=list(BAD_PLAN))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.ray] if "ray" in c else []) for c in BAD_PLAN],
+                         ids=list(BAD_PLAN))
 def test_a_plan_the_machine_cannot_run_is_refused_with_nothing_written(workdir, case):
     """It was refused, but only after the store, the sweep's study directory and a pickled objective had
     been written: sweeplab's own bad-input rule (nothing written) held for specs, not for objectives."""
+    if "ray" in case:
+        pytest.importorskip("ray")
     args, kwargs, fragment = BAD_PLAN[case]
     bad = _cli("sweep", "--optuna", "objectives:grid", *args, "--store", "st", cwd=workdir)
     assert bad.returncode == 2 and fragment in bad.stderr, bad.stderr
     assert bad.stdout == "" and len(bad.stderr.splitlines()) == 1
     with pytest.raises(sl.UserError, match=fragment):
         sl.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=2, store=workdir / "st", **kwargs)
+    assert not (workdir / "st").exists()
+    spec = {"method": "random", "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"value": 1}},
+            "budget": {"trials": 1}}
+    with pytest.raises(sl.UserError, match=fragment):   # sl.sweep with a function shipped by value: the same
+        sl.sweep(spec, fn=lambda config, run: {"loss": 0.0}, store=workdir / "st", **kwargs)
     assert not (workdir / "st").exists()
 
 

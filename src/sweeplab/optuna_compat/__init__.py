@@ -129,7 +129,7 @@ def optimize(
     (completed trials kept, running ones rerun, up to `n_trials` in total), the dashboard shows it.
     """
     from sweeplab.api import Sweep as _Sweep
-    from sweeplab.api import _Runner, check_backend_plan, check_spec
+    from sweeplab.api import _Runner, build_backend, check_spec
     from sweeplab.notebook import Progress, shipping
     from sweeplab.search.optuna_objective import StudySettings, open_study, study_dir, write_settings
     from sweeplab.spec import parse_spec
@@ -148,29 +148,34 @@ def optimize(
     spec = parse_spec(optuna_spec(base, n_trials, direction=goals, seed=seed, workers=workers,
                                   retries=retries, timeout=timeout, trial_timeout=trial_timeout),
                       file="<optimize>", base_dir=Path.cwd())
-    # bad input writes nothing: the plan (an unknown backend, more workers than the machine holds) is checked
-    # before the objective's file, the store and the sweep's study are written, as for a spec
+    # bad input writes nothing: the plan (an unknown backend, more workers than the machine holds) is checked,
+    # and the backend built (a Ray cluster connected to: an address that does not answer is refused), before
+    # the objective's file, the store and the sweep's study are written, as for a spec
     check_spec(spec)
-    check_backend_plan(spec, workers=workers, backend=backend)
-    ship()
-    _check_importable(target, python_path)
-    from sweeplab.api import unique_name
-
-    st = Store.open(root)
+    be = build_backend(spec, workers=workers, backend=backend, address=address, store_root=root)
     try:
-        sweep_name = unique_name(st, base)
-    finally:
-        st.close()
-    directory = study_dir(root.resolve(), sweep_name)
-    settings = StudySettings(objective=target, study_name=sweep_name, directions=goals, sampler=sampler,
-                             pruner=pruner, python_path=python_path,
-                             timeout=float(timeout) if timeout is not None else None)
-    write_settings(directory, settings)
-    imported = _seed_journal(open_study(directory, settings, create=True), study) if study is not None else []
-    shown = Progress(progress)
-    runner = _Runner(spec, store=root, workers=workers, backend=backend, address=address, name=sweep_name,
-                     overrides=[f"optuna_study={directory}"], on_progress=on_progress or shown.update,
-                     on_note=on_note or shown.note, unique=False)   # its study is written under this name
+        ship()
+        _check_importable(target, python_path)
+        from sweeplab.api import unique_name
+
+        st = Store.open(root)
+        try:
+            sweep_name = unique_name(st, base)
+        finally:
+            st.close()
+        directory = study_dir(root.resolve(), sweep_name)
+        settings = StudySettings(objective=target, study_name=sweep_name, directions=goals, sampler=sampler,
+                                 pruner=pruner, python_path=python_path,
+                                 timeout=float(timeout) if timeout is not None else None)
+        write_settings(directory, settings)
+        imported = _seed_journal(open_study(directory, settings, create=True), study) if study is not None else []
+        shown = Progress(progress)
+        runner = _Runner(spec, store=root, workers=workers, backend=backend, address=address, name=sweep_name,
+                         overrides=[f"optuna_study={directory}"], on_progress=on_progress or shown.update,
+                         on_note=on_note or shown.note, unique=False, be=be)   # its study is under this name
+    except BaseException:
+        be.shutdown(grace=0.0)
+        raise
     if imported:
         _seed_store(runner, imported, n_trials, source=getattr(study, "study_name", "an Optuna study"))
     if callbacks:

@@ -84,9 +84,12 @@ class RayBackend(Backend):
         return self._core.describe()
 
     def start(self) -> None:
-        """Connect and check everything before any trial is queued. A second call does nothing, so the
-        CLI may start the backend before it creates the sweep (nothing is written when this fails)."""
+        """Connect and check everything before any trial is queued. A second call does no more than hand a
+        SIGTERM that came meanwhile to the caller's handler (the driver's, installed before it calls this), so
+        the CLI may start the backend before it creates the sweep (nothing is written when this fails) and a
+        SIGTERM before the driver runs is its stop, not Ray's `sys.exit(15)`."""
         if self._core is not None:
+            self._core.release_signals()
             return
         optional_import("ray", "ray", "the Ray backend")
         from sweeplab.backends.ray._core import RayCore

@@ -40,6 +40,7 @@ from sweeplab.backends.ray._helpers import (
     _lost_reason,
     _path_exists,
     _probe_address,
+    _start_error,
 )
 from sweeplab.backends.ray._host import TrialHost
 from sweeplab.backends.ray._plan import (
@@ -57,6 +58,8 @@ _DRAIN_WAIT = 1.0          # seconds an idle actor's drain call waits before ret
 _KILL_GRACE = 10.0         # after kill(), how long the actor has to report before it is ray.kill'ed
 _START_TIMEOUT = 120.0     # the first actor must be up within this (else the cluster cannot run trials)
 _HEAD_EVERY = 5.0          # seconds between checks that the cluster's head (its GCS) still answers
+_START_FAILURES = 3        # a slot whose actors failed to start this many times in a row is retired
+_PAUSED = 2.0              # seconds the driver was away (between polls, or over a poll's timeout): paused
 # token authentication errors (recent Ray; older Ray has none, and ConnectionError stands in harmlessly)
 _AUTH_ERROR: type[Exception] = getattr(ray.exceptions, "AuthenticationError", ConnectionError)
 
@@ -90,14 +93,15 @@ class _StartSignals:
     with no one to stop them (the raylet's dashboard and runtime-env agents outlive the driver). A second
     signal interrupts at once. Anywhere else (connecting to a cluster, starting the actors) it interrupts at
     once. Ray's own SIGTERM handler (`sys.exit(15)`, silently, wherever the process is), which `ray.init`
-    installs in place of any other, is kept out while the backend starts, and afterwards installed only where
-    SIGTERM had no handler of its own (a driver's handler stays in place)."""
+    installs in place of any other, is kept out while the backend starts. Afterwards a driver's handler stays in
+    place; where SIGTERM had no handler of its own, a `_HeldSigterm` (`held`) holds it for the driver to come."""
 
     def __init__(self, what: str) -> None:
         self.what = what          # "connecting to Ray": what the signal interrupted
         self.holding = False
         self.got: int | None = None
         self.ray_handler: Any = None   # the SIGTERM handler ray.init wanted to install
+        self.held: _HeldSigterm | None = None
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> _StartSignals:
@@ -107,10 +111,12 @@ class _StartSignals:
                 signal.signal(sig, self._on_signal)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: Any, *exc: Any) -> None:
         for sig, handler in self._previous.items():
-            if sig == signal.SIGTERM and handler in (signal.SIG_DFL, None) and self.ray_handler is not None:
-                handler = self.ray_handler   # what ray.init would have left there
+            # started: held for the driver (also where a former sweep of this process left its own hold)
+            if sig == signal.SIGTERM and kind is None and (
+                    handler in (signal.SIG_DFL, None) or isinstance(handler, _HeldSigterm)):
+                handler = self.held = _HeldSigterm(self.ray_handler)
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self._previous.clear()
 
@@ -153,6 +159,43 @@ class _StartSignals:
     def raise_held(self) -> None:
         if self.got is not None:
             raise self.error(self.got)
+
+
+def _install_hint() -> str:
+    return ("is sweeplab installed, importable and at the same version on every node, and can the trial's "
+            "resources and runtime_env be set up there?")
+
+
+class _HeldSigterm:
+    """The SIGTERM handler from the backend's start until a driver runs the sweep (installed where SIGTERM had
+    no handler of its own; main thread). `sweeplab sweep` starts the backend before it creates the sweep and
+    runs its driver; Ray's handler, which `ray.init` installs (`sys.exit(15)` wherever the process is), ended
+    the process there with exit 15 and the sweep just created left `running`. Held instead, the signal is
+    delivered by `release` (the driver's own `start()` call, once the driver's handler is in place): the sweep
+    stops as on a SIGTERM to its driver (stopped, resumable, exit 0). Once released, a SIGTERM that reaches
+    this handler (a driver in another thread; after the sweep, when the driver has put this one back) does
+    what it did before: Ray's handler while Ray runs, else the default (the process ends)."""
+
+    def __init__(self, ray_handler: Any) -> None:
+        self.ray_handler = ray_handler
+        self.holding = True
+        self.got: int | None = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.holding:
+            self.got = signum
+        elif callable(self.ray_handler) and ray.is_initialized():
+            self.ray_handler(signum, frame)
+        else:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    def release(self) -> None:
+        """Stop holding; a signal held so far goes to whatever handles SIGTERM now (the driver's)."""
+        self.holding = False
+        got, self.got = self.got, None
+        if got is not None:
+            signal.raise_signal(got)
 
 
 def _init_interruptibly(address: str | None, kwargs: dict[str, Any]) -> None:
@@ -205,6 +248,8 @@ class _Slot:
     pg: Any = None                      # ... in the bundles of this placement group
     gang: Gang | None = None            # ... running this attempt
     queued: list[Event] = field(default_factory=list)
+    start_failures: int = 0             # its actors that could not start, in a row (their own fault, not a node's)
+    retired: str | None = None          # why it takes no more trials: its actors cannot start
 
 
 class RayCore:
@@ -231,6 +276,9 @@ class RayCore:
         self._gcs: str | None = None        # host:port of the cluster's GCS (its head), once connected
         self._head_checked = 0.0
         self._head_lost: str | None = None  # why the head is gone: no Ray call can succeed any more
+        self._sigterm: _HeldSigterm | None = None   # SIGTERM held from start until the driver runs
+        self._polled: float | None = None   # when the last poll returned (monotonic)
+        self._own_instance = False          # Ray runs as a local instance this backend started
 
     def describe(self) -> str:
         text = f"ray: {len(self.slots)} slot(s) of {self.demand.describe()}"
@@ -248,6 +296,12 @@ class RayCore:
                 self._start(signals)
             except _Signalled as sig:
                 raise signals.error(sig.signum) from None
+        self._sigterm = signals.held
+
+    def release_signals(self) -> None:
+        """The driver's handler is in place: a SIGTERM held since `start` goes to it (see `_HeldSigterm`)."""
+        if self._sigterm is not None:
+            self._sigterm.release()
 
     def _start(self, signals: _StartSignals) -> None:
         self._connect(signals)
@@ -326,6 +380,7 @@ class RayCore:
                             "(`ray start --head`) and reachable at that address? A cluster with token "
                             f"authentication also needs RAY_AUTH_MODE=token and its token here)") from None
         self._owns_ray = True
+        self._own_instance = target == "local"   # a new local Ray instance, this sweep's alone
 
     def _check_checkpoints(self, nodes: list[dict[str, Any]]) -> None:
         root = self.checkpoint_root
@@ -411,15 +466,15 @@ class RayCore:
         try:
             ray.get(ready[0])
         except RayError as exc:
-            raise BackendError(f"a Ray actor for trials cannot start: {_first_line(exc)} (is sweeplab "
-                               "installed on every node, at the same version?)") from None
+            raise BackendError(f"a Ray actor for trials cannot start: {_start_error(exc) or _first_line(exc)} "
+                               "(is sweeplab installed on every node, at the same version?)") from None
         # then the others, so that every slot is free when start() returns (an actor still booting
         # takes no trial); one that is not up by the deadline joins when it is (see `poll`)
         rest = [r for r in refs if r not in ready]
         if rest:
             more, _ = ray.wait(rest, num_returns=len(rest), timeout=_START_TIMEOUT)
             ready = [*ready, *more]
-        self._placed(ready)   # no trial yet, so nothing to report; a failed actor is replaced on submit
+        self._placed(ready)   # no trial yet, so nothing to report; a failed actor is replaced at once
 
     def _placed(self, refs: list[Any]) -> list[Event]:
         """Mark the slots whose where() answered (in `refs`) ready; an actor that failed to start is lost."""
@@ -431,23 +486,41 @@ class RayCore:
                     try:
                         member.node = ray.get(member.where)["node"]
                         member.ready = True
+                        if all(m.ready for m in slot.members or []):
+                            slot.start_failures = 0
                     except RayError as exc:
+                        why = self._start_failed(slot, exc)
                         out.extend(self._rank_lost(slot, member.index, f"rank {member.index}'s Ray actor "
-                                                   f"could not start: {_first_line(exc)}", started=False))
+                                                   f"could not start: {why or _first_line(exc)}"))
             if slot.members is None and not slot.ready and slot.where in done:
                 try:
                     slot.node = ray.get(slot.where)["node"]
                     slot.ready = True
+                    slot.start_failures = 0
                 except RayError as exc:
-                    out.extend(self._end_lost(slot, f"Ray actor could not start: {_first_line(exc)}",
-                                              started=False))
+                    why = self._start_failed(slot, exc)
+                    out.extend(self._end_lost(slot, f"Ray actor could not start: {why or _first_line(exc)}"))
         return out
+
+    def _start_failed(self, slot: _Slot, exc: BaseException) -> str | None:
+        """An actor of `slot` could not start: count it when the fault is the actor's own (`_start_error`:
+        its constructor raised, its runtime_env failed), and retire the slot after _START_FAILURES in a row.
+        Its trial was requeued (PREEMPTED) after each, started again on a new actor that failed the same
+        way: the sweep spun forever, starting an actor a second, on a node where sweeplab does not import."""
+        why = _start_error(exc)
+        if why is not None:
+            slot.start_failures += 1
+            if slot.start_failures >= _START_FAILURES and slot.retired is None:
+                slot.retired = why
+        return why
 
     # ------------------------------------------------------------------------------ trials
     def _takes(self, slot: _Slot) -> bool:
         """Free for a trial: idle, and its actor started (a trial sent to an actor still booting would
         wait there, tens of seconds for 64 on a busy machine or minutes for a node still coming up, while
         started actors idle). A slot without an actor (its node was lost) starts one on submit."""
+        if slot.retired is not None:   # its actors cannot start
+            return False
         if slot.members is not None:   # every rank's actor placed in its bundle (or to be started)
             return slot.task is None and all(m.actor is None or m.ready for m in slot.members)
         return slot.task is None and (slot.actor is None or slot.ready)
@@ -496,8 +569,9 @@ class RayCore:
             where = ray.get([m.where for m in slot.members], timeout=_START_TIMEOUT)
             port = ray.get(slot.members[0].actor.master_port.remote(), timeout=_START_TIMEOUT)
         except (RayError, GetTimeoutError) as exc:
+            why = self._start_failed(slot, exc)
             for r in range(len(slot.members)):   # the trial never started: PREEMPTED, requeued
-                slot.queued.extend(self._rank_lost(slot, r, f"rank {r} could not start: {_first_line(exc)}"))
+                slot.queued.extend(self._rank_lost(slot, r, f"rank {r} could not start: {why or _first_line(exc)}"))
             return
         for member, info in zip(slot.members, where):
             member.node = info["node"]
@@ -534,10 +608,10 @@ class RayCore:
             self._release(slot)
         return events
 
-    def _rank_lost(self, slot: _Slot, rank: int, reason: str, *, started: bool = True) -> list[Event]:
+    def _rank_lost(self, slot: _Slot, rank: int, reason: str) -> list[Event]:
         """The actor of one rank is gone: forget it and start its next actor in the rank's bundle at once
-        (`started`: the lost one had started; one that could not start is started again on the next submit).
-        The slot takes its next trial once Ray has placed every rank's actor: when the bundle's node was
+        (unless the slot is retired: its actors cannot start, see `_start_failed`). The slot takes its next
+        trial once Ray has placed every rank's actor: when the bundle's node was
         lost and no live node can hold it, the trial waits queued, not sent to actors that cannot start
         (the driver blocked on them, then preempted it again and again)."""
         assert slot.members is not None
@@ -550,7 +624,7 @@ class RayCore:
         member.ready = False
         killed = member.kill_reason is not None
         member.kill_reason = member.kill_deadline = None
-        if actor is not None and started and self._host_cls is not None and self._head_lost is None:
+        if actor is not None and self._host_cls is not None and self._head_lost is None and slot.retired is None:
             self._spawn_rank(slot, member)
         task = slot.task
         if task is None or slot.gang is None:
@@ -562,7 +636,7 @@ class RayCore:
         out = self._accept(slot, rank, Event(kind, task.trial_id, task.attempt, time.time(), data),
                            lost=not killed)
         if out and out[-1].kind is EventKind.PREEMPTED:   # the trial's end: say first if it must wait
-            out[-1:-1] = self._waiting_note(task, out[-1])
+            out[-1:-1] = [*self._retired_note(slot, task), *self._waiting_note(task, out[-1])]
         return out
 
     def stop(self, trial_id: int, reason: str = "") -> None:
@@ -604,12 +678,40 @@ class RayCore:
     # ------------------------------------------------------------------------------ events
     def poll(self, timeout: float) -> list[Event]:
         self._check_head()
+        self._check_retired()
         events: list[Event] = []
         for slot in self.slots:
             events.extend(slot.queued)
             slot.queued.clear()
         if events:
             timeout = 0.0
+        began = time.monotonic()
+        idle = self._polled is not None and began - self._polled > _PAUSED   # the driver was away
+        events.extend(self._read(timeout))
+        if idle or time.monotonic() - began > timeout + _PAUSED:
+            # The driver was paused (SIGSTOP, Ctrl-Z, a debugger, a frozen VM), outside this call or in it.
+            # What its trials sent meanwhile is in replies still on their way (ray.wait returns only those
+            # already received) and in the actors' buffers (each had one drain in flight, which returned
+            # early in the pause): read both now, since the driver judges silences after this poll, and a
+            # trial whose heartbeats waited there was killed as hung (the driver's pause taken for its own).
+            events.extend(self._read(0.0, every=True))
+            events.extend(self._read(0.0, every=True))
+        now = time.monotonic()
+        self._polled = now
+        for slot in self.slots:
+            if slot.members is not None:
+                events.extend(self._check_gang(slot, now))
+                continue
+            if slot.task is not None and slot.kill_deadline is not None and now > slot.kill_deadline:
+                events.extend(self._end_lost(slot, f"{slot.kill_reason} (Ray actor killed)", killed=True))
+        if self._head_lost is not None and not events:
+            self._check_head()
+        return events
+
+    def _read(self, timeout: float, *, every: bool = False) -> list[Event]:
+        """What the actors' drain calls brought: as soon as one has (within `timeout`), all those ready then;
+        `every`: each drain in flight (each returns within `drain_wait`), then whichever started actors."""
+        events: list[Event] = []
         by_ref: dict[Any, tuple[_Slot, int | None]] = {}
         booting: set[Any] = set()   # where() of actors not started yet: their start may free a slot
         for s in self.slots:
@@ -624,6 +726,8 @@ class RayCore:
                     by_ref[m.drain] = (s, m.index)
                 if not m.ready and m.where is not None:
                     booting.add(m.where)
+        if by_ref and every:
+            ray.wait(list(by_ref), num_returns=len(by_ref), timeout=self.drain_wait + 2.0)
         if by_ref or booting:
             refs = [*by_ref, *booting]
             ready, _ = ray.wait(refs, num_returns=1, timeout=max(0.0, timeout))
@@ -644,16 +748,16 @@ class RayCore:
                     events.extend(self._collect_rank(slot, rank, ref))
         elif timeout > 0:
             time.sleep(timeout)
-        now = time.monotonic()
-        for slot in self.slots:
-            if slot.members is not None:
-                events.extend(self._check_gang(slot, now))
-                continue
-            if slot.task is not None and slot.kill_deadline is not None and now > slot.kill_deadline:
-                events.extend(self._end_lost(slot, f"{slot.kill_reason} (Ray actor killed)", killed=True))
-        if self._head_lost is not None and not events:
-            self._check_head()
         return events
+
+    def _check_retired(self) -> None:
+        """Raise BackendError once every slot is retired (its actors cannot start) and the ends of their
+        trials have been handed over: no trial can run any more; the driver stops the sweep, resumable."""
+        if self.slots and all(s.retired is not None for s in self.slots) and not any(s.queued for s in self.slots) \
+                and not self._by_trial:
+            raise BackendError(
+                f"no Ray actor for trials can start ({_START_FAILURES} attempts in a row for each of the "
+                f"{len(self.slots)} slot(s)): {self.slots[0].retired}; {_install_hint()}")
 
     # ------------------------------------------------------------------------------ the head
     def _check_head(self, *, now: bool = False) -> None:
@@ -676,8 +780,21 @@ class RayCore:
                 self._head_lost = (f"{where}: the Ray cluster's head is gone (its GCS at {self._gcs} does not "
                                    f"answer: {exc.strerror or exc}); the sweep's trials cannot run or report")
                 self._by_trial.clear()
+            if self._head_lost is None and now and self._own_instance and not self._live_nodes():
+                # the sweep's own local instance lost its one node (its raylet died: killed, OOM-killed,
+                # crashed): no node will ever join it, so its trials waited queued for one forever
+                self._head_lost = ("Ray's local instance, started by this sweep, has no node left (its raylet "
+                                   "died: killed, OOM-killed or crashed); the sweep's trials cannot run")
+                self._by_trial.clear()
         if self._head_lost is not None:
             raise BackendError(self._head_lost)
+
+    @staticmethod
+    def _live_nodes() -> int:
+        try:
+            return sum(1 for n in ray.nodes() if n.get("Alive"))
+        except Exception:   # the cluster's state is unknown: take it for alive
+            return 1
 
     def _head_gone(self) -> bool:
         """After an actor failed: is it because the head is gone (then poll raises)?"""
@@ -700,6 +817,9 @@ class RayCore:
                     slot.drain = slot.actor.drain.remote(self.drain_wait)
                     return []
                 return self._end_lost(slot, "Ray actor unavailable")
+            if not slot.ready:   # it never started: its own fault (counted), or its node's
+                why = self._start_failed(slot, exc)
+                return self._end_lost(slot, f"Ray actor could not start: {why or _lost_reason(exc)}")
             if isinstance(exc, RayActorError):
                 return self._end_lost(slot, _lost_reason(exc))
             if isinstance(exc, RayTaskError):
@@ -768,9 +888,11 @@ class RayCore:
         slot.gang = None
         slot.kill_reason = slot.kill_deadline = None
 
-    def _end_lost(self, slot: _Slot, reason: str, *, killed: bool = False, started: bool = True) -> list[Event]:
-        """The actor is gone (node lost, actor killed): end its trial and start another actor for the slot
-        (`started`: the lost one had started; one that could not start is started again on the next submit)."""
+    def _end_lost(self, slot: _Slot, reason: str, *, killed: bool = False) -> list[Event]:
+        """The actor is gone (node lost, actor killed, or it could not start): end its trial and start another
+        actor for the slot at once, unless the slot is retired (its actors cannot start: `_start_failed`).
+        One that could not start was started again only by the next submit, which sent the trial to it before
+        it had started (a trial waiting there for a node that never comes was failed as hung)."""
         actor, task, kill_reason = slot.actor, slot.task, slot.kill_reason
         if actor is not None:
             with contextlib.suppress(Exception):
@@ -778,7 +900,7 @@ class RayCore:
         slot.actor = slot.drain = slot.where = slot.node = None
         slot.ready = False
         self._release(slot)
-        if actor is not None and started and self._host_cls is not None and self._head_lost is None:
+        if actor is not None and self._host_cls is not None and self._head_lost is None and slot.retired is None:
             # a new actor now: the slot takes the next trial once Ray has placed it. Sent to an actor still
             # waiting for a node (none alive can hold it, until one joins), a trial would sit there
             # without a heartbeat and be failed as hung, its retries spent on a cluster's gap.
@@ -791,7 +913,17 @@ class RayCore:
             return [Event(EventKind.FAILED, task.trial_id, task.attempt, now, {
                 "reason": why, "error_type": "Killed", "message": why})]
         end = Event(EventKind.PREEMPTED, task.trial_id, task.attempt, now, {"reason": reason})
-        return [*self._waiting_note(task, end), end]
+        return [*self._retired_note(slot, task), *self._waiting_note(task, end), end]
+
+    def _retired_note(self, slot: _Slot, task: TrialTask) -> list[Event]:
+        """A warning on the attempt whose slot was just retired (its actors cannot start): the trial is
+        requeued onto the other slots; once every slot is retired, `poll` stops the sweep."""
+        if slot.retired is None:
+            return []
+        return [Event(EventKind.NOTE, task.trial_id, task.attempt, time.time(), {
+            "level": "warning", "kind": "actor_cannot_start",
+            "message": f"a Ray actor for trials could not start {slot.start_failures} times in a row: "
+                       f"{slot.retired}; its slot takes no more trials ({_install_hint()})"})]
 
     def _waiting_note(self, task: TrialTask, end: Event) -> list[Event]:
         """After a loss: when no live node can hold a trial any more, a warning on the attempt (just before
@@ -847,4 +979,7 @@ class RayCore:
             with contextlib.suppress(Exception):
                 ray.shutdown()
             self._owns_ray = False
+        held, self._sigterm = self._sigterm, None
+        if held is not None:   # no driver took a signal held since start (the command ended before it ran):
+            held.release()     # the process ends by it now, with nothing of Ray's left running
 

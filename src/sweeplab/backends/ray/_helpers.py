@@ -7,7 +7,7 @@ import os
 import re
 import socket
 
-from ray.exceptions import RayActorError
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RuntimeEnvSetupError
 
 from sweeplab.errors import UserError
 
@@ -21,12 +21,33 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _lost_reason(exc: RayActorError) -> str:
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _start_error(exc: BaseException) -> str | None:
+    """Why an actor could not start when the fault is its own, not its node's loss: its constructor raised
+    (sweeplab missing or broken on the node: the import error's last line), its runtime_env could not be set
+    up, its process died while starting. None when its node was lost (a preemption: no fault of the slot's).
+    Names the node's address when Ray says it."""
+    if not isinstance(exc, RayError) or isinstance(exc, GetTimeoutError) or _lost_reason(exc).startswith("Ray node"):
+        return None   # not an error of the actor's (a timeout: it may still be waiting for a node)
+    text = _ANSI.sub("", str(exc)).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    why = lines[-1] if lines else type(exc).__name__
+    if not getattr(exc, "actor_init_failed", False) and not isinstance(exc, RuntimeEnvSetupError):
+        why = _lost_reason(exc) if isinstance(exc, RayActorError) else _first_line(exc)
+    ip = re.search(r"\bip(?:=|: )([0-9A-Fa-f.:]+)", text)
+    return f"{why} (node {ip.group(1)})" if ip and ip.group(1) not in why else why
+
+
+def _lost_reason(exc: BaseException) -> str:
     """What a dead actor's error says died: its node, or only its process (killed, OOM-killed, crashed).
     Ray's text for a dead process also advises about "node deaths": the node is judged by Ray's own
     phrases, not by the words "node" and "died" anywhere."""
     text = str(exc)
     low = text.lower()
+    if getattr(exc, "actor_init_failed", False):   # its constructor raised (the text may say "node" anyway)
+        return f"Ray actor could not start: {_first_line(exc)}"
     if getattr(exc, "preempted", False):
         return "Ray node preempted (spot instance reclaimed)"
     if "worker process has died" in low:

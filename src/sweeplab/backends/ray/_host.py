@@ -40,6 +40,7 @@ class TrialHost:
         self._current: tuple[int, int] | None = None
         self._closed = False
         self._port_hold: socket.socket | None = None
+        self._raylet = os.getppid()             # the node's raylet started this actor's process
         threading.Thread(target=self._pump, daemon=True, name="sweeplab-ray-pump").start()
 
     def where(self) -> dict[str, Any]:
@@ -101,6 +102,20 @@ class TrialHost:
         with self._cond:
             self._cond.notify_all()
 
+    def _orphaned(self) -> None:
+        """The node's raylet died (killed, OOM-killed, crashed) while its machine lives on: Ray takes the node
+        for lost and the driver runs the trial again elsewhere, but nothing of Ray's ends this actor's process
+        nor the trial's worker, which went on running (and holding their memory and GPU) indefinitely. End
+        them, as a lost node would have: the worker's whole process tree, then this process."""
+        got = self._lock.acquire(timeout=5.0)   # a control call in progress ends in a moment
+        try:
+            self._closed = True
+            self._local.shutdown(grace=0.0)
+        finally:
+            if got:
+                self._lock.release()
+            os._exit(1)
+
     def _collect(self) -> bool:
         """Move the local backend's events to the buffer `drain` returns (caller holds `_lock`)."""
         events = self._local.poll(0.0)
@@ -122,6 +137,8 @@ class TrialHost:
         idle = 0.001
         while not self._closed:
             woke = self._local.wait(_WAKE)
+            if os.getppid() != self._raylet:
+                self._orphaned()
             with self._lock:
                 if self._closed:
                     return
