@@ -546,6 +546,27 @@ def test_trial_imports_follows_relative_imports_inside_the_users_package(tmp_pat
     assert set(trial_imports("pkg/train.py:train", [str(proj)])) == {"yaml", "psutil", "rich"}
 
 
+def test_forked_workers_have_what_torch_imports_at_its_first_optimizer(tmp_path):
+    """torch builds its first optimizer through torch._dynamo (~800 modules, ~1 CPU-s, imported then): the fork
+    server imports it with torch, so no forked worker's first trial pays it (examples/torch_digits: a first
+    trial of 1.4 CPU-s against 0.2 for the next)."""
+    pytest.importorskip("torch")
+    proj = _project(tmp_path, **{"probe.py": PROBE})
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("torch",),
+                     env={"PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])})
+    b.start()
+    try:
+        deadline = time.monotonic() + 60
+        while b.free_slots() < 2 and time.monotonic() < deadline:
+            b.poll(0.1)
+        b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe", config={"module": "torch._dynamo"}))
+        ev = collect(b, [1])[1]
+        assert ev[-1].kind is EventKind.FINISHED and _metrics(ev)["had"] == 1
+        assert next(e.data for e in ev if e.kind is EventKind.NOTE)["forked"] is True
+    finally:
+        b.shutdown(grace=0.0)
+
+
 def test_a_fork_server_that_crashes_while_importing_says_how_in_the_sweeps_note(tmp_path):
     """A library that crashes the interpreter when the fork server imports it: the workers start cold (the
     trial runs) and the note says how the server ended, not only that it is gone."""

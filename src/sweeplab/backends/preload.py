@@ -7,6 +7,7 @@ only the standard library at the top, `ast` when a scan runs.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -213,13 +214,26 @@ def _installed(top: str, roots: Sequence[str]) -> bool:
         return False
 
 
+#: what a library imports lazily the first time nearly every training loop uses it, imported with it. torch
+#: imports torch._dynamo (with sympy, mpmath, optree: ~800 modules, ~1 CPU-s) when the first optimizer is
+#: built (`torch.optim.Optimizer.__init__` is wrapped by `torch._disable_dynamo`): in each worker's first
+#: trial, after the fork server had imported torch itself (measured on examples/torch_digits: a first trial
+#: of 1.4 CPU-s against 0.2 for the next ones, all of the difference this import).
+FIRST_USE: dict[str, tuple[str, ...]] = {"torch": ("torch._dynamo",)}
+
+
 def import_all(names: Sequence[str]) -> list[str]:
     """Import each of `names`, skipping those that fail (the trial's own import reports them); the names
-    that failed. A worker throws their output away (`execution.import_libraries`); `sweeplab repro` shows it."""
+    that failed. A worker throws their output away (`execution.import_libraries`); `sweeplab repro` shows it.
+    What an imported library imports at its first use (`FIRST_USE`) is imported too, failures ignored."""
     failed = []
     for name in names:
         try:
             importlib.import_module(name)
         except BaseException:   # a library's import may raise anything, SystemExit included
             failed.append(name)
+    for top in dict.fromkeys(n.split(".")[0] for n in names if n not in failed):
+        for name in FIRST_USE.get(top, ()):
+            with contextlib.suppress(BaseException):
+                importlib.import_module(name)
     return failed
