@@ -549,10 +549,11 @@ def test_trial_imports_follows_relative_imports_inside_the_users_package(tmp_pat
 def test_forked_workers_have_what_torch_imports_at_its_first_optimizer(tmp_path):
     """torch builds its first optimizer through torch._dynamo (~800 modules, ~1 CPU-s, imported then): the fork
     server imports it with torch, so no forked worker's first trial pays it (examples/torch_digits: a first
-    trial of 1.4 CPU-s against 0.2 for the next)."""
+    trial of 1.4 CPU-s against 0.2 for the next), also when torch comes through another library (Lightning,
+    Transformers: here a module of the user's that imports it)."""
     pytest.importorskip("torch")
-    proj = _project(tmp_path, **{"probe.py": PROBE})
-    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("torch",),
+    proj = _project(tmp_path, **{"probe.py": PROBE, "mylib.py": "import torch\n"})
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("mylib",),
                      env={"PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])})
     b.start()
     try:

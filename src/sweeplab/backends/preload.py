@@ -225,15 +225,16 @@ FIRST_USE: dict[str, tuple[str, ...]] = {"torch": ("torch._dynamo",)}
 def import_all(names: Sequence[str]) -> list[str]:
     """Import each of `names`, skipping those that fail (the trial's own import reports them); the names
     that failed. A worker throws their output away (`execution.import_libraries`); `sweeplab repro` shows it.
-    What an imported library imports at its first use (`FIRST_USE`) is imported too, failures ignored."""
+    What a library imported by then (by these names or through them) imports at its first use (`FIRST_USE`)
+    is imported too, failures ignored."""
     failed = []
     for name in names:
         try:
             importlib.import_module(name)
         except BaseException:   # a library's import may raise anything, SystemExit included
             failed.append(name)
-    for top in dict.fromkeys(n.split(".")[0] for n in names if n not in failed):
-        for name in FIRST_USE.get(top, ()):
+    if len(failed) < len(names):   # the library itself or through another (lightning, transformers: torch)
+        for name in (extra for top, more in FIRST_USE.items() if top in sys.modules for extra in more):
             with contextlib.suppress(BaseException):
                 importlib.import_module(name)
     return failed
