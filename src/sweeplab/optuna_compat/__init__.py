@@ -219,6 +219,9 @@ def _check_packages(*objects: Any) -> None:
     for obj in objects:
         if obj is None:
             continue
+        inner = [v for v in vars(obj).values() if v is not obj and type(v).__name__.endswith(("Sampler", "Pruner"))] \
+            if hasattr(obj, "__dict__") else []
+        _check_packages(*inner)   # the sampler a wrapper holds: PartialFixedSampler(..., CmaEsSampler())
         for cls in type(obj).__mro__:
             module = sys.modules.get(cls.__module__)
             if module is None or not cls.__module__.startswith("optuna."):
