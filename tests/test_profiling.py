@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 import time
@@ -327,8 +328,9 @@ def test_cli_profile_says_why_a_trial_has_no_profile(tmp_path):
             st.update_trial(tid, state=state, **({"profile": prof} if prof else {}))
     st.close()
 
-    def profile(ref: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "sweeplab", "profile", ref, "--store", str(tmp_path / "store")],
+    def profile(ref: str, *extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "sweeplab", "profile", ref, *extra, "--store",
+                               str(tmp_path / "store")],
                               capture_output=True, text=True, timeout=60)
 
     running, failed, done = profile("p/0"), profile("p/1"), profile("p/2")
@@ -336,3 +338,9 @@ def test_cli_profile_says_why_a_trial_has_no_profile(tmp_path):
     assert "run.track" not in running.stdout
     assert failed.returncode == 1 and "p/1 (failed)" in failed.stdout and "run.track" in failed.stdout
     assert done.returncode == 0 and "steps" in done.stdout and "7" in done.stdout
+    # --json prints null for a trial without a profile and exits 1 as the table does (as `best --json` with
+    # no best); it exited 0, so a script could not tell "no profile" from a profile without reading it
+    missing = profile("p/1", "--json")
+    assert missing.returncode == 1 and missing.stdout.strip() == "null", (missing.returncode, missing.stdout)
+    found = profile("p/2", "--json")
+    assert found.returncode == 0 and json.loads(found.stdout)["steps"] == 7

@@ -226,7 +226,9 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
                 "SWEEPLAB_ATTEMPT": str(int(failed["number"]) + 1)})
     echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
     echo(f"  argv {' '.join(argv)}")
-    echo(f"  cwd {cwd}, seed {trial['seed']}, checkpoints copied: {'yes' if src.is_dir() else 'none'}")
+    # sweeplab's own files (the attempt fence a retry writes) are no checkpoint of the program's
+    copied = src.is_dir() and any(not p.name.startswith(".") for p in src.iterdir())
+    echo(f"  cwd {cwd}, seed {trial['seed']}, checkpoints copied: {'yes' if copied else 'none'}")
     _warn_changed(store, name, number, int(failed["number"]), echo)
     sys.stdout.flush()
     try:

@@ -182,6 +182,19 @@ def test_a_failed_command_trial_says_why_and_its_log_says_how_it_ran(cli):
                or k in ("PYTHONPATH", "PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES") for k in env), env
 
 
+def test_repro_of_a_retried_command_trial_that_wrote_no_checkpoint_says_none_were_copied(cli):
+    """A retried attempt leaves the trial's checkpoint directory holding only sweeplab's attempt fence:
+    `repro` said "checkpoints copied: yes" for a program that died importing a module (docs/debugging.md
+    shows "none" for that very failure)."""
+    (cli.tmp / "prog.py").write_text(MISSING_MODULE)
+    spec = cli.spec("mm1", "program: prog.py\nmethod: grid\nparameters: {x: {values: [1]}}\n"
+                    "trial: {retries: 1}\n")
+    assert cli("sweep", str(spec), "-q").returncode == 1
+    assert cli.status("mm1")["trials"][0]["attempts"] == 2
+    rp = cli("repro", "mm1/0")
+    assert rp.returncode == 1, rp.stdout + rp.stderr
+    assert "checkpoints copied: none" in rp.stdout, rp.stdout
+
 def test_repro_runs_a_command_trial_again_with_its_argv_and_environment(cli, tmp_path):
     (cli.tmp / "prog.py").write_text(ECHO_PROGRAM)
     out = tmp_path / "echo.jsonl"
@@ -206,6 +219,8 @@ def test_repro_runs_a_command_trial_again_with_its_argv_and_environment(cli, tmp
     assert again["env"]["SWEEPLAB_CHECKPOINT_DIR"] != first["env"]["SWEEPLAB_CHECKPOINT_DIR"]
     assert str(cli.store) not in again["env"]["SWEEPLAB_REPORT_FILE"]
     assert "warning" not in rp.stdout
+    # it wrote no checkpoint: nothing was copied (the runner's empty directory said "yes")
+    assert "checkpoints copied: none" in rp.stdout, rp.stdout
     # the program changed since it failed: repro says so, and runs it as it is now
     (cli.tmp / "prog.py").write_text(ECHO_PROGRAM + "# edited\n")
     rp = subprocess.run([sys.executable, "-m", "sweeplab", "repro", "echo/0"], cwd=elsewhere, env=env,

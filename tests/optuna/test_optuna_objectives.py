@@ -163,6 +163,23 @@ def test_a_plan_the_machine_cannot_run_is_refused_with_nothing_written(workdir, 
     assert not (workdir / "st").exists()
 
 
+def test_a_sampler_whose_package_is_missing_is_refused_before_anything_is_written(workdir):
+    """`--sampler CmaEsSampler` (docs/optuna.md) without the `cmaes` package: Optuna imports it lazily, at the
+    first relative sample, so every trial after the first failed with ModuleNotFoundError in its worker and
+    the sweep ended `finished` with exit 0. The driver here runs with `cmaes` unimportable (whether or not
+    this machine has it): the missing package is one line, exit 2, nothing written."""
+    code = ("import sys, runpy; sys.modules['cmaes'] = None; "
+            "sys.argv = ['sweeplab', *sys.argv[1:]]; runpy.run_module('sweeplab', run_name='__main__')")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    bad = subprocess.run([sys.executable, "-c", code, "sweep", "--optuna", "objectives:grid", "--trials", "2",
+                          "--sampler", "CmaEsSampler", "--store", "st"], cwd=workdir, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2, (bad.returncode, bad.stderr)
+    assert "CmaEsSampler needs the package 'cmaes'" in bad.stderr and "pip install cmaes" in bad.stderr, bad.stderr
+    assert len(bad.stderr.splitlines()) == 1, bad.stderr
+    assert not (workdir / "st").exists()
+
+
 def test_resume_after_driver_kill_9_keeps_completed_trials_and_reaches_n_trials(workdir):
     (workdir / "STALL").write_text("")   # trials 2 and later stay in flight until it goes
     proc = subprocess.Popen(

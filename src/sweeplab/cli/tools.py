@@ -80,6 +80,8 @@ def profile(
     prof = detail.get("profile")
     if as_json:
         _print_json(prof)
+        if not prof:   # null, and exit 1 as the table's "no profile recorded" (and `best --json` with no best)
+            raise typer.Exit(1)
         return
     if not prof:
         state = detail.get("state")

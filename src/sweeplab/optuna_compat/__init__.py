@@ -23,6 +23,7 @@ of the search, and docs/optuna.md.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -152,6 +153,7 @@ def optimize(
     # and the backend built (a Ray cluster connected to: an address that does not answer is refused), before
     # the objective's file, the store and the sweep's study are written, as for a spec
     check_spec(spec)
+    _check_packages(sampler, pruner)
     be = build_backend(spec, workers=workers, backend=backend, address=address, store_root=root)
     try:
         ship()
@@ -206,6 +208,47 @@ def _directions(direction: str | None, directions: Sequence[str] | None, study: 
         raise UserError(f"study {study.study_name!r} has {len(theirs)} objective(s) ({', '.join(theirs)}); "
                         f"{len(goals)} direction(s) given ({', '.join(map(str, goals))})")
     return goals or theirs
+
+
+def _check_packages(*objects: Any) -> None:
+    """Refuse a sampler or pruner whose optional package is not installed (CmaEsSampler without `cmaes`).
+
+    Optuna imports such a package lazily, at the first sample that needs it: in a sweep that is in the workers,
+    where every trial after the first failed with ModuleNotFoundError. Optuna's modules name those packages
+    as module-level `_LazyImport("cmaes")` objects (Optuna 4+) or a `try_import()` context kept as `_imports`
+    (earlier); both are read here without importing anything.
+    """
+    import importlib.util
+    import types
+
+    for obj in objects:
+        if obj is None:
+            continue
+        inner = [v for v in vars(obj).values() if v is not obj and type(v).__name__.endswith(("Sampler", "Pruner"))] \
+            if hasattr(obj, "__dict__") else []
+        _check_packages(*inner)   # the sampler a wrapper holds: PartialFixedSampler(..., CmaEsSampler())
+        for cls in type(obj).__mro__:
+            module = sys.modules.get(cls.__module__)
+            if module is None or not cls.__module__.startswith("optuna."):
+                continue
+            missing: list[str] = []
+            for value in list(vars(module).values()):
+                if isinstance(value, types.ModuleType) and type(value).__name__ == "_LazyImport":
+                    top = value.__name__.partition(".")[0]
+                    if top != "optuna" and importlib.util.find_spec(top) is None and top not in missing:
+                        missing.append(top)
+            deferred = vars(module).get("_imports")   # Optuna 3: `with try_import() as _imports: import cmaes`
+            if deferred is not None and callable(getattr(deferred, "is_successful", None)) \
+                    and not deferred.is_successful():
+                try:
+                    deferred.check()
+                except ImportError as exc:
+                    raise UserError(f"{type(obj).__name__} cannot run here: {exc}") from None
+            if missing:
+                names = ", ".join(repr(m) for m in missing)
+                raise UserError(f"{type(obj).__name__} needs the package{'s' if len(missing) > 1 else ''} "
+                                f"{names}, which is not installed; pip install {' '.join(missing)} "
+                                "(or choose another sampler / pruner)")
 
 
 def _sampler_seed(sampler: Any) -> int | None:
