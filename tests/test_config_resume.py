@@ -5,31 +5,16 @@ ones while the sweep compares them as one search. Real processes: the promise is
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.test_config_overrides import cli, one_line_error
+
 TRIALS = Path(__file__).resolve().parent / "fixtures" / "trials.py"
 SPEC = (f"name: s\nfunction: {TRIALS}:quick\nmethod: random\nmetric: {{name: loss, goal: minimize}}\n"
         "config: config/base.yaml\nprofile: local\nbudget: {trials: 1}\nparameters:\n  x: {values: [1.0]}\n")
-
-
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    env["SWEEPLAB_STORE"] = str(cwd / "store")
-    return subprocess.run([sys.executable, "-m", "sweeplab", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
-
-
-def one_line_error(cp: subprocess.CompletedProcess) -> str:
-    assert cp.returncode == 2, (cp.returncode, cp.stdout, cp.stderr)
-    lines = cp.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), cp.stderr
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -297,7 +297,10 @@ if __name__ == "__main__":
     sweep = sl.sweep({"method": "grid", "metric": {"name": "loss", "goal": "minimize"},
                       "parameters": {"x": {"values": [1.0, 2.0, 3.0]}}}, fn=train, store="st", workers=1,
                      background=True)
-    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    deadline = time.monotonic() + 60   # a trial runs: the sweep is past its start-up (under load, seconds)
+    while not sweep.status()["counts"].get("running") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
     try:
         sweep.wait()
     except KeyboardInterrupt:

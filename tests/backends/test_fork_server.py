@@ -553,17 +553,24 @@ def test_forked_workers_have_what_torch_imports_at_its_first_optimizer(tmp_path)
     Transformers: here a module of the user's that imports it)."""
     pytest.importorskip("torch")
     proj = _project(tmp_path, **{"probe.py": PROBE, "mylib.py": "import torch\n"})
-    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("mylib",),
+    ev, note = _probe_once(tmp_path, proj, "mylib", "torch._dynamo")
+    assert ev[-1].kind is EventKind.FINISHED and _metrics(ev)["had"] == 1
+    assert note["forked"] is True, note
+
+
+def _probe_once(tmp_path, proj, preload: str, module: str):
+    """One probe trial on 2 slots whose workers preload `preload` (a module of `proj`): its events (whether
+    `module` was loaded before it) and the backend's note on how the workers started."""
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=(preload,),
                      env={"PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])})
     b.start()
     try:
         deadline = time.monotonic() + 60
         while b.free_slots() < 2 and time.monotonic() < deadline:
             b.poll(0.1)
-        b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe", config={"module": "torch._dynamo"}))
+        b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe", config={"module": module}))
         ev = collect(b, [1])[1]
-        assert ev[-1].kind is EventKind.FINISHED and _metrics(ev)["had"] == 1
-        assert next(e.data for e in ev if e.kind is EventKind.NOTE)["forked"] is True
+        return ev, next(e.data for e in ev if e.kind is EventKind.NOTE)
     finally:
         b.shutdown(grace=0.0)
 
@@ -576,20 +583,9 @@ def test_a_fork_server_that_crashes_while_importing_says_how_in_the_sweeps_note(
         if sys.argv[0].endswith("forkserver.py"):   # only in the fork server: cold workers import it fine
             os.kill(os.getpid(), signal.SIGSEGV)
     """})
-    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("crashlib",),
-                     env={"PYTHONPATH": os.pathsep.join([str(proj), os.environ.get("PYTHONPATH", "")])})
-    b.start()
-    try:
-        deadline = time.monotonic() + 30
-        while b.free_slots() < 2 and time.monotonic() < deadline:
-            b.poll(0.1)
-        b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe", config={"module": "crashlib"}))
-        ev = collect(b, [1])[1]
-        assert ev[-1].kind is EventKind.FINISHED and _metrics(ev)["had"] == 1
-        note = next(e.data for e in ev if e.kind is EventKind.NOTE)
-        assert note["forked"] is False and "SIGSEGV" in note["message"], note
-    finally:
-        b.shutdown(grace=0.0)
+    ev, note = _probe_once(tmp_path, proj, "crashlib", "crashlib")
+    assert ev[-1].kind is EventKind.FINISHED and _metrics(ev)["had"] == 1
+    assert note["forked"] is False and "SIGSEGV" in note["message"], note
 
 
 def test_a_sweep_that_ends_while_its_fork_server_imports_ends_it_without_waiting_for_the_imports(tmp_path):

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,35 @@ def _kill_session(sid: int) -> None:
     for pid in _session_pids(sid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def _left(sid: int) -> list[bytes]:
+    """The command lines of what is still running in session `sid` (nothing may outlive its driver)."""
+    left = []
+    for pid in _session_pids(sid):
+        with contextlib.suppress(OSError):
+            left.append(Path(f"/proc/{pid}/cmdline").read_bytes()[:80])
+    return left
+
+
+@contextlib.contextmanager
+def _ray_script(tmp_path: Path, script: str) -> Iterator[subprocess.Popen[str]]:
+    """`script` run as `python -c script STORE TRIALS` in a session of its own, with a Ray temporary directory
+    of its own (short: Ray's socket paths live under it); whatever is left of the session is killed after."""
+    tmp = Path(tempfile.mkdtemp(prefix="slint-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env.update(RAY_TMPDIR=str(tmp))
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "store"), str(TRIALS)], env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill_session(proc.pid)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _count(db: Path, state: str) -> int:
@@ -154,11 +184,8 @@ def test_a_signal_while_ray_starts_its_local_instance_leaves_no_ray_process_behi
         assert driver.returncode == 128 + sig, out + err
         assert f"error: {sig.name} while starting a local Ray instance: stopped before any trial ran" in err, err
         assert not (tmp_path / "store" / "store.db").exists()   # nothing created
-        left = []   # the driver stops what it started before it exits (ray.init's agents lingered a minute)
-        for pid in _session_pids(driver.pid):
-            with contextlib.suppress(OSError):
-                left.append(Path(f"/proc/{pid}/cmdline").read_bytes()[:80])
-        assert left == [], left
+        # the driver stops what it started before it exits (ray.init's agents lingered a minute)
+        assert _left(driver.pid) == []
     finally:
         if driver.poll() is None:
             driver.kill()
@@ -296,28 +323,12 @@ def test_sigterm_between_the_ray_backend_s_start_and_the_driver_s_run_stops_the_
     ended the process with exit 15 and the just-created sweep left `running`. Held until the driver runs, it
     is the driver's stop: sweep `stopped` (resumable), no trial run, exit 0, no Ray process left."""
     pytest.importorskip("ray")
-    tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
-    env.update(RAY_TMPDIR=str(tmp))
-    proc = subprocess.Popen([sys.executable, "-c", _BETWEEN, str(tmp_path / "store"), str(TRIALS)], env=env,
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
+    with _ray_script(tmp_path, _BETWEEN) as proc:
         out, err = proc.communicate(timeout=180)
         assert (proc.returncode, out.split()) == (0, ["stopped", "0", "0"] * 2), out + err
         with contextlib.closing(sqlite3.connect(tmp_path / "store" / "store.db")) as db:
             assert db.execute("SELECT state FROM sweeps").fetchall() == [("stopped",)] * 2
-        left = []   # nothing of the local Ray instance outlives the driver
-        for pid in _session_pids(proc.pid):
-            with contextlib.suppress(OSError):
-                left.append(Path(f"/proc/{pid}/cmdline").read_bytes()[:80])
-        assert left == [], left
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        _kill_session(proc.pid)
-        shutil.rmtree(tmp, ignore_errors=True)
+        assert _left(proc.pid) == []   # nothing of the local Ray instance outlives the driver
 
 
 _PAUSED = """
@@ -356,13 +367,7 @@ def test_a_driver_paused_past_the_heartbeat_timeout_kills_none_of_its_ray_trials
     actor's one drain call returned early in the pause) and in replies not yet received, and the first read
     after the pause saw neither: every running trial was failed as hung, spending a retry."""
     pytest.importorskip("ray")
-    tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
-    env.update(RAY_TMPDIR=str(tmp))
-    proc = subprocess.Popen([sys.executable, "-c", _PAUSED, str(tmp_path / "store"), str(TRIALS)], env=env,
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
+    with _ray_script(tmp_path, _PAUSED) as proc:
         deadline = time.monotonic() + 120
         while Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[0] != "T":
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -373,12 +378,6 @@ def test_a_driver_paused_past_the_heartbeat_timeout_kills_none_of_its_ray_trials
         lines = out.splitlines()
         assert lines[0] == "finished 0", out + err
         assert lines[1:] == ["(1, 1, 'completed', None)", "(2, 1, 'completed', None)"], out
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        _kill_session(proc.pid)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 _RAYLET = """
@@ -421,27 +420,11 @@ def test_the_sweep_s_own_local_ray_instance_losing_its_raylet_stops_the_sweep_re
     waited queued for a node "until one joins": forever without budget.time. Now the sweep stops at once,
     resumable, with one error naming the cause (as when a cluster's head is lost), nothing left running."""
     pytest.importorskip("ray")
-    tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
-    env.update(RAY_TMPDIR=str(tmp))
-    proc = subprocess.Popen([sys.executable, "-c", _RAYLET, str(tmp_path / "store"), str(TRIALS)], env=env,
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
+    with _ray_script(tmp_path, _RAYLET) as proc:
         out, err = proc.communicate(timeout=180)
         lines = [line[2:] for line in out.splitlines() if line.startswith("= ")]
         assert lines[:2] == ["stopped 1", "Ray's local instance, started by this sweep, has no node left (its "
                              "raylet died: killed, OOM-killed or crashed); the sweep's trials cannot run; "
                              "`sweeplab resume raylet` continues"], out + err
         assert lines[2] == "[('interrupted',)]", out   # not taken for a preemption, requeued without end
-        left = []
-        for pid in _session_pids(proc.pid):
-            with contextlib.suppress(OSError):
-                left.append(Path(f"/proc/{pid}/cmdline").read_bytes()[:80])
-        assert left == [], left
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        _kill_session(proc.pid)
-        shutil.rmtree(tmp, ignore_errors=True)
+        assert _left(proc.pid) == []

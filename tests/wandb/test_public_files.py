@@ -56,7 +56,9 @@ def test_a_name_that_is_not_a_string_is_still_an_error() -> None:
                                              ("inv_log_uniform", "from 0.999 to 0.9999")])
 def test_exponent_log_distributions_are_warned_about_as_wandb_does(kind: str, drawn: str) -> None:
     spec = _spec(method="random", parameters={"lr": {"distribution": kind, "min": 0.0001, "max": 0.001}})
-    (warning,) = spec.warnings
+    warning, *more = spec.warnings
+    # q_log_uniform's default q (1) is also wider than what it draws: every value is 1.0, warned about too
+    assert [w.split(": ")[1] for w in more] == (["parameters.lr.q"] if kind.startswith("q_") else [])
     assert warning.startswith(f"sweep.yaml: parameters.lr.distribution: {kind} takes min and max as natural-log "
                               "exponents")
     assert f"{kind}_values to give min and max as the values" in warning and drawn in warning   # about 1.0
