@@ -316,13 +316,15 @@ def test_interrupting_wait_leaves_a_background_sweep_running_and_stoppable(tmp_p
     interrupted `Thread.join` marks a running thread ended (CPython's bpo-45274 handling): `done` turned True,
     `wait()` returned None at once and `stop()` did nothing while the sweep ran on."""
     import os
+    import signal
     import subprocess
 
     (tmp_path / "bg.py").write_text(INTERRUPTED_WAIT)
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.run([sys.executable, "bg.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120,   # Ctrl-C as a terminal sends it: a pytest-xdist worker ignores SIGINT,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # which its child inherits
     lines = proc.stdout.splitlines()
     assert lines[0] == "interrupted False None", proc.stdout + proc.stderr
     assert lines[1].startswith("stopped True stopped {"), proc.stdout + proc.stderr
