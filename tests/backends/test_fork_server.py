@@ -76,6 +76,15 @@ def _stop(pid: int) -> None:
         time.sleep(0.01)
 
 
+def _forking_backend(tmp_path: Path) -> tuple[LocalBackend, str]:
+    """A started backend of 2 slots whose workers are forked from a server that imported colorsys (a module
+    that starts no thread and costs nothing), and the probe trial's function."""
+    proj = _project(tmp_path, **{"probe.py": PROBE})
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
+    b.start()
+    return b, f"{proj / 'probe.py'}:probe"
+
+
 # ---------------------------------------------------------------------------------------- trial_imports
 def test_trial_imports_reads_the_installed_libraries_the_trials_code_imports_without_running_it(tmp_path):
     proj = _project(tmp_path, **{
@@ -148,10 +157,7 @@ def test_a_cold_worker_imports_the_libraries_before_its_first_trial_too(tmp_path
 
 
 def test_a_fork_server_killed_mid_trial_fails_its_workers_trials_and_the_next_trial_starts_cold(tmp_path):
-    proj = _project(tmp_path, **{"probe.py": PROBE})
-    fn = f"{proj / 'probe.py'}:probe"
-    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
-    b.start()
+    b, fn = _forking_backend(tmp_path)
     try:
         for i in (1, 2):
             b.submit(make_task(tmp_path, i, fn, config={"module": "colorsys", "sleep": 60}))
@@ -609,10 +615,7 @@ def test_sigterm_to_the_fork_server_preempts_its_workers_trials_instead_of_faili
     """`kill PID` of the fork server (or a memory daemon's SIGTERM to the largest process): its workers get
     the SIGTERM (checkpoint, PREEMPTED: requeued, no retry spent), as they would if each were sent it; the
     server forks no more and ends after them, and the next trial starts cold."""
-    proj = _project(tmp_path, **{"probe.py": PROBE})
-    fn = f"{proj / 'probe.py'}:probe"
-    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
-    b.start()
+    b, fn = _forking_backend(tmp_path)
     try:
         for i in (1, 2):
             b.submit(make_task(tmp_path, i, fn, config={"module": "colorsys", "sleep": 60}, grace=0.2))
@@ -640,10 +643,7 @@ def test_a_stopped_fork_server_costs_a_sweeps_end_no_wait(tmp_path, monkeypatch)
     import sweeplab.backends.forkserver as fs
 
     monkeypatch.setattr(fs, "UNREPORTED_AFTER", 600.0)   # what a stopped server does not need
-    proj = _project(tmp_path, **{"probe.py": PROBE})
-    fn = f"{proj / 'probe.py'}:probe"
-    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
-    b.start()
+    b, fn = _forking_backend(tmp_path)
     server = b._server
     assert server is not None
     try:
@@ -675,10 +675,7 @@ def test_a_fork_asked_of_a_stopped_server_starts_the_worker_cold_without_waiting
     import sweeplab.backends.forkserver as fs
 
     monkeypatch.setattr(fs, "FORK_TIMEOUT", 30.0)
-    proj = _project(tmp_path, **{"probe.py": PROBE})
-    fn = f"{proj / 'probe.py'}:probe"
-    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
-    b.start()
+    b, fn = _forking_backend(tmp_path)
     server = b._server
     assert server is not None
     try:
