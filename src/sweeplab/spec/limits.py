@@ -195,12 +195,12 @@ def _findable(top: str, base_dir: Path | None) -> bool:
     import os
     import sys
 
-    if top in sys.builtin_module_names or top in sys.modules:
+    if top in sys.modules:
         return True
-    places = [*([str(base_dir)] if base_dir is not None else []), os.getcwd(), *sys.path]
-    try:
-        return importlib.machinery.PathFinder.find_spec(top, places) is not None \
-            or importlib.util.find_spec(top) is not None
+    own = [*([str(base_dir)] if base_dir is not None else []), os.getcwd()]
+    try:   # the interpreter's finders (editable installs' included), then the user's own places
+        return importlib.util.find_spec(top) is not None \
+            or importlib.machinery.PathFinder.find_spec(top, own) is not None
     except (ImportError, ValueError, OSError):
         return False
 
