@@ -771,6 +771,50 @@ def test_a_slot_whose_actor_can_never_start_stops_the_sweep_naming_why_instead_o
 
 
 @pytest.mark.ray
+def test_a_slot_whose_actor_start_hangs_is_warned_about_and_the_sweep_goes_on_without_it(
+        cluster, tmp_path, monkeypatch):
+    """Slot 1's only node hangs importing sweeplab (a site hook or a runtime_env that never returns), so its
+    actor never answers. The slot silently took no trial: the sweep ran on one slot of two, with no word
+    anywhere. Now a warning names the slot, in the event log and on the terminal (`on_note`), once; the
+    other slot runs the sweep to its end."""
+    from sweeplab.backends.ray import _core
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    monkeypatch.setattr(_core, "_START_TIMEOUT", 2.0)   # start() waits this long for the rest of the actors
+    monkeypatch.setattr(_core, "_BOOT_WARN", 2.0, raising=False)
+    stuck = tmp_path / "stuck" / "sweeplab"
+    stuck.mkdir(parents=True)
+    (stuck / "__init__.py").write_text("import time\ntime.sleep(3600)\n")
+    path = os.pathsep.join([str(stuck.parent), os.environ.get("PYTHONPATH", "")])
+    good = cluster.add_node(num_cpus=1, resources={"lane": 1})
+    bad = cluster.add_node(num_cpus=1, resources={"lane": 1}, env_vars={"PYTHONPATH": path})
+    cluster.wait_for_nodes()
+    try:
+        spec = parse_spec({"function": f"{TRIALS}:quick", "method": "random", "seed": 0,
+                           "metric": {"name": "loss", "goal": "minimize"},
+                           "parameters": {"x": {"min": 0.0, "max": 1.0}},
+                           "resources": {"cpus": 1, "custom": {"lane": 1}},
+                           "budget": {"trials": 4, "time": "60s"}}, file="<test>")   # never hang the suite
+        store = Store.open(tmp_path / "store")
+        notes: list[str] = []
+        driver = Driver(spec, store, RayBackend(spec, workers=2), sweep_name="stuck-slot", on_note=notes.append)
+        driver.create(spec_path=None)
+        outcome = driver.run()
+        assert outcome.counts.get("completed") == 4, outcome
+        warned = [n for n in notes if "has not started" in n]
+        assert len(warned) == 1 and warned[0].startswith("slot "), notes
+        rows = [tuple(r) for r in store.conn.execute(
+            "SELECT kind, trial_id FROM events WHERE kind = 'actor_not_started'")]
+        assert rows == [("actor_not_started", None)], rows
+        store.close()
+    finally:
+        cluster.remove_node(bad, allow_graceful=False)
+        cluster.remove_node(good, allow_graceful=False)
+
+
+@pytest.mark.ray
 def test_asha_verdicts_reach_trials_waiting_at_their_rung_on_ray(cluster, tmp_path):
     """`go` travels driver -> actor -> worker like `stop`: a pruned trial trains nothing past its rung,
     a promoted one is not held up (it runs to the end)."""

@@ -17,7 +17,10 @@ Kinds and their `data`:
     ARTIFACT    {"name", "path"}
     SYSTEM      {"samples": [{"time", "cpu", "rss", "gpu_util", "gpu_mem"}, ...]}
     PROFILE     {"summary": {...}}                                 per-trial profile summary
-    NOTE        {"level", "message", ...}                          a warning or info line for the event log
+    NOTE        {"level", "message", ...}                          a warning or info line for the event log;
+                                                                   with trial SWEEP (0): of the sweep, not of a
+                                                                   trial (a backend's slot), also shown to the
+                                                                   user when its level is "warning"
     FINISHED    {"metrics": {...}, "stopped": bool}                the trial returned
     FAILED      {"reason", "error_type", "message", "traceback", "exit_code", "signal", "capture"}
                 + {"bad_input": true, "key"} when the trial's config could not be built (never retried)
@@ -35,7 +38,9 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Event", "EventKind", "decode", "describe_exit", "encode", "read_events"]
+__all__ = ["SWEEP", "Event", "EventKind", "decode", "describe_exit", "encode", "read_events"]
+
+SWEEP = 0   # the `trial` of a NOTE about the sweep rather than one trial (store ids start at 1)
 
 
 class EventKind(str, enum.Enum):

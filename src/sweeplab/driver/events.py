@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sweeplab.backends.events import Event, EventKind
+from sweeplab.backends.events import SWEEP, Event, EventKind
 from sweeplab.driver.objectives import feasible, objective_problem, objective_values, violated, violations
 from sweeplab.driver.records import TrialRecord, costs_of, finite_dict, fired_at, shown_path
 from sweeplab.driver.state import DriverState
@@ -49,6 +49,9 @@ class EventWriter(DriverState):
             self._crash_code = 1
     def _handle(self, ev: Event) -> None:
         t = self.trials.get(ev.trial)
+        if t is None and ev.trial == SWEEP and ev.kind is EventKind.NOTE:
+            self._sweep_note(ev)
+            return
         if t is None or ev.attempt != t.attempt:
             return   # an event of an attempt we already gave up on (e.g. from a killed worker)
         kind = ev.kind
@@ -170,6 +173,16 @@ class EventWriter(DriverState):
                        f"(logged: {', '.join(sorted(self._seen_keys))}); fix the metric name in `monitors`")
                 self.on_note(msg)
                 self.store.add_event(self.sweep_id, "warning", msg, data={"monitor": m.name, "missing": missing})
+
+    def _sweep_note(self, ev: Event) -> None:
+        """A backend's note about the sweep, not one trial (a Ray slot whose actor does not start): in the
+        event log, and on the terminal when it is a warning."""
+        d = ev.data
+        message = str(d.get("message", ""))
+        self.store.add_event(self.sweep_id, str(d.get("kind") or d.get("level") or "info"), message, data=d,
+                             at=ev.time)
+        if d.get("level") == "warning":
+            self.on_note(message)
 
     def _apply_verdict(self, t: TrialRecord, v: Verdict) -> None:
         data = {"rule": v.rule, **dict(v.data)}

@@ -31,7 +31,7 @@ import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError, RayTaskError
 
 from sweeplab.backends.base import TrialTask
-from sweeplab.backends.events import Event, EventKind
+from sweeplab.backends.events import SWEEP, Event, EventKind
 from sweeplab.backends.ray._auth import check_token, token_help
 from sweeplab.backends.ray._gang import Gang, Op, rank_tasks
 from sweeplab.backends.ray._helpers import (
@@ -59,6 +59,7 @@ _KILL_GRACE = 10.0         # after kill(), how long the actor has to report befo
 _START_TIMEOUT = 120.0     # the first actor must be up within this (else the cluster cannot run trials)
 _HEAD_EVERY = 5.0          # seconds between checks that the cluster's head (its GCS) still answers
 _START_FAILURES = 3        # a slot whose actors failed to start this many times in a row is retired
+_BOOT_WARN = _START_TIMEOUT   # an actor not started this long after its spawn gets a warning (once)
 _PAUSED = 2.0              # seconds the driver was away (between polls, or over a poll's timeout): paused
 # token authentication errors (recent Ray; older Ray has none, and ConnectionError stands in harmlessly)
 _AUTH_ERROR: type[Exception] = getattr(ray.exceptions, "AuthenticationError", ConnectionError)
@@ -250,6 +251,8 @@ class _Slot:
     queued: list[Event] = field(default_factory=list)
     start_failures: int = 0             # its actors that could not start, in a row (their own fault, not a node's)
     retired: str | None = None          # why it takes no more trials: its actors cannot start
+    spawned: float = 0.0                # monotonic time its (current) actor was created
+    boot_noted: bool = False            # ... and the warning that it has not started was given
 
 
 class RayCore:
@@ -434,6 +437,7 @@ class RayCore:
             return
         slot.actor = self._host_cls.remote(self.demand.cpus, self.demand.gpus <= 0, self.preload)
         slot.where = slot.actor.where.remote()
+        slot.spawned, slot.boot_noted = time.monotonic(), False
         slot.node = None
         slot.ready = False
         slot.drain = slot.actor.drain.remote(self.drain_wait)
@@ -448,6 +452,7 @@ class RayCore:
         host = ray.remote(TrialHost).options(scheduling_strategy=strategy, **self._host_opts)
         member.actor = host.remote(one.cpus, one.gpus <= 0)
         member.where = member.actor.where.remote()
+        member.spawned, member.boot_noted = time.monotonic(), False
         member.node = None
         member.ready = False
         member.drain = member.actor.drain.remote(self.drain_wait)
@@ -698,6 +703,7 @@ class RayCore:
             events.extend(self._read(0.0, every=True))
         now = time.monotonic()
         self._polled = now
+        events.extend(self._not_started(now))
         for slot in self.slots:
             if slot.members is not None:
                 events.extend(self._check_gang(slot, now))
@@ -749,6 +755,28 @@ class RayCore:
         elif timeout > 0:
             time.sleep(timeout)
         return events
+
+    def _not_started(self, now: float) -> list[Event]:
+        """A warning, once per actor, for each slot whose actor has not started `_BOOT_WARN` after its spawn.
+        Such a slot takes no trial (`_takes`) and nothing else showed it: a sweep ran on fewer slots than
+        asked, silently, for as long as the actor was pending (a busy cluster, a node that never comes) or its
+        start hung on its node (sweeplab's import there, a runtime_env, a site hook)."""
+        out: list[Event] = []
+        for slot in self.slots:
+            if slot.retired is not None:
+                continue
+            for member in slot.members or [slot]:
+                if member.ready or member.where is None or member.boot_noted or now - member.spawned < _BOOT_WARN:
+                    continue
+                member.boot_noted = True
+                who = f"slot {slot.index}" + (f", rank {member.index}" if slot.members is not None else "")
+                out.append(Event(EventKind.NOTE, SWEEP, 0, time.time(), {
+                    "level": "warning", "kind": "actor_not_started", "slot": slot.index,
+                    "message": f"{who}: its Ray actor ({self.demand.describe()}) has not started "
+                               f"{now - member.spawned:.0f}s after it was created: the cluster may be busy or "
+                               "scaling up, or the actor's start hangs on its node (sweeplab's import there, "
+                               "its runtime_env); the slot takes trials once it starts, the other slots go on"}))
+        return out
 
     def _check_retired(self) -> None:
         """Raise BackendError once every slot is retired (its actors cannot start) and the ends of their
@@ -954,7 +982,9 @@ class RayCore:
                 slot.task = slot.gang = None
             hosts = []
         for slot in hosts:
-            if slot.actor is not None:
+            # an actor that never started is not asked (its reply would never come: the sweep's end waited
+            # out the 10 s below for one whose start hung); it has no trial, and is killed below
+            if slot.actor is not None and slot.ready:
                 with contextlib.suppress(Exception):
                     refs.append(slot.actor.shutdown.remote(grace))
         if refs:
