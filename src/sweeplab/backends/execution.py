@@ -197,6 +197,10 @@ class Execution:
         self.rss_watch: RssWatch | None = None   # a reusable worker's memory watch (not a rank's)
         self.retiring = False
         self.sampler: Any = None
+        self.child_rss = 0                 # peak RSS of a command trial's program, once it was waited for
+        from sweeplab.profiling import UsageMark
+
+        self.usage = UsageMark()           # CPU and memory of a trial too short for the sampler
         self.lock = threading.Lock()
         self.ended = False
         self.relay_go: Callable[[int], None] | None = None   # a multi-process trial: `go` to its rank 0
@@ -256,12 +260,13 @@ def send_profile(ex: Execution) -> None:
             ex.ended = True
             sampler, ex.sampler = ex.sampler, None
         if sampler is not None:
-            sampler.stop()
+            sampler.stop(reaped_rss=ex.child_rss)   # its final sample covers the trial's last moments
             system = sampler.peak()
-        if steps or system.get("system_samples"):   # mem_total and ncpu alone are no profile
-            # imported only by trials with something to say
-            from sweeplab.profiling import profile_summary
+        from sweeplab.profiling import UsageMark, profile_summary
 
+        if not system.get("system_samples"):   # ended before the sampler's first sample: one look at the end
+            system = UsageMark.summary(ex.usage.final_sample(ex.child_rss))
+        if steps or system.get("system_samples"):
             ex.channel.send(EventKind.PROFILE, {"summary": profile_summary(steps, system)})
 
 
