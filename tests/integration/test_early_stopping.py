@@ -294,11 +294,14 @@ STALLING = Path(__file__).resolve().parents[1] / "fixtures" / "stalling.py"
 @pytest.mark.parametrize("trial", ["function", "program"])
 def test_stalled_stops_a_trial_that_reports_only_a_heartbeat(cli, trial):
     """A trial whose loss stopped advancing while it logs a timestamp and a constant (at run.log's automatic
-    step) is stalled: those reports are no progress. A healthy trial reporting a falling loss is not."""
+    step) is stalled: those reports are no progress. A healthy trial reporting a falling loss is not. A trial
+    that went silent is told apart: its reason said "its reports since then advanced no step" (the driver's
+    time of the last report, taken later and on another clock than the progress time, always came after
+    it), where it sent no report at all."""
     head = f"function: {STALLING}:train\n" if trial == "function" else f"program: {STALLING}\n"
     f = cli.spec("s", head + "method: grid\nmetric: {name: val_loss, goal: minimize}\n"
-                 "parameters:\n  kind: {values: [stuck, healthy]}\n  seconds: {value: 2}\n"
-                 "monitors: [{stalled: {after: 1s}}]\ntrial: {retries: 0}\n")
+                 "parameters:\n  kind: {values: [stuck, healthy, silent]}\n  seconds: {value: 2}\n"
+                 "monitors: [{stalled: {after: 1s}}]\ntrial: {retries: 0, grace: 1s}\n")
     cli("sweep", str(f), "--name", "st", "--workers", "2", "-q", timeout=60)
     trials = by_kind(cli.status("st"))
     stuck, healthy = trials["stuck"], trials["healthy"]
@@ -306,6 +309,10 @@ def test_stalled_stops_a_trial_that_reports_only_a_heartbeat(cli, trial):
     assert stuck["reason"].startswith("stalled: no progress for ") and "val_loss or a loss-like metric" \
         in stuck["reason"], stuck["reason"]
     assert healthy["state"] == "completed", healthy
+    silent = trials["silent"]
+    assert silent["state"] == "stopped_by_rule", silent
+    assert silent["reason"].startswith("stalled: no report for ") and silent["reason"].endswith("(limit 1s)"), \
+        silent["reason"]
 
 
 REPORTS_NAN = Path(__file__).resolve().parents[1] / "fixtures" / "reports_nan.py"

@@ -105,8 +105,10 @@ class _Heartbeat(threading.Thread):
                     with ex.lock:   # never after the attempt's end: send_profile sets `ended` before it
                         if not ex.ended:
                             ex.channel.send(EventKind.HEARTBEAT)
-                            if ex.run is not None:
-                                ex.run.flush_if_stale(1.0)
+                if ex.run is not None and ex.run.has_stale(1.0):   # checked every tick, not only at a beat:
+                    with ex.lock:                                  # the last points before a hang or a long
+                        if not ex.ended:                           # computation reach the monitors in ~1 s
+                            ex.run.flush_if_stale(1.0)
 
 
 _heartbeat: _Heartbeat | None = None
