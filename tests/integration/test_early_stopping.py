@@ -315,6 +315,32 @@ def test_stalled_stops_a_trial_that_reports_only_a_heartbeat(cli, trial):
         silent["reason"]
 
 
+ACCURACY = Path(__file__).resolve().parents[1] / "fixtures" / "accuracy.py"
+
+
+def test_monitors_judge_a_maximized_objective_by_its_goal(cli):
+    """`overfitting` whose `val` is the sweep's maximized metric never fired: it took the goal `minimize`, so
+    the gap of an accuracy (train above val) was negative and a falling val_acc a new best. `plateau` on the
+    maximized second objective of a two-objective sweep stopped a rising val_acc ("best 0.55 at step 1, now
+    0.7"). Both now take the goal of the objective they watch, as `plateau`/`diverging` on the sweep's
+    metric did."""
+    head = f"function: {ACCURACY}:train\nmethod: grid\nparameters:\n  overfit: {{values: [true, false]}}\n"
+    single = cli.spec("one", head + "metric: {name: val_acc, goal: maximize}\n"
+                      "monitors: [{overfitting: {train: train_acc, val: val_acc, patience: 3}}]\n")
+    double = cli.spec("two", head + "metric: [{name: size, goal: minimize}, {name: val_acc, goal: maximize}]\n"
+                      "monitors: [{plateau: {metric: val_acc, patience: 3}}]\n")
+    cli("sweep", str(single), "--name", "one", "--workers", "2", "-q")
+    cli("sweep", str(double), "--name", "two", "--workers", "2", "-q")
+    one = {t["params"]["overfit"]: t for t in cli.status("one")["trials"]}
+    assert one[True]["state"] == "stopped_by_rule" and one[True]["reason"].startswith("overfitting: "), one[True]
+    assert one[False]["state"] == "completed", one[False]
+    two = {t["params"]["overfit"]: t for t in cli.status("two")["trials"]}
+    assert two[False]["state"] == "completed", two[False]      # val_acc rises to the end: no plateau
+    assert two[True]["state"] == "stopped_by_rule", two[True]  # it fell for 3 reports after its best
+    assert two[True]["reason"].startswith("plateau: val_acc did not improve by more than 0 for 3 reports (best 0.7 "
+                                          "at step 4"), two[True]["reason"]
+
+
 REPORTS_NAN = Path(__file__).resolve().parents[1] / "fixtures" / "reports_nan.py"
 
 
