@@ -436,3 +436,17 @@ def test_rules_without_a_goal_take_the_goal_of_the_objective_they_watch() -> Non
     assert [m.goal for m in python_rules] == [Goal.MAXIMIZE, Goal.MAXIMIZE, Goal.MINIMIZE, Goal.MINIMIZE]
     # the same object in a sweep that minimizes val_acc follows that sweep
     assert parse_monitors([python_rules[1]], metric="val_acc", goal="minimize")[0].goal is Goal.MINIMIZE
+
+
+def test_a_rule_made_in_python_is_stored_as_the_spec_entry_that_rebuilds_it() -> None:
+    rules = [sm.nan(), sm.nan("all"), sm.nan(["loss", "acc"], action="warn"),
+             sm.diverging("loss", factor=5, min_steps=2), sm.plateau("acc", patience=4, min_delta=0.1, goal="maximize"),
+             sm.exploding(threshold=50.0), sm.exploding("g", factor=3), sm.vanishing(patience=2),
+             sm.overfitting("tr", "va", patience=2, goal="maximize"), sm.stalled("10m", metrics=["loss"])]
+    for rule in rules:
+        entry = rule.to_spec()
+        json.dumps(entry)
+        (rebuilt,) = parse_monitors([entry])
+        assert type(rebuilt) is type(rule) and rebuilt.to_spec() == entry, (rule, entry, rebuilt.to_spec())
+    with pytest.raises(SpecError, match="custom 'spike'"):
+        parse_monitors([sm.custom(lambda t, p: None, name="spike").to_spec()])

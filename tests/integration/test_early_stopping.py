@@ -392,3 +392,37 @@ def test_resume_rebuilds_a_monitors_count_from_the_stored_reports(cli):
     assert t["state"] == "stopped_by_rule" and t["attempts"] == 2, t
     assert t["reason"].startswith("plateau: val_loss did not improve by more than 0 for 6 reports "
                                   f"(best 1 at step 1, now 1 at step {7 - before})"), (before, t["reason"])
+
+
+def _below_half(trial, points):
+    """A rule of your own: stop when val_acc falls below 0.5."""
+    for p in points:
+        if p.key == "val_acc" and p.value < 0.5:
+            return f"val_acc fell to {p.value:.3g} at step {p.step}"
+    return None
+
+
+def test_monitors_made_in_python_run_in_a_sweep_and_built_in_ones_resume(cli):
+    """The rules `sweeplab.monitors` builds in Python were refused in a sweep's spec mapping ("a
+    OverfittingMonitor cannot be stored as JSON"), and a sweep given them otherwise stored their repr, which
+    `sweeplab resume` rejected as an unknown monitor. They now run, are stored as their spec entries (a
+    built-in rule resumes as it was built), and a rule of your own, a Python function no store can hold, is
+    named when a resume cannot run it."""
+    import sweeplab as sl
+    from sweeplab.monitors import custom, overfitting
+
+    base = {"function": f"{ACCURACY}:train", "method": "random", "metric": {"name": "val_acc", "goal": "maximize"},
+            "parameters": {"overfit": {"value": True}}, "budget": {"trials": 1}}
+    built = sl.run_sweep({**base, "monitors": [overfitting("train_acc", "val_acc", patience=3)]},
+                         store=cli.store, name="py", workers=1)
+    mine = sl.run_sweep({**base, "monitors": [custom(_below_half)]}, store=cli.store, name="mine", workers=1)
+    assert built.counts.get("stopped_by_rule") == 1 and mine.counts.get("stopped_by_rule") == 1
+    [t] = cli.status("py")["trials"]
+    assert t["reason"].startswith("overfitting: the gap between val_acc and train_acc grew for 3 reports"), t
+    [t] = cli.status("mine")["trials"]
+    assert t["reason"].startswith("_below_half: val_acc fell to 0.49"), t
+    resumed = cli("resume", "py", "--trials", "+1", "-q")   # the stored rule is rebuilt: the new trial stops too
+    assert resumed.returncode in (0, 1), resumed.stdout + resumed.stderr
+    assert [t["state"] for t in cli.status("py")["trials"]] == ["stopped_by_rule"] * 2
+    refused = cli("resume", "mine", "--trials", "+1")
+    assert refused.returncode == 2 and "custom '_below_half'" in refused.stderr, refused.stderr

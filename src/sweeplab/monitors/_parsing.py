@@ -108,6 +108,11 @@ def parse_monitors(
         else:
             raise SpecError("a monitor is a name or a one-key mapping", file=file, key=where, value=item,
                             expected="nan, or {plateau: {metric: val_loss}}")
+        if name == "custom" and isinstance(opts, Mapping):   # how a sweep stores a rule of your own
+            raise SpecError("a rule of your own is a Python function, which a sweep cannot store", file=file,
+                            key=where, value=f"custom {opts.get('name', '?')!r}",
+                            expected="a built-in monitor (a rule made in Python is kept as its options)",
+                            hint="`sweeplab resume` cannot run it; start a new sweep from Python with the rule")
         if not isinstance(name, str) or name not in _BUILD:
             close = difflib.get_close_matches(str(name), list(_BUILD), n=1)
             raise SpecError("unknown monitor", file=file, key=where, value=name,

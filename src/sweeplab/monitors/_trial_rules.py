@@ -30,6 +30,10 @@ class OverfittingMonitor(Monitor):
             Goal(goal)
         self._state: dict[int, _Gap] = {}
 
+    def _options(self) -> dict[str, Any]:
+        return {"train": self.train, "val": self.val, "patience": self.patience, "min_delta": self.min_delta,
+                "goal": self.goal.value}
+
     def metrics(self) -> frozenset[str] | None:
         return frozenset({self.train, self.val})
 
@@ -94,6 +98,10 @@ class StalledMonitor(Monitor):
         self._last: dict[int, dict[str, tuple[float, float]]] = {}   # trial -> metric -> (highest step, value)
         self._since: dict[int, float] = {}                            # trial -> wall time of its last progress
         self._heard: dict[int, float] = {}                            # trial -> wall time of its last report
+
+    def _options(self) -> dict[str, Any]:
+        return {"after": self.after,
+                "metrics": ALL if self.every else sorted(self.watched) if self.watched is not None else None}
 
     def bind(self, sweep_metrics: Sequence[str]) -> None:
         """The sweep's metrics, watched by default (a `stalled` given `metrics` of its own ignores them)."""
@@ -176,6 +184,9 @@ class CustomMonitor(Monitor):
                             expected="fn(trial, points) -> Verdict | bool | str | None")
         super().__init__(action=action, name=name or _callable_name(fn))
         self.fn = fn
+
+    def to_spec(self) -> Any:
+        return {"custom": {"name": self.name, "action": self.action}}   # the function itself cannot be stored
 
     def observe(self, trial: int, points: Sequence[MetricPoint]) -> Verdict:
         try:
