@@ -563,68 +563,73 @@ class SystemSampler:
             }
 
 
-def _maxrss_bytes(who: int) -> int:
-    import resource
-
-    peak = resource.getrusage(who).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024   # kilobytes elsewhere
-
-
 class UsageMark:
-    """What a trial too short for `SystemSampler` used, from two cheap looks at this process (no psutil, no
-    /proc walk): one when the attempt starts, one (`final_sample`) when it ends.
+    """What a trial too short for `SystemSampler` used, from two cheap looks at this process (two
+    `getrusage` calls and a read of /proc/self/statm; no psutil, no tree walk): one when the attempt starts,
+    one (`final_sample`) when it ends.
 
     CPU % is the growth of this process's CPU time, reaped children's included (a command trial's program
-    once waited for), over the wall time between the two looks. RSS is this process's at the end, or its
-    peak when that peak was reached during the trial (`ru_maxrss` grew), plus the peak of the program a
-    command trial ran (`child_rss`, from `wait4`). One sample, so `cpu_mean` is exact and `rss_peak` is what
-    the end (or the kernel's peak) shows, like a sampler's peaks are what its samples show.
+    once waited for), over the wall time between the two looks (`getrusage` counts in microseconds, not in
+    the 10 ms ticks of `os.times`). RSS is this process's at the end, or its peak when that peak was reached
+    during the trial (`ru_maxrss` grew), plus the peak of the program a command trial ran (`child_rss`, from
+    `wait4`). One sample, so `cpu_mean` is exact and `rss_peak` is what the end (or the kernel's peak) shows,
+    as a sampler's peaks are what its samples show.
     """
 
     def __init__(self) -> None:
         self.time = time.monotonic()
-        self.cpu = _cpu_seconds()
-        self.maxrss = _maxrss_bytes(_RUSAGE_SELF)
+        self.cpu, self.maxrss = _usage()
 
     def final_sample(self, child_rss: int = 0) -> dict[str, Any]:
         dt = time.monotonic() - self.time
-        used = _cpu_seconds() - self.cpu
-        ncpu = os.cpu_count() or 1
-        cpu = min(max(used / dt, 0.0), float(ncpu)) if dt > 0 else 0.0
-        rss = _self_rss()
-        peak = _maxrss_bytes(_RUSAGE_SELF)
-        if peak > self.maxrss:   # the process's peak was reached during the trial: it is the trial's
-            rss = max(rss, peak)
+        cpu_s, peak = _usage()
+        ncpu, _ = _machine()
+        cpu = min(max((cpu_s - self.cpu) / dt, 0.0), float(ncpu)) if dt > 0 else 0.0
+        # the process's peak reached during the trial is the trial's (and at least its memory now)
+        rss = peak if peak > self.maxrss else _self_rss(peak)
         return {"time": time.time(), "cpu": round(100.0 * cpu, 1), "rss": rss + child_rss,
                 "procs": 2 if child_rss else 1}
 
     @staticmethod
     def summary(sample: Mapping[str, Any]) -> dict[str, Any]:
         """`SystemSampler.peak()`'s figures for this one sample."""
-        try:
-            mem_total: int | None = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (OSError, ValueError, AttributeError):
-            mem_total = None
+        ncpu, mem_total = _machine()
         return {"system_samples": 1, "rss_peak": sample["rss"], "cpu_mean": sample["cpu"],
                 "cpu_peak": sample["cpu"], "gpu_util_mean": None, "gpu_mem_peak": None,
-                "mem_total": mem_total, "ncpu": os.cpu_count()}
+                "mem_total": mem_total, "ncpu": ncpu}
 
 
-_RUSAGE_SELF = 0   # resource.RUSAGE_SELF (the same value on every POSIX system)
+_MACHINE: tuple[int, int | None] | None = None
 
 
-def _cpu_seconds() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+def _machine() -> tuple[int, int | None]:
+    """(CPUs, memory bytes) of this machine, looked up once per process."""
+    global _MACHINE
+    if _MACHINE is None:
+        try:
+            mem: int | None = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (OSError, ValueError, AttributeError):
+            mem = None
+        _MACHINE = (os.cpu_count() or 1, mem)
+    return _MACHINE
 
 
-def _self_rss() -> int:
-    """This process's resident memory now: /proc/self/statm (no import), else the peak so far."""
+def _usage() -> tuple[float, int]:
+    """(CPU seconds of this process and its reaped children, this process's peak RSS in bytes)."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    unit = 1 if sys.platform == "darwin" else 1024   # ru_maxrss: bytes on macOS, kilobytes elsewhere
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, me.ru_maxrss * unit
+
+
+def _self_rss(fallback: int) -> int:
+    """This process's resident memory now: /proc/self/statm, else `fallback` (its peak)."""
     try:
         with open("/proc/self/statm", "rb") as fh:
             return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
-        return _maxrss_bytes(_RUSAGE_SELF)
+        return fallback
 
 
 # ------------------------------------------------------------------------------------------------- hints
