@@ -142,7 +142,7 @@ def test_a_monitor_on_a_metric_no_trial_logs_is_reported(cli, metric):
         text = text.replace(":curve\n", ":priced_curve\n").replace("name: val_loss", "name: usd")
     f = cli.spec("s", text)
     cp = cli("sweep", str(f), "--name", "typo", "--workers", "1", "-q", check=True)
-    assert "grad_nrom" in cp.stderr and "no trial logs it" in cp.stderr and "grad_norm" in cp.stderr
+    assert "grad_nrom" in cp.stderr and "no trial has logged so far" in cp.stderr and "grad_norm" in cp.stderr
     assert cp.stderr.count("grad_nrom") == 1            # said once, not once per report
     assert cli.status("typo")["sweep"]["counts"]["completed"] == 2   # a warning, not an error
     import sqlite3
