@@ -318,23 +318,36 @@ def test_stalled_stops_a_trial_that_reports_only_a_heartbeat(cli, trial):
 ACCURACY = Path(__file__).resolve().parents[1] / "fixtures" / "accuracy.py"
 
 
+def _trials(store: Path, name: str) -> list[dict]:
+    """A sweep's trials as `sweeplab status --json` lists them, read in this process."""
+    from sweeplab.store import Store, queries
+
+    st = Store.open(store, readonly=True)
+    try:
+        return queries.sweep_status(st, name)["trials"]
+    finally:
+        st.close()
+
+
 def test_monitors_judge_a_maximized_objective_by_its_goal(cli):
     """`overfitting` whose `val` is the sweep's maximized metric never fired: it took the goal `minimize`, so
     the gap of an accuracy (train above val) was negative and a falling val_acc a new best. `plateau` on the
     maximized second objective of a two-objective sweep stopped a rising val_acc ("best 0.55 at step 1, now
     0.7"). Both now take the goal of the objective they watch, as `plateau`/`diverging` on the sweep's
     metric did."""
-    head = f"function: {ACCURACY}:train\nmethod: grid\nparameters:\n  overfit: {{values: [true, false]}}\n"
-    single = cli.spec("one", head + "metric: {name: val_acc, goal: maximize}\n"
-                      "monitors: [{overfitting: {train: train_acc, val: val_acc, patience: 3}}]\n")
-    double = cli.spec("two", head + "metric: [{name: size, goal: minimize}, {name: val_acc, goal: maximize}]\n"
-                      "monitors: [{plateau: {metric: val_acc, patience: 3}}]\n")
-    cli("sweep", str(single), "--name", "one", "--workers", "2", "-q")
-    cli("sweep", str(double), "--name", "two", "--workers", "2", "-q")
-    one = {t["params"]["overfit"]: t for t in cli.status("one")["trials"]}
+    import sweeplab as sl
+
+    base = {"function": f"{ACCURACY}:train", "method": "grid", "parameters": {"overfit": {"values": [True, False]}}}
+    sl.run_sweep({**base, "metric": {"name": "val_acc", "goal": "maximize"},
+                  "monitors": [{"overfitting": {"train": "train_acc", "val": "val_acc", "patience": 3}}]},
+                 store=cli.store, name="one", workers=2)
+    sl.run_sweep({**base, "metric": [{"name": "size", "goal": "minimize"}, {"name": "val_acc", "goal": "maximize"}],
+                  "monitors": [{"plateau": {"metric": "val_acc", "patience": 3}}]},
+                 store=cli.store, name="two", workers=2)
+    one = {t["params"]["overfit"]: t for t in _trials(cli.store, "one")}
     assert one[True]["state"] == "stopped_by_rule" and one[True]["reason"].startswith("overfitting: "), one[True]
     assert one[False]["state"] == "completed", one[False]
-    two = {t["params"]["overfit"]: t for t in cli.status("two")["trials"]}
+    two = {t["params"]["overfit"]: t for t in _trials(cli.store, "two")}
     assert two[False]["state"] == "completed", two[False]      # val_acc rises to the end: no plateau
     assert two[True]["state"] == "stopped_by_rule", two[True]  # it fell for 3 reports after its best
     assert two[True]["reason"].startswith("plateau: val_acc did not improve by more than 0 for 3 reports (best 0.7 "
@@ -417,12 +430,12 @@ def test_monitors_made_in_python_run_in_a_sweep_and_built_in_ones_resume(cli):
                          store=cli.store, name="py", workers=1)
     mine = sl.run_sweep({**base, "monitors": [custom(_below_half)]}, store=cli.store, name="mine", workers=1)
     assert built.counts.get("stopped_by_rule") == 1 and mine.counts.get("stopped_by_rule") == 1
-    [t] = cli.status("py")["trials"]
+    [t] = _trials(cli.store, "py")
     assert t["reason"].startswith("overfitting: the gap between val_acc and train_acc grew for 3 reports"), t
-    [t] = cli.status("mine")["trials"]
+    [t] = _trials(cli.store, "mine")
     assert t["reason"].startswith("_below_half: val_acc fell to 0.49"), t
     resumed = cli("resume", "py", "--trials", "+1", "-q")   # the stored rule is rebuilt: the new trial stops too
     assert resumed.returncode in (0, 1), resumed.stdout + resumed.stderr
-    assert [t["state"] for t in cli.status("py")["trials"]] == ["stopped_by_rule"] * 2
+    assert [t["state"] for t in _trials(cli.store, "py")] == ["stopped_by_rule"] * 2
     refused = cli("resume", "mine", "--trials", "+1")
     assert refused.returncode == 2 and "custom '_below_half'" in refused.stderr, refused.stderr
