@@ -418,3 +418,35 @@ def test_feeding_the_same_points_to_fresh_monitors_gives_the_same_verdicts() -> 
     first = run()
     assert first == run()
     assert {d for d, _ in first} == {"continue", "stop", "warn"}   # the stream exercises every outcome
+
+
+def test_rules_without_a_goal_take_the_goal_of_the_objective_they_watch() -> None:
+    """`overfitting` on the sweep's maximized metric, and any rule on a maximized objective other than the
+    first, were judged as minimized (an accuracy falling from its best counted as improving); a rule built
+    in Python without `goal` took minimize even on the sweep's own maximized metric."""
+    goals = {"size": Goal.MINIMIZE, "val_acc": Goal.MAXIMIZE}
+    spec_rules = parse_monitors([{"overfitting": {"train": "train_acc", "val": "val_acc"}},
+                                 {"plateau": {"metric": "val_acc"}}, {"plateau": {"metric": "other"}},
+                                 {"diverging": {"metric": "val_acc", "goal": "minimize"}}],
+                                metric="size", goal=Goal.MINIMIZE, goals=goals)
+    assert [m.goal for m in spec_rules] == [Goal.MAXIMIZE, Goal.MAXIMIZE, Goal.MINIMIZE, Goal.MINIMIZE]
+    python_rules = parse_monitors([sm.overfitting("train_acc", "val_acc"), sm.plateau("val_acc"),
+                                   sm.diverging("val_acc", goal="minimize"), sm.plateau("loss")],
+                                  metric="val_acc", goal="maximize")
+    assert [m.goal for m in python_rules] == [Goal.MAXIMIZE, Goal.MAXIMIZE, Goal.MINIMIZE, Goal.MINIMIZE]
+    # the same object in a sweep that minimizes val_acc follows that sweep
+    assert parse_monitors([python_rules[1]], metric="val_acc", goal="minimize")[0].goal is Goal.MINIMIZE
+
+
+def test_a_rule_made_in_python_is_stored_as_the_spec_entry_that_rebuilds_it() -> None:
+    rules = [sm.nan(), sm.nan("all"), sm.nan(["loss", "acc"], action="warn"),
+             sm.diverging("loss", factor=5, min_steps=2), sm.plateau("acc", patience=4, min_delta=0.1, goal="maximize"),
+             sm.exploding(threshold=50.0), sm.exploding("g", factor=3), sm.vanishing(patience=2),
+             sm.overfitting("tr", "va", patience=2, goal="maximize"), sm.stalled("10m", metrics=["loss"])]
+    for rule in rules:
+        entry = rule.to_spec()
+        json.dumps(entry)
+        (rebuilt,) = parse_monitors([entry])
+        assert type(rebuilt) is type(rule) and rebuilt.to_spec() == entry, (rule, entry, rebuilt.to_spec())
+    with pytest.raises(SpecError, match="custom 'spike'"):
+        parse_monitors([sm.custom(lambda t, p: None, name="spike").to_spec()])

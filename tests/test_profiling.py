@@ -344,3 +344,66 @@ def test_cli_profile_says_why_a_trial_has_no_profile(tmp_path):
     assert missing.returncode == 1 and missing.stdout.strip() == "null", (missing.returncode, missing.stdout)
     found = profile("p/2", "--json")
     assert found.returncode == 0 and json.loads(found.stdout)["steps"] == 7
+
+
+SHORT_PROGRAM = (
+    "import sys, time\n"
+    "buf = bytearray(64_000_000)\n"            # resident: bytearray zero-fills it
+    "t = time.process_time()\n"
+    "while time.process_time() - t < 0.1:\n"
+    "    pass\n"
+    "print('@sweeplab {\"loss\": 0.5}', flush=True)\n"
+)
+
+
+def short_trial(config, run):
+    """A function trial far shorter than the sampler's first look (1 s after the start)."""
+    t = time.process_time()
+    while time.process_time() - t < 0.1:
+        pass
+    for step in run.track(range(3)):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+    return {"loss": 0.1}
+
+
+def test_trials_shorter_than_a_second_get_cpu_and_memory_figures(tmp_path):
+    """A trial that ended before the sampler's first sample got no CPU or memory figure at all (a command
+    trial not even a profile): a user with fast trials saw nothing. Such a trial now gets one sample taken at
+    its end: CPU % over its whole run (the program's, once reaped, included), the process's memory and a
+    command program's peak (from wait4)."""
+    import sweeplab as sl
+    from sweeplab.store import Store, queries
+
+    program = tmp_path / "short.py"
+    program.write_text(SHORT_PROGRAM)
+    base = {"method": "grid", "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"value": 1}}}
+    store = tmp_path / "store"
+    fn = sl.run_sweep({**base, "function": f"{__file__}:short_trial"}, store=store, name="fn", workers=2)
+    cmd = sl.run_sweep({**base, "program": str(program)}, store=store, name="cmd", workers=2)
+    assert fn.exit_code == 0 and cmd.exit_code == 0
+    st = Store.open(store, readonly=True)
+    try:
+        profiles = {name: queries.trial_detail(st, name, 0)["profile"] for name in ("fn", "cmd")}
+    finally:
+        st.close()
+    for name, profile in profiles.items():
+        assert profile is not None, name
+        assert profile["system_samples"] >= 1 and profile["cpu_mean"] > 0 and profile["rss_peak"] > 0, profile
+    assert profiles["fn"]["steps"] == 3
+    assert profiles["cmd"]["rss_peak"] >= 64_000_000   # the program's own peak, though it had ended
+
+
+def test_sampler_takes_a_final_sample_when_stopped_between_samples():
+    """A trial ending between two samples lost its last moments (and one ending before the first sample, all
+    of them): stop() now samples the time since the last sample."""
+    batches: list[list[dict]] = []
+    sampler = SystemSampler(batches.append, interval=60.0)
+    sampler.start()
+    t = time.process_time()
+    while time.process_time() - t < 0.1:
+        pass
+    sampler.stop(reaped_rss=1_000_000)
+    peak = sampler.peak()
+    samples = [s for b in batches for s in b]
+    assert peak["system_samples"] == len(samples) == 1
+    assert peak["cpu_mean"] > 0 and peak["rss_peak"] == samples[0]["rss"] > 1_000_000

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "StepTracker",
     "SystemSampler",
+    "UsageMark",
     "batch_size_of",
     "bottleneck_hint",
     "merge_summaries",
@@ -390,13 +392,21 @@ class SystemSampler:
         self._thread = threading.Thread(target=self._loop, name="sweeplab-system-sampler", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop the thread and hand the remaining samples to the sink."""
+    def stop(self, *, reaped_rss: int = 0) -> None:
+        """Stop the thread, take a final sample (the time since the last sample: a trial that ends between
+        two samples, or before the first, still gets its figures) and hand the remaining samples to the sink.
+        `reaped_rss`: the peak RSS of a child reaped since the last sample (a command trial's program, from
+        `wait4`), which no sample of the tree can see any more; it is added to the final sample's."""
         thread, self._thread = self._thread, None
         if thread is None:
             return
         self._stop.set()
         thread.join(timeout=max(5.0, 2 * self.interval))
+        # never beside a sample the thread is still taking; nor a few ms after one (a CPU % over so short a
+        # time is noise) unless it brings a reaped child's memory
+        if not thread.is_alive() and (reaped_rss or time.monotonic() - self._cpu_time >= 0.05):
+            with contextlib.suppress(Exception):
+                self.sample(extra_rss=reaped_rss)
         self._flush()
         if self._gpu is not None:
             self._gpu.close()
@@ -469,8 +479,8 @@ class SystemSampler:
             rss += size
         return values, rss
 
-    def sample(self) -> dict[str, Any] | None:
-        """Take one sample now (None once the process is gone).
+    def sample(self, *, extra_rss: int = 0) -> dict[str, Any] | None:
+        """Take one sample now (None once the process is gone); `extra_rss` is added to the tree's RSS.
 
         CPU % is the CPU time the tree used since the last sample over the time between them: the growth of
         each process's cumulative time, the whole time of a process new to the tree, and, for a process gone
@@ -497,7 +507,8 @@ class SystemSampler:
         cpu = min(max(avail / dt, 0.0), cap) if dt > 0 else 0.0
         self._cpu_carry = max(-cap * dt, min(avail - cpu * dt, cap * dt))
         self._cpu_prev, self._cpu_time = values, now
-        out: dict[str, Any] = {"time": time.time(), "cpu": round(100.0 * cpu, 1), "rss": rss, "procs": n}
+        out: dict[str, Any] = {"time": time.time(), "cpu": round(100.0 * cpu, 1), "rss": rss + extra_rss,
+                               "procs": n}
         if self._gpu is not None:
             try:
                 out.update(self._gpu.sample())
@@ -550,6 +561,75 @@ class SystemSampler:
                 "mem_total": getattr(self, "_mem_total", None),
                 "ncpu": getattr(self, "_ncpu", None),
             }
+
+
+class UsageMark:
+    """What a trial too short for `SystemSampler` used, from two cheap looks at this process (two
+    `getrusage` calls and a read of /proc/self/statm; no psutil, no tree walk): one when the attempt starts,
+    one (`final_sample`) when it ends.
+
+    CPU % is the growth of this process's CPU time, reaped children's included (a command trial's program
+    once waited for), over the wall time between the two looks (`getrusage` counts in microseconds, not in
+    the 10 ms ticks of `os.times`). RSS is this process's at the end, or its peak when that peak was reached
+    during the trial (`ru_maxrss` grew), plus the peak of the program a command trial ran (`child_rss`, from
+    `wait4`). One sample, so `cpu_mean` is exact and `rss_peak` is what the end (or the kernel's peak) shows,
+    as a sampler's peaks are what its samples show.
+    """
+
+    def __init__(self) -> None:
+        self.time = time.monotonic()
+        self.cpu, self.maxrss = _usage()
+
+    def final_sample(self, child_rss: int = 0) -> dict[str, Any]:
+        dt = time.monotonic() - self.time
+        cpu_s, peak = _usage()
+        ncpu, _ = _machine()
+        cpu = min(max((cpu_s - self.cpu) / dt, 0.0), float(ncpu)) if dt > 0 else 0.0
+        # the process's peak reached during the trial is the trial's (and at least its memory now)
+        rss = peak if peak > self.maxrss else _self_rss(peak)
+        return {"time": time.time(), "cpu": round(100.0 * cpu, 1), "rss": rss + child_rss,
+                "procs": 2 if child_rss else 1}
+
+    @staticmethod
+    def summary(sample: Mapping[str, Any]) -> dict[str, Any]:
+        """`SystemSampler.peak()`'s figures for this one sample."""
+        ncpu, mem_total = _machine()
+        return {"system_samples": 1, "rss_peak": sample["rss"], "cpu_mean": sample["cpu"],
+                "cpu_peak": sample["cpu"], "gpu_util_mean": None, "gpu_mem_peak": None,
+                "mem_total": mem_total, "ncpu": ncpu}
+
+
+_MACHINE: tuple[int, int | None] | None = None
+
+
+def _machine() -> tuple[int, int | None]:
+    """(CPUs, memory bytes) of this machine, looked up once per process."""
+    global _MACHINE
+    if _MACHINE is None:
+        try:
+            mem: int | None = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (OSError, ValueError, AttributeError):
+            mem = None
+        _MACHINE = (os.cpu_count() or 1, mem)
+    return _MACHINE
+
+
+def _usage() -> tuple[float, int]:
+    """(CPU seconds of this process and its reaped children, this process's peak RSS in bytes)."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    unit = 1 if sys.platform == "darwin" else 1024   # ru_maxrss: bytes on macOS, kilobytes elsewhere
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, me.ru_maxrss * unit
+
+
+def _self_rss(fallback: int) -> int:
+    """This process's resident memory now: /proc/self/statm, else `fallback` (its peak)."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return fallback
 
 
 # ------------------------------------------------------------------------------------------------- hints

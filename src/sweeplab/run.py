@@ -157,6 +157,10 @@ class Run:
             self._go_step = max(self._go_step, int(step))
             self._decided.notify_all()
 
+    def has_stale(self, max_age: float = 1.0) -> bool:
+        """Whether points have been buffered for longer than `max_age` s (a cheap look, no lock)."""
+        return bool(self._buf) and time.time() - self._buf_t0 >= max_age
+
     def flush_if_stale(self, max_age: float = 1.0) -> None:
         """Send points buffered for longer than `max_age` s (the worker's heartbeat calls it, so a trial
         that logs and then computes for a long time does not hold its last points back)."""

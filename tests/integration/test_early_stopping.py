@@ -142,7 +142,7 @@ def test_a_monitor_on_a_metric_no_trial_logs_is_reported(cli, metric):
         text = text.replace(":curve\n", ":priced_curve\n").replace("name: val_loss", "name: usd")
     f = cli.spec("s", text)
     cp = cli("sweep", str(f), "--name", "typo", "--workers", "1", "-q", check=True)
-    assert "grad_nrom" in cp.stderr and "no trial logs it" in cp.stderr and "grad_norm" in cp.stderr
+    assert "grad_nrom" in cp.stderr and "no trial has logged so far" in cp.stderr and "grad_norm" in cp.stderr
     assert cp.stderr.count("grad_nrom") == 1            # said once, not once per report
     assert cli.status("typo")["sweep"]["counts"]["completed"] == 2   # a warning, not an error
     import sqlite3
@@ -294,11 +294,14 @@ STALLING = Path(__file__).resolve().parents[1] / "fixtures" / "stalling.py"
 @pytest.mark.parametrize("trial", ["function", "program"])
 def test_stalled_stops_a_trial_that_reports_only_a_heartbeat(cli, trial):
     """A trial whose loss stopped advancing while it logs a timestamp and a constant (at run.log's automatic
-    step) is stalled: those reports are no progress. A healthy trial reporting a falling loss is not."""
+    step) is stalled: those reports are no progress. A healthy trial reporting a falling loss is not. A trial
+    that went silent is told apart: its reason said "its reports since then advanced no step" (the driver's
+    time of the last report, taken later and on another clock than the progress time, always came after
+    it), where it sent no report at all."""
     head = f"function: {STALLING}:train\n" if trial == "function" else f"program: {STALLING}\n"
     f = cli.spec("s", head + "method: grid\nmetric: {name: val_loss, goal: minimize}\n"
-                 "parameters:\n  kind: {values: [stuck, healthy]}\n  seconds: {value: 2}\n"
-                 "monitors: [{stalled: {after: 1s}}]\ntrial: {retries: 0}\n")
+                 "parameters:\n  kind: {values: [stuck, healthy, silent]}\n  seconds: {value: 2}\n"
+                 "monitors: [{stalled: {after: 1s}}]\ntrial: {retries: 0, grace: 1s}\n")
     cli("sweep", str(f), "--name", "st", "--workers", "2", "-q", timeout=60)
     trials = by_kind(cli.status("st"))
     stuck, healthy = trials["stuck"], trials["healthy"]
@@ -306,6 +309,49 @@ def test_stalled_stops_a_trial_that_reports_only_a_heartbeat(cli, trial):
     assert stuck["reason"].startswith("stalled: no progress for ") and "val_loss or a loss-like metric" \
         in stuck["reason"], stuck["reason"]
     assert healthy["state"] == "completed", healthy
+    silent = trials["silent"]
+    assert silent["state"] == "stopped_by_rule", silent
+    assert silent["reason"].startswith("stalled: no report for ") and silent["reason"].endswith("(limit 1s)"), \
+        silent["reason"]
+
+
+ACCURACY = Path(__file__).resolve().parents[1] / "fixtures" / "accuracy.py"
+
+
+def _trials(store: Path, name: str) -> list[dict]:
+    """A sweep's trials as `sweeplab status --json` lists them, read in this process."""
+    from sweeplab.store import Store, queries
+
+    st = Store.open(store, readonly=True)
+    try:
+        return queries.sweep_status(st, name)["trials"]
+    finally:
+        st.close()
+
+
+def test_monitors_judge_a_maximized_objective_by_its_goal(cli):
+    """`overfitting` whose `val` is the sweep's maximized metric never fired: it took the goal `minimize`, so
+    the gap of an accuracy (train above val) was negative and a falling val_acc a new best. `plateau` on the
+    maximized second objective of a two-objective sweep stopped a rising val_acc ("best 0.55 at step 1, now
+    0.7"). Both now take the goal of the objective they watch, as `plateau`/`diverging` on the sweep's
+    metric did."""
+    import sweeplab as sl
+
+    base = {"function": f"{ACCURACY}:train", "method": "grid", "parameters": {"overfit": {"values": [True, False]}}}
+    sl.run_sweep({**base, "metric": {"name": "val_acc", "goal": "maximize"},
+                  "monitors": [{"overfitting": {"train": "train_acc", "val": "val_acc", "patience": 3}}]},
+                 store=cli.store, name="one", workers=2)
+    sl.run_sweep({**base, "metric": [{"name": "size", "goal": "minimize"}, {"name": "val_acc", "goal": "maximize"}],
+                  "monitors": [{"plateau": {"metric": "val_acc", "patience": 3}}]},
+                 store=cli.store, name="two", workers=2)
+    one = {t["params"]["overfit"]: t for t in _trials(cli.store, "one")}
+    assert one[True]["state"] == "stopped_by_rule" and one[True]["reason"].startswith("overfitting: "), one[True]
+    assert one[False]["state"] == "completed", one[False]
+    two = {t["params"]["overfit"]: t for t in _trials(cli.store, "two")}
+    assert two[False]["state"] == "completed", two[False]      # val_acc rises to the end: no plateau
+    assert two[True]["state"] == "stopped_by_rule", two[True]  # it fell for 3 reports after its best
+    assert two[True]["reason"].startswith("plateau: val_acc did not improve by more than 0 for 3 reports (best 0.7 "
+                                          "at step 4"), two[True]["reason"]
 
 
 REPORTS_NAN = Path(__file__).resolve().parents[1] / "fixtures" / "reports_nan.py"
@@ -359,3 +405,37 @@ def test_resume_rebuilds_a_monitors_count_from_the_stored_reports(cli):
     assert t["state"] == "stopped_by_rule" and t["attempts"] == 2, t
     assert t["reason"].startswith("plateau: val_loss did not improve by more than 0 for 6 reports "
                                   f"(best 1 at step 1, now 1 at step {7 - before})"), (before, t["reason"])
+
+
+def _below_half(trial, points):
+    """A rule of your own: stop when val_acc falls below 0.5."""
+    for p in points:
+        if p.key == "val_acc" and p.value < 0.5:
+            return f"val_acc fell to {p.value:.3g} at step {p.step}"
+    return None
+
+
+def test_monitors_made_in_python_run_in_a_sweep_and_built_in_ones_resume(cli):
+    """The rules `sweeplab.monitors` builds in Python were refused in a sweep's spec mapping ("a
+    OverfittingMonitor cannot be stored as JSON"), and a sweep given them otherwise stored their repr, which
+    `sweeplab resume` rejected as an unknown monitor. They now run, are stored as their spec entries (a
+    built-in rule resumes as it was built), and a rule of your own, a Python function no store can hold, is
+    named when a resume cannot run it."""
+    import sweeplab as sl
+    from sweeplab.monitors import custom, overfitting
+
+    base = {"function": f"{ACCURACY}:train", "method": "random", "metric": {"name": "val_acc", "goal": "maximize"},
+            "parameters": {"overfit": {"value": True}}, "budget": {"trials": 1}}
+    built = sl.run_sweep({**base, "monitors": [overfitting("train_acc", "val_acc", patience=3)]},
+                         store=cli.store, name="py", workers=1)
+    mine = sl.run_sweep({**base, "monitors": [custom(_below_half)]}, store=cli.store, name="mine", workers=1)
+    assert built.counts.get("stopped_by_rule") == 1 and mine.counts.get("stopped_by_rule") == 1
+    [t] = _trials(cli.store, "py")
+    assert t["reason"].startswith("overfitting: the gap between val_acc and train_acc grew for 3 reports"), t
+    [t] = _trials(cli.store, "mine")
+    assert t["reason"].startswith("_below_half: val_acc fell to 0.49"), t
+    resumed = cli("resume", "py", "--trials", "+1", "-q")   # the stored rule is rebuilt: the new trial stops too
+    assert resumed.returncode in (0, 1), resumed.stdout + resumed.stderr
+    assert [t["state"] for t in _trials(cli.store, "py")] == ["stopped_by_rule"] * 2
+    refused = cli("resume", "mine", "--trials", "+1")
+    assert refused.returncode == 2 and "custom '_below_half'" in refused.stderr, refused.stderr

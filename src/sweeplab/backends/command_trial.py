@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -197,7 +198,7 @@ def execute_command(ex: Execution) -> None:
                                   daemon=True)
         errors.start()
         _copy_stdout(child, log, write_lock, ex, reporter)
-        code = child.wait()
+        code, ex.child_rss = _wait(child)
         reaper.close()
         errors.join(timeout=5)
         tail.join(timeout=5)
@@ -259,6 +260,18 @@ def _chunks(fd: int) -> Iterator[bytes]:
         if not chunk:
             return
         yield chunk
+
+
+def _wait(child: subprocess.Popen[bytes]) -> tuple[int, int]:
+    """The program's exit code and peak RSS (bytes; 0 if unknown), waited for with `wait4`: the peak of a
+    program that ended before the sampler's first look is its only memory figure."""
+    try:
+        _, status, usage = os.wait4(child.pid, 0)
+    except ChildProcessError:   # reaped by a concurrent poll(): Popen has its code
+        return child.wait(), 0
+    child.returncode = os.waitstatus_to_exitcode(status)
+    peak = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
+    return child.returncode, peak
 
 
 def _copy_stdout(child: subprocess.Popen[bytes], log: _Log, lock: threading.Lock, ex: Execution,

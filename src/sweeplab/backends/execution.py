@@ -105,8 +105,10 @@ class _Heartbeat(threading.Thread):
                     with ex.lock:   # never after the attempt's end: send_profile sets `ended` before it
                         if not ex.ended:
                             ex.channel.send(EventKind.HEARTBEAT)
-                            if ex.run is not None:
-                                ex.run.flush_if_stale(1.0)
+                if ex.run is not None and ex.run.has_stale(1.0):   # checked every tick, not only at a beat:
+                    with ex.lock:                                  # the last points before a hang or a long
+                        if not ex.ended:                           # computation reach the monitors in ~1 s
+                            ex.run.flush_if_stale(1.0)
 
 
 _heartbeat: _Heartbeat | None = None
@@ -197,6 +199,10 @@ class Execution:
         self.rss_watch: RssWatch | None = None   # a reusable worker's memory watch (not a rank's)
         self.retiring = False
         self.sampler: Any = None
+        self.child_rss = 0                 # peak RSS of a command trial's program, once it was waited for
+        from sweeplab.profiling import UsageMark
+
+        self.usage = UsageMark()           # CPU and memory of a trial too short for the sampler
         self.lock = threading.Lock()
         self.ended = False
         self.relay_go: Callable[[int], None] | None = None   # a multi-process trial: `go` to its rank 0
@@ -256,12 +262,13 @@ def send_profile(ex: Execution) -> None:
             ex.ended = True
             sampler, ex.sampler = ex.sampler, None
         if sampler is not None:
-            sampler.stop()
+            sampler.stop(reaped_rss=ex.child_rss)   # its final sample covers the trial's last moments
             system = sampler.peak()
-        if steps or system.get("system_samples"):   # mem_total and ncpu alone are no profile
-            # imported only by trials with something to say
-            from sweeplab.profiling import profile_summary
+        from sweeplab.profiling import UsageMark, profile_summary
 
+        if not system.get("system_samples"):   # ended before the sampler's first sample: one look at the end
+            system = UsageMark.summary(ex.usage.final_sample(ex.child_rss))
+        if steps or system.get("system_samples"):
             ex.channel.send(EventKind.PROFILE, {"summary": profile_summary(steps, system)})
 
 

@@ -103,6 +103,8 @@ def profile(
     console.print(table)
     if prof.get("hint"):
         console.print(f"hint: {prof['hint']}")
+    if prof.get("steps") is None:   # CPU and memory only (every trial gets those)
+        console.print("no step figures: they come from `for batch in run.track(loader)` in the training loop")
 
 
 @app.command()

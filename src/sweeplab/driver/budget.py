@@ -22,7 +22,9 @@ class BudgetAccountant:
     `cpus_per_worker` / `gpus_per_worker`), trials, cost.<name>.
     """
 
-    def __init__(self, budget: Budget, resources: Resources, clock: Clock) -> None:
+    def __init__(self, budget: Budget, resources: Resources, clock: Clock, *, cpu_only: bool = False) -> None:
+        """`cpu_only`: the trials hold no GPU whatever `resources.gpus` says (smoke mode runs them on the
+        CPU with no GPU slot): they spend no GPU-hours."""
         self.budget = budget
         self.clock = clock
         # what one trial holds, as the backends place it: per process x processes when the per-worker keys
@@ -31,6 +33,8 @@ class BudgetAccountant:
         per_cpu, per_gpu = resources.cpus_per_worker, resources.gpus_per_worker
         self.cpus = float(per_cpu) * world if per_cpu is not None else float(resources.cpus or 0.0)
         self.gpus = float(per_gpu) * world if per_gpu is not None else float(resources.gpus or 0.0)
+        if cpu_only:
+            self.gpus = 0.0
         self.spend: dict[str, float] = {}
         self.seconds_before = 0.0       # wall time of the sweep's earlier runs (before a resume)
         self._t0 = clock.monotonic()

@@ -169,8 +169,11 @@ class EventWriter(DriverState):
             wanted = m.metrics()
             missing = sorted(k for k in (wanted or ()) if k not in self._seen_keys)
             if missing:
-                msg = (f"monitor {m.name!r} watches {', '.join(missing)} but no trial logs it "
-                       f"(logged: {', '.join(sorted(self._seen_keys))}); fix the metric name in `monitors`")
+                # said once, early (a typo must not disable a rule for long): "so far", as a metric logged
+                # less often or later in training may still come (it said "no trial logs it")
+                msg = (f"monitor {m.name!r} watches {', '.join(missing)}, which no trial has logged so far "
+                       f"(logged: {', '.join(sorted(self._seen_keys))}); if that is a typo, fix the metric "
+                       f"name in `monitors`")
                 self.on_note(msg)
                 self.store.add_event(self.sweep_id, "warning", msg, data={"monitor": m.name, "missing": missing})
 

@@ -60,7 +60,8 @@ class Recovery(DriverState):
             judged = [*(o.name for o in self.spec.objectives), (self.spec.early_terminate or {}).get("metric"),
                       *(c.metric for c in self.spec.constraints)]   # what `nan` watches besides the losses
             self.monitors = parse_monitors(list(self.spec.monitors), file=file, metric=self.metric, goal=self.goal,
-                                           watch=[str(m) for m in judged if m])
+                                           watch=[str(m) for m in judged if m],
+                                           goals={str(o.name): o.goal for o in self.spec.objectives if o.name})
         # the value schedulers judge: early_terminate.metric when given, else the sweep's metric
         self._sched_metric = (self.scheduler.metric or self.metric) if self.scheduler else None
         if self.scheduler is not None and self.spec.multi_objective:   # the rung rule, named in PRUNED reasons

@@ -105,7 +105,7 @@ class DriverState:
         self._failures = 0
         self._where: list[TrialRecord] = []
         self._lock_file: IO[str] | None = None
-        self.budget = BudgetAccountant(spec.budget, spec.resources, self.clock)
+        self.budget = BudgetAccountant(spec.budget, spec.resources, self.clock, cpu_only=smoke)
         self.retry = RetryPolicy(spec.trial.retries, sweep=sweep_name)
         self.watchdog = Watchdog(spec.trial, (), self.budget, self.clock)   # its monitors: _build_logic
         self.tasks = TaskBuilder(spec, sweep=sweep_name, root=str(store.root.resolve()), cwd=self.cwd,

@@ -73,6 +73,15 @@ class Monitor(ABC):
     def describe(self) -> str:
         return f"{self.name} ({self.action})"
 
+    def to_spec(self) -> Any:
+        """This rule as a spec's `monitors:` entry (`{plateau: {metric: ..., ...}}`): what the sweep stores, so
+        `sweeplab resume` rebuilds a rule made in Python. A rule of your own stores only its name."""
+        options = {k: v for k, v in self._options().items() if v is not None}
+        return {self.name: {**options, "action": self.action}}
+
+    def _options(self) -> dict[str, Any]:
+        return {}
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.describe()}>"
 

@@ -25,20 +25,22 @@ def nan(metrics: Sequence[str] | str | None = None, *, action: str = "stop") -> 
     return NanMonitor(o["metrics"], action=o["action"])
 
 
-def diverging(metric: str, *, factor: float = 10.0, goal: Goal | str = "minimize", min_steps: int = 0,
+def diverging(metric: str, *, factor: float = 10.0, goal: Goal | str | None = None, min_steps: int = 0,
               action: str = "stop") -> Monitor:
-    """Stop when `metric` is `factor` times worse than its best so far."""
-    o = _read("diverging", {"metric": metric, "factor": factor, "goal": _goal_text(goal),
+    """Stop when `metric` is `factor` times worse than its best so far. `goal`: by default that of the
+    sweep's objective `metric` names, else minimize."""
+    o = _read("diverging", {"metric": metric, "factor": factor, "goal": _goal_or_none(goal),
                             "min_steps": min_steps, "action": action})
-    return DivergingMonitor(**o)
+    return _sweep_goal(DivergingMonitor(**o), goal)
 
 
-def plateau(metric: str, *, patience: int = 5, min_delta: float = 0.0, goal: Goal | str = "minimize",
+def plateau(metric: str, *, patience: int = 5, min_delta: float = 0.0, goal: Goal | str | None = None,
             action: str = "stop") -> Monitor:
-    """Stop when `metric` has not improved by more than `min_delta` for `patience` reports."""
+    """Stop when `metric` has not improved by more than `min_delta` for `patience` reports. `goal`: by
+    default that of the sweep's objective `metric` names, else minimize."""
     o = _read("plateau", {"metric": metric, "patience": patience, "min_delta": min_delta,
-                          "goal": _goal_text(goal), "action": action})
-    return PlateauMonitor(**o)
+                          "goal": _goal_or_none(goal), "action": action})
+    return _sweep_goal(PlateauMonitor(**o), goal)
 
 
 def exploding(metric: str = "grad_norm", *, threshold: float | None = None, factor: float | None = None,
@@ -56,11 +58,22 @@ def vanishing(metric: str = "grad_norm", *, threshold: float = 1e-7, patience: i
 
 
 def overfitting(train: str, val: str, *, patience: int = 5, min_delta: float = 0.0,
-                goal: Goal | str = "minimize", action: str = "stop") -> Monitor:
-    """Stop when the val-train gap (val on the worse side) grows `patience` reports in a row."""
-    return OverfittingMonitor(**_read("overfitting", {
-        "train": train, "val": val, "patience": patience, "min_delta": min_delta, "goal": _goal_text(goal),
-        "action": action}))
+                goal: Goal | str | None = None, action: str = "stop") -> Monitor:
+    """Stop when the val-train gap (val on the worse side) grows `patience` reports in a row. `goal`: by
+    default that of the sweep's objective `val` names, else minimize."""
+    return _sweep_goal(OverfittingMonitor(**_read("overfitting", {
+        "train": train, "val": val, "patience": patience, "min_delta": min_delta, "goal": _goal_or_none(goal),
+        "action": action})), goal)
+
+
+def _goal_or_none(goal: Goal | str | None) -> str | None:
+    return None if goal is None else _goal_text(goal)
+
+
+def _sweep_goal(monitor: Monitor, goal: Goal | str | None) -> Monitor:
+    """Mark a rule built without a goal: the sweep gives it the goal of the objective it watches."""
+    monitor.goal_from_sweep = goal is None   # type: ignore[attr-defined]
+    return monitor
 
 
 def stalled(after: float | str, *, metrics: Sequence[str] | str | None = None, action: str = "stop") -> Monitor:

@@ -60,10 +60,14 @@ def parse_monitors(
     metric: str | None = None,
     goal: Goal | str | None = None,
     watch: Sequence[str] = (),
+    goals: Mapping[str, Goal | str] | None = None,
 ) -> list[Monitor]:
     """Build the monitors of a spec's `monitors:` list. Monitor instances pass through unchanged.
 
     `metric`/`goal` are the sweep's: `diverging` and `plateau` watch that metric when they name none.
+    `goals`: the goal of each of the sweep's objectives (with several); `metric`/`goal` count as one. A rule
+    that watches an objective (`diverging`/`plateau`'s `metric`, `overfitting`'s `val`) without a `goal` of its
+    own judges it by that objective's goal: an accuracy the sweep maximizes is not judged as a loss.
     `watch` names the sweep's other judged metrics (objectives, the scheduler's, the constraints'): with
     `metric`, they are what `nan` watches besides the loss-like metrics when it names none.
     Bad input raises SpecError naming the key path (`monitors[1].plateau.patience`), the value and the fix.
@@ -75,12 +79,20 @@ def parse_monitors(
                         expected="a list of names or one-key mappings",
                         hint="e.g. monitors: [nan, {plateau: {metric: val_loss, patience: 5}}]")
     out: list[Monitor] = []
+    known: dict[str, Goal | str] = dict(goals or {})
+    if metric is not None and goal is not None:
+        known.setdefault(metric, goal)
     sweep_metrics = tuple(dict.fromkeys([*([metric] if metric else []), *watch]))
     for i, item in enumerate(raw):
         where = f"{key}[{i}]"
         if isinstance(item, Monitor):
             if isinstance(item, (NanMonitor, StalledMonitor)):
                 item.bind(sweep_metrics)
+            watched = getattr(item, "val", None) if isinstance(item, OverfittingMonitor) \
+                else getattr(item, "metric", None)
+            if getattr(item, "goal_from_sweep", False):   # built without a goal: this sweep's, else minimize
+                mine = known.get(watched) if isinstance(watched, str) else None
+                item.goal = Goal(_goal_text(mine)) if mine is not None else Goal.MINIMIZE  # type: ignore[attr-defined]
             out.append(item)
             continue
         opts: Any = {}
@@ -96,6 +108,11 @@ def parse_monitors(
         else:
             raise SpecError("a monitor is a name or a one-key mapping", file=file, key=where, value=item,
                             expected="nan, or {plateau: {metric: val_loss}}")
+        if name == "custom" and isinstance(opts, Mapping):   # how a sweep stores a rule of your own
+            raise SpecError("a rule of your own is a Python function, which a sweep cannot store", file=file,
+                            key=where, value=f"custom {opts.get('name', '?')!r}",
+                            expected="a built-in monitor (a rule made in Python is kept as its options)",
+                            hint="`sweeplab resume` cannot run it; start a new sweep from Python with the rule")
         if not isinstance(name, str) or name not in _BUILD:
             close = difflib.get_close_matches(str(name), list(_BUILD), n=1)
             raise SpecError("unknown monitor", file=file, key=where, value=name,
@@ -103,11 +120,12 @@ def parse_monitors(
                             hint=f"did you mean '{close[0]}'?" if close else
                             "a rule of your own is custom(fn) in Python")
         opts = dict(opts)
-        if name in ("diverging", "plateau"):  # default to the sweep's metric, and its goal for it
-            if opts.get("metric") is None and metric is not None:
-                opts["metric"] = metric
-            if opts.get("goal") is None and goal is not None and opts.get("metric") == metric:
-                opts["goal"] = _goal_text(goal)
+        if name in ("diverging", "plateau") and opts.get("metric") is None and metric is not None:
+            opts["metric"] = metric          # default to the sweep's metric
+        watched = opts.get("val") if name == "overfitting" else opts.get("metric")
+        if name in ("diverging", "plateau", "overfitting") and opts.get("goal") is None \
+                and isinstance(watched, str) and watched in known:
+            opts["goal"] = _goal_text(known[watched])   # ... and the goal of the objective it watches
         built = _BUILD[name](**_read(name, opts, key=f"{where}.{name}", file=file))
         if isinstance(built, (NanMonitor, StalledMonitor)):
             built.bind(sweep_metrics)

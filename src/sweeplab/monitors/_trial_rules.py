@@ -30,6 +30,10 @@ class OverfittingMonitor(Monitor):
             Goal(goal)
         self._state: dict[int, _Gap] = {}
 
+    def _options(self) -> dict[str, Any]:
+        return {"train": self.train, "val": self.val, "patience": self.patience, "min_delta": self.min_delta,
+                "goal": self.goal.value}
+
     def metrics(self) -> frozenset[str] | None:
         return frozenset({self.train, self.val})
 
@@ -93,6 +97,11 @@ class StalledMonitor(Monitor):
         self.sweep_metrics: frozenset[str] = frozenset()
         self._last: dict[int, dict[str, tuple[float, float]]] = {}   # trial -> metric -> (highest step, value)
         self._since: dict[int, float] = {}                            # trial -> wall time of its last progress
+        self._heard: dict[int, float] = {}                            # trial -> wall time of its last report
+
+    def _options(self) -> dict[str, Any]:
+        return {"after": self.after,
+                "metrics": ALL if self.every else sorted(self.watched) if self.watched is not None else None}
 
     def bind(self, sweep_metrics: Sequence[str]) -> None:
         """The sweep's metrics, watched by default (a `stalled` given `metrics` of its own ignores them)."""
@@ -110,11 +119,13 @@ class StalledMonitor(Monitor):
         super().forget(trial)
         self._last.pop(trial, None)
         self._since.pop(trial, None)
+        self._heard.pop(trial, None)
 
     def heard(self, trial: int, points: Sequence[MetricPoint], at: float, *, first: bool = False) -> None:
         if first or trial not in self._since:
             self._last.pop(trial, None)
             self._since[trial] = at      # an attempt's first report starts the clock
+        self._heard[trial] = at
         last = self._last.setdefault(trial, {})
         moved = False
         for step, key, value, *_ in points:
@@ -138,13 +149,15 @@ class StalledMonitor(Monitor):
         if quiet < self.after:
             return self._decide(trial, False) or Verdict.go_on()
         limit = f"(limit {_show_duration(self.after)})"
-        if last_report <= since:
+        # went silent, or kept reporting: told by the times `heard` was given (the driver's `last_report`
+        # is its own reading of another clock, taken later: it always came after the progress)
+        if self._heard.get(trial, since) <= since:
             detail = f"no report for {_show_duration(quiet)} {limit}"
         else:
             detail = (f"no progress for {_show_duration(quiet)} {limit}: its reports since then advanced no "
                       f"step or value of {self._what()}")
         fire = _Fire(detail, {"seconds": quiet, "after": self.after, "last_progress": since,
-                              "last_report": last_report})
+                              "last_report": self._heard.get(trial, last_report)})
         return self._decide(trial, fire) or Verdict.go_on()
 
     def _what(self) -> str:
@@ -171,6 +184,9 @@ class CustomMonitor(Monitor):
                             expected="fn(trial, points) -> Verdict | bool | str | None")
         super().__init__(action=action, name=name or _callable_name(fn))
         self.fn = fn
+
+    def to_spec(self) -> Any:
+        return {"custom": {"name": self.name, "action": self.action}}   # the function itself cannot be stored
 
     def observe(self, trial: int, points: Sequence[MetricPoint]) -> Verdict:
         try:

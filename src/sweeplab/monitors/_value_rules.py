@@ -29,6 +29,9 @@ class NanMonitor(Monitor):
         self.sweep_metrics: frozenset[str] = frozenset()
         self._bad: dict[int, set[str]] = {}
 
+    def _options(self) -> dict[str, Any]:
+        return {"metrics": ALL if self.every else sorted(self.watched) if self.watched is not None else None}
+
     def bind(self, sweep_metrics: Sequence[str]) -> None:
         """The sweep's metrics, watched by default (a `nan` given a list of its own ignores them)."""
         self.sweep_metrics = frozenset(sweep_metrics)
@@ -89,6 +92,9 @@ class DivergingMonitor(_OneMetric):
         super().__init__(metric, action=action)
         self.factor, self.goal, self.min_steps = factor, Goal(goal), min_steps
 
+    def _options(self) -> dict[str, Any]:
+        return {"metric": self.metric, "factor": self.factor, "goal": self.goal.value, "min_steps": self.min_steps}
+
     def _limit(self, best: float) -> float | None:
         """The first value that counts as `factor` times worse than `best` (None: no ratio at 0)."""
         if best == 0:
@@ -130,6 +136,10 @@ class PlateauMonitor(_OneMetric):
         super().__init__(metric, action=action)
         self.patience, self.min_delta, self.goal = patience, min_delta, Goal(goal)
 
+    def _options(self) -> dict[str, Any]:
+        return {"metric": self.metric, "patience": self.patience, "min_delta": self.min_delta,
+                "goal": self.goal.value}
+
     def _check(self, trial: int, point: MetricPoint) -> _Fire | bool | None:
         if point.key != self.metric:
             return None
@@ -165,6 +175,9 @@ class ExplodingMonitor(_OneMetric):
             factor = 10.0
         self.threshold, self.factor = threshold, factor
 
+    def _options(self) -> dict[str, Any]:
+        return {"metric": self.metric, "threshold": self.threshold, "factor": self.factor}
+
     def _check(self, trial: int, point: MetricPoint) -> _Fire | bool | None:
         if point.key != self.metric:
             return None
@@ -194,6 +207,9 @@ class VanishingMonitor(_OneMetric):
                  action: str = "stop") -> None:
         super().__init__(metric, action=action)
         self.threshold, self.patience = threshold, patience
+
+    def _options(self) -> dict[str, Any]:
+        return {"metric": self.metric, "threshold": self.threshold, "patience": self.patience}
 
     def _check(self, trial: int, point: MetricPoint) -> _Fire | bool | None:
         if point.key != self.metric:

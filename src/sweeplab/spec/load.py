@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -67,6 +68,8 @@ def _check_json(raw: Any, file: str | None) -> None:
             raise SpecError("an integer this long cannot be stored as JSON", file=file, key=path or None,
                             value=f"an integer of {value.bit_length():,} bits",
                             expected=f"at most {sys.get_int_max_str_digits()} decimal digits")
+        elif re.fullmatch(r"monitors\[\d+\]", path) and callable(getattr(value, "to_spec", None)):
+            continue   # a monitor made in Python (sweeplab.monitors): stored as its spec entry
         elif not isinstance(value, _JSON_SCALARS):
             raise SpecError(f"a {type(value).__name__} cannot be stored as JSON", file=file, key=path or None,
                             value=value, expected="a string, number, boolean, null, list or mapping")

@@ -241,6 +241,9 @@ def _check_override(key: str, value: Any) -> None:
 
 
 def _jsonable(value: Any) -> Any:
+    to_spec = getattr(value, "to_spec", None)
+    if callable(to_spec):   # a monitor made in Python: stored as its spec entry, which resume rebuilds
+        return _jsonable(to_spec())
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

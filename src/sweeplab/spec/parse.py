@@ -426,7 +426,7 @@ class _SpecParser(_WandbWarnings, _Limits):
             raise self.error("must be a list", "monitors", value=raw,
                              expected="a list like [nan, {plateau: {metric: val_loss, patience: 5}}]")
         for i, item in enumerate(raw):
-            if not isinstance(item, (str, Mapping)):
+            if not isinstance(item, (str, Mapping)) and not callable(getattr(item, "to_spec", None)):
                 raise self.error("a monitor must be a name or a mapping", f"monitors[{i}]", value=item,
                                  expected="a name (nan) or a mapping ({plateau: {...}})")
         return tuple(raw)
