@@ -85,7 +85,7 @@ def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: boo
         if not metric:
             raise SpecError("early_terminate needs metric.name: the value schedulers compare", file=file,
                             key="early_terminate")
-        make_scheduler(spec.early_terminate, goal=goal, file=file, metric=metric)
+        make_scheduler(spec.early_terminate, goal=spec.scheduler_goal, file=file, metric=metric)
     if spec.monitors:
         from sweeplab.monitors import parse_monitors
 

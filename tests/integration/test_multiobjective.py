@@ -164,6 +164,24 @@ def test_asha_judges_rungs_on_the_named_objective_and_says_so(cli):
         assert "judged on latency_ms (early_terminate.metric) of 2 objectives" in t["reason"], t["reason"]
 
 
+def test_asha_on_a_metric_that_is_not_an_objective_judges_by_its_own_goal_or_warns(cli):
+    """One objective (acc, maximize); ASHA judges latency_ms, which is none. It was judged as the sweep's
+    goal, maximize, so ASHA kept the slowest trials and pruned the fastest, silently. `early_terminate.goal`
+    now says its direction, and without it the spec warns that the sweep's goal is used."""
+    def body(goal: str) -> str:
+        return (f"function: {FIXTURE}:trial\nmethod: grid\nmetric: {{name: acc, goal: maximize}}\n"
+                "trial: {retries: 0}\nparameters:\n  x: {values: [0.1, 0.2, 0.9, 0.95, 1.0]}\n  y: {value: 0.0}\n"
+                "  steps: {value: 9}\n  delay: {value: 0.01}\n"
+                f"early_terminate: {{type: asha, metric: latency_ms, min_iter: 1, max_iter: 9, eta: 3{goal}}}\n")
+    cli("sweep", str(cli.spec("own", body(", goal: minimize"))), "--name", "own", "--workers", "1", "-q", check=True)
+    by_x = {t["params"]["x"]: t["state"] for t in cli.status("own")["trials"]}
+    assert by_x[0.1] == by_x[0.2] == "completed", by_x
+    assert "pruned" in {by_x[x] for x in (0.9, 0.95, 1.0)}, by_x
+    cp = cli("sweep", str(cli.spec("warn", body(""))), "--dry-run")
+    assert cp.returncode == 0, cp.stderr
+    assert "early_terminate.goal" in cp.stderr and "latency_ms" in cp.stderr and "maximize" in cp.stderr, cp.stderr
+
+
 def test_bad_objective_grammar_exits_2_naming_the_key_and_writes_nothing(cli):
     body = spec().replace("{name: latency_ms, goal: minimize}", "{name: latency_ms, goal: smaller}")
     cp = cli("sweep", str(cli.spec("bad", body)), "--name", "bad", "-q")

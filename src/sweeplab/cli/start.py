@@ -159,7 +159,7 @@ def _describe(spec: Any, spec_file: Path, overrides: Sequence[str] = ()) -> None
 
     file = str(spec_file)
     metric, goal = spec.metric.name, spec.metric.goal
-    scheduler = (make_scheduler(spec.early_terminate, goal=goal, file=file, metric=metric)
+    scheduler = (make_scheduler(spec.early_terminate, file=file, metric=metric, goal=spec.scheduler_goal)
                  if spec.early_terminate else None)
     monitors = parse_monitors(list(spec.monitors), file=file, metric=metric, goal=goal) if spec.monitors else []
     console.print(f"[bold]{escape(spec.name or spec_file.stem)}[/bold]: valid", markup=True)

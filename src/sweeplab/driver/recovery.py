@@ -51,7 +51,7 @@ class Recovery(DriverState):
             if not self.metric:
                 raise SpecError("early_terminate needs metric.name: the value schedulers compare", file=file,
                                 key="early_terminate")
-            self.scheduler = make_scheduler(self.spec.early_terminate, goal=self._sched_goal(), file=file,
+            self.scheduler = make_scheduler(self.spec.early_terminate, goal=self.spec.scheduler_goal, file=file,
                                             metric=self.metric)
         self.monitors = []
         if self.spec.monitors:   # imported only then: a sweep without monitors does not pay for the module
@@ -77,12 +77,6 @@ class Recovery(DriverState):
                 self._sched_rule = (f"judged on {self._sched_metric} ({how}) of {len(self.spec.objectives)} "
                                     "objectives")
         self.watchdog = Watchdog(self.spec.trial, self.monitors, self.budget, self.clock)
-
-    def _sched_goal(self) -> Any:
-        """The goal schedulers judge by: that of the objective `early_terminate.metric` names, else the
-        sweep's (first objective's) goal."""
-        named = (self.spec.early_terminate or {}).get("metric")
-        return next((o.goal for o in self.spec.objectives if o.name == named), self.goal)
 
     def _lock(self) -> None:
         """One driver per sweep: an flock held for this process's life (the OS drops it if we are killed)."""

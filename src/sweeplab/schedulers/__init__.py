@@ -73,4 +73,10 @@ def make_scheduler(
             expected="one of " + ", ".join(sorted(SCHEDULERS)),
             hint=f"did you mean '{close[0]}'?" if close else None,
         )
+    own = raw.get("goal")
+    if own is not None:
+        if own not in (Goal.MINIMIZE.value, Goal.MAXIMIZE.value):
+            raise SpecError("early_terminate.goal must be minimize or maximize", file=file, key=f"{key}.goal",
+                            value=own, expected="minimize or maximize")
+        goal, raw = Goal(own), {k: v for k, v in raw.items() if k != "goal"}
     return SCHEDULERS[kind].from_spec(raw, goal=Goal(goal), file=file, key=key, metric=metric)

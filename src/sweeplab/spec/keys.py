@@ -58,7 +58,7 @@ _WANDB_KEYS = (
     "program", "command", "method", "metric", "parameters", "early_terminate", "run_cap", "name",
     "description",
 )
-_HYPERBAND_KEYS = ("type", "metric", "min_iter", "max_iter", "s", "eta", "strict")
+_HYPERBAND_KEYS = ("type", "metric", "goal", "min_iter", "max_iter", "s", "eta", "strict")
 _IGNORED_KEYS = ("entity", "project", "controller", "apiVersion", "kind")
 _UNSUPPORTED_KEYS = {
     "job": "W&B Launch jobs are not supported; use program/command or function",

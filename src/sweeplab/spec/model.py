@@ -141,6 +141,15 @@ class SweepSpec:
         return len(self.objectives) > 1
 
     @property
+    def scheduler_goal(self) -> Goal:
+        """The goal early stopping judges by: `early_terminate.goal`, else that of the objective
+        `early_terminate.metric` names, else the sweep's (first objective's) goal."""
+        et = self.early_terminate or {}
+        if et.get("goal") in (Goal.MINIMIZE.value, Goal.MAXIMIZE.value):
+            return Goal(et["goal"])
+        return next((o.goal for o in self.objectives if o.name == et.get("metric")), self.metric.goal)
+
+    @property
     def is_function(self) -> bool:
         """True when trials call a Python function; False when they run a command."""
         return self.function is not None

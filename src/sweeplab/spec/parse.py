@@ -6,7 +6,7 @@ import math
 import re
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,7 @@ class _SpecParser(_WandbWarnings, _Limits):
         space = self.space(raw.get("parameters"), method)
         function, program, command = self.target(raw)
         budget = self.budget(raw.get("budget"), raw.get("run_cap"))
-        early = self.early_terminate(raw.get("early_terminate"), metric)
+        early = self.early_terminate(raw.get("early_terminate"), metric, objectives)
         config = self.string(raw.get("config"), "config")
         config_path = Path(config) if config is not None else None
         if config_path is not None and not config_path.is_absolute() and self.base_dir is not None:
@@ -390,7 +390,8 @@ class _SpecParser(_WandbWarnings, _Limits):
             raise self.error("command must start with an executable", f"command[{i}]", value=first,
                              expected="a program name or path such as python3, ./train.sh or ${interpreter}")
 
-    def early_terminate(self, raw: Any, metric: MetricSpec) -> Mapping[str, Any] | None:
+    def early_terminate(self, raw: Any, metric: MetricSpec, objectives: Sequence[MetricSpec] = ()
+                        ) -> Mapping[str, Any] | None:
         if raw is None:
             return None
         raw = self.mapping(raw, "early_terminate", "{type: hyperband, min_iter: 3}")
@@ -405,6 +406,14 @@ class _SpecParser(_WandbWarnings, _Limits):
         if raw.get("metric") is None and metric.name is None:
             raise self.error("early termination needs a metric", "early_terminate",
                              expected="a sweep metric or early_terminate.metric")
+        judged = raw.get("metric")
+        if isinstance(judged, str) and raw.get("goal") is None and metric.name is not None \
+                and judged not in [o.name for o in objectives or (metric,)]:
+            # judged by the sweep's goal: an accuracy sweep pruning by `loss` pruned its best trials, silently
+            other = "minimize" if metric.goal is Goal.MAXIMIZE else "maximize"
+            self.warn(f"early_terminate.metric {judged!r} is not an objective of the sweep", "early_terminate.goal",
+                      expected="minimize or maximize", note=f"judged by the sweep's goal, {metric.goal.value}",
+                      hint=f"add early_terminate.goal: {other} if {judged!r} goes the other way")
         out = dict(raw)
         if kind == "hyperband":   # W&B drops keys its schema lacks (sweeps/hyperband_stopping.py,
             for k in raw:         # hyperband_baseline_validate_and_fill) and runs
