@@ -22,9 +22,10 @@ from typing import Any, BinaryIO
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.channel import Channel, fd_writer
 from sweeplab.backends.events import EventKind
+from sweeplab.profiling import UsageMark, profile_summary, rss
 from sweeplab.run import Run
 
-__all__ = ["Execution", "RssWatch", "control_stream", "heartbeat_thread", "log_header", "redirect_output", "rss",
+__all__ = ["Execution", "RssWatch", "control_stream", "heartbeat_thread", "log_header", "redirect_output",
            "send_profile"]
 
 _RSS_GROWTH_LIMIT = 1 << 30   # recycle the worker when a trial left it this much bigger
@@ -200,8 +201,6 @@ class Execution:
         self.retiring = False
         self.sampler: Any = None
         self.child_rss = 0                 # peak RSS of a command trial's program, once it was waited for
-        from sweeplab.profiling import UsageMark
-
         self.usage = UsageMark()           # CPU and memory of a trial too short for the sampler
         self.lock = threading.Lock()
         self.ended = False
@@ -264,27 +263,11 @@ def send_profile(ex: Execution) -> None:
         if sampler is not None:
             sampler.stop(reaped_rss=ex.child_rss)   # its final sample covers the trial's last moments
             system = sampler.peak()
-        from sweeplab.profiling import UsageMark, profile_summary
-
         if not system.get("system_samples"):   # ended before the sampler's first sample: one look at the end
             system = UsageMark.summary(ex.usage.final_sample(ex.child_rss))
         if steps or system.get("system_samples"):
             ex.channel.send(EventKind.PROFILE, {"summary": profile_summary(steps, system)})
 
-
-def rss() -> int | None:
-    """This process's resident memory: /proc/self/statm where it exists (no import), else psutil."""
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        import psutil
-
-        return int(psutil.Process().memory_info().rss)
-    except Exception:
-        return None
 
 _ENV_SHOWN = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _slot_env: dict[str, str] | None = None             # _ENV_SHOWN as the backend set them for this process

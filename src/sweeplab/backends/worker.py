@@ -29,7 +29,8 @@ from sweeplab.backends.attempt import execute
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.channel import Channel, EventWriter
 from sweeplab.backends.events import EventKind
-from sweeplab.backends.execution import Execution, RssWatch, control_stream, import_libraries, rss
+from sweeplab.backends.execution import Execution, RssWatch, control_stream, import_libraries
+from sweeplab.profiling import rss
 
 __all__ = ["main"]
 
