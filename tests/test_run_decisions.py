@@ -67,3 +67,33 @@ def test_other_ranks_never_wait(monkeypatch):
     run.request_stop("test over")             # releases a rank that did wait
     assert not waited, "rank 1 waited for a verdict at a decision step"
     assert sent == []                         # and it sent nothing: rank 0 reports for the trial
+
+
+def test_the_decision_marker_goes_out_when_the_heartbeat_flushed_the_rung_report_first():
+    """The worker's heartbeat thread flushes stale points (`flush_if_stale`) between `log` buffering the
+    rung's report and sending it with its decision marker. The marker went with nothing (an empty buffer
+    sent nothing), so the driver never knew the trial waited: it waited out `_DECISION_WAIT` (10 s) at the
+    rung. The marker now goes out alone, and the driver answers it."""
+    sent: list = []
+    run = _run(sent)
+    original = run._await_decision
+
+    def heartbeat_first(step: int) -> None:
+        run.flush()                     # the heartbeat's flush wins the race for the buffered report
+        original(step)
+
+    run._await_decision = heartbeat_first   # type: ignore[method-assign]
+    answered = threading.Event()
+
+    def driver() -> None:
+        while not any(d.get("decide") == 1 for _, d in sent):
+            threading.Event().wait(0.001)
+        answered.set()
+        run.go(1)
+
+    t = threading.Thread(target=driver, daemon=True)
+    t.start()
+    run.log({"loss": 1.0}, step=1)
+    t.join(timeout=5)
+    assert answered.is_set()            # the marker went out (it never did: log waited 10 s, then went on)
+    assert [d.get("decide") for _, d in sent] == [None, 1] and sent[1][1]["points"] == []

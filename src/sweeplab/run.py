@@ -171,8 +171,10 @@ class Run:
         """Send buffered metrics now (called automatically; also at the end of the trial). `decide`: this
         batch ends with a report at that decision step, and the trial waits for the verdict."""
         with self._lock:   # sent under the lock: batches from two threads (heartbeat, trial) keep their order
-            if not self._buf:
+            if not self._buf and decide is None:
                 return
+            # with `decide` and nothing buffered, the marker goes alone: the heartbeat's flush took the rung's
+            # report first (the driver judged it then), and the trial waits for the verdict all the same
             points, self._buf = self._buf, []
             if self.rank == 0:
                 self._sink("metrics", {"points": points} if decide is None else {"points": points, "decide": decide})

@@ -101,9 +101,10 @@ class EventWriter(DriverState):
 
     def _on_metrics(self, t: TrialRecord, ev: Event) -> None:
         points = [tuple.__new__(MetricPoint, p) for p in ev.data.get("points") or ()]   # wire lists -> MetricPoint
-        self.store.add_metrics(t.id, t.attempt, points)
-        if not points:
+        if not points:   # a rung's decision marker alone: its report came in an earlier batch
+            self._go_on(t, ev)
             return
+        self.store.add_metrics(t.id, t.attempt, points)
         t.last_report = self.clock.monotonic()
         t.costs.update(costs_of({p[1]: p[2] for p in points}, self.spec.budget.cost))
         metric = self.metric
@@ -147,8 +148,12 @@ class EventWriter(DriverState):
             self._check_monitor_metrics(points)
         for v in verdicts:
             self._apply_verdict(t, v)
+        self._go_on(t, ev)
+
+    def _go_on(self, t: TrialRecord, ev: Event) -> None:
+        """The trial waits at a rung (`decide`) and nothing stopped it: it goes on."""
         decide = ev.data.get("decide")
-        if decide is not None and t.stop_verdict is None:   # the trial waits at a rung: it goes on
+        if decide is not None and t.stop_verdict is None:
             self.backend.go(t.id, int(decide))
 
     def _check_monitor_metrics(self, points: Sequence[Sequence[Any]], *, ended: bool = False) -> None:
