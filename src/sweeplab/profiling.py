@@ -564,28 +564,43 @@ class SystemSampler:
             }
 
 
-class UsageMark:
-    """What a trial too short for `SystemSampler` used, from two cheap looks at this process (two
-    `getrusage` calls and a read of /proc/self/statm; no psutil, no tree walk): one when the attempt starts,
-    one (`final_sample`) when it ends.
+#: seconds: a trial shorter than this gets no CPU or memory figures from `UsageMark` (they would measure the
+#: worker's own per-trial work more than the trial, and the look would cost a no-op trial ~5 % of its overhead)
+MIN_LOOK = 0.02
 
-    CPU % is the growth of this process's CPU time, reaped children's included (a command trial's program
-    once waited for), over the wall time between the two looks (`getrusage` counts in microseconds, not in
-    the 10 ms ticks of `os.times`). RSS is this process's at the end, or its peak when that peak was reached
-    during the trial (`ru_maxrss` grew), plus the peak of the program a command trial ran (`child_rss`, from
-    `wait4`). One sample, so `cpu_mean` is exact and `rss_peak` is what the end (or the kernel's peak) shows,
-    as a sampler's peaks are what its samples show.
+
+class UsageMark:
+    """What a trial too short for `SystemSampler` used, from two cheap looks at this process (no psutil, no
+    tree walk): one when the attempt starts (a clock and `time.process_time`), one (`final_sample`) when it
+    ends, if it ran `MIN_LOOK` or more (one `getrusage` and a read of /proc/PID/statm).
+
+    CPU % is the growth of this process's CPU time over the wall time between the two looks, plus the CPU of
+    the program a command trial ran (`child_cpu`, from `wait4`; other children a function trial reaped are
+    counted only by the sampler, from 1 s). RSS is this process's at the end, or its peak when that peak was
+    reached during the trial (`ru_maxrss` grew), plus the peak of a command trial's program (`child_rss`,
+    from `wait4`). One sample, so `cpu_mean` is exact and `rss_peak` is what the end (or the kernel's peak)
+    shows, as a sampler's peaks are what its samples show.
     """
+
+    _peak: int | None = None   # this process's ru_maxrss at its last look (None: look again at the next start)
 
     def __init__(self) -> None:
         self.time = time.monotonic()
-        self.cpu, self.maxrss = _usage()
+        self.cpu = time.process_time()
+        if UsageMark._peak is None:
+            UsageMark._peak = _maxrss()
+        self.maxrss = UsageMark._peak
 
-    def final_sample(self, child_rss: int = 0) -> dict[str, Any]:
+    def final_sample(self, child_rss: int = 0, child_cpu: float = 0.0) -> dict[str, Any] | None:
+        """The trial's one sample, or None when it ran under `MIN_LOOK`."""
         dt = time.monotonic() - self.time
-        cpu_s, peak = _usage()
+        if dt < MIN_LOOK:
+            UsageMark._peak = None   # not looked at: the next trial's start reads the peak again
+            return None
+        cpu_s = time.process_time() - self.cpu + child_cpu
+        peak = UsageMark._peak = _maxrss()
         ncpu, _ = _machine()
-        cpu = min(max((cpu_s - self.cpu) / dt, 0.0), float(ncpu)) if dt > 0 else 0.0
+        cpu = min(max(cpu_s / dt, 0.0), float(ncpu))
         # the process's peak reached during the trial is the trial's (and at least its memory now)
         mine = peak if peak > self.maxrss else (rss() or peak)
         return {"time": time.time(), "cpu": round(100.0 * cpu, 1), "rss": mine + child_rss,
@@ -615,13 +630,12 @@ def _machine() -> tuple[int, int | None]:
     return _MACHINE
 
 
-def _usage() -> tuple[float, int]:
-    """(CPU seconds of this process and its reaped children, this process's peak RSS in bytes)."""
+def _maxrss() -> int:
+    """This process's peak RSS in bytes."""
     import resource
 
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     unit = 1 if sys.platform == "darwin" else 1024   # ru_maxrss: bytes on macOS, kilobytes elsewhere
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, me.ru_maxrss * unit
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit
 
 
 _STATM: tuple[int, int] | None = None   # (pid, fd) of this process's /proc/PID/statm, opened once

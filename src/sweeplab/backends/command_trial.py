@@ -198,7 +198,7 @@ def execute_command(ex: Execution) -> None:
                                   daemon=True)
         errors.start()
         _copy_stdout(child, log, write_lock, ex, reporter)
-        code, ex.child_rss = _wait(child)
+        code, ex.child_rss, ex.child_cpu = _wait(child)
         reaper.close()
         errors.join(timeout=5)
         tail.join(timeout=5)
@@ -262,16 +262,16 @@ def _chunks(fd: int) -> Iterator[bytes]:
         yield chunk
 
 
-def _wait(child: subprocess.Popen[bytes]) -> tuple[int, int]:
-    """The program's exit code and peak RSS (bytes; 0 if unknown), waited for with `wait4`: the peak of a
-    program that ended before the sampler's first look is its only memory figure."""
+def _wait(child: subprocess.Popen[bytes]) -> tuple[int, int, float]:
+    """The program's exit code, peak RSS (bytes; 0 if unknown) and CPU seconds, waited for with `wait4`: the
+    figures of a program that ended before the sampler's first look."""
     try:
         _, status, usage = os.wait4(child.pid, 0)
     except ChildProcessError:   # reaped by a concurrent poll(): Popen has its code
-        return child.wait(), 0
+        return child.wait(), 0, 0.0
     child.returncode = os.waitstatus_to_exitcode(status)
     peak = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
-    return child.returncode, peak
+    return child.returncode, peak, usage.ru_utime + usage.ru_stime
 
 
 def _copy_stdout(child: subprocess.Popen[bytes], log: _Log, lock: threading.Lock, ex: Execution,

@@ -201,6 +201,7 @@ class Execution:
         self.retiring = False
         self.sampler: Any = None
         self.child_rss = 0                 # peak RSS of a command trial's program, once it was waited for
+        self.child_cpu = 0.0               # ... and its CPU seconds
         self.usage = UsageMark()           # CPU and memory of a trial too short for the sampler
         self.lock = threading.Lock()
         self.ended = False
@@ -264,7 +265,8 @@ def send_profile(ex: Execution) -> None:
             sampler.stop(reaped_rss=ex.child_rss)   # its final sample covers the trial's last moments
             system = sampler.peak()
         if not system.get("system_samples"):   # ended before the sampler's first sample: one look at the end
-            system = UsageMark.summary(ex.usage.final_sample(ex.child_rss))
+            sample = ex.usage.final_sample(ex.child_rss, ex.child_cpu)
+            system = UsageMark.summary(sample) if sample is not None else {}
         if steps or system.get("system_samples"):
             ex.channel.send(EventKind.PROFILE, {"summary": profile_summary(steps, system)})
 
