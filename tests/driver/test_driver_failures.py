@@ -113,6 +113,7 @@ def test_a_trial_that_does_not_stop_within_grace_is_killed_and_the_stop_stands(s
     assert [s.number for s in stops] == [0] and 20.0 <= stops[0].at <= 20.2
     t = sim.trial(0)
     assert t["state"] == "stopped" and t["reason"] == "stopped: budget.time 20s reached"
+    assert t["value"] == 0.9   # its last report, also when it was killed (that one read None)
     if killed:
         assert [k.arg for k in kills] == ["did not stop within trial.grace (5s)"]
         assert 5.0 < kills[0].at - stops[0].at <= 5.2

@@ -307,8 +307,10 @@ class EventWriter(DriverState):
                                  "exit_code": d.get("exit_code"), "signal": d.get("signal"),
                                  "loading": d.get("loading")})
         if t.stop_verdict is not None and t.stop_state is not None:
-            # we asked it to stop and it died on the way: the stop decision stands
-            self._end_trial(t, t.stop_state, value=None, metrics={k: v for k, (_, v) in t.last.items()},
+            # we asked it to stop and it died on the way (killed after trial.grace): the stop decision stands,
+            # with its last report's value, as a trial that ended by the stop keeps it
+            value, _ = self._objective(t, {})
+            self._end_trial(t, t.stop_state, value=value, metrics={k: v for k, (_, v) in t.last.items()},
                             reason=t.stop_verdict.reason, at=ev.time, attempt_state=None)
             return
         retries = self.retry.retries
