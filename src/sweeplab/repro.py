@@ -157,6 +157,8 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     ckpt_copy = tmp / "checkpoints"
     if recorded:
         shutil.copytree(src, ckpt_copy)
+        if nonfinite is not None:   # written at or after the NaN step: they hold the broken state
+            _drop_checkpoints_from(ckpt_copy, recorded, int(nonfinite["step"]), len(recorded), echo)
     rank = int(os.environ.get("RANK") or 0) if peer else failed_rank
     run = Run(config=config, sink=sink, params=params, sweep=name, trial=number,
               attempt=int(failed["number"]) + 1, seed=trial["seed"], checkpoint_dir=str(ckpt_copy),
@@ -279,6 +281,22 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     code = 128 - code if code < 0 else code   # killed by a signal: the shell's convention
     echo("the trial did not fail this time" if code == 0 else f"the failure reproduced: exit code {code}")
     return code
+
+
+def _drop_checkpoints_from(copy: Path, recorded: list[Any], step: int, count: int,
+                           echo: Callable[[str], None]) -> None:
+    """Remove from the replay's copy the checkpoints of step >= `step` (the step of a NaN or infinite metric):
+    a trial checkpoints the state it reached after the bad batch (a monitor's stop even forces that checkpoint),
+    so they hold the NaN. The replay restores the last one from before it, or starts from scratch."""
+    late = [row for row in recorded if row["step"] is not None and int(row["step"]) >= step]
+    for row in late:
+        shutil.rmtree(copy / Path(row["path"]).name, ignore_errors=True)
+    kept = [int(row["step"]) for row in recorded if row not in late and row["step"] is not None]
+    if late:
+        start = f"restores the checkpoint of step {max(kept)}" if kept else \
+            "starts from scratch (no checkpoint from before it is kept: trial.keep_checkpoints)"
+        echo(f"  {len(late)} of {count} checkpoint(s) written at or after step {step} hold the state after the "
+             f"NaN and are not restored; the replay {start}")
 
 
 def _ranks_of(spec: Mapping[str, Any], failed: Any) -> tuple[int, int]:
