@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_CAPTURE_BYTES", "capture_manifest", "environment_facts", "failure_reason", "load_captures", "save_captures",
-           "source_changes", "source_fact", "source_of_argv", "source_of_function"]
+__all__ = ["MAX_CAPTURE_BYTES", "capture_manifest", "environment_facts", "failure_reason", "load_captures",
+           "save_captures", "source_changes", "source_fact", "source_of_argv", "source_of_function"]
 
 
 MAX_CAPTURE_BYTES = 64 * 2**20   # a failing batch is a few MB; a whole dataset is not an input to replay
