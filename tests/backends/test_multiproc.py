@@ -249,3 +249,25 @@ def test_sigterm_to_one_rank_preempts_every_rank_of_the_trial(backend, tmp_path)
     assert end and end[-1].kind is EventKind.PREEMPTED, [e.kind for e in end]
     assert (tmp_path / "stopped0").exists() and (tmp_path / "stopped1").exists()
     assert any(e.kind is EventKind.CHECKPOINT for e in end)
+
+
+def rank1_dies_of_sigterm(config, run):
+    """Rank 1 dies of SIGTERM's default action, as a rank does when SIGTERM reaches it while it starts (before
+    its handler is installed); rank 0 trains until it is stopped."""
+    if run.rank == 1:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+    return pid_until_stopped(config, run)
+
+
+@pytest.mark.slow
+def test_a_rank_killed_by_sigterm_preempts_the_trial_instead_of_failing_it(backend, tmp_path):
+    """SIGTERM to one rank preempts the trial (resumed from its checkpoint, no retry spent), also when the rank
+    dies of it: it arrived while the rank was starting, before its handler. That was a failure
+    (`rank 1: process killed by signal SIGTERM`), retried from scratch or failing the trial."""
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:rank1_dies_of_sigterm", config={"out": str(tmp_path)},
+                             world_size=2, grace=30.0))
+    end = collect(backend, [1], timeout=30)[1]
+    assert end and end[-1].kind is EventKind.PREEMPTED, [(e.kind, e.data.get("reason")) for e in end]
+    assert (tmp_path / "stopped0").exists()          # rank 0 was stopped, and checkpointed on the way out
+    assert any(e.kind is EventKind.CHECKPOINT for e in end)

@@ -286,6 +286,11 @@ def _crash_event(task: TrialTask, rank: _Rank) -> Event:
         return Event(EventKind.FAILED, task.trial_id, task.attempt, time.time(), disk_full_data(
             f"process {how} (a file-size limit, RLIMIT_FSIZE)", trial_places(task), exit_code=exit_code,
             signal=sig))
+    if sig == signal.SIGTERM or exit_code == 143:
+        # SIGTERM reached this rank before its handler was installed (while it started; 143: rank.py's handler
+        # before the attempt began): a preemption of the trial, as SIGTERM to a running rank is
+        return Event(EventKind.PREEMPTED, task.trial_id, task.attempt, time.time(),
+                     {"reason": f"rank {rank.index}: SIGTERM (preemption)"})
     reason = f"process {how}"
     return Event(EventKind.FAILED, task.trial_id, task.attempt, time.time(), {
         "reason": reason, "error_type": "WorkerDied", "exit_code": exit_code, "signal": sig, "message": reason,
