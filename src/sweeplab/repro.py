@@ -169,6 +169,9 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         preload = (spec.get("trial") or {}).get("preload")
         import_all(preload if preload is not None else trial_imports(target, import_path))
         seed_everything(int(trial["seed"]))
+    import faulthandler
+
+    faulthandler.enable()   # a replay that segfaults prints the Python stack where it died, as the trial's log has it
     peers = _RankPeers(world if not peer else 1, failed_rank)
     try:
         if peers.world > 1:   # the other ranks: `sweeplab repro` again, silent, each with its torchrun variables

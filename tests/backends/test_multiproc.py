@@ -271,3 +271,29 @@ def test_a_rank_killed_by_sigterm_preempts_the_trial_instead_of_failing_it(backe
     assert end and end[-1].kind is EventKind.PREEMPTED, [(e.kind, e.data.get("reason")) for e in end]
     assert (tmp_path / "stopped0").exists()          # rank 0 was stopped, and checkpointed on the way out
     assert any(e.kind is EventKind.CHECKPOINT for e in end)
+
+
+def segfaults_on_rank1(config, run):
+    if run.rank == 1 or run.rank == int(config.get("also", 1)):
+        import ctypes
+
+        ctypes.string_at(0)   # SIGSEGV: no Python exception, no traceback
+    while not run.should_stop:
+        time.sleep(0.05)
+    return {"done": 1.0}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world_size", [2, 1], ids=["rank", "worker"])
+def test_a_segfault_leaves_the_python_stack_where_it_died(backend, tmp_path, world_size):
+    """A trial that kills its process raises nothing to capture; faulthandler (enabled in workers and ranks)
+    writes the Python stack of the crash into the trial's log, and the failure's traceback is that stack:
+    where the trial died, not only `process killed by signal SIGSEGV`."""
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:segfaults_on_rank1", config={"also": 0 if world_size == 1 else 1},
+                             world_size=world_size))
+    end = collect(backend, [1], timeout=30)[1]
+    assert end and end[-1].kind is EventKind.FAILED, [e.kind for e in end]
+    data = end[-1].data
+    assert data["signal"] == signal.SIGSEGV, data
+    assert "Fatal Python error: Segmentation fault" in (data.get("traceback") or ""), data
+    assert "in segfaults_on_rank1" in data["traceback"], data["traceback"]

@@ -40,7 +40,7 @@ from typing import Any
 from sweeplab.backends import _tree
 from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
 from sweeplab.backends.base import TrialTask
-from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
+from sweeplab.backends.events import Event, EventKind, crash_stack, describe_exit, read_events
 from sweeplab.backends.execution import Execution
 
 __all__ = ["THREAD_VARS", "execute_ranks", "free_port", "rank_env", "rank_paths", "reserve_port"]
@@ -292,9 +292,12 @@ def _crash_event(task: TrialTask, rank: _Rank) -> Event:
         return Event(EventKind.PREEMPTED, task.trial_id, task.attempt, time.time(),
                      {"reason": f"rank {rank.index}: SIGTERM (preemption)"})
     reason = f"process {how}"
-    return Event(EventKind.FAILED, task.trial_id, task.attempt, time.time(), {
-        "reason": reason, "error_type": "WorkerDied", "exit_code": exit_code, "signal": sig, "message": reason,
-    })
+    data: dict[str, Any] = {"reason": reason, "error_type": "WorkerDied", "exit_code": exit_code, "signal": sig,
+                            "message": reason}
+    stack = crash_stack(rank_paths(task, rank.index)[0]) if sig else None
+    if stack:   # faulthandler's dump of where the rank died (rank.py enables it)
+        data["traceback"] = stack
+    return Event(EventKind.FAILED, task.trial_id, task.attempt, time.time(), data)
 
 
 def _read(rank: _Rank, ex: Execution) -> None:
