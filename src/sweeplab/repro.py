@@ -98,8 +98,9 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         manifest = capture_manifest(str(cap_path))
         stale = [n for n in manifest.get("stale") or () if n in captured]
         where = manifest.get("failed_loading") or {}
+        skipped: dict[str, Any] = manifest["skipped"] if isinstance(manifest.get("skipped"), dict) else {}
     else:
-        stale, where = [], {}
+        stale, where, skipped = [], {}, {}
     config_raw = json.loads(trial["config"] or "{}")
     target = _resolve_target(spec["function"], sweep["spec_path"], cwd)
     if nonfinite is not None:
@@ -109,6 +110,8 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
     echo(f"  target {target}, seed {trial['seed']}, checkpoints: {len(recorded)}, captured: "
          f"{', '.join(sorted(captured)) or 'nothing'}")
+    for skipped_name, why in sorted(skipped.items()):   # run.captured(name) returns None for these
+        echo(f"  not captured: {skipped_name} ({str(why)[:200]})")
     if meta.get("smoke"):
         echo("  a smoke trial: replayed in smoke mode (run.smoke set, GPUs hidden)")
     if world > 1:

@@ -9,8 +9,10 @@ pytestmark = pytest.mark.slow
 
 NAN_AT_2 = """\
 import math
+import numpy as np
 
 def train(config, run):
+    run.capture("dataset", np.empty(10_000_000))   # 80 MB: above a capture's bound, skipped and named
     state = run.restore()
     print(f"restored step {state['step'] if state else None}", flush=True)
     w = state["w"] if state else 0.0
@@ -41,3 +43,4 @@ def test_repro_of_a_nan_trial_restores_the_checkpoint_from_before_the_nan(cli):
     assert "restored step 1" in out, out                       # not 2 or later: they hold the NaN
     assert "step 2: loss = nan" in out and cp.returncode == 1, out
     assert "the failure reproduced: loss = nan at step 2" in out, out
+    assert "captured: batch" in out and "not captured: dataset (too large: 80000" in " ".join(out.split()), out
