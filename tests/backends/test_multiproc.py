@@ -297,3 +297,24 @@ def test_a_segfault_leaves_the_python_stack_where_it_died(backend, tmp_path, wor
     assert data["signal"] == signal.SIGSEGV, data
     assert "Fatal Python error: Segmentation fault" in (data.get("traceback") or ""), data
     assert "in segfaults_on_rank1" in data["traceback"], data["traceback"]
+
+
+SEGFAULTING_PROGRAM = "import ctypes, os\ndef crash():\n    ctypes.string_at(0)\nif os.environ.get('RANK', '0') == " \
+                      "os.environ.get('CRASH_RANK', '0'):\n    crash()\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world_size", [2, 1], ids=["ranks", "one-process"])
+def test_a_segfaulting_command_trial_says_where_it_died(backend, tmp_path, world_size):
+    """The same for a Python program: it runs with PYTHONFAULTHANDLER=1 (unless the environment says
+    otherwise), so its stderr holds the stack, which is the failure's traceback; the reason names the fatal
+    error, not faulthandler's last line (the list of extension modules)."""
+    prog = tmp_path / "crash.py"
+    prog.write_text(SEGFAULTING_PROGRAM)
+    backend.submit(make_task(tmp_path, 1, command=[sys.executable, str(prog)], world_size=world_size,
+                             env={"CRASH_RANK": str(world_size - 1)}))
+    end = collect(backend, [1], timeout=30)[1]
+    data = end[-1].data
+    assert end[-1].kind is EventKind.FAILED and data["signal"] == signal.SIGSEGV, data
+    assert "Fatal Python error: Segmentation fault" in data["reason"], data["reason"]
+    assert "in crash" in data["traceback"] and "Fatal Python error" in data["traceback"], data["traceback"]
