@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -271,6 +272,7 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     _warn_changed(store, name, number, int(failed["number"]), echo)
     sys.stdout.flush()
     peers = _RankPeers(world, failed_rank)
+    code: int | None = None
     try:
         if world > 1:   # every rank runs the command, each with its own report file (as in the sweep)
             env.update(peers.env_of(failed_rank))
@@ -282,7 +284,7 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
         echo(f"the failure reproduced: cannot start {argv[0] if argv else '?'}: {exc.strerror or exc}")
         return 1
     finally:
-        peers.end(wait=locals().get("code") == 0)
+        peers.end(wait=code == 0)   # after a failure they may wait for the failed rank in a collective
         shutil.rmtree(tmp, ignore_errors=True)
     code = 128 - code if code < 0 else code   # killed by a signal: the shell's convention
     echo("the trial did not fail this time" if code == 0 else f"the failure reproduced: exit code {code}")
@@ -345,10 +347,11 @@ class _RankPeers:
 
     def end(self, *, wait: bool) -> None:
         """Wait up to _PEER_SECONDS for the other ranks when the foreground one ended cleanly, then kill them."""
+        deadline = time.monotonic() + _PEER_SECONDS
         for proc in self.procs:
             if wait:
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=_PEER_SECONDS)
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
