@@ -90,11 +90,14 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
                         "from where it failed")
     world, failed_rank = _ranks_of(spec, failed)
     captured: dict[str, Any] = {}
-    cap = None if peer else store.latest_artifact(trial["id"], "capture")   # the failing rank's input
+    cap = store.latest_artifact(trial["id"], "capture")   # the failing rank's input (rank 0's at a NaN)
+    rank = int(os.environ.get("RANK") or 0) if peer else failed_rank
     if cap is not None:
         cap_path = (store.root / cap["path"]).resolve()
         if store.root.resolve() not in cap_path.parents:
             raise UserError(f"capture {cap_path} is outside the store; refusing to load it")
+        cap_path = _rank_capture(cap_path, rank, peer)
+    if cap is not None and cap_path is not None:
         captured = load_captures(str(cap_path))
         manifest = capture_manifest(str(cap_path))
         stale = [n for n in manifest.get("stale") or () if n in captured]
@@ -163,7 +166,6 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         shutil.copytree(src, ckpt_copy)
         if nonfinite is not None:   # written at or after the NaN step: they hold the broken state
             _drop_checkpoints_from(ckpt_copy, recorded, int(nonfinite["step"]), len(recorded), echo)
-    rank = int(os.environ.get("RANK") or 0) if peer else failed_rank
     run = Run(config=config, sink=sink, params=params, sweep=name, trial=number,
               attempt=int(failed["number"]) + 1, seed=trial["seed"], checkpoint_dir=str(ckpt_copy),
               captured=captured, smoke=smoke, rank=rank)
@@ -289,6 +291,22 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     code = 128 - code if code < 0 else code   # killed by a signal: the shell's convention
     echo("the trial did not fail this time" if code == 0 else f"the failure reproduced: exit code {code}")
     return code
+
+
+def _rank_capture(path: Path, rank: int, peer: bool) -> Path | None:
+    """The capture of `rank` in a multi-process replay: the one the manifest of the trial's capture names for it
+    (`ranks`, backends/multiproc.py), a file of the same directory; else the trial's own for the foreground
+    rank, and nothing for the other ranks (theirs was not kept)."""
+    from sweeplab.capture import capture_manifest
+
+    try:
+        ranks = capture_manifest(str(path)).get("ranks")
+    except (OSError, ValueError):
+        ranks = None
+    name = ranks.get(str(rank)) if isinstance(ranks, dict) else None
+    if isinstance(name, str) and name == Path(name).name and name.endswith(".pkl"):
+        return path.parent / name
+    return None if peer else path
 
 
 def _drop_checkpoints_from(copy: Path, recorded: list[Any], step: int, count: int,

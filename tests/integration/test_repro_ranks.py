@@ -57,3 +57,37 @@ def test_repro_of_a_multi_process_trial_replays_its_failing_rank_among_its_peers
     assert "2 processes" in out and "rank 1 in the foreground" in " ".join(out.split()), out
     assert "replica rank=1 world=2" in out and "replica rank=0 world=2" in out, out
     assert "the failure reproduced" in out and "rank 1 of 2 fails" in out, out
+
+
+NAN_ON_EVERY_RANK = """\
+import math, os
+
+def train(config, run):
+    rank = int(os.environ["RANK"])
+    replay = run.captured("batch")
+    if replay is not None:
+        print(f"rank {rank} replays {replay}", flush=True)
+    for step in range(3):
+        batch = {"rank": rank, "step": step, "x": math.nan if (step == 1 and rank == 1) else 1.0}
+        run.capture("batch", batch)
+        # the loss every rank logs is reduced over the ranks (all_reduce_mean): rank 1's NaN is everyone's
+        run.log({"loss": math.nan if step == 1 else 1.0}, step=step)
+        if replay is not None:   # (no run.should_stop: without a collective, a rank could leave before step 1)
+            break
+    return {"loss": 1.0}
+"""
+
+
+def test_each_rank_of_a_nan_trial_keeps_and_replays_its_own_batch(cli):
+    """The NaN came from rank 1's share of the batch; rank 0's batch was fine. Only rank 0's capture was
+    kept, so the replay had no offending input: every rank's capture is kept, and each replayed rank gets
+    its own."""
+    (cli.tmp / "nan_ranks.py").write_text(NAN_ON_EVERY_RANK)
+    f = cli.spec("nr", f"function: nan_ranks.py:train\nmonitors: [nan]\n{TWO_RANKS}")
+    cli("sweep", str(f), "--name", "nr", "-q")
+    (t,) = cli.status("nr")["trials"]
+    assert t["state"] == "stopped_by_rule", t
+    cp = cli("repro", "nr/0")
+    out = cp.stdout + cp.stderr
+    assert "rank 0 replays {'rank': 0, 'step': 1" in out, out
+    assert "rank 1 replays {'rank': 1, 'step': 1, 'x': nan}" in out, out

@@ -183,6 +183,7 @@ def execute_ranks(ex: Execution) -> None:
             reserved.close()
     if ex.preempted:
         kind, data = EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)"}
+    _link_rank_captures(ranks, data)
     data["retire"] = True if kind is EventKind.PREEMPTED else ex.decide_retire()
     sampler = getattr(ex, "sampler", None)
     if sampler is not None:   # its last samples go out before the attempt's end, not after
@@ -268,6 +269,27 @@ def _stopped_unevenly(ex: Execution, ranks: list[_Rank],
     if end0 is not None and end0.kind is EventKind.FINISHED:
         return EventKind.FINISHED, dict(end0.data)
     return EventKind.FINISHED, {"metrics": {}, "stopped": True}
+
+
+def _link_rank_captures(ranks: list[_Rank], data: Mapping[str, Any]) -> None:
+    """Name every rank's capture in the manifest of the one the trial keeps (`data["capture"]`: the failing
+    rank's, or rank 0's at a NaN): `"ranks": {"1": "capture-....pkl"}`, files of the same directory, each with its
+    own manifest and checksum. `sweeplab repro` gives each replayed rank its own."""
+    primary = data.get("capture")
+    if not primary:
+        return
+    found = {r.index: str(r.end.data["capture"]) for r in ranks
+             if r.end is not None and r.end.data.get("capture")}
+    same_dir = {str(i): Path(p).name for i, p in found.items() if Path(p).parent == Path(primary).parent}
+    if len(same_dir) < 2:
+        return
+    manifest_path = Path(primary).with_suffix(".json")
+    with contextlib.suppress(OSError, ValueError):
+        manifest = json.loads(manifest_path.read_text())
+        manifest["ranks"] = same_dir
+        tmp = manifest_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(manifest))
+        os.replace(tmp, manifest_path)
 
 
 def _failure(failures: list[_Rank]) -> tuple[EventKind, dict[str, Any]]:
