@@ -68,3 +68,28 @@ def test_tensors_captured_on_a_gpu_load_on_a_cpu_only_machine(tmp_path, monkeypa
         path = save_captures({"batch": (torch.ones(2, 3), torch.tensor([1, 2]))}, str(tmp_path))
     x, y = load_captures(path)["batch"]
     assert x.device.type == "cpu" and torch.equal(x, torch.ones(2, 3)) and y.tolist() == [1, 2]
+
+
+def test_a_huge_captured_object_is_skipped_and_named_not_written(tmp_path):
+    """A capture is bounded (MAX_CAPTURE_BYTES): a huge batch is not pickled into the store (nor into the
+    failing worker's memory), its name and size are in the manifest, and the small objects are kept."""
+    np = pytest.importorskip("numpy")
+    from sweeplab.capture import MAX_CAPTURE_BYTES
+
+    huge = np.empty(MAX_CAPTURE_BYTES // 8 + 1)            # not touched: its pages are never written
+    path = save_captures({"batch": {"x": huge, "index": 7}, "step": 3}, str(tmp_path))
+    assert load_captures(path) == {"step": 3}
+    manifest = capture_manifest(path)
+    assert "batch" in manifest["skipped"] and "too large" in manifest["skipped"]["batch"]
+    assert (tmp_path / path).stat().st_size < 1000
+
+
+def test_a_small_view_of_a_big_tensor_is_captured_alone_not_its_whole_storage(tmp_path):
+    """`run.capture("batch", data[i:i + 8])` on a dataset held in one tensor: pickling a view writes its whole
+    storage (the dataset); the capture keeps the 8 rows only."""
+    torch = pytest.importorskip("torch")
+    data = torch.arange(400_000, dtype=torch.float32).reshape(100_000, 4)
+    path = save_captures({"batch": (data[16:24], torch.tensor(5))}, str(tmp_path))
+    x, i = load_captures(path)["batch"]
+    assert torch.equal(x, data[16:24]) and int(i) == 5
+    assert (tmp_path / path).stat().st_size < 20_000        # the storage is 1.6 MB

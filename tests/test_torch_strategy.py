@@ -553,3 +553,37 @@ def test_a_stopped_ddp_trial_whose_ranks_leave_at_different_steps_is_not_failed(
     assert end.data["stopped"] is True and "steps" in end.data["metrics"]
     notes = [e.data for e in events if e.kind is EventKind.NOTE]
     assert any(n.get("kind") == "ranks_left_unevenly" and "rank 1" in n["message"] for n in notes), notes
+
+
+# -- the GPU each rank picks (no GPU here: torch.cuda's answers are faked) -------------------------------
+
+GPU_CASES = [
+    # visible GPUs, LOCAL_RANK, LOCAL_WORLD_SIZE, the device index
+    (1, 0, None, 0),       # one process, one GPU
+    (4, 0, None, 0),       # one process sees 4: the first
+    (1, 1, 2, 0),          # the launcher left each rank its own GPU (Ray, CUDA_VISIBLE_DEVICES per rank)
+    (2, 1, 2, 1),          # torchrun / sweeplab's local ranks, 1 GPU each: cuda:LOCAL_RANK
+    (4, 1, 2, 2),          # 2 ranks with 2 GPUs each (gpus_per_worker: 2): rank 1's first is cuda:2
+    (4, 3, 4, 3),
+    (8, 1, 2, 4),
+]
+
+
+@needs_torch
+@pytest.mark.parametrize(("count", "local_rank", "local_world", "index"), GPU_CASES,
+                         ids=[f"{c}gpus-lr{lr}-of-{lw}" for c, lr, lw, _ in GPU_CASES])
+def test_each_rank_takes_the_first_gpu_of_its_own_share_of_the_slot(
+    monkeypatch: pytest.MonkeyPatch, count: int, local_rank: int, local_world: int | None, index: int
+) -> None:
+    """The local backend gives a W-rank trial's slot W x gpus_per_worker GPUs (CUDA_VISIBLE_DEVICES, seen by
+    every rank): rank r holds GPUs [r*k, (r+1)*k). With k = 2, cuda:LOCAL_RANK put rank 1 on rank 0's second GPU."""
+    from sweeplab._torch.env import read_env
+    from sweeplab.torch import _pick_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    env = {"LOCAL_RANK": str(local_rank)}
+    if local_world is not None:
+        env.update(RANK=str(local_rank), WORLD_SIZE=str(local_world), LOCAL_WORLD_SIZE=str(local_world),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    assert _pick_device(read_env(env)) == torch.device("cuda", index)

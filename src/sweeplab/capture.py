@@ -2,6 +2,7 @@
 
 Saved with pickle beside a manifest holding their SHA-256; `load_captures` unpickles only a file whose
 checksum matches the manifest sweeplab wrote, inside the store (nothing unpickles data it did not write).
+A capture is bounded: at most MAX_CAPTURE_BYTES pickled in all; a larger object is skipped and named.
 """
 
 from __future__ import annotations
@@ -19,8 +20,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["capture_manifest", "environment_facts", "failure_reason", "load_captures", "save_captures",
-           "source_changes", "source_fact", "source_of_argv", "source_of_function"]
+__all__ = ["MAX_CAPTURE_BYTES", "capture_manifest", "environment_facts", "failure_reason", "load_captures",
+           "save_captures", "source_changes", "source_fact", "source_of_argv", "source_of_function"]
+
+
+MAX_CAPTURE_BYTES = 64 * 2**20   # a failing batch is a few MB; a whole dataset is not an input to replay
+_MAX_DEPTH = 20
 
 
 def failure_reason(exc: BaseException, loading: Mapping[str, Any] | None = None) -> str:
@@ -49,23 +54,34 @@ def failure_reason(exc: BaseException, loading: Mapping[str, Any] | None = None)
 
 
 def save_captures(objects: Mapping[str, Any], directory: str, *, stale: Sequence[str] = (),
-                  loading: Mapping[str, Any] | None = None, nonfinite: Mapping[str, Any] | None = None) -> str:
+                  loading: Mapping[str, Any] | None = None, nonfinite: Mapping[str, Any] | None = None,
+                  max_bytes: int = MAX_CAPTURE_BYTES) -> str:
     """Pickle `objects` into `directory`/<uuid>.pkl with a manifest; returns the payload path.
 
     `stale`: names registered in an earlier step than the one that failed (the failure was in fetching the
     next batch); the manifest lists them, with `loading` ({"loop", "batch"}), so that repro does not replay
     them as the failing input. `nonfinite` ({"step", "metric", "value"}): the objects are what the trial held when
-    it logged its first NaN or infinite value (a trial a monitor stopped, which raised nothing)."""
+    it logged its first NaN or infinite value (a trial a monitor stopped, which raised nothing). At most
+    `max_bytes` are pickled in all: an object that does not fit is skipped, named in the manifest with its size."""
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     saved: dict[str, Any] = {}
     skipped: dict[str, str] = {}
+    left = max_bytes
     for name, obj in objects.items():
         try:
-            pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-            saved[name] = obj
+            obj = _compact(obj)   # a view of a big tensor pickles its whole storage: keep the view's data only
+            hint = _array_bytes(obj)   # arrays' sizes known without pickling them (nor filling their pages)
+            size = hint if hint > left else len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
         except Exception as exc:
             skipped[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        if size > left:
+            skipped[name] = (f"too large: {size} bytes pickled, above the {left} left of a capture's "
+                             f"{max_bytes}; capture a slice or the indices of the batch")
+            continue
+        saved[name] = obj
+        left -= size
     payload = pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL)
     path = root / f"capture-{uuid.uuid4().hex[:12]}.pkl"
     tmp = path.with_suffix(".tmp")
@@ -80,6 +96,38 @@ def save_captures(objects: Mapping[str, Any], directory: str, *, stale: Sequence
                                  "value": str(nonfinite.get("value", "nan"))}
     path.with_suffix(".json").write_text(json.dumps(manifest))
     return str(path)
+
+
+def _compact(obj: Any, depth: int = 0) -> Any:
+    """`obj` with every torch tensor that views a larger storage replaced by a copy of its own data (pickling a
+    tensor writes its whole storage: a batch sliced from a dataset held in one tensor would write the dataset)."""
+    torch = sys.modules.get("torch")
+    if torch is None or depth > _MAX_DEPTH:
+        return obj
+    if isinstance(obj, torch.Tensor):
+        if obj.layout == torch.strided and obj.untyped_storage().nbytes() > obj.numel() * obj.element_size():
+            return obj.clone()
+        return obj
+    if type(obj) is dict:
+        return {k: _compact(v, depth + 1) for k, v in obj.items()}
+    if type(obj) in (list, tuple):
+        return type(obj)(_compact(v, depth + 1) for v in obj)
+    return obj
+
+
+def _array_bytes(obj: Any, depth: int = 0) -> int:
+    """The bytes of the numpy arrays and torch tensors in `obj` (nested in dicts, lists, tuples): a lower bound
+    of its pickled size, known without pickling."""
+    if depth > _MAX_DEPTH:
+        return 0
+    nbytes = getattr(obj, "nbytes", None)
+    if isinstance(nbytes, int) and type(obj).__module__.split(".")[0] in ("numpy", "torch"):
+        return nbytes
+    if isinstance(obj, Mapping):
+        return sum(_array_bytes(v, depth + 1) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_array_bytes(v, depth + 1) for v in obj)
+    return 0
 
 
 def capture_manifest(path: str) -> dict[str, Any]:

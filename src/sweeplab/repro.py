@@ -4,17 +4,26 @@ Function trials: same resolved config, same seed, the trial's latest checkpoint 
 never written) and the objects it registered with `run.capture(...)` available through `run.captured(name)`.
 Command trials: the same argv, working directory and sweeplab environment variables (read from the header of
 the failed attempt's log), with a copy of the trial's checkpoint directory.
+
+A multi-process trial (`resources.workers` W > 1) is replayed as W local processes with the torchrun
+variables, as the local backend started its ranks: the rank that failed runs in the foreground (its traceback,
+`--debug`), the others (`sweeplab repro` again, with SWEEPLAB_REPRO_PEER set, silent) run beside it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import re
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +41,15 @@ def parse_trial_ref(ref: str) -> tuple[str, int]:
     return sweep, int(number)
 
 
+_PEER = "SWEEPLAB_REPRO_PEER"   # set for the other ranks of a multi-process replay
+_PEER_SECONDS = 10.0           # how long the other ranks get to end once the foreground rank returned
+
+
 def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], None] = print) -> int:
     """Re-run a failed trial. Returns 1 when the failure reproduced, 0 when the trial now succeeds."""
+    peer = os.environ.get(_PEER) == "1"
+    if peer:   # one of the other ranks of a multi-process replay: the foreground rank speaks for the replay
+        echo, debug = (lambda _s: None), False
     from sweeplab.backends.preload import import_all, trial_imports
     from sweeplab.backends.targets import call_trial, load_target, seed_everything, takes_run, trial_traceback
     from sweeplab.capture import capture_manifest, load_captures
@@ -72,18 +88,23 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     if recorded and not src.is_dir():
         raise UserError(f"trial {name}/{number} wrote checkpoints but {src} is gone; cannot replay it "
                         "from where it failed")
+    world, failed_rank = _ranks_of(spec, failed)
     captured: dict[str, Any] = {}
-    cap = store.latest_artifact(trial["id"], "capture")
+    cap = store.latest_artifact(trial["id"], "capture")   # the failing rank's input (rank 0's at a NaN)
+    rank = int(os.environ.get("RANK") or 0) if peer else failed_rank
     if cap is not None:
         cap_path = (store.root / cap["path"]).resolve()
         if store.root.resolve() not in cap_path.parents:
             raise UserError(f"capture {cap_path} is outside the store; refusing to load it")
+        cap_path = _rank_capture(cap_path, rank, peer)
+    if cap is not None and cap_path is not None:
         captured = load_captures(str(cap_path))
         manifest = capture_manifest(str(cap_path))
         stale = [n for n in manifest.get("stale") or () if n in captured]
         where = manifest.get("failed_loading") or {}
+        skipped: dict[str, Any] = manifest["skipped"] if isinstance(manifest.get("skipped"), dict) else {}
     else:
-        stale, where = [], {}
+        stale, where, skipped = [], {}, {}
     config_raw = json.loads(trial["config"] or "{}")
     target = _resolve_target(spec["function"], sweep["spec_path"], cwd)
     if nonfinite is not None:
@@ -93,8 +114,13 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
     echo(f"  target {target}, seed {trial['seed']}, checkpoints: {len(recorded)}, captured: "
          f"{', '.join(sorted(captured)) or 'nothing'}")
+    for skipped_name, why in sorted(skipped.items()):   # run.captured(name) returns None for these
+        echo(f"  not captured: {skipped_name} ({str(why)[:200]})")
     if meta.get("smoke"):
         echo("  a smoke trial: replayed in smoke mode (run.smoke set, GPUs hidden)")
+    if world > 1:
+        echo(f"  {world} processes (resources.workers) with the torchrun variables, rank {failed_rank} in the "
+             "foreground; the other ranks run beside it")
     _warn_changed(store, name, number, int(failed["number"]), echo)
     if stale:   # registered in the step before the failing batch was fetched: not the failing input
         echo(f"  the trial failed while loading batch {where.get('batch', '?')} of run.track loop "
@@ -138,19 +164,30 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     ckpt_copy = tmp / "checkpoints"
     if recorded:
         shutil.copytree(src, ckpt_copy)
+        if nonfinite is not None:   # written at or after the NaN step: they hold the broken state
+            _drop_checkpoints_from(ckpt_copy, recorded, int(nonfinite["step"]), len(recorded), echo)
     run = Run(config=config, sink=sink, params=params, sweep=name, trial=number,
               attempt=int(failed["number"]) + 1, seed=trial["seed"], checkpoint_dir=str(ckpt_copy),
-              captured=captured, smoke=smoke)
+              captured=captured, smoke=smoke, rank=rank)
     if trial["seed"] is not None:
         # the sweep's workers imported these before the trial (backends/forkserver.py): so that the seed
         # seeds the same libraries here, whether `train` imports them at its top or inside
         preload = (spec.get("trial") or {}).get("preload")
         import_all(preload if preload is not None else trial_imports(target, import_path))
         seed_everything(int(trial["seed"]))
+    import faulthandler
+
+    faulthandler.enable()   # a replay that segfaults prints the Python stack where it died, as the trial's log has it
+    peers = _RankPeers(world if not peer else 1, failed_rank)
     try:
+        if peers.world > 1:   # the other ranks: `sweeplab repro` again, silent, each with its torchrun variables
+            os.environ.update(peers.env_of(failed_rank))
+            peers.start(lambda r: ([sys.executable, "-m", "sweeplab", "repro", ref, "--store", root],
+                                   {**os.environ, **peers.env_of(r), _PEER: "1"}))
         result = wandb.call(lambda: call_trial(fn, config, run), run.log, lambda: run.should_stop,
                             mirror=not takes_run(fn))   # as in the worker (backends/function_trial.py)
     except Exception as exc:
+        peers.end(wait=False)   # they may be waiting for this rank in a collective
         run.flush()
         echo("the failure reproduced:")
         echo(trial_traceback(exc))
@@ -160,6 +197,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
             pdb.post_mortem(sys.exc_info()[2])
         return 1
     finally:
+        peers.end(wait=True)
         wandb.end()
         shutil.rmtree(tmp, ignore_errors=True)
     run.flush()
@@ -224,23 +262,123 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     env.update(added)
     env.update({"SWEEPLAB_CHECKPOINT_DIR": str(ckpt_copy), "SWEEPLAB_REPORT_FILE": str(tmp / "report.jsonl"),
                 "SWEEPLAB_ATTEMPT": str(int(failed["number"]) + 1)})
+    world, failed_rank = _ranks_of(spec, failed)
     echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
     echo(f"  argv {' '.join(argv)}")
     # sweeplab's own files (the attempt fence a retry writes) are no checkpoint of the program's
     copied = src.is_dir() and any(not p.name.startswith(".") for p in src.iterdir())
     echo(f"  cwd {cwd}, seed {trial['seed']}, checkpoints copied: {'yes' if copied else 'none'}")
+    if world > 1:
+        echo(f"  {world} processes (resources.workers) with the torchrun variables, rank {failed_rank} in the "
+             "foreground; its exit code is the replay's")
     _warn_changed(store, name, number, int(failed["number"]), echo)
     sys.stdout.flush()
+    peers = _RankPeers(world, failed_rank)
+    code: int | None = None
     try:
+        if world > 1:   # every rank runs the command, each with its own report file (as in the sweep)
+            env.update(peers.env_of(failed_rank))
+            env["SWEEPLAB_REPORT_FILE"] = str(tmp / f"report.rank{failed_rank}.jsonl")
+            peers.start(lambda r: (argv, {**env, **peers.env_of(r),
+                                          "SWEEPLAB_REPORT_FILE": str(tmp / f"report.rank{r}.jsonl")}), cwd=cwd)
         code = subprocess.run(argv, cwd=cwd, env=env).returncode
     except OSError as exc:
         echo(f"the failure reproduced: cannot start {argv[0] if argv else '?'}: {exc.strerror or exc}")
         return 1
     finally:
+        peers.end(wait=code == 0)   # after a failure they may wait for the failed rank in a collective
         shutil.rmtree(tmp, ignore_errors=True)
     code = 128 - code if code < 0 else code   # killed by a signal: the shell's convention
     echo("the trial did not fail this time" if code == 0 else f"the failure reproduced: exit code {code}")
     return code
+
+
+def _rank_capture(path: Path, rank: int, peer: bool) -> Path | None:
+    """The capture of `rank` in a multi-process replay: the one the manifest of the trial's capture names for it
+    (`ranks`, backends/multiproc.py), a file of the same directory; else the trial's own for the foreground
+    rank, and nothing for the other ranks (theirs was not kept)."""
+    from sweeplab.capture import capture_manifest
+
+    try:
+        ranks = capture_manifest(str(path)).get("ranks")
+    except (OSError, ValueError):
+        ranks = None
+    name = ranks.get(str(rank)) if isinstance(ranks, dict) else None
+    if isinstance(name, str) and name == Path(name).name and name.endswith(".pkl"):
+        return path.parent / name
+    return None if peer else path
+
+
+def _drop_checkpoints_from(copy: Path, recorded: list[Any], step: int, count: int,
+                           echo: Callable[[str], None]) -> None:
+    """Remove from the replay's copy the checkpoints of step >= `step` (the step of a NaN or infinite metric):
+    a trial checkpoints the state it reached after the bad batch (a monitor's stop even forces that checkpoint),
+    so they hold the NaN. The replay restores the last one from before it, or starts from scratch."""
+    late = [row for row in recorded if row["step"] is not None and int(row["step"]) >= step]
+    for row in late:
+        shutil.rmtree(copy / Path(row["path"]).name, ignore_errors=True)
+    kept = [int(row["step"]) for row in recorded if row not in late and row["step"] is not None]
+    if late:
+        start = f"restores the checkpoint of step {max(kept)}" if kept else \
+            "starts from scratch (no checkpoint from before it is kept: trial.keep_checkpoints)"
+        echo(f"  {len(late)} of {count} checkpoint(s) written at or after step {step} hold the state after the "
+             f"NaN and are not restored; the replay {start}")
+
+
+def _ranks_of(spec: Mapping[str, Any], failed: Any) -> tuple[int, int]:
+    """(world size, the rank that failed) of a trial: `resources.workers`, and the rank its reason names
+    (backends/multiproc.py prefixes a rank's failure with `rank N: `); rank 0 when none is named."""
+    try:
+        world = max(1, int((spec.get("resources") or {}).get("workers") or 1))
+    except (TypeError, ValueError):
+        world = 1
+    found = re.match(r"rank (\d+): ", str(failed["reason"] or ""))
+    rank = int(found.group(1)) if found else 0
+    return world, rank if rank < world else 0
+
+
+class _RankPeers:
+    """The ranks of a multi-process replay other than the foreground one: started with the torchrun
+    variables of backends/multiproc.py on a reserved local port, killed when the replay ends (and by the
+    kernel if the replay dies: a segfault in the foreground rank)."""
+
+    def __init__(self, world: int, foreground: int) -> None:
+        self.world, self.foreground = world, foreground
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self._port: socket.socket | None = None
+
+    def env_of(self, rank: int) -> dict[str, str]:
+        from sweeplab.backends.multiproc import rank_env, reserve_port
+
+        if self._port is None:
+            self._port = reserve_port()   # held until the replay ends, as the backend holds it
+        return rank_env(rank, self.world, int(self._port.getsockname()[1]))
+
+    def start(self, how: Callable[[int], tuple[list[str], dict[str, str]]], cwd: str | None = None) -> None:
+        from sweeplab.backends._tree import die_with_parent
+
+        for r in range(self.world):
+            if r != self.foreground:
+                argv, env = how(r)
+                self.procs.append(subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                                   preexec_fn=die_with_parent()))
+
+    def end(self, *, wait: bool) -> None:
+        """Wait up to _PEER_SECONDS for the other ranks when the foreground one ended cleanly, then kill them."""
+        deadline = time.monotonic() + _PEER_SECONDS
+        for proc in self.procs:
+            if wait:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+        self.procs = []
+        if self._port is not None:
+            self._port.close()
+            self._port = None
 
 
 def _warn_changed(store: Store, name: str, number: int, attempt: int, echo: Callable[[str], None]) -> None:

@@ -88,6 +88,11 @@ def _pick_device(env: DistEnv) -> torch.device:
     count = torch.cuda.device_count()
     if count == 1:  # one visible GPU per process (CUDA_VISIBLE_DEVICES narrowed by the launcher)
         return torch.device("cuda", 0)
+    local_world = env.local_world_size if env.is_distributed else None
+    if local_world and count > local_world and count % local_world == 0:
+        # every rank sees the machine's (or the slot's) GPUs, k per rank (gpus_per_worker: k): rank r holds
+        # [r*k, (r+1)*k) and trains on the first of them; cuda:LOCAL_RANK would be another rank's GPU
+        return torch.device("cuda", env.local_rank * (count // local_world))
     if env.local_rank < count:
         return torch.device("cuda", env.local_rank)
     raise ConfigError(

@@ -249,3 +249,72 @@ def test_sigterm_to_one_rank_preempts_every_rank_of_the_trial(backend, tmp_path)
     assert end and end[-1].kind is EventKind.PREEMPTED, [e.kind for e in end]
     assert (tmp_path / "stopped0").exists() and (tmp_path / "stopped1").exists()
     assert any(e.kind is EventKind.CHECKPOINT for e in end)
+
+
+def rank1_dies_of_sigterm(config, run):
+    """Rank 1 dies of SIGTERM's default action, as a rank does when SIGTERM reaches it while it starts (before
+    its handler is installed); rank 0 trains until it is stopped."""
+    if run.rank == 1:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+    return pid_until_stopped(config, run)
+
+
+@pytest.mark.slow
+def test_a_rank_killed_by_sigterm_preempts_the_trial_instead_of_failing_it(backend, tmp_path):
+    """SIGTERM to one rank preempts the trial (resumed from its checkpoint, no retry spent), also when the rank
+    dies of it: it arrived while the rank was starting, before its handler. That was a failure
+    (`rank 1: process killed by signal SIGTERM`), retried from scratch or failing the trial."""
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:rank1_dies_of_sigterm", config={"out": str(tmp_path)},
+                             world_size=2, grace=30.0))
+    end = collect(backend, [1], timeout=30)[1]
+    assert end and end[-1].kind is EventKind.PREEMPTED, [(e.kind, e.data.get("reason")) for e in end]
+    assert (tmp_path / "stopped0").exists()          # rank 0 was stopped, and checkpointed on the way out
+    assert any(e.kind is EventKind.CHECKPOINT for e in end)
+
+
+def segfaults_on_rank1(config, run):
+    if run.rank == 1 or run.rank == int(config.get("also", 1)):
+        import ctypes
+
+        ctypes.string_at(0)   # SIGSEGV: no Python exception, no traceback
+    while not run.should_stop:
+        time.sleep(0.05)
+    return {"done": 1.0}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world_size", [2, 1], ids=["rank", "worker"])
+def test_a_segfault_leaves_the_python_stack_where_it_died(backend, tmp_path, world_size):
+    """A trial that kills its process raises nothing to capture; faulthandler (enabled in workers and ranks)
+    writes the Python stack of the crash into the trial's log, and the failure's traceback is that stack:
+    where the trial died, not only `process killed by signal SIGSEGV`."""
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:segfaults_on_rank1", config={"also": 0 if world_size == 1 else 1},
+                             world_size=world_size))
+    end = collect(backend, [1], timeout=30)[1]
+    assert end and end[-1].kind is EventKind.FAILED, [e.kind for e in end]
+    data = end[-1].data
+    assert data["signal"] == signal.SIGSEGV, data
+    assert "Fatal Python error: Segmentation fault" in (data.get("traceback") or ""), data
+    assert "in segfaults_on_rank1" in data["traceback"], data["traceback"]
+
+
+SEGFAULTING_PROGRAM = "import ctypes, os\ndef crash():\n    ctypes.string_at(0)\nif os.environ.get('RANK', '0') == " \
+                      "os.environ.get('CRASH_RANK', '0'):\n    crash()\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world_size", [2, 1], ids=["ranks", "one-process"])
+def test_a_segfaulting_command_trial_says_where_it_died(backend, tmp_path, world_size):
+    """The same for a Python program: it runs with PYTHONFAULTHANDLER=1 (unless the environment says
+    otherwise), so its stderr holds the stack, which is the failure's traceback; the reason names the fatal
+    error, not faulthandler's last line (the list of extension modules)."""
+    prog = tmp_path / "crash.py"
+    prog.write_text(SEGFAULTING_PROGRAM)
+    backend.submit(make_task(tmp_path, 1, command=[sys.executable, str(prog)], world_size=world_size,
+                             env={"CRASH_RANK": str(world_size - 1)}))
+    end = collect(backend, [1], timeout=30)[1]
+    data = end[-1].data
+    assert end[-1].kind is EventKind.FAILED and data["signal"] == signal.SIGSEGV, data
+    assert "Fatal Python error: Segmentation fault" in data["reason"], data["reason"]
+    assert "in crash" in data["traceback"] and "Fatal Python error" in data["traceback"], data["traceback"]

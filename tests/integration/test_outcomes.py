@@ -178,8 +178,9 @@ def test_a_failed_command_trial_says_why_and_its_log_says_how_it_ran(cli):
     assert "SWEEPLAB_SEED" in text and "SWEEPLAB_CHECKPOINT_DIR" in text
     env = json.loads(next(ln for ln in head if ln.startswith("# env: "))[len("# env: "):])
     assert "PATH" not in env and "HOME" not in env           # only what sweeplab added, not the environment
-    assert all(k.startswith(("SWEEPLAB_", "WANDB_")) or k.endswith("_NUM_THREADS")
-               or k in ("PYTHONPATH", "PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES") for k in env), env
+    python_vars = ("PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONFAULTHANDLER", "CUDA_VISIBLE_DEVICES")
+    assert all(k.startswith(("SWEEPLAB_", "WANDB_")) or k.endswith("_NUM_THREADS") or k in python_vars
+               for k in env), env
 
 
 def test_repro_of_a_retried_command_trial_that_wrote_no_checkpoint_says_none_were_copied(cli):

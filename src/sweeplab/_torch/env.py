@@ -26,6 +26,7 @@ class DistEnv:
     world_size: int = 1
     master_addr: str | None = None
     master_port: int | None = None
+    local_world_size: int | None = None   # ranks on this machine (LOCAL_WORLD_SIZE), when the launcher says
 
     @property
     def is_distributed(self) -> bool:
@@ -79,4 +80,10 @@ def read_env(environ: Mapping[str, str]) -> DistEnv:
             "bad environment variable", key="MASTER_PORT", value=environ["MASTER_PORT"],
             expected="a TCP port in [1, 65535]",
         )
-    return DistEnv(rank, local_rank, world_size, addr, port)
+    local_world = _int(environ, "LOCAL_WORLD_SIZE", 0, minimum=0) or None
+    if local_world is not None and local_rank >= local_world:
+        raise ConfigError(
+            "LOCAL_RANK must be smaller than LOCAL_WORLD_SIZE", key="LOCAL_RANK", value=environ["LOCAL_RANK"],
+            expected=f"an integer in [0, {local_world - 1}]",
+        )
+    return DistEnv(rank, local_rank, world_size, addr, port, local_world)

@@ -159,6 +159,8 @@ def execute_command(ex: Execution) -> None:
         "PYTHONUNBUFFERED": "1",
         _tree.MARK: _tree.new_mark(),      # found on every process of this attempt, even orphaned ones
     })
+    if "PYTHONFAULTHANDLER" not in os.environ:   # a Python program killed by a signal writes where it died
+        added["PYTHONFAULTHANDLER"] = "1"
     if task.smoke:   # a program has no run.smoke: this tells it to keep everything tiny
         added["SWEEPLAB_SMOKE"] = "1"
     if task.seed is not None:
@@ -335,12 +337,15 @@ def _stderr_summary(data: bytes) -> tuple[str, str]:
     text = [ln.rsplit("\r", 1)[-1] for ln in lines]  # what a terminal shows of a line redrawn with \r
     while text and not text[-1].strip():
         text.pop()
-    start = max((i for i, ln in enumerate(text) if ln.startswith("Traceback (most recent call last)")),
-                default=max(0, len(text) - 20))
+    fatal = max((i for i, ln in enumerate(text) if ln.startswith("Fatal Python error: ")), default=None)
+    start = fatal if fatal is not None else \
+        max((i for i, ln in enumerate(text) if ln.startswith("Traceback (most recent call last)")),
+            default=max(0, len(text) - 20))
     shown = "\n".join(text[start:]).strip("\n")
     if len(shown) > _STDERR_BYTES:
         shown = "...\n" + shown[-_STDERR_BYTES:].split("\n", 1)[-1]
-    last = next((ln.strip() for ln in reversed(text) if ln.strip()), "")
+    # faulthandler's dump (a segfault) ends with the list of extension modules: its first line says what happened
+    last = text[fatal].strip() if fatal is not None else next((ln.strip() for ln in reversed(text) if ln.strip()), "")
     if len(last) > _REASON_LINE:
         last = last[:_REASON_LINE] + "..."
     return last, shown

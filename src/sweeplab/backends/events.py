@@ -38,7 +38,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SWEEP", "Event", "EventKind", "decode", "describe_exit", "encode", "read_events"]
+__all__ = ["SWEEP", "Event", "EventKind", "crash_stack", "decode", "describe_exit", "encode", "read_events"]
 
 SWEEP = 0   # the `trial` of a NOTE about the sweep rather than one trial (store ids start at 1)
 
@@ -137,3 +137,21 @@ def describe_exit(code: int | None) -> tuple[str, int | None, int | None]:
     sig = -code if code is not None and code < 0 else None
     how = f"killed by signal {signal.Signals(sig).name}" if sig else f"exited with code {code}"
     return how, (None if sig else code), sig
+
+
+def crash_stack(log_path: str | None, limit: int = 4000) -> str | None:
+    """The Python stack that faulthandler (enabled in workers and ranks) wrote into a trial's log when its
+    process died of a signal (a segfault, an abort), from `Fatal Python error:` on; None when there is none."""
+    if not log_path:
+        return None
+    try:
+        with open(log_path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 65536))
+            tail = fh.read()
+    except OSError:
+        return None
+    at = tail.rfind(b"Fatal Python error: ")
+    if at < 0:
+        return None
+    return tail[at:at + limit].decode("utf-8", "replace").strip()

@@ -92,7 +92,8 @@ def execute_function(ex: Execution) -> None:
             metrics = {**summary_metrics(wandb_final), **metrics}
         finished = {"metrics": metrics, "stopped": run.should_stop, "retire": ex.decide_retire()}
         nonfinite = run.nonfinite_captures
-        if nonfinite is not None and task.capture_dir and run.rank == 0:   # a NaN loss's input, for repro
+        if nonfinite is not None and task.capture_dir:   # a NaN loss's input, for repro (on every rank: the NaN
+            # may come from any rank's share of the batch; backends/multiproc.py links them to rank 0's)
             with contextlib.suppress(Exception):
                 from sweeplab.capture import save_captures
 

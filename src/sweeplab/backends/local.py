@@ -28,7 +28,7 @@ from typing import Any
 
 from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
 from sweeplab.backends.base import Backend, TrialTask
-from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
+from sweeplab.backends.events import Event, EventKind, crash_stack, describe_exit, read_events
 from sweeplab.backends.forkserver import ForkedProcess, ForkServer
 from sweeplab.errors import BackendError, UserError
 
@@ -440,10 +440,14 @@ class LocalBackend(Backend):
         reason = worker.kill_reason or f"worker process {how}"
         if worker.kill_reason:
             reason = f"{worker.kill_reason} ({how})"
-        return [Event(EventKind.FAILED, task.trial_id, task.attempt, now, {
+        data: dict[str, Any] = {
             "reason": reason, "error_type": "WorkerDied" if not worker.kill_reason else "Killed",
             "exit_code": exit_code, "signal": sig, "message": reason,
-        })]
+        }
+        stack = crash_stack(task.log_path) if sig and not worker.kill_reason else None
+        if stack:   # faulthandler's dump of where the trial died (worker.py enables it)
+            data["traceback"] = stack
+        return [Event(EventKind.FAILED, task.trial_id, task.attempt, now, data)]
 
     # ----------------------------------------------------------------------------- plumbing
     def _send(self, worker: _Worker, msg: dict[str, Any]) -> bool:

@@ -40,7 +40,7 @@ from typing import Any
 from sweeplab.backends import _tree
 from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
 from sweeplab.backends.base import TrialTask
-from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
+from sweeplab.backends.events import Event, EventKind, crash_stack, describe_exit, read_events
 from sweeplab.backends.execution import Execution
 
 __all__ = ["THREAD_VARS", "execute_ranks", "free_port", "rank_env", "rank_paths", "reserve_port"]
@@ -183,6 +183,7 @@ def execute_ranks(ex: Execution) -> None:
             reserved.close()
     if ex.preempted:
         kind, data = EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)"}
+    _link_rank_captures(ranks, data)
     data["retire"] = True if kind is EventKind.PREEMPTED else ex.decide_retire()
     sampler = getattr(ex, "sampler", None)
     if sampler is not None:   # its last samples go out before the attempt's end, not after
@@ -270,6 +271,27 @@ def _stopped_unevenly(ex: Execution, ranks: list[_Rank],
     return EventKind.FINISHED, {"metrics": {}, "stopped": True}
 
 
+def _link_rank_captures(ranks: list[_Rank], data: Mapping[str, Any]) -> None:
+    """Name every rank's capture in the manifest of the one the trial keeps (`data["capture"]`: the failing
+    rank's, or rank 0's at a NaN): `"ranks": {"1": "capture-....pkl"}`, files of the same directory, each with its
+    own manifest and checksum. `sweeplab repro` gives each replayed rank its own."""
+    primary = data.get("capture")
+    if not primary:
+        return
+    found = {r.index: str(r.end.data["capture"]) for r in ranks
+             if r.end is not None and r.end.data.get("capture")}
+    same_dir = {str(i): Path(p).name for i, p in found.items() if Path(p).parent == Path(primary).parent}
+    if len(same_dir) < 2:
+        return
+    manifest_path = Path(primary).with_suffix(".json")
+    with contextlib.suppress(OSError, ValueError):
+        manifest = json.loads(manifest_path.read_text())
+        manifest["ranks"] = same_dir
+        tmp = manifest_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(manifest))
+        os.replace(tmp, manifest_path)
+
+
 def _failure(failures: list[_Rank]) -> tuple[EventKind, dict[str, Any]]:
     """The failure that came first: the rank whose error made the others fail."""
     first = min(failures, key=lambda r: (r.end.time if r.end is not None else 0.0, r.index))
@@ -286,10 +308,18 @@ def _crash_event(task: TrialTask, rank: _Rank) -> Event:
         return Event(EventKind.FAILED, task.trial_id, task.attempt, time.time(), disk_full_data(
             f"process {how} (a file-size limit, RLIMIT_FSIZE)", trial_places(task), exit_code=exit_code,
             signal=sig))
+    if sig == signal.SIGTERM or exit_code == 143:
+        # SIGTERM reached this rank before its handler was installed (while it started; 143: rank.py's handler
+        # before the attempt began): a preemption of the trial, as SIGTERM to a running rank is
+        return Event(EventKind.PREEMPTED, task.trial_id, task.attempt, time.time(),
+                     {"reason": f"rank {rank.index}: SIGTERM (preemption)"})
     reason = f"process {how}"
-    return Event(EventKind.FAILED, task.trial_id, task.attempt, time.time(), {
-        "reason": reason, "error_type": "WorkerDied", "exit_code": exit_code, "signal": sig, "message": reason,
-    })
+    data: dict[str, Any] = {"reason": reason, "error_type": "WorkerDied", "exit_code": exit_code, "signal": sig,
+                            "message": reason}
+    stack = crash_stack(rank_paths(task, rank.index)[0]) if sig else None
+    if stack:   # faulthandler's dump of where the rank died (rank.py enables it)
+        data["traceback"] = stack
+    return Event(EventKind.FAILED, task.trial_id, task.attempt, time.time(), data)
 
 
 def _read(rank: _Rank, ex: Execution) -> None:

@@ -9,6 +9,7 @@ It exits when its supervisor goes away (stdin closes), and gets SIGKILL from the
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import signal
@@ -27,6 +28,8 @@ __all__ = ["main"]
 
 def main() -> int:
     """One rank: read the task from stdin, run it, obey stop lines; exit when the supervisor goes away."""
+    with contextlib.suppress(Exception):   # a segfault's Python stack goes to fd 2: the trial's log
+        faulthandler.enable()
     out = EventWriter.for_fd(int(os.environ["SWEEPLAB_EVENT_FD"]))
     commands = control_stream()   # the trial sees an empty stdin
     task = TrialTask.from_dict(json.loads(commands.readline()))

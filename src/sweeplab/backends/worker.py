@@ -18,6 +18,7 @@ backend.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import signal
@@ -44,6 +45,8 @@ def _preload() -> None:
 
 # ---------------------------------------------------------------------------------------- process main
 def main() -> int:
+    with contextlib.suppress(Exception):   # a segfault's Python stack goes to fd 2: the trial's log
+        faulthandler.enable()
     out = EventWriter.for_fd(int(os.environ["SWEEPLAB_EVENT_FD"]))   # every channel on the pipe shares it
     commands = control_stream()   # trials see an empty stdin
     current: list[Execution | None] = [None]

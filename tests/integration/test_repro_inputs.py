@@ -1,0 +1,46 @@
+"""What `sweeplab repro` restores and replays for a trial stopped at a NaN: the state from before the NaN,
+through the real CLI and real worker processes."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+NAN_AT_2 = """\
+import math
+import numpy as np
+
+def train(config, run):
+    run.capture("dataset", np.empty(10_000_000))   # 80 MB: above a capture's bound, skipped and named
+    state = run.restore()
+    print(f"restored step {state['step'] if state else None}", flush=True)
+    w = state["w"] if state else 0.0
+    for step in range(state["step"] + 1 if state else 0, 5):
+        batch = run.captured("batch") or {"index": step, "x": math.nan if step == 2 else 1.0}
+        run.capture("batch", batch)
+        w = w + batch["x"]                    # NaN from step 2 on: every later checkpoint holds it
+        run.log({"loss": w}, step=step)
+        run.checkpoint({"step": step, "w": w}, step=step, force=True)
+        if run.should_stop or run.captured("batch"):
+            break
+    return {"loss": w}
+"""
+
+
+def test_repro_of_a_nan_trial_restores_the_checkpoint_from_before_the_nan(cli):
+    """The `nan` monitor's stop reaches the trial after it logged the NaN and checkpointed (the stop even
+    forces that checkpoint): the latest checkpoints hold the NaN state. Restored, the replay starts where the
+    trial already was broken and replays nothing; the state before the NaN step is the one to start from."""
+    (cli.tmp / "nan_at_2.py").write_text(NAN_AT_2)
+    f = cli.spec("na", "function: nan_at_2.py:train\nmethod: grid\nmonitors: [nan]\n"
+                       "trial: {keep_checkpoints: 10}\nparameters:\n  a: {value: 1}\n")
+    cli("sweep", str(f), "--name", "na", "-q")
+    (t,) = cli.status("na")["trials"]
+    assert t["state"] == "stopped_by_rule" and "NaN at step 2" in t["reason"], t
+    cp = cli("repro", "na/0")
+    out = cp.stdout + cp.stderr
+    assert "restored step 1" in out, out                       # not 2 or later: they hold the NaN
+    assert "step 2: loss = nan" in out and cp.returncode == 1, out
+    assert "the failure reproduced: loss = nan at step 2" in out, out
+    assert "captured: batch" in out and "not captured: dataset (too large: 80000" in " ".join(out.split()), out
