@@ -348,7 +348,7 @@ class _RankPeers:
         self._port: socket.socket | None = None
 
     def env_of(self, rank: int) -> dict[str, str]:
-        from sweeplab.backends.multiproc import rank_env, reserve_port
+        from sweeplab.backends.launch import rank_env, reserve_port
 
         if self._port is None:
             self._port = reserve_port()   # held until the replay ends, as the backend holds it

@@ -42,58 +42,16 @@ from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_p
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, crash_stack, describe_exit, read_events
 from sweeplab.backends.execution import Execution
+from sweeplab.backends.launch import THREAD_VARS, free_port, rank_env, reserve_port
 
 __all__ = ["THREAD_VARS", "execute_ranks", "free_port", "rank_env", "rank_paths", "reserve_port"]
 
 # rank 0's events that reach the driver; SYSTEM samples come from the supervisor's own sampler, which
 # covers all of its children
 _FORWARDED = (EventKind.METRICS, EventKind.CHECKPOINT, EventKind.ARTIFACT, EventKind.NOTE, EventKind.PROFILE)
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _STRAGGLER_SECONDS = 10.0   # after rank 0 returned, how long the other ranks get to return too
 _FAILURE_SETTLE = 0.5       # after a first failure, how long to wait for the rank that caused it
 _STOP_SETTLE = 3.0          # the same after a stop request: how long the other ranks get to return cleanly
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (for MASTER_PORT)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def reserve_port(host: str = "127.0.0.1") -> socket.socket:
-    """A socket holding a free TCP port (MASTER_PORT) for as long as it stays open.
-
-    Rank 0 binds MASTER_PORT seconds after it is chosen (torch imports first). A port merely found free
-    could meanwhile be handed to another trial asking for a free port, or to any process's outgoing
-    connection. This socket is bound with SO_REUSEADDR and never listens: the kernel hands its port to no
-    one else, while rank 0's TCPStore (SO_REUSEADDR too) can still bind and listen on it.
-    """
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((host, 0))
-    except OSError:
-        s.close()
-        raise
-    return s
-
-
-def rank_env(rank: int, world_size: int, port: int, *, threads: int | None = None,
-             addr: str = "127.0.0.1") -> dict[str, str]:
-    """The torchrun variables of one rank on this machine (all ranks local: LOCAL_RANK = RANK).
-
-    `threads`: this rank's share of the slot's threads, for every threading library (OpenMP, MKL,
-    OpenBLAS): torch built with MKL sizes its pool from MKL_NUM_THREADS, not OMP_NUM_THREADS."""
-    env = {
-        "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
-        "LOCAL_WORLD_SIZE": str(world_size), "GROUP_RANK": "0", "NODE_RANK": "0",
-        "MASTER_ADDR": addr, "MASTER_PORT": str(port),
-        "TORCHELASTIC_RUN_ID": "sweeplab",
-    }
-    if threads is not None:
-        env.update({var: str(threads) for var in THREAD_VARS})
-    return env
 
 
 @dataclass
