@@ -91,9 +91,9 @@ class TaskBuilder:
             env: dict[str, str] = {}
             wandb = self._wandb_setup(t, paths)
         else:
-            env = self._wandb_env(t, paths)
             from sweeplab.spec import args_json, build_command, resolve_interpreter
 
+            env = {}
             args_file = str(Path(paths["log"]).with_suffix(".args.json"))
             Path(args_file).parent.mkdir(parents=True, exist_ok=True)
             Path(args_file).write_text(args_json(t.params, spec.raw.get("parameters")))
@@ -108,6 +108,7 @@ class TaskBuilder:
             if spec.program and spec_dir is not None and (spec_dir / spec.program).exists() \
                     and not (Path(self.cwd) / spec.program).exists():
                 cwd = str(spec_dir)   # W&B runs `program` relative to where the agent runs; we accept both
+            env.update(self._wandb_env(t, paths, cwd))
         policy = spec.trial
         return TrialTask.make(
             trial_id=t.id, number=t.number, attempt=t.attempt, sweep=self.sweep, kind=kind, target=target,
@@ -120,16 +121,16 @@ class TaskBuilder:
             world_size=self.world_size, env=env, wandb=wandb, **decisions,
         )
 
-    def _wandb_env(self, t: TrialRecord, paths: Mapping[str, str]) -> dict[str, str]:
+    def _wandb_env(self, t: TrialRecord, paths: Mapping[str, str], cwd: str) -> dict[str, str]:
         """W&B's agent environment for a command trial (offline), and its parameters file, so that
-        `wandb.init()` in the program gets its parameters."""
+        `wandb.init()` in the program gets its parameters; `cwd` is where the program runs (WANDB_DIR)."""
         from sweeplab.spec import wandb_args
         from sweeplab.wandb_compat import params_path, trial_env, write_sweep_params
 
         param_path = params_path(paths["log"])
         write_sweep_params(param_path, wandb_args(t.params, self.spec.raw.get("parameters")))
         return trial_env(param_path=param_path, python_path=os.environ.get("PYTHONPATH"), sweep=self.sweep,
-                         number=t.number)
+                         number=t.number, cwd=cwd)
 
     def _wandb_setup(self, t: TrialRecord, paths: Mapping[str, str]) -> dict[str, Any]:
         """A function trial's W&B setup (TrialTask.wandb): where its parameters file goes and what it holds.

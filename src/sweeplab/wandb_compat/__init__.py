@@ -56,13 +56,17 @@ def params_path(log_path: str) -> str:
 
 
 def trial_env(*, param_path: str | Path, python_path: str | None = None,
-              command: bool = True, sweep: str | None = None, number: int = 0) -> dict[str, str]:
+              command: bool = True, sweep: str | None = None, number: int = 0,
+              cwd: str | Path | None = None) -> dict[str, str]:
     """The variables a trial gets so that a W&B program runs as under W&B's agent, offline.
 
     `python_path` is the PYTHONPATH the trial would otherwise have; command trials get BOOT_DIR in front
     (function trials get these variables from the hook, at `wandb.init`: see `FunctionTrial`). `sweep` and
     `number` (the trial's) give the run its sweep id and name (WANDB_SWEEP_ID, WANDB_NAME: see `run_env`).
-    No WANDB_DIR: W&B's agent sets none, so a run's files go where the program expects them (./wandb)."""
+    `cwd` is where the program runs: WANDB_DIR is it, absolute, unless this process has one, as W&B's agent
+    sets WANDB_DIR to the directory it runs in (wandb_agent.py, Agent.__init__), so a run's files go to its
+    `wandb/` even when the program changes directory first (Hydra's job chdir), and programs that read
+    `os.getenv("WANDB_DIR")` get a path."""
     from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import new_run_id, run_env
 
     env = {
@@ -72,6 +76,8 @@ def trial_env(*, param_path: str | Path, python_path: str | None = None,
     }
     if sweep:
         env.update(run_env(sweep, number))
+    if cwd is not None and not os.environ.get("WANDB_DIR"):
+        env["WANDB_DIR"] = os.path.abspath(cwd)
     if command:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), python_path) if p)
     return env

@@ -469,6 +469,8 @@ def begin_trial(param_path: str, args: Mapping[str, Any], env: Mapping[str, str]
     _function_worker, _agent_ran = True, False
     _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id(),
                 **(env or {}), **_children_env(param_path)}
+    if not os.environ.get("WANDB_DIR"):   # as W&B's agent sets it in its own process (agents/pyagent.py)
+        _pending["WANDB_DIR"] = os.path.abspath(os.getcwd())
     _args = args
     if "wandb" in sys.modules:   # a W&B program: its environment and parameters file now, as W&B's agent
         _params_file()           # makes them before it calls the function (programs read them first, and
