@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["BOOT_DIR", "FunctionTrial", "install_hook", "params_path", "run_env", "summary_metrics",
-           "trial_env", "write_sweep_params"]
+           "sweep_env", "trial_env", "write_sweep_params"]
 
 #: the folder put first on a command trial's PYTHONPATH
 BOOT_DIR = Path(__file__).resolve().parent / "_boot"
@@ -48,6 +48,20 @@ def run_env(sweep: str, number: int) -> dict[str, str]:
     from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import run_env as env
 
     return env(sweep, number)
+
+
+def sweep_env(raw: Mapping[str, Any]) -> dict[str, str]:
+    """The spec's `project` and `entity` as WANDB_PROJECT and WANDB_ENTITY, unless this process has them: W&B's
+    agent, started as `wandb sweep` says (`wandb agent ENTITY/PROJECT/ID`), sets both for every run
+    (wandb_agent.py, `wandb.env.set_project`), and `wandb sweep` takes them from the environment first, then
+    the file. So `wandb.init()` without a project records its offline run in the sweep's project (where
+    `wandb sync` uploads it), and programs that read `os.environ["WANDB_PROJECT"]` find it."""
+    out: dict[str, str] = {}
+    for key, var in (("project", "WANDB_PROJECT"), ("entity", "WANDB_ENTITY")):
+        value = raw.get(key)
+        if isinstance(value, str) and value and not os.environ.get(var):
+            out[var] = value
+    return out
 
 
 def params_path(log_path: str) -> str:
