@@ -77,3 +77,25 @@ def test_a_function_trial_gets_its_directory_as_wandb_dir_and_gives_it_back(tmp_
         assert os.environ["WANDB_DIR"] == "users-own"
     finally:
         hook.end_trial()
+
+
+def test_both_kinds_of_trial_get_the_specs_project_and_entity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sweeplab.driver.records import TrialRecord
+    from sweeplab.driver.tasks import TaskBuilder
+    from sweeplab.spec import parse_spec
+
+    monkeypatch.delenv("WANDB_PROJECT", raising=False)
+    monkeypatch.delenv("WANDB_ENTITY", raising=False)
+    monkeypatch.delenv("WANDB_DIR", raising=False)
+    t = TrialRecord(id=1, number=0, params={"lr": 0.1}, config={"lr": 0.1}, seed=0)
+    paths = {k: str(tmp_path / "logs" / f"0-1.{k}") for k in ("report", "checkpoint", "capture", "artifacts")}
+    paths["log"] = str(tmp_path / "logs" / "0-1.log")
+    for target in ({"program": "train.py"}, {"function": "train.py:main"}):
+        spec = parse_spec({**target, "method": "grid", "project": "proj", "entity": "team",
+                           "parameters": {"lr": {"values": [0.1]}}}, file=str(tmp_path / "sweep.yaml"))
+        task = TaskBuilder(spec, sweep="s", root=str(tmp_path / "store"), cwd=str(tmp_path), overrides=(),
+                           smoke=False).task(t, paths, mtbf=None, decisions={})
+        env = task.env if task.kind == "command" else task.wandb["env"]
+        assert (env["WANDB_PROJECT"], env["WANDB_ENTITY"]) == ("proj", "team"), task.kind
+        if task.kind == "command":
+            assert env["WANDB_DIR"] == str(tmp_path)
