@@ -165,3 +165,39 @@ def test_an_item_that_is_an_unknown_macro_is_dropped_with_a_warning() -> None:
     with pytest.raises(SpecError, match=r"command\[0\]: unknown macro \$\{ENVIRONMENT_VARIABLE\}"):
         parse_spec({"method": "grid", "parameters": PARAMETERS, "command": command}, file="sweep.yaml",
                    strict=True)
+
+
+def _go_json_round_trip(value):
+    """What W&B's server does to a run's parameters before its agent gets them: it keeps them as JSON in Go,
+    whose encoder writes a whole-number float64 below 1e21 without a fraction (`4.0` -> `4`), so the agent's
+    JSON reader makes it an int (wandb/wandb#3555, wandb/wandb#2337, wandb/sweeps#109: "3e6 ... becomes an
+    int when it becomes part of the run config")."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) < 1e21 else value
+    if isinstance(value, dict):
+        return {k: _go_json_round_trip(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_go_json_round_trip(v) for v in value]
+    return value
+
+
+def test_whole_number_floats_reach_the_program_as_wandbs_server_sends_them(tmp_path) -> None:
+    # `q_uniform` without q (q: 1.0) draws 3.0: W&B's agent passes --layers=3, which argparse's type=int reads;
+    # sweeplab passed --layers=3.0 ("invalid int value: '3.0'"), and wandb.config.layers was a float
+    parameters = {"layers": {"distribution": "q_uniform", "min": 1, "max": 8},
+                  "opt": {"parameters": {"lr": {"value": 0.5}, "warm": {"value": 2.0}}},
+                  "sizes": {"value": [4.0, 0.25]}, "big": {"value": 1e21}, "neg": {"value": -0.0}}
+    flat = {"layers": 3.0, "opt.lr": 0.5, "opt.warm": 2.0, "sizes": [4.0, 0.25], "big": 1e21, "neg": -0.0}
+    spec = parse_spec({"method": "random", "program": "train.py", "parameters": parameters,
+                       "command": ["${args}", "${args_json}"]}, file="sweep.yaml")
+    served = _go_json_round_trip(wandb_args(flat, parameters))
+    assert json.dumps(wandb_args(flat, parameters)) == json.dumps(served)   # 3.0 == 3, but not in JSON
+    assert [type(v) for v in served.values()] == [float, int, int, dict, list]   # big, layers, neg, opt, sizes
+    argv = build_command(spec, flat, interpreter="py", args_json_file="p.json")
+    assert argv == _wandb("args", served) + _wandb("args_json", served)
+    assert "--layers=3" in argv and "--big=1e+21" in argv
+    from sweeplab.wandb_compat import write_sweep_params
+
+    write_sweep_params(tmp_path / "p.yaml", wandb_args(flat, parameters))
+    read = yaml.safe_load((tmp_path / "p.yaml").read_text())
+    assert read["layers"] == {"value": 3} and isinstance(read["layers"]["value"], int)

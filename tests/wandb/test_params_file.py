@@ -17,6 +17,13 @@ CASES = {
     # Python writes these without a dot (1e-05, 1e+16), which YAML 1.1 (PyYAML, wandb's reader) takes for text:
     # `values: [0.00001, 0.0001]` reached wandb.config as the string '1e-05'; W&B's agent writes 1.0e-05
     "exponent floats": {"lr": 1e-05, "big": 1e16, "tiny": -5e-324, "grid": [1e-05, 5e-06], "opt": {"eps": 1e-08}},
+    # JSON writes a character beyond U+FFFF as a surrogate pair (`\\ud83d\\ude80`), which YAML reads as two lone
+    # surrogates: `values: ["rocket <emoji>"]` reached wandb.config as text that print() cannot encode
+    "beyond the BMP": {"tag": "rocket \U0001f680", "greek": "\U0001d6fc=0.1", "\U0001f525": {"k": ["\U0001f600"]}},
+    # what YAML cannot hold raw (C0/C1 controls, DEL, U+FFFE, a lone surrogate) or folds (its line breaks) reads
+    # back as the same text
+    "unprintable": {"ctl": "a\x00\x07\x1b\x7f\x9f\ufeff\ufffe b", "lone": "x\udc80y",
+                    "breaks": "a\n\tb\r c\x85d\u2028e\u2029f"},
 }
 
 

@@ -80,6 +80,10 @@ def sweep(
     for warning in spec.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(warning)}", markup=True)
     for key in spec.ignored:
+        if key in ("project", "entity"):   # wandb_compat.sweep_env
+            err.print(f"[dim]info: {escape(spec_file)}: '{escape(key)}' is given to the programs as "
+                      f"WANDB_{key.upper()}, as W&B's agent gives it; offline, nothing is sent[/dim]", markup=True)
+            continue
         err.print(f"[dim]info: {escape(spec_file)}: '{escape(key)}' is a W&B setting that does not apply offline; "
                   "ignored[/dim]", markup=True)
     if profile is not None:

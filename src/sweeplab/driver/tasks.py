@@ -43,7 +43,8 @@ class TaskBuilder:
         self._python_path: list[str] | None = None
         self._target: str | None = None
         self._interpreter: tuple[str, str] | None = None   # (${interpreter}, why), resolved once
-        self._wandb_fns: tuple[Any, Any, Any] | None = None  # (spec.wandb_args, wandb_compat.params_path, .run_env)
+        # (spec.wandb_args, wandb_compat.params_path, .run_env, the spec's WANDB_PROJECT/WANDB_ENTITY)
+        self._wandb_fns: tuple[Any, Any, Any, dict[str, str]] | None = None
 
     def resolve_config(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """base config < profile (both read once) < sampled params < command-line overrides."""
@@ -91,9 +92,9 @@ class TaskBuilder:
             env: dict[str, str] = {}
             wandb = self._wandb_setup(t, paths)
         else:
-            env = self._wandb_env(t, paths)
             from sweeplab.spec import args_json, build_command, resolve_interpreter
 
+            env = {}
             args_file = str(Path(paths["log"]).with_suffix(".args.json"))
             Path(args_file).parent.mkdir(parents=True, exist_ok=True)
             Path(args_file).write_text(args_json(t.params, spec.raw.get("parameters")))
@@ -108,6 +109,7 @@ class TaskBuilder:
             if spec.program and spec_dir is not None and (spec_dir / spec.program).exists() \
                     and not (Path(self.cwd) / spec.program).exists():
                 cwd = str(spec_dir)   # W&B runs `program` relative to where the agent runs; we accept both
+            env.update(self._wandb_env(t, paths, cwd))
         policy = spec.trial
         return TrialTask.make(
             trial_id=t.id, number=t.number, attempt=t.attempt, sweep=self.sweep, kind=kind, target=target,
@@ -120,16 +122,16 @@ class TaskBuilder:
             world_size=self.world_size, env=env, wandb=wandb, **decisions,
         )
 
-    def _wandb_env(self, t: TrialRecord, paths: Mapping[str, str]) -> dict[str, str]:
+    def _wandb_env(self, t: TrialRecord, paths: Mapping[str, str], cwd: str) -> dict[str, str]:
         """W&B's agent environment for a command trial (offline), and its parameters file, so that
-        `wandb.init()` in the program gets its parameters."""
+        `wandb.init()` in the program gets its parameters; `cwd` is where the program runs (WANDB_DIR)."""
         from sweeplab.spec import wandb_args
-        from sweeplab.wandb_compat import params_path, trial_env, write_sweep_params
+        from sweeplab.wandb_compat import params_path, sweep_env, trial_env, write_sweep_params
 
         param_path = params_path(paths["log"])
         write_sweep_params(param_path, wandb_args(t.params, self.spec.raw.get("parameters")))
-        return trial_env(param_path=param_path, python_path=os.environ.get("PYTHONPATH"), sweep=self.sweep,
-                         number=t.number)
+        return {**trial_env(param_path=param_path, python_path=os.environ.get("PYTHONPATH"), sweep=self.sweep,
+                            number=t.number, cwd=cwd), **sweep_env(self.spec.raw)}
 
     def _wandb_setup(self, t: TrialRecord, paths: Mapping[str, str]) -> dict[str, Any]:
         """A function trial's W&B setup (TrialTask.wandb): where its parameters file goes and what it holds.
@@ -137,12 +139,12 @@ class TaskBuilder:
         and an environment per trial would cost more than the rest of a no-op trial)."""
         if self._wandb_fns is None:   # imported once, not per trial
             from sweeplab.spec import wandb_args
-            from sweeplab.wandb_compat import params_path, run_env
+            from sweeplab.wandb_compat import params_path, run_env, sweep_env
 
-            self._wandb_fns = (wandb_args, params_path, run_env)
-        wandb_args, params_path, run_env = self._wandb_fns
+            self._wandb_fns = (wandb_args, params_path, run_env, sweep_env(self.spec.raw))
+        wandb_args, params_path, run_env, project = self._wandb_fns
         return {"param_path": params_path(paths["log"]), "args": wandb_args(t.params, self.spec.raw.get("parameters")),
-                "env": run_env(self.sweep, t.number)}
+                "env": {**run_env(self.sweep, t.number), **project}}
 
     def decisions(self, t: TrialRecord, scheduler: Scheduler | None, metric: str | None, *,
                   supported: bool) -> dict[str, Any]:

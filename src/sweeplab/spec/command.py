@@ -25,8 +25,9 @@ def wandb_args(params: Mapping[str, Any], parameters: Any = None) -> dict[str, A
 
     The names come sorted at every level, as W&B's controller sends them (wandb/sweeps params.py,
     HyperParameterSet.from_config walks `sorted(d.items())`), whatever their order in the file: so
-    `${args}`, `${args_json}` and the parameters file (the order of `wandb.config`) are W&B's."""
-    flat = dict(params)
+    `${args}`, `${args_json}` and the parameters file (the order of `wandb.config`) are W&B's. A float
+    with no fraction comes as an int, as W&B's server sends it (see `_served`)."""
+    flat = {k: _served(v) for k, v in params.items()}
     if not isinstance(parameters, Mapping):
         return _by_name(flat)
     out = _nest(parameters, flat, "")
@@ -36,6 +37,23 @@ def wandb_args(params: Mapping[str, Any], parameters: Any = None) -> dict[str, A
         if not any(".".join(parts[:i]) in known for i in range(1, len(parts) + 1)):
             out[name] = value
     return _by_name(out)
+
+
+def _served(value: Any) -> Any:
+    """`value` as W&B's server hands a run's parameters to its agent: it keeps them as JSON in Go, whose
+    encoder writes a whole-number float below 1e21 without a fraction, so that `4.0` (`values: [4.0]`, or
+    `q_uniform` without `q`, which draws 3.0) reaches the program as the int 4: `--layers=3`, which
+    argparse's `type=int` reads, and an int in wandb.config (wandb/wandb#3555, wandb/wandb#2337;
+    wandb/sweeps grid_search.py, yaml_hash, says so of "3e6"). Inside lists and dicts too."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) < 1e21 else value
+    if isinstance(value, list):
+        return [_served(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_served(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _served(v) for k, v in value.items()}
+    return value
 
 
 def _by_name(args: dict[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["BOOT_DIR", "FunctionTrial", "install_hook", "params_path", "run_env", "summary_metrics",
-           "trial_env", "write_sweep_params"]
+           "sweep_env", "trial_env", "write_sweep_params"]
 
 #: the folder put first on a command trial's PYTHONPATH
 BOOT_DIR = Path(__file__).resolve().parent / "_boot"
@@ -50,19 +50,37 @@ def run_env(sweep: str, number: int) -> dict[str, str]:
     return env(sweep, number)
 
 
+def sweep_env(raw: Mapping[str, Any]) -> dict[str, str]:
+    """The spec's `project` and `entity` as WANDB_PROJECT and WANDB_ENTITY, unless this process has them: W&B's
+    agent, started as `wandb sweep` says (`wandb agent ENTITY/PROJECT/ID`), sets both for every run
+    (wandb_agent.py, `wandb.env.set_project`), and `wandb sweep` takes them from the environment first, then
+    the file. So `wandb.init()` without a project records its offline run in the sweep's project (where
+    `wandb sync` uploads it), and programs that read `os.environ["WANDB_PROJECT"]` find it."""
+    out: dict[str, str] = {}
+    for key, var in (("project", "WANDB_PROJECT"), ("entity", "WANDB_ENTITY")):
+        value = raw.get(key)
+        if isinstance(value, str) and value and not os.environ.get(var):
+            out[var] = value
+    return out
+
+
 def params_path(log_path: str) -> str:
     """Where a trial attempt's W&B parameters file goes: beside its log (`0-1.log` -> `0-1.wandb-params.yaml`)."""
     return f"{log_path[:-4] if log_path.endswith('.log') else log_path}.wandb-params.yaml"
 
 
 def trial_env(*, param_path: str | Path, python_path: str | None = None,
-              command: bool = True, sweep: str | None = None, number: int = 0) -> dict[str, str]:
+              command: bool = True, sweep: str | None = None, number: int = 0,
+              cwd: str | Path | None = None) -> dict[str, str]:
     """The variables a trial gets so that a W&B program runs as under W&B's agent, offline.
 
     `python_path` is the PYTHONPATH the trial would otherwise have; command trials get BOOT_DIR in front
     (function trials get these variables from the hook, at `wandb.init`: see `FunctionTrial`). `sweep` and
     `number` (the trial's) give the run its sweep id and name (WANDB_SWEEP_ID, WANDB_NAME: see `run_env`).
-    No WANDB_DIR: W&B's agent sets none, so a run's files go where the program expects them (./wandb)."""
+    `cwd` is where the program runs: WANDB_DIR is it, absolute, unless this process has one, as W&B's agent
+    sets WANDB_DIR to the directory it runs in (wandb_agent.py, Agent.__init__), so a run's files go to its
+    `wandb/` even when the program changes directory first (Hydra's job chdir), and programs that read
+    `os.getenv("WANDB_DIR")` get a path."""
     from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import new_run_id, run_env
 
     env = {
@@ -72,6 +90,8 @@ def trial_env(*, param_path: str | Path, python_path: str | None = None,
     }
     if sweep:
         env.update(run_env(sweep, number))
+    if cwd is not None and not os.environ.get("WANDB_DIR"):
+        env["WANDB_DIR"] = os.path.abspath(cwd)
     if command:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), python_path) if p)
     return env

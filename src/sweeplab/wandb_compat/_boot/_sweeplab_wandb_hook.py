@@ -31,6 +31,7 @@ import importlib.abc
 import json
 import math
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -358,11 +359,26 @@ def _patch_property(cls: Any, name: str, fallback: Callable[[Any], Any], instead
     setattr(cls, name, property(get, prop.fset, prop.fdel, prop.__doc__))
 
 
+# what a YAML double-quoted scalar cannot hold raw (not printable in YAML, or a line break it would fold into a
+# space): written as `\\uXXXX`, which YAML reads back as that character
+_YAML_ESCAPE = re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _text(value: str) -> str:
+    """`value` as a YAML double-quoted scalar: JSON's, but a character beyond U+FFFF raw, not as JSON's
+    surrogate pair (`\\ud83d\\ude80`), which YAML reads as two lone surrogates (`values: ["rocket <emoji>"]`
+    reached wandb.config as text print() cannot encode)."""
+    return _YAML_ESCAPE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
+
+
 def _flow(value: Any) -> str:
     """`value` as JSON, which YAML reads as the same value, except floats: Python writes `1e-05` and `1e+16`
     with no dot, which YAML 1.1 (PyYAML, wandb's reader) takes for text, so they are written `1.0e-05` as
-    PyYAML writes them. TypeError/ValueError for what JSON cannot say (NaN, infinities, other types)."""
-    if value is None or isinstance(value, (bool, str)):
+    PyYAML writes them; and text beyond U+FFFF (see `_text`). TypeError/ValueError for what JSON cannot say
+    (NaN, infinities, other types)."""
+    if isinstance(value, str):
+        return _text(value)
+    if value is None or isinstance(value, bool):
         return json.dumps(value)
     if isinstance(value, int):
         return int.__repr__(value)
@@ -374,7 +390,7 @@ def _flow(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_flow(v) for v in value) + "]"
     if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{json.dumps(str(k))}: {_flow(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{_text(str(k))}: {_flow(v)}" for k, v in value.items()) + "}"
     raise TypeError(type(value).__name__)
 
 
@@ -386,7 +402,7 @@ def write_params(path: str, args: Mapping[str, Any]) -> None:
     `_flow`); values JSON cannot say as YAML reads them (NaN, infinities, other types) are written by
     PyYAML, which wandb itself depends on."""
     try:
-        lines = [f"{json.dumps(str(k))}: {{\"value\": {_flow(v)}}}" for k, v in args.items()]
+        lines = [f"{_text(str(k))}: {{\"value\": {_flow(v)}}}" for k, v in args.items()]
         text = "\n".join(["wandb_version: 1", *lines]) + "\n"
     except (TypeError, ValueError):
         import yaml
@@ -453,6 +469,8 @@ def begin_trial(param_path: str, args: Mapping[str, Any], env: Mapping[str, str]
     _function_worker, _agent_ran = True, False
     _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id(),
                 **(env or {}), **_children_env(param_path)}
+    if not os.environ.get("WANDB_DIR"):   # as W&B's agent sets it in its own process (agents/pyagent.py)
+        _pending["WANDB_DIR"] = os.path.abspath(os.getcwd())
     _args = args
     if "wandb" in sys.modules:   # a W&B program: its environment and parameters file now, as W&B's agent
         _params_file()           # makes them before it calls the function (programs read them first, and
