@@ -160,3 +160,20 @@ def test_clients_that_never_read_their_responses_do_not_deny_the_dashboard(tmp_p
         finally:
             for s in stuck:
                 s.close()
+
+
+@pytest.mark.parametrize("query", ["events?trial=-1", "events?trial=-7", "trials/{n}/log?attempt=0",
+                                   "trials/{n}/log?attempt=-1"])
+def test_a_negative_trial_or_attempt_is_no_other_ones_data(client: Any, demo_store: Path, query: str) -> None:
+    """`?trial=-1` and `?attempt=0` name no trial and no attempt: they were clamped to trial 0 and attempt 1,
+    whose events and log were then served as if asked for."""
+    from sweeplab.store import Store
+    from sweeplab.store import queries as q
+
+    ro = Store.open(demo_store, readonly=True)
+    n = next(t["number"] for t in q.sweep_status(ro, "demo")["trials"] if t["attempts"] >= 1)
+    ro.close()
+    r = client.get("/api/sweeps/demo/" + query.format(n=n))
+    assert r.status_code == 400, (r.status_code, r.text)
+    error = json.loads(r.text)["error"]
+    assert ("'trial'" in error or "'attempt'" in error) and ("0 or more" in error or "1 or more" in error), error
