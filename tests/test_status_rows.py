@@ -132,3 +132,19 @@ def test_best_says_the_completed_trials_are_infeasible_not_that_there_are_none(t
                         capture_output=True, text=True, timeout=120)
     assert cp.returncode == 1, cp.stderr
     assert "no completed feasible trial" in cp.stdout and "2 completed trial(s) are infeasible" in cp.stdout, cp.stdout
+
+
+def test_status_of_a_sweep_whose_budget_is_stored_as_text(tmp_path: Path) -> None:
+    """A store whose spec keeps a budget as written (`time: 2h`, as the dashboard's synthetic store and
+    stores of other writers do) ended `sweeplab status NAME` with a traceback (`:g` of a str)."""
+    s = Store.open(tmp_path)
+    with s.transaction():
+        sid = s.create_sweep(name="b", method="random", metric="loss", goal="minimize", spec={
+            "budget": {"trials": 5, "time": "2h", "cpu_hours": "1.5", "gpu_hours": None, "cost": {"usd": "ten"}}},
+            spec_path=None, seed=0)
+        s.update_sweep(sid, spend=json.dumps({"seconds": 12.0, "cpu_seconds": 7200.0, "gpu_seconds": 3600.0}))
+    s.close()
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", "b", "--store", str(tmp_path)],
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert "spend: trials 0/5, time 12s/2h, cpu-hours 2.000/1.5, gpu-hours 1.000, usd 0/ten" in cp.stdout, cp.stdout

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -30,6 +31,7 @@ __all__ = [
     "downsample",
     "events",
     "finished_version",
+    "gone_driver",
     "hypervolume_series",
     "json_safe",
     "list_sweeps",
@@ -212,8 +214,35 @@ def _sweep_dicts(store: Store, rows: Sequence[sqlite3.Row]) -> list[dict[str, An
             "address": r["address"] if "address" in r.keys() else None,
             "objectives": [{"name": n, "goal": g.value} for n, g in _objectives(spec, r)],
             "constraints": list(spec.get("constraints") or []) if isinstance(spec, dict) else [],
+            "driver_gone": gone_driver(r) is not None,
         })
     return out
+
+
+def gone_driver(row: sqlite3.Row) -> dict[str, Any] | None:
+    """The recorded driver of a `running` sweep (its stored row) when it is known to be gone (killed with
+    `kill -9`, its machine rebooted: nothing marked the sweep ended), else None. Known only on the driver's
+    own host: its pid is not alive there, or is a newer process (a reused pid) than the driver that recorded
+    itself. `sweeplab status` and the dashboard both say so; the stored state stays `running`."""
+    if row["state"] != "running" or "driver" not in row.keys() or not row["driver"]:
+        return None
+    try:
+        driver = json.loads(row["driver"])
+        if not isinstance(driver, dict) or driver.get("host") != os.uname().nodename:
+            return None
+        pid, started = int(driver["pid"]), float(driver["started"])
+    except (ValueError, TypeError, KeyError):
+        return None
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        alive = proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= started + 1.0
+    except psutil.NoSuchProcess:
+        alive = False
+    except psutil.Error:   # not ours to look at: say nothing
+        return None
+    return None if alive else driver
 
 
 def _best_sql(store: Store, goal: Goal, where: str = "t.sweep_id = s.id") -> str:

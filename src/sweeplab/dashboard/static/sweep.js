@@ -1,7 +1,7 @@
 // The sweep view: summary, parallel coordinates (brushing filters the table), trials table, optimisation
 // history, parameter importance, learning curves of selected trials, parameter-vs-metric scatter, events.
 import {
-  el, fill, badge, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
+  el, fill, badge, sweepBadge, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
   plotConfig, baseLayout, loadPlotly, describeColumn, isNum, metricAxis, logToggle, constantValue, agoEl, fmtCount,
   plotText, curveMarks,
   STATES, STATE_COLOR, STATE_DASH,
@@ -355,10 +355,10 @@ export class SweepView {
     const b = s.budget || {}, sp = s.spend || {};
     const budget = [];
     if (b.trials) budget.push(`trials ${fmtCount(s.trials)}/${fmtCount(b.trials)}`);
-    if (b.time) budget.push(`time ${fmtDur(sp.seconds)} of ${b.time}`);
+    if (b.time) budget.push(`time ${fmtDur(sp.seconds)} of ${typeof b.time === "number" ? fmtDur(b.time) : b.time}`);
     if (b.gpu_hours) budget.push(`GPU ${fmtNum((sp.gpu_seconds || 0) / 3600)} of ${b.gpu_hours} h`);
     fill(this.header,
-      el("h1", {}, this.name, badge(s.state)),
+      el("h1", {}, this.name, sweepBadge(s)),
       el("div", { class: "meta" },
         el("span", {}, "method ", el("b", { text: s.method })),
         ...this.objectiveFacts(s),

@@ -42,6 +42,14 @@ export function badge(state) {
   return el("span", { class: `badge s-${state}`, text: state.replaceAll("_", " ") });
 }
 
+// A sweep's state: a `running` sweep whose driver is known to be gone (killed with kill -9, its machine
+// rebooted) says so, as `sweeplab status` does: nothing runs, its running trials wait for `sweeplab resume`.
+export function sweepBadge(s) {
+  if (!s.driver_gone) return badge(s.state);
+  return el("span", { class: "badge s-failed driver-gone", title: "its driver process is gone: nothing runs; "
+    + "its running trials stay running until `sweeplab resume` continues the sweep", text: "running (driver gone)" });
+}
+
 export function fmtNum(v) {
   if (v === null || v === undefined || v === "") return "–";
   if (typeof v !== "number") return String(v);
