@@ -37,8 +37,8 @@ parameters:
 """
 
 
-def _killed_sweep(tmp_path: Path) -> Path:
-    """A real sweep whose driver is SIGKILLed once its trial runs (the worker notices and exits)."""
+def _running_sweep(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """A real sweep's driver, once its trial runs (the trial then sleeps)."""
     (tmp_path / "train.py").write_text(TRAIN)
     (tmp_path / "sweep.yaml").write_text(SPEC)
     store = tmp_path / "store"
@@ -46,51 +46,58 @@ def _killed_sweep(tmp_path: Path) -> Path:
                                                         os.environ.get("PYTHONPATH", "")])}
     driver = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(store)],
                               cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        from sweeplab.errors import UserError
-        from sweeplab.store import Store, queries
+    from sweeplab.errors import UserError
+    from sweeplab.store import Store, queries
 
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:   # until its trial runs (it then sleeps)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            ro = Store.open(store, readonly=True)
+        except UserError:   # not made yet, or being made
+            ro = None
+        if ro is not None:
             try:
-                ro = Store.open(store, readonly=True)
-            except UserError:   # not made yet, or being made
-                ro = None
-            if ro is not None:
-                try:
-                    names = ro.sweep_names()
-                    if "killed" in names and queries.sweep_summary(ro, "killed")["sweep"]["counts"]["running"]:
-                        break
-                finally:
-                    ro.close()
-            time.sleep(0.1)
-        else:
-            raise AssertionError("the sweep's trial never started")
-    finally:
-        driver.send_signal(signal.SIGKILL)
-        driver.wait()
-    return store
+                names = ro.sweep_names()
+                if "killed" in names and queries.sweep_summary(ro, "killed")["sweep"]["counts"]["running"]:
+                    return driver, store
+            finally:
+                ro.close()
+        time.sleep(0.1)
+    driver.kill()
+    driver.wait()
+    raise AssertionError("the sweep's trial never started")
 
 
 def test_a_sweep_whose_driver_was_killed_says_so_in_the_cli_and_the_dashboard(tmp_path: Path, page: Any,
                                                                                  live_server_for: Any) -> None:
-    store = _killed_sweep(tmp_path)
+    driver, store = _running_sweep(tmp_path)
+    try:
+        with live_server_for(create_app(store)) as srv:
+            page.goto(srv.url + "/sweeps/killed")   # open while the driver runs: live, no note
+            page.wait_for_selector("body[data-ready='1']")
+            page.wait_for_selector("#live.on")
+            assert page.locator("h1 .driver-gone").count() == 0
+            assert "of 30 min" in page.inner_text("#main"), "the time budget in seconds read as a duration"
+
+            driver.send_signal(signal.SIGKILL)   # nothing is written: the open page learns it all the same
+            driver.wait()
+            page.wait_for_selector("h1 .driver-gone", timeout=15_000)
+            assert page.locator("h1 .driver-gone").inner_text() == "running (driver gone)"
+            page.wait_for_selector("#live.idle")
+
+            listed = page.request.get(srv.url + "/api/sweeps").json()["sweeps"][0]
+            assert (listed["state"], listed["driver_gone"]) == ("running", True), listed   # stored state kept
+            page.goto(srv.url + "/")
+            page.wait_for_selector("body[data-ready='1']")
+            assert page.locator("#sweeps tr[data-sweep='killed'] .driver-gone").inner_text() == "running (driver gone)"
+            page.goto("about:blank")   # stop polling before the server goes
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
     cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", "--store", str(store)], capture_output=True,
                         text=True, timeout=60)
     assert cp.returncode == 0 and "running (driver gone)" in cp.stdout, (cp.stdout, cp.stderr)
-
-    with live_server_for(create_app(store)) as srv:
-        listed = page.request.get(srv.url + "/api/sweeps").json()["sweeps"][0]
-        assert (listed["state"], listed["driver_gone"]) == ("running", True), listed   # the stored state is kept
-        page.goto(srv.url + "/")
-        page.wait_for_selector("body[data-ready='1']")
-        assert page.locator("#sweeps tr[data-sweep='killed'] .driver-gone").inner_text() == "running (driver gone)"
-        page.goto(srv.url + "/sweeps/killed")
-        page.wait_for_selector("body[data-ready='1']")
-        header = page.locator("h1").inner_text()
-        assert "running (driver gone)" in header, header
-        assert "of 30 min" in page.inner_text("body"), "the time budget in seconds read as a duration"
-        page.goto("about:blank")   # stop polling before the server goes
 
 
 def test_a_live_driver_is_not_gone(demo_store: Path, client: Any) -> None:

@@ -881,7 +881,9 @@ def changed_since(store: Store, name: str | None, token: str | None) -> dict[str
     """A cheap change check for live views: {"token": str, "changed": bool}.
 
     The token combines the sweep's `updated` time, its trial count, the newest event id and the newest
-    metrics rowid; any write the driver makes moves at least one of them. Pass the previous token back.
+    metrics rowid; any write the driver makes moves at least one of them. A running sweep's driver found gone
+    (`gone_driver`: killed, so it wrote nothing) moves it too, so a live page learns it. Pass the previous
+    token back.
     """
     c = store.conn
     mrow = c.execute("SELECT MAX(rowid) FROM metrics").fetchone()[0] or 0
@@ -890,6 +892,9 @@ def changed_since(store: Store, name: str | None, token: str | None) -> dict[str
         ev = c.execute("SELECT MAX(id) FROM events").fetchone()[0] or 0
         ntrials = c.execute("SELECT MAX(id) FROM trials").fetchone()[0] or 0
         new = f"{upd or 0!r}:{nsweeps}:{ntrials}:{ev}:{mrow}"
+        running = c.execute("SELECT * FROM sweeps WHERE state='running'").fetchall()
+        gone = sum(gone_driver(r) is not None for r in running)
+        new += f":gone{gone}" if gone else ""
     else:
         sweep = _sweep_or_raise(store, name)
         ev = c.execute("SELECT MAX(id) FROM events WHERE sweep_id=?", (sweep["id"],)).fetchone()[0] or 0
@@ -897,7 +902,7 @@ def changed_since(store: Store, name: str | None, token: str | None) -> dict[str
         # an index seek (COUNT(*) would walk every trial of the sweep).
         ntrials = c.execute("SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE sweep_id=?",
                             (sweep["id"],)).fetchone()[0]
-        new = f"{sweep['updated']!r}:{ntrials}:{ev}:{mrow}"
+        new = f"{sweep['updated']!r}:{ntrials}:{ev}:{mrow}" + (":gone" if gone_driver(sweep) is not None else "")
     return {"token": new, "changed": token != new}
 
 

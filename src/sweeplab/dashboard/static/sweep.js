@@ -192,7 +192,7 @@ export class SweepView {
     }
   }
 
-  isLive() { return this.summary && this.summary.sweep.state === "running"; }
+  isLive() { return this.summary && this.summary.sweep.state === "running" && !this.summary.sweep.driver_gone; }
 
   async load() {
     setCrumbs([["sweeps", "/"], [this.name, null]]);

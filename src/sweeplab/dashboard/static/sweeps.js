@@ -16,7 +16,7 @@ function budgetCell(s) {
 export class SweepsView {
   constructor(root) { this.root = root; this.sweeps = []; }
 
-  isLive() { return this.sweeps.some((s) => s.state === "running"); }
+  isLive() { return this.sweeps.some((s) => s.state === "running" && !s.driver_gone); }
 
   async load() {
     setCrumbs([["sweeps", null]]);
