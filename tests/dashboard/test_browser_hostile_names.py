@@ -77,3 +77,15 @@ def test_hostile_names_read_as_written_and_no_page_scrolls_sideways(browser: Any
     finally:
         ctx.close()
     assert not dialogs and not errors, (dialogs, errors)
+
+
+def test_a_metric_with_a_long_name_has_curves(hostile_server: Any) -> None:
+    """A 309-character metric name, logged by the sweep, was refused by /curves as "query parameter 'key' (a
+    metric name) is required" (it took at most 200 characters): the learning curves of that metric failed."""
+    import urllib.request
+
+    url = (f"{hostile_server.url}/api/sweeps/{quote(NAME, safe='')}/curves?"
+           f"key={quote(LONG, safe='')}&trials=2,4")
+    with urllib.request.urlopen(url, timeout=60) as r:
+        body = json.loads(r.read())
+    assert [(t["number"], t["values"]) for t in body["trials"]] == [(2, [4.0, 4.0, 4.0]), (4, [4.0, 4.0, 4.0])]
