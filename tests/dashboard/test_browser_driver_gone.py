@@ -90,6 +90,12 @@ def test_a_sweep_whose_driver_was_killed_says_so_in_the_cli_and_the_dashboard(tm
             page.goto(srv.url + "/")
             page.wait_for_selector("body[data-ready='1']")
             assert page.locator("#sweeps tr[data-sweep='killed'] .driver-gone").inner_text() == "running (driver gone)"
+            running = [t["number"] for t in page.request.get(srv.url + "/api/sweeps/killed/status").json()["trials"]
+                       if t["state"] == "running"]
+            page.goto(srv.url + f"/sweeps/killed/trials/{running[0]}")   # its trial: not live either
+            page.wait_for_selector("body[data-ready='1']")
+            assert page.locator("h1 .driver-gone").inner_text() == "running (driver gone)"
+            page.wait_for_selector("#live.idle")
             page.goto("about:blank")   # stop polling before the server goes
     finally:
         if driver.poll() is None:

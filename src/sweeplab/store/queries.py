@@ -773,6 +773,7 @@ def trial_detail(store: Store, name: str, number: int) -> dict[str, Any]:
         "artifacts": artifacts,
         "metric_keys": metric_keys(store, [tid]),
         "log_path": log_path,
+        "driver_gone": gone_driver(sweep) is not None,
     }
 
 

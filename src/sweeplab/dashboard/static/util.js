@@ -45,9 +45,13 @@ export function badge(state) {
 // A sweep's state: a `running` sweep whose driver is known to be gone (killed with kill -9, its machine
 // rebooted) says so, as `sweeplab status` does: nothing runs, its running trials wait for `sweeplab resume`.
 export function sweepBadge(s) {
-  if (!s.driver_gone) return badge(s.state);
-  return el("span", { class: "badge s-failed driver-gone", title: "its driver process is gone: nothing runs; "
-    + "its running trials stay running until `sweeplab resume` continues the sweep", text: "running (driver gone)" });
+  return s.driver_gone ? goneBadge(s.state) : badge(s.state);
+}
+
+// The badge of a sweep, or of one of its running or queued trials, whose driver is gone.
+export function goneBadge(state) {
+  return el("span", { class: "badge s-failed driver-gone", title: "the sweep's driver process is gone: nothing runs; "
+    + "its running trials stay running until `sweeplab resume` continues the sweep", text: `${state.replaceAll("_", " ")} (driver gone)` });
 }
 
 export function fmtNum(v) {
