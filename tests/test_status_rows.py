@@ -153,12 +153,13 @@ def test_status_of_a_sweep_whose_budget_is_stored_as_text(tmp_path: Path) -> Non
 def test_status_and_best_never_write_the_stores_terminal_control_characters(tmp_path: Path) -> None:
     """A command trial whose last error line is colored (most tools color `ERROR`), and a sweep named with an
     escape in YAML: `status` and `best` wrote them raw, so ESC [2J cleared the user's screen and OSC 0 set the
-    terminal's title. They are written as escapes now (the JSON escapes them as ever)."""
+    terminal's title (and a right-to-left override showed a value backwards). They are written as escapes now
+    (the JSON escapes them as ever)."""
     (tmp_path / "prog.py").write_text('import sys\nprint("\\x1b[1;31mERROR\\x1b[0m: \\x1b]0;pwned\\x07 nan '
                                       'loss\\x1b[2J\\x9b1m", file=sys.stderr)\nsys.exit(3)\n')
     (tmp_path / "sweep.yaml").write_text('name: "cmd\\e[31mred"\nprogram: prog.py\nmethod: grid\n'
                                          'metric: {name: loss, goal: minimize}\ntrial: {retries: 0}\n'
-                                         'parameters:\n  x: {values: [1]}\n')
+                                         'parameters:\n  x: {values: ["\\u202egnp.exe"]}\n')
     store = str(tmp_path / "store")
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
 
@@ -173,8 +174,9 @@ def test_status_and_best_never_write_the_stores_terminal_control_characters(tmp_
     outputs = [cli("status"), cli("status", name), cli("status", name, "--all"), cli("best", name, code=1),
                cli("status", "nope", code=2)]
     for out in outputs:
-        assert not any(ch in out for ch in "\x1b\x07\x9b"), repr(out)
+        assert not any(ch in out for ch in "\x1b\x07\x9b\u202e"), repr(out)
     assert "cmd\\x1b[31mred" in outputs[0] and "cmd\\x1b[31mred" in outputs[3], outputs
     assert "\\x1b[1;31mERROR\\x1b[0m: \\x1b]0;pwned\\x07 nan loss\\x1b[2J\\x9b1m" in outputs[2], outputs[2]
+    assert "x=\\u202egnp.exe" in outputs[2], outputs[2]   # a right-to-left override: shown, not obeyed
     reason = json.loads(cli("status", name, "--json"))["trials"][0]["reason"]
     assert "\x1b[1;31mERROR" in reason, reason   # the data itself is kept as it is

@@ -13,15 +13,17 @@ from rich.console import Console
 PIPE_WIDTH = 1_000_000
 
 
-#: terminal control characters: C0 but tab and line feed, DEL, C1 (0x9b is a one-byte CSI)
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: terminal control characters: C0 but tab and line feed, DEL, C1 (0x9b is a one-byte CSI); and the bidi
+#: embeddings, overrides and isolates, which reorder what follows them on the line (a name that shows backwards)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
     """`text` with its terminal control characters written as escapes (`\\x1b`): what the store holds is the
     user's text (a command trial's colored last error line, a sweep named in YAML with "\\e[31m"), and written
     raw, ESC [2J clears the screen, OSC 0 sets the window's title, colors and cursor moves garble the table."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                        text)
 
 
 class _Console(Console):
