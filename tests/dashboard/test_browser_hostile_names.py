@@ -89,3 +89,12 @@ def test_a_metric_with_a_long_name_has_curves(hostile_server: Any) -> None:
     with urllib.request.urlopen(url, timeout=60) as r:
         body = json.loads(r.read())
     assert [(t["number"], t["values"]) for t in body["trials"]] == [(2, [4.0, 4.0, 4.0]), (4, [4.0, 4.0, 4.0])]
+
+
+@pytest.mark.parametrize("path", ["/sweeps/%C3", "/sweeps/%C3/trials/1", "/sweeps/%C3/compare?trials=1,2"])
+def test_an_address_cut_inside_a_percent_escape_says_so(hostile_server: Any, page: Any, path: str) -> None:
+    """`/sweeps/%C3` (a link to sweep "ü", %C3%BC, cut short): decodeURIComponent threw before the page started,
+    which stayed "Loading…" for ever with an uncaught URIError."""
+    page.goto(hostile_server.url + path)
+    page.wait_for_selector("body[data-ready='1']")
+    assert "is not a valid percent-encoded name" in page.inner_text("#main .error")
