@@ -177,3 +177,16 @@ def test_a_negative_trial_or_attempt_is_no_other_ones_data(client: Any, demo_sto
     assert r.status_code == 400, (r.status_code, r.text)
     error = json.loads(r.text)["error"]
     assert ("'trial'" in error or "'attempt'" in error) and ("0 or more" in error or "1 or more" in error), error
+
+
+@pytest.mark.parametrize("args", [[b"status", b"\xc3"], [b"best", b"d\xc3mo"], [b"export", b"\xc3", b"-o", b"-"],
+                                  [b"profile", b"\xc3/1"], [b"stop", b"\xc3"]])
+def test_cli_a_sweep_name_that_is_not_utf8_is_a_one_line_error(demo_store: Path, args: list[bytes]) -> None:
+    """A name argument that is not valid UTF-8 (a name cut inside a character, a Latin-1 terminal) reaches
+    Python as lone surrogates, which SQLite cannot bind: every command ended in a UnicodeEncodeError traceback
+    (as the dashboard's page did on /sweeps/%C3: tests/dashboard/test_browser_hostile_names.py)."""
+    cp = subprocess.run([sys.executable.encode(), b"-m", b"sweeplab", *args, b"--store", bytes(demo_store)],
+                        capture_output=True, timeout=60)
+    err = cp.stderr.decode("utf-8", "replace")
+    assert cp.returncode == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("error: no sweep named '") and "sweeps: demo" in err, err

@@ -116,13 +116,26 @@ def _num(x: Any) -> float | None:
 
 
 def _sweep_or_raise(store: Store, name: str) -> sqlite3.Row:
-    row = store.conn.execute("SELECT * FROM sweeps WHERE name=?", (name,)).fetchone()
+    row = store.conn.execute("SELECT * FROM sweeps WHERE name=?", (name,)).fetchone() if is_text(name) else None
     if row is None:
         raise unknown_sweep(store, name)
     return row
 
 
 SHOWN_NAMES = 8   # sweeps an unknown-name error lists (a store can hold hundreds; `status` lists them all)
+
+
+def is_text(name: Any) -> bool:
+    """True when `name` is text SQLite can hold: a command-line argument that is not valid UTF-8 (`$'\\xc3'`, a
+    name cut inside a character) reaches Python with lone surrogates, which no stored name has and which
+    SQLite cannot bind (a UnicodeEncodeError traceback instead of "no sweep named ...")."""
+    if not isinstance(name, str):
+        return False
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @_one_snapshot

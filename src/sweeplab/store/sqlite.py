@@ -590,6 +590,10 @@ class Store:
 
     # ---------------------------------------------------------------- reading (shared by writer and readers)
     def sweep_row(self, name: str) -> sqlite3.Row | None:
+        try:   # a command-line argument that is not UTF-8 (lone surrogates) names no sweep; SQLite cannot bind it
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
         return self._exec("SELECT * FROM sweeps WHERE name=?", (name,)).fetchone()
 
     def sweep_names(self) -> list[str]:
