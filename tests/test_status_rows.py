@@ -180,3 +180,25 @@ def test_status_and_best_never_write_the_stores_terminal_control_characters(tmp_
     assert "x=\\u202egnp.exe" in outputs[2], outputs[2]   # a right-to-left override: shown, not obeyed
     reason = json.loads(cli("status", name, "--json"))["trials"][0]["reason"]
     assert "\x1b[1;31mERROR" in reason, reason   # the data itself is kept as it is
+
+
+def test_a_store_whose_path_is_not_utf8_is_read_as_it_is_written(tmp_path: Path) -> None:
+    """A store directory named in Latin-1 (`caf\\xe9/`, a valid Linux path): the sweep wrote it, but every read
+    (status, best, export, the dashboard) ended in a UnicodeEncodeError traceback, the read-only open
+    percent-encoding the path as UTF-8 text."""
+    (tmp_path / "q.py").write_text("def train(config, run):\n    run.log({'loss': config['x']})\n")
+    (tmp_path / "s.yaml").write_text("name: s\nfunction: q.py:train\nmethod: grid\n"
+                                     "metric: {name: loss, goal: minimize}\npreload: false\n"
+                                     "parameters:\n  x: {values: [2.0, 1.0]}\n")
+    store = os.fsencode(tmp_path) + b"/caf\xe9"
+
+    def cli(*args: bytes) -> str:
+        cp = subprocess.run([sys.executable.encode(), b"-m", b"sweeplab", *args, b"--store", store], cwd=tmp_path,
+                            capture_output=True, timeout=120)
+        assert cp.returncode == 0, cp.stderr.decode(errors="replace")
+        return cp.stdout.decode(errors="replace")
+
+    cli(b"sweep", b"s.yaml")
+    assert json.loads(cli(b"best", b"s", b"--json"))["value"] == 1.0
+    assert "s " in cli(b"status") and json.loads(cli(b"status", b"s", b"--json"))["sweep"]["trials"] == 2
+    assert cli(b"export", b"s", b"-o", b"-").splitlines()[0].startswith("number,state,value")
