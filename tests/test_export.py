@@ -458,3 +458,20 @@ def test_csv_cell_quotes_only_text_a_spreadsheet_runs(value, cell):
     assert out == cell and type(out) is type(cell)
     if isinstance(value, str):
         assert _unescape(out) == value
+
+
+def test_an_export_to_standard_output_that_the_reader_closes_early_ends_quietly(tmp_path):
+    """`sweeplab export NAME -o - | head`: the reader closing the pipe is the reader's choice, not a failure to
+    report ("error: export: cannot write /dev/stdout: Broken pipe; nothing was replaced"). It ends with exit 1
+    and nothing on stderr, as `status` does piped to head."""
+    from sweeplab.dashboard.synthetic import make_synthetic_store
+
+    store = make_synthetic_store(tmp_path / "store", trials=800, points=800, with_logs=False)   # > a pipe's 64 KB
+    for fmt in ("csv", "parquet"):
+        proc = subprocess.Popen([sys.executable, "-m", "sweeplab", "export", "demo", "-f", fmt, "-o", "-", "--store",
+                                 str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.read(10)
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=120) == 1 and err == "", (fmt, err)

@@ -349,3 +349,38 @@ def test_status_and_best_of_thousands_of_trials_with_two_objectives_do_not_compa
         assert calls[0] <= 200 * n, calls[0]
     finally:
         reader.close()
+
+
+def test_a_driver_that_dies_moves_the_change_token_without_a_write(tmp_path: Path) -> None:
+    """A killed driver writes nothing, so the live pages' change token stayed put and an open page showed the
+    sweep running for ever: the driver found gone now moves the token (of the sweep and of the store)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from sweeplab.store import queries as q
+
+    driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        s = Store.open(tmp_path)
+        with s.transaction():
+            sid = s.create_sweep(name="d", method="random", metric="loss", goal="minimize", spec={},
+                                 spec_path=None, seed=0)
+            s.update_sweep(sid, driver=json.dumps({"pid": driver.pid, "host": os.uname().nodename,
+                                                   "started": time.time()}))
+        s.close()
+        ro = Store.open(tmp_path, readonly=True)
+        alive = q.changed_since(ro, "d", None)["token"], q.changed_since(ro, None, None)["token"]
+        assert not q.list_sweeps(ro)[0]["driver_gone"]
+        driver.kill()
+        driver.wait()
+        assert q.changed_since(ro, "d", alive[0])["changed"] and q.changed_since(ro, None, alive[1])["changed"]
+        assert q.list_sweeps(ro)[0]["driver_gone"] and q.sweep_summary(ro, "d")["sweep"]["state"] == "running"
+        gone = q.changed_since(ro, "d", None)["token"]
+        assert not q.changed_since(ro, "d", gone)["changed"]   # and then stays put
+        ro.close()
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()

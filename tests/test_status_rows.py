@@ -132,3 +132,73 @@ def test_best_says_the_completed_trials_are_infeasible_not_that_there_are_none(t
                         capture_output=True, text=True, timeout=120)
     assert cp.returncode == 1, cp.stderr
     assert "no completed feasible trial" in cp.stdout and "2 completed trial(s) are infeasible" in cp.stdout, cp.stdout
+
+
+def test_status_of_a_sweep_whose_budget_is_stored_as_text(tmp_path: Path) -> None:
+    """A store whose spec keeps a budget as written (`time: 2h`, as the dashboard's synthetic store and
+    stores of other writers do) ended `sweeplab status NAME` with a traceback (`:g` of a str)."""
+    s = Store.open(tmp_path)
+    with s.transaction():
+        sid = s.create_sweep(name="b", method="random", metric="loss", goal="minimize", spec={
+            "budget": {"trials": 5, "time": "2h", "cpu_hours": "1.5", "gpu_hours": None, "cost": {"usd": "ten"}}},
+            spec_path=None, seed=0)
+        s.update_sweep(sid, spend=json.dumps({"seconds": 12.0, "cpu_seconds": 7200.0, "gpu_seconds": 3600.0}))
+    s.close()
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", "b", "--store", str(tmp_path)],
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert "spend: trials 0/5, time 12s/2h, cpu-hours 2.000/1.5, gpu-hours 1.000, usd 0/ten" in cp.stdout, cp.stdout
+
+
+def test_status_and_best_never_write_the_stores_terminal_control_characters(tmp_path: Path) -> None:
+    """A command trial whose last error line is colored (most tools color `ERROR`), and a sweep named with an
+    escape in YAML: `status` and `best` wrote them raw, so ESC [2J cleared the user's screen and OSC 0 set the
+    terminal's title (and a right-to-left override showed a value backwards). They are written as escapes now
+    (the JSON escapes them as ever)."""
+    (tmp_path / "prog.py").write_text('import sys\nprint("\\x1b[1;31mERROR\\x1b[0m: \\x1b]0;pwned\\x07 nan '
+                                      'loss\\x1b[2J\\x9b1m", file=sys.stderr)\nsys.exit(3)\n')
+    (tmp_path / "sweep.yaml").write_text('name: "cmd\\e[31mred"\nprogram: prog.py\nmethod: grid\n'
+                                         'metric: {name: loss, goal: minimize}\ntrial: {retries: 0}\n'
+                                         'parameters:\n  x: {values: ["\\u202egnp.exe"]}\n')
+    store = str(tmp_path / "store")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+
+    def cli(*args: str, code: int = 0) -> str:
+        cp = subprocess.run([sys.executable, "-m", "sweeplab", *args, "--store", store], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+        assert cp.returncode == code, cp.stderr
+        return cp.stdout + cp.stderr
+
+    cli("sweep", "sweep.yaml", code=1)
+    name = "cmd\x1b[31mred"
+    outputs = [cli("status"), cli("status", name), cli("status", name, "--all"), cli("best", name, code=1),
+               cli("status", "nope", code=2)]
+    for out in outputs:
+        assert not any(ch in out for ch in "\x1b\x07\x9b\u202e"), repr(out)
+    assert "cmd\\x1b[31mred" in outputs[0] and "cmd\\x1b[31mred" in outputs[3], outputs
+    assert "\\x1b[1;31mERROR\\x1b[0m: \\x1b]0;pwned\\x07 nan loss\\x1b[2J\\x9b1m" in outputs[2], outputs[2]
+    assert "x=\\u202egnp.exe" in outputs[2], outputs[2]   # a right-to-left override: shown, not obeyed
+    reason = json.loads(cli("status", name, "--json"))["trials"][0]["reason"]
+    assert "\x1b[1;31mERROR" in reason, reason   # the data itself is kept as it is
+
+
+def test_a_store_whose_path_is_not_utf8_is_read_as_it_is_written(tmp_path: Path) -> None:
+    """A store directory named in Latin-1 (`caf\\xe9/`, a valid Linux path): the sweep wrote it, but every read
+    (status, best, export, the dashboard) ended in a UnicodeEncodeError traceback, the read-only open
+    percent-encoding the path as UTF-8 text."""
+    (tmp_path / "q.py").write_text("def train(config, run):\n    run.log({'loss': config['x']})\n")
+    (tmp_path / "s.yaml").write_text("name: s\nfunction: q.py:train\nmethod: grid\n"
+                                     "metric: {name: loss, goal: minimize}\npreload: false\n"
+                                     "parameters:\n  x: {values: [2.0, 1.0]}\n")
+    store = os.fsencode(tmp_path) + b"/caf\xe9"
+
+    def cli(*args: bytes) -> str:
+        cp = subprocess.run([sys.executable.encode(), b"-m", b"sweeplab", *args, b"--store", store], cwd=tmp_path,
+                            capture_output=True, timeout=120)
+        assert cp.returncode == 0, cp.stderr.decode(errors="replace")
+        return cp.stdout.decode(errors="replace")
+
+    cli(b"sweep", b"s.yaml")
+    assert json.loads(cli(b"best", b"s", b"--json"))["value"] == 1.0
+    assert "s " in cli(b"status") and json.loads(cli(b"status", b"s", b"--json"))["sweep"]["trials"] == 2
+    assert cli(b"export", b"s", b"-o", b"-").splitlines()[0].startswith("number,state,value")

@@ -160,3 +160,33 @@ def test_clients_that_never_read_their_responses_do_not_deny_the_dashboard(tmp_p
         finally:
             for s in stuck:
                 s.close()
+
+
+@pytest.mark.parametrize("query", ["events?trial=-1", "events?trial=-7", "trials/{n}/log?attempt=0",
+                                   "trials/{n}/log?attempt=-1"])
+def test_a_negative_trial_or_attempt_is_no_other_ones_data(client: Any, demo_store: Path, query: str) -> None:
+    """`?trial=-1` and `?attempt=0` name no trial and no attempt: they were clamped to trial 0 and attempt 1,
+    whose events and log were then served as if asked for."""
+    from sweeplab.store import Store
+    from sweeplab.store import queries as q
+
+    ro = Store.open(demo_store, readonly=True)
+    n = next(t["number"] for t in q.sweep_status(ro, "demo")["trials"] if t["attempts"] >= 1)
+    ro.close()
+    r = client.get("/api/sweeps/demo/" + query.format(n=n))
+    assert r.status_code == 400, (r.status_code, r.text)
+    error = json.loads(r.text)["error"]
+    assert ("'trial'" in error or "'attempt'" in error) and ("0 or more" in error or "1 or more" in error), error
+
+
+@pytest.mark.parametrize("args", [[b"status", b"\xc3"], [b"best", b"d\xc3mo"], [b"export", b"\xc3", b"-o", b"-"],
+                                  [b"profile", b"\xc3/1"], [b"stop", b"\xc3"]])
+def test_cli_a_sweep_name_that_is_not_utf8_is_a_one_line_error(demo_store: Path, args: list[bytes]) -> None:
+    """A name argument that is not valid UTF-8 (a name cut inside a character, a Latin-1 terminal) reaches
+    Python as lone surrogates, which SQLite cannot bind: every command ended in a UnicodeEncodeError traceback
+    (as the dashboard's page did on /sweeps/%C3: tests/dashboard/test_browser_hostile_names.py)."""
+    cp = subprocess.run([sys.executable.encode(), b"-m", b"sweeplab", *args, b"--store", bytes(demo_store)],
+                        capture_output=True, timeout=60)
+    err = cp.stderr.decode("utf-8", "replace")
+    assert cp.returncode == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("error: no sweep named '") and "sweeps: demo" in err, err

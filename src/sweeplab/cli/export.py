@@ -33,6 +33,14 @@ def export(
     try:
         path = export_sweep(sweep_name, out, format=format, store=_store_path(store))
     except OSError as exc:   # the target cannot be written (no room, not a directory, no permission...)
+        import errno
+
+        if exc.errno == errno.EPIPE:   # `-o - | head`: the reader had enough, as `status` piped to head does
+            import os
+            import sys
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no complaint at exit's flush
+            raise typer.Exit(1) from None
         from sweeplab.export import _default_name
 
         where = out if out is not None else Path(_default_name(sweep_name, format))

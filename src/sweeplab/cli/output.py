@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -10,6 +11,27 @@ from rich.console import Console
 
 #: the width of output that is not a terminal (a pipe, a file, CI): wide enough that nothing is cut or wrapped
 PIPE_WIDTH = 1_000_000
+
+
+#: terminal control characters: C0 but tab and line feed, DEL, C1 (0x9b is a one-byte CSI); and the bidi
+#: embeddings, overrides and isolates, which reorder what follows them on the line (a name that shows backwards)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with its terminal control characters written as escapes (`\\x1b`): what the store holds is the
+    user's text (a command trial's colored last error line, a sweep named in YAML with "\\e[31m"), and written
+    raw, ESC [2J clears the screen, OSC 0 sets the window's title, colors and cursor moves garble the table."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                        text)
+
+
+class _Console(Console):
+    """A rich Console whose printed strings never carry terminal control characters (`printable`); rich's own
+    styling is added after, so it is unaffected."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(printable(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
 
 def _make_console(*, stderr: bool) -> Console:
@@ -21,7 +43,7 @@ def _make_console(*, stderr: bool) -> Console:
     the command with a MarkupError on `[/]`. A line that styles passes `markup=True` and `escape`s the
     user's text in it."""
     # no emoji: "train.py:train:" stays as written
-    out = Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=stderr, markup=False)
+    out = _Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=stderr, markup=False)
     if not out.is_terminal:
         out.width = PIPE_WIDTH
     return out
@@ -39,11 +61,15 @@ def escape(text: Any) -> str:
 
 
 def Table(*columns: Any, **options: Any) -> Any:   # stands in for the class, imported on first use
-    """A rich Table (rich.table.Table(*columns, **options)); rich.table is imported by the commands that print
-    one, not by every command's start."""
+    """A rich Table (rich.table.Table(*columns, **options)) whose text cells are `printable`; rich.table is
+    imported by the commands that print one, not by every command's start."""
     from rich.table import Table as _Table
 
-    return _Table(*columns, **options)
+    class _PrintableTable(_Table):   # type: ignore[misc]
+        def add_row(self, *cells: Any, **kwargs: Any) -> None:
+            super().add_row(*(printable(c) if isinstance(c, str) else c for c in cells), **kwargs)
+
+    return _PrintableTable(*(printable(c) if isinstance(c, str) else c for c in columns), **options)
 
 
 def _fmt(v: Any) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 from typing import Any, Optional
@@ -68,15 +67,16 @@ def status(
         if budget.get("trials"):
             parts.append(f"trials {s['trials']}/{budget['trials']}")
         if spend.get("seconds") is not None:
-            parts.append(f"time {spend['seconds']:.0f}s" + (f"/{budget['time']:g}s" if budget.get("time") else ""))
+            parts.append(f"time {spend['seconds']:.0f}s" + (f"/{_limit(budget['time'], 's')}" if budget.get("time")
+                                                            else ""))
         if spend.get("cpu_seconds"):
             parts.append(f"cpu-hours {spend['cpu_seconds'] / 3600:.3f}"
-                         + (f"/{budget['cpu_hours']:g}" if budget.get("cpu_hours") else ""))
+                         + (f"/{_limit(budget['cpu_hours'])}" if budget.get("cpu_hours") else ""))
         if spend.get("gpu_seconds"):
             parts.append(f"gpu-hours {spend['gpu_seconds'] / 3600:.3f}"
-                         + (f"/{budget['gpu_hours']:g}" if budget.get("gpu_hours") else ""))
+                         + (f"/{_limit(budget['gpu_hours'])}" if budget.get("gpu_hours") else ""))
         for name, limit in (budget.get("cost") or {}).items():
-            parts.append(f"{name} {spend.get(f'cost.{name}', 0.0):.4g}/{limit:g}")
+            parts.append(f"{name} {spend.get(f'cost.{name}', 0.0):.4g}/{_limit(limit)}")
         console.print("spend: " + ", ".join(parts))
     objectives = [o["name"] for o in s.get("objectives") or []]
     several = len(objectives) > 1
@@ -103,6 +103,14 @@ def status(
         console.print("rank 1: the feasible Pareto front (`sweeplab best` lists it)")
 
 
+def _limit(value: Any, unit: str = "") -> str:
+    """A budget's limit: a number with its unit (`1800s`), or as the store holds it when that is text (`2h`: a
+    spec kept as written, by the synthetic store or another writer; the driver stores numbers)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:g}{unit}"
+    return str(value)
+
+
 def _headline(st: Any, s: dict[str, Any], trials: list[dict[str, Any]]) -> str:
     """The sweep's result in one line: its best value, or with several objectives its front and the front's
     hypervolume (the best value of the first objective alone would not be the answer)."""
@@ -119,31 +127,13 @@ def _headline(st: Any, s: dict[str, Any], trials: list[dict[str, Any]]) -> str:
 
 
 def _gone_driver(st: Any, s: dict[str, Any]) -> Optional[dict[str, Any]]:
-    """The recorded driver of a `running` sweep when it is known to be gone (killed with `kill -9`, its
-    machine rebooted: nothing marked the sweep ended), else None. Known only on the driver's own host: its
-    pid is not alive there, or is a newer process (a reused pid) than the driver that recorded itself."""
+    """The recorded driver of a `running` sweep when it is known to be gone (`queries.gone_driver`)."""
     if s.get("state") != "running":
         return None
-    import json
+    from sweeplab.store import queries
 
     row = st.sweep_row(s["name"])
-    try:
-        driver = json.loads(row["driver"]) if row is not None and "driver" in row.keys() and row["driver"] else None
-        if not isinstance(driver, dict) or driver.get("host") != os.uname().nodename:
-            return None
-        pid, started = int(driver["pid"]), float(driver["started"])
-    except (ValueError, TypeError, KeyError):
-        return None
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        alive = proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= started + 1.0
-    except psutil.NoSuchProcess:
-        alive = False
-    except psutil.Error:   # not ours to look at: say nothing
-        return None
-    return None if alive else driver
+    return None if row is None else queries.gone_driver(row)
 
 
 def _best_cell(st: Any, s: dict[str, Any]) -> str:

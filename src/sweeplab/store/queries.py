@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -30,6 +31,7 @@ __all__ = [
     "downsample",
     "events",
     "finished_version",
+    "gone_driver",
     "hypervolume_series",
     "json_safe",
     "list_sweeps",
@@ -114,13 +116,26 @@ def _num(x: Any) -> float | None:
 
 
 def _sweep_or_raise(store: Store, name: str) -> sqlite3.Row:
-    row = store.conn.execute("SELECT * FROM sweeps WHERE name=?", (name,)).fetchone()
+    row = store.conn.execute("SELECT * FROM sweeps WHERE name=?", (name,)).fetchone() if is_text(name) else None
     if row is None:
         raise unknown_sweep(store, name)
     return row
 
 
 SHOWN_NAMES = 8   # sweeps an unknown-name error lists (a store can hold hundreds; `status` lists them all)
+
+
+def is_text(name: Any) -> bool:
+    """True when `name` is text SQLite can hold: a command-line argument that is not valid UTF-8 (`$'\\xc3'`, a
+    name cut inside a character) reaches Python with lone surrogates, which no stored name has and which
+    SQLite cannot bind (a UnicodeEncodeError traceback instead of "no sweep named ...")."""
+    if not isinstance(name, str):
+        return False
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @_one_snapshot
@@ -212,8 +227,35 @@ def _sweep_dicts(store: Store, rows: Sequence[sqlite3.Row]) -> list[dict[str, An
             "address": r["address"] if "address" in r.keys() else None,
             "objectives": [{"name": n, "goal": g.value} for n, g in _objectives(spec, r)],
             "constraints": list(spec.get("constraints") or []) if isinstance(spec, dict) else [],
+            "driver_gone": gone_driver(r) is not None,
         })
     return out
+
+
+def gone_driver(row: sqlite3.Row) -> dict[str, Any] | None:
+    """The recorded driver of a `running` sweep (its stored row) when it is known to be gone (killed with
+    `kill -9`, its machine rebooted: nothing marked the sweep ended), else None. Known only on the driver's
+    own host: its pid is not alive there, or is a newer process (a reused pid) than the driver that recorded
+    itself. `sweeplab status` and the dashboard both say so; the stored state stays `running`."""
+    if row["state"] != "running" or "driver" not in row.keys() or not row["driver"]:
+        return None
+    try:
+        driver = json.loads(row["driver"])
+        if not isinstance(driver, dict) or driver.get("host") != os.uname().nodename:
+            return None
+        pid, started = int(driver["pid"]), float(driver["started"])
+    except (ValueError, TypeError, KeyError):
+        return None
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        alive = proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= started + 1.0
+    except psutil.NoSuchProcess:
+        alive = False
+    except psutil.Error:   # not ours to look at: say nothing
+        return None
+    return None if alive else driver
 
 
 def _best_sql(store: Store, goal: Goal, where: str = "t.sweep_id = s.id") -> str:
@@ -744,6 +786,7 @@ def trial_detail(store: Store, name: str, number: int) -> dict[str, Any]:
         "artifacts": artifacts,
         "metric_keys": metric_keys(store, [tid]),
         "log_path": log_path,
+        "driver_gone": gone_driver(sweep) is not None,
     }
 
 
@@ -852,7 +895,9 @@ def changed_since(store: Store, name: str | None, token: str | None) -> dict[str
     """A cheap change check for live views: {"token": str, "changed": bool}.
 
     The token combines the sweep's `updated` time, its trial count, the newest event id and the newest
-    metrics rowid; any write the driver makes moves at least one of them. Pass the previous token back.
+    metrics rowid; any write the driver makes moves at least one of them. A running sweep's driver found gone
+    (`gone_driver`: killed, so it wrote nothing) moves it too, so a live page learns it. Pass the previous
+    token back.
     """
     c = store.conn
     mrow = c.execute("SELECT MAX(rowid) FROM metrics").fetchone()[0] or 0
@@ -861,6 +906,9 @@ def changed_since(store: Store, name: str | None, token: str | None) -> dict[str
         ev = c.execute("SELECT MAX(id) FROM events").fetchone()[0] or 0
         ntrials = c.execute("SELECT MAX(id) FROM trials").fetchone()[0] or 0
         new = f"{upd or 0!r}:{nsweeps}:{ntrials}:{ev}:{mrow}"
+        running = c.execute("SELECT * FROM sweeps WHERE state='running'").fetchall()
+        gone = sum(gone_driver(r) is not None for r in running)
+        new += f":gone{gone}" if gone else ""
     else:
         sweep = _sweep_or_raise(store, name)
         ev = c.execute("SELECT MAX(id) FROM events WHERE sweep_id=?", (sweep["id"],)).fetchone()[0] or 0
@@ -868,7 +916,7 @@ def changed_since(store: Store, name: str | None, token: str | None) -> dict[str
         # an index seek (COUNT(*) would walk every trial of the sweep).
         ntrials = c.execute("SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE sweep_id=?",
                             (sweep["id"],)).fetchone()[0]
-        new = f"{sweep['updated']!r}:{ntrials}:{ev}:{mrow}"
+        new = f"{sweep['updated']!r}:{ntrials}:{ev}:{mrow}" + (":gone" if gone_driver(sweep) is not None else "")
     return {"token": new, "changed": token != new}
 
 

@@ -239,8 +239,10 @@ class Store:
         from urllib.parse import quote
 
         # the path percent-encoded: a directory named `runs#1` or `what?x` would end the path at `#` / `?` (and
-        # drop `mode=ro` with it), `p%20q` would be decoded
-        conn = sqlite3.connect(f"file:{quote(str(db))}?{flags}", uri=True, timeout=10, check_same_thread=False)
+        # drop `mode=ro` with it), `p%20q` would be decoded; as its bytes, so a path that is not UTF-8 (`caf\xe9/`,
+        # which the writer opens) is read too, not a UnicodeEncodeError
+        conn = sqlite3.connect(f"file:{quote(os.fsencode(db))}?{flags}", uri=True, timeout=10,
+                               check_same_thread=False)
         conn.execute("PRAGMA query_only=ON")
         conn.row_factory = sqlite3.Row
         cls._check_version(conn, db)
@@ -590,6 +592,10 @@ class Store:
 
     # ---------------------------------------------------------------- reading (shared by writer and readers)
     def sweep_row(self, name: str) -> sqlite3.Row | None:
+        try:   # a command-line argument that is not UTF-8 (lone surrogates) names no sweep; SQLite cannot bind it
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
         return self._exec("SELECT * FROM sweeps WHERE name=?", (name,)).fetchone()
 
     def sweep_names(self) -> list[str]:

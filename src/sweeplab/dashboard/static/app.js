@@ -7,24 +7,42 @@ import { CompareView } from "./compare.js";
 
 const POLL_MS = 2000;
 
+// A sweep's name from its path segment. A segment that is not valid percent-encoded UTF-8 (a URL cut inside
+// "%C3%BC") made decodeURIComponent throw before the page started: it stayed "Loading…" with no word why.
+function sweepName(segment) {
+  try {
+    return decodeURIComponent(segment);
+  } catch (e) {
+    throw new Error(`this address names no sweep: "${segment}" is not a valid percent-encoded name `
+      + "(was the link cut short?); open the sweep from the list of sweeps");
+  }
+}
+
 function route(path) {
   let m = path.match(/^\/sweeps\/([^/]+)\/trials\/(\d+)\/?$/);
-  if (m) return { view: TrialView, sweep: decodeURIComponent(m[1]), trial: Number(m[2]) };
+  if (m) return { view: TrialView, sweep: sweepName(m[1]), trial: Number(m[2]) };
   m = path.match(/^\/sweeps\/([^/]+)\/compare\/?$/);
   if (m) {
     const raw = new URLSearchParams(location.search).get("trials") || "";
     const trials = [...new Set(raw.split(",").filter((x) => /^\d+$/.test(x.trim())).map(Number))];
-    return { view: CompareView, sweep: decodeURIComponent(m[1]), trials };
+    return { view: CompareView, sweep: sweepName(m[1]), trials };
   }
   m = path.match(/^\/sweeps\/([^/]+)\/?$/);
-  if (m) return { view: SweepView, sweep: decodeURIComponent(m[1]) };
+  if (m) return { view: SweepView, sweep: sweepName(m[1]) };
   return { view: SweepsView, sweep: null };
 }
 
 async function main() {
   const main = document.getElementById("main");
   const live = document.getElementById("live");
-  const r = route(location.pathname);
+  let r;
+  try {
+    r = route(location.pathname);
+  } catch (e) {
+    showError(main, e);
+    document.body.dataset.ready = "1";
+    return;
+  }
   const view = new r.view(main, r);
   let token = null;
   const changesUrl = () => `/api/changes?${new URLSearchParams(

@@ -177,10 +177,12 @@ export class CustomCharts {
         line: { color, width: 2 }, legendgroup: g, meta: { group: g, trials: n },
         hovertemplate: `${plotText(g)}: mean %{y} over %{customdata} trials at step %{x}<extra></extra>` });
     });
+    const yaxis = metricAxis(all);   // the means' axis; bands and means kept within SVG's reach
+    for (const t of traces) t.y = t.y.map(yaxis.reach);
     if (!plot.data) plot.replaceChildren();
     await Plotly.react(plot, traces, baseLayout({
       xaxis: { title: { text: "step" }, gridcolor: "#eef0f3" },
-      yaxis: { ...metricAxis(all).axis, title: { text: plotText(`${ch.a} (mean ± 1 std)`) } },
+      yaxis: { ...yaxis.axis, title: { text: plotText(`${ch.a} (mean ± 1 std)`) } },
       legend: { orientation: "h", y: 1.14 }, margin: { l: 60, r: 15, t: 30, b: 45 },
     }), plotConfig());
     plot.dataset.rendered = String(groups.size);

@@ -1,7 +1,7 @@
 // Compare 2-6 trials: their configs side by side (rows that differ highlighted) and their curves overlaid.
 import {
   el, fill, badge, fmtNum, fmtDur, fmtCount, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
-  plotConfig, baseLayout, metricAxis, logToggle, plotText, curveMarks, STATE_DASH,
+  plotConfig, baseLayout, metricAxis, logToggle, plotText, curveMarks, curvesAxis, STATE_DASH,
 } from "./util.js";
 
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"];
@@ -111,7 +111,7 @@ export class CompareView {
     if (!this.curves.data) this.curves.replaceChildren();
     await Plotly.react(this.curves, traces, baseLayout({
       xaxis: { title: { text: "step" }, gridcolor: "#eef0f3", zeroline: false },
-      yaxis: { ...metricAxis(traces.flatMap((t) => t.y), this.log).axis, title: { text: plotText(this.key) } },
+      yaxis: { ...curvesAxis(traces, this.log), title: { text: plotText(this.key) } },
       margin: { l: 60, r: 10, t: 10, b: 45 }, legend: { orientation: "h", y: -0.2 },
     }), plotConfig());
     this.curves.dataset.rendered = String(traces.length);

@@ -1,9 +1,9 @@
 // The sweep view: summary, parallel coordinates (brushing filters the table), trials table, optimisation
 // history, parameter importance, learning curves of selected trials, parameter-vs-metric scatter, events.
 import {
-  el, fill, badge, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
+  el, fill, badge, sweepBadge, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
   plotConfig, baseLayout, loadPlotly, describeColumn, isNum, metricAxis, logToggle, constantValue, agoEl, fmtCount,
-  plotText, curveMarks,
+  plotText, curveMarks, curvesAxis,
   STATES, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 import { TrialsTable } from "./table.js";
@@ -192,7 +192,7 @@ export class SweepView {
     }
   }
 
-  isLive() { return this.summary && this.summary.sweep.state === "running"; }
+  isLive() { return this.summary && this.summary.sweep.state === "running" && !this.summary.sweep.driver_gone; }
 
   async load() {
     setCrumbs([["sweeps", "/"], [this.name, null]]);
@@ -355,10 +355,10 @@ export class SweepView {
     const b = s.budget || {}, sp = s.spend || {};
     const budget = [];
     if (b.trials) budget.push(`trials ${fmtCount(s.trials)}/${fmtCount(b.trials)}`);
-    if (b.time) budget.push(`time ${fmtDur(sp.seconds)} of ${b.time}`);
+    if (b.time) budget.push(`time ${fmtDur(sp.seconds)} of ${typeof b.time === "number" ? fmtDur(b.time) : b.time}`);
     if (b.gpu_hours) budget.push(`GPU ${fmtNum((sp.gpu_seconds || 0) / 3600)} of ${b.gpu_hours} h`);
     fill(this.header,
-      el("h1", {}, this.name, badge(s.state)),
+      el("h1", {}, this.name, sweepBadge(s)),
       el("div", { class: "meta" },
         el("span", {}, "method ", el("b", { text: s.method })),
         ...this.objectiveFacts(s),
@@ -722,7 +722,7 @@ export class SweepView {
     if (!this.curves.data) this.curves.replaceChildren();
     await Plotly.react(this.curves, traces, baseLayout({
       xaxis: { title: { text: "step" }, gridcolor: "#eef0f3", zeroline: false },
-      yaxis: { ...metricAxis(traces.flatMap((t) => t.y), this.logY.curves).axis, title: { text: plotText(this.curveKey) } },
+      yaxis: { ...curvesAxis(traces, this.logY.curves), title: { text: plotText(this.curveKey) } },
       ...(narrow(this.curves) ? legendLayout(this.curves) : { margin: { l: 60, r: 10, t: 10, b: 45 }, legend: { font: { size: 10 } } }),
     }), plotConfig()).then(() => { performance.mark("sweeplab:curves"); this.curves.dataset.rendered = String(traces.length); });
   }

@@ -1,5 +1,5 @@
 // The sweeps list: state, trials by state, best value (with several objectives: the front's size), budgets spent.
-import { el, badge, fmtNum, fmtDur, fmtCount, agoEl, getJSON, sweepUrl, trialUrl, setCrumbs, STATES } from "./util.js";
+import { el, badge, sweepBadge, fmtNum, fmtDur, fmtCount, agoEl, getJSON, sweepUrl, trialUrl, setCrumbs, STATES } from "./util.js";
 
 function budgetCell(s) {
   const b = s.budget || {}, sp = s.spend || {};
@@ -16,7 +16,7 @@ function budgetCell(s) {
 export class SweepsView {
   constructor(root) { this.root = root; this.sweeps = []; }
 
-  isLive() { return this.sweeps.some((s) => s.state === "running"); }
+  isLive() { return this.sweeps.some((s) => s.state === "running" && !s.driver_gone); }
 
   async load() {
     setCrumbs([["sweeps", null]]);
@@ -36,7 +36,7 @@ export class SweepsView {
     }
     const rows = this.sweeps.slice().reverse().map((s) => el("tr", { dataset: { sweep: s.name } },
       el("td", {}, el("a", { href: sweepUrl(s.name), text: s.name })),
-      el("td", {}, badge(s.state)),
+      el("td", {}, sweepBadge(s)),
       el("td", { text: s.method }),
       el("td", { class: "backend", title: s.address || "", text: s.backend ? (s.address ? `${s.backend} · ${s.address}` : s.backend) : "–" }),
       el("td", {}, (s.objectives || []).length > 1

@@ -1,6 +1,6 @@
 // The trial view: config, final metrics, all curves, attempts, events (with reasons), profile, log tail.
 import {
-  el, fill, badge, fmtNum, fmtTime, fmtDur, fmtBytes, fmtCount, agoEl, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
+  el, fill, badge, goneBadge, fmtNum, fmtTime, fmtDur, fmtBytes, fmtCount, agoEl, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
   plotConfig, baseLayout, profileRows, plotText, curveMarks, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 
@@ -22,7 +22,10 @@ export class TrialView {
     this.detail = null;
   }
 
-  isLive() { return this.detail && ["running", "queued", "preempted"].includes(this.detail.state); }
+  isLive() { return this.detail && ["running", "queued", "preempted"].includes(this.detail.state) && !this.stalled(); }
+
+  // A running (or queued) trial of a sweep whose driver is gone: nothing runs it until `sweeplab resume`.
+  stalled() { return this.detail.driver_gone && ["running", "queued", "preempted"].includes(this.detail.state); }
 
   async load() {
     setCrumbs([["sweeps", "/"], [this.name, sweepUrl(this.name)], [`trial ${this.number}`, null]]);
@@ -85,7 +88,7 @@ export class TrialView {
   renderHeader(d) {
     const dur = d.started && d.ended ? d.ended - d.started : d.started ? Date.now() / 1000 - d.started : null;
     fill(this.header,
-      el("h1", {}, `Trial ${d.number}`, badge(d.state)),
+      el("h1", {}, `Trial ${d.number}`, this.stalled() ? goneBadge(d.state) : badge(d.state)),
       el("div", { class: "meta" },
         el("span", {}, `${d.metric || "value"} `, el("b", { id: "trial-value", text: fmtNum(d.value) })),
         el("span", {}, "attempts ", el("b", { text: String(d.attempt_count) })),

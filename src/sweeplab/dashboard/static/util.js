@@ -42,6 +42,18 @@ export function badge(state) {
   return el("span", { class: `badge s-${state}`, text: state.replaceAll("_", " ") });
 }
 
+// A sweep's state: a `running` sweep whose driver is known to be gone (killed with kill -9, its machine
+// rebooted) says so, as `sweeplab status` does: nothing runs, its running trials wait for `sweeplab resume`.
+export function sweepBadge(s) {
+  return s.driver_gone ? goneBadge(s.state) : badge(s.state);
+}
+
+// The badge of a sweep, or of one of its running or queued trials, whose driver is gone.
+export function goneBadge(state) {
+  return el("span", { class: "badge s-failed driver-gone", title: "the sweep's driver process is gone: nothing runs; "
+    + "its running trials stay running until `sweeplab resume` continues the sweep", text: `${state.replaceAll("_", " ")} (driver gone)` });
+}
+
 export function fmtNum(v) {
   if (v === null || v === undefined || v === "") return "–";
   if (typeof v !== "number") return String(v);
@@ -259,10 +271,28 @@ export function metricAxis(values, log = false) {
     if (s < range[0]) return { y: log ? 10 ** range[0] : range[0], out: -1 };
     return { y: v, out: 0 };
   };
+  // A curve's point far outside a narrow focused range (2.0 beside values 1e-300 apart) would be drawn
+  // 1e301 px away, which SVG cannot hold (float32: "attribute transform: Trailing garbage"): it is drawn at a
+  // thousand ranges off instead, still off the plot, in its direction.
+  const reach = (v) => {
+    if (!isNum(v) || !range || (log && v <= 0)) return v;
+    const span = range[1] - range[0], lo = range[0] - 1e3 * span, hi = range[1] + 1e3 * span;
+    const s = log ? Math.log10(v) : v;
+    if (s > hi) return log ? 10 ** hi : hi;
+    if (s < lo) return log ? 10 ** lo : lo;
+    return v;
+  };
   const axis = { type: log ? "log" : "linear", exponentformat: "e", gridcolor: "#eef0f3", zeroline: false };
   if (range) axis.range = range;
   const clipped = good.filter((v) => clip(v).out !== 0).length;
-  return { range, clip, axis, clipped, logOk: values.some((v) => isNum(v) && v > 0) };
+  return { range, clip, reach, axis, clipped, logOk: values.some((v) => isNum(v) && v > 0) };
+}
+
+// Curves on a metric axis: the axis, with every trace's points kept within SVG's reach (`reach` above).
+export function curvesAxis(traces, log = false) {
+  const ax = metricAxis(traces.flatMap((t) => t.y), log);
+  for (const t of traces) t.y = t.y.map(ax.reach);
+  return ax.axis;
 }
 
 // A small "log y" toggle button for a card's tools; `onChange(isLog)` redraws.
