@@ -52,7 +52,9 @@ def shipping(fn: Any, store_root: str | os.PathLike[str],
     function imported by name). Bad input (a function that cannot be serialised) raises here, before anything
     is written; the caller checks the rest of its input, then writes."""
     try:
-        return target_of(fn, what), _nothing
+        target = target_of(fn, what)
+        if not _reruns_caller(fn):
+            return target, _nothing
     except UserError:
         if isinstance(fn, str) or not callable(fn):
             raise
@@ -359,16 +361,39 @@ def target_of(fn: Any, what: str = "trial function") -> str:
     return f"{module}:{qualname}"
 
 
+def _reruns_caller(fn: Any) -> bool:
+    """Whether importing `fn`'s script would run this very call again: `fn` is a function of the script run
+    as `__main__`, and the script's top level is calling (directly or through a function) outside an `if
+    __name__ == "__main__":` block, as Optuna's README does with `study.optimize(objective)`. Workers (and
+    the import check) importing the script by path or by name would run the sweep again, nested in each
+    of them; such a function is shipped by value instead, as a notebook cell's is."""
+    if getattr(fn, "__module__", None) != "__main__" or in_notebook():
+        return False
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not isinstance(path, str):
+        return False
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main):
+            return not _in_main_guard(frame.f_lineno, path)
+        frame = frame.f_back   # type: ignore[assignment]
+    return False   # the script's top level has finished (an atexit hook, a thread): importing it is safe
+
+
 def _under_main_guard(fn: Any, path: str) -> bool:
     """Whether `fn` is defined inside an `if __name__ == "__main__":` block of the script at `path`: a worker
     importing the script (by path, or by name for `python -m`) does not run that block, so the function is
     not there to load (every trial failed, "has no function 'train'"). It is then shipped by value, as a
     notebook cell's function is; `sl.main`, which runs it by name, says where to define it."""
+    line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
+    return line is not None and _in_main_guard(line, path)
+
+
+def _in_main_guard(line: int, path: str) -> bool:
+    """Whether `line` of the script at `path` is inside an `if __name__ == "__main__":` block."""
     import ast
 
-    line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
-    if line is None:
-        return False
     try:
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)

@@ -331,3 +331,38 @@ def test_status_shows_feasibility_only_once_optunas_constraints_set_a_trial_apar
     failing = sl.optimize("objectives:fails", n_trials=2, workers=1, store=store, retries=0)   # no constraints
     assert set(failing.trials()["state"]) == {"failed"}
     assert "feasible" not in header(failing.name)   # a failed trial is not infeasible: it has no feasibility
+
+
+_UNGUARDED = '''
+import optuna
+import sweeplab as sl
+print("top level ran", flush=True)
+
+def objective(trial):
+    x = trial.suggest_float("x", -10, 10)
+    return (x - 2) ** 2
+
+sweep = sl.optimize(objective, n_trials=3, workers=2, store="st", seed=0, progress=False)
+print("best", sorted(sweep.study().best_params), sweep.outcome.exit_code, flush=True)
+'''
+
+
+def test_a_script_calling_optimize_at_its_top_level_without_a_main_guard_runs_once(workdir):
+    """Optuna's README form: `study.optimize(objective)` at a script's top level, no `if __name__ ==
+    "__main__":`. Ported to sl.optimize, the objective was named by the script's path, so the driver's import
+    check and every worker imported the script and ran its top level again: a nested sweep ran inside the
+    first, and the outer one died with "has no Optuna study" deep in sweeplab. Its objective is shipped by
+    value instead, as a notebook cell's is; the top level runs once."""
+    import os
+    import subprocess
+    import sys
+
+    script = workdir / "quick.py"
+    script.write_text(_UNGUARDED)
+    src = str(HERE.parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(script)], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("top level ran") == 1, proc.stdout + proc.stderr[-3000:]
+    assert "best ['x'] 0" in proc.stdout
