@@ -121,3 +121,12 @@ def constraints(frozen_trial):
 
 def nan_constraints(frozen_trial):
     return (float("nan"),)
+
+
+def reports_a_step_twice(trial):
+    """Optuna keeps the first value reported at a step and ignores (with a warning) a second one."""
+    x = trial.suggest_float("x", 0.0, 1.0)
+    trial.report(0.5, 0)
+    trial.report(0.7, 0)
+    trial.report(0.25, 1)
+    return x

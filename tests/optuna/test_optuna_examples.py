@@ -366,3 +366,15 @@ def test_a_script_calling_optimize_at_its_top_level_without_a_main_guard_runs_on
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("top level ran") == 1, proc.stdout + proc.stderr[-3000:]
     assert "best ['x'] 0" in proc.stdout
+
+
+def test_a_second_report_at_a_step_is_ignored_in_the_curves_as_optuna_ignores_it(workdir):
+    """Optuna ignores a second `trial.report` at a step (its pruner sees the first value); the sweep's curve
+    logged the second one as well, so the dashboard showed a value the pruner never saw."""
+    sweep = sl.optimize("objectives:reports_a_step_twice", n_trials=1, workers=1, store=workdir / "st", seed=0)
+    assert list(sweep.trials()["state"]) == ["completed"]
+    study = _journal(workdir / "st", sweep.name)
+    assert study.trials[0].intermediate_values == {0: 0.5, 1: 0.25}
+    curve = sweep.metrics()
+    curve = curve[curve["key"] == "value"].sort_values("step")
+    assert list(zip(curve["step"], curve["value"])) == [(0, 0.5), (1, 0.25)]

@@ -47,6 +47,10 @@ def _trial_class() -> type:
 
         def report(self, value: float, step: int) -> None:
             super().report(value, step)   # Optuna's checks: a float(value) that fails raises here, as in Optuna
+            logged: set[int] = self.__dict__.setdefault("_logged_steps", set())
+            if int(step) in logged:      # Optuna ignored it (with its warning): the pruner saw the first value
+                return
+            logged.add(int(step))
             number = _number(value)      # np.float32, a 0-d tensor: Optuna stores float(value), so do we
             if number is not None:
                 self._run.log({METRIC: number}, step=int(step))
