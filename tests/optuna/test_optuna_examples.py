@@ -378,3 +378,12 @@ def test_a_second_report_at_a_step_is_ignored_in_the_curves_as_optuna_ignores_it
     curve = sweep.metrics()
     curve = curve[curve["key"] == "value"].sort_values("step")
     assert list(zip(curve["step"], curve["value"])) == [(0, 0.5), (1, 0.25)]
+
+
+def test_an_objective_class_rather_than_an_instance_is_refused_with_the_fix(workdir):
+    """sklearn_additional_args.py defines `class Objective` and passes `Objective(iris)`. Given the class
+    (`--optuna mod:Objective`), every trial constructed an instance and failed ("could not be cast to
+    float") until the crash loop ended the sweep; it is refused before anything is written."""
+    with pytest.raises(sl.UserError, match=r"'objectives:Objective' is a class.*Objective\(\.\.\.\)"):
+        sl.optimize("objectives:Objective", n_trials=2, workers=1, store=workdir / "st")
+    assert not (workdir / "st").exists()

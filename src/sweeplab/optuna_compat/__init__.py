@@ -281,12 +281,20 @@ def _check_importable(target: str, python_path: Sequence[str]) -> None:
     """Import the objective now, in this process: a typo is an error before anything runs."""
     from sweeplab.backends.targets import load_target
 
+    import inspect
+
     try:
-        load_target(target, list(python_path))
+        objective = load_target(target, list(python_path))
     except UserError:
         raise
     except Exception as exc:
         raise UserError(f"objective {target!r} cannot be imported: {type(exc).__name__}: {exc}") from None
+    if inspect.isclass(objective):   # objective(trial) would construct an instance: every trial would fail
+        name = target.rpartition(":")[2]
+        raise UserError(f"objective {target!r} is a class: calling it with the trial makes an instance, not a "
+                        f"value (Optuna fails every trial so). Pass an instance, as Optuna's examples do: "
+                        f"sl.optimize({name}(...)), or on the command line a module-level "
+                        f"`objective = {name}(...)` and --optuna MODULE:objective")
 
 
 # ------------------------------------------------------------------------------------------ importing
