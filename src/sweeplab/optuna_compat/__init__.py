@@ -279,9 +279,9 @@ def _goal(direction: Any) -> str:
 
 def _check_importable(target: str, python_path: Sequence[str]) -> None:
     """Import the objective now, in this process: a typo is an error before anything runs."""
-    from sweeplab.backends.targets import load_target
-
     import inspect
+
+    from sweeplab.backends.targets import load_target
 
     try:
         objective = load_target(target, list(python_path))
