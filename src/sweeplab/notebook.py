@@ -343,7 +343,14 @@ def target_of(fn: Any, what: str = "trial function") -> str:
         main = sys.modules.get("__main__")
         main_file = getattr(main, "__file__", None)
         run_as = getattr(getattr(main, "__spec__", None), "name", None)
+        import inspect
+
         script = module == "__main__" and not in_notebook()
+        source = getattr(getattr(inspect.unwrap(fn), "__code__", None), "co_filename", "")
+        if script and source.startswith("<"):   # exec(cell) in the script: importing the script does not run it
+            raise UserError(f"{what} {qualname!r} is defined by code the script ran with exec() ({source}), "
+                            f"which worker processes importing {main_file} do not run: define it at the top "
+                            "level of the script")
         if script and isinstance(main_file, str) and _under_main_guard(fn, main_file):
             raise UserError(f"{what} {qualname!r} is defined under `if __name__ == \"__main__\":` in "
                             f"{main_file}, so worker processes, which import the script without running that "
@@ -375,7 +382,8 @@ def _reruns_caller(fn: Any) -> bool:
         return False
     frame = sys._getframe(1)
     while frame is not None:
-        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main):
+        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main) \
+                and not frame.f_code.co_filename.startswith("<"):   # not code it ran with exec()
             return not _in_main_guard(frame.f_lineno, path)
         frame = frame.f_back   # type: ignore[assignment]
     return False   # the script's top level has finished (an atexit hook, a thread): importing it is safe

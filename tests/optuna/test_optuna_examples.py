@@ -387,3 +387,35 @@ def test_an_objective_class_rather_than_an_instance_is_refused_with_the_fix(work
     with pytest.raises(sl.UserError, match=r"'objectives:Objective' is a class.*Objective\(\.\.\.\)"):
         sl.optimize("objectives:Objective", n_trials=2, workers=1, store=workdir / "st")
     assert not (workdir / "st").exists()
+
+
+_EXEC_CELL = '''
+import sweeplab as sl
+
+CELL = """
+def objective(trial):
+    return trial.suggest_float("x", 0, 1)
+"""
+
+if __name__ == "__main__":
+    exec(CELL)
+    sweep = sl.optimize(objective, n_trials=2, workers=2, store="st", seed=0, progress=False)
+    print("states", list(sweep.trials()["state"]), flush=True)
+'''
+
+
+def test_an_objective_from_a_cell_the_script_ran_with_exec_is_shipped_by_value(workdir):
+    """A notebook-like runner exec()s a cell into the script's globals: the objective sits on `__main__`,
+    so it was named by the script's path, and the script (imported) has no such function: refused with
+    "has no function 'objective'". It is shipped by value, as a notebook cell's is."""
+    import os
+    import subprocess
+    import sys
+
+    (workdir / "runner.py").write_text(_EXEC_CELL)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "runner.py"], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "states ['completed', 'completed']" in proc.stdout
