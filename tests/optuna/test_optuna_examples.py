@@ -419,3 +419,19 @@ def test_an_objective_from_a_cell_the_script_ran_with_exec_is_shipped_by_value(w
                           timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "states ['completed', 'completed']" in proc.stdout
+
+
+def test_the_sweeps_study_refuses_to_run_trials_and_seeds_a_new_sweep_instead(workdir):
+    """`sweep.study().optimize(objective, n_trials=3)` (the code an example runs to continue a study) ran
+    the trials in this process into the sweep's journal: the study then held trials the sweep (best,
+    trials(), dashboard, resume) never had. It names what to use instead, which works."""
+    sweep = sl.optimize("objectives:quadratic", n_trials=2, workers=1, store=workdir / "st", seed=0)
+    study = sweep.study()
+    assert isinstance(study, optuna.study.Study)
+    for call in (lambda: study.optimize(lambda t: 0.0, n_trials=1), study.ask, lambda: study.tell(0, 1.0)):
+        with pytest.raises(sl.UserError, match=r"study\.(optimize|ask|tell)\(\).*sl\.optimize\(objective, "
+                                               r"n_trials=N, study=sweep\.study\(\)\)"):
+            call()
+    assert len(sweep.study().trials) == 2 and study.best_trial.number in (0, 1)
+    more = sl.optimize("objectives:quadratic", n_trials=1, workers=1, store=workdir / "st", study=study)
+    assert list(more.trials()["state"]) == ["completed"] * 3     # 2 imported + 1 new
