@@ -433,5 +433,7 @@ def test_the_sweeps_study_refuses_to_run_trials_and_seeds_a_new_sweep_instead(wo
                                                r"n_trials=N, study=sweep\.study\(\)\)"):
             call()
     assert len(sweep.study().trials) == 2 and study.best_trial.number in (0, 1)
+    study.enqueue_trial({"x": 0.25})                              # a waiting trial: kept, runs first below
     more = sl.optimize("objectives:quadratic", n_trials=1, workers=1, store=workdir / "st", study=study)
     assert list(more.trials()["state"]) == ["completed"] * 3     # 2 imported + 1 new
+    assert more.study().trials[2].params["x"] == 0.25

@@ -26,7 +26,8 @@ def _study_class() -> type:
     import optuna
 
     class SweepStudy(optuna.study.Study):  # type: ignore[misc]
-        """An Optuna Study whose optimize/ask/tell/add_trial(s) raise a UserError naming what to use."""
+        """An Optuna Study whose optimize/ask/tell/add_trial(s) raise a UserError naming what to use
+        (`enqueue_trial`, which adds a waiting trial, works: a sweep seeded by the study runs it first)."""
 
         def optimize(self, *args: Any, **kwargs: Any) -> None:
             raise _refused("optimize", self.study_name)
@@ -37,11 +38,16 @@ def _study_class() -> type:
         def tell(self, *args: Any, **kwargs: Any) -> Any:
             raise _refused("tell", self.study_name)
 
-        def add_trial(self, *args: Any, **kwargs: Any) -> None:
-            raise _refused("add_trial", self.study_name)
+        def add_trial(self, trial: Any) -> None:
+            if trial.state != optuna.trial.TrialState.WAITING:   # enqueue_trial adds a WAITING one: kept
+                raise _refused("add_trial", self.study_name)
+            super().add_trial(trial)
 
-        def add_trials(self, *args: Any, **kwargs: Any) -> None:
-            raise _refused("add_trials", self.study_name)
+        def add_trials(self, trials: Any) -> None:
+            trials = list(trials)
+            if any(t.state != optuna.trial.TrialState.WAITING for t in trials):
+                raise _refused("add_trials", self.study_name)
+            super().add_trials(trials)
 
     return SweepStudy
 
