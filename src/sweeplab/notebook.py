@@ -51,10 +51,13 @@ def shipping(fn: Any, store_root: str | os.PathLike[str],
     """`shipped_target` in two steps: the target, and what writes `fn`'s file into the store (nothing for a
     function imported by name). Bad input (a function that cannot be serialised) raises here, before anything
     is written; the caller checks the rest of its input, then writes."""
+    by_name: str | None = None   # a script's function that can also be imported by name, if pickling fails
     try:
         target = target_of(fn, what)
         if not _reruns_caller(fn):
-            return target, _nothing
+            if not _script_with_arguments(fn):
+                return target, _nothing
+            by_name = target
     except UserError:
         if isinstance(fn, str) or not callable(fn):
             raise
@@ -70,6 +73,8 @@ def shipping(fn: Any, store_root: str | os.PathLike[str],
     try:
         blob = _dumps(cloudpickle, fn)
     except Exception as exc:   # cloudpickle raises many kinds (TypeError, PicklingError, ...)
+        if by_name is not None:
+            return by_name, _nothing
         raise UserError(f"{what} {qualname!r} cannot be sent to worker processes ({type(exc).__name__}: {exc}):"
                         f" it captures something that cannot be serialised; move it into a .py file next to "
                         f"the notebook (e.g. trials.py), then `from trials import {qualname.rsplit('.', 1)[-1]}`"
@@ -366,6 +371,14 @@ def target_of(fn: Any, what: str = "trial function") -> str:
             and os.path.dirname(os.path.abspath(file)) != os.path.abspath(os.getcwd()):
         return f"{os.path.abspath(file)}:{qualname}"   # a module found on a path workers may not have
     return f"{module}:{qualname}"
+
+
+def _script_with_arguments(fn: Any) -> bool:
+    """Whether `fn` is a function of a script run with command-line arguments (`python train.py --lr 0.1`):
+    workers importing the script run its top level with their own command line, so what it parsed there
+    (`args = parser.parse_args()`) would be the defaults, silently, or an argparse exit. Such a function is
+    shipped by value, with the values it reads, as multiprocessing gives a child the parent's argv."""
+    return getattr(fn, "__module__", None) == "__main__" and not in_notebook() and len(sys.argv) > 1
 
 
 def _reruns_caller(fn: Any) -> bool:

@@ -437,3 +437,38 @@ def test_the_sweeps_study_refuses_to_run_trials_and_seeds_a_new_sweep_instead(wo
     more = sl.optimize("objectives:quadratic", n_trials=1, workers=1, store=workdir / "st", study=study)
     assert list(more.trials()["state"]) == ["completed"] * 3     # 2 imported + 1 new
     assert more.study().trials[2].params["x"] == 0.25
+
+
+_ARGS_SCRIPT = '''
+import argparse
+import sweeplab as sl
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--scale", type=float, default=1.0)
+args = parser.parse_args()
+
+def objective(trial):
+    return trial.suggest_float("x", 0, 1) * args.scale
+
+if __name__ == "__main__":
+    sweep = sl.optimize(objective, n_trials=2, workers=2, store="st", seed=0, progress=False)
+    print("ratios", sorted(round(t.value / t.params["x"]) for t in sweep.study().trials), flush=True)
+'''
+
+
+def test_a_script_run_with_arguments_gives_its_objective_the_arguments_it_parsed(workdir):
+    """`python train.py --scale 100` with a top-level `args = parser.parse_args()`: the workers imported the
+    script by path with their own command line, so the objective silently used the defaults (every value
+    100 times too small; with a required argument every trial failed). Such a script's objective is
+    shipped by value, with the arguments it parsed, as multiprocessing gives a child the parent's argv."""
+    import os
+    import subprocess
+    import sys
+
+    (workdir / "train.py").write_text(_ARGS_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "train.py", "--scale", "100"], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ratios [100, 100]" in proc.stdout, proc.stdout
