@@ -472,3 +472,15 @@ def test_a_script_run_with_arguments_gives_its_objective_the_arguments_it_parsed
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ratios [100, 100]" in proc.stdout, proc.stdout
+
+
+def test_an_objective_module_that_exits_on_import_is_a_clear_error(workdir):
+    """`--optuna train.py:objective` where train.py runs argparse at its top level: importing it with
+    sweeplab's command line exited with argparse's usage of train.py ("unrecognized arguments: sweep
+    --optuna ..."), not saying why; it is a UserError naming the cause and the fix, nothing written."""
+    (workdir / "argtrain.py").write_text(
+        "import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--data', required=True)\n"
+        "args = parser.parse_args()\n\ndef objective(trial):\n    return trial.suggest_float('x', 0, 1)\n")
+    with pytest.raises(sl.UserError, match=r"importing argtrain exited \(SystemExit 2\).*if __name__"):
+        sl.optimize("argtrain:objective", n_trials=1, workers=1, store=workdir / "st")
+    assert not (workdir / "st").exists()

@@ -287,6 +287,12 @@ def _check_importable(target: str, python_path: Sequence[str]) -> None:
         objective = load_target(target, list(python_path))
     except UserError:
         raise
+    except SystemExit as exc:   # argparse at the module's top level, given this process's command line
+        module = target.rpartition(":")[0]
+        raise UserError(f"objective {target!r}: importing {module} exited (SystemExit {exc.code}), as a module "
+                        "that parses the command line at its top level does: worker processes import it with "
+                        "their own command line. Parse arguments under `if __name__ == \"__main__\":` (and run "
+                        "sl.optimize there), or read settings from the environment or a file") from None
     except Exception as exc:
         raise UserError(f"objective {target!r} cannot be imported: {type(exc).__name__}: {exc}") from None
     if inspect.isclass(objective):   # objective(trial) would construct an instance: every trial would fail
