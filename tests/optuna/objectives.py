@@ -130,3 +130,11 @@ def reports_a_step_twice(trial):
     trial.report(0.7, 0)
     trial.report(0.25, 1)
     return x
+
+
+def function_choices(trial):
+    """An in-memory study takes functions as categorical choices; a persistent one cannot store them."""
+    import math
+
+    act = trial.suggest_categorical("act", [math.tanh, math.sin])
+    return act(1.0)

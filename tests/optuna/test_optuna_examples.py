@@ -484,3 +484,14 @@ def test_an_objective_module_that_exits_on_import_is_a_clear_error(workdir):
     with pytest.raises(sl.UserError, match=r"importing argtrain exited \(SystemExit 2\).*if __name__"):
         sl.optimize("argtrain:objective", n_trials=1, workers=1, store=workdir / "st")
     assert not (workdir / "st").exists()
+
+
+def test_a_categorical_choice_json_cannot_hold_fails_the_trial_naming_the_call_and_the_fix(workdir):
+    """`suggest_categorical("act", [math.tanh, math.sin])` works in an in-memory study; in the shared journal
+    every trial failed with "Object of type builtin_function_or_method is not JSON serializable" from deep in
+    Optuna's storage. The trial fails with the call and how to write it."""
+    sweep = sl.optimize("objectives:function_choices", n_trials=1, workers=1, store=workdir / "st", retries=0)
+    row = sweep.trials().loc[0]
+    assert row["state"] == "failed"
+    assert "trial.suggest_categorical('act', ...): the choice <built-in function tanh>" in row["reason"]
+    assert "options[trial.suggest_categorical('act', list(options))]" in row["reason"]

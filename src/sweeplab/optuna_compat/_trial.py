@@ -42,8 +42,12 @@ def _trial_class() -> type:
 
         def suggest_categorical(self, name: str, choices: Any) -> Any:  # type: ignore[override]
             """numpy choices (`np.arange(...)`, np.int64) as Python values: an in-memory study takes them,
-            a persistent one (the journal) stores choices as JSON, which refuses numpy integers."""
-            return super().suggest_categorical(name, tuple(_python(c) for c in choices))
+            a persistent one (the journal) stores choices as JSON, which refuses numpy integers. A choice
+            JSON cannot hold (a function, a class, an object), which an in-memory study takes, is refused
+            with the way to write it (Optuna's JournalStorage and RDBStorage fail on it deep in json)."""
+            values = tuple(_python(c) for c in choices)
+            _check_choices(name, values)
+            return super().suggest_categorical(name, values)
 
         def report(self, value: float, step: int) -> None:
             super().report(value, step)   # Optuna's checks: a float(value) that fails raises here, as in Optuna
@@ -115,6 +119,23 @@ def _violation(study: Any, trial_id: int) -> float:
         if any(math.isnan(float(v)) for v in constraints.values()):   # Optuna's tell would raise in the driver
             raise ValueError("constraints_func returned NaN: Constraint values cannot be NaN.")
     return violation(constraints)
+
+
+def _check_choices(name: str, choices: tuple[Any, ...]) -> None:
+    """Raise a TypeError naming the call and the fix if a choice cannot be stored in the shared study."""
+    import json
+
+    for choice in choices:
+        try:
+            json.dumps(choice)
+        except (TypeError, ValueError):
+            shown = getattr(choice, "__name__", None) or type(choice).__name__
+            raise TypeError(
+                f"trial.suggest_categorical({name!r}, ...): the choice {choice!r} is not None, a bool, int, float "
+                f"or str, and the study the worker processes share (a journal file, as Optuna's own "
+                f"multi-process storages) stores choices as JSON. Suggest a name and look it up: "
+                f"options = {{{shown!r}: ..., ...}}; value = options[trial.suggest_categorical({name!r}, "
+                f"list(options))]") from None
 
 
 def _python(value: Any) -> Any:
