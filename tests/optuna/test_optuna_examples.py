@@ -5,6 +5,7 @@ enqueued trials and user attrs, several objectives. Real Optuna, real worker pro
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -495,3 +496,15 @@ def test_a_categorical_choice_json_cannot_hold_fails_the_trial_naming_the_call_a
     assert row["state"] == "failed"
     assert "trial.suggest_categorical('act', ...): the choice <built-in function tanh>" in row["reason"]
     assert "options[trial.suggest_categorical('act', list(options))]" in row["reason"]
+
+
+@pytest.mark.parametrize("kwargs, fix", [({"n_jobs": 2}, "workers=N"), ({"catch": (ValueError,)}, "retries=0"),
+                                         ({"show_progress_bar": True}, "progress=True")])
+def test_study_optimize_arguments_say_what_to_use_instead(workdir, kwargs, fix):
+    """`study.optimize(objective, n_trials=20, n_jobs=2)` ported by renaming the call was a bare TypeError
+    ("unexpected keyword argument 'n_jobs'"); nothing is written either way."""
+    with pytest.raises(sl.UserError, match=rf"sl\.optimize\(\.\.\., {next(iter(kwargs))}=\.\.\.\).*{re.escape(fix)}"):
+        sl.optimize("objectives:quadratic", n_trials=1, store=workdir / "st", **kwargs)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'n_trial'"):
+        sl.optimize("objectives:quadratic", n_trial=1, store=workdir / "st")
+    assert not (workdir / "st").exists()

@@ -104,6 +104,7 @@ def optimize(
     on_progress: Callable[[Any], None] | None = None,
     on_note: Callable[[str], None] | None = None,
     raise_interrupt: bool = True,
+    **optuna_only: Any,
 ) -> Sweep:
     """Run an Optuna objective for `n_trials` trials on `workers` processes (or Ray); returns the handle.
 
@@ -129,6 +130,7 @@ def optimize(
     The sweep is an ordinary sweep of the store: `sweeplab resume NAME` continues it after a crash
     (completed trials kept, running ones rerun, up to `n_trials` in total), the dashboard shows it.
     """
+    _refuse_optuna_only(optuna_only)
     from sweeplab.api import Sweep as _Sweep
     from sweeplab.api import _Runner, build_backend, check_spec
     from sweeplab.notebook import Progress, shipping
@@ -190,6 +192,26 @@ def optimize(
         return runner.launch(background)
     runner.run()
     return _Sweep(runner.name, runner.store_root, runner=runner)
+
+
+#: `study.optimize` arguments sl.optimize has no use for, and what to use instead
+_OPTUNA_ONLY = {
+    "n_jobs": "workers=N (worker processes; each trial runs in one)",
+    "catch": "nothing: every exception fails its trial and the sweep goes on, as with catch=(Exception,) "
+             "(retries=0 to not retry a failed trial)",
+    "gc_after_trial": "nothing: each trial runs in a worker process, whose memory is its own",
+    "show_progress_bar": "progress=True",
+}
+
+
+def _refuse_optuna_only(kwargs: dict[str, Any]) -> None:
+    """`study.optimize(n_jobs=2, catch=...)` ported to sl.optimize: say what to use instead of a bare
+    "unexpected keyword argument"."""
+    for key in kwargs:
+        if key in _OPTUNA_ONLY:
+            raise UserError(f"sl.optimize(..., {key}=...): study.optimize's {key} has no counterpart here; use "
+                            f"{_OPTUNA_ONLY[key]}")
+        raise TypeError(f"optimize() got an unexpected keyword argument {key!r}")
 
 
 def _directions(direction: str | None, directions: Sequence[str] | None, study: Any) -> list[str]:
