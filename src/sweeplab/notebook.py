@@ -352,7 +352,7 @@ def target_of(fn: Any, what: str = "trial function") -> str:
 
         script = module == "__main__" and not in_notebook()
         source = getattr(getattr(inspect.unwrap(fn), "__code__", None), "co_filename", "")
-        if script and source.startswith("<"):   # exec(cell) in the script: importing the script does not run it
+        if script and isinstance(main_file, str) and source.startswith("<"):   # exec(cell) in the script
             raise UserError(f"{what} {qualname!r} is defined by code the script ran with exec() ({source}), "
                             f"which worker processes importing {main_file} do not run: define it at the top "
                             "level of the script")
