@@ -138,3 +138,12 @@ def function_choices(trial):
 
     act = trial.suggest_categorical("act", [math.tanh, math.sin])
     return act(1.0)
+
+
+def fails_once_between_suggests(trial):
+    """Suggests x, fails once (as a killed worker would), then on the retry suggests y from the same range."""
+    x = trial.suggest_float("x", 0.0, 1.0)
+    if "attempted" not in trial.user_attrs:
+        trial.set_user_attr("attempted", 1)
+        raise RuntimeError("worker lost")
+    return x + trial.suggest_float("y", 0.0, 1.0)

@@ -508,3 +508,16 @@ def test_study_optimize_arguments_say_what_to_use_instead(workdir, kwargs, fix):
     with pytest.raises(TypeError, match="unexpected keyword argument 'n_trial'"):
         sl.optimize("objectives:quadratic", n_trial=1, store=workdir / "st")
     assert not (workdir / "st").exists()
+
+
+def test_a_retried_attempt_draws_new_values_not_the_failed_attempts_again(workdir):
+    """A retry keeps the parameters the failed attempt suggested (x), and draws the rest anew. Its sampler
+    was reseeded exactly as the failed attempt's, so the first new draw (y) repeated the failed attempt's
+    first draw: y == x in every retried trial, a silent correlation. The retry's draws are seeded by the
+    attempt too."""
+    sweep = sl.optimize("objectives:fails_once_between_suggests", n_trials=2, workers=1, store=workdir / "st",
+                        retries=1, seed=0)
+    study = _journal(workdir / "st", sweep.name)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
+    for t in study.trials:
+        assert t.params["y"] != t.params["x"], t.params

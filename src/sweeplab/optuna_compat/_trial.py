@@ -85,7 +85,7 @@ def objective_trial(config: Any, run: Run) -> dict[str, Any]:
     trial_id = trial_id_of(study, run.trial)
     if trial_id is None:
         raise RuntimeError(f"trial {run.trial} has no Optuna trial in {directory}")
-    reseed(study.sampler, run.seed, run.trial)
+    reseed(study.sampler, _attempt_seed(run.seed, run.attempt), run.trial)
     from sweeplab.backends.targets import load_target
 
     objective = load_target(settings.objective, list(settings.python_path))
@@ -103,6 +103,15 @@ def objective_trial(config: Any, run: Run) -> dict[str, Any]:
     values = _values(result, len(settings.directions))
     return {**dict(zip(metric_names(len(values)), values, strict=True)), **attrs,
             VIOLATION: _violation(study, trial_id)}
+
+
+def _attempt_seed(seed: int | None, attempt: int) -> int | None:
+    """The seed of an attempt's sampler: the trial's for its first attempt; mixed with the attempt number for
+    a retry, which keeps the parameters already suggested and draws the rest: reseeded as the failed
+    attempt was, its first new draw repeated the failed attempt's first one (y == x)."""
+    if seed is None or attempt <= 1:
+        return seed
+    return (seed * 1_000_003 + attempt * 0x9E3779B1) % 2**32
 
 
 def _violation(study: Any, trial_id: int) -> float:
