@@ -521,3 +521,18 @@ def test_a_retried_attempt_draws_new_values_not_the_failed_attempts_again(workdi
     assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
     for t in study.trials:
         assert t.params["y"] != t.params["x"], t.params
+
+
+def test_an_objective_module_running_study_optimize_at_its_top_level_is_refused(workdir):
+    """`sweeplab sweep --optuna quickstart.py:objective` on a script in Optuna's README form (`study =
+    optuna.create_study(); study.optimize(objective, n_trials=100)` at its top level): the import check ran
+    the whole plain-Optuna study in the driver, and every worker's import ran it again, before any trial of
+    the sweep. It is refused, naming the fix; nothing written."""
+    (workdir / "quickstart.py").write_text(
+        "import optuna\n\ndef objective(trial):\n    return trial.suggest_float('x', 0, 1)\n\n"
+        "study = optuna.create_study()\nstudy.optimize(objective, n_trials=100)\n")
+    with pytest.raises(sl.UserError, match=r"importing quickstart .*ran study\.optimize\(\.\.\.\) at its top level"
+                                           r".*if __name__"):
+        sl.optimize("quickstart:objective", n_trials=1, workers=1, store=workdir / "st")
+    assert not (workdir / "st").exists()
+    assert optuna.study.Study.optimize.__module__ == "optuna.study.study"   # put back

@@ -299,6 +299,35 @@ def _goal(direction: Any) -> str:
     return name.lower() if isinstance(name, str) else direction
 
 
+class _no_optimize_on_import:
+    """While the objective's module is imported: a `study.optimize(...)` at its top level (Optuna's README
+    form, `python quickstart.py`) is a UserError. Unguarded, it ran a whole plain-Optuna study inside this
+    import, and again inside every worker's import, before the sweep's first trial."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.saved: Any = None
+
+    def __enter__(self) -> None:
+        import optuna
+
+        target = self.target
+        self.saved = optuna.study.Study.optimize
+
+        def optimize(study: Any, *args: Any, **kwargs: Any) -> None:
+            module = target.rpartition(":")[0]
+            raise UserError(f"importing {module} (for the objective {target!r}) ran study.optimize(...) at its "
+                            "top level, which worker processes importing it would run again: put it under `if "
+                            "__name__ == \"__main__\":` (or remove it); sweeplab runs the objective itself")
+
+        optuna.study.Study.optimize = optimize  # type: ignore[method-assign,assignment]
+
+    def __exit__(self, *exc: Any) -> None:
+        import optuna
+
+        optuna.study.Study.optimize = self.saved  # type: ignore[method-assign]
+
+
 def _check_importable(target: str, python_path: Sequence[str]) -> None:
     """Import the objective now, in this process: a typo is an error before anything runs."""
     import inspect
@@ -306,7 +335,8 @@ def _check_importable(target: str, python_path: Sequence[str]) -> None:
     from sweeplab.backends.targets import load_target
 
     try:
-        objective = load_target(target, list(python_path))
+        with _no_optimize_on_import(target):
+            objective = load_target(target, list(python_path))
     except UserError:
         raise
     except SystemExit as exc:   # argparse at the module's top level, given this process's command line
