@@ -108,7 +108,9 @@ class Sweep:
         if not (directory / "settings.pkl").exists():
             raise UserError(f"sweep {self.name!r} is not a sweep of an Optuna objective: it has no Optuna study "
                             f"(sl.optimize or `sweeplab sweep --optuna` make one)")
-        return open_study(directory)
+        from sweeplab.optuna_compat._study import sweep_study
+
+        return sweep_study(open_study(directory))   # optimize/ask/tell on it raise: the sweep owns it
 
     @property
     def pareto(self) -> list[dict[str, Any]]:

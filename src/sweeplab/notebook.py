@@ -51,8 +51,13 @@ def shipping(fn: Any, store_root: str | os.PathLike[str],
     """`shipped_target` in two steps: the target, and what writes `fn`'s file into the store (nothing for a
     function imported by name). Bad input (a function that cannot be serialised) raises here, before anything
     is written; the caller checks the rest of its input, then writes."""
+    by_name: str | None = None   # a script's function that can also be imported by name, if pickling fails
     try:
-        return target_of(fn, what), _nothing
+        target = target_of(fn, what)
+        if not _reruns_caller(fn):
+            if not _script_with_arguments(fn):
+                return target, _nothing
+            by_name = target
     except UserError:
         if isinstance(fn, str) or not callable(fn):
             raise
@@ -68,6 +73,8 @@ def shipping(fn: Any, store_root: str | os.PathLike[str],
     try:
         blob = _dumps(cloudpickle, fn)
     except Exception as exc:   # cloudpickle raises many kinds (TypeError, PicklingError, ...)
+        if by_name is not None:
+            return by_name, _nothing
         raise UserError(f"{what} {qualname!r} cannot be sent to worker processes ({type(exc).__name__}: {exc}):"
                         f" it captures something that cannot be serialised; move it into a .py file next to "
                         f"the notebook (e.g. trials.py), then `from trials import {qualname.rsplit('.', 1)[-1]}`"
@@ -341,7 +348,14 @@ def target_of(fn: Any, what: str = "trial function") -> str:
         main = sys.modules.get("__main__")
         main_file = getattr(main, "__file__", None)
         run_as = getattr(getattr(main, "__spec__", None), "name", None)
+        import inspect
+
         script = module == "__main__" and not in_notebook()
+        source = getattr(getattr(inspect.unwrap(fn), "__code__", None), "co_filename", "")
+        if script and isinstance(main_file, str) and source.startswith("<"):   # exec(cell) in the script
+            raise UserError(f"{what} {qualname!r} is defined by code the script ran with exec() ({source}), "
+                            f"which worker processes importing {main_file} do not run: define it at the top "
+                            "level of the script")
         if script and isinstance(main_file, str) and _under_main_guard(fn, main_file):
             raise UserError(f"{what} {qualname!r} is defined under `if __name__ == \"__main__\":` in "
                             f"{main_file}, so worker processes, which import the script without running that "
@@ -359,16 +373,48 @@ def target_of(fn: Any, what: str = "trial function") -> str:
     return f"{module}:{qualname}"
 
 
+def _script_with_arguments(fn: Any) -> bool:
+    """Whether `fn` is a function of a script run with command-line arguments (`python train.py --lr 0.1`):
+    workers importing the script run its top level with their own command line, so what it parsed there
+    (`args = parser.parse_args()`) would be the defaults, silently, or an argparse exit. Such a function is
+    shipped by value, with the values it reads, as multiprocessing gives a child the parent's argv."""
+    return getattr(fn, "__module__", None) == "__main__" and not in_notebook() and len(sys.argv) > 1
+
+
+def _reruns_caller(fn: Any) -> bool:
+    """Whether importing `fn`'s script would run this very call again: `fn` is a function of the script run
+    as `__main__`, and the script's top level is calling (directly or through a function) outside an `if
+    __name__ == "__main__":` block, as Optuna's README does with `study.optimize(objective)`. Workers (and
+    the import check) importing the script by path or by name would run the sweep again, nested in each
+    of them; such a function is shipped by value instead, as a notebook cell's is."""
+    if getattr(fn, "__module__", None) != "__main__" or in_notebook():
+        return False
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not isinstance(path, str):
+        return False
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main) \
+                and not frame.f_code.co_filename.startswith("<"):   # not code it ran with exec()
+            return not _in_main_guard(frame.f_lineno, path)
+        frame = frame.f_back   # type: ignore[assignment]
+    return False   # the script's top level has finished (an atexit hook, a thread): importing it is safe
+
+
 def _under_main_guard(fn: Any, path: str) -> bool:
     """Whether `fn` is defined inside an `if __name__ == "__main__":` block of the script at `path`: a worker
     importing the script (by path, or by name for `python -m`) does not run that block, so the function is
     not there to load (every trial failed, "has no function 'train'"). It is then shipped by value, as a
     notebook cell's function is; `sl.main`, which runs it by name, says where to define it."""
+    line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
+    return line is not None and _in_main_guard(line, path)
+
+
+def _in_main_guard(line: int, path: str) -> bool:
+    """Whether `line` of the script at `path` is inside an `if __name__ == "__main__":` block."""
     import ast
 
-    line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
-    if line is None:
-        return False
     try:
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)

@@ -121,3 +121,29 @@ def constraints(frozen_trial):
 
 def nan_constraints(frozen_trial):
     return (float("nan"),)
+
+
+def reports_a_step_twice(trial):
+    """Optuna keeps the first value reported at a step and ignores (with a warning) a second one."""
+    x = trial.suggest_float("x", 0.0, 1.0)
+    trial.report(0.5, 0)
+    trial.report(0.7, 0)
+    trial.report(0.25, 1)
+    return x
+
+
+def function_choices(trial):
+    """An in-memory study takes functions as categorical choices; a persistent one cannot store them."""
+    import math
+
+    act = trial.suggest_categorical("act", [math.tanh, math.sin])
+    return act(1.0)
+
+
+def fails_once_between_suggests(trial):
+    """Suggests x, fails once (as a killed worker would), then on the retry suggests y from the same range."""
+    x = trial.suggest_float("x", 0.0, 1.0)
+    if "attempted" not in trial.user_attrs:
+        trial.set_user_attr("attempted", 1)
+        raise RuntimeError("worker lost")
+    return x + trial.suggest_float("y", 0.0, 1.0)

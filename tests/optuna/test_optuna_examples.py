@@ -5,6 +5,7 @@ enqueued trials and user attrs, several objectives. Real Optuna, real worker pro
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -331,3 +332,207 @@ def test_status_shows_feasibility_only_once_optunas_constraints_set_a_trial_apar
     failing = sl.optimize("objectives:fails", n_trials=2, workers=1, store=store, retries=0)   # no constraints
     assert set(failing.trials()["state"]) == {"failed"}
     assert "feasible" not in header(failing.name)   # a failed trial is not infeasible: it has no feasibility
+
+
+_UNGUARDED = '''
+import optuna
+import sweeplab as sl
+print("top level ran", flush=True)
+
+def objective(trial):
+    x = trial.suggest_float("x", -10, 10)
+    return (x - 2) ** 2
+
+sweep = sl.optimize(objective, n_trials=3, workers=2, store="st", seed=0, progress=False)
+print("best", sorted(sweep.study().best_params), sweep.outcome.exit_code, flush=True)
+'''
+
+
+def test_a_script_calling_optimize_at_its_top_level_without_a_main_guard_runs_once(workdir):
+    """Optuna's README form: `study.optimize(objective)` at a script's top level, no `if __name__ ==
+    "__main__":`. Ported to sl.optimize, the objective was named by the script's path, so the driver's import
+    check and every worker imported the script and ran its top level again: a nested sweep ran inside the
+    first, and the outer one died with "has no Optuna study" deep in sweeplab. Its objective is shipped by
+    value instead, as a notebook cell's is; the top level runs once."""
+    import os
+    import subprocess
+    import sys
+
+    script = workdir / "quick.py"
+    script.write_text(_UNGUARDED)
+    src = str(HERE.parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(script)], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("top level ran") == 1, proc.stdout + proc.stderr[-3000:]
+    assert "best ['x'] 0" in proc.stdout
+
+
+def test_a_second_report_at_a_step_is_ignored_in_the_curves_as_optuna_ignores_it(workdir):
+    """Optuna ignores a second `trial.report` at a step (its pruner sees the first value); the sweep's curve
+    logged the second one as well, so the dashboard showed a value the pruner never saw."""
+    sweep = sl.optimize("objectives:reports_a_step_twice", n_trials=1, workers=1, store=workdir / "st", seed=0)
+    assert list(sweep.trials()["state"]) == ["completed"]
+    study = _journal(workdir / "st", sweep.name)
+    assert study.trials[0].intermediate_values == {0: 0.5, 1: 0.25}
+    curve = sweep.metrics()
+    curve = curve[curve["key"] == "value"].sort_values("step")
+    assert list(zip(curve["step"], curve["value"])) == [(0, 0.5), (1, 0.25)]
+
+
+def test_an_objective_class_rather_than_an_instance_is_refused_with_the_fix(workdir):
+    """sklearn_additional_args.py defines `class Objective` and passes `Objective(iris)`. Given the class
+    (`--optuna mod:Objective`), every trial constructed an instance and failed ("could not be cast to
+    float") until the crash loop ended the sweep; it is refused before anything is written."""
+    with pytest.raises(sl.UserError, match=r"'objectives:Objective' is a class.*Objective\(\.\.\.\)"):
+        sl.optimize("objectives:Objective", n_trials=2, workers=1, store=workdir / "st")
+    assert not (workdir / "st").exists()
+
+
+_EXEC_CELL = '''
+import sweeplab as sl
+
+CELL = """
+def objective(trial):
+    return trial.suggest_float("x", 0, 1)
+"""
+
+if __name__ == "__main__":
+    exec(CELL)
+    sweep = sl.optimize(objective, n_trials=2, workers=2, store="st", seed=0, progress=False)
+    print("states", list(sweep.trials()["state"]), flush=True)
+'''
+
+
+def test_an_objective_from_a_cell_the_script_ran_with_exec_is_shipped_by_value(workdir):
+    """A notebook-like runner exec()s a cell into the script's globals: the objective sits on `__main__`,
+    so it was named by the script's path, and the script (imported) has no such function: refused with
+    "has no function 'objective'". It is shipped by value, as a notebook cell's is."""
+    import os
+    import subprocess
+    import sys
+
+    (workdir / "runner.py").write_text(_EXEC_CELL)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "runner.py"], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "states ['completed', 'completed']" in proc.stdout
+
+
+def test_the_sweeps_study_refuses_to_run_trials_and_seeds_a_new_sweep_instead(workdir):
+    """`sweep.study().optimize(objective, n_trials=3)` (the code an example runs to continue a study) ran
+    the trials in this process into the sweep's journal: the study then held trials the sweep (best,
+    trials(), dashboard, resume) never had. It names what to use instead, which works."""
+    sweep = sl.optimize("objectives:quadratic", n_trials=2, workers=1, store=workdir / "st", seed=0)
+    study = sweep.study()
+    assert isinstance(study, optuna.study.Study)
+    for call in (lambda: study.optimize(lambda t: 0.0, n_trials=1), study.ask, lambda: study.tell(0, 1.0)):
+        with pytest.raises(sl.UserError, match=r"study\.(optimize|ask|tell)\(\).*sl\.optimize\(objective, "
+                                               r"n_trials=N, study=sweep\.study\(\)\)"):
+            call()
+    assert len(sweep.study().trials) == 2 and study.best_trial.number in (0, 1)
+    study.enqueue_trial({"x": 0.25})                              # a waiting trial: kept, runs first below
+    more = sl.optimize("objectives:quadratic", n_trials=1, workers=1, store=workdir / "st", study=study)
+    assert list(more.trials()["state"]) == ["completed"] * 3     # 2 imported + 1 new
+    assert more.study().trials[2].params["x"] == 0.25
+
+
+_ARGS_SCRIPT = '''
+import argparse
+import sweeplab as sl
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--scale", type=float, default=1.0)
+args = parser.parse_args()
+
+def objective(trial):
+    return trial.suggest_float("x", 0, 1) * args.scale
+
+if __name__ == "__main__":
+    sweep = sl.optimize(objective, n_trials=2, workers=2, store="st", seed=0, progress=False)
+    print("ratios", sorted(round(t.value / t.params["x"]) for t in sweep.study().trials), flush=True)
+'''
+
+
+def test_a_script_run_with_arguments_gives_its_objective_the_arguments_it_parsed(workdir):
+    """`python train.py --scale 100` with a top-level `args = parser.parse_args()`: the workers imported the
+    script by path with their own command line, so the objective silently used the defaults (every value
+    100 times too small; with a required argument every trial failed). Such a script's objective is
+    shipped by value, with the arguments it parsed, as multiprocessing gives a child the parent's argv."""
+    import os
+    import subprocess
+    import sys
+
+    (workdir / "train.py").write_text(_ARGS_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "train.py", "--scale", "100"], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ratios [100, 100]" in proc.stdout, proc.stdout
+
+
+def test_an_objective_module_that_exits_on_import_is_a_clear_error(workdir):
+    """`--optuna train.py:objective` where train.py runs argparse at its top level: importing it with
+    sweeplab's command line exited with argparse's usage of train.py ("unrecognized arguments: sweep
+    --optuna ..."), not saying why; it is a UserError naming the cause and the fix, nothing written."""
+    (workdir / "argtrain.py").write_text(
+        "import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--data', required=True)\n"
+        "args = parser.parse_args()\n\ndef objective(trial):\n    return trial.suggest_float('x', 0, 1)\n")
+    with pytest.raises(sl.UserError, match=r"importing argtrain exited \(SystemExit 2\).*if __name__"):
+        sl.optimize("argtrain:objective", n_trials=1, workers=1, store=workdir / "st")
+    assert not (workdir / "st").exists()
+
+
+def test_a_categorical_choice_json_cannot_hold_fails_the_trial_naming_the_call_and_the_fix(workdir):
+    """`suggest_categorical("act", [math.tanh, math.sin])` works in an in-memory study; in the shared journal
+    every trial failed with "Object of type builtin_function_or_method is not JSON serializable" from deep in
+    Optuna's storage. The trial fails with the call and how to write it."""
+    sweep = sl.optimize("objectives:function_choices", n_trials=1, workers=1, store=workdir / "st", retries=0)
+    row = sweep.trials().loc[0]
+    assert row["state"] == "failed"
+    assert "trial.suggest_categorical('act', ...): the choice <built-in function tanh>" in row["reason"]
+    assert "options[trial.suggest_categorical('act', list(options))]" in row["reason"]
+
+
+@pytest.mark.parametrize("kwargs, fix", [({"n_jobs": 2}, "workers=N"), ({"catch": (ValueError,)}, "retries=0"),
+                                         ({"show_progress_bar": True}, "progress=True")])
+def test_study_optimize_arguments_say_what_to_use_instead(workdir, kwargs, fix):
+    """`study.optimize(objective, n_trials=20, n_jobs=2)` ported by renaming the call was a bare TypeError
+    ("unexpected keyword argument 'n_jobs'"); nothing is written either way."""
+    with pytest.raises(sl.UserError, match=rf"sl\.optimize\(\.\.\., {next(iter(kwargs))}=\.\.\.\).*{re.escape(fix)}"):
+        sl.optimize("objectives:quadratic", n_trials=1, store=workdir / "st", **kwargs)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'n_trial'"):
+        sl.optimize("objectives:quadratic", n_trial=1, store=workdir / "st")
+    assert not (workdir / "st").exists()
+
+
+def test_a_retried_attempt_draws_new_values_not_the_failed_attempts_again(workdir):
+    """A retry keeps the parameters the failed attempt suggested (x), and draws the rest anew. Its sampler
+    was reseeded exactly as the failed attempt's, so the first new draw (y) repeated the failed attempt's
+    first draw: y == x in every retried trial, a silent correlation. The retry's draws are seeded by the
+    attempt too."""
+    sweep = sl.optimize("objectives:fails_once_between_suggests", n_trials=2, workers=1, store=workdir / "st",
+                        retries=1, seed=0)
+    study = _journal(workdir / "st", sweep.name)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
+    for t in study.trials:
+        assert t.params["y"] != t.params["x"], t.params
+
+
+def test_an_objective_module_running_study_optimize_at_its_top_level_is_refused(workdir):
+    """`sweeplab sweep --optuna quickstart.py:objective` on a script in Optuna's README form (`study =
+    optuna.create_study(); study.optimize(objective, n_trials=100)` at its top level): the import check ran
+    the whole plain-Optuna study in the driver, and every worker's import ran it again, before any trial of
+    the sweep. It is refused, naming the fix; nothing written."""
+    (workdir / "quickstart.py").write_text(
+        "import optuna\n\ndef objective(trial):\n    return trial.suggest_float('x', 0, 1)\n\n"
+        "study = optuna.create_study()\nstudy.optimize(objective, n_trials=100)\n")
+    with pytest.raises(sl.UserError, match=r"importing quickstart .*ran study\.optimize\(\.\.\.\) at its top level"
+                                           r".*if __name__"):
+        sl.optimize("quickstart:objective", n_trials=1, workers=1, store=workdir / "st")
+    assert not (workdir / "st").exists()
+    assert optuna.study.Study.optimize.__module__ == "optuna.study.study"   # put back

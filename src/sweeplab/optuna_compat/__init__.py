@@ -104,6 +104,7 @@ def optimize(
     on_progress: Callable[[Any], None] | None = None,
     on_note: Callable[[str], None] | None = None,
     raise_interrupt: bool = True,
+    **optuna_only: Any,
 ) -> Sweep:
     """Run an Optuna objective for `n_trials` trials on `workers` processes (or Ray); returns the handle.
 
@@ -129,6 +130,7 @@ def optimize(
     The sweep is an ordinary sweep of the store: `sweeplab resume NAME` continues it after a crash
     (completed trials kept, running ones rerun, up to `n_trials` in total), the dashboard shows it.
     """
+    _refuse_optuna_only(optuna_only)
     from sweeplab.api import Sweep as _Sweep
     from sweeplab.api import _Runner, build_backend, check_spec
     from sweeplab.notebook import Progress, shipping
@@ -190,6 +192,26 @@ def optimize(
         return runner.launch(background)
     runner.run()
     return _Sweep(runner.name, runner.store_root, runner=runner)
+
+
+#: `study.optimize` arguments sl.optimize has no use for, and what to use instead
+_OPTUNA_ONLY = {
+    "n_jobs": "workers=N (worker processes; each trial runs in one)",
+    "catch": "nothing: every exception fails its trial and the sweep goes on, as with catch=(Exception,) "
+             "(retries=0 to not retry a failed trial)",
+    "gc_after_trial": "nothing: each trial runs in a worker process, whose memory is its own",
+    "show_progress_bar": "progress=True",
+}
+
+
+def _refuse_optuna_only(kwargs: dict[str, Any]) -> None:
+    """`study.optimize(n_jobs=2, catch=...)` ported to sl.optimize: say what to use instead of a bare
+    "unexpected keyword argument"."""
+    for key in kwargs:
+        if key in _OPTUNA_ONLY:
+            raise UserError(f"sl.optimize(..., {key}=...): study.optimize's {key} has no counterpart here; use "
+                            f"{_OPTUNA_ONLY[key]}")
+        raise TypeError(f"optimize() got an unexpected keyword argument {key!r}")
 
 
 def _directions(direction: str | None, directions: Sequence[str] | None, study: Any) -> list[str]:
@@ -277,16 +299,60 @@ def _goal(direction: Any) -> str:
     return name.lower() if isinstance(name, str) else direction
 
 
+class _no_optimize_on_import:
+    """While the objective's module is imported: a `study.optimize(...)` at its top level (Optuna's README
+    form, `python quickstart.py`) is a UserError. Unguarded, it ran a whole plain-Optuna study inside this
+    import, and again inside every worker's import, before the sweep's first trial."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.saved: Any = None
+
+    def __enter__(self) -> None:
+        import optuna
+
+        target = self.target
+        self.saved = optuna.study.Study.optimize
+
+        def optimize(study: Any, *args: Any, **kwargs: Any) -> None:
+            module = target.rpartition(":")[0]
+            raise UserError(f"importing {module} (for the objective {target!r}) ran study.optimize(...) at its "
+                            "top level, which worker processes importing it would run again: put it under `if "
+                            "__name__ == \"__main__\":` (or remove it); sweeplab runs the objective itself")
+
+        optuna.study.Study.optimize = optimize  # type: ignore[method-assign,assignment]
+
+    def __exit__(self, *exc: Any) -> None:
+        import optuna
+
+        optuna.study.Study.optimize = self.saved  # type: ignore[method-assign]
+
+
 def _check_importable(target: str, python_path: Sequence[str]) -> None:
     """Import the objective now, in this process: a typo is an error before anything runs."""
+    import inspect
+
     from sweeplab.backends.targets import load_target
 
     try:
-        load_target(target, list(python_path))
+        with _no_optimize_on_import(target):
+            objective = load_target(target, list(python_path))
     except UserError:
         raise
+    except SystemExit as exc:   # argparse at the module's top level, given this process's command line
+        module = target.rpartition(":")[0]
+        raise UserError(f"objective {target!r}: importing {module} exited (SystemExit {exc.code}), as a module "
+                        "that parses the command line at its top level does: worker processes import it with "
+                        "their own command line. Parse arguments under `if __name__ == \"__main__\":` (and run "
+                        "sl.optimize there), or read settings from the environment or a file") from None
     except Exception as exc:
         raise UserError(f"objective {target!r} cannot be imported: {type(exc).__name__}: {exc}") from None
+    if inspect.isclass(objective):   # objective(trial) would construct an instance: every trial would fail
+        name = target.rpartition(":")[2]
+        raise UserError(f"objective {target!r} is a class: calling it with the trial makes an instance, not a "
+                        f"value (Optuna fails every trial so). Pass an instance, as Optuna's examples do: "
+                        f"sl.optimize({name}(...)), or on the command line a module-level "
+                        f"`objective = {name}(...)` and --optuna MODULE:objective")
 
 
 # ------------------------------------------------------------------------------------------ importing

@@ -42,11 +42,19 @@ def _trial_class() -> type:
 
         def suggest_categorical(self, name: str, choices: Any) -> Any:  # type: ignore[override]
             """numpy choices (`np.arange(...)`, np.int64) as Python values: an in-memory study takes them,
-            a persistent one (the journal) stores choices as JSON, which refuses numpy integers."""
-            return super().suggest_categorical(name, tuple(_python(c) for c in choices))
+            a persistent one (the journal) stores choices as JSON, which refuses numpy integers. A choice
+            JSON cannot hold (a function, a class, an object), which an in-memory study takes, is refused
+            with the way to write it (Optuna's JournalStorage and RDBStorage fail on it deep in json)."""
+            values = tuple(_python(c) for c in choices)
+            _check_choices(name, values)
+            return super().suggest_categorical(name, values)
 
         def report(self, value: float, step: int) -> None:
             super().report(value, step)   # Optuna's checks: a float(value) that fails raises here, as in Optuna
+            logged: set[int] = self.__dict__.setdefault("_logged_steps", set())
+            if int(step) in logged:      # Optuna ignored it (with its warning): the pruner saw the first value
+                return
+            logged.add(int(step))
             number = _number(value)      # np.float32, a 0-d tensor: Optuna stores float(value), so do we
             if number is not None:
                 self._run.log({METRIC: number}, step=int(step))
@@ -77,7 +85,7 @@ def objective_trial(config: Any, run: Run) -> dict[str, Any]:
     trial_id = trial_id_of(study, run.trial)
     if trial_id is None:
         raise RuntimeError(f"trial {run.trial} has no Optuna trial in {directory}")
-    reseed(study.sampler, run.seed, run.trial)
+    reseed(study.sampler, _attempt_seed(run.seed, run.attempt), run.trial)
     from sweeplab.backends.targets import load_target
 
     objective = load_target(settings.objective, list(settings.python_path))
@@ -97,6 +105,15 @@ def objective_trial(config: Any, run: Run) -> dict[str, Any]:
             VIOLATION: _violation(study, trial_id)}
 
 
+def _attempt_seed(seed: int | None, attempt: int) -> int | None:
+    """The seed of an attempt's sampler: the trial's for its first attempt; mixed with the attempt number for
+    a retry, which keeps the parameters already suggested and draws the rest: reseeded as the failed
+    attempt was, its first new draw repeated the failed attempt's first one (y == x)."""
+    if seed is None or attempt <= 1:
+        return seed
+    return (seed * 1_000_003 + attempt * 0x9E3779B1) % 2**32
+
+
 def _violation(study: Any, trial_id: int) -> float:
     """How far the trial is from Optuna's feasibility (<= 0: feasible), from the constraints it set
     (`trial.set_constraint`) and its sampler's `constraints_func`, which Optuna calls on the trial as it is
@@ -111,6 +128,23 @@ def _violation(study: Any, trial_id: int) -> float:
         if any(math.isnan(float(v)) for v in constraints.values()):   # Optuna's tell would raise in the driver
             raise ValueError("constraints_func returned NaN: Constraint values cannot be NaN.")
     return violation(constraints)
+
+
+def _check_choices(name: str, choices: tuple[Any, ...]) -> None:
+    """Raise a TypeError naming the call and the fix if a choice cannot be stored in the shared study."""
+    import json
+
+    for choice in choices:
+        try:
+            json.dumps(choice)
+        except (TypeError, ValueError):
+            shown = getattr(choice, "__name__", None) or type(choice).__name__
+            raise TypeError(
+                f"trial.suggest_categorical({name!r}, ...): the choice {choice!r} is not None, a bool, int, float "
+                f"or str, and the study the worker processes share (a journal file, as Optuna's own "
+                f"multi-process storages) stores choices as JSON. Suggest a name and look it up: "
+                f"options = {{{shown!r}: ..., ...}}; value = options[trial.suggest_categorical({name!r}, "
+                f"list(options))]") from None
 
 
 def _python(value: Any) -> Any:
