@@ -108,7 +108,7 @@ class Sweep:
         if not (directory / "settings.pkl").exists():
             raise UserError(f"sweep {self.name!r} is not a sweep of an Optuna objective: it has no Optuna study "
                             f"(sl.optimize or `sweeplab sweep --optuna` make one)")
-        from sweeplab.optuna_compat._study import sweep_study
+        from sweeplab.search.optuna_study import sweep_study
 
         return sweep_study(open_study(directory))   # optimize/ask/tell on it raise: the sweep owns it
 
