@@ -309,3 +309,58 @@ def _restored(chaos, sweep: str, number: int, attempt: int) -> int | None:
     got = chaos.rows("SELECT data FROM events WHERE kind='restored' AND trial_id=? AND attempt=?",
                      chaos.trial(sweep, number)["id"], attempt)
     return json.loads(got[0]["data"])["step"] if got else None
+
+
+# Runs `sweeplab sweep`/`resume` (or `sl.sweep`) in a process of its own whose Driver sends itself a SIGTERM just
+# after it created (or resumed) the sweep: after the local backend's start (its workers running), before
+# Driver.run installs its handler.
+_BETWEEN = """
+import os, signal, sys
+from sweeplab.driver import Driver
+
+how, store, spec = sys.argv[1:4]
+for method in ("create", "resume"):
+    def hit(self, *a, _orig=getattr(Driver, method), **k):
+        got = _orig(self, *a, **k)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return got
+    setattr(Driver, method, hit)
+if how == "api":
+    import sweeplab as sl
+    handle = sl.sweep(spec, store=store, workers=2, name="between")
+    print("outcome", handle.state.value if hasattr(handle, "state") else handle)
+else:
+    args = [spec, "--name", "between"] if how == "sweep" else ["between", "--trials", "+1"]
+    sys.argv = ["sweeplab", how, *args, "--store", store, "--workers", "2", "-q"]
+    from sweeplab.cli import main
+    main()
+"""
+
+
+@pytest.mark.parametrize("how", ["sweep", "resume", "api"])
+def test_sigterm_between_the_local_backend_s_start_and_the_driver_s_run_stops_the_sweep_resumable(
+        chaos, reap, how):
+    """`sweeplab sweep` (and `resume`, and `sl.sweep`) start the local backend's workers before they create
+    (resume) the sweep and run its driver, whose SIGTERM handler comes in `Driver.run`: a SIGTERM in between
+    got the default action (the process ended by it, exit -15) and the sweep just created was left `running`
+    with its driver gone. Held until the driver's handler is in place, it is the driver's stop: exit 0, sweep
+    `stopped` and resumable, no worker left; `sweeplab resume` then runs the budget."""
+    import subprocess
+    import sys
+
+    body = chaos.faulty_spec("stepper", method="random",
+                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=2, delay=0.0),
+                             extra="budget: {trials: 2}")
+    spec = chaos.spec("s", body)
+    if how == "resume":   # a finished sweep, extended by one trial: the SIGTERM comes as it is resumed
+        chaos("sweep", str(spec), "--name", "between", "--trials", "1", "-q", check=True)
+    proc = subprocess.Popen([sys.executable, "-c", _BETWEEN, how, str(chaos.store), str(spec)],
+                            cwd=chaos.tmp, env=chaos.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    reap.append(proc.pid)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, (proc.returncode, out, err)
+    assert chaos.rows("SELECT state FROM sweeps")[0]["state"] == "stopped"
+    assert not chaos.stray_workers()
+    chaos("resume", "between", "--trials", "3", "-q", check=True)
+    _assert_exactly_once(chaos, "between", 3)
