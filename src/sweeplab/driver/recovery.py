@@ -181,6 +181,12 @@ class Recovery(DriverState):
     def _stored_spec(self) -> dict[str, Any]:
         d = dict(self.spec.to_jsonable())
         d["_sweeplab"] = {"overrides": self.overrides, "smoke": self.smoke, "cwd": self.cwd}
+        if self.spec.config is not None:   # a base config given as a pipe: gone at resume, so kept here
+            from sweeplab._yaml import piped_text
+
+            piped = piped_text(self.spec.config)
+            if piped is not None:
+                d["_sweeplab"]["config_text"] = piped
         return d
 
     def fork(self, source: str, *, spec_path: str | None) -> int:
