@@ -364,3 +364,28 @@ def test_sigterm_between_the_local_backend_s_start_and_the_driver_s_run_stops_th
     assert not chaos.stray_workers()
     chaos("resume", "between", "--trials", "3", "-q", check=True)
     _assert_exactly_once(chaos, "between", 3)
+
+
+def test_resume_is_refused_while_the_driver_runs_even_after_its_lock_file_was_deleted(chaos, reap):
+    """The one-driver rule is an flock on <store>/locks/SWEEP.lock; another process deleting that file (a
+    cleanup script, `rm -r .sweeplab/locks`) left the running driver holding a lock on a file no one else can
+    open, and `sweeplab resume` took a new one: two drivers ran the sweep at once, each requeuing and running
+    the other's trials (attempts refused as stale, a trial failed by one driver and completed by the other).
+    The running driver, recorded in the sweep (pid and start time, on this host), refuses the second one too."""
+    body = chaos.faulty_spec("stepper", method="random",
+                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=40, delay=0.03),
+                             extra="budget: {trials: 3}")
+    proc = chaos.start("sweep", str(chaos.spec("s", body)), "--name", "unlocked", "--workers", "2", "-q")
+    reap.append(proc.pid)
+    chaos.wait_for(lambda: chaos.running_attempt("unlocked", 1), what="two trials running", proc=proc)
+    for lock in (chaos.store / "locks").iterdir():
+        lock.unlink()
+    second = chaos("resume", "unlocked", "-q", timeout=120)
+    assert proc.poll() is None, "the first driver should still be running"
+    assert second.returncode == 2 and "Traceback" not in second.stderr, second.stdout + second.stderr
+    assert str(proc.pid) in second.stderr, second.stderr   # names the running driver
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    _assert_exactly_once(chaos, "unlocked", 3)
+    assert all(t["attempts"] == 1 for t in chaos.trials("unlocked"))
+    assert not chaos.events("interrupted") and not chaos.events("failure")
