@@ -6,6 +6,7 @@ import builtins
 import hashlib
 import io
 import json
+import math
 import operator
 import os
 import pickle
@@ -86,7 +87,10 @@ class CheckpointManager:
         self._check_fence()
         entries, _bad = self._scan()
         seq = max((int(m.get("seq", 0)) for _, m in entries), default=0) + 1
-        name = self._name(step, seq, {n for n, _ in entries})
+        # every name in use, not only the valid checkpoints': a damaged one of this step (its manifest unreadable
+        # or gone) holds its name until retention deletes it, and the rename onto it failed ("Directory not
+        # empty"), failing the trial's every save of that step
+        name = self._name(step, seq, set(fs.names(fs.root)))
         if fs.atomic_rename:
             self._clean_stale_tmp()
             work = fs.join(fs.root, f".tmp.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:12]}")
@@ -263,6 +267,7 @@ class CheckpointManager:
             manifest = json.loads(raw.decode("utf-8"))
             if not isinstance(manifest, dict) or not {"format", "checksum", "bytes"} <= set(manifest):
                 raise ValueError("fields missing")
+            _check_fields(manifest)
         except ValueError as exc:
             if strict:
                 raise ValueError(f"manifest unreadable: {exc}") from None
@@ -317,6 +322,8 @@ class CheckpointManager:
                     size += len(chunk)
         except FileNotFoundError:
             raise CheckpointCorruptError(where, "payload missing") from None
+        except (IsADirectoryError, NotADirectoryError):   # something else in its place
+            raise CheckpointCorruptError(where, "payload is not a file") from None
         _check(where, manifest, size, "sha256:" + digest.hexdigest())
 
     def _verify_dir(self, where: str, payload: str, manifest: dict[str, Any]) -> None:
@@ -379,3 +386,26 @@ def _pid_alive(pid: int) -> bool:
         return True
     return True
 
+
+def _number(value: Any, *, whole: bool = False) -> bool:
+    kinds = (int,) if whole else (int, float)
+    return isinstance(value, kinds) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_fields(m: dict[str, Any]) -> None:
+    """A manifest's fields have the types `save` writes: one that parses but holds anything else (garbage in its
+    place, a hand edit) is unreadable, skipped as corrupt, instead of failing `latest()` and every save after it
+    (`int(None)` sorting by `seq`) or pointing the payload outside its checkpoint (`"payload": "."`)."""
+    if not isinstance(m["format"], str) or not isinstance(m["checksum"], str):
+        raise ValueError("format and checksum must be text")
+    if not _number(m["bytes"], whole=True) or m["bytes"] < 0:
+        raise ValueError(f"bytes {m['bytes']!r} is not a size")
+    for key, whole in (("seq", True), ("time", False), ("seconds", False)):
+        if key in m and not _number(m[key], whole=whole):
+            raise ValueError(f"{key} {m[key]!r} is not a number")
+    for key in ("step", "attempt"):
+        if m.get(key) is not None and not _number(m[key], whole=True):
+            raise ValueError(f"{key} {m[key]!r} is not a whole number")
+    payload = m.get("payload", "payload")
+    if not isinstance(payload, str) or payload in ("", ".", "..") or "/" in payload or "\\" in payload:
+        raise ValueError(f"payload {payload!r} is not a file name in the checkpoint")
