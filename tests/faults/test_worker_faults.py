@@ -202,3 +202,30 @@ def test_trial_timeout_bounds_the_trial_and_names_trial_timeout(chaos, reap):
         a = attempts[0]
         assert a["ended"] - a["started"] < 30
         assert len(chaos.steps(t["id"], 1)) >= 5              # its progress up to the kill is kept
+
+
+@pytest.mark.parametrize("kind", ["function", "command"])
+def test_a_resumed_trial_logging_without_steps_goes_on_after_its_checkpoint(chaos, kind):
+    """A trial that logs without a step (`run.log({...})`, an `@sweeplab` line without "step") and is retried
+    from its checkpoint of step 2 logs its next epoch at step 3: the implicit step went back to 0 in each
+    attempt, so attempt 2 wrote its epochs 3, 4, 5 over steps 0, 1, 2 of the history (the latest attempt's
+    value wins there: the curve showed epoch 3's loss at step 0) and schedulers saw rungs it had passed."""
+    import sys
+
+    from tests.faults.conftest import FAULTY
+
+    if kind == "function":
+        target = f"function: {FAULTY}:stepless\n"
+    else:
+        target = f"command: [{sys.executable!r}, {str(FAULTY)!r}, stepless]\n"
+    body = (f"{target}method: grid\nmetric: {{name: loss, goal: minimize}}\nparameters:\n  steps: {{value: 6}}\n"
+            "trial: {retries: 1}\n")
+    cp = chaos("sweep", str(chaos.spec("sl", body)), "--name", "sl", "-q", "--workers", "1")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    trial = chaos.trial("sl", 0)
+    assert (trial["state"], trial["attempts"]) == ("completed", 2)
+    history = chaos.rows("SELECT attempt, step, value FROM metrics WHERE trial_id=? AND key='loss' ORDER BY "
+                         "attempt, step", trial["id"])
+    by_attempt = {a: [(r["step"], r["value"]) for r in history if r["attempt"] == a] for a in (1, 2)}
+    assert by_attempt[1] == [(0, 0.0), (1, 1.0), (2, 2.0)], by_attempt
+    assert by_attempt[2][:3] == [(3, 3.0), (4, 4.0), (5, 5.0)], by_attempt
