@@ -55,6 +55,12 @@ class _Reporter:
         self.first_unread = ""            # ... and the first of them, named when the trial's metric is missing
 
     def line(self, text: str) -> None:
+        if text.startswith('{"@note":'):   # the program's CheckpointManager: a checkpoint skipped or restored
+            with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
+                note = json.loads(text)["@note"]
+                if note.get("kind") in ("checkpoint_corrupt", "restored") and isinstance(note.get("message"), str):
+                    self.channel.send(EventKind.NOTE, note)
+            return
         if text.startswith('{"@summary":'):
             with contextlib.suppress(ValueError, TypeError, AttributeError):
                 self.final.update(json.loads(text)["@summary"])

@@ -29,7 +29,7 @@ from sweeplab.checkpoint._common import (
     _Bad,
     _Entries,
 )
-from sweeplab.checkpoint._fencing import _attempt_from_env, _keep_from_env, _late, _read_fence
+from sweeplab.checkpoint._fencing import _attempt_from_env, _given_dir, _keep_from_env, _late, _read_fence
 from sweeplab.checkpoint._hashing import _HashingWriter
 from sweeplab.checkpoint._locations import _is_url, _Local, _Remote
 from sweeplab.checkpoint._serializers import SERIALIZERS, Serializer, _is_directory, _pick_format, _suffix
@@ -137,16 +137,44 @@ class CheckpointManager:
         self.corrupt = list(bad)
         self._known_corrupt.update(_name_of(path) for path, _ in bad)   # deleted by the next save's retention
         dead = _read_fence(self._fs)
+        found: tuple[CheckpointInfo, Any] | None = None
         for name, manifest in reversed(entries):
             if _late(manifest, dead):
                 continue   # written by an attempt after it was declared dead: never restored
             info = self._info(name, manifest)
             try:
-                return info, self._load(name, manifest)
+                found = info, self._load(name, manifest)
+                break
             except CheckpointCorruptError as exc:
                 self.corrupt.append((info.path, exc.reason))
                 self._known_corrupt.add(name)
-        return None
+        self._tell_command_trial(found)
+        return found
+
+    def _tell_command_trial(self, found: tuple[CheckpointInfo, Any] | None) -> None:
+        """In a command trial's program using the directory sweeplab gave it: what `latest()` skipped and what
+        it restored, as the `checkpoint_corrupt` and `restored` events a function trial's `run.restore()`
+        records (an `@note` line in the trial's report file, SWEEPLAB_REPORT_FILE)."""
+        path = os.environ.get("SWEEPLAB_REPORT_FILE")
+        if not path or not _given_dir(self.root):
+            return
+        notes: list[dict[str, Any]] = [
+            {"level": "warning", "kind": "checkpoint_corrupt", "message": f"checkpoint {where} skipped: {why}",
+             "path": where} for where, why in self.corrupt]
+        if found is not None:
+            notes.append({"level": "info", "kind": "restored", "step": found[0].step,
+                          "message": f"restored checkpoint of step {found[0].step}"})
+        if not notes:
+            return
+        data = "".join(json.dumps({"@note": n}, separators=(",", ":")) + "\n" for n in notes).encode()
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass   # the report file is gone (the attempt ended): nobody to tell
 
     def load(self, info: CheckpointInfo) -> Any:
         """Verify and load one checkpoint listed by this manager; raises CheckpointCorruptError."""
