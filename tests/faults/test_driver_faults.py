@@ -318,11 +318,11 @@ _BETWEEN = """
 import os, signal, sys
 from sweeplab.driver import Driver
 
-how, store, spec = sys.argv[1:4]
+how, store, spec, sig = sys.argv[1:5]
 for method in ("create", "resume"):
     def hit(self, *a, _orig=getattr(Driver, method), **k):
         got = _orig(self, *a, **k)
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), getattr(signal, sig))
         return got
     setattr(Driver, method, hit)
 if how == "api":
@@ -337,14 +337,16 @@ else:
 """
 
 
-@pytest.mark.parametrize("how", ["sweep", "resume", "api"])
+@pytest.mark.parametrize(("how", "sig"), [("sweep", "SIGTERM"), ("resume", "SIGTERM"), ("api", "SIGTERM"),
+                                          ("sweep", "SIGINT")])
 def test_sigterm_between_the_local_backend_s_start_and_the_driver_s_run_stops_the_sweep_resumable(
-        chaos, reap, how):
+        chaos, reap, how, sig):
     """`sweeplab sweep` (and `resume`, and `sl.sweep`) start the local backend's workers before they create
     (resume) the sweep and run its driver, whose SIGTERM handler comes in `Driver.run`: a SIGTERM in between
     got the default action (the process ended by it, exit -15) and the sweep just created was left `running`
-    with its driver gone. Held until the driver's handler is in place, it is the driver's stop: exit 0, sweep
-    `stopped` and resumable, no worker left; `sweeplab resume` then runs the budget."""
+    (a Ctrl-C too: exit 130, the sweep `running`). Held until the driver's handlers are in place, it is the
+    driver's stop: exit 0 (130 for Ctrl-C), sweep `stopped` and resumable, no worker left; `sweeplab resume`
+    then runs the budget."""
     import subprocess
     import sys
 
@@ -354,12 +356,14 @@ def test_sigterm_between_the_local_backend_s_start_and_the_driver_s_run_stops_th
     spec = chaos.spec("s", body)
     if how == "resume":   # a finished sweep, extended by one trial: the SIGTERM comes as it is resumed
         chaos("sweep", str(spec), "--name", "between", "--trials", "1", "-q", check=True)
-    proc = subprocess.Popen([sys.executable, "-c", _BETWEEN, how, str(chaos.store), str(spec)],
+    # SIGINT at its default, as a terminal's Ctrl-C finds it (a process started ignoring it keeps ignoring it)
+    proc = subprocess.Popen([sys.executable, "-c", _BETWEEN, how, str(chaos.store), str(spec), sig],
                             cwd=chaos.tmp, env=chaos.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     reap.append(proc.pid)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, (proc.returncode, out, err)
+    assert proc.returncode == (0 if sig == "SIGTERM" else 130), (proc.returncode, out, err)
     assert chaos.rows("SELECT state FROM sweeps")[0]["state"] == "stopped"
     assert not chaos.stray_workers()
     chaos("resume", "between", "--trials", "3", "-q", check=True)

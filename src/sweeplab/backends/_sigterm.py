@@ -1,13 +1,14 @@
-"""SIGTERM held from a backend's start until its driver runs (main thread, where SIGTERM has no handler).
+"""SIGTERM and Ctrl-C held from a backend's start until its driver runs (main thread, default handlers only).
 
 `sweeplab sweep`, `sweeplab resume` and `sl.sweep` start the backend's workers first, so they boot while the
-driver is built and creates (or resumes) the sweep; the driver's SIGTERM handler comes with `Driver.run`. A
-SIGTERM in between (a spot reclaim, `kill PID`) got the default action: the process ended (exit 143) and the
-sweep it had just created or resumed was left `running` with its driver gone. `SigtermHold.install` puts a
-holding handler there instead; the driver's own call to `backend.start()` (its handler is then in place)
-calls `release`, which hands a held signal to it: the sweep stops as on any SIGTERM to its driver (stopped,
-resumable, exit 0). A hold that no driver released (the command ended before it ran) is released at the
-backend's shutdown, and the process ends by the signal then, as it would have.
+driver is built and creates (or resumes) the sweep; the driver's handlers come with `Driver.run`. A SIGTERM in
+between (a spot reclaim, `kill PID`) got the default action: the process ended (exit 143) and the sweep it had
+just created or resumed was left `running` with its driver gone; a Ctrl-C left it so too (exit 130).
+`SignalHold.install` puts a holding handler there instead; the driver's own call to `backend.start()` (its
+handlers are then in place) calls `release`, which hands a held signal to them: the sweep stops as on any
+SIGTERM or Ctrl-C to its driver (stopped, resumable). A second Ctrl-C while held interrupts at once. A hold
+that no driver released (the command ended before it ran) is released at the backend's shutdown, and the
+process ends by the signal then, as it would have. The driver puts the original handlers back when it ends.
 """
 
 from __future__ import annotations
@@ -17,39 +18,51 @@ import signal
 import threading
 from typing import Any
 
-__all__ = ["SigtermHold"]
+__all__ = ["SignalHold"]
 
 
-class SigtermHold:
-    """The SIGTERM handler between a backend's start and its driver's run (see the module's docstring)."""
+class SignalHold:
+    """The SIGTERM and SIGINT handler between a backend's start and its driver's run (see the module)."""
 
     def __init__(self) -> None:
         self.holding = True
-        self.got: int | None = None
+        self.got: list[int] = []
+        self.original: dict[int, Any] = {}   # what each signal had before (a former sweep's hold: its original)
 
     @classmethod
-    def install(cls) -> SigtermHold | None:
-        """A hold in place of SIGTERM's default action (or of a former sweep's hold, left in place by its
-        driver); None where SIGTERM has a handler of its own or this is not the main thread."""
+    def install(cls) -> SignalHold | None:
+        """A hold in place of SIGTERM's default action and Python's default Ctrl-C (or of a former sweep's hold);
+        None where both have handlers of their own or this is not the main thread."""
         if threading.current_thread() is not threading.main_thread():
             return None
-        current = signal.getsignal(signal.SIGTERM)
-        if current not in (signal.SIG_DFL, None) and not isinstance(current, SigtermHold):
-            return None
         hold = cls()
-        signal.signal(signal.SIGTERM, hold)
-        return hold
+        defaults = {signal.SIGTERM: (signal.SIG_DFL, None), signal.SIGINT: (signal.default_int_handler,)}
+        for sig, plain in defaults.items():
+            current = signal.getsignal(sig)
+            if isinstance(current, SignalHold):
+                current = current.original.get(sig, plain[0])
+            elif current not in plain:
+                continue
+            hold.original[sig] = current if current is not None else signal.SIG_DFL
+            signal.signal(sig, hold)
+        return hold if hold.original else None
 
     def __call__(self, signum: int, frame: Any) -> None:
         if self.holding:
-            self.got = signum
-        else:   # released and still the handler (a driver put it back): the default action
+            if signum == signal.SIGINT and signum in self.got:
+                raise KeyboardInterrupt   # a second Ctrl-C: at once
+            if signum not in self.got:
+                self.got.append(signum)
+        elif signum == signal.SIGINT:   # released and still the handler: the default actions
+            raise KeyboardInterrupt
+        else:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
     def release(self) -> None:
-        """Stop holding; a signal held so far goes to whatever handles SIGTERM now (the driver's)."""
+        """Stop holding; the first signal held so far goes to whatever handles it now (the driver's: one stop is
+        all it takes, and a second one there would be a second Ctrl-C)."""
         self.holding = False
-        got, self.got = self.got, None
-        if got is not None:
-            signal.raise_signal(got)
+        got, self.got = self.got, []
+        if got:
+            signal.raise_signal(got[0])

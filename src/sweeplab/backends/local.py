@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
-from sweeplab.backends._sigterm import SigtermHold
+from sweeplab.backends._sigterm import SignalHold
 from sweeplab.backends.base import Backend, TrialTask
 from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
 from sweeplab.backends.forkserver import ForkedProcess, ForkServer
@@ -145,7 +145,7 @@ class LocalBackend(Backend):
         self._by_trial: dict[int, _Worker] = {}
         self._sel = selectors.DefaultSelector()
         self._pending: list[Event] = []
-        self._sigterm: SigtermHold | None = None   # SIGTERM held from the first start until the driver runs
+        self._held: SignalHold | None = None   # SIGTERM, Ctrl-C held from the first start until the driver runs
         self._started = False
 
     def capacity(self) -> int:
@@ -159,13 +159,14 @@ class LocalBackend(Backend):
     def start(self) -> None:
         """Start one worker per slot (idempotent: the CLI starts them early, while the driver sets up).
         Workers `prestart` started for this sweep are taken over; those left over are ended. From the first
-        call a SIGTERM is held (backends/_sigterm.py) until the next one, the driver's, once its handler is in
-        place: a SIGTERM while the CLI creates the sweep is the driver's stop, not the process's end."""
+        call SIGTERM and Ctrl-C are held (backends/_sigterm.py) until the next one, the driver's, once its
+        handlers are in place: a signal while the CLI creates the sweep is the driver's stop, not the process's
+        end."""
         if self._started:
-            self._release_sigterm()
+            self._release_signals()
         else:
             self._started = True
-            self._sigterm = SigtermHold.install()
+            self._held = SignalHold.install()
         if self._server is None and self._forks():
             env = _worker_env(self.slots[0], self._env, hide_gpus=self._hide_gpus)
             try:
@@ -284,10 +285,10 @@ class LocalBackend(Backend):
             self._server.close()
             self._server = None
         self._started = False
-        self._release_sigterm()   # no driver took a SIGTERM held since start: the process ends by it now
+        self._release_signals()   # no driver took a signal held since start: the process ends by it now
 
-    def _release_sigterm(self) -> None:
-        held, self._sigterm = self._sigterm, None
+    def _release_signals(self) -> None:
+        held, self._held = self._held, None
         if held is not None:
             held.release()
 

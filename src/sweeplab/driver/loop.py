@@ -72,8 +72,11 @@ class Driver(Recovery, EventWriter):
             with contextlib.suppress(Exception):
                 self._searcher.close()
             if _main_thread():
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
+                from sweeplab.backends._sigterm import SignalHold
+
+                for sig, handler in previous.items():   # a backend's start-up hold: what was there before it
+                    signal.signal(sig, handler.original.get(sig, handler) if isinstance(handler, SignalHold)
+                                  else handler)
 
     def request_stop(self) -> None:
         """Stop the sweep as Ctrl-C does (running trials INTERRUPTED, resumable), from another thread: what a
