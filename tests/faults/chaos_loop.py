@@ -8,7 +8,8 @@ group), worker9 (kill -9 a worker, then the driver during the retry), ckpt (kill
 checkpoint file appears), complete (as its k-th trial completes), trunc (truncate the newest checkpoint, kill
 the workers), wterm (SIGTERM a worker), term (SIGTERM the driver), allterm (SIGTERM to every process at once,
 as a container stop), stop (SIGSTOP the driver past the heartbeat timeout), rterm / rkill (kill -9 the sweep,
-then SIGTERM / kill -9 its resume early), fsize (RLIMIT_FSIZE on the whole sweep), ro (kill -9, then the store
+then SIGTERM / kill -9 its resume early), termkill (SIGTERM, then kill -9 during
+the grace), fsize (RLIMIT_FSIZE on the whole sweep), ro (kill -9, then the store
 read-only: readers work, resume is refused; needs root to mount a tmpfs).
 
 After each: exactly the budgeted trials, each completed by exactly one attempt, none running; values right;
@@ -332,6 +333,11 @@ def one(i, kind, mode, rng, problems):
         label += f" {n[1] if n else None}"
     elif mode == "term":
         os.kill(proc.pid, signal.SIGTERM)
+    elif mode == "termkill":   # kill -9 the driver while it preempts its trials after a SIGTERM
+        os.kill(proc.pid, signal.SIGTERM)
+        time.sleep(rng.uniform(0.0, 0.8))
+        before = completed(store)
+        os.kill(proc.pid, signal.SIGKILL)
     elif mode in ("rterm", "rkill"):  # kill -9 the sweep, then hit the resuming driver early
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()
