@@ -71,3 +71,36 @@ def test_run_with_a_config_from_a_pipe(tmp_path):
     cp = _bash(tmp_path, f"sweeplab run {TRIALS}:quick --config <(printf 'steps: 5\\n') --name r -q")
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert _losses(tmp_path, "r") == [0.2]
+
+
+def test_sl_sweep_reads_a_named_fifo_config_once_per_sweep(tmp_path):
+    """`sl.sweep` twice in one process, the spec's `config:` a named FIFO a writer fills anew for each: each
+    sweep reads it once (a second read would wait for a writer that serves the next sweep) and gets its own
+    text, not the text the process read before."""
+    import threading
+
+    import sweeplab as sl
+
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    texts = ["steps: 4\n", "steps: 5\n"]
+    next_sweep = threading.Event()
+
+    def writer() -> None:
+        for text in texts:
+            with open(fifo, "w") as f:   # waits for the sweep's reader
+                f.write(text)
+            next_sweep.wait(60)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    spec = {"function": f"{TRIALS}:quick", "method": "random", "metric": {"name": "loss", "goal": "minimize"},
+            "budget": {"trials": 1}, "config": str(fifo), "parameters": {"x": {"min": 0.0, "max": 1.0}}}
+    losses = []
+    for name in ("f1", "f2"):
+        handle = sl.sweep(spec, store=tmp_path / "store", workers=1, name=name)
+        assert handle is not None
+        losses.append(_losses(tmp_path, name))
+        next_sweep.set()
+    thread.join(timeout=5)
+    assert losses == [[0.25], [0.2]]

@@ -39,6 +39,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_FILE_BYTES",
     "YAMLInputError",
+    "forget_piped",
     "piped_text",
     "read_yaml",
     "remember_piped",
@@ -341,6 +342,12 @@ def piped_text(path: str | Path) -> str | None:
 def remember_piped(path: str | Path, text: str) -> None:
     """Read `text` wherever `path` is read from now on in this process: a resumed sweep's piped config."""
     _PIPED[os.path.abspath(os.fspath(path))] = text.encode("utf-8", errors="surrogateescape")
+
+
+def forget_piped() -> None:
+    """Forget what was read of pipes: a sweep run from Python has ended, and a named FIFO the next one reads
+    (same path) may hold new text. (The sweep keeps what it read, for its resume.)"""
+    _PIPED.clear()
 
 
 def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError, keys_as_text: bool = False) -> Any:
