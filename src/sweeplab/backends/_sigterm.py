@@ -59,10 +59,16 @@ class SignalHold:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
-    def release(self) -> None:
+    def release(self, *, restore: bool = False) -> None:
         """Stop holding; the first signal held so far goes to whatever handles it now (the driver's: one stop is
-        all it takes, and a second one there would be a second Ctrl-C)."""
+        all it takes, and a second one there would be a second Ctrl-C). `restore` (the backend's shutdown, no
+        driver having taken over): the original handlers first, where this hold still is the handler, so a held
+        signal gets its default action and the process keeps no trace of the hold."""
         self.holding = False
+        if restore and threading.current_thread() is threading.main_thread():
+            for sig, original in self.original.items():
+                if signal.getsignal(sig) is self:
+                    signal.signal(sig, original)
         got, self.got = self.got, []
         if got:
             signal.raise_signal(got[0])

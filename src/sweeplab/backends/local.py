@@ -285,12 +285,12 @@ class LocalBackend(Backend):
             self._server.close()
             self._server = None
         self._started = False
-        self._release_signals()   # no driver took a signal held since start: the process ends by it now
+        self._release_signals(restore=True)   # no driver took a signal held since start: its default action now
 
-    def _release_signals(self) -> None:
+    def _release_signals(self, *, restore: bool = False) -> None:
         held, self._held = self._held, None
         if held is not None:
-            held.release()
+            held.release(restore=restore)
 
     def _unregister_server(self) -> None:
         """Out of the selector before a new pipe can take its closed socket's descriptor number."""
