@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
-from sweeplab.backends._sigterm import SignalHold
+from sweeplab.backends._start_signals import SignalHold
 from sweeplab.backends.base import Backend, TrialTask
 from sweeplab.backends.events import Event, EventKind, describe_exit, read_events
 from sweeplab.backends.forkserver import ForkedProcess, ForkServer
@@ -159,7 +159,7 @@ class LocalBackend(Backend):
     def start(self) -> None:
         """Start one worker per slot (idempotent: the CLI starts them early, while the driver sets up).
         Workers `prestart` started for this sweep are taken over; those left over are ended. From the first
-        call SIGTERM and Ctrl-C are held (backends/_sigterm.py) until the next one, the driver's, once its
+        call SIGTERM and Ctrl-C are held (backends/_start_signals.py) until the next one, the driver's, once its
         handlers are in place: a signal while the CLI creates the sweep is the driver's stop, not the process's
         end."""
         if self._started:

@@ -72,7 +72,7 @@ class Driver(Recovery, EventWriter):
             with contextlib.suppress(Exception):
                 self._searcher.close()
             if _main_thread():
-                from sweeplab.backends._sigterm import SignalHold
+                from sweeplab.backends._start_signals import SignalHold
 
                 for sig, handler in previous.items():   # a backend's start-up hold: what was there before it
                     signal.signal(sig, handler.original.get(sig, handler) if isinstance(handler, SignalHold)
