@@ -22,7 +22,9 @@ offset, line and column. Every error is a SpecError (or the ConfigError asked fo
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,10 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_FILE_BYTES",
     "YAMLInputError",
+    "forget_piped",
+    "piped_text",
     "read_yaml",
+    "remember_piped",
     "too_long_for_json",
     "yaml_load",
 ]
@@ -310,12 +315,46 @@ def _decode(data: bytes, file: str, what: str, error: type[SpecError]) -> str:
                     "UTF-8 text", file=file, expected=f"a UTF-8 encoded {what} file") from None
 
 
+#: what was read of a pipe (a FIFO, the shell's `<(...)`), by absolute path: a pipe is read once, and every
+#: later reader in this process (the command line's checks, the driver building each trial's config) gets
+#: the same bytes; a sweep records them for its resume (driver/recovery.py), which puts them back here
+_PIPED: dict[str, bytes] = {}
+
+
+def _read_bytes(path: str | Path) -> bytes:
+    """At most MAX_FILE_BYTES + 1 bytes of `path`; a pipe's bytes are kept, and read from there again."""
+    key = os.path.abspath(os.fspath(path))
+    if key in _PIPED:
+        return _PIPED[key]
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_FILE_BYTES + 1)
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            _PIPED[key] = data
+    return data
+
+
+def piped_text(path: str | Path) -> str | None:
+    """What this process read of `path` when it is a pipe (None: a regular file, or not read)."""
+    data = _PIPED.get(os.path.abspath(os.fspath(path)))
+    return None if data is None else data.decode("utf-8", errors="surrogateescape")
+
+
+def remember_piped(path: str | Path, text: str) -> None:
+    """Read `text` wherever `path` is read from now on in this process: a resumed sweep's piped config."""
+    _PIPED[os.path.abspath(os.fspath(path))] = text.encode("utf-8", errors="surrogateescape")
+
+
+def forget_piped() -> None:
+    """Forget what was read of pipes: a sweep run from Python has ended, and a named FIFO the next one reads
+    (same path) may hold new text. (The sweep keeps what it read, for its resume.)"""
+    _PIPED.clear()
+
+
 def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError, keys_as_text: bool = False) -> Any:
     """Read and parse a YAML file; `error` (SpecError or ConfigError) names the file, the key path and the line."""
     file = str(path)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
+        data = _read_bytes(path)
     except FileNotFoundError:
         raise error(f"{what} file not found", file=file) from None
     except OSError as exc:

@@ -286,6 +286,9 @@ def run_sweep(
             be.shutdown(grace=0.0)
     finally:
         st.close()
+        from sweeplab._yaml import forget_piped
+
+        forget_piped()   # a named FIFO config read again by the next sweep of this process: its new text
 
 
 # ------------------------------------------------------------------------------------------ handles
@@ -481,3 +484,6 @@ class _Runner:
         if self.st is not None:
             self.st.close()
             self.st = None   # type: ignore[assignment]
+        from sweeplab._yaml import forget_piped
+
+        forget_piped()   # a named FIFO config read again by the next sweep of this process: its new text

@@ -257,6 +257,10 @@ class Run:
         if found is None:
             return None
         info, obj = found
+        if isinstance(info.step, int) and not isinstance(info.step, bool):
+            # `log` without a step goes on after the restored step, not from 0 again over the history the
+            # earlier attempts logged (the latest attempt's value wins at a step)
+            self._auto_step = max(self._auto_step, info.step + 1)
         self._sink("note", {"level": "info", "kind": "restored",
                                     "message": f"restored checkpoint of step {info.step}", "step": info.step})
         return obj

@@ -87,3 +87,38 @@ def _assert_the_store_lists_what_exists(chaos, sweep: str, trial, expected: list
     assert [r["path"] for r in rows] == [str(d) for d in on_disk]
     assert [r["checksum"] for r in rows] == [json.loads((d / "manifest.json").read_text())["checksum"]
                                              for d in on_disk]
+
+
+# attempt 1 checkpoints steps 0-3, tears its newest checkpoint (half its payload) and dies; attempt 2 restores
+TORN = textwrap.dedent("""
+    import json, os, pathlib, signal, sys
+    from sweeplab.checkpoint import CheckpointManager
+    mgr = CheckpointManager(os.environ["SWEEPLAB_CHECKPOINT_DIR"])
+    found = mgr.latest()
+    start = found[1]["next"] if found else 0
+    for step in range(start, 6):
+        print("@sweeplab " + json.dumps({"loss": 1.0 / (step + 1), "step": step}), flush=True)
+        info = mgr.save({"next": step + 1, "pad": "x" * 64}, step=step)
+        if os.environ["SWEEPLAB_ATTEMPT"] == "1" and step == 3:
+            payload = next(p for p in pathlib.Path(info.path).iterdir() if p.name.startswith("payload"))
+            payload.write_bytes(payload.read_bytes()[:10])
+            os.kill(os.getpid(), signal.SIGKILL)
+    print("@sweeplab " + json.dumps({"loss": 0.0, "start": start}), flush=True)
+""")
+
+
+def test_a_command_program_s_skipped_and_restored_checkpoints_are_events_as_a_function_trial_s(chaos):
+    """A command program's CheckpointManager that skips a damaged checkpoint and restores the one before records
+    `checkpoint_corrupt` and `restored` events, as `run.restore()` does in a function trial (docs: fault-tolerance
+    "At a glance"); the program alone knew it (`mgr.corrupt`), the store had nothing."""
+    (chaos.tmp / "torn.py").write_text(TORN)
+    body = ("program: torn.py\nmethod: grid\nmetric: {name: loss, goal: minimize}\nparameters:\n"
+            "  steps: {value: 6}\ntrial: {retries: 1}\n")
+    cp = chaos("sweep", str(chaos.spec("torn", body)), "--name", "torn", "-q", "--workers", "1")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    trial = chaos.trial("torn", 0)
+    assert (trial["state"], trial["attempts"], json.loads(trial["metrics"])["start"]) == ("completed", 2, 3)
+    corrupt = chaos.events("checkpoint_corrupt", trial["id"])
+    assert len(corrupt) == 1 and "step-0000000003" in corrupt[0]["message"] and corrupt[0]["attempt"] == 2
+    restored = chaos.events("restored", trial["id"])
+    assert [(e["attempt"], json.loads(e["data"])["step"]) for e in restored] == [(2, 2)]

@@ -309,3 +309,87 @@ def _restored(chaos, sweep: str, number: int, attempt: int) -> int | None:
     got = chaos.rows("SELECT data FROM events WHERE kind='restored' AND trial_id=? AND attempt=?",
                      chaos.trial(sweep, number)["id"], attempt)
     return json.loads(got[0]["data"])["step"] if got else None
+
+
+# Runs `sweeplab sweep`/`resume` (or `sl.sweep`) in a process of its own whose Driver sends itself a SIGTERM just
+# after it created (or resumed) the sweep: after the local backend's start (its workers running), before
+# Driver.run installs its handler.
+_BETWEEN = """
+import os, signal, sys
+from sweeplab.driver import Driver
+
+how, store, spec, sig = sys.argv[1:5]
+for method in ("create", "resume"):
+    def hit(self, *a, _orig=getattr(Driver, method), **k):
+        got = _orig(self, *a, **k)
+        os.kill(os.getpid(), getattr(signal, sig))
+        return got
+    setattr(Driver, method, hit)
+if how == "api":
+    import sweeplab as sl
+    handle = sl.sweep(spec, store=store, workers=2, name="between")
+    print("outcome", handle.state.value if hasattr(handle, "state") else handle)
+else:
+    args = [spec, "--name", "between"] if how == "sweep" else ["between", "--trials", "+1"]
+    sys.argv = ["sweeplab", how, *args, "--store", store, "--workers", "2", "-q"]
+    from sweeplab.cli import main
+    main()
+"""
+
+
+@pytest.mark.parametrize(("how", "sig"), [("sweep", "SIGTERM"), ("resume", "SIGTERM"), ("api", "SIGTERM"),
+                                          ("sweep", "SIGINT")])
+def test_sigterm_between_the_local_backend_s_start_and_the_driver_s_run_stops_the_sweep_resumable(
+        chaos, reap, how, sig):
+    """`sweeplab sweep` (and `resume`, and `sl.sweep`) start the local backend's workers before they create
+    (resume) the sweep and run its driver, whose SIGTERM handler comes in `Driver.run`: a SIGTERM in between
+    got the default action (the process ended by it, exit -15) and the sweep just created was left `running`
+    (a Ctrl-C too: exit 130, the sweep `running`). Held until the driver's handlers are in place, it is the
+    driver's stop: exit 0 (130 for Ctrl-C), sweep `stopped` and resumable, no worker left; `sweeplab resume`
+    then runs the budget."""
+    import subprocess
+    import sys
+
+    body = chaos.faulty_spec("stepper", method="random",
+                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=2, delay=0.0),
+                             extra="budget: {trials: 2}")
+    spec = chaos.spec("s", body)
+    if how == "resume":   # a finished sweep, extended by one trial: the SIGTERM comes as it is resumed
+        chaos("sweep", str(spec), "--name", "between", "--trials", "1", "-q", check=True)
+    # SIGINT at its default, as a terminal's Ctrl-C finds it (a process started ignoring it keeps ignoring it)
+    proc = subprocess.Popen([sys.executable, "-c", _BETWEEN, how, str(chaos.store), str(spec), sig],
+                            cwd=chaos.tmp, env=chaos.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    reap.append(proc.pid)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == (0 if sig == "SIGTERM" else 130), (proc.returncode, out, err)
+    assert chaos.rows("SELECT state FROM sweeps")[0]["state"] == "stopped"
+    assert not chaos.stray_workers()
+    chaos("resume", "between", "--trials", "3", "-q", check=True)
+    _assert_exactly_once(chaos, "between", 3)
+
+
+def test_resume_is_refused_while_the_driver_runs_even_after_its_lock_file_was_deleted(chaos, reap):
+    """The one-driver rule is an flock on <store>/locks/SWEEP.lock; another process deleting that file (a
+    cleanup script, `rm -r .sweeplab/locks`) left the running driver holding a lock on a file no one else can
+    open, and `sweeplab resume` took a new one: two drivers ran the sweep at once, each requeuing and running
+    the other's trials (attempts refused as stale, a trial failed by one driver and completed by the other).
+    The running driver, recorded in the sweep (pid and start time, on this host), refuses the second one too."""
+    body = chaos.faulty_spec("stepper", method="random",
+                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=40, delay=0.03),
+                             extra="budget: {trials: 3}")
+    proc = chaos.start("sweep", str(chaos.spec("s", body)), "--name", "unlocked", "--workers", "2", "-q")
+    reap.append(proc.pid)
+    chaos.wait_for(lambda: chaos.running_attempt("unlocked", 1), what="two trials running", proc=proc)
+    for lock in (chaos.store / "locks").iterdir():
+        lock.unlink()
+    second = chaos("resume", "unlocked", "-q", timeout=120)
+    assert proc.poll() is None, "the first driver should still be running"
+    assert second.returncode == 2 and "Traceback" not in second.stderr, second.stdout + second.stderr
+    assert str(proc.pid) in second.stderr, second.stderr   # names the running driver
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    _assert_exactly_once(chaos, "unlocked", 3)
+    assert all(t["attempts"] == 1 for t in chaos.trials("unlocked"))
+    assert not chaos.events("interrupted") and not chaos.events("failure")

@@ -219,6 +219,30 @@ def test_a_trial_finding_the_disk_full_stops_the_sweep_and_is_not_failed(chaos, 
     assert chaos.dump_sweep("first") == first
 
 
+@pytest.mark.parametrize("kind", ["function", "command"])
+def test_a_trial_finding_its_storage_read_only_stops_the_sweep_and_is_not_failed(chaos, trial_disk, kind):
+    """A checkpoint directory on a file system gone read-only (a disk error remounts ext4 `errors=remount-ro`,
+    a read-only share) fails every trial the same way, as a full disk does: the sweep used to fail each trial
+    after it ("[Errno 30] Read-only file system", retried, then "failed the same way twice") and burn its whole
+    budget. It stops as on a full disk instead: one error line naming the place, exit 1, the trial interrupted,
+    and `resume` runs it once the storage is writable."""
+    assert _mount("-o", "remount,ro", str(trial_disk))
+    cp = chaos("sweep", str(_filler_spec(chaos, kind, trial_disk)), "--name", "ro", "-w", "2", "-q")
+    _assert_clear_error(cp, trial_disk)
+    assert "Read-only file system" in cp.stderr, cp.stderr
+    assert not chaos.stray_workers()
+    trials = chaos.trials("ro")
+    assert trials and not [t["number"] for t in trials if t["state"] == "failed"], [dict(t) for t in trials]
+    assert any(t["state"] == "interrupted" for t in trials), [dict(t) for t in trials]
+    assert not chaos.events("retry") and not chaos.events("failure")
+    _assert_consistent(chaos, "ro")
+
+    assert _mount("-o", "remount,rw,size=64m", str(trial_disk))   # writable, with room for the filler trials
+    chaos("resume", "ro", "-q", check=True)
+    trials = chaos.trials("ro")
+    assert len(trials) == 4 and all(t["state"] == "completed" for t in trials), [dict(t) for t in trials]
+
+
 # ------------------------------------------------------------------------------------------ locked database
 def test_locked_database_mid_sweep_fails_clearly_and_resume_finishes(chaos, reap):
     first = _first_sweep(chaos)

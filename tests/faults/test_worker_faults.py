@@ -96,7 +96,11 @@ def test_worker_sigterm_is_a_preemption_then_the_trial_resumes_and_completes(cha
     assert chaos.steps(trial_id, 2) == list(range(last_ckpt + 1, 50))
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip"])
+# garbage in place of the newest checkpoint that is still JSON (a manifest whose fields have the wrong types,
+# a payload name that is not a file) failed every later attempt (run.restore raised TypeError/ValueError/
+# IsADirectoryError, and a save raised too), instead of being skipped as corrupt
+@pytest.mark.parametrize("damage", ["truncate", "flip", "seq-null", "bytes-text", "time-text", "step-text",
+                                    "payload-dir", "payload-is-dir", "manifest-gone"])
 def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(chaos, reap, tmp_path, damage):
     ready = tmp_path / "ready"
     body = chaos.faulty_spec("checkpoint_then_wait",
@@ -114,10 +118,20 @@ def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(chaos, reap, t
     manifest = json.loads((ckdir / "manifest.json").read_text())
     payload = ckdir / manifest["payload"]
     data = payload.read_bytes()
+    fields = {"seq-null": ("seq", None), "bytes-text": ("bytes", "many"), "time-text": ("time", "noon"),
+              "step-text": ("step", "three"), "payload-dir": ("payload", ".")}
     if damage == "truncate":
         payload.write_bytes(data[: len(data) // 2])
-    else:
+    elif damage == "flip":
         payload.write_bytes(bytes([data[0] ^ 0xFF]) + data[1:])
+    elif damage == "payload-is-dir":
+        payload.unlink()
+        payload.mkdir()
+    elif damage == "manifest-gone":   # not a checkpoint any more, but its name is taken: the retry saves step 3
+        (ckdir / "manifest.json").unlink()
+    else:
+        key, value = fields[damage]
+        (ckdir / "manifest.json").write_text(json.dumps({**manifest, key: value}))
     os.kill(att["pid"], signal.SIGKILL)      # the attempt dies; the retry must not trust step 3
     _finish(proc)
 
@@ -127,7 +141,8 @@ def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(chaos, reap, t
     assert chaos.steps(trial_id, 2) == [3, 4, 5]              # redoes step 3, not from 0
     assert json.loads(trial["metrics"])["resumed_from"] == 3
     corrupt = chaos.events("checkpoint_corrupt", trial_id)
-    assert len(corrupt) >= 1 and str(ckdir.name) in corrupt[0]["message"]
+    if damage != "manifest-gone":
+        assert len(corrupt) >= 1 and str(ckdir.name) in corrupt[0]["message"]
 
 
 def test_metrics_logged_before_a_checkpoint_survive_a_worker_kill(chaos, reap, tmp_path):
@@ -187,3 +202,30 @@ def test_trial_timeout_bounds_the_trial_and_names_trial_timeout(chaos, reap):
         a = attempts[0]
         assert a["ended"] - a["started"] < 30
         assert len(chaos.steps(t["id"], 1)) >= 5              # its progress up to the kill is kept
+
+
+@pytest.mark.parametrize("kind", ["function", "command"])
+def test_a_resumed_trial_logging_without_steps_goes_on_after_its_checkpoint(chaos, kind):
+    """A trial that logs without a step (`run.log({...})`, an `@sweeplab` line without "step") and is retried
+    from its checkpoint of step 2 logs its next epoch at step 3: the implicit step went back to 0 in each
+    attempt, so attempt 2 wrote its epochs 3, 4, 5 over steps 0, 1, 2 of the history (the latest attempt's
+    value wins there: the curve showed epoch 3's loss at step 0) and schedulers saw rungs it had passed."""
+    import sys
+
+    from tests.faults.conftest import FAULTY
+
+    if kind == "function":
+        target = f"function: {FAULTY}:stepless\n"
+    else:
+        target = f"command: [{sys.executable!r}, {str(FAULTY)!r}, stepless]\n"
+    body = (f"{target}method: grid\nmetric: {{name: loss, goal: minimize}}\nparameters:\n  steps: {{value: 6}}\n"
+            "trial: {retries: 1}\n")
+    cp = chaos("sweep", str(chaos.spec("sl", body)), "--name", "sl", "-q", "--workers", "1")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    trial = chaos.trial("sl", 0)
+    assert (trial["state"], trial["attempts"]) == ("completed", 2)
+    history = chaos.rows("SELECT attempt, step, value FROM metrics WHERE trial_id=? AND key='loss' ORDER BY "
+                         "attempt, step", trial["id"])
+    by_attempt = {a: [(r["step"], r["value"]) for r in history if r["attempt"] == a] for a in (1, 2)}
+    assert by_attempt[1] == [(0, 0.0), (1, 1.0), (2, 2.0)], by_attempt
+    assert by_attempt[2][:3] == [(3, 3.0), (4, 4.0), (5, 5.0)], by_attempt

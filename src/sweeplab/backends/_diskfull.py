@@ -1,4 +1,5 @@
-"""A trial that found its disk full (ENOSPC, EDQUOT) or a file-size limit (EFBIG, SIGXFSZ).
+"""A trial that found its disk full (ENOSPC, EDQUOT), a file-size limit (EFBIG, SIGXFSZ) or its storage read-only
+(EROFS: a file system remounted read-only after a disk error, a read-only share).
 
 Such a trial did nothing wrong: failing it would fail every trial after it the same way and burn the retries.
 The worker ends its attempt with a FAILED event marked `"disk_full": true` (its reason names the full place);
@@ -7,9 +8,10 @@ runs the trial again once there is room.
 
 How it is recognised:
 - a function trial: its exception, or one in its chain (`raise ... from`, as a checkpoint save's StoreError
-  wraps the OSError), is an OSError with errno ENOSPC, EDQUOT or EFBIG;
+  wraps the OSError), is an OSError with errno ENOSPC, EDQUOT, EFBIG or EROFS;
 - a command trial: the program exited non-zero and the last line of its stderr names one of those errors
-  ("No space left on device", "Disk quota exceeded", "[Errno 27] File too large" / "os error 27"), as a Python,
+  ("No space left on device", "Disk quota exceeded", "[Errno 27] File too large" / "os error 27", "Read-only
+  file system"), as a Python,
   C, Go or Rust program's error does, or a shell's "File size limit exceeded"; or it was killed by SIGXFSZ
   (a file-size limit, RLIMIT_FSIZE); or sweeplab's own files for it (the report file) could not be created
   so. Its log is another matter: a log that cannot be written is noted and dropped, the program goes on
@@ -29,12 +31,12 @@ from typing import Any
 
 __all__ = ["FULL_ERRNOS", "disk_full_data", "full_disk_error", "names_full_disk", "trial_places"]
 
-FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
 # strerror texts, as printed by programs in any language ("File too large" only with its number: it is also
 # what an upload limit or a parser may say), and a shell's words for a child killed by SIGXFSZ
 _TEXT = re.compile(r"no space left on device|disk quota exceeded|\[errno 27\]|os error 27\b|\befbig\b"
-                   r"|file size limit exceeded", re.IGNORECASE)
+                   r"|file size limit exceeded|read-only file system", re.IGNORECASE)
 
 
 def full_disk_error(exc: BaseException | None) -> OSError | None:
@@ -84,5 +86,6 @@ def disk_full_data(message: str, places: Iterable[str] = (), **extra: Any) -> di
         where = _full_place(p for p in places if p)
         if where is not None:
             shown = f"{message} (no room left under {where})"
-    return {"disk_full": True, "reason": f"found the disk full: {shown}", "error_type": "DiskFull",
+    what = "its storage read-only" if "read-only file system" in shown.lower() else "the disk full"
+    return {"disk_full": True, "reason": f"found {what}: {shown}", "error_type": "DiskFull",
             "message": shown, **extra}

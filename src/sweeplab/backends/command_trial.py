@@ -56,6 +56,12 @@ class _Reporter:
         self.first_unread = ""            # ... and the first of them, named when the trial's metric is missing
 
     def line(self, text: str) -> None:
+        if text.startswith('{"@note":'):   # the program's CheckpointManager: a checkpoint skipped or restored
+            with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
+                note = json.loads(text)["@note"]
+                if note.get("kind") in ("checkpoint_corrupt", "restored") and isinstance(note.get("message"), str):
+                    self.channel.send(EventKind.NOTE, note)
+            return
         if text.startswith('{"@summary":'):
             with contextlib.suppress(ValueError, TypeError, AttributeError):
                 self.final.update(json.loads(text)["@summary"])
@@ -169,6 +175,7 @@ def execute_command(ex: Execution) -> None:
     env.update(added)
     argv = list(task.command or ())
     reporter = _Reporter(channel)
+    reporter.step = _first_step(task.checkpoint_dir) if task.attempt > 1 else 0
     stderr_tail = bytearray()
     with _Log(task.log_path, channel) as log:
         log.write(log_header(task, argv=argv, added=added))
@@ -349,6 +356,23 @@ def _stderr_summary(data: bytes) -> tuple[str, str]:
     if len(last) > _REASON_LINE:
         last = last[:_REASON_LINE] + "..."
     return last, shown
+
+
+def _first_step(root: str | None) -> int:
+    """The implicit step of a retried attempt's first report without a step: the one after the newest checkpoint
+    its program finds (`CheckpointManager` under SWEEPLAB_CHECKPOINT_DIR; manifests only, nothing loaded). From
+    0 again, the attempt's reports went over the history its earlier attempts had reported (the latest
+    attempt's value wins at a step)."""
+    if not root:
+        return 0
+    from sweeplab.checkpoint import CheckpointManager
+
+    try:
+        listed = CheckpointManager(root).list()
+    except Exception:   # a directory it cannot read: the program will not restore from it either
+        return 0
+    steps = [i.step for i in listed if isinstance(i.step, int) and not isinstance(i.step, bool)]
+    return steps[-1] + 1 if steps else 0
 
 
 class _CheckpointWatch:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
+from sweeplab.backends._start_signals import SignalHold
 from sweeplab.backends.base import Backend, TrialTask
 from sweeplab.backends.events import Event, EventKind, crash_stack, describe_exit, read_events
 from sweeplab.backends.forkserver import ForkedProcess, ForkServer
@@ -144,6 +145,8 @@ class LocalBackend(Backend):
         self._by_trial: dict[int, _Worker] = {}
         self._sel = selectors.DefaultSelector()
         self._pending: list[Event] = []
+        self._held: SignalHold | None = None   # SIGTERM, Ctrl-C held from the first start until the driver runs
+        self._started = False
 
     def capacity(self) -> int:
         return len(self.slots)
@@ -155,7 +158,15 @@ class LocalBackend(Backend):
     # ----------------------------------------------------------------------------- lifecycle
     def start(self) -> None:
         """Start one worker per slot (idempotent: the CLI starts them early, while the driver sets up).
-        Workers `prestart` started for this sweep are taken over; those left over are ended."""
+        Workers `prestart` started for this sweep are taken over; those left over are ended. From the first
+        call SIGTERM and Ctrl-C are held (backends/_start_signals.py) until the next one, the driver's, once its
+        handlers are in place: a signal while the CLI creates the sweep is the driver's stop, not the process's
+        end."""
+        if self._started:
+            self._release_signals()
+        else:
+            self._started = True
+            self._held = SignalHold.install()
         if self._server is None and self._forks():
             env = _worker_env(self.slots[0], self._env, hide_gpus=self._hide_gpus)
             try:
@@ -273,6 +284,13 @@ class LocalBackend(Backend):
             self._unregister_server()
             self._server.close()
             self._server = None
+        self._started = False
+        self._release_signals(restore=True)   # no driver took a signal held since start: its default action now
+
+    def _release_signals(self, *, restore: bool = False) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.release(restore=restore)
 
     def _unregister_server(self) -> None:
         """Out of the selector before a new pipe can take its closed socket's descriptor number."""

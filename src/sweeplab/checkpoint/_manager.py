@@ -6,6 +6,7 @@ import builtins
 import hashlib
 import io
 import json
+import math
 import operator
 import os
 import pickle
@@ -28,7 +29,7 @@ from sweeplab.checkpoint._common import (
     _Bad,
     _Entries,
 )
-from sweeplab.checkpoint._fencing import _attempt_from_env, _keep_from_env, _late, _read_fence
+from sweeplab.checkpoint._fencing import _attempt_from_env, _given_dir, _keep_from_env, _late, _read_fence
 from sweeplab.checkpoint._hashing import _HashingWriter
 from sweeplab.checkpoint._locations import _is_url, _Local, _Remote
 from sweeplab.checkpoint._serializers import SERIALIZERS, Serializer, _is_directory, _pick_format, _suffix
@@ -86,7 +87,10 @@ class CheckpointManager:
         self._check_fence()
         entries, _bad = self._scan()
         seq = max((int(m.get("seq", 0)) for _, m in entries), default=0) + 1
-        name = self._name(step, seq, {n for n, _ in entries})
+        # every name in use, not only the valid checkpoints': a damaged one of this step (its manifest unreadable
+        # or gone) holds its name until retention deletes it, and the rename onto it failed ("Directory not
+        # empty"), failing the trial's every save of that step
+        name = self._name(step, seq, set(fs.names(fs.root)))
         if fs.atomic_rename:
             self._clean_stale_tmp()
             work = fs.join(fs.root, f".tmp.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:12]}")
@@ -133,16 +137,44 @@ class CheckpointManager:
         self.corrupt = list(bad)
         self._known_corrupt.update(_name_of(path) for path, _ in bad)   # deleted by the next save's retention
         dead = _read_fence(self._fs)
+        found: tuple[CheckpointInfo, Any] | None = None
         for name, manifest in reversed(entries):
             if _late(manifest, dead):
                 continue   # written by an attempt after it was declared dead: never restored
             info = self._info(name, manifest)
             try:
-                return info, self._load(name, manifest)
+                found = info, self._load(name, manifest)
+                break
             except CheckpointCorruptError as exc:
                 self.corrupt.append((info.path, exc.reason))
                 self._known_corrupt.add(name)
-        return None
+        self._tell_command_trial(found)
+        return found
+
+    def _tell_command_trial(self, found: tuple[CheckpointInfo, Any] | None) -> None:
+        """In a command trial's program using the directory sweeplab gave it: what `latest()` skipped and what
+        it restored, as the `checkpoint_corrupt` and `restored` events a function trial's `run.restore()`
+        records (an `@note` line in the trial's report file, SWEEPLAB_REPORT_FILE)."""
+        path = os.environ.get("SWEEPLAB_REPORT_FILE")
+        if not path or not _given_dir(self.root):
+            return
+        notes: list[dict[str, Any]] = [
+            {"level": "warning", "kind": "checkpoint_corrupt", "message": f"checkpoint {where} skipped: {why}",
+             "path": where} for where, why in self.corrupt]
+        if found is not None:
+            notes.append({"level": "info", "kind": "restored", "step": found[0].step,
+                          "message": f"restored checkpoint of step {found[0].step}"})
+        if not notes:
+            return
+        data = "".join(json.dumps({"@note": n}, separators=(",", ":")) + "\n" for n in notes).encode()
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass   # the report file is gone (the attempt ended): nobody to tell
 
     def load(self, info: CheckpointInfo) -> Any:
         """Verify and load one checkpoint listed by this manager; raises CheckpointCorruptError."""
@@ -263,6 +295,7 @@ class CheckpointManager:
             manifest = json.loads(raw.decode("utf-8"))
             if not isinstance(manifest, dict) or not {"format", "checksum", "bytes"} <= set(manifest):
                 raise ValueError("fields missing")
+            _check_fields(manifest)
         except ValueError as exc:
             if strict:
                 raise ValueError(f"manifest unreadable: {exc}") from None
@@ -317,6 +350,8 @@ class CheckpointManager:
                     size += len(chunk)
         except FileNotFoundError:
             raise CheckpointCorruptError(where, "payload missing") from None
+        except (IsADirectoryError, NotADirectoryError):   # something else in its place
+            raise CheckpointCorruptError(where, "payload is not a file") from None
         _check(where, manifest, size, "sha256:" + digest.hexdigest())
 
     def _verify_dir(self, where: str, payload: str, manifest: dict[str, Any]) -> None:
@@ -379,3 +414,26 @@ def _pid_alive(pid: int) -> bool:
         return True
     return True
 
+
+def _number(value: Any, *, whole: bool = False) -> bool:
+    kinds = (int,) if whole else (int, float)
+    return isinstance(value, kinds) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_fields(m: dict[str, Any]) -> None:
+    """A manifest's fields have the types `save` writes: one that parses but holds anything else (garbage in its
+    place, a hand edit) is unreadable, skipped as corrupt, instead of failing `latest()` and every save after it
+    (`int(None)` sorting by `seq`) or pointing the payload outside its checkpoint (`"payload": "."`)."""
+    if not isinstance(m["format"], str) or not isinstance(m["checksum"], str):
+        raise ValueError("format and checksum must be text")
+    if not _number(m["bytes"], whole=True) or m["bytes"] < 0:
+        raise ValueError(f"bytes {m['bytes']!r} is not a size")
+    for key, whole in (("seq", True), ("time", False), ("seconds", False)):
+        if key in m and not _number(m[key], whole=whole):
+            raise ValueError(f"{key} {m[key]!r} is not a number")
+    for key in ("step", "attempt"):
+        if m.get(key) is not None and not _number(m[key], whole=True):
+            raise ValueError(f"{key} {m[key]!r} is not a whole number")
+    payload = m.get("payload", "payload")
+    if not isinstance(payload, str) or payload in ("", ".", "..") or "/" in payload or "\\" in payload:
+        raise ValueError(f"payload {payload!r} is not a file name in the checkpoint")

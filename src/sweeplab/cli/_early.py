@@ -25,6 +25,7 @@ import sys
 _SKIP = ("--help", "--dry-run", "--optuna", "--smoke", "--gpus")
 #: the options of `sweeplab sweep` that take a value (cli/start.py); the others are flags
 _VALUED = ("-w", "--workers", "--backend", "--address", "--name", "--store", "--gpus", "--trials", "--function",
+           "-c", "--config", "-p", "--profile",
            "--optuna", "--direction", "--sampler", "--pruner", "--seed", "--from-study")
 #: workers started on a guess (neither -w nor a spec's `workers:`) are at most this many
 GUESS_CAP = 8

@@ -56,6 +56,10 @@ def resume(
     meta = raw.pop("_sweeplab", {}) or {}
     source = row["spec_path"] if row["spec_path"] and Path(row["spec_path"]).exists() else None
     spec = SweepSpec.from_jsonable(raw, source=source)
+    if meta.get("config_text") is not None and spec.config is not None:   # its base config was a pipe, read once
+        from sweeplab._yaml import remember_piped
+
+        remember_piped(spec.config, str(meta["config_text"]))
     if fork is not None and spec_file is None:
         raise UserError("--fork needs --spec NEW.yaml: the spec of the new sweep")
     if spec_file is not None:

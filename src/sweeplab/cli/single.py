@@ -48,7 +48,8 @@ def run(
             console.print(f"config: {config} (beside the function's file; --config chooses another)",
                           markup=False)
     if config is not None:
-        raw["config"] = str(config.resolve())
+        # a pipe (`--config <(...)`, /dev/fd/63) is named as given: resolved, it is /proc/PID/fd/pipe:[N], no file
+        raw["config"] = str(config.resolve() if config.is_file() else config.absolute())
     if profile:
         raw["profile"] = profile
     spec = parse_spec(raw, file="<sweeplab run>", base_dir=Path.cwd())

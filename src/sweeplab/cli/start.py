@@ -38,6 +38,8 @@ def sweep(
     trials: Optional[int] = typer.Option(None, "--trials", help="override budget.trials"),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="environment profile (replaces the "
                                           "spec's profile:), e.g. local or cluster"),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="base config YAML (replaces the spec's "
+                                          "config:); a pipe such as <(...) is read once"),
     dry_run: bool = typer.Option(False, "--dry-run", help="validate and describe the sweep; run nothing"),
     smoke: bool = typer.Option(False, "--smoke", help="a few tiny trials on the CPU before the real thing"),
     hard: bool = typer.Option(False, "--hard", help="when a budget is hit, stop running trials too"),
@@ -64,7 +66,7 @@ def sweep(
 
     _refuse_misplaced(optuna is not None, {
         "--dry-run": dry_run, "--smoke": smoke, "--hard": hard, "--gpus": gpus, "--profile": profile,
-        "--function": function, "--strict": strict}, {
+        "--config": config, "--function": function, "--strict": strict}, {
         "--direction": direction, "--sampler": sampler, "--pruner": pruner, "--seed": seed, "--from-study": from_study})
     if optuna is not None:
         if spec_file is not None:
@@ -86,6 +88,8 @@ def sweep(
             continue
         err.print(f"[dim]info: {escape(spec_file)}: '{escape(key)}' is a W&B setting that does not apply offline; "
                   "ignored[/dim]", markup=True)
+    if config is not None:   # as given (absolute), not resolved: a pipe's /dev/fd/N is not a file's path
+        spec = spec.with_overrides(config=config.absolute())
     if profile is not None:
         spec = spec.with_overrides(profile=profile or None)   # the same spec on a laptop and on a cluster
     if trials is not None:

@@ -72,8 +72,11 @@ class Driver(Recovery, EventWriter):
             with contextlib.suppress(Exception):
                 self._searcher.close()
             if _main_thread():
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
+                from sweeplab.backends._start_signals import SignalHold
+
+                for sig, handler in previous.items():   # a backend's start-up hold: what was there before it
+                    signal.signal(sig, handler.original.get(sig, handler) if isinstance(handler, SignalHold)
+                                  else handler)
 
     def request_stop(self) -> None:
         """Stop the sweep as Ctrl-C does (running trials INTERRUPTED, resumable), from another thread: what a
@@ -353,10 +356,13 @@ class Driver(Recovery, EventWriter):
         crash = self._crash if not sigterm else None
         full = self._stopping if self._signal is None and crash is None else None
         running = list(self.backend.running())
-        how = "SIGTERM" if sigterm else "driver error" if crash else "disk full" if full else "Ctrl-C"
+        read_only = bool(full) and "storage read-only" in str(full)   # backends/_diskfull.py: EROFS
+        how = ("SIGTERM" if sigterm else "driver error" if crash else "storage read-only" if read_only
+               else "disk full" if full else "Ctrl-C")
+        room = " once it is writable" if read_only else " once there is room"
         resume = f"`sweeplab resume {shlex.quote(self.name)}`"
         self.on_note(f"{how}: stopping {len(running)} running trial(s); {resume} continues"
-                     + (" once there is room" if full else " once the error is fixed" if crash else ""))
+                     + (room if full else " once the error is fixed" if crash else ""))
         if sigterm:
             for tid in running:
                 self.backend.preempt(tid)
@@ -394,7 +400,7 @@ class Driver(Recovery, EventWriter):
                 if t.state is TrialState.RUNNING:
                     self._mark_interrupted(t, how, now)
             self._save_spend()
-            reason = (f"{full}; {resume} runs it again once there is room" if full
+            reason = (f"{full}; {resume} runs it again{room}" if full
                       else f"{crash}; {resume} continues" if crash else f"interrupted ({how})")
             self.store.update_sweep(self.sweep_id, state=SweepState.STOPPED.value, ended=now, end_reason=reason)
             self.store.add_event(self.sweep_id, "sweep_ended", f"sweep stopped: {reason}" if full or crash

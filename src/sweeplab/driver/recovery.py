@@ -176,6 +176,12 @@ class Recovery(DriverState):
     def _stored_spec(self) -> dict[str, Any]:
         d = dict(self.spec.to_jsonable())
         d["_sweeplab"] = {"overrides": self.overrides, "smoke": self.smoke, "cwd": self.cwd}
+        if self.spec.config is not None:   # a base config given as a pipe: gone at resume, so kept here
+            from sweeplab._yaml import piped_text
+
+            piped = piped_text(self.spec.config)
+            if piped is not None:
+                d["_sweeplab"]["config_text"] = piped
         return d
 
     def fork(self, source: str, *, spec_path: str | None) -> int:
@@ -230,6 +236,11 @@ class Recovery(DriverState):
         if row is None:
             raise unknown_sweep(self.store, self.name)
         self._lock()
+        try:
+            _refuse_a_live_driver(self.name, row)
+        except UserError:
+            self.unlock()
+            raise
         self.sweep_id = int(row["id"])
         if new_spec_path is not None:
             old = loads(row["spec"]) or {}
@@ -406,3 +417,31 @@ def _next_name(name: str, store: Any) -> str:
     while safe_name(f"{base}-{i}") in taken:
         i += 1
     return f"{base}-{i}"
+
+
+def _refuse_a_live_driver(name: str, row: Any) -> None:
+    """The one-driver rule beyond the lock file: the flock on `locks/NAME.lock` keeps a second driver out only
+    while that file is there; one deleted under a running driver (a cleanup script) let `resume` take a new
+    lock and drive the sweep beside it. A `running` sweep whose recorded driver (this host, pid and start time
+    as `sweeplab stop` recognises it) is alive and not this process is refused the same way."""
+    if row["state"] != SweepState.RUNNING.value or "driver" not in row.keys() or not row["driver"]:
+        return
+    driver = loads(row["driver"])
+    try:
+        if not isinstance(driver, dict) or driver.get("host") != os.uname().nodename:
+            return
+        pid, started = int(driver["pid"]), float(driver["started"])
+    except (KeyError, TypeError, ValueError):
+        return
+    if pid == os.getpid():
+        return
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        alive = proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= started + 1.0
+    except psutil.Error:
+        alive = False
+    if alive:
+        raise UserError(f"sweep {name!r} is already being run by pid {pid}; `sweeplab stop {shlex.quote(name)}` "
+                        "stops it")
