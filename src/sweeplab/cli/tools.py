@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import shlex
 from pathlib import Path
 from typing import Optional
@@ -23,27 +21,21 @@ def stop(
     """Stop a running sweep: its trials checkpoint within trial.grace and it exits resumable."""
     import signal
 
-    import psutil
-
     from sweeplab.store import queries
 
     st = _open_store(store, readonly=True)
     row = st.sweep_row(sweep_name)
     if row is None:
         raise queries.unknown_sweep(st, sweep_name)
-    driver = json.loads(row["driver"] or "null") if "driver" in row.keys() else None
-    if row["state"] != "running" or not driver:
+    # the driver is its pid and start time (as `status` tells): `python train.py` runs one too, and a process
+    # started after the driver recorded itself holds a reused pid
+    status, recorded, proc = queries.driver_status(row)
+    driver = recorded or {}
+    if status == "none":
         raise UserError(f"sweep {sweep_name!r} is not running (state {row['state']})")
-    if driver.get("host") != os.uname().nodename:   # as the driver records it
+    if status == "elsewhere":   # as the driver records it
         raise UserError(f"sweep {sweep_name!r} is driven from host {driver.get('host')}; run `sweeplab stop` there")
-    try:   # the driver is its pid and start time (as `status` tells): `python train.py` runs one too, and a
-        # process started after the driver recorded itself holds a reused pid
-        proc = psutil.Process(int(driver["pid"]))
-        alive = (proc.status() != psutil.STATUS_ZOMBIE
-                 and proc.create_time() <= float(driver.get("started") or 0.0) + 1.0)
-    except (psutil.Error, ValueError, TypeError):
-        alive = False
-    if not alive:
+    if status != "alive":
         raise UserError(f"the driver of {sweep_name!r} (pid {driver.get('pid')}) is gone; "
                         f"`sweeplab resume {shlex.quote(sweep_name)}` continues the sweep")
     proc.send_signal(signal.SIGTERM)

@@ -422,26 +422,11 @@ def _next_name(name: str, store: Any) -> str:
 def _refuse_a_live_driver(name: str, row: Any) -> None:
     """The one-driver rule beyond the lock file: the flock on `locks/NAME.lock` keeps a second driver out only
     while that file is there; one deleted under a running driver (a cleanup script) let `resume` take a new
-    lock and drive the sweep beside it. A `running` sweep whose recorded driver (this host, pid and start time
-    as `sweeplab stop` recognises it) is alive and not this process is refused the same way."""
-    if row["state"] != SweepState.RUNNING.value or "driver" not in row.keys() or not row["driver"]:
-        return
-    driver = loads(row["driver"])
-    try:
-        if not isinstance(driver, dict) or driver.get("host") != os.uname().nodename:
-            return
-        pid, started = int(driver["pid"]), float(driver["started"])
-    except (KeyError, TypeError, ValueError):
-        return
-    if pid == os.getpid():
-        return
-    import psutil
+    lock and drive the sweep beside it. A `running` sweep whose recorded driver (`queries.driver_status`) is
+    alive and not this process is refused the same way."""
+    from sweeplab.store.queries import driver_status
 
-    try:
-        proc = psutil.Process(pid)
-        alive = proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= started + 1.0
-    except psutil.Error:
-        alive = False
-    if alive:
-        raise UserError(f"sweep {name!r} is already being run by pid {pid}; `sweeplab stop {shlex.quote(name)}` "
+    status, _, proc = driver_status(row)
+    if status == "alive" and proc.pid != os.getpid():
+        raise UserError(f"sweep {name!r} is already being run by pid {proc.pid}; `sweeplab stop {shlex.quote(name)}` "
                         "stops it")

@@ -29,6 +29,7 @@ __all__ = [
     "completed_version",
     "curves",
     "downsample",
+    "driver_status",
     "events",
     "finished_version",
     "gone_driver",
@@ -232,30 +233,41 @@ def _sweep_dicts(store: Store, rows: Sequence[sqlite3.Row]) -> list[dict[str, An
     return out
 
 
-def gone_driver(row: sqlite3.Row) -> dict[str, Any] | None:
-    """The recorded driver of a `running` sweep (its stored row) when it is known to be gone (killed with
-    `kill -9`, its machine rebooted: nothing marked the sweep ended), else None. Known only on the driver's
-    own host: its pid is not alive there, or is a newer process (a reused pid) than the driver that recorded
-    itself. `sweeplab status` and the dashboard both say so; the stored state stays `running`."""
+def driver_status(row: sqlite3.Row) -> tuple[str, dict[str, Any] | None, Any]:
+    """Whether the recorded driver of a sweep (its stored row) runs: `(status, driver, process)`, status one of
+    "none" (the sweep is not `running`, or recorded no driver), "elsewhere" (recorded on another host: not
+    knowable here), "unknown" (this host, but its process may not be looked at), "gone" (killed with `kill -9`,
+    its machine rebooted: nothing marked the sweep ended; or its pid is now a newer process than the driver
+    that recorded itself) and "alive" (with its psutil process). A driver is its pid and start time, as
+    `sweeplab stop` recognises it: `status` and the dashboard say "driver gone", `resume` refuses a live one."""
     if row["state"] != "running" or "driver" not in row.keys() or not row["driver"]:
-        return None
+        return "none", None, None
     try:
         driver = json.loads(row["driver"])
-        if not isinstance(driver, dict) or driver.get("host") != os.uname().nodename:
-            return None
-        pid, started = int(driver["pid"]), float(driver["started"])
+        if not isinstance(driver, dict):
+            return "none", None, None
+        if driver.get("host") != os.uname().nodename:
+            return "elsewhere", driver, None
+        pid, started = int(driver["pid"]), float(driver.get("started") or 0.0)
     except (ValueError, TypeError, KeyError):
-        return None
+        return "none", None, None
     import psutil
 
     try:
         proc = psutil.Process(pid)
         alive = proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= started + 1.0
     except psutil.NoSuchProcess:
-        alive = False
-    except psutil.Error:   # not ours to look at: say nothing
-        return None
-    return None if alive else driver
+        return "gone", driver, None
+    except psutil.Error:   # not ours to look at
+        return "unknown", driver, None
+    return ("alive", driver, proc) if alive else ("gone", driver, None)
+
+
+def gone_driver(row: sqlite3.Row) -> dict[str, Any] | None:
+    """The recorded driver of a `running` sweep when it is known to be gone (`driver_status`), else None; the
+    stored state stays `running`."""
+    status, driver, _ = driver_status(row)
+    return driver if status == "gone" else None
 
 
 def _best_sql(store: Store, goal: Goal, where: str = "t.sweep_id = s.id") -> str:
