@@ -201,9 +201,7 @@ def test_a_trial_finding_the_disk_full_stops_the_sweep_and_is_not_failed(chaos, 
     assert "No space left on device" in cp.stderr, cp.stderr
     assert not chaos.stray_workers()
 
-    trials = chaos.trials("second")
-    assert trials and not [t["number"] for t in trials if t["state"] == "failed"], [dict(t) for t in trials]
-    assert any(t["state"] == "interrupted" for t in trials), [dict(t) for t in trials]
+    trials = _assert_interrupted_not_failed(chaos, "second")
     for t in trials:                                       # no retry burned on it
         attempts = chaos.attempts(t["id"])
         assert [a["state"] for a in attempts if a["state"] == "failed"] == [], [dict(a) for a in attempts]
@@ -219,6 +217,14 @@ def test_a_trial_finding_the_disk_full_stops_the_sweep_and_is_not_failed(chaos, 
     assert chaos.dump_sweep("first") == first
 
 
+def _assert_interrupted_not_failed(chaos, name: str) -> list:
+    """The sweep stopped on its storage: no trial failed, and the one that found it is left interrupted."""
+    trials = chaos.trials(name)
+    assert trials and not [t["number"] for t in trials if t["state"] == "failed"], [dict(t) for t in trials]
+    assert any(t["state"] == "interrupted" for t in trials), [dict(t) for t in trials]
+    return trials
+
+
 @pytest.mark.parametrize("kind", ["function", "command"])
 def test_a_trial_finding_its_storage_read_only_stops_the_sweep_and_is_not_failed(chaos, trial_disk, kind):
     """A checkpoint directory on a file system gone read-only (a disk error remounts ext4 `errors=remount-ro`,
@@ -231,9 +237,7 @@ def test_a_trial_finding_its_storage_read_only_stops_the_sweep_and_is_not_failed
     _assert_clear_error(cp, trial_disk)
     assert "Read-only file system" in cp.stderr, cp.stderr
     assert not chaos.stray_workers()
-    trials = chaos.trials("ro")
-    assert trials and not [t["number"] for t in trials if t["state"] == "failed"], [dict(t) for t in trials]
-    assert any(t["state"] == "interrupted" for t in trials), [dict(t) for t in trials]
+    _assert_interrupted_not_failed(chaos, "ro")
     assert not chaos.events("retry") and not chaos.events("failure")
     _assert_consistent(chaos, "ro")
 
