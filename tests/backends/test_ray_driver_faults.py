@@ -53,13 +53,14 @@ def _left(sid: int) -> list[bytes]:
 
 
 @contextlib.contextmanager
-def _ray_script(tmp_path: Path, script: str) -> Iterator[subprocess.Popen[str]]:
-    """`script` run as `python -c script STORE TRIALS` in a session of its own, with a Ray temporary directory
-    of its own (short: Ray's socket paths live under it); whatever is left of the session is killed after."""
+def _ray_script(tmp_path: Path, script: str, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """`script` run as `python -c script STORE TRIALS ARGS...` in a session of its own, with a Ray temporary
+    directory of its own (short: Ray's socket paths live under it); whatever is left of the session is killed
+    after."""
     tmp = Path(tempfile.mkdtemp(prefix="slint-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
     env.update(RAY_TMPDIR=str(tmp))
-    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "store"), str(TRIALS)], env=env,
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "store"), str(TRIALS), *args], env=env,
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
@@ -305,27 +306,32 @@ spec = parse_spec({"function": sys.argv[2] + ":quick", "method": "random", "seed
                    "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"min": 0.0, "max": 1.0}},
                    "budget": {"trials": 2}}, file="<test>")
 store = Store.open(sys.argv[1])
+sig = getattr(signal, sys.argv[3])
+signal.signal(signal.SIGINT, signal.default_int_handler)   # as a terminal's Ctrl-C finds it
 for name in ("between", "again"):   # a second sweep of the same process (a notebook's next cell) too
     be = build_backend(spec, workers=1, store_root=sys.argv[1])   # started here, as `sweeplab sweep` does
     driver = Driver(spec, store, be, sweep_name=name)
     driver.create(spec_path=None)
-    os.kill(os.getpid(), signal.SIGTERM)   # after the backend's start, before Driver.run
+    os.kill(os.getpid(), sig)   # after the backend's start, before Driver.run
     time.sleep(0.5)
     outcome = driver.run()
     print(outcome.state.value, outcome.exit_code, sum(outcome.counts.values()))
 """
 
 
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
 def test_sigterm_between_the_ray_backend_s_start_and_the_driver_s_run_stops_the_sweep_resumable(
-        tmp_path: Path) -> None:
+        tmp_path: Path, sig: str) -> None:
     """`sweeplab sweep --backend ray` starts the backend (ray.init) before it creates the sweep and runs the
     driver; ray.init had left Ray's own SIGTERM handler (sys.exit(15)) in place meanwhile, so a SIGTERM there
-    ended the process with exit 15 and the just-created sweep left `running`. Held until the driver runs, it
-    is the driver's stop: sweep `stopped` (resumable), no trial run, exit 0, no Ray process left."""
+    ended the process with exit 15 and the just-created sweep left `running`; a Ctrl-C there did the same with
+    a KeyboardInterrupt. Held until the driver runs, either is the driver's stop: sweep `stopped` (resumable),
+    no trial run, exit 0 (130 for Ctrl-C), no Ray process left."""
     pytest.importorskip("ray")
-    with _ray_script(tmp_path, _BETWEEN) as proc:
+    with _ray_script(tmp_path, _BETWEEN, sig) as proc:
         out, err = proc.communicate(timeout=180)
-        assert (proc.returncode, out.split()) == (0, ["stopped", "0", "0"] * 2), out + err
+        code = "0" if sig == "SIGTERM" else "130"
+        assert (proc.returncode, out.split()) == (0, ["stopped", code, "0"] * 2), out + err
         with contextlib.closing(sqlite3.connect(tmp_path / "store" / "store.db")) as db:
             assert db.execute("SELECT state FROM sweeps").fetchall() == [("stopped",)] * 2
         assert _left(proc.pid) == []   # nothing of the local Ray instance outlives the driver

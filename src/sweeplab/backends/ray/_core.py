@@ -95,14 +95,14 @@ class _StartSignals:
     signal interrupts at once. Anywhere else (connecting to a cluster, starting the actors) it interrupts at
     once. Ray's own SIGTERM handler (`sys.exit(15)`, silently, wherever the process is), which `ray.init`
     installs in place of any other, is kept out while the backend starts. Afterwards a driver's handler stays in
-    place; where SIGTERM had no handler of its own, a `_HeldSigterm` (`held`) holds it for the driver to come."""
+    place; where SIGTERM or SIGINT had its default, a `_HeldSignals` (`held`) holds it for the driver to come."""
 
     def __init__(self, what: str) -> None:
         self.what = what          # "connecting to Ray": what the signal interrupted
         self.holding = False
         self.got: int | None = None
         self.ray_handler: Any = None   # the SIGTERM handler ray.init wanted to install
-        self.held: _HeldSigterm | None = None
+        self.held: _HeldSignals | None = None
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> _StartSignals:
@@ -114,10 +114,13 @@ class _StartSignals:
 
     def __exit__(self, kind: Any, *exc: Any) -> None:
         for sig, handler in self._previous.items():
-            # started: held for the driver (also where a former sweep of this process left its own hold)
-            if sig == signal.SIGTERM and kind is None and (
-                    handler in (signal.SIG_DFL, None) or isinstance(handler, _HeldSigterm)):
-                handler = self.held = _HeldSigterm(self.ray_handler)
+            # started: held for the driver where the signal had its default (also where a former sweep of this
+            # process left its own hold): SIGTERM's action, Python's KeyboardInterrupt for Ctrl-C
+            plain = (signal.SIG_DFL, None) if sig == signal.SIGTERM else (signal.default_int_handler,)
+            if kind is None and (handler in plain or isinstance(handler, _HeldSignals)):
+                if self.held is None:
+                    self.held = _HeldSignals(self.ray_handler)
+                handler = self.held
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self._previous.clear()
 
@@ -167,15 +170,17 @@ def _install_hint() -> str:
             "resources and runtime_env be set up there?")
 
 
-class _HeldSigterm:
-    """The SIGTERM handler from the backend's start until a driver runs the sweep (installed where SIGTERM had
-    no handler of its own; main thread). `sweeplab sweep` starts the backend before it creates the sweep and
+class _HeldSignals:
+    """The SIGTERM and Ctrl-C handler from the backend's start until a driver runs the sweep (installed where the
+    signal had its default; main thread). `sweeplab sweep` starts the backend before it creates the sweep and
     runs its driver; Ray's handler, which `ray.init` installs (`sys.exit(15)` wherever the process is), ended
-    the process there with exit 15 and the sweep just created left `running`. Held instead, the signal is
-    delivered by `release` (the driver's own `start()` call, once the driver's handler is in place): the sweep
-    stops as on a SIGTERM to its driver (stopped, resumable, exit 0). Once released, a SIGTERM that reaches
-    this handler (a driver in another thread; after the sweep, when the driver has put this one back) does
-    what it did before: Ray's handler while Ray runs, else the default (the process ends)."""
+    the process there with exit 15 and the sweep just created left `running`, and a Ctrl-C's KeyboardInterrupt
+    did the same with exit 130. Held instead, the first signal is delivered by `release` (the driver's own
+    `start()` call, once the driver's handlers are in place): the sweep stops as on a SIGTERM or Ctrl-C to its
+    driver (stopped, resumable). A second Ctrl-C while held interrupts at once. Once released, a signal that
+    reaches this handler (a driver in another thread; after the sweep, when the driver has put this one back)
+    does what it did before: Ctrl-C a KeyboardInterrupt; SIGTERM Ray's handler while Ray runs, else the
+    default (the process ends)."""
 
     def __init__(self, ray_handler: Any) -> None:
         self.ray_handler = ray_handler
@@ -184,7 +189,12 @@ class _HeldSigterm:
 
     def __call__(self, signum: int, frame: Any) -> None:
         if self.holding:
-            self.got = signum
+            if signum == signal.SIGINT and self.got == signal.SIGINT:
+                raise KeyboardInterrupt   # a second Ctrl-C: at once
+            if self.got is None:
+                self.got = signum
+        elif signum == signal.SIGINT:
+            raise KeyboardInterrupt
         elif callable(self.ray_handler) and ray.is_initialized():
             self.ray_handler(signum, frame)
         else:
@@ -192,7 +202,7 @@ class _HeldSigterm:
             os.kill(os.getpid(), signum)
 
     def release(self) -> None:
-        """Stop holding; a signal held so far goes to whatever handles SIGTERM now (the driver's)."""
+        """Stop holding; the signal held so far goes to whatever handles it now (the driver's)."""
         self.holding = False
         got, self.got = self.got, None
         if got is not None:
@@ -279,7 +289,7 @@ class RayCore:
         self._gcs: str | None = None        # host:port of the cluster's GCS (its head), once connected
         self._head_checked = 0.0
         self._head_lost: str | None = None  # why the head is gone: no Ray call can succeed any more
-        self._sigterm: _HeldSigterm | None = None   # SIGTERM held from start until the driver runs
+        self._sigterm: _HeldSignals | None = None   # SIGTERM, Ctrl-C held from start until the driver runs
         self._polled: float | None = None   # when the last poll returned (monotonic)
         self._own_instance = False          # Ray runs as a local instance this backend started
 
@@ -302,7 +312,7 @@ class RayCore:
         self._sigterm = signals.held
 
     def release_signals(self) -> None:
-        """The driver's handler is in place: a SIGTERM held since `start` goes to it (see `_HeldSigterm`)."""
+        """The driver's handlers are in place: a signal held since `start` goes to them (see `_HeldSignals`)."""
         if self._sigterm is not None:
             self._sigterm.release()
 
