@@ -297,8 +297,12 @@ def test_profile_of_a_trial_without_track_says_how_to_get_one(cli):
     f = cli.spec("s", f"function: {PROJECT / 'seeded.py'}:train\nmethod: grid\nparameters:\n  x: {{value: 1}}\n")
     cli("sweep", str(f), "--name", "plain", "-q", check=True)
     cp = cli("profile", "plain/0")
-    # a short trial gets CPU and memory figures (it got no profile at all); the step figures need run.track
-    assert cp.returncode == 0 and "CPU %" in cp.stdout and "run.track" in cp.stdout, cp.stdout
+    # a trial of a few ms gets no figures (profiling.MIN_LOOK: they would measure the worker), one of 20 ms or
+    # more (a loaded machine can make it so) CPU and memory figures (tests/test_profiling.py); either way the
+    # output says the step figures need run.track
+    assert "run.track" in cp.stdout, cp.stdout
+    assert (cp.returncode, "20 ms" in cp.stdout) == (1, True) or (cp.returncode, "CPU %" in cp.stdout) == (0, True), \
+        cp.stdout
     assert cli("profile", "plain/5").returncode == 2
 
 

@@ -80,8 +80,9 @@ def profile(
         if state in ("running", "queued"):   # the profile is stored when an attempt ends
             console.print(f"{ref} is {state}: its profile is recorded when its attempt ends; try again then")
         else:
-            console.print(f"{ref} ({state}): no profile recorded (a profile comes from `for batch in "
-                          "run.track(loader)` in the training loop, stored when an attempt ends)")
+            console.print(f"{ref} ({state}): no profile recorded (step figures come from `for batch in "
+                          "run.track(loader)` in the training loop, CPU and memory figures from an attempt of "
+                          "20 ms or more; stored when an attempt ends)")
         raise typer.Exit(1)
     table = Table("measure", "value", title=f"profile of {ref}")
     labels = [("steps", "steps"), ("samples_per_s", "samples/s"), ("steps_per_s", "steps/s"),
