@@ -165,6 +165,16 @@ class _StartSignals:
             raise self.error(self.got)
 
 
+def _answered(ref: Any) -> bool:
+    """Whether an actor's where() has answered (it started), whether or not a poll has seen it yet."""
+    if ref is None:
+        return False
+    try:
+        return bool(ray.wait([ref], num_returns=1, timeout=0)[0])
+    except Exception:
+        return False
+
+
 def _install_hint() -> str:
     return ("is sweeplab installed, importable and at the same version on every node, and can the trial's "
             "resources and runtime_env be set up there?")
@@ -992,9 +1002,11 @@ class RayCore:
                 slot.task = slot.gang = None
             hosts = []
         for slot in hosts:
-            # an actor that never started is not asked (its reply would never come: the sweep's end waited
-            # out the 10 s below for one whose start hung); it has no trial, and is killed below
-            if slot.actor is not None and slot.ready:
+            # an actor that has not started and has no trial is not asked (its reply would never come: the
+            # sweep's end waited out the 10 s below for one whose start hung), and is killed below; one with a
+            # trial is asked even before it is seen started: its shutdown ends the trial's whole process tree,
+            # which killing the actor would leave running (a command's program in a session of its own)
+            if slot.actor is not None and (slot.ready or slot.task is not None or _answered(slot.where)):
                 with contextlib.suppress(Exception):
                     refs.append(slot.actor.shutdown.remote(grace))
         if refs:
