@@ -374,8 +374,7 @@ class SystemSampler:
 
         self._psutil = psutil
         self._root = psutil.Process(self.pid)
-        self._mem_total = psutil.virtual_memory().total
-        self._ncpu = psutil.cpu_count() or 1
+        self._ncpu, self._mem_total = _machine()
         gpus = self._gpus_arg if self._gpus_arg is not None else _visible_gpus(
             os.environ.get("CUDA_VISIBLE_DEVICES"))
         if gpus is None or gpus:
