@@ -66,11 +66,16 @@ def _ray_script(tmp_path: Path, script: str, *args: str) -> Iterator[subprocess.
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        _kill_session(proc.pid)
-        shutil.rmtree(tmp, ignore_errors=True)
+        _end(proc, tmp)
+
+
+def _end(proc: subprocess.Popen[str], tmp: Path) -> None:
+    """Kill `proc` if it still runs, whatever is left of its session, and remove its Ray temporary directory."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+    _kill_session(proc.pid)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _count(db: Path, state: str) -> int:
@@ -188,11 +193,7 @@ def test_a_signal_while_ray_starts_its_local_instance_leaves_no_ray_process_behi
         # the driver stops what it started before it exits (ray.init's agents lingered a minute)
         assert _left(driver.pid) == []
     finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.communicate()
-        _kill_session(driver.pid)
-        shutil.rmtree(tmp, ignore_errors=True)
+        _end(driver, tmp)
 
 
 def test_a_signal_while_connecting_to_a_cluster_that_does_not_answer_ends_at_once_the_sweep_untouched(
