@@ -37,6 +37,7 @@ BAD = [
     ("asha", "early_terminate", "must be a mapping"),
     ({"eta": 3}, "early_terminate.type", "needs a type"),
     ({"type": "ahsa"}, "early_terminate.type", "did you mean 'asha'"),
+    ({"type": "asha", "metric": "loss", "goal": "upward"}, "early_terminate.goal", "minimize or maximize"),
     ({"type": 3}, "early_terminate.type", "unknown early_terminate type"),
     ({"type": "asha", "etaa": 3}, "early_terminate.etaa", "did you mean 'eta'"),
     ({"type": "asha", "eta": 1}, "early_terminate.eta", "expected a number > 1"),

@@ -76,7 +76,7 @@ def make_scheduler(
     own = raw.get("goal")
     if own is not None:
         if own not in (Goal.MINIMIZE.value, Goal.MAXIMIZE.value):
-            raise SpecError("early_terminate.goal must be minimize or maximize", file=file, key=f"{key}.goal",
+            raise SpecError("must be minimize or maximize", file=file, key=f"{key}.goal",
                             value=own, expected="minimize or maximize")
         goal, raw = Goal(own), {k: v for k, v in raw.items() if k != "goal"}
     return SCHEDULERS[kind].from_spec(raw, goal=Goal(goal), file=file, key=key, metric=metric)
