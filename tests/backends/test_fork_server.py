@@ -720,10 +720,15 @@ def test_a_forked_worker_has_its_own_process_group_when_the_backend_learns_its_p
         server.close()
 
 
-def test_slots_of_two_cpus_fork_numpy_trials_with_the_blas_threads_of_a_cold_worker(tmp_path):
+@pytest.mark.parametrize("in_flight", [False, True], ids=["", "a-gp-suggestion-in-flight"])
+def test_slots_of_two_cpus_fork_numpy_trials_with_the_blas_threads_of_a_cold_worker(tmp_path, monkeypatch,
+                                                                                      in_flight):
     """With 2+ CPUs a slot, OPENBLAS_NUM_THREADS > 1 made numpy's OpenBLAS start its threads at import, and
     the fork server refused to fork: the server imports with one, and each forked worker gets the slot's
-    number, as a cold worker has from the start."""
+    number, as a cold worker has from the start. Workers get the environment the backend was made in: a value
+    another thread sets for a moment after that (Optuna's GP, while it suggests) is not theirs."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.delenv(var, raising=False)
     proj = _project(tmp_path, **{"probe.py": """
         def probe(config, run):
             import threadpoolctl
@@ -731,6 +736,8 @@ def test_slots_of_two_cpus_fork_numpy_trials_with_the_blas_threads_of_a_cold_wor
             run.log({"blas": sum(i["num_threads"] for i in info if i["internal_api"] == "openblas")})
     """})
     b = LocalBackend(plan_slots(2, cpus=2, gpus=0, gpu_ids=[], cpu_count=4), preload=("numpy",))
+    if in_flight:   # what Optuna's GP sets in os.environ while it suggests, in the driver's prefetch thread
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
     b.start()
     try:
         b.submit(make_task(tmp_path, 1, f"{proj / 'probe.py'}:probe"))

@@ -5,6 +5,7 @@ soon as one is handed out while other trials run, and warms the GP up in the bac
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -196,3 +197,69 @@ def test_no_warm_up_starts_after_close() -> None:
     wrapped.ask()
     wrapped.close()
     assert not inner.warmed.is_set()
+
+
+@needs_torch
+def test_gp_suggestions_of_two_threads_leave_the_process_threads_and_environment_as_they_were(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Optuna's GP sets OPENBLAS_NUM_THREADS=1 and torch's threads to 1 around its fits and puts back what it
+    saw on entry. Two suggestions at once (a prefetching searcher beside another, two sweeps in one notebook)
+    interleave: the second saves the first's 1, the first restores, the second writes its 1 back. The 1 then
+    stayed for the process's life: every worker a local backend started after had one OpenBLAS thread in a slot
+    of 2 CPUs (CI failed on it), and the notebook's torch ran on one thread. Here the interleaving is forced
+    through Optuna's real limiter: A enters it, B enters it, A leaves, B leaves."""
+    import os
+
+    import torch
+    from optuna._gp import gp, optim_mixed
+
+    real = gp.limit_threads_in_optimization
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    first: dict[str, bool] = {}
+
+    @contextlib.contextmanager
+    def forced(*args: Any, **kwargs: Any) -> Any:
+        name = threading.current_thread().name
+        once = name in ("A", "B") and not first.get(name)
+        first[name] = True
+        if once and name == "B":
+            assert a_in.wait(30)
+        with real(*args, **kwargs):
+            if once and name == "A":
+                a_in.set()
+                assert b_in.wait(30)
+            elif once:
+                b_in.set()
+            yield
+        if once and name == "A":
+            a_out.set()
+        elif once:
+            assert a_out.wait(30)
+
+    monkeypatch.setattr(gp, "limit_threads_in_optimization", forced)
+    monkeypatch.setattr(optim_mixed, "limit_threads_in_optimization", forced)
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    errors: list[BaseException] = []
+
+    def suggest() -> None:
+        try:
+            searcher = _gp()
+            searcher.replay(_history(7))
+            searcher.ask()
+        except BaseException as exc:   # reported below, in the test's thread
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=suggest, name=n) for n in ("A", "B")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+        assert first == {"A": True, "B": True}   # both went through Optuna's limiter, interleaved
+        assert os.environ.get("OPENBLAS_NUM_THREADS") is None
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -132,6 +132,10 @@ class LocalBackend(Backend):
                  hide_gpus: bool = False, preload: Sequence[str] = (), fork_server: bool | None = None) -> None:
         self.slots = list(slots)
         self._env = dict(env or {})
+        #: the process's environment now: a worker started later gets it, not what a library in another thread
+        #: has set for a moment (Optuna's GP sets OPENBLAS_NUM_THREADS=1 while it suggests, in the prefetch
+        #: thread: a worker started then ran one OpenBLAS thread in a slot of 2 CPUs)
+        self._environ = dict(os.environ)
         self._hide_gpus = hide_gpus
         #: libraries the trial's code imports (preload.trial_imports): every worker imports them before its
         #: first trial, and with 2+ slots of one environment they are imported once, by a fork server
@@ -168,7 +172,7 @@ class LocalBackend(Backend):
             self._started = True
             self._held = SignalHold.install()
         if self._server is None and self._forks():
-            env = _worker_env(self.slots[0], self._env, hide_gpus=self._hide_gpus)
+            env = self._slot_env(self.slots[0])
             try:
                 self._server = _adopt_server(env, self.preload) or ForkServer(env, self.preload)
                 self._sel.register(self._server, selectors.EVENT_READ, self._server)   # wakes `poll` when ready
@@ -188,11 +192,14 @@ class LocalBackend(Backend):
             return False
         if self._fork_server is None and (not self.preload or len(self.slots) < 2):
             return False
-        envs = {tuple(sorted(_worker_env(s, self._env, hide_gpus=self._hide_gpus).items())) for s in self.slots}
+        envs = {tuple(sorted(self._slot_env(s).items())) for s in self.slots}
         return len(envs) == 1 and not any(s.gpus for s in self.slots) and sys.platform.startswith("linux")
 
+    def _slot_env(self, slot: Slot) -> dict[str, str]:
+        return _worker_env(slot, self._env, hide_gpus=self._hide_gpus, base=self._environ)
+
     def _spawn(self, slot: Slot) -> _Worker:
-        env = _worker_env(slot, self._env, hide_gpus=self._hide_gpus)
+        env = self._slot_env(slot)
         started: tuple[subprocess.Popen[bytes] | ForkedProcess, int] | None = self._fork(env)
         if started is None:
             started = _adopt(env) or _popen(env)
@@ -517,9 +524,11 @@ def _send_line(proc: subprocess.Popen[bytes] | ForkedProcess, msg: Mapping[str, 
 #: how long the first trial waits for the fork server's imports before workers are started cold instead
 PRELOAD_TIMEOUT = 120.0
 
-def _worker_env(slot: Slot, extra: Mapping[str, str], *, hide_gpus: bool) -> dict[str, str]:
-    """The environment of a worker of `slot` (but its event pipe's fd, which each worker has its own)."""
-    env = dict(os.environ)
+def _worker_env(slot: Slot, extra: Mapping[str, str], *, hide_gpus: bool,
+                base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a worker of `slot` (but its event pipe's fd, which each worker has its own): `base`
+    (the process's environment when None) with `extra` and the slot's devices and threads."""
+    env = dict(os.environ if base is None else base)
     env.update(extra)
     env["PYTHONUNBUFFERED"] = "1"
     if slot.gpus:

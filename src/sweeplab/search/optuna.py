@@ -21,6 +21,8 @@ import copy
 import hashlib
 import json
 import math
+import os
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -772,16 +774,42 @@ def _one_thread() -> Iterator[None]:
     trials). Optuna limits OpenBLAS by setting OPENBLAS_NUM_THREADS, which only a library loaded after it
     reads: scipy's BLAS loaded before the first fit (by xgboost, scipy.linalg, scipy.stats.qmc, ...) kept
     every core's threads and made each suggestion 2-5x costlier (Branin, 8 workers: 3.0-5.8 s of CPU for a
-    40-trial sweep against 1.2 s). threadpoolctl (the `bayes` extra) limits loaded libraries too."""
+    40-trial sweep against 1.2 s). threadpoolctl (the `bayes` extra) limits loaded libraries too.
+
+    The limits are the process's, and suggestions of several threads (a prefetching searcher beside another,
+    two sweeps in one notebook) overlap: each saving what it saw and putting it back left the others' 1 for
+    good (Optuna's own OPENBLAS_NUM_THREADS too), and every worker started after had one OpenBLAS thread. So
+    the first suggestion in saves the process's settings and the last one out puts them back."""
     import torch
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    with _HELD_LOCK:
+        if not _HELD:
+            stack = contextlib.ExitStack()
+            before, blas_env = torch.get_num_threads(), os.environ.get("OPENBLAS_NUM_THREADS")
+            stack.callback(_put_back, torch, before, blas_env)
+            torch.set_num_threads(1)
+            stack.enter_context(_blas_one_thread())
+            _HELD.append(stack)
+        _HELD.append(None)
     try:
-        with _blas_one_thread():
-            yield
+        yield
     finally:
-        torch.set_num_threads(before)
+        with _HELD_LOCK:
+            _HELD.pop()
+            if len(_HELD) == 1:
+                _HELD.pop().close()
+
+
+_HELD_LOCK = threading.Lock()
+_HELD: list[Any] = []   # while suggestions run: the ExitStack that puts the settings back, then one None each
+
+
+def _put_back(torch: Any, threads: int, blas_env: str | None) -> None:
+    torch.set_num_threads(threads)
+    if blas_env is None:
+        os.environ.pop("OPENBLAS_NUM_THREADS", None)
+    else:
+        os.environ["OPENBLAS_NUM_THREADS"] = blas_env
 
 
 _BLAS: list[Any] = [None, -1]   # threadpoolctl's view of the loaded libraries, and len(sys.modules) then
