@@ -409,6 +409,29 @@ class TestRanksOnSeveralNodes:
         assert ranks[0]["raylet"] != ranks[1]["raylet"]
 
 
+    def test_a_rank_that_dies_of_sigterm_preempts_the_trial_as_on_local(self, backend, tmp_path):
+        """As on the local backend (backends/multiproc.py): a rank killed by SIGTERM (it came before the rank's
+        handler) is a preemption of the whole trial, requeued with no retry spent, not a FAILED trial."""
+        out = tmp_path / "out"
+        out.mkdir()
+        me = f"{Path(__file__).resolve().parent / 'test_multiproc.py'}:rank1_dies_of_sigterm"
+        backend.submit(make_task(tmp_path, 7, me, config={"out": str(out)}, grace=30.0))
+        events = collect(backend, [7], timeout=60)[7]
+        ends = [(e.kind, e.data.get("reason")) for e in events if e.kind.ends_attempt]
+        assert [k for k, _ in ends] == [EventKind.PREEMPTED], ends
+        assert (out / "stopped0").exists()          # rank 0 was stopped, and checkpointed on the way out
+        assert any(e.kind is EventKind.CHECKPOINT for e in events)
+
+    def test_a_segfaulting_rank_fails_the_trial_naming_the_signal_and_where(self, backend, tmp_path):
+        me = f"{Path(__file__).resolve().parent / 'test_multiproc.py'}:segfaults_on_rank1"
+        backend.submit(make_task(tmp_path, 8, me))
+        end = collect(backend, [8], timeout=60)[8][-1]
+        assert end.kind is EventKind.FAILED, end.data
+        assert end.data["rank"] == 1 and end.data["signal"] == 11, end.data
+        assert "SIGSEGV" in end.data["reason"] and end.data["reason"].startswith("rank 1: "), end.data
+        assert "in segfaults_on_rank1" in (end.data.get("traceback") or ""), end.data
+
+
     def test_a_lost_node_preempts_the_whole_trial(self, backend, cluster, tmp_path):
         """Runs last in the class: it takes one of the class's nodes away."""
         out = tmp_path / "out"

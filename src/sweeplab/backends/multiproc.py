@@ -44,7 +44,7 @@ from sweeplab.backends.events import Event, EventKind, crash_stack, describe_exi
 from sweeplab.backends.execution import Execution
 from sweeplab.backends.launch import THREAD_VARS, free_port, rank_env, reserve_port
 
-__all__ = ["THREAD_VARS", "execute_ranks", "free_port", "rank_env", "rank_paths", "reserve_port"]
+__all__ = ["THREAD_VARS", "died_of_sigterm", "execute_ranks", "free_port", "rank_env", "rank_paths", "reserve_port"]
 
 # rank 0's events that reach the driver; SYSTEM samples come from the supervisor's own sampler, which
 # covers all of its children
@@ -260,15 +260,21 @@ def _failure(failures: list[_Rank]) -> tuple[EventKind, dict[str, Any]]:
     return EventKind.FAILED, data
 
 
+def died_of_sigterm(exit_code: int | None, sig: int | None) -> bool:
+    """A rank that died of SIGTERM before its handler was installed (while it started; 143: rank.py's and
+    worker.py's handlers before the attempt began, or a grace that expired): a preemption of the trial, as
+    SIGTERM to a running rank is. Also used by the Ray backend, whose ranks run as one-process trials
+    (`ray._gang.Gang`)."""
+    return sig == signal.SIGTERM or exit_code == 143
+
+
 def _crash_event(task: TrialTask, rank: _Rank) -> Event:
     how, exit_code, sig = describe_exit(rank.proc.returncode)
     if names_full_disk("", sig):   # a file-size limit: no fault of the trial's
         return Event(EventKind.FAILED, task.trial_id, task.attempt, time.time(), disk_full_data(
             f"process {how} (a file-size limit, RLIMIT_FSIZE)", trial_places(task), exit_code=exit_code,
             signal=sig))
-    if sig == signal.SIGTERM or exit_code == 143:
-        # SIGTERM reached this rank before its handler was installed (while it started; 143: rank.py's handler
-        # before the attempt began): a preemption of the trial, as SIGTERM to a running rank is
+    if died_of_sigterm(exit_code, sig):
         return Event(EventKind.PREEMPTED, task.trial_id, task.attempt, time.time(),
                      {"reason": f"rank {rank.index}: SIGTERM (preemption)"})
     reason = f"process {how}"

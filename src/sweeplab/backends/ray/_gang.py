@@ -8,6 +8,8 @@ Each rank runs as an ordinary one-process trial in a `TrialHost` actor placed in
 
 - rank 0's events reach the driver; the other ranks' events are dropped (only their ends count);
 - a rank that fails fails the trial with that rank's traceback, and the other ranks are killed;
+- a rank that got SIGTERM (it stopped, or died of it while it started) preempts the trial: SIGTERM goes to
+  every rank, and the trial is requeued (as on the local backend);
 - a rank lost with its node makes the trial PREEMPTED (the other ranks are killed: they would block in
   a collective with the lost one);
 - the trial ends once every rank has ended; ranks still running some time after rank 0 returned are
@@ -24,7 +26,7 @@ from typing import Any
 
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind
-from sweeplab.backends.multiproc import rank_env, rank_paths
+from sweeplab.backends.multiproc import died_of_sigterm, rank_env, rank_paths
 
 __all__ = ["Gang", "Op", "rank_tasks"]
 
@@ -105,6 +107,13 @@ class Gang:
             return [], []
         if not ev.kind.ends_attempt:
             return ([ev] if rank == 0 else []), []
+        if (ev.kind is EventKind.FAILED and not lost and rank not in self.killed
+                and ev.data.get("error_type") == "WorkerDied"
+                and died_of_sigterm(ev.data.get("exit_code"), ev.data.get("signal"))):
+            # the rank's process died of SIGTERM (before its handler was installed): a preemption of the
+            # trial, as on the local backend (multiproc), not a failure
+            ev = dataclasses.replace(ev, kind=EventKind.PREEMPTED,
+                                     data={"reason": f"rank {rank}: SIGTERM (preemption)"})
         self.ends[rank] = ev
         ops: list[tuple[Op, int]] = []
         if ev.kind is EventKind.FAILED and rank not in self.killed and self.first_failure is None and not lost:
