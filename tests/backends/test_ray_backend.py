@@ -118,6 +118,17 @@ def test_rank_tasks_give_each_rank_its_node_local_environment(tmp_path):
     assert len({t.report_path for t in tasks}) == 3         # nor command ranks report through rank 0's file
 
 
+def test_rank_tasks_show_each_node_s_ranks_their_gpus_in_local_rank_order(tmp_path):
+    from sweeplab.backends.ray._gang import rank_tasks
+
+    task = make_task(tmp_path, 1, "x:y")
+    tasks = rank_tasks(task, ["a", "b", "a"], "10.0.0.1", 29500, gpus=[["3"], ["0"], ["1"]])
+    assert [t.env["CUDA_VISIBLE_DEVICES"] for t in tasks] == ["3,1", "0", "3,1"]
+    assert [t.env["LOCAL_RANK"] for t in tasks] == ["0", "0", "1"]
+    shared = rank_tasks(task, ["a", "a"], "10.0.0.1", 29500, gpus=[["0"], ["0"]])   # gpus_per_worker: 0.5
+    assert all("CUDA_VISIBLE_DEVICES" not in t.env for t in shared)
+
+
 def test_gang_fails_with_the_first_failing_rank_and_kills_the_others(tmp_path):
     from sweeplab.backends.events import Event
     from sweeplab.backends.ray._gang import Gang, Op
@@ -464,6 +475,44 @@ def test_placement_none_runs_a_multi_process_trial_inside_one_actor(cluster, tmp
     assert end.kind is EventKind.FINISHED and end.data["metrics"] == {"who": 0.0}
     seen = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [(s["RANK"], s["WORLD_SIZE"]) for s in seen] == [("0", "2"), ("1", "2")]
+
+
+def gpu_env(config, run):
+    names = ("CUDA_VISIBLE_DEVICES", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK")
+    Path(config["out"], f"rank{run.rank}.json").write_text(json.dumps({n: os.environ.get(n) for n in names}))
+    return {"ok": 1.0}
+
+
+@pytest.mark.ray
+def test_ranks_sharing_a_node_see_its_gpus_in_local_rank_order_so_local_rank_points_at_their_own(
+        cluster, tmp_path):
+    """Ray narrows CUDA_VISIBLE_DEVICES to each actor's own GPUs, while LOCAL_RANK counts the ranks on the node:
+    with 3 ranks of 2 GPUs on one node, rank 2 had LOCAL_RANK=2 and 2 visible GPUs (cuda:2 does not exist;
+    sweeplab.torch refused it, frameworks crash). As on the local backend, every rank on a node sees the GPUs of
+    the trial's ranks there, local rank j's own at [j*k, (j+1)*k). Logical GPUs of a simulated node: no CUDA."""
+    node = cluster.add_node(num_cpus=3, num_gpus=6, resources={"gpu_box": 3})
+    cluster.wait_for_nodes()
+    out = tmp_path / "out"
+    out.mkdir()
+    b = RayBackend(workers=1, resources={"workers": 3, "cpus_per_worker": 1, "gpus_per_worker": 2,
+                                         "custom": {"gpu_box": 1}})
+    try:
+        b.start()
+        b.submit(make_task(tmp_path, 1, f"{Path(__file__).resolve()}:gpu_env", config={"out": str(out)}))
+        end = collect(b, [1], timeout=90)[1][-1]
+        own = [getattr(m, "gpus", None) for m in b._core.slots[0].members]   # what Ray gave each rank
+    finally:
+        b.shutdown()
+        cluster.remove_node(node)
+    assert end.kind is EventKind.FINISHED, end.data
+    seen = [json.loads((out / f"rank{r}.json").read_text()) for r in range(3)]
+    assert [(s["LOCAL_RANK"], s["LOCAL_WORLD_SIZE"]) for s in seen] == [("0", "3"), ("1", "3"), ("2", "3")]
+    visible = {s["CUDA_VISIBLE_DEVICES"] for s in seen}
+    assert len(visible) == 1, seen                        # one view of the node's GPUs for all its ranks
+    ids = visible.pop().split(",")
+    assert sorted(ids, key=int) == [str(i) for i in range(6)], ids
+    for j in range(3):                                    # local rank j's own GPUs at [2j, 2j+2)
+        assert sorted(ids[2 * j:2 * j + 2]) == sorted(str(g) for g in own[j]), (ids, own)
 
 
 # ------------------------------------------------------------------------------------ node loss

@@ -260,6 +260,7 @@ class _Slot:
     task: TrialTask | None = None
     node: str | None = None
     where: Any = None                   # ObjectRef of the actor's where() (node id once it is placed)
+    gpus: list[str] | None = None       # a rank's own GPUs, as Ray gave them to its actor
     kill_reason: str | None = None
     kill_deadline: float | None = None
     unavailable: int = 0
@@ -599,9 +600,10 @@ class RayCore:
                 slot.queued.extend(self._rank_lost(slot, r, f"rank {r} could not start: {why or _first_line(exc)}"))
             return
         for member, info in zip(slot.members, where):
-            member.node = info["node"]
+            member.node, member.gpus = info["node"], list(info.get("gpus") or [])
         slot.node = where[0]["node"]
-        tasks = rank_tasks(task, [w["node"] for w in where], where[0]["ip"], int(port))
+        tasks = rank_tasks(task, [w["node"] for w in where], where[0]["ip"], int(port),
+                           gpus=[list(w.get("gpus") or []) for w in where])
         for member, t in zip(slot.members, tasks):
             member.task = t
             member.kill_reason = member.kill_deadline = None

@@ -42,9 +42,15 @@ class Op(str, Enum):
 
 
 def rank_tasks(task: TrialTask, nodes: Sequence[str], master_addr: str, master_port: int, *,
-               threads: int | None = None) -> list[TrialTask]:
+               threads: int | None = None, gpus: Sequence[Sequence[str]] | None = None) -> list[TrialTask]:
     """The one-process task of every rank. `nodes[r]`: the node rank r runs on (any hashable id);
-    LOCAL_RANK / LOCAL_WORLD_SIZE / NODE_RANK follow from which ranks share a node."""
+    LOCAL_RANK / LOCAL_WORLD_SIZE / NODE_RANK follow from which ranks share a node.
+
+    `gpus[r]`: the GPU ids Ray gave rank r's actor (its CUDA_VISIBLE_DEVICES). Every rank on a node then sees
+    the GPUs of all the trial's ranks there, local rank j's own k at positions [j*k, (j+1)*k): the view of
+    the local backend, where the ranks share the slot's GPUs. With only its own visible, LOCAL_RANK pointed
+    past them (cuda:LOCAL_RANK, which frameworks pick, did not exist, or was another rank's). Ranks that
+    share a GPU (a fraction each) keep Ray's view: one GPU, cuda:0."""
     world = len(nodes)
     order: list[str] = []
     for n in nodes:
@@ -56,6 +62,9 @@ def rank_tasks(task: TrialTask, nodes: Sequence[str], master_addr: str, master_p
         local = [i for i, n in enumerate(nodes) if n == node]
         env.update({"LOCAL_RANK": str(local.index(r)), "LOCAL_WORLD_SIZE": str(len(local)),
                     "GROUP_RANK": str(order.index(node)), "NODE_RANK": str(order.index(node))})
+        shared = [str(g) for i in local for g in (gpus[i] if gpus is not None else ())]
+        if gpus is not None and all(gpus[i] for i in local) and len(set(shared)) == len(shared):
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(shared)   # (ranks sharing a GPU, gpus_per_worker < 1: as Ray set)
         merged = {k: str(v) for k, v in task.env.items()}
         merged.update(env)
         log_path, report_path = rank_paths(task, r)

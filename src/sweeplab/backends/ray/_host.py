@@ -45,7 +45,8 @@ class TrialHost:
 
     def where(self) -> dict[str, Any]:
         return {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(),
-                "pid": os.getpid(), "ip": ray.util.get_node_ip_address()}
+                "pid": os.getpid(), "ip": ray.util.get_node_ip_address(),
+                "gpus": [str(g) for g in ray.get_gpu_ids()]}   # this actor's own (CUDA_VISIBLE_DEVICES)
 
     def master_port(self) -> int:
         """A free port on this node, for MASTER_PORT of a multi-process trial whose rank 0 runs here.
