@@ -911,6 +911,32 @@ def test_asha_verdicts_reach_trials_waiting_at_their_rung_on_ray(cluster, tmp_pa
     assert [tuple(r) for r in rows] == [("completed", 300), ("completed", 300), ("pruned", 1), ("pruned", 1)]
 
 
+def ignores_stop(config, run):
+    """Reports once, then never looks at run.should_stop: only the kill after trial.grace ends it."""
+    run.log({"loss": 0.25}, step=0)
+    while True:
+        time.sleep(0.05)
+
+
+@pytest.mark.ray
+def test_a_trial_killed_after_its_grace_keeps_its_last_report_on_ray(cluster, tmp_path):
+    """As on the local backend: stopped by the budget, killed after trial.grace, the trial is `stopped` with its
+    last reported value (the Ray kill's end is not a failure of its own), and nothing of it runs on."""
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    spec = parse_spec({"function": f"{Path(__file__).resolve()}:ignores_stop", "method": "grid",
+                       "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"values": [1]}},
+                       "budget": {"time": "3s"}, "trial": {"grace": "1s"}}, file="<test>")
+    store = Store.open(tmp_path / "store")
+    driver = Driver(spec, store, RayBackend(spec, workers=1, resources={"cpus": 1}), sweep_name="ray-grace")
+    driver.create(spec_path=None)
+    driver.run()
+    rows = [tuple(r) for r in store.conn.execute("SELECT state, value FROM trials").fetchall()]
+    assert rows == [("stopped", 0.25)], rows
+
+
 def test_the_spec_s_resources_placement_reaches_the_backend_unless_given():
     """Constructing the backend does not start Ray: this runs without a cluster."""
     from sweeplab.spec import parse_spec
