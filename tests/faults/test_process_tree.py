@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -161,3 +162,33 @@ def test_a_program_that_exits_leaving_a_child_behind_ends_its_attempt_and_the_ch
     assert proc.returncode == 0, err
     assert chaos.trial("left", 0)["state"] == "completed"
     _assert_all_dead(tree, within=2.0)
+
+
+_ESCAPES = ("import os, subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-c', 'import os, sys, time\\nos.setsid()\\n"
+            "open(sys.argv[1], \"w\").write(str(os.getpid()))\\ntime.sleep(60)', sys.argv[1]])\n"
+            "time.sleep(60)\n")
+
+
+def test_a_program_whose_worker_dies_before_naming_it_to_the_reaper_leaves_nothing_behind(tmp_path):
+    """The reaper is started before the program and told its pid after: a worker killed in between (a kill as
+    the trial starts, a shutdown) used to leave no reaper at all (it was started after the program), and a
+    grandchild in a session of its own ran on for good (seen once on the Ray backend's tree test in CI).
+    EOF before the pid: the reaper kills everything carrying the attempt's mark."""
+    from sweeplab.backends import _tree
+
+    mark = _tree.new_mark()
+    reaper = _tree.Reaper.start(mark)
+    out = tmp_path / "grandchild.pid"
+    program = subprocess.Popen([sys.executable, "-c", _ESCAPES, str(out)], start_new_session=True,
+                               env={**os.environ, _tree.MARK: mark})
+    try:
+        deadline = time.monotonic() + 30
+        while not (out.exists() and out.read_text()):
+            assert time.monotonic() < deadline, "the grandchild did not start"
+            time.sleep(0.02)
+        reaper.close()   # the worker is gone before it could tell the reaper the program's pid
+        _assert_all_dead([program.pid, int(out.read_text())])
+    finally:
+        program.kill()
+        program.wait()

@@ -84,16 +84,28 @@ class Reaper:
         self._proc = proc
 
     @classmethod
-    def start(cls, pid: int, mark: str = "") -> Reaper:
-        """`mark`: the value of MARK in the program's environment ("" if none)."""
+    def start(cls, mark: str) -> Reaper:
+        """Started before the program (`mark`: the value of MARK in its environment), then told its pid
+        (`watch`): a worker killed between the program's start and the reaper's (a trial killed as it starts,
+        or at shutdown) left a grandchild in a session of its own running for good, with no reaper to end it.
+        Now EOF before a pid still kills every process carrying the mark."""
         try:
             proc = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), str(pid), mark], stdin=subprocess.PIPE,
+                [sys.executable, os.path.abspath(__file__), "-", mark], stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )
         except OSError:
             proc = None
         return cls(proc)
+
+    def watch(self, pid: int) -> None:
+        """The program has started: its pid, for the reaper to list its descendants from."""
+        if self._proc is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(f"{pid}\n".encode())
+            self._proc.stdin.flush()
 
     def close(self) -> None:
         """The attempt is over: whatever is left of the program's tree is killed now."""
@@ -198,15 +210,36 @@ def _of_attempt(sid: int, mark: str) -> list[int]:
     return out
 
 
-def _reap(pid: int, mark: str = "") -> int:
+def _read_pid() -> int | None:
+    """The program's pid, the first line on stdin; None at EOF before it (the worker died or gave up before
+    the program started, or just after: its processes are found by their mark)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(0, 1)
+        if not chunk:
+            return None
+        line += chunk
+    try:
+        return int(line)
+    except ValueError:
+        return None
+
+
+def _reap(pid: int | None, mark: str = "") -> int:
     import psutil
 
     known: dict[int, Any] = {}
-    try:
-        root = psutil.Process(pid)
-        known[pid] = root
-    except psutil.Error:   # a short program already gone: what it left behind still carries its mark
-        root = None
+    root = None
+    if pid is None:
+        pid = _read_pid()
+    if pid is None:
+        pid = -1   # no session, no group: the mark alone
+    else:
+        try:
+            root = psutil.Process(pid)
+            known[pid] = root
+        except psutil.Error:   # a short program already gone: what it left behind still carries its mark
+            root = None
 
     def snapshot() -> bool:
         """Add the root's current descendants to `known`; False once the root has exited."""
@@ -226,7 +259,8 @@ def _reap(pid: int, mark: str = "") -> int:
         if ready and not os.read(0, 4096):
             break   # EOF: the attempt is over, or the worker died
     for _ in range(3):   # a process forking while we kill: look again
-        kill_group(pid)  # the program's group, and what remains of its session
+        if pid > 0:
+            kill_group(pid)  # the program's group, and what remains of its session
         for other in _of_attempt(pid, mark):
             with contextlib.suppress(psutil.Error):
                 known.setdefault(other, psutil.Process(other))
@@ -250,4 +284,4 @@ if __name__ == "__main__":
     if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]   # this directory holds modules (ray/) that must not shadow installed ones
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.exit(_reap(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else ""))
+    sys.exit(_reap(None if sys.argv[1] == "-" else int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else ""))

@@ -180,12 +180,15 @@ def execute_command(ex: Execution) -> None:
     with _Log(task.log_path, channel) as log:
         log.write(log_header(task, argv=argv, added=added))
         log.flush()
+        # the reaper first: a worker killed just after the program started still leaves one to end its tree
+        reaper = _tree.Reaper.start(env[_tree.MARK])
         try:
             child = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 cwd=task.cwd or None, env=env, start_new_session=True, preexec_fn=_tree.die_with_parent(),
             )
         except OSError as exc:
+            reaper.close()
             channel.send(EventKind.FAILED, {"reason": f"cannot start {argv[0] if argv else '?'}:"
                                             f" {exc.strerror or exc}", "error_type": type(exc).__name__,
                                             "message": str(exc)})
@@ -193,7 +196,7 @@ def execute_command(ex: Execution) -> None:
         ex.child = child
         # every process of the attempt ends with it: the backend kills this group too, the reaper the rest
         channel.send(EventKind.PROCESS, {"pid": child.pid, "pgid": child.pid})
-        reaper = _tree.Reaper.start(child.pid, env[_tree.MARK])
+        reaper.watch(child.pid)
         ex.liveness = _tree.Liveness(child.pid, (task.log_path, report_path), task.checkpoint_dir)
         if ex.stop_requested:
             ex.stop("stop requested")
