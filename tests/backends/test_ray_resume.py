@@ -224,3 +224,53 @@ def test_connecting_without_the_cluster_s_token_fails_at_once_naming_cause_and_f
     if (store / "store.db").exists():   # nothing was created
         with contextlib.closing(sqlite3.connect(store / "store.db")) as c:
             assert c.execute("SELECT count(*) FROM sweeps").fetchone()[0] == 0
+
+
+def test_a_driver_killed_with_9_leaves_no_trial_process_on_the_cluster_and_resume_finishes(
+        head: Head, tmp_path: Path) -> None:
+    """kill -9 of the driver of a sweep on a cluster: Ray ends the job's actors, and with them every process
+    of the running command trial (its program ignores SIGTERM, its child has a session of its own); a resume
+    then runs the trial again to its end."""
+    import psutil
+
+    program = Path(__file__).resolve().parents[1] / "faults" / "tree_program.py"
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"command: [{sys.executable!r}, {str(program)!r}, '${{args}}']\nmethod: grid\n"
+                    f"metric: {{name: loss, goal: minimize}}\nparameters:\n  pids: {{value: {str(pids)!r}}}\n"
+                    "  ignore_term: {value: 1}\n  setsid_child: {value: 1}\n  steps: {value: 12}\n"
+                    "budget: {trials: 1}\ntrial: {grace: 1s}\n")
+    store = tmp_path / "store"
+    env = head.with_token(store)
+    proc = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", str(spec), "--name", "killed", "--backend",
+                             "ray", "--address", head.address, "--workers", "1", "-q"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        files = [pids / f"0-1-{who}.pid" for who in ("program", "child")]
+        deadline = time.monotonic() + 120
+        while not all(f.exists() for f in files):
+            assert proc.poll() is None, f"the sweep ended early: {proc.communicate()}"
+            assert time.monotonic() < deadline, "the trial did not start on the cluster"
+            time.sleep(0.1)
+        tree = [int(f.read_text()) for f in files]
+        proc.kill()
+        proc.communicate()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + 60   # Ray notices the job's end, then kills its actors
+    while any(alive(p) for p in tree) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in tree if alive(p)], "the trial's processes outlived their driver's job"
+    cp = _sweeplab(["resume", "killed"], env, tmp_path)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert _status("killed", env, tmp_path)["sweep"]["counts"]["completed"] == 1
