@@ -274,3 +274,36 @@ def test_a_driver_killed_with_9_leaves_no_trial_process_on_the_cluster_and_resum
     cp = _sweeplab(["resume", "killed"], env, tmp_path)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert _status("killed", env, tmp_path)["sweep"]["counts"]["completed"] == 1
+
+
+_MAIN_SCRIPT = """
+import os
+import sweeplab
+
+LIMIT = 10.0   # read by the trial: a module global of the script
+
+
+def train(config, run):
+    return {"loss": config["x"] / LIMIT}
+
+
+if __name__ == "__main__":
+    s = sweeplab.sweep({"method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+                        "parameters": {"x": {"values": [1.0, 2.0]}}}, fn=train, store=os.environ["SL_STORE"],
+                       backend="ray", address=os.environ["SL_ADDR"], workers=1, name=os.environ["SL_NAME"])
+    print("RESULT", s.status()["state"], s.best["value"])
+"""
+
+
+@pytest.mark.parametrize("argv", [[], ["--lr", "0.1"]], ids=["by-path", "by-value"])
+def test_a_function_of_the_user_s_main_script_runs_on_the_cluster(head: Head, tmp_path: Path, argv) -> None:
+    """`sweeplab.sweep(fn=train)` from `python train.py` on Ray: the function of `__main__` is imported by the
+    script's path in the actors' workers (by value, cloudpickle, when the script got arguments)."""
+    script = tmp_path / "train.py"
+    script.write_text(_MAIN_SCRIPT)
+    env = head.with_token(tmp_path / "store")
+    env.update(SL_STORE=str(tmp_path / "store"), SL_ADDR=head.address, SL_NAME="main")
+    cp = subprocess.run([sys.executable, str(script), *argv], cwd=tmp_path, env=env, capture_output=True,
+                        text=True, timeout=240)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "RESULT finished 0.1" in cp.stdout, cp.stdout + cp.stderr
