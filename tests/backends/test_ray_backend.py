@@ -937,6 +937,27 @@ def test_a_trial_killed_after_its_grace_keeps_its_last_report_on_ray(cluster, tm
     assert rows == [("stopped", 0.25)], rows
 
 
+@pytest.mark.ray
+def test_a_retry_on_ray_skips_a_corrupt_newest_checkpoint_and_restores_the_one_before(cluster, tmp_path):
+    b = RayBackend(workers=1, resources={"cpus": 1})
+    b.start()
+    try:
+        first = make_task(tmp_path, 1, f"{TRIALS}:checkpointing", config={"steps": 3}, keep_checkpoints=3)
+        b.submit(first)
+        assert collect(b, [1])[1][-1].kind is EventKind.FINISHED
+        newest = max(Path(first.checkpoint_dir).iterdir(), key=lambda p: p.stat().st_mtime_ns)
+        manifest = json.loads((newest / "manifest.json").read_text())
+        (newest / manifest["payload"]).write_bytes(b"garbage")   # the newest (step 2) is damaged
+        b.submit(make_task(tmp_path, 1, f"{TRIALS}:checkpointing", config={"steps": 3}, keep_checkpoints=3,
+                           attempt=2))
+        events = collect(b, [1])[1]
+    finally:
+        b.shutdown()
+    assert events[-1].kind is EventKind.FINISHED, events[-1].data
+    steps = [p[0] for e in events if e.kind is EventKind.METRICS for p in e.data["points"]]
+    assert steps == [2], steps   # restored step 1's checkpoint ({"step": 2}), not step 2's, and not from scratch
+
+
 def test_the_spec_s_resources_placement_reaches_the_backend_unless_given():
     """Constructing the backend does not start Ray: this runs without a cluster."""
     from sweeplab.spec import parse_spec
