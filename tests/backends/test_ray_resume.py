@@ -201,6 +201,40 @@ def test_resume_goes_back_to_the_ray_cluster_it_ran_on_and_local_overrides(head:
     assert last["counts"]["completed"] == 4 and (last["backend"], last["address"]) == ("local", None)
 
 
+def test_sigterm_to_a_cli_driver_on_a_cluster_stops_the_sweep_and_resume_keeps_what_completed(
+        head: Head, tmp_path: Path) -> None:
+    """As on the local backend: SIGTERM to `sweeplab sweep --address` mid-sweep exits 0 with the sweep
+    `stopped` (not failed), the running trial `preempted`; the resume runs only what was not completed."""
+    store = tmp_path / "store"
+    env = head.with_token(store)
+    spec = _spec(tmp_path, trials=2, seconds=1.5)
+    proc = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", str(spec), "--name", "term", "--backend",
+                             "ray", "--address", head.address, "--workers", "1", "-q"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while _completed(store / "store.db") < 1:
+            assert proc.poll() is None, f"the sweep ended early: {proc.communicate()}"
+            assert time.monotonic() < deadline, "no trial completed on the Ray cluster in time"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, errs = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, errs
+    st = _status("term", env, tmp_path)
+    assert st["sweep"]["state"] == "stopped", st["sweep"]
+    states = [t["state"] for t in st["trials"]]
+    assert states.count("completed") == 1 and set(states) <= {"completed", "preempted", "queued"}, states
+    cp = _sweeplab(["resume", "term"], env, tmp_path)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    after = _status("term", env, tmp_path)
+    assert after["sweep"]["state"] == "finished" and after["sweep"]["counts"]["completed"] == 2
+    assert len(after["trials"]) == 2   # the completed one was not run again
+
+
 @pytest.mark.parametrize("auth, expect", [
     ({}, "the Ray cluster requires token authentication and this process sent no token"),
     ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64},
