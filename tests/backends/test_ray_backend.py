@@ -980,7 +980,10 @@ def _tree_of(pids: Path, trial: int, timeout: float = 60.0) -> list[int]:
     return [int(f.read_text()) for f in files]
 
 
-def _all_dead(pids: list[int], within: float = 3.0) -> list[int]:
+def _all_dead(pids: list[int], within: float = 10.0) -> list[int]:
+    """The pids still alive `within` seconds on (polled: returns as soon as all are gone). Not 3 s: on a
+    loaded 2-core machine the reaper's look over /proc after the kill took longer, and a slow reaper was
+    reported as a process left behind."""
     import psutil
 
     def alive(pid: int) -> bool:
