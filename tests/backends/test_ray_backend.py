@@ -982,7 +982,7 @@ def _tree_of(pids: Path, trial: int, timeout: float = 60.0) -> list[int]:
 
 def _all_dead(pids: list[int], within: float = 10.0) -> list[int]:
     """The pids still alive `within` seconds on (polled: returns as soon as all are gone). Not 3 s: on a
-    loaded 2-core machine the reaper's look over /proc after the kill took longer, and a slow reaper was
+    loaded 2-core machine the reaper's look over /proc after the kill may take longer, and a slow reaper would be
     reported as a process left behind."""
     import psutil
 
