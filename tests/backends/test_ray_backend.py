@@ -938,6 +938,25 @@ def test_a_trial_killed_after_its_grace_keeps_its_last_report_on_ray(cluster, tm
 
 
 @pytest.mark.ray
+def test_a_multi_process_trial_killed_after_its_grace_keeps_its_last_report_on_ray(cluster, tmp_path):
+    """The same for 2 ranks in a placement group: the ranks' kills end the trial as the stop standing."""
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    spec = parse_spec({"function": f"{Path(__file__).resolve()}:ignores_stop", "method": "grid",
+                       "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"values": [1]}},
+                       "resources": {"workers": 2, "cpus_per_worker": 0.5},
+                       "budget": {"time": "4s"}, "trial": {"grace": "1s"}}, file="<test>")
+    store = Store.open(tmp_path / "store")
+    driver = Driver(spec, store, RayBackend(spec, workers=1), sweep_name="ray-grace-ranks")
+    driver.create(spec_path=None)
+    driver.run()
+    rows = [tuple(r) for r in store.conn.execute("SELECT state, value FROM trials").fetchall()]
+    assert rows == [("stopped", 0.25)], rows
+
+
+@pytest.mark.ray
 def test_a_retry_on_ray_skips_a_corrupt_newest_checkpoint_and_restores_the_one_before(cluster, tmp_path):
     b = RayBackend(workers=1, resources={"cpus": 1})
     b.start()
