@@ -6,7 +6,7 @@ group, not the worker). Three things make sure nothing of an attempt outlives it
 - `die_with_parent`: the program gets SIGKILL from the kernel when its worker dies (PR_SET_PDEATHSIG);
 - the backend records the program's process group (the worker reports it in a PROCESS event) and kills that
   group with the worker on every kill path (trial.timeout, heartbeat, grace period, shutdown);
-- a `Reaper`, a small process in a session of its own started beside the program, keeps a list of every
+- a `Reaper`, a small process in a session of its own started just before the program, keeps a list of every
   descendant of the program (also those that start sessions of their own, as torchrun ranks may) and kills
   all of them, with the program's session and group and every process carrying the attempt's mark in its
   environment (`MARK`, inherited by whatever the program starts, even once orphaned), as soon as the
@@ -19,7 +19,8 @@ A stopped (SIGSTOP) program is not alive, whatever its files do. The worker send
 a deadlocked (idle) or stopped program is killed after `trial.heartbeat_timeout` like a frozen worker, while
 a program that computes silently for a long epoch is not.
 
-This file runs as a script for the reaper (`python _tree.py PID`): it imports only psutil there.
+This file runs as a script for the reaper (`python _tree.py - MARK`, the program's pid on its stdin once the
+program has started): it imports only psutil there.
 """
 
 from __future__ import annotations
