@@ -78,3 +78,38 @@ class TestForkedWorkersContract(BackendContract):
     @pytest.fixture
     def trials_file(self):
         return TRIALS
+
+
+@pytest.mark.parametrize("kind", ["function", "command"])
+def test_sigterm_to_a_worker_whose_trial_has_not_started_preempts_the_trial(tmp_path, kind):
+    """A SIGTERM from outside (a spot agent, a memory daemon) reaching a worker after its trial was sent but
+    before the attempt began (here: the worker still imports the trial's libraries) ended the worker with
+    exit 0, and the trial FAILED ('worker process exited with code 0'). It is a preemption, as SIGTERM to a
+    running trial is: the trial is requeued."""
+    import os
+    import signal
+    import time
+
+    from sweeplab.backends.events import EventKind
+    from sweeplab.testing.backends import collect, make_task
+
+    marker = tmp_path / "importing"
+    (tmp_path / "slowlib.py").write_text(
+        f"import pathlib, time\npathlib.Path({str(marker)!r}).write_text('1')\ntime.sleep(30)\n")
+    (tmp_path / "fn.py").write_text("def f(config):\n    return {'loss': 1.0}\n")
+    b = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]), env={"PYTHONPATH": str(tmp_path)},
+                     preload=("slowlib",))
+    b.start()
+    try:
+        task = (make_task(tmp_path, 1, command=["python3", "-c", "print(1)"]) if kind == "command"
+                else make_task(tmp_path, 1, f"{tmp_path / 'fn.py'}:f"))
+        b.submit(task)
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert marker.exists()
+        os.kill(b._workers[0].proc.pid, signal.SIGTERM)
+        end = collect(b, [1])[1][-1]
+        assert end.kind is EventKind.PREEMPTED, end.data
+    finally:
+        b.shutdown(grace=0.0)

@@ -864,14 +864,22 @@ def test_a_slot_whose_actor_start_hangs_is_warned_about_and_the_sweep_goes_on_wi
     bad = cluster.add_node(num_cpus=1, resources={"lane": 1}, env_vars={"PYTHONPATH": path})
     cluster.wait_for_nodes()
     try:
-        spec = parse_spec({"function": f"{TRIALS}:quick", "method": "random", "seed": 0,
+        # the trials last until the warning came: a loaded machine ran all 4 before it (the test failed)
+        warned_file = tmp_path / "warned"
+        spec = parse_spec({"function": f"{TRIALS}:until_file", "method": "random", "seed": 0,
                            "metric": {"name": "loss", "goal": "minimize"},
-                           "parameters": {"x": {"min": 0.0, "max": 1.0}},
+                           "parameters": {"x": {"min": 0.0, "max": 1.0}, "file": {"value": str(warned_file)}},
                            "resources": {"cpus": 1, "custom": {"lane": 1}},
                            "budget": {"trials": 4, "time": "60s"}}, file="<test>")   # never hang the suite
         store = Store.open(tmp_path / "store")
         notes: list[str] = []
-        driver = Driver(spec, store, RayBackend(spec, workers=2), sweep_name="stuck-slot", on_note=notes.append)
+
+        def on_note(text: str) -> None:
+            notes.append(text)
+            if "has not started" in text:
+                warned_file.write_text("1")
+
+        driver = Driver(spec, store, RayBackend(spec, workers=2), sweep_name="stuck-slot", on_note=on_note)
         driver.create(spec_path=None)
         outcome = driver.run()
         assert outcome.counts.get("completed") == 4, outcome

@@ -38,7 +38,8 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SWEEP", "Event", "EventKind", "crash_stack", "decode", "describe_exit", "encode", "read_events"]
+__all__ = ["SWEEP", "Event", "EventKind", "crash_stack", "decode", "describe_exit", "died_of_sigterm", "encode",
+           "read_events"]
 
 SWEEP = 0   # the `trial` of a NOTE about the sweep rather than one trial (store ids start at 1)
 
@@ -137,6 +138,14 @@ def describe_exit(code: int | None) -> tuple[str, int | None, int | None]:
     sig = -code if code is not None and code < 0 else None
     how = f"killed by signal {signal.Signals(sig).name}" if sig else f"exited with code {code}"
     return how, (None if sig else code), sig
+
+
+def died_of_sigterm(exit_code: int | None, sig: int | None) -> bool:
+    """A process of a trial (a worker, a rank) that ended by SIGTERM: killed by it before its handler was
+    installed (while it started), or exit 143 (the handler of a worker or rank that held no running attempt, or
+    whose grace expired). A preemption of the trial, as SIGTERM to a running attempt is, not a failure: the
+    local backend, the multi-process supervisor and the Ray gang all take it so."""
+    return sig == signal.SIGTERM or exit_code == 143
 
 
 def crash_stack(log_path: str | None, limit: int = 4000) -> str | None:

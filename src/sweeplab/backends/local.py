@@ -29,7 +29,7 @@ from typing import Any
 from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
 from sweeplab.backends._start_signals import SignalHold
 from sweeplab.backends.base import Backend, TrialTask
-from sweeplab.backends.events import Event, EventKind, crash_stack, describe_exit, read_events
+from sweeplab.backends.events import Event, EventKind, crash_stack, describe_exit, died_of_sigterm, read_events
 from sweeplab.backends.forkserver import ForkedProcess, ForkServer
 from sweeplab.errors import BackendError, UserError
 
@@ -458,6 +458,9 @@ class LocalBackend(Backend):
             return [Event(EventKind.PREEMPTED, task.trial_id, task.attempt, now,
                           {"reason": "worker preempted (SIGTERM)"})]
         how, exit_code, sig = describe_exit(code)
+        if not worker.kill_reason and died_of_sigterm(exit_code, sig):   # from outside, before its attempt ran
+            return [Event(EventKind.PREEMPTED, task.trial_id, task.attempt, now,
+                          {"reason": f"worker process {how} (SIGTERM: preemption)"})]
         if not worker.kill_reason and names_full_disk("", sig):   # a file-size limit: no fault of the trial's
             return [Event(EventKind.FAILED, task.trial_id, task.attempt, now, disk_full_data(
                 f"worker process {how} (a file-size limit, RLIMIT_FSIZE)", trial_places(task),

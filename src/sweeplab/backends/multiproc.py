@@ -40,11 +40,11 @@ from typing import Any
 from sweeplab.backends import _tree
 from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
 from sweeplab.backends.base import TrialTask
-from sweeplab.backends.events import Event, EventKind, crash_stack, describe_exit, read_events
+from sweeplab.backends.events import Event, EventKind, crash_stack, describe_exit, died_of_sigterm, read_events
 from sweeplab.backends.execution import Execution
 from sweeplab.backends.launch import THREAD_VARS, free_port, rank_env, reserve_port
 
-__all__ = ["THREAD_VARS", "died_of_sigterm", "execute_ranks", "free_port", "rank_env", "rank_paths", "reserve_port"]
+__all__ = ["THREAD_VARS", "execute_ranks", "free_port", "rank_env", "rank_paths", "reserve_port"]
 
 # rank 0's events that reach the driver; SYSTEM samples come from the supervisor's own sampler, which
 # covers all of its children
@@ -258,14 +258,6 @@ def _failure(failures: list[_Rank]) -> tuple[EventKind, dict[str, Any]]:
     data["reason"] = f"rank {first.index}: {data.get('reason', 'failed')}"
     data["rank"] = first.index
     return EventKind.FAILED, data
-
-
-def died_of_sigterm(exit_code: int | None, sig: int | None) -> bool:
-    """A rank that died of SIGTERM before its handler was installed (while it started; 143: rank.py's and
-    worker.py's handlers before the attempt began, or a grace that expired): a preemption of the trial, as
-    SIGTERM to a running rank is. Also used by the Ray backend, whose ranks run as one-process trials
-    (`ray._gang.Gang`)."""
-    return sig == signal.SIGTERM or exit_code == 143
 
 
 def _crash_event(task: TrialTask, rank: _Rank) -> Event:

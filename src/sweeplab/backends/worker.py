@@ -65,8 +65,8 @@ def main() -> int:
                 ex.timer = threading.Timer(ex.task.grace, _grace_expired, args=(ex,))
                 ex.timer.daemon = True
                 ex.timer.start()
-        else:
-            os._exit(0)
+        else:   # no attempt runs (none yet, or its task is on the way): 143, a preemption (events.died_of_sigterm)
+            os._exit(143)
 
     def _grace_expired(ex: Execution) -> None:
         with contextlib.suppress(Exception):

@@ -25,8 +25,8 @@ from enum import Enum
 from typing import Any
 
 from sweeplab.backends.base import TrialTask
-from sweeplab.backends.events import Event, EventKind
-from sweeplab.backends.multiproc import died_of_sigterm, rank_env, rank_paths
+from sweeplab.backends.events import Event, EventKind, died_of_sigterm
+from sweeplab.backends.multiproc import rank_env, rank_paths
 
 __all__ = ["Gang", "Op", "rank_tasks"]
 
