@@ -75,6 +75,11 @@ def test_bad_input_raises_before_anything_is_written(tmp_path, trials_module):
         sl.sweep(_spec(), fn=closure, store=tmp_path / "st", workers=1000)
     with pytest.raises(sl.SpecError, match="early_terminate.eta"):
         sl.sweep({**_spec(), "early_terminate": {"type": "asha", "eta": 1}}, fn=closure, store=tmp_path / "st")
+    for workers in (0, 1.5, "2", True):   # 0 ran on the spec's count; 1.5 and "2" were bare TypeErrors
+        with pytest.raises(sl.UserError, match=rf"workers: {workers!r} is not a positive integer"):
+            sl.sweep(_spec(), fn=closure, store=tmp_path / "st", workers=workers)
+        with pytest.raises(sl.UserError, match=rf"workers: {workers!r} is not a positive integer"):
+            sl.run_sweep({**_spec(), "function": "trials:quick"}, store=tmp_path / "st", workers=workers)
     assert not (tmp_path / "st").exists()
     sl.sweep(_spec(), fn=trials_module.quick, store=tmp_path / "st", workers=1, trials=1)
     with pytest.raises(sl.UserError, match="no sweep named 'nope'"):

@@ -187,7 +187,14 @@ def build_backend(spec: SweepSpec, *, workers: int | None = None, backend: str |
     """The backend a sweep runs on: `backend`, else the spec's, else local (see `sweeplab.backends`)."""
     from sweeplab.backends import make_backend
 
-    return make_backend(backend_name(spec, backend), spec=spec, workers=workers or spec.workers, address=address,
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        # `workers or spec.workers` ran `workers=0` on the spec's count, and a float or a string failed deep in
+        # the backend with a bare TypeError
+        from sweeplab.errors import UserError
+
+        raise UserError(f"workers: {workers!r} is not a positive integer (the trials run at once)")
+    return make_backend(backend_name(spec, backend), spec=spec,
+                        workers=workers if workers is not None else spec.workers, address=address,
                         gpu_ids=gpu_ids, smoke=smoke, store_root=store_root)
 
 
