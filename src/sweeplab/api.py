@@ -259,6 +259,7 @@ def run_sweep(
     """
     from sweeplab.config import override_list
     from sweeplab.driver import Driver
+    from sweeplab.notebook import optuna_settings_kept
     from sweeplab.store import Store, default_store_dir
 
     refuse_in_trial_import()
@@ -276,21 +277,22 @@ def run_sweep(
         be.shutdown(grace=0.0)
         raise
     try:
-        try:
-            sweep_name = unique_name(st, name or default_name(the_spec))
-            if be.name == "local":
-                be.start()   # workers boot while the driver sets up (its searcher imports Optuna), as in the CLI
-            driver = Driver(the_spec, st, be, sweep_name=sweep_name, overrides=list(overrides),
-                            hard_budget=hard_budget, on_progress=on_progress, on_note=on_note)
-            spec_path = str(the_spec.source.resolve()) if the_spec.source is not None else None
-            driver.create(spec_path=spec_path, unique=True)
-            record_backend(st, driver.sweep_id, be)
+        with optuna_settings_kept():   # the searcher quiets Optuna process-wide: put back at the end
             try:
-                return driver.run()
+                sweep_name = unique_name(st, name or default_name(the_spec))
+                if be.name == "local":
+                    be.start()   # workers boot while the driver sets up (its searcher imports Optuna), as in the CLI
+                driver = Driver(the_spec, st, be, sweep_name=sweep_name, overrides=list(overrides),
+                                hard_budget=hard_budget, on_progress=on_progress, on_note=on_note)
+                spec_path = str(the_spec.source.resolve()) if the_spec.source is not None else None
+                driver.create(spec_path=spec_path, unique=True)
+                record_backend(st, driver.sweep_id, be)
+                try:
+                    return driver.run()
+                finally:
+                    driver.unlock()   # not left to garbage collection (a notebook's last traceback keeps frames)
             finally:
-                driver.unlock()   # not left to garbage collection (a notebook's last traceback keeps frames)
-        finally:
-            be.shutdown(grace=0.0)
+                be.shutdown(grace=0.0)
     finally:
         st.close()
         from sweeplab._yaml import forget_piped
@@ -418,6 +420,10 @@ class _Runner:
         except BaseException:
             self.be.shutdown(grace=0.0)
             raise
+        from sweeplab.notebook import optuna_settings_kept
+
+        self._kept: Any = optuna_settings_kept()   # left in close(): the searcher quiets Optuna process-wide
+        self._kept.__enter__()
         try:
             self.name = unique_name(self.st, name or default_name(spec)) if create else str(name)
             if self.be.name == "local":
@@ -494,3 +500,6 @@ class _Runner:
         from sweeplab._yaml import forget_piped
 
         forget_piped()   # a named FIFO config read again by the next sweep of this process: its new text
+        kept, self._kept = getattr(self, "_kept", None), None
+        if kept is not None:
+            kept.__exit__(None, None, None)

@@ -13,17 +13,21 @@ UserError with the fix: move the function into a `.py` file next to the notebook
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import os
 import sys
+import threading
 import time
 import types
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sweeplab.errors import UserError
 
-__all__ = ["Progress", "in_notebook", "shipped_target", "shipping", "target_of"]
+__all__ = ["Progress", "in_notebook", "optuna_settings_kept", "shipped_target", "shipping", "target_of"]
 
 
 def in_notebook() -> bool:
@@ -36,6 +40,48 @@ def in_notebook() -> bool:
     except Exception:
         return False
     return shell is not None and hasattr(shell, "kernel")
+
+
+_kept_lock = threading.Lock()
+_kept_depth = 0
+_kept: tuple[int, list[Any]] = (logging.NOTSET, [])
+
+
+@contextlib.contextmanager
+def optuna_settings_kept() -> Iterator[None]:
+    """Optuna's log level and the warnings filters as they were, once the last sweep of this process inside
+    this ends. sweeplab's searchers and the sweep's study quiet Optuna for the whole process (its level set
+    to WARNING, its ExperimentalWarning ignored): after one `sl.sweep(method=tpe)`, `sl.optimize` or
+    `sweep.study()` in a notebook, the user's own `study.optimize` in the next cell printed no "Trial 0
+    finished" line and no experimental warning for the rest of the session. The first sweep in saves them,
+    the last one out puts back what sweeplab changed (a level the user set in between is kept)."""
+    global _kept_depth, _kept
+    with _kept_lock:
+        if _kept_depth == 0:
+            _kept = (logging.getLogger("optuna").level, list(warnings.filters))
+        _kept_depth += 1
+    try:
+        yield
+    finally:
+        with _kept_lock:
+            _kept_depth -= 1
+            if _kept_depth == 0:
+                _restore_optuna_settings(*_kept)
+
+
+def _restore_optuna_settings(level: int, filters: list[Any]) -> None:
+    optuna = sys.modules.get("optuna")
+    if optuna is None:
+        return
+    logger = logging.getLogger("optuna")
+    if logger.level == logging.WARNING:   # as sweeplab left it; optuna's own default is INFO
+        logger.setLevel(level if level != logging.NOTSET else logging.INFO)
+    experimental = getattr(getattr(optuna, "exceptions", None), "ExperimentalWarning", None)
+    added = [f for f in warnings.filters if f not in filters and f[0] == "ignore" and f[2] is experimental]
+    for f in added:   # sweeplab's own `filterwarnings("ignore", ExperimentalWarning)`, and only that
+        warnings.filters.remove(f)  # type: ignore[attr-defined]
+    if added:
+        warnings._filters_mutated()  # type: ignore[attr-defined]
 
 
 def shipped_target(fn: Any, store_root: str | os.PathLike[str], what: str = "trial function") -> str:

@@ -329,3 +329,30 @@ def test_a_journal_lock_held_by_a_killed_process_does_not_stall_the_study(tmp_pa
     study = open_study(directory)
     study.ask()                               # appends to the journal: needs the lock
     assert time.monotonic() - t0 < 10
+
+
+def test_a_sweep_puts_back_the_process_state_it_changed(tmp_path, monkeypatch):
+    """In a notebook the kernel lives on after a sweep: `sl.optimize`, `sweep.study()` and a TPE `sl.sweep`
+    left Optuna's log level at WARNING and its ExperimentalWarning ignored (the user's own `study.optimize`
+    in the next cell printed no "Trial 0 finished" line), and `sl.optimize` left the working directory at the
+    head of `sys.path`."""
+    import logging
+    import warnings
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "objs.py").write_text("def objective(trial):\n    return trial.suggest_float('x', 0, 1)\n")
+    optuna.logging.set_verbosity(optuna.logging.INFO)
+    level, filters, path = logging.getLogger("optuna").level, list(warnings.filters), list(sys.path)
+
+    def objective(trial):
+        return trial.suggest_float("x", 0.0, 1.0)
+
+    sweep = sl.optimize(objective, n_trials=2, workers=1, store=tmp_path / "st", progress=False)
+    sl.optimize("objs.py:objective", n_trials=1, workers=1, store=tmp_path / "st", progress=False)
+    assert len(sweep.study().trials) == 2
+    sl.sweep({"method": "tpe", "metric": {"name": "loss"}, "parameters": {"x": {"min": 0.0, "max": 1.0}},
+              "budget": {"trials": 2}}, fn=lambda config, run: {"loss": config["x"]}, store=tmp_path / "st",
+             workers=1, progress=False)
+    assert logging.getLogger("optuna").level == level == logging.INFO
+    assert warnings.filters == filters
+    assert sys.path == path

@@ -131,6 +131,25 @@ def optimize(
     (completed trials kept, running ones rerun, up to `n_trials` in total), the dashboard shows it.
     """
     _refuse_optuna_only(optuna_only)
+    from sweeplab.notebook import optuna_settings_kept
+
+    with optuna_settings_kept():   # opening the study quiets Optuna process-wide: put back (the runner's keeps it)
+        launched = _optimize(objective, n_trials, workers=workers, sampler=sampler, pruner=pruner,
+                             direction=direction, directions=directions, study=study, name=name, store=store,
+                             backend=backend, address=address, seed=seed, retries=retries, timeout=timeout,
+                             trial_timeout=trial_timeout, callbacks=callbacks, background=background,
+                             progress=progress, on_progress=on_progress, on_note=on_note,
+                             raise_interrupt=raise_interrupt)
+    return launched
+
+
+def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, workers: int | None, sampler: Any,
+              pruner: Any, direction: str | None, directions: Sequence[str] | None, study: Any, name: str | None,
+              store: str | Path | None, backend: str | None, address: str | None, seed: int | None,
+              retries: int | None, timeout: float | None, trial_timeout: float | str | None,
+              callbacks: Sequence[Callable[[Any, Any], None]] | None, background: bool, progress: bool | None,
+              on_progress: Callable[[Any], None] | None, on_note: Callable[[str], None] | None,
+              raise_interrupt: bool) -> Sweep:
     from sweeplab.api import Sweep as _Sweep
     from sweeplab.api import _Runner, build_backend, check_spec
     from sweeplab.notebook import Progress, shipping
@@ -329,11 +348,15 @@ class _no_optimize_on_import:
 
 
 def _check_importable(target: str, python_path: Sequence[str]) -> None:
-    """Import the objective now, in this process: a typo is an error before anything runs."""
+    """Import the objective now, in this process: a typo is an error before anything runs. The import path
+    entries the import adds for it (the working directory, a `file.py` target's directory) are taken out
+    again: they stayed at the head of the kernel's `sys.path` after every `sl.optimize` of a notebook, where a
+    module of that directory would shadow an installed one for the rest of the session."""
     import inspect
 
     from sweeplab.backends.targets import load_target
 
+    before = set(sys.path)
     try:
         with _no_optimize_on_import(target):
             objective = load_target(target, list(python_path))
@@ -347,6 +370,10 @@ def _check_importable(target: str, python_path: Sequence[str]) -> None:
                         "sl.optimize there), or read settings from the environment or a file") from None
     except Exception as exc:
         raise UserError(f"objective {target!r} cannot be imported: {type(exc).__name__}: {exc}") from None
+    finally:
+        module = target.rpartition(":")[0]
+        added = {*python_path, os.path.dirname(os.path.abspath(module)) if module.endswith(".py") else None}
+        sys.path[:] = [p for p in sys.path if p in before or p not in added]
     if inspect.isclass(objective):   # objective(trial) would construct an instance: every trial would fail
         name = target.rpartition(":")[2]
         raise UserError(f"objective {target!r} is a class: calling it with the trial makes an instance, not a "
