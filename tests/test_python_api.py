@@ -51,6 +51,9 @@ def test_sweep_blocking_with_a_function_object_and_the_handle_reads(tmp_path, tr
 
 
 def test_sweep_in_the_background_can_be_waited_for_and_stopped(tmp_path, trials_module):
+    import signal
+
+    handlers = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
     sweep = sl.sweep({"method": "random", "metric": {"name": "loss", "goal": "minimize"},
                       "parameters": {"seconds": {"value": 60}}, "budget": {"trials": 4}},
                      fn=trials_module.sleeper, store=tmp_path / "st", workers=2, background=True)
@@ -61,6 +64,8 @@ def test_sweep_in_the_background_can_be_waited_for_and_stopped(tmp_path, trials_
     outcome = sweep.stop()
     assert outcome is not None and outcome.state.value == "stopped" and sweep.done
     assert set(sweep.status()["counts"]) <= {"interrupted", "completed"}     # resumable, as after Ctrl-C
+    # the backend's start-up hold of SIGINT/SIGTERM was left as the process's handlers for good
+    assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)] == handlers
 
 
 def test_bad_input_raises_before_anything_is_written(tmp_path, trials_module):

@@ -466,8 +466,22 @@ class _Runner:
         return handle
 
     def start_thread(self) -> None:
+        import signal
         import threading
 
+        from sweeplab.backends._start_signals import SignalHold
+
+        # the backend's start-up hold of SIGTERM and Ctrl-C (backends/_start_signals.py) is released here, in
+        # the main thread: the driver's thread can neither take it over nor put the original handlers back, so
+        # after a background sweep the kernel kept the hold as its handler for good. A signal it held raises now.
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                held = signal.getsignal(sig)
+                if isinstance(held, SignalHold) and threading.current_thread() is threading.main_thread():
+                    held.release(restore=True)
+        except BaseException:
+            self.close()
+            raise
         ended = self._ended = threading.Event()
 
         def body() -> None:
