@@ -339,3 +339,30 @@ def test_interrupting_wait_leaves_a_background_sweep_running_and_stoppable(tmp_p
     assert lines[0] == "interrupted False None", proc.stdout + proc.stderr
     assert lines[1].startswith("stopped True stopped {"), proc.stdout + proc.stderr
     assert "'completed': 3" not in lines[1]
+
+
+def test_sweeps_started_at_once_in_threads_open_one_new_store(tmp_path):
+    """Two `sl.sweep` calls started together in threads of a notebook, on a store not yet made: each writer
+    checks the directory is writable with a probe file, and both used one name, so one removed the other's
+    and its sweep was refused ("the store directory st is not writable: No such file or directory")."""
+    import threading
+
+    from sweeplab.store import Store
+
+    errors: list[BaseException] = []
+    for round_ in range(25):   # the race is narrow: a few rounds hit it on main
+        gate = threading.Barrier(4)
+
+        def open_it(root=tmp_path / f"st{round_}", gate=gate):
+            gate.wait()
+            try:
+                Store.open(root).close()
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
