@@ -80,6 +80,9 @@ def test_bad_input_raises_before_anything_is_written(tmp_path, trials_module):
         sl.sweep(_spec(), fn=closure, store=tmp_path / "st", workers=1000)
     with pytest.raises(sl.SpecError, match="early_terminate.eta"):
         sl.sweep({**_spec(), "early_terminate": {"type": "asha", "eta": 1}}, fn=closure, store=tmp_path / "st")
+    for trials in (0, 2.5):   # 0 created a sweep that ran nothing; budget.trials: 0 is a SpecError
+        with pytest.raises(sl.UserError, match=rf"trials: {trials!r} is not a positive integer"):
+            sl.sweep(_spec(), fn=closure, store=tmp_path / "st", trials=trials)
     for workers in (0, 1.5, "2", True):   # 0 ran on the spec's count; 1.5 and "2" were bare TypeErrors
         with pytest.raises(sl.UserError, match=rf"workers: {workers!r} is not a positive integer"):
             sl.sweep(_spec(), fn=closure, store=tmp_path / "st", workers=workers)

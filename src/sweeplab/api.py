@@ -337,6 +337,10 @@ def sweep(
     target, ship = shipping(fn, root) if fn is not None else (None, None)
     the_spec = _as_spec(spec, function=target)
     if trials is not None:
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:   # the spec's budget.trials rule
+            from sweeplab.errors import UserError
+
+            raise UserError(f"trials: {trials!r} is not a positive integer (budget.trials)")
         the_spec = the_spec.with_overrides(budget=dataclasses.replace(the_spec.budget, trials=trials))
     overrides = override_list(overrides)   # "epochs=5" is one override, not nine
     check_spec(the_spec, overrides)   # bad input writes nothing, not even a shipped function's file

@@ -180,6 +180,18 @@ def test_a_sampler_whose_package_is_missing_is_refused_before_anything_is_writte
     assert not (workdir / "st").exists()
 
 
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"sampler": "tpe"}, "sampler='tpe' is not an Optuna sampler"),
+    ({"pruner": optuna.pruners.MedianPruner}, r"pruner=MedianPruner: a class.*pruner=optuna.pruners.MedianPruner\(\)"),
+], ids=["a-string-sampler", "a-pruner-class"])
+def test_a_sampler_or_pruner_that_is_not_one_is_refused_before_anything_is_written(workdir, kwargs, message):
+    """`sampler="tpe"` created the sweep, whose driver then failed at its first trial ("'str' object has no
+    attribute 'after_trial'"); a pruner class (not an instance) failed each trial at `should_prune()`."""
+    with pytest.raises(sl.UserError, match=message):
+        sl.optimize("objectives:grid", n_trials=1, workers=1, store=workdir / "st", **kwargs)
+    assert not (workdir / "st").exists()
+
+
 def test_resume_after_driver_kill_9_keeps_completed_trials_and_reaches_n_trials(workdir):
     (workdir / "STALL").write_text("")   # trials 2 and later stay in flight until it goes
     proc = subprocess.Popen(

@@ -174,6 +174,7 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
     # and the backend built (a Ray cluster connected to: an address that does not answer is refused), before
     # the objective's file, the store and the sweep's study are written, as for a spec
     check_spec(spec)
+    _check_kinds(sampler, pruner)
     _check_packages(sampler, pruner)
     be = build_backend(spec, workers=workers, backend=backend, address=address, store_root=root)
     try:
@@ -249,6 +250,23 @@ def _directions(direction: str | None, directions: Sequence[str] | None, study: 
         raise UserError(f"study {study.study_name!r} has {len(theirs)} objective(s) ({', '.join(theirs)}); "
                         f"{len(goals)} direction(s) given ({', '.join(map(str, goals))})")
     return goals or theirs
+
+
+def _check_kinds(sampler: Any, pruner: Any) -> None:
+    """A sampler or pruner that is not an Optuna sampler or pruner object: `sampler="tpe"` or the class
+    `pruner=MedianPruner` (not `MedianPruner()`) created the sweep, then its driver failed at the first trial
+    ("'str' object has no attribute 'after_trial'"), or a trial at its first `should_prune()`."""
+    import optuna
+
+    for what, value, base in (("sampler", sampler, optuna.samplers.BaseSampler),
+                              ("pruner", pruner, optuna.pruners.BasePruner)):
+        if value is None or isinstance(value, base):
+            continue
+        if isinstance(value, type) and issubclass(value, base):
+            raise UserError(f"{what}={value.__name__}: a class, not {what} object; pass an instance, as "
+                            f"Optuna does: {what}=optuna.{what}s.{value.__name__}()")
+        raise UserError(f"{what}={value!r} is not an Optuna {what} (optuna.{what}s.{base.__name__}): pass one, "
+                        f"e.g. {what}=optuna.{what}s.{'TPESampler' if what == 'sampler' else 'MedianPruner'}()")
 
 
 def _check_packages(*objects: Any) -> None:
