@@ -356,6 +356,8 @@ def sweep(
     except BaseException:
         be.shutdown(grace=0.0)
         raise
+    if background:
+        shown.start(runner.name)   # the line under this cell, updated in place by the sweep's thread
     return runner.launch(background)
 
 

@@ -501,6 +501,14 @@ class Progress:
         self._last = now
         self.show(line(p))
 
+    def start(self, name: str) -> None:
+        """Show the line now, in the caller's cell: for a background sweep, whose updates come from its
+        thread. Jupyter sends a thread's output to whichever cell runs when it is written (the thread has
+        no cell of its own), so the line appeared under an unrelated later cell, or nowhere if none ran;
+        created here, the thread's updates replace it in place (by its display id) under this cell."""
+        if self.enabled and in_notebook() and self._handle is None:
+            self.show(f"{name}: starting")
+
     def note(self, text: str) -> None:
         """An `on_note` callback: what the CLI prints in yellow (why a sweep failed, with the trial's
         traceback; how to resume after Ctrl-C; a monitor watching a metric nobody logs). Always shown, on

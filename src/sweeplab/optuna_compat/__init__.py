@@ -208,6 +208,8 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
         searcher = runner.driver.searcher   # as (re)built above
         assert isinstance(searcher, ObjectiveSearcher)
         searcher.callbacks = list(callbacks)
+    if background and on_progress is None:
+        shown.start(runner.name)   # the line under this cell, updated in place by the sweep's thread
     if background or raise_interrupt:
         return runner.launch(background)
     runner.run()
