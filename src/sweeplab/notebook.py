@@ -131,7 +131,7 @@ def shipping(fn: Any, store_root: str | os.PathLike[str],
     def write() -> None:
         os.makedirs(directory, exist_ok=True)
         if not os.path.exists(path):
-            tmp = f"{path}.{os.getpid()}.tmp"
+            tmp = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"   # two threads shipping one function
             with open(tmp, "wb") as f:
                 f.write(blob)
             os.replace(tmp, path)
@@ -439,13 +439,20 @@ def _reruns_caller(fn: Any) -> bool:
     path = getattr(main, "__file__", None)
     if main is None or not isinstance(path, str):
         return False
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main) \
-                and not frame.f_code.co_filename.startswith("<"):   # not code it ran with exec()
-            return not _in_main_guard(frame.f_lineno, path)
-        frame = frame.f_back   # type: ignore[assignment]
-    return False   # the script's top level has finished (an atexit hook, a thread): importing it is safe
+    # this thread's calls, then the main thread's: a thread the script's top level started (two sweeps at
+    # once, `threading.Thread(target=go).start()` then `join()`) has none of the script's frames, and its
+    # function was imported by name: the import check ran the script again, starting its threads and sweeps
+    # again, nested without end (the process hung)
+    frames = [sys._getframe(1)]
+    if threading.current_thread() is not threading.main_thread():
+        frames.append(sys._current_frames().get(threading.main_thread().ident))   # type: ignore[arg-type]
+    for frame in frames:
+        while frame is not None:
+            if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main) \
+                    and not frame.f_code.co_filename.startswith("<"):   # not code it ran with exec()
+                return not _in_main_guard(frame.f_lineno, path)
+            frame = frame.f_back   # type: ignore[assignment]
+    return False   # the script's top level has finished (an atexit hook): importing it is safe
 
 
 def _under_main_guard(fn: Any, path: str) -> bool:

@@ -368,3 +368,32 @@ def test_a_sweep_puts_back_the_process_state_it_changed(tmp_path, monkeypatch):
     assert logging.getLogger("optuna").level == level == logging.INFO
     assert warnings.filters == filters
     assert sys.path == path
+
+
+def test_two_optimize_calls_at_once_in_threads_of_a_script_both_run(workdir):
+    """A script (no `if __name__ == "__main__":`) starting two `sl.optimize` in threads, joined at its top
+    level: the objective, seen from a thread, was taken as importable by name, so the import check ran the
+    script again, which started its threads and sweeps again, without end (the process hung). Both calls
+    also chose the free name `objective` before either created its sweep, and wrote one study and one
+    shipped file (one failed: "already being run by pid ...", or FileNotFoundError)."""
+    (workdir / "two.py").write_text(
+        "import threading\nimport sweeplab as sl\n"
+        "def objective(trial):\n    return trial.suggest_float('x', 0, 1)\n"
+        "names, errors = [], []\n"
+        "gate = threading.Barrier(2)\n"
+        "def go():\n    gate.wait()\n    try:\n"
+        "        names.append(sl.optimize(objective, n_trials=1, workers=1, store='st', progress=False).name)\n"
+        "    except Exception as exc:\n        errors.append(repr(exc))\n"
+        "threads = [threading.Thread(target=go) for _ in range(2)]\n"
+        "for t in threads:\n    t.start()\nfor t in threads:\n    t.join()\n"
+        "print(sorted(names), errors)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "two.py"], cwd=workdir, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)   # the script, and the sweeps it started again, with their workers
+        proc.communicate()
+        pytest.fail("the script hung: the import check ran it again")
+    assert out.strip() == "['objective', 'objective-2'] []", (out, err[-2000:])

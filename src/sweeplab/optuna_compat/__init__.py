@@ -153,9 +153,9 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
     from sweeplab.api import Sweep as _Sweep
     from sweeplab.api import _Runner, build_backend, check_spec
     from sweeplab.notebook import Progress, shipping
-    from sweeplab.search.optuna_objective import StudySettings, open_study, study_dir, write_settings
+    from sweeplab.search.optuna_objective import StudySettings, open_study, write_settings
     from sweeplab.spec import parse_spec
-    from sweeplab.store import Store, default_store_dir
+    from sweeplab.store import default_store_dir
 
     root = Path(store) if store is not None else default_store_dir()
     target, ship = shipping(objective, root, "objective")
@@ -180,14 +180,7 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
     try:
         ship()
         _check_importable(target, python_path)
-        from sweeplab.api import unique_name
-
-        st = Store.open(root)
-        try:
-            sweep_name = unique_name(st, base)
-        finally:
-            st.close()
-        directory = study_dir(root.resolve(), sweep_name)
+        sweep_name, directory = _reserve_name(root, base)
         settings = StudySettings(objective=target, study_name=sweep_name, directions=goals, sampler=sampler,
                                  pruner=pruner, python_path=python_path,
                                  timeout=float(timeout) if timeout is not None else None)
@@ -224,6 +217,33 @@ _OPTUNA_ONLY = {
     "gc_after_trial": "nothing: each trial runs in a worker process, whose memory is its own",
     "show_progress_bar": "progress=True",
 }
+
+
+def _reserve_name(root: Path, base: str) -> tuple[str, Path]:
+    """The sweep's name (`base`, else `base-2`...) and its study directory, made here: a name is taken once
+    its directory exists. Two `sl.optimize` started at once (threads of a notebook, two processes) both
+    chose the free `base` before either created its sweep, then wrote one study: one failed ("already being
+    run by pid ...", or a FileNotFoundError of the other's files)."""
+    from sweeplab.api import name_taken
+    from sweeplab.search.optuna_objective import study_dir
+    from sweeplab.store import Store
+
+    st = Store.open(root)
+    try:
+        i = 1
+        while True:
+            name = base if i == 1 else f"{base}-{i}"
+            i += 1
+            if name_taken(st, name):
+                continue
+            directory = study_dir(root.resolve(), name)
+            try:
+                directory.mkdir(parents=True)
+            except FileExistsError:   # another sl.optimize's, or a former one's that did not start
+                continue
+            return name, directory
+    finally:
+        st.close()
 
 
 def _refuse_optuna_only(kwargs: dict[str, Any]) -> None:
