@@ -80,6 +80,17 @@ def test_bad_input_raises_before_anything_is_written(tmp_path, trials_module):
         sl.sweep(_spec(), fn=closure, store=tmp_path / "st", workers=1000)
     with pytest.raises(sl.SpecError, match="early_terminate.eta"):
         sl.sweep({**_spec(), "early_terminate": {"type": "asha", "eta": 1}}, fn=closure, store=tmp_path / "st")
+    async def coroutine(config, run):
+        return {"loss": config["x"]}
+
+    def generator(config, run):
+        yield {"loss": config["x"]}
+
+    # every trial failed ("metric 'loss' was never reported"): the worker got a coroutine or a generator back
+    with pytest.raises(sl.UserError, match="'.*coroutine' is an async def.*define it with def"):
+        sl.sweep(_spec(), fn=coroutine, store=tmp_path / "st")
+    with pytest.raises(sl.UserError, match="'.*generator' is a generator function.*return the final metrics"):
+        sl.sweep(_spec(), fn=generator, store=tmp_path / "st")
     for trials in (0, 2.5):   # 0 created a sweep that ran nothing; budget.trials: 0 is a SpecError
         with pytest.raises(sl.UserError, match=rf"trials: {trials!r} is not a positive integer"):
             sl.sweep(_spec(), fn=closure, store=tmp_path / "st", trials=trials)

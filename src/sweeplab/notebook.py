@@ -97,6 +97,7 @@ def shipping(fn: Any, store_root: str | os.PathLike[str],
     """`shipped_target` in two steps: the target, and what writes `fn`'s file into the store (nothing for a
     function imported by name). Bad input (a function that cannot be serialised) raises here, before anything
     is written; the caller checks the rest of its input, then writes."""
+    _refuse_async(fn, what)
     by_name: str | None = None   # a script's function that can also be imported by name, if pickling fails
     try:
         target = target_of(fn, what)
@@ -138,6 +139,25 @@ def shipping(fn: Any, store_root: str | os.PathLike[str],
 
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in qualname.rsplit(".", 1)[-1]) or "function"
     return f"{os.path.abspath(path)}:{name}", write
+
+
+def _refuse_async(fn: Any, what: str) -> None:
+    """An `async def` or generator trial function or objective: a worker calls it and takes what it returns,
+    a coroutine never run or a generator never iterated, so every trial failed with "metric 'loss' was never
+    reported" or "could not be cast to float" (and a "coroutine was never awaited" warning)."""
+    import inspect
+
+    if not callable(fn) or isinstance(fn, str):
+        return
+    name = _display_name(fn)
+    result = "value (trial.report for intermediate ones)" if what == "objective" else \
+        "final metrics (run.log for intermediate ones)"
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise UserError(f"{what} {name!r} is an async def: workers call it and take what it returns, a coroutine "
+                        f"that would never run; define it with def (async code inside it with asyncio.run(...))")
+    if inspect.isgeneratorfunction(fn):
+        raise UserError(f"{what} {name!r} is a generator function (it yields): workers call it once and take "
+                        f"what it returns; return the {result}")
 
 
 def _nothing() -> None:

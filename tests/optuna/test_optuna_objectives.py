@@ -397,3 +397,14 @@ def test_two_optimize_calls_at_once_in_threads_of_a_script_both_run(workdir):
         proc.communicate()
         pytest.fail("the script hung: the import check ran it again")
     assert out.strip() == "['objective', 'objective-2'] []", (out, err[-2000:])
+
+
+def test_an_async_objective_is_refused_before_anything_is_written(workdir):
+    """`async def objective(trial)`: the worker got a coroutine back, never run, and every trial failed
+    ("could not be cast to float", with a "coroutine was never awaited" warning)."""
+    async def objective(trial):
+        return trial.suggest_float("x", 0, 1)
+
+    with pytest.raises(sl.UserError, match="objective '.*objective' is an async def"):
+        sl.optimize(objective, n_trials=1, store=workdir / "st")
+    assert not (workdir / "st").exists()
