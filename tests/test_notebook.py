@@ -210,3 +210,21 @@ def test_a_cell_function_checkpoints_an_instance_of_a_cells_class_and_resumes_fr
         "print(t['state'], t['attempts'], t['metrics.resumed_at'], t['metrics.kept'], sweep.best['value'])",
     ], tmp_path, monkeypatch)
     assert _text(nb.cells[0]).strip() == "completed 2 2.0 3.0 1.0", nb.cells[0].outputs
+
+
+def test_a_background_sweep_shows_its_progress_and_notes_under_the_cell_that_started_it(tmp_path, monkeypatch):
+    """`sl.sweep(..., background=True)` returns at once and the cell ends; its thread's progress line and
+    notes went to whichever cell ran when they were written (the kernel's fallback for a thread with no
+    cell of its own), here a cell that only sleeps and prints, never under the cell that started it."""
+    nb = _execute([
+        "import time\nimport sweeplab as sl\n"
+        "def slow(config, run):\n    time.sleep(0.3)\n    return {'loss': config['x']}\n"
+        "bg = sl.sweep({'method': 'grid', 'metric': {'name': 'loss', 'goal': 'minimize'},\n"
+        "               'parameters': {'x': {'values': [1.0, 2.0]}}}, fn=slow, store='st', workers=1,\n"
+        "              name='bg', background=True, progress=True)",
+        "bg.wait()\nprint('other cell')",
+    ], tmp_path, monkeypatch)
+    assert not any(_errors(c) for c in nb.cells)
+    assert [o["output_type"] for o in nb.cells[1].outputs] == ["stream"], nb.cells[1].outputs
+    shown = [o for o in nb.cells[0].outputs if o.get("output_type") == "display_data"]
+    assert len(shown) == 1 and shown[0]["data"]["text/plain"].startswith("bg: 2 done"), nb.cells[0].outputs

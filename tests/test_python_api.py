@@ -51,6 +51,9 @@ def test_sweep_blocking_with_a_function_object_and_the_handle_reads(tmp_path, tr
 
 
 def test_sweep_in_the_background_can_be_waited_for_and_stopped(tmp_path, trials_module):
+    import signal
+
+    handlers = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
     sweep = sl.sweep({"method": "random", "metric": {"name": "loss", "goal": "minimize"},
                       "parameters": {"seconds": {"value": 60}}, "budget": {"trials": 4}},
                      fn=trials_module.sleeper, store=tmp_path / "st", workers=2, background=True)
@@ -61,6 +64,8 @@ def test_sweep_in_the_background_can_be_waited_for_and_stopped(tmp_path, trials_
     outcome = sweep.stop()
     assert outcome is not None and outcome.state.value == "stopped" and sweep.done
     assert set(sweep.status()["counts"]) <= {"interrupted", "completed"}     # resumable, as after Ctrl-C
+    # the backend's start-up hold of SIGINT/SIGTERM was left as the process's handlers for good
+    assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)] == handlers
 
 
 def test_bad_input_raises_before_anything_is_written(tmp_path, trials_module):
@@ -75,6 +80,25 @@ def test_bad_input_raises_before_anything_is_written(tmp_path, trials_module):
         sl.sweep(_spec(), fn=closure, store=tmp_path / "st", workers=1000)
     with pytest.raises(sl.SpecError, match="early_terminate.eta"):
         sl.sweep({**_spec(), "early_terminate": {"type": "asha", "eta": 1}}, fn=closure, store=tmp_path / "st")
+    async def coroutine(config, run):
+        return {"loss": config["x"]}
+
+    def generator(config, run):
+        yield {"loss": config["x"]}
+
+    # every trial failed ("metric 'loss' was never reported"): the worker got a coroutine or a generator back
+    with pytest.raises(sl.UserError, match="'.*coroutine' is an async def.*define it with def"):
+        sl.sweep(_spec(), fn=coroutine, store=tmp_path / "st")
+    with pytest.raises(sl.UserError, match="'.*generator' is a generator function.*return the final metrics"):
+        sl.sweep(_spec(), fn=generator, store=tmp_path / "st")
+    for trials in (0, 2.5):   # 0 created a sweep that ran nothing; budget.trials: 0 is a SpecError
+        with pytest.raises(sl.UserError, match=rf"trials: {trials!r} is not a positive integer"):
+            sl.sweep(_spec(), fn=closure, store=tmp_path / "st", trials=trials)
+    for workers in (0, 1.5, "2", True):   # 0 ran on the spec's count; 1.5 and "2" were bare TypeErrors
+        with pytest.raises(sl.UserError, match=rf"workers: {workers!r} is not a positive integer"):
+            sl.sweep(_spec(), fn=closure, store=tmp_path / "st", workers=workers)
+        with pytest.raises(sl.UserError, match=rf"workers: {workers!r} is not a positive integer"):
+            sl.run_sweep({**_spec(), "function": "trials:quick"}, store=tmp_path / "st", workers=workers)
     assert not (tmp_path / "st").exists()
     sl.sweep(_spec(), fn=trials_module.quick, store=tmp_path / "st", workers=1, trials=1)
     with pytest.raises(sl.UserError, match="no sweep named 'nope'"):
@@ -329,3 +353,30 @@ def test_interrupting_wait_leaves_a_background_sweep_running_and_stoppable(tmp_p
     assert lines[0] == "interrupted False None", proc.stdout + proc.stderr
     assert lines[1].startswith("stopped True stopped {"), proc.stdout + proc.stderr
     assert "'completed': 3" not in lines[1]
+
+
+def test_sweeps_started_at_once_in_threads_open_one_new_store(tmp_path):
+    """Two `sl.sweep` calls started together in threads of a notebook, on a store not yet made: each writer
+    checks the directory is writable with a probe file, and both used one name, so one removed the other's
+    and its sweep was refused ("the store directory st is not writable: No such file or directory")."""
+    import threading
+
+    from sweeplab.store import Store
+
+    errors: list[BaseException] = []
+    for round_ in range(25):   # the race is narrow: a few rounds hit it on main
+        gate = threading.Barrier(4)
+
+        def open_it(root=tmp_path / f"st{round_}", gate=gate):
+            gate.wait()
+            try:
+                Store.open(root).close()
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []

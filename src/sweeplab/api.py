@@ -187,7 +187,14 @@ def build_backend(spec: SweepSpec, *, workers: int | None = None, backend: str |
     """The backend a sweep runs on: `backend`, else the spec's, else local (see `sweeplab.backends`)."""
     from sweeplab.backends import make_backend
 
-    return make_backend(backend_name(spec, backend), spec=spec, workers=workers or spec.workers, address=address,
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        # `workers or spec.workers` ran `workers=0` on the spec's count, and a float or a string failed deep in
+        # the backend with a bare TypeError
+        from sweeplab.errors import UserError
+
+        raise UserError(f"workers: {workers!r} is not a positive integer (the trials run at once)")
+    return make_backend(backend_name(spec, backend), spec=spec,
+                        workers=workers if workers is not None else spec.workers, address=address,
                         gpu_ids=gpu_ids, smoke=smoke, store_root=store_root)
 
 
@@ -252,6 +259,7 @@ def run_sweep(
     """
     from sweeplab.config import override_list
     from sweeplab.driver import Driver
+    from sweeplab.notebook import optuna_settings_kept
     from sweeplab.store import Store, default_store_dir
 
     refuse_in_trial_import()
@@ -269,21 +277,22 @@ def run_sweep(
         be.shutdown(grace=0.0)
         raise
     try:
-        try:
-            sweep_name = unique_name(st, name or default_name(the_spec))
-            if be.name == "local":
-                be.start()   # workers boot while the driver sets up (its searcher imports Optuna), as in the CLI
-            driver = Driver(the_spec, st, be, sweep_name=sweep_name, overrides=list(overrides),
-                            hard_budget=hard_budget, on_progress=on_progress, on_note=on_note)
-            spec_path = str(the_spec.source.resolve()) if the_spec.source is not None else None
-            driver.create(spec_path=spec_path, unique=True)
-            record_backend(st, driver.sweep_id, be)
+        with optuna_settings_kept():   # the searcher quiets Optuna process-wide: put back at the end
             try:
-                return driver.run()
+                sweep_name = unique_name(st, name or default_name(the_spec))
+                if be.name == "local":
+                    be.start()   # workers boot while the driver sets up (its searcher imports Optuna), as in the CLI
+                driver = Driver(the_spec, st, be, sweep_name=sweep_name, overrides=list(overrides),
+                                hard_budget=hard_budget, on_progress=on_progress, on_note=on_note)
+                spec_path = str(the_spec.source.resolve()) if the_spec.source is not None else None
+                driver.create(spec_path=spec_path, unique=True)
+                record_backend(st, driver.sweep_id, be)
+                try:
+                    return driver.run()
+                finally:
+                    driver.unlock()   # not left to garbage collection (a notebook's last traceback keeps frames)
             finally:
-                driver.unlock()   # not left to garbage collection (a notebook's last traceback keeps frames)
-        finally:
-            be.shutdown(grace=0.0)
+                be.shutdown(grace=0.0)
     finally:
         st.close()
         from sweeplab._yaml import forget_piped
@@ -328,6 +337,10 @@ def sweep(
     target, ship = shipping(fn, root) if fn is not None else (None, None)
     the_spec = _as_spec(spec, function=target)
     if trials is not None:
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:   # the spec's budget.trials rule
+            from sweeplab.errors import UserError
+
+            raise UserError(f"trials: {trials!r} is not a positive integer (budget.trials)")
         the_spec = the_spec.with_overrides(budget=dataclasses.replace(the_spec.budget, trials=trials))
     overrides = override_list(overrides)   # "epochs=5" is one override, not nine
     check_spec(the_spec, overrides)   # bad input writes nothing, not even a shipped function's file
@@ -343,6 +356,8 @@ def sweep(
     except BaseException:
         be.shutdown(grace=0.0)
         raise
+    if background:
+        shown.start(runner.name)   # the line under this cell, updated in place by the sweep's thread
     return runner.launch(background)
 
 
@@ -411,6 +426,10 @@ class _Runner:
         except BaseException:
             self.be.shutdown(grace=0.0)
             raise
+        from sweeplab.notebook import optuna_settings_kept
+
+        self._kept: Any = optuna_settings_kept()   # left in close(): the searcher quiets Optuna process-wide
+        self._kept.__enter__()
         try:
             self.name = unique_name(self.st, name or default_name(spec)) if create else str(name)
             if self.be.name == "local":
@@ -453,8 +472,22 @@ class _Runner:
         return handle
 
     def start_thread(self) -> None:
+        import signal
         import threading
 
+        from sweeplab.backends._start_signals import SignalHold
+
+        # the backend's start-up hold of SIGTERM and Ctrl-C (backends/_start_signals.py) is released here, in
+        # the main thread: the driver's thread can neither take it over nor put the original handlers back, so
+        # after a background sweep the kernel kept the hold as its handler for good. A signal it held raises now.
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                held = signal.getsignal(sig)
+                if isinstance(held, SignalHold) and threading.current_thread() is threading.main_thread():
+                    held.release(restore=True)
+        except BaseException:
+            self.close()
+            raise
         ended = self._ended = threading.Event()
 
         def body() -> None:
@@ -487,3 +520,6 @@ class _Runner:
         from sweeplab._yaml import forget_piped
 
         forget_piped()   # a named FIFO config read again by the next sweep of this process: its new text
+        kept, self._kept = getattr(self, "_kept", None), None
+        if kept is not None:
+            kept.__exit__(None, None, None)

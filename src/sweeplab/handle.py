@@ -108,9 +108,11 @@ class Sweep:
         if not (directory / "settings.pkl").exists():
             raise UserError(f"sweep {self.name!r} is not a sweep of an Optuna objective: it has no Optuna study "
                             f"(sl.optimize or `sweeplab sweep --optuna` make one)")
+        from sweeplab.notebook import optuna_settings_kept
         from sweeplab.search.optuna_study import sweep_study
 
-        return sweep_study(open_study(directory))   # optimize/ask/tell on it raise: the sweep owns it
+        with optuna_settings_kept():   # loading it quiets Optuna process-wide: put back after
+            return sweep_study(open_study(directory))   # optimize/ask/tell on it raise: the sweep owns it
 
     @property
     def pareto(self) -> list[dict[str, Any]]:

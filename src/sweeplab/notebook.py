@@ -13,17 +13,21 @@ UserError with the fix: move the function into a `.py` file next to the notebook
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import os
 import sys
+import threading
 import time
 import types
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sweeplab.errors import UserError
 
-__all__ = ["Progress", "in_notebook", "shipped_target", "shipping", "target_of"]
+__all__ = ["Progress", "in_notebook", "optuna_settings_kept", "shipped_target", "shipping", "target_of"]
 
 
 def in_notebook() -> bool:
@@ -36,6 +40,48 @@ def in_notebook() -> bool:
     except Exception:
         return False
     return shell is not None and hasattr(shell, "kernel")
+
+
+_kept_lock = threading.Lock()
+_kept_depth = 0
+_kept: tuple[int, list[Any]] = (logging.NOTSET, [])
+
+
+@contextlib.contextmanager
+def optuna_settings_kept() -> Iterator[None]:
+    """Optuna's log level and the warnings filters as they were, once the last sweep of this process inside
+    this ends. sweeplab's searchers and the sweep's study quiet Optuna for the whole process (its level set
+    to WARNING, its ExperimentalWarning ignored): after one `sl.sweep(method=tpe)`, `sl.optimize` or
+    `sweep.study()` in a notebook, the user's own `study.optimize` in the next cell printed no "Trial 0
+    finished" line and no experimental warning for the rest of the session. The first sweep in saves them,
+    the last one out puts back what sweeplab changed (a level the user set in between is kept)."""
+    global _kept_depth, _kept
+    with _kept_lock:
+        if _kept_depth == 0:
+            _kept = (logging.getLogger("optuna").level, list(warnings.filters))
+        _kept_depth += 1
+    try:
+        yield
+    finally:
+        with _kept_lock:
+            _kept_depth -= 1
+            if _kept_depth == 0:
+                _restore_optuna_settings(*_kept)
+
+
+def _restore_optuna_settings(level: int, filters: list[Any]) -> None:
+    optuna = sys.modules.get("optuna")
+    if optuna is None:
+        return
+    logger = logging.getLogger("optuna")
+    if logger.level == logging.WARNING:   # as sweeplab left it; optuna's own default is INFO
+        logger.setLevel(level if level != logging.NOTSET else logging.INFO)
+    experimental = getattr(getattr(optuna, "exceptions", None), "ExperimentalWarning", None)
+    added = [f for f in warnings.filters if f not in filters and f[0] == "ignore" and f[2] is experimental]
+    for f in added:   # sweeplab's own `filterwarnings("ignore", ExperimentalWarning)`, and only that
+        warnings.filters.remove(f)  # type: ignore[attr-defined]
+    if added:
+        warnings._filters_mutated()  # type: ignore[attr-defined]
 
 
 def shipped_target(fn: Any, store_root: str | os.PathLike[str], what: str = "trial function") -> str:
@@ -51,6 +97,7 @@ def shipping(fn: Any, store_root: str | os.PathLike[str],
     """`shipped_target` in two steps: the target, and what writes `fn`'s file into the store (nothing for a
     function imported by name). Bad input (a function that cannot be serialised) raises here, before anything
     is written; the caller checks the rest of its input, then writes."""
+    _refuse_async(fn, what)
     by_name: str | None = None   # a script's function that can also be imported by name, if pickling fails
     try:
         target = target_of(fn, what)
@@ -85,13 +132,32 @@ def shipping(fn: Any, store_root: str | os.PathLike[str],
     def write() -> None:
         os.makedirs(directory, exist_ok=True)
         if not os.path.exists(path):
-            tmp = f"{path}.{os.getpid()}.tmp"
+            tmp = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"   # two threads shipping one function
             with open(tmp, "wb") as f:
                 f.write(blob)
             os.replace(tmp, path)
 
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in qualname.rsplit(".", 1)[-1]) or "function"
     return f"{os.path.abspath(path)}:{name}", write
+
+
+def _refuse_async(fn: Any, what: str) -> None:
+    """An `async def` or generator trial function or objective: a worker calls it and takes what it returns,
+    a coroutine never run or a generator never iterated, so every trial failed with "metric 'loss' was never
+    reported" or "could not be cast to float" (and a "coroutine was never awaited" warning)."""
+    import inspect
+
+    if not callable(fn) or isinstance(fn, str):
+        return
+    name = _display_name(fn)
+    result = "value (trial.report for intermediate ones)" if what == "objective" else \
+        "final metrics (run.log for intermediate ones)"
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise UserError(f"{what} {name!r} is an async def: workers call it and take what it returns, a coroutine "
+                        f"that would never run; define it with def (async code inside it with asyncio.run(...))")
+    if inspect.isgeneratorfunction(fn):
+        raise UserError(f"{what} {name!r} is a generator function (it yields): workers call it once and take "
+                        f"what it returns; return the {result}")
 
 
 def _nothing() -> None:
@@ -393,13 +459,20 @@ def _reruns_caller(fn: Any) -> bool:
     path = getattr(main, "__file__", None)
     if main is None or not isinstance(path, str):
         return False
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main) \
-                and not frame.f_code.co_filename.startswith("<"):   # not code it ran with exec()
-            return not _in_main_guard(frame.f_lineno, path)
-        frame = frame.f_back   # type: ignore[assignment]
-    return False   # the script's top level has finished (an atexit hook, a thread): importing it is safe
+    # this thread's calls, then the main thread's: a thread the script's top level started (two sweeps at
+    # once, `threading.Thread(target=go).start()` then `join()`) has none of the script's frames, and its
+    # function was imported by name: the import check ran the script again, starting its threads and sweeps
+    # again, nested without end (the process hung)
+    frames = [sys._getframe(1)]
+    if threading.current_thread() is not threading.main_thread():
+        frames.append(sys._current_frames().get(threading.main_thread().ident))   # type: ignore[arg-type]
+    for frame in frames:
+        while frame is not None:
+            if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main) \
+                    and not frame.f_code.co_filename.startswith("<"):   # not code it ran with exec()
+                return not _in_main_guard(frame.f_lineno, path)
+            frame = frame.f_back   # type: ignore[assignment]
+    return False   # the script's top level has finished (an atexit hook): importing it is safe
 
 
 def _under_main_guard(fn: Any, path: str) -> bool:
@@ -454,6 +527,14 @@ class Progress:
             return
         self._last = now
         self.show(line(p))
+
+    def start(self, name: str) -> None:
+        """Show the line now, in the caller's cell: for a background sweep, whose updates come from its
+        thread. Jupyter sends a thread's output to whichever cell runs when it is written (the thread has
+        no cell of its own), so the line appeared under an unrelated later cell, or nowhere if none ran;
+        created here, the thread's updates replace it in place (by its display id) under this cell."""
+        if self.enabled and in_notebook() and self._handle is None:
+            self.show(f"{name}: starting")
 
     def note(self, text: str) -> None:
         """An `on_note` callback: what the CLI prints in yellow (why a sweep failed, with the trial's

@@ -180,6 +180,18 @@ def test_a_sampler_whose_package_is_missing_is_refused_before_anything_is_writte
     assert not (workdir / "st").exists()
 
 
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"sampler": "tpe"}, "sampler='tpe' is not an Optuna sampler"),
+    ({"pruner": optuna.pruners.MedianPruner}, r"pruner=MedianPruner: a class.*pruner=optuna.pruners.MedianPruner\(\)"),
+], ids=["a-string-sampler", "a-pruner-class"])
+def test_a_sampler_or_pruner_that_is_not_one_is_refused_before_anything_is_written(workdir, kwargs, message):
+    """`sampler="tpe"` created the sweep, whose driver then failed at its first trial ("'str' object has no
+    attribute 'after_trial'"); a pruner class (not an instance) failed each trial at `should_prune()`."""
+    with pytest.raises(sl.UserError, match=message):
+        sl.optimize("objectives:grid", n_trials=1, workers=1, store=workdir / "st", **kwargs)
+    assert not (workdir / "st").exists()
+
+
 def test_resume_after_driver_kill_9_keeps_completed_trials_and_reaches_n_trials(workdir):
     (workdir / "STALL").write_text("")   # trials 2 and later stay in flight until it goes
     proc = subprocess.Popen(
@@ -329,3 +341,70 @@ def test_a_journal_lock_held_by_a_killed_process_does_not_stall_the_study(tmp_pa
     study = open_study(directory)
     study.ask()                               # appends to the journal: needs the lock
     assert time.monotonic() - t0 < 10
+
+
+def test_a_sweep_puts_back_the_process_state_it_changed(tmp_path, monkeypatch):
+    """In a notebook the kernel lives on after a sweep: `sl.optimize`, `sweep.study()` and a TPE `sl.sweep`
+    left Optuna's log level at WARNING and its ExperimentalWarning ignored (the user's own `study.optimize`
+    in the next cell printed no "Trial 0 finished" line), and `sl.optimize` left the working directory at the
+    head of `sys.path`."""
+    import logging
+    import warnings
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "objs.py").write_text("def objective(trial):\n    return trial.suggest_float('x', 0, 1)\n")
+    optuna.logging.set_verbosity(optuna.logging.INFO)
+    level, filters, path = logging.getLogger("optuna").level, list(warnings.filters), list(sys.path)
+
+    def objective(trial):
+        return trial.suggest_float("x", 0.0, 1.0)
+
+    sweep = sl.optimize(objective, n_trials=2, workers=1, store=tmp_path / "st", progress=False)
+    sl.optimize("objs.py:objective", n_trials=1, workers=1, store=tmp_path / "st", progress=False)
+    assert len(sweep.study().trials) == 2
+    sl.sweep({"method": "tpe", "metric": {"name": "loss"}, "parameters": {"x": {"min": 0.0, "max": 1.0}},
+              "budget": {"trials": 2}}, fn=lambda config, run: {"loss": config["x"]}, store=tmp_path / "st",
+             workers=1, progress=False)
+    assert logging.getLogger("optuna").level == level == logging.INFO
+    assert warnings.filters == filters
+    assert sys.path == path
+
+
+def test_two_optimize_calls_at_once_in_threads_of_a_script_both_run(workdir):
+    """A script (no `if __name__ == "__main__":`) starting two `sl.optimize` in threads, joined at its top
+    level: the objective, seen from a thread, was taken as importable by name, so the import check ran the
+    script again, which started its threads and sweeps again, without end (the process hung). Both calls
+    also chose the free name `objective` before either created its sweep, and wrote one study and one
+    shipped file (one failed: "already being run by pid ...", or FileNotFoundError)."""
+    (workdir / "two.py").write_text(
+        "import threading\nimport sweeplab as sl\n"
+        "def objective(trial):\n    return trial.suggest_float('x', 0, 1)\n"
+        "names, errors = [], []\n"
+        "gate = threading.Barrier(2)\n"
+        "def go():\n    gate.wait()\n    try:\n"
+        "        names.append(sl.optimize(objective, n_trials=1, workers=1, store='st', progress=False).name)\n"
+        "    except Exception as exc:\n        errors.append(repr(exc))\n"
+        "threads = [threading.Thread(target=go) for _ in range(2)]\n"
+        "for t in threads:\n    t.start()\nfor t in threads:\n    t.join()\n"
+        "print(sorted(names), errors)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "two.py"], cwd=workdir, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)   # the script, and the sweeps it started again, with their workers
+        proc.communicate()
+        pytest.fail("the script hung: the import check ran it again")
+    assert out.strip() == "['objective', 'objective-2'] []", (out, err[-2000:])
+
+
+def test_an_async_objective_is_refused_before_anything_is_written(workdir):
+    """`async def objective(trial)`: the worker got a coroutine back, never run, and every trial failed
+    ("could not be cast to float", with a "coroutine was never awaited" warning)."""
+    async def objective(trial):
+        return trial.suggest_float("x", 0, 1)
+
+    with pytest.raises(sl.UserError, match="objective '.*objective' is an async def"):
+        sl.optimize(objective, n_trials=1, store=workdir / "st")
+    assert not (workdir / "st").exists()

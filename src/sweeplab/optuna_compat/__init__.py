@@ -131,12 +131,31 @@ def optimize(
     (completed trials kept, running ones rerun, up to `n_trials` in total), the dashboard shows it.
     """
     _refuse_optuna_only(optuna_only)
+    from sweeplab.notebook import optuna_settings_kept
+
+    with optuna_settings_kept():   # opening the study quiets Optuna process-wide: put back (the runner's keeps it)
+        launched = _optimize(objective, n_trials, workers=workers, sampler=sampler, pruner=pruner,
+                             direction=direction, directions=directions, study=study, name=name, store=store,
+                             backend=backend, address=address, seed=seed, retries=retries, timeout=timeout,
+                             trial_timeout=trial_timeout, callbacks=callbacks, background=background,
+                             progress=progress, on_progress=on_progress, on_note=on_note,
+                             raise_interrupt=raise_interrupt)
+    return launched
+
+
+def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, workers: int | None, sampler: Any,
+              pruner: Any, direction: str | None, directions: Sequence[str] | None, study: Any, name: str | None,
+              store: str | Path | None, backend: str | None, address: str | None, seed: int | None,
+              retries: int | None, timeout: float | None, trial_timeout: float | str | None,
+              callbacks: Sequence[Callable[[Any, Any], None]] | None, background: bool, progress: bool | None,
+              on_progress: Callable[[Any], None] | None, on_note: Callable[[str], None] | None,
+              raise_interrupt: bool) -> Sweep:
     from sweeplab.api import Sweep as _Sweep
     from sweeplab.api import _Runner, build_backend, check_spec
     from sweeplab.notebook import Progress, shipping
-    from sweeplab.search.optuna_objective import StudySettings, open_study, study_dir, write_settings
+    from sweeplab.search.optuna_objective import StudySettings, open_study, write_settings
     from sweeplab.spec import parse_spec
-    from sweeplab.store import Store, default_store_dir
+    from sweeplab.store import default_store_dir
 
     root = Path(store) if store is not None else default_store_dir()
     target, ship = shipping(objective, root, "objective")
@@ -155,19 +174,13 @@ def optimize(
     # and the backend built (a Ray cluster connected to: an address that does not answer is refused), before
     # the objective's file, the store and the sweep's study are written, as for a spec
     check_spec(spec)
+    _check_kinds(sampler, pruner)
     _check_packages(sampler, pruner)
     be = build_backend(spec, workers=workers, backend=backend, address=address, store_root=root)
     try:
         ship()
         _check_importable(target, python_path)
-        from sweeplab.api import unique_name
-
-        st = Store.open(root)
-        try:
-            sweep_name = unique_name(st, base)
-        finally:
-            st.close()
-        directory = study_dir(root.resolve(), sweep_name)
+        sweep_name, directory = _reserve_name(root, base)
         settings = StudySettings(objective=target, study_name=sweep_name, directions=goals, sampler=sampler,
                                  pruner=pruner, python_path=python_path,
                                  timeout=float(timeout) if timeout is not None else None)
@@ -188,6 +201,8 @@ def optimize(
         searcher = runner.driver.searcher   # as (re)built above
         assert isinstance(searcher, ObjectiveSearcher)
         searcher.callbacks = list(callbacks)
+    if background and on_progress is None:
+        shown.start(runner.name)   # the line under this cell, updated in place by the sweep's thread
     if background or raise_interrupt:
         return runner.launch(background)
     runner.run()
@@ -202,6 +217,33 @@ _OPTUNA_ONLY = {
     "gc_after_trial": "nothing: each trial runs in a worker process, whose memory is its own",
     "show_progress_bar": "progress=True",
 }
+
+
+def _reserve_name(root: Path, base: str) -> tuple[str, Path]:
+    """The sweep's name (`base`, else `base-2`...) and its study directory, made here: a name is taken once
+    its directory exists. Two `sl.optimize` started at once (threads of a notebook, two processes) both
+    chose the free `base` before either created its sweep, then wrote one study: one failed ("already being
+    run by pid ...", or a FileNotFoundError of the other's files)."""
+    from sweeplab.api import name_taken
+    from sweeplab.search.optuna_objective import study_dir
+    from sweeplab.store import Store
+
+    st = Store.open(root)
+    try:
+        i = 1
+        while True:
+            name = base if i == 1 else f"{base}-{i}"
+            i += 1
+            if name_taken(st, name):
+                continue
+            directory = study_dir(root.resolve(), name)
+            try:
+                directory.mkdir(parents=True)
+            except FileExistsError:   # another sl.optimize's, or a former one's that did not start
+                continue
+            return name, directory
+    finally:
+        st.close()
 
 
 def _refuse_optuna_only(kwargs: dict[str, Any]) -> None:
@@ -230,6 +272,23 @@ def _directions(direction: str | None, directions: Sequence[str] | None, study: 
         raise UserError(f"study {study.study_name!r} has {len(theirs)} objective(s) ({', '.join(theirs)}); "
                         f"{len(goals)} direction(s) given ({', '.join(map(str, goals))})")
     return goals or theirs
+
+
+def _check_kinds(sampler: Any, pruner: Any) -> None:
+    """A sampler or pruner that is not an Optuna sampler or pruner object: `sampler="tpe"` or the class
+    `pruner=MedianPruner` (not `MedianPruner()`) created the sweep, then its driver failed at the first trial
+    ("'str' object has no attribute 'after_trial'"), or a trial at its first `should_prune()`."""
+    import optuna
+
+    for what, value, base in (("sampler", sampler, optuna.samplers.BaseSampler),
+                              ("pruner", pruner, optuna.pruners.BasePruner)):
+        if value is None or isinstance(value, base):
+            continue
+        if isinstance(value, type) and issubclass(value, base):
+            raise UserError(f"{what}={value.__name__}: a class, not {what} object; pass an instance, as "
+                            f"Optuna does: {what}=optuna.{what}s.{value.__name__}()")
+        raise UserError(f"{what}={value!r} is not an Optuna {what} (optuna.{what}s.{base.__name__}): pass one, "
+                        f"e.g. {what}=optuna.{what}s.{'TPESampler' if what == 'sampler' else 'MedianPruner'}()")
 
 
 def _check_packages(*objects: Any) -> None:
@@ -329,11 +388,15 @@ class _no_optimize_on_import:
 
 
 def _check_importable(target: str, python_path: Sequence[str]) -> None:
-    """Import the objective now, in this process: a typo is an error before anything runs."""
+    """Import the objective now, in this process: a typo is an error before anything runs. The import path
+    entries the import adds for it (the working directory, a `file.py` target's directory) are taken out
+    again: they stayed at the head of the kernel's `sys.path` after every `sl.optimize` of a notebook, where a
+    module of that directory would shadow an installed one for the rest of the session."""
     import inspect
 
     from sweeplab.backends.targets import load_target
 
+    before = set(sys.path)
     try:
         with _no_optimize_on_import(target):
             objective = load_target(target, list(python_path))
@@ -347,6 +410,10 @@ def _check_importable(target: str, python_path: Sequence[str]) -> None:
                         "sl.optimize there), or read settings from the environment or a file") from None
     except Exception as exc:
         raise UserError(f"objective {target!r} cannot be imported: {type(exc).__name__}: {exc}") from None
+    finally:
+        module = target.rpartition(":")[0]
+        added = {*python_path, os.path.dirname(os.path.abspath(module)) if module.endswith(".py") else None}
+        sys.path[:] = [p for p in sys.path if p in before or p not in added]
     if inspect.isclass(objective):   # objective(trial) would construct an instance: every trial would fail
         name = target.rpartition(":")[2]
         raise UserError(f"objective {target!r} is a class: calling it with the trial makes an instance, not a "

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -172,7 +173,9 @@ class Store:
         try:
             for sub in ("", "checkpoints", "artifacts", "logs"):
                 (root_path / sub).mkdir(parents=True, exist_ok=True)
-            probe = root_path / ".write-probe"
+            # a name of this process and thread: two writers opening one store at once (two sweeps started in
+            # threads of a notebook, or two processes) removed each other's probe ("not writable: No such file")
+            probe = root_path / f".write-probe-{os.getpid()}-{threading.get_ident()}"
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:
