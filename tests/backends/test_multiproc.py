@@ -318,3 +318,35 @@ def test_a_segfaulting_command_trial_says_where_it_died(backend, tmp_path, world
     assert end[-1].kind is EventKind.FAILED and data["signal"] == signal.SIGSEGV, data
     assert "Fatal Python error: Segmentation fault" in data["reason"], data["reason"]
     assert "in crash" in data["traceback"] and "Fatal Python error" in data["traceback"], data["traceback"]
+
+
+def tracked_by_rank(config, run):
+    """Rank r tracks 4 + 4r steps of 8 samples; rank 1 waits for its data, rank 0 computes."""
+    def batches(n):
+        for _ in range(n):
+            if run.rank == 1:
+                time.sleep(0.01)
+            yield [0] * 8
+    for _ in run.track(batches(4 + 4 * run.rank)):
+        if run.rank == 0:
+            time.sleep(0.01)
+    return {"rank": float(run.rank)}
+
+
+@pytest.mark.slow
+def test_a_multi_process_trials_profile_covers_every_rank(backend, tmp_path):
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:tracked_by_rank", config={}, world_size=2))
+    ev = collect(backend, [1])[1]
+    assert ev[-1].kind is EventKind.FINISHED, ev[-1].data
+    profiles = [e.data["summary"] for e in ev if e.kind is EventKind.PROFILE]
+    assert len(profiles) == 1, profiles      # one profile for the trial, before its end
+    p = profiles[0]
+    assert p["world_size"] == 2
+    assert [r["rank"] for r in p["ranks"]] == [0, 1]
+    assert [r["steps"] for r in p["ranks"]] == [4, 8]
+    assert p["samples"] == 8 * (4 + 8)       # every rank's samples: the trial's
+    assert p["steps"] == 8                    # the ranks step together: the most any rank made
+    # the worst rank's data wait (rank 1 waits for its data; rank 0 does not)
+    waits = [r["data_wait_fraction"] for r in p["ranks"]]
+    assert p["data_wait_fraction"] == waits[1] > waits[0]
+    assert p["rss_peak"] >= sum(r["rss_peak"] for r in p["ranks"])   # both ranks' processes
