@@ -172,6 +172,25 @@ def test_gang_after_a_stop_keeps_rank_zero_s_result_when_a_rank_fails_in_the_col
     assert end.kind is EventKind.FAILED and end.data["reason"] == "rank 1: RuntimeError: boom"
 
 
+def test_gang_sends_one_profile_merged_from_every_rank_before_the_end(tmp_path):
+    from sweeplab.backends.events import Event
+    from sweeplab.backends.ray._gang import Gang
+
+    def ev(kind, **data):
+        return Event(kind, 7, 1, time.time(), data)
+
+    g = Gang(make_task(tmp_path, 7, "x:y", world_size=2), 2)
+    prof = {"steps": 4, "samples": 32, "samples_per_s": 10.0, "data_wait_fraction": 0.1, "rss_peak": 100}
+    assert g.accept(0, ev(EventKind.PROFILE, summary=prof))[0] == []      # held until every rank has ended
+    assert g.accept(1, ev(EventKind.PROFILE, summary={**prof, "data_wait_fraction": 0.7}))[0] == []
+    g.accept(1, ev(EventKind.FINISHED, metrics={}))
+    (profile, end), _ = g.accept(0, ev(EventKind.FINISHED, metrics={"loss": 1.0}))
+    assert profile.kind is EventKind.PROFILE and end.kind is EventKind.FINISHED
+    merged = profile.data["summary"]
+    assert (merged["world_size"], merged["samples"], merged["data_wait_fraction"]) == (2, 64, 0.7)
+    assert merged["rss_peak"] == 200 and [r["rank"] for r in merged["ranks"]] == [0, 1]
+
+
 @pytest.mark.parametrize("root, multi, unseen, match", [
     ("memory://ckpt", False, None, "memory"),
     ("/data/ckpt", True, ["10.0.0.7"], "10.0.0.7 of the Ray cluster cannot see it"),

@@ -6,7 +6,9 @@ Each rank runs as an ordinary one-process trial in a `TrialHost` actor placed in
 (free on that node) in its environment. `Gang` merges what the ranks report, as the local supervisor
 (`backends.multiproc`) does for ranks on one machine:
 
-- rank 0's events reach the driver; the other ranks' events are dropped (only their ends count);
+- rank 0's events reach the driver; the other ranks' events are dropped (only their ends count), but for
+  their profiles: one profile merged from every rank's (`profiling.merge_rank_profiles`) goes out before
+  the trial's end;
 - a rank that fails fails the trial with that rank's traceback, and the other ranks are killed;
 - a rank that got SIGTERM (it stopped, or died of it while it started) preempts the trial: SIGTERM goes to
   every rank, and the trial is requeued (as on the local backend);
@@ -27,6 +29,7 @@ from typing import Any
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind
 from sweeplab.backends.multiproc import died_of_sigterm, rank_env, rank_paths
+from sweeplab.profiling import merge_rank_profiles
 
 __all__ = ["Gang", "Op", "rank_tasks"]
 
@@ -88,6 +91,7 @@ class Gang:
         self.stragglers: list[int] = []
         self.stopping = False                # a stop request was passed to the ranks
         self.failed_at: float | None = None  # when the first failure came, while stopping (kill deferred)
+        self.profiles: dict[int, dict[str, Any]] = {}   # each rank's PROFILE summary, merged at the end
 
     def _mine(self, ev: Event) -> bool:
         return (ev.trial, ev.attempt) == (self.task.trial_id, self.task.attempt)
@@ -113,6 +117,9 @@ class Gang:
         """One event of one rank: the events to pass on to the driver and what to do to other ranks.
         `lost`: `ev` is the PREEMPTED/FAILED end made up for a rank whose actor is gone."""
         if not self._mine(ev) or rank in self.ends:
+            return [], []
+        if ev.kind is EventKind.PROFILE:
+            self.profiles[rank] = dict(ev.data.get("summary") or {})
             return [], []
         if not ev.kind.ends_attempt:
             return ([ev] if rank == 0 else []), []
@@ -165,6 +172,9 @@ class Gang:
             return []
         now = time.time()
         out: list[Event] = []
+        if self.profiles:
+            summary = merge_rank_profiles([self.profiles.get(r) for r in range(self.world_size)])
+            out.append(Event(EventKind.PROFILE, self.task.trial_id, self.task.attempt, now, {"summary": summary}))
         if self.stragglers:
             out.append(Event(EventKind.NOTE, self.task.trial_id, self.task.attempt, now, {
                 "level": "warning", "kind": "ranks_killed",
