@@ -350,3 +350,31 @@ def test_a_multi_process_trials_profile_covers_every_rank(backend, tmp_path):
     waits = [r["data_wait_fraction"] for r in p["ranks"]]
     assert p["data_wait_fraction"] == waits[1] > waits[0]
     assert p["rss_peak"] >= sum(r["rss_peak"] for r in p["ranks"])   # both ranks' processes
+
+
+def report_gpu_env(config, run):
+    keys = ("CUDA_VISIBLE_DEVICES", "SWEEPLAB_GPUS_PER_RANK", "LOCAL_WORLD_SIZE")
+    Path(config["out"], f"rank{run.rank}.json").write_text(json.dumps({k: os.environ.get(k) for k in keys}))
+    return {"ok": 1.0}
+
+
+@pytest.mark.slow
+def test_ranks_sharing_a_fractional_gpu_slot_are_told_their_share(tmp_path):
+    """No GPU here: the slot names device 0 (as a fractional `resources.gpus` does) and the ranks' environment
+    is checked; `_torch.env.process_group_backend` reads it (gloo, since NCCL refuses two ranks on one GPU)."""
+    from sweeplab._torch.env import gpus_per_rank, process_group_backend, read_env
+
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0.5, gpu_ids=[0]))
+    b.start()
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        b.submit(make_task(tmp_path, 1, f"{HERE}:report_gpu_env", config={"out": str(out)}, world_size=2))
+        ev = collect(b, [1])[1]
+    finally:
+        b.shutdown(grace=0.0)
+    assert ev[-1].kind is EventKind.FINISHED, ev[-1].data
+    seen = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [(s["CUDA_VISIBLE_DEVICES"], s["SWEEPLAB_GPUS_PER_RANK"]) for s in seen] == [("0", "0.5")] * 2
+    environ = {**rank_env(1, 2, 29500), **{k: v for k, v in seen[1].items() if v is not None}}
+    assert process_group_backend("cuda", read_env(environ), 1, gpus_per_rank(environ)) == "gloo"

@@ -114,6 +114,9 @@ def test_rank_tasks_give_each_rank_its_node_local_environment(tmp_path):
     assert env == [("0", "0", "2", "0"), ("1", "0", "1", "1"), ("2", "1", "2", "0")]
     assert {(t.env["MASTER_ADDR"], t.env["MASTER_PORT"], t.env["WORLD_SIZE"], t.world_size) for t in tasks} == {
         ("10.0.0.5", "29400", "3", 1)}
+    assert "SWEEPLAB_GPUS_PER_RANK" not in tasks[0].env      # no GPUs: nothing to share
+    shared = rank_tasks(make_task(tmp_path, 1, "x:y", world_size=2), ["a", "a"], "10.0.0.5", 29400, gpus_per_rank=0.5)
+    assert {t.env["SWEEPLAB_GPUS_PER_RANK"] for t in shared} == {"0.5"}   # sweeplab.torch: gloo, not NCCL
     assert len({t.log_path for t in tasks}) == 3            # ranks do not write over rank 0's log
     assert len({t.report_path for t in tasks}) == 3         # nor command ranks report through rank 0's file
 

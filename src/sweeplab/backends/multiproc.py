@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sweeplab._torch.env import GPUS_PER_RANK_VAR
 from sweeplab.backends import _tree
 from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
 from sweeplab.backends.base import TrialTask
@@ -86,6 +87,9 @@ def _spawn(task: TrialTask, rank: int, port: int, threads: int | None) -> _Rank:
     env = dict(os.environ)
     env.update({k: str(v) for k, v in task.env.items()})
     env.update(rank_env(rank, task.world_size, port, threads=threads))
+    share = _gpus_per_rank(env.get("CUDA_VISIBLE_DEVICES"), task.world_size)
+    if share is not None:   # the ranks' share of the slot's GPUs: below 1 they share a device (no NCCL)
+        env[GPUS_PER_RANK_VAR] = f"{share:g}"
     env["SWEEPLAB_EVENT_FD"] = str(w)
     env["PYTHONUNBUFFERED"] = "1"
     log_path, report_path = rank_paths(task, rank)
@@ -103,6 +107,14 @@ def _spawn(task: TrialTask, rank: int, port: int, threads: int | None) -> _Rank:
     proc.stdin.write(json.dumps(rank_task.to_dict(), default=str).encode() + b"\n")
     proc.stdin.flush()
     return _Rank(rank, proc, r)
+
+
+def _gpus_per_rank(visible: str | None, world_size: int) -> float | None:
+    """GPUs per rank when the slot names its devices (CUDA_VISIBLE_DEVICES); None when it does not."""
+    if not visible:
+        return None
+    devices = [d for d in visible.split(",") if d.strip()]
+    return len(devices) / world_size if devices else None
 
 
 def _threads_per_rank(world_size: int) -> int | None:

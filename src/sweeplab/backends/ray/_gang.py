@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
+from sweeplab._torch.env import GPUS_PER_RANK_VAR
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind
 from sweeplab.backends.multiproc import died_of_sigterm, rank_env, rank_paths
@@ -45,7 +46,8 @@ class Op(str, Enum):
 
 
 def rank_tasks(task: TrialTask, nodes: Sequence[str], master_addr: str, master_port: int, *,
-               threads: int | None = None, gpus: Sequence[Sequence[str]] | None = None) -> list[TrialTask]:
+               threads: int | None = None, gpus: Sequence[Sequence[str]] | None = None,
+               gpus_per_rank: float | None = None) -> list[TrialTask]:
     """The one-process task of every rank. `nodes[r]`: the node rank r runs on (any hashable id);
     LOCAL_RANK / LOCAL_WORLD_SIZE / NODE_RANK follow from which ranks share a node.
 
@@ -53,7 +55,11 @@ def rank_tasks(task: TrialTask, nodes: Sequence[str], master_addr: str, master_p
     the GPUs of all the trial's ranks there, local rank j's own k at positions [j*k, (j+1)*k): the view of
     the local backend, where the ranks share the slot's GPUs. With only its own visible, LOCAL_RANK pointed
     past them (cuda:LOCAL_RANK, which frameworks pick, did not exist, or was another rank's). Ranks that
-    share a GPU (a fraction each) keep Ray's view: one GPU, cuda:0."""
+    share a GPU (a fraction each) keep Ray's view: one GPU, cuda:0.
+
+    `gpus_per_rank`: each rank's GPUs, SWEEPLAB_GPUS_PER_RANK in its environment: below 1 (and Ray put two
+    ranks of a node on one GPU) sweeplab.torch picks gloo, not NCCL, which refuses that; 1 when Ray gave the
+    node's ranks distinct GPUs."""
     world = len(nodes)
     order: list[str] = []
     for n in nodes:
@@ -66,8 +72,11 @@ def rank_tasks(task: TrialTask, nodes: Sequence[str], master_addr: str, master_p
         env.update({"LOCAL_RANK": str(local.index(r)), "LOCAL_WORLD_SIZE": str(len(local)),
                     "GROUP_RANK": str(order.index(node)), "NODE_RANK": str(order.index(node))})
         shared = [str(g) for i in local for g in (gpus[i] if gpus is not None else ())]
-        if gpus is not None and all(gpus[i] for i in local) and len(set(shared)) == len(shared):
+        distinct = gpus is not None and all(gpus[i] for i in local) and len(set(shared)) == len(shared)
+        if distinct:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(shared)   # (ranks sharing a GPU, gpus_per_worker < 1: as Ray set)
+        if gpus_per_rank is not None:   # a fraction each, but Ray put them on distinct GPUs: none shares (NCCL)
+            env[GPUS_PER_RANK_VAR] = f"{max(gpus_per_rank, 1.0) if distinct else gpus_per_rank:g}"
         merged = {k: str(v) for k, v in task.env.items()}
         merged.update(env)
         log_path, report_path = rank_paths(task, r)
