@@ -35,6 +35,12 @@ from sweeplab.checkpoint._locations import _is_url, _Local, _Remote
 from sweeplab.checkpoint._serializers import SERIALIZERS, Serializer, _is_directory, _pick_format, _suffix
 from sweeplab.errors import ConfigError, StoreError, SweeplabError, TrialError
 
+#: why a directory (or file) under a checkpoint's name without a manifest is skipped: `save` writes the manifest
+#: last (and locally renames the whole directory into place after it), so it is an interrupted save on an object
+#: store, damage, or files that are not a checkpoint
+_NO_MANIFEST = ("no manifest: a save interrupted before its manifest was written, or files that are not a "
+                "checkpoint")
+
 
 class CheckpointManager:
     """Save, list, verify and load the checkpoints of one trial under `root`.
@@ -135,7 +141,10 @@ class CheckpointManager:
         """The newest checkpoint that verifies, loaded; None if there is none. Fills `self.corrupt`."""
         entries, bad = self._scan()
         self.corrupt = list(bad)
-        self._known_corrupt.update(_name_of(path) for path, _ in bad)   # deleted by the next save's retention
+        # deleted by the next save's retention; but for a missing manifest on an object store, where a live writer's
+        # payload comes before its manifest and nothing tells it from a dead writer's (it is still reported)
+        self._known_corrupt.update(_name_of(path) for path, why in bad
+                                   if self._fs.atomic_rename or why != _NO_MANIFEST)
         dead = _read_fence(self._fs)
         found: tuple[CheckpointInfo, Any] | None = None
         for name, manifest in reversed(entries):
@@ -269,7 +278,8 @@ class CheckpointManager:
 
     # -------------------------------------------------------------------------- reading
     def _scan(self) -> tuple[_Entries, _Bad]:
-        """(name, manifest) of checkpoints in write order, and (path, reason) of unreadable manifests."""
+        """(name, manifest) of checkpoints in write order, and (path, reason) of unreadable or missing manifests
+        (under a checkpoint's name: `step-...`, `seq-...`)."""
         entries: _Entries = []
         bad: _Bad = []
         for name in self._fs.names(self._fs.root):
@@ -280,8 +290,10 @@ class CheckpointManager:
             except ValueError as exc:
                 bad.append((self._fs.url(self._fs.join(self._fs.root, name)), str(exc)))
                 continue
-            if manifest is not None:  # no manifest: not a checkpoint (yet)
-                entries.append((name, manifest))
+            if manifest is None:   # a checkpoint's name and no manifest: skipped, and said (as an unreadable one)
+                bad.append((self._fs.url(self._fs.join(self._fs.root, name)), _NO_MANIFEST))
+                continue
+            entries.append((name, manifest))
         entries.sort(key=lambda e: (int(e[1].get("seq", 0)), float(e[1].get("time", 0.0))))
         return entries, bad
 
