@@ -355,10 +355,21 @@ WORKER = textwrap.dedent("""
             strategy.step(optimizer)
             total += loss.item()
         losses.append(strategy.all_reduce_mean(total / len(loader)))
+    # gradient accumulation, 2 micro-batches a step: the first's backward skips DDP's all-reduce
+    unsynced = []
+    for i, batch in enumerate(strategy.loader(TensorDataset(x, y), batch_size=8, seed=11)):
+        xb, yb = strategy.to_device(batch)
+        accumulating = i % 2 == 0
+        with strategy.no_sync(enabled=accumulating):
+            strategy.backward(nn.functional.mse_loss(model(xb), yb) / 2)
+        if accumulating:   # this rank's own gradients, not averaged with the other rank's
+            unsynced.append(strategy.grad_norm())
+        else:
+            strategy.step(optimizer)
     state = strategy.state_dict(model)
     out = {
         "rank": strategy.rank, "world_size": strategy.world_size, "is_main": strategy.is_main,
-        "wrapper": type(model).__name__, "losses": losses, "norms": norms,
+        "wrapper": type(model).__name__, "losses": losses, "norms": norms, "unsynced": unsynced,
         "mean_rank": strategy.all_reduce_mean(float(strategy.rank)),
         # only rank 1 is asked to stop; every rank must agree to stop at the same step
         "agreed_stop": strategy.should_stop(type("R", (), {"should_stop": strategy.rank == 1})()),
@@ -426,6 +437,10 @@ def test_two_process_ddp_on_cpu_matches_the_one_process_run(tmp_path: Path) -> N
     assert r0["losses"] == pytest.approx(one["losses"], rel=1e-4)
     assert r0["norms"] == pytest.approx(one["norms"], rel=1e-4)
     assert r0["norms"] == pytest.approx(r1["norms"], rel=1e-6)
+    # accumulating micro-batches under strategy.no_sync: each rank keeps its own gradients until the step's
+    # last backward (they differ), and the accumulated update is still the one-process one (params below)
+    assert len(r0["unsynced"]) == len(one["unsynced"]) == 4
+    assert all(abs(a - b) > 1e-6 for a, b in zip(r0["unsynced"], r1["unsynced"]))
     for key, values in one["params"].items():
         assert r0["params"][key] == pytest.approx(values, abs=1e-5), key
         assert r1["params"][key] == pytest.approx(r0["params"][key], abs=1e-7), key

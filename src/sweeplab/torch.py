@@ -289,6 +289,27 @@ class Strategy:
             total /= float(self._scaler.get_scale())
         return total
 
+    def no_sync(
+        self, model: nn.Module | None = None, *, enabled: bool = True
+    ) -> contextlib.AbstractContextManager[Any]:
+        """Context for the backward pass of a micro-batch that only accumulates gradients (gradient
+        accumulation): under DDP the gradients are not all-reduced in it, only at the next backward outside
+        it, once for the accumulated sum (`model.no_sync()`); a no-op in one process, so the loop is the same::
+
+            for i, (x, y) in enumerate(loader):
+                accumulating = (i + 1) % accumulate != 0
+                with strategy.no_sync(model, enabled=accumulating):
+                    strategy.backward(loss_fn(model(x), y) / accumulate)
+                if not accumulating:
+                    strategy.step(optimizer)
+
+        `model` defaults to the one given to `setup`. The forward pass may be inside the context or not.
+        """
+        target = model if model is not None else self._model
+        if enabled and isinstance(target, DistributedDataParallel):
+            return target.no_sync()
+        return contextlib.nullcontext()
+
     # -- across ranks -------------------------------------------------------------------------------
     def all_reduce_mean(self, value: float | torch.Tensor) -> float:
         """The mean of a scalar over all ranks (every rank must call it); the value itself when alone."""
