@@ -508,3 +508,17 @@ def test_bad_checkpoint_every_is_a_config_error(every):
 
 def test_registry_names():
     assert {"bytes", "json", "torch", "pickle", "numpy"} <= set(SERIALIZERS)
+
+
+def test_latest_before_an_attempt_skips_that_attempts_own_checkpoints(tmp_path, monkeypatch):
+    CheckpointManager(str(tmp_path), serializer="json", attempt=1).save([1], step=1)
+    mgr = CheckpointManager(str(tmp_path), serializer="json", attempt=2)
+    mgr.save([2], step=2)
+    assert mgr.latest()[1] == [2]
+    assert mgr.latest(before_attempt=2)[1] == [1]   # what every rank of attempt 2 restores
+    # a command trial's ranks (WORLD_SIZE > 1) in the directory sweeplab gave them: the same by default
+    monkeypatch.setenv("SWEEPLAB_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert CheckpointManager(str(tmp_path), serializer="json", attempt=2).latest()[1] == [1]
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert CheckpointManager(str(tmp_path), serializer="json", attempt=2).latest()[1] == [2]

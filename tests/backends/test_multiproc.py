@@ -378,3 +378,45 @@ def test_ranks_sharing_a_fractional_gpu_slot_are_told_their_share(tmp_path):
     assert [(s["CUDA_VISIBLE_DEVICES"], s["SWEEPLAB_GPUS_PER_RANK"]) for s in seen] == [("0", "0.5")] * 2
     environ = {**rank_env(1, 2, 29500), **{k: v for k, v in seen[1].items() if v is not None}}
     assert process_group_backend("cuda", read_env(environ), 1, gpus_per_rank(environ)) == "gloo"
+
+
+def _wait_for(cond, limit=10.0):
+    deadline = time.monotonic() + limit
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def checkpoints_then_rank1_fails(config, run):
+    out, first = Path(config["out"]), run.attempt == 1
+    if first and run.rank == 1:   # a rank that starts late: rank 0 has saved steps 0 and 1 already
+        _wait_for((out / "wrote1").exists)
+    state = run.restore()
+    Path(out, f"restored{run.rank}-{run.attempt}").write_text(json.dumps(state))
+    for step in range(state["step"] + 1 if state else 0, 3):
+        run.checkpoint({"step": step}, step=step, force=True)   # rank 0 writes; other ranks' calls are dropped
+        if first and step == 1:
+            if run.rank == 0:
+                (out / "wrote1").touch()
+                _wait_for(lambda: run.should_stop)   # until rank 1's failure ends the attempt
+                return {"done": 0.0}
+            raise ValueError("rank 1 breaks after step 1")
+    return {"done": 1.0}
+
+
+@pytest.mark.slow
+def test_every_rank_restores_the_checkpoint_of_the_earlier_attempts_not_one_rank_0_just_wrote(backend, tmp_path):
+    """Rank 1 started late and restored after rank 0 had saved in this attempt: it resumed from rank 0's new
+    checkpoint, at another step than rank 0 (which restored none), and skipped the steps it had to train."""
+    out = tmp_path / "out"
+    out.mkdir()
+    config = {"out": str(out)}
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:checkpoints_then_rank1_fails", config=config, world_size=2))
+    first = collect(backend, [1])[1]
+    assert [json.loads((out / f"restored{r}-1").read_text()) for r in (0, 1)] == [None, None]
+    assert first[-1].kind is EventKind.FAILED and first[-1].data["rank"] == 1, first[-1].data
+    assert [e.data["step"] for e in first if e.kind is EventKind.CHECKPOINT] == [0, 1]   # rank 0's only
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:checkpoints_then_rank1_fails", config=config, world_size=2,
+                             attempt=2))
+    second = collect(backend, [1])[1]
+    assert second[-1].kind is EventKind.FINISHED, second[-1].data
+    assert [json.loads((out / f"restored{r}-2").read_text()) for r in (0, 1)] == [{"step": 1}, {"step": 1}]

@@ -137,8 +137,16 @@ class CheckpointManager:
         """Checkpoints with a readable manifest (not yet verified), oldest first, newest last."""
         return [self._info(name, m) for name, m in self._scan()[0]]
 
-    def latest(self) -> tuple[CheckpointInfo, Any] | None:
-        """The newest checkpoint that verifies, loaded; None if there is none. Fills `self.corrupt`."""
+    def latest(self, *, before_attempt: int | None = None) -> tuple[CheckpointInfo, Any] | None:
+        """The newest checkpoint that verifies, loaded; None if there is none. Fills `self.corrupt`.
+
+        `before_attempt`: only checkpoints written by earlier attempts (what every rank of a multi-process
+        trial restores: rank 0 may have saved in this attempt before another rank asks). In a command trial's
+        program with several ranks (WORLD_SIZE > 1) using the directory sweeplab gave it, that is the default:
+        this manager's attempt."""
+        if before_attempt is None and self.attempt is not None and _given_dir(self.root) \
+                and (os.environ.get("WORLD_SIZE") or "1").strip() not in ("", "0", "1"):
+            before_attempt = self.attempt
         entries, bad = self._scan()
         self.corrupt = list(bad)
         # deleted by the next save's retention; but for a missing manifest on an object store, where a live writer's
@@ -150,6 +158,9 @@ class CheckpointManager:
         for name, manifest in reversed(entries):
             if _late(manifest, dead):
                 continue   # written by an attempt after it was declared dead: never restored
+            written_by = manifest.get("attempt")
+            if before_attempt is not None and isinstance(written_by, int) and written_by >= before_attempt:
+                continue   # this attempt's own: not what the other ranks restored
             info = self._info(name, manifest)
             try:
                 found = info, self._load(name, manifest)
