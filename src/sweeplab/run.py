@@ -36,6 +36,7 @@ class Run:
     seed        derived from the sweep seed and the trial number (None when no seed is set)
     smoke       True in smoke mode: keep everything tiny
     rank        this process's rank (multi-process trials); only rank 0's logs and result count
+    world_size  the trial's number of processes (1 but for `resources.workers` > 1)
     """
 
     def __init__(
