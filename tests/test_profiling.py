@@ -426,3 +426,5 @@ def test_merge_rank_profiles_sums_throughput_and_keeps_the_slowest_ranks_pace():
     sampled = merge_rank_profiles([rank0, None], {"system_samples": 3, "rss_peak": 900, "cpu_mean": 180.0})
     assert (sampled["rss_peak"], sampled["cpu_mean"], sampled["samples"]) == (900, 180.0, 80)
     assert merge_rank_profiles([None, None])["ranks"] == []
+    untracked = merge_rank_profiles([{"system_samples": 1, "rss_peak": 10, "cpu_mean": 5.0}] * 2)
+    assert "steps" not in untracked and untracked["rss_peak"] == 20   # no run.track: CPU and memory only

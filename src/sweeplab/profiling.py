@@ -748,22 +748,23 @@ def merge_rank_profiles(ranks: Sequence[Mapping[str, Any] | None],
         return sum(v) if v else None
 
     steps = largest("steps")
-    samples = summed("samples")
-    slowest = values("steps_per_s")
-    out.update({
-        "steps": int(steps) if steps is not None else 0,
-        "samples": int(samples) if samples is not None else None,
-        "samples_per_s": summed("samples_per_s"),
-        "steps_per_s": min(slowest) if slowest else None,
-        "data_wait_fraction": largest("data_wait_fraction"),
-    })
-    for key in ("step_p50", "step_p95", "data_wait_p50", "data_wait_p95", "compute_p50", "compute_p95",
-                "wall", "startup", "measured_steps", "planned_steps"):
-        out[key] = largest(key)
-    for key in ("measured_steps", "planned_steps"):
-        if out[key] is not None:
-            out[key] = int(out[key])
-    out["data_wait_s"], out["compute_s"] = summed("data_wait_s"), summed("compute_s")
+    if steps is not None:   # step figures only when a rank tracked steps (as a one-process profile has them)
+        samples = summed("samples")
+        slowest = values("steps_per_s")
+        out.update({
+            "steps": int(steps),
+            "samples": int(samples) if samples is not None else None,
+            "samples_per_s": summed("samples_per_s"),
+            "steps_per_s": min(slowest) if slowest else None,
+            "data_wait_fraction": largest("data_wait_fraction"),
+        })
+        for key in ("step_p50", "step_p95", "data_wait_p50", "data_wait_p95", "compute_p50", "compute_p95",
+                    "wall", "startup", "measured_steps", "planned_steps"):
+            out[key] = largest(key)
+        for key in ("measured_steps", "planned_steps"):
+            if out[key] is not None:
+                out[key] = int(out[key])
+        out["data_wait_s"], out["compute_s"] = summed("data_wait_s"), summed("compute_s")
     if system and system.get("system_samples"):
         out.update({k: system.get(k) for k in _SYSTEM_KEYS})
         # a sample a second can miss the ranks' peaks (and a trial's last one comes when they have exited);
