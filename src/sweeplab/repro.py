@@ -190,7 +190,12 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     except Exception as exc:
         peers.end(wait=False)   # they may be waiting for this rank in a collective
         run.flush()
-        echo("the failure reproduced:")
+        raised = failed["error_type"] if nonfinite is None and "error_type" in failed.keys() else None
+        if raised and raised != type(exc).__name__:   # e.g. a later checkpoint made it skip the failing step
+            echo(f"the replay failed differently: attempt {failed['number']} raised {raised}, the replay "
+                 f"{type(exc).__name__}:")
+        else:
+            echo("the failure reproduced:")
         echo(trial_traceback(exc))
         if debug:
             import pdb

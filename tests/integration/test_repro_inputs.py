@@ -79,3 +79,26 @@ def test_repro_of_a_failed_attempt_restores_what_that_attempt_had_not_a_later_at
     assert "restored step 0" in out and cp.returncode == 1, out
     assert "the failure reproduced" in out and "the first attempt breaks at step 1" in out, out
     assert "written after attempt 1" in " ".join(out.split()), out
+
+
+FAILS_OTHERWISE = """\
+from pathlib import Path
+
+def train(config, run):
+    seen = Path(__file__).with_name("seen")
+    if seen.exists():
+        raise KeyError("something else this time")
+    seen.touch()
+    raise ValueError("the recorded failure")
+"""
+
+
+def test_a_replay_that_fails_with_another_exception_says_so_instead_of_reproduced(cli):
+    (cli.tmp / "fails_otherwise.py").write_text(FAILS_OTHERWISE)
+    f = cli.spec("fw", "function: fails_otherwise.py:train\nmethod: grid\ntrial: {retries: 0}\n"
+                       "parameters:\n  a: {value: 1}\n")
+    cli("sweep", str(f), "--name", "fw", "-q")
+    cp = cli("repro", "fw/0")
+    out = " ".join((cp.stdout + cp.stderr).split())
+    assert cp.returncode == 1 and "the failure reproduced" not in out, out
+    assert "the replay failed differently: attempt 1 raised ValueError, the replay KeyError" in out, out
