@@ -117,6 +117,12 @@ def test_rank_tasks_give_each_rank_its_node_local_environment(tmp_path):
     assert "SWEEPLAB_GPUS_PER_RANK" not in tasks[0].env      # no GPUs: nothing to share
     shared = rank_tasks(make_task(tmp_path, 1, "x:y", world_size=2), ["a", "a"], "10.0.0.5", 29400, gpus_per_rank=0.5)
     assert {t.env["SWEEPLAB_GPUS_PER_RANK"] for t in shared} == {"0.5"}   # sweeplab.torch: gloo, not NCCL
+    same = rank_tasks(make_task(tmp_path, 1, "x:y", world_size=2), ["a", "a"], "10.0.0.5", 29400,
+                      gpus=[["0"], ["0"]], gpus_per_rank=0.5)
+    assert {t.env["SWEEPLAB_GPUS_PER_RANK"] for t in same} == {"0.5"}     # Ray put both on GPU 0
+    apart = rank_tasks(make_task(tmp_path, 1, "x:y", world_size=2), ["a", "a"], "10.0.0.5", 29400,
+                       gpus=[["0"], ["1"]], gpus_per_rank=0.5)
+    assert {t.env["SWEEPLAB_GPUS_PER_RANK"] for t in apart} == {"1"}      # a GPU each: NCCL works
     assert len({t.log_path for t in tasks}) == 3            # ranks do not write over rank 0's log
     assert len({t.report_path for t in tasks}) == 3         # nor command ranks report through rank 0's file
 
