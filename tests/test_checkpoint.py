@@ -269,6 +269,61 @@ def test_a_checkpoint_with_an_unreadable_manifest_is_deleted_with_the_old_ones(t
         assert sorted(p.name for p in tmp_path.iterdir()) == ["step-0000000001", "step-0000000003"]
 
 
+@pytest.mark.parametrize("local", [True, False], ids=["local", "memory"])
+@pytest.mark.parametrize("left", ["payload", "nothing", "a-file"])
+def test_a_checkpoint_directory_without_a_manifest_is_skipped_reported_and_deleted(tmp_path, local, left):
+    """A crash between the payload and the manifest (on an object store, where there is no atomic rename), or
+    files of the user's under a checkpoint's name: restore skips it and says so, as for an unreadable manifest
+    (it used to skip it silently: no checkpoint_corrupt event). On a local disk the next save's retention deletes
+    it (no save is ever in progress under its final name there); on an object store it stays (a live writer's
+    payload comes before its manifest) and is reported at each restore."""
+    if not local:
+        pytest.importorskip("fsspec")
+    root = str(tmp_path) if local else f"memory://sweeplab-test-{uuid.uuid4().hex}/ckpt"
+    mgr = CheckpointManager(root, keep=2, serializer="json")
+    mgr.save([1], step=1)
+    bad = mgr.save([2], step=2)
+    if local:
+        import shutil
+
+        os.remove(Path(bad.path) / "manifest.json")
+        if left == "nothing":
+            shutil.rmtree(bad.path)
+            os.mkdir(bad.path)
+        elif left == "a-file":
+            shutil.rmtree(bad.path)
+            Path(bad.path).write_text("my own notes")
+    else:
+        import fsspec
+
+        fs = fsspec.filesystem("memory")
+        fs.rm(f"{bad.path}/manifest.json")
+        if left != "payload":
+            fs.rm(bad.path, recursive=True)
+            fs.pipe(bad.path if left == "a-file" else f"{bad.path}/other/x", b"mine")
+    assert [i.step for i in mgr.list()] == [1]
+    assert mgr.latest()[1] == [1]
+    assert [c[0] for c in mgr.corrupt] == [bad.path] and "no manifest" in mgr.corrupt[0][1]
+    info = mgr.save([3], step=3)
+    assert (bad.path in info.removed) is local
+    again = CheckpointManager(root, keep=2, serializer="json")
+    assert again.latest()[1] == [3] and [c[0] for c in again.corrupt] == ([] if local else [bad.path])
+
+
+def test_run_restore_reports_a_checkpoint_without_a_manifest(tmp_path):
+    from sweeplab.run import Run
+
+    events: list[tuple[str, dict]] = []
+    mgr = CheckpointManager(str(tmp_path), serializer="json")
+    mgr.save({"epoch": 1}, step=1)
+    bad = mgr.save({"epoch": 2}, step=2)
+    os.remove(Path(bad.path) / "manifest.json")
+    run = Run(config={}, checkpoint_dir=str(tmp_path), sink=lambda kind, data: events.append((kind, data)))
+    assert run.restore() == {"epoch": 1}
+    kinds = [d.get("kind") for k, d in events if k == "note"]
+    assert kinds == ["checkpoint_corrupt", "restored"], events
+
+
 # ------------------------------------------------------------------------------------- retention, layout
 @pytest.mark.parametrize("keep", [1, 2, 4])
 def test_retention_keeps_the_last_k(tmp_path, keep):
@@ -453,3 +508,17 @@ def test_bad_checkpoint_every_is_a_config_error(every):
 
 def test_registry_names():
     assert {"bytes", "json", "torch", "pickle", "numpy"} <= set(SERIALIZERS)
+
+
+def test_latest_before_an_attempt_skips_that_attempts_own_checkpoints(tmp_path, monkeypatch):
+    CheckpointManager(str(tmp_path), serializer="json", attempt=1).save([1], step=1)
+    mgr = CheckpointManager(str(tmp_path), serializer="json", attempt=2)
+    mgr.save([2], step=2)
+    assert mgr.latest()[1] == [2]
+    assert mgr.latest(before_attempt=2)[1] == [1]   # what every rank of attempt 2 restores
+    # a command trial's ranks (WORLD_SIZE > 1) in the directory sweeplab gave them: the same by default
+    monkeypatch.setenv("SWEEPLAB_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert CheckpointManager(str(tmp_path), serializer="json", attempt=2).latest()[1] == [1]
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert CheckpointManager(str(tmp_path), serializer="json", attempt=2).latest()[1] == [2]

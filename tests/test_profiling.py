@@ -407,3 +407,24 @@ def test_sampler_takes_a_final_sample_when_stopped_between_samples():
     samples = [s for b in batches for s in b]
     assert peak["system_samples"] == len(samples) == 1
     assert peak["cpu_mean"] > 0 and peak["rss_peak"] == samples[0]["rss"] > 1_000_000
+
+
+def test_merge_rank_profiles_sums_throughput_and_keeps_the_slowest_ranks_pace():
+    from sweeplab.profiling import merge_rank_profiles
+
+    rank0 = {"steps": 10, "samples": 80, "samples_per_s": 100.0, "steps_per_s": 12.5, "data_wait_fraction": 0.05,
+             "step_p95": 0.09, "data_wait_s": 0.04, "compute_s": 0.76, "wall": 0.8, "rss_peak": 300,
+             "cpu_mean": 90.0, "system_samples": 1}
+    rank1 = {**rank0, "samples_per_s": 60.0, "steps_per_s": 7.5, "data_wait_fraction": 0.6, "step_p95": 0.2,
+             "data_wait_s": 0.8, "compute_s": 0.53, "wall": 1.3, "rss_peak": 200, "cpu_mean": 50.0}
+    alone = merge_rank_profiles([rank0, rank1])
+    assert (alone["world_size"], alone["samples"], alone["samples_per_s"]) == (2, 160, 160.0)
+    assert (alone["steps"], alone["steps_per_s"], alone["step_p95"], alone["wall"]) == (10, 7.5, 0.2, 1.3)
+    assert alone["data_wait_fraction"] == 0.6 and alone["hint"].startswith("input-bound")
+    assert (alone["rss_peak"], alone["cpu_mean"]) == (500, 140.0)   # no supervisor samples: the ranks' summed
+    assert [r["rank"] for r in alone["ranks"]] == [0, 1]
+    sampled = merge_rank_profiles([rank0, None], {"system_samples": 3, "rss_peak": 900, "cpu_mean": 180.0})
+    assert (sampled["rss_peak"], sampled["cpu_mean"], sampled["samples"]) == (900, 180.0, 80)
+    assert merge_rank_profiles([None, None])["ranks"] == []
+    untracked = merge_rank_profiles([{"system_samples": 1, "rss_peak": 10, "cpu_mean": 5.0}] * 2)
+    assert "steps" not in untracked and untracked["rss_peak"] == 20   # no run.track: CPU and memory only

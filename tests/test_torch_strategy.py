@@ -355,10 +355,21 @@ WORKER = textwrap.dedent("""
             strategy.step(optimizer)
             total += loss.item()
         losses.append(strategy.all_reduce_mean(total / len(loader)))
+    # gradient accumulation, 2 micro-batches a step: the first's backward skips DDP's all-reduce
+    unsynced = []
+    for i, batch in enumerate(strategy.loader(TensorDataset(x, y), batch_size=8, seed=11)):
+        xb, yb = strategy.to_device(batch)
+        accumulating = i % 2 == 0
+        with strategy.no_sync(enabled=accumulating):
+            strategy.backward(nn.functional.mse_loss(model(xb), yb) / 2)
+        if accumulating:   # this rank's own gradients, not averaged with the other rank's
+            unsynced.append(strategy.grad_norm())
+        else:
+            strategy.step(optimizer)
     state = strategy.state_dict(model)
     out = {
         "rank": strategy.rank, "world_size": strategy.world_size, "is_main": strategy.is_main,
-        "wrapper": type(model).__name__, "losses": losses, "norms": norms,
+        "wrapper": type(model).__name__, "losses": losses, "norms": norms, "unsynced": unsynced,
         "mean_rank": strategy.all_reduce_mean(float(strategy.rank)),
         # only rank 1 is asked to stop; every rank must agree to stop at the same step
         "agreed_stop": strategy.should_stop(type("R", (), {"should_stop": strategy.rank == 1})()),
@@ -426,6 +437,10 @@ def test_two_process_ddp_on_cpu_matches_the_one_process_run(tmp_path: Path) -> N
     assert r0["losses"] == pytest.approx(one["losses"], rel=1e-4)
     assert r0["norms"] == pytest.approx(one["norms"], rel=1e-4)
     assert r0["norms"] == pytest.approx(r1["norms"], rel=1e-6)
+    # accumulating micro-batches under strategy.no_sync: each rank keeps its own gradients until the step's
+    # last backward (they differ), and the accumulated update is still the one-process one (params below)
+    assert len(r0["unsynced"]) == len(one["unsynced"]) == 4
+    assert all(abs(a - b) > 1e-6 for a, b in zip(r0["unsynced"], r1["unsynced"]))
     for key, values in one["params"].items():
         assert r0["params"][key] == pytest.approx(values, abs=1e-5), key
         assert r1["params"][key] == pytest.approx(r0["params"][key], abs=1e-7), key
@@ -566,6 +581,8 @@ GPU_CASES = [
     (4, 1, 2, 2),          # 2 ranks with 2 GPUs each (gpus_per_worker: 2): rank 1's first is cuda:2
     (4, 3, 4, 3),
     (8, 1, 2, 4),
+    (2, 2, 4, 1),          # 4 ranks on 2 GPUs (gpus_per_worker: 0.5): two ranks to a device, in order
+    (2, 1, 4, 0),
 ]
 
 
@@ -587,3 +604,65 @@ def test_each_rank_takes_the_first_gpu_of_its_own_share_of_the_slot(
         env.update(RANK=str(local_rank), WORLD_SIZE=str(local_world), LOCAL_WORLD_SIZE=str(local_world),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
     assert _pick_device(read_env(env)) == torch.device("cuda", index)
+
+
+# -- the process-group backend: NCCL only when every rank has a GPU of its own ------------------------------
+
+_DDP2 = {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+         "MASTER_PORT": "29500"}
+BACKEND_CASES = [
+    # device, visible GPUs, SWEEPLAB_GPUS_PER_RANK, requested, chosen
+    ("cpu", 0, None, None, "gloo"),
+    ("cuda", 2, "1", None, "nccl"),        # a GPU per rank (sweeplab's local ranks)
+    ("cuda", 1, "1", None, "nccl"),        # Ray: each rank's own GPU seen as cuda:0
+    ("cuda", 1, "0.5", None, "gloo"),      # resources {gpus: 1, workers: 2}: both ranks on one device
+    ("cuda", 1, "0.25", None, "gloo"),     # a fractional trial beside others on the device
+    ("cuda", 1, None, None, "gloo"),       # torchrun with 2 ranks and one GPU: they share it
+    ("cuda", 2, None, None, "nccl"),       # torchrun, a GPU per rank
+    ("cuda", 1, "0.5", "gloo", "gloo"),
+    ("cuda", 2, "1", "gloo", "gloo"),
+]
+
+
+@pytest.mark.parametrize(("device", "visible", "share", "requested", "chosen"), BACKEND_CASES,
+                         ids=[f"{d}-{v}gpus-share{s}-ask{r}" for d, v, s, r, _ in BACKEND_CASES])
+def test_ranks_sharing_a_gpu_get_gloo_not_nccl(device: str, visible: int, share: str | None,
+                                              requested: str | None, chosen: str) -> None:
+    from sweeplab._torch.env import GPUS_PER_RANK_VAR, gpus_per_rank, process_group_backend, read_env
+
+    environ = dict(_DDP2, **({GPUS_PER_RANK_VAR: share} if share is not None else {}))
+    assert process_group_backend(device, read_env(environ), visible, gpus_per_rank(environ), requested) == chosen
+
+
+def test_asking_for_nccl_on_a_shared_gpu_is_a_config_error_naming_the_share() -> None:
+    from sweeplab._torch.env import GPUS_PER_RANK_VAR, process_group_backend, read_env
+
+    with pytest.raises(ConfigError, match="two ranks on one GPU") as info:
+        process_group_backend("cuda", read_env(_DDP2), 1, 0.5, "nccl")
+    assert GPUS_PER_RANK_VAR in str(info.value) and "gpus_per_worker" in str(info.value)
+
+
+@needs_torch
+@pytest.mark.parametrize(("share", "visible", "chosen"), [("0.5", 1, "gloo"), ("1", 2, "nccl")],
+                         ids=["fractional", "whole"])
+def test_strategy_creates_the_group_with_gloo_when_its_ranks_share_a_gpu(
+    monkeypatch: pytest.MonkeyPatch, share: str, visible: int, chosen: str
+) -> None:
+    """No GPU here: torch.cuda's answers and init_process_group are faked; what strategy() asks for is checked."""
+    import torch.distributed as dist
+
+    import sweeplab.torch as slt
+
+    for k in TORCHRUN_VARS:
+        monkeypatch.delenv(k, raising=False)
+    for k, v in {**_DDP2, "SWEEPLAB_GPUS_PER_RANK": share}.items():
+        monkeypatch.setenv(k, v)
+    asked: list[str] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: visible)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, **kw: asked.append(backend))
+    strategy = slt.strategy()
+    assert asked == [chosen]
+    assert strategy.device.type == "cuda" and strategy.device.index == (0 if visible == 1 else 1)

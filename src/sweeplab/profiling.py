@@ -30,6 +30,7 @@ __all__ = [
     "UsageMark",
     "batch_size_of",
     "bottleneck_hint",
+    "merge_rank_profiles",
     "merge_summaries",
     "profile_summary",
     "rss",
@@ -702,6 +703,88 @@ def bottleneck_hint(summary: Mapping[str, Any]) -> str:
                 f"faster make the step cheaper (mixed precision, a larger batch per device, a faster "
                 f"device or more of them)")
     return ""
+
+
+#: per-rank figures a multi-process trial's profile keeps under "ranks"
+_RANK_KEYS = ("steps", "samples", "samples_per_s", "steps_per_s", "data_wait_fraction", "step_p50", "step_p95",
+              "wall", "rss_peak", "cpu_mean", "gpu_util_mean", "gpu_mem_peak")
+_SYSTEM_KEYS = ("system_samples", "rss_peak", "cpu_mean", "cpu_peak", "gpu_util_mean", "gpu_mem_peak",
+                "mem_total", "ncpu")
+
+
+def merge_rank_profiles(ranks: Sequence[Mapping[str, Any] | None],
+                        system: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One profile for a multi-process trial from its ranks' profiles (`ranks[r]`: rank r's, None when it sent
+    none), which ran side by side in lockstep (DDP), not one after the other as `merge_summaries` assumes:
+
+    - throughput is the trial's: `samples` and `samples_per_s` are summed over the ranks;
+    - pace is the slowest rank's: `steps`, `wall`, `startup` and the step-time percentiles are the largest of
+      any rank, `steps_per_s` the smallest (every rank waits for the slowest in each collective);
+    - `data_wait_fraction` is the largest of any rank (a rank waiting for its data holds back all of them), so
+      the hint names an input-bound rank; `data_wait_s` and `compute_s` are summed (rank-seconds);
+    - system figures (CPU %, GPU) are `system`'s, the supervisor's sampler over every rank's process, when it
+      took samples; else the ranks' own: CPU summed, GPU figures the largest (ranks may see the same device);
+      `rss_peak` is the larger of the sampler's and the sum of the ranks' own peaks (exact per process; their
+      sum an upper bound of the trial's, where the sampler's once-a-second look may miss the peak);
+    - `world_size` and `ranks`, each rank's own figures (`rank`, steps, rates, data wait, memory...).
+    """
+    parts = [(r, dict(p)) for r, p in enumerate(ranks) if p]
+    out: dict[str, Any] = {"world_size": len(ranks)}
+    if not parts:
+        out.update(system or {})
+        out["ranks"] = []
+        out["hint"] = bottleneck_hint(out)
+        return out
+
+    def values(key: str) -> list[float]:
+        return [float(p[key]) for _, p in parts if p.get(key) is not None]
+
+    def largest(key: str) -> float | None:
+        v = values(key)
+        return max(v) if v else None
+
+    def summed(key: str) -> float | None:
+        v = values(key)
+        return sum(v) if v else None
+
+    steps = largest("steps")
+    if steps is not None:   # step figures only when a rank tracked steps (as a one-process profile has them)
+        samples = summed("samples")
+        slowest = values("steps_per_s")
+        out.update({
+            "steps": int(steps),
+            "samples": int(samples) if samples is not None else None,
+            "samples_per_s": summed("samples_per_s"),
+            "steps_per_s": min(slowest) if slowest else None,
+            "data_wait_fraction": largest("data_wait_fraction"),
+        })
+        for key in ("step_p50", "step_p95", "data_wait_p50", "data_wait_p95", "compute_p50", "compute_p95",
+                    "wall", "startup", "measured_steps", "planned_steps"):
+            out[key] = largest(key)
+        for key in ("measured_steps", "planned_steps"):
+            if out[key] is not None:
+                out[key] = int(out[key])
+        out["data_wait_s"], out["compute_s"] = summed("data_wait_s"), summed("compute_s")
+    if system and system.get("system_samples"):
+        out.update({k: system.get(k) for k in _SYSTEM_KEYS})
+        # a sample a second can miss the ranks' peaks (and a trial's last one comes when they have exited);
+        # each rank's own peak is exact (its sampler, or ru_maxrss): their sum bounds the trial's from above
+        ranks_rss = summed("rss_peak")
+        if ranks_rss and ranks_rss > float(out.get("rss_peak") or 0):
+            out["rss_peak"] = int(ranks_rss)
+    else:
+        rss_v, cpu_v, peak_v = summed("rss_peak"), summed("cpu_mean"), summed("cpu_peak")
+        out.update({
+            "system_samples": int(largest("system_samples") or 0), "rss_peak": int(rss_v) if rss_v else rss_v,
+            "cpu_mean": cpu_v, "cpu_peak": peak_v, "gpu_util_mean": largest("gpu_util_mean"),
+            "gpu_mem_peak": largest("gpu_mem_peak"), "mem_total": largest("mem_total"), "ncpu": largest("ncpu"),
+        })
+        for key in ("mem_total", "ncpu"):
+            if out[key] is not None:
+                out[key] = int(out[key])
+    out["ranks"] = [{"rank": r, **{k: p.get(k) for k in _RANK_KEYS}} for r, p in parts]
+    out["hint"] = bottleneck_hint(out)
+    return out
 
 
 def profile_summary(steps: Mapping[str, Any], system: Mapping[str, Any]) -> dict[str, Any]:

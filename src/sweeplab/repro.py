@@ -164,6 +164,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     ckpt_copy = tmp / "checkpoints"
     if recorded:
         shutil.copytree(src, ckpt_copy)
+        _drop_later_attempts(ckpt_copy, int(failed["number"]), echo)
         if nonfinite is not None:   # written at or after the NaN step: they hold the broken state
             _drop_checkpoints_from(ckpt_copy, recorded, int(nonfinite["step"]), len(recorded), echo)
     run = Run(config=config, sink=sink, params=params, sweep=name, trial=number,
@@ -189,7 +190,12 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     except Exception as exc:
         peers.end(wait=False)   # they may be waiting for this rank in a collective
         run.flush()
-        echo("the failure reproduced:")
+        raised = failed["error_type"] if nonfinite is None and "error_type" in failed.keys() else None
+        if raised and raised != type(exc).__name__:   # e.g. a later checkpoint made it skip the failing step
+            echo(f"the replay failed differently: attempt {failed['number']} raised {raised}, the replay "
+                 f"{type(exc).__name__}:")
+        else:
+            echo("the failure reproduced:")
         echo(trial_traceback(exc))
         if debug:
             import pdb
@@ -256,6 +262,7 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     ckpt_copy = tmp / "checkpoints"
     if src.is_dir():
         shutil.copytree(src, ckpt_copy)
+        _drop_later_attempts(ckpt_copy, int(failed["number"]), echo)
     else:
         ckpt_copy.mkdir()
     env = dict(os.environ)
@@ -307,6 +314,35 @@ def _rank_capture(path: Path, rank: int, peer: bool) -> Path | None:
     if isinstance(name, str) and name == Path(name).name and name.endswith(".pkl"):
         return path.parent / name
     return None if peer else path
+
+
+def _drop_later_attempts(copy: Path, attempt: int, echo: Callable[[str], None]) -> None:
+    """Remove from the replay's copy the checkpoints written by attempts after the failed one (its retries: the
+    manifest of a `CheckpointManager` checkpoint names its attempt). A trial that failed and then went on has
+    them; restored, the replay would start past the failure and replay nothing of it. It restores what the
+    failed attempt had: its own last checkpoint, or an earlier attempt's."""
+    late, kept = [], []
+    for entry in sorted(copy.iterdir()) if copy.is_dir() else ():
+        try:
+            manifest = json.loads((entry / "manifest.json").read_text())
+        except (OSError, ValueError):
+            continue   # not a sweeplab checkpoint (a command program's own files): left as it is
+        if not isinstance(manifest, dict):
+            continue
+        written_by = manifest.get("attempt")
+        if isinstance(written_by, int) and written_by > attempt:
+            late.append(entry)
+        else:
+            kept.append(manifest.get("step"))
+    for entry in late:
+        shutil.rmtree(entry, ignore_errors=True)
+    if late:
+        steps = [k for k in kept if isinstance(k, int)]
+        start = f"restores the checkpoint of step {max(steps)}" if steps else \
+            "restores the latest one from before it" if kept else "starts from scratch, as attempt " \
+            f"{attempt} did (or its checkpoints were deleted since: trial.keep_checkpoints)"
+        echo(f"  {len(late)} checkpoint(s) written after attempt {attempt} (by its retries) are not restored; "
+             f"the replay {start}")
 
 
 def _drop_checkpoints_from(copy: Path, recorded: list[Any], step: int, count: int,

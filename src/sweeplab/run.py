@@ -36,6 +36,7 @@ class Run:
     seed        derived from the sweep seed and the trial number (None when no seed is set)
     smoke       True in smoke mode: keep everything tiny
     rank        this process's rank (multi-process trials); only rank 0's logs and result count
+    world_size  the trial's number of processes (1 but for `resources.workers` > 1)
     """
 
     def __init__(
@@ -56,6 +57,7 @@ class Run:
         mtbf: float | None = None,
         captured: Mapping[str, Any] | None = None,
         rank: int = 0,
+        world_size: int = 1,
         torch_profiler: Mapping[str, Any] | None = None,
         artifacts_dir: str = "",
         decision_steps: Sequence[int] = (),
@@ -69,6 +71,7 @@ class Run:
         self.seed = seed
         self.smoke = smoke
         self.rank = rank
+        self.world_size = world_size
         self._sink = sink
         self._smoke_steps = smoke_steps
         self._smoke_reported: set[int] = set()
@@ -250,7 +253,9 @@ class Run:
     def restore(self) -> Any:
         """The latest valid checkpoint of this trial (across its attempts), or None."""
         manager = self._manager()
-        found = manager.latest()
+        # the ranks of a multi-process trial restore the same checkpoint: the latest of the earlier attempts,
+        # never one rank 0 has written in this attempt already (a rank that starts late would resume after it)
+        found = manager.latest(before_attempt=self.attempt) if self.world_size > 1 else manager.latest()
         for path, reason in getattr(manager, "corrupt", ()):
             self._sink("note", {"level": "warning", "kind": "checkpoint_corrupt",
                                         "message": f"checkpoint {path} skipped: {reason}", "path": path})

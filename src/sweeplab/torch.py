@@ -39,7 +39,7 @@ from torch.nn.parallel import DataParallel, DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 
 from sweeplab._torch.data import EpochSampler, build_loader, move_to
-from sweeplab._torch.env import DistEnv, read_env
+from sweeplab._torch.env import DistEnv, gpus_per_rank, process_group_backend, read_env
 
 __all__ = ["Strategy", "strategy"]
 
@@ -51,7 +51,9 @@ def strategy(*, amp: bool | None = None, backend: str | None = None) -> Strategy
     """The strategy for this process, chosen from its environment.
 
     - `WORLD_SIZE` > 1 (with `RANK`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`): DDP; the process group is
-      created here once (gloo on CPU, NCCL on GPU, or `backend`) unless one already exists.
+      created here once (gloo on CPU, NCCL on GPU, or `backend`) unless one already exists. Ranks that share
+      a GPU (a fractional `resources.gpus`) get gloo: NCCL refuses two ranks on one device
+      (`_torch.env.process_group_backend`).
     - else CUDA visible (`CUDA_VISIBLE_DEVICES` is honoured by torch): `cuda:0`.
     - else the CPU.
 
@@ -71,9 +73,10 @@ def strategy(*, amp: bool | None = None, backend: str | None = None) -> Strategy
         if dist.is_initialized():
             _check_existing_group(env)
         else:
+            visible = torch.cuda.device_count() if device.type == "cuda" else 0
+            chosen = process_group_backend(device.type, env, visible, gpus_per_rank(os.environ), backend)
             if device.type == "cuda":
                 torch.cuda.set_device(device)
-            chosen = backend or ("nccl" if device.type == "cuda" else "gloo")
             dist.init_process_group(chosen, init_method="env://", rank=env.rank, world_size=env.world_size)
             owns_group = True
     return Strategy(
@@ -93,6 +96,10 @@ def _pick_device(env: DistEnv) -> torch.device:
         # every rank sees the machine's (or the slot's) GPUs, k per rank (gpus_per_worker: k): rank r holds
         # [r*k, (r+1)*k) and trains on the first of them; cuda:LOCAL_RANK would be another rank's GPU
         return torch.device("cuda", env.local_rank * (count // local_world))
+    if local_world and count < local_world:
+        # fewer GPUs than ranks (a fractional share: gpus_per_worker 0.5): ranks fill the devices in order,
+        # local_world / count to a device, the way the local backend packs fractional trials
+        return torch.device("cuda", env.local_rank * count // local_world)
     if env.local_rank < count:
         return torch.device("cuda", env.local_rank)
     raise ConfigError(
@@ -281,6 +288,27 @@ class Strategy:
         if self._scaler is not None:
             total /= float(self._scaler.get_scale())
         return total
+
+    def no_sync(
+        self, model: nn.Module | None = None, *, enabled: bool = True
+    ) -> contextlib.AbstractContextManager[Any]:
+        """Context for the backward pass of a micro-batch that only accumulates gradients (gradient
+        accumulation): under DDP the gradients are not all-reduced in it, only at the next backward outside
+        it, once for the accumulated sum (`model.no_sync()`); a no-op in one process, so the loop is the same::
+
+            for i, (x, y) in enumerate(loader):
+                accumulating = (i + 1) % accumulate != 0
+                with strategy.no_sync(model, enabled=accumulating):
+                    strategy.backward(loss_fn(model(x), y) / accumulate)
+                if not accumulating:
+                    strategy.step(optimizer)
+
+        `model` defaults to the one given to `setup`. The forward pass may be inside the context or not.
+        """
+        target = model if model is not None else self._model
+        if enabled and isinstance(target, DistributedDataParallel):
+            return target.no_sync()
+        return contextlib.nullcontext()
 
     # -- across ranks -------------------------------------------------------------------------------
     def all_reduce_mean(self, value: float | torch.Tensor) -> float:

@@ -318,3 +318,105 @@ def test_a_segfaulting_command_trial_says_where_it_died(backend, tmp_path, world
     assert end[-1].kind is EventKind.FAILED and data["signal"] == signal.SIGSEGV, data
     assert "Fatal Python error: Segmentation fault" in data["reason"], data["reason"]
     assert "in crash" in data["traceback"] and "Fatal Python error" in data["traceback"], data["traceback"]
+
+
+def tracked_by_rank(config, run):
+    """Rank r tracks 4 + 4r steps of 8 samples; rank 1 waits for its data, rank 0 computes."""
+    def batches(n):
+        for _ in range(n):
+            if run.rank == 1:
+                time.sleep(0.01)
+            yield [0] * 8
+    for _ in run.track(batches(4 + 4 * run.rank)):
+        if run.rank == 0:
+            time.sleep(0.01)
+    return {"rank": float(run.rank)}
+
+
+@pytest.mark.slow
+def test_a_multi_process_trials_profile_covers_every_rank(backend, tmp_path):
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:tracked_by_rank", config={}, world_size=2))
+    ev = collect(backend, [1])[1]
+    assert ev[-1].kind is EventKind.FINISHED, ev[-1].data
+    profiles = [e.data["summary"] for e in ev if e.kind is EventKind.PROFILE]
+    assert len(profiles) == 1, profiles      # one profile for the trial, before its end
+    p = profiles[0]
+    assert p["world_size"] == 2
+    assert [r["rank"] for r in p["ranks"]] == [0, 1]
+    assert [r["steps"] for r in p["ranks"]] == [4, 8]
+    assert p["samples"] == 8 * (4 + 8)       # every rank's samples: the trial's
+    assert p["steps"] == 8                    # the ranks step together: the most any rank made
+    # the worst rank's data wait (rank 1 waits for its data; rank 0 does not)
+    waits = [r["data_wait_fraction"] for r in p["ranks"]]
+    assert p["data_wait_fraction"] == waits[1] > waits[0]
+    assert p["rss_peak"] >= sum(r["rss_peak"] for r in p["ranks"])   # both ranks' processes
+
+
+def report_gpu_env(config, run):
+    keys = ("CUDA_VISIBLE_DEVICES", "SWEEPLAB_GPUS_PER_RANK", "LOCAL_WORLD_SIZE")
+    Path(config["out"], f"rank{run.rank}.json").write_text(json.dumps({k: os.environ.get(k) for k in keys}))
+    return {"ok": 1.0}
+
+
+@pytest.mark.slow
+def test_ranks_sharing_a_fractional_gpu_slot_are_told_their_share(tmp_path):
+    """No GPU here: the slot names device 0 (as a fractional `resources.gpus` does) and the ranks' environment
+    is checked; `_torch.env.process_group_backend` reads it (gloo, since NCCL refuses two ranks on one GPU)."""
+    from sweeplab._torch.env import gpus_per_rank, process_group_backend, read_env
+
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0.5, gpu_ids=[0]))
+    b.start()
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        b.submit(make_task(tmp_path, 1, f"{HERE}:report_gpu_env", config={"out": str(out)}, world_size=2))
+        ev = collect(b, [1])[1]
+    finally:
+        b.shutdown(grace=0.0)
+    assert ev[-1].kind is EventKind.FINISHED, ev[-1].data
+    seen = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [(s["CUDA_VISIBLE_DEVICES"], s["SWEEPLAB_GPUS_PER_RANK"]) for s in seen] == [("0", "0.5")] * 2
+    environ = {**rank_env(1, 2, 29500), **{k: v for k, v in seen[1].items() if v is not None}}
+    assert process_group_backend("cuda", read_env(environ), 1, gpus_per_rank(environ)) == "gloo"
+
+
+def _wait_for(cond, limit=10.0):
+    deadline = time.monotonic() + limit
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def checkpoints_then_rank1_fails(config, run):
+    out, first = Path(config["out"]), run.attempt == 1
+    if first and run.rank == 1:   # a rank that starts late: rank 0 has saved steps 0 and 1 already
+        _wait_for((out / "wrote1").exists)
+    state = run.restore()
+    Path(out, f"restored{run.rank}-{run.attempt}").write_text(json.dumps(state))
+    for step in range(state["step"] + 1 if state else 0, 3):
+        run.checkpoint({"step": step}, step=step, force=True)   # rank 0 writes; other ranks' calls are dropped
+        if first and step == 1:
+            if run.rank == 0:
+                (out / "wrote1").touch()
+                _wait_for(lambda: run.should_stop)   # until rank 1's failure ends the attempt
+                return {"done": 0.0}
+            raise ValueError("rank 1 breaks after step 1")
+    return {"done": 1.0}
+
+
+@pytest.mark.slow
+def test_every_rank_restores_the_checkpoint_of_the_earlier_attempts_not_one_rank_0_just_wrote(backend, tmp_path):
+    """Rank 1 started late and restored after rank 0 had saved in this attempt: it resumed from rank 0's new
+    checkpoint, at another step than rank 0 (which restored none), and skipped the steps it had to train."""
+    out = tmp_path / "out"
+    out.mkdir()
+    config = {"out": str(out)}
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:checkpoints_then_rank1_fails", config=config, world_size=2))
+    first = collect(backend, [1])[1]
+    assert [json.loads((out / f"restored{r}-1").read_text()) for r in (0, 1)] == [None, None]
+    assert first[-1].kind is EventKind.FAILED and first[-1].data["rank"] == 1, first[-1].data
+    assert [e.data["step"] for e in first if e.kind is EventKind.CHECKPOINT] == [0, 1]   # rank 0's only
+    backend.submit(make_task(tmp_path, 1, f"{HERE}:checkpoints_then_rank1_fails", config=config, world_size=2,
+                             attempt=2))
+    second = collect(backend, [1])[1]
+    assert second[-1].kind is EventKind.FINISHED, second[-1].data
+    assert [json.loads((out / f"restored{r}-2").read_text()) for r in (0, 1)] == [{"step": 1}, {"step": 1}]

@@ -114,6 +114,15 @@ def test_rank_tasks_give_each_rank_its_node_local_environment(tmp_path):
     assert env == [("0", "0", "2", "0"), ("1", "0", "1", "1"), ("2", "1", "2", "0")]
     assert {(t.env["MASTER_ADDR"], t.env["MASTER_PORT"], t.env["WORLD_SIZE"], t.world_size) for t in tasks} == {
         ("10.0.0.5", "29400", "3", 1)}
+    assert "SWEEPLAB_GPUS_PER_RANK" not in tasks[0].env      # no GPUs: nothing to share
+    shared = rank_tasks(make_task(tmp_path, 1, "x:y", world_size=2), ["a", "a"], "10.0.0.5", 29400, gpus_per_rank=0.5)
+    assert {t.env["SWEEPLAB_GPUS_PER_RANK"] for t in shared} == {"0.5"}   # sweeplab.torch: gloo, not NCCL
+    same = rank_tasks(make_task(tmp_path, 1, "x:y", world_size=2), ["a", "a"], "10.0.0.5", 29400,
+                      gpus=[["0"], ["0"]], gpus_per_rank=0.5)
+    assert {t.env["SWEEPLAB_GPUS_PER_RANK"] for t in same} == {"0.5"}     # Ray put both on GPU 0
+    apart = rank_tasks(make_task(tmp_path, 1, "x:y", world_size=2), ["a", "a"], "10.0.0.5", 29400,
+                       gpus=[["0"], ["1"]], gpus_per_rank=0.5)
+    assert {t.env["SWEEPLAB_GPUS_PER_RANK"] for t in apart} == {"1"}      # a GPU each: NCCL works
     assert len({t.log_path for t in tasks}) == 3            # ranks do not write over rank 0's log
     assert len({t.report_path for t in tasks}) == 3         # nor command ranks report through rank 0's file
 
@@ -170,6 +179,25 @@ def test_gang_after_a_stop_keeps_rank_zero_s_result_when_a_rank_fails_in_the_col
     assert g.tick(time.monotonic() + STOP_SETTLE + 1) == [(Op.KILL, 0)]   # rank 0 stuck: killed after a while
     (end,), _ = g.accept(0, ev(EventKind.FAILED, reason="killed"))
     assert end.kind is EventKind.FAILED and end.data["reason"] == "rank 1: RuntimeError: boom"
+
+
+def test_gang_sends_one_profile_merged_from_every_rank_before_the_end(tmp_path):
+    from sweeplab.backends.events import Event
+    from sweeplab.backends.ray._gang import Gang
+
+    def ev(kind, **data):
+        return Event(kind, 7, 1, time.time(), data)
+
+    g = Gang(make_task(tmp_path, 7, "x:y", world_size=2), 2)
+    prof = {"steps": 4, "samples": 32, "samples_per_s": 10.0, "data_wait_fraction": 0.1, "rss_peak": 100}
+    assert g.accept(0, ev(EventKind.PROFILE, summary=prof))[0] == []      # held until every rank has ended
+    assert g.accept(1, ev(EventKind.PROFILE, summary={**prof, "data_wait_fraction": 0.7}))[0] == []
+    g.accept(1, ev(EventKind.FINISHED, metrics={}))
+    (profile, end), _ = g.accept(0, ev(EventKind.FINISHED, metrics={"loss": 1.0}))
+    assert profile.kind is EventKind.PROFILE and end.kind is EventKind.FINISHED
+    merged = profile.data["summary"]
+    assert (merged["world_size"], merged["samples"], merged["data_wait_fraction"]) == (2, 64, 0.7)
+    assert merged["rss_peak"] == 200 and [r["rank"] for r in merged["ranks"]] == [0, 1]
 
 
 @pytest.mark.parametrize("root, multi, unseen, match", [

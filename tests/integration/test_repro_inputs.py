@@ -44,3 +44,61 @@ def test_repro_of_a_nan_trial_restores_the_checkpoint_from_before_the_nan(cli):
     assert "step 2: loss = nan" in out and cp.returncode == 1, out
     assert "the failure reproduced: loss = nan at step 2" in out, out
     assert "captured: batch" in out and "not captured: dataset (too large: 80000" in " ".join(out.split()), out
+
+
+FAILS_ONCE = """\
+from pathlib import Path
+
+HEALED = Path(__file__).with_name("healed")   # the first failure heals the cause (a flaky input)
+
+def train(config, run):
+    state = run.restore()
+    print(f"restored step {state['step'] if state else None}", flush=True)
+    for step in range(state["step"] + 1 if state else 0, 4):
+        if step == 1 and not HEALED.exists():
+            HEALED.touch()
+            raise ValueError("the first attempt breaks at step 1")
+        run.checkpoint({"step": step}, step=step, force=True)
+    return {"loss": 1.0}
+"""
+
+
+def test_repro_of_a_failed_attempt_restores_what_that_attempt_had_not_a_later_attempts_checkpoints(cli):
+    """Attempt 1 failed at step 1 (after checkpointing step 0); its retry went on to step 3. The replay of the
+    failure used the trial's latest checkpoint, the retry's step 3: it replayed nothing of the failure (and
+    could not reach it). It starts from step 0, the checkpoint attempt 1 had."""
+    (cli.tmp / "fails_once.py").write_text(FAILS_ONCE)
+    f = cli.spec("fo", "function: fails_once.py:train\nmethod: grid\ntrial: {retries: 1, keep_checkpoints: 10}\n"
+                       "parameters:\n  a: {value: 1}\n")
+    cli("sweep", str(f), "--name", "fo", "-q")
+    (t,) = cli.status("fo")["trials"]
+    assert t["state"] == "completed" and t["attempts"] == 2, t
+    (cli.tmp / "healed").unlink()   # the cause is back: the replay must reach step 1 to show it
+    cp = cli("repro", "fo/0")
+    out = cp.stdout + cp.stderr
+    assert "restored step 0" in out and cp.returncode == 1, out
+    assert "the failure reproduced" in out and "the first attempt breaks at step 1" in out, out
+    assert "written after attempt 1" in " ".join(out.split()), out
+
+
+FAILS_OTHERWISE = """\
+from pathlib import Path
+
+def train(config, run):
+    seen = Path(__file__).with_name("seen")
+    if seen.exists():
+        raise KeyError("something else this time")
+    seen.touch()
+    raise ValueError("the recorded failure")
+"""
+
+
+def test_a_replay_that_fails_with_another_exception_says_so_instead_of_reproduced(cli):
+    (cli.tmp / "fails_otherwise.py").write_text(FAILS_OTHERWISE)
+    f = cli.spec("fw", "function: fails_otherwise.py:train\nmethod: grid\ntrial: {retries: 0}\n"
+                       "parameters:\n  a: {value: 1}\n")
+    cli("sweep", str(f), "--name", "fw", "-q")
+    cp = cli("repro", "fw/0")
+    out = " ".join((cp.stdout + cp.stderr).split())
+    assert cp.returncode == 1 and "the failure reproduced" not in out, out
+    assert "the replay failed differently: attempt 1 raised ValueError, the replay KeyError" in out, out

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 
 from sweeplab.errors import ConfigError
 
-__all__ = ["DistEnv", "read_env"]
+__all__ = ["GPUS_PER_RANK_VAR", "DistEnv", "devices_shared", "gpus_per_rank", "process_group_backend", "read_env"]
+
+#: the GPUs each rank of a multi-process trial holds, set by sweeplab's launchers (0.5: two ranks on one device)
+GPUS_PER_RANK_VAR = "SWEEPLAB_GPUS_PER_RANK"
 
 _LAUNCHER_HINT = "these are set by torchrun or by sweeplab for multi-process trials"
 
@@ -87,3 +90,48 @@ def read_env(environ: Mapping[str, str]) -> DistEnv:
             expected=f"an integer in [0, {local_world - 1}]",
         )
     return DistEnv(rank, local_rank, world_size, addr, port, local_world)
+
+
+def gpus_per_rank(environ: Mapping[str, str]) -> float | None:
+    """`SWEEPLAB_GPUS_PER_RANK` (set by sweeplab's launchers), or None when absent or not a number >= 0."""
+    try:
+        value = float(environ.get(GPUS_PER_RANK_VAR, "").strip())
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+def devices_shared(env: DistEnv, visible: int, per_rank: float | None) -> bool:
+    """Whether some GPU of this machine is used by more than one rank of this job: what sweeplab's launcher
+    said (`per_rank` < 1: a fractional share, as `resources: {gpus: 0.5, workers: 2}` or Ray's
+    `gpus_per_worker: 0.5`), else fewer visible GPUs than ranks on this machine (torchrun's ranks all see the
+    same devices)."""
+    if not env.is_distributed:
+        return False
+    if per_rank is not None:
+        return per_rank < 1
+    return env.local_world_size is not None and 0 < visible < env.local_world_size
+
+
+def process_group_backend(device_type: str, env: DistEnv, visible: int, per_rank: float | None,
+                          requested: str | None = None) -> str:
+    """The torch.distributed backend for this rank: `requested` if given, else NCCL when every rank has a
+    GPU of its own, gloo on the CPU and when ranks share a GPU.
+
+    NCCL refuses two ranks of one communicator on one device ("Duplicate GPU detected": ncclInvalidUsage), the
+    case of a DDP trial whose ranks share a fraction of one GPU; gloo runs its collectives on CUDA tensors
+    too, so DDP still trains on the GPU (its gradient all-reduce goes through host memory). Lightning and Ray
+    Train leave this to the user (both default to NCCL on GPUs and fail); sweeplab knows the share and picks
+    gloo. Asking for NCCL then is a ConfigError naming the share."""
+    shared = device_type == "cuda" and devices_shared(env, visible, per_rank)
+    if requested == "nccl" and shared:
+        raise ConfigError(
+            "the NCCL backend cannot run two ranks on one GPU", key="backend", value=requested,
+            expected="gloo (the default when ranks share a GPU)",
+            hint=f"this trial's ranks share a device ({GPUS_PER_RANK_VAR}={per_rank}, {visible} GPU(s) visible "
+                 f"to {env.local_world_size or env.world_size} rank(s)): give each rank a whole GPU "
+                 "(resources.gpus_per_worker: 1) for NCCL",
+        )
+    if requested is not None:
+        return requested
+    return "nccl" if device_type == "cuda" and not shared else "gloo"

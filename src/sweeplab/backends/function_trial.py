@@ -54,7 +54,8 @@ def execute_function(ex: Execution) -> None:
                     smoke_steps=task.smoke_steps, checkpoint_dir=task.checkpoint_dir,
                     keep_checkpoints=task.keep_checkpoints, checkpoint_every=task.checkpoint_every,
                     mtbf=task.mtbf, captured=_load_captures(task.replay),
-                    rank=int(os.environ.get("RANK", "0")), torch_profiler=task.torch_profiler,
+                    rank=int(os.environ.get("RANK", "0")), world_size=int(os.environ.get("WORLD_SIZE") or 1),
+                    torch_profiler=task.torch_profiler,
                     artifacts_dir=task.artifacts_dir, decision_steps=task.decision_steps,
                     decision_metric=task.decision_metric,
                 )

@@ -6,8 +6,9 @@ A trial with `resources.workers: W` (`TrialTask.world_size` = W) is supervised b
 by the supervisor until the trial ends), its share of the slot's threads, and its own log and report file,
 each running the trial (its function, or its command) through `attempt.execute` as one rank. The supervisor
 
-- forwards rank 0's metrics, checkpoints, notes and profile to the driver (other ranks' `run.log` and
-  `run.checkpoint` are dropped by `Run` itself; their events are ignored here);
+- forwards rank 0's metrics, checkpoints and notes to the driver (other ranks' `run.log` and
+  `run.checkpoint` are dropped by `Run` itself; their events are ignored here), and at the end one
+  profile merged from every rank's (`profiling.merge_rank_profiles`) with its own sampler's CPU and memory;
 - passes a stop request to every rank at once and SIGTERM (preemption) to every rank (also when one rank
   was preempted by a SIGTERM of its own), and the driver's
   verdict at a decision step (`go`) to rank 0, the rank that reported and waits for it;
@@ -37,18 +38,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sweeplab._torch.env import GPUS_PER_RANK_VAR
 from sweeplab.backends import _tree
 from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, crash_stack, describe_exit, died_of_sigterm, read_events
 from sweeplab.backends.execution import Execution
 from sweeplab.backends.launch import THREAD_VARS, free_port, rank_env, reserve_port
+from sweeplab.profiling import merge_rank_profiles
 
 __all__ = ["THREAD_VARS", "execute_ranks", "free_port", "rank_env", "rank_paths", "reserve_port"]
 
 # rank 0's events that reach the driver; SYSTEM samples come from the supervisor's own sampler, which
-# covers all of its children
-_FORWARDED = (EventKind.METRICS, EventKind.CHECKPOINT, EventKind.ARTIFACT, EventKind.NOTE, EventKind.PROFILE)
+# covers all of its children; every rank's PROFILE is kept and the trial's one is merged from them at its end
+_FORWARDED = (EventKind.METRICS, EventKind.CHECKPOINT, EventKind.ARTIFACT, EventKind.NOTE)
 _STRAGGLER_SECONDS = 10.0   # after rank 0 returned, how long the other ranks get to return too
 _FAILURE_SETTLE = 0.5       # after a first failure, how long to wait for the rank that caused it
 _STOP_SETTLE = 3.0          # the same after a stop request: how long the other ranks get to return cleanly
@@ -62,6 +65,7 @@ class _Rank:
     buf: bytearray = field(default_factory=bytearray)
     end: Event | None = None
     closed: bool = False
+    profile: dict[str, Any] | None = None   # the rank's own PROFILE summary
 
 
 def _rank_file(path: str, rank: int) -> str:
@@ -83,6 +87,9 @@ def _spawn(task: TrialTask, rank: int, port: int, threads: int | None) -> _Rank:
     env = dict(os.environ)
     env.update({k: str(v) for k, v in task.env.items()})
     env.update(rank_env(rank, task.world_size, port, threads=threads))
+    share = _gpus_per_rank(env.get("CUDA_VISIBLE_DEVICES"), task.world_size)
+    if share is not None:   # the ranks' share of the slot's GPUs: below 1 they share a device (no NCCL)
+        env[GPUS_PER_RANK_VAR] = f"{share:g}"
     env["SWEEPLAB_EVENT_FD"] = str(w)
     env["PYTHONUNBUFFERED"] = "1"
     log_path, report_path = rank_paths(task, rank)
@@ -100,6 +107,14 @@ def _spawn(task: TrialTask, rank: int, port: int, threads: int | None) -> _Rank:
     proc.stdin.write(json.dumps(rank_task.to_dict(), default=str).encode() + b"\n")
     proc.stdin.flush()
     return _Rank(rank, proc, r)
+
+
+def _gpus_per_rank(visible: str | None, world_size: int) -> float | None:
+    """GPUs per rank when the slot names its devices (CUDA_VISIBLE_DEVICES); None when it does not."""
+    if not visible:
+        return None
+    devices = [d for d in visible.split(",") if d.strip()]
+    return len(devices) / world_size if devices else None
 
 
 def _threads_per_rank(world_size: int) -> int | None:
@@ -143,12 +158,25 @@ def execute_ranks(ex: Execution) -> None:
         kind, data = EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)"}
     _link_rank_captures(ranks, data)
     data["retire"] = True if kind is EventKind.PREEMPTED else ex.decide_retire()
-    sampler = getattr(ex, "sampler", None)
-    if sampler is not None:   # its last samples go out before the attempt's end, not after
+    _send_profile(ex, ranks)   # with the sampler's last samples, before the attempt's end, not after
+    channel.send(kind, data)
+
+
+def _send_profile(ex: Execution, ranks: list[_Rank]) -> None:
+    """Stop the supervisor's sampler (its samples cover every rank's process) and send the trial's one profile,
+    merged from every rank's (profiling.merge_rank_profiles says how)."""
+    system: dict[str, Any] = {}
+    with ex.lock:
+        ex.ended = True
+        sampler, ex.sampler = ex.sampler, None
+    if sampler is not None:
         with contextlib.suppress(Exception):
             sampler.stop()
-        ex.sampler = None
-    channel.send(kind, data)
+            system = sampler.peak()
+    if not ranks or (not any(r.profile for r in ranks) and not system.get("system_samples")):
+        return
+    with contextlib.suppress(Exception):
+        ex.channel.send(EventKind.PROFILE, {"summary": merge_rank_profiles([r.profile for r in ranks], system)})
 
 
 def _supervise(ex: Execution, ranks: list[_Rank], sel: selectors.BaseSelector) -> tuple[EventKind, dict[str, Any]]:
@@ -285,6 +313,8 @@ def _read(rank: _Rank, ex: Execution) -> None:
         if ev.kind.ends_attempt:
             if rank.end is None:
                 rank.end = ev
+        elif ev.kind is EventKind.PROFILE:
+            rank.profile = ev.data.get("summary")
         elif rank.index == 0 and ev.kind in _FORWARDED:
             ex.channel.send(ev.kind, ev.data)
 

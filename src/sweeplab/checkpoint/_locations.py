@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from typing import Any
@@ -46,7 +47,11 @@ class _Local:
         return os.path.isdir(path)
 
     def rmtree(self, path: str) -> None:
-        shutil.rmtree(path, ignore_errors=True)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:   # a file (or link) under a checkpoint's name
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
 
     def rename(self, src: str, dst: str) -> None:
         os.rename(src, dst)  # a directory onto a missing name: atomic, fails if dst exists

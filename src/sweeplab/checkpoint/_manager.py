@@ -35,6 +35,12 @@ from sweeplab.checkpoint._locations import _is_url, _Local, _Remote
 from sweeplab.checkpoint._serializers import SERIALIZERS, Serializer, _is_directory, _pick_format, _suffix
 from sweeplab.errors import ConfigError, StoreError, SweeplabError, TrialError
 
+#: why a directory (or file) under a checkpoint's name without a manifest is skipped: `save` writes the manifest
+#: last (and locally renames the whole directory into place after it), so it is an interrupted save on an object
+#: store, damage, or files that are not a checkpoint
+_NO_MANIFEST = ("no manifest: a save interrupted before its manifest was written, or files that are not a "
+                "checkpoint")
+
 
 class CheckpointManager:
     """Save, list, verify and load the checkpoints of one trial under `root`.
@@ -131,16 +137,30 @@ class CheckpointManager:
         """Checkpoints with a readable manifest (not yet verified), oldest first, newest last."""
         return [self._info(name, m) for name, m in self._scan()[0]]
 
-    def latest(self) -> tuple[CheckpointInfo, Any] | None:
-        """The newest checkpoint that verifies, loaded; None if there is none. Fills `self.corrupt`."""
+    def latest(self, *, before_attempt: int | None = None) -> tuple[CheckpointInfo, Any] | None:
+        """The newest checkpoint that verifies, loaded; None if there is none. Fills `self.corrupt`.
+
+        `before_attempt`: only checkpoints written by earlier attempts (what every rank of a multi-process
+        trial restores: rank 0 may have saved in this attempt before another rank asks). In a command trial's
+        program with several ranks (WORLD_SIZE > 1) using the directory sweeplab gave it, that is the default:
+        this manager's attempt."""
+        if before_attempt is None and self.attempt is not None and _given_dir(self.root) \
+                and (os.environ.get("WORLD_SIZE") or "1").strip() not in ("", "0", "1"):
+            before_attempt = self.attempt
         entries, bad = self._scan()
         self.corrupt = list(bad)
-        self._known_corrupt.update(_name_of(path) for path, _ in bad)   # deleted by the next save's retention
+        # deleted by the next save's retention; but for a missing manifest on an object store, where a live writer's
+        # payload comes before its manifest and nothing tells it from a dead writer's (it is still reported)
+        self._known_corrupt.update(_name_of(path) for path, why in bad
+                                   if self._fs.atomic_rename or why != _NO_MANIFEST)
         dead = _read_fence(self._fs)
         found: tuple[CheckpointInfo, Any] | None = None
         for name, manifest in reversed(entries):
             if _late(manifest, dead):
                 continue   # written by an attempt after it was declared dead: never restored
+            written_by = manifest.get("attempt")
+            if before_attempt is not None and isinstance(written_by, int) and written_by >= before_attempt:
+                continue   # this attempt's own: not what the other ranks restored
             info = self._info(name, manifest)
             try:
                 found = info, self._load(name, manifest)
@@ -269,7 +289,8 @@ class CheckpointManager:
 
     # -------------------------------------------------------------------------- reading
     def _scan(self) -> tuple[_Entries, _Bad]:
-        """(name, manifest) of checkpoints in write order, and (path, reason) of unreadable manifests."""
+        """(name, manifest) of checkpoints in write order, and (path, reason) of unreadable or missing manifests
+        (under a checkpoint's name: `step-...`, `seq-...`)."""
         entries: _Entries = []
         bad: _Bad = []
         for name in self._fs.names(self._fs.root):
@@ -280,8 +301,10 @@ class CheckpointManager:
             except ValueError as exc:
                 bad.append((self._fs.url(self._fs.join(self._fs.root, name)), str(exc)))
                 continue
-            if manifest is not None:  # no manifest: not a checkpoint (yet)
-                entries.append((name, manifest))
+            if manifest is None:   # a checkpoint's name and no manifest: skipped, and said (as an unreadable one)
+                bad.append((self._fs.url(self._fs.join(self._fs.root, name)), _NO_MANIFEST))
+                continue
+            entries.append((name, manifest))
         entries.sort(key=lambda e: (int(e[1].get("seq", 0)), float(e[1].get("time", 0.0))))
         return entries, bad
 

@@ -94,6 +94,15 @@ def profile(
         if prof.get(key) is not None:
             table.add_row(label, _fmt(prof[key]))
     console.print(table)
+    if prof.get("ranks"):   # a multi-process trial: the table is merged over its ranks (docs/profiling.md)
+        console.print(f"{prof.get('world_size', len(prof['ranks']))} ranks: samples/s summed, pace and data wait "
+                      "of the slowest rank")
+        for r in prof["ranks"]:
+            console.print(f"  rank {r.get('rank')}: " + ", ".join(
+                f"{label} {_fmt(r[key])}" for key, label in (
+                    ("steps", "steps"), ("samples_per_s", "samples/s"), ("data_wait_fraction", "data wait"),
+                    ("step_p95", "step p95 (s)"), ("rss_peak", "peak memory"), ("cpu_mean", "CPU %"))
+                if r.get(key) is not None))
     if prof.get("hint"):
         console.print(f"hint: {prof['hint']}")
     if prof.get("steps") is None:   # CPU and memory only (every trial gets those)

@@ -6,7 +6,9 @@ Each rank runs as an ordinary one-process trial in a `TrialHost` actor placed in
 (free on that node) in its environment. `Gang` merges what the ranks report, as the local supervisor
 (`backends.multiproc`) does for ranks on one machine:
 
-- rank 0's events reach the driver; the other ranks' events are dropped (only their ends count);
+- rank 0's events reach the driver; the other ranks' events are dropped (only their ends count), but for
+  their profiles: one profile merged from every rank's (`profiling.merge_rank_profiles`) goes out before
+  the trial's end;
 - a rank that fails fails the trial with that rank's traceback, and the other ranks are killed;
 - a rank that got SIGTERM (it stopped, or died of it while it started) preempts the trial: SIGTERM goes to
   every rank, and the trial is requeued (as on the local backend);
@@ -24,9 +26,11 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
+from sweeplab._torch.env import GPUS_PER_RANK_VAR
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, died_of_sigterm
 from sweeplab.backends.multiproc import rank_env, rank_paths
+from sweeplab.profiling import merge_rank_profiles
 
 __all__ = ["Gang", "Op", "rank_tasks"]
 
@@ -42,7 +46,8 @@ class Op(str, Enum):
 
 
 def rank_tasks(task: TrialTask, nodes: Sequence[str], master_addr: str, master_port: int, *,
-               threads: int | None = None, gpus: Sequence[Sequence[str]] | None = None) -> list[TrialTask]:
+               threads: int | None = None, gpus: Sequence[Sequence[str]] | None = None,
+               gpus_per_rank: float | None = None) -> list[TrialTask]:
     """The one-process task of every rank. `nodes[r]`: the node rank r runs on (any hashable id);
     LOCAL_RANK / LOCAL_WORLD_SIZE / NODE_RANK follow from which ranks share a node.
 
@@ -50,7 +55,11 @@ def rank_tasks(task: TrialTask, nodes: Sequence[str], master_addr: str, master_p
     the GPUs of all the trial's ranks there, local rank j's own k at positions [j*k, (j+1)*k): the view of
     the local backend, where the ranks share the slot's GPUs. With only its own visible, LOCAL_RANK pointed
     past them (cuda:LOCAL_RANK, which frameworks pick, did not exist, or was another rank's). Ranks that
-    share a GPU (a fraction each) keep Ray's view: one GPU, cuda:0."""
+    share a GPU (a fraction each) keep Ray's view: one GPU, cuda:0.
+
+    `gpus_per_rank`: each rank's GPUs, SWEEPLAB_GPUS_PER_RANK in its environment: below 1 (and Ray put two
+    ranks of a node on one GPU) sweeplab.torch picks gloo, not NCCL, which refuses that; 1 when Ray gave the
+    node's ranks distinct GPUs."""
     world = len(nodes)
     order: list[str] = []
     for n in nodes:
@@ -63,8 +72,11 @@ def rank_tasks(task: TrialTask, nodes: Sequence[str], master_addr: str, master_p
         env.update({"LOCAL_RANK": str(local.index(r)), "LOCAL_WORLD_SIZE": str(len(local)),
                     "GROUP_RANK": str(order.index(node)), "NODE_RANK": str(order.index(node))})
         shared = [str(g) for i in local for g in (gpus[i] if gpus is not None else ())]
-        if gpus is not None and all(gpus[i] for i in local) and len(set(shared)) == len(shared):
+        distinct = gpus is not None and all(gpus[i] for i in local) and len(set(shared)) == len(shared)
+        if distinct:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(shared)   # (ranks sharing a GPU, gpus_per_worker < 1: as Ray set)
+        if gpus_per_rank is not None:   # a fraction each, but Ray put them on distinct GPUs: none shares (NCCL)
+            env[GPUS_PER_RANK_VAR] = f"{max(gpus_per_rank, 1.0) if distinct else gpus_per_rank:g}"
         merged = {k: str(v) for k, v in task.env.items()}
         merged.update(env)
         log_path, report_path = rank_paths(task, r)
@@ -88,6 +100,7 @@ class Gang:
         self.stragglers: list[int] = []
         self.stopping = False                # a stop request was passed to the ranks
         self.failed_at: float | None = None  # when the first failure came, while stopping (kill deferred)
+        self.profiles: dict[int, dict[str, Any]] = {}   # each rank's PROFILE summary, merged at the end
 
     def _mine(self, ev: Event) -> bool:
         return (ev.trial, ev.attempt) == (self.task.trial_id, self.task.attempt)
@@ -113,6 +126,9 @@ class Gang:
         """One event of one rank: the events to pass on to the driver and what to do to other ranks.
         `lost`: `ev` is the PREEMPTED/FAILED end made up for a rank whose actor is gone."""
         if not self._mine(ev) or rank in self.ends:
+            return [], []
+        if ev.kind is EventKind.PROFILE:
+            self.profiles[rank] = dict(ev.data.get("summary") or {})
             return [], []
         if not ev.kind.ends_attempt:
             return ([ev] if rank == 0 else []), []
@@ -165,6 +181,9 @@ class Gang:
             return []
         now = time.time()
         out: list[Event] = []
+        if self.profiles:
+            summary = merge_rank_profiles([self.profiles.get(r) for r in range(self.world_size)])
+            out.append(Event(EventKind.PROFILE, self.task.trial_id, self.task.attempt, now, {"summary": summary}))
         if self.stragglers:
             out.append(Event(EventKind.NOTE, self.task.trial_id, self.task.attempt, now, {
                 "level": "warning", "kind": "ranks_killed",
