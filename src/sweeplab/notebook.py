@@ -25,6 +25,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sweeplab._process import Shared
 from sweeplab.errors import UserError
 
 __all__ = ["Progress", "in_notebook", "optuna_settings_kept", "shipped_target", "shipping", "target_of"]
@@ -42,11 +43,6 @@ def in_notebook() -> bool:
     return shell is not None and hasattr(shell, "kernel")
 
 
-_kept_lock = threading.Lock()
-_kept_depth = 0
-_kept: tuple[int, list[Any]] = (logging.NOTSET, [])
-
-
 @contextlib.contextmanager
 def optuna_settings_kept() -> Iterator[None]:
     """Optuna's log level and the warnings filters as they were, once the last sweep of this process inside
@@ -55,21 +51,16 @@ def optuna_settings_kept() -> Iterator[None]:
     `sweep.study()` in a notebook, the user's own `study.optimize` in the next cell printed no "Trial 0
     finished" line and no experimental warning for the rest of the session. The first sweep in saves them,
     the last one out puts back what sweeplab changed (a level the user set in between is kept)."""
-    global _kept_depth, _kept
-    with _kept_lock:
-        if _kept_depth == 0:
-            _kept = (logging.getLogger("optuna").level, list(warnings.filters))
-        _kept_depth += 1
-    try:
+    with _OPTUNA_SETTINGS.held():
         yield
-    finally:
-        with _kept_lock:
-            _kept_depth -= 1
-            if _kept_depth == 0:
-                _restore_optuna_settings(*_kept)
 
 
-def _restore_optuna_settings(level: int, filters: list[Any]) -> None:
+def _save_optuna_settings() -> tuple[int, list[Any]]:
+    return logging.getLogger("optuna").level, list(warnings.filters)
+
+
+def _restore_optuna_settings(saved: tuple[int, list[Any]]) -> None:
+    level, filters = saved
     optuna = sys.modules.get("optuna")
     if optuna is None:
         return
@@ -82,6 +73,9 @@ def _restore_optuna_settings(level: int, filters: list[Any]) -> None:
         warnings.filters.remove(f)  # type: ignore[attr-defined]
     if added:
         warnings._filters_mutated()  # type: ignore[attr-defined]
+
+
+_OPTUNA_SETTINGS = Shared(_save_optuna_settings, _restore_optuna_settings)
 
 
 def shipped_target(fn: Any, store_root: str | os.PathLike[str], what: str = "trial function") -> str:

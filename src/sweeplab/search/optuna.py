@@ -22,13 +22,13 @@ import hashlib
 import json
 import math
 import os
-import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from sweeplab._imports import optional_import
+from sweeplab._process import Shared
 from sweeplab.errors import SpecError
 from sweeplab.search.base import Searcher, check_options
 from sweeplab.space import (
@@ -780,36 +780,32 @@ def _one_thread() -> Iterator[None]:
     two sweeps in one notebook) overlap: each saving what it saw and putting it back left the others' 1 for
     good (Optuna's own OPENBLAS_NUM_THREADS too), and every worker started after had one OpenBLAS thread. So
     the first suggestion in saves the process's settings and the last one out puts them back."""
+    with _ONE_THREAD.held():
+        yield
+
+
+def _one_thread_on() -> tuple[Any, Any, str | None, Any]:
+    """torch and the loaded BLAS libraries on one thread; what `_one_thread_off` puts back."""
     import torch
 
-    with _HELD_LOCK:
-        if not _HELD:
-            stack = contextlib.ExitStack()
-            before, blas_env = torch.get_num_threads(), os.environ.get("OPENBLAS_NUM_THREADS")
-            stack.callback(_put_back, torch, before, blas_env)
-            torch.set_num_threads(1)
-            stack.enter_context(_blas_one_thread())
-            _HELD.append(stack)
-        _HELD.append(None)
-    try:
-        yield
-    finally:
-        with _HELD_LOCK:
-            _HELD.pop()
-            if len(_HELD) == 1:
-                _HELD.pop().close()
+    before, blas_env = torch.get_num_threads(), os.environ.get("OPENBLAS_NUM_THREADS")
+    torch.set_num_threads(1)
+    blas = _blas_one_thread()
+    blas.__enter__()
+    return torch, before, blas_env, blas
 
 
-_HELD_LOCK = threading.Lock()
-_HELD: list[Any] = []   # while suggestions run: the ExitStack that puts the settings back, then one None each
-
-
-def _put_back(torch: Any, threads: int, blas_env: str | None) -> None:
+def _one_thread_off(saved: tuple[Any, Any, str | None, Any]) -> None:
+    torch, threads, blas_env, blas = saved
+    blas.__exit__(None, None, None)
     torch.set_num_threads(threads)
     if blas_env is None:
         os.environ.pop("OPENBLAS_NUM_THREADS", None)
     else:
         os.environ["OPENBLAS_NUM_THREADS"] = blas_env
+
+
+_ONE_THREAD = Shared(_one_thread_on, _one_thread_off)
 
 
 _BLAS: list[Any] = [None, -1]   # threadpoolctl's view of the loaded libraries, and len(sys.modules) then
