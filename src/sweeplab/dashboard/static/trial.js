@@ -1,6 +1,6 @@
 // The trial view: config, final metrics, all curves, attempts, events (with reasons), profile, log tail.
 import {
-  el, fill, badge, goneBadge, fmtNum, fmtTime, fmtDur, fmtBytes, fmtCount, agoEl, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
+  el, fill, badge, goneBadge, printable, fmtNum, fmtTime, fmtDur, fmtBytes, fmtCount, agoEl, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
   plotConfig, baseLayout, profileRows, plotText, curveMarks, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 
@@ -29,7 +29,7 @@ export class TrialView {
 
   async load() {
     setCrumbs([["sweeps", "/"], [this.name, sweepUrl(this.name)], [`trial ${this.number}`, null]]);
-    document.title = `sweeplab · ${this.name} · trial ${this.number}`;
+    document.title = `sweeplab · ${printable(this.name)} · trial ${this.number}`;
     this.header = el("div", { class: "section", id: "trial-header" });
     this.params = el("div", { id: "params" });
     this.metrics = el("div", { id: "final-metrics" });
@@ -81,7 +81,7 @@ export class TrialView {
     this.renderAttempts(d);
     this.renderEvents(d);
     this.renderCheckpoints(d);
-    this.config.textContent = d.config ? JSON.stringify(d.config, null, 2) : "–";
+    this.config.textContent = d.config ? printable(JSON.stringify(d.config, null, 2)) : "–";
     await Promise.all([this.loadCurves(), this.loadLog()]);
   }
 
@@ -176,7 +176,7 @@ export class TrialView {
     try {
       const log = await getJSON(apiUrl(this.name, `/trials/${this.number}/log?tail=65536`));
       const atBottom = this.log.scrollTop + this.log.clientHeight >= this.log.scrollHeight - 4;
-      this.log.textContent = log.text || "(empty)";
+      this.log.textContent = log.text ? printable(log.text.replaceAll("\r\n", "\n")) : "(empty)";
       if (atBottom) this.log.scrollTop = this.log.scrollHeight;
       this.logNote.replaceChildren(`${log.path} · ${fmtBytes(log.size)}${log.truncated ? " · last 64 KB" : ""} · `,
         el("a", { href: `/files/${log.path.split("/").map(encodeURIComponent).join("/")}`, target: "_blank", rel: "noopener", text: "full log" }));
