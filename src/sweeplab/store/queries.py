@@ -14,7 +14,7 @@ import json
 import math
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sweeplab.errors import UserError
@@ -772,6 +772,9 @@ def trial_detail(store: Store, name: str, number: int) -> dict[str, Any]:
         for r in store.conn.execute("SELECT * FROM artifacts WHERE trial_id=? ORDER BY id", (tid,))
     ]
     log_path = next((a["log_path"] for a in reversed(attempts) if a["log_path"]), None)
+    keys = metric_keys(store, [tid])
+    system = _system_summary(store, tid)
+    gone = gone_driver(sweep) is not None
     return {
         "sweep": name,
         "goal": sweep["goal"],
@@ -791,15 +794,34 @@ def trial_detail(store: Store, name: str, number: int) -> dict[str, Any]:
         "last_step": t["last_step"],
         "attempt_count": t["attempts"],
         "profile": _loads(t["profile"], None),
-        "system": _system_summary(store, tid),
+        "system": system,
         "attempts": attempts,
         "events": evs,
         "checkpoints": checkpoints,
         "artifacts": artifacts,
-        "metric_keys": metric_keys(store, [tid]),
+        "metric_keys": keys,
         "log_path": log_path,
-        "driver_gone": gone_driver(sweep) is not None,
+        "driver_gone": gone,
+        "last_seen": (_last_sign_of_life(store, t, keys, attempts, evs, checkpoints, system)
+                      if gone and t["ended"] is None and t["started"] is not None else None),
     }
+
+
+def _last_sign_of_life(store: Store, trial: sqlite3.Row, keys: Sequence[str], attempts: Sequence[dict[str, Any]],
+                       evs: Sequence[dict[str, Any]], checkpoints: Sequence[dict[str, Any]],
+                       system: Mapping[str, Any]) -> float:
+    """When the store last heard of a trial that never ended: its start, its attempts' starts and ends, its
+    events, checkpoints and system samples, and the report of each metric's last step (one index seek per key,
+    however many points). For a trial left `running` by a driver that is gone: its duration ends there, not
+    now (nothing runs it any more)."""
+    times = [trial["started"], system.get("last")]
+    times += [a.get(k) for a in attempts for k in ("started", "ended")]
+    times += [e["time"] for e in evs] + [c["time"] for c in checkpoints]
+    for key in keys:
+        row = store.conn.execute("SELECT time FROM metrics WHERE trial_id=? AND key=? ORDER BY step DESC LIMIT 1",
+                                 (trial["id"], key)).fetchone()
+        times.append(row[0] if row else None)
+    return max(float(x) for x in times if isinstance(x, (int, float)) and math.isfinite(x))
 
 
 # ---------------------------------------------------------------------------------------------- curves

@@ -86,14 +86,18 @@ export class TrialView {
   }
 
   renderHeader(d) {
-    const dur = d.started && d.ended ? d.ended - d.started : d.started ? Date.now() / 1000 - d.started : null;
+    // A trial its gone driver left running runs no more: its duration ends at its last sign of life.
+    const stalled = this.stalled();
+    const end = d.ended || (stalled ? d.last_seen : null);
+    const dur = d.started && end ? end - d.started : d.started ? Date.now() / 1000 - d.started : null;
     fill(this.header,
       el("h1", {}, `Trial ${d.number}`, this.stalled() ? goneBadge(d.state) : badge(d.state)),
       el("div", { class: "meta" },
         el("span", {}, `${d.metric || "value"} `, el("b", { id: "trial-value", text: fmtNum(d.value) })),
         el("span", {}, "attempts ", el("b", { text: String(d.attempt_count) })),
         el("span", { id: "trial-started" }, "started ", el("b", {}, agoEl(d.started))),
-        el("span", {}, "duration ", el("b", { text: fmtDur(dur) })),
+        el("span", { id: "trial-duration" }, "duration ", el("b", { text: fmtDur(dur) }),
+          stalled && d.started && !d.ended ? " until its last report (driver gone)" : null),
         el("span", {}, "last step ", el("b", { text: fmtCount(d.last_step) })),
         d.seed !== null ? el("span", {}, "seed ", el("b", { text: String(d.seed) })) : null),
       d.reason ? el("div", { class: `reasonbox s-${d.state}`, id: "trial-reason" }, el("b", { text: "Why it ended: " }), d.reason) : null);
