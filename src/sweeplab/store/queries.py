@@ -14,7 +14,7 @@ import json
 import math
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sweeplab.errors import UserError
@@ -46,6 +46,7 @@ __all__ = [
     "sweep_summary",
     "trial_columns",
     "trial_detail",
+    "trial_histories",
     "trial_states",
     "unknown_sweep",
 ]
@@ -957,15 +958,28 @@ def changed_since(store: Store, name: str | None, token: str | None) -> dict[str
 # ---------------------------------------------------------------------------------------------- export
 @_one_snapshot
 def metric_history(store: Store, name: str) -> dict[int, dict[str, list[tuple[int, float | None, float]]]]:
-    """Every metric point of every trial of a sweep, for exports (sweeplab.export): {trial number: {key:
-    [(step, value, time), ...] by step}}. When several attempts logged a step (a resumed trial), the latest
-    attempt's point wins, as in `curves`. NaN (stored as NULL) is None. One query for the whole sweep."""
+    """Every metric point of every trial of a sweep: {trial number: {key: [(step, value, time), ...] by step}}
+    (`trial_histories`, gathered: a test's or a small sweep's whole history)."""
+    return dict(trial_histories(store, name))
+
+
+def trial_histories(store: Store, name: str) -> Iterator[tuple[int, dict[str, list[tuple[int, float | None, float]]]]]:
+    """Each trial's metric points, one trial at a time by number, for exports (sweeplab.export): (trial number,
+    {key: [(step, value, time), ...] by step}); trials without points are left out. When several attempts
+    logged a step (a resumed trial), the latest attempt's point wins, as in `curves`. NaN (stored as NULL) is
+    None. Iterate inside `store.snapshot()` so that every trial is read from one state of the store.
+
+    One trial's points are in memory at a time, read down the (trial_id, key, step) index: a sweep of a
+    thousand trials of a million points each is exported in the memory of one trial, not of the sweep (the
+    whole sweep's points were gathered first, hundreds of megabytes)."""
     sweep = _sweep_or_raise(store, name)
-    out: dict[int, dict[str, dict[int, tuple[int, float | None, float]]]] = {}
-    for number, key, step, value, when in store.conn.execute(
-        "SELECT t.number, m.key, m.step, m.value, m.time FROM metrics m JOIN trials t ON t.id = m.trial_id "
-        "WHERE t.sweep_id=? ORDER BY t.number, m.key, m.step, m.attempt, m.rowid",
-        (sweep["id"],),
-    ):
-        out.setdefault(int(number), {}).setdefault(str(key), {})[int(step)] = (int(step), _num(value), float(when))
-    return {number: {key: list(points.values()) for key, points in keys.items()} for number, keys in out.items()}
+    trials = store.conn.execute("SELECT id, number FROM trials WHERE sweep_id=? ORDER BY number",
+                                (sweep["id"],)).fetchall()
+    for tid, number in trials:
+        out: dict[str, dict[int, tuple[int, float | None, float]]] = {}
+        for key, step, value, when in store.conn.execute(
+                "SELECT key, step, value, time FROM metrics WHERE trial_id=? ORDER BY key, step, attempt, rowid",
+                (tid,)):
+            out.setdefault(str(key), {})[int(step)] = (int(step), _num(value), float(when))
+        if out:
+            yield int(number), {key: list(points.values()) for key, points in out.items()}
