@@ -33,7 +33,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -194,7 +194,7 @@ def _write_tensorboard(data: dict[str, Any], target: Path) -> None:
 
 
 def _write_trial(folder: Path, i: int, number: int, columns: Mapping[str, Any], kinds: Mapping[str, Any],
-                 curves: Mapping[str, list[tuple[int, float | None, float]]], created: float) -> None:
+                 curves: Mapping[str, Iterable[tuple[int, float | None, float]]], created: float) -> None:
     """One trial's run: its curves, its final metrics, and its HParams session (start and end)."""
     from tensorboard.compat.proto import summary_pb2
     from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2

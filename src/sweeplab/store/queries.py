@@ -985,26 +985,38 @@ def changed_since(store: Store, name: str | None, token: str | None) -> dict[str
 def metric_history(store: Store, name: str) -> dict[int, dict[str, list[tuple[int, float | None, float]]]]:
     """Every metric point of every trial of a sweep: {trial number: {key: [(step, value, time), ...] by step}}
     (`trial_histories`, gathered: a test's or a small sweep's whole history)."""
-    return dict(trial_histories(store, name))
+    return {number: {key: list(points) for key, points in curves.items()}
+            for number, curves in trial_histories(store, name)}
 
 
-def trial_histories(store: Store, name: str) -> Iterator[tuple[int, dict[str, list[tuple[int, float | None, float]]]]]:
+def trial_histories(store: Store, name: str
+                    ) -> Iterator[tuple[int, dict[str, Iterator[tuple[int, float | None, float]]]]]:
     """Each trial's metric points, one trial at a time by number, for exports (sweeplab.export): (trial number,
-    {key: [(step, value, time), ...] by step}); trials without points are left out. When several attempts
-    logged a step (a resumed trial), the latest attempt's point wins, as in `curves`. NaN (stored as NULL) is
-    None. Iterate inside `store.snapshot()` so that every trial is read from one state of the store.
+    {key: iterator of (step, value, time) by step}); trials without points are left out. When several
+    attempts logged a step (a resumed trial), the latest attempt's point wins, as in `curves`. NaN (stored as
+    NULL) is None. Iterate inside `store.snapshot()`, and each key's points before the next trial's.
 
-    One trial's points are in memory at a time, read down the (trial_id, key, step) index: a sweep of a
-    thousand trials of a million points each is exported in the memory of one trial, not of the sweep (the
-    whole sweep's points were gathered first, hundreds of megabytes)."""
+    The points stream from the (trial_id, key, step) index, one key's query at a time: a sweep of trials of
+    millions of points is exported in constant memory (gathering every point of the sweep first took
+    hundreds of megabytes, and gathering one trial's took as much for one long trial)."""
     sweep = _sweep_or_raise(store, name)
     trials = store.conn.execute("SELECT id, number FROM trials WHERE sweep_id=? ORDER BY number",
                                 (sweep["id"],)).fetchall()
     for tid, number in trials:
-        out: dict[str, dict[int, tuple[int, float | None, float]]] = {}
-        for key, step, value, when in store.conn.execute(
-                "SELECT key, step, value, time FROM metrics WHERE trial_id=? ORDER BY key, step, attempt, rowid",
-                (tid,)):
-            out.setdefault(str(key), {})[int(step)] = (int(step), _num(value), float(when))
-        if out:
-            yield int(number), {key: list(points.values()) for key, points in out.items()}
+        keys = metric_keys(store, [tid])
+        if keys:
+            yield int(number), {str(key): _key_points(store, tid, key) for key in keys}
+
+
+def _key_points(store: Store, trial_id: int, key: str) -> Iterator[tuple[int, float | None, float]]:
+    """One trial's points of `key` by step, the latest attempt's where several logged a step."""
+    held: tuple[int, float | None, float] | None = None
+    for step, value, when in store.conn.execute(
+            "SELECT step, value, time FROM metrics WHERE trial_id=? AND key=? ORDER BY step, attempt, rowid",
+            (trial_id, key)):
+        point = (int(step), _num(value), float(when))
+        if held is not None and held[0] != point[0]:
+            yield held
+        held = point
+    if held is not None:
+        yield held
