@@ -34,7 +34,7 @@ def train(config, run):
 """
 SPEC = {   # written as JSON, which YAML reads
     "name": NAME, "function": "train.py:train", "method": "grid", "metric": {"name": "loss", "goal": "minimize"},
-    "trial": {"retries": 0}, "preload": False,
+    "trial": {"retries": 0}, "preload": False, "workers": 1,   # in order: trials 0 and 1 fail, 2 completes
     "parameters": {"x": {"values": [0, 1, 2, 3, 4, 5]},
                    "<b>html</b>": {"values": ["<script>alert('v')</script>", "p" * 300]},
                    "P" * 300: {"value": {"nested": [1, {"deep": "<i>x</i>"}]}}},
