@@ -142,6 +142,29 @@ def test_curves_latest_attempt_wins_and_nan_is_none(store: Store) -> None:
     json.dumps(acc, allow_nan=False)
 
 
+
+def test_curves_of_a_hostile_store_skip_what_is_no_number(tmp_path: Path) -> None:
+    """Curves are read into compact arrays (a trial of millions of points took hundreds of MB as Python
+    objects): a step or a value that is no number in a hand-edited store is no point, never a crash."""
+    _build(tmp_path)
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "store.db") as c:
+        rows = c.execute("SELECT m.rowid, m.step FROM metrics m JOIN trials t ON t.id = m.trial_id "
+                         "WHERE t.number = 1 AND m.key = 'loss' AND m.attempt = 2 ORDER BY m.step").fetchall()
+        c.execute("UPDATE metrics SET step = 'abc' WHERE rowid = ?", (rows[0][0],))
+        c.execute("UPDATE metrics SET value = 'zz' WHERE rowid = ?", (rows[1][0],))
+    c.close()
+    s = Store.open(tmp_path, readonly=True)
+    try:
+        t1 = q.curves(s, "alpha", [1], "loss")["trials"][0]
+    finally:
+        s.close()
+    assert len(t1["step"]) == len(t1["values"]) == t1["n"] and all(isinstance(x, int) for x in t1["step"])
+    assert None in t1["values"]
+    json.dumps(t1, allow_nan=False)
+
+
 @pytest.mark.parametrize("n,max_points", [(10, 100), (10_000, 100), (1001, 1000), (5, 4)],
                          ids=["short", "long", "just-over", "tiny"])
 def test_downsample_keeps_extremes_and_endpoints(n: int, max_points: int) -> None:

@@ -33,7 +33,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +66,10 @@ def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, forma
     writer = _writer(format)            # a missing extra is reported before the store is read
     st = Store.open(store, readonly=True)
     try:
-        data = _read(st, sweep, with_curves=format == "tensorboard")
+        with st.snapshot():   # the table and the curves from one snapshot, even while a driver writes
+            writer(_read(st, sweep, with_curves=format == "tensorboard"), target)
     finally:
         st.close()
-    writer(data, target)
     return target
 
 
@@ -77,11 +77,16 @@ def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, forma
 def _read(st: Any, sweep: str, *, with_curves: bool) -> dict[str, Any]:
     from sweeplab.store import queries
 
-    with st.snapshot():   # the table and the curves from one snapshot, even while a driver writes
-        columns = queries.trial_columns(st, sweep)
-        summary = queries.sweep_summary(st, sweep)
-        history = queries.metric_history(st, sweep) if with_curves else {}
-    return {"columns": columns, "summary": summary, "history": history}
+    columns = queries.trial_columns(st, sweep)
+    summary = queries.sweep_summary(st, sweep)
+    if not with_curves:
+        return {"columns": columns, "summary": summary, "history": iter(()), "keys": []}
+    sweep_id = queries.sweep_id(st, sweep)
+    keys = queries.sweep_metric_keys(st, sweep_id)
+    if keys is None:   # a store before version 4
+        keys = queries.metric_keys(st, [tid for tid, _ in queries.trial_states(st, sweep_id)])
+    # curves one trial at a time, as the writer goes (inside the caller's snapshot): never the whole sweep's
+    return {"columns": columns, "summary": summary, "history": queries.trial_histories(st, sweep), "keys": keys}
 
 
 def _rows(columns: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
@@ -171,12 +176,17 @@ def _write_tensorboard(data: dict[str, Any], target: Path) -> None:
         (tmp / MARKER).write_text(f"sweeplab TensorBoard export of sweep {summary['name']}\n")
         params = sorted(columns["params"])
         kinds = {p: _data_type([v for v in columns["params"][p] if v is not None]) for p in params}
-        metric_keys = sorted({k for curves in history.values() for k in curves} | set(columns["metrics"]))
+        metric_keys = sorted(set(data["keys"]) | set(columns["metrics"]))
         created = float(summary.get("created") or time.time())
         with _EventFile(tmp) as root:
             root.add(_hparams_summary(experiment=_experiment(summary, kinds, columns, metric_keys)), 0, created)
-        for i, number in enumerate(columns["number"]):
-            _write_trial(tmp / f"trial-{number:04d}", i, number, columns, kinds, history.get(number, {}), created)
+        pending = next(history, None)   # (number, its curves), trials by number as `columns`; the next one
+        for i, number in enumerate(columns["number"]):   # is read once this one is written
+            if pending is not None and pending[0] == number:
+                _write_trial(tmp / f"trial-{number:04d}", i, number, columns, kinds, pending[1], created)
+                pending = next(history, None)
+            else:
+                _write_trial(tmp / f"trial-{number:04d}", i, number, columns, kinds, {}, created)
         _replace_dir(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -184,7 +194,7 @@ def _write_tensorboard(data: dict[str, Any], target: Path) -> None:
 
 
 def _write_trial(folder: Path, i: int, number: int, columns: Mapping[str, Any], kinds: Mapping[str, Any],
-                 curves: Mapping[str, list[tuple[int, float | None, float]]], created: float) -> None:
+                 curves: Mapping[str, Iterable[tuple[int, float | None, float]]], created: float) -> None:
     """One trial's run: its curves, its final metrics, and its HParams session (start and end)."""
     from tensorboard.compat.proto import summary_pb2
     from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2

@@ -81,6 +81,7 @@ def test_a_sweep_whose_driver_was_killed_says_so_in_the_cli_and_the_dashboard(tm
 
             driver.send_signal(signal.SIGKILL)   # nothing is written: the open page learns it all the same
             driver.wait()
+            killed_at = time.time()
             page.wait_for_selector("h1 .driver-gone", timeout=15_000)
             assert page.locator("h1 .driver-gone").inner_text() == "running (driver gone)"
             page.wait_for_selector("#live.idle")
@@ -96,6 +97,15 @@ def test_a_sweep_whose_driver_was_killed_says_so_in_the_cli_and_the_dashboard(tm
             page.wait_for_selector("body[data-ready='1']")
             assert page.locator("h1 .driver-gone").inner_text() == "running (driver gone)"
             page.wait_for_selector("#live.idle")
+            # its duration ends at its last sign of life, and says so; it grew with the clock, for ever
+            detail = page.request.get(srv.url + f"/api/sweeps/killed/trials/{running[0]}").json()
+            assert detail["started"] <= detail["last_seen"] <= killed_at, detail
+            shown = page.inner_text("#trial-duration")
+            assert shown.endswith("until its last report (driver gone)"), shown
+            page.wait_for_timeout(1100)
+            page.reload()
+            page.wait_for_selector("body[data-ready='1']")
+            assert page.inner_text("#trial-duration") == shown
             page.goto("about:blank")   # stop polling before the server goes
     finally:
         if driver.poll() is None:

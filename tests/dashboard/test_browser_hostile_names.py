@@ -34,11 +34,25 @@ def train(config, run):
 """
 SPEC = {   # written as JSON, which YAML reads
     "name": NAME, "function": "train.py:train", "method": "grid", "metric": {"name": "loss", "goal": "minimize"},
-    "trial": {"retries": 0}, "preload": False,
+    "trial": {"retries": 0}, "preload": False, "workers": 1,   # in order: trials 0 and 1 fail, 2 completes
     "parameters": {"x": {"values": [0, 1, 2, 3, 4, 5]},
                    "<b>html</b>": {"values": ["<script>alert('v')</script>", "p" * 300]},
                    "P" * 300: {"value": {"nested": [1, {"deep": "<i>x</i>"}]}}},
 }
+
+# Unicode's bidirectional controls in a sweep's, a parameter's and a metric's name and in a value: obeyed, the
+# right-to-left override shows "report\u202efdp.exe" as "reportexe.pdf" (and the rest of its line backwards)
+BIDI = "\u202e\u2066\u200f\u061c"
+BIDI_NAME = "report\u202efdp.exe"
+BIDI_TRAIN = """
+def train(config, run):
+    run.log({"acc\u202edrow": 0.5, "loss": 1.0}, step=0)
+    run.log({"acc\u202edrow": 0.7, "loss": 0.5}, step=1)
+    return {"loss": 0.5}
+"""
+BIDI_SPEC = {"name": BIDI_NAME, "function": "bidi.py:train", "method": "grid", "preload": False,
+             "metric": {"name": "loss", "goal": "minimize"},
+             "parameters": {"opt\u202eim": {"values": ["ad\u202emaw", "sg\u200fd\u061c"]}}}
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +61,11 @@ def hostile_server(tmp_path_factory: pytest.TempPathFactory, live_server_for: An
     (root / "train.py").write_text(TRAIN)
     (root / "sweep.yaml").write_text(json.dumps(SPEC))
     cp = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", "store"], cwd=root,
+                        capture_output=True, text=True, timeout=120)
+    assert "trials: " in cp.stdout, (cp.stdout, cp.stderr)
+    (root / "bidi.py").write_text(BIDI_TRAIN)
+    (root / "bidi.yaml").write_text(json.dumps(BIDI_SPEC))
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "bidi.yaml", "--store", "store"], cwd=root,
                         capture_output=True, text=True, timeout=120)
     assert "trials: " in cp.stdout, (cp.stdout, cp.stderr)
     with live_server_for(create_app(root / "store")) as srv:
@@ -98,3 +117,42 @@ def test_an_address_cut_inside_a_percent_escape_says_so(hostile_server: Any, pag
     page.goto(hostile_server.url + path)
     page.wait_for_selector("body[data-ready='1']")
     assert "is not a valid percent-encoded name" in page.inner_text("#main .error")
+
+
+def test_bidirectional_controls_in_names_and_values_are_shown_as_escapes_not_obeyed(hostile_server: Any,
+                                                                                   page: Any) -> None:
+    """A sweep, a parameter, a metric and a value named with U+202E (right-to-left override), an isolate, a
+    mark: the dashboard obeyed them, so a name showed backwards and reordered its line. Every text the pages
+    show (HTML, SVG charts, tooltips, the tab's title) now has them as escapes, as the command line prints
+    them; the links and the API still name the sweep as it is."""
+    q = quote(BIDI_NAME, safe="")
+    shown_text = """() => { const out = [document.title]; const w = document.createTreeWalker(document.body, 4);
+        while (w.nextNode()) out.push(w.currentNode.nodeValue);
+        for (const e of document.querySelectorAll('[title]')) out.push(e.getAttribute('title'));
+        return out.join('\\n'); }"""
+    for path, ready in (("/", None), (f"/sweeps/{q}", "body[data-drawn='1']"), (f"/sweeps/{q}/trials/0", None),
+                        (f"/sweeps/{q}/compare?trials=0,1", None)):
+        page.goto(hostile_server.url + path)
+        page.wait_for_selector("body[data-ready='1']")
+        if ready:
+            page.wait_for_selector(ready)
+            page.wait_for_selector("#curve-key option", state="attached")
+        page.wait_for_timeout(300)   # Plotly draws after the page is ready
+        text = page.evaluate(shown_text)
+        assert not any(ch in text for ch in BIDI), (path, [ch for ch in BIDI if ch in text])
+        assert "report\\u202efdp.exe" in text, path
+        if path != "/":
+            assert "report\\u202efdp.exe" in page.title(), page.title()
+        if path.endswith("/trials/0"):
+            assert "acc\\u202edrow" in text and "opt\\u202eim" in text and "ad\\u202emaw" in text, text
+    page.goto(hostile_server.url + f"/sweeps/{q}")
+    page.wait_for_selector("body[data-drawn='1']")
+    assert "ad\\u202emaw" in page.evaluate(shown_text) and "sg\\u200fd\\u061c" in page.evaluate(shown_text)
+
+
+def test_a_stored_negative_zero_shows_its_sign(hostile_server: Any, page: Any) -> None:
+    """Trial 2 reported a loss of -0.0: its page showed 0 (JavaScript's String(-0) is "0"), where `sweeplab
+    status` shows -0."""
+    page.goto(hostile_server.url + f"/sweeps/{quote(NAME, safe='')}/trials/2")
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.inner_text("#trial-value") == "-0"

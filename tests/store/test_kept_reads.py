@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from sweeplab.store import Store
+from sweeplab.store import SCHEMA_VERSION, Store
 from sweeplab.store import queries as q
 
 T0 = 1_700_000_000.0
@@ -193,7 +193,7 @@ def test_a_schema_3_store_is_read_as_it_is_then_migrated_by_its_next_writer(tmp_
     assert q.sweep_metric_keys(w, sid) == ["acc", "loss", "new"]
     counts = {k: v for k, v in q.sweep_summary(w, "s")["sweep"]["counts"].items() if v}
     assert counts == {"completed": 5}
-    assert w.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "4"
+    assert w.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     w.close()
 
 
@@ -212,3 +212,75 @@ def test_the_trial_list_decodes_every_row_at_once_and_still_copes_with_nan_and_a
     cols = q.trial_columns(s, "s")
     assert cols["metrics"] == {"loss": [0.0, 0.1, None]} and cols["params"]["x"] == [0, None, 2]
     s.close()
+
+
+def _downgrade_to_v4(db: Path) -> None:
+    """The store as sweeplab wrote it at schema version 4: `trials.value` and `metrics.value` typed REAL."""
+    c = sqlite3.connect(db)
+    c.execute("PRAGMA foreign_keys=OFF")
+    kept = [r[0] for r in c.execute("SELECT sql FROM sqlite_master WHERE type IN ('index', 'trigger') AND "
+                                    "tbl_name IN ('trials', 'metrics') AND sql IS NOT NULL")]
+    for table in ("trials", "metrics"):
+        create = c.execute("SELECT sql FROM sqlite_master WHERE name=?", (table,)).fetchone()[0]
+        typed = create.replace(f"CREATE TABLE {table} (", f"CREATE TABLE {table}_v4 (", 1).replace(
+            "    value,", "    value REAL,", 1)
+        assert "value REAL" in typed
+        c.execute(typed)
+        cols = ", ".join(r[1] for r in c.execute(f"PRAGMA table_info({table})"))
+        c.execute(f"INSERT INTO {table}_v4 (rowid, {cols}) SELECT rowid, {cols} FROM {table}")
+        c.execute(f"DROP TABLE {table}")
+        c.execute(f"ALTER TABLE {table}_v4 RENAME TO {table}")
+    for statement in kept:
+        c.execute(statement)
+    c.execute("UPDATE meta SET value='4' WHERE key='schema_version'")
+    c.commit()
+    c.close()
+
+
+def test_a_schema_4_store_keeps_every_row_and_its_order_when_its_next_writer_untypes_the_values(
+        tmp_path: Path) -> None:
+    """Version 5 took the REAL type off the metric values (a REAL column wrote -0.0 as the integer 0): the writer
+    rebuilds the two tables of an older store with the same rows, row ids (the order of metric points),
+    indexes, triggers and foreign keys; whole values still read as floats."""
+    s = Store.open(tmp_path)
+    sid = _sweep(s)
+    for n in range(3):
+        _trial(s, sid, n, value=float(n))
+    tid = s.trial_by_number(sid, 1)["id"]
+    with s.transaction():   # points whose rowid order is not their step order
+        s.add_metrics(tid, 1, [(9, "loss", 2.0, T0), (4, "loss", -3.0, T0)])
+    s.close()
+    db = tmp_path / "store.db"
+    _downgrade_to_v4(db)
+
+    def dump(c: sqlite3.Connection) -> tuple[Any, ...]:
+        return tuple([tuple(r) for r in c.execute(sql)] for sql in (
+            "SELECT rowid, * FROM metrics ORDER BY rowid", "SELECT * FROM trials ORDER BY id",
+            "SELECT * FROM trial_counts ORDER BY sweep_id, state")) + (
+                sorted(r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type IN ('index', 'trigger') "
+                                               "AND tbl_name IN ('trials', 'metrics')")),)
+
+    with sqlite3.connect(db) as c:
+        before = dump(c)
+        assert c.execute("SELECT typeof(value) FROM trials WHERE number=1").fetchone()[0] == "real"
+    c.close()
+    r = Store.open(tmp_path, readonly=True)   # a reader reads version 4 as it is
+    assert q.best_trial(r, "s")["value"] == 0.0   # type: ignore[index]
+    r.close()
+
+    w = Store.open(tmp_path)
+    assert w.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "5"
+    assert dump(w.conn) == before
+    assert {r[1]: r[2] for r in w.conn.execute("PRAGMA table_info(metrics)")}["value"] == ""
+    assert {r[1]: r[2] for r in w.conn.execute("PRAGMA table_info(trials)")}["value"] == ""
+    assert {r[0] for r in w.conn.execute("SELECT DISTINCT typeof(value) FROM metrics")} == {"real"}
+    assert w.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert w.conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    assert [p[1] for p in w.metric_history(tid)["loss"]] == [0.5, 0.5, 0.5, 2.0, -3.0]
+    version = q.finished_version(w, "s")
+    last = w.trial_by_number(sid, 2)["id"]
+    w.update_trial(last, value=-0.0)   # the triggers are back; -0.0 keeps its sign
+    assert str(w.trial_row(last)["value"]) == "-0.0"   # type: ignore[index]
+    assert q.finished_version(w, "s") != version
+    assert q.sweep_summary(w, "s")["sweep"]["counts"]["completed"] == 3
+    w.close()

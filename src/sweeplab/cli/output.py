@@ -13,9 +13,12 @@ from rich.console import Console
 PIPE_WIDTH = 1_000_000
 
 
-#: terminal control characters: C0 but tab and line feed, DEL, C1 (0x9b is a one-byte CSI); and the bidi
-#: embeddings, overrides and isolates, which reorder what follows them on the line (a name that shows backwards)
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: terminal control characters: C0 but tab and line feed, DEL, C1 (0x9b is a one-byte CSI); and Unicode's
+#: bidirectional controls (the marks, embeddings, overrides and isolates), which reorder what follows them on
+#: the line (a name that shows backwards). The dashboard escapes the same characters (static/util.js
+#: `printable`; a test holds the two lists equal).
+CONTROL_CLASS = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[{CONTROL_CLASS}]")
 
 
 def printable(text: str) -> str:

@@ -1,5 +1,7 @@
--- sweeplab store, schema version 4 (an older store is upgraded by store/sqlite.py _MIGRATIONS).
+-- sweeplab store, schema version 5 (an older store is upgraded by store/sqlite.py _MIGRATIONS).
 -- Times are seconds since the epoch (float). JSON columns hold text.
+-- The metric values (trials.value, metrics.value) have no declared type: SQLite writes a whole number
+-- in a REAL column as an integer, and -0.0 came back as 0. Untyped, a float is kept as it was written.
 -- Paths (log_path, checkpoint path, artifact path) are relative to the store directory when inside it.
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
@@ -31,7 +33,7 @@ CREATE TABLE IF NOT EXISTS trials (
     state      TEXT NOT NULL,              -- types.TrialState
     params     TEXT NOT NULL,              -- JSON, flat dotted names -> value
     config     TEXT,                       -- JSON, the resolved (nested) config handed to user code
-    value      REAL,                       -- the objective, when finite
+    value,                                 -- the objective, when finite (no type: see below)
     metrics    TEXT,                       -- JSON final metrics
     attempts   INTEGER NOT NULL DEFAULT 0,
     seed       INTEGER,
@@ -73,7 +75,7 @@ CREATE TABLE IF NOT EXISTS metrics (
     attempt  INTEGER NOT NULL,
     step     INTEGER NOT NULL,
     key      TEXT NOT NULL,
-    value    REAL,                         -- NaN is stored as NULL
+    value,                                 -- NaN is stored as NULL (no type: see below)
     time     REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS metrics_trial_key_step ON metrics (trial_id, key, step);

@@ -10,6 +10,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -21,7 +22,7 @@ from sweeplab.errors import StoreError, UserError
 
 __all__ = ["EVENT_KINDS", "INTEGERS", "SCHEMA_VERSION", "Store", "default_store_dir"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DB_NAME = "store.db"
 BUSY_TIMEOUT_S = 10.0   # how long a write waits for another connection's lock before it fails ("database is locked")
 #: what an INTEGER column holds: a trial number outside it (`repro sweep/99999999999999999999`) names no row,
@@ -37,6 +38,11 @@ _MIGRATIONS: dict[int, tuple[tuple[str, str, str], ...]] = {
         ("trials", "feasible", "INTEGER")),       # 1 / 0 against the spec's constraints; NULL: none or unknown
     4: (("trials", "seq", "INTEGER"),),   # the sweep's change number of the trial's shown columns (`_SEQ`)
 }
+# Version 5 took the type off `trials.value` and `metrics.value` (`_untype_values`): in a REAL column SQLite
+# writes a whole number as an integer, so a stored -0.0 came back as 0. A column's type cannot be altered in
+# place: the writer rebuilds the two tables, rows and row ids as they were (metric points are read in rowid
+# order), with the indexes and triggers of schema.sql.
+_UNTYPED_VALUES = ("trials", "metrics")
 
 # `trial_counts` holds, for each sweep and state, how many trials are in it, the total of their last steps
 # and `changes`, a count of the trial changes that touched the row (a trial entering or leaving the state, or
@@ -288,6 +294,15 @@ class Store:
         if have:
             self._check_version(self.conn, db)
         sql = _schema_sql()
+        # a table rebuild (`_untype_values`) drops `trials`, which `attempts` references: foreign keys are
+        # off for the migration (the pragma is a no-op inside a transaction)
+        self.conn.execute("PRAGMA foreign_keys=OFF")
+        try:
+            self._migrate_in_one_transaction(db, sql, have is not None)
+        finally:
+            self.conn.execute("PRAGMA foreign_keys=ON")
+
+    def _migrate_in_one_transaction(self, db: Path, sql: str, have: bool) -> None:
         with self.transaction():
             row = self.conn.execute(
                 "SELECT value FROM meta WHERE key='schema_version'"
@@ -301,12 +316,37 @@ class Store:
                 for table, column, decl in _MIGRATIONS.get(target, ()):
                     if column not in self.columns(table):
                         self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+            self._untype_values(sql)
             self.conn.execute(_SEQ_INDEX)
             self._add_sweep_keys()
             self.conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (str(SCHEMA_VERSION),)
             )
+
+    def _untype_values(self, sql: str) -> None:
+        """Rebuild each table of `_UNTYPED_VALUES` whose `value` column still has a type (a store before
+        version 5) as schema.sql declares it; its indexes and triggers are made again."""
+        rebuilt = False
+        for table in _UNTYPED_VALUES:
+            info = self.conn.execute(f"PRAGMA table_info({table})").fetchall()
+            if not any(r[1] == "value" and r[2] for r in info):
+                continue
+            found = re.search(rf"CREATE TABLE IF NOT EXISTS {table} \((.*?)\n\);", sql, re.S)
+            if found is None:   # schema.sql and this list disagree: a bug, not a store problem
+                raise RuntimeError(f"schema.sql has no CREATE TABLE {table}")
+            cols = ", ".join(f'"{r[1]}"' for r in info)
+            self.conn.execute(f"CREATE TABLE {table}__v5 ({found.group(1)})")
+            self.conn.execute(f"INSERT INTO {table}__v5 (rowid, {cols}) SELECT rowid, {cols} FROM {table}")
+            self.conn.execute(f"DROP TABLE {table}")
+            self.conn.execute(f"ALTER TABLE {table}__v5 RENAME TO {table}")
+            rebuilt = True
+        if rebuilt:   # the dropped tables' indexes and triggers
+            for statement in sql.split(";"):
+                if statement.strip():
+                    self.conn.execute(statement)
+            for statement in _TRIAL_COUNTS:
+                self.conn.execute(statement)
 
     def _add_trial_counts(self) -> None:
         """Create `trial_counts` and its triggers; a store that had trials before them gets them counted."""

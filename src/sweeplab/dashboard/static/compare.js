@@ -1,6 +1,6 @@
 // Compare 2-6 trials: their configs side by side (rows that differ highlighted) and their curves overlaid.
 import {
-  el, fill, badge, fmtNum, fmtDur, fmtCount, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
+  el, fill, badge, printable, fmtNum, fmtDur, fmtCount, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
   plotConfig, baseLayout, metricAxis, logToggle, plotText, curveMarks, curvesAxis, STATE_DASH,
 } from "./util.js";
 
@@ -30,7 +30,7 @@ export class CompareView {
 
   async load() {
     setCrumbs([["sweeps", "/"], [this.name, sweepUrl(this.name)], ["compare", null]]);
-    document.title = `sweeplab · ${this.name} · compare`;
+    document.title = `sweeplab · ${printable(this.name)} · compare`;
     if (this.numbers.length < 2 || this.numbers.length > MAX) {
       throw new Error(`choose 2 to ${MAX} trials to compare (the URL names ${this.numbers.length}): tick them in the sweep's trials table`);
     }

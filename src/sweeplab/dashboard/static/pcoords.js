@@ -2,7 +2,7 @@
 // needs WebGL: without a GPU (headless browsers, remote desktops, many VMs) it took 1.5 s for 20 lines and
 // 9 s for 10,000; a canvas draws thousands of polylines in a few milliseconds. Dragging along an axis
 // keeps the lines inside the dragged range (one range per axis); a click on an axis clears its range.
-import { fmtNum } from "./util.js";
+import { fmtNum, printable } from "./util.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const MARGIN = { l: 70, r: 60, t: 50, b: 25 };
@@ -12,7 +12,7 @@ const FADED = "rgba(201, 204, 211, 0.35)";
 function svg(tag, attrs = {}, text = null) {
   const node = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  if (text !== null) node.textContent = text;
+  if (text !== null) node.textContent = printable(text);
   return node;
 }
 

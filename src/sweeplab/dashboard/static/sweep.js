@@ -1,7 +1,7 @@
 // The sweep view: summary, parallel coordinates (brushing filters the table), trials table, optimisation
 // history, parameter importance, learning curves of selected trials, parameter-vs-metric scatter, events.
 import {
-  el, fill, badge, sweepBadge, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
+  el, fill, badge, sweepBadge, printable, fmtNum, fmtTime, fmtDur, getJSON, apiUrl, sweepUrl, trialUrl, setCrumbs, showError,
   plotConfig, baseLayout, loadPlotly, describeColumn, isNum, metricAxis, logToggle, constantValue, agoEl, fmtCount,
   plotText, curveMarks, curvesAxis,
   STATES, STATE_COLOR, STATE_DASH,
@@ -196,7 +196,7 @@ export class SweepView {
 
   async load() {
     setCrumbs([["sweeps", "/"], [this.name, null]]);
-    document.title = `sweeplab · ${this.name}`;
+    document.title = `sweeplab · ${printable(this.name)}`;
     // Every trial's columns (the plots draw them all: a payload that grows with the sweep) load while the
     // first screen shows the header and the table's first page, two reads whose cost does not grow with it.
     const every = getJSON(apiUrl(this.name, "/trials"));

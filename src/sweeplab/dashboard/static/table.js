@@ -1,6 +1,6 @@
 // The trials table: sortable, filterable (text, state, parallel-coordinates brushing), paginated, with
 // checkboxes that choose the trials whose learning curves are drawn.
-import { el, badge, fmtNum, fmtDur, fmtCount, trialUrl, sweepUrl, STATES } from "./util.js";
+import { el, badge, fmtNum, fmtDur, fmtCount, printable, trialUrl, sweepUrl, STATES } from "./util.js";
 
 export const MAX_COMPARE = 6;
 
@@ -70,7 +70,7 @@ export class TrialsTable {
     this.brush = rowSet;
     this.page = 0;
     this.brushNote.style.display = rowSet ? "" : "none";
-    this.brushNote.textContent = rowSet ? `brushed: ${description}` : "";
+    this.brushNote.textContent = rowSet ? `brushed: ${printable(description)}` : "";
     this.render();
   }
 

@@ -1,6 +1,6 @@
 // The trial view: config, final metrics, all curves, attempts, events (with reasons), profile, log tail.
 import {
-  el, fill, badge, goneBadge, fmtNum, fmtTime, fmtDur, fmtBytes, fmtCount, agoEl, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
+  el, fill, badge, goneBadge, printable, fmtNum, fmtTime, fmtDur, fmtBytes, fmtCount, agoEl, getJSON, apiUrl, sweepUrl, setCrumbs, showError,
   plotConfig, baseLayout, profileRows, plotText, curveMarks, STATE_COLOR, STATE_DASH,
 } from "./util.js";
 
@@ -29,7 +29,7 @@ export class TrialView {
 
   async load() {
     setCrumbs([["sweeps", "/"], [this.name, sweepUrl(this.name)], [`trial ${this.number}`, null]]);
-    document.title = `sweeplab · ${this.name} · trial ${this.number}`;
+    document.title = `sweeplab · ${printable(this.name)} · trial ${this.number}`;
     this.header = el("div", { class: "section", id: "trial-header" });
     this.params = el("div", { id: "params" });
     this.metrics = el("div", { id: "final-metrics" });
@@ -81,19 +81,23 @@ export class TrialView {
     this.renderAttempts(d);
     this.renderEvents(d);
     this.renderCheckpoints(d);
-    this.config.textContent = d.config ? JSON.stringify(d.config, null, 2) : "–";
+    this.config.textContent = d.config ? printable(JSON.stringify(d.config, null, 2)) : "–";
     await Promise.all([this.loadCurves(), this.loadLog()]);
   }
 
   renderHeader(d) {
-    const dur = d.started && d.ended ? d.ended - d.started : d.started ? Date.now() / 1000 - d.started : null;
+    // A trial its gone driver left running runs no more: its duration ends at its last sign of life.
+    const stalled = this.stalled();
+    const end = d.ended || (stalled ? d.last_seen : null);
+    const dur = d.started && end ? end - d.started : d.started ? Date.now() / 1000 - d.started : null;
     fill(this.header,
       el("h1", {}, `Trial ${d.number}`, this.stalled() ? goneBadge(d.state) : badge(d.state)),
       el("div", { class: "meta" },
         el("span", {}, `${d.metric || "value"} `, el("b", { id: "trial-value", text: fmtNum(d.value) })),
         el("span", {}, "attempts ", el("b", { text: String(d.attempt_count) })),
         el("span", { id: "trial-started" }, "started ", el("b", {}, agoEl(d.started))),
-        el("span", {}, "duration ", el("b", { text: fmtDur(dur) })),
+        el("span", { id: "trial-duration" }, "duration ", el("b", { text: fmtDur(dur) }),
+          stalled && d.started && !d.ended ? " until its last report (driver gone)" : null),
         el("span", {}, "last step ", el("b", { text: fmtCount(d.last_step) })),
         d.seed !== null ? el("span", {}, "seed ", el("b", { text: String(d.seed) })) : null),
       d.reason ? el("div", { class: `reasonbox s-${d.state}`, id: "trial-reason" }, el("b", { text: "Why it ended: " }), d.reason) : null);
@@ -176,7 +180,7 @@ export class TrialView {
     try {
       const log = await getJSON(apiUrl(this.name, `/trials/${this.number}/log?tail=65536`));
       const atBottom = this.log.scrollTop + this.log.clientHeight >= this.log.scrollHeight - 4;
-      this.log.textContent = log.text || "(empty)";
+      this.log.textContent = log.text ? printable(log.text.replaceAll("\r\n", "\n")) : "(empty)";
       if (atBottom) this.log.scrollTop = this.log.scrollHeight;
       this.logNote.replaceChildren(`${log.path} · ${fmtBytes(log.size)}${log.truncated ? " · last 64 KB" : ""} · `,
         el("a", { href: `/files/${log.path.split("/").map(encodeURIComponent).join("/")}`, target: "_blank", rel: "noopener", text: "full log" }));

@@ -14,19 +14,36 @@ export const STATE_DASH = {
   failed: "longdash", preempted: "dashdot", interrupted: "dashdot", stopped: "dashdot",
 };
 
+// Control characters written as escapes ("\x1b", "\u202e"), as the command line prints them (the same
+// characters as cli/output.py's `printable`; a test holds the two lists equal): C0 but tab and line feed, DEL,
+// C1, and the bidirectional controls (marks, embeddings, overrides, isolates). What the store holds is the
+// user's text: a sweep, parameter or metric named with U+202E (right-to-left override) would otherwise show
+// the rest of its name, and of the line, backwards ("report\u202efdp.exe" read as "reportexe.pdf").
+const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+export function printable(text) {
+  return String(text).replace(CONTROL, (ch) => {
+    const c = ch.charCodeAt(0);
+    return c < 0x100 ? `\\x${c.toString(16).padStart(2, "0")}` : `\\u${c.toString(16).padStart(4, "0")}`;
+  });
+}
+
+// A DOM element. Its text (`text`, string children) and tooltip (`title`) are shown `printable`; other
+// attributes (a link, an option's value) keep the text as it is.
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === null || v === undefined || v === false) continue;
     if (k === "class") node.className = v;
-    else if (k === "text") node.textContent = v;
+    else if (k === "text") node.textContent = printable(v);
     else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
     else if (k === "dataset") Object.assign(node.dataset, v);
+    else if (k === "title") node.setAttribute(k, printable(v));
     else node.setAttribute(k, v === true ? "" : v);
   }
   for (const c of children.flat()) {
     if (c === null || c === undefined || c === false) continue;
-    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    node.append(c instanceof Node ? c : document.createTextNode(printable(c)));
   }
   return node;
 }
@@ -56,7 +73,8 @@ export function goneBadge(state) {
 
 export function fmtNum(v) {
   if (v === null || v === undefined || v === "") return "–";
-  if (typeof v !== "number") return String(v);
+  if (typeof v !== "number") return printable(v);
+  if (Object.is(v, -0)) return "-0";   // String(-0) is "0": a stored -0.0 shows its sign, as the CLI's does
   if (Number.isInteger(v)) return String(v);
   const a = Math.abs(v);
   if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(3).replace(/\.?0+e/, "e");
@@ -158,7 +176,7 @@ export function baseLayout(extra = {}) {
 // and %{...} placeholders in hover templates. Escaped as character references (which Plotly decodes when it
 // draws), it is shown exactly as written: `<b>lr</b>` is those nine characters, never a bold "lr" or a link.
 export function plotText(v) {
-  return String(v).replace(/[&<>{}]/g, (ch) => `&#${ch.charCodeAt(0)};`);
+  return printable(v).replace(/[&<>{}]/g, (ch) => `&#${ch.charCodeAt(0)};`);
 }
 
 // Mode and markers of a learning curve (`values`, null for a NaN point): a short curve gets a marker at every
