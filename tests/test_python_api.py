@@ -358,7 +358,9 @@ def test_interrupting_wait_leaves_a_background_sweep_running_and_stoppable(tmp_p
 def test_sweeps_started_at_once_in_threads_open_one_new_store(tmp_path):
     """Two `sl.sweep` calls started together in threads of a notebook, on a store not yet made: each writer
     checks the directory is writable with a probe file, and both used one name, so one removed the other's
-    and its sweep was refused ("the store directory st is not writable: No such file or directory")."""
+    and its sweep was refused ("the store directory st is not writable: No such file or directory"). Then
+    turning the new file to WAL mode answered "database is locked" at once (SQLite takes no busy wait for it)
+    to all but one of them: `cannot open the store .../store.db: database is locked`."""
     import threading
 
     from sweeplab.store import Store

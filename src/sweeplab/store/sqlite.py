@@ -149,6 +149,22 @@ def _finite(x: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+def _wal(conn: sqlite3.Connection) -> None:
+    """Put the database in WAL mode. Turning a new store's file to WAL takes an exclusive lock, and SQLite
+    answers "database is locked" at once, without its busy handler, while another connection opens the same
+    new file (two sweeps started together in threads or processes on one new store: one was refused). So
+    it is tried again until the busy timeout; a store already in WAL mode answers at once."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 class Store:
     """Handle to a store directory. `Store.open(path)` for the writer, `readonly=True` for readers."""
 
@@ -190,7 +206,7 @@ class Store:
             conn = sqlite3.connect(str(db), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
             conn.row_factory = sqlite3.Row
             cls._refuse_foreign(conn, db)   # before the first write: even WAL mode changes the file
-            conn.execute("PRAGMA journal_mode=WAL")
+            _wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             conn.execute("PRAGMA foreign_keys=ON")
