@@ -13,6 +13,7 @@ import sys
 import textwrap
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -241,17 +242,22 @@ def test_unreadable_manifest_is_reported_and_skipped(tmp_path):
     assert mgr.corrupt[0][0] == bad.path and "manifest unreadable" in mgr.corrupt[0][1]
 
 
-@pytest.mark.parametrize("local", [True, False], ids=["local", "memory"])
-def test_a_checkpoint_with_an_unreadable_manifest_is_deleted_with_the_old_ones(tmp_path, local):
-    """As a checkpoint whose payload fails its checksum: once latest() has found it corrupt, the next save's
-    retention deletes it. It used to stay for ever (a payload of any size), and every later restore reported
-    it again as a `checkpoint_corrupt` event."""
+def _two_saved(tmp_path: Path, local: bool) -> tuple[str, CheckpointManager, Any]:
+    """A manager keeping 2 on a local disk or fsspec's memory, with steps 1 and 2 saved: (root, it, step 2)."""
     if not local:
         pytest.importorskip("fsspec")
     root = str(tmp_path) if local else f"memory://sweeplab-test-{uuid.uuid4().hex}/ckpt"
     mgr = CheckpointManager(root, keep=2, serializer="json")
     mgr.save([1], step=1)
-    bad = mgr.save([2], step=2)
+    return root, mgr, mgr.save([2], step=2)
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["local", "memory"])
+def test_a_checkpoint_with_an_unreadable_manifest_is_deleted_with_the_old_ones(tmp_path, local):
+    """As a checkpoint whose payload fails its checksum: once latest() has found it corrupt, the next save's
+    retention deletes it. It used to stay for ever (a payload of any size), and every later restore reported
+    it again as a `checkpoint_corrupt` event."""
+    root, mgr, bad = _two_saved(tmp_path, local)
     manifest = f"{bad.path}/manifest.json"
     if local:
         Path(manifest).write_text("{not json")
@@ -277,12 +283,7 @@ def test_a_checkpoint_directory_without_a_manifest_is_skipped_reported_and_delet
     (it used to skip it silently: no checkpoint_corrupt event). On a local disk the next save's retention deletes
     it (no save is ever in progress under its final name there); on an object store it stays (a live writer's
     payload comes before its manifest) and is reported at each restore."""
-    if not local:
-        pytest.importorskip("fsspec")
-    root = str(tmp_path) if local else f"memory://sweeplab-test-{uuid.uuid4().hex}/ckpt"
-    mgr = CheckpointManager(root, keep=2, serializer="json")
-    mgr.save([1], step=1)
-    bad = mgr.save([2], step=2)
+    root, mgr, bad = _two_saved(tmp_path, local)
     if local:
         import shutil
 

@@ -159,11 +159,12 @@ def _completed(db: Path) -> int:
         return 0
 
 
-def test_resume_goes_back_to_the_ray_cluster_it_ran_on_and_local_overrides(head: Head, tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    env = head.with_token(store)
-    spec = _spec(tmp_path, trials=3, seconds=1.0)
-    proc = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", str(spec), "--name", "onray", "--backend",
+def _signal_after_the_first_trial(head: Head, tmp_path: Path, env: dict, spec: Path, name: str,
+                                  sig: int) -> tuple[int, str]:
+    """`sweeplab sweep SPEC --name NAME` on the cluster, one worker, sent `sig` once a trial completed: its exit
+    code and stderr."""
+    store = Path(env["SWEEPLAB_STORE"])
+    proc = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", str(spec), "--name", name, "--backend",
                              "ray", "--address", head.address, "--workers", "1", "-q"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -171,14 +172,22 @@ def test_resume_goes_back_to_the_ray_cluster_it_ran_on_and_local_overrides(head:
         while _completed(store / "store.db") < 1:
             assert proc.poll() is None, f"the sweep ended early: {proc.communicate()}"
             assert time.monotonic() < deadline, "no trial completed on the Ray cluster in time"
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
+            time.sleep(0.1)
+        proc.send_signal(sig)
         _, errs = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, errs
+    return proc.returncode, errs
+
+
+def test_resume_goes_back_to_the_ray_cluster_it_ran_on_and_local_overrides(head: Head, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    env = head.with_token(store)
+    spec = _spec(tmp_path, trials=3, seconds=1.0)
+    code, errs = _signal_after_the_first_trial(head, tmp_path, env, spec, "onray", signal.SIGINT)
+    assert code == 130, errs
     first = _status("onray", env, tmp_path)["sweep"]
     assert first["state"] == "stopped" and first["counts"]["completed"] < 3
 
@@ -208,22 +217,8 @@ def test_sigterm_to_a_cli_driver_on_a_cluster_stops_the_sweep_and_resume_keeps_w
     store = tmp_path / "store"
     env = head.with_token(store)
     spec = _spec(tmp_path, trials=2, seconds=1.5)
-    proc = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", str(spec), "--name", "term", "--backend",
-                             "ray", "--address", head.address, "--workers", "1", "-q"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 240
-        while _completed(store / "store.db") < 1:
-            assert proc.poll() is None, f"the sweep ended early: {proc.communicate()}"
-            assert time.monotonic() < deadline, "no trial completed on the Ray cluster in time"
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGTERM)
-        _, errs = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, errs
+    code, errs = _signal_after_the_first_trial(head, tmp_path, env, spec, "term", signal.SIGTERM)
+    assert code == 0, errs
     st = _status("term", env, tmp_path)
     assert st["sweep"]["state"] == "stopped", st["sweep"]
     states = [t["state"] for t in st["trials"]]
