@@ -176,13 +176,19 @@ def test_sigterm_to_the_driver_preempts_running_trials_exits_0_and_resume_finish
             assert t["attempts"] == 1
 
 
-def test_resume_while_the_driver_runs_is_refused_and_changes_nothing(chaos, reap):
+def _sweep_with_two_trials_running(chaos, reap, name: str, *, steps: int):
+    """`sweeplab sweep --name NAME` of 3 stepper trials on 2 workers, once both are running: its process."""
     body = chaos.faulty_spec("stepper", method="random",
-                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=60, delay=0.03),
+                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=steps, delay=0.03),
                              extra="budget: {trials: 3}")
-    proc = chaos.start("sweep", str(chaos.spec("s", body)), "--name", "twice", "--workers", "2", "-q")
+    proc = chaos.start("sweep", str(chaos.spec("s", body)), "--name", name, "--workers", "2", "-q")
     reap.append(proc.pid)
-    chaos.wait_for(lambda: chaos.running_attempt("twice", 1), what="two trials running", proc=proc)
+    chaos.wait_for(lambda: chaos.running_attempt(name, 1), what="two trials running", proc=proc)
+    return proc
+
+
+def test_resume_while_the_driver_runs_is_refused_and_changes_nothing(chaos, reap):
+    proc = _sweep_with_two_trials_running(chaos, reap, "twice", steps=60)
     second = chaos("resume", "twice", "-q", timeout=120)
     assert proc.poll() is None, "the first driver should still be running"
     assert second.returncode != 0 and "Traceback" not in second.stdout + second.stderr
@@ -376,12 +382,7 @@ def test_resume_is_refused_while_the_driver_runs_even_after_its_lock_file_was_de
     open, and `sweeplab resume` took a new one: two drivers ran the sweep at once, each requeuing and running
     the other's trials (attempts refused as stale, a trial failed by one driver and completed by the other).
     The running driver, recorded in the sweep (pid and start time, on this host), refuses the second one too."""
-    body = chaos.faulty_spec("stepper", method="random",
-                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=40, delay=0.03),
-                             extra="budget: {trials: 3}")
-    proc = chaos.start("sweep", str(chaos.spec("s", body)), "--name", "unlocked", "--workers", "2", "-q")
-    reap.append(proc.pid)
-    chaos.wait_for(lambda: chaos.running_attempt("unlocked", 1), what="two trials running", proc=proc)
+    proc = _sweep_with_two_trials_running(chaos, reap, "unlocked", steps=40)
     for lock in (chaos.store / "locks").iterdir():
         lock.unlink()
     second = chaos("resume", "unlocked", "-q", timeout=120)
