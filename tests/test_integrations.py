@@ -205,3 +205,15 @@ def test_lightning_reports_a_training_epoch_metric_at_its_own_epoch(tmp_path):
     assert [v for _, v in train] == pytest.approx([sum(v) / len(v) for _, v in sorted(losses.items())])
     assert [p[0] for p in points if p[1] == "val_loss"] == [0, 1, 2]     # the epoch value under its own name
     assert callback.metrics["train_loss"] == pytest.approx(train[-1][1])
+
+
+def test_lightning_ddp_spawn_in_a_one_process_trial_says_to_let_sweeplab_start_the_ranks(tmp_path):
+    """`strategy="ddp_spawn"` pickles the Trainer, the callback's Run with it, for processes Lightning starts
+    itself: the trial failed with "Can't pickle local object 'fd_writer.<locals>.write'". It fails with the fix."""
+    pytest.importorskip("lightning.pytorch")
+    import pickle
+
+    from sweeplab.integrations.lightning import SweeplabCallback
+
+    with pytest.raises(TypeError, match=r"ddp_spawn.*resources: \{workers: N\}.*trainer_options"):
+        pickle.dumps(SweeplabCallback(_run(tmp_path, None, [])))

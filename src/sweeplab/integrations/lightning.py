@@ -109,6 +109,16 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
         self._sigterm: Any = None             # the trial's SIGTERM handler, from before Lightning's
         self._validated = False               # a validation run of `fit` ended during this training epoch
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Lightning's `ddp_spawn` pickles the Trainer, callbacks and all, for processes it starts itself: they
+        # would hold a copy of the Run cut off from the trial (the pickling failed deep inside multiprocessing
+        # with "Can't pickle local object 'fd_writer.<locals>.write'")
+        raise TypeError(
+            "SweeplabCallback cannot be pickled: it holds the trial's Run, which only this process can report "
+            "through. Lightning's strategy='ddp_spawn' (and 'ddp' or devices > 1 in a trial of one process) starts "
+            "processes of its own; let sweeplab start the trial's processes instead: `resources: {workers: N}` "
+            "in the spec and `L.Trainer(**trainer_options(), ...)` (docs/integrations.md, multi-process trials)")
+
     # ------------------------------------------------------------------ resume
     def resume_path(self) -> str | None:
         """The Lightning checkpoint file of this trial's newest run checkpoint (for `trainer.fit(ckpt_path=)`),
