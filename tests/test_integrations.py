@@ -217,3 +217,41 @@ def test_lightning_ddp_spawn_in_a_one_process_trial_says_to_let_sweeplab_start_t
 
     with pytest.raises(TypeError, match=r"ddp_spawn.*resources: \{workers: N\}.*trainer_options"):
         pickle.dumps(SweeplabCallback(_run(tmp_path, None, [])))
+
+
+def test_lightning_ckpt_path_last_never_resumes_a_trial_from_another_trials_checkpoint(tmp_path):
+    """`ModelCheckpoint(save_last=True)` + `fit(ckpt_path="last")`, Lightning's own resume: its files go under
+    the working directory, which every trial of a sweep shares, so trial 1 restored trial 0's `last.ckpt` (its
+    weights, optimizer and epoch: here it trained nothing and reported nothing). That is refused with the fix;
+    a retried attempt of the same trial resumes from its own."""
+    L = pytest.importorskip("lightning.pytorch")
+    torch = pytest.importorskip("torch")
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from sweeplab.integrations.lightning import SweeplabCallback
+
+    class Module(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def training_step(self, batch, batch_idx):
+            return self.layer(batch[0]).pow(2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def fit(trial: int, attempt: int, epochs: int):
+        run = Run(config={}, sink=lambda kind, data: None, checkpoint_dir=str(tmp_path / f"run{trial}"),
+                  sweep="s", trial=trial, attempt=attempt)
+        trainer = L.Trainer(max_epochs=epochs, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                            callbacks=[SweeplabCallback(run, checkpoint=False),
+                                       ModelCheckpoint(dirpath=tmp_path / "checkpoints", save_last=True)])
+        trainer.fit(Module(), DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4), ckpt_path="last")
+        return trainer
+
+    fit(0, 1, 1)
+    assert fit(0, 2, 2).global_step == 4   # the same trial's next attempt: from its epoch 1 on
+    with pytest.raises(RuntimeError, match=r"written by trial 0 of sweep 's'.*not by this trial \(1 of .s.\)"):
+        fit(1, 1, 2)

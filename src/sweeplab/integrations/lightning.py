@@ -119,6 +119,28 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
             "processes of its own; let sweeplab start the trial's processes instead: `resources: {workers: N}` "
             "in the spec and `L.Trainer(**trainer_options(), ...)` (docs/integrations.md, multi-process trials)")
 
+    # ------------------------------------------------------------------ whose checkpoint
+    def state_dict(self) -> dict[str, Any]:
+        """Written into every Lightning checkpoint while this callback is on the Trainer (its own, and those of
+        the Trainer's `ModelCheckpoint`): which trial wrote it."""
+        return {"sweep": self.run.sweep, "trial": self.run.trial}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Refuse to resume from another trial's checkpoint. Lightning's own files (`ModelCheckpoint`'s
+        `last.ckpt`, found by `fit(ckpt_path="last")`) go under the working directory, which every trial of a
+        sweep shares: a trial restored a sibling's (or an earlier sweep's) weights, optimizer and epoch, and
+        trained from there, or not at all."""
+        sweep, trial = state_dict.get("sweep"), state_dict.get("trial")
+        if sweep is None or self.run.sweep is None or (sweep, trial) == (self.run.sweep, self.run.trial):
+            return
+        raise RuntimeError(
+            f"the checkpoint Lightning restores was written by trial {trial} of sweep {sweep!r}, not by this trial "
+            f"({self.run.trial} of {self.run.sweep!r}): the trials of a sweep share its working directory, where "
+            "Lightning keeps its checkpoints (ModelCheckpoint, `ckpt_path=\"last\"`). Resume with "
+            "`ckpt_path=callback.resume_path()`, or give each trial its own directory: "
+            "`L.Trainer(default_root_dir=f\"runs/{run.sweep}/trial-{run.trial}\")`. To start from another run's "
+            "weights, load them: `MyModule.load_from_checkpoint(path)`")
+
     # ------------------------------------------------------------------ resume
     def resume_path(self) -> str | None:
         """The Lightning checkpoint file of this trial's newest run checkpoint (for `trainer.fit(ckpt_path=)`),
