@@ -255,3 +255,39 @@ def test_lightning_ckpt_path_last_never_resumes_a_trial_from_another_trials_chec
     assert fit(0, 2, 2).global_step == 4   # the same trial's next attempt: from its epoch 1 on
     with pytest.raises(RuntimeError, match=r"written by trial 0 of sweep 's'.*not by this trial \(1 of .s.\)"):
         fit(1, 1, 2)
+
+
+def test_lightning_resumes_a_module_that_saved_the_trials_config_as_hyperparameters(tmp_path):
+    """`MyModule(config)` with `self.save_hyperparameters()`, the common Lightning form: every checkpoint holds
+    the trial's `Config`, and `torch.load(weights_only=True)` (Lightning's resume, torch >= 2.6) refused it,
+    so every attempt after a preemption failed with "Weights only load failed"."""
+    L = pytest.importorskip("lightning.pytorch")
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from sweeplab.config import Config
+    from sweeplab.integrations.lightning import SweeplabCallback
+
+    class Module(L.LightningModule):
+        def __init__(self, config) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def training_step(self, batch, batch_idx):
+            return self.layer(batch[0]).pow(2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=self.hparams.config.lr)
+
+    config = Config({"lr": 0.1, "model": {"hidden": 4}})
+    for attempt, epochs in ((1, 1), (2, 2)):
+        run = Run(config=config, sink=lambda kind, data: None, checkpoint_dir=str(tmp_path), sweep="s", trial=0,
+                  attempt=attempt)
+        callback = SweeplabCallback(run)
+        trainer = L.Trainer(max_epochs=epochs, callbacks=[callback], logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False)
+        resume = callback.resume_path()
+        assert (resume is None) == (attempt == 1)
+        trainer.fit(Module(config), DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4), ckpt_path=resume)
+        assert trainer.global_step == 2 * epochs

@@ -57,6 +57,24 @@ def _lightning() -> Any:
 pl = _lightning()
 
 
+def _config_loads_with_weights_only() -> None:
+    """Let `torch.load(weights_only=True)` (Lightning's resume with `ckpt_path`, torch >= 2.6) rebuild the trial's
+    `Config`: a module built from it with `self.save_hyperparameters()` (the usual `MyModule(config)`) puts it
+    into every checkpoint, and the load refused it ("Unsupported global: sweeplab.config.Config"), so every
+    attempt after a preemption failed. A Config is plain data (a read-only copy of a dict)."""
+    try:
+        import torch.serialization
+
+        from sweeplab.config import Config
+
+        torch.serialization.add_safe_globals([Config])
+    except (ImportError, AttributeError):   # no torch, or one older than safe globals (weights_only off there)
+        pass
+
+
+_config_loads_with_weights_only()
+
+
 def trainer_options() -> dict[str, Any]:
     """The `L.Trainer` arguments that match this process's launch: `{}` in a single-process trial; in a
     multi-process one (sweeplab's `resources.workers`, or torchrun: `WORLD_SIZE` > 1), DDP over its ranks:
