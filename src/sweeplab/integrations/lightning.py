@@ -126,6 +126,7 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
         self._stopping = False
         self._sigterm: Any = None             # the trial's SIGTERM handler, from before Lightning's
         self._validated = False               # a validation run of `fit` ended during this training epoch
+        self._stage = ""                      # setup's stage: "fit", "validate", "test", "predict"
 
     def __getstate__(self) -> dict[str, Any]:
         # Lightning's `ddp_spawn` pickles the Trainer, callbacks and all, for processes it starts itself: they
@@ -144,12 +145,14 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
         return {"sweep": self.run.sweep, "trial": self.run.trial}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Refuse to resume from another trial's checkpoint. Lightning's own files (`ModelCheckpoint`'s
+        """Refuse to resume `fit` from another trial's checkpoint. Lightning's own files (`ModelCheckpoint`'s
         `last.ckpt`, found by `fit(ckpt_path="last")`) go under the working directory, which every trial of a
         sweep shares: a trial restored a sibling's (or an earlier sweep's) weights, optimizer and epoch, and
         trained from there, or not at all."""
         sweep, trial = state_dict.get("sweep"), state_dict.get("trial")
         if sweep is None or self.run.sweep is None or (sweep, trial) == (self.run.sweep, self.run.trial):
+            return
+        if self._stage not in ("", "fit"):   # trainer.test(ckpt_path=...): reads weights, trains nothing on
             return
         raise RuntimeError(
             f"the checkpoint Lightning restores was written by trial {trial} of sweep {sweep!r}, not by this trial "
@@ -173,6 +176,7 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
 
     # ------------------------------------------------------------------ hooks
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        self._stage = str(stage)   # before Lightning restores a checkpoint (load_state_dict)
         if _main_thread():   # before `fit` registers Lightning's handler (on top of this one)
             self._sigterm = signal.getsignal(signal.SIGTERM)
         ranks = int(os.environ.get("WORLD_SIZE", "1") or 1)
