@@ -176,7 +176,7 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
 
     # ------------------------------------------------------------------ hooks
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        self._stage = str(stage)   # before Lightning restores a checkpoint (load_state_dict)
+        self._stage = str(getattr(stage, "value", stage))   # before Lightning restores a checkpoint (load_state_dict)
         if _main_thread():   # before `fit` registers Lightning's handler (on top of this one)
             self._sigterm = signal.getsignal(signal.SIGTERM)
         ranks = int(os.environ.get("WORLD_SIZE", "1") or 1)
