@@ -242,9 +242,9 @@ def test_lightning_ckpt_path_last_never_resumes_a_trial_from_another_trials_chec
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
-    def fit(trial: int, attempt: int, epochs: int):
+    def fit(trial: int, attempt: int, epochs: int, sweep: str = "s"):
         run = Run(config={}, sink=lambda kind, data: None, checkpoint_dir=str(tmp_path / f"run{trial}"),
-                  sweep="s", trial=trial, attempt=attempt)
+                  sweep=sweep, trial=trial, attempt=attempt)
         trainer = L.Trainer(max_epochs=epochs, logger=False, enable_progress_bar=False, enable_model_summary=False,
                             callbacks=[SweeplabCallback(run, checkpoint=False),
                                        ModelCheckpoint(dirpath=tmp_path / "checkpoints", save_last=True)])
@@ -255,6 +255,11 @@ def test_lightning_ckpt_path_last_never_resumes_a_trial_from_another_trials_chec
     assert fit(0, 2, 2).global_step == 4   # the same trial's next attempt: from its epoch 1 on
     with pytest.raises(RuntimeError, match=r"written by trial 0 of sweep 's'.*not by this trial \(1 of .s.\)"):
         fit(1, 1, 2)
+    with pytest.raises(RuntimeError, match="written by trial 0 of sweep 's'"):   # a later sweep's trial 1
+        fit(1, 1, 3, sweep="s-2")
+    # a local run (`sweeplab run`, `python train.py`: a sweep of one trial) going on from the previous one's
+    with pytest.warns(UserWarning, match="checkpoint of sweep 's'"):
+        assert fit(0, 1, 3, sweep="run-2").global_step == 6
 
 
 def test_lightning_resumes_a_module_that_saved_the_trials_config_as_hyperparameters(tmp_path):

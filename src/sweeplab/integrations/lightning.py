@@ -154,6 +154,11 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
             return
         if self._stage not in ("", "fit"):   # trainer.test(ckpt_path=...): reads weights, trains nothing on
             return
+        if sweep != self.run.sweep and trial == 0 and self.run.trial == 0:
+            # a local run (`sweeplab run`, `python train.py`: each a sweep of one trial) going on from the last one
+            warnings.warn(f"resuming from a checkpoint of sweep {sweep!r} (its trial 0) in sweep {self.run.sweep!r}",
+                          stacklevel=2)
+            return
         raise RuntimeError(
             f"the checkpoint Lightning restores was written by trial {trial} of sweep {sweep!r}, not by this trial "
             f"({self.run.trial} of {self.run.sweep!r}): the trials of a sweep share its working directory, where "
