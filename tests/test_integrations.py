@@ -296,3 +296,29 @@ def test_lightning_resumes_a_module_that_saved_the_trials_config_as_hyperparamet
         assert (resume is None) == (attempt == 1)
         trainer.fit(Module(config), DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4), ckpt_path=resume)
         assert trainer.global_step == 2 * epochs
+
+
+def test_a_framework_output_directory_is_held_by_one_running_trial_at_a_time(tmp_path):
+    """The Transformers callback holds the Trainer's `output_dir` while it trains: with a fixed one
+    (`output_dir="out"`, the same directory for every trial of a sweep) two parallel trials overwrote and
+    deleted each other's `checkpoint-N` (one failed with "No such file or directory: 'out/checkpoint-4'").
+    The second now fails at once, naming the first and the fix; the next trial of a process, or any once the
+    holder has ended, takes the directory."""
+    import subprocess
+
+    from sweeplab.integrations import claim_directory, release_directory
+
+    out = tmp_path / "out"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from sweeplab.integrations import "
+                               f"claim_directory as c; c({str(out)!r}, 's', 0); print('held', flush=True); "
+                               "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(RuntimeError, match=r"being written by trial 0 of sweep 's'.*trial-\{run.trial\}"):
+            claim_directory(out, "s", 1)
+    finally:
+        holder.kill()
+        holder.wait()
+    claim_directory(out, "s", 1)   # its holder has ended
+    claim_directory(out, "s", 2)   # this process's next trial
+    release_directory(out)
