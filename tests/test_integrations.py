@@ -205,3 +205,120 @@ def test_lightning_reports_a_training_epoch_metric_at_its_own_epoch(tmp_path):
     assert [v for _, v in train] == pytest.approx([sum(v) / len(v) for _, v in sorted(losses.items())])
     assert [p[0] for p in points if p[1] == "val_loss"] == [0, 1, 2]     # the epoch value under its own name
     assert callback.metrics["train_loss"] == pytest.approx(train[-1][1])
+
+
+def test_lightning_ddp_spawn_in_a_one_process_trial_says_to_let_sweeplab_start_the_ranks(tmp_path):
+    """`strategy="ddp_spawn"` pickles the Trainer, the callback's Run with it, for processes Lightning starts
+    itself: the trial failed with "Can't pickle local object 'fd_writer.<locals>.write'". It fails with the fix."""
+    pytest.importorskip("lightning.pytorch")
+    import pickle
+
+    from sweeplab.integrations.lightning import SweeplabCallback
+
+    with pytest.raises(TypeError, match=r"ddp_spawn.*resources: \{workers: N\}.*trainer_options"):
+        pickle.dumps(SweeplabCallback(_run(tmp_path, None, [])))
+
+
+def test_lightning_ckpt_path_last_never_resumes_a_trial_from_another_trials_checkpoint(tmp_path):
+    """`ModelCheckpoint(save_last=True)` + `fit(ckpt_path="last")`, Lightning's own resume: its files go under
+    the working directory, which every trial of a sweep shares, so trial 1 restored trial 0's `last.ckpt` (its
+    weights, optimizer and epoch: here it trained nothing and reported nothing). That is refused with the fix;
+    a retried attempt of the same trial resumes from its own."""
+    L = pytest.importorskip("lightning.pytorch")
+    torch = pytest.importorskip("torch")
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from sweeplab.integrations.lightning import SweeplabCallback
+
+    class Module(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def training_step(self, batch, batch_idx):
+            return self.layer(batch[0]).pow(2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def fit(trial: int, attempt: int, epochs: int, sweep: str = "s"):
+        run = Run(config={}, sink=lambda kind, data: None, checkpoint_dir=str(tmp_path / f"run{trial}"),
+                  sweep=sweep, trial=trial, attempt=attempt)
+        trainer = L.Trainer(max_epochs=epochs, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                            callbacks=[SweeplabCallback(run, checkpoint=False),
+                                       ModelCheckpoint(dirpath=tmp_path / "checkpoints", save_last=True)])
+        trainer.fit(Module(), DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4), ckpt_path="last")
+        return trainer
+
+    fit(0, 1, 1)
+    assert fit(0, 2, 2).global_step == 4   # the same trial's next attempt: from its epoch 1 on
+    with pytest.raises(RuntimeError, match=r"written by trial 0 of sweep 's'.*not by this trial \(1 of .s.\)"):
+        fit(1, 1, 2)
+    with pytest.raises(RuntimeError, match="written by trial 0 of sweep 's'"):   # a later sweep's trial 1
+        fit(1, 1, 3, sweep="s-2")
+    # a local run (`sweeplab run`, `python train.py`: a sweep of one trial) going on from the previous one's
+    with pytest.warns(UserWarning, match="checkpoint of sweep 's'"):
+        assert fit(0, 1, 3, sweep="run-2").global_step == 6
+
+
+def test_lightning_resumes_a_module_that_saved_the_trials_config_as_hyperparameters(tmp_path):
+    """`MyModule(config)` with `self.save_hyperparameters()`, the common Lightning form: every checkpoint holds
+    the trial's `Config`, and `torch.load(weights_only=True)` (Lightning's resume, torch >= 2.6) refused it,
+    so every attempt after a preemption failed with "Weights only load failed"."""
+    L = pytest.importorskip("lightning.pytorch")
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from sweeplab.config import Config
+    from sweeplab.integrations.lightning import SweeplabCallback
+
+    class Module(L.LightningModule):
+        def __init__(self, config) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def training_step(self, batch, batch_idx):
+            return self.layer(batch[0]).pow(2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=self.hparams.config.lr)
+
+    config = Config({"lr": 0.1, "model": {"hidden": 4}})
+    for attempt, epochs in ((1, 1), (2, 2)):
+        run = Run(config=config, sink=lambda kind, data: None, checkpoint_dir=str(tmp_path), sweep="s", trial=0,
+                  attempt=attempt)
+        callback = SweeplabCallback(run)
+        trainer = L.Trainer(max_epochs=epochs, callbacks=[callback], logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False)
+        resume = callback.resume_path()
+        assert (resume is None) == (attempt == 1)
+        trainer.fit(Module(config), DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4), ckpt_path=resume)
+        assert trainer.global_step == 2 * epochs
+
+
+def test_a_framework_output_directory_is_held_by_one_running_trial_at_a_time(tmp_path):
+    """The Transformers callback holds the Trainer's `output_dir` while it trains: with a fixed one
+    (`output_dir="out"`, the same directory for every trial of a sweep) two parallel trials overwrote and
+    deleted each other's `checkpoint-N` (one failed with "No such file or directory: 'out/checkpoint-4'").
+    The second now fails at once, naming the first and the fix; the next trial of a process, or any once the
+    holder has ended, takes the directory."""
+    import subprocess
+
+    from sweeplab.integrations import claim_directory, release_directory
+
+    out = tmp_path / "out"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from sweeplab.integrations import "
+                               f"claim_directory as c; c({str(out)!r}, 's', 0); print('held', flush=True); "
+                               "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(RuntimeError, match=r"being written by trial 0 of sweep 's'.*trial-\{run.trial\}"):
+            claim_directory(out, "s", 1)
+    finally:
+        holder.kill()
+        holder.wait()
+    claim_directory(out, "s", 1)   # its holder has ended
+    claim_directory(out, "s", 2)   # this process's next trial
+    release_directory(out)

@@ -22,6 +22,8 @@ def report(metrics: Mapping[str, Any] | None = None, *, step: int | None = None,
     Returns True when a sweep received them, False when not running under sweeplab.
     """
     path = os.environ.get("SWEEPLAB_REPORT_FILE")
+    if path and not _rank_zero():   # another rank's report: only rank 0's count (docs/scale-out.md)
+        return False
     values = dict(metrics or {})
     values.update(kw)
     if step is not None:
@@ -39,3 +41,14 @@ def report(metrics: Mapping[str, Any] | None = None, *, step: int | None = None,
     finally:
         os.close(fd)
     return True
+
+
+def _rank_zero() -> bool:
+    """Whether this process is rank 0 of its program (or its only process): `RANK` where it is set (torchrun,
+    sweeplab's multi-process trials), else `LOCAL_RANK` and `NODE_RANK`, which Lightning's launcher sets in
+    the ranks it starts itself (`strategy="ddp"` in a command trial) without a `RANK`; they inherit the
+    trial's report file."""
+    rank = (os.environ.get("RANK") or "").strip()
+    if rank:
+        return rank == "0"
+    return all((os.environ.get(k) or "0").strip() == "0" for k in ("LOCAL_RANK", "NODE_RANK"))

@@ -34,6 +34,20 @@ def forks(config, run):
 
 def reads_stdin(config, run):
     return {"loss": len(sys.stdin.readline())}
+
+
+def reruns_main(config, run):
+    # what Lightning's strategy="ddp" does for each further device: its main program again, as a child
+    import __main__
+    import os
+    import subprocess
+
+    spec = __main__.__spec__
+    cmd = [sys.executable, os.path.abspath(sys.argv[0])] if spec is None else [sys.executable, "-m", spec.name]
+    child = subprocess.run(cmd + sys.argv[1:], env={**os.environ, "LOCAL_RANK": "1"}, capture_output=True,
+                           text=True, timeout=30)
+    print(child.stderr, file=sys.stderr)
+    return {"loss": float(child.returncode), "explained": float("resources: {workers: N}" in child.stderr)}
 '''
 
 
@@ -63,3 +77,15 @@ def test_a_function_trial_reading_stdin_gets_eof_not_the_drivers_commands(backen
     assert end.kind is EventKind.FINISHED and end.data["metrics"] == {"loss": 0.0}
     backend.submit(make_task(tmp_path, 2, f"{module}:reads_stdin"))   # the worker still gets its commands
     assert collect(backend, [2], timeout=20)[2][-1].kind is EventKind.FINISHED
+
+
+def test_a_worker_started_again_by_its_trial_says_why_it_cannot_run(backend, tmp_path):
+    """Lightning's strategy="ddp" with devices=2 in a one-process trial runs the trial's main program again,
+    which is the worker: that copy has no event pipe and ended at once without a word (exit 1; Lightning then
+    kills the trial). It says what happened and what to do instead."""
+    module = tmp_path / "rerun.py"
+    module.write_text(TRIALS)
+    backend.submit(make_task(tmp_path, 1, f"{module}:reruns_main"))
+    end = collect(backend, [1], timeout=40)[1][-1]
+    assert end.kind is EventKind.FINISHED, end.data
+    assert end.data["metrics"]["loss"] != 0 and end.data["metrics"]["explained"] == 1.0, end.data

@@ -64,3 +64,22 @@ def test_a_report_line_that_is_not_json_is_named_in_the_failure(cli):
     assert "never reported (reported: nothing)" in reason
     assert "2 `@sweeplab` line(s) were not a JSON object" in reason and "{'loss': 0.5, 'step': 0}" in reason
     assert "{'loss': 0.5, 'step': 0}" in cp.stderr
+
+
+def test_a_report_from_a_rank_a_framework_started_is_not_rank_0s(tmp_path, monkeypatch):
+    """Lightning's strategy="ddp" in a command trial starts the further ranks itself, with LOCAL_RANK and
+    NODE_RANK but no RANK, and they inherit the trial's report file: every report reached the sweep once per
+    rank (each point twice with 2 ranks, rank 1's own value without `sync_dist`). Only rank 0's count."""
+    import sweeplab
+
+    path = tmp_path / "report.jsonl"
+    monkeypatch.setenv("SWEEPLAB_REPORT_FILE", str(path))
+    monkeypatch.delenv("RANK", raising=False)
+    for local_rank, node_rank, kept in (("1", "0", False), ("0", "1", False), ("0", "0", True)):
+        monkeypatch.setenv("LOCAL_RANK", local_rank)
+        monkeypatch.setenv("NODE_RANK", node_rank)
+        assert sweeplab.report(loss=0.5, step=0) is kept
+    monkeypatch.setenv("RANK", "0")   # torchrun's and sweeplab's own ranks say it outright
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert sweeplab.report(loss=0.25, step=1)
+    assert [parse_report_line(line)[0] for line in path.read_text().splitlines()] == [0, 1]

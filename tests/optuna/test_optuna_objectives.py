@@ -285,9 +285,12 @@ def test_ctrl_c_ends_like_a_spec_sweep_with_the_summary_and_how_to_resume(workdi
 def test_an_existing_optuna_study_seeds_the_search_and_shows_in_the_store(workdir):
     url = f"sqlite:///{workdir / 'old.db'}"
     old = optuna.create_study(study_name="old", storage=url, direction="maximize")
+    old.set_metric_names(["score"])   # trials_dataframe's `value_score` column
     old.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=3)
     loaded = optuna.load_study(study_name="old", storage=url)
     sweep = sl.optimize("objectives:grid", n_trials=2, workers=1, store=workdir / "st", study=loaded)
+    assert sweep.study().metric_names == ["score"]
+    assert "value_score" in sweep.study().trials_dataframe().columns
     frame = sweep.trials()
     assert len(frame) == 5
     imported = frame.loc[[0, 1, 2]]

@@ -43,11 +43,33 @@ def _preload() -> None:
         import sweeplab.config  # noqa: F401
 
 
+#: what a worker started by its own trial says (it has no event pipe, no commands: nothing to serve)
+_RERUN = ("sweeplab: this process is a copy of a trial's worker, started again by the trial's own code as its "
+          "main program (as Lightning's strategy='ddp' with devices > 1 starts each further rank in a trial of one "
+          "process); it has no sweeplab backend to serve and ends. Let sweeplab start a multi-process trial's "
+          "processes: `resources: {workers: N}` in the spec, and for Lightning "
+          "`L.Trainer(**sweeplab.integrations.lightning.trainer_options())` (docs/integrations.md)")
+
+
+def _open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
 # ---------------------------------------------------------------------------------------- process main
 def main() -> int:
     with contextlib.suppress(Exception):   # a segfault's Python stack goes to fd 2: the trial's log
         faulthandler.enable()
-    out = EventWriter.for_fd(int(os.environ["SWEEPLAB_EVENT_FD"]))   # every channel on the pipe shares it
+    fd = int(os.environ["SWEEPLAB_EVENT_FD"])
+    if not _open(fd):   # not started by a backend: a trial ran its main program again (it inherited the environment)
+        import sys
+
+        print(_RERUN, file=sys.stderr, flush=True)
+        return 1
+    out = EventWriter.for_fd(fd)   # every channel on the pipe shares it
     commands = control_stream()   # trials see an empty stdin
     current: list[Execution | None] = [None]
     tasks: list[TrialTask | None] = []

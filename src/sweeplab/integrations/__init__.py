@@ -16,10 +16,14 @@ decision (stop, checkpoint) across the ranks before acting on it, so the ranks s
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
-__all__ = ["scalars"]
+__all__ = ["claim_directory", "release_directory", "scalars"]
 
 
 def scalars(values: Mapping[str, Any], keys: Iterable[str] | None = None) -> dict[str, float]:
@@ -50,3 +54,49 @@ def _number(value: Any) -> float | None:
     except (TypeError, ValueError, RuntimeError):
         return None
     return None
+
+
+
+MARKER = ".sweeplab-trial"   # in a framework's output directory: the trial that writes there now
+_HELD: dict[str, int] = {}   # marker path -> the descriptor holding its lock, in this process
+
+
+def claim_directory(directory: str | os.PathLike[str], sweep: str | None, trial: int) -> None:
+    """Hold `directory` (a framework's own output directory) for this trial until `release_directory`, or
+    raise if another process's trial holds it now: the trials of a sweep share its working directory, so a
+    fixed `output_dir="out"` is one directory for all of them, and parallel trials overwrote and deleted each
+    other's `checkpoint-N` (one failed with "No such file or directory: 'out/checkpoint-4'", and a checkpoint
+    kept for one trial could hold another's weights). The hold is an exclusive `flock` on a marker file,
+    which the OS drops with its process; a later trial of this process takes it over."""
+    import fcntl
+
+    path = Path(directory) / MARKER
+    path.parent.mkdir(parents=True, exist_ok=True)
+    release_directory(directory)   # this process's former trial's, if it still held it
+    for held in [p for p in _HELD if not os.path.exists(p)]:   # a failed trial's temporary directory, gone
+        os.close(_HELD.pop(held))
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        try:
+            theirs = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        except ValueError:
+            theirs = {}
+        os.close(fd)
+        raise RuntimeError(
+            f"output directory {str(directory)!r} is being written by trial {theirs.get('trial')} of sweep "
+            f"{theirs.get('sweep')!r} (pid {theirs.get('pid')}) at the same time: give each trial its own, "
+            "e.g. output_dir=f\"out/{run.sweep}/trial-{run.trial}\", or a temporary directory (what a resumed "
+            "attempt needs is in the store)") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"sweep": sweep, "trial": trial, "pid": os.getpid(),
+                              "host": socket.gethostname()}).encode(), 0)
+    _HELD[str(path)] = fd
+
+
+def release_directory(directory: str | os.PathLike[str]) -> None:
+    """Let go of `claim_directory`'s hold (the marker file stays: its lock is what counts)."""
+    fd = _HELD.pop(str(Path(directory) / MARKER), None)
+    if fd is not None:
+        os.close(fd)

@@ -57,6 +57,24 @@ def _lightning() -> Any:
 pl = _lightning()
 
 
+def _config_loads_with_weights_only() -> None:
+    """Let `torch.load(weights_only=True)` (Lightning's resume with `ckpt_path`, torch >= 2.6) rebuild the trial's
+    `Config`: a module built from it with `self.save_hyperparameters()` (the usual `MyModule(config)`) puts it
+    into every checkpoint, and the load refused it ("Unsupported global: sweeplab.config.Config"), so every
+    attempt after a preemption failed. A Config is plain data (a read-only copy of a dict)."""
+    try:
+        import torch.serialization
+
+        from sweeplab.config import Config
+
+        torch.serialization.add_safe_globals([Config])
+    except (ImportError, AttributeError):   # no torch, or one older than safe globals (weights_only off there)
+        pass
+
+
+_config_loads_with_weights_only()
+
+
 def trainer_options() -> dict[str, Any]:
     """The `L.Trainer` arguments that match this process's launch: `{}` in a single-process trial; in a
     multi-process one (sweeplab's `resources.workers`, or torchrun: `WORLD_SIZE` > 1), DDP over its ranks:
@@ -108,6 +126,46 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
         self._stopping = False
         self._sigterm: Any = None             # the trial's SIGTERM handler, from before Lightning's
         self._validated = False               # a validation run of `fit` ended during this training epoch
+        self._stage = ""                      # setup's stage: "fit", "validate", "test", "predict"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Lightning's `ddp_spawn` pickles the Trainer, callbacks and all, for processes it starts itself: they
+        # would hold a copy of the Run cut off from the trial (the pickling failed deep inside multiprocessing
+        # with "Can't pickle local object 'fd_writer.<locals>.write'")
+        raise TypeError(
+            "SweeplabCallback cannot be pickled: it holds the trial's Run, which only this process can report "
+            "through. Lightning's strategy='ddp_spawn' (and 'ddp' or devices > 1 in a trial of one process) starts "
+            "processes of its own; let sweeplab start the trial's processes instead: `resources: {workers: N}` "
+            "in the spec and `L.Trainer(**trainer_options(), ...)` (docs/integrations.md, multi-process trials)")
+
+    # ------------------------------------------------------------------ whose checkpoint
+    def state_dict(self) -> dict[str, Any]:
+        """Written into every Lightning checkpoint while this callback is on the Trainer (its own, and those of
+        the Trainer's `ModelCheckpoint`): which trial wrote it."""
+        return {"sweep": self.run.sweep, "trial": self.run.trial}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Refuse to resume `fit` from another trial's checkpoint. Lightning's own files (`ModelCheckpoint`'s
+        `last.ckpt`, found by `fit(ckpt_path="last")`) go under the working directory, which every trial of a
+        sweep shares: a trial restored a sibling's (or an earlier sweep's) weights, optimizer and epoch, and
+        trained from there, or not at all."""
+        sweep, trial = state_dict.get("sweep"), state_dict.get("trial")
+        if sweep is None or self.run.sweep is None or (sweep, trial) == (self.run.sweep, self.run.trial):
+            return
+        if self._stage not in ("", "fit"):   # trainer.test(ckpt_path=...): reads weights, trains nothing on
+            return
+        if sweep != self.run.sweep and trial == 0 and self.run.trial == 0:
+            # a local run (`sweeplab run`, `python train.py`: each a sweep of one trial) going on from the last one
+            warnings.warn(f"resuming from a checkpoint of sweep {sweep!r} (its trial 0) in sweep {self.run.sweep!r}",
+                          stacklevel=2)
+            return
+        raise RuntimeError(
+            f"the checkpoint Lightning restores was written by trial {trial} of sweep {sweep!r}, not by this trial "
+            f"({self.run.trial} of {self.run.sweep!r}): the trials of a sweep share its working directory, where "
+            "Lightning keeps its checkpoints (ModelCheckpoint, `ckpt_path=\"last\"`). Resume with "
+            "`ckpt_path=callback.resume_path()`, or give each trial its own directory: "
+            "`L.Trainer(default_root_dir=f\"runs/{run.sweep}/trial-{run.trial}\")`. To start from another run's "
+            "weights, load them: `MyModule.load_from_checkpoint(path)`")
 
     # ------------------------------------------------------------------ resume
     def resume_path(self) -> str | None:
@@ -123,6 +181,7 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
 
     # ------------------------------------------------------------------ hooks
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        self._stage = str(getattr(stage, "value", stage))   # before Lightning restores a checkpoint (load_state_dict)
         if _main_thread():   # before `fit` registers Lightning's handler (on top of this one)
             self._sigterm = signal.getsignal(signal.SIGTERM)
         ranks = int(os.environ.get("WORLD_SIZE", "1") or 1)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeplab._imports import optional_import
-from sweeplab.integrations import scalars
+from sweeplab.integrations import claim_directory, release_directory, scalars
 from sweeplab.run import Run
 
 __all__ = ["SweeplabCallback"]
@@ -90,6 +90,15 @@ class SweeplabCallback(TrainerCallback):  # type: ignore[misc,valid-type]
         return str(found)
 
     # ------------------------------------------------------------------ hooks
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # the trials of a sweep share its working directory: a fixed output_dir is one for all of them
+        if self.checkpoint and state.is_world_process_zero and args.output_dir:
+            claim_directory(args.output_dir, self.run.sweep, self.run.trial)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if args.output_dir:
+            release_directory(args.output_dir)
+
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         metrics = scalars(logs or {}, self.keys)
         if metrics and state.is_world_process_zero:

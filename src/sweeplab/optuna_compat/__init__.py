@@ -424,9 +424,9 @@ def _check_importable(target: str, python_path: Sequence[str]) -> None:
 
 # ------------------------------------------------------------------------------------------ importing
 def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
-    """Copy `source` into the sweep's journal study: its user attrs, its finished trials, then its enqueued
-    (WAITING) trials, which the sweep's first trials run as `study.optimize` would; returns the finished
-    ones (frozen), in order."""
+    """Copy `source` into the sweep's journal study: its user attrs and metric names, its finished trials, then
+    its enqueued (WAITING) trials, which the sweep's first trials run as `study.optimize` would; returns the
+    finished ones (frozen), in order."""
     from sweeplab.search.optuna_objective import link
 
     trials = source.get_trials(deepcopy=True)
@@ -434,6 +434,9 @@ def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
     waiting = [t for t in trials if t.state.name == "WAITING"]
     for key, value in source.user_attrs.items():
         journal_study.set_user_attr(key, value)
+    names = getattr(source, "metric_names", None)   # study.set_metric_names: trials_dataframe's `values_<name>`
+    if names:
+        journal_study.set_metric_names(list(names))
     journal_study.add_trials(finished)
     for number, frozen in enumerate(journal_study.get_trials(deepcopy=False)[:len(finished)]):
         link(journal_study, number, frozen._trial_id, running=False)
