@@ -748,3 +748,30 @@ def test_slots_of_two_cpus_fork_numpy_trials_with_the_blas_threads_of_a_cold_wor
         assert _metrics(ev)["blas"] == 2
     finally:
         b.shutdown(grace=0.0)
+
+
+def test_a_forked_worker_started_again_by_its_trial_says_why_it_cannot_run(tmp_path):
+    """Lightning's strategy="ddp" with devices=2 in a one-process trial runs the trial's main program again for
+    the second rank. In a forked worker that program is the fork server's module, and the copy ended with
+    "KeyError: 'SWEEPLAB_FORK_SOCKET'"; it says what happened and what to do, as a cold worker's copy does."""
+    proj = _project(tmp_path, **{"rerun.py": """
+        def reruns_main(config, run):
+            import __main__, os, subprocess, sys
+            spec = __main__.__spec__   # Lightning's _basic_subprocess_cmd
+            cmd = [sys.executable, os.path.abspath(sys.argv[0])] if spec is None else [sys.executable, "-m", spec.name]
+            child = subprocess.run(cmd + sys.argv[1:], env={**os.environ, "LOCAL_RANK": "1"}, capture_output=True,
+                                   text=True, timeout=30)
+            run.log({"code": child.returncode, "explained": float("resources: {workers: N}" in child.stderr),
+                     "keyerror": float("KeyError" in child.stderr)})
+    """})
+    b = LocalBackend(plan_slots(2, cpus=0, gpus=0, gpu_ids=[]), preload=("colorsys",))
+    b.start()
+    try:
+        b.submit(make_task(tmp_path, 1, f"{proj / 'rerun.py'}:reruns_main"))
+        ev = collect(b, [1], timeout=40)[1]
+        assert ev[-1].kind is EventKind.FINISHED, ev[-1]
+        assert next(e.data for e in ev if e.kind is EventKind.NOTE)["forked"] is True
+        got = _metrics(ev)
+        assert got["code"] != 0 and got["explained"] == 1.0 and got["keyerror"] == 0.0, got
+    finally:
+        b.shutdown(grace=0.0)

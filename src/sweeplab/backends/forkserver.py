@@ -410,7 +410,15 @@ def _child(sock: socket.socket, wake: tuple[int, int], env: Mapping[str, str], u
 def main() -> int:
     import socket
 
-    sock = socket.socket(fileno=int(os.environ.pop("SWEEPLAB_FORK_SOCKET")))
+    sock_fd = os.environ.pop("SWEEPLAB_FORK_SOCKET", None)
+    if sock_fd is None:
+        # not started by a backend: a forked worker's trial ran its main program again, which is this module
+        # (Lightning's strategy="ddp" does, for each further rank)
+        from sweeplab.backends.worker import RERUN
+
+        print(RERUN, file=sys.stderr, flush=True)
+        return 1
+    sock = socket.socket(fileno=int(sock_fd))
     sock.set_inheritable(False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # while it imports (seconds for torch, forever for a hung import, the GIL held inside a library's C code),

@@ -44,7 +44,7 @@ def _preload() -> None:
 
 
 #: what a worker started by its own trial says (it has no event pipe, no commands: nothing to serve)
-_RERUN = ("sweeplab: this process is a copy of a trial's worker, started again by the trial's own code as its "
+RERUN = ("sweeplab: this process is a copy of a trial's worker, started again by the trial's own code as its "
           "main program (as Lightning's strategy='ddp' with devices > 1 starts each further rank in a trial of one "
           "process); it has no sweeplab backend to serve and ends. Let sweeplab start a multi-process trial's "
           "processes: `resources: {workers: N}` in the spec, and for Lightning "
@@ -67,7 +67,7 @@ def main() -> int:
     if not _open(fd):   # not started by a backend: a trial ran its main program again (it inherited the environment)
         import sys
 
-        print(_RERUN, file=sys.stderr, flush=True)
+        print(RERUN, file=sys.stderr, flush=True)
         return 1
     out = EventWriter.for_fd(fd)   # every channel on the pipe shares it
     commands = control_stream()   # trials see an empty stdin
