@@ -379,8 +379,9 @@ class Driver(Recovery, EventWriter):
                     for ev in events:
                         if ev.kind is EventKind.FINISHED:
                             t = self.trials.get(ev.trial)
-                            if t is not None and ev.attempt == t.attempt and not ev.data.get("stopped"):
-                                self._handle(ev)     # it really finished: keep it
+                            if t is not None and ev.attempt == t.attempt and (not ev.data.get("stopped")
+                                                                              or t.stop_verdict is not None):
+                                self._handle(ev)     # it really finished, or ended as we had asked: keep it
                                 continue
                             self._handle_interrupted(ev)
                         elif ev.kind in (EventKind.FAILED, EventKind.PREEMPTED):

@@ -258,6 +258,7 @@ class Recovery(DriverState):
         rows = self.store.trial_rows(self.sweep_id)
         history: list[TrialSnapshot] = []
         now = self.clock.time()
+        decided = self.store.stop_verdicts(self.sweep_id)
         with self.store.transaction():
             self._discard_unrecorded({int(r["number"]) for r in rows})
             for r in rows:
@@ -272,7 +273,10 @@ class Recovery(DriverState):
                     t.intermediate = {s: v for s, v in hist}
                 self.trials[t.id] = t
                 self.by_number[t.number] = t
-                if state is TrialState.RUNNING:
+                verdict = decided.get(t.id)
+                if verdict is not None and (state is TrialState.RUNNING or state.is_requeueable):
+                    self._end_as_decided(t, state, verdict, alive, now)
+                elif state is TrialState.RUNNING:
                     t.state = TrialState.INTERRUPTED
                     self.store.update_trial(t.id, state=t.state.value, reason="the driver stopped while it ran")
                     # ended when the driver that ran it last saw it, not now: its downtime is no run time
@@ -309,6 +313,41 @@ class Recovery(DriverState):
             self._replay_scheduler()
         if self.monitors:
             self._replay_monitors()
+
+    def _end_as_decided(self, t: TrialRecord, was: TrialState, verdict: Any, alive: float | None,
+                        now: float) -> None:
+        """A trial the scheduler pruned (or a monitor stopped) that had not ended when its driver went down
+        (killed in the trial's last moments, or an older driver that requeued it): it ends as decided, with what
+        it had reported when the decision was taken, instead of running again past the rung that pruned it."""
+        state = TrialState.PRUNED if verdict["kind"] == "pruned" else TrialState.STOPPED_BY_RULE
+        cut = float(verdict["time"])
+        last: dict[str, Any] = {}
+        t.intermediate = {}   # what it reported after the decision, its searcher never heard of either
+        for step, key, value, at in self.store.metric_points(t.id):
+            if float(at) <= cut:
+                last[str(key)] = value
+                if key == self.metric:
+                    t.intermediate[int(step)] = math.nan if value is None else float(value)
+        value = last.get(self.metric) if self.metric else None
+        t.state, t.value = state, None if value is None else float(value)
+        extra: dict[str, Any] = {}
+        if self.spec.multi_objective:
+            t.values = objective_values(self.spec, last)
+            extra["objective_values"] = list(t.values or ())
+        if self.spec.constraints and any(c.metric in last for c in self.spec.constraints):
+            t.violations, t.feasible = violations(self.spec, last), feasible(self.spec, last)
+            extra["feasible"] = t.feasible
+        running = self.store.attempt_started(t.id, t.attempt) if was is TrialState.RUNNING else None
+        # ended when the driver that ran it last saw it (as an interrupted attempt): its downtime is no run time
+        ended = alive if alive is not None and running is not None and running <= alive <= now else now
+        reason = str(verdict["message"])
+        self.store.update_trial(t.id, state=state.value, value=t.value, metrics=last, ended=ended, reason=reason,
+                                **extra)
+        if running is not None:   # the attempt the killed driver left running ends with the trial
+            self.store.update_attempt(t.id, t.attempt, state=state.value, ended=ended, reason=reason)
+        self.store.add_event(self.sweep_id, "trial_ended", f"trial {t.number} {state.value}: {reason} (decided "
+                             "before the driver stopped; not run again)", trial_id=t.id, attempt=t.attempt,
+                             data={"state": state.value, "value": t.value})
 
     def _restore_objectives(self, t: TrialRecord, row: Any) -> None:
         """A stored trial's objective values and constraint violations, back on its record (resume)."""

@@ -1,0 +1,65 @@
+"""Scheduler decisions across the driver's end: a decision taken before a SIGTERM or a kill -9 of the driver
+stands after `sweeplab resume`, as in a sweep that was never interrupted.
+
+The sweeps run tests/faults/rung_trials.py:train on real processes: trial 0 (x = 0) is good, trial 1 (x = 5)
+is bad, and ASHA with eta 2 prunes trial 1 at its first rung (step 1), with the value it reported there (6.0).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TRAIN = Path(__file__).resolve().parent / "rung_trials.py"
+
+
+def _spec(chaos, tmp_path: Path, **config) -> Path:
+    params = "\n".join(f"  {k}: {{value: {v!r}}}" for k, v in config.items())
+    return chaos.spec("s", f"function: {TRAIN}:train\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+                           f"parameters:\n  x: {{values: [0.0, 5.0]}}\n{params}\n"
+                           "early_terminate: {type: asha, min_iter: 1, max_iter: 4, eta: 2}\n"
+                           "trial: {grace: 10s}\n")
+
+
+def _pruned_at_its_rung_once(chaos, name: str) -> None:
+    cp = chaos("resume", name, "-q", timeout=60)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    trials = chaos.trials(name)
+    assert [(t["number"], t["state"]) for t in trials] == [(0, "completed"), (1, "pruned")]
+    bad = trials[1]
+    attempts = [a["state"] for a in chaos.attempts(bad["id"])]
+    assert attempts == ["pruned"], attempts     # not run again past the rung that pruned it
+    assert bad["value"] == pytest.approx(6.0)   # the value it was judged on, at step 1
+    assert "rung 1 (step 1)" in bad["reason"]
+    assert chaos.steps(bad["id"], 1) == [1]
+
+
+def test_a_trial_pruned_while_the_driver_stops_on_sigterm_stays_pruned_after_resume(chaos, reap, tmp_path):
+    go = tmp_path / "go"
+    spec = _spec(chaos, tmp_path, late=1, go=str(go))
+    proc = chaos.start("sweep", str(spec), "--name", "term", "--workers", "1", "-q")
+    reap.append(proc.pid)
+    chaos.wait_for(lambda: Path(f"{go}.waiting").exists(), what="trial 1 started", proc=proc)
+    os.kill(proc.pid, signal.SIGTERM)   # trial 1 reaches its rung during the driver's grace wait: pruned there
+    go.write_text("")
+    proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert chaos.trial("term", 1)["state"] == "pruned"
+    _pruned_at_its_rung_once(chaos, "term")
+
+
+def test_a_trial_pruned_just_before_a_driver_kill_stays_pruned_after_resume(chaos, reap, tmp_path):
+    spec = _spec(chaos, tmp_path, linger=3.0)   # trial 1 takes 3 s to end once pruned: the kill falls in them
+    proc = chaos.start("sweep", str(spec), "--name", "dk", "--workers", "1", "-q")
+    reap.append(proc.pid)
+    bad = chaos.wait_for(lambda: chaos.trial("dk", 1), what="trial 1 recorded", proc=proc)
+    chaos.wait_for(lambda: chaos.events("pruned", bad["id"]), what="trial 1 pruned", proc=proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert chaos.trial("dk", 1)["state"] == "running"   # the kill came before the trial ended
+    _pruned_at_its_rung_once(chaos, "dk")
