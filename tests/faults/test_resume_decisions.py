@@ -18,12 +18,14 @@ pytestmark = pytest.mark.slow
 TRAIN = Path(__file__).resolve().parent / "rung_trials.py"
 
 
-def _spec(chaos, tmp_path: Path, **config) -> Path:
+ASHA = "{type: asha, min_iter: 1, max_iter: 4, eta: 2}"
+
+
+def _spec(chaos, tmp_path: Path, *, xs: str = "[0.0, 5.0]", early: str = ASHA, **config) -> Path:
     params = "\n".join(f"  {k}: {{value: {v!r}}}" for k, v in config.items())
     return chaos.spec("s", f"function: {TRAIN}:train\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
-                           f"parameters:\n  x: {{values: [0.0, 5.0]}}\n{params}\n"
-                           "early_terminate: {type: asha, min_iter: 1, max_iter: 4, eta: 2}\n"
-                           "trial: {grace: 10s}\n")
+                           f"parameters:\n  x: {{values: {xs}}}\n{params}\n"
+                           f"early_terminate: {early}\ntrial: {{grace: 10s}}\n")
 
 
 def _pruned_at_its_rung_once(chaos, name: str) -> None:
@@ -63,3 +65,24 @@ def test_a_trial_pruned_just_before_a_driver_kill_stays_pruned_after_resume(chao
     proc.communicate(timeout=30)
     assert chaos.trial("dk", 1)["state"] == "running"   # the kill came before the trial ended
     _pruned_at_its_rung_once(chaos, "dk")
+
+
+def test_hyperband_does_not_count_the_steps_a_resumed_trial_reports_again(chaos, reap, tmp_path):
+    # bands at a trial's 2nd and 4th report. Trial 2 (x = 0, the best) has no checkpoint: killed with its driver
+    # after step 3, it runs again from step 1. Its steps 1-3 reported again are no new reports (W&B drops a
+    # log whose step does not increase): counted, they took it to band 4 at its step 1 (1.0, the worst) and
+    # pruned it there
+    go = tmp_path / "go"
+    spec = _spec(chaos, tmp_path, xs="[0.1, 0.05, 0.0]", early="{type: hyperband, min_iter: 2, eta: 2}",
+                 checkpoint=False, late=2, wait_at=3, go=str(go))
+    proc = chaos.start("sweep", str(spec), "--name", "hb", "--workers", "1", "-q")
+    reap.append(proc.pid)
+    chaos.wait_for(lambda: Path(f"{go}.waiting").exists(), what="trial 2 at its step 3", proc=proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    go.write_text("")
+    cp = chaos("resume", "hb", "-q", timeout=60)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    trials = chaos.trials("hb")
+    assert [(t["number"], t["state"]) for t in trials] == [(0, "completed"), (1, "completed"), (2, "completed")]
+    assert trials[2]["value"] == pytest.approx(0.25) and trials[2]["attempts"] == 2
