@@ -128,8 +128,9 @@ def test_steps_reported_again_by_a_retried_attempt_are_no_new_reports() -> None:
     # drops a log whose step does not increase, so they reach no band
     sched = HyperbandScheduler(min_iter=2, eta=2)                 # bands 2, 4, ...
     _feed(sched, 0, [1, 1, 1, 1], start=1)
-    _feed(sched, 1, [2, 2, 2], start=1)                           # steps 1-3: band 2
-    assert _feed(sched, 1, [9, 9, 9], start=1) == [Decision.CONTINUE] * 3   # again: still 3 reports
+    _feed(sched, 2, [1, 1, 1, 1], start=1)
+    _feed(sched, 1, [1, 1, 1], start=1)                           # steps 1-3: band 2
+    assert _feed(sched, 1, [9, 9, 9], start=1) == [Decision.CONTINUE] * 3   # again: still 3 reports, no band 4
     v = sched.on_report(1, 4, 3)                                  # its 4th report, at band 4: 3 > threshold 1
     assert v.stops and v.data["band"] == 4 and v.data["value"] == 3
 
