@@ -86,3 +86,22 @@ def test_hyperband_does_not_count_the_steps_a_resumed_trial_reports_again(chaos,
     trials = chaos.trials("hb")
     assert [(t["number"], t["state"]) for t in trials] == [(0, "completed"), (1, "completed"), (2, "completed")]
     assert trials[2]["value"] == pytest.approx(0.25) and trials[2]["attempts"] == 2
+
+
+def test_a_sweep_started_with_hard_resumes_with_hard_budgets(chaos, reap, tmp_path):
+    # `sweep --hard` stops running trials at a resource budget; `resume` of its killed driver does the same,
+    # as it runs as wide as it last ran (no trial overshoots the budget because the driver was restarted)
+    params = "\n".join(f"  {k}: {{value: {v!r}}}" for k, v in {"steps": 40, "delay": 0.05}.items())
+    body = (f"function: {TRAIN}:train\nmethod: random\nseed: 0\nmetric: {{name: loss, goal: minimize}}\n"
+            f"parameters:\n  x: {{min: 0.0, max: 1.0}}\n{params}\nbudget: {{cpu_hours: 0.0002}}\n")
+    proc = chaos.start("sweep", str(chaos.spec("s", body)), "--name", "hard", "--workers", "1", "--hard", "-q")
+    reap.append(proc.pid)
+    first = chaos.wait_for(lambda: chaos.trial("hard", 0), what="trial 0 recorded", proc=proc)
+    chaos.wait_for(lambda: chaos.steps(first["id"], 1), what="trial 0 reporting", proc=proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    cp = chaos("resume", "hard", "-q", timeout=60)
+    assert cp.returncode == 1 and "no trial completed (1 stopped; budget.cpu_hours" in cp.stderr, cp.stdout + cp.stderr
+    trials = chaos.trials("hard")
+    assert [(t["number"], t["state"]) for t in trials] == [(0, "stopped")], [dict(t) for t in trials]
+    assert "budget.cpu_hours" in trials[0]["reason"]

@@ -54,7 +54,8 @@ class Driver(Recovery, EventWriter):
         with self.store.transaction():   # the host is gethostname()'s answer, without importing socket (start-up)
             self.store.update_sweep(self.sweep_id, driver=json.dumps(
                 {"pid": os.getpid(), "host": os.uname().nodename, "started": self.clock.time(),
-                 "workers": self.backend.requested_workers}))   # `resume` runs as wide again
+                 "workers": self.backend.requested_workers,   # `resume` runs as wide again,
+                 "hard": self.hard_budget}))                   # and stops trials at a budget as it did
         self.backend.start()
         try:
             with self.store.background_checkpoints():
