@@ -403,9 +403,9 @@ class Recovery(DriverState):
             if points:
                 for m in self.monitors:
                     if m.observe(t.number, points).decision is Decision.STOP:
-                        m.forget(t.number)   # it stopped the trial then (as the driver went down; it runs
-                        # again): it judges the new attempt afresh instead of staying spent. A warning it gave
-                        # is not given again while its condition holds, as live
+                        m.forget(t.number)   # a stop recorded then ended the trial in `resume`; this one was
+                        # not (a rule a `--spec` added): it judges the new attempt afresh instead of staying
+                        # spent. A warning it gave is not given again while its condition holds, as live
 
     def _rank_reports(self) -> list[tuple[int, int, tuple[float, ...], float]]:
         """The rank rule's reports, as the live driver fed them: (trial id, step, every objective's value,
