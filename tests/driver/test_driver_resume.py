@@ -14,6 +14,7 @@ import signal
 
 import pytest
 
+from sweeplab.backends.events import EventKind
 from sweeplab.testing.fake import Script
 from sweeplab.types import TrialState
 
@@ -224,3 +225,32 @@ def test_resume_feeds_the_monitors_the_stored_points_so_a_warning_is_not_given_t
     out = sim.resume(flat, budget={"trials": 1}, monitors=monitors)
     assert out.counts["completed"] == 1
     assert [e["message"] for e in sim.events("rule")] == warned     # the same plateau: no second warning
+
+
+def test_a_report_the_driver_let_go_on_is_not_pruned_by_the_replay(sim):
+    """A trial's report reaches the driver late (a function trial's buffered points, up to a second): trial 2's
+    step-1 loss 1.5, logged at 1.8 s, is judged at 3 s, once trial 1 (3.0 at step 1) has completed, so the median
+    rule compares it with median(1.0, 3.0) = 2.0 and lets it go on. The replay orders reports by their times and
+    put it before trial 1's end (median 1.0): it pruned the trial the live driver had let go on, at its first
+    report after the resume. (Trial 1's 3.0 came before any trial completed: nothing to compare it with.)"""
+    start = sim.clock.time()
+
+    def script(task):
+        n = task.number
+        if n == 0:
+            return Script().metrics(1, {"loss": 1.0}, after=1.0).finish(after=0.1)
+        if n == 1:
+            return Script().metrics(1, {"loss": 3.0}, after=0.5).finish(after=2.0)
+        late = {"points": [[1, "loss", 1.5, start + 1.8]]}
+        return (Script().event(EventKind.METRICS, late, after=3.0).metrics(2, {"loss": 0.5}, after=2.0)
+                .metrics(3, {"loss": 0.4}, after=10.0).finish(after=0.1))
+    median = {"early_terminate": {"type": "median", "warmup": 1}, "budget": {"trials": 3}}
+    driver, backend = sim.make(script, slots=3, **median)
+    driver.create(spec_path=None)
+    backend.at(8.0, crash)
+    with pytest.raises(DriverKilled):
+        driver.run()
+    assert sim.states() == ["completed", "completed", "running"]
+    sim.resume(script, slots=3, **median)
+    assert sim.states() == ["completed", "completed", "completed"], [dict(t) for t in sim.trials()]
+

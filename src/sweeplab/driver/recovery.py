@@ -377,10 +377,18 @@ class Recovery(DriverState):
             if t.state.is_terminal:
                 timeline.append((float(ended.get(t.id) or 0.0), 1, t.number, None, t))
         timeline.sort(key=lambda e: (e[0], e[1], e[2]))
-        for _, kind, _, row, t in timeline:
+        # what the live driver decided stands: it pruned a trial at its last report it judged (a `pruned` event)
+        # and let every other report go on; ordered by times, a report that reached it late (buffered points)
+        # may meet other trials' results in another order here, and the scheduler may say otherwise
+        pruned = {tid for tid, v in self.store.stop_verdicts(self.sweep_id).items() if v["kind"] == "pruned"}
+        last = {e[3][0]: i for i, e in enumerate(timeline) if e[1] == 0}
+        for i, (_, kind, _, row, t) in enumerate(timeline):
             if kind == 0:
                 value = row[2] if isinstance(row[2], tuple) else float("nan") if row[2] is None else float(row[2])
-                scheduler.on_report(by_id[row[0]].number, int(row[1]), value)  # type: ignore[arg-type]
+                number = by_id[row[0]].number
+                verdict = scheduler.on_report(number, int(row[1]), value)  # type: ignore[arg-type]
+                if verdict.stops and not (row[0] in pruned and last[row[0]] == i):
+                    scheduler.overrule(number)
             else:
                 scheduler.on_trial_end(t.number, t.state)
                 if self._rank_keys and t.feasible is False:   # as live: the rank rule's front is feasible

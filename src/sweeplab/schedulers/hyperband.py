@@ -168,6 +168,11 @@ class HyperbandScheduler(Scheduler):
         )
         return t.stopped
 
+    def overrule(self, trial: int) -> None:
+        t = self._trials.get(trial)
+        if t is not None:
+            t.stopped = None
+
     def on_trial_end(self, trial: int, state: TrialState) -> None:
         if state.is_terminal:
             self._trials.setdefault(trial, _Trial()).ended = True
