@@ -29,7 +29,7 @@ def _spec(chaos, tmp_path: Path, *, xs: str = "[0.0, 5.0]", early: str = ASHA, *
 
 
 def _pruned_at_its_rung_once(chaos, name: str) -> None:
-    cp = chaos("resume", name, "-q", timeout=60)
+    cp = chaos("resume", name, "-q", timeout=120)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     trials = chaos.trials(name)
     assert [(t["number"], t["state"]) for t in trials] == [(0, "completed"), (1, "pruned")]
@@ -41,15 +41,18 @@ def _pruned_at_its_rung_once(chaos, name: str) -> None:
     assert chaos.steps(bad["id"], 1) == [1]
 
 
-def test_a_trial_pruned_while_the_driver_stops_on_sigterm_stays_pruned_after_resume(chaos, reap, tmp_path):
+@pytest.mark.parametrize("backend", ["local", pytest.param("ray", marks=pytest.mark.ray)])
+def test_a_trial_pruned_while_the_driver_stops_on_sigterm_stays_pruned_after_resume(chaos, reap, tmp_path, backend):
+    if backend == "ray":
+        pytest.importorskip("ray", reason="pip install 'sweeplab[ray]'")
     go = tmp_path / "go"
     spec = _spec(chaos, tmp_path, late=1, go=str(go))
-    proc = chaos.start("sweep", str(spec), "--name", "term", "--workers", "1", "-q")
+    proc = chaos.start("sweep", str(spec), "--name", "term", "--workers", "1", "--backend", backend, "-q")
     reap.append(proc.pid)
-    chaos.wait_for(lambda: Path(f"{go}.waiting").exists(), what="trial 1 started", proc=proc)
+    chaos.wait_for(lambda: Path(f"{go}.waiting").exists(), what="trial 1 started", proc=proc, timeout=120)
     os.kill(proc.pid, signal.SIGTERM)   # trial 1 reaches its rung during the driver's grace wait: pruned there
     go.write_text("")
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=60)
     assert proc.returncode == 0
     assert chaos.trial("term", 1)["state"] == "pruned"
     _pruned_at_its_rung_once(chaos, "term")
