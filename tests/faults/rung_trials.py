@@ -39,4 +39,4 @@ def train(config, run):
             break
         _wait(config, run, step)
         time.sleep(float(config.get("delay", 0.0)))
-    return {"loss": loss}
+    return None if loss is None else {"loss": loss}   # nothing left to run: its reports say it all

@@ -290,6 +290,10 @@ class Recovery(DriverState):
                 t.spent = self.store.attempt_seconds(t.id)   # trial.timeout bounds them all
                 if t.state.is_requeueable:
                     t.failures = self.store.attempt_failures(t.id)   # retries count over the trial's life
+                    for step, key, value, _ in self.store.metric_points(t.id):   # its last reports, as a live
+                        # retry keeps them: an attempt that restores its last step's checkpoint and returns
+                        # nothing ends with the value its earlier attempt reported
+                        t.last[str(key)] = (int(step), math.nan if value is None else float(value))
                     self.requeue.append(t)
                 if t.state is TrialState.COMPLETED:
                     self._completed_any = True
