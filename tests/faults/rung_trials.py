@@ -1,6 +1,6 @@
 """Trials for the scheduler-across-resume tests (test_resume_decisions.py): each logs `loss = x + 1/step` at steps
 1, 2, ..., `steps`, checkpointing every step (unless `checkpoint: false`), so a lower `x` is a better trial at every
-rung.
+rung. With `usd`, it also logs `usd = step * usd`: what it cost so far.
 
 `late` (a trial number): in its first attempt, that trial waits after its step `wait_at` (0: before its first
 report) until the file `<go>` exists; it writes `<go>.waiting` first, so a test can signal the driver at that moment.
@@ -31,7 +31,7 @@ def train(config, run):
     loss = None
     for step in range(int(state["step"]) + 1, steps + 1):
         loss = x + 1.0 / step
-        run.log({"loss": loss}, step=step)
+        run.log({"loss": loss, **({"usd": step * config["usd"]} if "usd" in config else {})}, step=step)
         if config.get("checkpoint", True):
             run.checkpoint({"step": step}, step=step)
         if run.should_stop:

@@ -112,11 +112,12 @@ def test_a_sweep_started_with_hard_resumes_with_hard_budgets(chaos, reap, tmp_pa
 
 def test_a_trial_killed_after_its_last_step_completes_with_the_value_it_reported_on_resume(chaos, reap, tmp_path):
     # its attempt 2 restores the checkpoint of its last step and has nothing left to run or return: its value is
-    # its last report of the metric, made by attempt 1, as a retry in a sweep never interrupted takes it
+    # its last report of the metric, made by attempt 1, as a retry in a sweep never interrupted takes it, and the
+    # cost it reported then counts in budget.cost
     go = tmp_path / "go"
     body = (f"function: {TRAIN}:train\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\nparameters:\n"
             f"  x: {{value: 0.5}}\n  steps: {{value: 2}}\n  late: {{value: 0}}\n  wait_at: {{value: 2}}\n"
-            f"  go: {{value: {str(go)!r}}}\n")
+            f"  go: {{value: {str(go)!r}}}\n  usd: {{value: 0.25}}\nbudget: {{cost: {{usd: 10}}}}\n")
     proc = chaos.start("sweep", str(chaos.spec("s", body)), "--name", "last", "--workers", "1", "-q")
     reap.append(proc.pid)
     chaos.wait_for(lambda: Path(f"{go}.waiting").exists(), what="trial 0 after its last step", proc=proc)
@@ -126,3 +127,4 @@ def test_a_trial_killed_after_its_last_step_completes_with_the_value_it_reported
     assert cp.returncode == 0, cp.stdout + cp.stderr
     trial = chaos.trial("last", 0)
     assert (trial["state"], trial["value"], trial["attempts"]) == ("completed", 1.0, 2), dict(trial)
+    assert chaos.status("last")["sweep"]["spend"]["cost.usd"] == pytest.approx(0.5)   # its last usd report

@@ -292,8 +292,9 @@ class Recovery(DriverState):
                     t.failures = self.store.attempt_failures(t.id)   # retries count over the trial's life
                     for step, key, value, _ in self.store.metric_points(t.id):   # its last reports, as a live
                         # retry keeps them: an attempt that restores its last step's checkpoint and returns
-                        # nothing ends with the value its earlier attempt reported
+                        # nothing ends with the value its earlier attempt reported, and the costs it reported count
                         t.last[str(key)] = (int(step), math.nan if value is None else float(value))
+                    t.costs.update(costs_of({k: v for k, (_, v) in t.last.items()}, self.spec.budget.cost))
                     self.requeue.append(t)
                 if t.state is TrialState.COMPLETED:
                     self._completed_any = True
