@@ -382,17 +382,20 @@ class Recovery(DriverState):
             if t.state.is_terminal:
                 timeline.append((float(ended.get(t.id) or 0.0), 1, t.number, None, t))
         timeline.sort(key=lambda e: (e[0], e[1], e[2]))
-        # what the live driver decided stands: it pruned a trial at its last report it judged (a `pruned` event)
-        # and let every other report go on; ordered by times, a report that reached it late (buffered points)
-        # may meet other trials' results in another order here, and the scheduler may say otherwise
-        pruned = {tid for tid, v in self.store.stop_verdicts(self.sweep_id).items() if v["kind"] == "pruned"}
-        last = {e[3][0]: i for i, e in enumerate(timeline) if e[1] == 0}
-        for i, (_, kind, _, row, t) in enumerate(timeline):
+        # what the live driver decided stands: it pruned a trial at the step its `pruned` event names and let
+        # every report before that go on; ordered by times, a report that reached it late (buffered points) may
+        # meet other trials' results in another order here, and the scheduler may say otherwise
+        pruned_at: dict[int, float] = {}
+        for tid, v in self.store.stop_verdicts(self.sweep_id).items():
+            if v["kind"] == "pruned":
+                step = (loads(v["data"]) or {}).get("step")
+                pruned_at[tid] = float(step) if isinstance(step, (int, float)) else -math.inf   # older rows: as is
+        for _, kind, _, row, t in timeline:
             if kind == 0:
                 value = row[2] if isinstance(row[2], tuple) else float("nan") if row[2] is None else float(row[2])
                 number = by_id[row[0]].number
                 verdict = scheduler.on_report(number, int(row[1]), value)  # type: ignore[arg-type]
-                if verdict.stops and not (row[0] in pruned and last[row[0]] == i):
+                if verdict.stops and int(row[1]) < pruned_at.get(row[0], math.inf):
                     scheduler.overrule(number)
             else:
                 scheduler.on_trial_end(t.number, t.state)

@@ -711,9 +711,10 @@ class Store:
 
     def stop_verdicts(self, sweep_id: int) -> dict[int, sqlite3.Row]:
         """trial id -> the first stop a scheduler or a monitor decided for it: a row of (kind 'pruned' or
-        'rule', message: the reason, attempt, time). A budget's stops ('stopped') are not verdicts on the trial."""
+        'rule', message: the reason, attempt, data: the verdict's JSON, time). A budget's stops ('stopped') are
+        not verdicts on the trial."""
         rows = self._exec(
-            "SELECT trial_id, kind, message, attempt, min(time) AS time FROM events WHERE sweep_id=? AND "
+            "SELECT trial_id, kind, message, attempt, data, min(time) AS time FROM events WHERE sweep_id=? AND "
             "trial_id IS NOT NULL AND (kind='pruned' OR (kind='rule' AND message NOT LIKE '[warn]%')) "
             "GROUP BY trial_id", (sweep_id,)).fetchall()
         return {int(r["trial_id"]): r for r in rows}
