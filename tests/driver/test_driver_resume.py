@@ -254,3 +254,23 @@ def test_a_report_the_driver_let_go_on_is_not_pruned_by_the_replay(sim):
     sim.resume(script, slots=3, **median)
     assert sim.states() == ["completed", "completed", "completed"], [dict(t) for t in sim.trials()]
 
+
+
+def test_the_searcher_is_told_a_pruned_curve_up_to_its_verdict_live_and_on_resume(sim):
+    """The median rule does not hold a trial at its reports: a pruned trial reports on until it notices the stop
+    (2.5 s here, two more reports, as many as its timing allows). The searcher (TPE ranks pruned trials by their
+    last intermediate value) is told the curve up to the report that was judged, so what it learns does not
+    depend on that timing; a resume replays it the same way."""
+    def script(task):
+        losses = [1.0, 0.9, 0.8, 0.7, 0.6] if task.number == 0 else [5.0, 4.9, 4.8, 4.7, 4.6]
+        return Script().reports("loss", losses, every=1.0).finish().on_stop(after=2.5)
+    median = {"early_terminate": {"type": "median", "warmup": 1}, "budget": {"trials": 2}}
+    sim.run(script, **median)
+    assert sim.states() == ["completed", "pruned"]
+    told = [t for t in sim.tells if t.number == 1]
+    assert told[0].state is TrialState.PRUNED and told[0].intermediate == {0: 5.0}, told
+    reported = sim.rows("SELECT step FROM metrics WHERE trial_id=? ORDER BY step", sim.trial(1)["id"])
+    assert len(reported) > 1   # it did report past its verdict
+    driver, _ = sim.make(script, **median)
+    driver.resume()
+    assert dict(sim.snapshots[1].history["loss"]) == {0: 5.0}

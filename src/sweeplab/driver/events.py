@@ -11,7 +11,7 @@ from typing import Any
 
 from sweeplab.backends.events import SWEEP, Event, EventKind
 from sweeplab.driver.objectives import feasible, objective_problem, objective_values, violated, violations
-from sweeplab.driver.records import TrialRecord, costs_of, finite_dict, fired_at, shown_path
+from sweeplab.driver.records import TrialRecord, costs_of, finite_dict, fired_at, judged_curve, shown_path
 from sweeplab.driver.state import DriverState
 from sweeplab.errors import SweeplabError
 from sweeplab.types import Decision, Goal, MetricPoint, Origin, SweepState, TrialState, Verdict
@@ -411,14 +411,13 @@ class EventWriter(DriverState):
             self._completed_any = True
             self._note_best(t)
         told: Any = t.values if self.spec.multi_objective and state is TrialState.COMPLETED else value
+        curve = judged_curve(t.intermediate, t.stop_verdict.data if t.stop_verdict is not None
+                             and state is t.stop_state else None) or None
         try:
             if t.violations is None:
-                self._searcher.tell(t.number, t.params, state, told,
-                                   intermediate=dict(t.intermediate) if t.intermediate else None)
+                self._searcher.tell(t.number, t.params, state, told, intermediate=curve)
             else:   # only sweeps with constraints pass them: a searcher without the keyword keeps working
-                self._searcher.tell(t.number, t.params, state, told,
-                                   intermediate=dict(t.intermediate) if t.intermediate else None,
-                                   constraints=t.violations)
+                self._searcher.tell(t.number, t.params, state, told, intermediate=curve, constraints=t.violations)
         except Exception as exc:   # the trial's end is recorded all the same; the sweep stops (resumable)
             self._searcher_failed(exc)
         if state is TrialState.COMPLETED and self.spec.multi_objective:

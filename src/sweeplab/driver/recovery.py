@@ -15,7 +15,7 @@ from typing import Any
 
 from sweeplab.driver.objectives import feasible, objective_values, violations
 from sweeplab.driver.rank_feed import RankFeed
-from sweeplab.driver.records import TrialRecord, costs_of, loads
+from sweeplab.driver.records import TrialRecord, costs_of, judged_curve, loads
 from sweeplab.driver.state import DriverState
 from sweeplab.driver.watchdog import Watchdog
 from sweeplab.errors import SpecError, UserError
@@ -296,6 +296,8 @@ class Recovery(DriverState):
                         t.last[str(key)] = (int(step), math.nan if value is None else float(value))
                     t.costs.update(costs_of({k: v for k, (_, v) in t.last.items()}, self.spec.budget.cost))
                     self.requeue.append(t)
+                if verdict is not None and t.state in (TrialState.PRUNED, TrialState.STOPPED_BY_RULE):
+                    t.intermediate = judged_curve(t.intermediate, loads(verdict["data"]))   # as told live
                 if t.state is TrialState.COMPLETED:
                     self._completed_any = True
                     self._note_best(t)
