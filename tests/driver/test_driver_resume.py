@@ -274,3 +274,25 @@ def test_the_searcher_is_told_a_pruned_curve_up_to_its_verdict_live_and_on_resum
     driver, _ = sim.make(script, **median)
     driver.resume()
     assert dict(sim.snapshots[1].history["loss"]) == {0: 5.0}
+
+
+def test_a_pruned_trial_preempted_on_its_way_out_stays_pruned(sim):
+    """Trial 1 is pruned at its first rung and takes 3 s to notice; meanwhile its node is lost (a SIGTERM to the
+    trial, the Ray backend's preemption): its PREEMPTED end does not requeue it, the prune stands."""
+    def script(task):
+        loss = 1.0 if task.number == 0 else 5.0
+        return Script().reports("loss", [loss + 1 / s for s in range(1, 5)], every=1.0, start=1).finish() \
+            .on_stop(after=3.0)
+    asha = {"early_terminate": {"type": "asha", "min_iter": 1, "max_iter": 4, "eta": 2}, "budget": {"trials": 2}}
+    driver, backend = sim.make(script, **asha)
+    driver.create(spec_path=None)
+
+    def lose_node() -> None:
+        running = backend.running()
+        assert running and sim.events("pruned"), "trial 1 should be pruned and still running"
+        backend.preempt(running[0])
+
+    backend.at(6.5, lose_node)
+    driver.run()
+    assert sim.states() == ["completed", "pruned"]
+    assert [a["state"] for a in sim.attempts(1)] == ["pruned"]
