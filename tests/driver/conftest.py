@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ class Tell:
     number: int
     state: TrialState
     value: float | None
+    intermediate: Any = field(default=None, compare=False)   # what the searcher was told of the trial's curve
 
 
 class RecordingSearcher:
@@ -42,11 +43,13 @@ class RecordingSearcher:
 
     def tell(self, number: int, params: Mapping[str, Any], state: TrialState, value: float | None,
              intermediate: Mapping[int, float] | None = None) -> None:
-        self._sim.tells.append(Tell(number, state, value))
+        self._sim.tells.append(Tell(number, state, value, dict(intermediate or {})))
         self._inner.tell(number, params, state, value, intermediate=intermediate)
 
     def replay(self, history: Any) -> None:
+        history = list(history)
         self._sim.replayed.append([(s.number, s.state) for s in history])
+        self._sim.snapshots = history
         self._inner.replay(history)
 
     def __getattr__(self, name: str) -> Any:
@@ -84,6 +87,7 @@ class Sim:
         self.store = Store.open(tmp / "store")
         self.tells: list[Tell] = []
         self.replayed: list[list[tuple[int, TrialState]]] = []
+        self.snapshots: list[Any] = []   # the trial snapshots the searcher was last replayed
         self.scheduler_calls: list[tuple[Any, ...]] = []
         self.driver: Driver | None = None
         self.backend: FakeBackend | None = None

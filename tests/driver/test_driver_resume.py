@@ -14,6 +14,7 @@ import signal
 
 import pytest
 
+from sweeplab.backends.events import EventKind
 from sweeplab.testing.fake import Script
 from sweeplab.types import TrialState
 
@@ -224,3 +225,74 @@ def test_resume_feeds_the_monitors_the_stored_points_so_a_warning_is_not_given_t
     out = sim.resume(flat, budget={"trials": 1}, monitors=monitors)
     assert out.counts["completed"] == 1
     assert [e["message"] for e in sim.events("rule")] == warned     # the same plateau: no second warning
+
+
+def test_a_report_the_driver_let_go_on_is_not_pruned_by_the_replay(sim):
+    """A trial's report reaches the driver late (a function trial's buffered points, up to a second): trial 2's
+    step-1 loss 1.5, logged at 1.8 s, is judged at 3 s, once trial 1 (3.0 at step 1) has completed, so the median
+    rule compares it with median(1.0, 3.0) = 2.0 and lets it go on. The replay orders reports by their times and
+    put it before trial 1's end (median 1.0): it pruned the trial the live driver had let go on, at its first
+    report after the resume. (Trial 1's 3.0 came before any trial completed: nothing to compare it with.)"""
+    start = sim.clock.time()
+
+    def script(task):
+        n = task.number
+        if n == 0:
+            return Script().metrics(1, {"loss": 1.0}, after=1.0).finish(after=0.1)
+        if n == 1:
+            return Script().metrics(1, {"loss": 3.0}, after=0.5).finish(after=2.0)
+        late = {"points": [[1, "loss", 1.5, start + 1.8]]}
+        return (Script().event(EventKind.METRICS, late, after=3.0).metrics(2, {"loss": 0.5}, after=2.0)
+                .metrics(3, {"loss": 0.4}, after=10.0).finish(after=0.1))
+    median = {"early_terminate": {"type": "median", "warmup": 1}, "budget": {"trials": 3}}
+    driver, backend = sim.make(script, slots=3, **median)
+    driver.create(spec_path=None)
+    backend.at(8.0, crash)
+    with pytest.raises(DriverKilled):
+        driver.run()
+    assert sim.states() == ["completed", "completed", "running"]
+    sim.resume(script, slots=3, **median)
+    assert sim.states() == ["completed", "completed", "completed"], [dict(t) for t in sim.trials()]
+
+
+
+def test_the_searcher_is_told_a_pruned_curve_up_to_its_verdict_live_and_on_resume(sim):
+    """The median rule does not hold a trial at its reports: a pruned trial reports on until it notices the stop
+    (2.5 s here, two more reports, as many as its timing allows). The searcher (TPE ranks pruned trials by their
+    last intermediate value) is told the curve up to the report that was judged, so what it learns does not
+    depend on that timing; a resume replays it the same way."""
+    def script(task):
+        losses = [1.0, 0.9, 0.8, 0.7, 0.6] if task.number == 0 else [5.0, 4.9, 4.8, 4.7, 4.6]
+        return Script().reports("loss", losses, every=1.0).finish().on_stop(after=2.5)
+    median = {"early_terminate": {"type": "median", "warmup": 1}, "budget": {"trials": 2}}
+    sim.run(script, **median)
+    assert sim.states() == ["completed", "pruned"]
+    told = [t for t in sim.tells if t.number == 1]
+    assert told[0].state is TrialState.PRUNED and told[0].intermediate == {0: 5.0}, told
+    reported = sim.rows("SELECT step FROM metrics WHERE trial_id=? ORDER BY step", sim.trial(1)["id"])
+    assert len(reported) > 1   # it did report past its verdict
+    driver, _ = sim.make(script, **median)
+    driver.resume()
+    assert dict(sim.snapshots[1].history["loss"]) == {0: 5.0}
+
+
+def test_a_pruned_trial_preempted_on_its_way_out_stays_pruned(sim):
+    """Trial 1 is pruned at its first rung and takes 3 s to notice; meanwhile its node is lost (a SIGTERM to the
+    trial, the Ray backend's preemption): its PREEMPTED end does not requeue it, the prune stands."""
+    def script(task):
+        loss = 1.0 if task.number == 0 else 5.0
+        return Script().reports("loss", [loss + 1 / s for s in range(1, 5)], every=1.0, start=1).finish() \
+            .on_stop(after=3.0)
+    asha = {"early_terminate": {"type": "asha", "min_iter": 1, "max_iter": 4, "eta": 2}, "budget": {"trials": 2}}
+    driver, backend = sim.make(script, **asha)
+    driver.create(spec_path=None)
+
+    def lose_node() -> None:
+        running = backend.running()
+        assert running and sim.events("pruned"), "trial 1 should be pruned and still running"
+        backend.preempt(running[0])
+
+    backend.at(6.5, lose_node)
+    driver.run()
+    assert sim.states() == ["completed", "pruned"]
+    assert [a["state"] for a in sim.attempts(1)] == ["pruned"]

@@ -123,6 +123,18 @@ def test_a_band_is_reached_by_the_count_of_reports_not_by_the_step_as_in_wandb()
     assert v.stops and v.data["band"] == 1 and v.data["cutoff"] == 2.0   # 2nd best of [1, 2, 3]
 
 
+def test_steps_reported_again_by_a_retried_attempt_are_no_new_reports() -> None:
+    # an attempt that starts again from an older checkpoint (or from scratch) logs steps already reported; W&B
+    # drops a log whose step does not increase, so they reach no band
+    sched = HyperbandScheduler(min_iter=2, eta=2)                 # bands 2, 4, ...
+    _feed(sched, 0, [1, 1, 1, 1], start=1)
+    _feed(sched, 2, [1, 1, 1, 1], start=1)
+    _feed(sched, 1, [1, 1, 1], start=1)                           # steps 1-3: band 2
+    assert _feed(sched, 1, [9, 9, 9], start=1) == [Decision.CONTINUE] * 3   # again: still 3 reports, no band 4
+    v = sched.on_report(1, 4, 3)                                  # its 4th report, at band 4: 3 > threshold 1
+    assert v.stops and v.data["band"] == 4 and v.data["value"] == 3
+
+
 def test_ended_trials_still_count_in_thresholds_but_are_not_judged() -> None:
     sched = HyperbandScheduler(min_iter=1, eta=3)
     _feed(sched, 0, [1, 1])

@@ -30,7 +30,9 @@ def resume(
                                           help="Ray cluster address (default: the one the sweep last ran on)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
     gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU ids to use, e.g. 0,1 (default: detected)"),
-    hard: bool = typer.Option(False, "--hard", help="when a budget is hit, stop running trials too"),
+    hard: Optional[bool] = typer.Option(None, "--hard/--no-hard",
+                                        help="when a budget is hit, stop running trials too (default: as the "
+                                             "sweep last ran)"),
     spec_file: Optional[Path] = typer.Option(None, "--spec", help="a changed spec (budgets, early stopping...)"),
     fork: Optional[str] = typer.Option(None, "--fork", help="start a new sweep NAME from --spec, seeded with "
                                                              "the old trials that fit its space"),
@@ -79,6 +81,8 @@ def resume(
             raise UserError(f"--trials: expected +N (more trials) or N (a new total); got {trials!r}") from None
     if workers is None and spec.workers is None:   # as wide as it last ran (`sweep --workers N`), else the default
         workers = _last_workers(row)
+    if hard is None:   # budgets as hard as the sweep's last driver held them (`sweep --hard`)
+        hard = _last_driver(row).get("hard") is True
     backend, address, where = _resume_target(row, spec, backend, address)
     console.print(where, markup=False)
     be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus,
@@ -170,12 +174,18 @@ def _first_difference(was: Any, now: Any, path: str = "") -> Optional[tuple[str,
     return path or "the config", was, now
 
 
+def _last_driver(row: Any) -> dict[str, Any]:
+    """What the sweep's last driver recorded of itself (its `driver` JSON: pid, host, workers, hard), or {}."""
+    try:
+        value = json.loads(row["driver"] or "{}")
+    except (ValueError, TypeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _last_workers(row: Any) -> Optional[int]:
     """The `--workers` the sweep's last driver was given (recorded in its `driver` JSON), or None."""
-    try:
-        value = json.loads(row["driver"] or "{}").get("workers")
-    except (ValueError, AttributeError):
-        return None
+    value = _last_driver(row).get("workers")
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 

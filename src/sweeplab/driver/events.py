@@ -11,7 +11,7 @@ from typing import Any
 
 from sweeplab.backends.events import SWEEP, Event, EventKind
 from sweeplab.driver.objectives import feasible, objective_problem, objective_values, violated, violations
-from sweeplab.driver.records import TrialRecord, costs_of, finite_dict, fired_at, shown_path
+from sweeplab.driver.records import TrialRecord, costs_of, finite_dict, fired_at, judged_curve, shown_path
 from sweeplab.driver.state import DriverState
 from sweeplab.errors import SweeplabError
 from sweeplab.types import Decision, Goal, MetricPoint, Origin, SweepState, TrialState, Verdict
@@ -307,11 +307,8 @@ class EventWriter(DriverState):
                                  "exit_code": d.get("exit_code"), "signal": d.get("signal"),
                                  "loading": d.get("loading")})
         if t.stop_verdict is not None and t.stop_state is not None:
-            # we asked it to stop and it died on the way (killed after trial.grace): the stop decision stands,
-            # with its last report's value, as a trial that ended by the stop keeps it
-            value, _ = self._objective(t, {})
-            self._end_trial(t, t.stop_state, value=value, metrics={k: v for k, (_, v) in t.last.items()},
-                            reason=t.stop_verdict.reason, at=ev.time, attempt_state=None)
+            # we asked it to stop and it died on the way (killed after trial.grace): the stop decision stands
+            self._end_as_asked(t, ev.time, attempt_state=None)
             return
         retries = self.retry.retries
         failed_attempts = len(t.failures)
@@ -381,6 +378,9 @@ class EventWriter(DriverState):
     def _on_preempted(self, t: TrialRecord, ev: Event) -> None:
         reason = str(ev.data.get("reason") or "preempted")
         self._account(t)
+        if t.stop_verdict is not None and t.stop_state is not None:   # pruned, then preempted on its way out
+            self._end_as_asked(t, ev.time)
+            return
         self.store.update_attempt(t.id, t.attempt, **self._take_where(t), state="preempted", ended=ev.time,
                                   reason=reason)
         t.state = TrialState.PREEMPTED
@@ -411,14 +411,13 @@ class EventWriter(DriverState):
             self._completed_any = True
             self._note_best(t)
         told: Any = t.values if self.spec.multi_objective and state is TrialState.COMPLETED else value
+        curve = judged_curve(t.intermediate, t.stop_verdict.data if t.stop_verdict is not None
+                             and state is t.stop_state else None) or None
         try:
             if t.violations is None:
-                self._searcher.tell(t.number, t.params, state, told,
-                                   intermediate=dict(t.intermediate) if t.intermediate else None)
+                self._searcher.tell(t.number, t.params, state, told, intermediate=curve)
             else:   # only sweeps with constraints pass them: a searcher without the keyword keeps working
-                self._searcher.tell(t.number, t.params, state, told,
-                                   intermediate=dict(t.intermediate) if t.intermediate else None,
-                                   constraints=t.violations)
+                self._searcher.tell(t.number, t.params, state, told, intermediate=curve, constraints=t.violations)
         except Exception as exc:   # the trial's end is recorded all the same; the sweep stops (resumable)
             self._searcher_failed(exc)
         if state is TrialState.COMPLETED and self.spec.multi_objective:
@@ -470,12 +469,29 @@ class EventWriter(DriverState):
 
     def _mark_interrupted(self, t: TrialRecord, reason: str, now: float,
                           state: TrialState = TrialState.INTERRUPTED) -> None:
+        if t.stop_verdict is not None and t.stop_state is not None:
+            # pruned (or stopped by a rule or a budget) before the driver's end stopped it too: that decision
+            # stands, as in a sweep never interrupted; requeued, the trial would train past the rung that pruned it
+            self._end_as_asked(t, now)
+            return
         t.state = state
         self.store.update_trial(t.id, state=state.value, reason=reason)
         self.store.update_attempt(t.id, t.attempt, **self._take_where(t), state=state.value, ended=now,
                                   reason=reason)
         self.store.add_event(self.sweep_id, "interrupted" if state is TrialState.INTERRUPTED else "preempted",
                              f"trial {t.number} {state.value}: {reason}", trial_id=t.id, attempt=t.attempt)
+
+    def _end_as_asked(self, t: TrialRecord, at: float, *, attempt_state: str | None = "") -> None:
+        """End a trial the driver had asked to stop (`t.stop_verdict`) whose attempt ended otherwise (killed,
+        preempted, interrupted): in the state the verdict gave, with its last report's value, as a trial that
+        ended by the stop keeps it. `attempt_state` None: the attempt row is already written."""
+        verdict, state = t.stop_verdict, t.stop_state
+        if verdict is None or state is None:
+            return
+        value, _ = self._objective(t, {})
+        self._end_trial(t, state, value=value, metrics={k: v for k, (_, v) in t.last.items()},
+                        reason=verdict.reason, at=at,
+                        attempt_state=state.value if attempt_state == "" else attempt_state)
 
     def _check_crash_loop(self) -> None:
         if self._completed_any or self._ending:

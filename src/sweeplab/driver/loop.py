@@ -54,7 +54,8 @@ class Driver(Recovery, EventWriter):
         with self.store.transaction():   # the host is gethostname()'s answer, without importing socket (start-up)
             self.store.update_sweep(self.sweep_id, driver=json.dumps(
                 {"pid": os.getpid(), "host": os.uname().nodename, "started": self.clock.time(),
-                 "workers": self.backend.requested_workers}))   # `resume` runs as wide again
+                 "workers": self.backend.requested_workers,   # `resume` runs as wide again,
+                 "hard": self.hard_budget}))                   # and stops trials at a budget as it did
         self.backend.start()
         try:
             with self.store.background_checkpoints():
@@ -379,8 +380,9 @@ class Driver(Recovery, EventWriter):
                     for ev in events:
                         if ev.kind is EventKind.FINISHED:
                             t = self.trials.get(ev.trial)
-                            if t is not None and ev.attempt == t.attempt and not ev.data.get("stopped"):
-                                self._handle(ev)     # it really finished: keep it
+                            if t is not None and ev.attempt == t.attempt and (not ev.data.get("stopped")
+                                                                              or t.stop_verdict is not None):
+                                self._handle(ev)     # it really finished, or ended as we had asked: keep it
                                 continue
                             self._handle_interrupted(ev)
                         elif ev.kind in (EventKind.FAILED, EventKind.PREEMPTED):

@@ -133,3 +133,14 @@ def resources_dict(res: Resources) -> dict[str, Any]:
     from dataclasses import asdict
 
     return asdict(res)
+
+
+def judged_curve(curve: Mapping[int, float], verdict: Mapping[str, Any] | None) -> dict[int, float]:
+    """The intermediate values a searcher is told of a trial a verdict stopped: those up to the step it was judged
+    at (`verdict["step"]`). A trial that is not held at that report (the median rule, a command trial) reports on
+    until it notices the stop, as far as its timing lets it; told those reports, a searcher (TPE ranks pruned
+    trials by their last value) would learn what the timing decided. Without a verdict step: the whole curve."""
+    step = (verdict or {}).get("step")
+    if isinstance(step, bool) or not isinstance(step, (int, float)):
+        return dict(curve)
+    return {s: v for s, v in curve.items() if s <= step}

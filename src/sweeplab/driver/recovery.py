@@ -15,7 +15,7 @@ from typing import Any
 
 from sweeplab.driver.objectives import feasible, objective_values, violations
 from sweeplab.driver.rank_feed import RankFeed
-from sweeplab.driver.records import TrialRecord, costs_of, loads
+from sweeplab.driver.records import TrialRecord, costs_of, judged_curve, loads
 from sweeplab.driver.state import DriverState
 from sweeplab.driver.watchdog import Watchdog
 from sweeplab.errors import SpecError, UserError
@@ -258,6 +258,7 @@ class Recovery(DriverState):
         rows = self.store.trial_rows(self.sweep_id)
         history: list[TrialSnapshot] = []
         now = self.clock.time()
+        decided = self.store.stop_verdicts(self.sweep_id)
         with self.store.transaction():
             self._discard_unrecorded({int(r["number"]) for r in rows})
             for r in rows:
@@ -272,7 +273,10 @@ class Recovery(DriverState):
                     t.intermediate = {s: v for s, v in hist}
                 self.trials[t.id] = t
                 self.by_number[t.number] = t
-                if state is TrialState.RUNNING:
+                verdict = decided.get(t.id)
+                if verdict is not None and (state is TrialState.RUNNING or state.is_requeueable):
+                    self._end_as_decided(t, state, verdict, alive, now)
+                elif state is TrialState.RUNNING:
                     t.state = TrialState.INTERRUPTED
                     self.store.update_trial(t.id, state=t.state.value, reason="the driver stopped while it ran")
                     # ended when the driver that ran it last saw it, not now: its downtime is no run time
@@ -286,7 +290,14 @@ class Recovery(DriverState):
                 t.spent = self.store.attempt_seconds(t.id)   # trial.timeout bounds them all
                 if t.state.is_requeueable:
                     t.failures = self.store.attempt_failures(t.id)   # retries count over the trial's life
+                    for step, key, value, _ in self.store.metric_points(t.id):   # its last reports, as a live
+                        # retry keeps them: an attempt that restores its last step's checkpoint and returns
+                        # nothing ends with the value its earlier attempt reported, and the costs it reported count
+                        t.last[str(key)] = (int(step), math.nan if value is None else float(value))
+                    t.costs.update(costs_of({k: v for k, (_, v) in t.last.items()}, self.spec.budget.cost))
                     self.requeue.append(t)
+                if verdict is not None and t.state in (TrialState.PRUNED, TrialState.STOPPED_BY_RULE):
+                    t.intermediate = judged_curve(t.intermediate, loads(verdict["data"]))   # as told live
                 if t.state is TrialState.COMPLETED:
                     self._completed_any = True
                     self._note_best(t)
@@ -309,6 +320,41 @@ class Recovery(DriverState):
             self._replay_scheduler()
         if self.monitors:
             self._replay_monitors()
+
+    def _end_as_decided(self, t: TrialRecord, was: TrialState, verdict: Any, alive: float | None,
+                        now: float) -> None:
+        """A trial the scheduler pruned (or a monitor stopped) that had not ended when its driver went down
+        (killed in the trial's last moments, or an older driver that requeued it): it ends as decided, with what
+        it had reported when the decision was taken, instead of running again past the rung that pruned it."""
+        state = TrialState.PRUNED if verdict["kind"] == "pruned" else TrialState.STOPPED_BY_RULE
+        cut = float(verdict["time"])
+        last: dict[str, Any] = {}
+        t.intermediate = {}   # what it reported after the decision, its searcher never heard of either
+        for step, key, value, at in self.store.metric_points(t.id):
+            if float(at) <= cut:
+                last[str(key)] = value
+                if key == self.metric:
+                    t.intermediate[int(step)] = math.nan if value is None else float(value)
+        value = last.get(self.metric) if self.metric else None
+        t.state, t.value = state, None if value is None else float(value)
+        extra: dict[str, Any] = {}
+        if self.spec.multi_objective:
+            t.values = objective_values(self.spec, last)
+            extra["objective_values"] = list(t.values or ())
+        if self.spec.constraints and any(c.metric in last for c in self.spec.constraints):
+            t.violations, t.feasible = violations(self.spec, last), feasible(self.spec, last)
+            extra["feasible"] = t.feasible
+        running = self.store.attempt_started(t.id, t.attempt) if was is TrialState.RUNNING else None
+        # ended when the driver that ran it last saw it (as an interrupted attempt): its downtime is no run time
+        ended = alive if alive is not None and running is not None and running <= alive <= now else now
+        reason = str(verdict["message"])
+        self.store.update_trial(t.id, state=state.value, value=t.value, metrics=last, ended=ended, reason=reason,
+                                **extra)
+        if running is not None:   # the attempt the killed driver left running ends with the trial
+            self.store.update_attempt(t.id, t.attempt, state=state.value, ended=ended, reason=reason)
+        self.store.add_event(self.sweep_id, "trial_ended", f"trial {t.number} {state.value}: {reason} (decided "
+                             "before the driver stopped; not run again)", trial_id=t.id, attempt=t.attempt,
+                             data={"state": state.value, "value": t.value})
 
     def _restore_objectives(self, t: TrialRecord, row: Any) -> None:
         """A stored trial's objective values and constraint violations, back on its record (resume)."""
@@ -338,10 +384,21 @@ class Recovery(DriverState):
             if t.state.is_terminal:
                 timeline.append((float(ended.get(t.id) or 0.0), 1, t.number, None, t))
         timeline.sort(key=lambda e: (e[0], e[1], e[2]))
+        # what the live driver decided stands: it pruned a trial at the step its `pruned` event names and let
+        # every report before that go on; ordered by times, a report that reached it late (buffered points) may
+        # meet other trials' results in another order here, and the scheduler may say otherwise
+        pruned_at: dict[int, float] = {}
+        for tid, v in self.store.stop_verdicts(self.sweep_id).items():
+            if v["kind"] == "pruned":
+                step = (loads(v["data"]) or {}).get("step")
+                pruned_at[tid] = float(step) if isinstance(step, (int, float)) else -math.inf   # older rows: as is
         for _, kind, _, row, t in timeline:
             if kind == 0:
                 value = row[2] if isinstance(row[2], tuple) else float("nan") if row[2] is None else float(row[2])
-                scheduler.on_report(by_id[row[0]].number, int(row[1]), value)  # type: ignore[arg-type]
+                number = by_id[row[0]].number
+                verdict = scheduler.on_report(number, int(row[1]), value)  # type: ignore[arg-type]
+                if verdict.stops and int(row[1]) < pruned_at.get(row[0], math.inf):
+                    scheduler.overrule(number)
             else:
                 scheduler.on_trial_end(t.number, t.state)
                 if self._rank_keys and t.feasible is False:   # as live: the rank rule's front is feasible
@@ -364,9 +421,9 @@ class Recovery(DriverState):
             if points:
                 for m in self.monitors:
                     if m.observe(t.number, points).decision is Decision.STOP:
-                        m.forget(t.number)   # it stopped the trial then (as the driver went down; it runs
-                        # again): it judges the new attempt afresh instead of staying spent. A warning it gave
-                        # is not given again while its condition holds, as live
+                        m.forget(t.number)   # a stop recorded then ended the trial in `resume`; this one was
+                        # not (a rule a `--spec` added): it judges the new attempt afresh instead of staying
+                        # spent. A warning it gave is not given again while its condition holds, as live
 
     def _rank_reports(self) -> list[tuple[int, int, tuple[float, ...], float]]:
         """The rank rule's reports, as the live driver fed them: (trial id, step, every objective's value,

@@ -219,6 +219,11 @@ class AshaScheduler(Scheduler):
             },
         )
 
+    def overrule(self, trial: int) -> None:
+        t = self._trials.get(trial)
+        if t is not None:
+            t.stopped = None
+
     def on_trial_end(self, trial: int, state: TrialState) -> None:
         if state.is_terminal:
             t = self._trials.setdefault(trial, _Trial())

@@ -42,6 +42,12 @@ class Scheduler(ABC):
     def on_trial_end(self, trial: int, state: TrialState) -> None:
         """`trial` reached `state`. Terminal states stop the trial's judging; others are ignored."""
 
+    def overrule(self, trial: int) -> None:
+        """The driver let `trial` go on after the report just given, though this scheduler now says stop:
+        a resume replays the stored reports by their times, and a report that reached the live driver late
+        (buffered points) was judged then among other trials' results. The stop is dropped (the values it
+        recorded stay), so the replay keeps what the live driver decided."""
+
     def decision_steps(self, trial: int) -> tuple[int, ...]:
         """The steps at which `trial` may be stopped (ASHA's rungs, hyperband's bands), or () when any
         report can stop it (the median rule). A trial that reports its metric at one of these steps waits

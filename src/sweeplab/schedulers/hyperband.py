@@ -69,6 +69,7 @@ class _Trial:
     band_scores: dict[int, float] = field(default_factory=dict)  # band step -> score recorded there
     best: float = math.inf
     reports: int = 0
+    top: int | None = None   # the highest step reported so far
     stopped: Verdict | None = None
     ended: bool = False
 
@@ -126,8 +127,13 @@ class HyperbandScheduler(Scheduler):
         if t.ended:
             return Verdict.go_on()
         sc = self._score(value)
-        if math.isfinite(sc):   # W&B drops NaN and infinite values from the history (filter_invalid):
-            t.best = min(t.best, sc)  # they are no iteration and no band value; the trial is judged as is
+        # a step at or below one already reported is no new iteration: an attempt that runs again (a retry, a
+        # resume) from an older checkpoint or from scratch reports its steps again (W&B drops a log whose step
+        # does not increase); counted twice, they would bring the trial to its bands early
+        again = t.top is not None and step <= t.top
+        t.top = step if t.top is None else max(t.top, step)
+        if math.isfinite(sc) and not again:   # W&B drops NaN and infinite values from the history
+            t.best = min(t.best, sc)  # (filter_invalid): no iteration, no band value; the trial is judged as is
             t.reports += 1
         passed = self._bands_upto(t.reports)   # W&B: band b needs len(history) >= b
         for band in passed:  # recorded whatever the verdicts: the replay order cannot change the bands
@@ -161,6 +167,11 @@ class HyperbandScheduler(Scheduler):
             },
         )
         return t.stopped
+
+    def overrule(self, trial: int) -> None:
+        t = self._trials.get(trial)
+        if t is not None:
+            t.stopped = None
 
     def on_trial_end(self, trial: int, state: TrialState) -> None:
         if state.is_terminal:

@@ -93,6 +93,11 @@ class MedianScheduler(Scheduler):
         )
         return t.stopped
 
+    def overrule(self, trial: int) -> None:
+        t = self._trials.get(trial)
+        if t is not None:
+            t.stopped = None
+
     def on_trial_end(self, trial: int, state: TrialState) -> None:
         if not state.is_terminal:
             return

@@ -709,6 +709,16 @@ class Store:
             (sweep_id,)).fetchall()
         return {int(r[0]): float(r[1]) for r in rows}
 
+    def stop_verdicts(self, sweep_id: int) -> dict[int, sqlite3.Row]:
+        """trial id -> the first stop a scheduler or a monitor decided for it: a row of (kind 'pruned' or
+        'rule', message: the reason, attempt, data: the verdict's JSON, time). A budget's stops ('stopped') are
+        not verdicts on the trial."""
+        rows = self._exec(
+            "SELECT trial_id, kind, message, attempt, data, min(time) AS time FROM events WHERE sweep_id=? AND "
+            "trial_id IS NOT NULL AND (kind='pruned' OR (kind='rule' AND message NOT LIKE '[warn]%')) "
+            "GROUP BY trial_id", (sweep_id,)).fetchall()
+        return {int(r["trial_id"]): r for r in rows}
+
     def metric_reports(self, sweep_id: int, key: str) -> list[sqlite3.Row]:
         """Every report of metric `key` by the sweep's trials, in the order they were stored.
 
