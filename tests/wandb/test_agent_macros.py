@@ -226,3 +226,31 @@ def test_unset_envvar_is_refused_before_the_store_exists(tmp_path):
             "got '--data=${envvar:SWEEPLAB_SURELY_UNSET}'; expected a variable set in the environment "
             "where the sweep runs (export SWEEPLAB_SURELY_UNSET=...)"], extra
         assert not (tmp_path / "store").exists()
+
+
+def test_missing_program_file_is_refused_before_the_store_exists(tmp_path):
+    """`program: nothere.py` run as a script (`${interpreter} ${program}`, W&B's default command): `--dry-run`
+    said "valid" and the real run wrote the sweep, then every trial failed with python's "can't open file".
+    A module (`-m ${program}`) or an executable on PATH is not a file to look for."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SWEEPLAB_STORE": str(tmp_path / "store")}
+
+    def sweep(text: str, *extra: str) -> subprocess.CompletedProcess:
+        (tmp_path / "sweep.yaml").write_text("method: grid\nparameters: {lr: {values: [0.1]}}\n" + text)
+        return subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", *extra], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=120)
+
+    for extra in (["--dry-run"], []):
+        cp = sweep("program: nothere.py\n", *extra)
+        assert cp.returncode == 2, (extra, cp.stdout, cp.stderr)
+        assert cp.stderr.splitlines() == [
+            "error: sweep.yaml: program: program file not found; got 'nothere.py'; expected a file in the "
+            f"working directory ({tmp_path}) or beside the spec file ({tmp_path})"], extra
+        assert not (tmp_path / "store").exists()
+    cp = sweep("program: nothere.py\ncommand: ['${env}', python3.11, '${program}', '${args}']\n", "--dry-run")
+    assert cp.returncode == 2 and "program file not found" in cp.stderr, cp.stderr
+    for command in ("['${env}', python, -m, '${program}', '${args}']", "['${env}', '${program}', '${args}']"):
+        cp = sweep(f"program: nothere\ncommand: {command}\n", "--dry-run")
+        assert cp.returncode == 0, (command, cp.stderr)

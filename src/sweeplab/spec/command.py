@@ -171,6 +171,33 @@ def check_envvars(spec: SweepSpec, environ: Mapping[str, str] | None = None) -> 
                 raise _unset(spec, name[len("envvar:"):], f"command[{i}]", item)
 
 
+_PYTHON = re.compile(r"python[0-9.]*")
+
+
+def check_program_file(spec: SweepSpec, cwd: str | None = None) -> None:
+    """Refuse a `program` run as a script (`${interpreter} ${program}`, W&B's default command, or
+    `python3 ${program}`) that is neither in the working directory (where W&B's agent runs it) nor beside
+    the spec file (which sweeplab also accepts, driver/tasks.py): every trial would fail with python's
+    "can't open file", after the sweep was written. A module (`-m ${program}`) or an executable found on
+    PATH (`${env} ${program}`) is not a file to look for."""
+    command, program = spec.effective_command or (), spec.program
+    if program is None:
+        return
+    scripted = any(item == "${program}" and i > 0 and (command[i - 1] == "${interpreter}"
+                                                        or _PYTHON.fullmatch(os.path.basename(command[i - 1])))
+                   for i, item in enumerate(command))
+    if not scripted:
+        return
+    here = cwd or os.getcwd()
+    base = spec.base_dir
+    places = [os.path.join(here, program), *([os.path.join(base, program)] if base is not None else [])]
+    if not any(os.path.isfile(p) for p in places):
+        beside = f" or beside the spec file ({os.path.abspath(base)})" if base is not None else ""
+        raise SpecError("program file not found", key="program", value=program,
+                        expected=f"a file in the working directory ({here}){beside}",
+                        file=str(spec.source) if spec.source else None)
+
+
 def build_command(
     spec: SweepSpec,
     params: Mapping[str, Any],
