@@ -201,3 +201,56 @@ def test_whole_number_floats_reach_the_program_as_wandbs_server_sends_them(tmp_p
     write_sweep_params(tmp_path / "p.yaml", wandb_args(flat, parameters))
     read = yaml.safe_load((tmp_path / "p.yaml").read_text())
     assert read["layers"] == {"value": 3} and isinstance(read["layers"]["value"], int)
+
+
+def test_unset_envvar_is_refused_before_the_store_exists(tmp_path):
+    """`${envvar:NAME}` of a variable the sweep's environment lacks: `--dry-run` said "valid" and the real run
+    created the sweep in the store, then stopped with a driver error that named no file. The driver builds
+    every trial's command in its own environment, so this is known before anything is written."""
+    import subprocess
+    import sys
+
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text("program: train.py\nmethod: grid\nparameters: {lr: {values: [0.1]}}\n"
+                    "command:\n- ${env}\n- ${interpreter}\n- ${program}\n"
+                    "- --data=${envvar:SWEEPLAB_SURELY_UNSET}\n- ${args}\n")
+    (tmp_path / "train.py").write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "SWEEPLAB_SURELY_UNSET"}
+    env["SWEEPLAB_STORE"] = str(tmp_path / "store")
+    for extra in (["--dry-run"], []):
+        cp = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", str(spec), *extra], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+        assert cp.returncode == 2, (extra, cp.stdout, cp.stderr)
+        assert cp.stderr.splitlines() == [
+            f"error: {spec}: command[3]: environment variable SWEEPLAB_SURELY_UNSET is not set; "
+            "got '--data=${envvar:SWEEPLAB_SURELY_UNSET}'; expected a variable set in the environment "
+            "where the sweep runs (export SWEEPLAB_SURELY_UNSET=...)"], extra
+        assert not (tmp_path / "store").exists()
+
+
+def test_missing_program_file_is_refused_before_the_store_exists(tmp_path):
+    """`program: nothere.py` run as a script (`${interpreter} ${program}`, W&B's default command): `--dry-run`
+    said "valid" and the real run wrote the sweep, then every trial failed with python's "can't open file".
+    A module (`-m ${program}`) or an executable on PATH is not a file to look for."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SWEEPLAB_STORE": str(tmp_path / "store")}
+
+    def sweep(text: str, *extra: str) -> subprocess.CompletedProcess:
+        (tmp_path / "sweep.yaml").write_text("method: grid\nparameters: {lr: {values: [0.1]}}\n" + text)
+        return subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", *extra], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=120)
+
+    for extra in (["--dry-run"], []):
+        cp = sweep("program: nothere.py\n", *extra)
+        assert cp.returncode == 2, (extra, cp.stdout, cp.stderr)
+        assert cp.stderr.splitlines() == [
+            "error: sweep.yaml: program: program file not found; got 'nothere.py'; expected a file in the "
+            f"working directory ({tmp_path}) or beside the spec file ({tmp_path})"], extra
+        assert not (tmp_path / "store").exists()
+    cp = sweep("program: nothere.py\ncommand: ['${env}', python3.11, '${program}', '${args}']\n", "--dry-run")
+    assert cp.returncode == 2 and "program file not found" in cp.stderr, cp.stderr
+    for command in ("['${env}', python, -m, '${program}', '${args}']", "['${env}', '${program}', '${args}']"):
+        cp = sweep(f"program: nothere\ncommand: {command}\n", "--dry-run")
+        assert cp.returncode == 0, (command, cp.stderr)

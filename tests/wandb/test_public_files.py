@@ -217,3 +217,13 @@ def test_a_parameter_and_a_dotted_name_under_it_run_as_wandb_runs_them(tmp_path)
         "SELECT state, value, config FROM trials ORDER BY number").fetchall()
     assert [(r[0], r[1]) for r in rows] == [("completed", 0.25), ("completed", 0.25)]
     assert json.loads(rows[0][2]) == {"model": "resnet50", "model.dropout": 0.25}   # one key each, as in W&B
+
+
+def test_an_empty_string_and_a_number_among_command_items_pass_as_wandbs_agent_passes_them() -> None:
+    """An RL project's sweep passes `--other_algorithms ""` and `--n_envs 4` (an int item) before `${args}`:
+    W&B's agent keeps the empty argument and passes str(4)."""
+    spec = _spec(command=["${env}", "${interpreter}", "${program}", "--other_algorithms", "", "--n_envs", 4,
+                          "--use_wandb", "true", "${args}"])
+    argv = build_command(spec, {"seed": 0}, interpreter="py", args_json_file="p.json")
+    assert argv[1:] == ["py", "train.py", "--other_algorithms", "", "--n_envs", "4", "--use_wandb", "true",
+                        "--seed=0"]

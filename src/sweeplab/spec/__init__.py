@@ -17,7 +17,15 @@ parse_spec), `reader` / `parse` / `limits` (validation by key), `wandb` (W&B-onl
 from __future__ import annotations
 
 from sweeplab._values import parse_duration
-from sweeplab.spec.command import args_json, build_command, passes_params, resolve_interpreter, wandb_args
+from sweeplab.spec.command import (
+    args_json,
+    build_command,
+    check_envvars,
+    check_program_file,
+    passes_params,
+    resolve_interpreter,
+    wandb_args,
+)
 from sweeplab.spec.keys import DEFAULT_COMMAND, EARLY_TERMINATE_TYPES, MACROS, METHODS, PARAM_MACROS
 from sweeplab.spec.load import load_spec, parse_spec
 from sweeplab.spec.model import Budget, Constraint, MetricSpec, Resources, SweepSpec, TrialPolicy
@@ -36,6 +44,8 @@ __all__ = [
     "TrialPolicy",
     "args_json",
     "build_command",
+    "check_envvars",
+    "check_program_file",
     "load_spec",
     "parse_duration",
     "parse_spec",

@@ -152,6 +152,52 @@ def _substitute(single: Callable[[str, str], str | None], where: str, match: re.
     return single(match.group(1), where) or ""
 
 
+def _unset(spec: SweepSpec, var: str, where: str, item: str) -> SpecError:
+    return SpecError(f"environment variable {var} is not set", key=where, value=item,
+                     expected=f"a variable set in the environment where the sweep runs (export {var}=...)",
+                     file=str(spec.source) if spec.source else None)
+
+
+def check_envvars(spec: SweepSpec, environ: Mapping[str, str] | None = None) -> None:
+    """Refuse a command whose `${envvar:NAME}` names a variable `environ` (the driver's: it builds every
+    trial's command) lacks, before anything is written. W&B's agent would pass `NAME` itself in its place
+    (wandb/sdk/launch/sweeps/utils.py, create_sweep_command): a program run with `--data=DATA_DIR` fails or,
+    worse, runs on the wrong data; docs/wandb.md lists this difference."""
+    env = os.environ if environ is None else environ
+    for i, item in enumerate(spec.effective_command or ()):
+        for match in _MACRO.finditer(item):
+            name = match.group(1)
+            if name.startswith("envvar:") and is_macro(name) and name[len("envvar:"):] not in env:
+                raise _unset(spec, name[len("envvar:"):], f"command[{i}]", item)
+
+
+_PYTHON = re.compile(r"python[0-9.]*")
+
+
+def check_program_file(spec: SweepSpec, cwd: str | None = None) -> None:
+    """Refuse a `program` run as a script (`${interpreter} ${program}`, W&B's default command, or
+    `python3 ${program}`) that is neither in the working directory (where W&B's agent runs it) nor beside
+    the spec file (which sweeplab also accepts, driver/tasks.py): every trial would fail with python's
+    "can't open file", after the sweep was written. A module (`-m ${program}`) or an executable found on
+    PATH (`${env} ${program}`) is not a file to look for."""
+    command, program = spec.effective_command or (), spec.program
+    if program is None:
+        return
+    scripted = any(item == "${program}" and i > 0 and (command[i - 1] == "${interpreter}"
+                                                        or _PYTHON.fullmatch(os.path.basename(command[i - 1])))
+                   for i, item in enumerate(command))
+    if not scripted:
+        return
+    here = cwd or os.getcwd()
+    base = spec.base_dir
+    places = [os.path.join(here, program), *([os.path.join(base, program)] if base is not None else [])]
+    if not any(os.path.isfile(p) for p in places):
+        beside = f" or beside the spec file ({os.path.abspath(base)})" if base is not None else ""
+        raise SpecError("program file not found", key="program", value=program,
+                        expected=f"a file in the working directory ({here}){beside}",
+                        file=str(spec.source) if spec.source else None)
+
+
 def build_command(
     spec: SweepSpec,
     params: Mapping[str, Any],
@@ -177,6 +223,7 @@ def build_command(
     env = os.environ if environ is None else environ
     args = wandb_args(params, spec.raw.get("parameters"))
     lists = _arg_lists(args)
+    items = {f"command[{i}]": item for i, item in enumerate(template)}
 
     def single(name: str, where: str) -> str | None:
         if name == "env":
@@ -194,8 +241,7 @@ def build_command(
         if name.startswith("envvar:"):
             var = name[len("envvar:"):]
             if var not in env:
-                raise SpecError(f"environment variable {var} is not set", key=where,
-                                value=f"${{{name}}}", expected="a variable set in the environment")
+                raise _unset(spec, var, where, items[where])
             return env[var]
         raise SpecError("unknown macro", key=where, value=f"${{{name}}}")  # parse_spec prevents this
 
