@@ -23,8 +23,32 @@ def _load_captures(replay: Any) -> dict[str, Any]:
     return load_captures(replay["capture"])
 
 
+def _end_leftovers(ex: Execution, pid: int) -> None:
+    """What the trial left running ends with it. In a child the function forked and that came back here (it
+    returned or raised instead of calling os._exit), nothing is sent: it ends at once, as its parent speaks
+    for the trial. In the worker, every process the attempt started and left running (forked children,
+    subprocesses) is killed before the trial's end is sent, and the worker retires: it is not reused."""
+    if os.getpid() != pid:
+        os._exit(0)
+    try:
+        import psutil
+
+        children = psutil.Process(pid).children(recursive=True)
+    except Exception:
+        return
+    if not children:
+        return
+    for child in children:
+        with contextlib.suppress(Exception):
+            child.kill()
+    with contextlib.suppress(Exception):
+        psutil.wait_procs(children, timeout=5)
+    ex.retiring = True
+
+
 def execute_function(ex: Execution) -> None:
     task, channel = ex.task, ex.channel
+    pid = os.getpid()
     run: Run | None = None
     fn: Any = None
     building = False
@@ -80,6 +104,7 @@ def execute_function(ex: Execution) -> None:
                     else:
                         os.environ[k] = v
         run.flush()
+        _end_leftovers(ex, pid)
         send_profile(ex)
         if ex.preempted:
             channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
@@ -109,17 +134,26 @@ def execute_function(ex: Execution) -> None:
         if run is not None:
             with contextlib.suppress(Exception):
                 run.flush()
+        _end_leftovers(ex, pid)
         send_profile(ex)
         if ex.preempted:
             channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
             return
+        from sweeplab.capture import (
+            environment_facts,
+            exception_message,
+            failure_reason,
+            save_captures,
+            source_of_function,
+        )
+
         if full_disk_error(exc) is not None:   # no fault of the trial's: the driver stops the sweep
             channel.send(EventKind.FAILED, disk_full_data(
-                str(exc) or repr(exc), trial_places(task), traceback=trial_traceback(exc)[-20000:]))
+                exception_message(exc) or type(exc).__name__, trial_places(task),
+                traceback=trial_traceback(exc)[-20000:]))
             return
         tb = trial_traceback(exc)
         capture_ref = None
-        from sweeplab.capture import environment_facts, failure_reason, save_captures, source_of_function
 
         loading = run.loading_failure(exc) if run is not None else None   # the loader failed, not the body
         if run is not None and run.captures and task.capture_dir:
@@ -131,7 +165,7 @@ def execute_function(ex: Execution) -> None:
         data = {
             "environment": environment_facts(task.cwd or None, source_of_function(fn) if fn else None),
             "reason": failure_reason(exc, loading),
-            "error_type": type(exc).__name__, "message": str(exc)[:2000], "traceback": tb[-20000:],
+            "error_type": type(exc).__name__, "message": exception_message(exc)[:2000], "traceback": tb[-20000:],
             "capture": capture_ref, "retire": ex.decide_retire(),
             # a mistake in the input (a config key the trial reads that is missing, a bad override): its
             # message says it all, where a bug in the trial's code needs its traceback

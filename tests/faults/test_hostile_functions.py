@@ -1,0 +1,92 @@
+"""Hostile function trials run by a real sweep (Python API, local backend, real worker processes).
+
+A trial function may misbehave in ways a plain bug does not: an exception whose `str()` raises, a child
+process forked and left running after the function returned. Each is recorded as what it is (the trial's
+state and reason), the sweep goes on, and nothing of the trial outlives it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+import sweeplab as sl
+
+pytestmark = pytest.mark.slow
+
+TRIALS = '''
+import os, time
+
+class BadStr(Exception):
+    def __str__(self):
+        raise RuntimeError("str boom")
+
+def bad_str(config, run):
+    raise BadStr()
+
+def fork_and_leave(config, run):
+    pid = os.fork()
+    if pid == 0:
+        with open(config.pidfile, "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(60)
+        os._exit(0)
+    while not os.path.exists(config.pidfile):
+        time.sleep(0.01)
+    return {"val": float(config.i)}
+
+def fork_child_returns(config, run):
+    pid = os.fork()
+    if pid == 0:   # the child goes back up the worker's stack, as a careless fork does
+        run.log({"child": 1.0}, step=0)
+        return {"val": 99.0}
+    os.waitpid(pid, 0)
+    run.log({"parent": 1.0}, step=0)
+    return {"val": 1.0}
+'''
+
+
+def _sweep(tmp_path: Path, fn: str, n: int = 1, **params: object) -> Any:
+    module = tmp_path / "trials.py"
+    module.write_text(TRIALS)
+    spec = {"name": fn, "function": f"{module}:{fn}", "method": "grid", "metric": {"name": "val", "goal": "minimize"},
+            "parameters": {"i": {"values": list(range(n))}, **{k: {"value": v} for k, v in params.items()}},
+            "trial": {"retries": 0}}
+    return sl.run_sweep(spec, workers=1, store=tmp_path / "store")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_an_exception_whose_str_raises_fails_its_trial_with_its_type_as_the_reason(tmp_path):
+    outcome = _sweep(tmp_path, "bad_str")
+    assert outcome.exit_code == 1
+    assert outcome.counts["failed"] == 1
+    assert "BadStr" in outcome.reason, outcome.reason
+    assert "worker process exited" not in outcome.reason
+
+
+def test_a_child_a_function_trial_forked_and_left_running_ends_with_the_trial(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    outcome = _sweep(tmp_path, "fork_and_leave", pidfile=str(pidfile))
+    pid = int(pidfile.read_text())
+    try:
+        assert outcome.exit_code == 0 and outcome.counts["completed"] == 1
+        assert not _alive(pid), "the trial's forked child outlived its trial"
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)
+
+
+def test_a_forked_child_that_returns_from_the_function_does_not_speak_for_the_trial(tmp_path):
+    outcome = _sweep(tmp_path, "fork_child_returns")
+    assert outcome.exit_code == 0, outcome.reason
+    assert outcome.best_value == 1.0
