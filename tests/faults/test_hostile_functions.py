@@ -19,7 +19,7 @@ import sweeplab as sl
 pytestmark = pytest.mark.slow
 
 TRIALS = '''
-import os, time
+import os, signal, sys, threading, time
 
 class BadStr(Exception):
     def __str__(self):
@@ -38,6 +38,27 @@ def fork_and_leave(config, run):
     while not os.path.exists(config.pidfile):
         time.sleep(0.01)
     return {"val": float(config.i)}
+
+def _handler(*args):
+    pass
+
+def change_the_process(config, run):
+    if config.i == 0:   # the first trial changes what a process holds, and leaves a thread of its own running
+        os.chdir("/"); os.umask(0o077); os.environ["HOSTILE_MARK"] = "1"; sys.path.insert(0, "HOSTILE_MARK")
+        signal.signal(signal.SIGTERM, _handler); signal.signal(signal.SIGINT, signal.SIG_DFL)
+        stop = time.monotonic() + 30
+        threading.Thread(target=lambda: [time.sleep(0.05) for _ in iter(lambda: time.monotonic() > stop, True)],
+                         name="hostile-leftover").start()
+        return {"val": 0.0}
+    umask = os.umask(0o022); os.umask(umask)
+    seen = [what for what, yes in [
+        ("cwd", os.getcwd() == "/"), ("umask", umask == 0o077), ("env", "HOSTILE_MARK" in os.environ),
+        ("sys.path", "HOSTILE_MARK" in sys.path), ("SIGTERM handler", signal.getsignal(signal.SIGTERM) is _handler),
+        ("SIGINT handler", signal.getsignal(signal.SIGINT) is signal.SIG_DFL),
+        ("thread", any(t.name == "hostile-leftover" for t in threading.enumerate()))] if yes]
+    if seen:
+        raise RuntimeError("saw the previous trial's " + ", ".join(seen))
+    return {"val": 1.0}
 
 def fork_child_returns(config, run):
     pid = os.fork()
@@ -90,3 +111,9 @@ def test_a_forked_child_that_returns_from_the_function_does_not_speak_for_the_tr
     outcome = _sweep(tmp_path, "fork_child_returns")
     assert outcome.exit_code == 0, outcome.reason
     assert outcome.best_value == 1.0
+
+
+def test_the_next_trial_in_a_worker_sees_nothing_the_previous_function_changed_or_left_running(tmp_path):
+    outcome = _sweep(tmp_path, "change_the_process", n=2)
+    assert outcome.exit_code == 0, outcome.reason
+    assert outcome.counts["completed"] == 2

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import sys
+import threading
 from typing import Any
 
 from sweeplab.backends._diskfull import disk_full_data, full_disk_error, trial_places
@@ -21,6 +24,43 @@ def _load_captures(replay: Any) -> dict[str, Any]:
     from sweeplab.capture import load_captures
 
     return load_captures(replay["capture"])
+
+
+class _ProcessState:
+    """What a trial function may change in its process and the next trial in this worker must not see: the
+    environment, sys.path, the umask, the signal handlers (the worker's SIGTERM handler makes a stop a
+    preemption) and the working directory. Taken before the trial, put back after it."""
+
+    def __init__(self) -> None:
+        self.cwd = os.getcwd()
+        self.env = dict(os.environ)
+        self.path = list(sys.path)
+        self.umask = os.umask(0o022)
+        os.umask(self.umask)
+        self.handlers: dict[int, Any] = {}
+        for sig in signal.valid_signals():
+            with contextlib.suppress(ValueError, OSError):
+                self.handlers[sig] = signal.getsignal(sig)
+        self.threads = {t for t in threading.enumerate() if not t.daemon}
+
+    def restore(self) -> None:
+        with contextlib.suppress(OSError):
+            os.chdir(self.cwd)
+        if dict(os.environ) != self.env:
+            for key in set(os.environ) - set(self.env):
+                os.environ.pop(key, None)
+            os.environ.update(self.env)
+        sys.path[:] = self.path
+        os.umask(self.umask)
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in self.handlers.items():
+                if handler is not None and signal.getsignal(sig) is not handler:
+                    with contextlib.suppress(ValueError, OSError, TypeError):
+                        signal.signal(sig, handler)
+
+    def threads_left(self) -> bool:
+        """Whether the trial left a thread of its own running that would keep going in the next trial."""
+        return any(t.is_alive() and not t.daemon and t not in self.threads for t in threading.enumerate())
 
 
 def _end_leftovers(ex: Execution, pid: int) -> None:
@@ -56,9 +96,8 @@ def execute_function(ex: Execution) -> None:
     wandb: Any = None   # the trial's W&B side (wandb_compat.FunctionTrial), if it may start W&B runs
     try:
         with redirect_output(task.log_path, log_header(task) if task.log_path else b""):
-            old_env = {k: os.environ.get(k) for k in task.env}
+            before = _ProcessState()
             os.environ.update({k: str(v) for k, v in task.env.items()})
-            cwd = os.getcwd()
             try:
                 if task.cwd:
                     os.chdir(task.cwd)
@@ -97,12 +136,8 @@ def execute_function(ex: Execution) -> None:
             finally:
                 if wandb is not None:   # the W&B environment its wandb.init set, if any, goes
                     wandb.end()
-                os.chdir(cwd)
-                for k, v in old_env.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+                before.restore()
+                ex.retiring = ex.retiring or before.threads_left()
         run.flush()
         _end_leftovers(ex, pid)
         send_profile(ex)
