@@ -39,6 +39,21 @@ def fork_and_leave(config, run):
         time.sleep(0.01)
     return {"val": float(config.i)}
 
+def daemonize(config, run):
+    pid = os.fork()
+    if pid == 0:   # a daemon: a session of its own, then a second fork whose parent exits
+        os.setsid()
+        if os.fork() == 0:
+            with open(config.pidfile + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename(config.pidfile + ".tmp", config.pidfile)
+            time.sleep(60)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    while not os.path.exists(config.pidfile):
+        time.sleep(0.01)
+    return {"val": 1.0}
+
 def _handler(*args):
     pass
 
@@ -102,6 +117,18 @@ def test_a_child_a_function_trial_forked_and_left_running_ends_with_the_trial(tm
     try:
         assert outcome.exit_code == 0 and outcome.counts["completed"] == 1
         assert not _alive(pid), "the trial's forked child outlived its trial"
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)
+
+
+def test_a_daemon_a_function_trial_detached_with_setsid_and_a_double_fork_ends_with_the_trial(tmp_path):
+    pidfile = tmp_path / "daemon.pid"
+    outcome = _sweep(tmp_path, "daemonize", pidfile=str(pidfile))
+    pid = int(pidfile.read_text())
+    try:
+        assert outcome.exit_code == 0 and outcome.counts["completed"] == 1
+        assert not _alive(pid), "the trial's daemon outlived its trial"
     finally:
         if _alive(pid):
             os.kill(pid, 9)

@@ -63,6 +63,21 @@ class _ProcessState:
         return any(t.is_alive() and not t.daemon and t not in self.threads for t in threading.enumerate())
 
 
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _subreaper(on: bool) -> None:
+    """Make this process the one an orphaned descendant is given to (Linux), instead of init: a daemon the
+    trial detached (setsid and a double fork) stays a descendant that `_end_leftovers` finds. On only while a
+    function runs: a command trial's orphans are its reaper's to end (backends/_tree.py)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+
+
 def _end_leftovers(ex: Execution, pid: int) -> None:
     """What the trial left running ends with it. In a child the function forked and that came back here (it
     returned or raised instead of calling os._exit), nothing is sent: it ends at once, as its parent speaks
@@ -70,6 +85,7 @@ def _end_leftovers(ex: Execution, pid: int) -> None:
     subprocesses) is killed before the trial's end is sent, and the worker retires: it is not reused."""
     if os.getpid() != pid:
         os._exit(0)
+    _subreaper(False)
     try:
         import psutil
 
@@ -97,6 +113,7 @@ def execute_function(ex: Execution) -> None:
     try:
         with redirect_output(task.log_path, log_header(task) if task.log_path else b""):
             before = _ProcessState()
+            _subreaper(True)
             os.environ.update({k: str(v) for k, v in task.env.items()})
             try:
                 if task.cwd:
