@@ -19,7 +19,7 @@ import sweeplab as sl
 pytestmark = pytest.mark.slow
 
 TRIALS = '''
-import os, signal, sys, threading, time
+import os, resource, signal, sys, threading, time
 
 class BadStr(Exception):
     def __str__(self):
@@ -58,21 +58,26 @@ def _handler(*args):
     pass
 
 def change_the_process(config, run):
-    if config.i == 0:   # the first trial changes what a process holds, and leaves a thread of its own running
+    if config.i == 0:   # the first trial changes what a process holds
         os.chdir("/"); os.umask(0o077); os.environ["HOSTILE_MARK"] = "1"; sys.path.insert(0, "HOSTILE_MARK")
         signal.signal(signal.SIGTERM, _handler); signal.signal(signal.SIGINT, signal.SIG_DFL)
-        stop = time.monotonic() + 30
-        threading.Thread(target=lambda: [time.sleep(0.05) for _ in iter(lambda: time.monotonic() > stop, True)],
-                         name="hostile-leftover").start()
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 40, resource.getrlimit(resource.RLIMIT_AS)[1]))
+        resource.setrlimit(resource.RLIMIT_CPU, (3600, resource.getrlimit(resource.RLIMIT_CPU)[1]))
         return {"val": 0.0}
     umask = os.umask(0o022); os.umask(umask)
     seen = [what for what, yes in [
         ("cwd", os.getcwd() == "/"), ("umask", umask == 0o077), ("env", "HOSTILE_MARK" in os.environ),
         ("sys.path", "HOSTILE_MARK" in sys.path), ("SIGTERM handler", signal.getsignal(signal.SIGTERM) is _handler),
         ("SIGINT handler", signal.getsignal(signal.SIGINT) is signal.SIG_DFL),
+        ("RLIMIT_AS", resource.getrlimit(resource.RLIMIT_AS)[0] == 1 << 40),
+        ("RLIMIT_CPU", resource.getrlimit(resource.RLIMIT_CPU)[0] == 3600),
         ("thread", any(t.name == "hostile-leftover" for t in threading.enumerate()))] if yes]
     if seen:
         raise RuntimeError("saw the previous trial's " + ", ".join(seen))
+    if config.i == 1:   # the second one leaves a thread of its own running
+        stop = time.monotonic() + 30
+        threading.Thread(target=lambda: [time.sleep(0.05) for _ in iter(lambda: time.monotonic() > stop, True)],
+                         name="hostile-leftover").start()
     return {"val": 1.0}
 
 def fork_child_returns(config, run):
@@ -141,6 +146,6 @@ def test_a_forked_child_that_returns_from_the_function_does_not_speak_for_the_tr
 
 
 def test_the_next_trial_in_a_worker_sees_nothing_the_previous_function_changed_or_left_running(tmp_path):
-    outcome = _sweep(tmp_path, "change_the_process", n=2)
+    outcome = _sweep(tmp_path, "change_the_process", n=3)
     assert outcome.exit_code == 0, outcome.reason
-    assert outcome.counts["completed"] == 2
+    assert outcome.counts["completed"] == 3, outcome.reason

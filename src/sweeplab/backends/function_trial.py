@@ -26,10 +26,16 @@ def _load_captures(replay: Any) -> dict[str, Any]:
     return load_captures(replay["capture"])
 
 
+_LIMITS = ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_RSS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC",
+           "RLIMIT_STACK", "RLIMIT_CORE", "RLIMIT_MEMLOCK")
+
+
 class _ProcessState:
     """What a trial function may change in its process and the next trial in this worker must not see: the
     environment, sys.path, the umask, the signal handlers (the worker's SIGTERM handler makes a stop a
-    preemption) and the working directory. Taken before the trial, put back after it."""
+    preemption), the resource limits (an RLIMIT_AS a trial set to bound its memory) and the working directory.
+    Taken before the trial, put back after it; what cannot be put back (a hard limit lowered, a nice value
+    raised) makes the worker retire."""
 
     def __init__(self) -> None:
         self.cwd = os.getcwd()
@@ -42,8 +48,33 @@ class _ProcessState:
             with contextlib.suppress(ValueError, OSError):
                 self.handlers[sig] = signal.getsignal(sig)
         self.threads = {t for t in threading.enumerate() if not t.daemon}
+        self.limits: dict[int, tuple[int, int]] = {}
+        self.nice: int | None = None
+        with contextlib.suppress(Exception):
+            import resource
 
-    def restore(self) -> None:
+            for name in _LIMITS:
+                if hasattr(resource, name):
+                    self.limits[getattr(resource, name)] = resource.getrlimit(getattr(resource, name))
+            self.nice = os.getpriority(os.PRIO_PROCESS, 0)
+
+    def restore(self) -> bool:
+        """Put the state back; False if some of it could not be (the worker should not run another trial)."""
+        whole = True
+        with contextlib.suppress(Exception):
+            import resource
+
+            for res, limit in self.limits.items():
+                if resource.getrlimit(res) != limit:
+                    try:
+                        resource.setrlimit(res, limit)
+                    except (ValueError, OSError):
+                        whole = False
+            if self.nice is not None and os.getpriority(os.PRIO_PROCESS, 0) != self.nice:
+                try:
+                    os.setpriority(os.PRIO_PROCESS, 0, self.nice)
+                except OSError:
+                    whole = False
         with contextlib.suppress(OSError):
             os.chdir(self.cwd)
         if dict(os.environ) != self.env:
@@ -57,6 +88,7 @@ class _ProcessState:
                 if handler is not None and signal.getsignal(sig) is not handler:
                     with contextlib.suppress(ValueError, OSError, TypeError):
                         signal.signal(sig, handler)
+        return whole
 
     def threads_left(self) -> bool:
         """Whether the trial left a thread of its own running that would keep going in the next trial."""
@@ -153,8 +185,8 @@ def execute_function(ex: Execution) -> None:
             finally:
                 if wandb is not None:   # the W&B environment its wandb.init set, if any, goes
                     wandb.end()
-                before.restore()
-                ex.retiring = ex.retiring or before.threads_left()
+                whole = before.restore()
+                ex.retiring = ex.retiring or not whole or before.threads_left()
         run.flush()
         _end_leftovers(ex, pid)
         send_profile(ex)
