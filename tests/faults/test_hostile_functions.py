@@ -54,6 +54,10 @@ def daemonize(config, run):
         time.sleep(0.01)
     return {"val": 1.0}
 
+def huge_step(config, run):
+    run.log({"val": 1.0}, step=0)
+    run.log({"val": 2.0}, step=2**70)
+
 def _handler(*args):
     pass
 
@@ -149,3 +153,20 @@ def test_the_next_trial_in_a_worker_sees_nothing_the_previous_function_changed_o
     outcome = _sweep(tmp_path, "change_the_process", n=3)
     assert outcome.exit_code == 0, outcome.reason
     assert outcome.counts["completed"] == 3, outcome.reason
+
+
+def test_a_step_too_large_for_the_store_fails_its_trial_not_the_driver(tmp_path):
+    outcome = _sweep(tmp_path, "huge_step", n=2)
+    assert outcome.state.value == "failed" and outcome.counts["failed"] == 2, outcome.reason
+    assert "ValueError: run.log: step 1180591620717411303424 is out of range" in outcome.reason
+    assert "driver failed" not in outcome.reason
+
+
+def test_a_command_report_whose_step_the_store_cannot_hold_is_logged_at_the_next_step(tmp_path):
+    program = tmp_path / "prog.py"
+    program.write_text("import sys\nfor step in sys.argv[1][len('--step='):].split(','):\n"
+                       "    print('@sweeplab {\"val\": 1.0, \"step\": %s}' % step, flush=True)\n")
+    spec = {"name": "steps", "program": str(program), "method": "grid", "metric": {"name": "val", "goal": "minimize"},
+            "parameters": {"step": {"values": ["0,1180591620717411303424", "0,Infinity", "0,NaN,1e30"]}}}
+    outcome = sl.run_sweep(spec, workers=1, store=tmp_path / "store")
+    assert outcome.exit_code == 0 and outcome.counts["completed"] == 3, outcome.reason
