@@ -398,13 +398,22 @@ def objective_from(result: Any, metric: str | None) -> tuple[dict[str, float], f
     if isinstance(result, Mapping):
         for k, v in result.items():
             try:
-                metrics[str(k)] = float(v)
-            except (TypeError, ValueError):
+                metrics[str(k)] = _final_float(v)
+            except (TypeError, ValueError, ArithmeticError):
                 continue
     elif isinstance(result, (int, float)) and not isinstance(result, bool):
-        metrics[metric or "value"] = float(result)
+        metrics[metric or "value"] = _final_float(result)
     value = metrics.get(metric) if metric else None
     return metrics, value
+
+
+def _final_float(v: Any) -> float:
+    """A final metric as a float; a number too large for one (an int of 400 digits) is infinite, as a
+    Decimal('1e400') is, rather than an OverflowError from sweeplab's code failing the trial."""
+    try:
+        return float(v)
+    except OverflowError:
+        return float("inf") if v > 0 else float("-inf")
 
 
 def _is_number(v: Any) -> bool:

@@ -8,6 +8,7 @@ state and reason), the sweep goes on, and nothing of the trial outlives it.
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,9 @@ def daemonize(config, run):
 def huge_step(config, run):
     run.log({"val": 1.0}, step=0)
     run.log({"val": 2.0}, step=2**70)
+
+def huge_result(config, run):
+    return [{"val": 1.0, "big": 10**400}, {"val": 10**400}][config.i]
 
 def _handler(*args):
     pass
@@ -170,3 +174,11 @@ def test_a_command_report_whose_step_the_store_cannot_hold_is_logged_at_the_next
             "parameters": {"step": {"values": ["0,1180591620717411303424", "0,Infinity", "0,NaN,1e30"]}}}
     outcome = sl.run_sweep(spec, workers=1, store=tmp_path / "store")
     assert outcome.exit_code == 0 and outcome.counts["completed"] == 3, outcome.reason
+
+
+def test_a_returned_int_too_large_for_a_float_is_infinite_not_an_overflow_in_sweeplab(tmp_path):
+    outcome = _sweep(tmp_path, "huge_result", n=2)
+    assert outcome.counts["completed"] == 1 and outcome.best_value == 1.0, outcome.reason
+    with sqlite3.connect(tmp_path / "store" / "store.db") as db:
+        reasons = dict(db.execute("SELECT number, reason FROM trials"))
+    assert reasons[1] == "objective val is inf"
