@@ -257,4 +257,16 @@ def report_values(obj: dict[str, Any]) -> tuple[int | None, dict[str, float]]:
             out[str(k)] = float(v)
         elif isinstance(v, str) and v.strip().lower().lstrip("+-") in _NONFINITE:
             out[str(k)] = float(v.strip().lower())
-    return (int(step) if isinstance(step, (int, float)) else None), out
+    return _report_step(step), out
+
+
+def _report_step(step: Any) -> int | None:
+    """A report's step as an int the store can hold (a 64-bit integer), else None: the report then counts as
+    the next step. NaN, infinity, 1e30 or 2**70 as a step used to reach the driver, which failed storing it
+    (a NaN or infinite one crashed the worker reading the line)."""
+    if not isinstance(step, (int, float)) or isinstance(step, bool):
+        return None
+    if isinstance(step, float) and not math.isfinite(step):
+        return None
+    value = int(step)
+    return value if -(2**63) <= value < 2**63 - 1 else None

@@ -20,12 +20,24 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_CAPTURE_BYTES", "capture_manifest", "environment_facts", "failure_reason", "load_captures",
-           "save_captures", "source_changes", "source_fact", "source_of_argv", "source_of_function"]
+__all__ = ["MAX_CAPTURE_BYTES", "capture_manifest", "environment_facts", "exception_message", "failure_reason",
+           "load_captures", "save_captures", "source_changes", "source_fact", "source_of_argv", "source_of_function"]
 
 
 MAX_CAPTURE_BYTES = 64 * 2**20   # a failing batch is a few MB; a whole dataset is not an input to replay
 _MAX_DEPTH = 20
+
+
+def exception_message(exc: BaseException) -> str:
+    """`str(exc)`, or what Python's own traceback shows when that raises (a user's `__str__` that fails must
+    not turn the trial's failure into a crash of its worker, with the reason lost)."""
+    try:
+        return str(exc)
+    except Exception as err:
+        try:
+            return f"<exception str() failed: {type(err).__name__}>"
+        except Exception:
+            return "<exception str() failed>"
 
 
 def failure_reason(exc: BaseException, loading: Mapping[str, Any] | None = None) -> str:
@@ -35,7 +47,7 @@ def failure_reason(exc: BaseException, loading: Mapping[str, Any] | None = None)
     ("Caught ValueError in DataLoader worker process 0.\nOriginal Traceback ..."): the reason is the
     original error line, with where it happened. `loading` (`Run.loading_failure`) adds which batch of
     which `run.track` loop was being fetched."""
-    message = str(exc).strip()
+    message = exception_message(exc).strip()
     where: list[str] = []
     head, _, rest = message.partition("\n")
     if head.startswith("Caught ") and "Original Traceback" in rest:
@@ -74,7 +86,7 @@ def save_captures(objects: Mapping[str, Any], directory: str, *, stale: Sequence
             hint = _array_bytes(obj)   # arrays' sizes known without pickling them (nor filling their pages)
             size = hint if hint > left else len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
         except Exception as exc:
-            skipped[name] = f"{type(exc).__name__}: {exc}"
+            skipped[name] = f"{type(exc).__name__}: {exception_message(exc)}"
             continue
         if size > left:
             skipped[name] = (f"too large: {size} bytes pickled, above the {left} left of a capture's "

@@ -7,6 +7,7 @@ microsecond per point; checkpoints are throttled by a policy so that frequent ca
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -17,6 +18,26 @@ from sweeplab.types import MetricPoint
 __all__ = ["Run"]
 
 T = TypeVar("T")
+_STEP_MIN, _STEP_MAX = -(2**63), 2**63 - 1   # a step is stored as SQLite's 64-bit INTEGER
+
+
+def valid_step(step: Any, where: str) -> int:
+    """`step` as an int the store can hold: an integer (Python's, numpy's, a bool is refused) or an integral
+    float, within 64 bits. Anything else is the trial's mistake, raised here rather than sent to the driver
+    (a step of 2**70 stopped the whole sweep as the driver failed to store it)."""
+    if isinstance(step, bool):
+        raise TypeError(f"{where}: step must be an integer, got {step!r}")
+    try:
+        value = operator.index(step)
+    except TypeError:
+        if not (isinstance(step, float) and step.is_integer()):
+            raise TypeError(f"{where}: step must be an integer, got {step!r}") from None
+        value = int(step)
+    if not _STEP_MIN <= value < _STEP_MAX:
+        raise ValueError(f"{where}: step {value} is out of range (a step is a 64-bit integer)")
+    return value
+
+
 _point = tuple.__new__   # builds a MetricPoint at about half the cost of its Python-level constructor
 Sink = Callable[[str, dict[str, Any]], None]   # (event kind, data): see backends/events.py
 
@@ -111,13 +132,16 @@ class Run:
         verdict before returning: check `should_stop` right after it."""
         if step is None:
             step = self._auto_step
+        if type(step) is not int or not _STEP_MIN <= step < _STEP_MAX:
+            step = valid_step(step, "run.log")
         self._auto_step = step + 1
         now = time.time()
         try:
             points = [_point(MetricPoint, (step, key, float(value), now)) for key, value in metrics.items()]
-        except (TypeError, ValueError):
-            bad = next((k, v) for k, v in metrics.items() if not _is_number(v))
-            raise TypeError(f"run.log: metric {bad[0]!r} must be a number, got {bad[1]!r}") from None
+        except (TypeError, ValueError, OverflowError):   # OverflowError: an int too large for a float
+            bad = next(((k, v) for k, v in metrics.items() if not _is_number(v)), ("?", metrics))
+            raise TypeError(f"run.log: metric {bad[0]!r} must be a number (a float can hold), "
+                            f"got {repr(bad[1])[:100]}") from None
         with self._lock:
             buf = self._buf
             if not buf:
@@ -374,20 +398,29 @@ def objective_from(result: Any, metric: str | None) -> tuple[dict[str, float], f
     if isinstance(result, Mapping):
         for k, v in result.items():
             try:
-                metrics[str(k)] = float(v)
-            except (TypeError, ValueError):
+                metrics[str(k)] = _final_float(v)
+            except (TypeError, ValueError, ArithmeticError):
                 continue
     elif isinstance(result, (int, float)) and not isinstance(result, bool):
-        metrics[metric or "value"] = float(result)
+        metrics[metric or "value"] = _final_float(result)
     value = metrics.get(metric) if metric else None
     return metrics, value
+
+
+def _final_float(v: Any) -> float:
+    """A final metric as a float; a number too large for one (an int of 400 digits) is infinite, as a
+    Decimal('1e400') is, rather than an OverflowError from sweeplab's code failing the trial."""
+    try:
+        return float(v)
+    except OverflowError:
+        return float("inf") if v > 0 else float("-inf")
 
 
 def _is_number(v: Any) -> bool:
     try:
         float(v)
         return True
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return False
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import sys
+import threading
 from typing import Any
 
 from sweeplab.backends._diskfull import disk_full_data, full_disk_error, trial_places
@@ -23,8 +26,117 @@ def _load_captures(replay: Any) -> dict[str, Any]:
     return load_captures(replay["capture"])
 
 
+_LIMITS = ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_RSS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC",
+           "RLIMIT_STACK", "RLIMIT_CORE", "RLIMIT_MEMLOCK")
+
+
+class _ProcessState:
+    """What a trial function may change in its process and the next trial in this worker must not see: the
+    environment, sys.path, the umask, the signal handlers (the worker's SIGTERM handler makes a stop a
+    preemption), the resource limits (an RLIMIT_AS a trial set to bound its memory) and the working directory.
+    Taken before the trial, put back after it; what cannot be put back (a hard limit lowered, a nice value
+    raised) makes the worker retire."""
+
+    def __init__(self) -> None:
+        self.cwd = os.getcwd()
+        self.env = dict(os.environ)
+        self.path = list(sys.path)
+        self.umask = os.umask(0o022)
+        os.umask(self.umask)
+        self.handlers: dict[int, Any] = {}
+        for sig in signal.valid_signals():
+            with contextlib.suppress(ValueError, OSError):
+                self.handlers[sig] = signal.getsignal(sig)
+        self.threads = {t for t in threading.enumerate() if not t.daemon}
+        self.limits: dict[int, tuple[int, int]] = {}
+        self.nice: int | None = None
+        with contextlib.suppress(Exception):
+            import resource
+
+            for name in _LIMITS:
+                if hasattr(resource, name):
+                    self.limits[getattr(resource, name)] = resource.getrlimit(getattr(resource, name))
+            self.nice = os.getpriority(os.PRIO_PROCESS, 0)
+
+    def restore(self) -> bool:
+        """Put the state back; False if some of it could not be (the worker should not run another trial)."""
+        whole = True
+        with contextlib.suppress(Exception):
+            import resource
+
+            for res, limit in self.limits.items():
+                if resource.getrlimit(res) != limit:
+                    try:
+                        resource.setrlimit(res, limit)
+                    except (ValueError, OSError):
+                        whole = False
+            if self.nice is not None and os.getpriority(os.PRIO_PROCESS, 0) != self.nice:
+                try:
+                    os.setpriority(os.PRIO_PROCESS, 0, self.nice)
+                except OSError:
+                    whole = False
+        with contextlib.suppress(OSError):
+            os.chdir(self.cwd)
+        if dict(os.environ) != self.env:
+            for key in set(os.environ) - set(self.env):
+                os.environ.pop(key, None)
+            os.environ.update(self.env)
+        sys.path[:] = self.path
+        os.umask(self.umask)
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in self.handlers.items():
+                if handler is not None and signal.getsignal(sig) is not handler:
+                    with contextlib.suppress(ValueError, OSError, TypeError):
+                        signal.signal(sig, handler)
+        return whole
+
+    def threads_left(self) -> bool:
+        """Whether the trial left a thread of its own running that would keep going in the next trial."""
+        return any(t.is_alive() and not t.daemon and t not in self.threads for t in threading.enumerate())
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _subreaper(on: bool) -> None:
+    """Make this process the one an orphaned descendant is given to (Linux), instead of init: a daemon the
+    trial detached (setsid and a double fork) stays a descendant that `_end_leftovers` finds. On only while a
+    function runs: a command trial's orphans are its reaper's to end (backends/_tree.py)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+
+
+def _end_leftovers(ex: Execution, pid: int) -> None:
+    """What the trial left running ends with it. In a child the function forked and that came back here (it
+    returned or raised instead of calling os._exit), nothing is sent: it ends at once, as its parent speaks
+    for the trial. In the worker, every process the attempt started and left running (forked children,
+    subprocesses) is killed before the trial's end is sent, and the worker retires: it is not reused."""
+    if os.getpid() != pid:
+        os._exit(0)
+    _subreaper(False)
+    try:
+        import psutil
+
+        children = psutil.Process(pid).children(recursive=True)
+    except Exception:
+        return
+    if not children:
+        return
+    for child in children:
+        with contextlib.suppress(Exception):
+            child.kill()
+    with contextlib.suppress(Exception):
+        psutil.wait_procs(children, timeout=5)
+    ex.retiring = True
+
+
 def execute_function(ex: Execution) -> None:
     task, channel = ex.task, ex.channel
+    pid = os.getpid()
     run: Run | None = None
     fn: Any = None
     building = False
@@ -32,9 +144,9 @@ def execute_function(ex: Execution) -> None:
     wandb: Any = None   # the trial's W&B side (wandb_compat.FunctionTrial), if it may start W&B runs
     try:
         with redirect_output(task.log_path, log_header(task) if task.log_path else b""):
-            old_env = {k: os.environ.get(k) for k in task.env}
+            before = _ProcessState()
+            _subreaper(True)
             os.environ.update({k: str(v) for k, v in task.env.items()})
-            cwd = os.getcwd()
             try:
                 if task.cwd:
                     os.chdir(task.cwd)
@@ -73,13 +185,10 @@ def execute_function(ex: Execution) -> None:
             finally:
                 if wandb is not None:   # the W&B environment its wandb.init set, if any, goes
                     wandb.end()
-                os.chdir(cwd)
-                for k, v in old_env.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+                whole = before.restore()
+                ex.retiring = ex.retiring or not whole or before.threads_left()
         run.flush()
+        _end_leftovers(ex, pid)
         send_profile(ex)
         if ex.preempted:
             channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
@@ -109,17 +218,26 @@ def execute_function(ex: Execution) -> None:
         if run is not None:
             with contextlib.suppress(Exception):
                 run.flush()
+        _end_leftovers(ex, pid)
         send_profile(ex)
         if ex.preempted:
             channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
             return
+        from sweeplab.capture import (
+            environment_facts,
+            exception_message,
+            failure_reason,
+            save_captures,
+            source_of_function,
+        )
+
         if full_disk_error(exc) is not None:   # no fault of the trial's: the driver stops the sweep
             channel.send(EventKind.FAILED, disk_full_data(
-                str(exc) or repr(exc), trial_places(task), traceback=trial_traceback(exc)[-20000:]))
+                exception_message(exc) or type(exc).__name__, trial_places(task),
+                traceback=trial_traceback(exc)[-20000:]))
             return
         tb = trial_traceback(exc)
         capture_ref = None
-        from sweeplab.capture import environment_facts, failure_reason, save_captures, source_of_function
 
         loading = run.loading_failure(exc) if run is not None else None   # the loader failed, not the body
         if run is not None and run.captures and task.capture_dir:
@@ -131,7 +249,7 @@ def execute_function(ex: Execution) -> None:
         data = {
             "environment": environment_facts(task.cwd or None, source_of_function(fn) if fn else None),
             "reason": failure_reason(exc, loading),
-            "error_type": type(exc).__name__, "message": str(exc)[:2000], "traceback": tb[-20000:],
+            "error_type": type(exc).__name__, "message": exception_message(exc)[:2000], "traceback": tb[-20000:],
             "capture": capture_ref, "retire": ex.decide_retire(),
             # a mistake in the input (a config key the trial reads that is missing, a bad override): its
             # message says it all, where a bug in the trial's code needs its traceback
