@@ -123,25 +123,16 @@ def test_an_exception_whose_str_raises_fails_its_trial_with_its_type_as_the_reas
     assert "worker process exited" not in outcome.reason
 
 
-def test_a_child_a_function_trial_forked_and_left_running_ends_with_the_trial(tmp_path):
+@pytest.mark.parametrize("trial", ["fork_and_leave", "daemonize"], ids=["forked-child", "setsid-daemon"])
+def test_what_a_function_trial_forked_and_left_running_ends_with_the_trial(tmp_path, trial):
+    """A child the function forked and left running, or a daemon it detached (setsid and a double fork, no
+    longer its descendant but for the worker's subreaper), ends with the trial."""
     pidfile = tmp_path / "child.pid"
-    outcome = _sweep(tmp_path, "fork_and_leave", pidfile=str(pidfile))
+    outcome = _sweep(tmp_path, trial, pidfile=str(pidfile))
     pid = int(pidfile.read_text())
     try:
         assert outcome.exit_code == 0 and outcome.counts["completed"] == 1
-        assert not _alive(pid), "the trial's forked child outlived its trial"
-    finally:
-        if _alive(pid):
-            os.kill(pid, 9)
-
-
-def test_a_daemon_a_function_trial_detached_with_setsid_and_a_double_fork_ends_with_the_trial(tmp_path):
-    pidfile = tmp_path / "daemon.pid"
-    outcome = _sweep(tmp_path, "daemonize", pidfile=str(pidfile))
-    pid = int(pidfile.read_text())
-    try:
-        assert outcome.exit_code == 0 and outcome.counts["completed"] == 1
-        assert not _alive(pid), "the trial's daemon outlived its trial"
+        assert not _alive(pid), f"the trial's {trial} process outlived its trial"
     finally:
         if _alive(pid):
             os.kill(pid, 9)
