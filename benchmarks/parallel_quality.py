@@ -81,10 +81,11 @@ def tasks(with_xgboost: bool) -> list[Task]:
 
 
 # ------------------------------------------------------------------------------------------ sweeplab side
-def sweeplab_run(task: Task, method: str, seed: int, workers: int, n: int, seconds: float = 60.0) -> list[float]:
+def sweeplab_run(task: Task, method: str, seed: int, workers: int, n: int, seconds: float = 60.0,
+                 options: dict[str, Any] | None = None) -> list[float]:
     """Best-so-far after each completed trial, with `workers` trials in flight (simulated time; trials last
-    0.5-1.5 x `seconds`)."""
-    searcher = make_searcher(method, parse_parameters(task.parameters), Goal.MINIMIZE, seed)
+    0.5-1.5 x `seconds`); `options`: the searcher's (`--option`)."""
+    searcher = make_searcher(method, parse_parameters(task.parameters), Goal.MINIMIZE, seed, **(options or {}))
     durations = np.random.default_rng(10_000 + seed)
     running: list[tuple[float, int, dict[str, Any]]] = []
     now, asked, best, curve = 0.0, 0, math.inf, []
@@ -247,7 +248,8 @@ def verdict(ours: list[float], peer: list[float]) -> str:
 
 
 def run_task(task: Task, method: str, seeds: list[int], workers: list[int], peers: list[str],
-             n_max: int, seconds: float = 60.0, known: dict[str, Any] | None = None) -> dict[str, Any]:
+             n_max: int, seconds: float = 60.0, known: dict[str, Any] | None = None,
+             options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every configuration's best-so-far curves on one task (interleaved by seed), with the CPU they took.
     `known`: an earlier result of the same seeds and N (or more seeds, a larger N) whose peer curves are
     reused (`--peers-from`)."""
@@ -260,7 +262,8 @@ def run_task(task: Task, method: str, seeds: list[int], workers: list[int], peer
     c0 = time.process_time()
     for seed in seeds:   # interleaved: every configuration of one seed before the next seed
         for k in workers:
-            curves.setdefault(f"{method} k={k}", []).append(sweeplab_run(task, method, seed, k, n_max, seconds))
+            curves.setdefault(f"{method} k={k}", []).append(
+                sweeplab_run(task, method, seed, k, n_max, seconds, options))
         for peer in peers:
             if f"optuna {peer} seq" not in reused:
                 curves.setdefault(f"optuna {peer} seq", []).append(optuna_run(task, peer, seed, n_max))
@@ -287,6 +290,16 @@ def report(task: Task, result: dict[str, Any], method: str, trials: list[int], p
     return lines
 
 
+def _option(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise SystemExit(f"--option {text!r}: expected KEY=VALUE")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true",
@@ -308,7 +321,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="keep each task's curves in DIR/<task>.json and skip tasks already there "
                              "(resume an interrupted --full, or run tasks in separate processes)")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a searcher option for sweeplab's side (repeatable; VALUE read as JSON, else a "
+                             "string), e.g. --option n_startup_trials=8")
     args = parser.parse_args()
+    options = dict(_option(text) for text in args.option)
     trials = args.trials or ([40, 80] if args.full else [40])
     seeds = list(range(args.seeds or (5 if args.full else 3)))
     workers = args.workers or ([1, 2, 4, 8] if args.full else [2, 8])
@@ -336,7 +353,7 @@ def main() -> None:
         if args.tasks and not any(task.name.startswith(p) for p in args.tasks):
             continue
         key = {"method": args.method, "seeds": seeds, "workers": workers, "peers": peers, "n": n_max,
-               "trial_seconds": args.trial_seconds}
+               "trial_seconds": args.trial_seconds, **({"options": options} if options else {})}
         name = f"{task.name.split()[0]}.json"
         path = args.out / name if args.out else None
         result = json.loads(path.read_text()) if path and path.exists() else None
@@ -344,7 +361,7 @@ def main() -> None:
             known = args.peers_from / name if args.peers_from else None
             known = json.loads(known.read_text()) if known and known.exists() else None
             result = {"key": key, **run_task(task, args.method, seeds, workers, peers, n_max, args.trial_seconds,
-                                             known)}
+                                             known, options)}
             if path:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(result))
