@@ -111,9 +111,10 @@ def test_dry_run_without_a_smoke_says_so(tmp_path: Path) -> None:
 @pytest.mark.parametrize("et,trials,expected", [
     ({"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3}, 0, 1 + 2 / 3 + 6 / 9),     # n -> infinity
     ({"type": "asha", "min_iter": 20, "max_iter": 200, "eta": 3}, 0, 20 + 40 / 3 + 120 / 9 + 20 / 27),
-    ({"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3}, 2, 9),          # 2 < eta: nobody is judged
-    # 3 trials: at rung 1 the 3rd continues if best of 3 (1/3): 7/3 go on; at rung 3, 2 of them (both pass)
-    ({"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3}, 3, 1 + (7 / 9) * 2 + (7 / 9) * 6),
+    # 2 trials: the 2nd continues if no worse than the 1st (1/2): 3/4 go on at rung 1, 3/4 of those at rung 3
+    ({"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3}, 2, 1 + (3 / 4) * 2 + (3 / 4) ** 2 * 6),
+    # 3 trials: at rung 1 the m-th continues if best of m (1, 1/2, 1/3): 11/18 go on; 2 reach rung 3 (3/4)
+    ({"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3}, 3, 1 + (11 / 18) * 2 + (11 / 24) * 6),
     ({"type": "hyperband", "min_iter": 1, "max_iter": 27, "eta": 3}, 10, 27),
     ({"type": "median", "max_iter": 50}, 10, 50),
 ])

@@ -196,8 +196,8 @@ def expected_steps(early_terminate: dict[str, Any] | None, trials: int = 0) -> t
     `trials` trials, or None when the spec says nothing about a trial's length (no `max_iter`).
 
     ASHA: of the n trials that reach a rung, the m-th to arrive continues when it is in the top
-    floor(m/eta) of the m values recorded there (the first eta-1 always do), which for values in random
-    order happens with probability floor(m/eta)/m; so about n/eta continue, a few more when n is small.
+    max(1, floor(m/eta)) of the m values recorded there, which for values in random order happens with
+    probability max(1, floor(m/eta))/m; so about n/eta continue, a few more when n is small.
     Hyperband's brackets and the median rule are counted at full length.
     """
     et = early_terminate or {}
@@ -219,8 +219,7 @@ def expected_steps(early_terminate: dict[str, Any] | None, trials: int = 0) -> t
         prev = r
         arrivals = round(share * n)
         if arrivals > 0:
-            share *= sum(1.0 if m < eta else math.floor(m / eta + 1e-9) / m
-                         for m in range(1, arrivals + 1)) / arrivals
+            share *= sum(max(1, math.floor(m / eta + 1e-9)) / m for m in range(1, arrivals + 1)) / arrivals
         else:
             share /= eta
     return total, full, f"ASHA keeping ~1/{eta:g} at rungs {', '.join(f'{r:g}' for r in rungs)}"

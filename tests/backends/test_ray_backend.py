@@ -934,7 +934,7 @@ def test_asha_verdicts_reach_trials_waiting_at_their_rung_on_ray(cluster, tmp_pa
     spec = parse_spec({"function": f"{curves}:curve", "method": "grid",
                        "metric": {"name": "val_loss", "goal": "minimize"},
                        "early_terminate": {"type": "asha", "min_iter": 1, "max_iter": 300, "eta": 3},
-                       "parameters": {"kind": {"values": ["good", "good-b", "hopeless-a", "hopeless-b"]},
+                       "parameters": {"kind": {"values": ["good-b", "good", "hopeless-a", "hopeless-b"]},
                                       "steps": {"value": 300}, "delay": {"value": 0.0}},
                        "budget": {"time": "90s"}}, file="<test>")
     store = Store.open(tmp_path / "store")

@@ -76,7 +76,7 @@ def test_a_mixed_sweep_tells_every_trial_once_in_the_order_they_ended(sim):
 
 
 ASHA = {"early_terminate": {"type": "asha", "min_iter": 1, "max_iter": 9, "eta": 3},
-        "method": "grid", "parameters": {"x": {"values": [0.1, 0.2, 0.9]}}, "budget": {}}
+        "method": "grid", "parameters": {"x": {"values": [0.2, 0.1, 0.9]}}, "budget": {}}
 
 
 def curve(task):
@@ -85,8 +85,8 @@ def curve(task):
 
 
 def test_asha_holds_each_trial_at_its_rungs_and_prunes_the_worst_there(sim):
-    """One slot: trials 0 and 1 pass both rungs (steps 1 and 3) as rungs under eta values let all through;
-    trial 2 (x=0.9) is the worst of three at step 1 and stops there without training further."""
+    """One slot: trials 0 and 1 pass both rungs (steps 1 and 3), each the best at a rung so far (x=0.2, then
+    0.1); trial 2 (x=0.9) is the worst of three at step 1 and stops there without training further."""
     out = sim.run(curve, **ASHA)
     assert out.reason == "search space exhausted (grid finished)"
     assert sim.states() == ["completed", "completed", "pruned"]

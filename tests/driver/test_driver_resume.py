@@ -162,7 +162,7 @@ def _rungs(scheduler):
 def test_resume_replays_the_stored_reports_to_the_scheduler_in_their_original_order(sim, how):
     driver, backend = sim.make(curve, slots=2, **ASHA)
     driver.create(spec_path=None)
-    backend.at(14.0, ctrl_c if how == "ctrl-c" else crash)
+    backend.at(8.0, ctrl_c if how == "ctrl-c" else crash)
     if how == "ctrl-c":
         assert driver.run().exit_code == 130
     else:

@@ -38,7 +38,7 @@ def by_kind(status: dict) -> dict[str, dict]:
 
 
 def test_diverging_trials_are_stopped_by_rules_and_hopeless_ones_pruned_by_asha(cli):
-    kinds = ["good", "good-b", "hopeless-a", "nan", "explode", "hopeless-b", "inf", "hopeless-c"]
+    kinds = ["good-b", "good", "hopeless-a", "nan", "explode", "hopeless-b", "inf", "hopeless-c"]
     f = cli.spec("s", spec(kinds, extra=ASHA_AND_MONITORS))
     cp = cli("sweep", str(f), "--name", "es", "--workers", "1", "-q", check=True)
     st = cli.status("es")
@@ -70,7 +70,7 @@ def test_diverging_trials_are_stopped_by_rules_and_hopeless_ones_pruned_by_asha(
 
 def test_a_stopped_trial_stops_early_and_its_decision_is_an_event(cli):
     """A pruned trial does not train to max_iter: it sees run.should_stop and returns."""
-    kinds = ["good", "good-b", "hopeless-a"]
+    kinds = ["good-b", "good", "hopeless-a"]
     f = cli.spec("s", spec(kinds, extra=ASHA_AND_MONITORS, steps=40, delay=0.04))
     cli("sweep", str(f), "--name", "ev", "--workers", "1", "-q", check=True)
     import sqlite3
@@ -87,7 +87,7 @@ def test_a_stopped_trial_stops_early_and_its_decision_is_an_event(cli):
 def test_a_pruned_trial_trains_nothing_past_its_rung(cli):
     """At a rung the trial waits for the verdict: with no pause between steps, a hopeless trial would
     otherwise run far past step 1 before the stop reached it."""
-    kinds = ["good", "good-b", "hopeless-a", "hopeless-b"]
+    kinds = ["good-b", "good", "hopeless-a", "hopeless-b"]
     f = cli.spec("s", spec(kinds, steps=300, delay=0.0,
                            extra="early_terminate: {type: asha, min_iter: 1, max_iter: 300, eta: 3}\n"))
     cli("sweep", str(f), "--name", "sync", "--workers", "1", "-q", check=True)

@@ -151,7 +151,7 @@ def test_asha_judges_rungs_on_the_named_objective_and_says_so(cli):
     extra = "early_terminate: {type: asha, metric: latency_ms, min_iter: 1, max_iter: 9, eta: 3}\n"
     body = (f"function: {FIXTURE}:trial\nmethod: grid\n"
             "metric: [{name: acc, goal: maximize}, {name: latency_ms, goal: minimize}]\n"
-            "trial: {retries: 0}\nparameters:\n  x: {values: [0.1, 0.2, 0.9, 0.95, 1.0]}\n  y: {value: 0.0}\n"
+            "trial: {retries: 0}\nparameters:\n  x: {values: [0.2, 0.1, 0.9, 0.95, 1.0]}\n  y: {value: 0.0}\n"
             f"  steps: {{value: 9}}\n  delay: {{value: 0.01}}\n{extra}")
     cli("sweep", str(cli.spec("a", body)), "--name", "a", "--workers", "1", "-q", check=True)
     st = cli.status("a")
@@ -170,7 +170,7 @@ def test_asha_on_a_metric_that_is_not_an_objective_judges_by_its_own_goal_or_war
     now says its direction, and without it the spec warns that the sweep's goal is used."""
     def body(goal: str) -> str:
         return (f"function: {FIXTURE}:trial\nmethod: grid\nmetric: {{name: acc, goal: maximize}}\n"
-                "trial: {retries: 0}\nparameters:\n  x: {values: [0.1, 0.2, 0.9, 0.95, 1.0]}\n  y: {value: 0.0}\n"
+                "trial: {retries: 0}\nparameters:\n  x: {values: [0.2, 0.1, 0.9, 0.95, 1.0]}\n  y: {value: 0.0}\n"
                 "  steps: {value: 9}\n  delay: {value: 0.01}\n"
                 f"early_terminate: {{type: asha, metric: latency_ms, min_iter: 1, max_iter: 9, eta: 3{goal}}}\n")
     cli("sweep", str(cli.spec("own", body(", goal: minimize"))), "--name", "own", "--workers", "1", "-q", check=True)

@@ -39,15 +39,16 @@ def test_rung_steps(options: dict, bracket: int, rungs: list[int]) -> None:
         (Goal.MINIMIZE, [0.5, 0.5, 0.5], [C, C, C]),           # ties continue
         (Goal.MINIMIZE, [9.0, 8.0, 7.0, 6.0, 5.0, 5.5], [C, C, C, C, C, C]),  # n=6 keeps 2: cutoff 5.5
         (Goal.MINIMIZE, [9.0, 8.0, 7.0, 6.0, 5.0, 5.6, 5.8], [C, C, C, C, C, C, S]),  # n=7: cutoff 5.6
-        (Goal.MAXIMIZE, [0.5, 0.4, 0.3], [C, C, S]),
-        (Goal.MAXIMIZE, [0.5, 0.4, 0.6], [C, C, C]),
-        (Goal.MINIMIZE, [100.0, 1e6], [C, C]),                  # fewer than eta values: asynchronous, no wait
-        (Goal.MINIMIZE, [1.0, 2.0, math.nan], [C, C, S]),       # NaN is the worst
+        (Goal.MAXIMIZE, [0.5, 0.4, 0.3], [C, S, S]),
+        (Goal.MAXIMIZE, [0.5, 0.4, 0.6], [C, S, C]),
+        (Goal.MINIMIZE, [100.0, 1e6], [C, S]),                  # fewer than eta values: the best so far only
+        (Goal.MINIMIZE, [100.0, 1.0, 50.0], [C, C, S]),
+        (Goal.MINIMIZE, [2.0, 1.0, math.nan], [C, C, S]),       # NaN is the worst
         (Goal.MAXIMIZE, [1.0, 2.0, math.inf], [C, C, S]),       # so is inf, even when maximizing
         (Goal.MINIMIZE, [math.nan, math.nan, math.nan], [C, C, C]),  # all equally bad: a tie
     ],
     ids=["min-worse", "min-better", "ties", "n6-keeps-2", "n6-n7", "max-worse", "max-better",
-         "async", "nan", "inf-max", "all-nan"],
+         "few-worse", "few-better", "nan", "inf-max", "all-nan"],
 )
 def test_first_rung_decisions(goal: Goal, values: list[float], decisions: list[Decision]) -> None:
     sched = AshaScheduler(min_iter=1, max_iter=27, eta=3, goal=goal)
@@ -137,8 +138,7 @@ def test_a_resumed_trial_repeating_steps_is_not_counted_twice() -> None:
     sched.on_trial_end(0, TrialState.PREEMPTED)                  # not terminal: it will come back
     sched.on_report(0, 0, 1.0)
     sched.on_report(0, 1, 1.0)
-    v = sched.on_report(1, 1, 5.0)
-    assert not v.stops                                           # two values at rung 1, not three
+    assert sched.on_report(1, 1, 5.0).data["n"] == 2             # two values at rung 1, not three
     assert sched.on_report(2, 1, 9.0).data["n"] == 3
 
 

@@ -7,10 +7,10 @@ or infinite; some trials end (complete or fail) before a rung. After every repor
 must say what sweeplab's verdict says. Settings: min_iter (Optuna's min_resource), eta (reduction_factor),
 the bracket (min_early_stopping_rate), max_iter, both directions.
 
-Optuna is adjusted where docs/early-stopping.md promises otherwise (the deliberate differences listed
+Optuna's own rule decides a rung holding fewer than `eta` values (only the best of them goes on). Optuna is
+adjusted where docs/early-stopping.md promises otherwise (the deliberate differences listed
 there under "Parity with Optuna and Ray Tune"):
 
-- a rung holding fewer than `eta` values lets every trial through (Optuna promotes only the best of them);
 - a NaN or infinite value is the worst value, recorded at the rung (Optuna prunes a NaN without recording
   it, and ranks +inf first when maximizing): such values reach Optuna as a finite value worse than any other;
 - `max_iter`: reports past it reach Optuna at step max_iter - 1 (sweeplab has no rung at or past max_iter).
@@ -29,21 +29,12 @@ from sweeplab.schedulers import AshaScheduler
 from sweeplab.types import Goal, TrialState
 
 optuna = pytest.importorskip("optuna")
-_sh = pytest.importorskip("optuna.pruners._successive_halving")
 
 WORST = 1e300
 
 
 @pytest.fixture(autouse=True)
-def _optuna_with_sweeplab_promises(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = _sh._is_trial_promotable_to_next_rung
-
-    def promotable(value: float, competing: list[float], reduction_factor: int, direction: Any) -> bool:
-        if len(competing) < reduction_factor:
-            return True          # sweeplab: fewer than eta values at a rung, every trial goes on
-        return original(value, competing, reduction_factor, direction)
-
-    monkeypatch.setattr(_sh, "_is_trial_promotable_to_next_rung", promotable)
+def _quiet_optuna() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 
