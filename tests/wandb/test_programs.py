@@ -288,12 +288,13 @@ def test_a_trials_run_has_a_sweep_id_and_a_name_as_under_wandbs_agent(tmp_path: 
 def test_disabled_runs_of_other_ranks_do_not_report_to_the_trial(tmp_path: Path) -> None:
     # DDP scripts give ranks other than 0 a disabled run (`mode="disabled" if rank > 0`, or WANDB_MODE=disabled
     # set by the script); under W&B's agent only rank 0's run reaches the sweep. The other rank's summary (its
-    # last, larger, val_loss) used to replace rank 0's define_metric(summary="min") as the trial's value
+    # last, larger, val_loss) used to replace rank 0's define_metric(summary="min") as the trial's value; and a
+    # rank whose run was not disabled at all ("none") wrote its rows and summary into the trial as well
     proc, store = _sweep("disabled_ranks", tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     trials = _trials(store)
-    assert [t["state"] for t in trials] == ["completed"] * 2
-    assert {json.loads(t["params"])["disable"] for t in trials} == {"mode", "env"}   # mode=, and WANDB_MODE
+    assert [t["state"] for t in trials] == ["completed"] * 3
+    assert {json.loads(t["params"])["disable"] for t in trials} == {"mode", "env", "none"}   # mode=, WANDB_MODE
     for t in trials:
         lr = json.loads(t["params"])["lr"]
         assert t["value"] == pytest.approx(lr), json.loads(t["params"])   # rank 0's best epoch

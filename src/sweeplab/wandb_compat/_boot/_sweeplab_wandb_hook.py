@@ -110,7 +110,7 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
 
 def _write_line(obj: dict[str, Any]) -> None:
     path = os.environ.get("SWEEPLAB_REPORT_FILE")
-    if not path:
+    if not path or not _rank_zero():   # another rank's enabled run: only rank 0's reports count
         return
     line = (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -118,6 +118,15 @@ def _write_line(obj: dict[str, Any]) -> None:
         os.write(fd, line)
     finally:
         os.close(fd)
+
+
+def _rank_zero() -> bool:
+    """sweeplab.reporting's rule (this module cannot import sweeplab): `RANK` where it is set, else
+    `LOCAL_RANK` and `NODE_RANK` (Lightning's own launcher); no rank at all is rank 0."""
+    rank = (os.environ.get("RANK") or "").strip()
+    if rank:
+        return rank == "0"
+    return all((os.environ.get(k) or "0").strip() == "0" for k in ("LOCAL_RANK", "NODE_RANK"))
 
 
 def _emit(metrics: dict[str, float], step: int) -> None:

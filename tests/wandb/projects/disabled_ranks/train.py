@@ -2,7 +2,8 @@
 with a disabled run so that their wandb.log calls do nothing (`mode="disabled" if rank > 0 else "online"`, or
 `os.environ["WANDB_MODE"] = "disabled"` on non-zero ranks, as `maybe_disable_wandb_for_non_zero_ranks` does).
 Rank 0 keeps the best validation loss as the run's summary (define_metric summary="min"); the other rank logs
-its own, larger, losses and ends last. Under W&B's agent only rank 0's run reaches the sweep."""
+its own, larger, losses and ends last. Under W&B's agent only rank 0's run reaches the sweep. `--disable none`:
+the other rank's run is enabled too (scripts that call wandb.init on every rank); sweeplab keeps rank 0's."""
 import os
 import subprocess
 import sys
@@ -10,12 +11,14 @@ import sys
 import wandb
 
 rank = int(os.environ.get("RANK", "0"))
-how = sys.argv[sys.argv.index("--disable") + 1] if "--disable" in sys.argv else "mode"
+how = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--disable=")), "mode")   # W&B's ${args}
 if rank > 0 and how == "env":
     os.environ["WANDB_MODE"] = "disabled"
 if rank == 0:
     other = subprocess.Popen([sys.executable, *sys.argv], env={**os.environ, "RANK": "1"})
-run = wandb.init(project="ddp", mode="disabled" if rank > 0 and how == "mode" else "online")
+# "mode": disabled by `mode=`; "env": by WANDB_MODE alone (no mode= given); "none": every rank's run enabled
+mode = "disabled" if rank > 0 and how == "mode" else None if how == "env" else "online"
+run = wandb.init(project="ddp", mode=mode)
 wandb.define_metric("val_loss", summary="min")
 scale = 1 if rank == 0 else 10
 for epoch in range(3):
