@@ -99,6 +99,17 @@ def test_a_pruned_trial_trains_nothing_past_its_rung(cli):
     assert rows == [("completed", 300), ("completed", 300), ("pruned", 1), ("pruned", 1)], rows
 
 
+def test_smoke_trials_are_not_pruned(cli):
+    """--smoke stops each trial after two reports: rung values of so little training are no ground to prune
+    on, and a smoke trial that returns normally counts as completed (docs/debugging.md). The second trial,
+    worse than the first at rung 1, was pruned there once ASHA judged rungs of fewer than eta values."""
+    asha = "early_terminate: {type: asha, min_iter: 1, max_iter: 9, eta: 3}\n"
+    f = cli.spec("s", spec(["good", "hopeless-a"], extra=asha))
+    cp = cli("sweep", str(f), "--name", "sm", "--smoke", "--workers", "1", "-q")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert [t["state"] for t in cli.status("sm")["trials"]] == ["completed", "completed"]
+
+
 def test_metric_target_ends_the_sweep_when_a_trial_reaches_it(cli):
     kinds = ["hopeless-a", "good", "hopeless-b", "hopeless-c", "good-b"]
     f = cli.spec("s", spec(kinds, steps=3, extra="metric: {name: val_loss, goal: minimize, target: 0.5}\n"))

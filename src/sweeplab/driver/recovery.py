@@ -52,7 +52,9 @@ class Recovery(DriverState):
                 raise SpecError("early_terminate needs metric.name: the value schedulers compare", file=file,
                                 key="early_terminate")
             self.scheduler = make_scheduler(self.spec.early_terminate, goal=self.spec.scheduler_goal, file=file,
-                                            metric=self.metric)
+                                            metric=self.metric)   # built in smoke mode too: its keys are checked
+            if self.smoke:   # two reports are no ground to prune on: smoke trials run to their stop (monitors act)
+                self.scheduler = None
         self.monitors = []
         if self.spec.monitors:   # imported only then: a sweep without monitors does not pay for the module
             from sweeplab.monitors import parse_monitors
