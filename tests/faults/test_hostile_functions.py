@@ -96,6 +96,12 @@ def fork_child_returns(config, run):
     os.waitpid(pid, 0)
     run.log({"parent": 1.0}, step=0)
     return {"val": 1.0}
+
+
+def close_fds(config, run):
+    run.log({"val": 2.0}, step=0)
+    os.closerange(3, 4096)   # as daemonizing code does: the worker's pipe to the driver with it
+    return {"val": 1.0}
 '''
 
 
@@ -121,6 +127,17 @@ def test_an_exception_whose_str_raises_fails_its_trial_with_its_type_as_the_reas
     assert outcome.counts["failed"] == 1
     assert "BadStr" in outcome.reason, outcome.reason
     assert "worker process exited" not in outcome.reason
+
+
+def test_a_function_that_closes_its_workers_pipe_fails_saying_so(tmp_path):
+    """os.closerange(3, ...) in the function closed the worker's event pipe: the trial failed as
+    "worker process exited with code 1" and its log held nothing about why."""
+    outcome = _sweep(tmp_path, "close_fds")
+    assert outcome.counts["failed"] == 1
+    assert "trial 0: the trial closed its worker's pipe to the driver" in outcome.reason, outcome.reason
+    assert "command trial" in outcome.reason
+    (log,) = (tmp_path / "store" / "logs" / "close_fds").glob("0-1.log")
+    assert "file descriptor" in log.read_text()
 
 
 @pytest.mark.parametrize("trial", ["fork_and_leave", "daemonize"], ids=["forked-child", "setsid-daemon"])

@@ -140,6 +140,14 @@ def describe_exit(code: int | None) -> tuple[str, int | None, int | None]:
     return how, (None if sig else code), sig
 
 
+#: a worker's exit code when the trial it ran closed the worker's event pipe (worker.py)
+CHANNEL_CLOSED = 97
+CHANNEL_CLOSED_REASON = (
+    "the trial closed its worker's pipe to the driver (a file descriptor it did not open: os.closerange, a "
+    "daemonizing library): a function trial runs inside the worker process, so it must leave open the "
+    "descriptors it did not open; run such code as a command trial (`command:` in the spec)")
+
+
 def died_of_sigterm(exit_code: int | None, sig: int | None) -> bool:
     """A process of a trial (a worker, a rank) that ended by SIGTERM: killed by it before its handler was
     installed (while it started), or exit 143 (the handler of a worker or rank that held no running attempt, or

@@ -29,7 +29,16 @@ from typing import Any
 from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
 from sweeplab.backends._start_signals import SignalHold
 from sweeplab.backends.base import Backend, TrialTask
-from sweeplab.backends.events import Event, EventKind, crash_stack, describe_exit, died_of_sigterm, read_events
+from sweeplab.backends.events import (
+    CHANNEL_CLOSED,
+    CHANNEL_CLOSED_REASON,
+    Event,
+    EventKind,
+    crash_stack,
+    describe_exit,
+    died_of_sigterm,
+    read_events,
+)
 from sweeplab.backends.forkserver import ForkedProcess, ForkServer
 from sweeplab.errors import BackendError, UserError
 
@@ -465,6 +474,10 @@ class LocalBackend(Backend):
             return [Event(EventKind.FAILED, task.trial_id, task.attempt, now, disk_full_data(
                 f"worker process {how} (a file-size limit, RLIMIT_FSIZE)", trial_places(task),
                 exit_code=exit_code, signal=sig))]
+        if not worker.kill_reason and exit_code == CHANNEL_CLOSED:
+            return [Event(EventKind.FAILED, task.trial_id, task.attempt, now, {
+                "reason": CHANNEL_CLOSED_REASON, "error_type": "EventPipeClosed", "exit_code": exit_code,
+                "signal": None, "message": CHANNEL_CLOSED_REASON})]
         reason = worker.kill_reason or f"worker process {how}"
         if worker.kill_reason:
             reason = f"{worker.kill_reason} ({how})"

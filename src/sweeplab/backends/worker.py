@@ -22,6 +22,7 @@ import faulthandler
 import json
 import os
 import signal
+import stat
 import threading
 from typing import Any
 
@@ -29,7 +30,7 @@ from sweeplab._exit import exit_now
 from sweeplab.backends.attempt import execute
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.channel import Channel, EventWriter
-from sweeplab.backends.events import EventKind
+from sweeplab.backends.events import CHANNEL_CLOSED, CHANNEL_CLOSED_REASON, EventKind
 from sweeplab.backends.execution import Execution, RssWatch, control_stream, import_libraries
 from sweeplab.profiling import rss
 
@@ -57,6 +58,16 @@ def _open(fd: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def _pipe(fd: int, ino: int) -> bool:
+    """Whether `fd` is still the pipe `ino` (one a backend gave this worker, unless a trial closed it; its
+    number may then name another file the process opened since)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    return stat.S_ISFIFO(st.st_mode) and st.st_ino == ino
 
 
 # ---------------------------------------------------------------------------------------- process main
@@ -102,7 +113,32 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_sigterm)
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the driver's to handle
 
+    pipes = {f: os.fstat(f).st_ino for f in (fd, commands.fileno())}   # to tell a pipe a trial closed
+
+    def closed_by_trial() -> None:
+        """End the worker with CHANNEL_CLOSED when the trial closed (or replaced) one of its pipes: no event
+        can say so, the exit code does (local.py)."""
+        if all(_pipe(f, ino) for f, ino in pipes.items()):
+            return
+        with contextlib.suppress(Exception):
+            os.write(2, f"sweeplab: {CHANNEL_CLOSED_REASON}\n".encode())
+        os._exit(CHANNEL_CLOSED)
+
     def reader() -> None:
+        with contextlib.suppress(OSError):   # OSError: the control pipe's descriptor was closed under it
+            if commands_until_exit():
+                return
+        closed_by_trial()
+        # stdin closed without "exit": the driver died. An orphan must not go on writing checkpoints
+        # beside the attempt a resumed driver will start, so it ends now, with its command children.
+        ex = current[0]
+        if ex is not None and ex.child is not None:
+            with contextlib.suppress(Exception):
+                os.killpg(ex.child.pid, signal.SIGKILL)
+        os._exit(1)
+
+    def commands_until_exit() -> bool:
+        """Act on the driver's commands; True at "exit", False when the stream ends without it."""
         for line in commands:
             try:
                 msg = json.loads(line)
@@ -133,18 +169,11 @@ def main() -> int:
                                 Channel(out, t).send(EventKind.FINISHED, {"metrics": {}, "stopped": True})
                                 break
             elif op == "exit":
-                break
-        else:
-            # stdin closed without "exit": the driver died. An orphan must not go on writing checkpoints
-            # beside the attempt a resumed driver will start, so it ends now, with its command children.
-            ex = current[0]
-            if ex is not None and ex.child is not None:
-                with contextlib.suppress(Exception):
-                    os.killpg(ex.child.pid, signal.SIGKILL)
-            os._exit(1)
-        with have_task:
-            tasks.append(None)
-            have_task.notify()
+                with have_task:
+                    tasks.append(None)
+                    have_task.notify()
+                return True
+        return False
 
     threading.Thread(target=reader, daemon=True, name="sweeplab-control").start()
     _preload()
@@ -161,7 +190,11 @@ def main() -> int:
             continue
         if task is None:
             return 0
-        ex = execute(task, Channel(out, task), current, watch)
+        try:
+            ex = execute(task, Channel(out, task), current, watch)
+        except OSError:
+            closed_by_trial()
+            raise
         if ex.preempted or sigterm["got"] or ex.retiring:
             return 0   # the backend saw "retire" in the last event and starts a fresh worker
 
