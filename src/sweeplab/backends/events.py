@@ -145,7 +145,7 @@ CHANNEL_CLOSED = 97
 CHANNEL_CLOSED_REASON = (
     "the trial closed its worker's pipe to the driver (a file descriptor it did not open: os.closerange, a "
     "daemonizing library): a function trial runs inside the worker process, so it must leave open the "
-    "descriptors it did not open; run such code as a command trial (`command:` in the spec)")
+    "descriptors it did not open; run such code as a command trial (`program:` or `command:` in the spec)")
 
 
 def died_of_sigterm(exit_code: int | None, sig: int | None) -> bool:
