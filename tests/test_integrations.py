@@ -77,6 +77,25 @@ def _points(events: list) -> list[tuple[int, str]]:
     return [(p[0], p[1]) for kind, data in events if kind == "metrics" for p in data["points"]]
 
 
+def _tiny_lightning_module(L, torch):
+    """A one-layer LightningModule (its loss: the output squared) that the Lightning tests extend."""
+    class Tiny(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def loss(self, batch):
+            return self.layer(batch[0]).pow(2).mean()
+
+        def training_step(self, batch, batch_idx):
+            return self.loss(batch)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    return Tiny
+
+
 def test_lightning_without_a_validation_loop_reports_each_training_epoch_and_not_validate(tmp_path):
     L = pytest.importorskip("lightning.pytorch")
     torch = pytest.importorskip("torch")
@@ -84,21 +103,14 @@ def test_lightning_without_a_validation_loop_reports_each_training_epoch_and_not
 
     from sweeplab.integrations.lightning import SweeplabCallback
 
-    class Module(L.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(2, 1)
-
+    class Module(_tiny_lightning_module(L, torch)):
         def training_step(self, batch, batch_idx):
-            loss = self.layer(batch[0]).pow(2).mean()
+            loss = self.loss(batch)
             self.log("train_loss", loss, on_step=False, on_epoch=True)
             return loss
 
         def validation_step(self, batch, batch_idx):
-            self.log("val_loss", self.layer(batch[0]).pow(2).mean())
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.1)
+            self.log("val_loss", self.loss(batch))
 
     events: list = []
     run = _run(tmp_path, None, events)
@@ -174,22 +186,15 @@ def test_lightning_reports_a_training_epoch_metric_at_its_own_epoch(tmp_path):
 
     losses: dict[int, list[float]] = {}
 
-    class Module(L.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(2, 1)
-
+    class Module(_tiny_lightning_module(L, torch)):
         def training_step(self, batch, batch_idx):
-            loss = self.layer(batch[0]).pow(2).mean()
+            loss = self.loss(batch)
             losses.setdefault(self.current_epoch, []).append(float(loss))
             self.log("train_loss", loss, on_step=False, on_epoch=True)
             return loss
 
         def validation_step(self, batch, batch_idx):
-            self.log("val_loss", self.layer(batch[0]).pow(2).mean(), on_step=True, on_epoch=True)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.1)
+            self.log("val_loss", self.loss(batch), on_step=True, on_epoch=True)
 
     events: list = []
     run = _run(tmp_path, None, events)
@@ -231,16 +236,7 @@ def test_lightning_ckpt_path_last_never_resumes_a_trial_from_another_trials_chec
 
     from sweeplab.integrations.lightning import SweeplabCallback
 
-    class Module(L.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(2, 1)
-
-        def training_step(self, batch, batch_idx):
-            return self.layer(batch[0]).pow(2).mean()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.1)
+    Module = _tiny_lightning_module(L, torch)
 
     def fit(trial: int, attempt: int, epochs: int, sweep: str = "s"):
         run = Run(config={}, sink=lambda kind, data: None, checkpoint_dir=str(tmp_path / f"run{trial}"),
@@ -273,14 +269,10 @@ def test_lightning_resumes_a_module_that_saved_the_trials_config_as_hyperparamet
     from sweeplab.config import Config
     from sweeplab.integrations.lightning import SweeplabCallback
 
-    class Module(L.LightningModule):
+    class Module(_tiny_lightning_module(L, torch)):
         def __init__(self, config) -> None:
             super().__init__()
             self.save_hyperparameters()
-            self.layer = torch.nn.Linear(2, 1)
-
-        def training_step(self, batch, batch_idx):
-            return self.layer(batch[0]).pow(2).mean()
 
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=self.hparams.config.lr)
