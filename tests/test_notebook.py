@@ -212,19 +212,57 @@ def test_a_cell_function_checkpoints_an_instance_of_a_cells_class_and_resumes_fr
     assert _text(nb.cells[0]).strip() == "completed 2 2.0 3.0 1.0", nb.cells[0].outputs
 
 
-def test_a_background_sweep_shows_its_progress_and_notes_under_the_cell_that_started_it(tmp_path, monkeypatch):
-    """`sl.sweep(..., background=True)` returns at once and the cell ends; its thread's progress line and
-    notes went to whichever cell ran when they were written (the kernel's fallback for a thread with no
-    cell of its own), here a cell that only sleeps and prints, never under the cell that started it."""
-    nb = _execute([
-        "import time\nimport sweeplab as sl\n"
-        "def slow(config, run):\n    time.sleep(0.3)\n    return {'loss': config['x']}\n"
-        "bg = sl.sweep({'method': 'grid', 'metric': {'name': 'loss', 'goal': 'minimize'},\n"
-        "               'parameters': {'x': {'values': [1.0, 2.0]}}}, fn=slow, store='st', workers=1,\n"
-        "              name='bg', background=True, progress=True)",
+def _kernel_outputs(cells, tmp_path, monkeypatch):
+    """Run `cells` one after the other in a real Jupyter kernel in `tmp_path`: for each cell, every output
+    message the kernel sent for it (msg_type, content), late ones included, until the last cell is idle.
+    nbclient keeps only the running cell's outputs, so it cannot show where a background thread's went."""
+    from jupyter_client.manager import start_new_kernel
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([SRC, *sys.path[1:]]))
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    try:
+        ids = [kc.execute(code) for code in cells]
+        outputs: dict[str, list] = {i: [] for i in ids}
+        while True:
+            msg = kc.get_iopub_msg(timeout=120)
+            parent = msg["parent_header"].get("msg_id")
+            if msg["msg_type"] in ("stream", "display_data", "update_display_data", "error"):
+                outputs.setdefault(parent, []).append((msg["msg_type"], msg["content"]))
+            elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle" and parent == ids[-1]:
+                return [outputs[i] for i in ids], {p: o for p, o in outputs.items() if p not in ids}
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+BACKGROUND = ("import time\nimport sweeplab as sl\n"
+              "def {fn}(config, run):\n    time.sleep(0.3)\n{body}\n"
+              "bg = sl.sweep({{'method': 'grid', 'metric': {{'name': 'loss', 'goal': 'minimize'}},\n"
+              "               'parameters': {{'x': {{'values': [1.0, 2.0]}}}}}}, fn={fn}, store='st', workers=1,\n"
+              "              name='bg', background=True, progress={progress})")
+
+
+def test_a_background_sweep_shows_its_progress_under_the_cell_that_started_it(tmp_path, monkeypatch):
+    """`sl.sweep(..., background=True)` returns at once and the cell ends; its thread's progress line is
+    shown and updated in place under that cell, not under a cell that runs later (here one that waits)."""
+    (started, waits), others = _kernel_outputs([
+        BACKGROUND.format(fn="slow", body="    return {'loss': config['x']}", progress=True),
         "bg.wait()\nprint('other cell')",
     ], tmp_path, monkeypatch)
-    assert not any(_errors(c) for c in nb.cells)
-    assert [o["output_type"] for o in nb.cells[1].outputs] == ["stream"], nb.cells[1].outputs
-    shown = [o for o in nb.cells[0].outputs if o.get("output_type") == "display_data"]
-    assert len(shown) == 1 and shown[0]["data"]["text/plain"].startswith("bg: 2 done"), nb.cells[0].outputs
+    assert waits == [("stream", {"name": "stdout", "text": "other cell\n"})] and not others, (waits, others)
+    kinds = [kind for kind, _ in started]
+    assert kinds[0] == "display_data" and set(kinds[1:]) == {"update_display_data"}, started
+    assert started[-1][1]["data"]["text/plain"].startswith("bg: 2 done"), started[-1]
+
+
+def test_a_background_sweeps_notes_go_under_the_cell_that_started_it_while_another_cell_runs(tmp_path,
+                                                                                              monkeypatch):
+    """Why a background sweep failed (a note its thread writes when it ends) belongs to the cell that started
+    it, not to whichever cell runs when the sweep ends (here one that waits for it)."""
+    (started, waits), others = _kernel_outputs([
+        BACKGROUND.format(fn="bad", body="    raise ValueError(f\"boom {config['x']}\")", progress=False),
+        "bg.wait()\nprint('other cell')",
+    ], tmp_path, monkeypatch)
+    assert waits == [("stream", {"name": "stdout", "text": "other cell\n"})] and not others, (waits, others)
+    noted = "".join(c["text"] for kind, c in started if kind == "stream" and c["name"] == "stderr")
+    assert "sweep bg failed: no trial completed" in noted and "boom 1.0" in noted, started

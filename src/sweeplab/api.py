@@ -503,7 +503,13 @@ class _Runner:
             finally:
                 ended.set()
 
-        self._thread = threading.Thread(target=body, name=f"sweeplab-{self.name}", daemon=True)
+        # run in this cell's context: Jupyter's kernel (ipykernel 7) keeps the cell a thread's output belongs
+        # to in a context variable, which a new thread does not inherit, so the sweep's notes (why it failed,
+        # its warnings) went to whichever cell was running when they were written
+        import contextvars
+
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(body,),
+                                        name=f"sweeplab-{self.name}", daemon=True)
         self._thread.start()
 
     def wait(self, timeout: float | None) -> bool:

@@ -30,6 +30,7 @@ it for a store write or a pipe write, which delayed each dispatch by several suc
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import statistics
 import threading
@@ -119,10 +120,13 @@ class Prefetching(Searcher):
             if self._in_flight and self._withdraws and self._ask_seconds < fresh_limit(self._durations):
                 warm = self._take_warm_up()   # cheap: the next suggestion is computed after the next result
                 if warm:
-                    self._warming = threading.Thread(target=self._warm_up, name="sweeplab-warm-up", daemon=True)
+                    self._warming = threading.Thread(target=contextvars.copy_context().run, args=(self._warm_up,),
+                                                     name="sweeplab-warm-up", daemon=True)
                     self._warming.start()
                 return
-            self._thread = threading.Thread(target=self._run, name="sweeplab-prefetch", daemon=True)
+            # in the asker's context (a sweep's in a notebook: its warnings go under the cell that started it)
+            self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
+                                            name="sweeplab-prefetch", daemon=True)
             self._thread.start()
 
     def _take_warm_up(self) -> bool:
