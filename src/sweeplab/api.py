@@ -77,10 +77,11 @@ def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: boo
             if spec.config is not None:   # a key the base config lacks is a typo unless `+key=` adds it (Hydra)
                 apply_overrides(base, list(overrides), strict=True)
     if not spec.is_function:   # the driver builds every trial's command in this environment
-        from sweeplab.spec import check_envvars, check_program_file
+        from sweeplab.spec import check_command_paths, check_envvars, check_program_file
 
         check_envvars(spec)
         check_program_file(spec)
+        check_command_paths(spec)
     file = str(spec.source) if spec.source else None
     metric, goal = spec.metric.name, spec.metric.goal
     if spec.early_terminate:

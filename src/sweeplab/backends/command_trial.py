@@ -148,6 +148,8 @@ def execute_command(ex: Execution) -> None:
     try:
         for parent in {Path(task.log_path).parent, Path(report_path).parent}:
             parent.mkdir(parents=True, exist_ok=True)
+        if task.original_cwd and task.cwd and task.cwd != task.original_cwd:   # trial.workdir: trial: its own
+            os.makedirs(task.cwd, exist_ok=True)   # directory, made where the trial runs (a Ray node's disk)
         Path(report_path).write_text("")
     except OSError as exc:
         if full_disk_error(exc) is None:
@@ -242,8 +244,9 @@ def execute_command(ex: Execution) -> None:
         from sweeplab.capture import environment_facts, source_of_argv
 
         channel.send(EventKind.FAILED, {"reason": f"command {why}" + (f": {last}" if last else ""),
-                                        "environment": environment_facts(task.cwd or None,
-                                                                         source_of_argv(argv, task.cwd or None)),
+                                        "environment": environment_facts(  # the project's git
+                                            task.original_cwd or task.cwd or None,
+                                            source_of_argv(argv, task.cwd or None)),
                                         "exit_code": exit_code, "signal": sig, "error_type": "CommandFailed",
                                         "message": last or f"command {why}",
                                         "traceback": text or _log_tail(task.log_path, _STDERR_BYTES),
