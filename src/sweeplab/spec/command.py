@@ -290,8 +290,8 @@ def check_command_paths(spec: SweepSpec, cwd: str | None = None) -> None:
     here = cwd or os.getcwd()
     bases = [here, *([str(spec.base_dir)] if spec.base_dir is not None else [])]
     for i, item in enumerate(spec.command):
-        if not item or _MACRO.search(item) or item.startswith("-") or os.path.isabs(item) or i == 0 and \
-                os.sep not in item:
+        if not item or _MACRO.search(item) or item.startswith("-") or os.path.isabs(item) \
+                or (i == 0 and os.sep not in item):
             continue   # a macro, an option, an absolute path; a bare program name is looked up on PATH
         if any(os.path.isfile(os.path.join(b, item)) for b in bases):
             raise SpecError("a relative path in the command, and trial.workdir is trial: each trial runs in a "

@@ -141,13 +141,7 @@ class _Limits(_Reader):
         )
 
     def workdir(self, raw: Any) -> str:
-        """`trial.workdir`: `sweep` (every trial in the sweep's working directory) or `trial` (each in its own)."""
-        if isinstance(raw, str) and raw.strip().lower() in WORKDIRS:
-            return raw.strip().lower()
-        raise self.error("unknown working directory choice", "trial.workdir", value=raw,
-                         expected=f"one of {', '.join(WORKDIRS)} (sweep: the sweep's working directory, shared by "
-                                  "every trial; trial: a directory of its own per trial)",
-                         hint=_did_you_mean(str(raw), WORKDIRS) if isinstance(raw, str) else None)
+        return workdir_choice(raw, file=self.file)
 
     def preload(self, raw: Any) -> tuple[str, ...] | None:
         """`trial.preload`: module names (a list, or one name), false for none, true or left out to read them
@@ -195,6 +189,19 @@ class _Limits(_Reader):
             return parse_duration(raw, file=self.file, key=key)
         raise self.error("checkpoint_every must be steps, a duration or 'auto'", key, value=raw,
                          expected=expected, hint="a bare number is a step count; write '30s' for time")
+
+
+def workdir_choice(raw: Any, *, file: str | None = None, key: str = "trial.workdir") -> str:
+    """`trial.workdir` (or the CLI's `--workdir`): `sweep` (every trial in the sweep's working directory) or
+    `trial` (each in a directory of its own); anything else is a SpecError naming `key`, the value and both."""
+    from sweeplab.errors import SpecError
+
+    if isinstance(raw, str) and raw.strip().lower() in WORKDIRS:
+        return raw.strip().lower()
+    raise SpecError("unknown working directory choice", file=file, key=key, value=raw,
+                    expected=f"one of {', '.join(WORKDIRS)} (sweep: the sweep's working directory, shared by "
+                             "every trial; trial: a directory of its own per trial)",
+                    hint=_did_you_mean(str(raw), WORKDIRS) if isinstance(raw, str) else None)
 
 
 def _findable(top: str, base_dir: Path | None) -> bool:

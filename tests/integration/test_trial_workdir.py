@@ -1,0 +1,174 @@
+"""`trial.workdir: trial`: each trial runs in a directory of its own (`<store>/workdirs/<sweep>/<trial>/`), so
+that parallel trials writing the same relative file (`model.h5`, `checkpoint.pt`, `lightning_logs/`) do not
+read each other's; a retry runs in the same directory and finds what the failed attempt wrote; the sweep's
+directory stays reachable (SWEEPLAB_ORIGINAL_CWD, `run.original_cwd`). Real sweeps, real processes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweeplab.errors import SpecError
+from sweeplab.spec import parse_spec
+
+# A W&B-style program: writes out.txt in its working directory, waits for the other trial to write its own,
+# then reads it back. Attempt 1 of x=2 leaves resume.txt and fails; attempt 2 reports whether it found it.
+PROGRAM = """\
+import json, os, sys, time
+x = int(sys.argv[1].split("=")[1])
+attempt = int(os.environ["SWEEPLAB_ATTEMPT"])
+with open("out.txt", "w") as f:
+    f.write(str(x))
+if x == 2 and attempt == 1:
+    open("resume.txt", "w").write("written by attempt 1")
+    sys.exit(3)
+time.sleep(0.4)   # both trials have written their out.txt by now
+facts = {"cwd": os.getcwd(), "original": os.environ["SWEEPLAB_ORIGINAL_CWD"], "wandb_dir": os.environ.get("WANDB_DIR")}
+with open(os.path.join(os.environ["SWEEPLAB_ORIGINAL_CWD"], f"facts-{x}.json"), "w") as f:
+    json.dump(facts, f)
+print("@sweeplab " + json.dumps({"read": int(open("out.txt").read()), "x": x,
+                                 "resumed": int(os.path.exists("resume.txt"))}))
+"""
+
+
+def _store_rows(store: Path, sweep: str) -> dict[int, dict]:
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", sweep, "--json", "--store", str(store)],
+                        capture_output=True, text=True, timeout=60, check=True)
+    return {t["number"]: t for t in json.loads(cp.stdout)["trials"]}
+
+
+@pytest.mark.slow
+def test_parallel_wandb_program_trials_each_read_their_own_file_and_a_retry_finds_its_first_attempts(cli):
+    """Two workers, one W&B command (`${env} ${interpreter} ${program} ${args}`, the program found through its
+    absolute path from the trial's directory): each trial reads back the out.txt it wrote (in the sweep's
+    directory they read each other's), and the retry of x=2 finds resume.txt its failed attempt wrote."""
+    (cli.tmp / "prog.py").write_text(PROGRAM)
+    f = cli.spec("s", "program: prog.py\ncommand: ['${env}', '${interpreter}', '${program}', '${args}']\n"
+                      "method: grid\nmetric: {name: x}\nparameters:\n  x: {values: [1, 2]}\n"
+                      "trial: {workdir: trial, retries: 1}\n")
+    cli("sweep", str(f), "--name", "wd", "--workers", "2", "-q", check=True)
+    trials = {t["params"]["x"]: t for t in cli.status("wd")["trials"]}
+    assert trials[1]["state"] == trials[2]["state"] == "completed", trials
+    assert trials[2]["attempts"] == 2, trials[2]
+    for x, t in trials.items():
+        assert t["metrics"]["read"] == x, t   # its own out.txt, not the other trial's
+    assert trials[2]["metrics"]["resumed"] == 1, trials[2]   # the retry ran in the same directory
+    assert trials[1]["metrics"]["resumed"] == 0
+    tmp = str(cli.tmp.resolve())
+    for x, t in trials.items():
+        own = cli.store.resolve() / "workdirs" / "wd" / str(t["number"])
+        facts = json.loads((cli.tmp / f"facts-{x}.json").read_text())
+        assert facts == {"cwd": str(own), "original": tmp, "wandb_dir": str(own)}, facts
+        assert (own / "out.txt").read_text() == str(x)
+        header = (cli.store / "logs" / "wd" / f"{t['number']}-1.log").read_text().splitlines()[:3]
+        assert header[2] == f"# cwd: {json.dumps(str(own))}", header   # the log says where it ran
+        assert json.loads(header[1][len("# argv: "):])[2] == str(cli.tmp.resolve() / "prog.py"), header
+    assert not (cli.tmp / "out.txt").exists()   # nothing written in the sweep's directory
+
+
+# ------------------------------------------------------------------------------------------ function trials
+def records(config, run):
+    """Writes out.txt in its working directory and records where it ran in the sweep's directory."""
+    Path("out.txt").write_text(str(config["x"]))
+    facts = {"cwd": os.getcwd(), "env": os.environ.get("SWEEPLAB_ORIGINAL_CWD"), "api": run.original_cwd,
+             "data": Path(run.original_cwd, "data.txt").read_text(), "read": Path("out.txt").read_text(),
+             "pid": os.getpid()}
+    Path(run.original_cwd, f"facts-{config['x']}.json").write_text(json.dumps(facts))
+    return {"x": config["x"]}
+
+
+@pytest.mark.slow
+def test_a_function_trial_runs_in_its_own_directory_and_reaches_the_sweeps(cli):
+    """One worker, two trials (the worker is reused): each runs in its own directory, with the sweep's
+    directory in SWEEPLAB_ORIGINAL_CWD and run.original_cwd, where it reads its data file."""
+    (cli.tmp / "data.txt").write_text("data")
+    f = cli.spec("f", f"function: {Path(__file__).resolve()}:records\nmethod: grid\nmetric: {{name: x}}\n"
+                      "parameters:\n  x: {values: [1, 2]}\ntrial: {workdir: trial, retries: 0}\n")
+    cli("sweep", str(f), "--name", "fn", "--workers", "1", "-q", check=True)
+    trials = {t["params"]["x"]: t for t in cli.status("fn")["trials"]}
+    tmp = str(cli.tmp.resolve())
+    facts = {x: json.loads((cli.tmp / f"facts-{x}.json").read_text()) for x in (1, 2)}
+    assert facts[1]["pid"] == facts[2]["pid"]   # one worker ran both
+    for x, t in trials.items():
+        own = str(cli.store.resolve() / "workdirs" / "fn" / str(t["number"]))
+        assert facts[x] == {"cwd": own, "env": tmp, "api": tmp, "data": "data", "read": str(x),
+                            "pid": facts[x]["pid"]}, facts[x]
+    assert not (cli.tmp / "out.txt").exists()
+
+
+def where_am_i(config, run):
+    Path(config["out"]).write_text(json.dumps({"cwd": os.getcwd(), "api": run.original_cwd}))
+    if config.get("move"):
+        os.makedirs("deeper", exist_ok=True)
+        os.chdir("deeper")   # the trial's own chdir is undone too
+    return {"x": 1}
+
+
+def test_a_reused_worker_is_back_in_the_sweeps_directory_after_a_trial_in_its_own(tmp_path):
+    """A worker that ran a trial in its own directory runs the next trial (of a sweep in the sweep's directory)
+    where that one says, not where the last one left it."""
+    from sweeplab.backends.events import EventKind
+    from sweeplab.backends.local import LocalBackend, plan_slots
+    from sweeplab.testing.backends import collect, make_task
+
+    target = f"{Path(__file__).resolve()}:where_am_i"
+    be = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]))
+    be.start()
+    try:
+        own = tmp_path / "workdirs" / "s" / "1"
+        first = dataclasses.replace(make_task(tmp_path, 1, target, config={"out": str(tmp_path / "1.json"),
+                                                                           "move": True}),
+                                    cwd=str(own), original_cwd=str(tmp_path))
+        be.submit(first)
+        assert collect(be, [1])[1][-1].kind is EventKind.FINISHED
+        second = make_task(tmp_path, 2, target, config={"out": str(tmp_path / "2.json")})
+        be.submit(second)
+        assert collect(be, [2])[2][-1].kind is EventKind.FINISHED
+    finally:
+        be.shutdown(grace=0.0)
+    assert json.loads((tmp_path / "1.json").read_text()) == {"cwd": str(own), "api": str(tmp_path)}
+    # `make_task` gives no original_cwd: run.original_cwd is where the trial runs
+    assert json.loads((tmp_path / "2.json").read_text()) == {"cwd": str(tmp_path), "api": str(tmp_path)}
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+@pytest.mark.parametrize("value", ["foo", 3, None, ["trial"]], ids=["word", "number", "null", "list"])
+def test_a_bad_workdir_is_a_spec_error_naming_the_key_the_value_and_the_choices(value):
+    raw = {"function": "m:f", "method": "grid", "parameters": {"x": {"value": 1}}, "trial": {"workdir": value}}
+    with pytest.raises(SpecError) as info:
+        parse_spec(raw, file="sweep.yaml")
+    text = str(info.value)
+    assert text.startswith("sweep.yaml: trial.workdir: ") and repr(value) in text, text
+    assert "one of sweep, trial" in text, text
+
+
+def test_workdir_values_and_default():
+    base = {"function": "m:f", "method": "grid", "parameters": {"x": {"value": 1}}}
+    assert parse_spec(base, file="s.yaml").trial.workdir == "sweep"
+    spec = parse_spec({**base, "trial": {"workdir": "trial"}}, file="s.yaml")
+    assert spec.trial.workdir == "trial"
+    again = type(spec).from_jsonable(spec.to_jsonable())   # what a resumed sweep reads back from the store
+    assert again.trial.workdir == "trial"
+
+
+@pytest.mark.slow
+def test_the_cli_refuses_a_bad_workdir_in_the_spec_and_on_the_command_line_and_a_relative_command_file(cli):
+    (cli.tmp / "prog.py").write_text("print('hi')\n")
+    bad = cli.spec("bad", "program: prog.py\nmethod: grid\nparameters: {x: {value: 1}}\ntrial: {workdir: foo}\n")
+    cp = cli("sweep", str(bad), "-q")
+    assert cp.returncode == 2 and "trial.workdir" in cp.stderr and "'foo'" in cp.stderr, cp.stderr
+    assert "one of sweep, trial" in cp.stderr and str(bad.name) in cp.stderr, cp.stderr
+    good = cli.spec("good", "program: prog.py\nmethod: grid\nparameters: {x: {value: 1}}\n")
+    cp = cli("sweep", str(good), "--workdir", "foo", "-q")
+    assert cp.returncode == 2 and "--workdir" in cp.stderr and "'foo'" in cp.stderr, cp.stderr
+    # `python prog.py` from the trial's own directory finds no prog.py: refused before anything is written
+    rel = cli.spec("rel", f"command: [{sys.executable}, prog.py]\nmethod: grid\nparameters: {{x: {{value: 1}}}}\n")
+    cp = cli("sweep", str(rel), "--workdir", "trial", "-q")
+    assert cp.returncode == 2 and "command[1]" in cp.stderr and "${program}" in cp.stderr, cp.stderr
+    assert not cli.store.exists()
