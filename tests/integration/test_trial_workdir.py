@@ -172,3 +172,45 @@ def test_the_cli_refuses_a_bad_workdir_in_the_spec_and_on_the_command_line_and_a
     cp = cli("sweep", str(rel), "--workdir", "trial", "-q")
     assert cp.returncode == 2 and "command[1]" in cp.stderr and "${program}" in cp.stderr, cp.stderr
     assert not cli.store.exists()
+
+
+# ------------------------------------------------------------------------------------------------- repro
+LEAVES_STATE = """\
+import os, sys
+found = os.path.exists("state.txt")
+with open("state.txt", "a") as f:
+    f.write("attempt\\n")
+print("ran in", os.getcwd(), "found", found, "original", os.environ["SWEEPLAB_ORIGINAL_CWD"])
+sys.exit(1)
+"""
+
+
+def leaves_state(config, run):
+    found = Path("state.txt").exists()
+    with open("state.txt", "a") as f:
+        f.write("attempt\n")
+    raise ValueError(f"ran in {os.getcwd()} found {found} original {run.original_cwd}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["command", "function"])
+def test_repro_replays_a_trial_in_a_copy_of_its_own_directory(cli, kind):
+    """The replay finds what the trial left in its directory (state.txt), runs in a copy of it (the trial's own
+    is not written), and the sweep's directory is still SWEEPLAB_ORIGINAL_CWD / run.original_cwd."""
+    if kind == "command":
+        (cli.tmp / "prog.py").write_text(LEAVES_STATE)
+        target = "program: prog.py\n"
+    else:
+        target = f"function: {Path(__file__).resolve()}:leaves_state\n"
+    f = cli.spec("r", target + "method: grid\nparameters: {x: {value: 1}}\ntrial: {workdir: trial, retries: 0}\n")
+    assert cli("sweep", str(f), "--name", "rp", "--workers", "1", "-q").returncode == 1
+    own = cli.store.resolve() / "workdirs" / "rp" / "0"
+    assert (own / "state.txt").read_text() == "attempt\n"
+    cp = cli("repro", "rp/0")
+    out = cp.stdout + cp.stderr
+    assert cp.returncode == 1 and "the failure reproduced" in out, out
+    assert f"in a copy of the trial's own directory {own}" in out, out
+    ran_in = out.rsplit("ran in ", 1)[1].split()[0]   # the replay's (the first is the trial's reason)
+    assert ran_in != str(own) and ran_in.endswith("/workdir"), out
+    assert f"{ran_in} found True original {cli.tmp.resolve()}" in out, out
+    assert (own / "state.txt").read_text() == "attempt\n"   # the store's copy is unchanged
