@@ -214,3 +214,31 @@ def test_repro_replays_a_trial_in_a_copy_of_its_own_directory(cli, kind):
     assert ran_in != str(own) and ran_in.endswith("/workdir"), out
     assert f"{ran_in} found True original {cli.tmp.resolve()}" in out, out
     assert (own / "state.txt").read_text() == "attempt\n"   # the store's copy is unchanged
+
+
+@pytest.mark.parametrize("kind", ["command", "function"])
+def test_a_trial_directory_that_cannot_be_made_fails_the_attempt_naming_it(tmp_path, kind):
+    """A Ray node where the store's path cannot be created: the attempt fails with a reason naming the trial's
+    directory (a command trial's worker used to die: "worker process exited with code 1")."""
+    from sweeplab.backends.events import EventKind
+    from sweeplab.backends.local import LocalBackend, plan_slots
+    from sweeplab.testing.backends import collect, make_task
+
+    if kind == "command":
+        task = make_task(tmp_path, 1, command=[sys.executable, "-c", "print(1)"])
+    else:
+        task = make_task(tmp_path, 1, f"{Path(__file__).resolve()}:where_am_i",
+                         config={"out": str(tmp_path / "o.json")})
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")   # a directory cannot be made inside a file
+    be = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]))
+    be.start()
+    try:
+        be.submit(dataclasses.replace(task, cwd=str(blocker / "workdirs" / "1"), original_cwd=str(tmp_path)))
+        end = collect(be, [1])[1][-1]
+    finally:
+        be.shutdown(grace=0.0)
+    assert end.kind is EventKind.FAILED, end
+    assert f"cannot create the trial's working directory {blocker / 'workdirs' / '1'} (trial.workdir: trial)" \
+        in end.data["reason"], end.data
+    assert not (tmp_path / "o.json").exists()

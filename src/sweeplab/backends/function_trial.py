@@ -13,7 +13,7 @@ from typing import Any
 
 from sweeplab.backends._diskfull import disk_full_data, full_disk_error, trial_places
 from sweeplab.backends.events import EventKind
-from sweeplab.backends.execution import Execution, log_header, redirect_output, send_profile
+from sweeplab.backends.execution import Execution, log_header, make_workdir, redirect_output, send_profile
 from sweeplab.backends.targets import call_trial, load_target, seed_everything, takes_run, trial_facts, trial_traceback
 from sweeplab.run import Run
 
@@ -209,7 +209,7 @@ def execute_function(ex: Execution) -> None:
                     # trial's is otherwise and as a forked worker's preload was; the function runs in its own
                     os.chdir(task.original_cwd)
                     fn = load_target(task.target or "", list(task.python_path))
-                    os.makedirs(task.cwd, exist_ok=True)   # here, not in the driver: a Ray node's own disk
+                    make_workdir(task)   # here, not in the driver: on Ray, on the trial's node
                     os.chdir(task.cwd)
                 else:
                     fn = load_target(task.target or "", list(task.python_path))
