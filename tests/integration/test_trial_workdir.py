@@ -242,3 +242,21 @@ def test_a_trial_directory_that_cannot_be_made_fails_the_attempt_naming_it(tmp_p
     assert f"cannot create the trial's working directory {blocker / 'workdirs' / '1'} (trial.workdir: trial)" \
         in end.data["reason"], end.data
     assert not (tmp_path / "o.json").exists()
+
+
+def test_a_relative_checkpoint_dir_stays_the_sweeps_when_trials_run_in_their_own(tmp_path):
+    """`checkpoint_dir: ckpt` is relative to the sweep's directory: a trial in its own directory would have
+    written its checkpoints under that one, where the driver (fences, a command trial's checkpoint watch)
+    does not look."""
+    from sweeplab.driver.records import TrialRecord
+    from sweeplab.driver.tasks import TaskBuilder
+
+    raw = {"function": "m:f", "method": "grid", "parameters": {"x": {"value": 1}}, "checkpoint_dir": "ckpt"}
+    for workdir, expected in (("trial", f"{tmp_path}/ckpt/s/3"), ("sweep", "ckpt/s/3")):
+        spec = parse_spec({**raw, "trial": {"workdir": workdir}}, file="s.yaml")
+        tasks = TaskBuilder(spec, sweep="s", root=str(tmp_path / "store"), cwd=str(tmp_path), overrides=(),
+                            smoke=False)
+        paths = tasks.paths(TrialRecord(id=1, number=3, params={}, config={}, seed=None, attempt=1))
+        assert paths["checkpoint"] == expected, paths
+        assert tasks.checkpoint_root() == expected.rsplit("/", 1)[0]
+    assert paths["workdir"] == f"{tmp_path}/store/workdirs/s/3"

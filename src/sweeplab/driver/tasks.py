@@ -64,13 +64,23 @@ class TaskBuilder:
     def paths(self, t: TrialRecord) -> dict[str, str]:
         from sweeplab.store.layout import trial_paths
 
-        return trial_paths(self.root, self.sweep, t.number, t.attempt, self.spec.checkpoint_dir)
+        return trial_paths(self.root, self.sweep, t.number, t.attempt, self._checkpoint_dir())
 
     def checkpoint_root(self) -> str:
         """The sweep's checkpoint directory: one directory per trial number in it."""
         from sweeplab.store.layout import trial_paths
 
-        return trial_paths(self.root, self.sweep, 0, 1, self.spec.checkpoint_dir)["checkpoint"].rsplit("/", 1)[0]
+        return trial_paths(self.root, self.sweep, 0, 1, self._checkpoint_dir())["checkpoint"].rsplit("/", 1)[0]
+
+    def _checkpoint_dir(self) -> str | None:
+        """The spec's `checkpoint_dir`; a relative local path (`ckpt`) made absolute against the sweep's
+        directory when trials run in their own (`trial.workdir: trial`): there it would name a directory in
+        each trial's, which the driver (fences, the watch of a command trial's checkpoints) never looks at."""
+        ckpt = self.spec.checkpoint_dir
+        if ckpt and self.spec.trial.workdir == "trial" and "://" not in ckpt and not ckpt.startswith("~") \
+                and not os.path.isabs(ckpt):
+            return os.path.join(self.cwd, ckpt)
+        return ckpt
 
     def import_path(self) -> list[str]:
         """Where a trial's imports are found: the working directory, then the spec file's directory."""
