@@ -260,3 +260,41 @@ def test_a_relative_checkpoint_dir_stays_the_sweeps_when_trials_run_in_their_own
         assert paths["checkpoint"] == expected, paths
         assert tasks.checkpoint_root() == expected.rsplit("/", 1)[0]
     assert paths["workdir"] == f"{tmp_path}/store/workdirs/s/3"
+
+
+# ------------------------------------------------------------------------------------------------ resume
+RESUMES_FROM_CWD = """\
+import os, json, time
+if os.path.exists("mark.txt"):
+    print("@sweeplab " + json.dumps({"resumed": 1, "attempt": int(os.environ["SWEEPLAB_ATTEMPT"])}))
+else:
+    open("mark.txt", "w").write("first attempt")
+    time.sleep(60)   # the driver is killed meanwhile
+"""
+
+
+@pytest.mark.slow
+def test_a_trial_run_again_after_the_driver_died_runs_in_its_directory_again(cli):
+    """`sweeplab resume` after the driver was killed mid-trial: the trial's next attempt runs in the same
+    directory and finds what the first one wrote there (the path depends on the store, the sweep and the
+    trial's number only)."""
+    import signal
+    import time
+
+    (cli.tmp / "prog.py").write_text(RESUMES_FROM_CWD)
+    f = cli.spec("r", "program: prog.py\nmethod: grid\nmetric: {name: resumed, goal: maximize}\n"
+                      "parameters: {x: {value: 1}}\ntrial: {workdir: trial}\n")
+    proc = cli.start("sweep", str(f), "--name", "rs", "--workers", "1", "-q")
+    mark = cli.store / "workdirs" / "rs" / "0" / "mark.txt"
+    try:
+        deadline = time.monotonic() + 60
+        while not mark.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert mark.exists(), proc.communicate(timeout=5) if proc.poll() is not None else "no mark.txt"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)   # the driver and its workers (their own session: this one only)
+        proc.communicate(timeout=30)
+    cli("resume", "rs", "-q", check=True)
+    trial = cli.status("rs")["trials"][0]
+    assert trial["state"] == "completed" and trial["metrics"]["resumed"] == 1, trial
+    assert trial["metrics"]["attempt"] >= 2, trial
