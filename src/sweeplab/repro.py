@@ -147,7 +147,8 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     if own_dir:
         echo(f"  in a copy of the trial's own directory {paths['workdir']} (trial.workdir: trial), as its last "
              "attempt left it")
-    os.environ["SWEEPLAB_ORIGINAL_CWD"] = os.path.abspath(cwd)
+    original_cwd = os.path.abspath(cwd)
+    os.environ["SWEEPLAB_ORIGINAL_CWD"] = original_cwd
     params = json.loads(trial["params"] or "{}")
     smoke = bool(meta.get("smoke"))   # a smoke trial replays as it ran: run.smoke set, on the CPU
     if smoke:
@@ -180,7 +181,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
             _drop_checkpoints_from(ckpt_copy, recorded, int(nonfinite["step"]), len(recorded), echo)
     run = Run(config=config, sink=sink, params=params, sweep=name, trial=number,
               attempt=int(failed["number"]) + 1, seed=trial["seed"], checkpoint_dir=str(ckpt_copy),
-              captured=captured, smoke=smoke, rank=rank, original_cwd=cwd)
+              captured=captured, smoke=smoke, rank=rank, original_cwd=original_cwd)
     if trial["seed"] is not None:
         # the sweep's workers imported these before the trial (backends/forkserver.py): so that the seed
         # seeds the same libraries here, whether `train` imports them at its top or inside
@@ -271,9 +272,10 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     root = str(store.root.resolve())
     src = Path(trial_paths(root, name, number, int(failed["number"]), spec.get("checkpoint_dir"))["checkpoint"])
     tmp = Path(tempfile.mkdtemp(prefix="sweeplab-repro-"))   # copies: the store is never written
-    if own_dir:
-        echo(f"  in a copy of the trial's own directory {cwd} (trial.workdir: trial), as its last attempt left it")
-        cwd = str(_copy_workdir(Path(cwd), tmp / "workdir"))
+    if own_dir:   # the store's path of it now (the header's is where the store was then)
+        own = trial_paths(root, name, number, int(failed["number"]))["workdir"]
+        echo(f"  in a copy of the trial's own directory {own} (trial.workdir: trial), as its last attempt left it")
+        cwd = str(_copy_workdir(Path(own), tmp / "workdir"))
     ckpt_copy = tmp / "checkpoints"
     if src.is_dir():
         shutil.copytree(src, ckpt_copy)

@@ -198,7 +198,7 @@ def execute_function(ex: Execution) -> None:
             _subreaper(True)
             os.environ.update({k: str(v) for k, v in task.env.items()})
             try:
-                own_dir = bool(task.original_cwd) and task.cwd != task.original_cwd   # trial.workdir: trial
+                own_dir = bool(task.cwd and task.original_cwd) and task.cwd != task.original_cwd   # workdir: trial
                 if task.cwd and not own_dir:
                     os.chdir(task.cwd)
                 if task.wandb is not None:   # before the import: W&B scripts call wandb there
