@@ -167,6 +167,9 @@ def test_the_cli_refuses_a_bad_workdir_in_the_spec_and_on_the_command_line_and_a
     good = cli.spec("good", "program: prog.py\nmethod: grid\nparameters: {x: {value: 1}}\n")
     cp = cli("sweep", str(good), "--workdir", "foo", "-q")
     assert cp.returncode == 2 and "--workdir" in cp.stderr and "'foo'" in cp.stderr, cp.stderr
+    # a config override (KEY=VALUE) is not the spec's key: named, not a config key nobody reads
+    cp = cli("sweep", str(good), "trial.workdir=trial", "-q")
+    assert cp.returncode == 2 and "--workdir trial" in cp.stderr, cp.stderr
     # `python prog.py` from the trial's own directory finds no prog.py: refused before anything is written
     rel = cli.spec("rel", f"command: [{sys.executable}, prog.py]\nmethod: grid\nparameters: {{x: {{value: 1}}}}\n")
     cp = cli("sweep", str(rel), "--workdir", "trial", "-q")
