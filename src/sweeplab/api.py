@@ -47,6 +47,29 @@ def check_config_files(spec: SweepSpec) -> None:
     load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
 
 
+def _refuse_workdir_override(spec: SweepSpec, overrides: Sequence[str]) -> None:
+    """`trial.workdir=trial` among the KEY=VALUE arguments: they override the trials' config, so it would set a
+    config key the function never reads (or be refused for a command trial as a config override) while every
+    trial ran in the sweep's directory. Refused, naming the spec key and the option, unless the base config
+    has such a key of its own."""
+    from sweeplab.config import parse_override
+
+    if not any(parse_override(text)[0] == "trial.workdir" for text in overrides):
+        return
+    if spec.config is not None or spec.profile:
+        from sweeplab.config import load_base_config
+
+        base = load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
+        trial = base.get("trial") if isinstance(base, Mapping) else None
+        if isinstance(trial, Mapping) and "workdir" in trial:
+            return   # the config's own key
+    from sweeplab.errors import UserError
+
+    raise UserError("trial.workdir=...: KEY=VALUE arguments override the trials' config, and trial.workdir is a "
+                    "key of the sweep spec: write `sweeplab sweep SPEC --workdir trial`, or `trial: {workdir: "
+                    "trial}` in the spec")
+
+
 def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: bool = True) -> None:
     """Build now what the driver builds from the spec and the overrides once the store is open: the base
     config and profile with the overrides applied, the early-stopping scheduler and the monitors. A mistake
@@ -64,6 +87,7 @@ def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: boo
 
         for text in overrides:   # a malformed override is named as such first
             parse_override(text)
+        _refuse_workdir_override(spec, overrides)
         check_config_reaches_trials(function_trials=spec.is_function, config=spec.config, profile=spec.profile,
                                     overrides=list(overrides), file=str(spec.source) if spec.source else None)
     if overrides:
@@ -77,10 +101,11 @@ def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: boo
             if spec.config is not None:   # a key the base config lacks is a typo unless `+key=` adds it (Hydra)
                 apply_overrides(base, list(overrides), strict=True)
     if not spec.is_function:   # the driver builds every trial's command in this environment
-        from sweeplab.spec import check_envvars, check_program_file
+        from sweeplab.spec import check_command_paths, check_envvars, check_program_file
 
         check_envvars(spec)
         check_program_file(spec)
+        check_command_paths(spec)
     file = str(spec.source) if spec.source else None
     metric, goal = spec.metric.name, spec.metric.goal
     if spec.early_terminate:

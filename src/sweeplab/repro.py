@@ -5,6 +5,10 @@ never written) and the objects it registered with `run.capture(...)` available t
 Command trials: the same argv, working directory and sweeplab environment variables (read from the header of
 the failed attempt's log), with a copy of the trial's checkpoint directory.
 
+A trial that ran in a directory of its own (`trial.workdir: trial`) is replayed in a copy of that directory,
+as its last attempt left it (a function's module is imported in the sweep's directory first, as in the worker);
+SWEEPLAB_ORIGINAL_CWD and `run.original_cwd` name the sweep's directory, as in the sweep.
+
 A multi-process trial (`resources.workers` W > 1) is replayed as W local processes with the torchrun
 variables, as the local backend started its ranks: the rank that failed runs in the foreground (its traceback,
 `--debug`), the others (`sweeplab repro` again, with SWEEPLAB_REPRO_PEER set, silent) run beside it.
@@ -139,6 +143,12 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
 
     if Path(cwd).is_dir():
         os.chdir(cwd)   # relative paths in the config resolve as they did in the sweep
+    own_dir = (spec.get("trial") or {}).get("workdir") == "trial"
+    if own_dir:
+        echo(f"  in a copy of the trial's own directory {paths['workdir']} (trial.workdir: trial), as its last "
+             "attempt left it")
+    original_cwd = os.path.abspath(cwd)
+    os.environ["SWEEPLAB_ORIGINAL_CWD"] = original_cwd
     params = json.loads(trial["params"] or "{}")
     smoke = bool(meta.get("smoke"))   # a smoke trial replays as it ran: run.smoke set, on the CPU
     if smoke:
@@ -154,8 +164,10 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         wandb = FunctionTrial({"param_path": str(tmp / "wandb-params.yaml"),
                                "args": wandb_args(params, spec.get("parameters")), "env": run_env(name, number)})
         import_path = [cwd, str(Path(sweep["spec_path"]).parent) if sweep["spec_path"] else cwd]
-        fn = load_target(target, import_path)
+        fn = load_target(target, import_path)   # imported in the sweep's directory, as in the worker
         config = coerce(config_raw, typed_schema_of(fn))
+        if own_dir:   # then into a copy of the trial's directory (the original is never written)
+            os.chdir(_copy_workdir(Path(paths["workdir"]), tmp / "workdir"))
     except BaseException:
         if wandb is not None:
             wandb.end()
@@ -169,7 +181,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
             _drop_checkpoints_from(ckpt_copy, recorded, int(nonfinite["step"]), len(recorded), echo)
     run = Run(config=config, sink=sink, params=params, sweep=name, trial=number,
               attempt=int(failed["number"]) + 1, seed=trial["seed"], checkpoint_dir=str(ckpt_copy),
-              captured=captured, smoke=smoke, rank=rank)
+              captured=captured, smoke=smoke, rank=rank, original_cwd=original_cwd)
     if trial["seed"] is not None:
         # the sweep's workers imported these before the trial (backends/forkserver.py): so that the seed
         # seeds the same libraries here, whether `train` imports them at its top or inside
@@ -254,11 +266,16 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
         raise UserError(f"trial {name}/{number}: {log} does not start with the argv, cwd and env of the "
                         "attempt (a log of an older sweeplab?); run its command by hand")
     argv, cwd, added = how["argv"], how["cwd"], how["env"]
-    if not Path(cwd).is_dir():
+    own_dir = (spec.get("trial") or {}).get("workdir") == "trial"   # its own directory, in the store
+    if not own_dir and not Path(cwd).is_dir():
         raise UserError(f"trial {name}/{number} ran in {cwd}, which is gone; cannot run it there again")
     root = str(store.root.resolve())
     src = Path(trial_paths(root, name, number, int(failed["number"]), spec.get("checkpoint_dir"))["checkpoint"])
     tmp = Path(tempfile.mkdtemp(prefix="sweeplab-repro-"))   # copies: the store is never written
+    if own_dir:   # the store's path of it now (the header's is where the store was then)
+        own = trial_paths(root, name, number, int(failed["number"]))["workdir"]
+        echo(f"  in a copy of the trial's own directory {own} (trial.workdir: trial), as its last attempt left it")
+        cwd = str(_copy_workdir(Path(own), tmp / "workdir"))
     ckpt_copy = tmp / "checkpoints"
     if src.is_dir():
         shutil.copytree(src, ckpt_copy)
@@ -298,6 +315,16 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     code = 128 - code if code < 0 else code   # killed by a signal: the shell's convention
     echo("the trial did not fail this time" if code == 0 else f"the failure reproduced: exit code {code}")
     return code
+
+
+def _copy_workdir(src: Path, dst: Path) -> Path:
+    """A copy of a trial's own working directory (`trial.workdir: trial`) for its replay, which may write into
+    it: the trial's files in the store are never changed. Empty when the trial left none (or it was deleted)."""
+    if src.is_dir():
+        shutil.copytree(src, dst, symlinks=True)
+    else:
+        dst.mkdir(parents=True)
+    return dst
 
 
 def _rank_capture(path: Path, rank: int, peer: bool) -> Path | None:

@@ -8,6 +8,7 @@ microsecond per point; checkpoints are throttled by a policy so that frequent ca
 from __future__ import annotations
 
 import operator
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -58,6 +59,9 @@ class Run:
     smoke       True in smoke mode: keep everything tiny
     rank        this process's rank (multi-process trials); only rank 0's logs and result count
     world_size  the trial's number of processes (1 but for `resources.workers` > 1)
+    original_cwd  the sweep's working directory, absolute: where relative paths resolved before
+                `trial.workdir: trial` ran the trial in a directory of its own (`os.path.join(run.original_cwd,
+                config.data)`); the same as the trial's working directory otherwise (SWEEPLAB_ORIGINAL_CWD)
     """
 
     def __init__(
@@ -83,8 +87,12 @@ class Run:
         artifacts_dir: str = "",
         decision_steps: Sequence[int] = (),
         decision_metric: str | None = None,
+        original_cwd: str | None = None,
     ) -> None:
         self.config = config
+        # the directory the trial's relative paths resolved in before `trial.workdir: trial` moved it into one
+        # of its own (the sweep's working directory); the working directory when the Run was made otherwise
+        self.original_cwd = os.path.abspath(original_cwd) if original_cwd else os.getcwd()
         self.params = dict(params or {})
         self.sweep = sweep
         self.trial = trial

@@ -1099,3 +1099,31 @@ def test_an_actors_worker_imports_the_trials_libraries_before_its_first_trial(cl
         assert ev[-1].kind.value == "finished" and [p[2] for p in points if p[1] == "had"] == [1.0], ev
     finally:
         b.shutdown(grace=0.0)
+
+
+@pytest.mark.ray
+def test_trial_workdir_trial_runs_each_trial_in_its_own_directory_on_ray(cluster, tmp_path):
+    """`trial.workdir: trial` on Ray: the actor's worker creates the trial's directory under the store (this
+    loopback cluster's nodes see the store's path) and runs the function there; the sweep's directory is
+    SWEEPLAB_ORIGINAL_CWD and run.original_cwd."""
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    records = Path(__file__).resolve().parents[1] / "integration" / "test_trial_workdir.py"
+    (tmp_path / "data.txt").write_text("data")
+    spec = parse_spec({"function": f"{records}:records", "method": "grid", "metric": {"name": "x"},
+                       "parameters": {"x": {"values": [1, 2]}}, "trial": {"workdir": "trial", "retries": 0}},
+                      file="<test>")
+    store = Store.open(tmp_path / "store")
+    driver = Driver(spec, store, RayBackend(spec, workers=1, resources={"cpus": 1}), sweep_name="ray-wd",
+                    cwd=str(tmp_path))
+    driver.create(spec_path=None)
+    driver.run()
+    rows = [tuple(r) for r in store.conn.execute("SELECT number, state FROM trials ORDER BY number").fetchall()]
+    assert rows == [(0, "completed"), (1, "completed")], rows
+    for number, x in ((0, 1), (1, 2)):
+        facts = json.loads((tmp_path / f"facts-{x}.json").read_text())
+        own = str((tmp_path / "store").resolve() / "workdirs" / "ray-wd" / str(number))
+        assert (facts["cwd"], facts["env"], facts["api"], facts["read"]) == (own, str(tmp_path), str(tmp_path),
+                                                                             str(x)), facts

@@ -43,6 +43,9 @@ class TrialTask:
     grace: float = 30.0
     heartbeat_interval: float = 5.0
     cwd: str = ""
+    # the directory the trial runs in under `trial.workdir: sweep` (SWEEPLAB_ORIGINAL_CWD, `run.original_cwd`);
+    # when `cwd` differs from it, `cwd` is the trial's own directory (`trial.workdir: trial`): the worker creates it
+    original_cwd: str = ""
     python_path: Sequence[str] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     capture_dir: str = ""                      # where failure captures go

@@ -25,7 +25,7 @@ from sweeplab.backends import _tree
 from sweeplab.backends._diskfull import disk_full_data, full_disk_error, names_full_disk, trial_places
 from sweeplab.backends.channel import Channel
 from sweeplab.backends.events import EventKind, describe_exit
-from sweeplab.backends.execution import Execution, log_header, send_profile
+from sweeplab.backends.execution import Execution, WorkdirError, log_header, make_workdir, send_profile
 from sweeplab.types import MetricPoint
 
 __all__ = ["execute_command", "parse_report_line"]
@@ -148,11 +148,16 @@ def execute_command(ex: Execution) -> None:
     try:
         for parent in {Path(task.log_path).parent, Path(report_path).parent}:
             parent.mkdir(parents=True, exist_ok=True)
+        make_workdir(task)
         Path(report_path).write_text("")
     except OSError as exc:
         if full_disk_error(exc) is None:
             raise
-        channel.send(EventKind.FAILED, disk_full_data(f"cannot create {report_path}: {exc}", trial_places(task)))
+        channel.send(EventKind.FAILED, disk_full_data(f"cannot create {exc.filename or report_path}: {exc}",
+                                                      trial_places(task)))
+        return
+    except WorkdirError as exc:
+        channel.send(EventKind.FAILED, {"reason": str(exc), "error_type": "WorkdirError", "message": str(exc)})
         return
     added = {k: str(v) for k, v in task.env.items()}
     added.update({
@@ -242,8 +247,9 @@ def execute_command(ex: Execution) -> None:
         from sweeplab.capture import environment_facts, source_of_argv
 
         channel.send(EventKind.FAILED, {"reason": f"command {why}" + (f": {last}" if last else ""),
-                                        "environment": environment_facts(task.cwd or None,
-                                                                         source_of_argv(argv, task.cwd or None)),
+                                        "environment": environment_facts(  # the project's git
+                                            task.original_cwd or task.cwd or None,
+                                            source_of_argv(argv, task.cwd or None)),
                                         "exit_code": exit_code, "signal": sig, "error_type": "CommandFailed",
                                         "message": last or f"command {why}",
                                         "traceback": text or _log_tail(task.log_path, _STDERR_BYTES),

@@ -286,6 +286,27 @@ def _slot_vars() -> dict[str, str]:
     return _slot_env
 
 
+class WorkdirError(Exception):
+    """The trial's own working directory (`trial.workdir: trial`) cannot be created where it runs."""
+
+
+def make_workdir(task: TrialTask) -> None:
+    """Create the trial's own working directory (`trial.workdir: trial`: `cwd` differs from `original_cwd`)
+    where the trial runs: in the worker, so that on Ray it is made on the trial's node. A full disk is raised
+    as the OSError it is (the sweep stops, backends/_diskfull.py); another failure as a WorkdirError naming it."""
+    if not (task.original_cwd and task.cwd and task.cwd != task.original_cwd):
+        return
+    try:
+        os.makedirs(task.cwd, exist_ok=True)
+    except OSError as exc:
+        from sweeplab.backends._diskfull import full_disk_error
+
+        if full_disk_error(exc) is not None:
+            raise
+        raise WorkdirError(f"cannot create the trial's working directory {task.cwd} (trial.workdir: trial): "
+                           f"{exc.strerror or exc}") from None
+
+
 def log_header(task: TrialTask, *, argv: list[str] | None = None, added: dict[str, str] | None = None) -> bytes:
     """The first lines of every trial's log: how the attempt ran (argv or function, working directory, and
     the environment variables sweeplab set: never the whole environment, which may hold secrets). Values are

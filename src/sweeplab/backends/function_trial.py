@@ -13,7 +13,7 @@ from typing import Any
 
 from sweeplab.backends._diskfull import disk_full_data, full_disk_error, trial_places
 from sweeplab.backends.events import EventKind
-from sweeplab.backends.execution import Execution, log_header, redirect_output, send_profile
+from sweeplab.backends.execution import Execution, log_header, make_workdir, redirect_output, send_profile
 from sweeplab.backends.targets import call_trial, load_target, seed_everything, takes_run, trial_facts, trial_traceback
 from sweeplab.run import Run
 
@@ -198,13 +198,21 @@ def execute_function(ex: Execution) -> None:
             _subreaper(True)
             os.environ.update({k: str(v) for k, v in task.env.items()})
             try:
-                if task.cwd:
+                own_dir = bool(task.cwd and task.original_cwd) and task.cwd != task.original_cwd   # workdir: trial
+                if task.cwd and not own_dir:
                     os.chdir(task.cwd)
                 if task.wandb is not None:   # before the import: W&B scripts call wandb there
                     from sweeplab.wandb_compat import FunctionTrial
 
                     wandb = FunctionTrial(task.wandb)
-                fn = load_target(task.target or "", list(task.python_path))
+                if own_dir:   # the module is imported (its top level run) in the sweep's directory, as every
+                    # trial's is otherwise and as a forked worker's preload was; the function runs in its own
+                    os.chdir(task.original_cwd)
+                    fn = load_target(task.target or "", list(task.python_path))
+                    make_workdir(task)   # here, not in the driver: on Ray, on the trial's node
+                    os.chdir(task.cwd)
+                else:
+                    fn = load_target(task.target or "", list(task.python_path))
                 from sweeplab.config import coerce
 
                 building = True       # a ConfigError from here on is bad input: the config cannot be built
@@ -219,7 +227,7 @@ def execute_function(ex: Execution) -> None:
                     rank=int(os.environ.get("RANK", "0")), world_size=int(os.environ.get("WORLD_SIZE") or 1),
                     torch_profiler=task.torch_profiler,
                     artifacts_dir=task.artifacts_dir, decision_steps=task.decision_steps,
-                    decision_metric=task.decision_metric,
+                    decision_metric=task.decision_metric, original_cwd=task.original_cwd or os.getcwd(),
                 )
                 ex.run = run
                 if ex.stop_requested:
@@ -297,7 +305,8 @@ def execute_function(ex: Execution) -> None:
         from sweeplab.errors import ConfigError, UserError
 
         data = {
-            "environment": environment_facts(task.cwd or None, source_of_function(fn) if fn else None),
+            "environment": environment_facts(task.original_cwd or task.cwd or None,   # the project's git
+                                             source_of_function(fn) if fn else None),
             "reason": failure_reason(exc, loading),
             "error_type": type(exc).__name__, "message": exception_message(exc)[:2000], "traceback": tb[-20000:],
             "capture": capture_ref, "retire": ex.decide_retire(),

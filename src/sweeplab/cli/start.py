@@ -40,6 +40,9 @@ def sweep(
                                           "spec's profile:), e.g. local or cluster"),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="base config YAML (replaces the spec's "
                                           "config:); a pipe such as <(...) is read once"),
+    workdir: Optional[str] = typer.Option(None, "--workdir", help="where each trial runs (replaces the spec's "
+                                          "trial.workdir): sweep (this directory, shared) or trial (a directory "
+                                          "of its own per trial, under the store)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="validate and describe the sweep; run nothing"),
     smoke: bool = typer.Option(False, "--smoke", help="a few tiny trials on the CPU before the real thing"),
     hard: bool = typer.Option(False, "--hard", help="when a budget is hit, stop running trials too"),
@@ -66,7 +69,7 @@ def sweep(
 
     _refuse_misplaced(optuna is not None, {
         "--dry-run": dry_run, "--smoke": smoke, "--hard": hard, "--gpus": gpus, "--profile": profile,
-        "--config": config, "--function": function, "--strict": strict}, {
+        "--config": config, "--function": function, "--strict": strict, "--workdir": workdir}, {
         "--direction": direction, "--sampler": sampler, "--pruner": pruner, "--seed": seed, "--from-study": from_study})
     if optuna is not None:
         if spec_file is not None:
@@ -92,6 +95,13 @@ def sweep(
         spec = spec.with_overrides(config=config.absolute())
     if profile is not None:
         spec = spec.with_overrides(profile=profile or None)   # the same spec on a laptop and on a cluster
+    if workdir is not None:
+        import dataclasses
+
+        from sweeplab.spec.limits import workdir_choice
+
+        spec = spec.with_overrides(trial=dataclasses.replace(spec.trial, workdir=workdir_choice(workdir,
+                                                                                                key="--workdir")))
     if trials is not None:
         spec = _with_budget_trials(spec, trials)
     if smoke:
@@ -181,6 +191,9 @@ def _describe(spec: Any, spec_file: Path, overrides: Sequence[str] = ()) -> None
         console.print(f"  constraint {c.describe()} (a trial past it is infeasible)")
     target = spec.function or " ".join(spec.command or ()) or spec.program
     console.print(f"  runs     {target}")
+    if spec.trial.workdir == "trial":
+        console.print("  workdir  each trial in a directory of its own: <store>/workdirs/<sweep>/<trial>/ "
+                      "(trial.workdir: trial)", markup=False)
     if spec.is_function:   # what every trial's config is built from, in merge order (docs/config.md)
         layers = [f"base {spec.config}" if spec.config is not None else "no base config",
                   f"profile {spec.profile}" if spec.profile else "no profile",

@@ -64,13 +64,23 @@ class TaskBuilder:
     def paths(self, t: TrialRecord) -> dict[str, str]:
         from sweeplab.store.layout import trial_paths
 
-        return trial_paths(self.root, self.sweep, t.number, t.attempt, self.spec.checkpoint_dir)
+        return trial_paths(self.root, self.sweep, t.number, t.attempt, self._checkpoint_dir())
 
     def checkpoint_root(self) -> str:
         """The sweep's checkpoint directory: one directory per trial number in it."""
         from sweeplab.store.layout import trial_paths
 
-        return trial_paths(self.root, self.sweep, 0, 1, self.spec.checkpoint_dir)["checkpoint"].rsplit("/", 1)[0]
+        return trial_paths(self.root, self.sweep, 0, 1, self._checkpoint_dir())["checkpoint"].rsplit("/", 1)[0]
+
+    def _checkpoint_dir(self) -> str | None:
+        """The spec's `checkpoint_dir`; a relative local path (`ckpt`) made absolute against the sweep's
+        directory when trials run in their own (`trial.workdir: trial`): there it would name a directory in
+        each trial's, which the driver (fences, the watch of a command trial's checkpoints) never looks at."""
+        ckpt = self.spec.checkpoint_dir
+        if ckpt and self.spec.trial.workdir == "trial" and "://" not in ckpt and not ckpt.startswith("~") \
+                and not os.path.isabs(ckpt):
+            return os.path.join(self.cwd, ckpt)
+        return ckpt
 
     def import_path(self) -> list[str]:
         """Where a trial's imports are found: the working directory, then the spec file's directory."""
@@ -83,7 +93,8 @@ class TaskBuilder:
     def task(self, t: TrialRecord, paths: Mapping[str, str], *, mtbf: float | None,
              decisions: Mapping[str, Any]) -> TrialTask:
         spec = self.spec
-        cwd = self.cwd
+        cwd = self.cwd   # where the trial would run with trial.workdir: sweep (a program's: beside the spec)
+        own_dir = spec.trial.workdir == "trial"
         wandb = None
         if spec.function:
             if self._target is None:
@@ -102,14 +113,20 @@ class TaskBuilder:
             if self._interpreter is None:   # PATH does not change during a sweep: looked up once
                 self._interpreter = resolve_interpreter()
             interpreter, why = self._interpreter
-            command = build_command(spec, t.params, interpreter=interpreter, args_json_file=args_file)
-            if "${interpreter}" in (spec.effective_command or ()):   # the log header shows which Python ran it
-                env["SWEEPLAB_INTERPRETER"] = f"{interpreter} ({why})"
             spec_dir = Path(spec.source).resolve().parent if spec.source else None
             if spec.program and spec_dir is not None and (spec_dir / spec.program).exists() \
                     and not (Path(self.cwd) / spec.program).exists():
                 cwd = str(spec_dir)   # W&B runs `program` relative to where the agent runs; we accept both
-            env.update(self._wandb_env(t, paths, cwd))
+            command = build_command(spec, t.params, interpreter=interpreter, args_json_file=args_file,
+                                    program_dir=cwd if own_dir else None)
+            if "${interpreter}" in (spec.effective_command or ()):   # the log header shows which Python ran it
+                env["SWEEPLAB_INTERPRETER"] = f"{interpreter} ({why})"
+            env.update(self._wandb_env(t, paths, paths["workdir"] if own_dir else cwd,
+                                       import_dir=cwd if own_dir else None))
+        original = cwd
+        if own_dir:   # trial.workdir: trial: its own directory, the same for every attempt (a retry resumes there)
+            cwd = paths["workdir"]
+        env["SWEEPLAB_ORIGINAL_CWD"] = original
         policy = spec.trial
         return TrialTask.make(
             trial_id=t.id, number=t.number, attempt=t.attempt, sweep=self.sweep, kind=kind, target=target,
@@ -117,20 +134,24 @@ class TaskBuilder:
             log_path=paths["log"], report_path=paths["report"], checkpoint_dir=paths["checkpoint"],
             keep_checkpoints=policy.keep_checkpoints, checkpoint_every=policy.checkpoint_every,
             mtbf=mtbf, grace=policy.grace, heartbeat_interval=heartbeat_interval(policy),
-            cwd=cwd, python_path=self.import_path(), capture_dir=paths["capture"],
+            cwd=cwd, original_cwd=original, python_path=self.import_path(), capture_dir=paths["capture"],
             artifacts_dir=paths["artifacts"], torch_profiler=policy.torch_profiler,
             world_size=self.world_size, env=env, wandb=wandb, **decisions,
         )
 
-    def _wandb_env(self, t: TrialRecord, paths: Mapping[str, str], cwd: str) -> dict[str, str]:
+    def _wandb_env(self, t: TrialRecord, paths: Mapping[str, str], cwd: str, *,
+                   import_dir: str | None = None) -> dict[str, str]:
         """W&B's agent environment for a command trial (offline), and its parameters file, so that
-        `wandb.init()` in the program gets its parameters; `cwd` is where the program runs (WANDB_DIR)."""
+        `wandb.init()` in the program gets its parameters; `cwd` is where the program runs (WANDB_DIR).
+        `import_dir`, for a trial moved into its own directory, goes last on PYTHONPATH: what the program
+        imported from the directory it ran in (`python -m pkg.train`) it still finds."""
         from sweeplab.spec import wandb_args
         from sweeplab.wandb_compat import params_path, sweep_env, trial_env, write_sweep_params
 
         param_path = params_path(paths["log"])
         write_sweep_params(param_path, wandb_args(t.params, self.spec.raw.get("parameters")))
-        return {**trial_env(param_path=param_path, python_path=os.environ.get("PYTHONPATH"), sweep=self.sweep,
+        python_path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), import_dir) if p) or None
+        return {**trial_env(param_path=param_path, python_path=python_path, sweep=self.sweep,
                             number=t.number, cwd=cwd), **sweep_env(self.spec.raw)}
 
     def _wandb_setup(self, t: TrialRecord, paths: Mapping[str, str]) -> dict[str, Any]:

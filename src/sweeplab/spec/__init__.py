@@ -20,6 +20,7 @@ from sweeplab._values import parse_duration
 from sweeplab.spec.command import (
     args_json,
     build_command,
+    check_command_paths,
     check_envvars,
     check_program_file,
     passes_params,
@@ -44,6 +45,7 @@ __all__ = [
     "TrialPolicy",
     "args_json",
     "build_command",
+    "check_command_paths",
     "check_envvars",
     "check_program_file",
     "load_spec",

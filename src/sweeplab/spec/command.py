@@ -205,6 +205,7 @@ def build_command(
     interpreter: str,
     args_json_file: str,
     environ: Mapping[str, str] | None = None,
+    program_dir: str | None = None,
 ) -> list[str]:
     """The argv of one trial: the spec's command with W&B's macros expanded as W&B's agent does.
 
@@ -215,6 +216,10 @@ def build_command(
     which W&B's agent would leave as it is). Any other `${...}` is W&B's agent's: an item that is exactly one
     is dropped, one inside a longer item is left as it is (`hydra.run.dir=out/${now:%H-%M-%S}`).
     The caller writes `args_json(...)` to `args_json_file`.
+
+    `program_dir`, for a trial that runs in a directory of its own (`trial.workdir: trial`), is the directory
+    `program` is relative to: a `program` that names a file there becomes its absolute path, so that
+    `${interpreter} ${program}` still finds it (a module after `-m`, or a name found on PATH, stays as it is).
     """
     template = spec.effective_command
     if template is None:
@@ -233,7 +238,7 @@ def build_command(
         if name == "program":
             if spec.program is None:
                 raise SpecError("command uses ${program} but the spec has no program", key=where)
-            return spec.program
+            return _program_path(spec.program, program_dir, template, where)
         if name == "args_json":
             return json.dumps(args, default=str)
         if name == "args_json_file":
@@ -262,3 +267,35 @@ def build_command(
             continue
         argv.append(_MACRO.sub(partial(_substitute, single, where), item))
     return argv
+
+
+def _program_path(program: str, program_dir: str | None, template: Sequence[str], where: str) -> str:
+    """`program` as `${program}` passes it: its absolute path when `program_dir` is given and holds it as a
+    file, unless the item before it is `-m` (a module name)."""
+    if program_dir is None or os.path.isabs(program):
+        return program
+    i = int(where[len("command["):-1])
+    if i > 0 and template[i - 1] == "-m":
+        return program
+    path = os.path.join(program_dir, program)
+    return os.path.abspath(path) if os.path.isfile(path) else program
+
+
+def check_command_paths(spec: SweepSpec, cwd: str | None = None) -> None:
+    """With `trial.workdir: trial`, refuse a command item that is a relative path of a file in the working
+    directory or beside the spec (`command: [python, train.py, ${args}]`): the trial runs in a directory of its
+    own, where that path names nothing, and every trial would fail. `${program}` is made absolute instead."""
+    if spec.trial.workdir != "trial" or spec.command is None:
+        return
+    here = cwd or os.getcwd()
+    bases = [here, *([str(spec.base_dir)] if spec.base_dir is not None else [])]
+    for i, item in enumerate(spec.command):
+        if not item or _MACRO.search(item) or item.startswith("-") or os.path.isabs(item) \
+                or (i == 0 and os.sep not in item):
+            continue   # a macro, an option, an absolute path; a bare program name is looked up on PATH
+        if any(os.path.isfile(os.path.join(b, item)) for b in bases):
+            raise SpecError("a relative path in the command, and trial.workdir is trial: each trial runs in a "
+                            "directory of its own, where it names no file", key=f"command[{i}]", value=item,
+                            expected="an absolute path, or ${program} for the script (with program: " + item + ")",
+                            hint="or leave trial.workdir at sweep",
+                            file=str(spec.source) if spec.source else None)

@@ -9,8 +9,8 @@ from typing import Any
 
 from sweeplab._values import is_int as _is_int
 from sweeplab._values import parse_duration
-from sweeplab.spec.model import Budget, Resources, TrialPolicy
-from sweeplab.spec.reader import _Reader
+from sweeplab.spec.model import WORKDIRS, Budget, Resources, TrialPolicy
+from sweeplab.spec.reader import _did_you_mean, _Reader
 from sweeplab.types import PLACEMENTS
 
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")   # "4", "1.5", ".5": a number of hours given as text
@@ -116,7 +116,7 @@ class _Limits(_Reader):
             return TrialPolicy()
         raw = self.mapping(raw, "trial", "{timeout: 10m, retries: 2, checkpoint_every: 5m}")
         allowed = ("timeout", "retries", "checkpoint_every", "keep_checkpoints", "grace",
-                   "heartbeat_timeout", "torch_profiler", "preload")
+                   "heartbeat_timeout", "torch_profiler", "preload", "workdir")
         self.keys(raw, allowed, "trial")
         profiler = raw.get("torch_profiler")
         if profiler is True:
@@ -137,7 +137,11 @@ class _Limits(_Reader):
                                                      "trial.heartbeat_timeout", "null turns the check off"),
             torch_profiler=profiler,
             preload=self.preload(raw.get("preload")),
+            workdir=self.workdir(raw.get("workdir", defaults.workdir)),
         )
+
+    def workdir(self, raw: Any) -> str:
+        return workdir_choice(raw, file=self.file)
 
     def preload(self, raw: Any) -> tuple[str, ...] | None:
         """`trial.preload`: module names (a list, or one name), false for none, true or left out to read them
@@ -185,6 +189,19 @@ class _Limits(_Reader):
             return parse_duration(raw, file=self.file, key=key)
         raise self.error("checkpoint_every must be steps, a duration or 'auto'", key, value=raw,
                          expected=expected, hint="a bare number is a step count; write '30s' for time")
+
+
+def workdir_choice(raw: Any, *, file: str | None = None, key: str = "trial.workdir") -> str:
+    """`trial.workdir` (or the CLI's `--workdir`): `sweep` (every trial in the sweep's working directory) or
+    `trial` (each in a directory of its own); anything else is a SpecError naming `key`, the value and both."""
+    from sweeplab.errors import SpecError
+
+    if isinstance(raw, str) and raw.strip().lower() in WORKDIRS:
+        return raw.strip().lower()
+    raise SpecError("unknown working directory choice", file=file, key=key, value=raw,
+                    expected=f"one of {', '.join(WORKDIRS)} (sweep: the sweep's working directory, shared by "
+                             "every trial; trial: a directory of its own per trial)",
+                    hint=_did_you_mean(str(raw), WORKDIRS) if isinstance(raw, str) else None)
 
 
 def _findable(top: str, base_dir: Path | None) -> bool:

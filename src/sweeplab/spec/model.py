@@ -79,12 +79,18 @@ class Budget:
     prices: Mapping[str, float] | None = None   # {cpu_hour, gpu_hour}: resource-hours priced into every cost
 
 
+#: the values of `trial.workdir`: where a trial runs (the sweep's working directory, or one of its own)
+WORKDIRS = ("sweep", "trial")
+
+
 @dataclass(frozen=True)
 class TrialPolicy:
     """How each trial is run.
 
     `checkpoint_every`: an int is a step count, a float is seconds (written as a duration, "5m"),
     "auto" lets the runtime choose, None writes every checkpoint the code asks for.
+    `workdir`: where each trial runs: "sweep" (the sweep's working directory, shared by every trial) or
+    "trial" (a directory of its own under the store, `workdirs/<sweep>/<trial>/`, kept over its retries).
     """
 
     timeout: float | None = None
@@ -97,6 +103,7 @@ class TrialPolicy:
     #: libraries each worker imports before its first trial (once for all workers, in a fork server): None
     #: reads them from the trial's code (backends/preload.trial_imports); () imports none
     preload: tuple[str, ...] | None = None
+    workdir: str = "sweep"                      # "sweep" | "trial" (WORKDIRS)
 
 
 @dataclass(frozen=True)

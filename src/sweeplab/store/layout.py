@@ -3,6 +3,8 @@
     <store>/logs/<sweep>/<trial>-<attempt>.log            stdout + stderr of the attempt
     <store>/checkpoints/<sweep>/<trial>/                   checkpoints, shared by all attempts of the trial
     <store>/artifacts/<sweep>/<trial>/                     traces, failure captures (captures/)
+    <store>/workdirs/<sweep>/<trial>/                      the trial's working directory (trial.workdir: trial),
+                                                           shared by all attempts of the trial
 """
 
 from __future__ import annotations
@@ -44,4 +46,5 @@ def trial_paths(root: str, sweep: str, number: int, attempt: int, checkpoint_dir
         "checkpoint": ckpt,
         "capture": f"{root}/artifacts/{safe}/{number}/captures",
         "artifacts": f"{root}/artifacts/{safe}/{number}",
+        "workdir": f"{root}/workdirs/{safe}/{number}",
     }
