@@ -42,7 +42,6 @@ def main() -> None:
     with open("model.json") as f:   # "evaluate the saved model": this trial's, not a neighbour's
         model = json.load(f)
     assert (model["lr"], model["width"]) == (args.lr, args.width), "evaluated another trial's model"
-    print("@sweeplab " + json.dumps({"final_loss": model["loss"]}), flush=True)
 
 
 if __name__ == "__main__":
