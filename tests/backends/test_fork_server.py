@@ -29,13 +29,13 @@ from sweeplab.testing.backends import collect, make_task
 pytestmark = pytest.mark.slow
 
 PROBE = '''
-import os, sys, time
+import gc, os, sys, time
 
 def probe(config, run):
     """What this worker had loaded before the trial, and a draw of numpy's global generator if it has one."""
     np = sys.modules.get("numpy")
     run.log({"had": int(config["module"] in sys.modules), "pid": os.getpid(), "ppid": os.getppid(),
-             "draw": float(np.random.random()) if np is not None else -1.0})
+             "draw": float(np.random.random()) if np is not None else -1.0, "frozen": gc.get_freeze_count()})
     time.sleep(config.get("sleep", 0))
     return {"done": 1}
 '''
@@ -132,6 +132,9 @@ def test_workers_are_forked_from_the_server_with_the_libraries_loaded_and_their_
         assert m1["ppid"] == m2["ppid"] == server.proc.pid      # forked by it ...
         assert {os.getpgid(int(m["pid"])) for m in (m1, m2)} == {int(m1["pid"]), int(m2["pid"])}  # ... own groups
         assert m1["draw"] != m2["draw"]                         # numpy reseeded in each worker, as a fresh one
+        # what the server imported is out of the workers' garbage collections (they never walk it nor copy its
+        # pages): numpy's tens of thousands of objects
+        assert m1["frozen"] == m2["frozen"] > 10_000, (m1, m2)
         assert [e.kind for e in ev[1] + ev[2]].count(EventKind.NOTE) == 1
         note = next(e.data for e in ev[1] + ev[2] if e.kind is EventKind.NOTE)
         assert note["forked"] is True and note["preload"] == ["numpy", "colorsys"] and note["preload_cpu"] > 0

@@ -32,6 +32,7 @@ around a fork; threads would otherwise leave locks held in the child.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -432,6 +433,10 @@ def main() -> int:
     blas = _one_blas_thread()
     failed = _preload(first.get("modules", ()))
     blas_limit = _blas_threads_after_fork(blas)
+    # what the imports made lives as long as every worker: out of the garbage collector's reach (Python's
+    # recipe for fork without exec), so a worker's collections never walk those objects, nor write to their
+    # pages (which copy-on-write would copy into each worker)
+    gc.freeze()
     _pdeathsig(0)
     usage = os.times()
     try:
