@@ -851,6 +851,7 @@ def main() -> int:
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=2, help="seeds per task and tool (the reported run: 5)")
+    ap.add_argument("--first-seed", type=int, default=0, metavar="S", help="seeds S, S+1, ... (to re-run some)")
     ap.add_argument("--full", action="store_true", help="the reported caps (default: quick ones)")
     ap.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     ap.add_argument("--tools", nargs="+", default=list(TOOLS), choices=list(TOOLS))
@@ -893,7 +894,7 @@ def main() -> int:
     results: dict[tuple[str, str], list[Outcome]] = {}
     try:
         for name in args.tasks:
-            for seed in range(args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 for tool in args.tools:             # interleaved: each seed runs every tool in turn
                     o = measure(tool, TASKS[name], seed, caps[name])
                     results.setdefault((name, tool), []).append(o)
