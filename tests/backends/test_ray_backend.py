@@ -19,7 +19,7 @@ import pytest
 
 from sweeplab.backends.events import EventKind
 from sweeplab.backends.ray import RayBackend, trial_demand
-from sweeplab.backends.ray._plan import capacity, check_checkpoint_root, check_fits
+from sweeplab.backends.ray._plan import capacity, check_checkpoint_root, check_fits, workdir_warning
 from sweeplab.errors import UserError
 from sweeplab.testing.backends import BackendContract, collect, make_task
 
@@ -215,6 +215,33 @@ def test_checkpoint_location_every_node_cannot_reach_is_refused(root, multi, uns
 ], ids=["s3", "shared-path-seen-by-all", "single-machine"])
 def test_checkpoint_location_reachable_by_all_is_accepted(root, multi, unseen):
     check_checkpoint_root(root, multi_host=multi, unseen=unseen)
+
+
+# trial.workdir: trial on a multi-host cluster whose nodes do not share the store: a warning at start. The
+# loopback cluster of these tests is one host, so the decision is tested here and the wiring below.
+@pytest.mark.parametrize("root, multi, unseen, warned", [
+    ("/home/me/.sweeplab/workdirs", True, ["10.0.0.7", "10.0.0.3"], True),
+    ("/mnt/efs/store/workdirs", True, [], False),
+    ("/home/me/.sweeplab/workdirs", False, None, False),
+    (None, True, ["10.0.0.7"], False),
+], ids=["node-cannot-see-store", "shared-store", "single-machine", "workdir-sweep"])
+def test_trial_workdirs_on_a_store_some_nodes_cannot_see_are_warned_about(root, multi, unseen, warned):
+    message = workdir_warning(root, multi_host=multi, unseen=unseen)
+    assert (message is not None) is warned
+    if warned:
+        assert "10.0.0.3, 10.0.0.7" in message and root in message and "shared filesystem" in message
+
+
+def test_ray_backend_probes_the_store_workdirs_only_when_trials_run_in_their_own(tmp_path):
+    from sweeplab.spec import parse_spec
+
+    def backend(workdir):
+        spec = parse_spec({"name": "w", "method": "grid", "function": "m:f", "metric": {"name": "loss"},
+                               "parameters": {"x": {"values": [1]}}, "trial": {"workdir": workdir}}, file="s.yaml")
+        return RayBackend(spec, workdir_root=str(tmp_path / "workdirs"))
+
+    assert backend("trial").workdir_root == str(tmp_path / "workdirs")
+    assert backend("sweep").workdir_root is None
 
 
 # ------------------------------------------------------------------------------------ bad input (cluster)
