@@ -177,6 +177,23 @@ def test_the_cli_refuses_a_bad_workdir_in_the_spec_and_on_the_command_line_and_a
     assert not cli.store.exists()
 
 
+@pytest.mark.parametrize("item", ["conf.yaml", "--config=conf.yaml", "data.path=conf.yaml"],
+                         ids=["bare", "option-equals", "hydra-override"])
+def test_a_relative_file_in_the_command_is_refused_also_as_the_value_of_an_option(tmp_path, item):
+    """`--config=conf.yaml` (or Hydra's `data.path=conf.yaml`) names a file of the sweep's directory as much as
+    `conf.yaml` alone: in the trial's own directory it names nothing, and every trial would fail."""
+    from sweeplab.spec import check_command_paths
+
+    (tmp_path / "conf.yaml").write_text("a: 1\n")
+    raw = {"command": ["python", "-m", "pkg.train", item, "--lr=0.1", "${args}"], "method": "grid",
+           "parameters": {"x": {"value": 1}}, "trial": {"workdir": "trial"}}
+    with pytest.raises(SpecError, match=r"command\[3\]"):
+        check_command_paths(parse_spec(raw, file="s.yaml"), cwd=str(tmp_path))
+    check_command_paths(parse_spec({**raw, "trial": {"workdir": "sweep"}}, file="s.yaml"), cwd=str(tmp_path))
+    absolute = {**raw, "command": ["python", "-m", "pkg.train", f"--config={tmp_path / 'conf.yaml'}"]}
+    check_command_paths(parse_spec(absolute, file="s.yaml"), cwd=str(tmp_path))
+
+
 # ------------------------------------------------------------------------------------------------- repro
 LEAVES_STATE = """\
 import os, sys
