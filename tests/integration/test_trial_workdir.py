@@ -103,7 +103,8 @@ def test_a_function_trial_runs_in_its_own_directory_and_reaches_the_sweeps(cli):
 
 
 def where_am_i(config, run):
-    Path(config["out"]).write_text(json.dumps({"cwd": os.getcwd(), "api": run.original_cwd}))
+    Path(config["out"]).write_text(json.dumps({"cwd": os.getcwd(), "api": run.original_cwd,
+                                               "pwd": os.environ.get("PWD")}))
     if config.get("move"):
         os.makedirs("deeper", exist_ok=True)
         os.chdir("deeper")   # the trial's own chdir is undone too
@@ -112,7 +113,8 @@ def where_am_i(config, run):
 
 def test_a_reused_worker_is_back_in_the_sweeps_directory_after_a_trial_in_its_own(tmp_path):
     """A worker that ran a trial in its own directory runs the next trial (of a sweep in the sweep's directory)
-    where that one says, not where the last one left it."""
+    where that one says, not where the last one left it. PWD says where each runs (a shell, or a tool that
+    reads $PWD, started by the function, would otherwise be told the worker's old directory)."""
     from sweeplab.backends.events import EventKind
     from sweeplab.backends.local import LocalBackend, plan_slots
     from sweeplab.testing.backends import collect, make_task
@@ -132,9 +134,11 @@ def test_a_reused_worker_is_back_in_the_sweeps_directory_after_a_trial_in_its_ow
         assert collect(be, [2])[2][-1].kind is EventKind.FINISHED
     finally:
         be.shutdown(grace=0.0)
-    assert json.loads((tmp_path / "1.json").read_text()) == {"cwd": str(own), "api": str(tmp_path)}
+    assert json.loads((tmp_path / "1.json").read_text()) == {"cwd": str(own), "api": str(tmp_path),
+                                                             "pwd": str(own)}
     # `make_task` gives no original_cwd: run.original_cwd is where the trial runs
-    assert json.loads((tmp_path / "2.json").read_text()) == {"cwd": str(tmp_path), "api": str(tmp_path)}
+    assert json.loads((tmp_path / "2.json").read_text()) == {"cwd": str(tmp_path), "api": str(tmp_path),
+                                                             "pwd": str(tmp_path)}
 
 
 # ------------------------------------------------------------------------------------------------ bad input
