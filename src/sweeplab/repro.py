@@ -143,6 +143,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
 
     if Path(cwd).is_dir():
         os.chdir(cwd)   # relative paths in the config resolve as they did in the sweep
+        os.environ["PWD"] = os.path.abspath(cwd)
     own_dir = (spec.get("trial") or {}).get("workdir") == "trial"
     if own_dir:
         echo(f"  in a copy of the trial's own directory {paths['workdir']} (trial.workdir: trial), as its last "
@@ -168,6 +169,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         config = coerce(config_raw, typed_schema_of(fn))
         if own_dir:   # then into a copy of the trial's directory (the original is never written)
             os.chdir(_copy_workdir(Path(paths["workdir"]), tmp / "workdir"))
+            os.environ["PWD"] = os.getcwd()   # as in the sweep's worker (backends/function_trial.py)
     except BaseException:
         if wandb is not None:
             wandb.end()
@@ -286,6 +288,8 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     env.update(added)
     env.update({"SWEEPLAB_CHECKPOINT_DIR": str(ckpt_copy), "SWEEPLAB_REPORT_FILE": str(tmp / "report.jsonl"),
                 "SWEEPLAB_ATTEMPT": str(int(failed["number"]) + 1)})
+    if cwd:   # where it runs, as in the sweep (backends/command_trial.py)
+        env["PWD"] = os.path.abspath(cwd)
     world, failed_rank = _ranks_of(spec, failed)
     echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
     echo(f"  argv {' '.join(argv)}")

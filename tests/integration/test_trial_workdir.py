@@ -132,6 +132,13 @@ def test_a_reused_worker_is_back_in_the_sweeps_directory_after_a_trial_in_its_ow
         second = make_task(tmp_path, 2, target, config={"out": str(tmp_path / "2.json")})
         be.submit(second)
         assert collect(be, [2])[2][-1].kind is EventKind.FINISHED
+        # a command trial's process is told its directory in PWD too (it inherited the worker's)
+        prog = "import os, sys; open(sys.argv[1], 'w').write(os.environ.get('PWD', '') + '|' + os.getcwd())"
+        third = dataclasses.replace(make_task(tmp_path, 3, command=[sys.executable, "-c", prog,
+                                                                    str(tmp_path / "3.txt")]),
+                                    cwd=str(tmp_path / "workdirs" / "s" / "3"), original_cwd=str(tmp_path))
+        be.submit(third)
+        assert collect(be, [3])[3][-1].kind is EventKind.FINISHED
     finally:
         be.shutdown(grace=0.0)
     assert json.loads((tmp_path / "1.json").read_text()) == {"cwd": str(own), "api": str(tmp_path),
@@ -139,6 +146,8 @@ def test_a_reused_worker_is_back_in_the_sweeps_directory_after_a_trial_in_its_ow
     # `make_task` gives no original_cwd: run.original_cwd is where the trial runs
     assert json.loads((tmp_path / "2.json").read_text()) == {"cwd": str(tmp_path), "api": str(tmp_path),
                                                              "pwd": str(tmp_path)}
+    own3 = str(tmp_path / "workdirs" / "s" / "3")
+    assert (tmp_path / "3.txt").read_text() == f"{own3}|{own3}"
 
 
 # ------------------------------------------------------------------------------------------------ bad input
