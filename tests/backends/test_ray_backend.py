@@ -244,6 +244,24 @@ def test_ray_backend_probes_the_store_workdirs_only_when_trials_run_in_their_own
     assert backend("sweep").workdir_root is None
 
 
+def test_start_warns_once_on_stderr_when_another_host_cannot_see_the_store_workdirs(monkeypatch, capsys):
+    """The wiring of the check above on a (faked) two-host cluster: the probe asked about the store's
+    workdirs/, its answer turned into one warning; a one-host cluster is not probed."""
+    from sweeplab.backends.ray import _core
+
+    core = _core.RayCore.__new__(_core.RayCore)
+    core.workdir_root = "/home/me/.sweeplab/workdirs"
+    probed = []
+    monkeypatch.setattr(_core.ray.util, "get_node_ip_address", lambda: "10.0.0.1")
+    monkeypatch.setattr(core, "_probe_shared", lambda root, nodes, here, what: probed.append(root) or ["10.0.0.2"])
+    core._check_workdirs([{"NodeManagerAddress": "10.0.0.1"}, {"NodeManagerAddress": "10.0.0.2"}])
+    err = capsys.readouterr().err
+    assert probed == ["/home/me/.sweeplab/workdirs"] and err.count("warning: trial.workdir: trial") == 1, err
+    assert "10.0.0.2" in err, err
+    core._check_workdirs([{"NodeManagerAddress": "10.0.0.1"}])
+    assert probed == ["/home/me/.sweeplab/workdirs"] and capsys.readouterr().err == ""
+
+
 # ------------------------------------------------------------------------------------ bad input (cluster)
 @pytest.mark.ray
 def test_unreachable_address_is_a_user_error_before_anything_runs():
