@@ -86,7 +86,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     meta = spec.get("_sweeplab") or {}
     cwd = meta.get("cwd") or "."
     root = str(store.root.resolve())
-    paths = trial_paths(root, name, number, int(failed["number"]), spec.get("checkpoint_dir"))
+    paths = trial_paths(root, name, number, int(failed["number"]), _checkpoint_dir(spec))
     recorded = store.checkpoint_rows(trial["id"])
     src = Path(paths["checkpoint"])
     if recorded and not src.is_dir():
@@ -272,7 +272,7 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     if not own_dir and not Path(cwd).is_dir():
         raise UserError(f"trial {name}/{number} ran in {cwd}, which is gone; cannot run it there again")
     root = str(store.root.resolve())
-    src = Path(trial_paths(root, name, number, int(failed["number"]), spec.get("checkpoint_dir"))["checkpoint"])
+    src = Path(trial_paths(root, name, number, int(failed["number"]), _checkpoint_dir(spec))["checkpoint"])
     tmp = Path(tempfile.mkdtemp(prefix="sweeplab-repro-"))   # copies: the store is never written
     if own_dir:   # the store's path of it now (the header's is where the store was then)
         own = trial_paths(root, name, number, int(failed["number"]))["workdir"]
@@ -319,6 +319,12 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     code = 128 - code if code < 0 else code   # killed by a signal: the shell's convention
     echo("the trial did not fail this time" if code == 0 else f"the failure reproduced: exit code {code}")
     return code
+
+
+def _checkpoint_dir(spec: dict[str, Any]) -> str | None:
+    """The sweep's `checkpoint_dir` as its trials got it: `~` expanded (driver/tasks.py)."""
+    ckpt = spec.get("checkpoint_dir")
+    return os.path.expanduser(ckpt) if isinstance(ckpt, str) and ckpt.startswith("~") else ckpt
 
 
 def _copy_workdir(src: Path, dst: Path) -> Path:

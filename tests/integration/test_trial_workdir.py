@@ -207,6 +207,35 @@ def test_a_relative_file_in_the_command_is_refused_also_as_the_value_of_an_optio
     check_command_paths(parse_spec(absolute, file="s.yaml"), cwd=str(tmp_path))
 
 
+CKPT_TO_ENV_DIR = """\
+import os
+d = os.environ["SWEEPLAB_CHECKPOINT_DIR"]
+os.makedirs(d, exist_ok=True)
+open(os.path.join(d, "c.pt"), "w").write("x")
+print('@sweeplab {"loss": 1.0}')
+"""
+
+
+@pytest.mark.parametrize("workdir", ["trial", "sweep"])
+def test_a_checkpoint_dir_under_home_reaches_a_command_trial_expanded(tmp_path, monkeypatch, workdir):
+    """`checkpoint_dir: ~/ckpts` is the home directory's (docs/spec.md): a command trial was given
+    SWEEPLAB_CHECKPOINT_DIR=~/ckpts/... as written, and saved into a directory named `~` in its working
+    directory, where the driver (which expands it) never looked."""
+    import sweeplab as sl
+
+    home, here = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    here.mkdir()
+    (here / "ck.py").write_text(CKPT_TO_ENV_DIR)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(here)
+    spec = {"name": "hc", "program": "ck.py", "method": "grid", "metric": {"name": "loss"},
+            "parameters": {"x": {"value": 1}}, "checkpoint_dir": "~/ckpts", "trial": {"workdir": workdir}}
+    sl.sweep(spec, workers=1, store=str(tmp_path / "store"), progress=False)
+    assert (home / "ckpts" / "hc" / "0" / "c.pt").is_file()
+    assert not list(tmp_path.rglob("~"))
+
+
 # ------------------------------------------------------------------------------------------------- repro
 LEAVES_STATE = """\
 import os, sys

@@ -17,6 +17,7 @@ their trials end PREEMPTED and the driver requeues them from their last checkpoi
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -75,7 +76,8 @@ class RayBackend(Backend):
         self.preload = preload_of(spec) if spec is not None else ()
         self.smoke = smoke
         ckpt = getattr(spec, "checkpoint_dir", None)
-        self.checkpoint_root = str(ckpt) if ckpt else checkpoint_root
+        # `~` expanded as the trials' own is (driver/tasks.py): the probe of a multi-host cluster looks there
+        self.checkpoint_root = os.path.expanduser(str(ckpt)) if ckpt else checkpoint_root
         self.init = dict(init or {})
         #: the store's workdirs/ when trials run in their own directories (`trial.workdir: trial`): start()
         #: warns when some host of a multi-machine cluster cannot see it
