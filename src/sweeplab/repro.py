@@ -322,9 +322,15 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
 
 
 def _checkpoint_dir(spec: dict[str, Any]) -> str | None:
-    """The sweep's `checkpoint_dir` as its trials got it: `~` expanded (driver/tasks.py)."""
+    """The sweep's `checkpoint_dir` where its driver found it: `~` expanded (driver/tasks.py), a relative
+    local path the sweep's directory's (the replay may run from anywhere)."""
     ckpt = spec.get("checkpoint_dir")
-    return os.path.expanduser(ckpt) if isinstance(ckpt, str) and ckpt.startswith("~") else ckpt
+    if not isinstance(ckpt, str) or not ckpt or "://" in ckpt:
+        return ckpt
+    if ckpt.startswith("~"):
+        return os.path.expanduser(ckpt)
+    cwd = (spec.get("_sweeplab") or {}).get("cwd")
+    return os.path.join(cwd, ckpt) if cwd and not os.path.isabs(ckpt) else ckpt
 
 
 def _copy_workdir(src: Path, dst: Path) -> Path:

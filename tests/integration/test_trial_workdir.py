@@ -278,6 +278,28 @@ def test_repro_replays_a_trial_in_a_copy_of_its_own_directory(cli, kind):
     assert (own / "state.txt").read_text() == "attempt\n"   # the store's copy is unchanged
 
 
+def checkpoints_then_fails(config, run):
+    run.checkpoint({"epoch": 1}, step=1, force=True)
+    raise ValueError("after its checkpoint")
+
+
+@pytest.mark.slow
+def test_repro_from_another_directory_finds_a_relative_checkpoint_dir_in_the_sweeps(cli):
+    """`checkpoint_dir: ckpt` is the sweep's directory's `ckpt/`: `sweeplab repro` run from elsewhere looked for
+    it under its own directory and refused ("wrote checkpoints but ckpt/rx/0 is gone")."""
+    f = cli.spec("rx", f"function: {Path(__file__).resolve()}:checkpoints_then_fails\nmethod: grid\n"
+                       "parameters: {x: {value: 1}}\ntrial: {workdir: trial, retries: 0}\ncheckpoint_dir: ckpt\n")
+    assert cli("sweep", str(f), "--name", "rx", "--workers", "1", "-q").returncode == 1
+    assert (cli.tmp / "ckpt" / "rx" / "0").is_dir()
+    elsewhere = cli.tmp / "elsewhere"
+    elsewhere.mkdir()
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "repro", "rx/0", "--store", str(cli.store.resolve())],
+                        cwd=elsewhere, env=cli.env(), capture_output=True, text=True, timeout=120)
+    out = cp.stdout + cp.stderr
+    assert "the failure reproduced" in out and "after its checkpoint" in out, out
+    assert "is gone" not in out, out
+
+
 @pytest.mark.parametrize("kind", ["command", "function"])
 def test_a_trial_directory_that_cannot_be_made_fails_the_attempt_naming_it(tmp_path, kind):
     """A Ray node where the store's path cannot be created: the attempt fails with a reason naming the trial's
