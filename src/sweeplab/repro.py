@@ -86,7 +86,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     meta = spec.get("_sweeplab") or {}
     cwd = meta.get("cwd") or "."
     root = str(store.root.resolve())
-    paths = trial_paths(root, name, number, int(failed["number"]), spec.get("checkpoint_dir"))
+    paths = trial_paths(root, name, number, int(failed["number"]), _checkpoint_dir(spec))
     recorded = store.checkpoint_rows(trial["id"])
     src = Path(paths["checkpoint"])
     if recorded and not src.is_dir():
@@ -143,6 +143,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
 
     if Path(cwd).is_dir():
         os.chdir(cwd)   # relative paths in the config resolve as they did in the sweep
+        os.environ["PWD"] = os.path.abspath(cwd)
     own_dir = (spec.get("trial") or {}).get("workdir") == "trial"
     if own_dir:
         echo(f"  in a copy of the trial's own directory {paths['workdir']} (trial.workdir: trial), as its last "
@@ -168,6 +169,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         config = coerce(config_raw, typed_schema_of(fn))
         if own_dir:   # then into a copy of the trial's directory (the original is never written)
             os.chdir(_copy_workdir(Path(paths["workdir"]), tmp / "workdir"))
+            os.environ["PWD"] = os.getcwd()   # as in the sweep's worker (backends/function_trial.py)
     except BaseException:
         if wandb is not None:
             wandb.end()
@@ -270,7 +272,7 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     if not own_dir and not Path(cwd).is_dir():
         raise UserError(f"trial {name}/{number} ran in {cwd}, which is gone; cannot run it there again")
     root = str(store.root.resolve())
-    src = Path(trial_paths(root, name, number, int(failed["number"]), spec.get("checkpoint_dir"))["checkpoint"])
+    src = Path(trial_paths(root, name, number, int(failed["number"]), _checkpoint_dir(spec))["checkpoint"])
     tmp = Path(tempfile.mkdtemp(prefix="sweeplab-repro-"))   # copies: the store is never written
     if own_dir:   # the store's path of it now (the header's is where the store was then)
         own = trial_paths(root, name, number, int(failed["number"]))["workdir"]
@@ -286,6 +288,8 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     env.update(added)
     env.update({"SWEEPLAB_CHECKPOINT_DIR": str(ckpt_copy), "SWEEPLAB_REPORT_FILE": str(tmp / "report.jsonl"),
                 "SWEEPLAB_ATTEMPT": str(int(failed["number"]) + 1)})
+    if cwd:   # where it runs, as in the sweep (backends/command_trial.py)
+        env["PWD"] = os.path.abspath(cwd)
     world, failed_rank = _ranks_of(spec, failed)
     echo(f"replaying {name}/{number} (attempt {failed['number']} failed: {failed['reason']})")
     echo(f"  argv {' '.join(argv)}")
@@ -315,6 +319,18 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     code = 128 - code if code < 0 else code   # killed by a signal: the shell's convention
     echo("the trial did not fail this time" if code == 0 else f"the failure reproduced: exit code {code}")
     return code
+
+
+def _checkpoint_dir(spec: dict[str, Any]) -> str | None:
+    """The sweep's `checkpoint_dir` where its driver found it: `~` expanded (driver/tasks.py), a relative
+    local path the sweep's directory's (the replay may run from anywhere)."""
+    ckpt = spec.get("checkpoint_dir")
+    if not isinstance(ckpt, str) or not ckpt or "://" in ckpt:
+        return ckpt
+    if ckpt.startswith("~"):
+        return os.path.expanduser(ckpt)
+    cwd = (spec.get("_sweeplab") or {}).get("cwd")
+    return os.path.join(cwd, ckpt) if cwd and not os.path.isabs(ckpt) else ckpt
 
 
 def _copy_workdir(src: Path, dst: Path) -> Path:

@@ -19,7 +19,7 @@ import pytest
 
 from sweeplab.backends.events import EventKind
 from sweeplab.backends.ray import RayBackend, trial_demand
-from sweeplab.backends.ray._plan import capacity, check_checkpoint_root, check_fits
+from sweeplab.backends.ray._plan import capacity, check_checkpoint_root, check_fits, workdir_warning
 from sweeplab.errors import UserError
 from sweeplab.testing.backends import BackendContract, collect, make_task
 
@@ -215,6 +215,51 @@ def test_checkpoint_location_every_node_cannot_reach_is_refused(root, multi, uns
 ], ids=["s3", "shared-path-seen-by-all", "single-machine"])
 def test_checkpoint_location_reachable_by_all_is_accepted(root, multi, unseen):
     check_checkpoint_root(root, multi_host=multi, unseen=unseen)
+
+
+# trial.workdir: trial on a multi-host cluster whose nodes do not share the store: a warning at start. The
+# loopback cluster of these tests is one host, so the decision is tested here and the wiring below.
+@pytest.mark.parametrize("root, multi, unseen, warned", [
+    ("/home/me/.sweeplab/workdirs", True, ["10.0.0.7", "10.0.0.3"], True),
+    ("/mnt/efs/store/workdirs", True, [], False),
+    ("/home/me/.sweeplab/workdirs", False, None, False),
+    (None, True, ["10.0.0.7"], False),
+], ids=["node-cannot-see-store", "shared-store", "single-machine", "workdir-sweep"])
+def test_trial_workdirs_on_a_store_some_nodes_cannot_see_are_warned_about(root, multi, unseen, warned):
+    message = workdir_warning(root, multi_host=multi, unseen=unseen)
+    assert (message is not None) is warned
+    if warned:
+        assert "10.0.0.3, 10.0.0.7" in message and root in message and "shared filesystem" in message
+
+
+def test_ray_backend_probes_the_store_workdirs_only_when_trials_run_in_their_own(tmp_path):
+    from sweeplab.spec import parse_spec
+
+    def backend(workdir):
+        spec = parse_spec({"name": "w", "method": "grid", "function": "m:f", "metric": {"name": "loss"},
+                               "parameters": {"x": {"values": [1]}}, "trial": {"workdir": workdir}}, file="s.yaml")
+        return RayBackend(spec, workdir_root=str(tmp_path / "workdirs"))
+
+    assert backend("trial").workdir_root == str(tmp_path / "workdirs")
+    assert backend("sweep").workdir_root is None
+
+
+def test_start_warns_once_on_stderr_when_another_host_cannot_see_the_store_workdirs(monkeypatch, capsys):
+    """The wiring of the check above on a (faked) two-host cluster: the probe asked about the store's
+    workdirs/, its answer turned into one warning; a one-host cluster is not probed."""
+    from sweeplab.backends.ray import _core
+
+    core = _core.RayCore.__new__(_core.RayCore)
+    core.workdir_root = "/home/me/.sweeplab/workdirs"
+    probed = []
+    monkeypatch.setattr(_core.ray.util, "get_node_ip_address", lambda: "10.0.0.1")
+    monkeypatch.setattr(core, "_probe_shared", lambda root, nodes, here, what: probed.append(root) or ["10.0.0.2"])
+    core._check_workdirs([{"NodeManagerAddress": "10.0.0.1"}, {"NodeManagerAddress": "10.0.0.2"}])
+    err = capsys.readouterr().err
+    assert probed == ["/home/me/.sweeplab/workdirs"] and err.count("warning: trial.workdir: trial") == 1, err
+    assert "10.0.0.2" in err, err
+    core._check_workdirs([{"NodeManagerAddress": "10.0.0.1"}])
+    assert probed == ["/home/me/.sweeplab/workdirs"] and capsys.readouterr().err == ""
 
 
 # ------------------------------------------------------------------------------------ bad input (cluster)

@@ -103,7 +103,8 @@ def test_a_function_trial_runs_in_its_own_directory_and_reaches_the_sweeps(cli):
 
 
 def where_am_i(config, run):
-    Path(config["out"]).write_text(json.dumps({"cwd": os.getcwd(), "api": run.original_cwd}))
+    Path(config["out"]).write_text(json.dumps({"cwd": os.getcwd(), "api": run.original_cwd,
+                                               "pwd": os.environ.get("PWD")}))
     if config.get("move"):
         os.makedirs("deeper", exist_ok=True)
         os.chdir("deeper")   # the trial's own chdir is undone too
@@ -112,7 +113,8 @@ def where_am_i(config, run):
 
 def test_a_reused_worker_is_back_in_the_sweeps_directory_after_a_trial_in_its_own(tmp_path):
     """A worker that ran a trial in its own directory runs the next trial (of a sweep in the sweep's directory)
-    where that one says, not where the last one left it."""
+    where that one says, not where the last one left it. PWD says where each runs (a shell, or a tool that
+    reads $PWD, started by the function, would otherwise be told the worker's old directory)."""
     from sweeplab.backends.events import EventKind
     from sweeplab.backends.local import LocalBackend, plan_slots
     from sweeplab.testing.backends import collect, make_task
@@ -130,11 +132,22 @@ def test_a_reused_worker_is_back_in_the_sweeps_directory_after_a_trial_in_its_ow
         second = make_task(tmp_path, 2, target, config={"out": str(tmp_path / "2.json")})
         be.submit(second)
         assert collect(be, [2])[2][-1].kind is EventKind.FINISHED
+        # a command trial's process is told its directory in PWD too (it inherited the worker's)
+        prog = "import os, sys; open(sys.argv[1], 'w').write(os.environ.get('PWD', '') + '|' + os.getcwd())"
+        third = dataclasses.replace(make_task(tmp_path, 3, command=[sys.executable, "-c", prog,
+                                                                    str(tmp_path / "3.txt")]),
+                                    cwd=str(tmp_path / "workdirs" / "s" / "3"), original_cwd=str(tmp_path))
+        be.submit(third)
+        assert collect(be, [3])[3][-1].kind is EventKind.FINISHED
     finally:
         be.shutdown(grace=0.0)
-    assert json.loads((tmp_path / "1.json").read_text()) == {"cwd": str(own), "api": str(tmp_path)}
+    assert json.loads((tmp_path / "1.json").read_text()) == {"cwd": str(own), "api": str(tmp_path),
+                                                             "pwd": str(own)}
     # `make_task` gives no original_cwd: run.original_cwd is where the trial runs
-    assert json.loads((tmp_path / "2.json").read_text()) == {"cwd": str(tmp_path), "api": str(tmp_path)}
+    assert json.loads((tmp_path / "2.json").read_text()) == {"cwd": str(tmp_path), "api": str(tmp_path),
+                                                             "pwd": str(tmp_path)}
+    own3 = str(tmp_path / "workdirs" / "s" / "3")
+    assert (tmp_path / "3.txt").read_text() == f"{own3}|{own3}"
 
 
 # ------------------------------------------------------------------------------------------------ bad input
@@ -177,6 +190,52 @@ def test_the_cli_refuses_a_bad_workdir_in_the_spec_and_on_the_command_line_and_a
     assert not cli.store.exists()
 
 
+@pytest.mark.parametrize("item", ["conf.yaml", "--config=conf.yaml", "data.path=conf.yaml"],
+                         ids=["bare", "option-equals", "hydra-override"])
+def test_a_relative_file_in_the_command_is_refused_also_as_the_value_of_an_option(tmp_path, item):
+    """`--config=conf.yaml` (or Hydra's `data.path=conf.yaml`) names a file of the sweep's directory as much as
+    `conf.yaml` alone: in the trial's own directory it names nothing, and every trial would fail."""
+    from sweeplab.spec import check_command_paths
+
+    (tmp_path / "conf.yaml").write_text("a: 1\n")
+    raw = {"command": ["python", "-m", "pkg.train", item, "--lr=0.1", "${args}"], "method": "grid",
+           "parameters": {"x": {"value": 1}}, "trial": {"workdir": "trial"}}
+    with pytest.raises(SpecError, match=r"command\[3\]"):
+        check_command_paths(parse_spec(raw, file="s.yaml"), cwd=str(tmp_path))
+    check_command_paths(parse_spec({**raw, "trial": {"workdir": "sweep"}}, file="s.yaml"), cwd=str(tmp_path))
+    absolute = {**raw, "command": ["python", "-m", "pkg.train", f"--config={tmp_path / 'conf.yaml'}"]}
+    check_command_paths(parse_spec(absolute, file="s.yaml"), cwd=str(tmp_path))
+
+
+CKPT_TO_ENV_DIR = """\
+import os
+d = os.environ["SWEEPLAB_CHECKPOINT_DIR"]
+os.makedirs(d, exist_ok=True)
+open(os.path.join(d, "c.pt"), "w").write("x")
+print('@sweeplab {"loss": 1.0}')
+"""
+
+
+@pytest.mark.parametrize("workdir", ["trial", "sweep"])
+def test_a_checkpoint_dir_under_home_reaches_a_command_trial_expanded(tmp_path, monkeypatch, workdir):
+    """`checkpoint_dir: ~/ckpts` is the home directory's (docs/spec.md): a command trial was given
+    SWEEPLAB_CHECKPOINT_DIR=~/ckpts/... as written, and saved into a directory named `~` in its working
+    directory, where the driver (which expands it) never looked."""
+    import sweeplab as sl
+
+    home, here = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    here.mkdir()
+    (here / "ck.py").write_text(CKPT_TO_ENV_DIR)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(here)
+    spec = {"name": "hc", "program": "ck.py", "method": "grid", "metric": {"name": "loss"},
+            "parameters": {"x": {"value": 1}}, "checkpoint_dir": "~/ckpts", "trial": {"workdir": workdir}}
+    sl.sweep(spec, workers=1, store=str(tmp_path / "store"), progress=False)
+    assert (home / "ckpts" / "hc" / "0" / "c.pt").is_file()
+    assert not list(tmp_path.rglob("~"))
+
+
 # ------------------------------------------------------------------------------------------------- repro
 LEAVES_STATE = """\
 import os, sys
@@ -217,6 +276,28 @@ def test_repro_replays_a_trial_in_a_copy_of_its_own_directory(cli, kind):
     assert ran_in != str(own) and ran_in.endswith("/workdir"), out
     assert f"{ran_in} found True original {cli.tmp.resolve()}" in out, out
     assert (own / "state.txt").read_text() == "attempt\n"   # the store's copy is unchanged
+
+
+def checkpoints_then_fails(config, run):
+    run.checkpoint({"epoch": 1}, step=1, force=True)
+    raise ValueError("after its checkpoint")
+
+
+@pytest.mark.slow
+def test_repro_from_another_directory_finds_a_relative_checkpoint_dir_in_the_sweeps(cli):
+    """`checkpoint_dir: ckpt` is the sweep's directory's `ckpt/`: `sweeplab repro` run from elsewhere looked for
+    it under its own directory and refused ("wrote checkpoints but ckpt/rx/0 is gone")."""
+    f = cli.spec("rx", f"function: {Path(__file__).resolve()}:checkpoints_then_fails\nmethod: grid\n"
+                       "parameters: {x: {value: 1}}\ntrial: {workdir: trial, retries: 0}\ncheckpoint_dir: ckpt\n")
+    assert cli("sweep", str(f), "--name", "rx", "--workers", "1", "-q").returncode == 1
+    assert (cli.tmp / "ckpt" / "rx" / "0").is_dir()
+    elsewhere = cli.tmp / "elsewhere"
+    elsewhere.mkdir()
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "repro", "rx/0", "--store", str(cli.store.resolve())],
+                        cwd=elsewhere, env=cli.env(), capture_output=True, text=True, timeout=120)
+    out = cp.stdout + cp.stderr
+    assert "the failure reproduced" in out and "after its checkpoint" in out, out
+    assert "is gone" not in out, out
 
 
 @pytest.mark.parametrize("kind", ["command", "function"])

@@ -68,7 +68,8 @@ def _ray(spec: Any = None, *, workers: int | None = None, address: str | None = 
     from sweeplab.backends.ray import RayBackend
 
     be = RayBackend(spec, workers=workers, address=address or getattr(spec, "address", None), smoke=smoke,
-                    checkpoint_root=str(Path(store_root) / "checkpoints") if store_root else None)
+                    checkpoint_root=str(Path(store_root) / "checkpoints") if store_root else None,
+                    workdir_root=str(Path(store_root) / "workdirs") if store_root else None)
     be.start()
     return be
 

@@ -178,6 +178,8 @@ def execute_command(ex: Execution) -> None:
         added["SWEEPLAB_SEED"] = str(task.seed)
     env = dict(os.environ)
     env.update(added)
+    if task.cwd:   # where it runs, as after a shell's `cd` (it inherited the worker's, the sweep's directory)
+        env["PWD"] = os.path.abspath(task.cwd)
     argv = list(task.command or ())
     reporter = _Reporter(channel)
     reporter.step = _first_step(task.checkpoint_dir) if task.attempt > 1 else 0

@@ -184,6 +184,14 @@ def _end_leftovers(ex: Execution, pid: int) -> None:
     ex.retiring = True
 
 
+def _chdir(path: str) -> None:
+    """Into the trial's working directory, with PWD saying so (as a shell's `cd` does): a shell or a tool the
+    function starts reads $PWD, which otherwise named the worker's old directory. The worker restores its
+    environment after the trial."""
+    os.chdir(path)
+    os.environ["PWD"] = os.path.abspath(path)
+
+
 def execute_function(ex: Execution) -> None:
     task, channel = ex.task, ex.channel
     pid = os.getpid()
@@ -200,7 +208,7 @@ def execute_function(ex: Execution) -> None:
             try:
                 own_dir = bool(task.cwd and task.original_cwd) and task.cwd != task.original_cwd   # workdir: trial
                 if task.cwd and not own_dir:
-                    os.chdir(task.cwd)
+                    _chdir(task.cwd)
                 if task.wandb is not None:   # before the import: W&B scripts call wandb there
                     from sweeplab.wandb_compat import FunctionTrial
 
@@ -210,7 +218,7 @@ def execute_function(ex: Execution) -> None:
                     os.chdir(task.original_cwd)
                     fn = load_target(task.target or "", list(task.python_path))
                     make_workdir(task)   # here, not in the driver: on Ray, on the trial's node
-                    os.chdir(task.cwd)
+                    _chdir(task.cwd)
                 else:
                     fn = load_target(task.target or "", list(task.python_path))
                 from sweeplab.config import coerce

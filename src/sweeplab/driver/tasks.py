@@ -73,12 +73,13 @@ class TaskBuilder:
         return trial_paths(self.root, self.sweep, 0, 1, self._checkpoint_dir())["checkpoint"].rsplit("/", 1)[0]
 
     def _checkpoint_dir(self) -> str | None:
-        """The spec's `checkpoint_dir`; a relative local path (`ckpt`) made absolute against the sweep's
-        directory when trials run in their own (`trial.workdir: trial`): there it would name a directory in
-        each trial's, which the driver (fences, the watch of a command trial's checkpoints) never looks at."""
+        """The spec's `checkpoint_dir`, `~` expanded; a relative local path (`ckpt`) made absolute against the
+        sweep's directory when trials run in their own (`trial.workdir: trial`): there it would name a directory
+        in each trial's, which the driver (fences, the watch of a command trial's checkpoints) never looks at."""
         ckpt = self.spec.checkpoint_dir
-        if ckpt and self.spec.trial.workdir == "trial" and "://" not in ckpt and not ckpt.startswith("~") \
-                and not os.path.isabs(ckpt):
+        if ckpt and ckpt.startswith("~"):   # the home directory's: a command trial's SWEEPLAB_CHECKPOINT_DIR
+            return os.path.expanduser(ckpt)   # held `~/...` as written, a directory named `~` in its cwd
+        if ckpt and self.spec.trial.workdir == "trial" and "://" not in ckpt and not os.path.isabs(ckpt):
             return os.path.join(self.cwd, ckpt)
         return ckpt
 

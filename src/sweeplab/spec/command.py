@@ -283,19 +283,24 @@ def _program_path(program: str, program_dir: str | None, template: Sequence[str]
 
 def check_command_paths(spec: SweepSpec, cwd: str | None = None) -> None:
     """With `trial.workdir: trial`, refuse a command item that is a relative path of a file in the working
-    directory or beside the spec (`command: [python, train.py, ${args}]`): the trial runs in a directory of its
-    own, where that path names nothing, and every trial would fail. `${program}` is made absolute instead."""
+    directory or beside the spec (`command: [python, train.py, ${args}]`), alone or as the value of an option
+    or override (`--config=conf.yaml`, `data.path=train.csv`): the trial runs in a directory of its own, where
+    that path names nothing, and every trial would fail. `${program}` is made absolute instead."""
     if spec.trial.workdir != "trial" or spec.command is None:
         return
     here = cwd or os.getcwd()
     bases = [here, *([str(spec.base_dir)] if spec.base_dir is not None else [])]
     for i, item in enumerate(spec.command):
-        if not item or _MACRO.search(item) or item.startswith("-") or os.path.isabs(item) \
-                or (i == 0 and os.sep not in item):
-            continue   # a macro, an option, an absolute path; a bare program name is looked up on PATH
-        if any(os.path.isfile(os.path.join(b, item)) for b in bases):
+        if not item or _MACRO.search(item) or (i == 0 and os.sep not in item):
+            continue   # a macro; a bare program name is looked up on PATH
+        # the item, or the value of an option or override (`--config=conf.yaml`, Hydra's `data.path=x.csv`)
+        named = item.partition("=")[2] if "=" in item else ("" if item.startswith("-") else item)
+        if not named or os.path.isabs(named):
+            continue   # an option without a value, an absolute path
+        if any(os.path.isfile(os.path.join(b, named)) for b in bases):
             raise SpecError("a relative path in the command, and trial.workdir is trial: each trial runs in a "
                             "directory of its own, where it names no file", key=f"command[{i}]", value=item,
-                            expected="an absolute path, or ${program} for the script (with program: " + item + ")",
+                            expected="an absolute path" + (", or ${program} for the script (with program: "
+                                                           + item + ")" if named == item else ""),
                             hint="or leave trial.workdir at sweep",
                             file=str(spec.source) if spec.source else None)

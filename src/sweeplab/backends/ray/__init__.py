@@ -17,6 +17,7 @@ their trials end PREEMPTED and the driver requeues them from their last checkpoi
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +57,8 @@ class RayBackend(Backend):
 
     def __init__(self, spec: Any = None, *, workers: int | None = None, address: str | None = None,
                  smoke: bool = False, resources: Any = None, checkpoint_root: str | None = None,
-                 init: Mapping[str, Any] | None = None, placement: str | object | None = _FROM_SPEC) -> None:
+                 init: Mapping[str, Any] | None = None, placement: str | object | None = _FROM_SPEC,
+                 workdir_root: str | None = None) -> None:
         if workers is not None and workers < 1:
             raise UserError(f"--workers must be at least 1; got {workers}")
         res = resources if resources is not None else getattr(spec, "resources", None)
@@ -74,8 +76,13 @@ class RayBackend(Backend):
         self.preload = preload_of(spec) if spec is not None else ()
         self.smoke = smoke
         ckpt = getattr(spec, "checkpoint_dir", None)
-        self.checkpoint_root = str(ckpt) if ckpt else checkpoint_root
+        # `~` expanded as the trials' own is (driver/tasks.py): the probe of a multi-host cluster looks there
+        self.checkpoint_root = os.path.expanduser(str(ckpt)) if ckpt else checkpoint_root
         self.init = dict(init or {})
+        #: the store's workdirs/ when trials run in their own directories (`trial.workdir: trial`): start()
+        #: warns when some host of a multi-machine cluster cannot see it
+        trial = getattr(spec, "trial", None)
+        self.workdir_root = workdir_root if getattr(trial, "workdir", "sweep") == "trial" else None
         self._core: RayCore | None = None
 
     def describe(self) -> str:
@@ -96,7 +103,7 @@ class RayBackend(Backend):
 
         core = RayCore(self.demand, workers=self.workers, address=self.address,
                        checkpoint_root=self.checkpoint_root, init=self.init, placement=self.placement,
-                       preload=self.preload)
+                       preload=self.preload, workdir_root=self.workdir_root)
         core.start()
         self._core = core
 

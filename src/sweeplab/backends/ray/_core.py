@@ -19,6 +19,7 @@ import contextlib
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -49,6 +50,7 @@ from sweeplab.backends.ray._plan import (
     check_checkpoint_root,
     check_fits,
     checkpoint_scheme,
+    workdir_warning,
 )
 from sweeplab.errors import BackendError, UserError
 
@@ -282,8 +284,10 @@ class RayCore:
     def __init__(self, demand: TrialDemand, *, workers: int | None, address: str | None,
                  checkpoint_root: str | None, init: Mapping[str, Any] | None = None,
                  drain_wait: float = _DRAIN_WAIT, placement: str | None = "PACK",
-                 preload: Sequence[str] = ()) -> None:
+                 preload: Sequence[str] = (), workdir_root: str | None = None) -> None:
         self.demand = demand
+        # the store's workdirs/ when trials run in their own directories (trial.workdir: trial), else None
+        self.workdir_root = workdir_root
         self.preload = tuple(preload)
         # ranks of a multi-process trial spread over a placement group (None: all in one actor)
         self.placement = placement if demand.world_size > 1 else None
@@ -346,6 +350,7 @@ class RayCore:
                     "at once right now; lower --workers or add nodes"
                 )
             self._check_checkpoints(nodes)
+            self._check_workdirs(nodes)
             host_demand = self.demand.per_rank() if self.placement else self.demand
             self._host_opts = {"max_concurrency": 4, "max_restarts": 0, **host_demand.ray_options()}
             self._host_cls = ray.remote(TrialHost).options(**self._host_opts)
@@ -418,7 +423,21 @@ class RayCore:
             unseen = self._probe_shared(root, nodes, here)
         check_checkpoint_root(root, multi_host=multi_host, unseen=unseen)
 
-    def _probe_shared(self, root: str, nodes: list[dict[str, Any]], here: str) -> list[str]:
+    def _check_workdirs(self, nodes: list[dict[str, Any]]) -> None:
+        """Warn (stderr) when trials run in their own directories under a store some hosts cannot see."""
+        root = self.workdir_root
+        if not root:
+            return
+        hosts = {str(n.get("NodeManagerAddress")) for n in nodes}
+        here = ray.util.get_node_ip_address()
+        multi_host = len(hosts | {here}) > 1
+        unseen = self._probe_shared(root, nodes, here, what="trial.workdir: trial") if multi_host else None
+        message = workdir_warning(root, multi_host=multi_host, unseen=unseen)
+        if message:
+            print(f"warning: {message}", file=sys.stderr, flush=True)
+
+    def _probe_shared(self, root: str, nodes: list[dict[str, Any]], here: str,
+                      what: str = "checkpoint_dir") -> list[str]:
         """Write a file under `root` and ask one task on every other host whether it sees it."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -428,7 +447,7 @@ class RayCore:
             probe.parent.mkdir(parents=True, exist_ok=True)
             probe.write_text("sweeplab")
         except OSError as exc:
-            raise UserError(f"checkpoint_dir: cannot write under {root!r}: {exc.strerror or exc}") from None
+            raise UserError(f"{what}: cannot write under {root!r}: {exc.strerror or exc}") from None
         try:
             sees = ray.remote(_path_exists).options(num_cpus=0)
             refs = {}

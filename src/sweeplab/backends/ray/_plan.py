@@ -177,3 +177,18 @@ def check_checkpoint_root(root: str, *, multi_host: bool, unseen: list[str] | No
         "Ray cluster cannot see it, so a preempted trial could not resume there; set checkpoint_dir to a "
         "URL every node can reach (s3://bucket/sweeps, gs://...) or to a shared filesystem (NFS, EFS)"
     )
+
+
+def workdir_warning(root: str | None, *, multi_host: bool, unseen: list[str] | None) -> str | None:
+    """The warning at start when trials run in their own directories (`trial.workdir: trial`, under `root`,
+    the store's `workdirs/`) on a cluster of more than one machine some of which cannot see the store: each
+    node then has its own directory at that path, so a retry on another node starts in an empty one and the
+    files stay where they were written. A warning, not an error: a trial that keeps what must survive in
+    checkpoints runs correctly (docs/scale-out.md). None when there is nothing to say."""
+    if not root or not multi_host or not unseen:
+        return None
+    return (f"trial.workdir: trial: the store's {root} is local to this machine: node(s) "
+            f"{', '.join(sorted(unseen))} of the Ray cluster cannot see it, so each node makes the trials' "
+            "directories on its own disk (a retry on another node starts in an empty one, and files a trial "
+            "writes there stay on its node); put the store on a shared filesystem (--store /mnt/efs/...) to "
+            "keep them together")
