@@ -278,6 +278,12 @@ class _Slot:
     boot_noted: bool = False            # ... and the warning that it has not started was given
 
 
+def _this_host(nodes: list[dict[str, Any]]) -> tuple[str, bool]:
+    """This process's host address, and whether the cluster's nodes span more than this host."""
+    here = ray.util.get_node_ip_address()
+    return here, len({str(n.get("NodeManagerAddress")) for n in nodes} | {here}) > 1
+
+
 class RayCore:
     """The Ray backend's state on the driver. All methods run on the driver's thread."""
 
@@ -415,9 +421,7 @@ class RayCore:
         root = self.checkpoint_root
         if not root:
             return
-        hosts = {str(n.get("NodeManagerAddress")) for n in nodes}
-        here = ray.util.get_node_ip_address()
-        multi_host = len(hosts | {here}) > 1
+        here, multi_host = _this_host(nodes)
         unseen: list[str] | None = None
         if multi_host and checkpoint_scheme(root) in ("", "file", "local"):
             unseen = self._probe_shared(root, nodes, here)
@@ -428,9 +432,7 @@ class RayCore:
         root = self.workdir_root
         if not root:
             return
-        hosts = {str(n.get("NodeManagerAddress")) for n in nodes}
-        here = ray.util.get_node_ip_address()
-        multi_host = len(hosts | {here}) > 1
+        here, multi_host = _this_host(nodes)
         unseen = self._probe_shared(root, nodes, here, what="trial.workdir: trial") if multi_host else None
         message = workdir_warning(root, multi_host=multi_host, unseen=unseen)
         if message:
