@@ -170,3 +170,45 @@ def test_dry_run_lists_the_points_as_the_first_trials_will_run_them(tmp_path):
     out = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--dry-run"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "points_to_evaluate[0].depth: not a parameter of the sweep" in out.stderr
+
+
+def test_points_killed_with_their_driver_run_on_resume_and_the_searcher_goes_on_after_them(tmp_path):
+    """Real processes: the driver and its workers are killed (SIGKILL to the group) while the first point runs
+    and the others wait; `sweeplab resume` runs the points, completes the sweep, and never reruns trial 0."""
+    import os
+    import signal
+    import time
+
+    (tmp_path / "train.py").write_text(
+        "import os, time\n"
+        "def train(config, run):\n"
+        "    if config['x'] == 0.5 and not os.path.exists('resumed'):\n"
+        "        open('started', 'w').close()\n"
+        "        time.sleep(600)\n"
+        "    return {'loss': config['x']}\n")
+    (tmp_path / "sweep.yaml").write_text(json.dumps({
+        "name": "p", "function": "train.py:train", "method": "tpe", "seed": 3, "workers": 1,
+        "metric": {"name": "loss", "goal": "minimize"}, "budget": {"trials": 4},
+        "parameters": {"x": {"min": 0.0, "max": 1.0}},
+        "points_to_evaluate": [{"x": 0.5}, {"x": 0.25}]}))
+    env = {**os.environ, "SWEEPLAB_STORE": str(tmp_path / "store")}
+    proc = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "-q"], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "started").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "trial 0 never started"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    (tmp_path / "resumed").touch()
+    out = subprocess.run([sys.executable, "-m", "sweeplab", "resume", "p", "-q"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    status = subprocess.run([sys.executable, "-m", "sweeplab", "status", "p", "--json"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    trials = json.loads(status.stdout)["trials"]
+    assert [t["state"] for t in trials] == ["completed"] * 4
+    assert [t["params"] for t in trials[:2]] == [{"x": 0.5}, {"x": 0.25}]
+    assert [t["attempts"] for t in trials[:2]] == [2, 1]   # trial 0 ran again (killed), trial 1 once, after it
