@@ -56,7 +56,7 @@ def test_points_run_first_in_their_order_completed_from_the_base_config(sim):
     assert sorted(t.number for t in sim.tells) == [0, 1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("method", ["random", "sobol", "tpe"])
+@pytest.mark.parametrize("method", ["random", "sobol", "tpe", "bayes", "nsga2"])
 def test_a_sweep_with_points_resumed_after_its_driver_died_asks_what_an_uninterrupted_one_asks(sim, method):
     kw = dict(slots=2, method=method, parameters=SPACE, config=_base(sim.tmp), budget={"trials": 6},
               points_to_evaluate=[{"x": 0.2}, {"x": 0.9, "model.width": 16}, {}])
