@@ -212,3 +212,12 @@ def test_points_killed_with_their_driver_run_on_resume_and_the_searcher_goes_on_
     assert [t["state"] for t in trials] == ["completed"] * 4
     assert [t["params"] for t in trials[:2]] == [{"x": 0.5}, {"x": 0.25}]
     assert [t["attempts"] for t in trials[:2]] == [2, 1]   # trial 0 ran again (killed), trial 1 once, after it
+
+
+def test_a_point_value_reaches_the_trial_typed_as_the_searchers_draws_are():
+    params = {"n": {"min": 1, "max": 4}, "c": {"values": [[1, 2], 2]}, "lr": {"min": 0.0, "max": 1.0},
+              "q": {"distribution": "q_uniform", "min": 0, "max": 10, "q": 2}}
+    spec = parse_spec({"method": "random", "function": "m:f", "parameters": params,
+                       "points_to_evaluate": [{"n": 2.0, "c": 2.0, "lr": 1, "q": 4.0}, {"c": [1, 2]}]}, file="<t>")
+    assert spec.points == ({"n": 2, "c": 2, "lr": 1.0, "q": 4}, {"c": [1, 2]})
+    assert [type(v) for v in spec.points[0].values()] == [int, int, float, int]

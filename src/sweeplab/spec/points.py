@@ -17,6 +17,8 @@ from typing import Any
 from sweeplab.errors import SpecError
 from sweeplab.space import Constant, SearchSpace
 from sweeplab.space.continuous import _Continuous, _Quantized
+from sweeplab.space.discrete import Categorical, IntUniform
+from sweeplab.space.values import quantize
 
 __all__ = ["complete_point", "parse_points"]
 
@@ -116,8 +118,18 @@ def _lookup(config: Mapping[str, Any], name: str) -> tuple[bool, Any]:
 
 
 def _as_drawn(dist: Any, value: Any) -> Any:
-    """`lr: 1` for a uniform parameter reaches the trial as 1.0, as the searcher's draws do."""
-    if isinstance(dist, _Continuous) and not isinstance(dist, _Quantized) and isinstance(value, int):
+    """The value as the searcher would have drawn it: `lr: 1` for a uniform parameter is 1.0, `n: 2.0` for
+    an int_uniform one 2, `0.5` for q 0.25 the multiple of q quantize() gives, a categorical's own value."""
+    import copy
+
+    if isinstance(dist, Categorical):
+        index = dist.index_of(value)
+        return copy.deepcopy(dist.values[index]) if index is not None else value
+    if isinstance(dist, IntUniform):
+        return int(value)
+    if isinstance(dist, _Quantized):
+        return quantize(value, dist.q)
+    if isinstance(dist, _Continuous):
         return float(value)
     return value
 
