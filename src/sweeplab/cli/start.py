@@ -180,6 +180,7 @@ def _describe(spec: Any, spec_file: Path, overrides: Sequence[str] = ()) -> None
     scheduler = (make_scheduler(spec.early_terminate, file=file, metric=metric, goal=spec.scheduler_goal)
                  if spec.early_terminate else None)
     monitors = parse_monitors(list(spec.monitors), file=file, metric=metric, goal=goal) if spec.monitors else []
+    points = _describe_points(spec, overrides)
     console.print(f"[bold]{escape(spec.name or spec_file.stem)}[/bold]: valid", markup=True)
     console.print(f"  method   {spec.method}" + (f" (seed {spec.seed})" if spec.seed is not None else ""))
     if spec.multi_objective:
@@ -204,6 +205,8 @@ def _describe(spec: Any, spec_file: Path, overrides: Sequence[str] = ()) -> None
         console.print(f"    {line}")
     if spec.method == "grid":
         console.print(f"  grid     {spec.space.grid_size()} combinations")
+    for line in points:
+        console.print(line, markup=False)
     b = spec.budget
     limits = {"trials": b.trials, "time": b.time, "cpu_hours": b.cpu_hours, "gpu_hours": b.gpu_hours,
               **{f"cost.{k}": v for k, v in (b.cost or {}).items()}}
@@ -219,6 +222,24 @@ def _describe(spec: Any, spec_file: Path, overrides: Sequence[str] = ()) -> None
                 + (" (early_terminate.metric)" if named else " (the first objective)")))
     for m in monitors:
         console.print(f"  monitor: {getattr(m, 'name', m)}")
+
+
+def _describe_points(spec: Any, overrides: Sequence[str]) -> list[str]:
+    """`points_to_evaluate` as the first trials will run them: completed from the base config (a point the
+    base config cannot complete is the error the sweep would stop on)."""
+    if not spec.points:
+        return []
+    from sweeplab.driver.tasks import TaskBuilder
+    from sweeplab.spec.points import complete_point
+
+    tasks = TaskBuilder(spec, sweep="", root="", cwd=os.getcwd(), overrides=list(overrides), smoke=False)
+    base = tasks.resolve_config({})
+    file = str(spec.source) if spec.source else None
+    lines = [f"  first    {len(spec.points)} point(s) to evaluate, before the searcher's:"]
+    for i, point in enumerate(spec.points):
+        params = complete_point(point, spec.space, base, i, file=file)
+        lines.append(f"    trial {i}: " + ", ".join(f"{k}={v!r}" for k, v in params.items()))
+    return lines
 
 
 def _check_typed_config(spec: Any, overrides: list[str]) -> None:

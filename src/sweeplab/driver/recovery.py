@@ -112,10 +112,11 @@ class Recovery(DriverState):
         if fh is not None:
             fh.close()   # closing the file drops its flock
 
-    def create(self, *, spec_path: str | None, unique: bool = False) -> None:
+    def create(self, *, spec_path: str | None, unique: bool = False, points: bool = True) -> None:
         """Start a new sweep in the store. `unique`: the name was made unique (`api.unique_name`, `base-2`...)
         before; a sweep of that name started meanwhile by another process (the same spec launched twice at
-        once) moves this one to the next free name, where it would otherwise be refused."""
+        once) moves this one to the next free name, where it would otherwise be refused. `points`: create the
+        spec's `points_to_evaluate` as its first trials (`fork` creates them after the trials it takes)."""
         for _ in range(1000):
             try:
                 self._lock()
@@ -133,11 +134,45 @@ class Recovery(DriverState):
         self._check_checkpoint_root()
         self.seed = self.spec.seed if self.spec.seed is not None else int.from_bytes(os.urandom(3), "big")
         self._build_logic()
-        self.tasks.resolve_config({})   # a missing config file or a bad override: exit 2 before the sweep exists
+        base = self.tasks.resolve_config({})   # a missing config file or a bad override: exit 2 before the sweep exists
+        chosen = self._points(base)            # ... and so does a point the base config cannot complete
         self.sweep_id = self.store.create_sweep(
             name=self.name, method=self.spec.method, metric=self.metric, goal=self.goal.value,
             spec=self._stored_spec(), spec_path=spec_path, seed=self.seed,
         )
+        if points and chosen:
+            self._searcher.replay(self._queue_points(chosen, first=0))
+
+    def _points(self, base: dict[str, Any]) -> list[dict[str, Any]]:
+        """The spec's `points_to_evaluate`, each completed from the base config, as many as the trial budget
+        holds (`--trials 2`, smoke mode: the first ones)."""
+        from sweeplab.spec.points import complete_point
+
+        file = str(self.spec.source) if self.spec.source else None
+        chosen = [complete_point(p, self.spec.space, base, i, file=file) for i, p in enumerate(self.spec.points)]
+        return chosen[:self.max_trials] if self.max_trials is not None else chosen
+
+    def _queue_points(self, chosen: list[dict[str, Any]], *, first: int) -> list[TrialSnapshot]:
+        """Create the points as queued trials `first`, `first + 1`...: the loop runs them before it asks the
+        searcher for anything, and a resume finds them as it finds any trial created and not yet run."""
+        from sweeplab.driver.records import resources_dict, trial_seed
+
+        history = []
+        with self.store.transaction():
+            for number, params in enumerate(chosen, start=first):
+                config = self.tasks.resolve_config(params)
+                seed = trial_seed(self.seed, number)
+                tid = self.store.add_trial(self.sweep_id, number, params, config, seed,
+                                           resources=resources_dict(self.spec.resources))
+                t = TrialRecord(id=tid, number=number, params=dict(params), config=config, seed=seed,
+                                state=TrialState.QUEUED)
+                self.trials[tid] = t
+                self.by_number[number] = t
+                self.requeue.append(t)
+                history.append(TrialSnapshot(number=number, params=t.params, state=TrialState.QUEUED, value=None))
+            self.store.add_event(self.sweep_id, "info", f"{len(chosen)} point(s) to evaluate queued as trials "
+                                 f"{first}-{first + len(chosen) - 1}", data={"points": len(chosen)})
+        return history
 
     def _rename(self, name: str) -> None:
         self.name = self.retry.sweep = self.tasks.sweep = name
@@ -195,7 +230,7 @@ class Recovery(DriverState):
         src = self.store.sweep_row(source)
         if src is None:
             raise unknown_sweep(self.store, source)
-        self.create(spec_path=spec_path)
+        self.create(spec_path=spec_path, points=False)
         import json
 
         kept = 0
@@ -219,9 +254,14 @@ class Recovery(DriverState):
                 kept += 1
             self.store.add_event(self.sweep_id, "info", f"forked from {source}: {kept} completed trial(s) fit "
                                  "the new space", data={"source": source, "trials": kept})
+        chosen = self._points(self.tasks.resolve_config({}))
+        if chosen:   # after the trials taken, queued: resume below requeues and replays them
+            self._queue_points(chosen, first=kept)
         self.trials.clear()
         self.by_number.clear()
-        self.resume(extra_trials=self.spec.budget.trials)
+        self.requeue.clear()
+        trials = self.spec.budget.trials   # counts the new trials, the points among them
+        self.resume(total_trials=kept + trials if trials is not None else None)
         return kept
 
     def resume(self, *, extra_trials: int | None = None, total_trials: int | None = None,

@@ -68,7 +68,7 @@ _UNSUPPORTED_KEYS = {
 }
 _OUR_KEYS = (
     "function", "config", "profile", "seed", "workers", "resources", "budget", "trial", "monitors",
-    "backend", "address", "checkpoint_dir", "constraints",
+    "backend", "address", "checkpoint_dir", "constraints", "points_to_evaluate",
 )
 _TOP_KEYS = (*_WANDB_KEYS, *_OUR_KEYS, *_IGNORED_KEYS)
 

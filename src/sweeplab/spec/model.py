@@ -137,6 +137,8 @@ class SweepSpec:
     # every objective, `metric` first (a list under `metric:`); length 1 for a single-objective sweep
     objectives: tuple[MetricSpec, ...] = ()
     constraints: tuple[Constraint, ...] = ()
+    # `points_to_evaluate`: the first trials' parameters as given (flat names; the rest from the base config)
+    points: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.objectives and self.metric.name is not None:
@@ -216,6 +218,8 @@ class SweepSpec:
             spec["early_terminate"] = _jsonable(self.early_terminate)
         if self.monitors:
             spec["monitors"] = _jsonable(list(self.monitors))
+        if self.points:
+            spec["points_to_evaluate"] = _jsonable([dict(p) for p in self.points])
         for key in self.ignored:
             if key in self.raw:
                 spec[key] = _jsonable(self.raw[key])

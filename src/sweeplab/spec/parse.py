@@ -34,6 +34,7 @@ from sweeplab.spec.keys import (
 )
 from sweeplab.spec.limits import _Limits
 from sweeplab.spec.model import MAX_SEED, Constraint, MetricSpec, SweepSpec
+from sweeplab.spec.points import parse_points
 from sweeplab.spec.reader import _did_you_mean
 from sweeplab.spec.wandb import _WandbWarnings
 from sweeplab.types import Goal
@@ -96,6 +97,7 @@ class _SpecParser(_WandbWarnings, _Limits):
             warnings=tuple(self.warnings) + self.param_warnings(function, program, command),
             objectives=objectives,
             constraints=self.constraints(raw.get("constraints")),
+            points=parse_points(raw.get("points_to_evaluate"), space, method, budget.trials, file=self.file),
         )
 
     def label(self, raw: Any, key: str) -> Any:
