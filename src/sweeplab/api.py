@@ -120,6 +120,20 @@ def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: boo
         from sweeplab.monitors import parse_monitors
 
         parse_monitors(list(spec.monitors), file=file, metric=metric, goal=goal)
+    if new_sweep:
+        completed_points(spec, overrides)
+
+
+def completed_points(spec: SweepSpec, overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The spec's `points_to_evaluate` as its first trials will run them: each completed from the base config,
+    profile and overrides as the driver completes them (a point they cannot complete is a SpecError)."""
+    if not spec.points:
+        return []
+    from sweeplab.driver.tasks import TaskBuilder
+    from sweeplab.spec.points import complete_points
+
+    tasks = TaskBuilder(spec, sweep="", root="", cwd=os.getcwd(), overrides=list(overrides), smoke=False)
+    return complete_points(spec, tasks.resolve_config({}))
 
 
 def name_taken(st: Store, name: str) -> bool:

@@ -221,3 +221,21 @@ def test_a_point_value_reaches_the_trial_typed_as_the_searchers_draws_are():
                        "points_to_evaluate": [{"n": 2.0, "c": 2.0, "lr": 1, "q": 4.0}, {"c": [1, 2]}]}, file="<t>")
     assert spec.points == ({"n": 2, "c": 2, "lr": 1.0, "q": 4}, {"c": [1, 2]})
     assert [type(v) for v in spec.points[0].values()] == [int, int, float, int]
+
+
+def test_a_point_the_base_config_cannot_complete_is_refused_before_the_store_is_opened(tmp_path):
+    import sweeplab as sl
+
+    (tmp_path / "base.yaml").write_text("x: 0.5\n")
+    spec = {"function": "train.py:train", "config": str(tmp_path / "base.yaml"), "method": "random",
+            "parameters": {"x": {"min": 0.0, "max": 1.0}, "width": {"values": [16, 32]}},
+            "points_to_evaluate": [{"width": 16}, {}]}
+    with pytest.raises(SpecError, match=r"points_to_evaluate\[1\]\.width: no value for this parameter"):
+        sl.sweep(spec, fn=lambda config, run: 0.0, store=tmp_path / "store")
+    assert not (tmp_path / "store").exists()
+    (tmp_path / "train.py").write_text("def train(config, run):\n    return {'loss': 0.0}\n")
+    (tmp_path / "sweep.yaml").write_text(json.dumps(spec))
+    out = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", "cli-store"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "points_to_evaluate[1].width" in out.stderr
+    assert not (tmp_path / "cli-store").exists()

@@ -225,20 +225,13 @@ def _describe(spec: Any, spec_file: Path, overrides: Sequence[str] = ()) -> None
 
 
 def _describe_points(spec: Any, overrides: Sequence[str]) -> list[str]:
-    """`points_to_evaluate` as the first trials will run them: completed from the base config (a point the
-    base config cannot complete is the error the sweep would stop on)."""
-    if not spec.points:
-        return []
-    from sweeplab.driver.tasks import TaskBuilder
-    from sweeplab.spec.points import complete_point
+    """`points_to_evaluate` as the first trials will run them (a point the base config cannot complete is the
+    error the sweep would stop on)."""
+    from sweeplab.api import completed_points
 
-    tasks = TaskBuilder(spec, sweep="", root="", cwd=os.getcwd(), overrides=list(overrides), smoke=False)
-    base = tasks.resolve_config({})
-    file = str(spec.source) if spec.source else None
-    lines = [f"  first    {len(spec.points)} point(s) to evaluate, before the searcher's:"]
-    for i, point in enumerate(spec.points):
-        params = complete_point(point, spec.space, base, i, file=file)
-        lines.append(f"    trial {i}: " + ", ".join(f"{k}={v!r}" for k, v in params.items()))
+    points = completed_points(spec, overrides)
+    lines = [f"  first    {len(points)} point(s) to evaluate, before the searcher's:"] if points else []
+    lines += [f"    trial {i}: " + ", ".join(f"{k}={v!r}" for k, v in p.items()) for i, p in enumerate(points)]
     return lines
 
 

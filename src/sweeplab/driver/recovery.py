@@ -146,10 +146,9 @@ class Recovery(DriverState):
     def _points(self, base: dict[str, Any]) -> list[dict[str, Any]]:
         """The spec's `points_to_evaluate`, each completed from the base config, as many as the trial budget
         holds (`--trials 2`, smoke mode: the first ones)."""
-        from sweeplab.spec.points import complete_point
+        from sweeplab.spec.points import complete_points
 
-        file = str(self.spec.source) if self.spec.source else None
-        chosen = [complete_point(p, self.spec.space, base, i, file=file) for i, p in enumerate(self.spec.points)]
+        chosen = complete_points(self.spec, base)
         return chosen[:self.max_trials] if self.max_trials is not None else chosen
 
     def _queue_points(self, chosen: list[dict[str, Any]], *, first: int) -> list[TrialSnapshot]:

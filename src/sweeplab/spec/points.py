@@ -20,7 +20,7 @@ from sweeplab.space.continuous import _Continuous, _Quantized
 from sweeplab.space.discrete import Categorical, IntUniform
 from sweeplab.space.values import quantize
 
-__all__ = ["complete_point", "parse_points"]
+__all__ = ["complete_point", "complete_points", "parse_points"]
 
 _KEY = "points_to_evaluate"
 
@@ -75,6 +75,13 @@ def _flatten(raw: Mapping[Any, Any], prefix: str, space: SearchSpace, key: str, 
             known = ", ".join(space.params) or "none"
             raise SpecError("not a parameter of the sweep", file=file, key=f"{key}.{name}", value=v,
                             expected=f"one of: {known}")
+
+
+def complete_points(spec: Any, base: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every point of `spec` completed from `base`, the base config as the trials get it (config < profile <
+    overrides)."""
+    file = str(spec.source) if spec.source else None
+    return [complete_point(p, spec.space, base, i, file=file) for i, p in enumerate(spec.points)]
 
 
 def complete_point(point: Mapping[str, Any], space: SearchSpace, base: Mapping[str, Any], index: int, *,
