@@ -163,7 +163,7 @@ class FunctionTrial:
         runs it starts are its own logging, not the trial's reports (see the hook's `own_runs`)."""
         hook = self._hook
         if "wandb" in sys.modules:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception, SystemExit):   # (see the teardown after `fn`)
                 sys.modules["wandb"].teardown()
         tail: _ReportTail | None = None
         if mirror:
@@ -189,9 +189,12 @@ class FunctionTrial:
                 with contextlib.suppress(Exception):   # a run the function left open ends with it
                     wandb.run.finish(exit_code=0 if ok else 1)
             if wandb is not None:   # wandb's service process ends with the trial, as the worker would end it
-                with contextlib.suppress(Exception):   # (a child left over): killed, its exit hook printed
-                    teardown = getattr(wandb, "teardown", None)   # "ConnectionResetError: Connection lost"
-                    if callable(teardown):                        # when the worker exited, once per trial
+                # (a child left over): killed, its exit hook printed "ConnectionResetError: Connection lost"
+                # when the worker exited, once per trial. wandb.teardown() calls sys.exit() when its service
+                # ended with an error: that is no exit of the trial's
+                with contextlib.suppress(Exception, SystemExit):
+                    teardown = getattr(wandb, "teardown", None)
+                    if callable(teardown):
                         teardown()
             hook.uninstall_sinks()
             if tail is not None:
