@@ -151,7 +151,9 @@ class FunctionTrial:
         `wandb.finish(exit_code=N)`) lands in `final`.
 
         As W&B's agent does between function runs, wandb's setup is torn down first, so that `wandb.init()`
-        reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's. When `stopped()` turns true
+        reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's; and again after `fn`, so that
+        wandb's service process ends with the trial rather than being killed as a leftover child of the worker
+        (whose exit then printed wandb's "Connection lost" traceback). When `stopped()` turns true
         (the sweep stopped the trial), the run's next `wandb.log` ends the function, as W&B's agent ends a
         stopped run: the trial ends stopped, not failed (and `fn` returns None). `sys.exit()` or `sys.exit(0)`
         in `fn` ends it as a return of None would. A run it finished with `wandb.finish(exit_code=N)`, N not 0,
@@ -161,7 +163,7 @@ class FunctionTrial:
         runs it starts are its own logging, not the trial's reports (see the hook's `own_runs`)."""
         hook = self._hook
         if "wandb" in sys.modules:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception, SystemExit):   # (see the teardown after `fn`)
                 sys.modules["wandb"].teardown()
         tail: _ReportTail | None = None
         if mirror:
@@ -186,6 +188,14 @@ class FunctionTrial:
             if wandb is not None and getattr(wandb, "run", None) is not None:
                 with contextlib.suppress(Exception):   # a run the function left open ends with it
                     wandb.run.finish(exit_code=0 if ok else 1)
+            if wandb is not None:   # wandb's service process ends with the trial, as the worker would end it
+                # (a child left over): killed, its exit hook printed "ConnectionResetError: Connection lost"
+                # when the worker exited, once per trial. wandb.teardown() calls sys.exit() when its service
+                # ended with an error: that is no exit of the trial's
+                with contextlib.suppress(Exception, SystemExit):
+                    teardown = getattr(wandb, "teardown", None)
+                    if callable(teardown):
+                        teardown()
             hook.uninstall_sinks()
             if tail is not None:
                 tail.close()
