@@ -18,7 +18,7 @@ from sweeplab.driver.rank_feed import RankFeed
 from sweeplab.driver.records import TrialRecord, costs_of, judged_curve, loads
 from sweeplab.driver.state import DriverState
 from sweeplab.driver.watchdog import Watchdog
-from sweeplab.errors import SpecError, UserError
+from sweeplab.errors import SpecError, StoreError, UserError
 from sweeplab.store.queries import unknown_sweep
 from sweeplab.types import Decision, SweepState, TrialSnapshot, TrialState
 
@@ -89,8 +89,13 @@ class Recovery(DriverState):
         from sweeplab.store.layout import safe_name
 
         path = self.store.root / "locks" / f"{safe_name(self.name)}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(path, "a+")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fh = open(path, "a+")   # held open, and locked, for this driver's life
+        except OSError as exc:   # `locks` a file, the lock a directory (a cleanup script, a sync tool)
+            where = path.parent if path.parent.exists() and not path.parent.is_dir() else path
+            raise StoreError(f"cannot lock sweep {self.name!r} in the store: {where}: {exc.strerror or exc}; "
+                             "remove or move it (it holds no results) and run the command again") from None
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
