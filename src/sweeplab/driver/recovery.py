@@ -11,6 +11,7 @@ import contextlib
 import math
 import os
 import shlex
+from pathlib import Path
 from typing import Any
 
 from sweeplab.driver.objectives import feasible, objective_values, violations
@@ -137,6 +138,7 @@ class Recovery(DriverState):
             self.unlock()
             self._rename(_next_name(self.name, self.store))
         self._check_checkpoint_root()
+        self._check_sweep_dirs()
         self.seed = self.spec.seed if self.spec.seed is not None else int.from_bytes(os.urandom(3), "big")
         self._build_logic()
         base = self.tasks.resolve_config({})   # a missing config file or a bad override: exit 2 before the sweep exists
@@ -180,6 +182,24 @@ class Recovery(DriverState):
 
     def _rename(self, name: str) -> None:
         self.name = self.retry.sweep = self.tasks.sweep = name
+
+    def _check_sweep_dirs(self) -> None:
+        """The sweep's directories (its logs, artifacts and working directories under the store, its checkpoint
+        directory on a local disk) are directories where they exist. A file in the place of one (a cleanup script,
+        a sync tool) failed every trial the same way (`FileExistsError`, `NotADirectoryError`) and burned the
+        sweep's budget on failures: it is one error line naming it instead, before anything runs."""
+        from sweeplab.store.layout import safe_name
+
+        safe = safe_name(self.name)
+        places = [(self.store.root / sub / safe, what) for sub, what in
+                  (("logs", "logs"), ("artifacts", "artifacts"), ("workdirs", "working directories"))]
+        root = str(self.tasks.checkpoint_root())
+        if "://" not in root:   # a checkpoint directory at a URL is the trials' to reach
+            places.append((Path(root), "checkpoints"))
+        for place, what in places:
+            if os.path.lexists(place) and not place.is_dir():
+                raise StoreError(f"{place} is not a directory: the trials of sweep {self.name!r} keep their {what} "
+                                 "there; remove or move it and run the command again")
 
     def _check_checkpoint_root(self) -> None:
         """A new sweep's trials restore what is in its checkpoint directory: it must hold nothing (a sweep of
@@ -284,7 +304,8 @@ class Recovery(DriverState):
         self._lock()
         try:
             _refuse_a_live_driver(self.name, row)
-        except UserError:
+            self._check_sweep_dirs()
+        except (UserError, StoreError):
             self.unlock()
             raise
         self.sweep_id = int(row["id"])
