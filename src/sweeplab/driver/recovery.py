@@ -254,11 +254,13 @@ class Recovery(DriverState):
         src = self.store.sweep_row(source)
         if src is None:
             raise unknown_sweep(self.store, source)
-        self.create(spec_path=spec_path, points=False)
         import json
 
-        kept = 0
+        # all or nothing: a fork committed before it held the old trials (a driver killed, a store error in
+        # between) left a sweep that never learnt from them, and its name taken for the fork done again
         with self.store.transaction():
+            self.create(spec_path=spec_path, points=False)
+            kept = 0
             for r in self.store.trial_rows(int(src["id"])):
                 params = json.loads(r["params"] or "{}")
                 if r["state"] != TrialState.COMPLETED.value or not self.spec.space.contains(params):
@@ -278,13 +280,16 @@ class Recovery(DriverState):
                 kept += 1
             self.store.add_event(self.sweep_id, "info", f"forked from {source}: {kept} completed trial(s) fit "
                                  "the new space", data={"source": source, "trials": kept})
-        chosen = self._points(self.tasks.resolve_config({}))
-        if chosen:   # after the trials taken, queued: resume below requeues and replays them
-            self._queue_points(chosen, first=kept)
+            chosen = self._points(self.tasks.resolve_config({}))
+            if chosen:   # after the trials taken, queued: resume below requeues and replays them
+                self._queue_points(chosen, first=kept)
+            trials = self.spec.budget.trials   # counts the new trials, the points among them
+            if trials is not None:
+                self.max_trials = kept + trials
+                self._persist_budget()
         self.trials.clear()
         self.by_number.clear()
         self.requeue.clear()
-        trials = self.spec.budget.trials   # counts the new trials, the points among them
         self.resume(total_trials=kept + trials if trials is not None else None)
         return kept
 
