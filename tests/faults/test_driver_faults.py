@@ -443,3 +443,29 @@ def test_a_fork_killed_before_it_took_the_old_trials_leaves_no_half_made_sweep(c
     assert len(trials) == 4 + 2 and all(t["state"] == "completed" for t in trials), [dict(t) for t in trials]
     assert sum(1 for t in trials if str(t["reason"] or "").startswith("forked from old/")) == 4
     assert chaos.dump_sweep("old") == before
+
+
+def test_a_sweep_killed_as_it_queued_its_points_to_evaluate_still_runs_them(chaos, tmp_path):
+    """A new sweep was committed before its `points_to_evaluate` were queued as its first trials: a driver killed in
+    between left a sweep without them, and `resume` never ran them (the searcher's suggestions took their place).
+    Now the sweep and its points are recorded together: after such a kill there is no sweep, or one with them."""
+    params = chaos.params(x="{min: -1.0, max: 1.0}", steps=2, delay=0.0)
+    body = chaos.faulty_spec("stepper", method="random", params=params,
+                             extra="budget: {trials: 3}\npoints_to_evaluate: [{x: 0.25}]")
+    spec = chaos.spec("pts", body)
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(KILL_IN_FORK)   # kills the driver at the sweep's first trial
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(inject), os.environ.get("PYTHONPATH")) if p))
+        mp.setenv("KILL_FORK_INTO", "pts")
+        cp = chaos("sweep", str(spec), "--name", "pts", "-q")
+    assert cp.returncode == -signal.SIGKILL, cp.stderr
+    assert chaos.integrity() == "ok"
+    if chaos.rows("SELECT 1 FROM sweeps WHERE name='pts'"):
+        chaos("resume", "pts", "-q", check=True)
+    else:
+        chaos("sweep", str(spec), "--name", "pts", "-q", check=True)
+    trials = chaos.trials("pts")
+    assert len(trials) == 3 and all(t["state"] == "completed" for t in trials), [dict(t) for t in trials]
+    assert json.loads(trials[0]["params"])["x"] == 0.25, [t["params"] for t in trials]

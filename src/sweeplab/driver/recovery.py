@@ -143,12 +143,16 @@ class Recovery(DriverState):
         self._build_logic()
         base = self.tasks.resolve_config({})   # a missing config file or a bad override: exit 2 before the sweep exists
         chosen = self._points(base)            # ... and so does a point the base config cannot complete
-        self.sweep_id = self.store.create_sweep(
-            name=self.name, method=self.spec.method, metric=self.metric, goal=self.goal.value,
-            spec=self._stored_spec(), spec_path=spec_path, seed=self.seed,
-        )
-        if points and chosen:
-            self._searcher.replay(self._queue_points(chosen, first=0))
+        # the sweep and its points together: a sweep committed without them (a driver killed in between) never
+        # ran them, its searcher's suggestions took their place on `resume`
+        with self.store.transaction():
+            self.sweep_id = self.store.create_sweep(
+                name=self.name, method=self.spec.method, metric=self.metric, goal=self.goal.value,
+                spec=self._stored_spec(), spec_path=spec_path, seed=self.seed,
+            )
+            queued = self._queue_points(chosen, first=0) if points and chosen else []
+        if queued:
+            self._searcher.replay(queued)
 
     def _points(self, base: dict[str, Any]) -> list[dict[str, Any]]:
         """The spec's `points_to_evaluate`, each completed from the base config, as many as the trial budget
