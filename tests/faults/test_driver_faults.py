@@ -394,3 +394,78 @@ def test_resume_is_refused_while_the_driver_runs_even_after_its_lock_file_was_de
     _assert_exactly_once(chaos, "unlocked", 3)
     assert all(t["attempts"] == 1 for t in chaos.trials("unlocked"))
     assert not chaos.events("interrupted") and not chaos.events("failure")
+
+
+# on the driver's PYTHONPATH: the driver kills itself (SIGKILL) as it records the first trial of a fork
+KILL_IN_FORK = """
+import os, signal
+import sweeplab.store.sqlite as s
+
+_add_trial = s.Store.add_trial
+
+def add_trial(self, sweep_id, number, *args, **kwargs):
+    row = self.sweep_by_id(sweep_id)
+    if row is not None and row["name"] == os.environ.get("KILL_FORK_INTO"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _add_trial(self, sweep_id, number, *args, **kwargs)
+
+s.Store.add_trial = add_trial
+"""
+
+
+def test_a_fork_killed_before_it_took_the_old_trials_leaves_no_half_made_sweep(chaos, tmp_path):
+    """`resume OLD --spec NEW.yaml --fork NEW` committed the new sweep before it copied the old trials into it: a
+    driver killed in between (or a store error there: disk full, locked) left NEW without the forked trials and
+    with the new spec's budget, and `--fork NEW` again was refused ("already exists"), so the fork could only go on
+    as a sweep that never learnt from OLD. Now the fork is recorded all at once: after the kill there is no NEW,
+    and the same command makes it, with every completed trial of OLD that fits."""
+    params = chaos.params(x="{min: -1.0, max: 1.0}", steps=2, delay=0.0)
+    old = chaos.spec("old", chaos.faulty_spec("stepper", method="random", params=params,
+                                              extra="budget: {trials: 4}"))
+    chaos("sweep", str(old), "--name", "old", "-q", check=True)
+    before = chaos.dump_sweep("old")
+    wider = chaos.params(x="{min: -2.0, max: 2.0}", steps=2, delay=0.0)
+    new = chaos.spec("new", chaos.faulty_spec("stepper", method="random", params=wider,
+                                              extra="budget: {trials: 2}"))
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(KILL_IN_FORK)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(inject), os.environ.get("PYTHONPATH")) if p))
+        mp.setenv("KILL_FORK_INTO", "forked")
+        cp = chaos("resume", "old", "--spec", str(new), "--fork", "forked", "-q")
+    assert cp.returncode == -signal.SIGKILL, cp.stderr
+    assert chaos.integrity() == "ok" and chaos.dump_sweep("old") == before
+    assert not chaos.rows("SELECT 1 FROM sweeps WHERE name='forked'")   # nothing half made
+
+    chaos("resume", "old", "--spec", str(new), "--fork", "forked", "-q", check=True)
+    trials = chaos.trials("forked")
+    assert len(trials) == 4 + 2 and all(t["state"] == "completed" for t in trials), [dict(t) for t in trials]
+    assert sum(1 for t in trials if str(t["reason"] or "").startswith("forked from old/")) == 4
+    assert chaos.dump_sweep("old") == before
+
+
+def test_a_sweep_killed_as_it_queued_its_points_to_evaluate_still_runs_them(chaos, tmp_path):
+    """A new sweep was committed before its `points_to_evaluate` were queued as its first trials: a driver killed in
+    between left a sweep without them, and `resume` never ran them (the searcher's suggestions took their place).
+    Now the sweep and its points are recorded together: after such a kill there is no sweep, or one with them."""
+    params = chaos.params(x="{min: -1.0, max: 1.0}", steps=2, delay=0.0)
+    body = chaos.faulty_spec("stepper", method="random", params=params,
+                             extra="budget: {trials: 3}\npoints_to_evaluate: [{x: 0.25}]")
+    spec = chaos.spec("pts", body)
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(KILL_IN_FORK)   # kills the driver at the sweep's first trial
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(inject), os.environ.get("PYTHONPATH")) if p))
+        mp.setenv("KILL_FORK_INTO", "pts")
+        cp = chaos("sweep", str(spec), "--name", "pts", "-q")
+    assert cp.returncode == -signal.SIGKILL, cp.stderr
+    assert chaos.integrity() == "ok"
+    if chaos.rows("SELECT 1 FROM sweeps WHERE name='pts'"):
+        chaos("resume", "pts", "-q", check=True)
+    else:
+        chaos("sweep", str(spec), "--name", "pts", "-q", check=True)
+    trials = chaos.trials("pts")
+    assert len(trials) == 3 and all(t["state"] == "completed" for t in trials), [dict(t) for t in trials]
+    assert json.loads(trials[0]["params"])["x"] == 0.25, [t["params"] for t in trials]

@@ -289,3 +289,52 @@ def test_locked_database_mid_sweep_fails_clearly_and_resume_finishes(chaos, reap
         assert (trials[number]["ended"], trials[number]["value"]) == kept
     assert sqlite3.connect(f"file:{chaos.db_path}?mode=ro", uri=True).execute(
         "SELECT count(*) FROM sweeps").fetchone()[0] == 2
+
+
+# ------------------------------------------------------------------------------------------ the sweep's lock file
+@pytest.mark.parametrize("obstacle", ["lock-is-a-directory", "locks-is-a-file"])
+def test_an_unusable_lock_path_fails_clearly_and_changes_nothing(chaos, obstacle):
+    """`<store>/locks/<sweep>.lock` left as a directory (or `locks` as a file, by a cleanup script or a sync tool)
+    made `sweeplab resume` (and a new sweep) crash with an IsADirectoryError traceback; it is one error line naming
+    the path, exit 1, and the store is left as it was."""
+    first = _first_sweep(chaos)
+    locks = chaos.store / "locks"
+    if obstacle == "lock-is-a-directory":
+        (locks / "first.lock").unlink()
+        (locks / "first.lock").mkdir()
+        where = locks / "first.lock"
+    else:
+        for lock in locks.iterdir():
+            lock.unlink()
+        locks.rmdir()
+        locks.write_text("not a directory\n")
+        where = locks
+    cp = chaos("resume", "first", "--trials", "+1", "-q")
+    _assert_clear_error(cp, where)
+    assert chaos.dump_sweep("first") == first and chaos.integrity() == "ok"
+    assert not chaos.stray_workers()
+    if obstacle == "locks-is-a-file":   # a new sweep cannot lock either, and is not created
+        cp = chaos("sweep", str(_sweep(chaos, "second", SMALL)), "--name", "second", "-q")
+        _assert_clear_error(cp, where)
+        assert chaos.trials("second") == [] and not chaos.rows("SELECT 1 FROM sweeps WHERE name='second'")
+
+
+@pytest.mark.parametrize("place", ["logs", "checkpoints"])
+def test_a_file_in_the_place_of_a_sweep_directory_fails_clearly_and_burns_no_trial(chaos, place):
+    """A file where the sweep keeps its logs or checkpoints (`<store>/logs/<sweep>`: a cleanup script, a sync tool)
+    failed every trial the same way (`FileExistsError`, `NotADirectoryError`; "failed the same way twice") and
+    burned the sweep's budget: `resume` is one error line naming it, exit 1, before any trial runs."""
+    first = _first_sweep(chaos)
+    where = chaos.store / place / "first"
+    for path in sorted(where.rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    where.rmdir()
+    where.write_text("not a directory\n")
+    cp = chaos("resume", "first", "--trials", "+2", "-q")
+    _assert_clear_error(cp, where)
+    assert chaos.dump_sweep("first") == first and chaos.integrity() == "ok"
+    assert not chaos.stray_workers()
+    where.unlink()   # the file gone, the sweep goes on
+    chaos("resume", "first", "--trials", "+2", "-q", check=True)
+    trials = chaos.trials("first")
+    assert len(trials) == 6 and all(t["state"] == "completed" for t in trials), [dict(t) for t in trials]

@@ -11,6 +11,7 @@ import contextlib
 import math
 import os
 import shlex
+from pathlib import Path
 from typing import Any
 
 from sweeplab.driver.objectives import feasible, objective_values, violations
@@ -18,7 +19,7 @@ from sweeplab.driver.rank_feed import RankFeed
 from sweeplab.driver.records import TrialRecord, costs_of, judged_curve, loads
 from sweeplab.driver.state import DriverState
 from sweeplab.driver.watchdog import Watchdog
-from sweeplab.errors import SpecError, UserError
+from sweeplab.errors import SpecError, StoreError, UserError
 from sweeplab.store.queries import unknown_sweep
 from sweeplab.types import Decision, SweepState, TrialSnapshot, TrialState
 
@@ -89,8 +90,13 @@ class Recovery(DriverState):
         from sweeplab.store.layout import safe_name
 
         path = self.store.root / "locks" / f"{safe_name(self.name)}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(path, "a+")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fh = open(path, "a+")   # held open, and locked, for this driver's life
+        except OSError as exc:   # `locks` a file, the lock a directory (a cleanup script, a sync tool)
+            where = path.parent if path.parent.exists() and not path.parent.is_dir() else path
+            raise StoreError(f"cannot lock sweep {self.name!r} in the store: {where}: {exc.strerror or exc}; "
+                             "remove or move it (it holds no results) and run the command again") from None
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -132,16 +138,21 @@ class Recovery(DriverState):
             self.unlock()
             self._rename(_next_name(self.name, self.store))
         self._check_checkpoint_root()
+        self._check_sweep_dirs()
         self.seed = self.spec.seed if self.spec.seed is not None else int.from_bytes(os.urandom(3), "big")
         self._build_logic()
         base = self.tasks.resolve_config({})   # a missing config file or a bad override: exit 2 before the sweep exists
         chosen = self._points(base)            # ... and so does a point the base config cannot complete
-        self.sweep_id = self.store.create_sweep(
-            name=self.name, method=self.spec.method, metric=self.metric, goal=self.goal.value,
-            spec=self._stored_spec(), spec_path=spec_path, seed=self.seed,
-        )
-        if points and chosen:
-            self._searcher.replay(self._queue_points(chosen, first=0))
+        # the sweep and its points together: a sweep committed without them (a driver killed in between) never
+        # ran them, its searcher's suggestions took their place on `resume`
+        with self.store.transaction():
+            self.sweep_id = self.store.create_sweep(
+                name=self.name, method=self.spec.method, metric=self.metric, goal=self.goal.value,
+                spec=self._stored_spec(), spec_path=spec_path, seed=self.seed,
+            )
+            queued = self._queue_points(chosen, first=0) if points and chosen else []
+        if queued:
+            self._searcher.replay(queued)
 
     def _points(self, base: dict[str, Any]) -> list[dict[str, Any]]:
         """The spec's `points_to_evaluate`, each completed from the base config, as many as the trial budget
@@ -175,6 +186,24 @@ class Recovery(DriverState):
 
     def _rename(self, name: str) -> None:
         self.name = self.retry.sweep = self.tasks.sweep = name
+
+    def _check_sweep_dirs(self) -> None:
+        """The sweep's directories (its logs, artifacts and working directories under the store, its checkpoint
+        directory on a local disk) are directories where they exist. A file in the place of one (a cleanup script,
+        a sync tool) failed every trial the same way (`FileExistsError`, `NotADirectoryError`) and burned the
+        sweep's budget on failures: it is one error line naming it instead, before anything runs."""
+        from sweeplab.store.layout import safe_name
+
+        safe = safe_name(self.name)
+        places = [(self.store.root / sub / safe, what) for sub, what in
+                  (("logs", "logs"), ("artifacts", "artifacts"), ("workdirs", "working directories"))]
+        root = str(self.tasks.checkpoint_root())
+        if "://" not in root:   # a checkpoint directory at a URL is the trials' to reach
+            places.append((Path(root), "checkpoints"))
+        for place, what in places:
+            if os.path.lexists(place) and not place.is_dir():
+                raise StoreError(f"{place} is not a directory: the trials of sweep {self.name!r} keep their {what} "
+                                 "there; remove or move it and run the command again")
 
     def _check_checkpoint_root(self) -> None:
         """A new sweep's trials restore what is in its checkpoint directory: it must hold nothing (a sweep of
@@ -229,11 +258,13 @@ class Recovery(DriverState):
         src = self.store.sweep_row(source)
         if src is None:
             raise unknown_sweep(self.store, source)
-        self.create(spec_path=spec_path, points=False)
         import json
 
-        kept = 0
+        # all or nothing: a fork committed before it held the old trials (a driver killed, a store error in
+        # between) left a sweep that never learnt from them, and its name taken for the fork done again
         with self.store.transaction():
+            self.create(spec_path=spec_path, points=False)
+            kept = 0
             for r in self.store.trial_rows(int(src["id"])):
                 params = json.loads(r["params"] or "{}")
                 if r["state"] != TrialState.COMPLETED.value or not self.spec.space.contains(params):
@@ -253,13 +284,16 @@ class Recovery(DriverState):
                 kept += 1
             self.store.add_event(self.sweep_id, "info", f"forked from {source}: {kept} completed trial(s) fit "
                                  "the new space", data={"source": source, "trials": kept})
-        chosen = self._points(self.tasks.resolve_config({}))
-        if chosen:   # after the trials taken, queued: resume below requeues and replays them
-            self._queue_points(chosen, first=kept)
+            chosen = self._points(self.tasks.resolve_config({}))
+            if chosen:   # after the trials taken, queued: resume below requeues and replays them
+                self._queue_points(chosen, first=kept)
+            trials = self.spec.budget.trials   # counts the new trials, the points among them
+            if trials is not None:
+                self.max_trials = kept + trials
+                self._persist_budget()
         self.trials.clear()
         self.by_number.clear()
         self.requeue.clear()
-        trials = self.spec.budget.trials   # counts the new trials, the points among them
         self.resume(total_trials=kept + trials if trials is not None else None)
         return kept
 
@@ -279,7 +313,8 @@ class Recovery(DriverState):
         self._lock()
         try:
             _refuse_a_live_driver(self.name, row)
-        except UserError:
+            self._check_sweep_dirs()
+        except (UserError, StoreError):
             self.unlock()
             raise
         self.sweep_id = int(row["id"])
