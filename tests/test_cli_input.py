@@ -393,3 +393,56 @@ def test_a_file_given_to_the_other_command_says_which_command_takes_it(tmp_path,
     write(tmp_path / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
     assert_one_line_error(cli(tmp_path, *args), fragment)
     assert not (tmp_path / "store").exists()
+
+
+# ------------------------------------------------------------------ a terminal or pipe that is not UTF-8
+
+ASCII_STREAMS = {   # stdout and stderr that cannot encode "é": an ASCII codec, or the C locale not coerced to UTF-8
+    "PYTHONIOENCODING=ascii": {"PYTHONIOENCODING": "ascii"},
+    "C-locale": {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"},
+}
+UNICODE_NAME = "café-中"
+
+
+@pytest.fixture(scope="module")
+def unicode_sweep(tmp_path_factory) -> Path:
+    """A finished sweep named UNICODE_NAME whose parameter values and failure reason are not ASCII."""
+    tmp = tmp_path_factory.mktemp("unicode")
+    write(tmp / "s.yaml", f"function: {TRIALS}:hostile\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+          "parameters:\n  x: {values: [1]}\n  label: {values: ['naïve ☃', 'Ünïcode']}\n"
+          "  fail: {values: [false, true]}\n")
+    cp = cli(tmp, "sweep", "s.yaml", "--name", UNICODE_NAME, "--workers", "1", "-q", timeout=300)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    return tmp
+
+
+@pytest.mark.parametrize("streams", list(ASCII_STREAMS), ids=list(ASCII_STREAMS))
+@pytest.mark.parametrize("args", [["status"], ["status", UNICODE_NAME], ["status", UNICODE_NAME, "--json"],
+                                  ["best", UNICODE_NAME], ["export", UNICODE_NAME, "-o", "-"]],
+                         ids=["list", "status", "json", "best", "export-stdout"])
+def test_text_that_the_output_cannot_encode_is_escaped_not_a_traceback(unicode_sweep, streams, args):
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "LC_ALL", "LANG", "LC_CTYPE")}
+    env.update(ASCII_STREAMS[streams], SWEEPLAB_STORE=str(unicode_sweep / "store"))
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", *args], cwd=unicode_sweep, env=env,
+                        capture_output=True, timeout=120)
+    assert cp.returncode == 0, (cp.stdout, cp.stderr)
+    assert b"Traceback" not in cp.stderr and b"UnicodeEncodeError" not in cp.stderr, cp.stderr
+    if args[0] == "export":   # a CSV file is UTF-8 whatever the terminal: the data stays exact
+        assert "naïve ☃" in cp.stdout.decode("utf-8")
+        return
+    out = cp.stdout.decode("ascii")   # nothing the stream could not encode was written raw
+    if args[-1] == "--json":
+        assert json.loads(out)["sweep"]["name"] == UNICODE_NAME   # JSON escapes it itself: the name is whole
+    else:
+        assert "caf\\xe9" in out or "caf\\u00e9" in out, out   # the name is still legible, escaped
+
+
+@pytest.mark.parametrize("streams", list(ASCII_STREAMS), ids=list(ASCII_STREAMS))
+def test_an_error_naming_text_the_output_cannot_encode_is_still_one_line_exit_2(unicode_sweep, streams):
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "LC_ALL", "LANG", "LC_CTYPE")}
+    env.update(ASCII_STREAMS[streams], SWEEPLAB_STORE=str(unicode_sweep / "store"))
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "best", "cafe-中"], cwd=unicode_sweep, env=env,
+                        capture_output=True, timeout=120)
+    assert cp.returncode == 2, (cp.stdout, cp.stderr)
+    lines = cp.stderr.decode("ascii").splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: no sweep named"), lines

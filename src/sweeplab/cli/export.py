@@ -8,12 +8,12 @@ from typing import Optional
 import typer
 
 from sweeplab.cli.app import STORE_HELP, _store_path, app
-from sweeplab.cli.output import console, err
+from sweeplab.cli.output import console, err, utf8_argument
 
 
 @app.command()
 def export(
-    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="the sweep to export"),
+    sweep_name: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP", help="the sweep to export"),
     format: str = typer.Option("csv", "--format", "-f", help="csv | parquet | tensorboard"),
     out: Optional[Path] = typer.Option(None, "--out", "-o",
                                        help="file (csv, parquet; - for standard output) or directory (tensorboard) "

@@ -37,6 +37,36 @@ class _Console(Console):
         super().print(*(printable(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
 
+def _escape_unencodable(stream: Any) -> None:
+    """Let `stream` write what its encoding cannot as escapes (`caf\\xe9`) instead of ending the command with a
+    UnicodeEncodeError: stdout in the C locale without UTF-8 coercion, or with PYTHONIOENCODING=ascii, while
+    sweep names, parameter values and errors are the user's text, in any script."""
+    import codecs
+
+    encoding = getattr(stream, "encoding", None) or ""
+    try:
+        utf = codecs.lookup(encoding).name.startswith("utf")
+    except LookupError:
+        utf = False
+    if not utf and hasattr(stream, "reconfigure"):
+        stream.reconfigure(errors="backslashreplace")
+
+
+def utf8_argument(text: Any) -> Any:
+    """A command-line argument naming a sweep as the user typed it: in the C locale without UTF-8 coercion,
+    Python decodes the terminal's UTF-8 bytes as ASCII with surrogate escapes (`caf\\udcc3\\udca9`), which no
+    name in the store (UTF-8 text) could match; such an argument is decoded as the UTF-8 it is. (File paths
+    keep their escapes: they name the bytes on disk.)"""
+    if isinstance(text, str) and any("\udc80" <= c <= "\udcff" for c in text):
+        import os
+
+        try:
+            return os.fsencode(text).decode("utf-8")
+        except (UnicodeError, ValueError):
+            return text
+    return text
+
+
 def _make_console(*, stderr: bool) -> Console:
     """A console for stdout or stderr. Not a terminal: no width limit, so tables print whole values and lines
     are not wrapped (rich would assume 80 columns). Stderr never wraps: each message stays one line.
@@ -45,6 +75,7 @@ def _make_console(*, stderr: bool) -> Console:
     reason, an exception naming `[/data]`), which rich would read as style tags, dropping `[red]` or ending
     the command with a MarkupError on `[/]`. A line that styles passes `markup=True` and `escape`s the
     user's text in it."""
+    _escape_unencodable(sys.stderr if stderr else sys.stdout)
     # no emoji: "train.py:train:" stays as written
     out = _Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=stderr, markup=False)
     if not out.is_terminal:

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import typer
 
 from sweeplab.cli.app import STORE_HELP, _open_store, app
-from sweeplab.cli.output import Table, _fmt, _print_json, console, escape
+from sweeplab.cli.output import Table, _fmt, _print_json, console, escape, utf8_argument
 
 STATUS_ROWS = 20   # trials `status SWEEP` shows by default: a 10,000-trial sweep answers as fast as a small one
 
@@ -17,7 +17,7 @@ STATUS_ROWS = 20   # trials `status SWEEP` shows by default: a 10,000-trial swee
 # ---------------------------------------------------------------------------------------------- reading
 @app.command()
 def status(
-    sweep_name: Optional[str] = typer.Argument(None, metavar="[SWEEP]",
+    sweep_name: Optional[str] = typer.Argument(None, callback=utf8_argument, metavar="[SWEEP]",
                                                     help="one sweep's trials (default: every sweep)"),
     as_json: bool = typer.Option(False, "--json", help="stable JSON (see docs/api.md)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
@@ -152,7 +152,7 @@ def _rank(rank: Optional[int]) -> str:
 
 @app.command()
 def best(
-    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="a sweep in the store"),
+    sweep_name: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP", help="a sweep in the store"),
     as_json: bool = typer.Option(False, "--json", help="stable JSON (see docs/api.md)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:

@@ -9,13 +9,13 @@ from typing import Optional
 import typer
 
 from sweeplab.cli.app import STORE_HELP, _open_store, _store_path, app
-from sweeplab.cli.output import Table, _fmt, _print_json, console
+from sweeplab.cli.output import Table, _fmt, _print_json, console, utf8_argument
 from sweeplab.errors import UserError
 
 
 @app.command()
 def stop(
-    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="the running sweep to stop"),
+    sweep_name: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP", help="the running sweep to stop"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Stop a running sweep: its trials checkpoint within trial.grace and it exits resumable."""
@@ -45,7 +45,7 @@ def stop(
 
 @app.command()
 def repro(
-    ref: str = typer.Argument(..., metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
+    ref: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
     debug: bool = typer.Option(False, "--debug", help="drop into pdb at the exception"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
@@ -58,7 +58,7 @@ def repro(
 
 @app.command()
 def profile(
-    ref: str = typer.Argument(..., metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
+    ref: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
     as_json: bool = typer.Option(False, "--json", help="the whole profile as JSON"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
