@@ -446,3 +446,18 @@ def test_an_error_naming_text_the_output_cannot_encode_is_still_one_line_exit_2(
     assert cp.returncode == 2, (cp.stdout, cp.stderr)
     lines = cp.stderr.decode("ascii").splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: no sweep named"), lines
+
+
+STORE_PATHS = {   # a --store that names no store: the user's mistake, as a missing one is (exit 2, one line)
+    "missing": lambda tmp: tmp / "nowhere",
+    "empty-dir": lambda tmp: (tmp / "empty").mkdir() or tmp / "empty",
+    "a-file": lambda tmp: write(tmp / "notes.txt", "not a store\n"),
+    "db-is-a-dir": lambda tmp: (tmp / "odd" / "store.db").mkdir(parents=True) or tmp / "odd",
+}
+
+
+@pytest.mark.parametrize("args", [["status"], ["best", "x"], ["export", "x"]], ids=["status", "best", "export"])
+@pytest.mark.parametrize("case", list(STORE_PATHS), ids=list(STORE_PATHS))
+def test_a_store_path_that_is_no_store_is_bad_input_whatever_it_is(tmp_path, case, args):
+    store = STORE_PATHS[case](tmp_path)
+    assert_one_line_error(cli(tmp_path, *args, "--store", str(store)), str(store))
