@@ -113,10 +113,11 @@ def script_main(fn: Callable[..., Any] | str, argv: Sequence[str] | None = None,
         rest += ["--config", str(path)]
     if profile is not None and not _given(rest, "--profile", "-p"):
         rest += ["--profile", profile]
-    sys.argv = [sys.argv[0], "run", target, *rest]
-    from sweeplab.cli.entry import main as cli_main
+    from sweeplab.cli import entry
 
-    cli_main()
+    entry.script = Path(sys.argv[0]).name
+    sys.argv = [sys.argv[0], "run", target, *rest]
+    entry.main()
     sys.exit(0)   # cli_main always exits; this keeps the NoReturn promise for type checkers
 
 
