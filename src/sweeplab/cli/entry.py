@@ -13,7 +13,6 @@ from sweeplab.cli.app import app
 from sweeplab.cli.output import print_error
 from sweeplab.errors import SweeplabError, UserError
 
-
 #: the script's name when `sl.main(train)` runs this command line for `python train.py ...` (cli/single.py):
 #: its help is `train.py --help`, not `train.py run --help` (`run` would be read as an override)
 script: str | None = None
