@@ -498,3 +498,29 @@ def test_a_tensorboard_export_reads_one_trial_s_curves_at_a_time(swept, tmp_path
     monkeypatch.setattr(export_mod, "_write_trial", write)
     export_sweep("sw", tmp_path / "tb", format="tensorboard", store=swept)
     assert read == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_an_export_killed_mid_write_leaves_no_temporary_files(tmp_path, sig):
+    """`kill PID` (or a closed terminal) while a TensorBoard export is being written: the half-written
+    directory beside the target is removed as on Ctrl-C, and the target never appears."""
+    import signal
+    import time
+
+    from sweeplab.dashboard.synthetic import make_synthetic_store
+
+    store = make_synthetic_store(tmp_path / "store", trials=200, points=600_000, with_logs=False)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "SWEEPLAB_STORE": str(store)}
+    proc = subprocess.Popen([sys.executable, "-m", "sweeplab", "export", "demo", "-f", "tensorboard", "-o",
+                             str(out / "tb")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not list(out.glob(".tb.tmp-*/trial-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert proc.poll() is None, "the export ended before it could be interrupted: give it more points"
+    proc.send_signal(getattr(signal, sig))
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert b"Traceback" not in stderr, stderr
+    assert list(out.iterdir()) == [], list(out.iterdir())   # neither the export nor its temporary directory

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Optional
 
@@ -30,6 +31,7 @@ def export(
             raise UserError("export: --format tensorboard writes a directory of event files; -o - (standard "
                             "output) takes csv or parquet")
         out = Path("/dev/stdout")
+    _end_cleanly_on(signal.SIGTERM, signal.SIGHUP)
     try:
         path = export_sweep(sweep_name, out, format=format, store=_store_path(store))
     except OSError as exc:   # the target cannot be written (no room, not a directory, no permission...)
@@ -50,3 +52,15 @@ def export(
     note.print(f"wrote {path}")
     if format == "tensorboard":
         note.print(f"view: tensorboard --logdir {path}")
+
+
+def _end_cleanly_on(*signals: signal.Signals) -> None:
+    """`kill PID` or a closed terminal ends the export as Ctrl-C does: by an exception, so the half-written
+    file or directory beside the target is removed on the way out (the default action ends the process at
+    once and leaves it there); exit code 128 + the signal's number, as the shell reports a process it ended."""
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in signals:
+        if signal.getsignal(sig) is signal.SIG_DFL:   # one the caller ignores (nohup) stays ignored
+            signal.signal(sig, stop)
