@@ -461,3 +461,37 @@ STORE_PATHS = {   # a --store that names no store: the user's mistake, as a miss
 def test_a_store_path_that_is_no_store_is_bad_input_whatever_it_is(tmp_path, case, args):
     store = STORE_PATHS[case](tmp_path)
     assert_one_line_error(cli(tmp_path, *args, "--store", str(store)), str(store))
+
+
+def _on_a_terminal(cwd: Path, *args: str, columns: int) -> str:
+    """What the command writes to a terminal `columns` wide (a pseudo-terminal), escape sequences removed."""
+    import pty
+    import re
+
+    env = {**os.environ, "COLUMNS": str(columns), "LINES": "24", "SWEEPLAB_STORE": str(cwd / "store")}
+    main, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "sweeplab", *args], cwd=cwd, env=env, stdout=child,
+                            stderr=child, stdin=subprocess.DEVNULL)
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:   # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(main)
+    assert proc.wait(timeout=60) == 0
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode("utf-8", "replace"))
+
+
+@pytest.mark.parametrize("args", [["status"], ["status", UNICODE_NAME]], ids=["list", "sweep"])
+def test_a_narrow_terminal_still_shows_every_cell_of_a_table(unicode_sweep, args):
+    """COLUMNS=20 (a split pane, a phone's SSH client): rich would squeeze a table of 8 columns into 20
+    characters by cutting every cell to nothing. The table is printed as wide as its words need instead, and
+    the terminal wraps its lines: nothing is lost."""
+    text = _on_a_terminal(unicode_sweep, *args, columns=20)
+    for word in (["café-中", "finished"] if len(args) == 1 else ["completed", "failed", "naïve", "Ünïcode"]):
+        assert word in text, text

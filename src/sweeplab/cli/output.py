@@ -34,7 +34,32 @@ class _Console(Console):
     styling is added after, so it is unaffected."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
-        super().print(*(printable(o) if isinstance(o, str) else o for o in objects), **kwargs)
+        objects = tuple(printable(o) if isinstance(o, str) else o for o in objects)
+        need = self._table_width(objects)
+        if need is None:
+            super().print(*objects, **kwargs)
+            return
+        for table in objects:   # a terminal narrower than the table's words: the table is printed as wide as
+            for column in getattr(table, "columns", ()):   # they need and the terminal wraps it, where rich
+                column.overflow = "fold"                    # would cut every cell to nothing; a word longer
+        width = self.width                                  # than its column is folded, not cut
+        self.width = need
+        try:
+            super().print(*objects, **kwargs)
+        finally:
+            self.width = width
+
+    def _table_width(self, objects: tuple[Any, ...]) -> int | None:
+        """The width the tables among `objects` need to show every word of every cell, when this console (a
+        terminal) is narrower; else None."""
+        if not self.is_terminal or not any(type(o).__name__ == "_PrintableTable" for o in objects):
+            return None
+        from rich.measure import Measurement
+
+        options = self.options.update_width(PIPE_WIDTH)
+        need = max(Measurement.get(self, options, o).minimum for o in objects
+                   if type(o).__name__ == "_PrintableTable")
+        return need if need > self.width else None
 
 
 def _escape_unencodable(stream: Any) -> None:
