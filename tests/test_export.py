@@ -524,3 +524,20 @@ def test_an_export_killed_mid_write_leaves_no_temporary_files(tmp_path, sig):
     assert proc.returncode != 0
     assert b"Traceback" not in stderr, stderr
     assert list(out.iterdir()) == [], list(out.iterdir())   # neither the export nor its temporary directory
+
+
+def test_the_format_follows_the_out_files_suffix_unless_given(swept, tmp_path):
+    """`export sw -o trials.parquet` writes Parquet (not a CSV file named .parquet); a --format that
+    contradicts the suffix is refused before anything is written."""
+    import pyarrow.parquet as pq
+
+    cp = _cli(tmp_path, swept, "sw", "-o", "trials.parquet")
+    assert cp.returncode == 0, cp.stderr
+    assert pq.read_table(tmp_path / "trials.parquet").num_rows == 4
+    cp = _cli(tmp_path, swept, "sw", "-o", "t.csv")
+    assert cp.returncode == 0 and (tmp_path / "t.csv").read_text().startswith("number,"), cp.stderr
+    cp = _cli(tmp_path, swept, "sw", "--format", "csv", "-o", "other.parquet")
+    assert cp.returncode == 2 and "--format csv" in cp.stderr and len(cp.stderr.splitlines()) == 1, cp.stderr
+    assert not (tmp_path / "other.parquet").exists()
+    cp = _cli(tmp_path, swept, "sw", "-o", "table.txt")   # another suffix: the default format, csv
+    assert cp.returncode == 0 and (tmp_path / "table.txt").read_text().startswith("number,"), cp.stderr

@@ -50,14 +50,16 @@ _FIXED = ("number", "state", "value", "attempts", "started", "ended", "seconds",
 _OBJECTIVE_COLUMNS = ("feasible", "rank")
 
 
-def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, format: str = "csv",
+def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, format: str | None = None,
                  store: str | os.PathLike[str] | None = None) -> Path:
     """Export sweep `sweep` of the store at `store` (default: $SWEEPLAB_STORE or ./.sweeplab) to `out`
     (default: `<sweep>.csv`, `<sweep>.parquet` or `<sweep>-tensorboard/` in the current directory) and
-    return the path written. Raises UserError for an unknown sweep or format, or an `out` it must not
-    replace; MissingExtraError when the format needs a package that is not installed."""
+    return the path written. `format` defaults to the one `out`'s suffix names (`.parquet` / `.pq`: parquet),
+    else csv. Raises UserError for an unknown sweep or format, a format that contradicts `out`'s suffix, or
+    an `out` it must not replace; MissingExtraError when the format needs a package that is not installed."""
     from sweeplab.store import Store, default_store_dir
 
+    format = _format_for(format, out)
     if format not in FORMATS:
         raise UserError(f"export: unknown format {format!r}; expected one of {', '.join(FORMATS)}")
     target = Path(out) if out is not None else Path(_default_name(sweep, format))
@@ -71,6 +73,24 @@ def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, forma
     finally:
         st.close()
     return target
+
+
+#: the table formats a file's suffix names: `-o trials.parquet` is a Parquet file, not CSV under that name
+_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def _format_for(format: str | None, out: str | os.PathLike[str] | None) -> str:
+    """The format to write: the one given, else the one `out`'s suffix names, else csv. A given table format
+    that another suffix contradicts (`--format csv -o t.parquet`) is a mistake, refused before any writing."""
+    path = Path(out) if out is not None else None
+    suffix = path.suffix.lower() if path is not None else ""
+    named = _SUFFIXES.get(suffix)
+    if format is None:
+        return named or "csv"
+    if path is not None and named is not None and format in ("csv", "parquet") and format != named:
+        raise UserError(f"export: --format {format} but {out} ends in {suffix}, a {named} file name; "
+                        f"drop --format, or name the file {path.with_suffix('.' + format).name}")
+    return format
 
 
 # ------------------------------------------------------------------------------------------------ reading

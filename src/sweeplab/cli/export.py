@@ -15,7 +15,9 @@ from sweeplab.cli.output import console, err, utf8_argument
 @app.command()
 def export(
     sweep_name: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP", help="the sweep to export"),
-    format: str = typer.Option("csv", "--format", "-f", help="csv | parquet | tensorboard"),
+    format: Optional[str] = typer.Option(None, "--format", "-f",
+                                         help="csv | parquet | tensorboard (default: as --out's suffix "
+                                              "says, .parquet or .csv; else csv)"),
     out: Optional[Path] = typer.Option(None, "--out", "-o",
                                        help="file (csv, parquet; - for standard output) or directory (tensorboard) "
                                             "to write; default SWEEP.csv, SWEEP.parquet or SWEEP-tensorboard/"),
@@ -24,8 +26,9 @@ def export(
     """Export a sweep (read-only; written atomically): a table of its trials, or TensorBoard runs with
     curves and the HParams table (`tensorboard --logdir OUT`)."""
     from sweeplab.errors import SweeplabError, UserError
-    from sweeplab.export import export_sweep
+    from sweeplab.export import _format_for, export_sweep
 
+    format = _format_for(format, out)
     if out is not None and str(out) == "-":   # the usual spelling of standard output, not a file named "-"
         if format == "tensorboard":
             raise UserError("export: --format tensorboard writes a directory of event files; -o - (standard "
