@@ -119,7 +119,8 @@ def init(
 
     files = scaffold(directory, template)
     console.print(f"created {directory} from the {template} template ({len(files)} files)")
-    console.print(f"next: make -C {shlex.quote(str(directory))} smoke")
+    where = str(directory) if not str(directory).startswith("-") else f"./{directory}"   # not an option of make
+    console.print(f"next: make -C {shlex.quote(where)} smoke")
 
 
 @app.command()
