@@ -495,3 +495,21 @@ def test_a_narrow_terminal_still_shows_every_cell_of_a_table(unicode_sweep, args
     text = _on_a_terminal(unicode_sweep, *args, columns=20)
     for word in (["café-中", "finished"] if len(args) == 1 else ["completed", "failed", "naïve", "Ünïcode"]):
         assert word in text, text
+
+
+def test_the_next_commands_after_a_sweep_named_like_an_option_run_as_printed(tmp_path):
+    """A sweep named `-exp` (`--name=-exp`): `sweeplab status -exp` would read -e -x -p as options; the
+    printed commands put the name after `--`, and each runs as printed."""
+    import shlex
+
+    write(tmp_path / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
+    cp = cli(tmp_path, "sweep", "s.yaml", "--name=-exp", "--workers", "1", "-q", timeout=300)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    step = next(line for line in cp.stdout.splitlines() if line.startswith("next: "))
+    commands = [shlex.split(c) for c in step.removeprefix("next: ").split("  |  ")]
+    for args in commands:
+        if args[1] in ("status", "best"):
+            assert args[0] == "sweeplab" and "--" in args, step
+            done = cli(tmp_path, *args[1:])
+            assert done.returncode == 0, (args, done.stderr)
+            assert "-exp" in done.stdout

@@ -131,6 +131,17 @@ def Table(*columns: Any, **options: Any) -> Any:   # stands in for the class, im
     return _PrintableTable(*(printable(c) if isinstance(c, str) else c for c in columns), **options)
 
 
+def command(verb: str, name: str, *options: str) -> str:
+    """`sweeplab VERB NAME OPTIONS` as a shell takes it, to paste: the name quoted (a W&B `name:` is free
+    text), and after `--` when it starts with a dash, which the command would read as an option."""
+    import shlex
+
+    rest = "".join(f" {o}" for o in options if o)
+    if name.startswith("-"):
+        return f"sweeplab {verb}{rest} -- {shlex.quote(name)}"
+    return f"sweeplab {verb} {shlex.quote(name)}{rest}"
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return "-"

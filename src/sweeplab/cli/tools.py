@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from sweeplab.cli.app import STORE_HELP, _open_store, _store_path, app
-from sweeplab.cli.output import Table, _fmt, _print_json, console, utf8_argument
+from sweeplab.cli.output import Table, _fmt, _print_json, command, console, utf8_argument
 from sweeplab.errors import UserError
 
 
@@ -37,10 +37,10 @@ def stop(
         raise UserError(f"sweep {sweep_name!r} is driven from host {driver.get('host')}; run `sweeplab stop` there")
     if status != "alive":
         raise UserError(f"the driver of {sweep_name!r} (pid {driver.get('pid')}) is gone; "
-                        f"`sweeplab resume {shlex.quote(sweep_name)}` continues the sweep")
+                        f"`{command('resume', sweep_name)}` continues the sweep")
     proc.send_signal(signal.SIGTERM)
     console.print(f"asked the driver of {sweep_name} (pid {proc.pid}) to stop; its trials checkpoint and the sweep "
-                  f"stays resumable: sweeplab resume {shlex.quote(sweep_name)}")
+                  f"stays resumable: {command('resume', sweep_name)}")
 
 
 @app.command()
