@@ -513,3 +513,17 @@ def test_the_next_commands_after_a_sweep_named_like_an_option_run_as_printed(tmp
             done = cli(tmp_path, *args[1:])
             assert done.returncode == 0, (args, done.stderr)
             assert "-exp" in done.stdout
+
+
+@pytest.mark.parametrize("streams", list(ASCII_STREAMS), ids=list(ASCII_STREAMS))
+def test_a_trial_printing_text_the_terminal_cannot_encode_still_completes(tmp_path, streams):
+    """A function trial's stdout is its log file (UTF-8), not the terminal: `print("naïve ☃")` in a trial
+    completes whatever PYTHONIOENCODING or locale the sweep was started with, and the log keeps the text."""
+    write(tmp_path / "pr.py", 'def f(config, run):\n    print("naïve ☃ " + str(config.x))\n    return {"loss": 1.0}\n')
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "LC_ALL", "LANG", "LC_CTYPE")}
+    env.update(ASCII_STREAMS[streams], SWEEPLAB_STORE=str(tmp_path / "store"))
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "run", "pr.py:f", "x=1", "-q", "--name", "pr"],
+                        cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    assert cp.returncode == 0, (cp.stdout, cp.stderr)
+    logs = [p.read_bytes() for p in (tmp_path / "store" / "logs").rglob("*") if p.is_file()]
+    assert any("naïve ☃ 1".encode() in log for log in logs), logs
