@@ -541,3 +541,16 @@ def test_the_format_follows_the_out_files_suffix_unless_given(swept, tmp_path):
     assert not (tmp_path / "other.parquet").exists()
     cp = _cli(tmp_path, swept, "sw", "-o", "table.txt")   # another suffix: the default format, csv
     assert cp.returncode == 0 and (tmp_path / "table.txt").read_text().startswith("number,"), cp.stderr
+
+
+def test_an_out_directory_gets_the_table_under_its_default_name(swept, tmp_path):
+    """`-o exports/` (a trailing slash: a directory, made if missing) or `-o exports` naming an existing
+    directory puts `sw.csv` in it, as `cp FILE DIR` does; `-o exports/` never becomes a file named `exports`."""
+    cp = _cli(tmp_path, swept, "sw", "-o", "new/")
+    assert cp.returncode == 0, cp.stderr
+    assert (tmp_path / "new").is_dir() and len(list(csv.DictReader((tmp_path / "new" / "sw.csv").open()))) == 4
+    (tmp_path / "old").mkdir()
+    cp = _cli(tmp_path, swept, "sw", "-o", "old", "-f", "parquet")
+    assert cp.returncode == 0, cp.stderr
+    assert (tmp_path / "old" / "sw.parquet").is_file()
+    assert "old/sw.parquet" in cp.stdout

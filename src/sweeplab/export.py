@@ -54,7 +54,8 @@ def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, forma
                  store: str | os.PathLike[str] | None = None) -> Path:
     """Export sweep `sweep` of the store at `store` (default: $SWEEPLAB_STORE or ./.sweeplab) to `out`
     (default: `<sweep>.csv`, `<sweep>.parquet` or `<sweep>-tensorboard/` in the current directory) and
-    return the path written. `format` defaults to the one `out`'s suffix names (`.parquet` / `.pq`: parquet),
+    return the path written; an `out` that is a directory (or ends with `/`) gets the table under its default
+    name. `format` defaults to the one `out`'s suffix names (`.parquet` / `.pq`: parquet),
     else csv. Raises UserError for an unknown sweep or format, a format that contradicts `out`'s suffix, or
     an `out` it must not replace; MissingExtraError when the format needs a package that is not installed."""
     from sweeplab.store import Store, default_store_dir
@@ -63,6 +64,8 @@ def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, forma
     if format not in FORMATS:
         raise UserError(f"export: unknown format {format!r}; expected one of {', '.join(FORMATS)}")
     target = Path(out) if out is not None else Path(_default_name(sweep, format))
+    if out is not None and format != "tensorboard" and (os.fspath(out).endswith(("/", os.sep)) or target.is_dir()):
+        target = target / _default_name(sweep, format)   # a directory (`-o exports/`): the table goes in it
     _outside_store(target, Path(store) if store is not None else default_store_dir())
     _check_target(target, format)
     writer = _writer(format)            # a missing extra is reported before the store is read

@@ -18,9 +18,10 @@ def export(
     format: Optional[str] = typer.Option(None, "--format", "-f",
                                          help="csv | parquet | tensorboard (default: as --out's suffix "
                                               "says, .parquet or .csv; else csv)"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o",
-                                       help="file (csv, parquet; - for standard output) or directory (tensorboard) "
-                                            "to write; default SWEEP.csv, SWEEP.parquet or SWEEP-tensorboard/"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", metavar="<path>",
+                                       help="file (csv, parquet; - for standard output; a directory: SWEEP.csv in "
+                                            "it) or directory (tensorboard) to write; default SWEEP.csv, "
+                                            "SWEEP.parquet or SWEEP-tensorboard/"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Export a sweep (read-only; written atomically): a table of its trials, or TensorBoard runs with
@@ -29,11 +30,11 @@ def export(
     from sweeplab.export import _format_for, export_sweep
 
     format = _format_for(format, out)
-    if out is not None and str(out) == "-":   # the usual spelling of standard output, not a file named "-"
+    if out == "-":   # the usual spelling of standard output, not a file named "-"
         if format == "tensorboard":
             raise UserError("export: --format tensorboard writes a directory of event files; -o - (standard "
                             "output) takes csv or parquet")
-        out = Path("/dev/stdout")
+        out = "/dev/stdout"
     _end_cleanly_on(signal.SIGTERM, signal.SIGHUP)
     try:
         path = export_sweep(sweep_name, out, format=format, store=_store_path(store))
