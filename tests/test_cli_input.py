@@ -527,3 +527,19 @@ def test_a_trial_printing_text_the_terminal_cannot_encode_still_completes(tmp_pa
     assert cp.returncode == 0, (cp.stdout, cp.stderr)
     logs = [p.read_bytes() for p in (tmp_path / "store" / "logs").rglob("*") if p.is_file()]
     assert any("naïve ☃ 1".encode() in log for log in logs), logs
+
+
+@pytest.mark.parametrize("args", [["--version"], ["-V"]], ids=["--version", "-V"])
+def test_the_version_is_one_line_exit_0(tmp_path, args):
+    import sweeplab
+
+    cp = cli(tmp_path, *args)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == f"sweeplab {sweeplab.__version__}\n" and cp.stderr == ""
+
+
+@pytest.mark.parametrize("args", [["-h"], ["status", "-h"], ["export", "-h"]], ids=["app", "status", "export"])
+def test_dash_h_is_help_as_dash_dash_help_is(tmp_path, args):
+    cp = cli(tmp_path, *args)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == cli(tmp_path, *args[:-1], "--help").stdout and "Usage:" in cp.stdout

@@ -14,7 +14,22 @@ from sweeplab.errors import UserError
 _install_fast_coercion()   # options coerced without importing pydantic (cli/_coerce.py)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  context_settings={"help_option_names": ["-h", "--help"]},   # every command's too (inherited)
                   help="Run many ML experiments at once, from a laptop to a Ray cluster.")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from sweeplab import __version__
+
+        print(f"sweeplab {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_show_version,
+                                       help="print sweeplab's version and exit")) -> None:
+    """The app's own options (before the command)."""
 
 BACKEND_NAMES = " | ".join(BACKENDS)   # the backend registry's names, for --backend help
 STORE_HELP = "store directory (default: $SWEEPLAB_STORE or ./.sweeplab)"

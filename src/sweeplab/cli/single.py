@@ -103,7 +103,7 @@ def script_main(fn: Callable[..., Any] | str, argv: Sequence[str] | None = None,
         print_error(str(e))
         sys.exit(2)
     rest = list(sys.argv[1:] if argv is None else argv)
-    if "--help" in rest:   # the script's own usage, not `sweeplab run`'s (a subcommand and a TARGET to give)
+    if "--help" in rest or "-h" in rest:   # the script's own usage, not `sweeplab run`'s (with a TARGET)
         _script_help(Path(sys.argv[0]).name, target, config=config, profile=profile)
         sys.exit(0)
     if config is not None and not _given(rest, "--config", "-c"):
