@@ -543,3 +543,21 @@ def test_dash_h_is_help_as_dash_dash_help_is(tmp_path, args):
     cp = cli(tmp_path, *args)
     assert cp.returncode == 0, cp.stderr
     assert cp.stdout == cli(tmp_path, *args[:-1], "--help").stdout and "Usage:" in cp.stdout
+
+
+def test_a_store_path_with_an_unexpanded_tilde_is_the_home_directory(tmp_path):
+    """SWEEPLAB_STORE="~/runs" from a .env file or a container's environment, or `--store=~/runs` (no shell
+    expands a tilde after `=`): the store is under $HOME, never a directory named `~` in the working directory."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    write(work / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env.update(HOME=str(home), SWEEPLAB_STORE="~/runs")
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "s.yaml", "--name", "t", "-q"], cwd=work,
+                        env=env, capture_output=True, text=True, timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    assert (home / "runs" / "store.db").is_file() and not (work / "~").exists()
+    del env["SWEEPLAB_STORE"]
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", "t", "--store=~/runs"], cwd=work, env=env,
+                        capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0 and "completed" in cp.stdout, cp.stderr

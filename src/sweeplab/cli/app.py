@@ -38,7 +38,8 @@ STORE_HELP = "store directory (default: $SWEEPLAB_STORE or ./.sweeplab)"
 def _store_path(store: Optional[Path]) -> Path:
     from sweeplab.store import default_store_dir
 
-    return store if store is not None else default_store_dir()
+    # `--store=~/runs`: no shell expands a tilde after `=`; a directory named `~` is never what was meant
+    return store.expanduser() if store is not None else default_store_dir()
 
 
 def _open_store(store: Optional[Path], readonly: bool = False):  # type: ignore[no-untyped-def]

@@ -136,7 +136,8 @@ def _about_the_file(exc: BaseException) -> bool:
 
 
 def default_store_dir() -> Path:
-    return Path(os.environ.get("SWEEPLAB_STORE") or ".sweeplab")
+    # `~` expanded: SWEEPLAB_STORE="~/runs" from a .env file or a container's environment means $HOME/runs
+    return Path(os.environ.get("SWEEPLAB_STORE") or ".sweeplab").expanduser()
 
 
 def _dumps(obj: Any) -> str | None:
