@@ -554,3 +554,13 @@ def test_an_out_directory_gets_the_table_under_its_default_name(swept, tmp_path)
     assert cp.returncode == 0, cp.stderr
     assert (tmp_path / "old" / "sw.parquet").is_file()
     assert "old/sw.parquet" in cp.stdout
+
+
+def test_an_out_path_with_an_unexpanded_tilde_is_under_home(swept, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(os.environ, SWEEPLAB_STORE=str(swept), HOME=str(home))
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "export", "sw", "--out=~/t.csv"], cwd=tmp_path, env=env,
+                        capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    assert (home / "t.csv").is_file() and not (tmp_path / "~").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 from typing import Optional
@@ -29,6 +30,8 @@ def export(
     from sweeplab.errors import SweeplabError, UserError
     from sweeplab.export import _format_for, export_sweep
 
+    if out is not None and out.startswith("~"):   # `--out=~/x.csv`: no shell expands a tilde after `=`
+        out = os.path.expanduser(out)
     format = _format_for(format, out)
     if out == "-":   # the usual spelling of standard output, not a file named "-"
         if format == "tensorboard":
@@ -42,7 +45,6 @@ def export(
         import errno
 
         if exc.errno == errno.EPIPE:   # `-o - | head`: the reader had enough, as `status` piped to head does
-            import os
             import sys
 
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no complaint at exit's flush
