@@ -561,3 +561,20 @@ def test_a_store_path_with_an_unexpanded_tilde_is_the_home_directory(tmp_path):
     cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", "t", "--store=~/runs"], cwd=work, env=env,
                         capture_output=True, text=True, timeout=120)
     assert cp.returncode == 0 and "completed" in cp.stdout, cp.stderr
+
+
+def test_a_table_wider_than_the_terminal_leaves_the_console_following_the_terminal_size():
+    """After a table printed wider than the terminal, the console's width is the terminal's again, read at
+    each print: a later resize (or the live progress panel) is not stuck at the table's width."""
+    import io
+
+    from sweeplab.cli.output import Table, _Console
+
+    console = _Console(file=io.StringIO(), force_terminal=True, width=30)
+    console._width = None   # as on a real terminal without COLUMNS: its size is read at each print
+    before = console.width
+    table = Table("a", "b")
+    table.add_row("word-" * 20, "x")
+    console.print(table)
+    assert console._width is None and console.width == before
+    assert "word-" * 3 in console.file.getvalue().replace("\n", "")

@@ -39,15 +39,17 @@ class _Console(Console):
         if need is None:
             super().print(*objects, **kwargs)
             return
-        for table in objects:   # a terminal narrower than the table's words: the table is printed as wide as
-            for column in getattr(table, "columns", ()):   # they need and the terminal wraps it, where rich
-                column.overflow = "fold"                    # would cut every cell to nothing; a word longer
-        width = self.width                                  # than its column is folded, not cut
+        # a terminal narrower than the table's words: the table is printed as wide as they need and the terminal
+        # wraps it, where rich would cut every cell to nothing; a word longer than its column is folded, not cut
+        for table in objects:
+            for column in getattr(table, "columns", ()):
+                column.overflow = "fold"
+        width = self._width   # None on a terminal: its size is read at each print (it follows a resize)
         self.width = need
         try:
             super().print(*objects, **kwargs)
         finally:
-            self.width = width
+            self._width = width
 
     def _table_width(self, objects: tuple[Any, ...]) -> int | None:
         """The width the tables among `objects` need to show every word of every cell, when this console (a
