@@ -578,3 +578,14 @@ def test_a_table_wider_than_the_terminal_leaves_the_console_following_the_termin
     console.print(table)
     assert console._width is None and console.width == before
     assert "word-" * 3 in console.file.getvalue().replace("\n", "")
+
+
+def test_json_to_a_closed_standard_output_is_a_one_line_error_not_a_traceback(finished):
+    """`sweeplab status --json >&-` (a cron line or a daemon with no stdout): exit 1 and one line on stderr."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["SWEEPLAB_STORE"] = str(finished / "store")
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", "--json"], cwd=finished, env=env,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
+                        preexec_fn=lambda: os.close(1))
+    assert cp.returncode == 1, cp.stderr
+    assert cp.stderr.startswith("error: ") and len(cp.stderr.splitlines()) == 1, cp.stderr

@@ -153,6 +153,10 @@ def _fmt(v: Any) -> str:
 
 
 def _print_json(obj: Any) -> None:
+    if sys.stdout is None:   # started with fd 1 closed (`>&-`): say so, rather than an AttributeError's traceback
+        from sweeplab.errors import SweeplabError
+
+        raise SweeplabError("standard output is closed: nowhere to write the JSON (redirect it to a file)")
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
 
 
