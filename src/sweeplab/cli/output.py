@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -32,6 +33,20 @@ def printable(text: str) -> str:
 class _Console(Console):
     """A rich Console whose printed strings never carry terminal control characters (`printable`); rich's own
     styling is added after, so it is unaffected."""
+
+    #: set while a sweep runs (cli/progress.py): a reader gone from the pipe (`sweeplab sweep ... | head`)
+    #: ends the output, never the sweep; elsewhere it ends the command with exit 1, as rich does
+    keep_going_on_broken_pipe = False
+
+    def on_broken_pipe(self) -> None:
+        """The pipe's reader is gone: this console's stream is sent to /dev/null from now on (rich's own
+        handler sends stdout there even when the broken stream is stderr), then exit 1 unless a sweep runs."""
+        import os
+
+        with contextlib.suppress(Exception):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.file.fileno())
+        if not _Console.keep_going_on_broken_pipe:
+            raise SystemExit(1)
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         objects = tuple(printable(o) if isinstance(o, str) else o for o in objects)
