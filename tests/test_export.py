@@ -564,3 +564,28 @@ def test_an_out_path_with_an_unexpanded_tilde_is_under_home(swept, tmp_path):
                         capture_output=True, text=True, timeout=120)
     assert cp.returncode == 0, cp.stderr
     assert (home / "t.csv").is_file() and not (tmp_path / "~").exists()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_an_export_to_standard_output_appends_where_the_shell_says(swept, tmp_path, fmt):
+    """`export sw -o - >> all.csv` (or inside `{ echo head; sweeplab export ...; echo foot; } > f`): the
+    table is written through the open standard output, where the shell put it. Resolving /dev/stdout to the
+    file and renaming a new file over it wiped what was there before and lost what came after."""
+    env = dict(os.environ, SWEEPLAB_STORE=str(swept))
+    out = tmp_path / f"all.{fmt}"
+    script = (f'echo BEFORE > "{out}"; {{ "{sys.executable}" -m sweeplab export sw -o - -f {fmt}; echo AFTER; }} '
+              f'>> "{out}"')
+    cp = subprocess.run(["sh", "-c", script], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    data = out.read_bytes()
+    assert data.startswith(b"BEFORE\n") and data.endswith(b"AFTER\n"), data[:100] + b"..." + data[-100:]
+    assert b"wrote" not in data
+    body = data[len(b"BEFORE\n"):-len(b"AFTER\n")]
+    if fmt == "csv":
+        assert len(list(csv.DictReader(body.decode().splitlines()))) == 4
+    else:
+        import io
+
+        import pyarrow.parquet as pq
+
+        assert pq.read_table(io.BytesIO(body)).num_rows == 4

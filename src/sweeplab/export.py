@@ -375,6 +375,11 @@ def _atomic_file(target: Path, mode: str, **kwargs: Any):  # type: ignore[no-unt
     A symlink is followed (the file it points to is replaced, the link stays), and a target that exists but
     is not a regular file (`/dev/stdout`, `/dev/null`, a FIFO) is written straight into: renaming over it
     would replace the device or pipe itself, for every process of the machine."""
+    fd = _stream_fd(target)
+    if fd is not None:   # `-o -`, /dev/fd/N: through the open descriptor, at its position (`>>` appends), never
+        with os.fdopen(os.dup(fd), mode, **kwargs) as stream:   # the file it names reopened (truncated) or replaced
+            yield stream
+        return
     real = target.resolve() if target.is_symlink() else target
     if (target.exists() and not target.is_file()) or real.parts[:2] == ("/", "proc"):   # /dev/stdout: a /proc fd
         with open(target, mode, **kwargs) as stream:
@@ -398,6 +403,18 @@ def _atomic_file(target: Path, mode: str, **kwargs: Any):  # type: ignore[no-unt
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _stream_fd(target: Path) -> int | None:
+    """The file descriptor a path such as /dev/stdout, /dev/fd/3 or /proc/self/fd/3 names, as written; else None."""
+    text = os.fspath(target)
+    named = {"/dev/stdout": 1, "/dev/stderr": 2}.get(text)
+    if named is not None:
+        return named
+    for prefix in ("/dev/fd/", "/proc/self/fd/"):
+        if text.startswith(prefix) and text[len(prefix):].isdigit():
+            return int(text[len(prefix):])
+    return None
 
 
 def _umask() -> int:

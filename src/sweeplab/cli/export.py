@@ -54,7 +54,7 @@ def export(
         where = out if out is not None else Path(_default_name(sweep_name, format))
         raise SweeplabError(f"export: cannot write {where}: {exc.strerror or exc}; nothing was replaced") from None
     # written into stdout (`-o /dev/stdout`), a pipe or a device: the note goes to stderr, not into the data
-    note = console if path.is_file() or path.is_dir() else err
+    note = console if out != "/dev/stdout" and (path.is_file() or path.is_dir()) else err
     note.print(f"wrote {path}")
     if format == "tensorboard":
         note.print(f"view: tensorboard --logdir {path}")
