@@ -11,7 +11,8 @@ Every export is atomic: it is built beside its target
 under a temporary name and renamed into place, so a reader (or a crash) never sees half an export, and an
 earlier export at the same path stays whole until the new one replaces it. Standard output (`-o -`,
 /dev/stdout, /dev/fd/N) is written through the open descriptor, where the shell put it (`>> all.csv`
-appends). A TensorBoard export replaces only a directory that an earlier TensorBoard export wrote (it holds a marker file), never anything else.
+appends). A TensorBoard export replaces only a directory that an earlier TensorBoard export wrote (it holds
+a marker file), never anything else.
 
 Table columns: number, state, value, attempts, started, ended, seconds, reason, `feasible` (with constraints),
 `rank` (with several objectives), then `params.<name>` for every sampled parameter and `metrics.<name>` for
