@@ -589,3 +589,11 @@ def test_json_to_a_closed_standard_output_is_a_one_line_error_not_a_traceback(fi
                         preexec_fn=lambda: os.close(1))
     assert cp.returncode == 1, cp.stderr
     assert cp.stderr.startswith("error: ") and len(cp.stderr.splitlines()) == 1, cp.stderr
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_asking_a_sweep_for_help_starts_no_early_worker(flag):
+    from sweeplab.cli._early import planned_workers
+
+    assert planned_workers(["sweeplab", "sweep", "s.yaml", "-w", "2"]) == 2
+    assert planned_workers(["sweeplab", "sweep", "s.yaml", "-w", "2", flag]) is None
