@@ -597,3 +597,14 @@ def test_asking_a_sweep_for_help_starts_no_early_worker(flag):
 
     assert planned_workers(["sweeplab", "sweep", "s.yaml", "-w", "2"]) == 2
     assert planned_workers(["sweeplab", "sweep", "s.yaml", "-w", "2", flag]) is None
+
+
+@pytest.mark.parametrize("name", ["", "   ", "\t"], ids=["empty", "spaces", "tab"])
+@pytest.mark.parametrize("command", ["sweep", "run"])
+def test_a_blank_name_option_is_refused_as_a_blank_spec_name_is(tmp_path, command, name):
+    """`--name "  "` made a sweep no table or command line can show or name; the spec's `name: "  "` was
+    already refused. Both are bad input: one line, exit 2, no store."""
+    write(tmp_path / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
+    args = ["sweep", "s.yaml"] if command == "sweep" else ["run", f"{TRIALS}:quick"]
+    assert_one_line_error(cli(tmp_path, *args, "--name", name, "-q"), "--name")
+    assert not (tmp_path / "store").exists()

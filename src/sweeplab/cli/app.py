@@ -61,6 +61,14 @@ def _known_sweep(store: Optional[Path], name: str) -> None:
         st.close()
 
 
+def _name_option(name: Optional[str]) -> Optional[str]:
+    """`--name` as given, or a UserError for a blank one (as the spec's blank `name:` is refused): a sweep that
+    no table shows and no command line can name."""
+    if name is not None and not name.strip():
+        raise UserError(f"--name: expected a sweep name (a non-empty string); got {name!r}")
+    return name
+
+
 def _parse_gpus(text: Optional[str]) -> Optional[list[int]]:
     if text is None:
         return None
