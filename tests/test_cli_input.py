@@ -393,3 +393,218 @@ def test_a_file_given_to_the_other_command_says_which_command_takes_it(tmp_path,
     write(tmp_path / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
     assert_one_line_error(cli(tmp_path, *args), fragment)
     assert not (tmp_path / "store").exists()
+
+
+# ------------------------------------------------------------------ a terminal or pipe that is not UTF-8
+
+ASCII_STREAMS = {   # stdout and stderr that cannot encode "é": an ASCII codec, or the C locale not coerced to UTF-8
+    "PYTHONIOENCODING=ascii": {"PYTHONIOENCODING": "ascii"},
+    "C-locale": {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"},
+}
+UNICODE_NAME = "café-中"
+
+
+@pytest.fixture(scope="module")
+def unicode_sweep(tmp_path_factory) -> Path:
+    """A finished sweep named UNICODE_NAME whose parameter values and failure reason are not ASCII."""
+    tmp = tmp_path_factory.mktemp("unicode")
+    write(tmp / "s.yaml", f"function: {TRIALS}:hostile\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+          "parameters:\n  x: {values: [1]}\n  label: {values: ['naïve ☃', 'Ünïcode']}\n"
+          "  fail: {values: [false, true]}\n")
+    cp = cli(tmp, "sweep", "s.yaml", "--name", UNICODE_NAME, "--workers", "1", "-q", timeout=300)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    return tmp
+
+
+@pytest.mark.parametrize("streams", list(ASCII_STREAMS), ids=list(ASCII_STREAMS))
+@pytest.mark.parametrize("args", [["status"], ["status", UNICODE_NAME], ["status", UNICODE_NAME, "--json"],
+                                  ["best", UNICODE_NAME], ["export", UNICODE_NAME, "-o", "-"]],
+                         ids=["list", "status", "json", "best", "export-stdout"])
+def test_text_that_the_output_cannot_encode_is_escaped_not_a_traceback(unicode_sweep, streams, args):
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "LC_ALL", "LANG", "LC_CTYPE")}
+    env.update(ASCII_STREAMS[streams], SWEEPLAB_STORE=str(unicode_sweep / "store"))
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", *args], cwd=unicode_sweep, env=env,
+                        capture_output=True, timeout=120)
+    assert cp.returncode == 0, (cp.stdout, cp.stderr)
+    assert b"Traceback" not in cp.stderr and b"UnicodeEncodeError" not in cp.stderr, cp.stderr
+    if args[0] == "export":   # a CSV file is UTF-8 whatever the terminal: the data stays exact
+        assert "naïve ☃" in cp.stdout.decode("utf-8")
+        return
+    out = cp.stdout.decode("ascii")   # nothing the stream could not encode was written raw
+    if args[-1] == "--json":
+        assert json.loads(out)["sweep"]["name"] == UNICODE_NAME   # JSON escapes it itself: the name is whole
+    else:
+        assert "caf\\xe9" in out or "caf\\u00e9" in out, out   # the name is still legible, escaped
+
+
+@pytest.mark.parametrize("streams", list(ASCII_STREAMS), ids=list(ASCII_STREAMS))
+def test_an_error_naming_text_the_output_cannot_encode_is_still_one_line_exit_2(unicode_sweep, streams):
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "LC_ALL", "LANG", "LC_CTYPE")}
+    env.update(ASCII_STREAMS[streams], SWEEPLAB_STORE=str(unicode_sweep / "store"))
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "best", "cafe-中"], cwd=unicode_sweep, env=env,
+                        capture_output=True, timeout=120)
+    assert cp.returncode == 2, (cp.stdout, cp.stderr)
+    lines = cp.stderr.decode("ascii").splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: no sweep named"), lines
+
+
+STORE_PATHS = {   # a --store that names no store: the user's mistake, as a missing one is (exit 2, one line)
+    "missing": lambda tmp: tmp / "nowhere",
+    "empty-dir": lambda tmp: (tmp / "empty").mkdir() or tmp / "empty",
+    "a-file": lambda tmp: write(tmp / "notes.txt", "not a store\n"),
+    "db-is-a-dir": lambda tmp: (tmp / "odd" / "store.db").mkdir(parents=True) or tmp / "odd",
+}
+
+
+@pytest.mark.parametrize("args", [["status"], ["best", "x"], ["export", "x"]], ids=["status", "best", "export"])
+@pytest.mark.parametrize("case", list(STORE_PATHS), ids=list(STORE_PATHS))
+def test_a_store_path_that_is_no_store_is_bad_input_whatever_it_is(tmp_path, case, args):
+    store = STORE_PATHS[case](tmp_path)
+    assert_one_line_error(cli(tmp_path, *args, "--store", str(store)), str(store))
+
+
+def _on_a_terminal(cwd: Path, *args: str, columns: int) -> str:
+    """What the command writes to a terminal `columns` wide (a pseudo-terminal), escape sequences removed."""
+    import pty
+    import re
+
+    env = {**os.environ, "COLUMNS": str(columns), "LINES": "24", "SWEEPLAB_STORE": str(cwd / "store")}
+    main, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "sweeplab", *args], cwd=cwd, env=env, stdout=child,
+                            stderr=child, stdin=subprocess.DEVNULL)
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:   # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(main)
+    assert proc.wait(timeout=60) == 0
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode("utf-8", "replace"))
+
+
+@pytest.mark.parametrize("args", [["status"], ["status", UNICODE_NAME]], ids=["list", "sweep"])
+def test_a_narrow_terminal_still_shows_every_cell_of_a_table(unicode_sweep, args):
+    """COLUMNS=20 (a split pane, a phone's SSH client): rich would squeeze a table of 8 columns into 20
+    characters by cutting every cell to nothing. The table is printed as wide as its words need instead, and
+    the terminal wraps its lines: nothing is lost."""
+    text = _on_a_terminal(unicode_sweep, *args, columns=20)
+    for word in (["café-中", "finished"] if len(args) == 1 else ["completed", "failed", "naïve", "Ünïcode"]):
+        assert word in text, text
+
+
+def test_the_next_commands_after_a_sweep_named_like_an_option_run_as_printed(tmp_path):
+    """A sweep named `-exp` (`--name=-exp`): `sweeplab status -exp` would read -e -x -p as options; the
+    printed commands put the name after `--`, and each runs as printed."""
+    import shlex
+
+    write(tmp_path / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
+    cp = cli(tmp_path, "sweep", "s.yaml", "--name=-exp", "--workers", "1", "-q", timeout=300)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    step = next(line for line in cp.stdout.splitlines() if line.startswith("next: "))
+    commands = [shlex.split(c) for c in step.removeprefix("next: ").split("  |  ")]
+    for args in commands:
+        if args[1] in ("status", "best"):
+            assert args[0] == "sweeplab" and "--" in args, step
+            done = cli(tmp_path, *args[1:])
+            assert done.returncode == 0, (args, done.stderr)
+            assert "-exp" in done.stdout
+
+
+@pytest.mark.parametrize("streams", list(ASCII_STREAMS), ids=list(ASCII_STREAMS))
+def test_a_trial_printing_text_the_terminal_cannot_encode_still_completes(tmp_path, streams):
+    """A function trial's stdout is its log file (UTF-8), not the terminal: `print("naïve ☃")` in a trial
+    completes whatever PYTHONIOENCODING or locale the sweep was started with, and the log keeps the text."""
+    write(tmp_path / "pr.py", 'def f(config, run):\n    print("naïve ☃ " + str(config.x))\n    return {"loss": 1.0}\n')
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "LC_ALL", "LANG", "LC_CTYPE")}
+    env.update(ASCII_STREAMS[streams], SWEEPLAB_STORE=str(tmp_path / "store"))
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "run", "pr.py:f", "x=1", "-q", "--name", "pr"],
+                        cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    assert cp.returncode == 0, (cp.stdout, cp.stderr)
+    logs = [p.read_bytes() for p in (tmp_path / "store" / "logs").rglob("*") if p.is_file()]
+    assert any("naïve ☃ 1".encode() in log for log in logs), logs
+
+
+@pytest.mark.parametrize("args", [["--version"], ["-V"]], ids=["--version", "-V"])
+def test_the_version_is_one_line_exit_0(tmp_path, args):
+    import sweeplab
+
+    cp = cli(tmp_path, *args)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == f"sweeplab {sweeplab.__version__}\n" and cp.stderr == ""
+
+
+@pytest.mark.parametrize("args", [["-h"], ["status", "-h"], ["export", "-h"]], ids=["app", "status", "export"])
+def test_dash_h_is_help_as_dash_dash_help_is(tmp_path, args):
+    cp = cli(tmp_path, *args)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == cli(tmp_path, *args[:-1], "--help").stdout and "Usage:" in cp.stdout
+
+
+def test_a_store_path_with_an_unexpanded_tilde_is_the_home_directory(tmp_path):
+    """SWEEPLAB_STORE="~/runs" from a .env file or a container's environment, or `--store=~/runs` (no shell
+    expands a tilde after `=`): the store is under $HOME, never a directory named `~` in the working directory."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    write(work / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env.update(HOME=str(home), SWEEPLAB_STORE="~/runs")
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "s.yaml", "--name", "t", "-q"], cwd=work,
+                        env=env, capture_output=True, text=True, timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    assert (home / "runs" / "store.db").is_file() and not (work / "~").exists()
+    del env["SWEEPLAB_STORE"]
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", "t", "--store=~/runs"], cwd=work, env=env,
+                        capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0 and "completed" in cp.stdout, cp.stderr
+
+
+def test_a_table_wider_than_the_terminal_leaves_the_console_following_the_terminal_size():
+    """After a table printed wider than the terminal, the console's width is the terminal's again, read at
+    each print: a later resize (or the live progress panel) is not stuck at the table's width."""
+    import io
+
+    from sweeplab.cli.output import Table, _Console
+
+    console = _Console(file=io.StringIO(), force_terminal=True, width=30)
+    console._width = None   # as on a real terminal without COLUMNS: its size is read at each print
+    before = console.width
+    table = Table("a", "b")
+    table.add_row("word-" * 20, "x")
+    console.print(table)
+    assert console._width is None and console.width == before
+    assert "word-" * 3 in console.file.getvalue().replace("\n", "")
+
+
+def test_json_to_a_closed_standard_output_is_a_one_line_error_not_a_traceback(finished):
+    """`sweeplab status --json >&-` (a cron line or a daemon with no stdout): exit 1 and one line on stderr."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["SWEEPLAB_STORE"] = str(finished / "store")
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", "--json"], cwd=finished, env=env,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
+                        preexec_fn=lambda: os.close(1))
+    assert cp.returncode == 1, cp.stderr
+    assert cp.stderr.startswith("error: ") and len(cp.stderr.splitlines()) == 1, cp.stderr
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_asking_a_sweep_for_help_starts_no_early_worker(flag):
+    from sweeplab.cli._early import planned_workers
+
+    assert planned_workers(["sweeplab", "sweep", "s.yaml", "-w", "2"]) == 2
+    assert planned_workers(["sweeplab", "sweep", "s.yaml", "-w", "2", flag]) is None
+
+
+@pytest.mark.parametrize("name", ["", "   ", "\t"], ids=["empty", "spaces", "tab"])
+@pytest.mark.parametrize("command", ["sweep", "run"])
+def test_a_blank_name_option_is_refused_as_a_blank_spec_name_is(tmp_path, command, name):
+    """`--name "  "` made a sweep no table or command line can show or name; the spec's `name: "  "` was
+    already refused. Both are bad input: one line, exit 2, no store."""
+    write(tmp_path / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
+    args = ["sweep", "s.yaml"] if command == "sweep" else ["run", f"{TRIALS}:quick"]
+    assert_one_line_error(cli(tmp_path, *args, "--name", name, "-q"), "--name")
+    assert not (tmp_path / "store").exists()

@@ -498,3 +498,94 @@ def test_a_tensorboard_export_reads_one_trial_s_curves_at_a_time(swept, tmp_path
     monkeypatch.setattr(export_mod, "_write_trial", write)
     export_sweep("sw", tmp_path / "tb", format="tensorboard", store=swept)
     assert read == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_an_export_killed_mid_write_leaves_no_temporary_files(tmp_path, sig):
+    """`kill PID` (or a closed terminal) while a TensorBoard export is being written: the half-written
+    directory beside the target is removed as on Ctrl-C, and the target never appears."""
+    import signal
+    import time
+
+    from sweeplab.dashboard.synthetic import make_synthetic_store
+
+    store = make_synthetic_store(tmp_path / "store", trials=200, points=600_000, with_logs=False)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "SWEEPLAB_STORE": str(store)}
+    proc = subprocess.Popen([sys.executable, "-m", "sweeplab", "export", "demo", "-f", "tensorboard", "-o",
+                             str(out / "tb")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not list(out.glob(".tb.tmp-*/trial-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert proc.poll() is None, "the export ended before it could be interrupted: give it more points"
+    proc.send_signal(getattr(signal, sig))
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert b"Traceback" not in stderr, stderr
+    assert list(out.iterdir()) == [], list(out.iterdir())   # neither the export nor its temporary directory
+
+
+def test_the_format_follows_the_out_files_suffix_unless_given(swept, tmp_path):
+    """`export sw -o trials.parquet` writes Parquet (not a CSV file named .parquet); a --format that
+    contradicts the suffix is refused before anything is written."""
+    import pyarrow.parquet as pq
+
+    cp = _cli(tmp_path, swept, "sw", "-o", "trials.parquet")
+    assert cp.returncode == 0, cp.stderr
+    assert pq.read_table(tmp_path / "trials.parquet").num_rows == 4
+    cp = _cli(tmp_path, swept, "sw", "-o", "t.csv")
+    assert cp.returncode == 0 and (tmp_path / "t.csv").read_text().startswith("number,"), cp.stderr
+    cp = _cli(tmp_path, swept, "sw", "--format", "csv", "-o", "other.parquet")
+    assert cp.returncode == 2 and "--format csv" in cp.stderr and len(cp.stderr.splitlines()) == 1, cp.stderr
+    assert not (tmp_path / "other.parquet").exists()
+    cp = _cli(tmp_path, swept, "sw", "-o", "table.txt")   # another suffix: the default format, csv
+    assert cp.returncode == 0 and (tmp_path / "table.txt").read_text().startswith("number,"), cp.stderr
+
+
+def test_an_out_directory_gets_the_table_under_its_default_name(swept, tmp_path):
+    """`-o exports/` (a trailing slash: a directory, made if missing) or `-o exports` naming an existing
+    directory puts `sw.csv` in it, as `cp FILE DIR` does; `-o exports/` never becomes a file named `exports`."""
+    cp = _cli(tmp_path, swept, "sw", "-o", "new/")
+    assert cp.returncode == 0, cp.stderr
+    assert (tmp_path / "new").is_dir() and len(list(csv.DictReader((tmp_path / "new" / "sw.csv").open()))) == 4
+    (tmp_path / "old").mkdir()
+    cp = _cli(tmp_path, swept, "sw", "-o", "old", "-f", "parquet")
+    assert cp.returncode == 0, cp.stderr
+    assert (tmp_path / "old" / "sw.parquet").is_file()
+    assert "old/sw.parquet" in cp.stdout
+
+
+def test_an_out_path_with_an_unexpanded_tilde_is_under_home(swept, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(os.environ, SWEEPLAB_STORE=str(swept), HOME=str(home))
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "export", "sw", "--out=~/t.csv"], cwd=tmp_path, env=env,
+                        capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    assert (home / "t.csv").is_file() and not (tmp_path / "~").exists()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_an_export_to_standard_output_appends_where_the_shell_says(swept, tmp_path, fmt):
+    """`export sw -o - >> all.csv` (or inside `{ echo head; sweeplab export ...; echo foot; } > f`): the
+    table is written through the open standard output, where the shell put it. Resolving /dev/stdout to the
+    file and renaming a new file over it wiped what was there before and lost what came after."""
+    env = dict(os.environ, SWEEPLAB_STORE=str(swept))
+    out = tmp_path / f"all.{fmt}"
+    script = (f'echo BEFORE > "{out}"; {{ "{sys.executable}" -m sweeplab export sw -o - -f {fmt}; echo AFTER; }} '
+              f'>> "{out}"')
+    cp = subprocess.run(["sh", "-c", script], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    data = out.read_bytes()
+    assert data.startswith(b"BEFORE\n") and data.endswith(b"AFTER\n"), data[:100] + b"..." + data[-100:]
+    assert b"wrote" not in data
+    body = data[len(b"BEFORE\n"):-len(b"AFTER\n")]
+    if fmt == "csv":
+        assert len(list(csv.DictReader(body.decode().splitlines()))) == 4
+    else:
+        import io
+
+        import pyarrow.parquet as pq
+
+        assert pq.read_table(io.BytesIO(body)).num_rows == 4

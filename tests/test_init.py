@@ -299,6 +299,19 @@ def test_init_next_step_is_a_command_that_runs_as_printed(tmp_path: Path) -> Non
     assert "next: make -C 'my project' smoke" in done.stdout
 
 
+def test_init_next_step_for_a_directory_named_like_an_option_is_not_read_as_one(tmp_path: Path) -> None:
+    """`sweeplab init -t xgboost -- -exp`: `make -C -exp smoke` would give make the options -e -x -p; the printed step
+    names the directory as ./-exp, and make, run as printed, finds the project's Makefile there."""
+    done = subprocess.run([*shlex.split(sweeplab_command()), "init", "--template", "xgboost", "--", "-exp"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    step = next(line for line in done.stdout.splitlines() if line.startswith("next: "))
+    assert step == "next: make -C ./-exp smoke", step
+    dry = subprocess.run([make(), "-n", *shlex.split(step.removeprefix("next: make "))], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert dry.returncode == 0 and "--smoke" in dry.stdout, dry.stdout + dry.stderr
+
+
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_make_sweep_passes_extra_sweeplab_options(tmp_path: Path, template: str) -> None:
     """`make sweep ARGS="--trials 2 --workers 1"` (a tiny budget, say) reaches `sweeplab sweep`: the Makefile

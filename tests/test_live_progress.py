@@ -35,3 +35,34 @@ def test_the_panel_is_built_when_the_screen_refreshes_not_per_update(monkeypatch
     assert len(built) < 100
     assert built[-1] == 1999          # the final screen shows the last state
     assert "1999/5000 trials" in screen.getvalue()
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr-too"])
+def test_a_sweep_whose_output_reader_went_away_still_finishes(tmp_path, stream: str) -> None:
+    """`sweeplab sweep spec.yaml | head -1` (or a `tee` that was killed): the progress written to a pipe
+    nobody reads raised BrokenPipe inside the driver's loop, which ended with exit 1 and left the sweep
+    `running (driver gone)`. Output is cosmetic: the sweep runs to its end and exits with its own code."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    trials = Path(__file__).resolve().parent / "fixtures" / "trials.py"
+    (tmp_path / "s.yaml").write_text(f"function: {trials}:quick\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+                                     "parameters: {x: {values: [1, 2, 3]}}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["SWEEPLAB_STORE"] = str(tmp_path / "store")
+    read, write = os.pipe()
+    os.close(read)   # the reader is gone before the first line
+    try:
+        cp = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "s.yaml", "--name", "s", "--workers", "1"],
+                            cwd=tmp_path, env=env, stdout=write,
+                            stderr=write if stream == "stderr-too" else subprocess.PIPE, timeout=300)
+    finally:
+        os.close(write)
+    assert cp.returncode == 0, cp.stderr
+    status = subprocess.run([sys.executable, "-m", "sweeplab", "status", "s", "--json"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    sweep = json.loads(status.stdout)["sweep"]
+    assert sweep["state"] == "finished" and sweep["counts"]["completed"] == 3, sweep

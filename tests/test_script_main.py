@@ -153,3 +153,13 @@ def test_a_script_whose_function_is_under_its_main_guard_is_told_where_to_define
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "if __name__" in proc.stderr and "define it at the top level" in " ".join(proc.stderr.split())
     assert not (tmp_path / ".sweeplab").exists()
+
+
+def test_a_usage_error_of_a_script_points_to_the_scripts_own_help(tmp_path):
+    """`python train.py --nonsense`: the hint names the help that works (`train.py --help`), not `train.py run
+    --help`, which the script would read as an override `run` and refuse."""
+    (tmp_path / "train.py").write_text(TRAIN.format(imports="", factor=1))
+    cp = _python(tmp_path, "train.py", "--nonsense")
+    assert cp.returncode == 2, cp.stderr
+    assert "(see `train.py --help`)" in cp.stderr and " run --help" not in cp.stderr, cp.stderr
+    assert not (tmp_path / ".sweeplab").exists()

@@ -9,8 +9,10 @@
 The store is opened read-only and never written, and an `out` inside the store directory is refused.
 Every export is atomic: it is built beside its target
 under a temporary name and renamed into place, so a reader (or a crash) never sees half an export, and an
-earlier export at the same path stays whole until the new one replaces it. A TensorBoard export replaces
-only a directory that an earlier TensorBoard export wrote (it holds a marker file), never anything else.
+earlier export at the same path stays whole until the new one replaces it. Standard output (`-o -`,
+/dev/stdout, /dev/fd/N) is written through the open descriptor, where the shell put it (`>> all.csv`
+appends). A TensorBoard export replaces only a directory that an earlier TensorBoard export wrote (it holds
+a marker file), never anything else.
 
 Table columns: number, state, value, attempts, started, ended, seconds, reason, `feasible` (with constraints),
 `rank` (with several objectives), then `params.<name>` for every sampled parameter and `metrics.<name>` for
@@ -50,17 +52,22 @@ _FIXED = ("number", "state", "value", "attempts", "started", "ended", "seconds",
 _OBJECTIVE_COLUMNS = ("feasible", "rank")
 
 
-def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, format: str = "csv",
+def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, format: str | None = None,
                  store: str | os.PathLike[str] | None = None) -> Path:
     """Export sweep `sweep` of the store at `store` (default: $SWEEPLAB_STORE or ./.sweeplab) to `out`
     (default: `<sweep>.csv`, `<sweep>.parquet` or `<sweep>-tensorboard/` in the current directory) and
-    return the path written. Raises UserError for an unknown sweep or format, or an `out` it must not
-    replace; MissingExtraError when the format needs a package that is not installed."""
+    return the path written; an `out` that is a directory (or ends with `/`) gets the table under its default
+    name. `format` defaults to the one `out`'s suffix names (`.parquet` / `.pq`: parquet),
+    else csv. Raises UserError for an unknown sweep or format, a format that contradicts `out`'s suffix, or
+    an `out` it must not replace; MissingExtraError when the format needs a package that is not installed."""
     from sweeplab.store import Store, default_store_dir
 
+    format = _format_for(format, out)
     if format not in FORMATS:
         raise UserError(f"export: unknown format {format!r}; expected one of {', '.join(FORMATS)}")
     target = Path(out) if out is not None else Path(_default_name(sweep, format))
+    if out is not None and format != "tensorboard" and (os.fspath(out).endswith(("/", os.sep)) or target.is_dir()):
+        target = target / _default_name(sweep, format)   # a directory (`-o exports/`): the table goes in it
     _outside_store(target, Path(store) if store is not None else default_store_dir())
     _check_target(target, format)
     writer = _writer(format)            # a missing extra is reported before the store is read
@@ -71,6 +78,24 @@ def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, forma
     finally:
         st.close()
     return target
+
+
+#: the table formats a file's suffix names: `-o trials.parquet` is a Parquet file, not CSV under that name
+_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def _format_for(format: str | None, out: str | os.PathLike[str] | None) -> str:
+    """The format to write: the one given, else the one `out`'s suffix names, else csv. A given table format
+    that another suffix contradicts (`--format csv -o t.parquet`) is a mistake, refused before any writing."""
+    path = Path(out) if out is not None else None
+    suffix = path.suffix.lower() if path is not None else ""
+    named = _SUFFIXES.get(suffix)
+    if format is None:
+        return named or "csv"
+    if path is not None and named is not None and format in ("csv", "parquet") and format != named:
+        raise UserError(f"export: --format {format} but {out} ends in {suffix}, a {named} file name; "
+                        f"drop --format, or name the file {path.with_suffix('.' + format).name}")
+    return format
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -352,6 +377,11 @@ def _atomic_file(target: Path, mode: str, **kwargs: Any):  # type: ignore[no-unt
     A symlink is followed (the file it points to is replaced, the link stays), and a target that exists but
     is not a regular file (`/dev/stdout`, `/dev/null`, a FIFO) is written straight into: renaming over it
     would replace the device or pipe itself, for every process of the machine."""
+    fd = _stream_fd(target)
+    if fd is not None:   # `-o -`, /dev/fd/N: through the open descriptor, at its position (`>>` appends), never
+        with os.fdopen(os.dup(fd), mode, **kwargs) as stream:   # the file it names reopened (truncated) or replaced
+            yield stream
+        return
     real = target.resolve() if target.is_symlink() else target
     if (target.exists() and not target.is_file()) or real.parts[:2] == ("/", "proc"):   # /dev/stdout: a /proc fd
         with open(target, mode, **kwargs) as stream:
@@ -375,6 +405,18 @@ def _atomic_file(target: Path, mode: str, **kwargs: Any):  # type: ignore[no-unt
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _stream_fd(target: Path) -> int | None:
+    """The file descriptor a path such as /dev/stdout, /dev/fd/3 or /proc/self/fd/3 names, as written; else None."""
+    text = os.fspath(target)
+    named = {"/dev/stdout": 1, "/dev/stderr": 2}.get(text)
+    if named is not None:
+        return named
+    for prefix in ("/dev/fd/", "/proc/self/fd/"):
+        if text.startswith(prefix) and text[len(prefix):].isdigit():
+            return int(text[len(prefix):])
+    return None
 
 
 def _umask() -> int:

@@ -71,6 +71,19 @@ def _pipe(fd: int, ino: int) -> bool:
 
 
 # ---------------------------------------------------------------------------------------- process main
+def _utf8_output() -> None:
+    """A trial's stdout and stderr are its log file, written as UTF-8 (what `sweeplab logs`, the dashboard
+    and `repro` read), whatever the terminal the sweep started from could show: the C locale without UTF-8
+    coercion or PYTHONIOENCODING=ascii would make `print("naïve")` in a trial raise UnicodeEncodeError."""
+    import codecs
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            if not codecs.lookup(stream.encoding or "ascii").name.startswith("utf"):
+                stream.reconfigure(encoding="utf-8", errors="backslashreplace")   # type: ignore[union-attr]
+
+
 def main() -> int:
     with contextlib.suppress(Exception):   # a segfault's Python stack goes to fd 2: the trial's log
         faulthandler.enable()
@@ -80,6 +93,7 @@ def main() -> int:
 
         print(RERUN, file=sys.stderr, flush=True)
         return 1
+    _utf8_output()
     out = EventWriter.for_fd(fd)   # every channel on the pipe shares it
     commands = control_stream()   # trials see an empty stdin
     current: list[Execution | None] = [None]

@@ -22,7 +22,7 @@ import re
 import sys
 
 #: options after which `sweeplab sweep` starts no local worker of the plain kind
-_SKIP = ("--help", "--dry-run", "--optuna", "--smoke", "--gpus")
+_SKIP = ("--help", "-h", "--dry-run", "--optuna", "--smoke", "--gpus")
 #: the options of `sweeplab sweep` that take a value (cli/start.py); the others are flags
 _VALUED = ("-w", "--workers", "--backend", "--address", "--name", "--store", "--gpus", "--trials", "--function",
            "-c", "--config", "-p", "--profile",

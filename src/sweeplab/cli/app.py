@@ -14,7 +14,22 @@ from sweeplab.errors import UserError
 _install_fast_coercion()   # options coerced without importing pydantic (cli/_coerce.py)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  context_settings={"help_option_names": ["-h", "--help"]},   # every command's too (inherited)
                   help="Run many ML experiments at once, from a laptop to a Ray cluster.")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from sweeplab import __version__
+
+        print(f"sweeplab {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_show_version,
+                                       help="print sweeplab's version and exit")) -> None:
+    """The app's own options (before the command)."""
 
 BACKEND_NAMES = " | ".join(BACKENDS)   # the backend registry's names, for --backend help
 STORE_HELP = "store directory (default: $SWEEPLAB_STORE or ./.sweeplab)"
@@ -23,7 +38,8 @@ STORE_HELP = "store directory (default: $SWEEPLAB_STORE or ./.sweeplab)"
 def _store_path(store: Optional[Path]) -> Path:
     from sweeplab.store import default_store_dir
 
-    return store if store is not None else default_store_dir()
+    # `--store=~/runs`: no shell expands a tilde after `=`; a directory named `~` is never what was meant
+    return store.expanduser() if store is not None else default_store_dir()
 
 
 def _open_store(store: Optional[Path], readonly: bool = False):  # type: ignore[no-untyped-def]
@@ -43,6 +59,14 @@ def _known_sweep(store: Optional[Path], name: str) -> None:
             raise queries.unknown_sweep(st, name)
     finally:
         st.close()
+
+
+def _name_option(name: Optional[str]) -> Optional[str]:
+    """`--name` as given, or a UserError for a blank one (as the spec's blank `name:` is refused): a sweep that
+    no table shows and no command line can name."""
+    if name is not None and not name.strip():
+        raise UserError(f"--name: expected a sweep name (a non-empty string); got {name!r}")
+    return name
 
 
 def _parse_gpus(text: Optional[str]) -> Optional[list[int]]:

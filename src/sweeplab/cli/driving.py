@@ -14,7 +14,7 @@ import typer
 from sweeplab.api import build_backend
 from sweeplab.api import record_backend as _record_backend
 from sweeplab.cli.app import _parse_gpus
-from sweeplab.cli.output import _fmt, console, err, escape
+from sweeplab.cli.output import _fmt, command, console, err, escape
 from sweeplab.cli.progress import _LiveProgress
 from sweeplab.errors import UserError
 
@@ -140,12 +140,12 @@ def _report(outcome: Any, st: Any, quiet: bool, single: bool = False, smoke: boo
             console.print(f"    {k} = {v!r}")
     console.print(f"results: {Path(st.root) / 'store.db'}")
     default = str(st.root) in (".sweeplab", str(Path(".sweeplab")))
-    store_flag = "" if default else f" --store {shlex.quote(str(st.root))}"
-    name = shlex.quote(outcome.sweep)   # a W&B `name:` is free text; the commands must paste into a shell
+    store_flag = "" if default else f"--store {shlex.quote(str(st.root))}"
+    name = outcome.sweep   # a W&B `name:` is free text; the commands must paste into a shell (`command`)
     console.print("next: "
-                  f"sweeplab status {name}{store_flag}  |  sweeplab best {name} --json{store_flag}"
-                  f"  |  sweeplab dashboard{store_flag}"
-                  + (f"  |  sweeplab resume {name}{store_flag}" if outcome.state.value != "finished" else ""))
+                  f"{command('status', name, store_flag)}  |  {command('best', name, '--json', store_flag)}"
+                  f"  |  sweeplab dashboard{' ' + store_flag if store_flag else ''}"
+                  + (f"  |  {command('resume', name, store_flag)}" if outcome.state.value != "finished" else ""))
 
 
 def _print_run_metrics(st: Any, sweep_name: str) -> None:
@@ -174,5 +174,5 @@ def _front_line(st: Any, sweep: str) -> Optional[str]:
                 return "Pareto front: empty (no completed feasible trial with every objective)"
             return (f"Pareto front: {len(front)} trial(s) "
                     f"({', '.join(str(f['trial']) for f in front[:10])}{', ...' if len(front) > 10 else ''}); "
-                    f"`sweeplab best {shlex.quote(sweep)}` lists them")
+                    f"`{command('best', sweep)}` lists them")
     return None

@@ -13,6 +13,10 @@ from sweeplab.cli.app import app
 from sweeplab.cli.output import print_error
 from sweeplab.errors import SweeplabError, UserError
 
+#: the script's name when `sl.main(train)` runs this command line for `python train.py ...` (cli/single.py):
+#: its help is `train.py --help`, not `train.py run --help` (`run` would be read as an override)
+script: str | None = None
+
 
 def main() -> None:
     """Console entry point: user mistakes print one line and exit 2; no traceback."""
@@ -92,7 +96,7 @@ def _main() -> None:
             e.show()  # type: ignore[attr-defined]
             sys.exit(2)
         ctx = getattr(e, "ctx", None)
-        usage = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        usage = f" (see `{script or ctx.command_path} --help`)" if ctx is not None else ""
         print_error(f"{e.format_message()}{_override_hint(e)}{usage}")  # type: ignore[attr-defined]
         sys.exit(2)
 

@@ -33,6 +33,7 @@ def run_optuna(target: str, *, trials: Optional[int], workers: Optional[int], ba
     built_pruner = _optuna_object("pruners", pruner) if pruner else None
     study = _load_study(from_study) if from_study else None
     goals = [d.strip() for text in direction or () for d in text.split(",") if d.strip()]
+    store = store.expanduser() if store is not None else None   # `--store=~/runs`, as every command takes it
     with _LiveProgress(quiet) as live:
         handle = optimize(target, trials or 100, workers=workers, sampler=built_sampler, pruner=built_pruner,
                           direction=goals[0] if len(goals) == 1 else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -33,8 +34,79 @@ class _Console(Console):
     """A rich Console whose printed strings never carry terminal control characters (`printable`); rich's own
     styling is added after, so it is unaffected."""
 
+    #: set while a sweep runs (cli/progress.py): a reader gone from the pipe (`sweeplab sweep ... | head`)
+    #: ends the output, never the sweep; elsewhere it ends the command with exit 1, as rich does
+    keep_going_on_broken_pipe = False
+
+    def on_broken_pipe(self) -> None:
+        """The pipe's reader is gone: this console's stream is sent to /dev/null from now on (rich's own
+        handler sends stdout there even when the broken stream is stderr), then exit 1 unless a sweep runs."""
+        import os
+
+        with contextlib.suppress(Exception):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.file.fileno())
+        if not _Console.keep_going_on_broken_pipe:
+            raise SystemExit(1)
+
     def print(self, *objects: Any, **kwargs: Any) -> None:
-        super().print(*(printable(o) if isinstance(o, str) else o for o in objects), **kwargs)
+        objects = tuple(printable(o) if isinstance(o, str) else o for o in objects)
+        need = self._table_width(objects)
+        if need is None:
+            super().print(*objects, **kwargs)
+            return
+        # a terminal narrower than the table's words: the table is printed as wide as they need and the terminal
+        # wraps it, where rich would cut every cell to nothing; a word longer than its column is folded, not cut
+        for table in objects:
+            for column in getattr(table, "columns", ()):
+                column.overflow = "fold"
+        width = self._width   # None on a terminal: its size is read at each print (it follows a resize)
+        self.width = need
+        try:
+            super().print(*objects, **kwargs)
+        finally:
+            self._width = width
+
+    def _table_width(self, objects: tuple[Any, ...]) -> int | None:
+        """The width the tables among `objects` need to show every word of every cell, when this console (a
+        terminal) is narrower; else None."""
+        if not self.is_terminal or not any(type(o).__name__ == "_PrintableTable" for o in objects):
+            return None
+        from rich.measure import Measurement
+
+        options = self.options.update_width(PIPE_WIDTH)
+        need = max(Measurement.get(self, options, o).minimum for o in objects
+                   if type(o).__name__ == "_PrintableTable")
+        return need if need > self.width else None
+
+
+def _escape_unencodable(stream: Any) -> None:
+    """Let `stream` write what its encoding cannot as escapes (`caf\\xe9`) instead of ending the command with a
+    UnicodeEncodeError: stdout in the C locale without UTF-8 coercion, or with PYTHONIOENCODING=ascii, while
+    sweep names, parameter values and errors are the user's text, in any script."""
+    import codecs
+
+    encoding = getattr(stream, "encoding", None) or ""
+    try:
+        utf = codecs.lookup(encoding).name.startswith("utf")
+    except LookupError:
+        utf = False
+    if not utf and hasattr(stream, "reconfigure"):
+        stream.reconfigure(errors="backslashreplace")
+
+
+def utf8_argument(text: Any) -> Any:
+    """A command-line argument naming a sweep as the user typed it: in the C locale without UTF-8 coercion,
+    Python decodes the terminal's UTF-8 bytes as ASCII with surrogate escapes (`caf\\udcc3\\udca9`), which no
+    name in the store (UTF-8 text) could match; such an argument is decoded as the UTF-8 it is. (File paths
+    keep their escapes: they name the bytes on disk.)"""
+    if isinstance(text, str) and any("\udc80" <= c <= "\udcff" for c in text):
+        import os
+
+        try:
+            return os.fsencode(text).decode("utf-8")
+        except (UnicodeError, ValueError):
+            return text
+    return text
 
 
 def _make_console(*, stderr: bool) -> Console:
@@ -45,6 +117,7 @@ def _make_console(*, stderr: bool) -> Console:
     reason, an exception naming `[/data]`), which rich would read as style tags, dropping `[red]` or ending
     the command with a MarkupError on `[/]`. A line that styles passes `markup=True` and `escape`s the
     user's text in it."""
+    _escape_unencodable(sys.stderr if stderr else sys.stdout)
     # no emoji: "train.py:train:" stays as written
     out = _Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=stderr, markup=False)
     if not out.is_terminal:
@@ -75,6 +148,17 @@ def Table(*columns: Any, **options: Any) -> Any:   # stands in for the class, im
     return _PrintableTable(*(printable(c) if isinstance(c, str) else c for c in columns), **options)
 
 
+def command(verb: str, name: str, *options: str) -> str:
+    """`sweeplab VERB NAME OPTIONS` as a shell takes it, to paste: the name quoted (a W&B `name:` is free
+    text), and after `--` when it starts with a dash, which the command would read as an option."""
+    import shlex
+
+    rest = "".join(f" {o}" for o in options if o)
+    if name.startswith("-"):
+        return f"sweeplab {verb}{rest} -- {shlex.quote(name)}"
+    return f"sweeplab {verb} {shlex.quote(name)}{rest}"
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return "-"
@@ -84,6 +168,10 @@ def _fmt(v: Any) -> str:
 
 
 def _print_json(obj: Any) -> None:
+    if sys.stdout is None:   # started with fd 1 closed (`>&-`): say so, rather than an AttributeError's traceback
+        from sweeplab.errors import SweeplabError
+
+        raise SweeplabError("standard output is closed: nowhere to write the JSON (redirect it to a file)")
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sweeplab.cli.output import console
+from sweeplab.cli.output import _Console, console
 
 
 class _Panel:
@@ -29,6 +29,7 @@ class _LiveProgress:
         self.last: Any = None
 
     def __enter__(self) -> _LiveProgress:
+        _Console.keep_going_on_broken_pipe = True   # from here to the end, output is cosmetic: the sweep is not
         if not self.quiet and console.is_terminal:
             from rich.live import Live
 

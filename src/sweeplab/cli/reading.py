@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
 from sweeplab.cli.app import STORE_HELP, _open_store, app
-from sweeplab.cli.output import Table, _fmt, _print_json, console, escape
+from sweeplab.cli.output import Table, _fmt, _print_json, command, console, escape, utf8_argument
 
 STATUS_ROWS = 20   # trials `status SWEEP` shows by default: a 10,000-trial sweep answers as fast as a small one
 
@@ -17,7 +16,7 @@ STATUS_ROWS = 20   # trials `status SWEEP` shows by default: a 10,000-trial swee
 # ---------------------------------------------------------------------------------------------- reading
 @app.command()
 def status(
-    sweep_name: Optional[str] = typer.Argument(None, metavar="[SWEEP]",
+    sweep_name: Optional[str] = typer.Argument(None, callback=utf8_argument, metavar="[SWEEP]",
                                                     help="one sweep's trials (default: every sweep)"),
     as_json: bool = typer.Option(False, "--json", help="stable JSON (see docs/api.md)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
@@ -60,7 +59,7 @@ def status(
     gone = _gone_driver(st, s)
     if gone:
         console.print(f"its driver (pid {gone['pid']}) is gone: its running trials stay `running` until "
-                      f"`sweeplab resume {shlex.quote(s['name'])}` continues the sweep", markup=False)
+                      f"`{command('resume', s['name'])}` continues the sweep", markup=False)
     budget, spend = s.get("budget") or {}, s.get("spend") or {}
     if budget or spend:
         parts = []
@@ -152,7 +151,7 @@ def _rank(rank: Optional[int]) -> str:
 
 @app.command()
 def best(
-    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="a sweep in the store"),
+    sweep_name: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP", help="a sweep in the store"),
     as_json: bool = typer.Option(False, "--json", help="stable JSON (see docs/api.md)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
@@ -174,7 +173,7 @@ def best(
             _print_json(None)
         elif not data["sweep"].get("metric") and any(t["state"] == "completed" for t in data["trials"]):
             console.print(f"{sweep_name}: the sweep declares no metric.name, so no trial is best; "
-                          f"`sweeplab status {shlex.quote(sweep_name)} --json` lists each trial's metrics")
+                          f"`{command('status', sweep_name, '--json')}` lists each trial's metrics")
         else:
             console.print(f"{sweep_name}: {_no_best_why(data['sweep'])}", markup=False)
         raise typer.Exit(1)

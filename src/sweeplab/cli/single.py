@@ -14,7 +14,7 @@ import typer
 from sweeplab.api import check_spec as _check_spec
 from sweeplab.api import refuse_in_trial_import
 from sweeplab.api import unique_name as _unique_name
-from sweeplab.cli.app import STORE_HELP, _open_store, _split_overrides, app
+from sweeplab.cli.app import STORE_HELP, _name_option, _open_store, _split_overrides, app
 from sweeplab.cli.driving import _run_driver
 from sweeplab.cli.output import console
 from sweeplab.errors import UserError
@@ -30,7 +30,8 @@ def run(
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="environment profile name"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
     smoke: bool = typer.Option(False, "--smoke", help="a tiny run on the CPU (run.smoke is set)"),
-    name: Optional[str] = typer.Option(None, "--name", help="name of the recorded run (default: run-FUNCTION)"),
+    name: Optional[str] = typer.Option(None, "--name", callback=_name_option,
+                                       help="name of the recorded run (default: run-FUNCTION)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress"),
 ) -> None:
     """Run one trial of a function (recorded as a single-trial sweep): the same code path as a sweep."""
@@ -103,7 +104,7 @@ def script_main(fn: Callable[..., Any] | str, argv: Sequence[str] | None = None,
         print_error(str(e))
         sys.exit(2)
     rest = list(sys.argv[1:] if argv is None else argv)
-    if "--help" in rest:   # the script's own usage, not `sweeplab run`'s (a subcommand and a TARGET to give)
+    if "--help" in rest or "-h" in rest:   # the script's own usage, not `sweeplab run`'s (with a TARGET)
         _script_help(Path(sys.argv[0]).name, target, config=config, profile=profile)
         sys.exit(0)
     if config is not None and not _given(rest, "--config", "-c"):
@@ -113,10 +114,11 @@ def script_main(fn: Callable[..., Any] | str, argv: Sequence[str] | None = None,
         rest += ["--config", str(path)]
     if profile is not None and not _given(rest, "--profile", "-p"):
         rest += ["--profile", profile]
-    sys.argv = [sys.argv[0], "run", target, *rest]
-    from sweeplab.cli.entry import main as cli_main
+    from sweeplab.cli import entry
 
-    cli_main()
+    entry.script = Path(sys.argv[0]).name
+    sys.argv = [sys.argv[0], "run", target, *rest]
+    entry.main()
     sys.exit(0)   # cli_main always exits; this keeps the NoReturn promise for type checkers
 
 

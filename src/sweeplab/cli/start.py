@@ -14,7 +14,16 @@ from sweeplab.api import check_backend_plan as _check_backend_plan
 from sweeplab.api import check_spec as _check_spec
 from sweeplab.api import unique_name as _unique_name
 from sweeplab.cli import _early
-from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _open_store, _parse_gpus, _split_overrides, _store_path, app
+from sweeplab.cli.app import (
+    BACKEND_NAMES,
+    STORE_HELP,
+    _name_option,
+    _open_store,
+    _parse_gpus,
+    _split_overrides,
+    _store_path,
+    app,
+)
 from sweeplab.cli.driving import _make_backend, _run_driver
 from sweeplab.cli.output import console, err, escape
 from sweeplab.errors import UserError
@@ -32,7 +41,8 @@ def sweep(
                                           help="parallel trials (default: spec, or one per core)"),
     backend: Optional[str] = typer.Option(None, "--backend", help=f"{BACKEND_NAMES} (default: spec, or local)"),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (ray backend)"),
-    name: Optional[str] = typer.Option(None, "--name", help="sweep name (default: spec name or file name)"),
+    name: Optional[str] = typer.Option(None, "--name", callback=_name_option,
+                                       help="sweep name (default: spec name or file name)"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
     gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU ids to use, e.g. 0,1 (default: detected)"),
     trials: Optional[int] = typer.Option(None, "--trials", help="override budget.trials"),

@@ -9,13 +9,13 @@ from typing import Optional
 import typer
 
 from sweeplab.cli.app import STORE_HELP, _open_store, _store_path, app
-from sweeplab.cli.output import Table, _fmt, _print_json, console
+from sweeplab.cli.output import Table, _fmt, _print_json, command, console, utf8_argument
 from sweeplab.errors import UserError
 
 
 @app.command()
 def stop(
-    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="the running sweep to stop"),
+    sweep_name: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP", help="the running sweep to stop"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Stop a running sweep: its trials checkpoint within trial.grace and it exits resumable."""
@@ -37,15 +37,15 @@ def stop(
         raise UserError(f"sweep {sweep_name!r} is driven from host {driver.get('host')}; run `sweeplab stop` there")
     if status != "alive":
         raise UserError(f"the driver of {sweep_name!r} (pid {driver.get('pid')}) is gone; "
-                        f"`sweeplab resume {shlex.quote(sweep_name)}` continues the sweep")
+                        f"`{command('resume', sweep_name)}` continues the sweep")
     proc.send_signal(signal.SIGTERM)
     console.print(f"asked the driver of {sweep_name} (pid {proc.pid}) to stop; its trials checkpoint and the sweep "
-                  f"stays resumable: sweeplab resume {shlex.quote(sweep_name)}")
+                  f"stays resumable: {command('resume', sweep_name)}")
 
 
 @app.command()
 def repro(
-    ref: str = typer.Argument(..., metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
+    ref: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
     debug: bool = typer.Option(False, "--debug", help="drop into pdb at the exception"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
@@ -58,7 +58,7 @@ def repro(
 
 @app.command()
 def profile(
-    ref: str = typer.Argument(..., metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
+    ref: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
     as_json: bool = typer.Option(False, "--json", help="the whole profile as JSON"),
     store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
@@ -119,7 +119,8 @@ def init(
 
     files = scaffold(directory, template)
     console.print(f"created {directory} from the {template} template ({len(files)} files)")
-    console.print(f"next: make -C {shlex.quote(str(directory))} smoke")
+    where = str(directory) if not str(directory).startswith("-") else f"./{directory}"   # not an option of make
+    console.print(f"next: make -C {shlex.quote(where)} smoke")
 
 
 @app.command()

@@ -197,7 +197,7 @@ def _guarded(fn: Callable[[Request], Response]) -> Callable[[Request], Response]
         except BadRequest as exc:
             return _json({"error": str(exc)}, 400)
         except UserError as exc:
-            status = 503 if "no sweeplab store" in str(exc) else 404
+            status = 503 if "no sweeplab store" in str(exc) or isinstance(exc, StoreError) else 404
             return _json({"error": str(exc)}, status)
         except StoreError as exc:
             return _json({"error": str(exc)}, 503)

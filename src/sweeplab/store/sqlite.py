@@ -29,6 +29,12 @@ BUSY_TIMEOUT_S = 10.0   # how long a write waits for another connection's lock b
 #: and binding it would raise OverflowError instead of finding nothing
 INTEGERS = range(-(1 << 63), 1 << 63)
 
+
+class StorePathError(StoreError, UserError):
+    """--store (or SWEEPLAB_STORE) names something that is no store's directory (a file; a directory whose
+    store.db is a directory): the user's mistake, as a store that does not exist is (exit 2, not 1)."""
+
+
 # What each schema version added to the one before, as (table, column, declaration): `Store.open` (the
 # writer) applies the missing steps to an older store; readers read older stores as they are.
 _MIGRATIONS: dict[int, tuple[tuple[str, str, str], ...]] = {
@@ -130,7 +136,8 @@ def _about_the_file(exc: BaseException) -> bool:
 
 
 def default_store_dir() -> Path:
-    return Path(os.environ.get("SWEEPLAB_STORE") or ".sweeplab")
+    # `~` expanded: SWEEPLAB_STORE="~/runs" from a .env file or a container's environment means $HOME/runs
+    return Path(os.environ.get("SWEEPLAB_STORE") or ".sweeplab").expanduser()
 
 
 def _dumps(obj: Any) -> str | None:
@@ -183,10 +190,10 @@ class Store:
         root_path = Path(root) if root is not None else default_store_dir()
         db = root_path / DB_NAME
         if root_path.exists() and not root_path.is_dir():
-            raise StoreError(f"the store path {root_path} is a file, not a directory; --store (or "
+            raise StorePathError(f"the store path {root_path} is a file, not a directory; --store (or "
                              "SWEEPLAB_STORE) names the store's directory")
         if db.is_dir():
-            raise StoreError(f"{db} is a directory, not an SQLite database; expected a sweeplab store")
+            raise StorePathError(f"{db} is a directory, not an SQLite database; expected a sweeplab store")
         if readonly:
             if not db.exists():
                 raise UserError(f"no sweeplab store at {root_path} (no {DB_NAME}); run a sweep first "
