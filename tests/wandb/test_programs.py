@@ -363,3 +363,15 @@ def test_a_sweeplab_function_keeps_its_own_wandb_logging_out_of_its_reports(tmp_
     assert "stopped cleanly after epoch 0" in logs[0].read_text()
     # W&B's own offline runs hold every row, as without sweeplab
     assert len(list((tmp_path / "own_logging" / "wandb").glob("offline-run-*"))) == 2
+
+
+def test_function_trials_end_wandbs_service_so_the_worker_goes_on_and_exits_quietly(tmp_path: Path) -> None:
+    # the wandb-core service a function trial's wandb.init started was killed as a leftover of the trial: its
+    # worker retired after every trial (a new worker, wandb imported again) and each worker's exit printed
+    # wandb's "Exception ignored in atexit callback ... ConnectionResetError: Connection lost"
+    proc, store = _sweep("service_teardown", tmp_path, "--function", "train.py:train", "--workers", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed", "completed"]
+    assert trials[0]["metrics"]["pid"] == trials[1]["metrics"]["pid"]   # one worker ran both
+    assert "Exception ignored" not in proc.stderr and "Connection lost" not in proc.stderr, proc.stderr

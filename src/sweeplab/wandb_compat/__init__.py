@@ -198,7 +198,16 @@ class FunctionTrial:
         return result
 
     def end(self) -> None:
-        """The trial ended (however it ended): the hook forgets it, and os.environ is as it was before."""
+        """The trial ended (however it ended): wandb's setup is torn down, the hook forgets the trial, and
+        os.environ is as it was before. The teardown ends the wandb-core service the trial's `wandb.init`
+        started, as wandb's own exit hook would: left running, it was killed as a leftover of the trial (the
+        worker then retired, a new one imported wandb again for the next trial, and each worker's exit printed
+        wandb's "Exception ignored in atexit callback ... ConnectionResetError: Connection lost")."""
+        wandb = sys.modules.get("wandb")
+        teardown = getattr(wandb, "teardown", None)
+        if callable(teardown):
+            with contextlib.suppress(Exception, SystemExit):   # SystemExit: the service's own exit code
+                teardown()
         self._hook.end_trial()
 
 
