@@ -223,6 +223,12 @@ def _summary_of(run: Any) -> dict[str, Any]:
             raw = dict(run.summary)
         except Exception:
             return {}
+    return _summary_values(raw)
+
+
+def _summary_values(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's summary (`run.summary`'s dict) as the trial's final metrics: numbers, nested dicts as dotted
+    names, a `define_metric` summary's one aggregate also under the metric's own name."""
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if str(key).startswith("_") or _media(value):
