@@ -88,6 +88,9 @@ def test_a_wandb_agent_function_sweep_runs_with_the_function_option(tmp_path: Pa
     assert [t["state"] for t in trials] == ["completed", "completed"]
     assert sorted(t["value"] for t in trials) == pytest.approx([0.25 / 3, 0.5 / 3])
     assert all(len(t["history"]) == 3 for t in trials)
+    # the worker ended wandb's service process after each trial, and its exit then printed wandb's
+    # "Exception ignored in atexit callback ... ConnectionResetError: Connection lost" once per trial
+    assert "Exception ignored" not in proc.stderr and "Connection lost" not in proc.stderr, proc.stderr
 
 
 def test_args_reach_an_argparse_program_as_wandbs_agent_passes_them(tmp_path: Path) -> None:
@@ -393,3 +396,19 @@ def test_a_run_started_without_the_hook_is_read_back_from_its_offline_files(tmp_
     con = sqlite3.connect(store / "store.db")   # and the sweep's events say why the reports came late
     warnings = [m for (m,) in con.execute("SELECT message FROM events WHERE kind = 'warning'")]
     assert len(warnings) == 2 and all("without sweeplab's W&B hook" in m for m in warnings)
+
+
+@pytest.mark.parametrize(("project", "how"), [("tensorboard_sync", "command"), ("tensorboard_sync", "function"),
+                                              ("tensorboard_exit", None)])
+def test_metrics_synced_from_tensorboard_reach_the_trial_as_in_the_runs_summary(tmp_path: Path, project: str,
+                                                                               how: str | None) -> None:
+    # `wandb.init(sync_tensorboard=True)` (Stable-Baselines3's W&B integration): W&B reads the TensorBoard
+    # writer's scalars into the run's history and summary, never through `wandb.log`; the trial got nothing
+    # ("metric 'rollout/ep_rew_mean' was never reported (reported: nothing)") though W&B's summary had it
+    pytest.importorskip("torch.utils.tensorboard", reason="needs torch and tensorboard")
+    proc, store = _sweep(project, tmp_path, how=how)   # tensorboard_exit: the run ends with the process
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"] * 2
+    assert sorted(t["value"] for t in trials) == [3.0, 6.0]   # the last value written, as W&B's summary has it
+    assert all(t["metrics"].get("train/loss", 0.25) == 0.25 for t in trials)

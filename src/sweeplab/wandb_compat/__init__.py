@@ -176,7 +176,7 @@ def offline_run_lines(env: Mapping[str, str], cwd: str | None = None) -> list[st
         from wandb.proto import wandb_internal_pb2 as pb
     except Exception:
         return []
-    from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import _flatten, _summary_values
+    from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import _flatten, _summary_from
 
     lines: list[str] = []
     summary: dict[str, Any] = {}
@@ -210,7 +210,7 @@ def offline_run_lines(env: Mapping[str, str], cwd: str | None = None) -> list[st
                 exit_code = record.exit.exit_code
     except Exception:
         return []
-    final = _summary_values(summary)
+    final = _summary_from(summary)
     if exit_code:
         final["@exit_code"] = exit_code
     if final:
@@ -260,7 +260,9 @@ class FunctionTrial:
         `wandb.finish(exit_code=N)`) lands in `final`.
 
         As W&B's agent does between function runs, wandb's setup is torn down first, so that `wandb.init()`
-        reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's. When `stopped()` turns true
+        reads this trial's WANDB_SWEEP_PARAM_PATH rather than the previous one's; and again after `fn`, so that
+        wandb's service process ends with the trial rather than being killed as a leftover child of the worker
+        (whose exit then printed wandb's "Connection lost" traceback). When `stopped()` turns true
         (the sweep stopped the trial), the run's next `wandb.log` ends the function, as W&B's agent ends a
         stopped run: the trial ends stopped, not failed (and `fn` returns None). `sys.exit()` or `sys.exit(0)`
         in `fn` ends it as a return of None would. A run it finished with `wandb.finish(exit_code=N)`, N not 0,
@@ -270,7 +272,7 @@ class FunctionTrial:
         runs it starts are its own logging, not the trial's reports (see the hook's `own_runs`)."""
         hook = self._hook
         if "wandb" in sys.modules:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception, SystemExit):   # (see the teardown after `fn`)
                 sys.modules["wandb"].teardown()
         tail: _ReportTail | None = None
         if mirror:
@@ -295,6 +297,14 @@ class FunctionTrial:
             if wandb is not None and getattr(wandb, "run", None) is not None:
                 with contextlib.suppress(Exception):   # a run the function left open ends with it
                     wandb.run.finish(exit_code=0 if ok else 1)
+            if wandb is not None:   # wandb's service process ends with the trial, as the worker would end it
+                # (a child left over): killed, its exit hook printed "ConnectionResetError: Connection lost"
+                # when the worker exited, once per trial. wandb.teardown() calls sys.exit() when its service
+                # ended with an error: that is no exit of the trial's
+                with contextlib.suppress(Exception, SystemExit):
+                    teardown = getattr(wandb, "teardown", None)
+                    if callable(teardown):
+                        teardown()
             hook.uninstall_sinks()
             if tail is not None:
                 tail.close()
@@ -307,16 +317,7 @@ class FunctionTrial:
         return result
 
     def end(self) -> None:
-        """The trial ended (however it ended): wandb's setup is torn down, the hook forgets the trial, and
-        os.environ is as it was before. The teardown ends the wandb-core service the trial's `wandb.init`
-        started, as wandb's own exit hook would: left running, it was killed as a leftover of the trial (the
-        worker then retired, a new one imported wandb again for the next trial, and each worker's exit printed
-        wandb's "Exception ignored in atexit callback ... ConnectionResetError: Connection lost")."""
-        wandb = sys.modules.get("wandb")
-        teardown = getattr(wandb, "teardown", None)
-        if callable(teardown):
-            with contextlib.suppress(Exception, SystemExit):   # SystemExit: the service's own exit code
-                teardown()
+        """The trial ended (however it ended): the hook forgets it, and os.environ is as it was before."""
         self._hook.end_trial()
 
 

@@ -8,7 +8,8 @@
     internal process (wandb/sdk/internal/handler.py, `handle_request_partial_history`).
   - `Run._finish` (every way a run ends) and the end of the process: the run's summary as W&B has it
     (`run.summary`, with `define_metric` summaries such as `{"acc": {"max": 0.9}}`) becomes the trial's
-    final metrics, and a `finish(exit_code=N)` its exit code;
+    final metrics, and a `finish(exit_code=N)` its exit code; once finished, the summary it ended with too
+    (scalars synced from TensorBoard reach it only then: `_final_summary`);
   - `wandb.init`: a run is never online (mode `offline`), whatever the program asks, but a run the program
     disables (another DDP rank's) stays disabled and is not the trial's, as under W&B's agent; in a function trial
     the trial's W&B environment (handed over by `begin_trial`) is set and its parameters file
@@ -223,12 +224,11 @@ def _summary_of(run: Any) -> dict[str, Any]:
             raw = dict(run.summary)
         except Exception:
             return {}
-    return _summary_values(raw)
+    return _summary_from(raw)
 
 
-def _summary_values(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's summary (`run.summary`'s dict) as the trial's final metrics: numbers, nested dicts as dotted
-    names, a `define_metric` summary's one aggregate also under the metric's own name."""
+def _summary_from(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The trial's final metrics of a W&B run's summary (see `_summary_of`)."""
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if str(key).startswith("_") or _media(value):
@@ -292,6 +292,55 @@ def _finish_run(run: Any, exit_code: int | None = None) -> None:
         _write_line({_SUMMARY_KEY: summary})
 
 
+def _at_exit(run: Any) -> None:
+    """The process ends with `run` unfinished: its last row and summary go to the trial (`_finish_run`). A run
+    that syncs TensorBoard (`sync_tensorboard=True`) is finished here as wandb's own exit hook would finish
+    it, with the exit code wandb recorded (`sys.exit(N)`, 1 for an uncaught exception): the scalars it
+    reads from TensorBoard's files reach its summary only as it finishes, which `_final_summary` reads."""
+    wandb = sys.modules.get("wandb")
+    patched = getattr(wandb, "patched", None)
+    synced = isinstance(patched, Mapping) and bool(patched.get("tensorboard"))
+    finish = getattr(run, "finish", None)
+    if synced and callable(finish) and not getattr(run, "_is_finished", True) and _mirrored(run):
+        hooks = getattr(run, "_hooks", None)
+        code = getattr(hooks, "exit_code", 0)
+        try:
+            finish(exit_code=code if isinstance(code, int) else 1)
+            return
+        except Exception:
+            pass
+    _finish_run(run)
+
+
+def _final_summary(run: Any) -> None:
+    """The summary the finished run ended with (`run._final_summary`, which wandb asks its service for once the
+    run is finished), for what reached it without `wandb.log`: scalars W&B reads from TensorBoard's event files
+    (`wandb.init(sync_tensorboard=True)`, Stable-Baselines3's W&B integration) go into the run's history and
+    summary in wandb's service process, and the last of them only as the run finishes, after `_finish_run`
+    read the summary. Handed over as one more summary, which the trial merges into the first."""
+    if not run.__dict__.get("_sweeplab_done") or run.__dict__.get("_sweeplab_final") or not _mirrored(run):
+        return
+    run.__dict__["_sweeplab_final"] = True
+    items = getattr(getattr(run, "_final_summary", None), "item", None)
+    if not items:
+        return
+    raw: dict[str, Any] = {}
+    for item in items:
+        key = item.key or ".".join(item.nested_key)
+        try:
+            raw[key] = json.loads(item.value_json)
+        except ValueError:
+            continue
+    summary = {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v)
+               for k, v in _summary_from(raw).items()}
+    if not summary:
+        return
+    if _final is not None:
+        _final(summary)
+    else:
+        _write_line({_SUMMARY_KEY: summary})
+
+
 def _patch_run_class(module: Any) -> None:
     cls = getattr(module, "Run", None)
     if cls is None or getattr(cls, "_sweeplab_patched", False):
@@ -319,7 +368,12 @@ def _patch_run_class(module: Any) -> None:
             _finish_run(self, exit_code)
         except Exception as exc:
             sys.stderr.write(f"sweeplab: could not read the W&B run's summary: {exc}\n")
-        return original_finish(self, *args, **kwargs)
+        result = original_finish(self, *args, **kwargs)
+        try:
+            _final_summary(self)
+        except Exception as exc:
+            sys.stderr.write(f"sweeplab: could not read the W&B run's final summary: {exc}\n")
+        return result
 
     original_define = getattr(cls, "define_metric", None)
 
@@ -586,7 +640,7 @@ def _patch_init(wandb: Any) -> None:
             run.__dict__["_sweeplab_own"] = trial and _own_runs
             if sweep_id:
                 run.__dict__["_sweeplab_sweep_id"] = sweep_id
-            atexit.register(_finish_run, run)   # runs before wandb's own exit hook (LIFO)
+            atexit.register(_at_exit, run)   # runs before wandb's own exit hook (LIFO)
         return run
 
     offline_init.__doc__, offline_init.__wrapped__ = init.__doc__, init  # type: ignore[attr-defined]
