@@ -136,3 +136,14 @@ def test_a_non_finite_value_the_hook_writes_reaches_the_trial_as_that_value(tmp_
     tail.close()
     [(got, at)] = logged
     assert at == 4 and math.isnan(got["loss"]) and got["grad_norm"] == math.inf and got["acc"] == 0.5
+
+
+def test_define_metric_summaries_are_read_as_wandb_reads_them_whatever_their_case() -> None:
+    # wandb lower-cases the summary ops (`summary="Min"` is "min"; wandb_run.py, define_metric): the hook kept
+    # none for "Min", so a command trial the sweep stopped ended with the last value instead of the minimum
+    h = hook._History()
+    h.define("loss", "Min")
+    h.define("acc", " MAX , Mean")
+    h._summarize({"loss": 2.0, "acc": 1.0})
+    assert h._summarize({"loss": 3.0, "acc": 3.0}) == {"loss.min": 2.0, "loss": 2.0, "acc.max": 3.0,
+                                                         "acc.mean": 2.0}

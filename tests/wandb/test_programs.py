@@ -368,6 +368,36 @@ def test_a_sweeplab_function_keeps_its_own_wandb_logging_out_of_its_reports(tmp_
     assert len(list((tmp_path / "own_logging" / "wandb").glob("offline-run-*"))) == 2
 
 
+def test_function_trials_end_wandbs_service_so_the_worker_goes_on_and_exits_quietly(tmp_path: Path) -> None:
+    # the wandb-core service a function trial's wandb.init started was killed as a leftover of the trial: its
+    # worker retired after every trial (a new worker, wandb imported again) and each worker's exit printed
+    # wandb's "Exception ignored in atexit callback ... ConnectionResetError: Connection lost"
+    proc, store = _sweep("service_teardown", tmp_path, "--function", "train.py:train", "--workers", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed", "completed"]
+    assert trials[0]["metrics"]["pid"] == trials[1]["metrics"]["pid"]   # one worker ran both
+    assert "Exception ignored" not in proc.stderr and "Connection lost" not in proc.stderr, proc.stderr
+
+
+def test_a_run_started_without_the_hook_is_read_back_from_its_offline_files(tmp_path: Path) -> None:
+    # `command: [bash, run.sh, ${args}]` whose script runs `PYTHONPATH=. python train.py "$@"`: the hook's folder
+    # is gone from PYTHONPATH, so nothing the run logged reached the trial ("metric ... was never reported")
+    proc, store = _sweep("wrapper_pythonpath", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed", "completed"]
+    for t, lr in zip(trials, (0.5, 0.25)):
+        assert t["value"] == pytest.approx(lr)   # the define_metric min, as wandb-core computed the summary
+        assert t["metrics"]["val_loss.min"] == pytest.approx(lr)
+        assert [(s, n) for s, n, _ in t["history"] if n == "val_loss"] == [(0, "val_loss"), (1, "val_loss"),
+                                                                          (2, "val_loss")]
+        assert (2, "metrics.acc", 2.0) in t["history"]
+    con = sqlite3.connect(store / "store.db")   # and the sweep's events say why the reports came late
+    warnings = [m for (m,) in con.execute("SELECT message FROM events WHERE kind = 'warning'")]
+    assert len(warnings) == 2 and all("without sweeplab's W&B hook" in m for m in warnings)
+
+
 @pytest.mark.parametrize(("project", "how"), [("tensorboard_sync", "command"), ("tensorboard_sync", "function"),
                                               ("tensorboard_exit", None)])
 def test_metrics_synced_from_tensorboard_reach_the_trial_as_in_the_runs_summary(tmp_path: Path, project: str,

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +142,33 @@ class _Log:
                            "from here on is not logged; the program goes on and its reports still count"})
 
 
+def _empty(path: str) -> bool:
+    try:
+        return os.path.getsize(path) == 0
+    except OSError:
+        return False
+
+
+def _wandb_without_hook(reporter: _Reporter, env: Mapping[str, str], cwd: str) -> None:
+    """A W&B program that ran without sweeplab's hook (a wrapper script set its own PYTHONPATH, dropping the
+    hook's folder): its run's history and summary are read back from the run's offline files, with a warning
+    (the trial failed with "metric ... was never reported", although the run logged it)."""
+    from sweeplab.wandb_compat import BOOT_DIR, offline_run_lines
+
+    lines = offline_run_lines(env, cwd)
+    if not lines:
+        return
+    with contextlib.suppress(Exception):
+        reporter.channel.send(EventKind.NOTE, {
+            "level": "warning", "kind": "warning",
+            "message": f"the program's W&B run (WANDB_RUN_ID {env.get('WANDB_RUN_ID')}) reached sweeplab only "
+                       "through its offline files, read after it ended: the program ran without sweeplab's W&B "
+                       f"hook ({BOOT_DIR} was not on its PYTHONPATH: does a wrapper script set PYTHONPATH?), so "
+                       "its reports came at its end (no early stopping or live progress)"})
+    for line in lines:
+        reporter.line(line)
+
+
 def execute_command(ex: Execution) -> None:
     task, channel = ex.task, ex.channel
     report_path = task.report_path or str(Path(task.log_path).with_suffix(".report.jsonl"))
@@ -221,6 +248,8 @@ def execute_command(ex: Execution) -> None:
         reaper.close()
         errors.join(timeout=5)
         tail.join(timeout=5)
+        if code == 0 and "WANDB_RUN_ID" in added and not reporter.final and _empty(report_path):
+            _wandb_without_hook(reporter, env, task.cwd or os.getcwd())
         if checkpoints is not None:
             checkpoints.finish()
         with write_lock:

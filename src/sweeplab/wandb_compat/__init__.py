@@ -109,6 +109,115 @@ def summary_metrics(final: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def _wandb_records(path: str) -> Any:
+    """The records of a run's `.wandb` file (W&B's transaction log: a 7-byte `:W&B` header, then LevelDB's log
+    format, 32 KiB blocks of chunks `crc32(4) length(2) type(1)`, types FULL 1, FIRST 2, MIDDLE 3, LAST 4), each
+    the bytes of a `wandb_internal_pb2.Record`. A torn tail (the program killed while writing) ends the scan."""
+    import struct
+
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b":W&B":
+        return
+    pos, buf, block = 7, b"", 32768
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:   # a block's tail too short for a header is padding
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if kind == 0 and length == 0:
+            pos += left
+            continue
+        if pos + 7 + length > len(data):
+            return
+        chunk = data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind == 1:
+            yield chunk
+        elif kind == 2:
+            buf = chunk
+        elif kind == 3:
+            buf += chunk
+        elif kind == 4:
+            yield buf + chunk
+            buf = b""
+
+
+def _set_nested(target: dict[str, Any], keys: list[str], value: Any) -> None:
+    for key in keys[:-1]:
+        inner = target.get(key)
+        if not isinstance(inner, dict):
+            inner = target[key] = {}
+        target = inner
+    target[keys[-1]] = value
+
+
+def offline_run_lines(env: Mapping[str, str], cwd: str | None = None) -> list[str]:
+    """What a command trial's W&B run logged, read back from the run's own offline files, as the hook's report
+    lines (history rows at W&B's `_step`, then `{"@summary": ...}`, the summary as wandb-core computed it,
+    `define_metric` aggregates included). For a program that ran without the hook: a wrapper script that sets
+    its own PYTHONPATH (`PYTHONPATH=. python train.py "$@"`) drops the hook's folder, and its trial failed with
+    "metric ... was never reported" although its run logged the metric. The run is the one with the trial's
+    WANDB_RUN_ID, under WANDB_DIR's (else the working directory's) `wandb/`. Nothing when there is no such run
+    or no wandb here to read it with."""
+    run_id = env.get("WANDB_RUN_ID")
+    if not run_id:
+        return []
+    import glob
+
+    found: list[str] = []
+    for base in dict.fromkeys(d for d in (env.get("WANDB_DIR"), cwd) if d):
+        found += glob.glob(os.path.join(glob.escape(base), "wandb", f"offline-run-*-{glob.escape(run_id)}",
+                                        f"run-{glob.escape(run_id)}.wandb"))
+    if not found:
+        return []
+    try:
+        from wandb.proto import wandb_internal_pb2 as pb
+    except Exception:
+        return []
+    from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import _flatten, _summary_from
+
+    lines: list[str] = []
+    summary: dict[str, Any] = {}
+    exit_code = 0
+    try:
+        for data in _wandb_records(max(found, key=os.path.getmtime)):
+            record = pb.Record()   # type: ignore[attr-defined]
+            record.ParseFromString(data)
+            kind = record.WhichOneof("record_type")
+            if kind == "history":
+                row: dict[str, Any] = {}
+                for item in record.history.item:
+                    with contextlib.suppress(ValueError):
+                        _set_nested(row, list(item.nested_key) or [item.key], json.loads(item.value_json))
+                step = row.get("_step")
+                metrics = _flatten({k: v for k, v in row.items() if not str(k).startswith("_")})
+                if metrics and isinstance(step, int):
+                    lines.append(json.dumps({**metrics, "@step": step}, default=str))
+            elif kind == "summary":
+                for item in record.summary.update:
+                    with contextlib.suppress(ValueError):
+                        _set_nested(summary, list(item.nested_key) or [item.key], json.loads(item.value_json))
+                for item in record.summary.remove:
+                    keys = list(item.nested_key) or [item.key]
+                    inner: Any = summary
+                    for key in keys[:-1]:
+                        inner = inner.get(key) if isinstance(inner, dict) else None
+                    if isinstance(inner, dict):
+                        inner.pop(keys[-1], None)
+            elif kind == "exit":
+                exit_code = record.exit.exit_code
+    except Exception:
+        return []
+    final = _summary_from(summary)
+    if exit_code:
+        final["@exit_code"] = exit_code
+    if final:
+        lines.append(json.dumps({"@summary": final}, default=str))
+    return lines
+
+
 def install_hook() -> None:
     """Arm the hook in this process (a worker about to import a function trial's module, which may call
     `wandb.sweep`/`wandb.agent` at import as W&B's function-style scripts do)."""

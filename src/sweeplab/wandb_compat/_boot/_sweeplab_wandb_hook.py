@@ -155,7 +155,7 @@ class _History:
         agent stops keeps it. A command trial the sweep stops is terminated before `wandb.finish()`, when
         the hook would read it: the hook keeps it too and hands it over as it changes (an `@summary` line).
         Older wandb's `summary="best"` is the min or max by `goal`."""
-        wanted = [a.strip() for a in summary.split(",")]
+        wanted = [a.strip().lower() for a in summary.split(",")]   # as wandb reads them ("Min" is "min")
         if "best" in wanted:
             wanted[wanted.index("best")] = "best-max" if str(goal or "").startswith("max") else "best-min"
         self.specs[name] = tuple(a for a in wanted if a in ("min", "max", "mean", "first", "last", "best-min",
