@@ -111,6 +111,7 @@ class Run:
         self._sink = sink
         self._smoke_steps = smoke_steps
         self._smoke_reported: set[int] = set()
+        self.smoke_ended: int | None = None   # the step at which smoke mode ended the trial (SmokeDone)
         self._buf: list[MetricPoint] = []
         self._buf_t0 = 0.0
         self._auto_step = 0
@@ -177,6 +178,7 @@ class Run:
             self._smoke_reported.add(step)
             if len(self._smoke_reported) >= _SMOKE_REPORTS + 2:   # a trial that never reads run.should_stop
                 self.flush()
+                self.smoke_ended = step
                 raise SmokeDone(f"smoke: ended at step {step}: the trial went on reporting after "
                                 "run.should_stop was set")
         if self._decide_at and step in self._decide_at and self._decide_metric in metrics:

@@ -534,3 +534,17 @@ def test_a_dataloader_worker_failure_names_the_error_and_repro_does_not_replay_t
     assert "replaying the captured batch" not in cp.stdout
     assert "failed while loading batch 5 of run.track loop 1" in flat(cp.stdout) and "not replayed" in flat(cp.stdout)
     assert "the failure reproduced" in cp.stdout and "ValueError: corrupt record 37" in cp.stdout
+
+
+def test_smoke_says_why_a_metric_a_trial_only_returns_is_missing_when_it_ended_the_trial(cli):
+    (cli.tmp / "ret.py").write_text(
+        "def train(config, run):\n"
+        "    for epoch in range(300):\n"
+        "        run.log({'train_loss': 1.0 / (epoch + 1)}, step=epoch)\n"
+        "    return {'loss': 0.1}\n")
+    f = cli.spec("s", "function: ret.py:train\nmethod: grid\nmetric: {name: loss, goal: minimize}\n"
+                 "parameters:\n  x: {value: 1}\n")
+    cp = cli("sweep", str(f), "--smoke", "--name", "ret", "-q")
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    (t,) = cli.status("ret")["trials"]
+    assert "smoke mode ended the trial at step 3" in t["reason"] and "run.should_stop" in t["reason"], t
