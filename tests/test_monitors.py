@@ -450,3 +450,33 @@ def test_a_rule_made_in_python_is_stored_as_the_spec_entry_that_rebuilds_it() ->
         assert type(rebuilt) is type(rule) and rebuilt.to_spec() == entry, (rule, entry, rebuilt.to_spec())
     with pytest.raises(SpecError, match="custom 'spike'"):
         parse_monitors([sm.custom(lambda t, p: None, name="spike").to_spec()])
+
+
+@pytest.mark.parametrize(("monitor", "first", "second"), [
+    (sm.plateau("val_loss", patience=3), [1.0, 0.5, 0.33, 0.25, 0.2, 0.17], [1.0, 0.5, 0.33, 0.25, 0.2]),
+    (sm.diverging("val_loss", factor=10), [2.3, 0.5, 0.05], [2.3, 2.5, 0.9, 0.1]),
+    (sm.exploding("val_loss", factor=10), [50, 20, 10, 5, 3, 2, 1, 1, 1, 1], [50, 20, 10]),
+], ids=["plateau", "diverging", "exploding"])
+def test_a_curve_that_starts_over_is_judged_on_its_own(monitor: Monitor, first: list[float],
+                                                      second: list[float]) -> None:
+    """A retry that starts over (from scratch, or from an earlier checkpoint) reports steps it reported
+    before: its healthy, falling loss was judged against the first attempt's best, and `plateau` (3 reports
+    not below 0.17), `diverging` (2.5 > 10 x 0.05) or `exploding` (a gradient norm of 50 at the start of
+    training, above 10 x the first attempt's running median) stopped it."""
+    def curve(values: list[float]) -> list[MetricPoint]:
+        return series("val_loss", values)
+
+    assert fire_at(monitor, curve(first)) == []
+    assert fire_at(monitor, curve(second)) == []
+    # the same values at steps going on (no restart) do fire
+    fresh = type(monitor)(**monitor._options())
+    rows = curve(first) + [MetricPoint(p.step + len(first), p.key, p.value, p.time) for p in curve(second)]
+    assert fire_at(fresh, rows) != []
+
+
+def test_a_flat_curve_that_starts_over_goes_on_counting_its_plateau() -> None:
+    """The count of reports without progress survives the restart (a flat trial retried stops where it would
+    have): 2 stale reports before it, 2 after."""
+    m = sm.plateau("val_loss", patience=4)
+    assert fire_at(m, series("val_loss", [1, 1, 1])) == []
+    assert fire_at(m, series("val_loss", [1, 1, 1])) == [1]

@@ -49,6 +49,13 @@ _INF = float("inf")
 _SMOKE_REPORTS = 2        # smoke mode: should_stop once this many steps were reported (as the driver counts)
 
 
+class SmokeDone(BaseException):
+    """Raised by `run.log` in smoke mode when a trial asked to stop (`run.should_stop`) goes on reporting new
+    steps: a loop over `config.train.epochs` that never reads `should_stop` would otherwise run its full
+    length (or past `trial.grace`, and fail) in a smoke run meant to be tiny. A BaseException, so that the
+    trial's own `except Exception` does not swallow it; the trial ends as if it had returned (`call_trial`)."""
+
+
 class Run:
     """Handed to `train(config, run)`. Attribute docs:
 
@@ -104,6 +111,7 @@ class Run:
         self._sink = sink
         self._smoke_steps = smoke_steps
         self._smoke_reported: set[int] = set()
+        self.smoke_ended: int | None = None   # the step at which smoke mode ended the trial (SmokeDone)
         self._buf: list[MetricPoint] = []
         self._buf_t0 = 0.0
         self._auto_step = 0
@@ -166,6 +174,13 @@ class Run:
             self._smoke_reported.add(step)
             if len(self._smoke_reported) >= _SMOKE_REPORTS or step >= _SMOKE_REPORTS:
                 self.request_stop("smoke: a couple of reports are enough")   # now, not a driver round trip later
+        elif self.smoke:
+            self._smoke_reported.add(step)
+            if len(self._smoke_reported) >= _SMOKE_REPORTS + 2:   # a trial that never reads run.should_stop
+                self.flush()
+                self.smoke_ended = step
+                raise SmokeDone(f"smoke: ended at step {step}: the trial went on reporting after "
+                                "run.should_stop was set")
         if self._decide_at and step in self._decide_at and self._decide_metric in metrics:
             self._await_decision(step)
         elif due:

@@ -139,6 +139,28 @@ def test_run_smoke_runs_one_tiny_trial(cli):
     assert t["metrics"]["batches_per_epoch"] <= 5 and t["metrics"]["gpus_hidden"] == 1.0
 
 
+def test_smoke_ends_a_trial_that_never_reads_should_stop_after_a_couple_of_reports(cli):
+    """A loop over `config.train.epochs` (a nested key smoke mode cannot shrink) that never reads
+    `run.should_stop` ran all its 300 epochs in a smoke run (or, longer than `trial.grace`, failed with "did
+    not stop within trial.grace"). It now ends a couple of reports after the stop, completed."""
+    (cli.tmp / "epochs.py").write_text(
+        "import time\n"
+        "def train(config, run):\n"
+        "    for epoch in range(config['train']['epochs']):\n"
+        "        time.sleep(0.005)\n"
+        "        try:\n"
+        "            run.log({'loss': 1.0 / (epoch + 1)}, step=epoch)\n"
+        "        except Exception:\n"
+        "            raise AssertionError('the trial caught the end of its smoke run')\n"
+        "    return {'loss': 0.0}\n")
+    (cli.tmp / "config.yaml").write_text("train:\n  epochs: 300\n")
+    cp = cli("run", "epochs.py:train", "--config", "config.yaml", "--smoke", "--name", "long", "-q")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    (t,) = cli.status("long")["trials"]
+    assert t["state"] == "completed", t
+    assert t["metrics"]["loss"] >= 0.25, t   # its last report (epoch 4 at most), not epoch 300's return
+
+
 
 
 NAN_LOSS = """\
@@ -512,3 +534,17 @@ def test_a_dataloader_worker_failure_names_the_error_and_repro_does_not_replay_t
     assert "replaying the captured batch" not in cp.stdout
     assert "failed while loading batch 5 of run.track loop 1" in flat(cp.stdout) and "not replayed" in flat(cp.stdout)
     assert "the failure reproduced" in cp.stdout and "ValueError: corrupt record 37" in cp.stdout
+
+
+def test_smoke_says_why_a_metric_a_trial_only_returns_is_missing_when_it_ended_the_trial(cli):
+    (cli.tmp / "ret.py").write_text(
+        "def train(config, run):\n"
+        "    for epoch in range(300):\n"
+        "        run.log({'train_loss': 1.0 / (epoch + 1)}, step=epoch)\n"
+        "    return {'loss': 0.1}\n")
+    f = cli.spec("s", "function: ret.py:train\nmethod: grid\nmetric: {name: loss, goal: minimize}\n"
+                 "parameters:\n  x: {value: 1}\n")
+    cp = cli("sweep", str(f), "--smoke", "--name", "ret", "-q")
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    (t,) = cli.status("ret")["trials"]
+    assert "smoke mode ended the trial at step 3" in t["reason"] and "run.should_stop" in t["reason"], t

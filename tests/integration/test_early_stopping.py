@@ -450,3 +450,22 @@ def test_monitors_made_in_python_run_in_a_sweep_and_built_in_ones_resume(cli):
     assert [t["state"] for t in _trials(cli.store, "py")] == ["stopped_by_rule"] * 2
     refused = cli("resume", "mine", "--trials", "+1")
     assert refused.returncode == 2 and "custom '_below_half'" in refused.stderr, refused.stderr
+
+
+def test_a_retry_that_starts_over_is_not_stopped_as_a_plateau(cli):
+    """Attempt 1 of a healthy trial fails at step 5 (a lost data server) and is retried; attempt 2 trains
+    again from step 0. Its loss, falling as before, was judged against attempt 1's best: `plateau` stopped the
+    trial after 3 reports ("best 0.1667 at step 5, now 0.3333 at step 2")."""
+    (cli.tmp / "retry.py").write_text(
+        "def train(config, run):\n"
+        "    for step in range(8):\n"
+        "        run.log({'val_loss': 1.0 / (step + 1)}, step=step)\n"
+        "        if run.attempt == 1 and step == 5:\n"
+        "            raise ConnectionError('lost the data server')\n"
+        "    return {'val_loss': 1.0 / 8}\n")
+    f = cli.spec("s", "function: retry.py:train\nmethod: grid\nmetric: {name: val_loss, goal: minimize}\n"
+                 "parameters:\n  x: {value: 1}\ntrial: {retries: 1}\n"
+                 "monitors: [{plateau: {metric: val_loss, patience: 3}}]\n")
+    cli("sweep", str(f), "--name", "rt", "-q", timeout=60)
+    (trial,) = cli.status("rt")["trials"]
+    assert (trial["state"], trial["attempts"]) == ("completed", 2), trial

@@ -267,6 +267,8 @@ def execute_function(ex: Execution) -> None:
 
             metrics = {**summary_metrics(wandb_final), **metrics}
         finished = {"metrics": metrics, "stopped": run.should_stop, "retire": ex.decide_retire()}
+        if run.smoke_ended is not None:
+            finished["smoke_ended"] = run.smoke_ended
         nonfinite = run.nonfinite_captures
         if nonfinite is not None and task.capture_dir:   # a NaN loss's input, for repro (on every rank: the NaN
             # may come from any rank's share of the batch; backends/multiproc.py links them to rank 0's)

@@ -214,14 +214,20 @@ def takes_run(fn: Callable[..., Any]) -> bool:
 
 
 def call_trial(fn: Callable[..., Any], config: Any, run: Run) -> Any:
+    """`fn`'s result; None when smoke mode ended it (`run.SmokeDone`): its metrics are those it reported."""
+    from sweeplab.run import SmokeDone
+
     style = trial_facts(fn)[1]
-    if style == "positional":
-        return fn(config, run)
-    if style == "keyword":
-        return fn(config, run=run)
-    if style == "none":
-        return fn()
-    return fn(config)
+    try:
+        if style == "positional":
+            return fn(config, run)
+        if style == "keyword":
+            return fn(config, run=run)
+        if style == "none":
+            return fn()
+        return fn(config)
+    except SmokeDone:
+        return None
 
 
 

@@ -238,6 +238,10 @@ class EventWriter(DriverState):
         if problem and "never reported" in problem and isinstance(unread, dict):   # a command trial's dropped lines
             problem += (f"; {unread.get('count')} `@sweeplab` line(s) were not a JSON object and were ignored, the "
                         f"first: `@sweeplab {unread.get('first')}` (print '@sweeplab ' + json.dumps({{...}}))")
+        ended = ev.data.get("smoke_ended")
+        if problem and "never reported" in problem and ended is not None:   # smoke mode cut its loop (run.SmokeDone)
+            problem += (f"; smoke mode ended the trial at step {ended}, before it returned, as it went on after "
+                        "run.should_stop was set: read run.should_stop in its loop, or log the metric as it goes")
         now = ev.time
         self._take_params(t, ev)
         if ev.data.get("capture"):   # what the trial held at its first NaN/inf metric (for sweeplab repro)

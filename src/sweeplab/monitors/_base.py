@@ -37,6 +37,7 @@ class Monitor(ABC):
             self.name = name
         self._fired: set[int] = set()    # trials for which the condition currently holds (and was reported)
         self._spent: set[int] = set()    # trials a `stop` monitor already fired for
+        self._steps: dict[int, dict[str, int]] = {}   # trial -> metric -> last step it was reported at
 
     # the contract -------------------------------------------------------------------------------------
 
@@ -47,6 +48,7 @@ class Monitor(ABC):
         for point in points:
             if wanted is not None and point.key not in wanted:
                 continue  # fast path: run.log may send many points of metrics this rule ignores
+            self._note_step(trial, point)
             v = self._decide(trial, self._check(trial, point))
             if v is not None and verdict.decision is Decision.CONTINUE:
                 verdict = v
@@ -69,6 +71,8 @@ class Monitor(ABC):
         """Drop the state of a trial that reached a terminal state (optional, frees memory)."""
         self._fired.discard(trial)
         self._spent.discard(trial)
+        self._steps.pop(trial, None)
+        self._restart(trial)
 
     def describe(self) -> str:
         return f"{self.name} ({self.action})"
@@ -86,6 +90,23 @@ class Monitor(ABC):
         return f"<{type(self).__name__} {self.describe()}>"
 
     # for implementations ------------------------------------------------------------------------------
+
+    def _restart(self, trial: int) -> None:
+        """Drop what the rule remembers of `trial`'s curve (its best, its streaks)."""
+
+    def _note_step(self, trial: int, point: MetricPoint) -> None:
+        """A metric reported at a step below one it was reported at before starts the trial's curve again:
+        a retry (after a failure or a preemption) that starts over or from an earlier checkpoint, a program
+        that trains again from scratch (the folds of a cross-validation). The rule judges the new curve on its
+        own: judged against the best of the one before, a healthy retry that starts over read as a plateau
+        of `patience` reports, or as diverging."""
+        steps = self._steps.setdefault(trial, {})
+        last = steps.get(point.key)
+        if last is not None and point.step < last:
+            self._fired.discard(trial)
+            self._restart(trial)
+            steps.clear()
+        steps[point.key] = point.step
 
     def _check(self, trial: int, point: MetricPoint) -> _Fire | bool | None:
         """One point: _Fire (the condition holds), False (it does not), None (the point is irrelevant)."""

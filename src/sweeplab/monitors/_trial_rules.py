@@ -37,8 +37,7 @@ class OverfittingMonitor(Monitor):
     def metrics(self) -> frozenset[str] | None:
         return frozenset({self.train, self.val})
 
-    def forget(self, trial: int) -> None:
-        super().forget(trial)
+    def _restart(self, trial: int) -> None:
         self._state.pop(trial, None)
 
     def describe(self) -> str:

@@ -60,8 +60,7 @@ class NanMonitor(Monitor):
                 else "the sweep's metrics and loss-like ones")
         return f"{self.name} on {what} ({self.action})"
 
-    def forget(self, trial: int) -> None:
-        super().forget(trial)
+    def _restart(self, trial: int) -> None:
         self._bad.pop(trial, None)
 
 
@@ -76,8 +75,7 @@ class _OneMetric(Monitor):
     def metrics(self) -> frozenset[str] | None:
         return frozenset({self.metric})
 
-    def forget(self, trial: int) -> None:
-        super().forget(trial)
+    def _restart(self, trial: int) -> None:
         self._state.pop(trial, None)
 
     def describe(self) -> str:
@@ -140,21 +138,35 @@ class PlateauMonitor(_OneMetric):
         return {"metric": self.metric, "patience": self.patience, "min_delta": self.min_delta,
                 "goal": self.goal.value}
 
+    def _restart(self, trial: int) -> None:
+        """A curve that starts over keeps its count of reports without progress (a flat trial interrupted
+        and retried stops where it would have), but the best it must beat becomes its own: a healthy retry
+        that starts over is judged by whether it improves, not against the best of the attempt before."""
+        state = self._state.get(trial)
+        if state is not None:
+            state[3] = True
+
+    def forget(self, trial: int) -> None:
+        super().forget(trial)
+        self._state.pop(trial, None)
+
     def _check(self, trial: int, point: MetricPoint) -> _Fire | bool | None:
         if point.key != self.metric:
             return None
         v = point.value
         state = self._state.get(trial)
         if state is None:
-            self._state[trial] = [v if _finite(v) else math.nan, point.step, 0]
+            self._state[trial] = [v if _finite(v) else math.nan, point.step, 0, False]
             return False
-        best, best_step, stale = state
+        best, best_step, stale, restarted = state
         gain = self.goal.sign() * (best - v) if _finite(v) else math.nan
         if (math.isnan(best) and _finite(v)) or gain > self.min_delta:
-            self._state[trial] = [v, point.step, 0]
+            self._state[trial] = [v, point.step, 0, False]
             return False
         stale += 1
         state[2] = stale
+        if restarted:   # the curve started over: its first report is the best it is judged against from now on
+            state[:] = [v if _finite(v) else best, point.step if _finite(v) else best_step, stale, False]
         if stale < self.patience:
             return False
         return _Fire(
