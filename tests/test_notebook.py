@@ -266,3 +266,47 @@ def test_a_background_sweeps_notes_go_under_the_cell_that_started_it_while_anoth
     assert waits == [("stream", {"name": "stdout", "text": "other cell\n"})] and not others, (waits, others)
     noted = "".join(c["text"] for kind, c in started if kind == "stream" and c["name"] == "stderr")
     assert "sweep bg failed: no trial completed" in noted and "boom 1.0" in noted, started
+
+
+def test_interrupting_the_kernel_stops_an_optuna_sweep_of_a_cells_objective_and_rerunning_the_cell_works(
+        tmp_path, monkeypatch):
+    """`sl.optimize` of an objective defined in a cell, interrupted by the kernel: no worker is left, the
+    interrupted trials stay RUNNING in the sweep's study (neither told complete nor failed: `sweeplab resume`
+    reruns them on the same Optuna trials), resume finishes the sweep with the cell's objective, and running
+    the cell again starts a new sweep that completes."""
+    nb = _execute([
+        "import os, signal, subprocess, sys, threading, time\nimport optuna, sweeplab as sl\n"
+        "def objective(trial):\n"
+        "    x = trial.suggest_float('x', -1, 1)\n"
+        "    for step in range(20):\n        time.sleep(0.1)\n        trial.report(x * x, step)\n"
+        "    return x * x\n"
+        "def interrupt_once_running():\n"
+        "    while True:\n        time.sleep(0.05)\n"
+        "        try:\n            if sl.load('opt', store='st').status()['counts'].get('running') == 2: break\n"
+        "        except sl.SweeplabError:\n            pass\n"
+        "    os.kill(os.getpid(), signal.SIGINT)",
+        "threading.Thread(target=interrupt_once_running, daemon=True).start()\n"
+        "sweep = sl.optimize(objective, n_trials=3, workers=2, store='st', name='opt', progress=False)",
+        "out = subprocess.run(['ps', '-o', 'pid=', '--ppid', str(os.getpid())], capture_output=True, text=True)\n"
+        "print('children', len(out.stdout.split()) - 1)\n"
+        "print(sl.load('opt', store='st').status()['counts'])\n"
+        "print(sorted(t.state.name for t in sl.load('opt', store='st').study().trials))\n"
+        "done = subprocess.run([sys.executable, '-m', 'sweeplab', 'resume', 'opt', '--store', 'st'],\n"
+        "                      capture_output=True, text=True)\n"
+        "again = sl.load('opt', store='st')\n"
+        "print('resumed', done.returncode, again.status()['counts'])\n"
+        "print(sorted(t.state.name for t in again.study().trials))\n"
+        "print(done.stderr[-3000:])",
+        "second = sl.optimize(objective, n_trials=2, workers=2, store='st', name='opt', progress=False)\n"
+        "print(second.name, second.status()['counts'])",
+    ], tmp_path, monkeypatch)
+    assert [e["ename"] for e in _errors(nb.cells[1])] == ["KeyboardInterrupt"], nb.cells[1].outputs
+    assert not _errors(nb.cells[2]), nb.cells[2].outputs
+    lines = _text(nb.cells[2]).splitlines()
+    assert lines[0] == "children 0", lines
+    assert lines[1] == "{'interrupted': 2}", lines
+    assert lines[2] == "['RUNNING', 'RUNNING']", lines
+    assert lines[3] == "resumed 0 {'completed': 3}", lines
+    assert lines[4] == "['COMPLETE', 'COMPLETE', 'COMPLETE']", lines
+    assert not _errors(nb.cells[3]), nb.cells[3].outputs
+    assert _text(nb.cells[3]).strip() == "opt-2 {'completed': 2}", nb.cells[3].outputs

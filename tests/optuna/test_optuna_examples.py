@@ -536,3 +536,42 @@ def test_an_objective_module_running_study_optimize_at_its_top_level_is_refused(
         sl.optimize("quickstart:objective", n_trials=1, workers=1, store=workdir / "st")
     assert not (workdir / "st").exists()
     assert optuna.study.Study.optimize.__module__ == "optuna.study.study"   # put back
+
+
+_JOBLIB = '''
+import optuna
+import sweeplab as sl
+from joblib import Parallel, delayed
+
+
+def objective(trial):
+    x = trial.suggest_float("x", -10, 10)
+    scores = Parallel(n_jobs=2)(delayed(abs)(x - i) for i in range(4))   # cross_val_score(..., n_jobs=-1)
+    return sum(scores)
+
+
+if __name__ == "__main__":
+    sweep = sl.optimize(objective, n_trials=3, workers=1, store="st", seed=0, progress=False)
+    print("done", sweep.status()["counts"], flush=True)
+'''
+
+
+def test_an_objective_using_joblib_processes_leaves_no_resource_tracker_noise(workdir):
+    """sklearn/sklearn_simple.py scores with `cross_val_score(..., n_jobs=-1)`: joblib keeps its process pool
+    and resource tracker alive for reuse, the worker killed them as the trial's leftovers, and the sweep's
+    terminal showed "resource_tracker: process died unexpectedly" and a KeyError traceback per semaphore
+    after every trial. The pool is shut down as joblib would at exit."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("joblib")
+    script = workdir / "with_joblib.py"
+    script.write_text(_JOBLIB)
+    src = str(HERE.parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(script)], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "done {'completed': 3}" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "resource_tracker" not in proc.stderr, proc.stderr[-3000:]

@@ -168,6 +168,7 @@ def _end_leftovers(ex: Execution, pid: int) -> None:
     _subreaper(False)
     if not _has_children():
         return
+    _stop_loky()
     try:
         import psutil
 
@@ -182,6 +183,28 @@ def _end_leftovers(ex: Execution, pid: int) -> None:
     with contextlib.suppress(Exception):
         psutil.wait_procs(children, timeout=5)
     ex.retiring = True
+
+
+def _stop_loky() -> None:
+    """Shut down joblib's process pool and its resource tracker, which a trial using `n_jobs=-1` (sklearn's
+    `cross_val_score`, joblib's `Parallel`, as Optuna's sklearn examples do) leaves running for reuse: killed
+    as leftovers, the worker's exit found the tracker dead, relaunched it and printed a KeyError traceback per
+    semaphore and "resource_tracker: process died unexpectedly" to the sweep's terminal after every trial."""
+    if "joblib.externals.loky" not in sys.modules:
+        return
+    with contextlib.suppress(Exception):
+        from joblib.externals.loky import reusable_executor
+
+        executor = reusable_executor._executor
+        if executor is not None:   # joblib's MemmappingExecutor: terminate also unregisters its temp folders
+            getattr(executor, "terminate", executor.shutdown)()
+            reusable_executor._executor = None
+    with contextlib.suppress(Exception):
+        from joblib.externals.loky.backend import resource_tracker
+
+        stop = getattr(resource_tracker._resource_tracker, "_stop", None)
+        if callable(stop):
+            stop()
 
 
 def _chdir(path: str) -> None:
