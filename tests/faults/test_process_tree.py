@@ -192,3 +192,35 @@ def test_a_program_whose_worker_dies_before_naming_it_to_the_reaper_leaves_nothi
     finally:
         program.kill()
         program.wait()
+
+
+FUNCTION_TREE = """
+import os, subprocess, sys, time
+
+def train(config, run):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                             start_new_session=bool(config["setsid"]))
+    with open(os.path.join(config["pids"], "child.pid"), "w") as f:
+        f.write(str(child.pid))
+    time.sleep(600)   # hangs: trial.timeout kills the worker
+"""
+
+
+@pytest.mark.parametrize("setsid_child", [0, 1])
+def test_trial_timeout_of_a_function_trial_kills_the_processes_it_started(chaos, reap, pids, tmp_path,
+                                                                            setsid_child):
+    """A function trial's child in a session of its own (start_new_session=True: a data server, a
+    tensorboard) escaped the kill of the worker's process group at trial.timeout and ran on as an orphan."""
+    (tmp_path / "tree_fn.py").write_text(FUNCTION_TREE)
+    target = f"{tmp_path / 'tree_fn.py'}:train"
+    body = (f"function: {target!r}\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+            f"parameters:\n  pids: {{value: {str(pids)!r}}}\n  setsid: {{value: {setsid_child}}}\n"
+            "trial: {timeout: 3s, retries: 0}\nbudget: {trials: 1}\n")
+    proc = _start(chaos, reap, body, "fto")
+    chaos.wait_for(lambda: (pids / "child.pid").exists(), what="the trial's child started", proc=proc)
+    child = int((pids / "child.pid").read_text())
+    reap.append(child)
+    _out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 1, err
+    assert "trial.timeout" in chaos.trial("fto", 0)["reason"]
+    _assert_all_dead([child], within=2.0)

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["MARK", "Liveness", "Reaper", "die_with_parent", "kill_group", "new_mark"]
+__all__ = ["MARK", "Liveness", "Reaper", "die_with_parent", "kill_group", "kill_marked", "new_mark"]
 
 MARK = "SWEEPLAB_ATTEMPT_MARK"   # environment variable naming one attempt's processes (value: new_mark())
 
@@ -71,6 +71,14 @@ def new_mark() -> str:
     import uuid
 
     return uuid.uuid4().hex
+
+
+def kill_marked(mark: str) -> None:
+    """SIGKILL every process carrying `mark` in its environment (Linux /proc; elsewhere nothing): what an
+    attempt started that escaped its worker's process group (a session of its own) and outlived the worker."""
+    for pid in _of_attempt(-1, mark):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:

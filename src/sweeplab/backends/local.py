@@ -28,6 +28,7 @@ from typing import Any
 
 from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
 from sweeplab.backends._start_signals import SignalHold
+from sweeplab.backends._tree import MARK, kill_marked, new_mark
 from sweeplab.backends.base import Backend, TrialTask
 from sweeplab.backends.events import (
     CHANNEL_CLOSED,
@@ -130,6 +131,7 @@ class _Worker:
     preempting: bool = False
     retiring: bool = False       # it said it will exit after its attempt: never give it another
     groups: list[int] = field(default_factory=list)   # process groups of its attempt's command program
+    mark: str = ""               # its attempt's MARK (backends/_tree.py), on every process the attempt starts
     closed: bool = False
 
 
@@ -349,7 +351,8 @@ class LocalBackend(Backend):
                     self._close(worker)
                 worker = self._spawn(slot)
             env = dict(task.env)
-            env.update({"SWEEPLAB_SLOT": str(slot.index)})
+            worker.mark = new_mark()   # inherited by what the trial starts, in a session of its own too
+            env.update({"SWEEPLAB_SLOT": str(slot.index), MARK: worker.mark})
             task_d = task.to_dict()
             task_d["env"] = env
             worker.task = task
@@ -441,6 +444,7 @@ class LocalBackend(Backend):
                 worker.groups.append(int(ev.data["pgid"]))
             if ev.kind.ends_attempt and worker.task is not None and ev.trial == worker.task.trial_id:
                 worker.groups.clear()    # the program has exited (the worker waited for it)
+                worker.mark = ""         # and the worker ended what the attempt left running
                 if self._by_trial.get(worker.task.trial_id) is worker:
                     del self._by_trial[worker.task.trial_id]
                 worker.task = None
@@ -501,6 +505,10 @@ class LocalBackend(Backend):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(worker.proc.pid, signal.SIGKILL)
         self._kill_groups(worker)
+        if worker.mark:   # killed mid-attempt: what the attempt started in sessions of its own (a function
+            # trial's subprocess with start_new_session=True) escaped the group and would run on, orphaned
+            mark, worker.mark = worker.mark, ""
+            kill_marked(mark)
 
     def _kill_groups(self, worker: _Worker) -> None:
         groups, worker.groups = worker.groups, []
