@@ -383,3 +383,20 @@ def test_the_arguments_of_a_spec_with_many_parameters_are_built_in_linear_time()
     out = wandb_args(params, raw)
     assert time.process_time() - start < 10
     assert out["model"] == {"hidden": 1} and out["extra.key"] == 2 and out["p39999"] == 39999
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda p: p.symlink_to(p.name), "Too many levels of symbolic links"),
+    (lambda p: p.symlink_to("gone.yaml"), "No such file or directory"),
+    (lambda p: p.mkdir(), "a directory"),
+], ids=["symlink-loop", "broken-symlink", "directory"])
+def test_a_profile_file_that_cannot_be_read_is_named_not_called_unknown(tmp_path: Path, make, reason: str) -> None:
+    """`profiles/gpu.yaml` exists but is a symlink loop, a dangling symlink or a directory: the error named no
+    file and said 'unknown profile ... (did you mean 'gpu'?)', for the very name the user had typed."""
+    write(tmp_path / "s.yaml", GOOD + SPACE + "profile: gpu\n")
+    (tmp_path / "profiles").mkdir()
+    make(tmp_path / "profiles" / "gpu.yaml")
+    line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), str(tmp_path / "profiles" / "gpu.yaml"),
+                                 reason)
+    assert "unknown profile" not in line and "did you mean" not in line
+    assert not (tmp_path / "store").exists()

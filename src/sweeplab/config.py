@@ -16,7 +16,9 @@ import copy
 import dataclasses
 import difflib
 import inspect
+import os
 import re
+import stat
 import sys
 import types
 import typing
@@ -526,9 +528,9 @@ def find_profile(name: str, *, search: Sequence[Path]) -> Path:
     stem = direct.stem if direct.suffix in (".yaml", ".yml") else name   # `--profile local.yaml` is `local`
     for d in search:
         for file in ([name] if stem != name else []) + [f"{stem}.yaml", f"{stem}.yml"]:
-            candidate = Path(d) / file
-            if candidate.is_file():
-                return candidate
+            found = _profile_file(Path(d) / file, name)
+            if found is not None:
+                return found
     available = sorted({
         p.stem for d in search if Path(d).is_dir()
         for p in Path(d).iterdir() if p.suffix in (".yaml", ".yml")
@@ -540,6 +542,26 @@ def find_profile(name: str, *, search: Sequence[Path]) -> Path:
         f"unknown profile; looked in {looked}", key="profile", value=name,
         expected=f"one of the available profiles: {listing}", hint=hint or None,
     )
+
+
+def _profile_file(candidate: Path, name: str) -> Path | None:
+    """`candidate` when it is the profile's file, None when nothing is there. Something there that cannot be
+    read (a symlink loop, a dangling symlink, a directory) is an error naming it: skipping it made the error
+    'unknown profile ... (did you mean 'gpu'?)' for the name the user had typed. A pipe is read once, as a
+    base config is."""
+    if candidate.is_file():
+        return candidate
+    if not os.path.lexists(candidate):
+        return None
+    try:
+        mode = candidate.stat().st_mode
+    except OSError as exc:
+        raise ConfigError(f"cannot read the profile file: {exc.strerror or exc}", file=str(candidate),
+                          key="profile", value=name, expected="a YAML file") from None
+    if stat.S_ISDIR(mode):
+        raise ConfigError("the profile file is a directory", file=str(candidate), key="profile", value=name,
+                          expected="a YAML file") from None
+    return candidate
 
 
 # ------------------------------------------------------------------------------------------- resolve
