@@ -400,3 +400,18 @@ def test_a_profile_file_that_cannot_be_read_is_named_not_called_unknown(tmp_path
                                  reason)
     assert "unknown profile" not in line and "did you mean" not in line
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "a\nb", "a\tb", "a\x1b[31mred", "a\x7f", "a\x9bb"],
+                         ids=["nul", "newline", "tab", "escape", "del", "c1-csi"])
+def test_a_spec_name_with_a_control_character_is_refused_before_the_store(tmp_path: Path, name: str) -> None:
+    """`name: "a\\0b"` made a sweep no command could name again (an argument cannot hold a NUL byte; the
+    printed `sweeplab best 'a\\x00b'` names another sweep), and a newline, a tab or an escape made the printed
+    next commands name something else than the stored sweep."""
+    write(tmp_path / "s.yaml", GOOD + SPACE + f"name: {json.dumps(name)}\n")
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: name: ", "control character",
+                          repr(name))
+    assert not (tmp_path / "store").exists()
+    with pytest.raises(SpecError, match="control character"):
+        from sweeplab.spec import parse_spec
+        parse_spec({"function": "t.py:f", "method": "random", "name": name, "parameters": {"x": {"values": [1]}}})

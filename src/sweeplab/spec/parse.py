@@ -6,6 +6,7 @@ import math
 import re
 import shlex
 import sys
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,7 @@ class _SpecParser(_WandbWarnings, _Limits):
             method=method,
             space=space,
             metric=metric,
-            name=self.string(self.label(raw.get("name"), "name"), "name"),
+            name=self.sweep_name(raw.get("name")),
             description=self.text(self.label(raw.get("description"), "description"), "description"),
             function=function,
             program=program,
@@ -107,6 +108,17 @@ class _SpecParser(_WandbWarnings, _Limits):
                       note=f"W&B warns and runs it; sweeplab reads it as {str(raw)!r}")
             return str(raw)
         return raw
+
+    def sweep_name(self, raw: Any) -> str | None:
+        """The sweep's name: text without control characters. A NUL byte made a sweep no command could name
+        again (no argument can hold one), and a newline, tab or escape made the printed `sweeplab best NAME`
+        name another sweep than the stored one."""
+        name = self.string(self.label(raw, "name"), "name")
+        bad = next((ch for ch in name or "" if unicodedata.category(ch) == "Cc"), None)
+        if bad is not None:
+            raise self.error(f"a sweep name cannot hold a control character ({bad!r})", "name", value=name,
+                             expected="printable text, e.g. lr-sweep or team/lr-sweep")
+        return name
 
     def method(self, raw: Any) -> str:
         methods = _methods()
