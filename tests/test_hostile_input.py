@@ -415,3 +415,20 @@ def test_a_spec_name_with_a_control_character_is_refused_before_the_store(tmp_pa
     with pytest.raises(SpecError, match="control character"):
         from sweeplab.spec import parse_spec
         parse_spec({"function": "t.py:f", "method": "random", "name": name, "parameters": {"x": {"values": [1]}}})
+
+
+@pytest.mark.parametrize("command", ["sweep", "run"])
+def test_a_name_option_with_a_control_character_is_refused_before_the_store(tmp_path: Path, command: str) -> None:
+    """The same for `--name`: `sweeplab sweep s.yaml --name $'a\\nb'` recorded a sweep the printed commands
+    could not name."""
+    write(tmp_path / "s.yaml", GOOD + SPACE)
+    args = ["s.yaml"] if command == "sweep" else [f"{TRIALS}:quick"]
+    assert_one_line_error(cli(tmp_path, command, *args, "--name", "a\nb", "-q"), "--name: ", "control character")
+    assert not (tmp_path / "store").exists()
+
+
+def test_run_sweep_refuses_a_name_with_a_control_character_before_the_store(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"name: a sweep name cannot hold a control character \('\\x00'\)"):
+        run_sweep({"function": f"{TRIALS}:quick", "method": "grid",
+                  "parameters": {"x": {"values": [1]}}}, store=tmp_path / "store", name="a\x00b")
+    assert not (tmp_path / "store").exists()

@@ -310,6 +310,10 @@ def run_sweep(
     the_spec = _as_spec(spec)
     overrides = override_list(overrides)   # "epochs=5" is one override, not nine
     check_spec(the_spec, overrides)
+    if name is not None:
+        from sweeplab.spec import check_sweep_name
+
+        check_sweep_name(name)
     backend = backend_name(the_spec, backend)   # a typo is refused before the store is opened
     root = Path(store) if store is not None else default_store_dir()
     # too many workers, or a Ray address that does not answer, is refused before the store is opened too
@@ -388,6 +392,10 @@ def sweep(
         the_spec = the_spec.with_overrides(budget=dataclasses.replace(the_spec.budget, trials=trials))
     overrides = override_list(overrides)   # "epochs=5" is one override, not nine
     check_spec(the_spec, overrides)   # bad input writes nothing, not even a shipped function's file
+    if name is not None:
+        from sweeplab.spec import check_sweep_name
+
+        check_sweep_name(name)
     # built before anything is written: too many workers, or a Ray address that does not answer, is refused
     # with the store, the shipped function's file and the sweep untouched
     be = build_backend(the_spec, workers=workers, backend=backend, address=address, store_root=root)

@@ -41,6 +41,17 @@ from sweeplab.spec.wandb import _WandbWarnings
 from sweeplab.types import Goal
 
 
+def check_sweep_name(name: str, *, key: str = "name", file: str | None = None) -> str:
+    """`name` when it can name a sweep (from a spec's `name:`, `--name` or `sl.sweep(name=...)`), else a
+    SpecError: a control character (NUL, newline, tab, escape) makes a sweep that no command line can name
+    again, or whose printed `sweeplab best NAME` names another sweep."""
+    bad = next((ch for ch in name if unicodedata.category(ch) == "Cc"), None)
+    if bad is not None:
+        raise SpecError(f"a sweep name cannot hold a control character ({bad!r})", file=file, key=key, value=name,
+                        expected="printable text, e.g. lr-sweep or team/lr-sweep")
+    return name
+
+
 class _SpecParser(_WandbWarnings, _Limits):
     """Validates a spec mapping key by key into a `SweepSpec`."""
 
@@ -114,11 +125,7 @@ class _SpecParser(_WandbWarnings, _Limits):
         again (no argument can hold one), and a newline, tab or escape made the printed `sweeplab best NAME`
         name another sweep than the stored one."""
         name = self.string(self.label(raw, "name"), "name")
-        bad = next((ch for ch in name or "" if unicodedata.category(ch) == "Cc"), None)
-        if bad is not None:
-            raise self.error(f"a sweep name cannot hold a control character ({bad!r})", "name", value=name,
-                             expected="printable text, e.g. lr-sweep or team/lr-sweep")
-        return name
+        return None if name is None else check_sweep_name(name, file=self.file)
 
     def method(self, raw: Any) -> str:
         methods = _methods()
