@@ -432,3 +432,31 @@ def test_run_sweep_refuses_a_name_with_a_control_character_before_the_store(tmp_
         run_sweep({"function": f"{TRIALS}:quick", "method": "grid",
                   "parameters": {"x": {"values": [1]}}}, store=tmp_path / "store", name="a\x00b")
     assert not (tmp_path / "store").exists()
+
+
+def test_a_function_its_file_does_not_define_is_refused_before_the_store(tmp_path: Path) -> None:
+    """`function: train.py:trian` created the sweep, then failed every trial with an AttributeError. The file
+    is read (not imported: that would run the user's code) for its top-level names."""
+    write(tmp_path / "train.py", "import math\n\ndef train(config, run):\n    return {'loss': 1.0}\n")
+    write(tmp_path / "s.yaml", GOOD.replace(f"function: {TRIALS}:quick", "function: train.py:trian") + SPACE)
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: function: ",
+                          "train.py has no function 'trian'", "did you mean 'train'?")
+    assert not (tmp_path / "store").exists()
+    assert_one_line_error(cli(tmp_path, "run", "train.py:trian"), "has no function 'trian'")
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("source", [
+    "from helpers import *\n",
+    "def __getattr__(name):\n    return lambda config, run: {'loss': 1.0}\n",
+    "def _make():\n    globals()['train'] = lambda config, run: {'loss': 1.0}\n_make()\n",
+    "if True:\n    def train(config, run):\n        return {'loss': 1.0}\n",
+    "try:\n    from fast import train\nexcept ImportError:\n    train = lambda config, run: {'loss': 1.0}\n",
+    "def train(:\n",
+], ids=["star-import", "module-getattr", "globals", "in-if", "in-try", "syntax-error"])
+def test_a_file_that_may_define_the_function_is_not_refused(tmp_path: Path, source: str) -> None:
+    from sweeplab.spec.target import top_level_names
+
+    write(tmp_path / "train.py", source)
+    names = top_level_names(tmp_path / "train.py")
+    assert names is None or "train" in names
