@@ -460,3 +460,21 @@ def test_a_file_that_may_define_the_function_is_not_refused(tmp_path: Path, sour
     write(tmp_path / "train.py", source)
     names = top_level_names(tmp_path / "train.py")
     assert names is None or "train" in names
+
+
+@pytest.mark.parametrize("override", [
+    "a" * 100_000 + "=1",                       # an unknown key as long as an argument can be
+    "~" + "a" * 100_000,                        # a deleted key the config does not have
+    "steps=" + "a: " * 30_000,                  # a value that reads as YAML syntax
+    "steps=[" + "1," * 30_000 + "1",            # a value that does not parse
+    "steps=1," + "2," * 30_000 + "3",           # Hydra's multirun syntax
+    "=" + "x" * 100_000,
+], ids=["unknown-key", "deleted-key", "syntax-value", "unparsable-value", "multirun", "no-key"])
+def test_an_error_about_a_huge_override_stays_short(tmp_path: Path, override: str) -> None:
+    """A 100,000-character override made a 400 KB error line (the key and the override written out in full,
+    four times): the message names them abbreviated."""
+    write(tmp_path / "c.yaml", "steps: 1\n")
+    write(tmp_path / "s.yaml", GOOD + "config: c.yaml\n" + SPACE)
+    line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q", override))
+    assert len(line) < 1000, len(line)
+    assert not (tmp_path / "store").exists()
