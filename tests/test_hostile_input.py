@@ -383,3 +383,98 @@ def test_the_arguments_of_a_spec_with_many_parameters_are_built_in_linear_time()
     out = wandb_args(params, raw)
     assert time.process_time() - start < 10
     assert out["model"] == {"hidden": 1} and out["extra.key"] == 2 and out["p39999"] == 39999
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda p: p.symlink_to(p.name), "Too many levels of symbolic links"),
+    (lambda p: p.symlink_to("gone.yaml"), "No such file or directory"),
+    (lambda p: p.mkdir(), "a directory"),
+], ids=["symlink-loop", "broken-symlink", "directory"])
+def test_a_profile_file_that_cannot_be_read_is_named_not_called_unknown(tmp_path: Path, make, reason: str) -> None:
+    """`profiles/gpu.yaml` exists but is a symlink loop, a dangling symlink or a directory: the error named no
+    file and said 'unknown profile ... (did you mean 'gpu'?)', for the very name the user had typed."""
+    write(tmp_path / "s.yaml", GOOD + SPACE + "profile: gpu\n")
+    (tmp_path / "profiles").mkdir()
+    make(tmp_path / "profiles" / "gpu.yaml")
+    line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), str(tmp_path / "profiles" / "gpu.yaml"),
+                                 reason)
+    assert "unknown profile" not in line and "did you mean" not in line
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "a\nb", "a\tb", "a\x1b[31mred", "a\x7f", "a\x9bb"],
+                         ids=["nul", "newline", "tab", "escape", "del", "c1-csi"])
+def test_a_spec_name_with_a_control_character_is_refused_before_the_store(tmp_path: Path, name: str) -> None:
+    """`name: "a\\0b"` made a sweep no command could name again (an argument cannot hold a NUL byte; the
+    printed `sweeplab best 'a\\x00b'` names another sweep), and a newline, a tab or an escape made the printed
+    next commands name something else than the stored sweep."""
+    write(tmp_path / "s.yaml", GOOD + SPACE + f"name: {json.dumps(name)}\n")
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: name: ", "control character",
+                          repr(name))
+    assert not (tmp_path / "store").exists()
+    with pytest.raises(SpecError, match="control character"):
+        from sweeplab.spec import parse_spec
+        parse_spec({"function": "t.py:f", "method": "random", "name": name, "parameters": {"x": {"values": [1]}}})
+
+
+@pytest.mark.parametrize("command", ["sweep", "run"])
+def test_a_name_option_with_a_control_character_is_refused_before_the_store(tmp_path: Path, command: str) -> None:
+    """The same for `--name`: `sweeplab sweep s.yaml --name $'a\\nb'` recorded a sweep the printed commands
+    could not name."""
+    write(tmp_path / "s.yaml", GOOD + SPACE)
+    args = ["s.yaml"] if command == "sweep" else [f"{TRIALS}:quick"]
+    assert_one_line_error(cli(tmp_path, command, *args, "--name", "a\nb", "-q"), "--name: ", "control character")
+    assert not (tmp_path / "store").exists()
+
+
+def test_run_sweep_refuses_a_name_with_a_control_character_before_the_store(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"name: a sweep name cannot hold a control character \('\\x00'\)"):
+        run_sweep({"function": f"{TRIALS}:quick", "method": "grid",
+                  "parameters": {"x": {"values": [1]}}}, store=tmp_path / "store", name="a\x00b")
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_function_its_file_does_not_define_is_refused_before_the_store(tmp_path: Path) -> None:
+    """`function: train.py:trian` created the sweep, then failed every trial with an AttributeError. The file
+    is read (not imported: that would run the user's code) for its top-level names."""
+    write(tmp_path / "train.py", "import math\n\ndef train(config, run):\n    return {'loss': 1.0}\n")
+    write(tmp_path / "s.yaml", GOOD.replace(f"function: {TRIALS}:quick", "function: train.py:trian") + SPACE)
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: function: ",
+                          "train.py has no function 'trian'", "did you mean 'train'?")
+    assert not (tmp_path / "store").exists()
+    assert_one_line_error(cli(tmp_path, "run", "train.py:trian"), "has no function 'trian'")
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("source", [
+    "from helpers import *\n",
+    "def __getattr__(name):\n    return lambda config, run: {'loss': 1.0}\n",
+    "def _make():\n    globals()['train'] = lambda config, run: {'loss': 1.0}\n_make()\n",
+    "if True:\n    def train(config, run):\n        return {'loss': 1.0}\n",
+    "try:\n    from fast import train\nexcept ImportError:\n    train = lambda config, run: {'loss': 1.0}\n",
+    "def train(:\n",
+], ids=["star-import", "module-getattr", "globals", "in-if", "in-try", "syntax-error"])
+def test_a_file_that_may_define_the_function_is_not_refused(tmp_path: Path, source: str) -> None:
+    from sweeplab.spec.target import top_level_names
+
+    write(tmp_path / "train.py", source)
+    names = top_level_names(tmp_path / "train.py")
+    assert names is None or "train" in names
+
+
+@pytest.mark.parametrize("override", [
+    "a" * 100_000 + "=1",                       # an unknown key as long as an argument can be
+    "~" + "a" * 100_000,                        # a deleted key the config does not have
+    "steps=" + "a: " * 30_000,                  # a value that reads as YAML syntax
+    "steps=[" + "1," * 30_000 + "1",            # a value that does not parse
+    "steps=1," + "2," * 30_000 + "3",           # Hydra's multirun syntax
+    "=" + "x" * 100_000,
+], ids=["unknown-key", "deleted-key", "syntax-value", "unparsable-value", "multirun", "no-key"])
+def test_an_error_about_a_huge_override_stays_short(tmp_path: Path, override: str) -> None:
+    """A 100,000-character override made a 400 KB error line (the key and the override written out in full,
+    four times): the message names them abbreviated."""
+    write(tmp_path / "c.yaml", "steps: 1\n")
+    write(tmp_path / "s.yaml", GOOD + "config: c.yaml\n" + SPACE)
+    line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q", override))
+    assert len(line) < 1000, len(line)
+    assert not (tmp_path / "store").exists()

@@ -165,12 +165,26 @@ def _check_function_file(spec: SweepSpec) -> None:
     path = Path(module)
     places = [path] if path.is_absolute() else [
         *([spec.source.resolve().parent / path] if spec.source is not None else []), Path.cwd() / path]
-    if not any(_is_file(p) for p in places):
-        from sweeplab.errors import SpecError
+    found = next((p for p in places if _is_file(p)), None)
+    from sweeplab.errors import SpecError
 
+    if found is None:
         raise SpecError("function file not found", file=str(spec.source) if spec.source else None, key="function",
                         value=module, expected="a Python file beside the spec or in the working directory: "
                         + ", ".join(str(p) for p in places))
+    from sweeplab.spec.target import top_level_names
+
+    fn = str(spec.function).rpartition(":")[2].partition(".")[0]
+    names = top_level_names(found)   # read, not imported: None when only running it could tell
+    if names is not None and fn not in names:
+        import difflib
+
+        functions = sorted(n for n in names if not n.startswith("_"))
+        close = difflib.get_close_matches(fn, functions, n=1)
+        raise SpecError(f"{found} has no function '{fn}'", file=str(spec.source) if spec.source else None,
+                        key="function", value=spec.function,
+                        expected="one of its top-level names: " + (", ".join(functions[:20]) or "none"),
+                        hint=f"did you mean '{close[0]}'?" if close else None)
 
 
 def unique_name(st: Store, base: str) -> str:
@@ -310,6 +324,10 @@ def run_sweep(
     the_spec = _as_spec(spec)
     overrides = override_list(overrides)   # "epochs=5" is one override, not nine
     check_spec(the_spec, overrides)
+    if name is not None:
+        from sweeplab.spec import check_sweep_name
+
+        check_sweep_name(name)
     backend = backend_name(the_spec, backend)   # a typo is refused before the store is opened
     root = Path(store) if store is not None else default_store_dir()
     # too many workers, or a Ray address that does not answer, is refused before the store is opened too
@@ -388,6 +406,10 @@ def sweep(
         the_spec = the_spec.with_overrides(budget=dataclasses.replace(the_spec.budget, trials=trials))
     overrides = override_list(overrides)   # "epochs=5" is one override, not nine
     check_spec(the_spec, overrides)   # bad input writes nothing, not even a shipped function's file
+    if name is not None:
+        from sweeplab.spec import check_sweep_name
+
+        check_sweep_name(name)
     # built before anything is written: too many workers, or a Ray address that does not answer, is refused
     # with the store, the shipped function's file and the sweep untouched
     be = build_backend(the_spec, workers=workers, backend=backend, address=address, store_root=root)

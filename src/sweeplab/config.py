@@ -16,7 +16,9 @@ import copy
 import dataclasses
 import difflib
 import inspect
+import os
 import re
+import stat
 import sys
 import types
 import typing
@@ -232,20 +234,20 @@ _NO_VALUE: Any = object()   # `~key`: a deletion with no value to match
 def _parse_override(text: str) -> tuple[str, str, Any]:
     """(prefix: "", "+", "++" or "~"; the dotted key; the value, or _NO_VALUE for a bare `~key`)."""
     if not isinstance(text, str):
-        raise ConfigError("an override must be a string", value=text, expected="'key=value'")
+        raise ConfigError("an override must be a string", value=_short(text), expected="'key=value'")
     op = "++" if text.startswith("++") else text[:1] if text[:1] in ("+", "~") else ""
     key, sep, raw = text[len(op):].partition("=")
     key = key.strip()
     if not key:
-        raise ConfigError("override has no key", value=text, expected="'key=value'")
+        raise ConfigError("override has no key", value=_short(text), expected="'key=value'")
     if not sep and not (op == "~" and key):
         raise ConfigError(
-            "override has no value", value=text, expected="'key=value'",
-            hint=f"write '{key}=<value>'",
+            "override has no value", value=_short(text), expected="'key=value'",
+            hint=f"write '{_clip(key)}=<value>'",
         )
     if not _KEY.match(key):
         raise ConfigError(
-            "override key is not a dotted name", value=text,
+            "override key is not a dotted name", value=_short(text),
             expected="a key like 'lr' or 'model.hidden' before '=' (prefixed by +, ++ or ~ as in Hydra)",
         )
     from sweeplab._yaml import MAX_DEPTH
@@ -270,15 +272,17 @@ def _parse_override(text: str) -> tuple[str, str, Any]:
             return op, key, raw.strip()   # `prompt="$(cat p.txt)"`: YAML folds its lines into one ('a b')
         if isinstance(value, str) and "," in value and raw.strip()[:1] not in ("'", '"', "!"):
             raise ConfigError(   # Hydra sweeps `lr=0.1,0.01`; YAML would pass every trial the text '0.1,0.01'
-                f"override '{key}={raw.strip()}' is a Hydra multirun sweep, which overrides are not", key=key,
-                value=raw.strip(), expected="one value: a sweep is the spec's parameters ({values: [...]})",
-                hint=f"a list is [{raw.strip()}]; quote text with commas, e.g. '{key}=\"{raw.strip()}\"'",
+                f"override '{_clip(key)}={_clip(raw.strip())}' is a Hydra multirun sweep, which overrides are not",
+                key=_clip(key),
+                value=_short(raw.strip()), expected="one value: a sweep is the spec's parameters ({values: [...]})",
+                hint=f"a list is [{_clip(raw.strip())}]; quote text with commas, "
+                     f"e.g. '{_clip(key)}=\"{_clip(raw.strip())}\"'",
             )
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or "invalid YAML"
         said = getattr(exc, "expected", None)   # the reader's own advice (sweeplab._yaml.YAMLInputError)
         raise ConfigError(
-            f"cannot read the value of override '{key}': {problem}", key=key, value=_short(raw),
+            f"cannot read the value of override '{_clip(key)}': {problem}", key=_clip(key), value=_short(raw),
             expected=said or "a YAML value (0.01, abc, true, [1, 2], {a: 1})",
             hint=None if said else "quote it in the shell, e.g. 'name=\"a: b\"'",
         ) from None
@@ -318,9 +322,10 @@ def _refuse_block_syntax(key: str, raw: str) -> None:
             what = {"BlockMappingStartToken": "a YAML mapping", "BlockSequenceStartToken": "a YAML list",
                     "BlockEntryToken": "a YAML list"}.get(kind, "YAML syntax")
             raise ConfigError(
-                f"the value of override '{key}' reads as {what}, not as one value", key=key, value=_short(raw),
+                f"the value of override '{_clip(key)}' reads as {what}, not as one value", key=_clip(key),
+                value=_short(raw),
                 expected="one value: 0.01, abc, true, [1, 2], {a: 1}",
-                hint=f"quote it for text, e.g. '{key}=\"{raw.strip()}\"'",
+                hint=f"quote it for text, e.g. '{_clip(key)}=\"{_clip(raw.strip())}\"'",
             )
 
 
@@ -419,29 +424,32 @@ def apply_overrides(base: Mapping[str, Any], overrides: Sequence[str], *, strict
         exists, current = _lookup(out, key)
         if op == "+" and exists:
             raise ConfigError(
-                f"override '{text}' adds '{key}', which the config already has", key=key, value=_short(current),
-                expected="a new key after '+'", hint=f"write '{text[1:]}' to change it",
+                f"override '{_clip(text)}' adds '{_clip(key)}', which the config already has", key=_clip(key),
+                value=_short(current),
+                expected="a new key after '+'", hint=f"write '{_clip(text[1:])}' to change it",
             )
         if op == "~":
             if not exists:
                 hint = _did_you_mean(key, _dotted_keys(out))
-                raise ConfigError(f"override '{text}' deletes '{key}', which the config does not have", key=key,
+                raise ConfigError(f"override '{_clip(text)}' deletes '{_clip(key)}', which the config does not "
+                                  "have", key=_clip(key),
                                   hint=hint or None)
             if value is not _NO_VALUE and value != current:
                 raise ConfigError(
-                    f"override '{text}' deletes '{key}' only if its value is {value!r}; it is {current!r}",
-                    key=key, hint=f"write '~{key}' to delete it whatever its value",
+                    f"override '{_clip(text)}' deletes '{_clip(key)}' only if its value is {_short(value)!r}; "
+                    f"it is {_short(current)!r}",
+                    key=_clip(key), hint=f"write '~{_clip(key)}' to delete it whatever its value",
                 )
             _delete_dotted(out, key)
             continue
         if op == "" and strict and not exists:
             hint = _did_you_mean(key, _dotted_keys(out))
             raise ConfigError(
-                f"unknown key '{key}' in override '{text}'", key=key, value=_short(value),
+                f"unknown key '{_clip(key)}' in override '{_clip(text)}'", key=_clip(key), value=_short(value),
                 expected="a key of the config",
-                hint=(f"{hint} " if hint else "") + f"'+{text}' adds it",
+                hint=(f"{hint} " if hint else "") + f"'+{_clip(text)}' adds it",
             )
-        _set_dotted(out, key, value, source=f"override {text!r}")
+        _set_dotted(out, key, value, source=f"override {_clip(text)!r}")
     return out
 
 
@@ -470,8 +478,8 @@ def check_overrides_against_parameters(overrides: Sequence[str], parameters: Seq
         for name in parameters:
             if key == name or name.startswith(f"{key}.") or key.startswith(f"{name}."):
                 raise ConfigError(
-                    f"override '{text}' sets the sweep parameter '{name}': every trial would run with the "
-                    "override while the sweep records its sampled value", key=key,
+                    f"override '{_clip(text)}' sets the sweep parameter '{name}': every trial would run with the "
+                    "override while the sweep records its sampled value", key=_clip(key),
                     expected="overrides of keys the sweep does not search",
                     hint=f"change parameters.{name} in the spec, or drop the override",
                 )
@@ -526,9 +534,9 @@ def find_profile(name: str, *, search: Sequence[Path]) -> Path:
     stem = direct.stem if direct.suffix in (".yaml", ".yml") else name   # `--profile local.yaml` is `local`
     for d in search:
         for file in ([name] if stem != name else []) + [f"{stem}.yaml", f"{stem}.yml"]:
-            candidate = Path(d) / file
-            if candidate.is_file():
-                return candidate
+            found = _profile_file(Path(d) / file, name)
+            if found is not None:
+                return found
     available = sorted({
         p.stem for d in search if Path(d).is_dir()
         for p in Path(d).iterdir() if p.suffix in (".yaml", ".yml")
@@ -540,6 +548,26 @@ def find_profile(name: str, *, search: Sequence[Path]) -> Path:
         f"unknown profile; looked in {looked}", key="profile", value=name,
         expected=f"one of the available profiles: {listing}", hint=hint or None,
     )
+
+
+def _profile_file(candidate: Path, name: str) -> Path | None:
+    """`candidate` when it is the profile's file, None when nothing is there. Something there that cannot be
+    read (a symlink loop, a dangling symlink, a directory) is an error naming it: skipping it made the error
+    'unknown profile ... (did you mean 'gpu'?)' for the name the user had typed. A pipe is read once, as a
+    base config is."""
+    if candidate.is_file():
+        return candidate
+    if not os.path.lexists(candidate):
+        return None
+    try:
+        mode = candidate.stat().st_mode
+    except OSError as exc:
+        raise ConfigError(f"cannot read the profile file: {exc.strerror or exc}", file=str(candidate),
+                          key="profile", value=name, expected="a YAML file") from None
+    if stat.S_ISDIR(mode):
+        raise ConfigError("the profile file is a directory", file=str(candidate), key="profile", value=name,
+                          expected="a YAML file") from None
+    return candidate
 
 
 # ------------------------------------------------------------------------------------------- resolve
@@ -864,6 +892,12 @@ def _short(value: Any) -> Any:
     if len(text) <= 80:
         return value
     return _Abbrev(text[:77] + "...")
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """`text`, or its start and its length when longer than `limit`: an error names a 100,000-character
+    override without writing it out (four times, in one line)."""
+    return text if len(text) <= limit else f"{text[:limit - 20]}...({len(text):,} characters)"
 
 
 class _Abbrev(str):

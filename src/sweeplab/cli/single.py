@@ -56,6 +56,10 @@ def run(
     spec = parse_spec(raw, file="<sweeplab run>", base_dir=Path.cwd())
     overrides = _split_overrides(overrides or [])
     _check_spec(spec, overrides)   # before the store exists: nothing is written for bad input
+    if name is not None:
+        from sweeplab.spec import check_sweep_name
+
+        check_sweep_name(name, key="--name")
     st = _open_store(store)
     where = target.rpartition(":")[0] or target
     stem = (Path(where).stem if where.endswith(".py") else where.rpartition(".")[2]).replace(".", "-") or "run"

@@ -118,6 +118,10 @@ def sweep(
         spec = _with_budget_trials(spec, min(spec.budget.trials or 2, 2))
     overrides = _split_overrides(overrides or [])
     _check_spec(spec, overrides)   # config files, overrides, scheduler, monitors: before the store exists
+    if name is not None:
+        from sweeplab.spec import check_sweep_name
+
+        check_sweep_name(name, key="--name")
     if dry_run:
         # what the run refuses before it writes anything: an unknown backend, a local plan the machine
         # cannot hold (a Ray cluster is not contacted)

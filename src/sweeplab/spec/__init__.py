@@ -30,6 +30,7 @@ from sweeplab.spec.command import (
 from sweeplab.spec.keys import DEFAULT_COMMAND, EARLY_TERMINATE_TYPES, MACROS, METHODS, PARAM_MACROS
 from sweeplab.spec.load import load_spec, parse_spec
 from sweeplab.spec.model import Budget, Constraint, MetricSpec, Resources, SweepSpec, TrialPolicy
+from sweeplab.spec.parse import check_sweep_name
 
 __all__ = [
     "DEFAULT_COMMAND",
@@ -48,6 +49,7 @@ __all__ = [
     "check_command_paths",
     "check_envvars",
     "check_program_file",
+    "check_sweep_name",
     "load_spec",
     "parse_duration",
     "parse_spec",

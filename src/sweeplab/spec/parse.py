@@ -6,6 +6,7 @@ import math
 import re
 import shlex
 import sys
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,17 @@ from sweeplab.spec.points import parse_points
 from sweeplab.spec.reader import _did_you_mean
 from sweeplab.spec.wandb import _WandbWarnings
 from sweeplab.types import Goal
+
+
+def check_sweep_name(name: str, *, key: str = "name", file: str | None = None) -> str:
+    """`name` when it can name a sweep (from a spec's `name:`, `--name` or `sl.sweep(name=...)`), else a
+    SpecError: a control character (NUL, newline, tab, escape) makes a sweep that no command line can name
+    again, or whose printed `sweeplab best NAME` names another sweep."""
+    bad = next((ch for ch in name if unicodedata.category(ch) == "Cc"), None)
+    if bad is not None:
+        raise SpecError(f"a sweep name cannot hold a control character ({bad!r})", file=file, key=key, value=name,
+                        expected="printable text, e.g. lr-sweep or team/lr-sweep")
+    return name
 
 
 class _SpecParser(_WandbWarnings, _Limits):
@@ -74,7 +86,7 @@ class _SpecParser(_WandbWarnings, _Limits):
             method=method,
             space=space,
             metric=metric,
-            name=self.string(self.label(raw.get("name"), "name"), "name"),
+            name=self.sweep_name(raw.get("name")),
             description=self.text(self.label(raw.get("description"), "description"), "description"),
             function=function,
             program=program,
@@ -107,6 +119,13 @@ class _SpecParser(_WandbWarnings, _Limits):
                       note=f"W&B warns and runs it; sweeplab reads it as {str(raw)!r}")
             return str(raw)
         return raw
+
+    def sweep_name(self, raw: Any) -> str | None:
+        """The sweep's name: text without control characters. A NUL byte made a sweep no command could name
+        again (no argument can hold one), and a newline, tab or escape made the printed `sweeplab best NAME`
+        name another sweep than the stored one."""
+        name = self.string(self.label(raw, "name"), "name")
+        return None if name is None else check_sweep_name(name, file=self.file)
 
     def method(self, raw: Any) -> str:
         methods = _methods()

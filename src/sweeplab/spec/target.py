@@ -1,0 +1,55 @@
+"""What a `file.py:fn` target's file defines, read without running it (the trials import it; the command line
+must not: importing runs the user's code, and may take torch's import time)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+__all__ = ["top_level_names"]
+
+_DYNAMIC = frozenset({"globals", "setattr", "exec", "eval", "vars", "__import__", "locals"})
+MAX_SOURCE_BYTES = 16 * 1024 * 1024   # a larger "source file" is not parsed here: the trials will say
+
+
+def top_level_names(path: Path) -> set[str] | None:
+    """The names a module binds at its top level (functions, classes, assignments, imports, and those bound
+    inside top-level `if`/`try`/`with`/loops), or None when that cannot be known without running it: a file
+    that does not parse or cannot be read, a `from m import *`, a module `__getattr__`, or `globals()`, `setattr`,
+    `exec`, `vars()` or `sys.modules` anywhere in it."""
+    try:
+        if path.stat().st_size > MAX_SOURCE_BYTES:
+            return None
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for node in ast.walk(tree):   # anywhere, a function's body included: names bound by hand
+        if ((isinstance(node, ast.Name) and node.id in _DYNAMIC)
+                or (isinstance(node, ast.Attribute) and node.attr in ("modules", "__dict__"))):
+            return None
+    names: set[str] = set()
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                names.add(alias.asname or alias.name.partition(".")[0])
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
+            stack.extend(ast.iter_child_nodes(node))   # their bodies bind at the top level too
+        elif isinstance(node, ast.ExceptHandler):
+            stack.extend(node.body)
+            if node.name:
+                names.add(node.name)
+        else:
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                    names.add(sub.id)
+                elif isinstance(sub, ast.MatchAs | ast.MatchStar) and sub.name:
+                    names.add(sub.name)
+    if "__getattr__" in names:
+        return None
+    return names
