@@ -424,10 +424,33 @@ def objective_from(result: Any, metric: str | None) -> tuple[dict[str, float], f
                 metrics[str(k)] = _final_float(v)
             except (TypeError, ValueError, ArithmeticError):
                 continue
-    elif isinstance(result, (int, float)) and not isinstance(result, bool):
+    elif _is_scalar(result):   # numpy and torch scalars too (np.float32, a 0-d tensor), as Optuna reads them
         metrics[metric or "value"] = _final_float(result)
     value = metrics.get(metric) if metric else None
     return metrics, value
+
+
+def unusable_returns(result: Any) -> dict[str, str]:
+    """What of a trial's return value is no metric, shown for messages: the keys of a mapping whose values are
+    not numbers (`{"loss": "abc"}`), or "" for a return that is neither a number nor a mapping (a string, a
+    list). None returns nothing; so does a number. Dropped from the metrics, they were reported as "never
+    reported" without saying what the trial had returned instead."""
+    if result is None:
+        return {}
+    if isinstance(result, Mapping):
+        return {str(k): _shown(v) for k, v in result.items() if not _is_number(v)}
+    return {} if _is_scalar(result) else {"": _shown(result)}
+
+
+def _is_scalar(v: Any) -> bool:
+    """A number a trial may return as its objective: not a bool, not text (`"0.5"` is likely a path or a
+    label returned by mistake), and convertible by float()."""
+    return not isinstance(v, (bool, str, bytes)) and _is_number(v)
+
+
+def _shown(v: Any) -> str:
+    text = repr(v)
+    return f"{text[:80]}... ({type(v).__name__})" if len(text) > 80 else f"{text} ({type(v).__name__})"
 
 
 def _final_float(v: Any) -> float:

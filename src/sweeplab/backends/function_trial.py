@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -282,14 +283,23 @@ def execute_function(ex: Execution) -> None:
         if ex.preempted:
             channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
             return
-        from sweeplab.run import objective_from
+        from sweeplab.run import objective_from, unusable_returns
 
         metrics, _ = objective_from(result, None)
+        unusable = unusable_returns(result)
         if wandb_final:
             from sweeplab.wandb_compat import summary_metrics
 
             metrics = {**summary_metrics(wandb_final), **metrics}
         finished = {"metrics": metrics, "stopped": run.should_stop, "retire": ex.decide_retire()}
+        if result is not None and not isinstance(result, Mapping) and not unusable:
+            finished["scalar"] = True   # a bare number: the sweep's metric (the driver knows its name)
+        if unusable:   # named where a metric is missing: it was returned, not as a number
+            finished["unusable"] = unusable
+            if "" in unusable:
+                channel.send(EventKind.NOTE, {"level": "warning", "kind": "warning", "message": (
+                    f"the trial returned {unusable['']}: neither a number nor a mapping of metrics, so nothing of "
+                    "it was recorded (return a float, or a dict like {'loss': 0.1})")})
         if run.smoke_ended is not None:
             finished["smoke_ended"] = run.smoke_ended
         nonfinite = run.nonfinite_captures

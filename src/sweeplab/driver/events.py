@@ -229,6 +229,9 @@ class EventWriter(DriverState):
 
     def _on_finished(self, t: TrialRecord, ev: Event) -> None:
         final = dict(ev.data.get("metrics") or {})
+        if ev.data.get("scalar") and self.metric and self.metric not in final and "value" in final \
+                and not self.spec.multi_objective:   # `return 0.25`, as an Optuna objective returns its value
+            final[self.metric] = final.pop("value")
         metrics = {k: v for k, (_, v) in t.last.items()}
         metrics.update(final)
         value, problem = self._objective(t, final)
@@ -238,6 +241,12 @@ class EventWriter(DriverState):
         if problem and "never reported" in problem and isinstance(unread, dict):   # a command trial's dropped lines
             problem += (f"; {unread.get('count')} `@sweeplab` line(s) were not a JSON object and were ignored, the "
                         f"first: `@sweeplab {unread.get('first')}` (print '@sweeplab ' + json.dumps({{...}}))")
+        unusable = ev.data.get("unusable")
+        if problem and "never reported" in problem and isinstance(unusable, dict):   # returned, but not a number
+            if self.metric in unusable:
+                problem = f"metric {self.metric!r} is not a number: the trial returned {unusable[self.metric]}"
+            elif "" in unusable:
+                problem += f"; the trial returned {unusable['']}, neither a number nor a mapping of metrics"
         ended = ev.data.get("smoke_ended")
         if problem and "never reported" in problem and ended is not None:   # smoke mode cut its loop (run.SmokeDone)
             problem += (f"; smoke mode ended the trial at step {ended}, before it returned, as it went on after "

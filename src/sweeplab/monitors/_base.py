@@ -102,8 +102,7 @@ class Monitor(ABC):
         of `patience` reports, or as diverging."""
         steps = self._steps.setdefault(trial, {})
         last = steps.get(point.key)
-        if last is not None and point.step < last:
-            self._fired.discard(trial)
+        if last is not None and point.step < last:   # a warning given stays given while its condition holds
             self._restart(trial)
             steps.clear()
         steps[point.key] = point.step
