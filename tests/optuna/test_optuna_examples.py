@@ -598,3 +598,20 @@ def test_workdir_is_sweep_or_trial(workdir):
     with pytest.raises(sl.UserError, match=r"workdir: 'trials' is not one of sweep \| trial"):
         sl.optimize("objectives:writes_in_cwd", n_trials=1, store=workdir / "st", workdir="trials")
     assert not (workdir / "st").exists()
+
+
+def test_cli_sweep_optuna_takes_workdir_trial(workdir):
+    """`sweeplab sweep --optuna ... --workdir trial` was refused ("does not apply to --optuna")."""
+    import os
+    import subprocess
+    import sys
+
+    src = str(HERE.parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "--optuna", "objectives:writes_in_cwd",
+                          "--trials", "2", "--workdir", "trial", "--store", "st", "-q"], cwd=workdir, env=env,
+                         capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr
+    assert not (workdir / "model.txt").exists()
+    files = (workdir / "st" / "workdirs" / "writes_in_cwd").glob("*/model.txt")
+    assert sorted(p.parent.name for p in files) == ["0", "1"]
