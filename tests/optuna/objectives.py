@@ -147,3 +147,13 @@ def fails_once_between_suggests(trial):
         trial.set_user_attr("attempted", 1)
         raise RuntimeError("worker lost")
     return x + trial.suggest_float("y", 0.0, 1.0)
+
+
+def writes_in_cwd(trial):
+    """Writes `model.txt` by a relative name, as an objective saving a checkpoint does."""
+    import os
+
+    x = trial.suggest_float("x", -1.0, 1.0)
+    with open("model.txt", "w") as f:
+        f.write(f"{trial.number} {os.getcwd()}")
+    return x * x

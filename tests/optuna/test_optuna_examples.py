@@ -575,3 +575,43 @@ def test_an_objective_using_joblib_processes_leaves_no_resource_tracker_noise(wo
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "done {'completed': 3}" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "resource_tracker" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_workdir_trial_runs_each_trial_in_a_directory_of_its_own(workdir):
+    """sl.optimize had no way to give each trial its own working directory (`trial.workdir: trial` of a
+    spec): an objective writing `model.txt` by a relative name overwrote one file from every trial."""
+    sweep = sl.optimize("objectives:writes_in_cwd", n_trials=3, workers=2, store=workdir / "st", seed=0,
+                        workdir="trial")
+    frame = sweep.trials()
+    assert list(frame["state"]) == ["completed"] * 3, list(frame["reason"])
+    assert not (workdir / "model.txt").exists()
+    root = (workdir / "st").resolve() / "workdirs" / sweep.name
+    files = sorted(root.glob("*/model.txt"))
+    assert [p.parent.name for p in files] == sorted(str(t) for t in frame.index)
+    for p in files:
+        _, cwd = p.read_text().split(" ", 1)
+        assert Path(cwd).resolve() == p.parent.resolve()
+    assert sorted(int(p.read_text().split(" ")[0]) for p in files) == [0, 1, 2]   # Optuna's trial.number
+
+
+def test_workdir_is_sweep_or_trial(workdir):
+    with pytest.raises(sl.UserError, match=r"workdir: 'trials' is not one of sweep \| trial"):
+        sl.optimize("objectives:writes_in_cwd", n_trials=1, store=workdir / "st", workdir="trials")
+    assert not (workdir / "st").exists()
+
+
+def test_cli_sweep_optuna_takes_workdir_trial(workdir):
+    """`sweeplab sweep --optuna ... --workdir trial` was refused ("does not apply to --optuna")."""
+    import os
+    import subprocess
+    import sys
+
+    src = str(HERE.parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "--optuna", "objectives:writes_in_cwd",
+                          "--trials", "2", "--workdir", "trial", "--store", "st", "-q"], cwd=workdir, env=env,
+                         capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr
+    assert not (workdir / "model.txt").exists()
+    files = (workdir / "st" / "workdirs" / "writes_in_cwd").glob("*/model.txt")
+    assert sorted(p.parent.name for p in files) == ["0", "1"]

@@ -411,3 +411,16 @@ def test_an_async_objective_is_refused_before_anything_is_written(workdir):
     with pytest.raises(sl.UserError, match="objective '.*objective' is an async def"):
         sl.optimize(objective, n_trials=1, store=workdir / "st")
     assert not (workdir / "st").exists()
+
+
+def test_resume_with_more_trials_of_an_optuna_sweep_whose_trials_completed(workdir):
+    """`sweeplab resume NAME --trials +2` of a finished sl.optimize sweep was refused ("its trials' config
+    changed since trial 1 ran (x is new ...)"): the check rebuilt the last trial's config from its params,
+    which for an Optuna objective are what it suggested while running, never part of its config."""
+    sweep = sl.optimize("objectives:quadratic", n_trials=2, workers=1, store=workdir / "st", seed=0)
+    assert sweep.status()["counts"] == {"completed": 2}
+    resumed = _cli("resume", sweep.name, "--store", "st", "--trials", "+2", "-q", cwd=workdir)
+    assert resumed.returncode == 0, resumed.stderr
+    assert sl.load(sweep.name, store=workdir / "st").status()["counts"] == {"completed": 4}
+    study = sl.load(sweep.name, store=workdir / "st").study()
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 4

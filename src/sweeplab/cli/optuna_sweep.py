@@ -19,7 +19,7 @@ __all__ = ["run_optuna"]
 def run_optuna(target: str, *, trials: Optional[int], workers: Optional[int], backend: Optional[str],
                address: Optional[str], name: Optional[str], store: Optional[Path], quiet: bool,
                direction: Optional[list[str]], sampler: Optional[str], pruner: Optional[str], seed: Optional[int],
-               from_study: Optional[str]) -> None:
+               from_study: Optional[str], workdir: Optional[str] = None) -> None:
     """Run `target` (an Optuna objective) for `trials` trials (default 100); exits with the sweep's code."""
     from sweeplab.optuna_compat import optimize
 
@@ -36,7 +36,7 @@ def run_optuna(target: str, *, trials: Optional[int], workers: Optional[int], ba
     store = store.expanduser() if store is not None else None   # `--store=~/runs`, as every command takes it
     with _LiveProgress(quiet) as live:
         handle = optimize(target, trials or 100, workers=workers, sampler=built_sampler, pruner=built_pruner,
-                          direction=goals[0] if len(goals) == 1 else None,
+                          direction=goals[0] if len(goals) == 1 else None, workdir=workdir,
                           directions=goals if len(goals) > 1 else None, study=study, name=name, store=store,
                           backend=backend, address=address, seed=seed, progress=False, on_progress=live.update,
                           on_note=note, raise_interrupt=False)   # Ctrl-C: reported below, as a spec sweep's

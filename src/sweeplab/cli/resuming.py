@@ -138,7 +138,12 @@ def _check_same_config(st: Any, row: Any, spec: Any, overrides: list[str]) -> No
     last = ran[-1]
     tasks = TaskBuilder(spec, sweep=row["name"], root="", cwd=os.getcwd(), overrides=overrides, smoke=False)
     was = json.loads(last["config"])
-    now = json.loads(json.dumps(tasks.resolve_config(json.loads(last["params"] or "{}")), default=str))
+    from sweeplab.optuna_compat._trial import STUDY_KEY
+
+    # an Optuna objective's params are what it suggested while it ran (define-by-run), never its config: its
+    # config is built from none, as when it started
+    params = {} if isinstance(was, dict) and STUDY_KEY in was else json.loads(last["params"] or "{}")
+    now = json.loads(json.dumps(tasks.resolve_config(params), default=str))
     difference = _first_difference(was, now)
     if difference is None:
         return

@@ -79,16 +79,18 @@ def sweep(
 
     _refuse_misplaced(optuna is not None, {
         "--dry-run": dry_run, "--smoke": smoke, "--hard": hard, "--gpus": gpus, "--profile": profile,
-        "--config": config, "--function": function, "--strict": strict, "--workdir": workdir}, {
+        "--config": config, "--function": function, "--strict": strict}, {
         "--direction": direction, "--sampler": sampler, "--pruner": pruner, "--seed": seed, "--from-study": from_study})
     if optuna is not None:
         if spec_file is not None:
             raise UserError(f"--optuna runs an objective without a spec: drop {spec_file}")
         from sweeplab.cli.optuna_sweep import run_optuna
+        from sweeplab.spec.limits import workdir_choice
 
         run_optuna(optuna, trials=trials, workers=workers, backend=backend, address=address, name=name,
                    store=store, quiet=quiet, direction=direction, sampler=sampler, pruner=pruner, seed=seed,
-                   from_study=from_study)
+                   from_study=from_study,
+                   workdir=workdir_choice(workdir, key="--workdir") if workdir is not None else None)
     if spec_file is None:
         ctx.fail("Missing argument 'SPEC' (or --optuna module:objective).")   # a usage error, exit 2
     spec = load_spec(spec_file, strict=strict, function=function)

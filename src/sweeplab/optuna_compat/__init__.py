@@ -41,7 +41,8 @@ TRIAL_FUNCTION = "sweeplab.optuna_compat._trial:objective_trial"
 
 def optuna_spec(name: str, n_trials: int | None, *, direction: str | Sequence[str] = "minimize",
                 seed: int | None = None, workers: int | None = None, retries: int | None = None,
-                timeout: float | None = None, trial_timeout: float | str | None = None) -> dict[str, Any]:
+                timeout: float | None = None, trial_timeout: float | str | None = None,
+                workdir: str | None = None) -> dict[str, Any]:
     """The sweep spec of an Optuna objective: method `optuna`, no declared parameters, the metric `value`
     (or, for several directions, the objectives `values_0`, `values_1`...)."""
     from sweeplab.search.optuna_objective import VIOLATION, metric_names
@@ -75,6 +76,11 @@ def optuna_spec(name: str, n_trials: int | None, *, direction: str | Sequence[st
         trial["retries"] = retries
     if trial_timeout is not None:
         trial["timeout"] = trial_timeout
+    if workdir is not None:
+        if not isinstance(workdir, str) or workdir.strip().lower() not in ("sweep", "trial"):
+            raise UserError(f"workdir: {workdir!r} is not one of sweep | trial (sweep: every trial in this "
+                            "working directory, shared; trial: each in <store>/workdirs/<sweep>/<trial>/)")
+        trial["workdir"] = workdir.strip().lower()
     if trial:
         spec["trial"] = trial
     return spec
@@ -104,6 +110,7 @@ def optimize(
     on_progress: Callable[[Any], None] | None = None,
     on_note: Callable[[str], None] | None = None,
     raise_interrupt: bool = True,
+    workdir: str | None = None,
     **optuna_only: Any,
 ) -> Sweep:
     """Run an Optuna objective for `n_trials` trials on `workers` processes (or Ray); returns the handle.
@@ -112,6 +119,9 @@ def optimize(
     timeout     seconds, as in `study.optimize`: no trial starts after that (running ones finish); it counts
                 from when the sweep starts (and again from a `sweeplab resume`, as a new `study.optimize`)
     trial_timeout  a trial running longer is stopped and fails (sweeplab's `trial.timeout`, e.g. "10m")
+    workdir     where each trial runs (the spec's `trial.workdir`): "sweep" (default: this working directory,
+                shared by every trial) or "trial" (a directory of its own, `<store>/workdirs/<sweep>/<trial>/`,
+                for an objective writing files by a relative name)
     callbacks   as in `study.optimize`: each `callback(study, frozen_trial)` runs after every trial, in this
                 process (the driver's); not kept for a `sweeplab resume`
 
@@ -139,7 +149,7 @@ def optimize(
                              backend=backend, address=address, seed=seed, retries=retries, timeout=timeout,
                              trial_timeout=trial_timeout, callbacks=callbacks, background=background,
                              progress=progress, on_progress=on_progress, on_note=on_note,
-                             raise_interrupt=raise_interrupt)
+                             raise_interrupt=raise_interrupt, workdir=workdir)
     return launched
 
 
@@ -149,7 +159,7 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
               retries: int | None, timeout: float | None, trial_timeout: float | str | None,
               callbacks: Sequence[Callable[[Any, Any], None]] | None, background: bool, progress: bool | None,
               on_progress: Callable[[Any], None] | None, on_note: Callable[[str], None] | None,
-              raise_interrupt: bool) -> Sweep:
+              raise_interrupt: bool, workdir: str | None) -> Sweep:
     from sweeplab.api import Sweep as _Sweep
     from sweeplab.api import _Runner, build_backend, check_spec
     from sweeplab.notebook import Progress, shipping
@@ -168,7 +178,8 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
         seed = _sampler_seed(sampler)
     base = name or target.rpartition(":")[2].rpartition(".")[2] or "optuna"
     spec = parse_spec(optuna_spec(base, n_trials, direction=goals, seed=seed, workers=workers,
-                                  retries=retries, timeout=timeout, trial_timeout=trial_timeout),
+                                  retries=retries, timeout=timeout, trial_timeout=trial_timeout,
+                                  workdir=workdir),
                       file="<optimize>", base_dir=Path.cwd())
     # bad input writes nothing: the plan (an unknown backend, more workers than the machine holds) is checked,
     # and the backend built (a Ray cluster connected to: an address that does not answer is refused), before
