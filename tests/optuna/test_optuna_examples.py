@@ -16,6 +16,17 @@ import sweeplab as sl  # noqa: E402
 from sweeplab.search.optuna_objective import open_study, study_dir  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+
+
+def _python(args: list[str], cwd: Path):
+    """`python ARGS` in a fresh process that imports this checkout's sweeplab (a script, or -m sweeplab)."""
+    import os
+    import subprocess
+    import sys
+
+    src = str(HERE.parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
 pytestmark = pytest.mark.slow
 
 
@@ -354,16 +365,9 @@ def test_a_script_calling_optimize_at_its_top_level_without_a_main_guard_runs_on
     check and every worker imported the script and ran its top level again: a nested sweep ran inside the
     first, and the outer one died with "has no Optuna study" deep in sweeplab. Its objective is shipped by
     value instead, as a notebook cell's is; the top level runs once."""
-    import os
-    import subprocess
-    import sys
-
     script = workdir / "quick.py"
     script.write_text(_UNGUARDED)
-    src = str(HERE.parents[1] / "src")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(script)], cwd=workdir, env=env, capture_output=True, text=True,
-                          timeout=240)
+    proc = _python([str(script)], workdir)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("top level ran") == 1, proc.stdout + proc.stderr[-3000:]
     assert "best ['x'] 0" in proc.stdout
@@ -561,17 +565,10 @@ def test_an_objective_using_joblib_processes_leaves_no_resource_tracker_noise(wo
     and resource tracker alive for reuse, the worker killed them as the trial's leftovers, and the sweep's
     terminal showed "resource_tracker: process died unexpectedly" and a KeyError traceback per semaphore
     after every trial. The pool is shut down as joblib would at exit."""
-    import os
-    import subprocess
-    import sys
-
     pytest.importorskip("joblib")
     script = workdir / "with_joblib.py"
     script.write_text(_JOBLIB)
-    src = str(HERE.parents[1] / "src")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(script)], cwd=workdir, env=env, capture_output=True, text=True,
-                          timeout=240)
+    proc = _python([str(script)], workdir)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "done {'completed': 3}" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "resource_tracker" not in proc.stderr, proc.stderr[-3000:]
@@ -602,15 +599,8 @@ def test_workdir_is_sweep_or_trial(workdir):
 
 def test_cli_sweep_optuna_takes_workdir_trial(workdir):
     """`sweeplab sweep --optuna ... --workdir trial` was refused ("does not apply to --optuna")."""
-    import os
-    import subprocess
-    import sys
-
-    src = str(HERE.parents[1] / "src")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "--optuna", "objectives:writes_in_cwd",
-                          "--trials", "2", "--workdir", "trial", "--store", "st", "-q"], cwd=workdir, env=env,
-                         capture_output=True, text=True, timeout=240)
+    run = _python(["-m", "sweeplab", "sweep", "--optuna", "objectives:writes_in_cwd", "--trials", "2",
+                   "--workdir", "trial", "--store", "st", "-q"], workdir)
     assert run.returncode == 0, run.stderr
     assert not (workdir / "model.txt").exists()
     files = (workdir / "st" / "workdirs" / "writes_in_cwd").glob("*/model.txt")
