@@ -589,3 +589,29 @@ def test_an_export_to_standard_output_appends_where_the_shell_says(swept, tmp_pa
         import pyarrow.parquet as pq
 
         assert pq.read_table(io.BytesIO(body)).num_rows == 4
+
+
+def test_an_abandoned_export_silences_only_tensorboards_writer_threads(monkeypatch):
+    """The SIGTERM export test failed once in the suite: the removal of the half-written directory made a
+    TensorBoard writer thread, still flushing into it, print "Exception in thread Thread-2: Traceback"."""
+    import threading
+
+    from sweeplab import export
+
+    shown: list[str] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: shown.append(str(args.exc_value)))
+    export._quiet_writer_threads()
+
+    class _AsyncWriterThread(threading.Thread):
+        def run(self) -> None:
+            raise FileNotFoundError("events.out.tfevents: gone with the abandoned export")
+
+    class Other(threading.Thread):
+        def run(self) -> None:
+            raise ValueError("news")
+
+    for cls in (_AsyncWriterThread, Other):
+        t = cls()
+        t.start()
+        t.join()
+    assert shown == ["news"], shown

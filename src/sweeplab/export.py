@@ -214,8 +214,24 @@ def _write_tensorboard(data: dict[str, Any], target: Path) -> None:
                 _write_trial(tmp / f"trial-{number:04d}", i, number, columns, kinds, {}, created)
         _replace_dir(tmp, target)
     except BaseException:
+        _quiet_writer_threads()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _quiet_writer_threads() -> None:
+    """An abandoned export (Ctrl-C, `kill`, an error) removes its directory while TensorBoard's writer threads
+    may still flush an event file into it: what they then raise ("Exception in thread Thread-2: ...
+    FileNotFoundError", printed under the export's own one-line error) is the removal's doing, not news."""
+    import threading
+
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        if type(args.thread).__name__ != "_AsyncWriterThread":
+            previous(args)
+
+    threading.excepthook = hook
 
 
 def _write_trial(folder: Path, i: int, number: int, columns: Mapping[str, Any], kinds: Mapping[str, Any],
