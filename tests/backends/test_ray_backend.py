@@ -226,6 +226,26 @@ def test_gang_sums_every_rank_s_system_samples_counting_a_node_s_gpus_once(tmp_p
     assert out[-1].kind is EventKind.FINISHED
 
 
+def test_gang_links_every_rank_s_capture_to_the_kept_one_as_the_local_supervisor_does(tmp_path):
+    """A NaN trial keeps rank 0's capture; on the local backend its manifest names every rank's (`ranks`), so
+    `sweeplab repro` gives each replayed rank its own batch. On Ray rank 1's capture was not named: its replay
+    had no batch (the NaN came from rank 1's share)."""
+    from sweeplab.backends.events import Event
+    from sweeplab.backends.ray._gang import Gang
+    from sweeplab.capture import save_captures
+
+    captures = tmp_path / "captures"
+    paths = [save_captures({"batch": {"rank": r}}, str(captures), nonfinite={"step": 1, "metric": "loss",
+                                                                             "value": float("nan")})
+             for r in (0, 1)]
+    g = Gang(make_task(tmp_path, 7, "x:y", world_size=2), 2)
+    g.accept(1, Event(EventKind.FINISHED, 7, 1, time.time(), {"metrics": {}, "capture": paths[1]}))
+    (end,), _ = g.accept(0, Event(EventKind.FINISHED, 7, 1, time.time(), {"metrics": {}, "capture": paths[0]}))
+    assert end.data["capture"] == paths[0]
+    manifest = json.loads(Path(paths[0]).with_suffix(".json").read_text())
+    assert manifest["ranks"] == {"0": Path(paths[0]).name, "1": Path(paths[1]).name}, manifest
+
+
 @pytest.mark.parametrize("root, multi, unseen, match", [
     ("memory://ckpt", False, None, "memory"),
     ("/data/ckpt", True, ["10.0.0.7"], "10.0.0.7 of the Ray cluster cannot see it"),
@@ -1325,4 +1345,56 @@ def test_a_command_trial_with_trial_workdir_runs_in_its_own_directory_and_its_re
     own = (tmp_path / "store").resolve() / "workdirs" / "ray-cmd-wd" / "0"
     assert json.loads((tmp_path / "facts-2.json").read_text())["cwd"] == str(own)
     assert not (tmp_path / "out.txt").exists()
+    store.close()
+
+
+_RETRIED = '''
+import os, signal, time
+
+
+def trial(config, run):
+    state = run.restore() or {"step": 0}
+    restored = state["step"]
+    for step in range(restored, 6):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+        run.checkpoint({"step": step + 1}, step=step)
+        if step == 2 and run.attempt == 1:
+            run.flush()
+            time.sleep(0.3)   # the checkpoint's event reaches the driver
+            os.kill(os.getpid(), signal.SIGKILL if config["kind"] == "killed" else signal.SIGSTOP)
+        time.sleep(0.02)
+    return {"loss": 1.0 / 6, "restored": float(restored)}
+'''
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_a_worker_killed_or_frozen_mid_trial_is_retried_from_its_checkpoint_on_ray_as_on_local(
+        cluster, tmp_path, backend):
+    """The trial's worker process dies of SIGKILL, or stops (SIGSTOP: no heartbeat, ended by
+    `trial.heartbeat_timeout`): the attempt fails naming why, and the retry resumes from the last checkpoint."""
+    from sweeplab.api import build_backend
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    (tmp_path / "retried.py").write_text(_RETRIED)
+    spec = parse_spec({"function": f"{tmp_path / 'retried.py'}:trial", "method": "random", "seed": 0,
+                       "metric": {"name": "loss", "goal": "minimize"},
+                       "parameters": {"kind": {"values": ["killed", "frozen"]}},
+                       "points_to_evaluate": [{"kind": "killed"}, {"kind": "frozen"}],
+                       "budget": {"trials": 2}, "trial": {"retries": 1, "heartbeat_timeout": 3}}, file="<test>")
+    store = Store.open(tmp_path / "store")
+    be = (RayBackend(spec, workers=1, resources={"cpus": 1}) if backend == "ray"
+          else build_backend(spec, workers=1, backend="local", store_root=tmp_path / "store"))
+    driver = Driver(spec, store, be, sweep_name="retried")
+    driver.create(spec_path=None)
+    driver.run()
+    trials = [dict(r) for r in store.conn.execute("SELECT id, state, attempts, metrics FROM trials ORDER BY number")]
+    assert [(t["state"], t["attempts"]) for t in trials] == [("completed", 2)] * 2, trials
+    assert all(json.loads(t["metrics"])["restored"] >= 1 for t in trials), trials   # not from scratch
+    first = [store.conn.execute("SELECT state, reason, signal FROM attempts WHERE trial_id=? AND number=1",
+                                (t["id"],)).fetchone() for t in trials]
+    assert first[0]["state"] == "failed" and first[0]["signal"] == 9, dict(first[0])
+    assert first[1]["state"] == "failed" and "heartbeat" in first[1]["reason"], dict(first[1])
     store.close()

@@ -12,6 +12,8 @@ Each rank runs as an ordinary one-process trial in a `TrialHost` actor placed in
   (`profiling.merge_rank_profiles`, with the system figures of the summed samples) goes out before the
   trial's end;
 - a rank that fails fails the trial with that rank's traceback, and the other ranks are killed;
+- the capture the trial keeps (the failing rank's, or rank 0's at a NaN) names every rank's in its manifest,
+  as on the local backend, so that `sweeplab repro` replays each rank with its own input;
 - a rank that got SIGTERM (it stopped, or died of it while it started) preempts the trial: SIGTERM goes to
   every rank, and the trial is requeued (as on the local backend);
 - a rank lost with its node makes the trial PREEMPTED (the other ranks are killed: they would block in
@@ -31,7 +33,7 @@ from typing import Any
 from sweeplab._torch.env import GPUS_PER_RANK_VAR
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, died_of_sigterm
-from sweeplab.backends.multiproc import rank_env, rank_paths
+from sweeplab.backends.multiproc import link_captures, rank_env, rank_paths
 from sweeplab.backends.ray._samples import RankSamples
 from sweeplab.profiling import merge_rank_profiles
 
@@ -236,6 +238,10 @@ class Gang:
             kind, data = self.ends[0].kind, dict(self.ends[0].data)
         if kind is EventKind.PREEMPTED:
             data["retire"] = True
+        # every rank's capture named in the kept one's manifest, as the local supervisor does: `sweeplab repro`
+        # gives each replayed rank its own input (the NaN may come from any rank's share of the batch)
+        link_captures({r: str(e.data["capture"]) for r, e in self.ends.items() if e.data.get("capture")},
+                      str(data["capture"]) if data.get("capture") else None)
         out.append(Event(kind, self.task.trial_id, self.task.attempt, now, data))
         return out
 
