@@ -1398,3 +1398,49 @@ def test_a_worker_killed_or_frozen_mid_trial_is_retried_from_its_checkpoint_on_r
     assert first[0]["state"] == "failed" and first[0]["signal"] == 9, dict(first[0])
     assert first[1]["state"] == "failed" and "heartbeat" in first[1]["reason"], dict(first[1])
     store.close()
+
+
+_DEAF = '''
+import time
+
+
+def trial(config, run):
+    """Never reads run.should_stop: only smoke mode's SmokeDone ends its loop early."""
+    for step in range(1200):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+        time.sleep(0.05)
+    return {"loss": 0.0}
+'''
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_smoke_mode_cuts_a_loop_that_never_reads_should_stop_on_ray_as_on_local(cluster, tmp_path, backend):
+    from sweeplab.api import build_backend
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    (tmp_path / "deaf.py").write_text(_DEAF)
+    spec = parse_spec({"function": f"{tmp_path / 'deaf.py'}:trial", "method": "grid",
+                       "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"values": [1]}},
+                       "resources": {"cpus": 1, "gpus": 1}}, file="<test>")
+    store = Store.open(tmp_path / "store")
+    be = (RayBackend(spec, workers=1, smoke=True) if backend == "ray"
+          else build_backend(spec, workers=1, backend="local", smoke=True, store_root=tmp_path / "store"))
+    driver = Driver(spec, store, be, sweep_name="smoke", smoke=True)
+    driver.create(spec_path=None)
+    driver.run()
+    (row,) = store.conn.execute("SELECT id, state, last_step FROM trials").fetchall()
+    assert row["state"] == "completed" and row["last_step"] < 100, dict(row)
+    store.close()
+
+
+def test_gang_samples_go_out_during_the_trial_though_a_rank_sends_none():
+    """A rank whose sampler sends nothing (psutil failing on its node) holds back the trial's samples 30 s at
+    most, not until the trial ends (the dashboard's live system charts stayed empty)."""
+    from sweeplab.backends.ray._samples import RankSamples
+
+    rs = RankSamples(2)
+    out = [s for k in range(40) for s in rs.add(0, [{"time": 100.0 + k, "cpu": 50.0, "rss": 1, "procs": 1}])]
+    assert len(out) >= 5 and all(s["cpu"] == 50.0 for s in out)

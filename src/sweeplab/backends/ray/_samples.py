@@ -9,9 +9,10 @@ Each rank samples once a second from its own start, so the ranks' samples are pu
 a rank with no sample in a bucket (its sampler drifted by one) counts with its previous one while it still
 runs. GPU figures are per node, not per rank: every rank on a node samples the same devices (the GPUs of the
 trial's ranks there), so a node counts once; the nodes' memory adds up and their utilisation is the mean
-weighted by each node's GPU memory. A bucket goes out once every rank still running has sampled past it;
-the rest at the trial's end (`flush`). The trial's system figures (`summary`) come from the joined series, as
-the local sampler's `peak()` does from its own.
+weighted by each node's GPU memory. A bucket goes out once every rank still running has sampled past it
+(or 30 s later: a rank whose sampler sends nothing holds back no one), the rest at the trial's end (`flush`).
+The trial's system figures (`summary`) come from the joined series, as the local sampler's `peak()` does from
+its own.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 __all__ = ["RankSamples"]
 
 _INTERVAL = 1.0   # the ranks' samplers' (backends/execution._start_sampler)
+_LAG = 30         # buckets: one this far behind the newest goes out without a rank that has not sampled it
 
 
 class RankSamples:
@@ -63,9 +65,10 @@ class RankSamples:
 
     def _emit(self, *, final: bool) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
+        newest = max(self._last_bucket.values(), default=0)
         for b in sorted(self._buckets):
-            if not final and any(r not in self._ended and self._last_bucket.get(r, -1) <= b
-                                 for r in range(self.world_size)):
+            if not final and newest - b < _LAG and any(r not in self._ended and self._last_bucket.get(r, -1) <= b
+                                                      for r in range(self.world_size)):
                 break   # a running rank has not sampled past this bucket yet
             own = self._buckets.pop(b)
             parts = dict(own)
