@@ -579,7 +579,6 @@ class TestRanksOnSeveralNodes:
         assert events[-1].kind is EventKind.FINISHED, events[-1].data
         samples = [s for e in events if e.kind is EventKind.SYSTEM for s in e.data["samples"]]
         assert samples and max(s["rss"] for s in samples) > 160 * 2**20, samples   # rank 1's memory counts
-        assert max(s["procs"] for s in samples) >= 2, samples
         profile = next(e.data["summary"] for e in events if e.kind is EventKind.PROFILE)
         assert profile["rss_peak"] > 160 * 2**20 and profile["system_samples"] >= 1, profile
 
@@ -1444,3 +1443,16 @@ def test_gang_samples_go_out_during_the_trial_though_a_rank_sends_none():
     rs = RankSamples(2)
     out = [s for k in range(40) for s in rs.add(0, [{"time": 100.0 + k, "cpu": 50.0, "rss": 1, "procs": 1}])]
     assert len(out) >= 5 and all(s["cpu"] == 50.0 for s in out)
+
+
+def test_gang_samples_keep_a_rank_s_memory_when_its_final_sample_follows_its_last_closely():
+    """A rank's final sample (taken once its function returned and let go of its memory) fell in the bucket of
+    its last one and replaced it: the trial's samples lost the memory the rank held."""
+    from sweeplab.backends.ray._samples import RankSamples
+
+    rs = RankSamples(2)
+    out = rs.add(0, [{"time": 100.0, "cpu": 10.0, "rss": 50, "procs": 1}])
+    out += rs.add(1, [{"time": 100.2, "cpu": 30.0, "rss": 900, "procs": 1},
+                      {"time": 100.6, "cpu": 10.0, "rss": 40, "procs": 1}])
+    out += rs.flush()
+    assert [(s["cpu"], s["rss"], s["procs"]) for s in out] == [(30.0, 950, 2)]

@@ -7,7 +7,7 @@ a sampler over its own process tree: `RankSamples` joins those series into the t
 Each rank samples once a second from its own start, so the ranks' samples are put in one-second buckets
 (from the trial's first sample) and a bucket is summed over the ranks: CPU %, RSS and process count add up;
 a rank with no sample in a bucket (its sampler drifted by one) counts with its previous one while it still
-runs. GPU figures are per node, not per rank: every rank on a node samples the same devices (the GPUs of the
+runs, and two of one rank in a bucket are combined (`_combine`). GPU figures are per node, not per rank: every rank on a node samples the same devices (the GPUs of the
 trial's ranks there), so a node counts once; the nodes' memory adds up and their utilisation is the mean
 weighted by each node's GPU memory. A bucket goes out once every rank still running has sampled past it
 (or 30 s later: a rank whose sampler sends nothing holds back no one), the rest at the trial's end (`flush`).
@@ -51,7 +51,8 @@ class RankSamples:
             b = math.floor((float(s["time"]) - self._t0) / _INTERVAL)
             if self._done is not None:   # late for a bucket that went out: the next one
                 b = max(b, self._done + 1)
-            self._buckets.setdefault(b, {})[rank] = s
+            bucket = self._buckets.setdefault(b, {})
+            bucket[rank] = _combine(bucket[rank], s) if rank in bucket else s
             self._last_bucket[rank] = max(self._last_bucket.get(rank, b), b)
         return self._emit(final=False)
 
@@ -127,3 +128,16 @@ class RankSamples:
             **{key: (sum(m[key] for m in machine.values() if key in m)
                      if any(key in m for m in machine.values()) else None) for key in ("mem_total", "ncpu")},
         }
+
+
+def _combine(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two samples of one rank in one bucket (its sampler drifted, or its final sample came soon after the
+    last): CPU % averaged, memory and processes at their larger (the final sample, taken once the function
+    returned, had let go of what the trial held), the later time."""
+    out = {**a, **b, "time": max(float(a["time"]), float(b["time"])),
+           "cpu": round((float(a.get("cpu") or 0.0) + float(b.get("cpu") or 0.0)) / 2, 1),
+           "rss": max(int(a.get("rss") or 0), int(b.get("rss") or 0)),
+           "procs": max(int(a.get("procs") or 0), int(b.get("procs") or 0))}
+    if "gpu_mem" in a and "gpu_mem" in b:
+        out["gpu_mem"] = max(float(a["gpu_mem"]), float(b["gpu_mem"]))
+    return out
