@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import time
@@ -425,6 +426,14 @@ def holds_memory(config, run):
     return {"held": float(len(held))}
 
 
+def nan_on_every_rank(config, run):
+    """Every rank logs a NaN loss at step 1 holding its own batch (the NaN was rank 1's share)."""
+    for step in range(2):
+        run.capture("batch", {"rank": run.rank, "step": step})
+        run.log({"loss": math.nan if step == 1 else 1.0}, step=step)
+    return {"loss": 1.0}
+
+
 def where_am_i(config, run):
     """A rank reports its environment, its node and (config ddp) a gloo all-reduce over the ranks."""
     seen = {n: os.environ.get(n) for n in _ENV}
@@ -581,6 +590,16 @@ class TestRanksOnSeveralNodes:
         assert samples and max(s["rss"] for s in samples) > 160 * 2**20, samples   # rank 1's memory counts
         profile = next(e.data["summary"] for e in events if e.kind is EventKind.PROFILE)
         assert profile["rss_peak"] > 160 * 2**20 and profile["system_samples"] >= 1, profile
+
+    def test_the_kept_capture_of_a_nan_trial_names_every_rank_s_for_repro(self, backend, tmp_path):
+        me = f"{Path(__file__).resolve()}:nan_on_every_rank"
+        backend.submit(make_task(tmp_path, 10, me))
+        end = collect(backend, [10], timeout=60)[10][-1]
+        assert end.kind is EventKind.FINISHED and end.data.get("capture"), end.data
+        manifest = json.loads(Path(end.data["capture"]).with_suffix(".json").read_text())
+        assert sorted(manifest.get("ranks", {})) == ["0", "1"], manifest
+        for name in manifest["ranks"].values():
+            assert (Path(end.data["capture"]).parent / name).is_file()
 
     def test_a_lost_node_preempts_the_whole_trial(self, backend, cluster, tmp_path):
         """Runs last in the class: it takes one of the class's nodes away."""

@@ -7,12 +7,13 @@ a sampler over its own process tree: `RankSamples` joins those series into the t
 Each rank samples once a second from its own start, so the ranks' samples are put in one-second buckets
 (from the trial's first sample) and a bucket is summed over the ranks: CPU %, RSS and process count add up;
 a rank with no sample in a bucket (its sampler drifted by one) counts with its previous one while it still
-runs, and two of one rank in a bucket are combined (`_combine`). GPU figures are per node, not per rank: every rank on a node samples the same devices (the GPUs of the
-trial's ranks there), so a node counts once; the nodes' memory adds up and their utilisation is the mean
-weighted by each node's GPU memory. A bucket goes out once every rank still running has sampled past it
-(or 30 s later: a rank whose sampler sends nothing holds back no one), the rest at the trial's end (`flush`).
-The trial's system figures (`summary`) come from the joined series, as the local sampler's `peak()` does from
-its own.
+runs, and two of one rank in a bucket are combined (`_combine`). GPU figures are per node, not per rank:
+every rank on a node samples the same devices (the GPUs of the trial's ranks there), so a node counts once;
+the nodes' memory adds up and their utilisation is the mean weighted by each node's GPU memory.
+
+A bucket goes out once every rank still running has sampled past it (or 30 s later: a rank whose sampler
+sends nothing holds back no one), the rest at the trial's end (`flush`). The trial's system figures
+(`summary`) come from the joined series, as the local sampler's `peak()` does from its own.
 """
 
 from __future__ import annotations
