@@ -247,6 +247,21 @@ def test_gang_links_every_rank_s_capture_to_the_kept_one_as_the_local_supervisor
     assert manifest["ranks"] == {"0": Path(paths[0]).name, "1": Path(paths[1]).name}, manifest
 
 
+def test_gang_passes_on_the_heartbeats_of_ranks_still_running_after_rank_0_returned(tmp_path):
+    """On the local backend the trial's supervisor beats while any rank runs; on Ray only rank 0's heartbeats
+    reached the driver, so ranks finishing their last step after rank 0 returned (the 10 s they are given)
+    were a silent trial, killed as hung with a short `trial.heartbeat_timeout`."""
+    from sweeplab.backends.events import Event
+    from sweeplab.backends.ray._gang import Gang
+
+    g = Gang(make_task(tmp_path, 7, "x:y", world_size=2), 2)
+    g.accept(0, Event(EventKind.FINISHED, 7, 1, time.time(), {"metrics": {"loss": 1.0}}))
+    out, _ = g.accept(1, Event(EventKind.HEARTBEAT, 7, 1, time.time(), {}))
+    assert [e.kind for e in out] == [EventKind.HEARTBEAT]
+    out, _ = g.accept(1, Event(EventKind.METRICS, 7, 1, time.time(), {"points": [[0, "loss", 2.0, 0.0]]}))
+    assert out == []   # only rank 0's metrics count
+
+
 @pytest.mark.parametrize("root, multi, unseen, match", [
     ("memory://ckpt", False, None, "memory"),
     ("/data/ckpt", True, ["10.0.0.7"], "10.0.0.7 of the Ray cluster cannot see it"),

@@ -7,10 +7,11 @@ Each rank runs as an ordinary one-process trial in a `TrialHost` actor placed in
 (`backends.multiproc`) does for ranks on one machine:
 
 - rank 0's events reach the driver; the other ranks' events are dropped (only their ends count), but for
-  their system samples and profiles: the trial's samples are every rank's summed (`_samples.RankSamples`),
-  as the local supervisor's sampler covers every rank's process, and one profile merged from every rank's
-  (`profiling.merge_rank_profiles`, with the system figures of the summed samples) goes out before the
-  trial's end;
+  their heartbeats (the trial lives while any rank does: ranks finishing after rank 0 returned are not a
+  silent trial), system samples and profiles: the trial's samples are every rank's summed
+  (`_samples.RankSamples`), as the local supervisor's sampler covers every rank's process, and one profile
+  merged from every rank's (`profiling.merge_rank_profiles`, with the system figures of the summed samples)
+  goes out before the trial's end;
 - a rank that fails fails the trial with that rank's traceback, and the other ranks are killed;
 - the capture the trial keeps (the failing rank's, or rank 0's at a NaN) names every rank's in its manifest,
   as on the local backend, so that `sweeplab repro` replays each rank with its own input;
@@ -143,6 +144,8 @@ class Gang:
             return [], []
         if ev.kind is EventKind.SYSTEM:
             return self._system(self.samples.add(rank, ev.data.get("samples") or [])), []
+        if ev.kind is EventKind.HEARTBEAT:   # the trial lives while any rank does, as the local supervisor beats
+            return [ev], []
         if not ev.kind.ends_attempt:
             return ([ev] if rank == 0 else []), []
         if (ev.kind is EventKind.FAILED and not lost and rank not in self.killed
