@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import time
@@ -200,6 +201,67 @@ def test_gang_sends_one_profile_merged_from_every_rank_before_the_end(tmp_path):
     assert merged["rss_peak"] == 200 and [r["rank"] for r in merged["ranks"]] == [0, 1]
 
 
+def test_gang_sums_every_rank_s_system_samples_counting_a_node_s_gpus_once(tmp_path):
+    """The local backend's samples cover every rank's process; Ray's were rank 0's alone."""
+    from sweeplab.backends.events import Event
+    from sweeplab.backends.ray._gang import Gang
+
+    def system(t, cpu, rss, util):
+        return Event(EventKind.SYSTEM, 7, 1, t, {"samples": [
+            {"time": t, "cpu": cpu, "rss": rss, "procs": 1, "gpu_util": util, "gpu_mem": 10.0, "gpu_mem_total": 80.0}]})
+
+    g = Gang(make_task(tmp_path, 7, "x:y", world_size=3), 3)
+    g.placed(["a", "a", "b"])   # ranks 0 and 1 share node a (and its GPUs)
+    t, out = 1000.0, []
+    for k in range(2):
+        out += g.accept(0, system(t + k, 100.0, 100, 50.0))[0]
+        out += g.accept(1, system(t + k + 0.3, 40.0, 300, 50.0))[0]
+        out += g.accept(2, system(t + k + 0.6, 60.0, 500, 90.0))[0]
+    for r in (1, 2, 0):
+        out += g.accept(r, Event(EventKind.FINISHED, 7, 1, t + 3, {"metrics": {}}))[0]
+    samples = [s for e in out if e.kind is EventKind.SYSTEM for s in e.data["samples"]]
+    assert [(s["cpu"], s["rss"], s["procs"]) for s in samples] == [(200.0, 900, 3)] * 2
+    assert [(s["gpu_util"], s["gpu_mem"], s["gpu_mem_total"]) for s in samples] == [(70.0, 20.0, 160.0)] * 2
+    profile = next(e.data["summary"] for e in out if e.kind is EventKind.PROFILE)
+    assert (profile["system_samples"], profile["rss_peak"], profile["cpu_peak"]) == (2, 900, 200.0)
+    assert out[-1].kind is EventKind.FINISHED
+
+
+def test_gang_links_every_rank_s_capture_to_the_kept_one_as_the_local_supervisor_does(tmp_path):
+    """A NaN trial keeps rank 0's capture; on the local backend its manifest names every rank's (`ranks`), so
+    `sweeplab repro` gives each replayed rank its own batch. On Ray rank 1's capture was not named: its replay
+    had no batch (the NaN came from rank 1's share)."""
+    from sweeplab.backends.events import Event
+    from sweeplab.backends.ray._gang import Gang
+    from sweeplab.capture import save_captures
+
+    captures = tmp_path / "captures"
+    paths = [save_captures({"batch": {"rank": r}}, str(captures), nonfinite={"step": 1, "metric": "loss",
+                                                                             "value": float("nan")})
+             for r in (0, 1)]
+    g = Gang(make_task(tmp_path, 7, "x:y", world_size=2), 2)
+    g.accept(1, Event(EventKind.FINISHED, 7, 1, time.time(), {"metrics": {}, "capture": paths[1]}))
+    (end,), _ = g.accept(0, Event(EventKind.FINISHED, 7, 1, time.time(), {"metrics": {}, "capture": paths[0]}))
+    assert end.data["capture"] == paths[0]
+    manifest = json.loads(Path(paths[0]).with_suffix(".json").read_text())
+    assert manifest["ranks"] == {"0": Path(paths[0]).name, "1": Path(paths[1]).name}, manifest
+
+
+def test_gang_passes_on_the_heartbeats_of_ranks_still_running_after_rank_0_returned(tmp_path):
+    """On the local backend the trial's supervisor beats while any rank runs; on Ray only rank 0's heartbeats
+    reached the driver, so ranks finishing their last step after rank 0 returned (the 10 s they are given)
+    were a silent trial, killed as hung with a short `trial.heartbeat_timeout`."""
+    from sweeplab.backends.events import Event
+    from sweeplab.backends.ray._gang import Gang
+
+    g = Gang(make_task(tmp_path, 7, "x:y", world_size=2), 2)
+    g.accept(0, Event(EventKind.FINISHED, 7, 1, time.time(), {"metrics": {"loss": 1.0}}))
+    out, _ = g.accept(1, Event(EventKind.HEARTBEAT, 7, 1, time.time(), {}))
+    assert [e.kind for e in out] == [EventKind.HEARTBEAT]
+    out, _ = g.accept(1, Event(EventKind.METRICS, 7, 1, time.time(), {"points": [[0, "loss", 2.0, 0.0]]}))
+    assert out == []   # only rank 0's metrics count
+
+
 @pytest.mark.parametrize("root, multi, unseen, match", [
     ("memory://ckpt", False, None, "memory"),
     ("/data/ckpt", True, ["10.0.0.7"], "10.0.0.7 of the Ray cluster cannot see it"),
@@ -371,6 +433,22 @@ def two_steps(config, run):
     return {"loss": 0.5}
 
 
+def holds_memory(config, run):
+    """Rank 1 holds `mb` MB for 2.5 s; rank 0 holds nothing (the samples of the trial must count rank 1's)."""
+    held = bytearray(int(config["mb"]) * 2**20 if run.rank == 1 else 0)
+    held[::4096] = b"x" * len(held[::4096])   # touched: resident, not just reserved
+    time.sleep(2.5)
+    return {"held": float(len(held))}
+
+
+def nan_on_every_rank(config, run):
+    """Every rank logs a NaN loss at step 1 holding its own batch (the NaN was rank 1's share)."""
+    for step in range(2):
+        run.capture("batch", {"rank": run.rank, "step": step})
+        run.log({"loss": math.nan if step == 1 else 1.0}, step=step)
+    return {"loss": 1.0}
+
+
 def where_am_i(config, run):
     """A rank reports its environment, its node and (config ddp) a gloo all-reduce over the ranks."""
     seen = {n: os.environ.get(n) for n in _ENV}
@@ -515,6 +593,28 @@ class TestRanksOnSeveralNodes:
         assert "SIGSEGV" in end.data["reason"] and end.data["reason"].startswith("rank 1: "), end.data
         assert "in segfaults_on_rank1" in (end.data.get("traceback") or ""), end.data
 
+
+    def test_system_samples_cover_every_rank_as_on_local(self, backend, tmp_path):
+        """The local backend samples the trial's whole process tree (every rank); on Ray only rank 0's samples
+        reached the store, so a rank's memory or CPU was missing from the trial's system figures."""
+        me = f"{Path(__file__).resolve()}:holds_memory"
+        backend.submit(make_task(tmp_path, 9, me, config={"mb": 160}))
+        events = collect(backend, [9], timeout=60)[9]
+        assert events[-1].kind is EventKind.FINISHED, events[-1].data
+        samples = [s for e in events if e.kind is EventKind.SYSTEM for s in e.data["samples"]]
+        assert samples and max(s["rss"] for s in samples) > 160 * 2**20, samples   # rank 1's memory counts
+        profile = next(e.data["summary"] for e in events if e.kind is EventKind.PROFILE)
+        assert profile["rss_peak"] > 160 * 2**20 and profile["system_samples"] >= 1, profile
+
+    def test_the_kept_capture_of_a_nan_trial_names_every_rank_s_for_repro(self, backend, tmp_path):
+        me = f"{Path(__file__).resolve()}:nan_on_every_rank"
+        backend.submit(make_task(tmp_path, 10, me))
+        end = collect(backend, [10], timeout=60)[10][-1]
+        assert end.kind is EventKind.FINISHED and end.data.get("capture"), end.data
+        manifest = json.loads(Path(end.data["capture"]).with_suffix(".json").read_text())
+        assert sorted(manifest.get("ranks", {})) == ["0", "1"], manifest
+        for name in manifest["ranks"].values():
+            assert (Path(end.data["capture"]).parent / name).is_file()
 
     def test_a_lost_node_preempts_the_whole_trial(self, backend, cluster, tmp_path):
         """Runs last in the class: it takes one of the class's nodes away."""
@@ -1174,3 +1274,219 @@ def test_trial_workdir_trial_runs_each_trial_in_its_own_directory_on_ray(cluster
         own = str((tmp_path / "store").resolve() / "workdirs" / "ray-wd" / str(number))
         assert (facts["cwd"], facts["env"], facts["api"], facts["read"]) == (own, str(tmp_path), str(tmp_path),
                                                                              str(x)), facts
+
+
+# ------------------------------------------------------------------------------------ same promises as local
+_PARITY = '''
+import os, signal, sys, time
+from pathlib import Path
+
+
+def trial(config, run):
+    kind = config["kind"]
+    print("out-" + kind)
+    print("err-" + kind, file=sys.stderr)
+    Path(config["pids"], kind).write_text(str(os.getpid()))
+    if kind == "fails":
+        run.capture("input", {"row": 7})
+        raise ValueError("bad row 7")
+    if kind == "hangs":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            time.sleep(0.1)
+    run.log({"loss": 1.0}, step=0)
+    return {"loss": 1.0}
+'''
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_points_logs_failure_captures_and_trial_timeout_are_the_same_on_ray_as_on_local(cluster, tmp_path, backend):
+    """One sweep of three `points_to_evaluate`: a trial that returns, one that raises (its traceback, its
+    stdout/stderr in its log, its capture for `sweeplab repro`), one that hangs ignoring SIGTERM (ended by
+    `trial.timeout`, its process gone after the sweep)."""
+    import psutil
+
+    from sweeplab.api import build_backend
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    (tmp_path / "parity.py").write_text(_PARITY)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    spec = parse_spec({"function": f"{tmp_path / 'parity.py'}:trial", "method": "random", "seed": 0,
+                       "metric": {"name": "loss", "goal": "minimize"},
+                       "parameters": {"kind": {"values": ["ok", "fails", "hangs"]}, "pids": {"value": str(pids)}},
+                       "points_to_evaluate": [{"kind": "ok"}, {"kind": "fails"}, {"kind": "hangs"}],
+                       "budget": {"trials": 3}, "trial": {"timeout": "6s", "retries": 0, "grace": 1}},
+                      file="<test>")
+    store = Store.open(tmp_path / "store")
+    be = (RayBackend(spec, workers=1, resources={"cpus": 1}) if backend == "ray"
+          else build_backend(spec, workers=1, backend="local", store_root=tmp_path / "store"))
+    driver = Driver(spec, store, be, sweep_name="parity")
+    driver.create(spec_path=None)
+    driver.run()
+    rows = {json.loads(r["config"])["kind"]: r for r in store.conn.execute(
+        "SELECT t.id, t.number, t.state, t.config, a.error_type, a.traceback, a.reason, a.log_path "
+        "FROM trials t JOIN attempts a ON a.trial_id = t.id ORDER BY t.number")}
+    assert [(k, r["number"], r["state"]) for k, r in rows.items()] == [
+        ("ok", 0, "completed"), ("fails", 1, "failed"), ("hangs", 2, "failed")]
+    root = tmp_path / "store"
+    for kind, r in rows.items():
+        log = (root / r["log_path"]).read_text()
+        assert f"out-{kind}" in log and f"err-{kind}" in log, (kind, log)
+    failed = rows["fails"]
+    assert failed["error_type"] == "ValueError" and "bad row 7" in failed["traceback"], dict(failed)
+    (capture,) = store.conn.execute("SELECT path FROM artifacts WHERE trial_id=? AND name='capture'",
+                                    (failed["id"],)).fetchall()
+    assert (root / capture["path"]).exists()
+    assert "timeout" in rows["hangs"]["reason"], dict(rows["hangs"])
+    hung = int((pids / "hangs").read_text())
+    assert not psutil.pid_exists(hung) or psutil.Process(hung).status() == psutil.STATUS_ZOMBIE
+    store.close()
+
+
+@pytest.mark.ray
+def test_a_command_trial_with_trial_workdir_runs_in_its_own_directory_and_its_retry_finds_it_on_ray(
+        cluster, tmp_path):
+    """As on the local backend (tests/integration/test_trial_workdir.py): a W&B program runs in
+    `<store>/workdirs/<sweep>/<trial>/`, and the retry of its failed attempt finds what that attempt wrote."""
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    program = Path(__file__).resolve().parents[1] / "integration" / "test_trial_workdir.py"
+    import importlib.util
+
+    mod_spec = importlib.util.spec_from_file_location("_wd_program", program)
+    assert mod_spec is not None and mod_spec.loader is not None
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+    (tmp_path / "prog.py").write_text(mod.PROGRAM)
+    spec = parse_spec({"program": "prog.py", "command": ["${env}", "${interpreter}", "${program}", "${args}"],
+                       "method": "grid", "metric": {"name": "x"}, "parameters": {"x": {"values": [2]}},
+                       "trial": {"workdir": "trial", "retries": 1}}, file="<test>")
+    store = Store.open(tmp_path / "store")
+    driver = Driver(spec, store, RayBackend(spec, workers=1, resources={"cpus": 1}), sweep_name="ray-cmd-wd",
+                    cwd=str(tmp_path))
+    driver.create(spec_path=None)
+    driver.run()
+    (row,) = store.conn.execute("SELECT state, attempts, metrics FROM trials").fetchall()
+    assert (row["state"], row["attempts"]) == ("completed", 2), dict(row)
+    assert json.loads(row["metrics"])["resumed"] == 1 and json.loads(row["metrics"])["read"] == 2, dict(row)
+    own = (tmp_path / "store").resolve() / "workdirs" / "ray-cmd-wd" / "0"
+    assert json.loads((tmp_path / "facts-2.json").read_text())["cwd"] == str(own)
+    assert not (tmp_path / "out.txt").exists()
+    store.close()
+
+
+_RETRIED = '''
+import os, signal, time
+
+
+def trial(config, run):
+    state = run.restore() or {"step": 0}
+    restored = state["step"]
+    for step in range(restored, 6):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+        run.checkpoint({"step": step + 1}, step=step)
+        if step == 2 and run.attempt == 1:
+            run.flush()
+            time.sleep(0.3)   # the checkpoint's event reaches the driver
+            os.kill(os.getpid(), signal.SIGKILL if config["kind"] == "killed" else signal.SIGSTOP)
+        time.sleep(0.02)
+    return {"loss": 1.0 / 6, "restored": float(restored)}
+'''
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_a_worker_killed_or_frozen_mid_trial_is_retried_from_its_checkpoint_on_ray_as_on_local(
+        cluster, tmp_path, backend):
+    """The trial's worker process dies of SIGKILL, or stops (SIGSTOP: no heartbeat, ended by
+    `trial.heartbeat_timeout`): the attempt fails naming why, and the retry resumes from the last checkpoint."""
+    from sweeplab.api import build_backend
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    (tmp_path / "retried.py").write_text(_RETRIED)
+    spec = parse_spec({"function": f"{tmp_path / 'retried.py'}:trial", "method": "random", "seed": 0,
+                       "metric": {"name": "loss", "goal": "minimize"},
+                       "parameters": {"kind": {"values": ["killed", "frozen"]}},
+                       "points_to_evaluate": [{"kind": "killed"}, {"kind": "frozen"}],
+                       "budget": {"trials": 2}, "trial": {"retries": 1, "heartbeat_timeout": 3}}, file="<test>")
+    store = Store.open(tmp_path / "store")
+    be = (RayBackend(spec, workers=1, resources={"cpus": 1}) if backend == "ray"
+          else build_backend(spec, workers=1, backend="local", store_root=tmp_path / "store"))
+    driver = Driver(spec, store, be, sweep_name="retried")
+    driver.create(spec_path=None)
+    driver.run()
+    trials = [dict(r) for r in store.conn.execute("SELECT id, state, attempts, metrics FROM trials ORDER BY number")]
+    assert [(t["state"], t["attempts"]) for t in trials] == [("completed", 2)] * 2, trials
+    assert all(json.loads(t["metrics"])["restored"] >= 1 for t in trials), trials   # not from scratch
+    first = [store.conn.execute("SELECT state, reason, signal FROM attempts WHERE trial_id=? AND number=1",
+                                (t["id"],)).fetchone() for t in trials]
+    assert first[0]["state"] == "failed" and first[0]["signal"] == 9, dict(first[0])
+    assert first[1]["state"] == "failed" and "heartbeat" in first[1]["reason"], dict(first[1])
+    store.close()
+
+
+_DEAF = '''
+import time
+
+
+def trial(config, run):
+    """Never reads run.should_stop: only smoke mode's SmokeDone ends its loop early."""
+    for step in range(1200):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+        time.sleep(0.05)
+    return {"loss": 0.0}
+'''
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_smoke_mode_cuts_a_loop_that_never_reads_should_stop_on_ray_as_on_local(cluster, tmp_path, backend):
+    from sweeplab.api import build_backend
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+
+    (tmp_path / "deaf.py").write_text(_DEAF)
+    spec = parse_spec({"function": f"{tmp_path / 'deaf.py'}:trial", "method": "grid",
+                       "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"values": [1]}},
+                       "resources": {"cpus": 1, "gpus": 1}}, file="<test>")
+    store = Store.open(tmp_path / "store")
+    be = (RayBackend(spec, workers=1, smoke=True) if backend == "ray"
+          else build_backend(spec, workers=1, backend="local", smoke=True, store_root=tmp_path / "store"))
+    driver = Driver(spec, store, be, sweep_name="smoke", smoke=True)
+    driver.create(spec_path=None)
+    driver.run()
+    (row,) = store.conn.execute("SELECT id, state, last_step FROM trials").fetchall()
+    assert row["state"] == "completed" and row["last_step"] < 100, dict(row)
+    store.close()
+
+
+def test_gang_samples_go_out_during_the_trial_though_a_rank_sends_none():
+    """A rank whose sampler sends nothing (psutil failing on its node) holds back the trial's samples 30 s at
+    most, not until the trial ends (the dashboard's live system charts stayed empty)."""
+    from sweeplab.backends.ray._samples import RankSamples
+
+    rs = RankSamples(2)
+    out = [s for k in range(40) for s in rs.add(0, [{"time": 100.0 + k, "cpu": 50.0, "rss": 1, "procs": 1}])]
+    assert len(out) >= 5 and all(s["cpu"] == 50.0 for s in out)
+
+
+def test_gang_samples_keep_a_rank_s_memory_when_its_final_sample_follows_its_last_closely():
+    """A rank's final sample (taken once its function returned and let go of its memory) fell in the bucket of
+    its last one and replaced it: the trial's samples lost the memory the rank held."""
+    from sweeplab.backends.ray._samples import RankSamples
+
+    rs = RankSamples(2)
+    out = rs.add(0, [{"time": 100.0, "cpu": 10.0, "rss": 50, "procs": 1}])
+    out += rs.add(1, [{"time": 100.2, "cpu": 30.0, "rss": 900, "procs": 1},
+                      {"time": 100.6, "cpu": 10.0, "rss": 40, "procs": 1}])
+    out += rs.flush()
+    assert [(s["cpu"], s["rss"], s["procs"]) for s in out] == [(30.0, 950, 2)]

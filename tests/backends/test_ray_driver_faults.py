@@ -286,14 +286,17 @@ def test_sigterm_to_a_driver_that_started_ray_itself_stops_the_sweep_resumable(t
     tmp = Path(tempfile.mkdtemp(prefix="slint-"))   # short: Ray's socket paths live under it
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
     env.update(RAY_TMPDIR=str(tmp))
+    proc = subprocess.Popen([sys.executable, "-c", _DRIVE, str(tmp_path / "store"), str(TRIALS)], env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
-        proc = subprocess.run([sys.executable, "-c", _DRIVE, str(tmp_path / "store"), str(TRIALS)], env=env,
-                              cwd=tmp_path, capture_output=True, text=True, timeout=180, start_new_session=True)
-        assert proc.stdout.split() == ["stopped", "0"], proc.stdout + proc.stderr
+        out, err = proc.communicate(timeout=180)
+        assert out.split() == ["stopped", "0"], out + err
         with contextlib.closing(sqlite3.connect(tmp_path / "store" / "store.db")) as db:
             assert db.execute("SELECT state FROM trials").fetchall() == [("preempted",)]
+        assert _left(proc.pid) == []   # no actor, trial worker or Ray process outlives the stopped driver
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _end(proc, tmp)
 
 
 _BETWEEN = """

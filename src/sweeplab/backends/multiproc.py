@@ -47,7 +47,7 @@ from sweeplab.backends.execution import Execution
 from sweeplab.backends.launch import THREAD_VARS, free_port, rank_env, reserve_port
 from sweeplab.profiling import merge_rank_profiles
 
-__all__ = ["THREAD_VARS", "execute_ranks", "free_port", "rank_env", "rank_paths", "reserve_port"]
+__all__ = ["THREAD_VARS", "execute_ranks", "free_port", "link_captures", "rank_env", "rank_paths", "reserve_port"]
 
 # rank 0's events that reach the driver; SYSTEM samples come from the supervisor's own sampler, which
 # covers all of its children; every rank's PROFILE is kept and the trial's one is merged from them at its end
@@ -261,11 +261,15 @@ def _link_rank_captures(ranks: list[_Rank], data: Mapping[str, Any]) -> None:
     """Name every rank's capture in the manifest of the one the trial keeps (`data["capture"]`: the failing
     rank's, or rank 0's at a NaN): `"ranks": {"1": "capture-....pkl"}`, files of the same directory, each with its
     own manifest and checksum. `sweeplab repro` gives each replayed rank its own."""
-    primary = data.get("capture")
+    link_captures({r.index: str(r.end.data["capture"]) for r in ranks
+                   if r.end is not None and r.end.data.get("capture")}, data.get("capture"))
+
+
+def link_captures(found: Mapping[int, str], primary: str | None) -> None:
+    """Name the ranks' captures `found` ({rank: payload path}) in the manifest of `primary`, the one the trial
+    keeps (the local supervisor's ranks, and the Ray gang's: `_link_rank_captures`)."""
     if not primary:
         return
-    found = {r.index: str(r.end.data["capture"]) for r in ranks
-             if r.end is not None and r.end.data.get("capture")}
     same_dir = {str(i): Path(p).name for i, p in found.items() if Path(p).parent == Path(primary).parent}
     if len(same_dir) < 2:
         return

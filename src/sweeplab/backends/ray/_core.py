@@ -623,6 +623,7 @@ class RayCore:
         for member, info in zip(slot.members, where):
             member.node, member.gpus = info["node"], list(info.get("gpus") or [])
         slot.node = where[0]["node"]
+        slot.gang.placed([w["node"] for w in where])
         per_rank = self.demand.gpus / len(where) if self.demand.gpus > 0 else None   # < 1: may share a GPU
         tasks = rank_tasks(task, [w["node"] for w in where], where[0]["ip"], int(port),
                            gpus=[list(w.get("gpus") or []) for w in where], gpus_per_rank=per_rank)

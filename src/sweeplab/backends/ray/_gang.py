@@ -7,9 +7,14 @@ Each rank runs as an ordinary one-process trial in a `TrialHost` actor placed in
 (`backends.multiproc`) does for ranks on one machine:
 
 - rank 0's events reach the driver; the other ranks' events are dropped (only their ends count), but for
-  their profiles: one profile merged from every rank's (`profiling.merge_rank_profiles`) goes out before
-  the trial's end;
+  their heartbeats (the trial lives while any rank does: ranks finishing after rank 0 returned are not a
+  silent trial), system samples and profiles: the trial's samples are every rank's summed
+  (`_samples.RankSamples`), as the local supervisor's sampler covers every rank's process, and one profile
+  merged from every rank's (`profiling.merge_rank_profiles`, with the system figures of the summed samples)
+  goes out before the trial's end;
 - a rank that fails fails the trial with that rank's traceback, and the other ranks are killed;
+- the capture the trial keeps (the failing rank's, or rank 0's at a NaN) names every rank's in its manifest,
+  as on the local backend, so that `sweeplab repro` replays each rank with its own input;
 - a rank that got SIGTERM (it stopped, or died of it while it started) preempts the trial: SIGTERM goes to
   every rank, and the trial is requeued (as on the local backend);
 - a rank lost with its node makes the trial PREEMPTED (the other ranks are killed: they would block in
@@ -29,7 +34,8 @@ from typing import Any
 from sweeplab._torch.env import GPUS_PER_RANK_VAR
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, died_of_sigterm
-from sweeplab.backends.multiproc import rank_env, rank_paths
+from sweeplab.backends.multiproc import link_captures, rank_env, rank_paths
+from sweeplab.backends.ray._samples import RankSamples
 from sweeplab.profiling import merge_rank_profiles
 
 __all__ = ["Gang", "Op", "rank_tasks"]
@@ -87,7 +93,8 @@ def rank_tasks(task: TrialTask, nodes: Sequence[str], master_addr: str, master_p
 class Gang:
     """The ranks of one attempt of one trial, as seen by the driver."""
 
-    def __init__(self, task: TrialTask, world_size: int, *, straggler_seconds: float = STRAGGLER_SECONDS) -> None:
+    def __init__(self, task: TrialTask, world_size: int, *, straggler_seconds: float = STRAGGLER_SECONDS,
+                 nodes: Sequence[str] | None = None) -> None:
         self.task = task
         self.world_size = world_size
         self.straggler_seconds = straggler_seconds
@@ -101,6 +108,11 @@ class Gang:
         self.stopping = False                # a stop request was passed to the ranks
         self.failed_at: float | None = None  # when the first failure came, while stopping (kill deferred)
         self.profiles: dict[int, dict[str, Any]] = {}   # each rank's PROFILE summary, merged at the end
+        self.samples = RankSamples(world_size, nodes)   # every rank's SYSTEM samples, summed
+
+    def placed(self, nodes: Sequence[str]) -> None:
+        """Rank r runs on node `nodes[r]` (ranks on one node sample the same GPUs: counted once)."""
+        self.samples.nodes = list(nodes)
 
     def _mine(self, ev: Event) -> bool:
         return (ev.trial, ev.attempt) == (self.task.trial_id, self.task.attempt)
@@ -130,6 +142,10 @@ class Gang:
         if ev.kind is EventKind.PROFILE:
             self.profiles[rank] = dict(ev.data.get("summary") or {})
             return [], []
+        if ev.kind is EventKind.SYSTEM:
+            return self._system(self.samples.add(rank, ev.data.get("samples") or [])), []
+        if ev.kind is EventKind.HEARTBEAT:   # the trial lives while any rank does, as the local supervisor beats
+            return [ev], []
         if not ev.kind.ends_attempt:
             return ([ev] if rank == 0 else []), []
         if (ev.kind is EventKind.FAILED and not lost and rank not in self.killed
@@ -155,7 +171,14 @@ class Gang:
             self.preempting = True
         if rank == 0 and self.rank0_done is None:
             self.rank0_done = time.monotonic()
-        return self._end_if_done(), ops
+        if self.done:
+            return self._end_if_done(), ops
+        return self._system(self.samples.ended(rank)), ops
+
+    def _system(self, samples: list[dict[str, Any]]) -> list[Event]:
+        if not samples:
+            return []
+        return [Event(EventKind.SYSTEM, self.task.trial_id, self.task.attempt, time.time(), {"samples": samples})]
 
     def _kill_others(self, rank: int) -> list[tuple[Op, int]]:
         others = self._others(rank)
@@ -180,9 +203,11 @@ class Gang:
         if len(self.ends) < self.world_size:
             return []
         now = time.time()
-        out: list[Event] = []
-        if self.profiles:
-            summary = merge_rank_profiles([self.profiles.get(r) for r in range(self.world_size)])
+        out: list[Event] = self._system(self.samples.flush())
+        profiles = [self.profiles.get(r) for r in range(self.world_size)]
+        system = self.samples.summary(profiles)
+        if self.profiles or system:
+            summary = merge_rank_profiles(profiles, system)
             out.append(Event(EventKind.PROFILE, self.task.trial_id, self.task.attempt, now, {"summary": summary}))
         if self.stragglers:
             out.append(Event(EventKind.NOTE, self.task.trial_id, self.task.attempt, now, {
@@ -216,6 +241,10 @@ class Gang:
             kind, data = self.ends[0].kind, dict(self.ends[0].data)
         if kind is EventKind.PREEMPTED:
             data["retire"] = True
+        # every rank's capture named in the kept one's manifest, as the local supervisor does: `sweeplab repro`
+        # gives each replayed rank its own input (the NaN may come from any rank's share of the batch)
+        link_captures({r: str(e.data["capture"]) for r, e in self.ends.items() if e.data.get("capture")},
+                      str(data["capture"]) if data.get("capture") else None)
         out.append(Event(kind, self.task.trial_id, self.task.attempt, now, data))
         return out
 
