@@ -412,3 +412,16 @@ def test_metrics_synced_from_tensorboard_reach_the_trial_as_in_the_runs_summary(
     assert [t["state"] for t in trials] == ["completed"] * 2
     assert sorted(t["value"] for t in trials) == [3.0, 6.0]   # the last value written, as W&B's summary has it
     assert all(t["metrics"].get("train/loss", 0.25) == 0.25 for t in trials)
+
+
+def test_a_run_without_the_hook_is_read_back_wherever_the_program_put_its_files(tmp_path: Path) -> None:
+    # the read-back looked only in WANDB_DIR's and the working directory's wandb/: a run started with
+    # wandb.init(dir=...), WANDB_DIR set by the program, or wandb.Settings(root_dir=...) was missed, and its
+    # trial failed "metric ... was never reported"
+    proc, store = _sweep("wrapper_run_dir", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"] * 4, [t["reason"] for t in trials]
+    for t, where in zip(trials, ("dir", "env", "settings", "elsewhere")):
+        assert t["value"] == pytest.approx(2.0 + len(where))   # the summary's last value
+        assert [s for s, n, _ in t["history"] if n == "val_loss"] == [0, 1, 2]

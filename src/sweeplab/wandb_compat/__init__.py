@@ -153,23 +153,77 @@ def _set_nested(target: dict[str, Any], keys: list[str], value: Any) -> None:
     target[keys[-1]] = value
 
 
-def offline_run_lines(env: Mapping[str, str], cwd: str | None = None) -> list[str]:
+_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", ".git", ".venv", "venv", ".tox"})
+
+
+def _find_run_files(run_id: str, bases: list[str], log_path: str | None) -> list[str]:
+    """The `.wandb` files of the run `run_id`, wherever the program put them: `wandb/` (or `.wandb/`, as wandb
+    names it when that exists) under WANDB_DIR or the working directory; else the folder wandb printed to the
+    trial's log ("Run data is saved locally in ...", "wandb sync ..."), which finds `wandb.init(dir=...)` and
+    `wandb.Settings(root_dir=...)` anywhere; else a bounded walk below the working directory (a quiet run whose
+    program set its own WANDB_DIR or dir=), and the temporary directory wandb falls back to."""
+    import glob
+    import re
+    import tempfile
+
+    name = f"run-{run_id}.wandb"
+
+    def at(folder: str) -> list[str]:
+        return glob.glob(os.path.join(glob.escape(folder), f"offline-run-*-{glob.escape(run_id)}", name))
+
+    found: list[str] = []
+    for base in bases:
+        for sub in ("wandb", ".wandb"):
+            found += at(os.path.join(base, sub))
+    if found:
+        return found
+    if log_path:
+        with contextlib.suppress(OSError):
+            with open(log_path, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+            text = re.sub(r"\x1b\[[0-9;]*m", "", text)   # wandb colours the path on a terminal
+            for m in re.finditer(rf"(\S*offline-run-[^\s/\\]*-{re.escape(run_id)})(?![\w-])", text):
+                path = os.path.join(m.group(1).strip("'\"`"), name)
+                if os.path.isfile(path):
+                    found.append(path)
+    if found:
+        return found
+    budget = 20000   # folders a walk may look at: a working directory holding a data set stays cheap
+    for base in bases:
+        stack = [(base, 0)]
+        while stack and budget > 0:
+            folder, depth = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                budget -= 1
+                with contextlib.suppress(OSError):
+                    if not entry.is_dir(follow_symlinks=False) or entry.name in _SKIP_DIRS:
+                        continue
+                    if entry.name.startswith("offline-run-") and entry.name.endswith(f"-{run_id}"):
+                        if os.path.isfile(os.path.join(entry.path, name)):
+                            found.append(os.path.join(entry.path, name))
+                    elif entry.name.startswith(("offline-run-", "run-")):
+                        continue   # another run's files
+                    elif depth < 8:
+                        stack.append((entry.path, depth + 1))
+    return found or at(os.path.join(tempfile.gettempdir(), "wandb"))
+
+
+def offline_run_lines(env: Mapping[str, str], cwd: str | None = None, log_path: str | None = None) -> list[str]:
     """What a command trial's W&B run logged, read back from the run's own offline files, as the hook's report
     lines (history rows at W&B's `_step`, then `{"@summary": ...}`, the summary as wandb-core computed it,
     `define_metric` aggregates included). For a program that ran without the hook: a wrapper script that sets
     its own PYTHONPATH (`PYTHONPATH=. python train.py "$@"`) drops the hook's folder, and its trial failed with
     "metric ... was never reported" although its run logged the metric. The run is the one with the trial's
-    WANDB_RUN_ID, under WANDB_DIR's (else the working directory's) `wandb/`. Nothing when there is no such run
-    or no wandb here to read it with."""
+    WANDB_RUN_ID, found as `_find_run_files` says (WANDB_DIR, the working directory, the folder wandb printed
+    to the trial's log `log_path`). Nothing when there is no such run or no wandb here to read it with."""
     run_id = env.get("WANDB_RUN_ID")
     if not run_id:
         return []
-    import glob
-
-    found: list[str] = []
-    for base in dict.fromkeys(d for d in (env.get("WANDB_DIR"), cwd) if d):
-        found += glob.glob(os.path.join(glob.escape(base), "wandb", f"offline-run-*-{glob.escape(run_id)}",
-                                        f"run-{glob.escape(run_id)}.wandb"))
+    found = _find_run_files(run_id, list(dict.fromkeys(d for d in (env.get("WANDB_DIR"), cwd) if d)), log_path)
     if not found:
         return []
     try:
