@@ -179,8 +179,10 @@ def _find_run_files(run_id: str, bases: list[str], log_path: str | None) -> list
         return found
     if log_path:
         with contextlib.suppress(OSError):
-            with open(log_path, "rb") as f:
-                text = f.read().decode("utf-8", "replace")
+            with open(log_path, "rb") as f:   # wandb prints the folder as the run starts and as it ends: the
+                head = f.read(1 << 20)         # log's first and last MiB hold it, however long the log
+                f.seek(max(f.tell(), os.fstat(f.fileno()).st_size - (1 << 20)))
+                text = (head + b"\n" + f.read()).decode("utf-8", "replace")
             text = re.sub(r"\x1b\[[0-9;]*m", "", text)   # wandb colours the path on a terminal
             for m in re.finditer(rf"(\S*offline-run-[^\s/\\]*-{re.escape(run_id)})(?![\w-])", text):
                 path = os.path.join(m.group(1).strip("'\"`"), name)
