@@ -350,6 +350,24 @@ def test_a_command_trial_stopped_by_hyperband_keeps_its_define_metric_summary(tm
         assert t["value"] == pytest.approx(min(losses)) and t["metrics"]["loss.min"] == pytest.approx(min(losses))
 
 
+def test_a_command_trial_stopped_by_hyperband_keeps_what_it_set_in_its_runs_summary(tmp_path: Path) -> None:
+    # `run.summary["best_loss"] = best` each epoch: W&B's server has every change as it is made, so a run the
+    # sweep stops keeps it; the hook read the summary only at wandb.finish(), which a stopped program never reaches
+    work = tmp_path / "hyperband_summary_set"
+    shutil.copytree(PROJECTS / "hyperband_summary_set", work)
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "s"),
+                           "-q", "--workers", "1"], cwd=work, env=_offline_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    best, stopped = _trials(tmp_path / "s")
+    assert (best["state"], stopped["state"]) == ("completed", "pruned")
+    losses = [v for _, n, v in stopped["history"] if n == "loss"]
+    assert len(losses) >= 2
+    assert stopped["metrics"]["best_loss"] == pytest.approx(min(losses[:-1]))   # set before its last log
+    assert stopped["metrics"]["best.epoch"] == 1
+    assert best["metrics"]["best_loss"] == pytest.approx(0.5)
+
+
 def test_a_sweeplab_function_keeps_its_own_wandb_logging_out_of_its_reports(tmp_path: Path) -> None:
     """`train(config, run)` reports through its Run and logs to W&B for itself (docs/integrations.md: your own
     W&B logging keeps working): its W&B rows were mirrored into the trial at W&B's `_step` beside its own

@@ -200,8 +200,11 @@ class _History:
         row, self.row, self.open = self.row, {}, False
         if row:
             _emit(row, self.step)
-            if self.specs and _final is None:   # a command trial's (or a process of a function trial's)
-                summary = self._summarize(row)
+            if (self.specs or _summary_keys) and _final is None:   # a command trial's (or a process of a
+                summary = self._summarize(row) if self.specs else {}   # function trial's)
+                # a key the program set in the summary itself (`_summary_set`) is the last value logged again
+                summary.update({k: v for k, v in row.items() if k in _summary_keys and k not in summary
+                                and math.isfinite(v)})
                 if summary:
                     _write_line({_SUMMARY_KEY: summary})
         self.step += 1
@@ -340,6 +343,7 @@ def _final_summary(run: Any) -> None:
 
 
 _warned: "set[str]" = set()
+_summary_keys: "set[str]" = set()   # what a command trial's program set in its run's summary (`_summary_set`)
 
 
 def _warn_once(what: str, exc: BaseException) -> None:
@@ -404,15 +408,49 @@ def _patch_run_class(module: Any) -> None:
             _warn_once("follow define_metric", exc)
         return result
 
+    original_summary = getattr(cls, "_summary_update_callback", None)
+
+    def _summary_update_callback(self: Any, record: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original_summary(self, record, *args, **kwargs)   # type: ignore[misc]
+        try:
+            if _final is None and _mirrored(self):
+                _summary_set(record)
+        except Exception as exc:
+            _warn_once("follow run.summary", exc)
+        return result
+
     patches = [("log", log, original_log), (finish_name, _finish, original_finish)]
     if original_define is not None:
         patches.append(("define_metric", define_metric, original_define))
+    if original_summary is not None:
+        patches.append(("_summary_update_callback", _summary_update_callback, original_summary))
     for name, fn, orig in patches:
         fn.__doc__, fn.__name__, fn.__wrapped__ = orig.__doc__, name, orig  # type: ignore[attr-defined]
         setattr(cls, name, fn)
     _patch_property(cls, "sweep_id", lambda run: run.__dict__.get("_sweeplab_sweep_id"))
     _patch_property(cls, "url", _run_url, instead=True)   # wandb's getter would warn, and say None
     cls._sweeplab_patched = True
+
+
+def _summary_set(record: Any) -> None:
+    """What a command trial's program sets in its run's summary itself (`run.summary["best_loss"] = best`,
+    `run.summary.update({...})`: wandb's SummaryRecord, keys as paths) goes to the trial as it is set, as W&B's
+    server gets each change as it is made: a run the sweep stops (terminated before `wandb.finish()`, when the
+    hook reads the whole summary) keeps it, as under W&B."""
+    raw: dict[str, Any] = {}
+    for item in getattr(record, "update", None) or ():
+        keys = [str(k) for k in (item.key if isinstance(item.key, (tuple, list)) else (item.key,))]
+        if not keys:
+            continue
+        target = raw
+        for key in keys[:-1]:
+            target = target.setdefault(key, {})
+        target[keys[-1]] = item.value
+    summary = {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v)
+               for k, v in _summary_from(raw).items()}
+    if summary:
+        _summary_keys.update(summary)
+        _write_line({_SUMMARY_KEY: summary})
 
 
 def _run_url(run: Any) -> "str | None":
