@@ -153,6 +153,9 @@ def _set_nested(target: dict[str, Any], keys: list[str], value: Any) -> None:
     target[keys[-1]] = value
 
 
+# a walk for a run's files looks at this many entries in all, and at most _WALK_FOLDER of each folder (a folder
+# of a million images is cut short, and the walk goes on to the next, shallowest first)
+_WALK_BUDGET, _WALK_FOLDER = 200_000, 2000
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", ".git", ".venv", "venv", ".tox"})
 
 
@@ -184,29 +187,42 @@ def _find_run_files(run_id: str, bases: list[str], log_path: str | None) -> list
                 f.seek(max(f.tell(), os.fstat(f.fileno()).st_size - (1 << 20)))
                 text = (head + b"\n" + f.read()).decode("utf-8", "replace")
             text = re.sub(r"\x1b\[[0-9;]*m", "", text)   # wandb colours the path on a terminal
-            for m in re.finditer(rf"(\S*offline-run-[^\s/\\]*-{re.escape(run_id)})(?![\w-])", text):
-                path = os.path.join(m.group(1).strip("'\"`"), name)
-                if os.path.isfile(path):
-                    found.append(path)
+            tail = f"-{run_id}"
+            at_ = text.find("offline-run-")
+            while at_ >= 0:   # the path around each mention (no regex scan: a long line of a progress bar
+                start = max(text.rfind(c, 0, at_) for c in " \t\n\r'\"`") + 1   # stays linear)
+                end = text.find(tail, at_)
+                if end >= 0 and not any(c in text[at_:end] for c in " \t\n\r/\\"):
+                    path = os.path.join(text[start:end + len(tail)], name)
+                    if os.path.isfile(path):
+                        found.append(path)
+                at_ = text.find("offline-run-", at_ + 1)
     if found:
         return found
-    budget = 20000   # folders a walk may look at: a working directory holding a data set stays cheap
+    from collections import deque
+
+    budget = _WALK_BUDGET
     for base in bases:
-        stack = [(base, 0)]
+        stack = deque([(base, 0)])   # the shallowest folders first
         while stack and budget > 0:
-            folder, depth = stack.pop()
+            folder, depth = stack.popleft()
             try:
-                entries = list(os.scandir(folder))
+                entries = os.scandir(folder)
             except OSError:
                 continue
-            for entry in entries:
-                budget -= 1
+            with entries:
+                subdirs: list[os.DirEntry[str]] = []
+                for entry in entries:   # lazily: a folder of a million images stops at its share
+                    budget -= 1
+                    if budget <= 0 or len(subdirs) >= _WALK_FOLDER:
+                        break
+                    subdirs.append(entry)
+            for entry in subdirs:
                 with contextlib.suppress(OSError):
                     if not entry.is_dir(follow_symlinks=False) or entry.name in _SKIP_DIRS:
                         continue
-                    if entry.name.startswith("offline-run-") and entry.name.endswith(f"-{run_id}"):
-                        if os.path.isfile(os.path.join(entry.path, name)):
-                            found.append(os.path.join(entry.path, name))
+                    if entry.name in ("wandb", ".wandb"):   # however many runs it holds
+                        found += at(entry.path)
                     elif entry.name.startswith(("offline-run-", "run-")):
                         continue   # another run's files
                     elif depth < 8:
