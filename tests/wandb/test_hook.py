@@ -147,3 +147,25 @@ def test_define_metric_summaries_are_read_as_wandb_reads_them_whatever_their_cas
     h._summarize({"loss": 2.0, "acc": 1.0})
     assert h._summarize({"loss": 3.0, "acc": 3.0}) == {"loss.min": 2.0, "loss": 2.0, "acc.max": 3.0,
                                                          "acc.mean": 2.0}
+
+
+def test_a_key_set_in_the_summary_then_logged_is_its_last_logged_value(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # a command trial's summary changes go to the trial as they are made (a stopped run keeps them, as W&B's
+    # server does); a later wandb.log of the same key is W&B's summary then, not the stale value that was set
+    import json
+    from types import SimpleNamespace
+
+    report = tmp_path / "r.jsonl"
+    monkeypatch.setenv("SWEEPLAB_REPORT_FILE", str(report))
+    monkeypatch.setattr(hook, "_sink", None)
+    monkeypatch.setattr(hook, "_final", None)
+    monkeypatch.setattr(hook, "_summary_keys", set())
+    item = SimpleNamespace(key=("loss",), value=0.25)
+    hook._summary_set(SimpleNamespace(update=[item, SimpleNamespace(key=("best", "epoch"), value=3)], remove=[]))
+    hook._History().log({"loss": 0.75, "acc": 0.5}, None, None)
+    summaries = [json.loads(ln)["@summary"] for ln in report.read_text().splitlines() if "@summary" in ln]
+    final: dict = {}
+    for s in summaries:
+        final.update(s)
+    assert final == {"loss": 0.75, "best.epoch": 3}

@@ -350,6 +350,24 @@ def test_a_command_trial_stopped_by_hyperband_keeps_its_define_metric_summary(tm
         assert t["value"] == pytest.approx(min(losses)) and t["metrics"]["loss.min"] == pytest.approx(min(losses))
 
 
+def test_a_command_trial_stopped_by_hyperband_keeps_what_it_set_in_its_runs_summary(tmp_path: Path) -> None:
+    # `run.summary["best_loss"] = best` each epoch: W&B's server has every change as it is made, so a run the
+    # sweep stops keeps it; the hook read the summary only at wandb.finish(), which a stopped program never reaches
+    work = tmp_path / "hyperband_summary_set"
+    shutil.copytree(PROJECTS / "hyperband_summary_set", work)
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "s"),
+                           "-q", "--workers", "1"], cwd=work, env=_offline_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    best, stopped = _trials(tmp_path / "s")
+    assert (best["state"], stopped["state"]) == ("completed", "pruned")
+    losses = [v for _, n, v in stopped["history"] if n == "loss"]
+    assert len(losses) >= 2
+    assert stopped["metrics"]["best_loss"] == pytest.approx(min(losses[:-1]))   # set before its last log
+    assert stopped["metrics"]["best.epoch"] == 1
+    assert best["metrics"]["best_loss"] == pytest.approx(0.5)
+
+
 def test_a_sweeplab_function_keeps_its_own_wandb_logging_out_of_its_reports(tmp_path: Path) -> None:
     """`train(config, run)` reports through its Run and logs to W&B for itself (docs/integrations.md: your own
     W&B logging keeps working): its W&B rows were mirrored into the trial at W&B's `_step` beside its own
@@ -412,3 +430,16 @@ def test_metrics_synced_from_tensorboard_reach_the_trial_as_in_the_runs_summary(
     assert [t["state"] for t in trials] == ["completed"] * 2
     assert sorted(t["value"] for t in trials) == [3.0, 6.0]   # the last value written, as W&B's summary has it
     assert all(t["metrics"].get("train/loss", 0.25) == 0.25 for t in trials)
+
+
+def test_a_run_without_the_hook_is_read_back_wherever_the_program_put_its_files(tmp_path: Path) -> None:
+    # the read-back looked only in WANDB_DIR's and the working directory's wandb/: a run started with
+    # wandb.init(dir=...), WANDB_DIR set by the program, or wandb.Settings(root_dir=...) was missed, and its
+    # trial failed "metric ... was never reported"
+    proc, store = _sweep("wrapper_run_dir", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"] * 4, [t["reason"] for t in trials]
+    for t, where in zip(trials, ("dir", "env", "settings", "elsewhere")):
+        assert t["value"] == pytest.approx(2.0 + len(where))   # the summary's last value
+        assert [s for s, n, _ in t["history"] if n == "val_loss"] == [0, 1, 2]

@@ -149,13 +149,13 @@ def _empty(path: str) -> bool:
         return False
 
 
-def _wandb_without_hook(reporter: _Reporter, env: Mapping[str, str], cwd: str) -> None:
+def _wandb_without_hook(reporter: _Reporter, env: Mapping[str, str], cwd: str, log_path: str) -> None:
     """A W&B program that ran without sweeplab's hook (a wrapper script set its own PYTHONPATH, dropping the
     hook's folder): its run's history and summary are read back from the run's offline files, with a warning
     (the trial failed with "metric ... was never reported", although the run logged it)."""
     from sweeplab.wandb_compat import BOOT_DIR, offline_run_lines
 
-    lines = offline_run_lines(env, cwd)
+    lines = offline_run_lines(env, cwd, log_path)
     if not lines:
         return
     with contextlib.suppress(Exception):
@@ -249,7 +249,9 @@ def execute_command(ex: Execution) -> None:
         errors.join(timeout=5)
         tail.join(timeout=5)
         if code == 0 and "WANDB_RUN_ID" in added and not reporter.final and _empty(report_path):
-            _wandb_without_hook(reporter, env, task.cwd or os.getcwd())
+            with write_lock:
+                log.flush()   # the read-back looks for the run's folder in what wandb printed
+            _wandb_without_hook(reporter, env, task.cwd or os.getcwd(), task.log_path)
         if checkpoints is not None:
             checkpoints.finish()
         with write_lock:

@@ -153,23 +153,95 @@ def _set_nested(target: dict[str, Any], keys: list[str], value: Any) -> None:
     target[keys[-1]] = value
 
 
-def offline_run_lines(env: Mapping[str, str], cwd: str | None = None) -> list[str]:
+# a walk for a run's files looks at this many entries in all, and at most _WALK_FOLDER of each folder (a folder
+# of a million images is cut short, and the walk goes on to the next, shallowest first)
+_WALK_BUDGET, _WALK_FOLDER = 200_000, 2000
+_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", ".git", ".venv", "venv", ".tox"})
+
+
+def _find_run_files(run_id: str, bases: list[str], log_path: str | None) -> list[str]:
+    """The `.wandb` files of the run `run_id`, wherever the program put them: `wandb/` (or `.wandb/`, as wandb
+    names it when that exists) under WANDB_DIR or the working directory; else the folder wandb printed to the
+    trial's log ("Run data is saved locally in ...", "wandb sync ..."), which finds `wandb.init(dir=...)` and
+    `wandb.Settings(root_dir=...)` anywhere; else a bounded walk below the working directory (a quiet run whose
+    program set its own WANDB_DIR or dir=), and the temporary directory wandb falls back to."""
+    import glob
+    import re
+    import tempfile
+
+    name = f"run-{run_id}.wandb"
+
+    def at(folder: str) -> list[str]:
+        return glob.glob(os.path.join(glob.escape(folder), f"offline-run-*-{glob.escape(run_id)}", name))
+
+    found: list[str] = []
+    for base in bases:
+        for sub in ("wandb", ".wandb"):
+            found += at(os.path.join(base, sub))
+    if found:
+        return found
+    if log_path:
+        with contextlib.suppress(OSError):
+            with open(log_path, "rb") as f:   # wandb prints the folder as the run starts and as it ends: the
+                head = f.read(1 << 20)         # log's first and last MiB hold it, however long the log
+                f.seek(max(f.tell(), os.fstat(f.fileno()).st_size - (1 << 20)))
+                text = (head + b"\n" + f.read()).decode("utf-8", "replace")
+            text = re.sub(r"\x1b\[[0-9;]*m", "", text)   # wandb colours the path on a terminal
+            tail = f"-{run_id}"
+            at_ = text.find("offline-run-")
+            while at_ >= 0:   # the path around each mention (no regex scan: a long line of a progress bar
+                start = max(text.rfind(c, 0, at_) for c in " \t\n\r'\"`") + 1   # stays linear)
+                end = text.find(tail, at_)
+                if end >= 0 and not any(c in text[at_:end] for c in " \t\n\r/\\"):
+                    path = os.path.join(text[start:end + len(tail)], name)
+                    if os.path.isfile(path):
+                        found.append(path)
+                at_ = text.find("offline-run-", at_ + 1)
+    if found:
+        return found
+    from collections import deque
+
+    budget = _WALK_BUDGET
+    for base in bases:
+        stack = deque([(base, 0)])   # the shallowest folders first
+        while stack and budget > 0:
+            folder, depth = stack.popleft()
+            try:
+                entries = os.scandir(folder)
+            except OSError:
+                continue
+            with entries:
+                subdirs: list[os.DirEntry[str]] = []
+                for entry in entries:   # lazily: a folder of a million images stops at its share
+                    budget -= 1
+                    if budget <= 0 or len(subdirs) >= _WALK_FOLDER:
+                        break
+                    subdirs.append(entry)
+            for entry in subdirs:
+                with contextlib.suppress(OSError):
+                    if not entry.is_dir(follow_symlinks=False) or entry.name in _SKIP_DIRS:
+                        continue
+                    if entry.name in ("wandb", ".wandb"):   # however many runs it holds
+                        found += at(entry.path)
+                    elif entry.name.startswith(("offline-run-", "run-")):
+                        continue   # another run's files
+                    elif depth < 8:
+                        stack.append((entry.path, depth + 1))
+    return found or at(os.path.join(tempfile.gettempdir(), "wandb"))
+
+
+def offline_run_lines(env: Mapping[str, str], cwd: str | None = None, log_path: str | None = None) -> list[str]:
     """What a command trial's W&B run logged, read back from the run's own offline files, as the hook's report
     lines (history rows at W&B's `_step`, then `{"@summary": ...}`, the summary as wandb-core computed it,
     `define_metric` aggregates included). For a program that ran without the hook: a wrapper script that sets
     its own PYTHONPATH (`PYTHONPATH=. python train.py "$@"`) drops the hook's folder, and its trial failed with
     "metric ... was never reported" although its run logged the metric. The run is the one with the trial's
-    WANDB_RUN_ID, under WANDB_DIR's (else the working directory's) `wandb/`. Nothing when there is no such run
-    or no wandb here to read it with."""
+    WANDB_RUN_ID, found as `_find_run_files` says (WANDB_DIR, the working directory, the folder wandb printed
+    to the trial's log `log_path`). Nothing when there is no such run or no wandb here to read it with."""
     run_id = env.get("WANDB_RUN_ID")
     if not run_id:
         return []
-    import glob
-
-    found: list[str] = []
-    for base in dict.fromkeys(d for d in (env.get("WANDB_DIR"), cwd) if d):
-        found += glob.glob(os.path.join(glob.escape(base), "wandb", f"offline-run-*-{glob.escape(run_id)}",
-                                        f"run-{glob.escape(run_id)}.wandb"))
+    found = _find_run_files(run_id, list(dict.fromkeys(d for d in (env.get("WANDB_DIR"), cwd) if d)), log_path)
     if not found:
         return []
     try:

@@ -24,8 +24,6 @@ Where the values go: the runner names a JSON-lines file in SWEEPLAB_REPORT_FILE 
 running a function trial passes `sink` and `final` callables instead. Standard library only.
 """
 
-from __future__ import annotations
-
 import atexit
 import fnmatch
 import importlib.abc
@@ -42,16 +40,16 @@ from typing import Any
 _SUMMARY_KEY = "@summary"
 _EXIT_KEY = "@exit_code"
 _lock = threading.Lock()
-_sink: Callable[[dict[str, float], int], None] | None = None
-_final: Callable[[dict[str, Any]], None] | None = None
-_stopped: Callable[[], bool] | None = None
+_sink: "Callable[[dict[str, float], int], None] | None" = None
+_final: "Callable[[dict[str, Any]], None] | None" = None
+_stopped: "Callable[[], bool] | None" = None
 _patched = False
-_original_log: Callable[..., Any] | None = None
+_original_log: "Callable[..., Any] | None" = None
 # a function trial's W&B environment and parameters, handed over by `begin_trial` and set into os.environ at
 # its first wandb.init (or before it forks); `_restore` holds what os.environ had before, for `end_trial`
-_pending: dict[str, str] | None = None
-_args: Mapping[str, Any] | None = None
-_restore: dict[str, str | None] | None = None
+_pending: "dict[str, str] | None" = None
+_args: "Mapping[str, Any] | None" = None
+_restore: "dict[str, str | None] | None" = None
 # this process runs function trials (a sweeplab worker: `begin_trial`), where `wandb.agent` called as the trial's
 # module is imported does nothing; in a command trial's program, or in a function trial's call, the first
 # `wandb.agent(function=...)` runs its function (`_agent_ran`: once per trial)
@@ -68,7 +66,7 @@ class TrialStopped(BaseException):
     report that decided it. A BaseException, so that the program's `except Exception` does not catch it."""
 
 
-def _number(value: Any) -> float | None:
+def _number(value: Any) -> "float | None":
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -93,7 +91,7 @@ def _media(value: Any) -> bool:
     return isinstance(value, Mapping) and "_type" in value
 
 
-def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+def _flatten(data: "Mapping[str, Any]", prefix: str = "") -> "dict[str, float]":
     """Numbers of a logged dict, nested dicts as dotted names (W&B shows `{"a": {"b": 1}}` as `a.b`)."""
     out: dict[str, float] = {}
     for key, value in data.items():
@@ -109,7 +107,7 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
     return out
 
 
-def _write_line(obj: dict[str, Any]) -> None:
+def _write_line(obj: "dict[str, Any]") -> None:
     path = os.environ.get("SWEEPLAB_REPORT_FILE")
     if not path or not _rank_zero():   # another rank's enabled run: only rank 0's reports count
         return
@@ -130,7 +128,7 @@ def _rank_zero() -> bool:
     return all((os.environ.get(k) or "0").strip() == "0" for k in ("LOCAL_RANK", "NODE_RANK"))
 
 
-def _emit(metrics: dict[str, float], step: int) -> None:
+def _emit(metrics: "dict[str, float]", step: int) -> None:
     if _sink is not None:
         _sink(metrics, step)
         return
@@ -161,7 +159,7 @@ class _History:
         self.specs[name] = tuple(a for a in wanted if a in ("min", "max", "mean", "first", "last", "best-min",
                                                            "best-max"))
 
-    def _summarize(self, row: Mapping[str, float]) -> dict[str, float]:
+    def _summarize(self, row: "Mapping[str, float]") -> "dict[str, float]":
         out: dict[str, float] = {}
         for key, value in row.items():
             spec = self.specs.get(key)
@@ -183,7 +181,7 @@ class _History:
                 out[key] = values[spec[0]]
         return out
 
-    def log(self, data: Mapping[str, Any], step: int | None, commit: bool | None) -> None:
+    def log(self, data: "Mapping[str, Any]", step: "int | None", commit: "bool | None") -> None:
         if step is not None:
             step = int(step)
             if step < self.step:   # W&B: "Tried to log to step N that is less than the current step"
@@ -202,21 +200,24 @@ class _History:
         row, self.row, self.open = self.row, {}, False
         if row:
             _emit(row, self.step)
-            if self.specs and _final is None:   # a command trial's (or a process of a function trial's)
-                summary = self._summarize(row)
+            if (self.specs or _summary_keys) and _final is None:   # a command trial's (or a process of a
+                summary = self._summarize(row) if self.specs else {}   # function trial's)
+                # a key the program set in the summary itself (`_summary_set`) is the last value logged again
+                summary.update({k: v for k, v in row.items() if k in _summary_keys and k not in summary
+                                and math.isfinite(v)})
                 if summary:
                     _write_line({_SUMMARY_KEY: summary})
         self.step += 1
 
 
-def _history_of(run: Any) -> _History:
+def _history_of(run: Any) -> "_History":
     state = run.__dict__.get("_sweeplab_history")
     if state is None:
         state = run.__dict__["_sweeplab_history"] = _History()
     return state   # type: ignore[no-any-return]
 
 
-def _summary_of(run: Any) -> dict[str, Any]:
+def _summary_of(run: Any) -> "dict[str, Any]":
     try:
         raw = run.summary._as_dict()
     except Exception:
@@ -227,7 +228,7 @@ def _summary_of(run: Any) -> dict[str, Any]:
     return _summary_from(raw)
 
 
-def _summary_from(raw: Mapping[str, Any]) -> dict[str, Any]:
+def _summary_from(raw: "Mapping[str, Any]") -> "dict[str, Any]":
     """The trial's final metrics of a W&B run's summary (see `_summary_of`)."""
     out: dict[str, Any] = {}
     for key, value in raw.items():
@@ -265,7 +266,7 @@ def _mirrored(run: Any) -> bool:
     return _in_trial(run) and not run.__dict__.get("_sweeplab_own")
 
 
-def _finish_run(run: Any, exit_code: int | None = None) -> None:
+def _finish_run(run: Any, exit_code: "int | None" = None) -> None:
     """Send the run's last row and its summary once (from finish() or at the end of the process)."""
     if run.__dict__.get("_sweeplab_done") or not _mirrored(run):
         return
@@ -341,6 +342,20 @@ def _final_summary(run: Any) -> None:
         _write_line({_SUMMARY_KEY: summary})
 
 
+_warned: "set[str]" = set()
+_summary_keys: "set[str]" = set()   # what a command trial's program set in its run's summary (`_summary_set`)
+
+
+def _warn_once(what: str, exc: BaseException) -> None:
+    """The hook could not do `what` (a feature missing from an old interpreter or wandb client): one warning,
+    and the program goes on as wandb has it; the run is read back from its offline files if nothing reached
+    the trial."""
+    if what not in _warned:
+        _warned.add(what)
+        sys.stderr.write("sweeplab: W&B hook could not " + what + " (Python " + sys.version.split()[0] + "): "
+                         + type(exc).__name__ + ": " + str(exc) + "; the program goes on\n")
+
+
 def _patch_run_class(module: Any) -> None:
     cls = getattr(module, "Run", None)
     if cls is None or getattr(cls, "_sweeplab_patched", False):
@@ -354,12 +369,17 @@ def _patch_run_class(module: Any) -> None:
 
     def log(self: Any, data: Any, step: Any = None, commit: Any = None, *args: Any, **kwargs: Any) -> Any:
         result = original_log(self, data, step, commit, *args, **kwargs)
-        if isinstance(data, Mapping) and _mirrored(self):
-            state = _history_of(self)
-            with _lock:
-                state.log(data, step, commit)
-            if _stopped is not None and _stopped():
-                raise TrialStopped("stopped by the sweep's scheduler")
+        mirrored = False
+        try:
+            mirrored = isinstance(data, Mapping) and _mirrored(self)
+            if mirrored:
+                state = _history_of(self)
+                with _lock:
+                    state.log(data, step, commit)
+        except Exception as exc:   # (an interpreter or wandb lacking what the hook uses): wandb logged it
+            _warn_once("mirror wandb.log", exc)
+        if mirrored and _stopped is not None and _stopped():
+            raise TrialStopped("stopped by the sweep's scheduler")
         return result
 
     def _finish(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -380,14 +400,30 @@ def _patch_run_class(module: Any) -> None:
     def define_metric(self: Any, name: Any, *args: Any, **kwargs: Any) -> Any:
         result = original_define(self, name, *args, **kwargs)   # type: ignore[misc]
         summary = kwargs.get("summary", args[3] if len(args) > 3 else None)
-        if isinstance(name, str) and isinstance(summary, str) and _mirrored(self):
-            with _lock:
-                _history_of(self).define(name, summary, kwargs.get("goal"))
+        try:
+            if isinstance(name, str) and isinstance(summary, str) and _mirrored(self):
+                with _lock:
+                    _history_of(self).define(name, summary, kwargs.get("goal"))
+        except Exception as exc:
+            _warn_once("follow define_metric", exc)
+        return result
+
+    original_summary = getattr(cls, "_summary_update_callback", None)
+
+    def _summary_update_callback(self: Any, record: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original_summary(self, record, *args, **kwargs)   # type: ignore[misc]
+        try:
+            if _final is None and _mirrored(self):
+                _summary_set(record)
+        except Exception as exc:
+            _warn_once("follow run.summary", exc)
         return result
 
     patches = [("log", log, original_log), (finish_name, _finish, original_finish)]
     if original_define is not None:
         patches.append(("define_metric", define_metric, original_define))
+    if original_summary is not None:
+        patches.append(("_summary_update_callback", _summary_update_callback, original_summary))
     for name, fn, orig in patches:
         fn.__doc__, fn.__name__, fn.__wrapped__ = orig.__doc__, name, orig  # type: ignore[attr-defined]
         setattr(cls, name, fn)
@@ -396,7 +432,28 @@ def _patch_run_class(module: Any) -> None:
     cls._sweeplab_patched = True
 
 
-def _run_url(run: Any) -> str | None:
+def _summary_set(record: Any) -> None:
+    """What a command trial's program sets in its run's summary itself (`run.summary["best_loss"] = best`,
+    `run.summary.update({...})`: wandb's SummaryRecord, keys as paths) goes to the trial as it is set, as W&B's
+    server gets each change as it is made: a run the sweep stops (terminated before `wandb.finish()`, when the
+    hook reads the whole summary) keeps it, as under W&B."""
+    raw: dict[str, Any] = {}
+    for item in getattr(record, "update", None) or ():
+        keys = [str(k) for k in (item.key if isinstance(item.key, (tuple, list)) else (item.key,))]
+        if not keys:
+            continue
+        target = raw
+        for key in keys[:-1]:
+            target = target.setdefault(key, {})
+        target[keys[-1]] = item.value
+    summary = {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v)
+               for k, v in _summary_from(raw).items()}
+    if summary:
+        _summary_keys.update(summary)
+        _write_line({_SUMMARY_KEY: summary})
+
+
+def _run_url(run: Any) -> "str | None":
     """Where a trial's offline run is (`file://.../wandb/offline-run-...`): under W&B's agent `run.url` is the
     run's page, and programs use it as a string (`logging.info("Wandb url: " + wandb.run.url)`); an
     offline run has none (wandb warns "URL not available in offline run" and returns None)."""
@@ -408,7 +465,7 @@ def _run_url(run: Any) -> str | None:
         return None
 
 
-def _patch_property(cls: Any, name: str, fallback: Callable[[Any], Any], instead: bool = False) -> None:
+def _patch_property(cls: Any, name: str, fallback: "Callable[[Any], Any]", instead: bool = False) -> None:
     """`run.<name>` of a trial's run answers as under W&B's agent where the offline run has nothing (None):
     `sweep_id` is the trial's WANDB_SWEEP_ID, although the run's offline files hold none (see
     `offline_init`); `url` is the run's folder (see `_run_url`). `instead`: the trial's run does not ask
@@ -463,7 +520,7 @@ def _flow(value: Any) -> str:
     raise TypeError(type(value).__name__)
 
 
-def write_params(path: str, args: Mapping[str, Any]) -> None:
+def write_params(path: str, args: "Mapping[str, Any]") -> None:
     """Write `args` (W&B's top-level parameter names -> values) as the YAML file W&B's agent writes for
     WANDB_SWEEP_PARAM_PATH: `wandb_version: 1` then `name: {value: v}` per parameter (wandb/sdk/lib/
     config_util.py, save_config_file_from_dict). Each entry is a JSON flow mapping, which YAML reads the
@@ -492,7 +549,7 @@ def _apply_trial_env() -> None:
         _set_env(env)
 
 
-def _set_env(env: Mapping[str, str]) -> None:
+def _set_env(env: "Mapping[str, str]") -> None:
     """Set `env` into os.environ for the trial, remembering what it held before (for `end_trial`)."""
     global _restore
     restore = _restore if _restore is not None else {}
@@ -516,7 +573,7 @@ def new_run_id() -> str:
     return "".join("0123456789abcdefghijklmnopqrstuvwxyz"[b % 36] for b in os.urandom(8))
 
 
-def run_env(sweep: str, number: int) -> dict[str, str]:
+def run_env(sweep: str, number: int) -> "dict[str, str]":
     """What W&B's agent tells a run of its sweep, besides its id and parameters: the sweep's id
     (WANDB_SWEEP_ID: programs read `wandb.run.sweep_id` or the variable to know they run in a sweep, and
     take `wandb.config` only then) and a name (WANDB_NAME: W&B's server names every run, `dainty-sweep-3`;
@@ -525,7 +582,7 @@ def run_env(sweep: str, number: int) -> dict[str, str]:
     return {"WANDB_SWEEP_ID": sweep, "WANDB_NAME": f"{sweep}-{number}"}
 
 
-def begin_trial(param_path: str, args: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
+def begin_trial(param_path: str, args: "Mapping[str, Any]", env: "Mapping[str, str] | None" = None) -> None:
     """A function trial starts in this process. Its W&B environment (WANDB_MODE=offline,
     WANDB_SWEEP_PARAM_PATH=`param_path`, a WANDB_RUN_ID of its own, and `env` (see `run_env`), as for a
     command trial) is set at its first wandb.init, or before it forks (so that forked processes inherit it,
@@ -552,7 +609,7 @@ def report_path(param_path: str) -> str:
     return f"{stem}.wandb-report.jsonl"
 
 
-def _children_env(param_path: str) -> dict[str, str]:
+def _children_env(param_path: str) -> "dict[str, str]":
     """What a function trial's processes need to report their W&B runs, as a command trial's program does: the
     report file (SWEEPLAB_REPORT_FILE), and this hook's folder first on PYTHONPATH for processes started by
     `spawn` or exec (torch.multiprocessing.spawn's DDP ranks); forked ones have the hook already. Under W&B's
@@ -650,7 +707,7 @@ def _patch_init(wandb: Any) -> None:
     _patch_config_of(sys.modules.get("wandb.sdk.wandb_helper"))
 
 
-def _disabled(kwargs: Mapping[str, Any]) -> bool:
+def _disabled(kwargs: "Mapping[str, Any]") -> bool:
     """Whether the program asks `wandb.init` for a disabled run, as wandb decides the mode: `mode=`, else the
     `settings=` given (a `wandb.Settings` or a dict), else WANDB_MODE, which the program may have set itself (a
     trial starts with "offline"). DDP scripts give the ranks other than 0 a disabled run so that their
@@ -690,7 +747,7 @@ def _patch_config_of(helper: Any) -> None:
     helper._to_dict = _to_dict
 
 
-def _forget_sweep_id(sweep_id: str | None) -> None:
+def _forget_sweep_id(sweep_id: "str | None") -> None:
     """wandb's settings, read from the environment when it set up before this run (`wandb.setup()`,
     `wandb.Image` or `wandb.Api()` before `wandb.init()`), forget the trial's sweep id too (wandb >= 0.19:
     `wandb_setup._singleton.settings`), so that the run's files hold none (see `offline_init`)."""
@@ -706,7 +763,7 @@ def _forget_sweep_id(sweep_id: str | None) -> None:
             pass
 
 
-def _ignore_run_id(kwargs: dict[str, Any]) -> None:
+def _ignore_run_id(kwargs: "dict[str, Any]") -> None:
     """A sweep's run takes the id its agent gives it (WANDB_RUN_ID): W&B ignores `wandb.init(id=...)` "when
     running a sweep" (wandb_init.py, `clear_run_path_if_sweep_or_launch`), so that a program passing a fixed
     id (`id=args.run_id, resume="allow"`) still starts one run per trial. The offline run here has no sweep
@@ -722,7 +779,7 @@ def _patch_controller(wandb: Any) -> None:
     `wandb.sweep(config)` + `wandb.agent(sweep_id, function=train)` style, imported for its `train`,
     creates no sweep and starts no agent, and `wandb.login()` asks for no key. A program (or a trial's
     function) that hands `wandb.agent` a function while the trial runs gets it called once: see `agent`."""
-    def wrap(name: str, inside: Callable[..., Any]) -> None:
+    def wrap(name: str, inside: "Callable[..., Any]") -> None:
         original = getattr(wandb, name, None)
         if original is None or getattr(original, "_sweeplab_patched", False):
             return
@@ -818,9 +875,9 @@ def installed() -> bool:
     return _patched
 
 
-def install(sink: Callable[[dict[str, float], int], None] | None = None,
-            final: Callable[[dict[str, Any]], None] | None = None,
-            stopped: Callable[[], bool] | None = None) -> None:
+def install(sink: "Callable[[dict[str, float], int], None] | None" = None,
+            final: "Callable[[dict[str, Any]], None] | None" = None,
+            stopped: "Callable[[], bool] | None" = None) -> None:
     """Mirror W&B runs of this process into the trial: to `sink(metrics, step)` / `final(summary)` when
     given (function trials), else to the file in SWEEPLAB_REPORT_FILE. `stopped()` true (a function trial
     the sweep stopped): the trial's run's next `log` raises TrialStopped. Safe to call more than once."""
@@ -836,8 +893,8 @@ def install(sink: Callable[[dict[str, float], int], None] | None = None,
         _patched = True
 
 
-def set_sinks(sink: Callable[[dict[str, float], int], None] | None,
-              final: Callable[[dict[str, Any]], None] | None, stopped: Callable[[], bool] | None = None) -> None:
+def set_sinks(sink: "Callable[[dict[str, float], int], None] | None",
+              final: "Callable[[dict[str, Any]], None] | None", stopped: "Callable[[], bool] | None" = None) -> None:
     """Where the runs of a function trial report (see `install`; the hook is installed already)."""
     global _sink, _final, _stopped
     _sink, _final, _stopped = sink, final, stopped
