@@ -152,9 +152,9 @@ def test_status_of_a_sweep_whose_budget_is_stored_as_text(tmp_path: Path) -> Non
 
 def test_status_and_best_never_write_the_stores_terminal_control_characters(tmp_path: Path) -> None:
     """A command trial whose last error line is colored (most tools color `ERROR`), and a sweep named with an
-    escape (in a store written before such names were refused): `status` and `best` wrote them raw, so ESC [2J cleared the user's screen and OSC 0 set the
-    terminal's title (and a right-to-left override showed a value backwards). They are written as escapes now
-    (the JSON escapes them as ever)."""
+    escape (in a store written before such names were refused): `status` and `best` wrote them raw, so ESC [2J
+    cleared the user's screen and OSC 0 set the terminal's title (and a right-to-left override showed a value
+    backwards). They are written as escapes now (the JSON escapes them as ever)."""
     (tmp_path / "prog.py").write_text('import sys\nprint("\\x1b[1;31mERROR\\x1b[0m: \\x1b]0;pwned\\x07 nan '
                                       'loss\\x1b[2J\\x9b1m", file=sys.stderr)\nsys.exit(3)\n')
     (tmp_path / "sweep.yaml").write_text('name: cmdred\nprogram: prog.py\nmethod: grid\n'
