@@ -1130,7 +1130,8 @@ def test_a_multi_process_trial_killed_after_its_grace_keeps_its_last_report_on_r
     spec = parse_spec({"function": f"{Path(__file__).resolve()}:ignores_stop", "method": "grid",
                        "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"values": [1]}},
                        "resources": {"workers": 2, "cpus_per_worker": 0.5},
-                       "budget": {"time": "4s"}, "trial": {"grace": "1s"}}, file="<test>")
+                       # time for both ranks to start and report under the suite's load (4 s failed there once)
+                       "budget": {"time": "8s"}, "trial": {"grace": "1s"}}, file="<test>")
     store = Store.open(tmp_path / "store")
     driver = Driver(spec, store, RayBackend(spec, workers=1), sweep_name="ray-grace-ranks")
     driver.create(spec_path=None)
