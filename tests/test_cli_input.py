@@ -608,3 +608,62 @@ def test_a_blank_name_option_is_refused_as_a_blank_spec_name_is(tmp_path, comman
     args = ["sweep", "s.yaml"] if command == "sweep" else ["run", f"{TRIALS}:quick"]
     assert_one_line_error(cli(tmp_path, *args, "--name", name, "-q"), "--name")
     assert not (tmp_path / "store").exists()
+
+
+# ---------------------------------------------------------------- one key, one value: nothing silently replaced
+
+BASE = "steps: 2\nlr: 0.1\nmodel: {hidden: 4}\n"
+DUPLICATES = {   # id: (command line after the target, fragments the one-line error names)
+    "same-key": (["lr=1", "lr=2"], ["lr: ", "'lr=2'", "lr=1 and lr=2", "expected each config key in one override"]),
+    "same-value": (["lr=1", "lr=1"], ["lr: ", "lr=1 and lr=1"]),
+    "plus-plus": (["lr=1", "++lr=2"], ["lr: ", "lr=1 and ++lr=2"]),
+    "added-twice": (["+new=1", "++new=2"], ["new: ", "+new=1 and ++new=2"]),
+    "delete-and-set": (["~lr", "lr=2"], ["lr: ", "~lr and lr=2"]),
+    "parent-then-child": (["model={hidden: 8}", "model.hidden=16"], ["model: ", "model.hidden=16",
+                                                                      "one would replace the other"]),
+    "child-then-parent": (["model.hidden=16", "model={hidden: 8}"], ["model: ", "model.hidden=16 and model={"]),
+    "option-twice": (["--profile", "a", "--profile=b"], ["--profile given twice", "'--profile a' and '--profile=b'"]),
+    "short-option-twice": (["-q", "-pa", "-p", "b"], ["--profile given twice", "'-pa' and '-p b'"]),
+}
+
+
+@pytest.mark.parametrize(("command", "case"), [("sweep", c) for c in DUPLICATES] + [("run", "same-key"),
+                                                                                   ("run", "short-option-twice")],
+                         ids=[*DUPLICATES, "run-same-key", "run-short-option-twice"])
+def test_a_key_or_option_given_twice_is_refused_naming_both_values(tmp_path, command, case):
+    write(tmp_path / "configs" / "base.yaml", BASE)
+    for name in ("a", "b"):
+        write(tmp_path / "profiles" / f"{name}.yaml", "data_dir: /tmp\n")
+    write(tmp_path / "s.yaml", GOOD + "config: configs/base.yaml\nparameters: {x: {values: [1]}}\n")
+    args, fragments = DUPLICATES[case]
+    head = ["sweep", "s.yaml", "--dry-run"] if command == "sweep" else ["run", f"{TRIALS}:quick", "-c",
+                                                                       "configs/base.yaml"]
+    assert_one_line_error(cli(tmp_path, *head, *args), *fragments)
+    assert not (tmp_path / "store").exists()
+
+
+def test_the_python_api_refuses_a_key_overridden_twice(tmp_path):
+    import sweeplab as sl
+    from sweeplab.errors import ConfigError
+
+    spec = {"function": f"{TRIALS}:quick", "method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+            "config": str(write(tmp_path / "base.yaml", BASE))}
+    for call in (sl.run_sweep, sl.sweep):
+        with pytest.raises(ConfigError, match=r"^steps: override 'steps=3' names 'steps' again.*steps=1 and steps=3"):
+            call(spec, store=tmp_path / "store", overrides=["steps=1", "lr=0.5", "steps=3"])
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_script_option_with_its_value_attached_replaces_the_default_of_sl_main(tmp_path):
+    # `python train.py -pgpu` beside sl.main(train, profile="local"): the default was appended after it and won
+    write(tmp_path / "profiles" / "local.yaml", "steps: 1\n")
+    write(tmp_path / "profiles" / "gpu.yaml", "steps: 4\n")
+    write(tmp_path / "train.py", f"import sys\nsys.path.insert(0, {str(TRIALS.parent)!r})\nimport sweeplab as sl\n"
+          "from trials import quick\n\nif __name__ == '__main__':\n    sl.main(quick, profile='local')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["SWEEPLAB_STORE"] = str(tmp_path / "store")
+    cp = subprocess.run([sys.executable, "train.py", "-pgpu", "-q"], cwd=tmp_path, env=env, capture_output=True,
+                        text=True, timeout=120)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    best = json.loads(cli(tmp_path, "best", "run-trials", "--json").stdout)
+    assert best["metrics"]["loss"] == pytest.approx(1 / 4)   # the gpu profile's 4 steps

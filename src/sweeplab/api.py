@@ -83,10 +83,11 @@ def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: boo
     check_config_files(spec)
     _check_function_file(spec)
     if new_sweep:
-        from sweeplab.config import check_config_reaches_trials, parse_override
+        from sweeplab.config import check_config_reaches_trials, check_distinct_overrides, parse_override
 
         for text in overrides:   # a malformed override is named as such first
             parse_override(text)
+        check_distinct_overrides(overrides)
         _refuse_workdir_override(spec, overrides)
         check_config_reaches_trials(function_trials=spec.is_function, config=spec.config, profile=spec.profile,
                                     overrides=list(overrides), file=str(spec.source) if spec.source else None)

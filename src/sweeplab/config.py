@@ -33,6 +33,7 @@ __all__ = [
     "ConfigKeyError",
     "apply_overrides",
     "check_config_reaches_trials",
+    "check_distinct_overrides",
     "check_overrides_against_parameters",
     "coerce",
     "deep_merge",
@@ -465,6 +466,29 @@ def override_list(overrides: Sequence[str] | str | None) -> list[str]:
         raise ConfigError("overrides must be a list of 'key=value' strings, not a mapping", value=_short(overrides),
                           expected=f"a list like {written!r}")
     return list(overrides)
+
+
+def check_distinct_overrides(overrides: Sequence[str]) -> None:
+    """Refuse two overrides of one key (`lr=1 lr=2`, `lr=1 ++lr=2`, `~lr lr=2`) or of a key and a key inside it
+    (`a.b=1 a.b.c=2`, `model={hidden: 4} model.hidden=8`): the last silently won, so the command line said two
+    things and a trial ran one. Hydra refuses them too ("Multiple values for lr"); write each key once."""
+    seen: list[tuple[str, str]] = []
+    for text in overrides:
+        key = _parse_override(text)[1]
+        for first_text, first in seen:
+            if first == key or key.startswith(f"{first}.") or first.startswith(f"{key}."):
+                same = first == key
+                raise ConfigError(
+                    f"override '{_clip(text)}' names '{_clip(key)}' again ('{_clip(first_text)}' came first)"
+                    if same else f"overrides '{_clip(first_text)}' and '{_clip(text)}' both set "
+                    f"'{_clip(max(first, key, key=len))}': one would replace the other",
+                    key=_clip(first if len(first) <= len(key) else key),
+                    value=_Abbrev(f"{_clip(first_text)} and {_clip(text)}"),
+                    expected="each config key in one override (Hydra refuses multiple values for a key too)",
+                    hint="keep one of them" if same else
+                    f"set '{_clip(min(first, key, key=len))}' whole in one override, or only keys inside it",
+                )
+        seen.append((text, key))
 
 
 def check_overrides_against_parameters(overrides: Sequence[str], parameters: Sequence[str]) -> None:
