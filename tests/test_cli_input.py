@@ -667,3 +667,39 @@ def test_a_script_option_with_its_value_attached_replaces_the_default_of_sl_main
     assert cp.returncode == 0, cp.stdout + cp.stderr
     best = json.loads(cli(tmp_path, "best", "run-trials", "--json").stdout)
     assert best["metrics"]["loss"] == pytest.approx(1 / 4)   # the gpu profile's 4 steps
+
+
+# -------------------------------------------- a file that is not there is named with who points to it
+
+SPEC_TAIL = "parameters: {x: {values: [1]}}\n"
+MISSING_FILES = {   # id: (spec lines, extra arguments, fragments of the one-line error)
+    "spec-config": ("config: configs/nope.yaml\n", [],
+                    ["error: s.yaml: config: config file not found", "configs/nope.yaml",
+                     "expected a readable YAML file (a relative config: is read from the spec file's directory)"]),
+    "spec-config-is-a-dir": ("config: configs\n", [], ["error: s.yaml: config: cannot read the config file",
+                                                       "expected a readable YAML file"]),
+    "spec-profile": ("profile: nope\n", [], ["error: s.yaml: profile: unknown profile", "got 'nope'",
+                                            "expected one of the available profiles: local"]),
+    "spec-profile-path": ("profile: profiles/nope.yaml\n", [], ["error: s.yaml: profile: profile file not found",
+                                                               "got 'profiles/nope.yaml'", "does not exist"]),
+    "option-config": ("config: configs/base.yaml\n", ["--config", "configs/nope.yaml"],
+                      ["error: --config: config file not found", "configs/nope.yaml", "expected a readable"]),
+    "option-profile": ("profile: local\n", ["--profile", "nope"], ["error: --profile: unknown profile", "got 'nope'"]),
+}
+
+
+@pytest.mark.parametrize("case", list(MISSING_FILES), ids=list(MISSING_FILES))
+def test_a_missing_config_or_profile_is_named_with_the_spec_key_or_option_that_names_it(tmp_path, case):
+    lines, args, fragments = MISSING_FILES[case]
+    write(tmp_path / "configs" / "base.yaml", BASE)
+    write(tmp_path / "profiles" / "local.yaml", "data_dir: /tmp\n")
+    write(tmp_path / "s.yaml", GOOD + lines + SPEC_TAIL)
+    line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "--dry-run", *args), *fragments)
+    assert args or "--" not in line   # a spec's own key is not called an option, nor an option a spec key
+    assert not (tmp_path / "store").exists()
+
+
+def test_run_names_its_missing_config_by_its_option(tmp_path):
+    assert_one_line_error(cli(tmp_path, "run", f"{TRIALS}:quick", "-c", "nope.yaml"),
+                          "error: --config: config file not found", str(tmp_path / "nope.yaml"))
+    assert not (tmp_path / "store").exists()

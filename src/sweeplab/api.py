@@ -37,14 +37,16 @@ __all__ = [
 ]
 
 
-def check_config_files(spec: SweepSpec) -> None:
+def check_config_files(spec: SweepSpec, *, config_key: str = "config", profile_key: str = "profile") -> None:
     """Read the base config and profile now, as the driver will: a bad file is an error before the store
-    is opened, so nothing is written for it."""
+    is opened, so nothing is written for it. A missing one is named with the spec's key, or with the option that
+    gave it (`config_key="--config"`)."""
     if spec.config is None and not spec.profile:
         return
     from sweeplab.config import load_base_config
 
-    load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
+    load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd(), config_key=config_key,
+                     profile_key=profile_key)
 
 
 def _refuse_workdir_override(spec: SweepSpec, overrides: Sequence[str]) -> None:
@@ -70,17 +72,19 @@ def _refuse_workdir_override(spec: SweepSpec, overrides: Sequence[str]) -> None:
                     "trial}` in the spec")
 
 
-def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: bool = True) -> None:
+def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: bool = True,
+               config_key: str = "config", profile_key: str = "profile") -> None:
     """Build now what the driver builds from the spec and the overrides once the store is open: the base
     config and profile with the overrides applied, the early-stopping scheduler and the monitors. A mistake
     in any of them is an error before the store is opened, so nothing is written for it.
 
     For a new sweep, an override may not set a sweep parameter, and with a base config its key must exist
-    (`+key=` adds one); a resumed sweep's overrides were accepted when it was created (`new_sweep=False`)."""
+    (`+key=` adds one); a resumed sweep's overrides were accepted when it was created (`new_sweep=False`).
+    `config_key` / `profile_key` name the option that gave the base config / profile (`--config`), if not the spec."""
     from sweeplab.config import override_list
 
     overrides = override_list(overrides)
-    check_config_files(spec)
+    check_config_files(spec, config_key=config_key, profile_key=profile_key)
     _check_function_file(spec)
     if new_sweep:
         from sweeplab.config import check_config_reaches_trials, check_distinct_overrides, parse_override

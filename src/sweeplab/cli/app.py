@@ -24,8 +24,9 @@ class _Command(typer.core.TyperCommand):
         if not ctx.resilient_parsing:
             _, _, order = self.make_parser(ctx).parse_args(args=list(args))
             for param in dict.fromkeys(order):
-                if (getattr(param, "param_type_name", "") == "option" and not param.multiple and not param.count
-                        and not param.is_flag and order.count(param) > 1):
+                if (getattr(param, "param_type_name", "") == "option" and not param.multiple
+                        and not getattr(param, "count", False) and not getattr(param, "is_flag", False)
+                        and order.count(param) > 1):
                     given = _values_of(param, args)
                     both = f": {given[0]} and {given[1]}" if len(given) > 1 else ""
                     raise UserError(f"{max(param.opts, key=len)} given twice{both}; expected it once (the last would "

@@ -55,7 +55,7 @@ def run(
         raw["profile"] = profile
     spec = parse_spec(raw, file="<sweeplab run>", base_dir=Path.cwd())
     overrides = _split_overrides(overrides or [])
-    _check_spec(spec, overrides)   # before the store exists: nothing is written for bad input
+    _check_spec(spec, overrides, config_key="--config", profile_key="--profile")   # before the store exists
     if name is not None:
         from sweeplab.spec import check_sweep_name
 
