@@ -703,3 +703,37 @@ def test_run_names_its_missing_config_by_its_option(tmp_path):
     assert_one_line_error(cli(tmp_path, "run", f"{TRIALS}:quick", "-c", "nope.yaml"),
                           "error: --config: config file not found", str(tmp_path / "nope.yaml"))
     assert not (tmp_path / "store").exists()
+
+
+# ------------------------------------------------------------------------------------------- GPU ids
+
+BAD_GPUS = {"duplicate-and-negative": ("0,0,-1", "GPU id '-1' is not a device number"),
+            "duplicate": ("1,0,1", "GPU 1 is given twice"),
+            "not-a-number": ("0,a", "GPU id 'a' is not a device number"),
+            "fraction": ("1.5", "GPU id '1.5' is not a device number"),
+            "empty-part": ("0,,1", "an empty GPU id")}
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "run"])
+@pytest.mark.parametrize("case", list(BAD_GPUS), ids=list(BAD_GPUS))
+def test_bad_gpu_ids_are_refused_at_dry_run_as_at_the_run(tmp_path, case, dry_run):
+    text, fragment = BAD_GPUS[case]
+    if not dry_run and case not in ("duplicate", "not-a-number"):
+        pytest.skip("one real run per kind of check is enough")
+    write(tmp_path / "s.yaml", GOOD + SPEC_TAIL)
+    cp = cli(tmp_path, "sweep", "s.yaml", f"--gpus={text}", *(["--dry-run"] if dry_run else ["-q"]))
+    assert_one_line_error(cp, f"error: --gpus: {fragment}", f"got {text!r}", "expected")
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("ids", [[0, 0], [-1], [0, 1.0], [True], "0,1"], ids=["duplicate", "negative", "float",
+                                                                            "bool", "text"])
+def test_the_python_api_refuses_bad_gpu_ids_before_the_store(tmp_path, ids):
+    import sweeplab as sl
+    from sweeplab.errors import UserError
+
+    spec = {"function": f"{TRIALS}:quick", "method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+            "parameters": {"x": {"values": [1]}}}
+    with pytest.raises(UserError, match=r"^gpu_ids: .*expected"):
+        sl.run_sweep(spec, store=tmp_path / "store", gpu_ids=ids)
+    assert not (tmp_path / "store").exists()

@@ -115,12 +115,24 @@ def _name_option(name: Optional[str]) -> Optional[str]:
 
 
 def _parse_gpus(text: Optional[str]) -> Optional[list[int]]:
+    """`--gpus 0,1` as [0, 1]; an empty `--gpus ''` is no GPU. A part that is not a device number (`a`, `1.5`,
+    `-1`, an empty one in `0,,1`) or a device named twice (`0,0`) is refused, at --dry-run too: they were dropped
+    or passed on in silence (`0,0,-1` planned two trials on GPU 0 and one on no GPU)."""
     if text is None:
         return None
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"--gpus: expected a comma-separated list of GPU ids such as 0,1; got {text!r}") from None
+    if not text.strip():
+        return []
+    from sweeplab.api import check_gpu_ids
+
+    ids: list[int] = []
+    for part in text.split(","):
+        item = part.strip()
+        if not (item.isascii() and item.isdigit()):
+            what = "an empty GPU id" if not item else f"GPU id {item!r} is not a device number"
+            raise UserError(f"--gpus: {what}; expected a comma-separated list of GPU ids (whole numbers from 0) "
+                            f"such as 0,1; got {text!r}")
+        ids.append(int(item))
+    return check_gpu_ids(ids, key="--gpus", given=repr(text))
 
 
 def _split_overrides(args: list[str]) -> list[str]:
