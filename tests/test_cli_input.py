@@ -737,3 +737,51 @@ def test_the_python_api_refuses_bad_gpu_ids_before_the_store(tmp_path, ids):
     with pytest.raises(UserError, match=r"^gpu_ids: .*expected"):
         sl.run_sweep(spec, store=tmp_path / "store", gpu_ids=ids)
     assert not (tmp_path / "store").exists()
+
+
+# ------------------------------------------- a sweep name the C locale cannot encode, through every command
+
+C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}   # ASCII file names too
+
+
+def c_locale_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "LC_ALL", "LANG", "LC_CTYPE")}
+    env.update(C_LOCALE, SWEEPLAB_STORE=str(cwd / "store"))
+    return subprocess.run([sys.executable, "-m", "sweeplab", *args], cwd=cwd, env=env, capture_output=True,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def c_locale_sweep(tmp_path_factory) -> Path:
+    """A finished sweep named UNICODE_NAME, one of whose trials failed, started in the C locale."""
+    tmp = tmp_path_factory.mktemp("c-locale")
+    write(tmp / "s.yaml", f"function: {TRIALS}:hostile\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+          "parameters:\n  x: {values: [1]}\n  label: {values: ['naïve']}\n  fail: {values: [false, true]}\n")
+    cp = c_locale_cli(tmp, "sweep", "s.yaml", "--name", UNICODE_NAME, "-w", "1", "-q")
+    assert cp.returncode == 0, (cp.stdout, cp.stderr)
+    return tmp
+
+
+C_LOCALE_COMMANDS = {   # id: (arguments, what stdout or stderr shows once it worked)
+    "resume": (["resume", UNICODE_NAME, "--trials", "+1", "-q"], b"results:"),
+    "fork": (["resume", UNICODE_NAME, "--spec", "s.yaml", "--fork", "fourchette-\u00e9", "-q"], b"results:"),
+    "status": (["status", UNICODE_NAME], b"completed"),
+    "best": (["best", UNICODE_NAME], b"best of caf"),
+    "repro": (["repro", f"{UNICODE_NAME}/1"], b"ValueError: na"),
+    "profile": (["profile", f"{UNICODE_NAME}/0"], b"no step figures"),
+    "export": (["export", UNICODE_NAME], b"wrote "),
+    "stop": (["stop", UNICODE_NAME], b"is not running"),
+    "run": (["run", f"{TRIALS}:quick", "--name", "r\u00fcn-\u4e2d", "label=\u00e9t\u00e9", "-q"], b"results:"),
+}
+
+
+@pytest.mark.parametrize("case", list(C_LOCALE_COMMANDS), ids=list(C_LOCALE_COMMANDS))
+def test_every_command_naming_a_sweep_works_in_the_c_locale(c_locale_sweep, case):
+    """In the C locale (no UTF-8 coercion) Python reads `café-中` from argv as surrogate escapes and can name no
+    file `café-中`: `resume` said 'no sweep named caf\\udcc3...', and a sweep, run or fork named so ended in a
+    UnicodeEncodeError traceback as it created the sweep's lock file."""
+    args, shown = C_LOCALE_COMMANDS[case]
+    cp = c_locale_cli(c_locale_sweep, *args)
+    assert b"Traceback" not in cp.stderr and b"no sweep named" not in cp.stderr, cp.stderr
+    assert shown in cp.stdout + cp.stderr, (cp.stdout, cp.stderr)
+    assert cp.returncode == (2 if case == "stop" else 1 if case == "repro" else 0), (cp.stdout, cp.stderr)

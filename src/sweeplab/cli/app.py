@@ -111,7 +111,9 @@ def _name_option(name: Optional[str]) -> Optional[str]:
     no table shows and no command line can name."""
     if name is not None and not name.strip():
         raise UserError(f"--name: expected a sweep name (a non-empty string); got {name!r}")
-    return name
+    from sweeplab.cli.output import utf8_argument
+
+    return utf8_argument(name)   # `--name café` in the C locale: the name typed, not its surrogate escapes
 
 
 def _parse_gpus(text: Optional[str]) -> Optional[list[int]]:
@@ -136,7 +138,11 @@ def _parse_gpus(text: Optional[str]) -> Optional[list[int]]:
 
 
 def _split_overrides(args: list[str]) -> list[str]:
+    """The KEY=VALUE arguments, each decoded as the UTF-8 text it is in the C locale (`label=café` was read as
+    `caf\\udcc3\\udca9`, then refused as invalid YAML): a config is UTF-8 text, as its file is."""
+    from sweeplab.cli.output import utf8_argument
+
     for a in args:
         if "=" not in a and not a.startswith("~"):
             raise UserError(f"expected key=value (or ~key) overrides after the target; got {a!r}")
-    return list(args)
+    return [utf8_argument(a) for a in args]
