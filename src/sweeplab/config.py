@@ -285,9 +285,18 @@ def _parse_override(text: str) -> tuple[str, str, Any]:
         raise ConfigError(
             f"cannot read the value of override '{_clip(key)}': {problem}", key=_clip(key), value=_short(raw),
             expected=said or "a YAML value (0.01, abc, true, [1, 2], {a: 1})",
-            hint=None if said else "quote it in the shell, e.g. 'name=\"a: b\"'",
+            hint=None if said else _quote_hint(key, raw),
         ) from None
     return op, key, value
+
+
+def _quote_hint(key: str, raw: str) -> str:
+    """How to pass `raw` as text: quoted, with this override's own key and value (`'fmt="%Y-%m-%d"'`, `'x="*.py"'`),
+    not an example of another key."""
+    text = raw.strip()
+    if '"' not in text:
+        return f"for text, quote it: '{_clip(key)}=\"{_clip(text)}\"'"
+    return "for text, quote it in YAML ('...' or \"...\") inside the shell's quotes"
 
 
 def _drops_a_comment(raw: str) -> bool:
@@ -444,6 +453,9 @@ def apply_overrides(base: Mapping[str, Any], overrides: Sequence[str], *, strict
             _delete_dotted(out, key)
             continue
         if op == "" and strict and not exists:
+            # a list index past its end, or a key under a value that is no mapping: that error, not "unknown key
+            # ... '+key=v' adds it", which `+` then refused for the same reason
+            _set_dotted(copy.deepcopy(out), key, value, source=f"override {_clip(text)!r}")
             hint = _did_you_mean(key, _dotted_keys(out))
             raise ConfigError(
                 f"unknown key '{_clip(key)}' in override '{_clip(text)}'", key=_clip(key), value=_short(value),
