@@ -608,3 +608,180 @@ def test_a_blank_name_option_is_refused_as_a_blank_spec_name_is(tmp_path, comman
     args = ["sweep", "s.yaml"] if command == "sweep" else ["run", f"{TRIALS}:quick"]
     assert_one_line_error(cli(tmp_path, *args, "--name", name, "-q"), "--name")
     assert not (tmp_path / "store").exists()
+
+
+# ---------------------------------------------------------------- one key, one value: nothing silently replaced
+
+BASE = "steps: 2\nlr: 0.1\nmodel: {hidden: 4}\n"
+DUPLICATES = {   # id: (command line after the target, fragments the one-line error names)
+    "same-key": (["lr=1", "lr=2"], ["lr: ", "'lr=2'", "lr=1 and lr=2", "expected each config key in one override"]),
+    "same-value": (["lr=1", "lr=1"], ["lr: ", "lr=1 and lr=1"]),
+    "plus-plus": (["lr=1", "++lr=2"], ["lr: ", "lr=1 and ++lr=2"]),
+    "added-twice": (["+new=1", "++new=2"], ["new: ", "+new=1 and ++new=2"]),
+    "delete-and-set": (["~lr", "lr=2"], ["lr: ", "~lr and lr=2"]),
+    "parent-then-child": (["model={hidden: 8}", "model.hidden=16"], ["model: ", "model.hidden=16",
+                                                                      "one would replace the other"]),
+    "child-then-parent": (["model.hidden=16", "model={hidden: 8}"], ["model: ", "model.hidden=16 and model={"]),
+    "option-twice": (["--profile", "a", "--profile=b"], ["--profile given twice", "'--profile a' and '--profile=b'"]),
+    "short-option-twice": (["-q", "-pa", "-p", "b"], ["--profile given twice", "'-pa' and '-p b'"]),
+}
+
+
+@pytest.mark.parametrize(("command", "case"), [("sweep", c) for c in DUPLICATES] + [("run", "same-key"),
+                                                                                   ("run", "short-option-twice")],
+                         ids=[*DUPLICATES, "run-same-key", "run-short-option-twice"])
+def test_a_key_or_option_given_twice_is_refused_naming_both_values(tmp_path, command, case):
+    write(tmp_path / "configs" / "base.yaml", BASE)
+    for name in ("a", "b"):
+        write(tmp_path / "profiles" / f"{name}.yaml", "data_dir: /tmp\n")
+    write(tmp_path / "s.yaml", GOOD + "config: configs/base.yaml\nparameters: {x: {values: [1]}}\n")
+    args, fragments = DUPLICATES[case]
+    head = ["sweep", "s.yaml", "--dry-run"] if command == "sweep" else ["run", f"{TRIALS}:quick", "-c",
+                                                                       "configs/base.yaml"]
+    assert_one_line_error(cli(tmp_path, *head, *args), *fragments)
+    assert not (tmp_path / "store").exists()
+
+
+def test_the_python_api_refuses_a_key_overridden_twice(tmp_path):
+    import sweeplab as sl
+    from sweeplab.errors import ConfigError
+
+    spec = {"function": f"{TRIALS}:quick", "method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+            "config": str(write(tmp_path / "base.yaml", BASE))}
+    for call in (sl.run_sweep, sl.sweep):
+        with pytest.raises(ConfigError, match=r"^steps: override 'steps=3' names 'steps' again.*steps=1 and steps=3"):
+            call(spec, store=tmp_path / "store", overrides=["steps=1", "lr=0.5", "steps=3"])
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_script_option_with_its_value_attached_replaces_the_default_of_sl_main(tmp_path):
+    # `python train.py -pgpu` beside sl.main(train, profile="local"): the default was appended after it and won
+    write(tmp_path / "profiles" / "local.yaml", "steps: 1\n")
+    write(tmp_path / "profiles" / "gpu.yaml", "steps: 4\n")
+    write(tmp_path / "train.py", f"import sys\nsys.path.insert(0, {str(TRIALS.parent)!r})\nimport sweeplab as sl\n"
+          "from trials import quick\n\nif __name__ == '__main__':\n    sl.main(quick, profile='local')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["SWEEPLAB_STORE"] = str(tmp_path / "store")
+    cp = subprocess.run([sys.executable, "train.py", "-pgpu", "-q"], cwd=tmp_path, env=env, capture_output=True,
+                        text=True, timeout=120)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    best = json.loads(cli(tmp_path, "best", "run-trials", "--json").stdout)
+    assert best["metrics"]["loss"] == pytest.approx(1 / 4)   # the gpu profile's 4 steps
+
+
+# -------------------------------------------- a file that is not there is named with who points to it
+
+SPEC_TAIL = "parameters: {x: {values: [1]}}\n"
+MISSING_FILES = {   # id: (spec lines, extra arguments, fragments of the one-line error)
+    "spec-config": ("config: configs/nope.yaml\n", [],
+                    ["error: s.yaml: config: config file not found", "configs/nope.yaml",
+                     "expected a readable YAML file (a relative config: is read from the spec file's directory)"]),
+    "spec-config-is-a-dir": ("config: configs\n", [], ["error: s.yaml: config: cannot read the config file",
+                                                       "expected a readable YAML file"]),
+    "spec-profile": ("profile: nope\n", [], ["error: s.yaml: profile: unknown profile", "got 'nope'",
+                                            "expected one of the available profiles: local"]),
+    "spec-profile-path": ("profile: profiles/nope.yaml\n", [], ["error: s.yaml: profile: profile file not found",
+                                                               "got 'profiles/nope.yaml'", "does not exist"]),
+    "option-config": ("config: configs/base.yaml\n", ["--config", "configs/nope.yaml"],
+                      ["error: --config: config file not found", "configs/nope.yaml", "expected a readable"]),
+    "option-profile": ("profile: local\n", ["--profile", "nope"], ["error: --profile: unknown profile", "got 'nope'"]),
+}
+
+
+@pytest.mark.parametrize("case", list(MISSING_FILES), ids=list(MISSING_FILES))
+def test_a_missing_config_or_profile_is_named_with_the_spec_key_or_option_that_names_it(tmp_path, case):
+    lines, args, fragments = MISSING_FILES[case]
+    write(tmp_path / "configs" / "base.yaml", BASE)
+    write(tmp_path / "profiles" / "local.yaml", "data_dir: /tmp\n")
+    write(tmp_path / "s.yaml", GOOD + lines + SPEC_TAIL)
+    line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "--dry-run", *args), *fragments)
+    assert args or "--" not in line   # a spec's own key is not called an option, nor an option a spec key
+    assert not (tmp_path / "store").exists()
+
+
+def test_run_names_its_missing_config_by_its_option(tmp_path):
+    assert_one_line_error(cli(tmp_path, "run", f"{TRIALS}:quick", "-c", "nope.yaml"),
+                          "error: --config: config file not found", str(tmp_path / "nope.yaml"))
+    assert not (tmp_path / "store").exists()
+
+
+# ------------------------------------------------------------------------------------------- GPU ids
+
+BAD_GPUS = {"duplicate-and-negative": ("0,0,-1", "GPU id '-1' is not a device number"),
+            "duplicate": ("1,0,1", "GPU 1 is given twice"),
+            "not-a-number": ("0,a", "GPU id 'a' is not a device number"),
+            "fraction": ("1.5", "GPU id '1.5' is not a device number"),
+            "empty-part": ("0,,1", "an empty GPU id")}
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "run"])
+@pytest.mark.parametrize("case", list(BAD_GPUS), ids=list(BAD_GPUS))
+def test_bad_gpu_ids_are_refused_at_dry_run_as_at_the_run(tmp_path, case, dry_run):
+    text, fragment = BAD_GPUS[case]
+    if not dry_run and case not in ("duplicate", "not-a-number"):
+        pytest.skip("one real run per kind of check is enough")
+    write(tmp_path / "s.yaml", GOOD + SPEC_TAIL)
+    cp = cli(tmp_path, "sweep", "s.yaml", f"--gpus={text}", *(["--dry-run"] if dry_run else ["-q"]))
+    assert_one_line_error(cp, f"error: --gpus: {fragment}", f"got {text!r}", "expected")
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("ids", [[0, 0], [-1], [0, 1.0], [True], "0,1"], ids=["duplicate", "negative", "float",
+                                                                            "bool", "text"])
+def test_the_python_api_refuses_bad_gpu_ids_before_the_store(tmp_path, ids):
+    import sweeplab as sl
+    from sweeplab.errors import UserError
+
+    spec = {"function": f"{TRIALS}:quick", "method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+            "parameters": {"x": {"values": [1]}}}
+    with pytest.raises(UserError, match=r"^gpu_ids: .*expected"):
+        sl.run_sweep(spec, store=tmp_path / "store", gpu_ids=ids)
+    assert not (tmp_path / "store").exists()
+
+
+# ------------------------------------------- a sweep name the C locale cannot encode, through every command
+
+C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}   # ASCII file names too
+
+
+def c_locale_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "LC_ALL", "LANG", "LC_CTYPE")}
+    env.update(C_LOCALE, SWEEPLAB_STORE=str(cwd / "store"))
+    return subprocess.run([sys.executable, "-m", "sweeplab", *args], cwd=cwd, env=env, capture_output=True,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def c_locale_sweep(tmp_path_factory) -> Path:
+    """A finished sweep named UNICODE_NAME, one of whose trials failed, started in the C locale."""
+    tmp = tmp_path_factory.mktemp("c-locale")
+    write(tmp / "s.yaml", f"function: {TRIALS}:hostile\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+          "parameters:\n  x: {values: [1]}\n  label: {values: ['naïve']}\n  fail: {values: [false, true]}\n")
+    cp = c_locale_cli(tmp, "sweep", "s.yaml", "--name", UNICODE_NAME, "-w", "1", "-q")
+    assert cp.returncode == 0, (cp.stdout, cp.stderr)
+    return tmp
+
+
+C_LOCALE_COMMANDS = {   # id: (arguments, what stdout or stderr shows once it worked)
+    "resume": (["resume", UNICODE_NAME, "--trials", "+1", "-q"], b"results:"),
+    "fork": (["resume", UNICODE_NAME, "--spec", "s.yaml", "--fork", "fourchette-\u00e9", "-q"], b"results:"),
+    "status": (["status", UNICODE_NAME], b"completed"),
+    "best": (["best", UNICODE_NAME], b"best of caf"),
+    "repro": (["repro", f"{UNICODE_NAME}/1"], b"ValueError: na"),
+    "profile": (["profile", f"{UNICODE_NAME}/0"], b"no step figures"),
+    "export": (["export", UNICODE_NAME], b"wrote "),
+    "stop": (["stop", UNICODE_NAME], b"is not running"),
+    "run": (["run", f"{TRIALS}:quick", "--name", "r\u00fcn-\u4e2d", "label=\u00e9t\u00e9", "-q"], b"results:"),
+}
+
+
+@pytest.mark.parametrize("case", list(C_LOCALE_COMMANDS), ids=list(C_LOCALE_COMMANDS))
+def test_every_command_naming_a_sweep_works_in_the_c_locale(c_locale_sweep, case):
+    """In the C locale (no UTF-8 coercion) Python reads `café-中` from argv as surrogate escapes and can name no
+    file `café-中`: `resume` said 'no sweep named caf\\udcc3...', and a sweep, run or fork named so ended in a
+    UnicodeEncodeError traceback as it created the sweep's lock file."""
+    args, shown = C_LOCALE_COMMANDS[case]
+    cp = c_locale_cli(c_locale_sweep, *args)
+    assert b"Traceback" not in cp.stderr and b"no sweep named" not in cp.stderr, cp.stderr
+    assert shown in cp.stdout + cp.stderr, (cp.stdout, cp.stderr)
+    assert cp.returncode == (2 if case == "stop" else 1 if case == "repro" else 0), (cp.stdout, cp.stderr)

@@ -400,3 +400,43 @@ def test_config_given_to_a_command_sweep_is_an_error_not_ignored(tmp_path, extra
     line = one_line_error(cli(tmp_path, "sweep", "s.yaml", *args))
     assert fragment in line and "command trial" in line and "{value:" in line
     assert not (tmp_path / "store").exists()
+
+
+# ------------------------------------------------------------------- keys given twice, and what `+` cannot fix
+
+
+@pytest.mark.parametrize(("overrides", "fragment"), [
+    (["lr=1", "lr=2"], "lr: override 'lr=2' names 'lr' again ('lr=1' came first); got lr=1 and lr=2"),
+    (["+n=1", "++n=2"], "n: override '++n=2' names 'n' again"),
+    (["~lr", "++lr=3"], "got ~lr and ++lr=3"),
+    (["m.h=1", "m.h.x=2"], "m.h: overrides 'm.h=1' and 'm.h.x=2' both set 'm.h.x': one would replace the other"),
+    (["m.h.x=2", "m={h: 1}"], "m: overrides 'm.h.x=2' and 'm={h: 1}' both set 'm.h.x'"),
+], ids=["same", "plus", "delete-then-set", "parent-first", "child-first"])
+def test_a_key_overridden_twice_is_refused_with_both_values(overrides, fragment):
+    from sweeplab.config import check_distinct_overrides
+
+    with pytest.raises(ConfigError) as info:
+        check_distinct_overrides(overrides)
+    assert fragment in str(info.value)
+    check_distinct_overrides(["m.h=1", "m.hh=2", "mm=3", "~m.x"])   # siblings and look-alike prefixes are fine
+
+
+@pytest.mark.parametrize(("override", "fragment"), [
+    ("layers.5=1", "'layers' has no item 5; got [1, 2]; expected an index from 0 to 1"),
+    ("opt.lr.x=1", "'opt.lr' is not a mapping; got 0.1; expected a mapping to set sub-keys in"),
+], ids=["index-past-the-end", "under-a-number"])
+def test_a_strict_override_that_plus_could_not_add_says_why_not_unknown_key(override, fragment):
+    # "unknown key 'layers.5' ... ('+layers.5=1' adds it)", and `+layers.5=1` then failed for the real reason
+    with pytest.raises(ConfigError) as info:
+        apply_overrides({"layers": [1, 2], "opt": {"lr": 0.1}}, [override], strict=True)
+    assert fragment in str(info.value) and "adds it" not in str(info.value)
+
+
+@pytest.mark.parametrize(("text", "hint"), [
+    ("fmt=%Y-%m-%d", """(for text, quote it: 'fmt="%Y-%m-%d"')"""), ("glob=*.py", """quote it: 'glob="*.py"')"""),
+    ('x="a"b', "(for text, quote it in YAML"),
+], ids=["percent", "star", "has-double-quotes"])
+def test_an_unreadable_value_is_shown_quoted_with_its_own_key(text, hint):
+    with pytest.raises(ConfigError) as info:
+        parse_override(text)
+    assert hint in str(info.value)

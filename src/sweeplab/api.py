@@ -37,14 +37,16 @@ __all__ = [
 ]
 
 
-def check_config_files(spec: SweepSpec) -> None:
+def check_config_files(spec: SweepSpec, *, config_key: str = "config", profile_key: str = "profile") -> None:
     """Read the base config and profile now, as the driver will: a bad file is an error before the store
-    is opened, so nothing is written for it."""
+    is opened, so nothing is written for it. A missing one is named with the spec's key, or with the option that
+    gave it (`config_key="--config"`)."""
     if spec.config is None and not spec.profile:
         return
     from sweeplab.config import load_base_config
 
-    load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
+    load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd(), config_key=config_key,
+                     profile_key=profile_key)
 
 
 def _refuse_workdir_override(spec: SweepSpec, overrides: Sequence[str]) -> None:
@@ -70,23 +72,26 @@ def _refuse_workdir_override(spec: SweepSpec, overrides: Sequence[str]) -> None:
                     "trial}` in the spec")
 
 
-def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: bool = True) -> None:
+def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: bool = True,
+               config_key: str = "config", profile_key: str = "profile") -> None:
     """Build now what the driver builds from the spec and the overrides once the store is open: the base
     config and profile with the overrides applied, the early-stopping scheduler and the monitors. A mistake
     in any of them is an error before the store is opened, so nothing is written for it.
 
     For a new sweep, an override may not set a sweep parameter, and with a base config its key must exist
-    (`+key=` adds one); a resumed sweep's overrides were accepted when it was created (`new_sweep=False`)."""
+    (`+key=` adds one); a resumed sweep's overrides were accepted when it was created (`new_sweep=False`).
+    `config_key` / `profile_key` name the option that gave the base config / profile (`--config`), if not the spec."""
     from sweeplab.config import override_list
 
     overrides = override_list(overrides)
-    check_config_files(spec)
+    check_config_files(spec, config_key=config_key, profile_key=profile_key)
     _check_function_file(spec)
     if new_sweep:
-        from sweeplab.config import check_config_reaches_trials, parse_override
+        from sweeplab.config import check_config_reaches_trials, check_distinct_overrides, parse_override
 
         for text in overrides:   # a malformed override is named as such first
             parse_override(text)
+        check_distinct_overrides(overrides)
         _refuse_workdir_override(spec, overrides)
         check_config_reaches_trials(function_trials=spec.is_function, config=spec.config, profile=spec.profile,
                                     overrides=list(overrides), file=str(spec.source) if spec.source else None)
@@ -227,12 +232,35 @@ def backend_name(spec: SweepSpec, backend: str | None = None) -> str:
     return kind
 
 
+def check_gpu_ids(gpu_ids: Sequence[int] | None, *, key: str = "gpu_ids", given: str | None = None) -> list[int] | None:
+    """`gpu_ids` as a list, refusing what would give trials GPUs other than those meant: an id that is not a whole
+    number, a negative one (CUDA_VISIBLE_DEVICES hides every device from it on), one given twice (two trials
+    on a device each thinks its own). None (detect them) stays None; an empty list means no GPUs."""
+    if gpu_ids is None:
+        return None
+    from sweeplab.errors import UserError
+
+    if isinstance(gpu_ids, (str, bytes)) or not isinstance(gpu_ids, Sequence):
+        raise UserError(f"{key}: expected a list of GPU ids such as [0, 1]; got {gpu_ids!r}")
+    ids = list(gpu_ids)
+    shown = given if given is not None else repr(gpu_ids)
+    for i, gpu in enumerate(ids):
+        if isinstance(gpu, bool) or not isinstance(gpu, int) or gpu < 0:
+            raise UserError(f"{key}: GPU id {gpu!r} is not a device number; expected whole numbers from 0, such as "
+                            f"0,1; got {shown}")
+        if gpu in ids[:i]:
+            raise UserError(f"{key}: GPU {gpu} is given twice; expected each GPU once (two trials would share it, "
+                            f"each thinking it its own); got {shown}")
+    return ids
+
+
 def check_backend_plan(spec: SweepSpec, *, workers: int | None = None, backend: str | None = None,
                        gpu_ids: Sequence[int] | None = None) -> str:
     """The backend's name, refusing now, without writing or connecting anywhere, what `build_backend` would
     refuse: an unknown backend, and a local plan this machine cannot hold (more workers than its CPUs or GPUs).
     The local backend is built and dropped (it starts no process before `start()`); a Ray cluster is not
     contacted, so a Ray address that does not answer is found only when the backend is built."""
+    check_gpu_ids(gpu_ids)
     kind = backend_name(spec, backend)
     if kind == "local":
         build_backend(spec, workers=workers, backend=kind, gpu_ids=gpu_ids).shutdown(grace=0.0)
@@ -251,6 +279,7 @@ def build_backend(spec: SweepSpec, *, workers: int | None = None, backend: str |
         from sweeplab.errors import UserError
 
         raise UserError(f"workers: {workers!r} is not a positive integer (the trials run at once)")
+    gpu_ids = check_gpu_ids(gpu_ids)
     return make_backend(backend_name(spec, backend), spec=spec,
                         workers=workers if workers is not None else spec.workers, address=address,
                         gpu_ids=gpu_ids, smoke=smoke, store_root=store_root)

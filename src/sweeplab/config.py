@@ -33,6 +33,7 @@ __all__ = [
     "ConfigKeyError",
     "apply_overrides",
     "check_config_reaches_trials",
+    "check_distinct_overrides",
     "check_overrides_against_parameters",
     "coerce",
     "deep_merge",
@@ -284,9 +285,18 @@ def _parse_override(text: str) -> tuple[str, str, Any]:
         raise ConfigError(
             f"cannot read the value of override '{_clip(key)}': {problem}", key=_clip(key), value=_short(raw),
             expected=said or "a YAML value (0.01, abc, true, [1, 2], {a: 1})",
-            hint=None if said else "quote it in the shell, e.g. 'name=\"a: b\"'",
+            hint=None if said else _quote_hint(key, raw),
         ) from None
     return op, key, value
+
+
+def _quote_hint(key: str, raw: str) -> str:
+    """How to pass `raw` as text: quoted, with this override's own key and value (`'fmt="%Y-%m-%d"'`, `'x="*.py"'`),
+    not an example of another key."""
+    text = raw.strip()
+    if '"' not in text:
+        return f"for text, quote it: '{_clip(key)}=\"{_clip(text)}\"'"
+    return "for text, quote it in YAML ('...' or \"...\") inside the shell's quotes"
 
 
 def _drops_a_comment(raw: str) -> bool:
@@ -443,6 +453,9 @@ def apply_overrides(base: Mapping[str, Any], overrides: Sequence[str], *, strict
             _delete_dotted(out, key)
             continue
         if op == "" and strict and not exists:
+            # a list index past its end, or a key under a value that is no mapping: that error, not "unknown key
+            # ... '+key=v' adds it", which `+` then refused for the same reason
+            _set_dotted(copy.deepcopy(out), key, value, source=f"override {_clip(text)!r}")
             hint = _did_you_mean(key, _dotted_keys(out))
             raise ConfigError(
                 f"unknown key '{_clip(key)}' in override '{_clip(text)}'", key=_clip(key), value=_short(value),
@@ -465,6 +478,29 @@ def override_list(overrides: Sequence[str] | str | None) -> list[str]:
         raise ConfigError("overrides must be a list of 'key=value' strings, not a mapping", value=_short(overrides),
                           expected=f"a list like {written!r}")
     return list(overrides)
+
+
+def check_distinct_overrides(overrides: Sequence[str]) -> None:
+    """Refuse two overrides of one key (`lr=1 lr=2`, `lr=1 ++lr=2`, `~lr lr=2`) or of a key and a key inside it
+    (`a.b=1 a.b.c=2`, `model={hidden: 4} model.hidden=8`): the last silently won, so the command line said two
+    things and a trial ran one. Hydra refuses them too ("Multiple values for lr"); write each key once."""
+    seen: list[tuple[str, str]] = []
+    for text in overrides:
+        key = _parse_override(text)[1]
+        for first_text, first in seen:
+            if first == key or key.startswith(f"{first}.") or first.startswith(f"{key}."):
+                same = first == key
+                raise ConfigError(
+                    f"override '{_clip(text)}' names '{_clip(key)}' again ('{_clip(first_text)}' came first)"
+                    if same else f"overrides '{_clip(first_text)}' and '{_clip(text)}' both set "
+                    f"'{_clip(max(first, key, key=len))}': one would replace the other",
+                    key=_clip(first if len(first) <= len(key) else key),
+                    value=_Abbrev(f"{_clip(first_text)} and {_clip(text)}"),
+                    expected="each config key in one override (Hydra refuses multiple values for a key too)",
+                    hint="keep one of them" if same else
+                    f"set '{_clip(min(first, key, key=len))}' whole in one override, or only keys inside it",
+                )
+        seen.append((text, key))
 
 
 def check_overrides_against_parameters(overrides: Sequence[str], parameters: Sequence[str]) -> None:
@@ -519,22 +555,24 @@ def profile_search_path(base: str | Path | None = None, *, cwd: str | Path | Non
     return unique
 
 
-def find_profile(name: str, *, search: Sequence[Path]) -> Path:
+def find_profile(name: str, *, search: Sequence[Path], file: str | None = None, key: str = "profile") -> Path:
     """The file of profile `name`: `<dir>/<name>.yaml` (or `.yml`) in the first dir that has it.
 
-    A name that is itself a path to a YAML file is used as is.
+    A name that is itself a path to a YAML file is used as is. An error names `file` (the spec that names the
+    profile, if any) and `key` (`profile`, or the option that gave it: `--profile`).
     """
     if not isinstance(name, str) or not name:
-        raise ConfigError("a profile name must be a non-empty string", key="profile", value=name)
+        raise ConfigError("a profile name must be a non-empty string", file=file, key=key, value=name)
     direct = Path(name)
     if direct.suffix in (".yaml", ".yml") and direct.is_file():
         return direct
     if "/" in name or "\\" in name:
-        raise ConfigError("profile file not found", key="profile", value=name)
+        raise ConfigError("profile file not found", file=file, key=key, value=name,
+                          expected=f"a YAML file: {direct.absolute()} does not exist")
     stem = direct.stem if direct.suffix in (".yaml", ".yml") else name   # `--profile local.yaml` is `local`
     for d in search:
-        for file in ([name] if stem != name else []) + [f"{stem}.yaml", f"{stem}.yml"]:
-            found = _profile_file(Path(d) / file, name)
+        for candidate in ([name] if stem != name else []) + [f"{stem}.yaml", f"{stem}.yml"]:
+            found = _profile_file(Path(d) / candidate, name, key=key)
             if found is not None:
                 return found
     available = sorted({
@@ -545,12 +583,12 @@ def find_profile(name: str, *, search: Sequence[Path]) -> Path:
     hint = _did_you_mean(stem, available)
     listing = ", ".join(available) if available else "none"
     raise ConfigError(
-        f"unknown profile; looked in {looked}", key="profile", value=name,
+        f"unknown profile; looked in {looked}", file=file, key=key, value=name,
         expected=f"one of the available profiles: {listing}", hint=hint or None,
     )
 
 
-def _profile_file(candidate: Path, name: str) -> Path | None:
+def _profile_file(candidate: Path, name: str, *, key: str = "profile") -> Path | None:
     """`candidate` when it is the profile's file, None when nothing is there. Something there that cannot be
     read (a symlink loop, a dangling symlink, a directory) is an error naming it: skipping it made the error
     'unknown profile ... (did you mean 'gpu'?)' for the name the user had typed. A pipe is read once, as a
@@ -563,9 +601,9 @@ def _profile_file(candidate: Path, name: str) -> Path | None:
         mode = candidate.stat().st_mode
     except OSError as exc:
         raise ConfigError(f"cannot read the profile file: {exc.strerror or exc}", file=str(candidate),
-                          key="profile", value=name, expected="a YAML file") from None
+                          key=key, value=name, expected="a YAML file") from None
     if stat.S_ISDIR(mode):
-        raise ConfigError("the profile file is a directory", file=str(candidate), key="profile", value=name,
+        raise ConfigError("the profile file is a directory", file=str(candidate), key=key, value=name,
                           expected="a YAML file") from None
     return candidate
 
@@ -579,15 +617,23 @@ def resolve_config(
     params: Mapping[str, Any],
     overrides: Sequence[str] = (),
     search: Sequence[Path] = (),
+    named_by: tuple[str | None, str, str] | None = None,
 ) -> dict[str, Any]:
     """Merge base config < profile < sweep parameters (flat dotted keys) < overrides.
 
-    `search` lists profile directories; empty means `profile_search_path(base)`.
+    `search` lists profile directories; empty means `profile_search_path(base)`. `named_by` says where the base
+    config and the profile were named, for an error about a file that is not there: (the spec file or None, the
+    base config's key or option, the profile's); None names the file alone.
     """
-    merged: dict[str, Any] = load_yaml_mapping(base, what="config") if base is not None else {}
+    merged: dict[str, Any] = {}
+    if base is not None:
+        merged = load_yaml_mapping(base, what="config") if named_by is None else _load_base(
+            base, file=named_by[0], key=named_by[1])
     if profile:
         dirs = list(search) or profile_search_path(base)
-        path = find_profile(profile, search=dirs)
+        spec_file, profile_key = (None, "profile") if named_by is None else (named_by[0], named_by[2])
+        path = find_profile(profile, search=dirs, file=spec_file if profile_key == "profile" else None,
+                            key=profile_key)
         merged = deep_merge(merged, load_yaml_mapping(path, what="profile"))
     for key, value in params.items():
         if not isinstance(key, str) or not _KEY.match(key):
@@ -596,14 +642,32 @@ def resolve_config(
     return apply_overrides(merged, list(overrides))
 
 
+def _load_base(path: str | Path, *, file: str | None, key: str) -> dict[str, Any]:
+    """The base config file's mapping. A file that is not there (or cannot be opened) is named with the spec file
+    and key that point to it (`config:`, or `--config`): the error named the path alone, and not who asked for it.
+    What is wrong inside a file that was read is named inside it (its own file, key path and line)."""
+    try:
+        return load_yaml_mapping(path, what="config")
+    except ConfigError as exc:
+        if exc.file != str(path) or exc.key is not None or not (
+                exc.reason == "config file not found" or exc.reason.startswith("cannot read the config file")):
+            raise
+        where = " (a relative config: is read from the spec file's directory)" if file and key == "config" else ""
+        raise ConfigError(exc.reason, file=file if key == "config" else None, key=key, value=_Abbrev(str(path)),
+                          expected=f"a readable YAML file{where}") from None
+
+
 def load_base_config(
     config: str | Path | None, profile: str | None, *, spec_file: str | Path | None, cwd: str | Path,
+    config_key: str = "config", profile_key: str = "profile",
 ) -> dict[str, Any]:
     """The part of every trial's config that does not vary: base config < profile, as a sweep reads it.
 
     Profiles are looked for beside the base config (`../profiles`, `profiles`), beside the spec file and in
     `cwd`. The command line calls this before it opens the store, so a bad config or profile file is an
-    error before anything is written; the driver calls it again for the trials.
+    error before anything is written; the driver calls it again for the trials. A file that is not there is
+    named with the spec file and its key (`config`, `profile`), or with the option that gave it instead
+    (`config_key="--config"`, `profile_key="--profile"`).
     """
     search: list[Path] = []
     if config is not None:
@@ -613,7 +677,8 @@ def load_base_config(
         search.append(Path(spec_file).parent / "profiles")
     search.append(Path(cwd) / "profiles")
     unique = list(dict.fromkeys(p.resolve() for p in search))   # `./profiles` named once in an error
-    return resolve_config(base=config, profile=profile, params={}, search=unique)
+    return resolve_config(base=config, profile=profile, params={}, search=unique,
+                          named_by=(str(spec_file) if spec_file is not None else None, config_key, profile_key))
 
 
 # ----------------------------------------------------------------------------------- typed configs

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
+import typer.core
 
 from sweeplab.backends import BACKENDS
 from sweeplab.cli._coerce import install as _install_fast_coercion
@@ -13,7 +14,51 @@ from sweeplab.errors import UserError
 
 _install_fast_coercion()   # options coerced without importing pydantic (cli/_coerce.py)
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+class _Command(typer.core.TyperCommand):
+    """A command that refuses an option given twice (`--profile a --profile b`, `-w 2 -w 4`): click keeps the last
+    value in silence, so a command line said two things and the sweep did one (a script's `-pgpu` beside
+    `sl.main(profile=...)`'s default, a wrapper adding `--workers` to a user's own). An option meant to repeat
+    (`--direction`) and an on/off flag are unaffected."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not ctx.resilient_parsing:
+            _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            for param in dict.fromkeys(order):
+                if (getattr(param, "param_type_name", "") == "option" and not param.multiple
+                        and not getattr(param, "count", False) and not getattr(param, "is_flag", False)
+                        and order.count(param) > 1):
+                    given = _values_of(param, args)
+                    both = f": {given[0]} and {given[1]}" if len(given) > 1 else ""
+                    raise UserError(f"{max(param.opts, key=len)} given twice{both}; expected it once (the last would "
+                                    "silently replace the first)")
+        return super().parse_args(ctx, args)
+
+
+def _values_of(option: Any, args: list[str]) -> list[str]:
+    """How `option` was written in `args`, each time (`--profile a`, `-pgpu`, `--profile=b`)."""
+    names = [*option.opts, *option.secondary_opts]
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg in names and i + 1 < len(args):
+            out.append(f"{arg} {args[i + 1]}")
+        elif any(arg.startswith(f"{n}=") for n in names if n.startswith("--")):
+            out.append(arg)
+        elif any(arg.startswith(n) and len(arg) > 2 for n in names if len(n) == 2):
+            out.append(arg)
+    return [repr(v) for v in out]
+
+
+class _App(typer.Typer):
+    """The app: its commands refuse an option given twice (`_Command`)."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", _Command)
+        return super().command(*args, **kwargs)
+
+
+app = _App(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},   # every command's too (inherited)
                   help="Run many ML experiments at once, from a laptop to a Ray cluster.")
 
@@ -66,20 +111,38 @@ def _name_option(name: Optional[str]) -> Optional[str]:
     no table shows and no command line can name."""
     if name is not None and not name.strip():
         raise UserError(f"--name: expected a sweep name (a non-empty string); got {name!r}")
-    return name
+    from sweeplab.cli.output import utf8_argument
+
+    return utf8_argument(name)   # `--name café` in the C locale: the name typed, not its surrogate escapes
 
 
 def _parse_gpus(text: Optional[str]) -> Optional[list[int]]:
+    """`--gpus 0,1` as [0, 1]; an empty `--gpus ''` is no GPU. A part that is not a device number (`a`, `1.5`,
+    `-1`, an empty one in `0,,1`) or a device named twice (`0,0`) is refused, at --dry-run too: they were dropped
+    or passed on in silence (`0,0,-1` planned two trials on GPU 0 and one on no GPU)."""
     if text is None:
         return None
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"--gpus: expected a comma-separated list of GPU ids such as 0,1; got {text!r}") from None
+    if not text.strip():
+        return []
+    from sweeplab.api import check_gpu_ids
+
+    ids: list[int] = []
+    for part in text.split(","):
+        item = part.strip()
+        if not (item.isascii() and item.isdigit()):
+            what = "an empty GPU id" if not item else f"GPU id {item!r} is not a device number"
+            raise UserError(f"--gpus: {what}; expected a comma-separated list of GPU ids (whole numbers from 0) "
+                            f"such as 0,1; got {text!r}")
+        ids.append(int(item))
+    return check_gpu_ids(ids, key="--gpus", given=repr(text))
 
 
 def _split_overrides(args: list[str]) -> list[str]:
+    """The KEY=VALUE arguments, each decoded as the UTF-8 text it is in the C locale (`label=café` was read as
+    `caf\\udcc3\\udca9`, then refused as invalid YAML): a config is UTF-8 text, as its file is."""
+    from sweeplab.cli.output import utf8_argument
+
     for a in args:
         if "=" not in a and not a.startswith("~"):
             raise UserError(f"expected key=value (or ~key) overrides after the target; got {a!r}")
-    return list(args)
+    return [utf8_argument(a) for a in args]

@@ -13,14 +13,14 @@ from sweeplab.api import check_spec as _check_spec
 from sweeplab.api import name_taken
 from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _known_sweep, _open_store, app
 from sweeplab.cli.driving import _make_backend, _run_driver
-from sweeplab.cli.output import console
+from sweeplab.cli.output import console, utf8_argument
 from sweeplab.errors import UserError
 
 
 # ---------------------------------------------------------------------------------------------- resume
 @app.command()
 def resume(
-    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="the sweep to continue"),
+    sweep_name: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP", help="the sweep to continue"),
     trials: Optional[str] = typer.Option(None, "--trials", help="+N more trials, or a new total N"),
     workers: Optional[int] = typer.Option(None, "--workers", "-w",
                                          help="parallel trials (default: the spec's, else as the sweep last ran)"),
@@ -34,8 +34,9 @@ def resume(
                                         help="when a budget is hit, stop running trials too (default: as the "
                                              "sweep last ran)"),
     spec_file: Optional[Path] = typer.Option(None, "--spec", help="a changed spec (budgets, early stopping...)"),
-    fork: Optional[str] = typer.Option(None, "--fork", help="start a new sweep NAME from --spec, seeded with "
-                                                             "the old trials that fit its space"),
+    fork: Optional[str] = typer.Option(None, "--fork", callback=utf8_argument,
+                                       help="start a new sweep NAME from --spec, seeded with the old trials that "
+                                            "fit its space"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress"),
 ) -> None:
     """Continue a sweep after a crash, Ctrl-C or budget end; nothing completed is redone.

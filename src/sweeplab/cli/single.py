@@ -55,7 +55,7 @@ def run(
         raw["profile"] = profile
     spec = parse_spec(raw, file="<sweeplab run>", base_dir=Path.cwd())
     overrides = _split_overrides(overrides or [])
-    _check_spec(spec, overrides)   # before the store exists: nothing is written for bad input
+    _check_spec(spec, overrides, config_key="--config", profile_key="--profile")   # before the store exists
     if name is not None:
         from sweeplab.spec import check_sweep_name
 
@@ -149,7 +149,11 @@ def _script_help(prog: str, target: str, *, config: str | Path | None, profile: 
 
 
 def _given(args: Sequence[str], *options: str) -> bool:
-    return any(a in options or a.startswith(tuple(f"{o}=" for o in options)) for a in args)
+    """True when `args` give one of `options`: `--profile gpu`, `--profile=gpu` or `-pgpu` (a short option's value
+    attached, which a default appended after it used to replace in silence)."""
+    short = tuple(o for o in options if len(o) == 2 and o[0] == "-" and o[1] != "-")
+    return any(a in options or a.startswith(tuple(f"{o}=" for o in options)) or (a.startswith(short) and len(a) > 2)
+               for a in args)
 
 
 def _file_of(fn: Any, target: str) -> Path:

@@ -119,7 +119,9 @@ def sweep(
     if smoke:
         spec = _with_budget_trials(spec, min(spec.budget.trials or 2, 2))
     overrides = _split_overrides(overrides or [])
-    _check_spec(spec, overrides)   # config files, overrides, scheduler, monitors: before the store exists
+    _check_spec(spec, overrides,   # config files, overrides, scheduler, monitors: before the store exists
+                config_key="config" if config is None else "--config",
+                profile_key="profile" if profile is None else "--profile")
     if name is not None:
         from sweeplab.spec import check_sweep_name
 

@@ -22,6 +22,11 @@ def safe_name(name: str) -> str:
     MAX_NAME_BYTES: a longer name keeps its head and a hash of the whole. Two names can share one safe name
     (`my sweep`, `my_sweep`); `api.unique_name` gives a new sweep a name no other sweep's directory uses."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "sweep"
+    if not _nameable(safe):   # a locale whose file names cannot hold it (LANG=C without UTF-8 mode: `café`)
+        import hashlib
+
+        digest = hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        safe = "".join(c if c.isascii() else "_" for c in safe) + f"-{digest}"   # two such names stay apart
     if set(safe) == {"."}:
         safe = safe.replace(".", "_")
     if len(safe.encode()) > MAX_NAME_BYTES:
@@ -31,6 +36,19 @@ def safe_name(name: str) -> str:
         head = safe.encode()[: MAX_NAME_BYTES - 13].decode("utf-8", "ignore")
         safe = f"{head}-{digest}"
     return safe
+
+
+def _nameable(text: str) -> bool:
+    """True when this process can name a file `text`: its file system encoding holds every character (UTF-8
+    always; ASCII, in the C locale without UTF-8 mode, none of `café-中`, which open() refused with a
+    UnicodeEncodeError traceback for every command that writes a sweep's files)."""
+    import os
+
+    try:
+        os.fsencode(text)
+    except UnicodeError:
+        return False
+    return True
 
 
 def trial_paths(root: str, sweep: str, number: int, attempt: int, checkpoint_dir: str | None = None
