@@ -57,7 +57,7 @@ def failure_reason(exc: BaseException, loading: Mapping[str, Any] | None = None)
         if place.startswith("in "):
             where.append(place)
     else:
-        reason = f"{type(exc).__name__}: {message}".strip()
+        reason = f"{type(exc).__name__}: {message}" if message else type(exc).__name__   # a bare `raise X`
     if loading:
         where.append(f"while loading batch {loading['batch']} of run.track loop {loading['loop']}")
     if where:

@@ -98,6 +98,13 @@ def fork_child_returns(config, run):
     return {"val": 1.0}
 
 
+def raises_keyboard_interrupt(config, run):
+    run.log({"val": 2.0}, step=0)
+    if config.i == 0:
+        raise KeyboardInterrupt   # the function's own (a library's "cancelled", a bare re-raise), not a Ctrl-C
+    return {"val": 1.0}
+
+
 def close_fds(config, run):
     run.log({"val": 2.0}, step=0)
     os.closerange(3, 4096)   # as daemonizing code does: the worker's pipe to the driver with it
@@ -190,3 +197,19 @@ def test_a_returned_int_too_large_for_a_float_is_infinite_not_an_overflow_in_swe
     with sqlite3.connect(tmp_path / "store" / "store.db") as db:
         reasons = dict(db.execute("SELECT number, reason FROM trials"))
     assert reasons[1] == "objective val is inf"
+
+
+def test_a_keyboardinterrupt_the_function_raises_itself_fails_its_trial_with_its_traceback(tmp_path):
+    """Workers ignore SIGINT (Ctrl-C is the driver's), so a KeyboardInterrupt in a trial is the function's own:
+    it was re-raised, and the worker's death read "killed by signal SIGINT", with no traceback kept and a new
+    worker started. It is the trial's failure, named where it was raised, and the next trial runs."""
+    outcome = _sweep(tmp_path, "raises_keyboard_interrupt", n=2)
+    assert (outcome.counts.get("failed"), outcome.counts.get("completed")) == (1, 1), outcome.counts
+    con = sqlite3.connect(tmp_path / "store" / "store.db")
+    (reason,) = con.execute("SELECT reason FROM trials WHERE number = 0").fetchone()
+    (traceback, pids) = con.execute("SELECT a.traceback, (SELECT COUNT(DISTINCT pid) FROM attempts) FROM attempts a "
+                                    "JOIN trials t ON a.trial_id = t.id WHERE t.number = 0").fetchone()
+    con.close()
+    assert reason == "KeyboardInterrupt", reason
+    assert "trials.py" in traceback and "raise KeyboardInterrupt" in traceback, traceback
+    assert pids == 1   # the worker went on to the next trial

@@ -313,9 +313,8 @@ def execute_function(ex: Execution) -> None:
         if run.pruned is not None or run.suggested:   # a define-by-run trial (Optuna objective)
             finished.update(pruned=run.pruned, params=run.suggested)
         channel.send(EventKind.FINISHED, finished)
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt) and not ex.preempted:
-            raise
+    except BaseException as exc:   # a KeyboardInterrupt too: workers and ranks ignore SIGINT (Ctrl-C is the
+        # driver's), so one here is the function's own, a failure of the trial like any other exception
         if run is not None:
             with contextlib.suppress(Exception):
                 run.flush()
