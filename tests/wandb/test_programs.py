@@ -335,16 +335,22 @@ def test_a_function_trials_rank_processes_report_their_wandb_run(tmp_path: Path,
         assert {v for _, n, v in t["history"] if n == "rank"} == {0.0}
 
 
-def test_a_command_trial_stopped_by_hyperband_keeps_its_define_metric_summary(tmp_path: Path) -> None:
-    # the stopped program is terminated before wandb.finish(): its value was its last loss, not its best
-    work = tmp_path / "hyperband_summary"
-    shutil.copytree(PROJECTS / "hyperband_summary", work)
+def _hyperband_sweep(tmp_path: Path, project: str) -> tuple[dict, dict]:
+    """Run a project whose sweep.yaml's hyperband stops its second trial; its (completed, pruned) trials."""
+    work = tmp_path / project
+    shutil.copytree(PROJECTS / project, work)
     proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "s"),
                            "-q", "--workers", "1"], cwd=work, env=_offline_env(), capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     best, stopped = _trials(tmp_path / "s")
     assert (best["state"], stopped["state"]) == ("completed", "pruned")
+    return best, stopped
+
+
+def test_a_command_trial_stopped_by_hyperband_keeps_its_define_metric_summary(tmp_path: Path) -> None:
+    # the stopped program is terminated before wandb.finish(): its value was its last loss, not its best
+    best, stopped = _hyperband_sweep(tmp_path, "hyperband_summary")
     for t in (best, stopped):
         losses = [v for _, n, v in t["history"] if n == "loss"]
         assert t["value"] == pytest.approx(min(losses)) and t["metrics"]["loss.min"] == pytest.approx(min(losses))
@@ -353,14 +359,7 @@ def test_a_command_trial_stopped_by_hyperband_keeps_its_define_metric_summary(tm
 def test_a_command_trial_stopped_by_hyperband_keeps_what_it_set_in_its_runs_summary(tmp_path: Path) -> None:
     # `run.summary["best_loss"] = best` each epoch: W&B's server has every change as it is made, so a run the
     # sweep stops keeps it; the hook read the summary only at wandb.finish(), which a stopped program never reaches
-    work = tmp_path / "hyperband_summary_set"
-    shutil.copytree(PROJECTS / "hyperband_summary_set", work)
-    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "s"),
-                           "-q", "--workers", "1"], cwd=work, env=_offline_env(), capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    best, stopped = _trials(tmp_path / "s")
-    assert (best["state"], stopped["state"]) == ("completed", "pruned")
+    best, stopped = _hyperband_sweep(tmp_path, "hyperband_summary_set")
     losses = [v for _, n, v in stopped["history"] if n == "loss"]
     assert len(losses) >= 2
     assert stopped["metrics"]["best_loss"] == pytest.approx(min(losses[:-1]))   # set before its last log
