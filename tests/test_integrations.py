@@ -55,6 +55,7 @@ def test_checkpoint_due_is_false_on_other_ranks(tmp_path):
     ("sweeplab.integrations.keras", "keras", "keras"),
     ("sweeplab.integrations.transformers", "transformers", "transformers"),
     ("sweeplab.integrations.lightning", "lightning", "lightning"),
+    ("sweeplab.integrations.xgboost", "xgboost", "xgboost"),
 ])
 def test_a_missing_framework_names_its_extra(monkeypatch, module, framework, extra):
     monkeypatch.setitem(sys.modules, framework, None)   # `import framework` raises ImportError
@@ -68,7 +69,8 @@ def test_import_sweeplab_imports_no_framework():
     import subprocess
 
     code = ("import sys, sweeplab, sweeplab.integrations, sweeplab.export; "
-            "print([m for m in ('lightning', 'transformers', 'keras', 'tensorboard', 'pyarrow') if m in sys.modules])")
+            "print([m for m in ('lightning', 'transformers', 'keras', 'xgboost', 'tensorboard', 'pyarrow') "
+            "if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -314,3 +316,104 @@ def test_a_framework_output_directory_is_held_by_one_running_trial_at_a_time(tmp
     claim_directory(out, "s", 1)   # its holder has ended
     claim_directory(out, "s", 2)   # this process's next trial
     release_directory(out)
+
+
+def _xgb_data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(80, 4))
+    y = x[:, 0] * 2 + rng.normal(scale=0.1, size=80)
+    return x[:60], y[:60], x[60:], y[60:]
+
+
+def test_xgboost_reports_each_round_checkpoints_and_a_resumed_attempt_goes_on_at_the_next_round(tmp_path):
+    """Attempt 1 is stopped after round 2 (a SIGTERM's stop request): the callback checkpoints the booster
+    and ends training. Attempt 2 resumes from it: `rounds_done` 3, reports from step 3 (not 0 again: XGBoost
+    numbers a continued model's rounds from 0), and ends with the model an uninterrupted run trains."""
+    xgb = pytest.importorskip("xgboost")
+    from sweeplab.integrations.xgboost import SweeplabCallback
+
+    xt, yt, xv, yv = _xgb_data()
+    params = {"objective": "reg:squarederror", "eta": 0.3, "max_depth": 2, "nthread": 1, "seed": 0}
+    dtrain, dval = xgb.DMatrix(xt, label=yt), xgb.DMatrix(xv, label=yv)
+
+    class StopAt(xgb.callback.TrainingCallback):
+        def __init__(self, run, at):
+            super().__init__()
+            self.run, self.at = run, at
+
+        def after_iteration(self, model, epoch, evals_log):
+            if epoch == self.at:
+                self.run.request_stop("preempted (SIGTERM)")
+            return False
+
+    def attempt(n, stop_at=None):
+        events: list = []
+        run = Run(config={}, sink=lambda kind, data: events.append((kind, data)), checkpoint_dir=str(tmp_path),
+                  checkpoint_every=1000, attempt=n)   # no checkpoint but the first one and the stop's
+        callback = SweeplabCallback(run)
+        resumed = callback.resume_model()
+        booster = xgb.train(params, dtrain, num_boost_round=6 - callback.rounds_done, evals=[(dval, "val")],
+                            xgb_model=resumed, verbose_eval=False,
+                            callbacks=[StopAt(run, stop_at), callback] if stop_at is not None else [callback])
+        run.flush()   # what the worker does at the end of a trial
+        return callback, booster, events
+
+    callback, booster, events = attempt(1, stop_at=2)
+    assert _points(events) == [(0, "val-rmse"), (1, "val-rmse"), (2, "val-rmse")]
+    assert [d["step"] for k, d in events if k == "checkpoint"] == [0, 2]
+    assert booster.num_boosted_rounds() == 3 and set(callback.metrics) == {"val-rmse"}
+
+    callback, booster, events = attempt(2)
+    assert callback.rounds_done == 3
+    assert _points(events) == [(3, "val-rmse"), (4, "val-rmse"), (5, "val-rmse")]
+    assert booster.num_boosted_rounds() == 6
+    whole = xgb.train(params, dtrain, num_boost_round=6)
+    np.testing.assert_allclose(booster.predict(dval), whole.predict(dval), rtol=1e-6)
+
+
+def test_xgboost_cv_reports_the_folds_mean_and_std_and_a_stop_ends_it(tmp_path):
+    xgb = pytest.importorskip("xgboost")
+    from sweeplab.integrations.xgboost import SweeplabCallback
+
+    events: list = []
+    run = Run(config={}, sink=lambda kind, data: events.append((kind, data)), checkpoint_dir=str(tmp_path))
+    xt, yt, _, _ = _xgb_data()
+    seen: list = []
+
+    class Prune(xgb.callback.TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log):
+            seen.append(epoch)
+            if epoch == 1:
+                run.request_stop("pruned at rung 1")
+            return False
+
+    history = xgb.cv({"objective": "reg:squarederror", "nthread": 1, "eval_metric": "rmse"},
+                     xgb.DMatrix(xt, label=yt), num_boost_round=10, nfold=3, callbacks=[Prune(), SweeplabCallback(run)])
+    run.flush()
+    points = _points(events)
+    assert {key for _, key in points} == {"train-rmse", "train-rmse-std", "test-rmse", "test-rmse-std"}
+    assert sorted({step for step, _ in points}) == [0, 1] and len(history) == 2 and seen == [0, 1]
+    last = {p[1]: p[2] for kind, data in events if kind == "metrics" for p in data["points"] if p[0] == 1}
+    assert last["test-rmse"] == pytest.approx(history["test-rmse-mean"].iloc[-1])
+    assert not [k for k, _ in events if k == "checkpoint"]   # the folds' boosters are not one model to resume
+
+
+def test_xgboost_scikit_learn_estimator_reports_its_eval_set_and_resumes(tmp_path):
+    xgb = pytest.importorskip("xgboost")
+    from sweeplab.integrations.xgboost import SweeplabCallback
+
+    xt, yt, xv, yv = _xgb_data()
+    events: list = []
+    run = Run(config={}, sink=lambda kind, data: events.append((kind, data)), checkpoint_dir=str(tmp_path))
+    callback = SweeplabCallback(run, metrics=["validation_0-rmse"])
+    xgb.XGBRegressor(n_estimators=3, n_jobs=1, callbacks=[callback]).fit(xt, yt, eval_set=[(xv, yv)], verbose=False)
+    run.flush()
+    assert _points(events) == [(0, "validation_0-rmse"), (1, "validation_0-rmse"), (2, "validation_0-rmse")]
+
+    run2 = Run(config={}, sink=lambda kind, data: events.append((kind, data)), checkpoint_dir=str(tmp_path), attempt=2)
+    callback = SweeplabCallback(run2)
+    resumed = callback.resume_model()
+    assert callback.rounds_done == 3
+    model = xgb.XGBRegressor(n_estimators=5 - callback.rounds_done, n_jobs=1, callbacks=[callback])
+    model.fit(xt, yt, eval_set=[(xv, yv)], verbose=False, xgb_model=resumed)
+    assert model.get_booster().num_boosted_rounds() == 5 and callback.metrics.keys() == {"validation_0-rmse"}

@@ -40,6 +40,7 @@ FRAMEWORKS = {
     "lightning": ("lightning", "lightning_trial", "val_loss", 0),
     "transformers": ("transformers", "transformers_trial", "eval_loss", 1),
     "keras": ("keras", "keras_trial", "val_loss", 0),
+    "xgboost": ("xgboost", "xgboost_trial", "val-mlogloss", 0),   # a boosting round is an epoch
 }
 
 

@@ -5,6 +5,7 @@ One module per framework, each imported only when used, so `import sweeplab` nev
     from sweeplab.integrations.lightning import SweeplabCallback      # PyTorch Lightning (the `lightning` extra)
     from sweeplab.integrations.transformers import SweeplabCallback   # Hugging Face Trainer (`transformers`)
     from sweeplab.integrations.keras import SweeplabCallback          # Keras 3 `model.fit` (`keras`)
+    from sweeplab.integrations.xgboost import SweeplabCallback        # XGBoost training callback (`xgboost`)
 
 Each does the same four things through the Run: reports the framework's metrics (`run.log`), checkpoints
 through `run.checkpoint` (when the `trial.checkpoint_every` policy says so, and always on the way out of a
