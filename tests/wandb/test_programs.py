@@ -42,8 +42,9 @@ def _sweep(project: str, tmp_path: Path, *extra: str, how: str | None = None
     elif how == "function":
         extra = (*extra, "--function", "train.py:train")
     store = tmp_path / "store"
+    workers = () if "--workers" in extra else ("--workers", "2")   # an option given twice is refused
     proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(store), "-q",
-                           "--workers", "2", *extra], cwd=work, env=_offline_env(), capture_output=True,
+                           *workers, *extra], cwd=work, env=_offline_env(), capture_output=True,
                           text=True, timeout=600)
     return proc, store
 

@@ -38,9 +38,15 @@ def export(
             raise UserError("export: --format tensorboard writes a directory of event files; -o - (standard "
                             "output) takes csv or parquet")
         out = "/dev/stdout"
-    _end_cleanly_on(signal.SIGTERM, signal.SIGHUP)
+    stopped = _end_cleanly_on(signal.SIGTERM, signal.SIGHUP)
     try:
-        path = export_sweep(sweep_name, out, format=format, store=_store_path(store))
+        try:
+            path = export_sweep(sweep_name, out, format=format, store=_store_path(store))
+        except Exception:
+            if stopped:   # the signal's exception, raised wherever the export was, can break what it unwinds
+                # (a writer's lock: "RuntimeError: release unlocked lock" replaced it); the export cleaned up
+                raise SystemExit(128 + stopped[0]) from None
+            raise
     except OSError as exc:   # the target cannot be written (no room, not a directory, no permission...)
         import errno
 
@@ -60,13 +66,18 @@ def export(
         note.print(f"view: tensorboard --logdir {path}")
 
 
-def _end_cleanly_on(*signals: signal.Signals) -> None:
+def _end_cleanly_on(*signals: signal.Signals) -> list[int]:
     """`kill PID` or a closed terminal ends the export as Ctrl-C does: by an exception, so the half-written
     file or directory beside the target is removed on the way out (the default action ends the process at
-    once and leaves it there); exit code 128 + the signal's number, as the shell reports a process it ended."""
+    once and leaves it there); exit code 128 + the signal's number, as the shell reports a process it ended.
+    Returns the signals received so far (empty until one is)."""
+    received: list[int] = []
+
     def stop(signum: int, frame: object) -> None:
+        received.append(signum)
         raise SystemExit(128 + signum)
 
     for sig in signals:
         if signal.getsignal(sig) is signal.SIG_DFL:   # one the caller ignores (nohup) stays ignored
             signal.signal(sig, stop)
+    return received
