@@ -770,7 +770,8 @@ C_LOCALE_COMMANDS = {   # id: (arguments, what stdout or stderr shows once it wo
     "status": (["status", UNICODE_NAME], b"completed"),
     "best": (["best", UNICODE_NAME], b"best of caf"),
     "repro": (["repro", f"{UNICODE_NAME}/1"], b"ValueError: na"),
-    "profile": (["profile", f"{UNICODE_NAME}/0"], b"no step figures"),
+    # a trial of under 20 ms may have no profile at all (exit 1): either way the command found the trial
+    "profile": (["profile", f"{UNICODE_NAME}/0"], (b"no step figures", b"no profile recorded")),
     "export": (["export", UNICODE_NAME], b"wrote "),
     "stop": (["stop", UNICODE_NAME], b"is not running"),
     "run": (["run", f"{TRIALS}:quick", "--name", "r\u00fcn-\u4e2d", "label=\u00e9t\u00e9", "-q"], b"results:"),
@@ -785,5 +786,8 @@ def test_every_command_naming_a_sweep_works_in_the_c_locale(c_locale_sweep, case
     args, shown = C_LOCALE_COMMANDS[case]
     cp = c_locale_cli(c_locale_sweep, *args)
     assert b"Traceback" not in cp.stderr and b"no sweep named" not in cp.stderr, cp.stderr
-    assert shown in cp.stdout + cp.stderr, (cp.stdout, cp.stderr)
-    assert cp.returncode == (2 if case == "stop" else 1 if case == "repro" else 0), (cp.stdout, cp.stderr)
+    assert any(s in cp.stdout + cp.stderr for s in (shown if isinstance(shown, tuple) else (shown,))), (
+        cp.stdout, cp.stderr)
+    no_profile = case == "profile" and b"no profile recorded" in cp.stdout
+    assert cp.returncode == (2 if case == "stop" else 1 if case == "repro" or no_profile else 0), (cp.stdout,
+                                                                                                 cp.stderr)
