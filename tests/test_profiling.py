@@ -15,7 +15,6 @@ from sweeplab._clock import FakeClock
 from sweeplab.profiling import (
     StepTracker,
     SystemSampler,
-    _visible_gpus,
     batch_size_of,
     bottleneck_hint,
     merge_summaries,
@@ -266,15 +265,6 @@ def test_sampler_counts_the_cpu_of_short_lived_children():
     measured = sum(s["cpu"] / 100 * (t1 - t0) for s, t0, t1 in zip(samples[1:], times, times[1:]))
     measured += samples[0]["cpu"] / 100 * 0.1
     assert 0.7 * truth <= measured <= 1.3 * truth + 0.05, (measured, truth, [s["cpu"] for s in samples])
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [(None, None), ("", []), ("0,2", [0, 2]), (" 1 ", [1]), ("GPU-abc,GPU-def", ["GPU-abc", "GPU-def"]),
-     ("1,-1,2", [1])],
-)
-def test_visible_gpus_follow_cuda_visible_devices(value, expected):
-    assert _visible_gpus(value) == expected
 
 
 # ----------------------------------------------------------------------------------------------- hints

@@ -235,7 +235,8 @@ def backend_name(spec: SweepSpec, backend: str | None = None) -> str:
 def check_gpu_ids(gpu_ids: Sequence[int] | None, *, key: str = "gpu_ids", given: str | None = None) -> list[int] | None:
     """`gpu_ids` as a list, refusing what would give trials GPUs other than those meant: an id that is not a whole
     number, a negative one (CUDA_VISIBLE_DEVICES hides every device from it on), one given twice (two trials
-    on a device each thinks its own). None (detect them) stays None; an empty list means no GPUs."""
+    on a device each thinks its own), one past the GPUs this job sees (`_devices.select_gpus`: ids count the
+    visible devices). None (detect them) stays None; an empty list means no GPUs."""
     if gpu_ids is None:
         return None
     from sweeplab.errors import UserError
@@ -251,6 +252,9 @@ def check_gpu_ids(gpu_ids: Sequence[int] | None, *, key: str = "gpu_ids", given:
         if gpu in ids[:i]:
             raise UserError(f"{key}: GPU {gpu} is given twice; expected each GPU once (two trials would share it, "
                             f"each thinking it its own); got {shown}")
+    from sweeplab._devices import select_gpus
+
+    select_gpus(ids, key=key, given=shown)   # one this job cannot see (past CUDA_VISIBLE_DEVICES or the machine's)
     return ids
 
 

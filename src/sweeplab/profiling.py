@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sweeplab._clock import Clock
+from sweeplab._devices import visible_gpus
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -245,24 +246,6 @@ def merge_summaries(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------- system sampler
-def _visible_gpus(value: str | None) -> list[int | str] | None:
-    """Devices named by a CUDA_VISIBLE_DEVICES value: None = all, [] = none, else indices or UUIDs."""
-    if value is None:
-        return None
-    out: list[int | str] = []
-    for part in value.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if part.lstrip("-").isdigit():
-            if int(part) < 0:
-                break  # CUDA stops at the first invalid index
-            out.append(int(part))
-        else:
-            out.append(part)
-    return out
-
-
 class _Nvml:
     """GPU utilisation and memory of the visible devices through NVML (nvidia-ml-py); None if unavailable."""
 
@@ -376,7 +359,7 @@ class SystemSampler:
         self._psutil = psutil
         self._root = psutil.Process(self.pid)
         self._ncpu, self._mem_total = _machine()
-        gpus = self._gpus_arg if self._gpus_arg is not None else _visible_gpus(
+        gpus = self._gpus_arg if self._gpus_arg is not None else visible_gpus(
             os.environ.get("CUDA_VISIBLE_DEVICES"))
         if gpus is None or gpus:
             try:

@@ -25,12 +25,14 @@ def _local(spec: Any = None, *, workers: int | None = None, gpu_ids: Sequence[in
            smoke: bool = False, **_: Any) -> Backend:
     """Worker processes here: `workers` slots (None: as many as the CPUs and GPUs hold one trial each).
 
-    `gpu_ids` None: detected; a smoke run hides the GPUs and asks for none.
+    `gpu_ids` None: every GPU this process may use (`_devices.select_gpus`: CUDA_VISIBLE_DEVICES's, else
+    NVML's), else ordinals among them; a smoke run hides the GPUs and asks for none.
     """
-    from sweeplab.backends.local import LocalBackend, detect_gpus, plan_slots
+    from sweeplab._devices import select_gpus
+    from sweeplab.backends.local import LocalBackend, plan_slots
 
     res = getattr(spec, "resources", None)
-    ids = [] if smoke else (list(gpu_ids) if gpu_ids is not None else detect_gpus())
+    ids = [] if smoke else select_gpus(gpu_ids)
     cpus = float(res.cpus) if res is not None else 1.0   # a trial's total, over all of its processes
     gpu_req = 0.0 if smoke or res is None else float(res.gpus)
     n = workers

@@ -53,7 +53,7 @@ class Slot:
 
     index: int
     cpus: float
-    gpus: tuple[int, ...] = ()
+    gpus: tuple[int | str, ...] = ()   # CUDA_VISIBLE_DEVICES entries: device indices or UUIDs
 
     def describe(self) -> dict[str, Any]:
         return {"slot": self.index, "cpus": self.cpus, "gpus": list(self.gpus)}
@@ -64,7 +64,7 @@ class Slot:
 MAX_LOCAL_WORKERS = 1024
 
 
-def plan_slots(workers: int, *, cpus: float, gpus: float, gpu_ids: Sequence[int],
+def plan_slots(workers: int, *, cpus: float, gpus: float, gpu_ids: Sequence[int | str],
                cpu_count: int | None = None) -> list[Slot]:
     """Assign each of `workers` slots its CPUs and GPU ids.
 
@@ -104,20 +104,6 @@ def plan_slots(workers: int, *, cpus: float, gpus: float, gpu_ids: Sequence[int]
             "lower the workers (--workers, or `workers:` in the spec) or resources.gpus, or pass --gpus"
         )
     return [Slot(i, cpus, tuple(ids[i * n:(i + 1) * n])) for i in range(workers)]
-
-
-def detect_gpus() -> list[int]:
-    """GPU ids from NVML when nvidia-ml-py is installed and a driver is present; else none."""
-    try:
-        import pynvml  # type: ignore[import-not-found]
-
-        pynvml.nvmlInit()
-        try:
-            return list(range(pynvml.nvmlDeviceGetCount()))
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return []
 
 
 @dataclass
