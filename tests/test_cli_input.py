@@ -791,3 +791,29 @@ def test_every_command_naming_a_sweep_works_in_the_c_locale(c_locale_sweep, case
     no_profile = case == "profile" and b"no profile recorded" in cp.stdout
     assert cp.returncode == (2 if case == "stop" else 1 if case == "repro" or no_profile else 0), (cp.stdout,
                                                                                                  cp.stderr)
+
+
+COMMAND_PROGRAM = """\
+import json, os, sys
+utf8 = lambda text: os.fsencode(text).decode("utf-8")   # the bytes it was given, read as UTF-8
+print(json.dumps({"argv": [utf8(a) for a in sys.argv[1:]], "sweep": utf8(os.environ["SWEEPLAB_SWEEP"])}))
+print("@sweeplab " + json.dumps({"loss": 1.0}))
+"""
+
+
+def test_a_command_trial_with_text_the_c_locale_cannot_encode_runs_and_gets_it_as_utf8(tmp_path):
+    """A command trial of a sweep named `café-中`, or given `label=naïve`, failed every attempt in the C locale
+    ('worker process exited with code 1'): its worker could not encode the sweep's name in the program's
+    environment, nor the value in its argv, and died on a UnicodeEncodeError traceback. The program gets
+    them as the UTF-8 the name and value are, whatever its locale."""
+    write(tmp_path / "prog.py", COMMAND_PROGRAM)
+    write(tmp_path / "s.yaml", f"command: ['{sys.executable}', prog.py, '${{args}}']\nmethod: grid\n"
+          "metric: {name: loss, goal: minimize}\nparameters:\n  label: {values: ['naïve']}\n")
+    cp = c_locale_cli(tmp_path, "sweep", "s.yaml", "--name", UNICODE_NAME, "-q")
+    assert cp.returncode == 0, (cp.stdout, cp.stderr)
+    assert b"Traceback" not in cp.stderr, cp.stderr
+    logs = list((tmp_path / "store" / "logs").iterdir())
+    shown = next(json.loads(line) for line in (logs[0] / "0-1.log").read_text("utf-8").splitlines()
+                 if line.startswith("{\"argv\""))
+    assert shown == {"argv": ["--label=naïve"], "sweep": UNICODE_NAME}
+

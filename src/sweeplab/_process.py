@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Shared"]
+__all__ = ["Shared", "os_text"]
 
 T = TypeVar("T")
 
@@ -41,3 +41,17 @@ class Shared(Generic[T]):
                 if self._users == 0:
                     saved, self._saved = self._saved, None
                     self._leave(saved)
+
+
+def os_text(text: str) -> str:
+    """`text` as this process can pass it to the OS (an argument or an environment value of a program it
+    starts): itself when the file system encoding holds it, else its UTF-8 bytes as that encoding's surrogate
+    escapes. In the C locale without UTF-8 mode a sweep named `café` or a value `naïve` raised
+    UnicodeEncodeError as the program started; the program now gets the UTF-8 they are, whatever the locale."""
+    import os
+
+    try:
+        os.fsencode(text)
+    except UnicodeError:
+        return os.fsdecode(text.encode("utf-8", "surrogatepass"))
+    return text

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from sweeplab._process import os_text
 from sweeplab._values import report_values
 from sweeplab.backends import _tree
 from sweeplab.backends._diskfull import disk_full_data, full_disk_error, names_full_disk, trial_places
@@ -204,10 +205,11 @@ def execute_command(ex: Execution) -> None:
     if task.seed is not None:
         added["SWEEPLAB_SEED"] = str(task.seed)
     env = dict(os.environ)
-    env.update(added)
+    env.update({k: os_text(v) for k, v in added.items()})   # (the C locale cannot encode a name `café`)
     if task.cwd:   # where it runs, as after a shell's `cd` (it inherited the worker's, the sweep's directory)
         env["PWD"] = os.path.abspath(task.cwd)
     argv = list(task.command or ())
+    os_argv = [os_text(a) for a in argv]
     reporter = _Reporter(channel)
     reporter.step = _first_step(task.checkpoint_dir) if task.attempt > 1 else 0
     stderr_tail = bytearray()
@@ -218,7 +220,7 @@ def execute_command(ex: Execution) -> None:
         reaper = _tree.Reaper.start(env[_tree.MARK])
         try:
             child = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                os_argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 cwd=task.cwd or None, env=env, start_new_session=True, preexec_fn=_tree.die_with_parent(),
             )
         except OSError as exc:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from sweeplab._process import os_text
 from sweeplab.backends._diskfull import disk_full_data, full_disk_error, trial_places
 from sweeplab.backends.events import EventKind
 from sweeplab.backends.execution import Execution, log_header, make_workdir, redirect_output, send_profile
@@ -228,7 +229,7 @@ def execute_function(ex: Execution) -> None:
         with redirect_output(task.log_path, log_header(task) if task.log_path else b""):
             before = _ProcessState()
             _subreaper(True)
-            os.environ.update({k: str(v) for k, v in task.env.items()})
+            os.environ.update({k: os_text(str(v)) for k, v in task.env.items()})
             try:
                 own_dir = bool(task.cwd and task.original_cwd) and task.cwd != task.original_cwd   # workdir: trial
                 if task.cwd and not own_dir:

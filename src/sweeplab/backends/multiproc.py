@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sweeplab._process import os_text
 from sweeplab._torch.env import GPUS_PER_RANK_VAR
 from sweeplab.backends import _tree
 from sweeplab.backends._diskfull import disk_full_data, names_full_disk, trial_places
@@ -85,7 +86,7 @@ def rank_paths(task: TrialTask, rank: int) -> tuple[str, str]:
 def _spawn(task: TrialTask, rank: int, port: int, threads: int | None) -> _Rank:
     r, w = os.pipe()
     env = dict(os.environ)
-    env.update({k: str(v) for k, v in task.env.items()})
+    env.update({k: os_text(str(v)) for k, v in task.env.items()})
     env.update(rank_env(rank, task.world_size, port, threads=threads))
     share = _gpus_per_rank(env.get("CUDA_VISIBLE_DEVICES"), task.world_size)
     if share is not None:   # the ranks' share of the slot's GPUs: below 1 they share a device (no NCCL)
