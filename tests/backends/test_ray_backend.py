@@ -433,6 +433,15 @@ def two_steps(config, run):
     return {"loss": 0.5}
 
 
+def rank1_lingers(config, run):
+    """Rank 0 returns at once (writing when); rank 1 goes on for 2 s without a report, its last step."""
+    if run.rank == 0:
+        Path(config["out"], "returned0").write_text(repr(time.time()))
+        return {"loss": 1.0}
+    time.sleep(2.0)
+    return {"loss": 2.0}
+
+
 def holds_memory(config, run):
     """Rank 1 holds `mb` MB for 2.5 s; rank 0 holds nothing (the samples of the trial must count rank 1's)."""
     held = bytearray(int(config["mb"]) * 2**20 if run.rank == 1 else 0)
@@ -605,6 +614,21 @@ class TestRanksOnSeveralNodes:
         assert samples and max(s["rss"] for s in samples) > 160 * 2**20, samples   # rank 1's memory counts
         profile = next(e.data["summary"] for e in events if e.kind is EventKind.PROFILE)
         assert profile["rss_peak"] > 160 * 2**20 and profile["system_samples"] >= 1, profile
+
+    def test_ranks_running_after_rank_0_returned_still_beat_across_the_cluster(self, backend, tmp_path):
+        """The gang's unit test, over real actors on two nodes: rank 1's heartbeats, sent by its actor on the
+        other node while it finishes after rank 0 returned, reach the backend's caller (the driver judges a
+        silent trial hung by them: only rank 0's reached it, so such a trial was killed under a short
+        `trial.heartbeat_timeout`)."""
+        out = tmp_path / "out"
+        out.mkdir()
+        me = f"{Path(__file__).resolve()}:rank1_lingers"
+        backend.submit(make_task(tmp_path, 11, me, config={"out": str(out)}))
+        events = collect(backend, [11], timeout=60)[11]
+        assert events[-1].kind is EventKind.FINISHED and events[-1].data["metrics"] == {"loss": 1.0}, events[-1]
+        returned = float((out / "returned0").read_text())
+        late = [e.time for e in events if e.kind is EventKind.HEARTBEAT and e.time > returned + 0.5]
+        assert len(late) >= 3, [(e.kind, e.time - returned) for e in events]   # beats at 0.2 s for ~1.5 s
 
     def test_the_kept_capture_of_a_nan_trial_names_every_rank_s_for_repro(self, backend, tmp_path):
         me = f"{Path(__file__).resolve()}:nan_on_every_rank"
