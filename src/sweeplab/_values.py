@@ -34,6 +34,7 @@ __all__ = [
     "is_number",
     "name",
     "number",
+    "objective_of",
     "parse_duration",
 ]
 
@@ -270,3 +271,22 @@ def _report_step(step: Any) -> int | None:
         return None
     value = int(step)
     return value if -(2**63) <= value < 2**63 - 1 else None
+
+
+def objective_of(metric: str, final: Mapping[str, Any], logged: Mapping[str, Any]) -> tuple[float | None, str | None]:
+    """A finished trial's value of `metric`, from what it returned (`final`), else its last logged value, or
+    why it has none: (None, reason). The driver judges a trial's end by it, and `sweeplab repro` its replay."""
+    if metric in final:
+        value = final[metric]
+    elif metric in logged:
+        value = logged[metric]
+    else:
+        seen = sorted(set(final) | set(logged))
+        return None, f"metric {metric!r} was never reported (reported: {', '.join(seen) if seen else 'nothing'})"
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None, f"metric {metric!r} is not a number: {value!r}"
+    if not math.isfinite(value):
+        return None, f"objective {metric} is {value}"
+    return value, None

@@ -133,11 +133,13 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         captured = {k: v for k, v in captured.items() if k not in stale}
 
     bad: list[tuple[int, str, float]] = []   # the replay's NaN/inf values of the metric that was not finite
+    logged: dict[str, Any] = {}   # each metric's last value, for the objective's verdict (_values.objective_of)
 
     def sink(kind: str, data: dict[str, Any]) -> None:
         if kind == "metrics":
             for step, key, value, _ in data.get("points", []):
                 echo(f"  step {step}: {key} = {value:.6g}")
+                logged[key] = value
                 if nonfinite is not None and key == nonfinite["metric"] and not math.isfinite(value):
                     bad.append((step, key, value))
 
@@ -225,8 +227,42 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
         step, key, value = bad[0]
         echo(f"the failure reproduced: {key} = {value} at step {step}")
         return 1
+    final = dict(result) if isinstance(result, Mapping) else {} if result is None else {"value": result}
+    problem = _objective_problem(spec, final, logged)
+    if problem is not None and nonfinite is None:
+        return _ended_without_value(problem, failed, echo)
     echo(f"the trial did not fail this time; it returned {result!r}")
     return 0
+
+
+def _objective_problem(spec: dict[str, Any], final: dict[str, Any], logged: Mapping[str, Any]) -> str | None:
+    """Why a replay that ended without an exception (or with exit 0) still failed as the driver judges a
+    trial's end: an objective missing, not a number, NaN or infinite (`_values.objective_of`); None if fine.
+    A bare number the trial returned (`{"value": x}`) is the first objective's value, as in the driver."""
+    from sweeplab._values import objective_of
+
+    metric = spec.get("metric")
+    names = [str(m["name"]) for m in (metric if isinstance(metric, list) else [metric])
+             if isinstance(m, dict) and m.get("name")]
+    if names and "value" in final and names[0] not in final and len(final) == 1:
+        final = {names[0]: final.pop("value")}
+    for name in names:
+        _, problem = objective_of(name, final, logged)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _ended_without_value(problem: str, failed: Any, echo: Callable[[str], None]) -> int:
+    """Say whether a replay that ended without a usable objective failed as the attempt did: the same kind
+    of problem with the same objective (the text after a colon may differ: what else was reported, how the
+    value was shown)."""
+    if str(failed["reason"] or "").startswith(problem.split(":")[0]):
+        echo(f"the failure reproduced: {problem}")
+    else:
+        echo(f"the replay failed differently: attempt {failed['number']} failed with {failed['reason']!r}, the "
+             f"replay ended with {problem}")
+    return 1
 
 
 def _nonfinite_attempt(store: Store, trial: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -258,7 +294,6 @@ def _resolve_target(target: str, spec_path: str | None, cwd: str) -> str:
 def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any, spec: dict[str, Any],
                    echo: Callable[[str], None]) -> int:
     """Run a failed command trial's argv again in the foreground; returns the program's exit code."""
-    import subprocess
 
     from sweeplab.store.layout import trial_paths
 
@@ -309,7 +344,7 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
             env["SWEEPLAB_REPORT_FILE"] = str(tmp / f"report.rank{failed_rank}.jsonl")
             peers.start(lambda r: (argv, {**env, **peers.env_of(r),
                                           "SWEEPLAB_REPORT_FILE": str(tmp / f"report.rank{r}.jsonl")}), cwd=cwd)
-        code = subprocess.run(argv, cwd=cwd, env=env).returncode
+        code, logged = _run_reading_reports(argv, cwd, env, Path(env["SWEEPLAB_REPORT_FILE"]))
     except OSError as exc:
         echo(f"the failure reproduced: cannot start {argv[0] if argv else '?'}: {exc.strerror or exc}")
         return 1
@@ -317,8 +352,45 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
         peers.end(wait=code == 0)   # after a failure they may wait for the failed rank in a collective
         shutil.rmtree(tmp, ignore_errors=True)
     code = 128 - code if code < 0 else code   # killed by a signal: the shell's convention
+    problem = _objective_problem(spec, {}, logged) if code == 0 else None
+    if problem is not None:
+        return _ended_without_value(problem, failed, echo)
     echo("the trial did not fail this time" if code == 0 else f"the failure reproduced: exit code {code}")
     return code
+
+
+def _run_reading_reports(argv: list[str], cwd: str | None, env: dict[str, str], report_file: Path
+                         ) -> tuple[int, dict[str, float]]:
+    """Run the program in the foreground, its stdout passed on as it comes, and return its exit code and each
+    metric's last reported value: from its `@sweeplab` lines, then its report file (`sweeplab.report`, the
+    W&B hook), as the sweep's worker reads them (backends/command_trial.py)."""
+
+    from sweeplab._values import report_values
+
+    logged: dict[str, float] = {}
+
+    def read(line: bytes) -> None:
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            return
+        if isinstance(obj, dict):
+            logged.update(report_values(obj)[1])
+
+    child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE)
+    assert child.stdout is not None
+    out = sys.stdout.buffer
+    for line in iter(child.stdout.readline, b""):
+        out.write(line)
+        out.flush()
+        if line.startswith(b"@sweeplab "):
+            read(line[len(b"@sweeplab "):])
+    code = child.wait()
+    with contextlib.suppress(OSError):
+        with report_file.open("rb") as f:
+            for line in f:
+                read(line)
+    return code, logged
 
 
 def _checkpoint_dir(spec: dict[str, Any]) -> str | None:

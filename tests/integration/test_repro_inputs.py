@@ -3,6 +3,8 @@ through the real CLI and real worker processes."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -102,3 +104,36 @@ def test_a_replay_that_fails_with_another_exception_says_so_instead_of_reproduce
     out = " ".join((cp.stdout + cp.stderr).split())
     assert cp.returncode == 1 and "the failure reproduced" not in out, out
     assert "the replay failed differently: attempt 1 raised ValueError, the replay KeyError" in out, out
+
+
+BAD_VALUE = """\
+import json, math, sys
+
+def train(config, run):   # as a function trial: returns its value
+    run.log({"seen": 0.5}, step=0)
+    return {"nan": {"loss": math.nan}, "missing": {"acc": 1.0}, "text": {"loss": "n/a"}}[config["how"]]
+
+if __name__ == "__main__":   # as a command trial: prints its reports
+    how = sys.argv[1].split("=")[1]
+    print("@sweeplab " + json.dumps({"acc": 1.0} if how == "missing" else {"loss": math.nan}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("kind", ["function", "command"])
+def test_a_replay_that_ends_without_a_finite_objective_again_reproduced_the_failure(cli, kind):
+    """A trial that ended with its objective NaN, missing or not a number failed without an exception or an
+    exit code; its replay, ending the same way, said 'the trial did not fail this time' (exit 0). The replay
+    judges the objective as the driver does."""
+    (cli.tmp / "bad_value.py").write_text(BAD_VALUE)
+    target = ("function: bad_value.py:train" if kind == "function"
+              else f"command: ['{sys.executable}', bad_value.py, '${{args}}']")
+    hows = ["nan", "missing", "text"] if kind == "function" else ["nan", "missing"]
+    f = cli.spec("bv", f"{target}\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\ntrial: {{retries: 0}}\n"
+                       f"parameters:\n  how: {{values: {hows}}}\n")
+    cli("sweep", str(f), "--name", "bv", "-q")
+    for number, t in enumerate(cli.status("bv")["trials"]):
+        assert t["state"] == "failed", t
+        cp = cli("repro", f"bv/{number}")
+        out = " ".join((cp.stdout + cp.stderr).split())
+        assert cp.returncode == 1, out
+        assert f"the failure reproduced: {t['reason'].split(':')[0]}" in out, out

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sweeplab._values import objective_of
 from sweeplab.backends.events import SWEEP, Event, EventKind
 from sweeplab.driver.objectives import feasible, objective_problem, objective_values, violated, violations
 from sweeplab.driver.records import TrialRecord, costs_of, finite_dict, fired_at, judged_curve, shown_path
@@ -211,21 +211,8 @@ class EventWriter(DriverState):
     def _objective(self, t: TrialRecord, final: Mapping[str, Any]) -> tuple[float | None, str | None]:
         if not self.metric:
             return None, None
-        if self.metric in final:
-            value = final[self.metric]
-        elif self.metric in t.last:
-            value = t.last[self.metric][1]
-        else:
-            logged = sorted(set(final) | set(t.last))
-            return None, (f"metric {self.metric!r} was never reported (reported: "
-                          f"{', '.join(logged) if logged else 'nothing'})")
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            return None, f"metric {self.metric!r} is not a number: {value!r}"
-        if not math.isfinite(value):
-            return None, f"objective {self.metric} is {value}"
-        return value, None
+        return objective_of(self.metric, final, {self.metric: t.last[self.metric][1]} if self.metric in t.last
+                            else dict.fromkeys(t.last))
 
     def _on_finished(self, t: TrialRecord, ev: Event) -> None:
         final = dict(ev.data.get("metrics") or {})
