@@ -157,3 +157,10 @@ def writes_in_cwd(trial):
     with open("model.txt", "w") as f:
         f.write(f"{trial.number} {os.getcwd()}")
     return x * x
+
+
+def tuple_choices(trial):
+    """sklearn MLP's hidden_layer_sizes as Optuna's examples suggest it: tuples as categorical choices."""
+    layers = trial.suggest_categorical("layers", [(50,), (50, 50)])
+    assert isinstance(layers, tuple)
+    return float(sum(layers)) + trial.suggest_float("x", 0.0, 1.0)

@@ -197,6 +197,8 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
                                  timeout=float(timeout) if timeout is not None else None)
         write_settings(directory, settings)
         imported = _seed_journal(open_study(directory, settings, create=True), study) if study is not None else []
+        waiting = [t._trial_id for t in study.get_trials(deepcopy=False) if t.state.name == "WAITING"] \
+            if study is not None else []
         shown = Progress(progress)
         runner = _Runner(spec, store=root, workers=workers, backend=backend, address=address, name=sweep_name,
                          overrides=[f"optuna_study={directory}"], on_progress=on_progress or shown.update,
@@ -214,10 +216,16 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
         searcher.callbacks = list(callbacks)
     if background and on_progress is None:
         shown.start(runner.name)   # the line under this cell, updated in place by the sweep's thread
-    if background or raise_interrupt:
+    if background:   # the given study is not written: the sweep's own is `sweep.study()`
         return runner.launch(background)
-    runner.run()
-    return _Sweep(runner.name, runner.store_root, runner=runner)
+    try:
+        if raise_interrupt:
+            return runner.launch(background)
+        runner.run()
+        return _Sweep(runner.name, runner.store_root, runner=runner)
+    finally:
+        if study is not None:
+            _write_back(study, open_study(directory, settings), len(imported), waiting)
 
 
 #: `study.optimize` arguments sl.optimize has no use for, and what to use instead
@@ -456,6 +464,65 @@ def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
 
 
 _STATES = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}
+
+
+def _write_back(source: Any, journal_study: Any, imported: int, waiting: Sequence[int]) -> None:
+    """Add the trials the sweep ran to the study given as `study=`, as `study.optimize` adds its trials:
+    Optuna's examples and notebooks read `study.best_trial`, `study.trials`, `trials_dataframe()` and plot
+    `study` after optimizing it, and optimize the same study again. An enqueued trial the sweep ran is that
+    trial, finished (its number kept), no longer waiting; the study's user attrs the objective set
+    (`trial.study.set_user_attr`) are set too. `sweeplab_number` (the sweep's link) stays in the journal.
+    Not into another sweep's study (`study=sweep.study()`), which only its sweep writes."""
+    from optuna.trial import TrialState
+
+    from sweeplab.search.optuna_study import _study_class
+
+    if isinstance(source, _study_class()):   # another sweep's (`study=sweep.study()`): that sweep owns it
+        return
+    storage = source._storage
+    for key, value in journal_study.user_attrs.items():
+        if source.user_attrs.get(key, _MISSING) != value:
+            source.set_user_attr(key, value)
+    for i, frozen in enumerate(journal_study.get_trials(deepcopy=True)[imported:]):
+        if not frozen.state.is_finished():
+            continue
+        frozen.system_attrs.pop("sweeplab_number", None)
+        _as_tuples(frozen)
+        if i < len(waiting) and storage.set_trial_state_values(waiting[i], TrialState.RUNNING):
+            tid = waiting[i]
+            for name, value in frozen.params.items():
+                dist = frozen.distributions[name]
+                storage.set_trial_param(tid, name, dist.to_internal_repr(value), dist)
+            for step, value in frozen.intermediate_values.items():
+                storage.set_trial_intermediate_value(tid, step, value)
+            for key, value in frozen.user_attrs.items():
+                storage.set_trial_user_attr(tid, key, value)
+            for key, value in frozen.system_attrs.items():
+                storage.set_trial_system_attr(tid, key, value)
+            storage.set_trial_state_values(tid, frozen.state, frozen.values)
+        else:
+            source.add_trial(frozen)
+
+
+_MISSING = object()
+
+
+def _as_tuples(frozen: Any) -> None:
+    """Categorical choices that were tuples (`suggest_categorical("layers", [(50,), (50, 50)])`) read back
+    from the journal's JSON as lists: make them tuples again, as the objective got them and as an in-memory
+    study holds them, so `best_params` are the objective's values and later trials' choices match."""
+    import optuna
+
+    def tupled(value: Any) -> Any:
+        return tuple(tupled(v) for v in value) if isinstance(value, list) else value
+
+    for name, dist in list(frozen.distributions.items()):
+        if isinstance(dist, optuna.distributions.CategoricalDistribution) and \
+                any(isinstance(c, list) for c in dist.choices):
+            index = dist.to_internal_repr(frozen.params[name])
+            new = optuna.distributions.CategoricalDistribution([tupled(c) for c in dist.choices])
+            frozen.distributions = {**frozen.distributions, name: new}
+            frozen.params = {**frozen.params, name: new.to_external_repr(index)}
 
 
 def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int | None, *, source: str) -> None:

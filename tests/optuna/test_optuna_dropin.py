@@ -1,0 +1,46 @@
+"""`study.optimize(objective, ...)` replaced by `sl.optimize(objective, ..., study=study)` in Optuna's own
+examples and notebooks (quickstart.ipynb, basic/quadratic.py, faq/enqueue_trial.py): what they read from
+`study` afterwards must be there, as after `study.optimize`. Real Optuna, real worker processes."""
+
+from __future__ import annotations
+
+import pytest
+
+optuna = pytest.importorskip("optuna")
+
+import sweeplab as sl  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_given_study_holds_the_sweeps_trials_afterwards_as_after_study_optimize(workdir):
+    """quickstart.ipynb: `study.optimize(objective, n_trials=100)` then `trial = study.best_trial`. Given to
+    sl.optimize, the study stayed empty: best_trial raised 'No trials are completed yet', and a second call
+    (basic/quadratic.py optimizes one study three times) ran its enqueued trials again."""
+    study = optuna.create_study(direction="maximize")
+    study.enqueue_trial({"svc_c": 1})
+    study.enqueue_trial({"svc_c": 10})
+    sweep = sl.optimize("objectives:svc_like", n_trials=3, workers=1, store=workdir / "st", study=study)
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+    assert [t.number for t in study.trials] == [0, 1, 2]
+    assert [t.params["svc_c"] for t in study.trials[:2]] == [1, 10]
+    assert study.best_trial.value == sweep.best["value"]
+    assert study.best_params == sweep.best["params"]
+    assert list(study.trials_dataframe()["params_svc_c"]) == list(sweep.trials()["params.svc_c"])
+    assert "sweeplab_number" not in study.trials[2].system_attrs    # the sweep's own link stays in its journal
+    again = sl.optimize("objectives:svc_like", n_trials=2, workers=1, store=workdir / "st", study=study)
+    assert len(again.trials()) == 5                               # 3 imported, 2 new: the queue is used up
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 5
+    assert [t.number for t in study.trials] == list(range(5))
+
+
+def test_tuple_choices_read_back_as_tuples_in_the_given_study_as_optuna_holds_them(workdir):
+    """The journal stores choices as JSON lists; written back as lists, `study.best_params` was not the
+    value the objective got, and the next `study.optimize` on that study met two distributions of one name."""
+    study = optuna.create_study()
+    sl.optimize("objectives:tuple_choices", n_trials=2, workers=1, store=workdir / "st", study=study, seed=0)
+    assert study.best_params["layers"] in ((50,), (50, 50))
+    import objectives
+
+    study.optimize(objectives.tuple_choices, n_trials=1)      # plain Optuna continues the same study
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
