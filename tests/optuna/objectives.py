@@ -164,3 +164,8 @@ def tuple_choices(trial):
     layers = trial.suggest_categorical("layers", [(50,), (50, 50)])
     assert isinstance(layers, tuple)
     return float(sum(layers)) + trial.suggest_float("x", 0.0, 1.0)
+
+
+def returns_text(trial):
+    """A number as text, as read back from a file or a subprocess's output: Optuna fails the trial."""
+    return str(trial.suggest_float("x", 0.0, 1.0))

@@ -44,3 +44,11 @@ def test_tuple_choices_read_back_as_tuples_in_the_given_study_as_optuna_holds_th
 
     study.optimize(objectives.tuple_choices, n_trials=1)      # plain Optuna continues the same study
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+
+
+def test_a_number_as_text_fails_the_trial_as_optuna_refuses_it(workdir):
+    """`return "0.5"` (a score read back from a file): Optuna never takes a string (it is a Sequence of
+    characters to `study.tell`), sweeplab's float("0.5") completed the trial with it."""
+    sweep = sl.optimize("objectives:returns_text", n_trials=1, workers=1, store=workdir / "st", retries=0)
+    row = sweep.trials().loc[0]
+    assert row["state"] == "failed" and "could not be cast to float" in row["reason"], row["reason"]

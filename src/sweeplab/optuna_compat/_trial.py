@@ -178,6 +178,8 @@ def _values(result: Any, objectives: int) -> list[float]:
     out = []
     for v in values:
         try:
+            if isinstance(v, (str, bytes)):   # float("0.5") is 0.5; Optuna takes no text as a value
+                raise TypeError(v)
             out.append(float(v))
         except (TypeError, ValueError):
             raise ValueError(f"the objective returned {result!r}: The value {v!r} could not be cast to float."
