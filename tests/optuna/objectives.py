@@ -169,3 +169,8 @@ def tuple_choices(trial):
 def returns_text(trial):
     """A number as text, as read back from a file or a subprocess's output: Optuna fails the trial."""
     return str(trial.suggest_float("x", 0.0, 1.0))
+
+
+def brute(trial):
+    """A space of 24 points, as tutorial/20_recipes/014_ablation_study_by_optuna.py enumerates one."""
+    return trial.suggest_int("a", 0, 11) + trial.suggest_categorical("b", [0, 10])

@@ -52,3 +52,13 @@ def test_a_number_as_text_fails_the_trial_as_optuna_refuses_it(workdir):
     sweep = sl.optimize("objectives:returns_text", n_trials=1, workers=1, store=workdir / "st", retries=0)
     row = sweep.trials().loc[0]
     assert row["state"] == "failed" and "could not be cast to float" in row["reason"], row["reason"]
+
+
+def test_n_trials_none_runs_until_the_study_stops_as_optuna_does(workdir):
+    """The ablation tutorial's `study.optimize(objective)` with a BruteForceSampler runs every point, then
+    the sampler stops the study; `n_trials=None` without a timeout was refused."""
+    study = optuna.create_study(sampler=optuna.samplers.BruteForceSampler(seed=0))
+    sweep = sl.optimize("objectives:brute", None, workers=1, store=workdir / "st", study=study)
+    assert sweep.outcome.exit_code == 0 and "study.stop()" in sweep.outcome.reason
+    assert {(t.params["a"], t.params["b"]) for t in study.trials} == {(a, b) for a in range(12) for b in (0, 10)}
+    assert len(study.trials) == 24

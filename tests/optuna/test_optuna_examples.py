@@ -177,8 +177,6 @@ def test_timeout_is_the_studys_as_in_study_optimize_and_trial_timeout_each_trial
                           retries=0)
     row = limited.trials().loc[0]
     assert row["state"] == "failed" and "timeout" in row["reason"], row["reason"]
-    with pytest.raises(sl.UserError, match="give n_trials or timeout"):
-        sl.optimize("objectives:sleeps", n_trials=None, store=workdir / "st")
 
 
 def test_callbacks_run_after_each_trial_and_may_stop_the_study(workdir):

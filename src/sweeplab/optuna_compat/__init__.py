@@ -53,8 +53,6 @@ def optuna_spec(name: str, n_trials: int | None, *, direction: str | Sequence[st
             raise UserError(f"direction: {d!r} is not one of minimize | maximize")
     if not directions:
         raise UserError("directions: give at least one (minimize | maximize)")
-    if n_trials is None and timeout is None:
-        raise UserError("n_trials=None runs until `timeout`: give n_trials or timeout")
     if n_trials is not None and (isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1):
         raise UserError(f"n_trials: {n_trials!r} is not a positive integer")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
@@ -115,7 +113,8 @@ def optimize(
 ) -> Sweep:
     """Run an Optuna objective for `n_trials` trials on `workers` processes (or Ray); returns the handle.
 
-    n_trials    new trials to run; None: until `timeout`
+    n_trials    new trials to run; None: as in `study.optimize`, until `timeout`, or else until the study is
+                stopped (a GridSampler or BruteForceSampler done, `study.stop()`, Ctrl-C)
     timeout     seconds, as in `study.optimize`: no trial starts after that (running ones finish); it counts
                 from when the sweep starts (and again from a `sweeplab resume`, as a new `study.optimize`)
     trial_timeout  a trial running longer is stopped and fails (sweeplab's `trial.timeout`, e.g. "10m")
