@@ -62,3 +62,17 @@ def test_n_trials_none_runs_until_the_study_stops_as_optuna_does(workdir):
     assert sweep.outcome.exit_code == 0 and "study.stop()" in sweep.outcome.reason
     assert {(t.params["a"], t.params["b"]) for t in study.trials} == {(a, b) for a in range(12) for b in (0, 10)}
     assert len(study.trials) == 24
+
+
+def test_the_given_study_gets_each_trial_as_it_ends_also_for_a_background_sweep(workdir):
+    """A callback that reads the notebook's `study` (a closure, not its argument) saw no trial, and a
+    background sweep's study stayed empty for good."""
+    study = optuna.create_study()
+    seen = []
+    sweep = sl.optimize("objectives:quadratic", n_trials=3, workers=1, store=workdir / "st", study=study,
+                        callbacks=[lambda _, frozen: seen.append((frozen.number, len(study.trials)))],
+                        background=True)
+    sweep.wait()
+    assert seen == [(0, 1), (1, 2), (2, 3)]
+    assert [(t.number, t.state.name) for t in study.trials] == [(0, "COMPLETE"), (1, "COMPLETE"), (2, "COMPLETE")]
+    assert study.best_value == sweep.best["value"]

@@ -207,15 +207,17 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
         raise
     if imported:
         _seed_store(runner, imported, n_trials, source=getattr(study, "study_name", "an Optuna study"))
-    if callbacks:
+    writer = _StudyWriter(study, len(imported), waiting) if study is not None and _writable(study) else None
+    if callbacks or writer:
         from sweeplab.search.optuna_objective import ObjectiveSearcher
 
         searcher = runner.driver.searcher   # as (re)built above
         assert isinstance(searcher, ObjectiveSearcher)
-        searcher.callbacks = list(callbacks)
+        # the given study first: a callback reading it (a closure over `study`) sees the trial, as in Optuna
+        searcher.callbacks = [*([writer] if writer else []), *(callbacks or [])]
     if background and on_progress is None:
         shown.start(runner.name)   # the line under this cell, updated in place by the sweep's thread
-    if background:   # the given study is not written: the sweep's own is `sweep.study()`
+    if background:   # the given study gets each trial as it ends, from the sweep's thread
         return runner.launch(background)
     try:
         if raise_interrupt:
@@ -223,8 +225,8 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
         runner.run()
         return _Sweep(runner.name, runner.store_root, runner=runner)
     finally:
-        if study is not None:
-            _write_back(study, open_study(directory, settings), len(imported), waiting)
+        if writer is not None:   # what ended after a trial still running (Ctrl-C) too
+            writer.write(open_study(directory, settings), final=True)
 
 
 #: `study.optimize` arguments sl.optimize has no use for, and what to use instead
@@ -465,30 +467,58 @@ def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
 _STATES = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}
 
 
-def _write_back(source: Any, journal_study: Any, imported: int, waiting: Sequence[int]) -> None:
-    """Add the trials the sweep ran to the study given as `study=`, as `study.optimize` adds its trials:
-    Optuna's examples and notebooks read `study.best_trial`, `study.trials`, `trials_dataframe()` and plot
-    `study` after optimizing it, and optimize the same study again. An enqueued trial the sweep ran is that
-    trial, finished (its number kept), no longer waiting; the study's user attrs the objective set
-    (`trial.study.set_user_attr`) are set too. `sweeplab_number` (the sweep's link) stays in the journal.
-    Not into another sweep's study (`study=sweep.study()`), which only its sweep writes."""
-    from optuna.trial import TrialState
-
+def _writable(study: Any) -> bool:
+    """Not another sweep's study (`study=sweep.study()`): only that sweep writes it."""
     from sweeplab.search.optuna_study import _study_class
 
-    if isinstance(source, _study_class()):   # another sweep's (`study=sweep.study()`): that sweep owns it
-        return
-    storage = source._storage
-    for key, value in journal_study.user_attrs.items():
-        if source.user_attrs.get(key, _MISSING) != value:
-            source.set_user_attr(key, value)
-    for i, frozen in enumerate(journal_study.get_trials(deepcopy=True)[imported:]):
-        if not frozen.state.is_finished():
-            continue
+    return not isinstance(study, _study_class())
+
+
+class _StudyWriter:
+    """Adds the trials the sweep runs to the study given as `study=`, as `study.optimize` adds its trials:
+    Optuna's examples and notebooks read `study.best_trial`, `study.trials`, `trials_dataframe()` and plot
+    `study` after optimizing it, and optimize the same study again. Called after each trial ends (a callback
+    of the sweep's searcher, in the driver), it writes the finished trials in the order they were created,
+    so their numbers are the ones the objective saw (`trial.number`); `write(final=True)` at the end writes
+    the rest. An enqueued trial the sweep ran is that trial, finished (its number kept), no longer waiting;
+    the study's user attrs the objective set (`trial.study.set_user_attr`) are set too. `sweeplab_number`
+    (the sweep's link) stays in the journal."""
+
+    def __init__(self, source: Any, imported: int, waiting: Sequence[int]) -> None:
+        import threading
+
+        self.source, self.imported, self.waiting = source, imported, list(waiting)
+        self.written: set[int] = set()   # journal trial numbers written
+        self.lock = threading.Lock()
+
+    def __call__(self, journal_study: Any, frozen: Any) -> None:
+        self.write(journal_study, final=False)
+
+    def write(self, journal_study: Any, *, final: bool) -> None:
+        import copy
+
+        with self.lock:
+            for key, value in journal_study.user_attrs.items():
+                if self.source.user_attrs.get(key, _MISSING) != value:
+                    self.source.set_user_attr(key, value)
+            for frozen in journal_study.get_trials(deepcopy=False)[self.imported:]:
+                if frozen.number in self.written:
+                    continue
+                if not frozen.state.is_finished():
+                    if final:
+                        continue
+                    break   # a trial created before it still runs: its number comes first
+                self._write(copy.deepcopy(frozen), frozen.number - self.imported)
+                self.written.add(frozen.number)
+
+    def _write(self, frozen: Any, index: int) -> None:
+        from optuna.trial import TrialState
+
+        storage = self.source._storage
         frozen.system_attrs.pop("sweeplab_number", None)
         _as_tuples(frozen)
-        if i < len(waiting) and storage.set_trial_state_values(waiting[i], TrialState.RUNNING):
-            tid = waiting[i]
+        if index < len(self.waiting) and storage.set_trial_state_values(self.waiting[index], TrialState.RUNNING):
+            tid = self.waiting[index]
             for name, value in frozen.params.items():
                 dist = frozen.distributions[name]
                 storage.set_trial_param(tid, name, dist.to_internal_repr(value), dist)
@@ -500,7 +530,7 @@ def _write_back(source: Any, journal_study: Any, imported: int, waiting: Sequenc
                 storage.set_trial_system_attr(tid, key, value)
             storage.set_trial_state_values(tid, frozen.state, frozen.values)
         else:
-            source.add_trial(frozen)
+            self.source.add_trial(frozen)
 
 
 _MISSING = object()
