@@ -489,6 +489,7 @@ class _StudyWriter:
 
         self.source, self.imported, self.waiting = source, imported, list(waiting)
         self.written: set[int] = set()   # journal trial numbers written
+        self.done = 0                    # the first `done` trials after the imported ones are written
         self.lock = threading.Lock()
 
     def __call__(self, journal_study: Any, frozen: Any) -> None:
@@ -501,7 +502,7 @@ class _StudyWriter:
             for key, value in journal_study.user_attrs.items():
                 if self.source.user_attrs.get(key, _MISSING) != value:
                     self.source.set_user_attr(key, value)
-            for frozen in journal_study.get_trials(deepcopy=False)[self.imported:]:
+            for frozen in journal_study.get_trials(deepcopy=False)[self.imported + self.done:]:
                 if frozen.number in self.written:
                     continue
                 if not frozen.state.is_finished():
@@ -510,6 +511,8 @@ class _StudyWriter:
                     break   # a trial created before it still runs: its number comes first
                 self._write(copy.deepcopy(frozen), frozen.number - self.imported)
                 self.written.add(frozen.number)
+            while self.imported + self.done in self.written:   # the prefix written: not read again
+                self.done += 1
 
     def _write(self, frozen: Any, index: int) -> None:
         from optuna.trial import TrialState
