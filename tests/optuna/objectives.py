@@ -174,3 +174,11 @@ def returns_text(trial):
 def brute(trial):
     """A space of 24 points, as tutorial/20_recipes/014_ablation_study_by_optuna.py enumerates one."""
     return trial.suggest_int("a", 0, 11) + trial.suggest_categorical("b", [0, 10])
+
+
+def datetime_attr(trial):
+    """A user attr an in-memory study keeps as it is and JSON cannot hold."""
+    import datetime
+
+    trial.set_user_attr("finished_at", datetime.datetime(2026, 1, 2))
+    return trial.suggest_float("x", 0.0, 1.0)

@@ -76,3 +76,13 @@ def test_the_given_study_gets_each_trial_as_it_ends_also_for_a_background_sweep(
     assert seen == [(0, 1), (1, 2), (2, 3)]
     assert [(t.number, t.state.name) for t in study.trials] == [(0, "COMPLETE"), (1, "COMPLETE"), (2, "COMPLETE")]
     assert study.best_value == sweep.best["value"]
+
+
+def test_a_user_attr_json_cannot_hold_fails_the_trial_naming_the_call_and_the_fix(workdir):
+    """`trial.set_user_attr("finished_at", datetime(...))` (kept as is by an in-memory study) failed the
+    trial with json's bare 'Object of type datetime is not JSON serializable', naming neither the call nor
+    why a study that Optuna takes it in refuses it here."""
+    sweep = sl.optimize("objectives:datetime_attr", n_trials=1, workers=1, store=workdir / "st", retries=0)
+    reason = sweep.trials().loc[0, "reason"]
+    assert "trial.set_user_attr('finished_at', datetime.datetime(2026, 1, 2, 0, 0))" in reason, reason
+    assert "str(value)" in reason, reason
