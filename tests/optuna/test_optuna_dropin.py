@@ -69,11 +69,16 @@ def test_the_given_study_gets_each_trial_as_it_ends_also_for_a_background_sweep(
     background sweep's study stayed empty for good."""
     study = optuna.create_study()
     seen = []
+
+    def callback(sweeps_study, frozen):
+        seen.append((frozen.number, len(study.trials)))
+        sweeps_study.set_user_attr("last", frozen.number)
+
     sweep = sl.optimize("objectives:quadratic", n_trials=3, workers=1, store=workdir / "st", study=study,
-                        callbacks=[lambda _, frozen: seen.append((frozen.number, len(study.trials)))],
-                        background=True)
+                        callbacks=[callback], background=True)
     sweep.wait()
     assert seen == [(0, 1), (1, 2), (2, 3)]
+    assert study.user_attrs == {"last": 2}                     # what a callback set on its study argument
     assert [(t.number, t.state.name) for t in study.trials] == [(0, "COMPLETE"), (1, "COMPLETE"), (2, "COMPLETE")]
     assert study.best_value == sweep.best["value"]
 

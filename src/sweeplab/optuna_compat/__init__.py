@@ -213,8 +213,10 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
 
         searcher = runner.driver.searcher   # as (re)built above
         assert isinstance(searcher, ObjectiveSearcher)
-        # the given study first: a callback reading it (a closure over `study`) sees the trial, as in Optuna
-        searcher.callbacks = [*([writer] if writer else []), *(callbacks or [])]
+        # the given study first: a callback reading it (a closure over `study`) sees the trial, as in Optuna;
+        # and last: the study user attrs a callback set (`study.set_user_attr(...)`) reach it too
+        around = [writer] if writer else []
+        searcher.callbacks = [*around, *(callbacks or []), *(around if callbacks else [])]
     if background and on_progress is None:
         shown.start(runner.name)   # the line under this cell, updated in place by the sweep's thread
     if background:   # the given study gets each trial as it ends, from the sweep's thread
