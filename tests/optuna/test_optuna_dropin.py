@@ -91,3 +91,16 @@ def test_a_user_attr_json_cannot_hold_fails_the_trial_naming_the_call_and_the_fi
     reason = sweep.trials().loc[0, "reason"]
     assert "trial.set_user_attr('finished_at', datetime.datetime(2026, 1, 2, 0, 0))" in reason, reason
     assert "str(value)" in reason, reason
+
+
+def test_a_direction_against_the_given_studys_is_refused_before_anything_is_written(workdir):
+    """`study=` a minimizing study with direction="maximize" ran a maximizing sweep whose trials then went
+    into the minimizing study: its best_trial was the sweep's worst."""
+    study = optuna.create_study(direction="minimize")
+    with pytest.raises(sl.UserError, match=r"study .*\(minimize\).*direction"):
+        sl.optimize("objectives:quadratic", n_trials=1, workers=1, store=workdir / "st", study=study,
+                    direction="maximize")
+    assert not (workdir / "st").exists() and study.trials == []
+    same = sl.optimize("objectives:quadratic", n_trials=1, workers=1, store=workdir / "st", study=study,
+                       direction="minimize")                      # the study's own: taken
+    assert same.outcome.exit_code == 0 and len(study.trials) == 1

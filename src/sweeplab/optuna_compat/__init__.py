@@ -130,7 +130,7 @@ def optimize(
                 returning several values (as `optuna.create_study(directions=[...])`)
     study       an existing Optuna study (e.g. `optuna.load_study(storage="sqlite:///old.db", ...)`): its
                 finished trials seed the search and show in the dashboard; its direction, sampler and
-                pruner are used unless given
+                pruner are used unless given (a direction must be its own: its trials go into it)
     name        the sweep's name (default: the objective's name; made unique in the store)
     on_progress a callback taking `sweeplab.driver.Progress` (replaces the notebook progress line)
     raise_interrupt  False: a blocking sweep stopped by Ctrl-C returns its handle (outcome exit code 130)
@@ -290,10 +290,12 @@ def _directions(direction: str | None, directions: Sequence[str] | None, study: 
     if study is None:
         return goals or ["minimize"]
     theirs = [d.name.lower() for d in study.directions]
-    if goals is not None and len(goals) != len(theirs):
+    if goals is not None and goals != theirs:   # the sweep's trials go into that study: one sense of best
         raise UserError(f"study {study.study_name!r} has {len(theirs)} objective(s) ({', '.join(theirs)}); "
-                        f"{len(goals)} direction(s) given ({', '.join(map(str, goals))})")
-    return goals or theirs
+                        f"direction(s) given: {', '.join(map(str, goals))}. The sweep's trials are added to "
+                        f"that study, so its directions are the sweep's: give none, or a study created with "
+                        f"those (optuna.create_study(direction=...))")
+    return theirs
 
 
 def _check_kinds(sampler: Any, pruner: Any) -> None:
