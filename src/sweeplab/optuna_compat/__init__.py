@@ -22,6 +22,7 @@ of the search, and docs/optuna.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -223,12 +224,18 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
         return runner.launch(background)
     try:
         if raise_interrupt:
-            return runner.launch(background)
-        runner.run()
-        return _Sweep(runner.name, runner.store_root, runner=runner)
-    finally:
-        if writer is not None:   # what ended after a trial still running (Ctrl-C) too
-            writer.write(open_study(directory, settings), final=True)
+            handle = runner.launch(background)
+        else:
+            runner.run()
+            handle = _Sweep(runner.name, runner.store_root, runner=runner)
+    except BaseException:   # Ctrl-C: the trials that ended are the study's too; the error is the one raised
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                writer.write(open_study(directory, settings), final=True)
+        raise
+    if writer is not None:   # what ended after a trial still running too
+        writer.write(open_study(directory, settings), final=True)
+    return handle
 
 
 #: `study.optimize` arguments sl.optimize has no use for, and what to use instead
