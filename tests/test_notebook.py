@@ -310,3 +310,26 @@ def test_interrupting_the_kernel_stops_an_optuna_sweep_of_a_cells_objective_and_
     assert lines[4] == "['COMPLETE', 'COMPLETE', 'COMPLETE']", lines
     assert not _errors(nb.cells[3]), nb.cells[3].outputs
     assert _text(nb.cells[3]).strip() == "opt-2 {'completed': 2}", nb.cells[3].outputs
+
+
+def test_optunas_quickstart_notebook_runs_with_sl_optimize_in_place_of_study_optimize(tmp_path, monkeypatch):
+    """quickstart.ipynb of optuna-examples with `study.optimize(objective, n_trials=100)` replaced by
+    `sl.optimize(objective, ..., study=study)`: the next lines read `study.best_trial` and plot `study`.
+    The study stayed empty ('No trials are completed yet') and the plot had no point."""
+    nb = _execute([
+        "import optuna, sweeplab as sl\n"
+        "def objective(trial):\n"
+        "    classifier = trial.suggest_categorical('classifier', ['RandomForest', 'SVC'])\n"
+        "    if classifier == 'RandomForest':\n"
+        "        return trial.suggest_int('n_estimators', 2, 20) / 20\n"
+        "    return trial.suggest_float('svc_c', 1e-10, 1e10, log=True) / 1e10",
+        "study = optuna.create_study(direction='maximize')\n"
+        "sl.optimize(objective, n_trials=4, study=study, workers=2, store='st', progress=False)\n"
+        "trial = study.best_trial\n"
+        "print('Accuracy: {}'.format(trial.value == max(t.value for t in study.trials)))\n"
+        "print('Best hyperparameters: {}'.format(sorted(trial.params) == sorted(study.best_params)))",
+        "fig = optuna.visualization.plot_optimization_history(study)\nprint(len(fig.data[0].x))",
+    ], tmp_path, monkeypatch)
+    assert not _errors(nb.cells[1]), nb.cells[1].outputs
+    assert _text(nb.cells[1]).splitlines() == ["Accuracy: True", "Best hyperparameters: True"]
+    assert _text(nb.cells[2]).strip() == "4", nb.cells[2].outputs

@@ -157,3 +157,28 @@ def writes_in_cwd(trial):
     with open("model.txt", "w") as f:
         f.write(f"{trial.number} {os.getcwd()}")
     return x * x
+
+
+def tuple_choices(trial):
+    """sklearn MLP's hidden_layer_sizes as Optuna's examples suggest it: tuples as categorical choices."""
+    layers = trial.suggest_categorical("layers", [(50,), (50, 50)])
+    assert isinstance(layers, tuple)
+    return float(sum(layers)) + trial.suggest_float("x", 0.0, 1.0)
+
+
+def returns_text(trial):
+    """A number as text, as read back from a file or a subprocess's output: Optuna fails the trial."""
+    return str(trial.suggest_float("x", 0.0, 1.0))
+
+
+def brute(trial):
+    """A space of 24 points, as tutorial/20_recipes/014_ablation_study_by_optuna.py enumerates one."""
+    return trial.suggest_int("a", 0, 11) + trial.suggest_categorical("b", [0, 10])
+
+
+def datetime_attr(trial):
+    """A user attr an in-memory study keeps as it is and JSON cannot hold."""
+    import datetime
+
+    trial.set_user_attr("finished_at", datetime.datetime(2026, 1, 2))
+    return trial.suggest_float("x", 0.0, 1.0)

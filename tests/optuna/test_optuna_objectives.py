@@ -122,6 +122,7 @@ def test_cli_sweep_optuna_runs_and_bad_objective_is_exit_2_with_nothing_written(
     status = json.loads(_cli("status", "seeded", "--json", "--store", "st3", cwd=workdir).stdout)
     assert [t["state"] for t in status["trials"]] == ["completed"] * 3
     assert [t["params"]["x"] for t in status["trials"][:2]] == [t.params["x"] for t in old.trials]
+    assert len(old.trials) == 2                   # --from-study imports: the command writes nothing there
 
 
 def _closed_port() -> int:
@@ -294,8 +295,9 @@ def test_an_existing_optuna_study_seeds_the_search_and_shows_in_the_store(workdi
     frame = sweep.trials()
     assert len(frame) == 5
     imported = frame.loc[[0, 1, 2]]
-    assert list(imported["params.x"]) == [t.params["x"] for t in old.trials]
-    assert list(imported["value"]) == [t.value for t in old.trials]
+    assert list(imported["params.x"]) == [t.params["x"] for t in old.trials[:3]]
+    assert list(imported["value"]) == [t.value for t in old.trials[:3]]
+    assert len(old.trials) == 5                   # the sweep's trials are the study's, as after old.optimize
     assert all(imported["reason"].str.contains("imported from old"))
     study = _journal(workdir / "st", sweep.name)
     assert study.direction.name == "MAXIMIZE" and len(study.trials) == 5   # the sampler saw the history

@@ -86,6 +86,11 @@ def _load_study(text: str) -> Any:
     if storage.startswith("sqlite:///") and not Path(storage[len("sqlite:///"):]).exists():
         raise UserError(f"--from-study: no database file {storage[len('sqlite:///'):]}")   # Optuna would create one
     try:
-        return optuna.load_study(study_name=study_name, storage=storage)
+        optuna.load_study(study_name=study_name, storage=storage)
     except KeyError:
         raise UserError(f"--from-study: no study named {study_name!r} in {storage}") from None
+    # an in-memory copy: the command imports the study, it does not write to it (sl.optimize(study=...) adds
+    # the sweep's trials to the study it is given, as study.optimize does)
+    copy = optuna.storages.InMemoryStorage()
+    optuna.copy_study(from_study_name=study_name, from_storage=storage, to_storage=copy)
+    return optuna.load_study(study_name=study_name, storage=copy)

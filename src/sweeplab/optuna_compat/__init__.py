@@ -22,6 +22,7 @@ of the search, and docs/optuna.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -53,8 +54,6 @@ def optuna_spec(name: str, n_trials: int | None, *, direction: str | Sequence[st
             raise UserError(f"direction: {d!r} is not one of minimize | maximize")
     if not directions:
         raise UserError("directions: give at least one (minimize | maximize)")
-    if n_trials is None and timeout is None:
-        raise UserError("n_trials=None runs until `timeout`: give n_trials or timeout")
     if n_trials is not None and (isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1):
         raise UserError(f"n_trials: {n_trials!r} is not a positive integer")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
@@ -115,7 +114,8 @@ def optimize(
 ) -> Sweep:
     """Run an Optuna objective for `n_trials` trials on `workers` processes (or Ray); returns the handle.
 
-    n_trials    new trials to run; None: until `timeout`
+    n_trials    new trials to run; None: as in `study.optimize`, until `timeout`, or else until the study is
+                stopped (a GridSampler or BruteForceSampler done, `study.stop()`, Ctrl-C)
     timeout     seconds, as in `study.optimize`: no trial starts after that (running ones finish); it counts
                 from when the sweep starts (and again from a `sweeplab resume`, as a new `study.optimize`)
     trial_timeout  a trial running longer is stopped and fails (sweeplab's `trial.timeout`, e.g. "10m")
@@ -131,7 +131,7 @@ def optimize(
                 returning several values (as `optuna.create_study(directions=[...])`)
     study       an existing Optuna study (e.g. `optuna.load_study(storage="sqlite:///old.db", ...)`): its
                 finished trials seed the search and show in the dashboard; its direction, sampler and
-                pruner are used unless given
+                pruner are used unless given (a direction must be its own: its trials go into it)
     name        the sweep's name (default: the objective's name; made unique in the store)
     on_progress a callback taking `sweeplab.driver.Progress` (replaces the notebook progress line)
     raise_interrupt  False: a blocking sweep stopped by Ctrl-C returns its handle (outcome exit code 130)
@@ -197,6 +197,8 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
                                  timeout=float(timeout) if timeout is not None else None)
         write_settings(directory, settings)
         imported = _seed_journal(open_study(directory, settings, create=True), study) if study is not None else []
+        waiting = [t._trial_id for t in study.get_trials(deepcopy=False) if t.state.name == "WAITING"] \
+            if study is not None else []
         shown = Progress(progress)
         runner = _Runner(spec, store=root, workers=workers, backend=backend, address=address, name=sweep_name,
                          overrides=[f"optuna_study={directory}"], on_progress=on_progress or shown.update,
@@ -206,18 +208,34 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
         raise
     if imported:
         _seed_store(runner, imported, n_trials, source=getattr(study, "study_name", "an Optuna study"))
-    if callbacks:
+    writer = _StudyWriter(study, len(imported), waiting) if study is not None and _writable(study) else None
+    if callbacks or writer:
         from sweeplab.search.optuna_objective import ObjectiveSearcher
 
         searcher = runner.driver.searcher   # as (re)built above
         assert isinstance(searcher, ObjectiveSearcher)
-        searcher.callbacks = list(callbacks)
+        # the given study first: a callback reading it (a closure over `study`) sees the trial, as in Optuna;
+        # and last: the study user attrs a callback set (`study.set_user_attr(...)`) reach it too
+        around = [writer] if writer else []
+        searcher.callbacks = [*around, *(callbacks or []), *(around if callbacks else [])]
     if background and on_progress is None:
         shown.start(runner.name)   # the line under this cell, updated in place by the sweep's thread
-    if background or raise_interrupt:
+    if background:   # the given study gets each trial as it ends, from the sweep's thread
         return runner.launch(background)
-    runner.run()
-    return _Sweep(runner.name, runner.store_root, runner=runner)
+    try:
+        if raise_interrupt:
+            handle = runner.launch(background)
+        else:
+            runner.run()
+            handle = _Sweep(runner.name, runner.store_root, runner=runner)
+    except BaseException:   # Ctrl-C: the trials that ended are the study's too; the error is the one raised
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                writer.write(open_study(directory, settings), final=True)
+        raise
+    if writer is not None:   # what ended after a trial still running too
+        writer.write(open_study(directory, settings), final=True)
+    return handle
 
 
 #: `study.optimize` arguments sl.optimize has no use for, and what to use instead
@@ -279,10 +297,12 @@ def _directions(direction: str | None, directions: Sequence[str] | None, study: 
     if study is None:
         return goals or ["minimize"]
     theirs = [d.name.lower() for d in study.directions]
-    if goals is not None and len(goals) != len(theirs):
+    if goals is not None and goals != theirs:   # the sweep's trials go into that study: one sense of best
         raise UserError(f"study {study.study_name!r} has {len(theirs)} objective(s) ({', '.join(theirs)}); "
-                        f"{len(goals)} direction(s) given ({', '.join(map(str, goals))})")
-    return goals or theirs
+                        f"direction(s) given: {', '.join(map(str, goals))}. The sweep's trials are added to "
+                        f"that study, so its directions are the sweep's: give none, or a study created with "
+                        f"those (optuna.create_study(direction=...))")
+    return theirs
 
 
 def _check_kinds(sampler: Any, pruner: Any) -> None:
@@ -456,6 +476,96 @@ def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
 
 
 _STATES = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}
+
+
+def _writable(study: Any) -> bool:
+    """Not another sweep's study (`study=sweep.study()`): only that sweep writes it."""
+    from sweeplab.search.optuna_study import _study_class
+
+    return not isinstance(study, _study_class())
+
+
+class _StudyWriter:
+    """Adds the trials the sweep runs to the study given as `study=`, as `study.optimize` adds its trials:
+    Optuna's examples and notebooks read `study.best_trial`, `study.trials`, `trials_dataframe()` and plot
+    `study` after optimizing it, and optimize the same study again. Called after each trial ends (a callback
+    of the sweep's searcher, in the driver), it writes the finished trials in the order they were created,
+    so their numbers are the ones the objective saw (`trial.number`); `write(final=True)` at the end writes
+    the rest. An enqueued trial the sweep ran is that trial, finished (its number kept), no longer waiting;
+    the study's user attrs the objective set (`trial.study.set_user_attr`) are set too. `sweeplab_number`
+    (the sweep's link) stays in the journal."""
+
+    def __init__(self, source: Any, imported: int, waiting: Sequence[int]) -> None:
+        import threading
+
+        self.source, self.imported, self.waiting = source, imported, list(waiting)
+        self.written: set[int] = set()   # journal trial numbers written
+        self.done = 0                    # the first `done` trials after the imported ones are written
+        self.lock = threading.Lock()
+
+    def __call__(self, journal_study: Any, frozen: Any) -> None:
+        self.write(journal_study, final=False)
+
+    def write(self, journal_study: Any, *, final: bool) -> None:
+        import copy
+
+        with self.lock:
+            for key, value in journal_study.user_attrs.items():
+                if self.source.user_attrs.get(key, _MISSING) != value:
+                    self.source.set_user_attr(key, value)
+            for frozen in journal_study.get_trials(deepcopy=False)[self.imported + self.done:]:
+                if frozen.number in self.written:
+                    continue
+                if not frozen.state.is_finished():
+                    if final:
+                        continue
+                    break   # a trial created before it still runs: its number comes first
+                self._write(copy.deepcopy(frozen), frozen.number - self.imported)
+                self.written.add(frozen.number)
+            while self.imported + self.done in self.written:   # the prefix written: not read again
+                self.done += 1
+
+    def _write(self, frozen: Any, index: int) -> None:
+        from optuna.trial import TrialState
+
+        storage = self.source._storage
+        frozen.system_attrs.pop("sweeplab_number", None)
+        _as_tuples(frozen)
+        if index < len(self.waiting) and storage.set_trial_state_values(self.waiting[index], TrialState.RUNNING):
+            tid = self.waiting[index]
+            for name, value in frozen.params.items():
+                dist = frozen.distributions[name]
+                storage.set_trial_param(tid, name, dist.to_internal_repr(value), dist)
+            for step, value in frozen.intermediate_values.items():
+                storage.set_trial_intermediate_value(tid, step, value)
+            for key, value in frozen.user_attrs.items():
+                storage.set_trial_user_attr(tid, key, value)
+            for key, value in frozen.system_attrs.items():
+                storage.set_trial_system_attr(tid, key, value)
+            storage.set_trial_state_values(tid, frozen.state, frozen.values)
+        else:
+            self.source.add_trial(frozen)
+
+
+_MISSING = object()
+
+
+def _as_tuples(frozen: Any) -> None:
+    """Categorical choices that were tuples (`suggest_categorical("layers", [(50,), (50, 50)])`) read back
+    from the journal's JSON as lists: make them tuples again, as the objective got them and as an in-memory
+    study holds them, so `best_params` are the objective's values and later trials' choices match."""
+    import optuna
+
+    def tupled(value: Any) -> Any:
+        return tuple(tupled(v) for v in value) if isinstance(value, list) else value
+
+    for name, dist in list(frozen.distributions.items()):
+        if isinstance(dist, optuna.distributions.CategoricalDistribution) and \
+                any(isinstance(c, list) for c in dist.choices):
+            index = dist.to_internal_repr(frozen.params[name])
+            new = optuna.distributions.CategoricalDistribution([tupled(c) for c in dist.choices])
+            frozen.distributions = {**frozen.distributions, name: new}
+            frozen.params = {**frozen.params, name: new.to_external_repr(index)}
 
 
 def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int | None, *, source: str) -> None:

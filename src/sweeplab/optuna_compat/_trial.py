@@ -49,6 +49,13 @@ def _trial_class() -> type:
             _check_choices(name, values)
             return super().suggest_categorical(name, values)
 
+        def set_user_attr(self, key: str, value: Any) -> None:
+            """A value JSON cannot hold (a datetime, a Path, a set, a model), which an in-memory study keeps
+            as it is, is refused naming the call and the fix: the journal, as Optuna's own multi-process
+            storages, stores attrs as JSON (numpy and torch values are taken, as lists or numbers)."""
+            _check_json(f"trial.set_user_attr({key!r}, {value!r})", value)
+            super().set_user_attr(key, value)
+
         def report(self, value: float, step: int) -> None:
             super().report(value, step)   # Optuna's checks: a float(value) that fails raises here, as in Optuna
             logged: set[int] = self.__dict__.setdefault("_logged_steps", set())
@@ -147,6 +154,22 @@ def _check_choices(name: str, choices: tuple[Any, ...]) -> None:
                 f"list(options))]") from None
 
 
+def _check_json(call: str, value: Any) -> None:
+    """Raise a TypeError naming `call` and the fix if the journal cannot store `value`."""
+    import json
+
+    from sweeplab.search.optuna_objective import _plain
+
+    try:
+        json.dumps(value, default=_plain)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"{call}: {exc}. The study the worker processes share (a journal file, as Optuna's own "
+            f"multi-process storages) stores attrs as JSON: None, bool, int, float, str, lists and dicts of "
+            f"them, numpy and torch values. Store str(value) (or value.isoformat(), a list, a number), or "
+            f"save an object to a file and store its path") from None
+
+
 def _python(value: Any) -> Any:
     """A numpy scalar as the Python value it holds; anything else as is."""
     item = getattr(value, "item", None)
@@ -178,6 +201,8 @@ def _values(result: Any, objectives: int) -> list[float]:
     out = []
     for v in values:
         try:
+            if isinstance(v, (str, bytes)):   # float("0.5") is 0.5; Optuna takes no text as a value
+                raise TypeError(v)
             out.append(float(v))
         except (TypeError, ValueError):
             raise ValueError(f"the objective returned {result!r}: The value {v!r} could not be cast to float."

@@ -1,0 +1,106 @@
+"""`study.optimize(objective, ...)` replaced by `sl.optimize(objective, ..., study=study)` in Optuna's own
+examples and notebooks (quickstart.ipynb, basic/quadratic.py, faq/enqueue_trial.py): what they read from
+`study` afterwards must be there, as after `study.optimize`. Real Optuna, real worker processes."""
+
+from __future__ import annotations
+
+import pytest
+
+optuna = pytest.importorskip("optuna")
+
+import sweeplab as sl  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_given_study_holds_the_sweeps_trials_afterwards_as_after_study_optimize(workdir):
+    """quickstart.ipynb: `study.optimize(objective, n_trials=100)` then `trial = study.best_trial`. Given to
+    sl.optimize, the study stayed empty: best_trial raised 'No trials are completed yet', and a second call
+    (basic/quadratic.py optimizes one study three times) ran its enqueued trials again."""
+    study = optuna.create_study(direction="maximize")
+    study.enqueue_trial({"svc_c": 1})
+    study.enqueue_trial({"svc_c": 10})
+    sweep = sl.optimize("objectives:svc_like", n_trials=3, workers=1, store=workdir / "st", study=study)
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+    assert [t.number for t in study.trials] == [0, 1, 2]
+    assert [t.params["svc_c"] for t in study.trials[:2]] == [1, 10]
+    assert study.best_trial.value == sweep.best["value"]
+    assert study.best_params == sweep.best["params"]
+    assert list(study.trials_dataframe()["params_svc_c"]) == list(sweep.trials()["params.svc_c"])
+    assert "sweeplab_number" not in study.trials[2].system_attrs    # the sweep's own link stays in its journal
+    again = sl.optimize("objectives:svc_like", n_trials=2, workers=1, store=workdir / "st", study=study)
+    assert len(again.trials()) == 5                               # 3 imported, 2 new: the queue is used up
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 5
+    assert [t.number for t in study.trials] == list(range(5))
+
+
+def test_tuple_choices_read_back_as_tuples_in_the_given_study_as_optuna_holds_them(workdir):
+    """The journal stores choices as JSON lists; written back as lists, `study.best_params` was not the
+    value the objective got, and the next `study.optimize` on that study met two distributions of one name."""
+    study = optuna.create_study()
+    sl.optimize("objectives:tuple_choices", n_trials=2, workers=1, store=workdir / "st", study=study, seed=0)
+    assert study.best_params["layers"] in ((50,), (50, 50))
+    import objectives
+
+    study.optimize(objectives.tuple_choices, n_trials=1)      # plain Optuna continues the same study
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+
+
+def test_a_number_as_text_fails_the_trial_as_optuna_refuses_it(workdir):
+    """`return "0.5"` (a score read back from a file): Optuna never takes a string (it is a Sequence of
+    characters to `study.tell`), sweeplab's float("0.5") completed the trial with it."""
+    sweep = sl.optimize("objectives:returns_text", n_trials=1, workers=1, store=workdir / "st", retries=0)
+    row = sweep.trials().loc[0]
+    assert row["state"] == "failed" and "could not be cast to float" in row["reason"], row["reason"]
+
+
+def test_n_trials_none_runs_until_the_study_stops_as_optuna_does(workdir):
+    """The ablation tutorial's `study.optimize(objective)` with a BruteForceSampler runs every point, then
+    the sampler stops the study; `n_trials=None` without a timeout was refused."""
+    study = optuna.create_study(sampler=optuna.samplers.BruteForceSampler(seed=0))
+    sweep = sl.optimize("objectives:brute", None, workers=1, store=workdir / "st", study=study)
+    assert sweep.outcome.exit_code == 0 and "study.stop()" in sweep.outcome.reason
+    assert {(t.params["a"], t.params["b"]) for t in study.trials} == {(a, b) for a in range(12) for b in (0, 10)}
+    assert len(study.trials) == 24
+
+
+def test_the_given_study_gets_each_trial_as_it_ends_also_for_a_background_sweep(workdir):
+    """A callback that reads the notebook's `study` (a closure, not its argument) saw no trial, and a
+    background sweep's study stayed empty for good."""
+    study = optuna.create_study()
+    seen = []
+
+    def callback(sweeps_study, frozen):
+        seen.append((frozen.number, len(study.trials)))
+        sweeps_study.set_user_attr("last", frozen.number)
+
+    sweep = sl.optimize("objectives:quadratic", n_trials=3, workers=1, store=workdir / "st", study=study,
+                        callbacks=[callback], background=True)
+    sweep.wait()
+    assert seen == [(0, 1), (1, 2), (2, 3)]
+    assert study.user_attrs == {"last": 2}                     # what a callback set on its study argument
+    assert [(t.number, t.state.name) for t in study.trials] == [(0, "COMPLETE"), (1, "COMPLETE"), (2, "COMPLETE")]
+    assert study.best_value == sweep.best["value"]
+
+
+def test_a_user_attr_json_cannot_hold_fails_the_trial_naming_the_call_and_the_fix(workdir):
+    """`trial.set_user_attr("finished_at", datetime(...))` (kept as is by an in-memory study) failed the
+    trial with json's bare 'Object of type datetime is not JSON serializable', naming neither the call nor
+    why a study that Optuna takes it in refuses it here."""
+    sweep = sl.optimize("objectives:datetime_attr", n_trials=1, workers=1, store=workdir / "st", retries=0)
+    reason = sweep.trials().loc[0, "reason"]
+    assert "trial.set_user_attr('finished_at', datetime.datetime(2026, 1, 2, 0, 0))" in reason, reason
+    assert "str(value)" in reason, reason
+
+
+def test_a_direction_against_the_given_studys_is_refused_before_anything_is_written(workdir):
+    """`study=` a minimizing study with direction="maximize" ran a maximizing sweep whose trials then went
+    into the minimizing study: its best_trial was the sweep's worst."""
+    study = optuna.create_study(direction="minimize")
+    with pytest.raises(sl.UserError, match=r"study .*\(minimize\).*direction"):
+        sl.optimize("objectives:quadratic", n_trials=1, workers=1, store=workdir / "st", study=study,
+                    direction="maximize")
+    assert not (workdir / "st").exists() and study.trials == []
+    same = sl.optimize("objectives:quadratic", n_trials=1, workers=1, store=workdir / "st", study=study,
+                       direction="minimize")                      # the study's own: taken
+    assert same.outcome.exit_code == 0 and len(study.trials) == 1
