@@ -5,6 +5,7 @@ enqueued trials and user attrs, several objectives. Real Optuna, real worker pro
 from __future__ import annotations
 
 import functools
+import json
 import re
 from pathlib import Path
 
@@ -501,12 +502,27 @@ def test_a_categorical_choice_json_cannot_hold_fails_the_trial_naming_the_call_a
     assert "options[trial.suggest_categorical('act', list(options))]" in row["reason"]
 
 
-@pytest.mark.parametrize("kwargs, fix", [({"n_jobs": 2}, "workers=N"), ({"catch": (ValueError,)}, "retries=0"),
-                                         ({"show_progress_bar": True}, "progress=True")])
-def test_study_optimize_arguments_say_what_to_use_instead(workdir, kwargs, fix):
-    """`study.optimize(objective, n_trials=20, n_jobs=2)` ported by renaming the call was a bare TypeError
-    ("unexpected keyword argument 'n_jobs'"); nothing is written either way."""
-    with pytest.raises(sl.UserError, match=rf"sl\.optimize\(\.\.\., {next(iter(kwargs))}=\.\.\.\).*{re.escape(fix)}"):
+def test_study_optimize_arguments_are_taken_as_they_are(workdir):
+    """`study.optimize(objective, n_trials=2, n_jobs=2, show_progress_bar=True, ...)` ported by renaming the call
+    was refused ("study.optimize's n_jobs has no counterpart here"): it runs, n_jobs being the workers."""
+    sweep = sl.optimize("objectives:quadratic", n_trials=2, store=workdir / "st", n_jobs=2, show_progress_bar=False,
+                        catch=(ValueError,), gc_after_trial=True)
+    assert sweep.status()["counts"] == {"completed": 2}
+    from sweeplab.store import Store
+
+    st = Store.open(workdir / "st")
+    try:
+        assert json.loads(st.sweep_row(sweep.name)["spec"])["workers"] == 2
+    finally:
+        st.close()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"n_jobs": 2, "workers": 3}, "n_jobs=2 and workers=3 disagree"),
+    ({"n_jobs": 0}, "n_jobs: expected a whole number of parallel trials >= 1, or -1 for one per CPU; got 0"),
+])
+def test_study_optimize_arguments_that_cannot_hold_are_refused_before_the_store(workdir, kwargs, message):
+    with pytest.raises(sl.UserError, match=re.escape(message)):
         sl.optimize("objectives:quadratic", n_trials=1, store=workdir / "st", **kwargs)
     with pytest.raises(TypeError, match="unexpected keyword argument 'n_trial'"):
         sl.optimize("objectives:quadratic", n_trial=1, store=workdir / "st")

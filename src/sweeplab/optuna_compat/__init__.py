@@ -140,7 +140,7 @@ def optimize(
     The sweep is an ordinary sweep of the store: `sweeplab resume NAME` continues it after a crash
     (completed trials kept, running ones rerun, up to `n_trials` in total), the dashboard shows it.
     """
-    _refuse_optuna_only(optuna_only)
+    workers, progress = _study_optimize_arguments(optuna_only, workers, progress)
     from sweeplab.notebook import optuna_settings_kept
 
     with optuna_settings_kept():   # opening the study quiets Optuna process-wide: put back (the runner's keeps it)
@@ -238,14 +238,8 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
     return handle
 
 
-#: `study.optimize` arguments sl.optimize has no use for, and what to use instead
-_OPTUNA_ONLY = {
-    "n_jobs": "workers=N (worker processes; each trial runs in one)",
-    "catch": "nothing: every exception fails its trial and the sweep goes on, as with catch=(Exception,) "
-             "(retries=0 to not retry a failed trial)",
-    "gc_after_trial": "nothing: each trial runs in a worker process, whose memory is its own",
-    "show_progress_bar": "progress=True",
-}
+#: `study.optimize` arguments taken as they are: a call ported by its name keeps them
+_STUDY_OPTIMIZE_ONLY = ("n_jobs", "catch", "gc_after_trial", "show_progress_bar")
 
 
 def _reserve_name(root: Path, base: str) -> tuple[str, Path]:
@@ -275,14 +269,31 @@ def _reserve_name(root: Path, base: str) -> tuple[str, Path]:
         st.close()
 
 
-def _refuse_optuna_only(kwargs: dict[str, Any]) -> None:
-    """`study.optimize(n_jobs=2, catch=...)` ported to sl.optimize: say what to use instead of a bare
-    "unexpected keyword argument"."""
+def _study_optimize_arguments(kwargs: dict[str, Any], workers: int | None, progress: bool | None
+                              ) -> tuple[int | None, bool | None]:
+    """`study.optimize(objective, n_trials=50, n_jobs=4, show_progress_bar=True, catch=(ValueError,))` ported by
+    renaming the call runs as it reads (they were refused, so the port took edits): `n_jobs` is the number
+    of worker processes (-1: one per CPU, as Optuna's threads), unless `workers` says otherwise;
+    `show_progress_bar` is `progress`; `gc_after_trial` has nothing left to do (each trial runs in a worker
+    process) and `catch` nothing to add (every exception fails its trial and the sweep goes on, as with
+    `catch=(Exception,)`). Any other name is the TypeError a misspelt argument gets."""
     for key in kwargs:
-        if key in _OPTUNA_ONLY:
-            raise UserError(f"sl.optimize(..., {key}=...): study.optimize's {key} has no counterpart here; use "
-                            f"{_OPTUNA_ONLY[key]}")
-        raise TypeError(f"optimize() got an unexpected keyword argument {key!r}")
+        if key not in _STUDY_OPTIMIZE_ONLY:
+            raise TypeError(f"optimize() got an unexpected keyword argument {key!r}")
+    jobs = kwargs.get("n_jobs")
+    if jobs is not None:
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs == 0 or jobs < -1:
+            raise UserError(f"n_jobs: expected a whole number of parallel trials >= 1, or -1 for one per CPU; "
+                            f"got {jobs!r}")
+        jobs = (os.cpu_count() or 1) if jobs == -1 else jobs
+        if workers is not None and workers != jobs:
+            raise UserError(f"n_jobs={kwargs['n_jobs']!r} and workers={workers!r} disagree; give one of them "
+                            "(both set how many trials run at once)")
+        workers = jobs
+    bar = kwargs.get("show_progress_bar")
+    if bar is not None and progress is None:
+        progress = bool(bar)
+    return workers, progress
 
 
 def _directions(direction: str | None, directions: Sequence[str] | None, study: Any) -> list[str]:
