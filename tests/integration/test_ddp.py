@@ -86,3 +86,40 @@ def _initial_loss() -> float:
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
     with torch.no_grad():
         return float(torch.nn.functional.mse_loss(model(x), y))
+
+
+# A DDP program of the user's own (a command trial), launching its second rank itself as Lightning's `strategy="ddp"`
+# and torchrun do: rank 1 breaks, and rank 0, in the gradients' all-reduce, fails in consequence.
+_SELF_LAUNCHED = '''
+import os, subprocess, sys
+import torch
+import torch.distributed as dist
+rank = int(os.environ.get("RANK", "0"))
+if rank == 0:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[1], WORLD_SIZE="2")
+    peer = subprocess.Popen([sys.executable, *sys.argv], env=dict(os.environ, RANK="1"))
+dist.init_process_group("gloo", rank=rank, world_size=2)
+if rank == 1:
+    raise ValueError("rank 1 broke on purpose")
+dist.all_reduce(torch.ones(4))
+'''
+
+
+def test_a_command_trial_whose_rank_1_breaks_fails_with_rank_1s_error_not_rank_0s_symptom(cli):
+    """torch prefixes every rank's traceback with `[rankN]: `. The reason was the last line of stderr, rank 0's
+    "RuntimeError: ... Connection closed by peer ... typically caused by a remote worker crashing", and the
+    traceback kept the last 20 lines of it: the cause, rank 1's error, was only in the log."""
+    import socket
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (cli.tmp / "prog.py").write_text(_SELF_LAUNCHED)
+    spec = cli.spec("s", f"command: [{sys.executable}, prog.py, '{port}']\nmethod: grid\n"
+                         "metric: {name: loss}\ntrial: {retries: 0}\n")
+    cp = cli("sweep", str(spec), "--name", "d", "--workers", "1", "-q", timeout=90)
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    (trial,) = cli.status("d")["trials"]
+    assert trial["state"] == "failed"
+    assert trial["reason"] == "command exited with code 1: rank 1: ValueError: rank 1 broke on purpose", trial
