@@ -123,3 +123,46 @@ def test_a_command_trial_whose_rank_1_breaks_fails_with_rank_1s_error_not_rank_0
     (trial,) = cli.status("d")["trials"]
     assert trial["state"] == "failed"
     assert trial["reason"] == "command exited with code 1: rank 1: ValueError: rank 1 broke on purpose", trial
+
+
+def rank_1_breaks_in_the_all_reduce(config, run):
+    """Both ranks in a loop of real all-reduces (gloo); at the 5th, rank 1 breaks as config["how"] says."""
+    import os
+    import signal
+
+    import torch
+    import torch.distributed as dist
+
+    import sweeplab.torch
+
+    with sweeplab.torch.strategy():
+        for step in range(10_000):
+            if run.rank == 1 and step == 5:
+                if config["how"] == "exit":
+                    os._exit(3)
+                if config["how"] == "kill":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                raise ValueError("rank 1 broke on purpose")
+            dist.all_reduce(torch.ones(4))
+    return {"steps": 10_000.0}
+
+
+@pytest.mark.parametrize("how, reason", [("raise", "rank 1: ValueError: rank 1 broke on purpose"),
+                                         ("exit", "rank 1: process exited with code 3"),
+                                         ("kill", "rank 1: process killed by signal SIGKILL")],
+                         ids=["raises", "os._exit", "SIGKILL"])
+def test_the_rank_that_broke_is_the_trials_failure_not_the_peer_that_lost_it(tmp_path, how, reason):
+    """Rank 0, in the all-reduce, fails a moment after rank 1 with gloo's "Connection closed (reset) by peer ...
+    typically caused by a remote worker crashing". The trial failed with that symptom of rank 0's in most runs:
+    the supervisor took the failure it heard of first, and rank 0's error reached it before rank 1's (its own
+    report, sent after the rank cleaned up, or its exit, seen at the next poll)."""
+    b = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]), hide_gpus=True)
+    b.start()
+    try:
+        b.submit(make_task(tmp_path, 1, f"{HERE}:rank_1_breaks_in_the_all_reduce", config={"how": how},
+                           world_size=2, env={"OMP_NUM_THREADS": "1"}))
+        end = collect(b, [1], timeout=120)[1][-1]
+    finally:
+        b.shutdown(grace=0.0)
+    assert end.kind is EventKind.FAILED
+    assert end.data["reason"].startswith(reason) and end.data["rank"] == 1, end.data["reason"]
