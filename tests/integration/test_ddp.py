@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeplab.backends.events import EventKind
+from sweeplab.backends.events import Event, EventKind
 from sweeplab.backends.local import LocalBackend, plan_slots
 from sweeplab.testing.backends import collect, make_task
 
@@ -166,3 +166,32 @@ def test_the_rank_that_broke_is_the_trials_failure_not_the_peer_that_lost_it(tmp
         b.shutdown(grace=0.0)
     assert end.kind is EventKind.FAILED
     assert end.data["reason"].startswith(reason) and end.data["rank"] == 1, end.data["reason"]
+
+
+def test_on_ray_too_the_rank_that_broke_is_the_trials_failure_not_the_peer_that_lost_it(tmp_path):
+    """The Ray backend's gang (no Ray needed): rank 0's "Connection closed by peer" arrives first; the others are
+    not killed at once (rank 1 is still saying why it broke), and rank 1's own error is the trial's. Before,
+    the first failure heard of was the trial's and the others were killed at once, losing rank 1's report."""
+    import time
+
+    from sweeplab.backends.ray._gang import STOP_SETTLE, Gang, Op
+
+    def ev(kind, **data):
+        return Event(kind, 7, 1, time.time(), data)
+
+    symptom = "RuntimeError: [gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:1929"
+    g = Gang(make_task(tmp_path, 7, "x:y", world_size=3), 3)
+    out, ops = g.accept(0, ev(EventKind.FAILED, reason=symptom))
+    assert out == [] and ops == []
+    out, ops = g.accept(1, ev(EventKind.FAILED, reason="ValueError: rank 1 broke on purpose", traceback="tb"))
+    assert out == [] and ops == [(Op.KILL, 2)]
+    (end,), _ = g.accept(2, ev(EventKind.FAILED, reason="killed"))
+    assert end.kind is EventKind.FAILED and end.data["reason"] == "rank 1: ValueError: rank 1 broke on purpose"
+    assert end.data["rank"] == 1 and end.data["traceback"] == "tb"
+
+    # only symptoms: the others are killed after a while all the same, and the first symptom is the error
+    g = Gang(make_task(tmp_path, 7, "x:y", world_size=2), 2)
+    g.accept(0, ev(EventKind.FAILED, reason=symptom))
+    assert g.tick(time.monotonic() + STOP_SETTLE + 1) == [(Op.KILL, 1)]
+    (end,), _ = g.accept(1, ev(EventKind.FAILED, reason="killed"))
+    assert end.data["reason"] == f"rank 0: {symptom}"

@@ -49,7 +49,8 @@ from sweeplab.backends.execution import Execution
 from sweeplab.backends.launch import THREAD_VARS, free_port, rank_env, reserve_port
 from sweeplab.profiling import merge_rank_profiles
 
-__all__ = ["THREAD_VARS", "execute_ranks", "free_port", "link_captures", "rank_env", "rank_paths", "reserve_port"]
+__all__ = ["THREAD_VARS", "execute_ranks", "free_port", "link_captures", "lost_a_peer", "rank_env", "rank_paths",
+           "reserve_port"]
 
 # rank 0's events that reach the driver; SYSTEM samples come from the supervisor's own sampler, which
 # covers all of its children; every rank's PROFILE is kept and the trial's one is merged from them at its end
@@ -292,9 +293,14 @@ _PEER_LOST = re.compile(r"Connection (closed|reset) by peer|remote worker|ncclRe
                         r"|DistNetworkError|Broken pipe|Socket Timeout|peer (closed|disconnected)", re.IGNORECASE)
 
 
-def _lost_a_peer(rank: _Rank) -> bool:
-    data = rank.end.data if rank.end is not None else {}
+def lost_a_peer(data: Mapping[str, Any]) -> bool:
+    """Whether a rank's failure (its event's data) is the symptom of another rank's: its collective call lost
+    the peer. Such a failure gives way to another rank's own (here and in the Ray backend's gang)."""
     return bool(_PEER_LOST.search(f"{data.get('reason', '')}\n{data.get('message', '')}"))
+
+
+def _lost_a_peer(rank: _Rank) -> bool:
+    return rank.end is not None and lost_a_peer(rank.end.data)
 
 
 def _failure(failures: list[_Rank]) -> tuple[EventKind, dict[str, Any]]:
