@@ -142,6 +142,9 @@ def rank_1_breaks_in_the_all_reduce(config, run):
                     os._exit(3)
                 if config["how"] == "kill":
                     os.kill(os.getpid(), signal.SIGKILL)
+                if config["how"] == "term":   # SIGTERM's default action (before a handler, or none)
+                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                    os.kill(os.getpid(), signal.SIGTERM)
                 raise ValueError("rank 1 broke on purpose")
             dist.all_reduce(torch.ones(4))
     return {"steps": 10_000.0}
@@ -166,6 +169,20 @@ def test_the_rank_that_broke_is_the_trials_failure_not_the_peer_that_lost_it(tmp
         b.shutdown(grace=0.0)
     assert end.kind is EventKind.FAILED
     assert end.data["reason"].startswith(reason) and end.data["rank"] == 1, end.data["reason"]
+
+
+def test_a_rank_killed_by_sigterm_in_the_all_reduce_preempts_the_trial_though_its_peer_fails(tmp_path):
+    """SIGTERM to one rank only: it dies, rank 0 fails in the all-reduce with "Connection closed by peer"; that
+    symptom must not make the preemption a failure, whichever of the two the supervisor hears of first."""
+    b = LocalBackend(plan_slots(1, cpus=0, gpus=0, gpu_ids=[]), hide_gpus=True)
+    b.start()
+    try:
+        b.submit(make_task(tmp_path, 1, f"{HERE}:rank_1_breaks_in_the_all_reduce", config={"how": "term"},
+                           world_size=2, env={"OMP_NUM_THREADS": "1"}))
+        end = collect(b, [1], timeout=120)[1][-1]
+    finally:
+        b.shutdown(grace=0.0)
+    assert end.kind is EventKind.PREEMPTED, end.data
 
 
 def test_on_ray_too_the_rank_that_broke_is_the_trials_failure_not_the_peer_that_lost_it(tmp_path):

@@ -205,8 +205,9 @@ def _supervise(ex: Execution, ranks: list[_Rank], sel: selectors.BaseSelector) -
                 _close(rank, sel)
                 if rank.end is None:
                     rank.end = _crash_event(ex.task, rank)
-        if not term_sent and first_failure is None and any(
-                r.end is not None and r.end.kind is EventKind.PREEMPTED for r in ranks):
+        if not term_sent and any(r.end is not None and r.end.kind is EventKind.PREEMPTED for r in ranks) and all(
+                _lost_a_peer(r) for r in ranks if r.end is not None and r.end.kind is EventKind.FAILED):
+            # (a peer that lost this rank in a collective may have failed first: its symptom, not a failure)
             ex.preempted = True   # a rank got SIGTERM of its own: the whole trial is preempted (as on Ray)
             continue              # the next pass sends SIGTERM to the other ranks
         failures = [r for r in ranks if r.end is not None and r.end.kind is EventKind.FAILED]
