@@ -293,7 +293,8 @@ def execute_command(ex: Execution) -> None:
 
 #: the last line of a Python traceback ending in a sweeplab user-input error (a config key the program reads
 #: that is missing, a bad override): its message says it all, where a bug in the program needs its traceback
-_USER_ERROR = re.compile(r"sweeplab(\.\w+)*\.(UserError|SpecError|ConfigError|ConfigKeyError|MissingExtraError): ")
+_USER_ERROR = re.compile(
+    r"(rank \d+: )?sweeplab(\.\w+)*\.(UserError|SpecError|ConfigError|ConfigKeyError|MissingExtraError): ")
 _STDERR_KEEP = 64 << 10  # the end of a command trial's stderr kept in memory for its failure reason ...
 _STDERR_BYTES = 2000    # ... of which at most this much (the last traceback, or the last lines) is reported
 _REASON_LINE = 300      # the last line of stderr, as it appears in the one-line reason
