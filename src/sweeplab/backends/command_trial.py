@@ -293,7 +293,8 @@ def execute_command(ex: Execution) -> None:
 
 #: the last line of a Python traceback ending in a sweeplab user-input error (a config key the program reads
 #: that is missing, a bad override): its message says it all, where a bug in the program needs its traceback
-_USER_ERROR = re.compile(r"sweeplab(\.\w+)*\.(UserError|SpecError|ConfigError|ConfigKeyError|MissingExtraError): ")
+_USER_ERROR = re.compile(
+    r"(rank \d+: )?sweeplab(\.\w+)*\.(UserError|SpecError|ConfigError|ConfigKeyError|MissingExtraError): ")
 _STDERR_KEEP = 64 << 10  # the end of a command trial's stderr kept in memory for its failure reason ...
 _STDERR_BYTES = 2000    # ... of which at most this much (the last traceback, or the last lines) is reported
 _REASON_LINE = 300      # the last line of stderr, as it appears in the one-line reason
@@ -381,7 +382,8 @@ def _copy_stderr(child: subprocess.Popen[bytes], log: _Log, lock: threading.Lock
 
 def _stderr_summary(data: bytes) -> tuple[str, str]:
     """(the last non-empty line, the last traceback or else the last 20 lines) of a command's stderr,
-    bounded: what says why a command trial failed without opening its log."""
+    bounded: what says why a command trial failed without opening its log. A multi-process program's ranks
+    (torch.distributed prefixes their tracebacks with `[rankN]: `) are one stderr: see `_first_rank_error`."""
     lines = data.decode(errors="replace").replace("\r\n", "\n").split("\n")
     if len(data) >= _STDERR_KEEP:
         lines = lines[1:]                             # the first line was cut
@@ -389,17 +391,48 @@ def _stderr_summary(data: bytes) -> tuple[str, str]:
     while text and not text[-1].strip():
         text.pop()
     fatal = max((i for i, ln in enumerate(text) if ln.startswith("Fatal Python error: ")), default=None)
-    start = fatal if fatal is not None else \
-        max((i for i, ln in enumerate(text) if ln.startswith("Traceback (most recent call last)")),
-            default=max(0, len(text) - 20))
-    shown = "\n".join(text[start:]).strip("\n")
+    ranked = _first_rank_error(text) if fatal is None else None
+    if ranked is not None:
+        last, block = ranked
+        shown = "\n".join(block).strip("\n")
+    else:
+        start = fatal if fatal is not None else \
+            max((i for i, ln in enumerate(text) if ln.startswith("Traceback (most recent call last)")),
+                default=max(0, len(text) - 20))
+        shown = "\n".join(text[start:]).strip("\n")
+        # faulthandler's dump (a segfault) ends with the list of extension modules: its first line says what
+        # happened
+        last = text[fatal].strip() if fatal is not None else \
+            next((ln.strip() for ln in reversed(text) if ln.strip()), "")
     if len(shown) > _STDERR_BYTES:
         shown = "...\n" + shown[-_STDERR_BYTES:].split("\n", 1)[-1]
-    # faulthandler's dump (a segfault) ends with the list of extension modules: its first line says what happened
-    last = text[fatal].strip() if fatal is not None else next((ln.strip() for ln in reversed(text) if ln.strip()), "")
     if len(last) > _REASON_LINE:
         last = last[:_REASON_LINE] + "..."
     return last, shown
+
+
+_RANK_LINE = re.compile(r"\[rank(\d+)\]: ?(.*)")   # torch.distributed's excepthook prefix, on every line
+
+
+def _first_rank_error(text: list[str]) -> tuple[str, list[str]] | None:
+    """("rank N: <its error line>", rank N's traceback) for the rank whose fatal traceback came first, in a
+    stderr that torch.distributed's ranks share (a program launching its own ranks: Lightning's `strategy="ddp"`,
+    torchrun, mp.spawn). The rank that broke prints first; the others then fail in consequence ("Connection
+    closed by peer ... typically caused by a remote worker crashing"), and the last line of stderr, which was
+    the reason, is theirs. None when no rank printed a traceback."""
+    ends: dict[int, int] = {}   # rank -> where its last traceback starts
+    for i, ln in enumerate(text):
+        m = _RANK_LINE.match(ln)
+        if m and m.group(2).startswith("Traceback (most recent call last)"):
+            ends[int(m.group(1))] = i
+    if not ends:
+        return None
+    rank, start = min(ends.items(), key=lambda kv: kv[1])
+    block = [m.group(2) for ln in text[start:] if (m := _RANK_LINE.match(ln)) and int(m.group(1)) == rank]
+    while block and not block[-1].strip():
+        block.pop()
+    error = block[-1].strip() if block else ""
+    return f"rank {rank}: {error}", [f"[rank{rank}]: {ln}" for ln in block]
 
 
 def _first_step(root: str | None) -> int:

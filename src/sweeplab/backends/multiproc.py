@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import selectors
 import signal
 import socket
@@ -48,7 +49,8 @@ from sweeplab.backends.execution import Execution
 from sweeplab.backends.launch import THREAD_VARS, free_port, rank_env, reserve_port
 from sweeplab.profiling import merge_rank_profiles
 
-__all__ = ["THREAD_VARS", "execute_ranks", "free_port", "link_captures", "rank_env", "rank_paths", "reserve_port"]
+__all__ = ["THREAD_VARS", "execute_ranks", "free_port", "link_captures", "lost_a_peer", "rank_env", "rank_paths",
+           "reserve_port"]
 
 # rank 0's events that reach the driver; SYSTEM samples come from the supervisor's own sampler, which
 # covers all of its children; every rank's PROFILE is kept and the trial's one is merged from them at its end
@@ -203,20 +205,24 @@ def _supervise(ex: Execution, ranks: list[_Rank], sel: selectors.BaseSelector) -
                 _close(rank, sel)
                 if rank.end is None:
                     rank.end = _crash_event(ex.task, rank)
-        if not term_sent and first_failure is None and any(
-                r.end is not None and r.end.kind is EventKind.PREEMPTED for r in ranks):
+        if not term_sent and any(r.end is not None and r.end.kind is EventKind.PREEMPTED for r in ranks) and all(
+                _lost_a_peer(r) for r in ranks if r.end is not None and r.end.kind is EventKind.FAILED):
+            # (a peer that lost this rank in a collective may have failed first: its symptom, not a failure)
             ex.preempted = True   # a rank got SIGTERM of its own: the whole trial is preempted (as on Ray)
             continue              # the next pass sends SIGTERM to the other ranks
         failures = [r for r in ranks if r.end is not None and r.end.kind is EventKind.FAILED]
         if failures and first_failure is None:
             first_failure = now
-            if not stop_sent:   # (after a stop, a SIGTERM would turn a rank's clean return into a preemption)
-                for rank in ranks:   # peers blocked in a collective with the failed rank would hang
+            if not stop_sent:   # peers blocked in a collective with the failed rank would hang: ask them to stop
+                # (a stop, not SIGTERM: SIGTERM made a rank that was failing on its own at the same moment, the
+                # one that broke, end as preempted, and the trial failed with its peer's symptom instead)
+                for rank in ranks:
                     if rank.end is None:
-                        with contextlib.suppress(ProcessLookupError):
-                            rank.proc.send_signal(signal.SIGTERM)
+                        _send(rank, {"op": "stop", "reason": "another rank failed"})
         ended = all(r.end is not None for r in ranks)
         settle = _STOP_SETTLE if stop_sent else _FAILURE_SETTLE
+        if failures and all(_lost_a_peer(r) for r in failures) and not stop_sent:
+            settle = _STOP_SETTLE   # only symptoms so far: give the rank that broke the time to say why
         if failures and (ended or now - (first_failure or now) >= settle):
             stopped = _stopped_unevenly(ex, ranks, failures) if stop_sent else None
             if stopped is not None:
@@ -283,9 +289,27 @@ def link_captures(found: Mapping[int, str], primary: str | None) -> None:
         os.replace(tmp, manifest_path)
 
 
+#: what a rank's collective call raises when a peer rank died or broke (gloo, NCCL, the c10d store): a symptom
+_PEER_LOST = re.compile(r"Connection (closed|reset) by peer|remote worker|ncclRemoteError|remote process exited"
+                        r"|DistNetworkError|Broken pipe|Socket Timeout|peer (closed|disconnected)", re.IGNORECASE)
+
+
+def lost_a_peer(data: Mapping[str, Any]) -> bool:
+    """Whether a rank's failure (its event's data) is the symptom of another rank's: its collective call lost
+    the peer. Such a failure gives way to another rank's own (here and in the Ray backend's gang)."""
+    return bool(_PEER_LOST.search(f"{data.get('reason', '')}\n{data.get('message', '')}"))
+
+
+def _lost_a_peer(rank: _Rank) -> bool:
+    return rank.end is not None and lost_a_peer(rank.end.data)
+
+
 def _failure(failures: list[_Rank]) -> tuple[EventKind, dict[str, Any]]:
-    """The failure that came first: the rank whose error made the others fail."""
-    first = min(failures, key=lambda r: (r.end.time if r.end is not None else 0.0, r.index))
+    """The rank whose error made the others fail: the first failure that is not a peer's symptom (rank 0 in the
+    all-reduce raises gloo's "Connection closed by peer" as soon as rank 1 dies, often before the supervisor
+    sees rank 1's exit or gets its report), else the first failure."""
+    causes = [r for r in failures if not _lost_a_peer(r)] or failures
+    first = min(causes, key=lambda r: (r.end.time if r.end is not None else 0.0, r.index))
     assert first.end is not None
     data = dict(first.end.data)
     data["reason"] = f"rank {first.index}: {data.get('reason', 'failed')}"

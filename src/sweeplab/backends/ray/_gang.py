@@ -34,7 +34,7 @@ from typing import Any
 from sweeplab._torch.env import GPUS_PER_RANK_VAR
 from sweeplab.backends.base import TrialTask
 from sweeplab.backends.events import Event, EventKind, died_of_sigterm
-from sweeplab.backends.multiproc import link_captures, rank_env, rank_paths
+from sweeplab.backends.multiproc import link_captures, lost_a_peer, rank_env, rank_paths
 from sweeplab.backends.ray._samples import RankSamples
 from sweeplab.profiling import merge_rank_profiles
 
@@ -157,11 +157,20 @@ class Gang:
                                      data={"reason": f"rank {rank}: SIGTERM (preemption)"})
         self.ends[rank] = ev
         ops: list[tuple[Op, int]] = []
-        if ev.kind is EventKind.FAILED and rank not in self.killed and self.first_failure is None and not lost:
+        failed = ev.kind is EventKind.FAILED and rank not in self.killed and not lost
+        if failed and self.first_failure is None:
             self.first_failure = rank
-            if self.stopping:   # the others may be returning from the stop: kill them later (tick)
+            # the others may be returning from the stop, or one of them broke and made this rank lose it in a
+            # collective ("Connection closed by peer") and has yet to say why: kill them later (tick)
+            if self.stopping or lost_a_peer(ev.data):
                 self.failed_at = time.monotonic()
             else:
+                ops = self._kill_others(rank)
+        elif failed and self.first_failure is not None and not lost_a_peer(ev.data) \
+                and lost_a_peer(self.ends[self.first_failure].data):
+            self.first_failure = rank   # the rank that broke, heard of after its peer's symptom: the trial's error
+            if not self.stopping:
+                self.failed_at = None
                 ops = self._kill_others(rank)
         elif lost and rank not in self.killed and self.lost is None:
             self.lost = rank
