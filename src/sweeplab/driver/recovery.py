@@ -105,10 +105,16 @@ class Recovery(DriverState):
             fh.close()
             raise UserError(f"sweep {self.name!r} is already being run by {holder}; "
                             f"`sweeplab stop {self.name}` stops it") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"pid {os.getpid()}")
-        fh.flush()
+        try:   # the holder's pid, for the refusal above; a full disk fails here first (a new sweep's lock)
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"pid {os.getpid()}")
+            fh.flush()
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                fh.close()   # drops the flock: nothing was started
+            raise StoreError(f"cannot write the store {path}: {exc.strerror or exc} (is the disk full, or a "
+                             "file-size limit reached?); free some space and run the command again") from None
         self._lock_file = fh
 
     def unlock(self) -> None:
