@@ -61,3 +61,32 @@ def test_trials_that_end_inside_the_time_budget_while_the_driver_is_paused_keep_
     trials = chaos.trials("pt")
     assert [(t["state"], t["reason"]) for t in trials] == [("completed", None)] * 2, trials
     assert not chaos.stray_workers()
+
+
+def test_sweeplab_stop_stops_a_driver_that_is_itself_stopped(chaos, reap):
+    """A sweep paused with Ctrl-Z (SIGTSTP) or SIGSTOP and then `sweeplab stop`ped from another terminal: stop said
+    "asked the driver to stop" and exited 0, but a stopped process never acts on the SIGTERM, so the sweep stayed
+    `running` with its trials going on until someone continued it by hand. `stop` continues it (SIGCONT after the
+    SIGTERM, as a shell's `kill` does for a stopped job), and the sweep stops resumable; `resume` refused meanwhile
+    names the pause."""
+    body = chaos.faulty_spec("stepper", params=chaos.params(x=0.5, steps=2000, delay=0.05),
+                             extra="budget: {trials: 1}")
+    proc = chaos.start("sweep", str(chaos.spec("zz", body)), "--name", "zz", "-q", "-w", "1")
+    reap.append(proc.pid)
+    chaos.wait_for(lambda: chaos.running_attempt("zz", 0), what="trial 0 running", proc=proc)
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        refused = chaos("resume", "zz", "-q")
+        assert refused.returncode != 0 and "stopped" in refused.stderr and "kill -CONT" in refused.stderr, \
+            refused.stderr
+        cp = chaos("stop", "zz", check=True)
+        assert "asked the driver" in cp.stdout, cp.stdout
+        chaos.wait_for(lambda: proc.poll() is not None, timeout=30, what="the stopped driver to exit")
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{err}"
+    assert [t["state"] for t in chaos.trials("zz")] == ["preempted"], [dict(t) for t in chaos.trials("zz")]
+    assert [r["state"] for r in chaos.rows("SELECT state FROM sweeps WHERE name='zz'")] == ["stopped"]
+    assert not chaos.stray_workers()
