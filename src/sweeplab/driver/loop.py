@@ -106,7 +106,9 @@ class Driver(Recovery, EventWriter):
             if not self.backend.running() and not self._can_submit():
                 break
             polled_at = self.clock.monotonic()
-            events = self.backend.poll(self._poll_timeout())
+            timeout = self._poll_timeout()
+            self.watchdog.turn(polled_at, timeout)
+            events = self.backend.poll(timeout)
             self._note_alive(events)
             self._watch(polled_at, events)
             self._progress()
