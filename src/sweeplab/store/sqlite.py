@@ -229,6 +229,7 @@ class Store:
             probe.unlink()
         except OSError as exc:
             raise StoreError(f"the store directory {root_path} is not writable: {exc.strerror or exc}") from None
+        conn: sqlite3.Connection | None = None
         try:
             conn = sqlite3.connect(str(db), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
             conn.row_factory = sqlite3.Row
@@ -240,7 +241,10 @@ class Store:
             store = cls(root_path, conn, readonly=False)
             store._migrate(db)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the store {db}: {exc}") from None
+            if conn is not None:   # (a process that goes on, a notebook, must not keep the failed open's locks)
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            raise StoreError(f"cannot open the store {db}: {_why(exc)}") from None
         return store
 
     @staticmethod
