@@ -151,3 +151,17 @@ def test_a_driver_that_keeps_its_turns_judges_silence_by_the_clock():
     t = running(clock)
     _turns(dog, clock, 2.05)
     assert dog.orders([t], at=clock.monotonic()) == [Kill(1, "no heartbeat for 2s (trial.heartbeat_timeout; hung)")]
+
+
+def test_a_driver_late_because_busy_is_not_paused():
+    """Late turns with the CPU in use (a large batch to write): the trials' heartbeats waited in the pipe, so
+    a hung trial's silence counts in full."""
+    dog, clock = setup(TrialPolicy(heartbeat_timeout=2.0))
+    t = running(clock)
+    cpu = 0.0
+    for _ in range(2):
+        dog.turn(clock.monotonic(), 0.1, cpu)
+        clock.advance(1.6)
+        cpu += 1.4
+    dog.turn(clock.monotonic(), 0.1, cpu)
+    assert dog.orders([t], at=clock.monotonic()) == [Kill(1, "no heartbeat for 2s (trial.heartbeat_timeout; hung)")]

@@ -16,6 +16,7 @@ import contextlib
 import os
 import shlex
 import signal
+import time
 from typing import Any
 
 from sweeplab.backends.events import Event, EventKind
@@ -107,7 +108,7 @@ class Driver(Recovery, EventWriter):
                 break
             polled_at = self.clock.monotonic()
             timeout = self._poll_timeout()
-            self.watchdog.turn(polled_at, timeout)
+            self.watchdog.turn(polled_at, timeout, time.process_time())
             events = self.backend.poll(timeout)
             self._note_alive(events)
             self._watch(polled_at, events)

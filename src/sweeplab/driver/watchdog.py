@@ -43,8 +43,10 @@ class Judge:
 
 Order = Kill | Judge
 
-#: a driver turn that starts this much later than its poll's timeout allowed: the driver did not look meanwhile
-#: (stopped, frozen with its trials: `docker pause`, a cgroup freeze), and that time is no trial's silence
+#: a driver turn that starts this much later than its poll's timeout allowed, the driver having used little CPU
+#: meanwhile: it did not run (stopped, frozen with its trials: `docker pause`, a cgroup freeze), and that time is
+#: no trial's silence. A driver late because it was busy (a large batch of metrics to write) used the CPU: its
+#: trials' heartbeats waited in the pipe, and a hung trial's silence counts as ever
 PAUSE_S = 1.0
 
 
@@ -56,18 +58,19 @@ class Watchdog:
         self.budget = budget
         self.clock = clock
         self._next_turn: float | None = None          # when the next turn was due (monotonic)
+        self._cpu: float | None = None                 # the driver's CPU time at its last turn
         self._pauses: list[tuple[float, float]] = []   # (from, to) of the driver's recent pauses
 
-    def turn(self, at: float, timeout: float) -> None:
-        """The driver starts reading its backend at `at`, for at most `timeout` seconds. A turn that comes late
-        by more than PAUSE_S marks a pause of the driver, which silences are not judged on: trials frozen with
-        their driver (a whole-sweep freeze, the driver woken first) said nothing because they could not.
-        A driver merely slow (a long store write) delays a hung trial's kill by that long, no more."""
-        due = self._next_turn
-        if due is not None and at - due > PAUSE_S:
+    def turn(self, at: float, timeout: float, cpu: float | None = None) -> None:
+        """The driver starts reading its backend at `at`, for at most `timeout` seconds; `cpu`: its process's
+        CPU time then. A turn late by more than PAUSE_S, with less than half of that lateness spent on the CPU,
+        marks a pause of the driver, which silences are not judged on: trials frozen with their driver (a
+        whole-sweep freeze, the driver woken first) said nothing because they could not."""
+        due, used = self._next_turn, None if cpu is None or self._cpu is None else cpu - self._cpu
+        if due is not None and at - due > PAUSE_S and (used is None or used < (at - due) / 2):
             self._pauses.append((due, at))
             del self._pauses[:-32]
-        self._next_turn = at + timeout
+        self._next_turn, self._cpu = at + timeout, cpu
 
     def _paused(self, since: float, until: float) -> float:
         """Seconds of the driver's pauses between `since` and `until`."""
