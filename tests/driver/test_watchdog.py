@@ -116,3 +116,52 @@ def test_kills_come_before_monitors_one_order_per_trial():
     orders = dog.orders([quiet, fresh])
     assert [type(o) for o in orders] == [Kill, Judge]
     assert [o.trial_id for o in orders] == [1, 2]
+
+
+def _turns(dog: Watchdog, clock: FakeClock, seconds: float, every: float = 0.1) -> None:
+    """The driver's turns, each polling `every` seconds, for `seconds`."""
+    end = clock.monotonic() + seconds
+    while clock.monotonic() < end:
+        dog.turn(clock.monotonic(), every)
+        clock.advance(every)
+
+
+def test_a_pause_of_the_driver_is_no_trial_s_silence_but_later_silence_is():
+    """Trials frozen with their driver (a whole-sweep freeze, the driver woken first) were not silent: a turn
+    that comes late is a pause of the driver, left out of their silence; silence after it still counts."""
+    stalled = StalledMonitor(3.0)
+    dog, clock = setup(TrialPolicy(heartbeat_timeout=2.0), monitors=[stalled])
+    t = running(clock)
+    stalled.heard(t.number, [MetricPoint(0, "loss", 1.0, clock.time())], clock.time(), first=True)
+    t.last_report = clock.monotonic()
+    _turns(dog, clock, 1.0)
+    clock.advance(30.0)                                   # the driver frozen, with its trials
+    _turns(dog, clock, 0.5)
+    assert dog.orders([t], at=clock.monotonic()) == []   # 1.5 s of silence out of 31.5
+    _turns(dog, clock, 0.6)
+    assert dog.orders([t], at=clock.monotonic()) == [Kill(1, "no heartbeat for 2s (trial.heartbeat_timeout; hung)")]
+    t.last_seen = clock.monotonic()                        # heartbeats again, but no report
+    _turns(dog, clock, 1.0)
+    (judge,) = dog.orders([t], at=clock.monotonic())
+    assert isinstance(judge, Judge) and judge.verdict.decision is Decision.STOP
+
+
+def test_a_driver_that_keeps_its_turns_judges_silence_by_the_clock():
+    dog, clock = setup(TrialPolicy(heartbeat_timeout=2.0))
+    t = running(clock)
+    _turns(dog, clock, 2.05)
+    assert dog.orders([t], at=clock.monotonic()) == [Kill(1, "no heartbeat for 2s (trial.heartbeat_timeout; hung)")]
+
+
+def test_a_driver_late_because_busy_is_not_paused():
+    """Late turns with the CPU in use (a large batch to write): the trials' heartbeats waited in the pipe, so
+    a hung trial's silence counts in full."""
+    dog, clock = setup(TrialPolicy(heartbeat_timeout=2.0))
+    t = running(clock)
+    cpu = 0.0
+    for _ in range(2):
+        dog.turn(clock.monotonic(), 0.1, cpu)
+        clock.advance(1.6)
+        cpu += 1.4
+    dog.turn(clock.monotonic(), 0.1, cpu)
+    assert dog.orders([t], at=clock.monotonic()) == [Kill(1, "no heartbeat for 2s (trial.heartbeat_timeout; hung)")]

@@ -5,13 +5,27 @@ driver must read them before it judges anyone silent, so no healthy trial is kil
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.slow
+
+FAULTY = Path(__file__).resolve().parents[1] / "fixtures" / "faulty.py"
+# a command trial: `steps` reports `delay` seconds apart (its heartbeat: its output)
+PROGRAM = """
+import json, sys, time
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--"))
+for step in range(int(args["steps"])):
+    print("@sweeplab " + json.dumps({"loss": 1.0 / (step + 1), "step": step}), flush=True)
+    time.sleep(float(args["delay"]))
+print("@sweeplab " + json.dumps({"loss": 0.0}), flush=True)
+"""
 
 
 def test_a_driver_paused_past_the_heartbeat_timeout_kills_no_healthy_trial(chaos, reap):
@@ -60,4 +74,74 @@ def test_trials_that_end_inside_the_time_budget_while_the_driver_is_paused_keep_
     assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{err}"
     trials = chaos.trials("pt")
     assert [(t["state"], t["reason"]) for t in trials] == [("completed", None)] * 2, trials
+    assert not chaos.stray_workers()
+
+
+def test_sweeplab_stop_stops_a_driver_that_is_itself_stopped(chaos, reap):
+    """A sweep paused with Ctrl-Z (SIGTSTP) or SIGSTOP and then `sweeplab stop`ped from another terminal: stop said
+    "asked the driver to stop" and exited 0, but a stopped process never acts on the SIGTERM, so the sweep stayed
+    `running` with its trials going on until someone continued it by hand. `stop` continues it (SIGCONT after the
+    SIGTERM, as a shell's `kill` does for a stopped job), and the sweep stops resumable; `resume` refused meanwhile
+    names the pause."""
+    body = chaos.faulty_spec("stepper", params=chaos.params(x=0.5, steps=2000, delay=0.05),
+                             extra="budget: {trials: 1}")
+    proc = chaos.start("sweep", str(chaos.spec("zz", body)), "--name", "zz", "-q", "-w", "1")
+    reap.append(proc.pid)
+    chaos.wait_for(lambda: chaos.running_attempt("zz", 0), what="trial 0 running", proc=proc)
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        refused = chaos("resume", "zz", "-q")
+        assert refused.returncode != 0 and "stopped" in refused.stderr and "kill -CONT" in refused.stderr, \
+            refused.stderr
+        cp = chaos("stop", "zz", check=True)
+        assert "asked the driver" in cp.stdout, cp.stdout
+        chaos.wait_for(lambda: proc.poll() is not None, timeout=30, what="the stopped driver to exit")
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{err}"
+    assert [t["state"] for t in chaos.trials("zz")] == ["preempted"], [dict(t) for t in chaos.trials("zz")]
+    assert [r["state"] for r in chaos.rows("SELECT state FROM sweeps WHERE name='zz'")] == ["stopped"]
+    assert not chaos.stray_workers()
+
+
+@pytest.mark.parametrize("kind", ["function", "command"])
+def test_a_sweep_frozen_whole_past_its_silence_rules_kills_and_stops_no_trial(chaos, reap, kind):
+    """The whole sweep paused at once, its trials with it (`docker pause`, a cgroup freeze, SIGSTOP to every
+    process), for longer than trial.heartbeat_timeout and a `stalled` monitor's limit, then continued: the
+    trials were as frozen as the driver, so they did not go silent. The driver used to wake first, find no
+    heartbeat since before the pause and kill every trial as hung (or stop it, `stalled: no report for 5s`).
+    A pause of the driver itself (a turn that comes late) no longer counts as the trials' silence."""
+    import psutil
+
+    if kind == "function":
+        target = f"function: {FAULTY}:stepper\n"
+    else:
+        program = chaos.tmp / "program.py"
+        program.write_text(PROGRAM)
+        target = f"command: [{sys.executable!r}, {str(program)!r}, '${{args}}']\n"
+    body = (f"{target}method: grid\nmetric: {{name: loss, goal: minimize}}\nparameters:\n"
+            f"{chaos.params(x=0.5, steps=120, delay=0.05)}\nbudget: {{trials: 1}}\n"
+            "trial: {heartbeat_timeout: 2s}\nmonitors: [{stalled: {after: 2s}}]\n")
+    proc = chaos.start("sweep", str(chaos.spec("fz", body)), "--name", "fz", "-q", "-w", "1")
+    reap.append(proc.pid)
+    chaos.wait_for(lambda: chaos.running_attempt("fz", 0), what="trial 0 running", proc=proc)
+    chaos.wait_for(lambda: chaos.steps(chaos.trial("fz", 0)["id"], 1), what="trial 0 reporting", proc=proc)
+    tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    for p in reversed(tree):
+        p.suspend()
+    try:
+        time.sleep(5)                           # 2.5 times the silence limits, everything frozen
+    finally:
+        for p in tree:                          # the driver first: it looks before its trials can say anything
+            with contextlib.suppress(psutil.Error):
+                p.resume()
+                if p.pid == proc.pid:
+                    time.sleep(0.5)             # (well inside the limits: a thaw order the driver must not mind)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{err}"
+    (trial,) = chaos.trials("fz")
+    attempts = chaos.attempts(trial["id"])
+    assert [(a["state"], a["reason"]) for a in attempts] == [("completed", None)]
     assert not chaos.stray_workers()

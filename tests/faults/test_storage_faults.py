@@ -171,6 +171,45 @@ def test_disk_full_fails_clearly_keeps_earlier_results_and_resume_recovers(chaos
     assert chaos.dump_sweep("first") == first
 
 
+def _fill(disk: Path) -> None:
+    """Take every free byte of `disk`."""
+    with open(disk / "filler", "wb") as f:
+        with pytest.raises(OSError):
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+
+
+@pytest.mark.parametrize("command", ["sweep", "resume", "resume-without-lock"])
+def test_a_disk_already_full_fails_clearly_before_the_sweep_starts(chaos, small_disk, command):
+    """A sweep started on a full disk crashed with an `OSError: [Errno 28]` traceback from writing its pid
+    into its new lock file (`<store>/locks/<sweep>.lock`); it is one error line naming the store (and saying the
+    disk may be full: opening the store said only "disk I/O error"), exit 1, the store intact and still read by
+    `status`, and the command works once there is room."""
+    first = _first_sweep(chaos)
+    if command != "sweep":
+        chaos("sweep", str(_sweep(chaos, "second", SMALL)), "--name", "second", "-q", "--trials", "1", check=True)
+        if command == "resume-without-lock":   # a sweep interrupted before its lock file was made
+            for lock in (chaos.store / "locks").iterdir():
+                lock.unlink()
+        args = ["resume", "second", "--trials", "4", "-q"]
+    else:
+        args = ["sweep", str(_sweep(chaos, "second", SMALL)), "--name", "second", "-q"]
+    _fill(small_disk)
+    cp = chaos(*args)
+    _assert_clear_error(cp, chaos.store)
+    assert "No space left on device" in cp.stderr or "disk full" in cp.stderr, cp.stderr
+    assert not chaos.stray_workers()
+    status = chaos("status", "--json")                    # the store is still read, the disk full or not
+    assert status.returncode == 0, status.stderr
+    assert [s["name"] for s in json.loads(status.stdout)["sweeps"]] == ["first", "second"][:1 + (command != "sweep")]
+    (small_disk / "filler").unlink()                      # room again
+    assert chaos.integrity() == "ok" and chaos.dump_sweep("first") == first
+    chaos(*args, check=True)
+    assert [t["state"] for t in chaos.trials("second")] == ["completed"] * 4
+    assert chaos.dump_sweep("first") == first
+
+
 # ------------------------------------------------------------------------------------------ a trial's disk full
 @pytest.fixture
 def trial_disk(chaos, tmpfs):

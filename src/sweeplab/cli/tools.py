@@ -39,6 +39,13 @@ def stop(
         raise UserError(f"the driver of {sweep_name!r} (pid {driver.get('pid')}) is gone; "
                         f"`{command('resume', sweep_name)}` continues the sweep")
     proc.send_signal(signal.SIGTERM)
+    import psutil
+
+    try:   # a stopped driver (Ctrl-Z, SIGSTOP) acts on nothing until continued: continue it, as a shell's `kill` does
+        if proc.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+            proc.send_signal(signal.SIGCONT)
+    except psutil.Error:
+        pass
     console.print(f"asked the driver of {sweep_name} (pid {proc.pid}) to stop; its trials checkpoint and the sweep "
                   f"stays resumable: {command('resume', sweep_name)}")
 

@@ -16,6 +16,7 @@ import contextlib
 import os
 import shlex
 import signal
+import time
 from typing import Any
 
 from sweeplab.backends.events import Event, EventKind
@@ -106,7 +107,9 @@ class Driver(Recovery, EventWriter):
             if not self.backend.running() and not self._can_submit():
                 break
             polled_at = self.clock.monotonic()
-            events = self.backend.poll(self._poll_timeout())
+            timeout = self._poll_timeout()
+            self.watchdog.turn(polled_at, timeout, time.process_time())
+            events = self.backend.poll(timeout)
             self._note_alive(events)
             self._watch(polled_at, events)
             self._progress()

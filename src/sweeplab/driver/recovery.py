@@ -26,6 +26,20 @@ from sweeplab.types import Decision, SweepState, TrialSnapshot, TrialState
 __all__ = ["Recovery"]
 
 
+
+def _paused(holder: str) -> str:
+    """", which is stopped (...)" when the lock holder `pid N` is a stopped process (Ctrl-Z, SIGSTOP): it does
+    nothing until continued, which a user told only "already being run" would not guess."""
+    pid = holder.removeprefix("pid ")
+    try:
+        with open(f"/proc/{int(pid)}/stat", encoding="ascii", errors="replace") as f:
+            state = f.read().rpartition(")")[2].split()[0]
+    except (OSError, ValueError, IndexError):
+        return ""
+    if state not in ("T", "t"):
+        return ""
+    return f", which is stopped (Ctrl-Z or SIGSTOP: `kill -CONT {pid}` or `fg` in its terminal continues it)"
+
 class Recovery(DriverState):
     """create / fork / resume, and the replay of the searcher and scheduler that resume needs."""
 
@@ -103,12 +117,18 @@ class Recovery(DriverState):
             fh.seek(0)
             holder = fh.read().strip() or "another process"
             fh.close()
-            raise UserError(f"sweep {self.name!r} is already being run by {holder}; "
+            raise UserError(f"sweep {self.name!r} is already being run by {holder}{_paused(holder)}; "
                             f"`sweeplab stop {self.name}` stops it") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"pid {os.getpid()}")
-        fh.flush()
+        try:   # the holder's pid, for the refusal above; a full disk fails here first (a new sweep's lock)
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"pid {os.getpid()}")
+            fh.flush()
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                fh.close()   # drops the flock: nothing was started
+            raise StoreError(f"cannot write the store {path}: {exc.strerror or exc} (is the disk full, or a "
+                             "file-size limit reached?); free some space and run the command again") from None
         self._lock_file = fh
 
     def unlock(self) -> None:
@@ -561,5 +581,5 @@ def _refuse_a_live_driver(name: str, row: Any) -> None:
 
     status, _, proc = driver_status(row)
     if status == "alive" and proc.pid != os.getpid():
-        raise UserError(f"sweep {name!r} is already being run by pid {proc.pid}; `sweeplab stop {shlex.quote(name)}` "
-                        "stops it")
+        raise UserError(f"sweep {name!r} is already being run by pid {proc.pid}{_paused(f'pid {proc.pid}')}; "
+                        f"`sweeplab stop {shlex.quote(name)}` stops it")

@@ -43,6 +43,12 @@ class Judge:
 
 Order = Kill | Judge
 
+#: a driver turn that starts this much later than its poll's timeout allowed, the driver having used little CPU
+#: meanwhile: it did not run (stopped, frozen with its trials: `docker pause`, a cgroup freeze), and that time is
+#: no trial's silence. A driver late because it was busy (a large batch of metrics to write) used the CPU: its
+#: trials' heartbeats waited in the pipe, and a hung trial's silence counts as ever
+PAUSE_S = 1.0
+
 
 class Watchdog:
     def __init__(self, policy: TrialPolicy, monitors: Sequence[Monitor], budget: BudgetAccountant,
@@ -51,6 +57,24 @@ class Watchdog:
         self.monitors = list(monitors)
         self.budget = budget
         self.clock = clock
+        self._next_turn: float | None = None          # when the next turn was due (monotonic)
+        self._cpu: float | None = None                 # the driver's CPU time at its last turn
+        self._pauses: list[tuple[float, float]] = []   # (from, to) of the driver's recent pauses
+
+    def turn(self, at: float, timeout: float, cpu: float | None = None) -> None:
+        """The driver starts reading its backend at `at`, for at most `timeout` seconds; `cpu`: its process's
+        CPU time then. A turn late by more than PAUSE_S, with less than half of that lateness spent on the CPU,
+        marks a pause of the driver, which silences are not judged on: trials frozen with their driver (a
+        whole-sweep freeze, the driver woken first) said nothing because they could not."""
+        due, used = self._next_turn, None if cpu is None or self._cpu is None else cpu - self._cpu
+        if due is not None and at - due > PAUSE_S and (used is None or used < (at - due) / 2):
+            self._pauses.append((due, at))
+            del self._pauses[:-32]
+        self._next_turn, self._cpu = at + timeout, cpu
+
+    def _paused(self, since: float, until: float) -> float:
+        """Seconds of the driver's pauses between `since` and `until`."""
+        return sum(max(0.0, min(b, until) - max(a, since)) for a, b in self._pauses)
 
     def time_up(self, *, ending: bool) -> str | None:
         """Why the sweep stops now because `budget.time` is spent (stop every running trial), or None.
@@ -89,7 +113,7 @@ class Watchdog:
         order = self._deadline(t, now)
         policy = self.policy
         if (order is None and policy.heartbeat_timeout is not None and t.last_seen is not None
-                and seen - t.last_seen > policy.heartbeat_timeout):
+                and seen - t.last_seen - self._paused(t.last_seen, seen) > policy.heartbeat_timeout):
             return Kill(t.id, f"no heartbeat for {policy.heartbeat_timeout:g}s (trial.heartbeat_timeout; hung)")
         return order
 
@@ -105,7 +129,10 @@ class Watchdog:
 
     def _idle(self, t: TrialRecord, now: float) -> Judge | None:
         last = self._wall_of(t.last_report)
-        wall = self.clock.time() - (self.clock.monotonic() - now)
+        # the driver's pauses since the trial's last report are not time it kept quiet in
+        since = t.last_report if t.last_report is not None else t.started_mono
+        paused = self._paused(since, now) if since is not None else 0.0
+        wall = self.clock.time() - (self.clock.monotonic() - now) - paused
         for m in self.monitors:
             v = m.idle(t.number, last, wall)
             if v.decision is not Decision.CONTINUE:

@@ -128,6 +128,26 @@ def _why(exc: BaseException) -> str:
     return text
 
 
+def _shm_in_use(db: Path) -> bool:
+    """Whether a connection to `db` is open: SQLite holds a shared lock on byte 128 of -shm (its "DMS" byte)
+    for each connection's life, so a write lock on it is refused while one is. True when it cannot tell."""
+    import fcntl
+
+    try:
+        fd = os.open(f"{db}-shm", os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 128)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)   # drops the probe's lock (this process holds no other lock on -shm)
+    return False
+
+
 def _about_the_file(exc: BaseException) -> bool:
     """An SQLite error about the store's file or access to it (damage, a lock, I/O, a full disk, a table an
     older store lacks), which a command reports in one line as a StoreError; not a misuse of the API
@@ -209,6 +229,7 @@ class Store:
             probe.unlink()
         except OSError as exc:
             raise StoreError(f"the store directory {root_path} is not writable: {exc.strerror or exc}") from None
+        conn: sqlite3.Connection | None = None
         try:
             conn = sqlite3.connect(str(db), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
             conn.row_factory = sqlite3.Row
@@ -220,7 +241,10 @@ class Store:
             store = cls(root_path, conn, readonly=False)
             store._migrate(db)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the store {db}: {exc}") from None
+            if conn is not None:   # (a process that goes on, a notebook, must not keep the failed open's locks)
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            raise StoreError(f"cannot open the store {db}: {_why(exc)}") from None
         return store
 
     @staticmethod
@@ -240,16 +264,19 @@ class Store:
         """A read-only connection that sees every committed transaction, the ones still in store.db-wal too
         (a driver killed before its last checkpoint, a store shared while its sweep runs).
 
-        In a read-only directory SQLite reads the WAL through the -wal and -shm files that are there; where
-        they are not (a store its last writer closed cleanly) it cannot create them, and the main file is
-        then the whole store: it is read as immutable. A WAL with commits but no -shm beside it in a
-        read-only directory cannot be read, and is refused rather than silently left out.
+        In a read-only directory (or on a full disk) SQLite reads the WAL through the -wal and -shm files that
+        are there; where they are not (a store its last writer closed cleanly) it cannot create them, and the
+        main file is then the whole store: it is read as immutable. A WAL with commits but no -shm beside it
+        there cannot be read, and is refused rather than silently left out.
         """
         try:
             return cls._connect_ro(db, immutable=False)
         except sqlite3.Error as exc:
             first = exc
-        if os.access(db.parent, os.W_OK):   # not for want of -shm: immutable would read past a live writer's locks
+        # a live connection (a driver) holds -shm: immutable would read past its locks. Where none does, SQLite could
+        # not create (or grow) -shm: a read-only directory, or a full disk (where a failed open leaves a stub -shm)
+        writable = os.access(db.parent, os.W_OK)
+        if writable and _shm_in_use(db):
             raise StoreError(f"cannot read the store {db}: {_why(first)}") from None
         wal = Path(f"{db}-wal")
         try:
@@ -257,9 +284,11 @@ class Store:
         except OSError:
             pending = False
         if pending:
+            where = "on a full disk" if writable else "in a read-only directory"
             raise StoreError(f"cannot read the store {db}: {_why(first)}; its write-ahead log {wal.name} holds "
-                             f"commits that cannot be read in a read-only directory without {db.name}-shm: copy "
-                             "the store directory to a writable place and read it there") from None
+                             f"commits that cannot be read {where} without {db.name}-shm: "
+                             + ("free some space and run the command again" if writable else
+                                "copy the store directory to a writable place and read it there")) from None
         try:
             return cls._connect_ro(db, immutable=True)
         except sqlite3.Error as exc:
@@ -275,9 +304,13 @@ class Store:
         # which the writer opens) is read too, not a UnicodeEncodeError
         conn = sqlite3.connect(f"file:{quote(os.fsencode(db))}?{flags}", uri=True, timeout=10,
                                check_same_thread=False)
-        conn.execute("PRAGMA query_only=ON")
-        conn.row_factory = sqlite3.Row
-        cls._check_version(conn, db)
+        try:
+            conn.execute("PRAGMA query_only=ON")
+            conn.row_factory = sqlite3.Row
+            cls._check_version(conn, db)
+        except BaseException:
+            conn.close()   # now, not when the traceback is dropped: its locks on -shm would hide a live writer's
+            raise
         return conn
 
     @staticmethod
