@@ -227,3 +227,39 @@ def test_an_empty_string_and_a_number_among_command_items_pass_as_wandbs_agent_p
     argv = build_command(spec, {"seed": 0}, interpreter="py", args_json_file="p.json")
     assert argv[1:] == ["py", "train.py", "--other_algorithms", "", "--n_envs", "4", "--use_wandb", "true",
                         "--seed=0"]
+
+
+# -- hyperband with min_iter, max_iter and eta but no s --------------------------------------------------------------
+# Kang-ChangWoo/audio-depth-estimation sweep_config.yaml: `{type: hyperband, min_iter: 20, eta: 2, max_iter: 60}`.
+# W&B's schema takes it (hyperband_stopping: anyOf [max_iter with s] or [min_iter]) and `wandb sweep` creates the
+# sweep; sweeplab refused it, exit 2: "hyperband with max_iter needs s"
+
+def test_hyperband_max_iter_without_s_beside_min_iter_runs_by_min_iter_with_a_warning() -> None:
+    et = {"type": "hyperband", "min_iter": 20, "eta": 2, "max_iter": 60}
+    spec = _spec(method="random", metric={"name": "loss", "goal": "minimize"}, early_terminate=et)
+    assert spec.early_terminate["min_iter"] == 20 and "max_iter" not in spec.early_terminate
+    (warning,) = spec.warnings
+    assert warning.startswith("sweep.yaml: early_terminate.max_iter: max_iter is not used without s; got 60")
+    assert "min_iter" in warning
+    with pytest.raises(SpecError, match=r"early_terminate\.max_iter: max_iter is not used without s"):
+        _spec(strict=True, method="random", metric={"name": "loss"}, early_terminate=et)
+
+
+def test_hyperband_max_iter_without_s_beside_min_iter_dry_runs(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "train.py").write_text("import wandb\nrun = wandb.init()\nwandb.log({'loss': wandb.config.lr})\n")
+    (tmp_path / "sweep.yaml").write_text(
+        "program: train.py\nmethod: random\nmetric: {name: loss, goal: minimize}\n"
+        "parameters: {lr: {min: 0.1, max: 0.9}}\nrun_cap: 2\n"
+        "early_terminate: {type: hyperband, min_iter: 20, eta: 2, max_iter: 60}\n")
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--dry-run"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "early_terminate.max_iter: max_iter is not used without s" in proc.stderr
+    assert "hyperband: bands at reports 20, 40, 80" in proc.stdout

@@ -443,7 +443,13 @@ class _SpecParser(_WandbWarnings, _Limits):
                               expected=f"one of {', '.join(_HYPERBAND_KEYS)}",
                               hint=_did_you_mean(str(k), _HYPERBAND_KEYS))
                     del out[k]
-            if out.get("min_iter") is not None and out.get("max_iter") is not None:
+            if out.get("min_iter") is not None and out.get("max_iter") is not None and out.get("s") is None:
+                # W&B's schema takes the file by its min_iter (anyOf: max_iter with s, or min_iter); its
+                # controller reads s beside max_iter, which is not there: judged by min_iter's bands here
+                self.warn("max_iter is not used without s", "early_terminate.max_iter", value=out.pop("max_iter"),
+                          expected="max_iter with s, or min_iter", note=f"bands from min_iter {out['min_iter']}",
+                          hint="add s to judge by max_iter, or drop max_iter")
+            elif out.get("min_iter") is not None and out.get("max_iter") is not None:
                 self.warn("min_iter is not used beside max_iter", "early_terminate.min_iter",
                           value=out["min_iter"], expected="min_iter or max_iter with s, not both",
                           note="max_iter wins, as in W&B")
