@@ -263,3 +263,15 @@ def test_hyperband_max_iter_without_s_beside_min_iter_dry_runs(tmp_path) -> None
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "early_terminate.max_iter: max_iter is not used without s" in proc.stderr
     assert "hyperband: bands at reports 20, 40, 80" in proc.stdout
+
+
+# -- int_uniform bounds written as 1.0: W&B's schema (jsonschema's integer) takes an integral float ---------------
+# and its sampler draws int(randint.ppf(x, min, max + 1)) (sweeps/params.py): ints; sweeplab refused the file
+
+def test_int_uniform_bounds_written_as_integral_floats_draw_ints() -> None:
+    spec = _spec(method="random", parameters={"layers": {"distribution": "int_uniform", "min": 1.0, "max": 10.0}})
+    dist = spec.space.params["layers"]
+    assert dist.kind == "int_uniform" and (dist.min, dist.max) == (1, 10)
+    assert type(dist.min) is int and type(dist.max) is int
+    with pytest.raises(SpecError, match=r"parameters\.layers\.min: min must be an integer; got 1\.5"):
+        _spec(method="random", parameters={"layers": {"distribution": "int_uniform", "min": 1.5, "max": 10}})

@@ -300,6 +300,8 @@ class _Parser:
 
     def number(self, conf: Mapping[str, Any], k: str, key: str, *, integer: bool = False) -> Any:
         v = conf[k]
+        if integer and isinstance(v, float) and v.is_integer():
+            v = int(v)   # 1.0: W&B's schema takes it as an integer (jsonschema), and draws ints from it
         if integer and not (isinstance(v, int) and not isinstance(v, bool)):
             raise self.error(f"{k} must be an integer", f"{key}.{k}", value=v, expected="an integer")
         try:
