@@ -275,3 +275,20 @@ def test_int_uniform_bounds_written_as_integral_floats_draw_ints() -> None:
     assert type(dist.min) is int and type(dist.max) is int
     with pytest.raises(SpecError, match=r"parameters\.layers\.min: min must be an integer; got 1\.5"):
         _spec(method="random", parameters={"layers": {"distribution": "int_uniform", "min": 1.5, "max": 10}})
+
+
+# -- the sweep under a key of a larger config (`sweep: {method: ..., parameters: ...}`), handed to wandb.sweep by a
+# script (2catycm/SSF sweep.yaml, AshwinSankar17/da6401_assignment1 sweep_config.yaml): W&B cannot read the file
+# as a sweep either; the error said only "missing required key 'method'"
+
+def test_a_sweep_under_a_key_is_named_in_the_error() -> None:
+    raw = {"sweep": {"method": "bayes", "metric": {"name": "loss"}, "parameters": {"lr": {"values": [1]}}},
+           "seed": 3}
+    with pytest.raises(SpecError) as info:
+        parse_spec(raw, file="sweep.yaml")
+    message = str(info.value)
+    assert message.startswith("sweep.yaml: method: missing required key 'method'")
+    assert "the sweep is under 'sweep'" in message
+    with pytest.raises(SpecError) as info:
+        parse_spec({"seed": 3, "lr": {"values": [1]}}, file="sweep.yaml")
+    assert "the sweep is under" not in str(info.value)

@@ -23,7 +23,7 @@ REFUSED = {
     "19_test_net.yaml": ("nothing to run", "--function"),
     "10_da6401_assignment1.yaml": ("invalid YAML", "line"),              # not YAML W&B reads either
     "11_attention_formers.yaml": ("method", "missing required key"),     # no sweep: a Lightning grid file
-    "12_ssf.yaml": ("method", "missing required key"),                   # the sweep under a `sweep:` key
+    "12_ssf.yaml": ("method", "the sweep is under 'sweep'"),            # the sweep under a `sweep:` key
     "13_blpo.yaml": ("parameters.CLIP_EPS.values", "does not apply to distribution uniform"),  # no schema fits
     "23_biporousmediaflow.yaml": ("program", "<train_script_path>"),     # a placeholder left in
     "25_dalio_finetuner.yaml": ("parameters.num_train_epochs.values", "must be a list"),      # `values: 3`
