@@ -289,6 +289,8 @@ def test_a_sweep_under_a_key_is_named_in_the_error() -> None:
     message = str(info.value)
     assert message.startswith("sweep.yaml: method: missing required key 'method'")
     assert "the sweep is under 'sweep'" in message
+    with pytest.raises(SpecError, match="the sweep is under 'sweep'"):   # not "unknown key 'sweep'"
+        parse_spec(raw, file="sweep.yaml", strict=True)
     with pytest.raises(SpecError) as info:
         parse_spec({"seed": 3, "lr": {"values": [1]}}, file="sweep.yaml")
     assert "the sweep is under" not in str(info.value)

@@ -63,6 +63,12 @@ class _SpecParser(_WandbWarnings, _Limits):
         if not isinstance(raw, Mapping):
             raise self.error("the sweep spec must be a mapping", None, value=raw,
                              expected="a YAML mapping (method: ..., parameters: ...)")
+        if raw.get("method") is None:   # a larger config holding the sweep under a key, for wandb.sweep(cfg[k])
+            for k, v in raw.items():
+                if isinstance(v, Mapping) and v.get("method") is not None and "parameters" in v:
+                    raise self.error(f"missing required key 'method' (the sweep is under {k!r})", "method",
+                                     expected="method at the top level",
+                                     hint=f"move the keys of {k!r} to the top level of a file of their own")
         for k in raw:
             if k in _UNSUPPORTED_KEYS:
                 raise self.error(f"{k!r} is not supported", str(k), hint=_UNSUPPORTED_KEYS[k])
@@ -70,12 +76,6 @@ class _SpecParser(_WandbWarnings, _Limits):
                 self.warn(f"unknown key {k!r}", str(k), expected="a sweep spec key",
                           hint=_did_you_mean(str(k), _TOP_KEYS) or "see docs/spec.md for the keys")
 
-        if raw.get("method") is None:   # a larger config holding the sweep under a key, for wandb.sweep(cfg[k])
-            for k, v in raw.items():
-                if isinstance(v, Mapping) and v.get("method") is not None and "parameters" in v:
-                    raise self.error(f"missing required key 'method' (the sweep is under {k!r})", "method",
-                                     expected="method at the top level",
-                                     hint=f"move the keys of {k!r} to the top level of a file of their own")
         method = self.method(raw.get("method"))
         objectives = self.objectives(raw.get("metric"), method)
         metric = objectives[0] if objectives else MetricSpec()
