@@ -294,3 +294,23 @@ def test_a_sweep_under_a_key_is_named_in_the_error() -> None:
     with pytest.raises(SpecError) as info:
         parse_spec({"seed": 3, "lr": {"values": [1]}}, file="sweep.yaml")
     assert "the sweep is under" not in str(info.value)
+
+
+# -- int_uniform with min equal to max (a range pinned to one value): W&B's schema has no min < max and its
+# sampler draws int(randint.ppf(x, 5, 6)) = 5 every time; sweeplab refused the file ("min must be less than max")
+
+def test_int_uniform_pinned_to_one_value_runs_as_that_value() -> None:
+    spec = _spec(method="bayes", metric={"name": "loss"},
+                 parameters={"epochs": {"distribution": "int_uniform", "min": 5, "max": 5},
+                             "lr": {"min": 0.1, "max": 0.2}})
+    epochs = spec.space.params["epochs"]
+    assert epochs.kind == "constant" and epochs.value == 5 and type(epochs.value) is int
+    argv = build_command(_spec(parameters={"epochs": {"distribution": "int_uniform", "min": 5.0, "max": 5.0}},
+                               command=["python", "${program}", "${args}"]),
+                         {"epochs": 5}, interpreter="py", args_json_file="p.json")
+    assert argv == ["python", "train.py", "--epochs=5"]
+    for kind in ("uniform", "q_uniform", "log_uniform_values"):   # W&B draws nan from these: still refused
+        with pytest.raises(SpecError, match=r"parameters\.x\.min: min must be less than max"):
+            _spec(method="random", parameters={"x": {"distribution": kind, "min": 1, "max": 1}})
+    with pytest.raises(SpecError, match=r"parameters\.x\.min: min must be less than max"):
+        _spec(method="random", parameters={"x": {"distribution": "int_uniform", "min": 6, "max": 5}})

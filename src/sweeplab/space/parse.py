@@ -356,6 +356,8 @@ class _Parser:
                 raise self.error(f"{kind} needs min > 0 (min and max are values)", f"{key}.min", value=lo,
                                  expected="a number > 0",
                                  hint="use log_uniform for exponents" if "inv" not in kind else None)
+            if kind == "int_uniform" and lo == hi:   # W&B draws int(randint.ppf(x, lo, lo + 1)): always lo
+                return Constant(name, lo)
             if lo >= hi:
                 raise self.error("min must be less than max", f"{key}.min", value=lo, expected=f"< max ({hi})")
             try:
