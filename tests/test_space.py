@@ -162,7 +162,7 @@ def test_distribution_inference_and_defaults_follow_wandb(raw: dict, kind: str, 
         ({"lr": {"min": "1e-5", "max": 1.0}}, "parameters.lr.min", "write 1.0e-5"),
         ({"lr": {"min": True, "max": 1.0}}, "parameters.lr.min", "finite number"),
         ({"lr": {"min": 2.0, "max": 1.0}}, "parameters.lr.min", "less than max"),
-        ({"lr": {"min": 1, "max": 1}}, "parameters.lr.min", "less than max"),
+        ({"lr": {"min": 1.0, "max": 1.0}}, "parameters.lr.min", "less than max"),   # int 1..1: a constant, as W&B
         ({"n": {"distribution": "int_uniform", "min": 0.5, "max": 3}}, "parameters.n.min", "integer"),
         ({"c": {"values": []}}, "parameters.c.values", "empty"),
         ({"c": {"values": "abc"}}, "parameters.c.values", "must be a list"),

@@ -227,3 +227,90 @@ def test_an_empty_string_and_a_number_among_command_items_pass_as_wandbs_agent_p
     argv = build_command(spec, {"seed": 0}, interpreter="py", args_json_file="p.json")
     assert argv[1:] == ["py", "train.py", "--other_algorithms", "", "--n_envs", "4", "--use_wandb", "true",
                         "--seed=0"]
+
+
+# -- hyperband with min_iter, max_iter and eta but no s --------------------------------------------------------------
+# Kang-ChangWoo/audio-depth-estimation sweep_config.yaml: `{type: hyperband, min_iter: 20, eta: 2, max_iter: 60}`.
+# W&B's schema takes it (hyperband_stopping: anyOf [max_iter with s] or [min_iter]) and `wandb sweep` creates the
+# sweep; sweeplab refused it, exit 2: "hyperband with max_iter needs s"
+
+def test_hyperband_max_iter_without_s_beside_min_iter_runs_by_min_iter_with_a_warning() -> None:
+    et = {"type": "hyperband", "min_iter": 20, "eta": 2, "max_iter": 60}
+    spec = _spec(method="random", metric={"name": "loss", "goal": "minimize"}, early_terminate=et)
+    assert spec.early_terminate["min_iter"] == 20 and "max_iter" not in spec.early_terminate
+    (warning,) = spec.warnings
+    assert warning.startswith("sweep.yaml: early_terminate.max_iter: max_iter is not used without s; got 60")
+    assert "min_iter" in warning
+    with pytest.raises(SpecError, match=r"early_terminate\.max_iter: max_iter is not used without s"):
+        _spec(strict=True, method="random", metric={"name": "loss"}, early_terminate=et)
+
+
+def test_hyperband_max_iter_without_s_beside_min_iter_dry_runs(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "train.py").write_text("import wandb\nrun = wandb.init()\nwandb.log({'loss': wandb.config.lr})\n")
+    (tmp_path / "sweep.yaml").write_text(
+        "program: train.py\nmethod: random\nmetric: {name: loss, goal: minimize}\n"
+        "parameters: {lr: {min: 0.1, max: 0.9}}\nrun_cap: 2\n"
+        "early_terminate: {type: hyperband, min_iter: 20, eta: 2, max_iter: 60}\n")
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--dry-run"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "early_terminate.max_iter: max_iter is not used without s" in proc.stderr
+    assert "hyperband: bands at reports 20, 40, 80" in proc.stdout
+
+
+# -- int_uniform bounds written as 1.0: W&B's schema (jsonschema's integer) takes an integral float ---------------
+# and its sampler draws int(randint.ppf(x, min, max + 1)) (sweeps/params.py): ints; sweeplab refused the file
+
+def test_int_uniform_bounds_written_as_integral_floats_draw_ints() -> None:
+    spec = _spec(method="random", parameters={"layers": {"distribution": "int_uniform", "min": 1.0, "max": 10.0}})
+    dist = spec.space.params["layers"]
+    assert dist.kind == "int_uniform" and (dist.min, dist.max) == (1, 10)
+    assert type(dist.min) is int and type(dist.max) is int
+    with pytest.raises(SpecError, match=r"parameters\.layers\.min: min must be an integer; got 1\.5"):
+        _spec(method="random", parameters={"layers": {"distribution": "int_uniform", "min": 1.5, "max": 10}})
+
+
+# -- the sweep under a key of a larger config (`sweep: {method: ..., parameters: ...}`), handed to wandb.sweep by a
+# script (2catycm/SSF sweep.yaml, AshwinSankar17/da6401_assignment1 sweep_config.yaml): W&B cannot read the file
+# as a sweep either; the error said only "missing required key 'method'"
+
+def test_a_sweep_under_a_key_is_named_in_the_error() -> None:
+    raw = {"sweep": {"method": "bayes", "metric": {"name": "loss"}, "parameters": {"lr": {"values": [1]}}},
+           "seed": 3}
+    with pytest.raises(SpecError) as info:
+        parse_spec(raw, file="sweep.yaml")
+    message = str(info.value)
+    assert message.startswith("sweep.yaml: method: missing required key 'method'")
+    assert "the sweep is under 'sweep'" in message
+    with pytest.raises(SpecError, match="the sweep is under 'sweep'"):   # not "unknown key 'sweep'"
+        parse_spec(raw, file="sweep.yaml", strict=True)
+    with pytest.raises(SpecError) as info:
+        parse_spec({"seed": 3, "lr": {"values": [1]}}, file="sweep.yaml")
+    assert "the sweep is under" not in str(info.value)
+
+
+# -- int_uniform with min equal to max (a range pinned to one value): W&B's schema has no min < max and its
+# sampler draws int(randint.ppf(x, 5, 6)) = 5 every time; sweeplab refused the file ("min must be less than max")
+
+def test_int_uniform_pinned_to_one_value_runs_as_that_value() -> None:
+    spec = _spec(method="bayes", metric={"name": "loss"},
+                 parameters={"epochs": {"distribution": "int_uniform", "min": 5, "max": 5},
+                             "lr": {"min": 0.1, "max": 0.2}})
+    epochs = spec.space.params["epochs"]
+    assert epochs.kind == "constant" and epochs.value == 5 and type(epochs.value) is int
+    argv = build_command(_spec(parameters={"epochs": {"distribution": "int_uniform", "min": 5.0, "max": 5.0}},
+                               command=["python", "${program}", "${args}"]),
+                         {"epochs": 5}, interpreter="py", args_json_file="p.json")
+    assert argv == ["python", "train.py", "--epochs=5"]
+    for kind in ("uniform", "q_uniform", "log_uniform_values"):   # W&B draws nan from these: still refused
+        with pytest.raises(SpecError, match=r"parameters\.x\.min: min must be less than max"):
+            _spec(method="random", parameters={"x": {"distribution": kind, "min": 1, "max": 1}})
+    with pytest.raises(SpecError, match=r"parameters\.x\.min: min must be less than max"):
+        _spec(method="random", parameters={"x": {"distribution": "int_uniform", "min": 6, "max": 5}})

@@ -300,6 +300,8 @@ class _Parser:
 
     def number(self, conf: Mapping[str, Any], k: str, key: str, *, integer: bool = False) -> Any:
         v = conf[k]
+        if integer and isinstance(v, float) and v.is_integer():
+            v = int(v)   # 1.0: W&B's schema takes it as an integer (jsonschema), and draws ints from it
         if integer and not (isinstance(v, int) and not isinstance(v, bool)):
             raise self.error(f"{k} must be an integer", f"{key}.{k}", value=v, expected="an integer")
         try:
@@ -354,6 +356,8 @@ class _Parser:
                 raise self.error(f"{kind} needs min > 0 (min and max are values)", f"{key}.min", value=lo,
                                  expected="a number > 0",
                                  hint="use log_uniform for exponents" if "inv" not in kind else None)
+            if kind == "int_uniform" and lo == hi:   # W&B draws int(randint.ppf(x, lo, lo + 1)): always lo
+                return Constant(name, lo)
             if lo >= hi:
                 raise self.error("min must be less than max", f"{key}.min", value=lo, expected=f"< max ({hi})")
             try:

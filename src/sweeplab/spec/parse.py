@@ -63,6 +63,12 @@ class _SpecParser(_WandbWarnings, _Limits):
         if not isinstance(raw, Mapping):
             raise self.error("the sweep spec must be a mapping", None, value=raw,
                              expected="a YAML mapping (method: ..., parameters: ...)")
+        if raw.get("method") is None:   # a larger config holding the sweep under a key, for wandb.sweep(cfg[k])
+            for k, v in raw.items():
+                if isinstance(v, Mapping) and v.get("method") is not None and "parameters" in v:
+                    raise self.error(f"missing required key 'method' (the sweep is under {k!r})", "method",
+                                     expected="method at the top level",
+                                     hint=f"move the keys of {k!r} to the top level of a file of their own")
         for k in raw:
             if k in _UNSUPPORTED_KEYS:
                 raise self.error(f"{k!r} is not supported", str(k), hint=_UNSUPPORTED_KEYS[k])
@@ -443,7 +449,13 @@ class _SpecParser(_WandbWarnings, _Limits):
                               expected=f"one of {', '.join(_HYPERBAND_KEYS)}",
                               hint=_did_you_mean(str(k), _HYPERBAND_KEYS))
                     del out[k]
-            if out.get("min_iter") is not None and out.get("max_iter") is not None:
+            if out.get("min_iter") is not None and out.get("max_iter") is not None and out.get("s") is None:
+                # W&B's schema takes the file by its min_iter (anyOf: max_iter with s, or min_iter); its
+                # controller reads s beside max_iter, which is not there: judged by min_iter's bands here
+                self.warn("max_iter is not used without s", "early_terminate.max_iter", value=out.pop("max_iter"),
+                          expected="max_iter with s, or min_iter", note=f"bands from min_iter {out['min_iter']}",
+                          hint="add s to judge by max_iter, or drop max_iter")
+            elif out.get("min_iter") is not None and out.get("max_iter") is not None:
                 self.warn("min_iter is not used beside max_iter", "early_terminate.min_iter",
                           value=out["min_iter"], expected="min_iter or max_iter with s, not both",
                           note="max_iter wins, as in W&B")
