@@ -332,8 +332,8 @@ def build_routes(reader: Reader) -> list[Route]:
 
     def api_curves(request: Request) -> Response:
         name = request.path_params["name"]
-        key = request.query_params.get("key", "")
-        if not key:   # any length a trial logged (the URL's own limit bounds it)
+        key = request.query_params.get("key")
+        if key is None:   # absent; `?key=` is the metric named "" (a store holds it: it is plotted too)
             raise BadRequest("query parameter 'key' (a metric name) is required")
         numbers = _int_list(request, "trials", queries.MAX_CURVE_TRIALS)
         max_points = _int(request, "max_points", 1000, 4, 10_000)
