@@ -1005,7 +1005,34 @@ def trial_histories(store: Store, name: str
     for tid, number in trials:
         keys = metric_keys(store, [tid])
         if keys:
-            yield int(number), {str(key): _key_points(store, tid, key) for key in keys}
+            yield int(number), _trial_curves(store, tid, keys)
+
+
+def _trial_curves(store: Store, trial_id: int, keys: Sequence[Any]
+                  ) -> dict[str, Iterator[tuple[int, float | None, float]]]:
+    """`{key: points}` of one trial from ONE query ordered by (key, step): a key's iterator reads on from that
+    shared cursor when the keys are read in order (`metric_keys`' order, the index's), else it runs its own
+    query (`_key_points`). A query per key took 45 us each: a trial of 100,000 metrics spent 5 s on them."""
+    rows = store.conn.execute("SELECT key, step, value, time FROM metrics WHERE trial_id=? "
+                              "ORDER BY key, step, attempt, rowid", (trial_id,))
+    ahead: list[Any] = [next(rows, None)]   # the shared cursor's next row, not yet taken by a key
+
+    def points(key: Any) -> Iterator[tuple[int, float | None, float]]:
+        row = ahead[0]
+        if row is None or row[0] != key:   # read out of order (or a key the cursor passed): its own query
+            yield from _key_points(store, trial_id, key)
+            return
+        held: tuple[int, float | None, float] | None = None
+        while row is not None and row[0] == key:
+            point = (int(row[1]), _num(row[2]), float(row[3]))
+            if held is not None and held[0] != point[0]:
+                yield held
+            held = point
+            row = ahead[0] = next(rows, None)
+        if held is not None:
+            yield held
+
+    return {str(key): points(key) for key in keys}
 
 
 def _key_points(store: Store, trial_id: int, key: str) -> Iterator[tuple[int, float | None, float]]:
