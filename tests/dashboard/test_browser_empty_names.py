@@ -58,3 +58,14 @@ def test_curves_grouped_by_a_parameter_named_empty_or_state_group_by_it(page: An
     page.wait_for_selector("#custom-0[data-rendered]")
     assert len(page.evaluate("""() => document.querySelector('#custom-0').data
         .filter((t) => t.meta && t.meta.group)""")) == 3
+
+
+def test_a_trial_of_many_metrics_names_the_first_20_left_undrawn(page: Any, tmp_path: Any,
+                                                                  live_server_for: Any) -> None:
+    """The note under a trial's curves listed every metric not drawn: for 100,000 metrics, megabytes of text."""
+    root = _store(tmp_path / "store", "s", [f"k{j:03d}" for j in range(80)], ["lr"])
+    with live_server_for(create_app(root)) as srv:
+        page.goto(srv.url + "/sweeps/s/trials/0")
+        page.wait_for_selector("#trial-curves-note:has-text('not drawn')", timeout=60_000)
+        named = ", ".join(f"k{j:03d}" for j in range(12, 32))   # the page draws 12
+        assert page.inner_text("#trial-curves-note") == f"12 of 80 metrics drawn; not drawn: {named} and 48 more"
