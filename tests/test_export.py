@@ -677,3 +677,22 @@ def test_a_large_trial_is_exported_whole_to_tensorboard_and_parquet(tmp_path):
     assert len(table) == 8 + 2 + keys   # the fixed columns, params.lr, metrics.loss and the 3,000
     assert table["metrics.m.02999"] == [2999.0, None] and table["params.lr"] == [0.1, 0.2]
     assert table["number"] == [0, 1] and table["metrics.loss"] == [0.5, 0.5]
+
+
+def test_a_trial_s_curves_read_in_any_key_order_are_the_same(tmp_path):
+    """`trial_histories` streams a trial's keys from one query ordered by key; a key read out of that order
+    (or after a key left unread) gets its own query: the same points either way."""
+    store = _large_trial_store(tmp_path / "store", 300, 5)
+    st = Store.open(store, readonly=True)
+    try:
+        with st.snapshot():
+            in_order = queries.metric_history(st, "big")
+            backwards = {n: {k: list(curves[k]) for k in reversed(list(curves))}
+                         for n, curves in queries.trial_histories(st, "big")}
+            skipping = {n: {k: list(curves[k]) for k in list(curves)[1::2]}
+                        for n, curves in queries.trial_histories(st, "big")}
+    finally:
+        st.close()
+    assert backwards == in_order and len(in_order[0]) == 6 and len(in_order[0]["loss"]) == 300
+    assert in_order[0]["loss"][-1] == (299, -299.0, 5299.0)   # the second attempt's point wins
+    assert skipping[0] == {k: in_order[0][k] for k in list(in_order[0])[1::2]}
