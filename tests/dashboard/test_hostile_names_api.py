@@ -90,8 +90,10 @@ def test_a_real_server_serves_a_long_name_and_refuses_absurd_urls_with_414_or_43
         assert ok.startswith(b"HTTP/1.1 200"), ok[:300]
         for size, status, text in [(MAX_URL + 10, b"414", b"URL too long"),
                                    (REQUEST_HEAD_LIMIT + 10, b"414", b"URL too long")]:
-            r = _raw(srv.port, b"GET /api/sweeps?x=" + b"a" * size + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            r = _raw(srv.port, b"GET /api/sweeps?x=" + b"a" * size + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Connection: close\r\n\r\n")
             assert r.startswith(b"HTTP/1.1 " + status) and text in r, r[:300]
-        r = _raw(srv.port, b"GET /api/sweeps HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * REQUEST_HEAD_LIMIT
+        r = _raw(srv.port, b"GET /api/sweeps HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-Big: "
+                 + b"a" * REQUEST_HEAD_LIMIT
                  + b"\r\n\r\n")
         assert r.startswith(b"HTTP/1.1 431") and b"headers too large" in r, r[:300]
