@@ -196,7 +196,7 @@ def test_custom_charts_scatter_and_grouped_curves_persist_in_the_url(page: Any, 
     assert {"completed", "stopped by rule"} <= set(names), names
     page.select_option("#chart-kind", "curves")
     page.select_option("#chart-a", "val_loss")
-    page.select_option("#chart-b", "momentum")
+    page.select_option("#chart-b", "p:momentum")
     page.click("#add-chart")
     page.wait_for_selector("#custom-1[data-rendered]")
     assert "charts=" in page.url

@@ -61,13 +61,13 @@ def server_config(app: Any, *, host: str = "127.0.0.1", port: int = 8765, header
     `write_timeout`: seconds it may leave a response unread (default `server.WRITE_TIMEOUT`).
     """
     uvicorn = optional_import("uvicorn", "dashboard", _PURPOSE)
-    from sweeplab.dashboard.server import HEADER_TIMEOUT, WRITE_TIMEOUT, protocol_class
+    from sweeplab.dashboard.server import HEADER_TIMEOUT, REQUEST_HEAD_LIMIT, WRITE_TIMEOUT, protocol_class
 
     protocol = protocol_class(HEADER_TIMEOUT if header_timeout is None else header_timeout, max_connections,
                               WRITE_TIMEOUT if write_timeout is None else write_timeout)
     return uvicorn.Config(app, host=host, port=port, http=protocol, ws="none", lifespan="on",
                           log_level="warning", access_log=False, server_header=False, timeout_keep_alive=5,
-                          h11_max_incomplete_event_size=16 * 1024,
+                          h11_max_incomplete_event_size=REQUEST_HEAD_LIMIT,
                           timeout_graceful_shutdown=SHUTDOWN_GRACE)
 
 

@@ -30,6 +30,7 @@ __all__ = ["SweepNamePaths", "build_routes"]
 
 STATIC_DIR = Path(__file__).parent / "static"
 MAX_LOG_TAIL = 1 << 20
+MAX_TRIAL_CURVES = 50   # a trial page draws the curves of its first 50 metrics
 SERVED_DIRS = ("logs", "artifacts")  # the only parts of the store /files/ may serve
 _TEXT_SUFFIXES = {".log", ".txt", ".json", ".yaml", ".yml", ".csv", ".md", ".out", ".err"}
 
@@ -332,8 +333,8 @@ def build_routes(reader: Reader) -> list[Route]:
 
     def api_curves(request: Request) -> Response:
         name = request.path_params["name"]
-        key = request.query_params.get("key", "")
-        if not key:   # any length a trial logged (the URL's own limit bounds it)
+        key = request.query_params.get("key")
+        if key is None:   # absent; `?key=` is the metric named "" (a store holds it: it is plotted too)
             raise BadRequest("query parameter 'key' (a metric name) is required")
         numbers = _int_list(request, "trials", queries.MAX_CURVE_TRIALS)
         max_points = _int(request, "max_points", 1000, 4, 10_000)
@@ -349,7 +350,7 @@ def build_routes(reader: Reader) -> list[Route]:
 
         def compute() -> dict[str, Any]:
             store = reader.store()
-            cols = queries.trial_columns(store, name)
+            cols = queries.trial_columns(store, name, with_metrics=False)   # final metrics: not needed
             metric = cols["sweep"].get("metric")
             keys = reader.sweep_metric_keys(sid)
             rung = queries.rung_values(store, name, metric) if metric and metric in keys else None
@@ -370,20 +371,32 @@ def build_routes(reader: Reader) -> list[Route]:
         return _json({"sweep": name, "events": evs})
 
     def api_trial(request: Request) -> Response:
+        """One trial's details, cached until the store changes: a trial of 100,000 metrics is 2 MB of JSON that
+        took seconds to read and encode on every refresh of its page."""
         name, number = request.path_params["name"], request.path_params["number"]
-        return _json(queries.trial_detail(reader.store(), name, number))
+        body = reader.cached("trial", name, (number, reader.version(name)),
+                             lambda: _json_bytes(queries.trial_detail(reader.store(), name, number)))
+        return Response(body, media_type="application/json", headers={"cache-control": "no-cache"})
 
     def api_trial_curves(request: Request) -> Response:
+        """The trial's first 50 metrics' curves, each downsampled server-side (`queries.downsample`: min and max
+        of each bucket, the first and last points, a marker where values were not finite), cached until the
+        store changes. Only the keys are read, not the whole trial (`trial_detail`: every final metric)."""
         name, number = request.path_params["name"], request.path_params["number"]
-        detail = queries.trial_detail(reader.store(), name, number)
         max_points = _int(request, "max_points", 1000, 4, 10_000)
-        keys = detail["metric_keys"][:50]
-        out = {}
-        for key in keys:
-            c = queries.curves(reader.store(), name, [number], key, max_points)["trials"]
-            if c:
-                out[key] = {"n": c[0]["n"], "step": c[0]["step"], "values": c[0]["values"]}
-        return _json({"sweep": name, "number": number, "state": detail["state"], "curves": out})
+
+        def compute() -> bytes:
+            store = reader.store()
+            state, keys = queries.trial_state_and_keys(store, name, number, limit=MAX_TRIAL_CURVES)
+            out = {}
+            for key in keys:
+                c = queries.curves(store, name, [number], key, max_points)["trials"]
+                if c:
+                    out[key] = {"n": c[0]["n"], "step": c[0]["step"], "values": c[0]["values"]}
+            return _json_bytes({"sweep": name, "number": number, "state": state, "curves": out})
+
+        body = reader.cached("trial-curves", name, (number, max_points, reader.version(name)), compute)
+        return Response(body, media_type="application/json", headers={"cache-control": "no-cache"})
 
     def api_log(request: Request) -> Response:
         name, number = request.path_params["name"], request.path_params["number"]

@@ -33,7 +33,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 COOKIE = "sweeplab_token"
-MAX_URL = 4096            # bytes of path + query string
+#: bytes of path + query string: names the store holds (sweeps, metrics) travel in URLs percent-encoded, up to
+#: 3 bytes each, so 4 KB refused (414) a 1.4 KB name of non-ASCII letters; 64 KB is what browsers send too
+MAX_URL = 64 * 1024
 MAX_HEADERS = 16 * 1024   # bytes of all request headers
 MAX_IN_FLIGHT = 64        # requests answered at once (more: 503); counts requests, not open connections
 ALLOWED_METHODS = ("GET", "HEAD")

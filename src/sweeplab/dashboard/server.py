@@ -22,17 +22,24 @@ Imported only by `app.serve` and tests, after the `dashboard` extra has been che
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["HEADER_TIMEOUT", "WRITE_TIMEOUT", "SlowClientSafeH11", "connection_cap", "protocol_class"]
+from sweeplab.dashboard.security import _SECURITY_HEADERS, MAX_HEADERS, MAX_URL
+
+__all__ = ["HEADER_TIMEOUT", "REQUEST_HEAD_LIMIT", "WRITE_TIMEOUT", "SlowClientSafeH11", "connection_cap",
+           "protocol_class"]
 
 HEADER_TIMEOUT = 10.0   # seconds a client has to send a request's headers
 WRITE_TIMEOUT = 30.0    # seconds a client may leave a response's buffered bytes unread
 MAX_CONNECTIONS = 1024  # open connections at most (fewer when the file-descriptor limit is low)
+#: bytes of a request's head (request line and headers) h11 buffers; `security.Guard` answers 414 / 431 for
+#: a URL or headers over its own limits below this, `send_400_response` for a head beyond it
+REQUEST_HEAD_LIMIT = MAX_URL + MAX_HEADERS + 1024
 
 
 def connection_cap() -> int:
@@ -86,6 +93,22 @@ class SlowClientSafeH11(H11Protocol):
     def resume_writing(self) -> None:
         self._reading_again()
         super().resume_writing()
+
+    def send_400_response(self, msg: str) -> None:
+        """h11 refuses a request head longer than its buffer with uvicorn's plain 400 "Invalid HTTP request":
+        say which part was too long instead, as `security.Guard` does below the limit (414 or 431)."""
+        head = self.conn.trailing_data[0]
+        if len(head) <= REQUEST_HEAD_LIMIT:
+            super().send_400_response(msg)
+            return
+        status, text = (431, "request headers too large") if b"\n" in head[:MAX_URL + 64] else (414, "URL too long")
+        body = json.dumps({"error": text}).encode()
+        self.transport.write(b"".join([
+            f"HTTP/1.1 {status} {'URI Too Long' if status == 414 else 'Request Header Fields Too Large'}\r\n".encode(),
+            *(k + b": " + v + b"\r\n" for k, v in [(b"content-type", b"application/json"), (b"connection", b"close"),
+                                                   (b"content-length", str(len(body)).encode()), *_SECURITY_HEADERS]),
+            b"\r\n", body]))
+        self.transport.close()
 
     # ------------------------------------------------------------------------------------------------
     def _await_headers(self) -> None:

@@ -9,8 +9,11 @@ const MAX_GROUP_TRIALS = 200;   // queries.MAX_CURVE_TRIALS
 // "scatter:lr:value,curves:val_loss:optimizer" <-> [{kind, a, b}]
 export function parseCharts(text) {
   return (text || "").split(",").map((s) => s.split(":").map(decodeURIComponent))
-    .filter((p) => (p[0] === "scatter" || p[0] === "curves") && p[1]).map(([kind, a, b]) => ({ kind, a, b: b || "" }));
+    // a curves chart of the metric named "" has a === "": kept (only a missing one is dropped)
+    .filter((p) => (p[0] === "scatter" && p[1]) || (p[0] === "curves" && p.length > 1)).map(([kind, a, b]) => ({ kind, a, b: b || "" }));
 }
+// a curves chart's grouping: "" none, "state", "p:NAME" a parameter (a bare NAME: a URL from before)
+function groupParam(b) { return b === "" || b === "state" ? null : b.startsWith("p:") ? b.slice(2) : b; }
 export function formatCharts(charts) {
   return charts.map((c) => [c.kind, c.a, c.b].map(encodeURIComponent).join(":")).join(",");
 }
@@ -53,7 +56,8 @@ export class CustomCharts {
       if (this.view.paramNames.length) this.pickB.value = `p:${this.view.paramNames[0]}`;
     } else {
       this.pickA.replaceChildren(...opts(this.view.keys.map((k) => [k, k])));
-      this.pickB.replaceChildren(...opts([["", "no grouping"], ["state", "state"], ...this.view.paramNames.map((p) => [p, p])]));
+      // parameters as `p:NAME`, so one named "" or "state" is not "no grouping" or the state
+      this.pickB.replaceChildren(...opts([["", "no grouping"], ["state", "state"], ...this.view.paramNames.map((p) => [`p:${p}`, p])]));
     }
   }
 
@@ -94,7 +98,7 @@ export class CustomCharts {
     this.list.replaceChildren(...this.charts.map((ch, k) => {
       const plot = el("div", { class: "plot", id: `custom-${k}` });
       const title = ch.kind === "scatter" ? `${this.label(ch.a)} vs ${this.label(ch.b)}` :
-        `${ch.a} curves${ch.b ? ` by ${ch.b}` : ""} (trials the table shows)`;
+        `${ch.a} curves${ch.b ? ` by ${groupParam(ch.b) ?? ch.b}` : ""} (trials the table shows)`;
       const card = el("div", { class: "card custom-chart", dataset: { kind: ch.kind } },
         el("h2", {}, title, el("span", { class: "tools" },
           el("button", { type: "button", class: "remove-chart", onclick: () => this.remove(k) }, "remove"))), plot);
@@ -134,7 +138,7 @@ export class CustomCharts {
     const data = await getJSON(apiUrl(this.view.name, `/curves?${new URLSearchParams({ key: ch.a, trials: nums.join(","), max_points: 300 })}`));
     const row = new Map(rows.map((i) => [c.number[i], i]));
     // A numeric parameter with many values is grouped in three equal-count bins (W&B groups by value).
-    const col = c.params[ch.b] || [];
+    const col = c.params[groupParam(ch.b)] || [];
     const nums2 = [...new Set(rows.map((i) => col[i]).filter(isNum))].sort((a, b) => a - b);
     const cuts = nums2.length > 6 ? [nums2[Math.floor(nums2.length / 3)], nums2[Math.floor((2 * nums2.length) / 3)]] : null;
     const bin = (v) => {

@@ -60,7 +60,7 @@ export class CompareView {
         ` ${metric || "value"} `, el("b", { text: fmtNum(d.value) })))));
     this.renderTable();
     const keys = [...new Set(details.flatMap((d) => d.metric_keys))].sort();
-    if (!this.key || !keys.includes(this.key)) this.key = keys.includes(metric) ? metric : keys[0] || null;
+    if (this.key === null || !keys.includes(this.key)) this.key = keys.includes(metric) ? metric : keys.length ? keys[0] : null;  // "" is a metric's name
     this.keySel.replaceChildren(...keys.map((k) => el("option", { value: k, text: k, selected: k === this.key })));
     await this.loadCurves();
   }
@@ -97,7 +97,7 @@ export class CompareView {
   }
 
   async loadCurves() {
-    if (!this.key) { this.curves.replaceChildren(el("div", { class: "placeholder", text: "no metrics logged" })); return; }
+    if (this.key === null) { this.curves.replaceChildren(el("div", { class: "placeholder", text: "no metrics logged" })); return; }
     let data;
     try {
       data = await getJSON(apiUrl(this.name, `/curves?${new URLSearchParams({ key: this.key, trials: this.numbers.join(","), max_points: 800 })}`));

@@ -667,10 +667,10 @@ export class SweepView {
       const keys = data.keys;
       const same = keys.length === this.keys.length && keys.every((k, i) => k === this.keys[i]);
       this.keys = keys;
-      const newKey = !this.curveKey || !keys.includes(this.curveKey);
+      const newKey = this.curveKey === null || !keys.includes(this.curveKey);   // "" is a metric's name
       if (newKey) {
         const m = this.summary.sweep.metric;
-        this.curveKey = keys.includes(m) ? m : keys[0] || null;
+        this.curveKey = keys.includes(m) ? m : keys.length ? keys[0] : null;
       }
       if (!same) {
         this.keySel.replaceChildren(...keys.map((k) => el("option", { value: k, text: k, selected: k === this.curveKey })));
@@ -682,7 +682,7 @@ export class SweepView {
   }
 
   async loadCurves() {
-    if (!this.curveKey) {
+    if (this.curveKey === null) {
       this.curves.replaceChildren(el("div", { class: "placeholder", text: "no metrics logged yet" }));
       return;
     }

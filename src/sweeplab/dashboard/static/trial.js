@@ -151,8 +151,10 @@ export class TrialView {
     const keys = Object.keys(data.curves).slice(0, MAX_PLOTS);
     // More metrics than plots: say which are left out (the sweep page's learning curves draw any of them).
     const left = all.filter((k) => !keys.includes(k));
+    // a trial of 100,000 metrics: name the first 20 left out, not all of them (a note of megabytes)
+    const named = left.length > 20 ? `${left.slice(0, 20).join(", ")} and ${fmtCount(left.length - 20)} more` : left.join(", ");
     this.curvesNote.textContent = left.length
-      ? `${fmtCount(keys.length)} of ${fmtCount(all.length)} metrics drawn; not drawn: ${left.join(", ")}` : "";
+      ? `${fmtCount(keys.length)} of ${fmtCount(all.length)} metrics drawn; not drawn: ${named}` : "";
     if (!keys.length) { this.plots.replaceChildren(el("p", { class: "muted", text: "no metrics logged" })); return; }
     const have = [...this.plots.children].map((n) => n.dataset.key);
     if (have.join("\n") !== keys.join("\n")) {
