@@ -90,7 +90,7 @@ def test_a_closed_terminal_stops_the_sweep_as_ctrl_c_does_and_exits_129(tmp_path
             time.sleep(0.05)
         assert (tmp_path / "ready").exists(), proc.communicate(timeout=60)
         proc.send_signal(signal.SIGHUP)
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -133,6 +133,8 @@ READERS = [
     (("best", "ok", "--json"), 0),
     (("best", "ok"), 0),
     (("--version",), 0),
+    (("--help",), 0),
+    (("sweep", "ok.yaml", "--dry-run"), 0),
     (("status", "nosuch"), 2),
     (("frobnicate",), 2),
     (("sweep", "nope.yaml"), 2),
