@@ -75,27 +75,55 @@ def _sweep_state(tmp_path: Path, name: str) -> dict:
     return json.loads(cp.stdout)
 
 
-def test_a_closed_terminal_stops_the_sweep_as_ctrl_c_does_and_exits_129(tmp_path: Path) -> None:
+MAIN_SCRIPT = """\
+import sweeplab as sl
+from tr import waits
+if __name__ == "__main__":
+    sl.main(waits)
+"""
+SWEEP_SCRIPT = """\
+import sweeplab as sl
+sl.sweep({"method": "grid", "parameters": {"x": {"values": [1]}}}, fn="tr.py:waits", name="hup", progress=False)
+print("the script went on")
+"""
+# how a script is started, and how it ends after SIGHUP: the CLI and `sl.main` exit 129; `sl.sweep` lets the
+# hang-up end the script as it would have without sweeplab (the sweep stopped and recorded first)
+HANGUPS = [
+    ("sweeplab sweep", None, 129),
+    ("sl.main script", MAIN_SCRIPT, 129),
+    ("sl.sweep script", SWEEP_SCRIPT, -signal.SIGHUP),
+]
+
+
+@pytest.mark.parametrize(("how", "script", "code"), HANGUPS, ids=[h[0] for h in HANGUPS])
+def test_a_closed_terminal_stops_the_sweep_as_ctrl_c_does(tmp_path: Path, how: str, script: str | None,
+                                                           code: int) -> None:
     """SIGHUP (the terminal closed, an ssh connection dropped) got its default action: the driver died at
     once, and the sweep was left `running (driver gone)` with its trials `running` until a resume fenced them.
     It stops the sweep as Ctrl-C does: the running trial is asked to stop, recorded `interrupted`, the sweep
     `stopped` (resumable), and the command exits 128 + SIGHUP, as the shell reports a process a hang-up
     ended."""
     spec = _spec(tmp_path, "waits", values="[1]")
-    proc = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", spec, "--name", "hup", "-q"], cwd=tmp_path,
-                            env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if script is None:
+        cmd = ["-m", "sweeplab", "sweep", spec, "--name", "hup", "-q"]
+    else:
+        (tmp_path / "script.py").write_text(script)
+        cmd = ["script.py", "--name", "hup", "-q"] if "sl.main" in script else ["script.py"]
+    proc = subprocess.Popen([sys.executable, *cmd], cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "ready").exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert (tmp_path / "ready").exists(), proc.communicate(timeout=60)
         proc.send_signal(signal.SIGHUP)
-        _, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 129, err
+    assert proc.returncode == code, err
     assert "SIGHUP: stopping 1 running trial(s); `sweeplab resume hup` continues" in err
+    assert "the script went on" not in out
     data = _sweep_state(tmp_path, "hup")
     assert data["sweep"]["state"] == "stopped" and not data["sweep"].get("driver_gone"), data["sweep"]
     assert [t["state"] for t in data["trials"]] == ["interrupted"], data["trials"]
