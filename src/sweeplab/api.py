@@ -568,7 +568,7 @@ class _Runner:
                 raise KeyboardInterrupt(f"sweep {self.name!r} interrupted: `sweeplab resume {self.name}` "
                                         "continues it")
             if code == 129:   # the terminal closed (SIGHUP), the sweep stopped and recorded: the script ends as
-                import os     # the hang-up would have ended it (the driver put its default action back)
+                import os  # the hang-up would have ended it (the driver put its default action back)
                 import signal
 
                 os.kill(os.getpid(), signal.SIGHUP)
