@@ -29,6 +29,14 @@ import os, time
 def ok(config, run):
     return {"loss": float(config.get("x", 1))}
 
+def exits(config, run):
+    import sys
+    code = config.get("code")
+    sys.exit() if code == "none" else sys.exit(code)
+
+def interrupts(config, run):
+    raise KeyboardInterrupt
+
 def waits(config, run):
     open(os.environ["READY"], "w").close()
     for step in range(600):
@@ -151,6 +159,39 @@ def test_a_sweep_started_under_nohup_ignores_the_hang_up(tmp_path: Path) -> None
             proc.kill()
     assert proc.returncode == 0, err
     assert _sweep_state(tmp_path, "nohup")["sweep"]["state"] == "stopped"
+
+
+PROGRAM = "import sys\nprint('giving up', file=sys.stderr)\nsys.exit(int(sys.argv[1].split('=')[1]))\n"
+# how a one-trial sweep's trial ends -> the command's exit code and what its stderr says
+TRIAL_ENDINGS = [
+    ("sys.exit(3)", ["tr.py:exits", "code=3"], 1, "trial 0: SystemExit: 3"),
+    ("sys.exit('why')", ["tr.py:exits", "code=why"], 1, "trial 0: SystemExit: why"),
+    ("sys.exit(0)", ["tr.py:exits", "code=0"], 0, ""),        # ends the function as a return would
+    ("sys.exit()", ["tr.py:exits", "code=none"], 0, ""),
+    ("KeyboardInterrupt", ["tr.py:interrupts"], 1, "trial 0: KeyboardInterrupt"),   # the function's own
+    ("command exits 3", ["prog.py", "3"], 1, "trial 0: command exited with code 3: giving up"),
+    ("command exits 0", ["prog.py", "0"], 0, ""),
+]
+
+
+@pytest.mark.parametrize(("args", "code", "says"), [t[1:] for t in TRIAL_ENDINGS], ids=[t[0] for t in TRIAL_ENDINGS])
+def test_how_a_trial_ends_is_the_exit_code_of_its_run(tmp_path: Path, args: list[str], code: int, says: str) -> None:
+    """`sys.exit(n)` in a function trial and a command trial's exit code: n != 0 fails the trial (exit 1,
+    the reason on stderr, never the worker's own exit code passed through), 0 completes it."""
+    (tmp_path / "tr.py").write_text(TRIALS)
+    if args[0] == "prog.py":
+        (tmp_path / "prog.py").write_text(PROGRAM)
+        (tmp_path / "cmd.yaml").write_text(f"program: prog.py\nmethod: grid\nparameters: {{code: {{values: "
+                                           f"[{args[1]}]}}}}\ntrial: {{retries: 0}}\n")
+        cmd = ["sweep", "cmd.yaml", "--name", "t", "-q"]
+    else:
+        cmd = ["run", *args, "--name", "t", "-q"]
+    cp = _sweeplab(tmp_path, *cmd, capture_output=True, text=True)
+    assert cp.returncode == code, cp.stderr
+    if says:
+        assert cp.stderr.startswith(f"error: sweep t failed: no trial completed (1 failed): {says}"), cp.stderr
+    else:
+        assert "error" not in cp.stderr, cp.stderr
 
 
 # (command, exit code with every stream working): the commands a script pipes or redirects
