@@ -37,6 +37,14 @@ def exits(config, run):
 def interrupts(config, run):
     raise KeyboardInterrupt
 
+def silent(config, run):   # reports nothing: smoke mode's step limit never stops it
+    open(os.environ["READY"], "w").close()
+    for _ in range(600):
+        if run.should_stop:
+            return {"loss": 1.0}
+        time.sleep(0.05)
+    return {"loss": 1.0}
+
 def waits(config, run):
     open(os.environ["READY"], "w").close()
     for step in range(600):
@@ -261,3 +269,28 @@ def test_a_stdout_that_cannot_be_written_is_one_error_line(store: Path, args: tu
     assert "Traceback" not in cp.stderr and "Exception ignored" not in cp.stderr, cp.stderr
     if code == 0:
         assert cp.stderr.strip() == "error: cannot write standard output: No space left on device", cp.stderr
+
+
+SMOKE_STOPS = [("Ctrl-C", signal.SIGINT, 130), ("SIGHUP", signal.SIGHUP, 129), ("SIGTERM", signal.SIGTERM, 143)]
+
+
+@pytest.mark.parametrize(("how", "sig", "code"), SMOKE_STOPS, ids=[s[0] for s in SMOKE_STOPS])
+def test_a_smoke_check_stopped_by_a_signal_has_no_verdict(tmp_path: Path, how: str, sig: int, code: int) -> None:
+    """Ctrl-C during `--smoke` printed `smoke check FAILED: 0 of 1 trial(s) failed, and none completed` and
+    exited 1, as if the code were broken. A check that was stopped has no verdict: it says so and exits 128 +
+    the signal, SIGTERM included (the driver's 0 for a preemption would read as "passed" here)."""
+    spec = _spec(tmp_path, "silent", values="[1]")
+    proc = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", spec, "--smoke", "-q"], cwd=tmp_path,
+                            env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "ready").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / "ready").exists(), proc.communicate(timeout=60)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err
+    assert "FAILED" not in err and f"smoke check interrupted ({how}): no verdict" in err, err
