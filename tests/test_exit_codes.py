@@ -294,3 +294,18 @@ def test_a_smoke_check_stopped_by_a_signal_has_no_verdict(tmp_path: Path, how: s
             proc.kill()
     assert proc.returncode == code, err
     assert "FAILED" not in err and f"smoke check interrupted ({how}): no verdict" in err, err
+
+
+@pytest.mark.parametrize(("args", "code"), READERS, ids=[" ".join(a) for a, _ in READERS])
+def test_a_closed_stdout_is_one_error_line_whatever_the_output(store: Path, args: tuple[str, ...], code: int) -> None:
+    """`sweeplab status >&-` (a cron line, a daemon with no stdout): `status --json` said `standard output is
+    closed`, exit 1, while the table of `status` went nowhere and exited 0. Every command's output now says
+    so (bad input keeps its 2)."""
+    if args == ("--help",):
+        pytest.skip("click writes the help itself")
+    cp = _sweeplab(store, *args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                   preexec_fn=lambda: os.close(1))
+    assert cp.returncode == (code or 1), cp.stderr
+    if code == 0:
+        assert cp.stderr.startswith("error: standard output is closed") and len(cp.stderr.splitlines()) == 1, \
+            cp.stderr

@@ -54,6 +54,10 @@ class _Console(Console):
         broken pipe, see `on_broken_pipe`) is sent to /dev/null from then on, and for stdout the command ends
         with one error line (`OutputError`, exit 1) where rich's traceback of the OSError ended it. A sweep
         goes on (its output is cosmetic); a stderr that cannot be written ends nothing (as above)."""
+        if (self._buffer and not self._buffer_index and not self.stderr and sys.stdout is None
+                and not self.quiet and not _Console.keep_going_on_broken_pipe):
+            del self._buffer[:]   # started with fd 1 closed (`>&-`): rich writes to nowhere and exits 0
+            raise SweeplabError(_CLOSED_STDOUT)
         try:
             super()._check_buffer()
         except OSError as exc:
@@ -93,6 +97,9 @@ class _Console(Console):
         return need if need > self.width else None
 
 
+_CLOSED_STDOUT = "standard output is closed: nowhere to write (redirect it to a file)"
+
+
 class OutputError(SweeplabError):
     """Standard output cannot be written (no room, an I/O error): one line on stderr, exit 1."""
 
@@ -115,7 +122,7 @@ def write_stdout(text: str) -> None:
     """`text` on stdout, flushed: a reader gone (`| head -1`) ends the command with exit 1 and nothing on
     stderr, as a console's print does; stdout that cannot be written, with `OutputError`."""
     if sys.stdout is None:   # started with fd 1 closed (`>&-`): say so, rather than an AttributeError's traceback
-        raise SweeplabError("standard output is closed: nowhere to write (redirect it to a file)")
+        raise SweeplabError(_CLOSED_STDOUT)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
