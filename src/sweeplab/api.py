@@ -584,7 +584,7 @@ class _Runner:
         # the main thread: the driver's thread can neither take it over nor put the original handlers back, so
         # after a background sweep the kernel kept the hold as its handler for good. A signal it held raises now.
         try:
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 held = signal.getsignal(sig)
                 if isinstance(held, SignalHold) and threading.current_thread() is threading.main_thread():
                     held.release(restore=True)

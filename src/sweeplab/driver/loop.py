@@ -39,9 +39,11 @@ class Driver(Recovery, EventWriter):
     # ------------------------------------------------------------------------------------------ main loop
     def run(self) -> SweepOutcome:
         """Run until the budget is spent or the space exhausted. Ctrl-C / SIGTERM stop cleanly."""
+        from sweeplab.backends._start_signals import SignalHold
+
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-        if previous[signal.SIGHUP] is not signal.SIG_DFL:   # `nohup`, or a handler of the caller's: theirs
-            del previous[signal.SIGHUP]
+        if previous[signal.SIGHUP] is not signal.SIG_DFL and not isinstance(previous[signal.SIGHUP], SignalHold):
+            del previous[signal.SIGHUP]   # `nohup`, or a handler of the caller's: theirs
 
         def on_signal(signum: int, frame: Any) -> None:
             if self._signal is not None and signum == signal.SIGINT:
@@ -77,8 +79,6 @@ class Driver(Recovery, EventWriter):
             with contextlib.suppress(Exception):
                 self._searcher.close()
             if _main_thread():
-                from sweeplab.backends._start_signals import SignalHold
-
                 for sig, handler in previous.items():   # a backend's start-up hold: what was there before it
                     signal.signal(sig, handler.original.get(sig, handler) if isinstance(handler, SignalHold)
                                   else handler)
