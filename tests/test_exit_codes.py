@@ -77,9 +77,10 @@ def _sweeplab(tmp_path: Path, *args: str, **kw) -> subprocess.CompletedProcess:
                           timeout=120, **kw)
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    """A store with one finished sweep `ok` (two completed trials)."""
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store with one finished sweep `ok` (two completed trials), which the tests only read."""
+    tmp_path = tmp_path_factory.mktemp("store")
     cp = _sweeplab(tmp_path, "sweep", _spec(tmp_path, "ok"), "--name", "ok", "-q", capture_output=True, text=True)
     assert cp.returncode == 0, cp.stderr
     return tmp_path
