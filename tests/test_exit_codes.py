@@ -4,7 +4,9 @@ other module drives (docs/debugging.md#how-a-sweep-or-a-run-ends-exit-codes hold
 - a closed terminal (SIGHUP to the driver) stops the sweep as Ctrl-C does and exits 129;
 - a reader gone from stdout (`| head -1`) ends a command with exit 1, silently, as click and rich do;
 - a stderr that cannot be written (closed, full) never changes the exit code: the message is lost, not the code;
-- a stdout that cannot be written (a full disk, /dev/full) is one error line, exit 1, never a traceback.
+- a stdout that cannot be written (a full disk, /dev/full) or closed (`>&-`) is one error line, exit 1;
+- how a trial ends (`sys.exit(n)`, its own KeyboardInterrupt, a command's exit code) -> the run's exit code;
+- a `--smoke` check stopped by a signal has no verdict: 128 + the signal.
 """
 
 from __future__ import annotations
