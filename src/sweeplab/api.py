@@ -565,9 +565,17 @@ class _Runner:
         handle = Sweep(self.name, self.store_root, runner=self)
         if background:
             self.start_thread()
-        elif self.run().exit_code == 130:   # Ctrl-C (Jupyter's "interrupt kernel"), the trials stopped
-            # raised, as Python code does, once the sweep is stopped and recorded: "Run All" stops here
-            raise KeyboardInterrupt(f"sweep {self.name!r} interrupted: `sweeplab resume {self.name}` continues it")
+        else:
+            code = self.run().exit_code
+            if code == 130:   # Ctrl-C (Jupyter's "interrupt kernel"), the trials stopped
+                # raised, as Python code does, once the sweep is stopped and recorded: "Run All" stops here
+                raise KeyboardInterrupt(f"sweep {self.name!r} interrupted: `sweeplab resume {self.name}` "
+                                        "continues it")
+            if code == 129:   # the terminal closed (SIGHUP), the sweep stopped and recorded: the script ends as
+                import os  # the hang-up would have ended it (the driver put its default action back)
+                import signal
+
+                os.kill(os.getpid(), signal.SIGHUP)
         return handle
 
     def start_thread(self) -> None:
@@ -580,7 +588,7 @@ class _Runner:
         # the main thread: the driver's thread can neither take it over nor put the original handlers back, so
         # after a background sweep the kernel kept the hold as its handler for good. A signal it held raises now.
         try:
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 held = signal.getsignal(sig)
                 if isinstance(held, SignalHold) and threading.current_thread() is threading.main_thread():
                     held.release(restore=True)

@@ -344,7 +344,7 @@ else:
 
 
 @pytest.mark.parametrize(("how", "sig"), [("sweep", "SIGTERM"), ("resume", "SIGTERM"), ("api", "SIGTERM"),
-                                          ("sweep", "SIGINT")])
+                                          ("sweep", "SIGINT"), ("sweep", "SIGHUP")])
 def test_sigterm_between_the_local_backend_s_start_and_the_driver_s_run_stops_the_sweep_resumable(
         chaos, reap, how, sig):
     """`sweeplab sweep` (and `resume`, and `sl.sweep`) start the local backend's workers before they create
@@ -369,7 +369,7 @@ def test_sigterm_between_the_local_backend_s_start_and_the_driver_s_run_stops_th
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     reap.append(proc.pid)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == (0 if sig == "SIGTERM" else 130), (proc.returncode, out, err)
+    assert proc.returncode == {"SIGTERM": 0, "SIGINT": 130, "SIGHUP": 129}[sig], (proc.returncode, out, err)
     assert chaos.rows("SELECT state FROM sweeps")[0]["state"] == "stopped"
     assert not chaos.stray_workers()
     chaos("resume", "between", "--trials", "3", "-q", check=True)

@@ -1,4 +1,4 @@
-"""SIGTERM and Ctrl-C held from a backend's start until its driver runs (main thread, default handlers only).
+"""SIGTERM, Ctrl-C and SIGHUP held from a backend's start until its driver runs (main thread, default handlers only).
 
 `sweeplab sweep`, `sweeplab resume` and `sl.sweep` start the backend's workers first, so they boot while the
 driver is built and creates (or resumes) the sweep; the driver's handlers come with `Driver.run`. A SIGTERM in
@@ -36,7 +36,8 @@ class SignalHold:
         if threading.current_thread() is not threading.main_thread():
             return None
         hold = cls()
-        defaults = {signal.SIGTERM: (signal.SIG_DFL, None), signal.SIGINT: (signal.default_int_handler,)}
+        defaults = {signal.SIGTERM: (signal.SIG_DFL, None), signal.SIGINT: (signal.default_int_handler,),
+                    signal.SIGHUP: (signal.SIG_DFL, None)}   # a closed terminal (ignored under nohup: left so)
         for sig, plain in defaults.items():
             current = signal.getsignal(sig)
             if isinstance(current, SignalHold):

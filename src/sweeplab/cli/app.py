@@ -66,8 +66,9 @@ app = _App(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
 def _show_version(value: bool) -> None:
     if value:
         from sweeplab import __version__
+        from sweeplab.cli.output import write_stdout
 
-        print(f"sweeplab {__version__}")
+        write_stdout(f"sweeplab {__version__}\n")
         raise typer.Exit(0)
 
 

@@ -68,8 +68,19 @@ def _run_driver(spec: Any, st: Any, be: Any, *, sweep_name: str, overrides: list
         outcome = driver.run()
     _report(outcome, st, quiet, single=single, smoke=smoke, noted=noted)
     if smoke:
+        stopped_by = _SIGNAL_STOPS.get(outcome.reason) if outcome.state.value == "stopped" else None
+        if stopped_by is not None:   # the check did not fail: it was stopped, and its 0 would read as passed
+            how, code = stopped_by
+            err.print(f"smoke check interrupted ({how}): no verdict; run it again", markup=False)
+            raise typer.Exit(code)
         raise typer.Exit(2 if outcome.exit_code == 2 else _smoke_verdict(st, sweep_name, checked_s))
     raise typer.Exit(outcome.exit_code)
+
+
+#: a sweep stopped by a signal (its end reason, driver/loop.py) -> how it is named, and a smoke check's exit code:
+#: 128 + the signal, SIGTERM's too (a sweep's 0 for a preemption)
+_SIGNAL_STOPS = {"interrupted (Ctrl-C)": ("Ctrl-C", 130), "interrupted (SIGHUP)": ("SIGHUP", 129),
+                 "interrupted (SIGTERM)": ("SIGTERM", 143)}
 
 
 def _smoke_verdict(st: Any, sweep_name: str, checked_s: float = 0.0) -> int:

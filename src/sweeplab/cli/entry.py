@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import sys
 from typing import NoReturn
 
@@ -87,6 +88,14 @@ def _main() -> None:
     except SweeplabError as e:
         print_error(str(e))
         sys.exit(e.exit_code)
+    except OSError as e:   # typer's help or click's echo, whose stdout cannot be written (a full disk)
+        if not _stdout_fails(e):
+            raise
+        from sweeplab.cli.output import OutputError, _to_devnull
+
+        _to_devnull(sys.stdout)
+        print_error(str(OutputError(e)))
+        sys.exit(1)
     except Exception as e:  # click usage errors
         if isinstance(e, typer.Abort):
             sys.exit(130)
@@ -99,6 +108,24 @@ def _main() -> None:
         usage = f" (see `{script or ctx.command_path} --help`)" if ctx is not None else ""
         print_error(f"{e.format_message()}{_override_hint(e)}{usage}")  # type: ignore[attr-defined]
         sys.exit(2)
+
+
+def _stdout_fails(exc: OSError) -> bool:
+    """Whether `exc` came from writing stdout: click's `echo` (help, usage) or a rich console of typer's
+    raised it, or what stdout still buffers fails to flush the same way. The commands' own output says so
+    itself (cli/output.py)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None and (tb.tb_frame.f_code.co_name == "echo"
+                           or tb.tb_frame.f_code.co_filename.endswith(os.path.join("rich", "console.py"))):
+        return True
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except OSError as again:
+        return again.errno == exc.errno
+    return False
 
 
 def _override_hint(e: BaseException) -> str:

@@ -10,6 +10,8 @@ from typing import Any
 
 from rich.console import Console
 
+from sweeplab.errors import SweeplabError
+
 #: the width of output that is not a terminal (a pipe, a file, CI): wide enough that nothing is cut or wrapped
 PIPE_WIDTH = 1_000_000
 
@@ -40,13 +42,29 @@ class _Console(Console):
 
     def on_broken_pipe(self) -> None:
         """The pipe's reader is gone: this console's stream is sent to /dev/null from now on (rich's own
-        handler sends stdout there even when the broken stream is stderr), then exit 1 unless a sweep runs."""
-        import os
-
-        with contextlib.suppress(Exception):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), self.file.fileno())
-        if not _Console.keep_going_on_broken_pipe:
+        handler sends stdout there even when the broken stream is stderr), then exit 1 unless a sweep runs.
+        A broken stderr ends nothing: its message is lost, and the command's exit code stays its own (bad
+        input exited 1 instead of 2 when its error could not be written)."""
+        _to_devnull(self.file)
+        if not self.stderr and not _Console.keep_going_on_broken_pipe:
             raise SystemExit(1)
+
+    def _check_buffer(self) -> None:
+        """rich's write of what was printed; a stream that cannot be written (a full disk, an I/O error: not a
+        broken pipe, see `on_broken_pipe`) is sent to /dev/null from then on, and for stdout the command ends
+        with one error line (`OutputError`, exit 1) where rich's traceback of the OSError ended it. A sweep
+        goes on (its output is cosmetic); a stderr that cannot be written ends nothing (as above)."""
+        if (self._buffer and not self._buffer_index and not self.stderr and sys.stdout is None
+                and not self.quiet and not _Console.keep_going_on_broken_pipe):
+            del self._buffer[:]   # started with fd 1 closed (`>&-`): rich writes to nowhere and exits 0
+            raise SweeplabError(_CLOSED_STDOUT)
+        try:
+            super()._check_buffer()
+        except OSError as exc:
+            del self._buffer[:]
+            _to_devnull(self.file)
+            if not self.stderr and not _Console.keep_going_on_broken_pipe:
+                raise OutputError(exc) from None
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         objects = tuple(printable(o) if isinstance(o, str) else o for o in objects)
@@ -77,6 +95,42 @@ class _Console(Console):
         need = max(Measurement.get(self, options, o).minimum for o in objects
                    if type(o).__name__ == "_PrintableTable")
         return need if need > self.width else None
+
+
+_CLOSED_STDOUT = "standard output is closed: nowhere to write (redirect it to a file)"
+
+
+class OutputError(SweeplabError):
+    """Standard output cannot be written (no room, an I/O error): one line on stderr, exit 1."""
+
+    def __init__(self, exc: OSError) -> None:
+        super().__init__(f"cannot write standard output: {exc.strerror or exc}")
+
+
+def _to_devnull(stream: Any) -> None:
+    """Point `stream`'s file descriptor at /dev/null: what it still buffers, and the interpreter's flush at
+    exit, then go nowhere without an "Exception ignored" complaint."""
+    import os
+
+    with contextlib.suppress(Exception):
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, stream.fileno())
+        os.close(fd)
+
+
+def write_stdout(text: str) -> None:
+    """`text` on stdout, flushed: a reader gone (`| head -1`) ends the command with exit 1 and nothing on
+    stderr, as a console's print does; stdout that cannot be written, with `OutputError`."""
+    if sys.stdout is None:   # started with fd 1 closed (`>&-`): say so, rather than an AttributeError's traceback
+        raise SweeplabError(_CLOSED_STDOUT)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        _to_devnull(sys.stdout)
+        if isinstance(exc, BrokenPipeError):
+            raise SystemExit(1) from None
+        raise OutputError(exc) from None
 
 
 def _escape_unencodable(stream: Any) -> None:
@@ -168,11 +222,7 @@ def _fmt(v: Any) -> str:
 
 
 def _print_json(obj: Any) -> None:
-    if sys.stdout is None:   # started with fd 1 closed (`>&-`): say so, rather than an AttributeError's traceback
-        from sweeplab.errors import SweeplabError
-
-        raise SweeplabError("standard output is closed: nowhere to write the JSON (redirect it to a file)")
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+    write_stdout(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def print_error(message: str, *, prefix: str = "error: ") -> None:
@@ -181,4 +231,5 @@ def print_error(message: str, *, prefix: str = "error: ") -> None:
     A message that spans lines is joined with '; ' (a log line must not be cut from its error).
     """
     text = "; ".join(part.strip() for part in message.splitlines() if part.strip())
-    err.print(f"{prefix}{text}", markup=False, highlight=False, soft_wrap=True)
+    with contextlib.suppress(OSError):   # a stderr that cannot be written: the message is lost, not the exit code
+        err.print(f"{prefix}{text}", markup=False, highlight=False, soft_wrap=True)

@@ -40,12 +40,17 @@ class Driver(Recovery, EventWriter):
     # ------------------------------------------------------------------------------------------ main loop
     def run(self) -> SweepOutcome:
         """Run until the budget is spent or the space exhausted. Ctrl-C / SIGTERM stop cleanly."""
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        from sweeplab.backends._start_signals import SignalHold
+
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        if previous[signal.SIGHUP] is not signal.SIG_DFL and not isinstance(previous[signal.SIGHUP], SignalHold):
+            del previous[signal.SIGHUP]   # `nohup`, or a handler of the caller's: theirs
 
         def on_signal(signum: int, frame: Any) -> None:
             if self._signal is not None and signum == signal.SIGINT:
                 raise KeyboardInterrupt   # a second Ctrl-C: stop waiting for graceful ends
-            self._signal = signum
+            if self._signal is None:      # the first signal decides how the sweep stops (and its exit code)
+                self._signal = signum
 
         if _main_thread():
             for sig in previous:
@@ -62,7 +67,8 @@ class Driver(Recovery, EventWriter):
             with self.store.background_checkpoints():
                 return self._loop()
         except KeyboardInterrupt:
-            self._signal = signal.SIGINT
+            if self._signal is None:
+                self._signal = signal.SIGINT
             return self._interrupted(grace=0.0)
         except StoreError:
             raise   # the store cannot record anything: its one-line error, as at any other moment
@@ -74,8 +80,6 @@ class Driver(Recovery, EventWriter):
             with contextlib.suppress(Exception):
                 self._searcher.close()
             if _main_thread():
-                from sweeplab.backends._start_signals import SignalHold
-
                 for sig, handler in previous.items():   # a backend's start-up hold: what was there before it
                     signal.signal(sig, handler.original.get(sig, handler) if isinstance(handler, SignalHold)
                                   else handler)
@@ -361,8 +365,9 @@ class Driver(Recovery, EventWriter):
         full = self._stopping if self._signal is None and crash is None else None
         running = list(self.backend.running())
         read_only = bool(full) and "storage read-only" in str(full)   # backends/_diskfull.py: EROFS
-        how = ("SIGTERM" if sigterm else "driver error" if crash else "storage read-only" if read_only
-               else "disk full" if full else "Ctrl-C")
+        hangup = self._signal == signal.SIGHUP   # the terminal closed: stopped as by Ctrl-C, exit 129
+        how = ("SIGTERM" if sigterm else "SIGHUP" if hangup else "driver error" if crash
+               else "storage read-only" if read_only else "disk full" if full else "Ctrl-C")
         room = " once it is writable" if read_only else " once there is room"
         resume = f"`sweeplab resume {shlex.quote(self.name)}`"
         self.on_note(f"{how}: stopping {len(running)} running trial(s); {resume} continues"
@@ -412,7 +417,7 @@ class Driver(Recovery, EventWriter):
                                  else f"sweep stopped by {how}; resumable")
         self._progress(force=True)   # the live line's last state: nothing running any more
         shown = f"{reason}\n{self._crash_trace}" if crash and self._crash_trace else reason
-        code = self._crash_code if crash else 1 if full else 0 if sigterm else 130
+        code = self._crash_code if crash else 1 if full else 0 if sigterm else 129 if hangup else 130
         return self._outcome(SweepState.STOPPED, shown, code)
 
 
