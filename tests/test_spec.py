@@ -180,7 +180,7 @@ ERRORS = [
     ("macro-typo-inside-item", {"command": ["python", "--cfg=${args_jsn_file}"]}, "command[1]",
      "unknown macro ${args_jsn_file}: W&B's agent passes it as it is"),
     ("list-macro-inside-item", {"command": ["python", "x.py", "a${args}"]}, "command[2]", "must be a whole item"),
-    ("command-unclosed-macro", {"command": "${env} python ${args"}, "command[2]", "unclosed macro"),
+    ("command-unclosed-macro", {"command": ["${env}", "python", "${args"]}, "command[2]", "unclosed macro"),
     ("command-type", {"command": 5}, "command", "must be a non-empty list"),
     ("command-empty", {"command": []}, "command", "must be a non-empty list"),
     ("command-item-type", {"command": ["python", {"a": 1}]}, "command[1]", "a command item that is not a string"),
@@ -336,7 +336,8 @@ def test_load_spec_file_errors_name_the_file(tmp_path, name, content, fragment):
         ({"program": _DELETE, "command": ["${env}", "${interpreter}", "-m", "pkg.train", "${args}"]},
          lambda s: s.effective_command[2] == "-m"),
         ({"command": "${env} python3 ${program} --epochs 3 ${args}"},
-         lambda s: s.command == ("${env}", "python3", "${program}", "--epochs", "3", "${args}")),
+         lambda s: s.command == ("${env}", "python3", "${program}", "--epochs", "3", "${args}")
+         and any("command: a string, not a list" in w and "letter by letter" in w for w in s.warnings)),
         ({"command": ["python", "${program}", "--lr", 0.1]}, lambda s: s.command[-1] == "0.1"),
         ({"command": ["${env}", "${envvar:PYTHON}", "${program}"]}, lambda s: s.command[1] == "${envvar:PYTHON}"),
         ({"entity": "me", "project": "p", "controller": {"type": "local"}, "apiVersion": "v1", "kind": "sweep"},

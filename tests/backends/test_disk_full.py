@@ -55,3 +55,5 @@ def test_the_reason_names_the_full_place_when_the_error_does_not(tmp_path):
     named = disk_full_data(f"cannot write checkpoint under {tmp_path}: [Errno 28] No space left on device",
                            [str(tmp_path)])
     assert named["message"].count(str(tmp_path)) == 1
+    program = disk_full_data(f"sweeplab.errors.StoreError: cannot write checkpoint under {tmp_path}: [Errno 28]")
+    assert program["reason"].startswith("found the disk full: StoreError: cannot write checkpoint under ")

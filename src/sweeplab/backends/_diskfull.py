@@ -77,10 +77,14 @@ def _full_place(paths: Iterable[str]) -> str | None:
     return None
 
 
+#: an exception's module path before its class, as a traceback's last line names it (`sweeplab.errors.StoreError:`)
+_DOTTED_CLASS = re.compile(r"^(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*(?:Error|Exception|Full)): ")
+
+
 def disk_full_data(message: str, places: Iterable[str] = (), **extra: Any) -> dict[str, Any]:
     """The data of the FAILED event that says so: `message` (the error as it was raised or printed), with
     the full place named when the message does not (an OSError of a write has no file name)."""
-    message = " ".join(message.split())[:500]
+    message = _DOTTED_CLASS.sub(r"\1: ", " ".join(message.split()))[:500]   # a program's `sweeplab.errors.X:`
     shown = message
     if not any(p and p in message for p in places):
         where = _full_place(p for p in places if p)

@@ -357,9 +357,13 @@ class _SpecParser(_WandbWarnings, _Limits):
     def command(self, raw: Any) -> tuple[str, ...]:
         if isinstance(raw, str):
             try:
-                raw = shlex.split(raw)
+                words = shlex.split(raw)
             except ValueError as exc:
                 raise self.error(f"cannot split command: {exc}", "command", value=raw) from None
+            if words:   # W&B's schema wants a list, and its agent runs a string letter by letter
+                self.warn("a string, not a list", "command", value=raw, expected=f"a list such as {words!r}",
+                          note="split into words as a shell would; W&B's agent would run it letter by letter")
+            raw = words
         if not isinstance(raw, (list, tuple)) or not raw:
             raise self.error("must be a non-empty list", "command", value=raw,
                              expected="a list like [${env}, ${interpreter}, ${program}, ${args}]")
