@@ -122,7 +122,7 @@ def test_a_sweep_frozen_whole_past_its_silence_rules_kills_and_stops_no_trial(ch
         program.write_text(PROGRAM)
         target = f"command: [{sys.executable!r}, {str(program)!r}, '${{args}}']\n"
     body = (f"{target}method: grid\nmetric: {{name: loss, goal: minimize}}\nparameters:\n"
-            f"{chaos.params(x=0.5, steps=120, delay=0.05)}\nbudget: {{trials: 1}}\n"
+            f"{chaos.params(x=0.5, steps=60, delay=0.05)}\nbudget: {{trials: 1}}\n"
             "trial: {heartbeat_timeout: 2s}\nmonitors: [{stalled: {after: 2s}}]\n")
     proc = chaos.start("sweep", str(chaos.spec("fz", body)), "--name", "fz", "-q", "-w", "1")
     reap.append(proc.pid)

@@ -237,11 +237,11 @@ def test_budget_cpu_hours_stops_creating_trials_and_lets_running_ones_finish(cli
 
 
 def test_budget_cpu_hours_with_hard_stops_the_running_trial(cli):
-    f = cli.spec("s", _cpu_budget_spec(0.0002))   # 0.72 cpu-seconds: hit while the first trial runs
+    f = cli.spec("s", _cpu_budget_spec(0.0001))   # 0.36 cpu-seconds: hit halfway through the first trial's 0.8 s
     cp = cli("sweep", str(f), "--name", "bhard", "--workers", "1", "--hard", "-q")
-    assert cp.returncode == 1 and "no trial completed (1 stopped" in cp.stderr   # stopped: no answer
+    assert cp.returncode == 1 and "no trial completed (1 stopped" in cp.stderr, (cp.stdout, cp.stderr)
     st = cli.status("bhard")
-    assert st["sweep"]["end_reason"].startswith("budget.cpu_hours 0.0002 reached")
+    assert st["sweep"]["end_reason"].startswith("budget.cpu_hours 0.0001 reached")
     assert [t["state"] for t in st["trials"]] == ["stopped"]
     assert "budget.cpu_hours" in st["trials"][0]["reason"]
 

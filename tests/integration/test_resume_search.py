@@ -72,10 +72,26 @@ def _trials(db: Path) -> list[sqlite3.Row]:
         conn.close()
 
 
+def _driving(db: Path, pid: int) -> bool:
+    """Whether the process `pid` has recorded itself as the sweep's driver (it runs the sweep by now)."""
+    if not db.exists():
+        return False
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        rows = conn.execute("SELECT driver FROM sweeps").fetchall()
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.close()
+    return any(r[0] and json.loads(r[0]).get("pid") == pid for r in rows)
+
+
 def _interrupt(cli: Any, proc: Any, db: Path, at: int, delay: float, sig: int) -> None:
-    """Once `at` trials exist (plus `delay` s), send `sig` to the driver; it must end as that signal says."""
+    """Once `at` trials exist (plus `delay` s) and `proc` drives the sweep (a resume's first trials may all
+    exist already: a SIGINT then reached it while it imported, before any handler), send `sig` to the
+    driver; it must end as that signal says."""
     deadline = time.monotonic() + 120
-    while len(_trials(db)) < at:
+    while len(_trials(db)) < at or not _driving(db, proc.pid):
         assert proc.poll() is None, f"the driver ended before trial {at}:\n{proc.communicate()}"
         assert time.monotonic() < deadline, f"trial {at} was never created"
         time.sleep(0.02)
