@@ -28,12 +28,18 @@ print("@sweeplab " + json.dumps({"loss": 0.0}), flush=True)
 """
 
 
+def _one_trial_running(chaos, reap, name: str, body: str):
+    """A one-worker sweep `name` of `body`, started (its pid reaped at the end) and running its trial 0."""
+    proc = chaos.start("sweep", str(chaos.spec(name, body)), "--name", name, "-q", "-w", "1")
+    reap.append(proc.pid)
+    chaos.wait_for(lambda: chaos.running_attempt(name, 0), what="trial 0 running", proc=proc)
+    return proc
+
+
 def test_a_driver_paused_past_the_heartbeat_timeout_kills_no_healthy_trial(chaos, reap):
     body = chaos.faulty_spec("stepper", params=chaos.params(x=0.5, steps=80, delay=0.05),
                              extra="trial: {heartbeat_timeout: 1s}\nbudget: {trials: 1}")
-    proc = chaos.start("sweep", str(chaos.spec("pz", body)), "--name", "pz", "-q", "-w", "1")
-    reap.append(proc.pid)
-    chaos.wait_for(lambda: chaos.running_attempt("pz", 0), what="trial 0 running", proc=proc)
+    proc = _one_trial_running(chaos, reap, "pz", body)
     os.kill(proc.pid, signal.SIGSTOP)
     try:
         time.sleep(2.5)                         # 2.5 heartbeat timeouts without the driver looking
@@ -85,9 +91,7 @@ def test_sweeplab_stop_stops_a_driver_that_is_itself_stopped(chaos, reap):
     names the pause."""
     body = chaos.faulty_spec("stepper", params=chaos.params(x=0.5, steps=2000, delay=0.05),
                              extra="budget: {trials: 1}")
-    proc = chaos.start("sweep", str(chaos.spec("zz", body)), "--name", "zz", "-q", "-w", "1")
-    reap.append(proc.pid)
-    chaos.wait_for(lambda: chaos.running_attempt("zz", 0), what="trial 0 running", proc=proc)
+    proc = _one_trial_running(chaos, reap, "zz", body)
     os.kill(proc.pid, signal.SIGSTOP)
     try:
         refused = chaos("resume", "zz", "-q")
@@ -124,9 +128,7 @@ def test_a_sweep_frozen_whole_past_its_silence_rules_kills_and_stops_no_trial(ch
     body = (f"{target}method: grid\nmetric: {{name: loss, goal: minimize}}\nparameters:\n"
             f"{chaos.params(x=0.5, steps=60, delay=0.05)}\nbudget: {{trials: 1}}\n"
             "trial: {heartbeat_timeout: 2s}\nmonitors: [{stalled: {after: 2s}}]\n")
-    proc = chaos.start("sweep", str(chaos.spec("fz", body)), "--name", "fz", "-q", "-w", "1")
-    reap.append(proc.pid)
-    chaos.wait_for(lambda: chaos.running_attempt("fz", 0), what="trial 0 running", proc=proc)
+    proc = _one_trial_running(chaos, reap, "fz", body)
     chaos.wait_for(lambda: chaos.steps(chaos.trial("fz", 0)["id"], 1), what="trial 0 reporting", proc=proc)
     tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
     for p in reversed(tree):

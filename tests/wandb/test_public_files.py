@@ -7,12 +7,25 @@ a schema violation is a warning `wandb sweep` prints, and the sweep runs) and of
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from sweeplab.errors import SpecError
 from sweeplab.spec import build_command, parse_spec
 
 BASE = {"method": "grid", "program": "train.py", "parameters": {"seed": {"values": [0, 1]}}}
+
+
+def _sweeplab(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """The real `sweeplab` command in `cwd`, this checkout's sweeplab first on its path."""
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.run([sys.executable, "-m", "sweeplab", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
 
 
 def _spec(strict: bool = False, **changes):
@@ -194,10 +207,6 @@ def test_a_parameter_and_a_dotted_name_under_it_run_as_wandb_runs_them(tmp_path)
     # `model.dropout` with ${args_no_hyphens} (Hydra: model=resnet50 model.dropout=0.3); W&B runs it, each a
     # key of its own. sweeplab failed before the first trial: "'model' is both a value and a group"
     import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
 
     (tmp_path / "main.py").write_text(
         "import json, sys\nargs = dict(a.split('=', 1) for a in sys.argv[1:])\n"
@@ -206,10 +215,7 @@ def test_a_parameter_and_a_dotted_name_under_it_run_as_wandb_runs_them(tmp_path)
         "program: main.py\nmethod: grid\nmetric: {name: f1, goal: maximize}\n"
         "command: ['${env}', '${interpreter}', '${program}', '${args_no_hyphens}']\n"
         "parameters:\n  model: {values: [resnet50, effnet]}\n  model.dropout: {values: [0.25]}\n")
-    src = str(Path(__file__).resolve().parents[2] / "src")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", "store", "-q"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    proc = _sweeplab(tmp_path, "sweep", "sweep.yaml", "--store", "store", "-q")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     import sqlite3
 
@@ -246,20 +252,12 @@ def test_hyperband_max_iter_without_s_beside_min_iter_runs_by_min_iter_with_a_wa
 
 
 def test_hyperband_max_iter_without_s_beside_min_iter_dry_runs(tmp_path) -> None:
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     (tmp_path / "train.py").write_text("import wandb\nrun = wandb.init()\nwandb.log({'loss': wandb.config.lr})\n")
     (tmp_path / "sweep.yaml").write_text(
         "program: train.py\nmethod: random\nmetric: {name: loss, goal: minimize}\n"
         "parameters: {lr: {min: 0.1, max: 0.9}}\nrun_cap: 2\n"
         "early_terminate: {type: hyperband, min_iter: 20, eta: 2, max_iter: 60}\n")
-    src = str(Path(__file__).resolve().parents[2] / "src")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--dry-run"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    proc = _sweeplab(tmp_path, "sweep", "sweep.yaml", "--dry-run")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "early_terminate.max_iter: max_iter is not used without s" in proc.stderr
     assert "hyperband: bands at reports 20, 40, 80" in proc.stdout
