@@ -1135,7 +1135,7 @@ def test_a_trial_killed_after_its_grace_keeps_its_last_report_on_ray(cluster, tm
 
     spec = parse_spec({"function": f"{Path(__file__).resolve()}:ignores_stop", "method": "grid",
                        "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"values": [1]}},
-                       "budget": {"time": "3s"}, "trial": {"grace": "1s"}}, file="<test>")
+                       "budget": {"time": "8s"}, "trial": {"grace": "1s"}}, file="<test>")
     store = Store.open(tmp_path / "store")
     driver = Driver(spec, store, RayBackend(spec, workers=1, resources={"cpus": 1}), sweep_name="ray-grace")
     driver.create(spec_path=None)

@@ -107,9 +107,10 @@ def truth(tmp_path_factory: pytest.TempPathFactory, live_server_for: Any) -> Ite
 
 
 @pytest.fixture(scope="module")
-def shared(browser: Any) -> Iterator[Any]:
+def shared(browser: Any, truth: Any) -> Iterator[Any]:
     """One page for the module (opening a sweep page costs a second or more): each test goes where it needs
-    to and resets the table's filter and selection it uses."""
+    to and resets the table's filter and selection it uses. It asks for `truth` so that it closes before the
+    server stops: a live page polling a stopped server logs ERR_CONNECTION_REFUSED (it failed the teardown)."""
     from tests.dashboard.test_browser_pictures import WIDE, _page
 
     ctx, pg, errors = _page(browser, WIDE)

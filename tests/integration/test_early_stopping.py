@@ -218,9 +218,9 @@ def test_budget_time_stops_running_trials_and_names_the_budget(cli):
     assert st["trials"][0]["reason"] == "stopped: budget.time 2s reached"
 
 
-def _cpu_budget_spec(hours: float) -> str:
-    # each trial holds 1 cpu for ~0.8 s; the budget is ~2 trials' worth
-    return spec(["good"], method="random", steps=16, delay=0.05,
+def _cpu_budget_spec(hours: float, steps: int = 16) -> str:
+    # each trial holds 1 cpu for ~steps x 0.05 s (0.8 s)
+    return spec(["good"], method="random", steps=steps, delay=0.05,
                 extra=f"resources: {{cpus: 1}}\nbudget: {{cpu_hours: {hours}, trials: 20}}\n")
 
 
@@ -237,7 +237,9 @@ def test_budget_cpu_hours_stops_creating_trials_and_lets_running_ones_finish(cli
 
 
 def test_budget_cpu_hours_with_hard_stops_the_running_trial(cli):
-    f = cli.spec("s", _cpu_budget_spec(0.0001))   # 0.36 cpu-seconds: hit halfway through the first trial's 0.8 s
+    # 0.36 cpu-seconds, hit early in the first trial's 4 s: a driver starved of CPU on a loaded machine still
+    # looks while it runs (with 0.8 s trials it once looked only after the trial had completed)
+    f = cli.spec("s", _cpu_budget_spec(0.0001, steps=80))
     cp = cli("sweep", str(f), "--name", "bhard", "--workers", "1", "--hard", "-q")
     assert cp.returncode == 1 and "no trial completed (1 stopped" in cp.stderr, (cp.stdout, cp.stderr)
     st = cli.status("bhard")
