@@ -474,6 +474,10 @@ def where_am_i(config, run):
         finally:
             dist.destroy_process_group()
     if run.rank == int(config.get("bad", -1)):
+        peer = Path(config["out"], "rank0.json")   # break once rank 0 runs: it must be killed, not spared
+        deadline = time.monotonic() + 30
+        while run.rank != 0 and not peer.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         raise ValueError(f"rank {run.rank} broke on purpose")
     Path(config["out"], f"rank{run.rank}.json").write_text(json.dumps(seen))
     while config.get("bad") is not None and not run.should_stop:   # a healthy peer would block
