@@ -140,6 +140,18 @@ class Run:
         self.pruned: str | None = None            # why the trial pruned itself (`prune`), else None
         self.suggested: dict[str, Any] = {}       # parameters the trial chose while running (`suggest`)
 
+    @classmethod
+    def from_env(cls, config: Mapping[str, Any] | None = None) -> Run:
+        """The Run of a program run as a command trial (`command: [python, train.py, ...]`), built from the
+        environment sweeplab's runner sets, so that code written for a Run (the framework callbacks:
+        `SweeplabCallback(sl.Run.from_env())`) works in a program too. Reports go to the trial's report file,
+        checkpoints to its checkpoint directory, and SIGTERM sets `should_stop`. Outside a sweep (plain
+        `python train.py`) it is a local Run that reports nowhere and keeps no checkpoint. `config` (e.g.
+        `vars(args)`) becomes `run.config`. See docs/integrations.md (command trials)."""
+        from sweeplab._program_run import run_from_env
+
+        return run_from_env(config)
+
     # ------------------------------------------------------------------ metrics
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         """Record metric values at `step` (default: one more than the previous step).

@@ -55,6 +55,7 @@ class _Reporter:
         self.final: dict[str, Any] = {}   # a W&B run's summary (wandb_compat hook): the final metrics
         self.unread = 0                   # report lines that are not a JSON object (a Python dict printed) ...
         self.first_unread = ""            # ... and the first of them, named when the trial's metric is missing
+        self.signalled = False            # the program's Run got a SIGTERM (`Run.from_env`: an `@signal` line)
 
     def line(self, text: str) -> None:
         if text.startswith('{"@note":'):   # the program's CheckpointManager: a checkpoint skipped or restored
@@ -62,6 +63,9 @@ class _Reporter:
                 note = json.loads(text)["@note"]
                 if note.get("kind") in ("checkpoint_corrupt", "restored") and isinstance(note.get("message"), str):
                     self.channel.send(EventKind.NOTE, note)
+            return
+        if text.startswith('{"@signal":'):
+            self.signalled = True
             return
         if text.startswith('{"@summary":'):
             with contextlib.suppress(ValueError, TypeError, AttributeError):
@@ -204,6 +208,8 @@ def execute_command(ex: Execution) -> None:
         added["SWEEPLAB_SMOKE"] = "1"
     if task.seed is not None:
         added["SWEEPLAB_SEED"] = str(task.seed)
+    if task.checkpoint_every is not None:   # for `Run.from_env().checkpoint` (a program's own saves decide alone)
+        added["SWEEPLAB_CHECKPOINT_EVERY"] = json.dumps(task.checkpoint_every)
     env = dict(os.environ)
     env.update({k: os_text(v) for k, v in added.items()})   # (the C locale cannot encode a name `café`)
     if task.cwd:   # where it runs, as after a shell's `cd` (it inherited the worker's, the sweep's directory)
@@ -261,6 +267,9 @@ def execute_command(ex: Execution) -> None:
     send_profile(ex)
     if ex.preempted:
         channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
+    elif _cut_short(code, reporter.signalled, ex.stop_requested):
+        channel.send(EventKind.PREEMPTED, {"reason": "the program got a SIGTERM sweeplab did not send (preemption)",
+                                           "retire": False})
     elif code == 0 and reporter.final.get("@exit_code"):   # wandb.finish(exit_code=N): failed, as in W&B
         channel.send(EventKind.FAILED, {"reason": f"wandb.finish(exit_code={reporter.final['@exit_code']})",
                                         "error_type": "CommandFailed", "message": _log_tail(task.log_path)})
@@ -289,6 +298,18 @@ def execute_command(ex: Execution) -> None:
                                         "message": last or f"command {why}",
                                         "traceback": text or _log_tail(task.log_path, _STDERR_BYTES),
                                         "user_error": bool(_USER_ERROR.match(last))})
+
+
+def _cut_short(code: int, signalled: bool, stop_requested: bool) -> bool:
+    """Whether the program ended because of a SIGTERM that sweeplab did not send (a cluster signalling the
+    program itself, a `kill` by hand), as its Run noted (`Run.from_env`, an `@signal` line): a preemption,
+    resumable, as a worker's SIGTERM is. The Run makes SIGTERM a stop request: the framework stops, saves and
+    returns, so the program exits 0 (Lightning's `fit` raises a SystemExit without a code), and it was recorded
+    `completed` with the result of the epochs it had trained. Killed by a second SIGTERM (-15), or exiting 143,
+    it is one too. A stop sweeplab asked for (a prune, `sweeplab stop`, the budget) is not one; nor is a
+    program without a Run killed by a SIGTERM from outside: that stays a failure, retried as `trial.retries`
+    says (a preemption is requeued without limit, and such a program may signal itself)."""
+    return signalled and not stop_requested and code in (0, -signal.SIGTERM, 143)
 
 
 #: the last line of a Python traceback ending in a sweeplab user-input error (a config key the program reads

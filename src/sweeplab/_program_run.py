@@ -1,0 +1,154 @@
+"""`Run.from_env()`: the `Run` of a command trial's program, built from the environment its runner set.
+
+A function trial is handed its Run; a program run as a command line (`command: [python, train.py, ...]`)
+builds one with `sl.Run.from_env()`, so that the framework callbacks (`SweeplabCallback(run)`) work there
+unchanged. What the Run does goes through the channels a command trial already has:
+
+- `run.log` appends JSON lines to the report file (SWEEPLAB_REPORT_FILE), as `sweeplab.report` does;
+- `run.checkpoint` / `run.restore` use the trial's checkpoint directory (SWEEPLAB_CHECKPOINT_DIR) with the
+  manager's layout, which the runner watches and lists in the store; `trial.checkpoint_every` arrives in
+  SWEEPLAB_CHECKPOINT_EVERY;
+- a SIGTERM (a prune, `sweeplab stop`, a preemption: the runner stops a program by SIGTERM; or a cluster
+  signalling the program itself) sets `run.should_stop` instead of killing the program, and is written to the
+  report file (`{"@signal": "SIGTERM"}`) so that the runner records a program that was cut short by a signal
+  it did not send as preempted, whatever its exit code (Lightning ends `fit` on SIGTERM and exits 0). A
+  second SIGTERM kills the program as the default action would.
+
+Outside a sweep (a plain `python train.py`) the Run is local and inert: reports go nowhere, there is no
+checkpoint to restore and none is written, and SIGTERM still asks it to stop.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import math
+import os
+import signal
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from sweeplab.run import Run
+
+__all__ = ["SIGNAL_MARK", "run_from_env"]
+
+SIGNAL_MARK = "@signal"   # a report-file line {"@signal": "SIGTERM"}: the program got a SIGTERM
+
+
+class ProgramRun(Run):
+    """A Run whose reports go to a command trial's report file (or nowhere, outside a sweep)."""
+
+    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        super().log(metrics, step)
+        self.flush()   # no heartbeat thread here to send what stays buffered: one line per report, now
+
+    def checkpoint(self, obj: Any, step: int | None = None, *, force: bool = False) -> bool:
+        return bool(self._ckpt_dir) and super().checkpoint(obj, step, force=force)
+
+    def checkpoint_due(self, step: int | None = None) -> bool:
+        return bool(self._ckpt_dir) and super().checkpoint_due(step)
+
+    def restore(self) -> Any:
+        return super().restore() if self._ckpt_dir else None
+
+
+class _ReportSink:
+    """Run events as report-file lines: metrics (one line per step, its step under "@step" so that a metric
+    named "step" stays a metric); checkpoints need no line (the runner watches the directory), and neither do
+    notes (the checkpoint manager writes its `restored` / `checkpoint_corrupt` ones itself)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind != "metrics" or not self.path:
+            return
+        by_step: dict[int, dict[str, Any]] = {}
+        for step, key, value, _ in data.get("points") or ():
+            by_step.setdefault(step, {})[key] = value if math.isfinite(value) else str(value)
+        if by_step:
+            _append(self.path, "".join(json.dumps({**values, "@step": step}, separators=(",", ":")) + "\n"
+                                       for step, values in by_step.items()))
+
+
+def _append(path: str, text: str) -> None:
+    """One O_APPEND write (concurrent writers of the file do not interleave lines under 4 KiB)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _int(name: str, default: int) -> int:
+    try:
+        return int((os.environ.get(name) or "").strip())
+    except ValueError:
+        return default
+
+
+def _rank() -> int:
+    """This process's rank: RANK (torchrun, sweeplab's multi-process trials), else LOCAL_RANK / NODE_RANK as
+    Lightning's own launcher sets them in the processes it starts (as `sweeplab.report` reads them)."""
+    if (os.environ.get("RANK") or "").strip():
+        return _int("RANK", 0)
+    return 0 if all(_int(k, 0) == 0 for k in ("LOCAL_RANK", "NODE_RANK")) else 1
+
+
+def _checkpoint_every() -> Any:
+    text = os.environ.get("SWEEPLAB_CHECKPOINT_EVERY")
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def run_from_env(config: Mapping[str, Any] | None = None) -> Run:
+    """The Run of this process: the command trial's, when sweeplab started the program (SWEEPLAB_REPORT_FILE is
+    set), else a local one that reports nowhere. `config` (e.g. `vars(args)`) becomes `run.config`."""
+    from sweeplab.config import Config
+
+    env = os.environ
+    report = env.get("SWEEPLAB_REPORT_FILE") or ""
+    seed = (env.get("SWEEPLAB_SEED") or "").strip()
+    run = ProgramRun(
+        config=Config(config or {}), sink=_ReportSink(report), params=dict(config or {}),
+        sweep=env.get("SWEEPLAB_SWEEP", "") if report else "", trial=_int("SWEEPLAB_TRIAL", 0),
+        attempt=max(1, _int("SWEEPLAB_ATTEMPT", 1)), seed=int(seed) if seed.lstrip("-").isdigit() else None,
+        smoke=env.get("SWEEPLAB_SMOKE") == "1",
+        checkpoint_dir=(env.get("SWEEPLAB_CHECKPOINT_DIR") or "") if report else "",
+        keep_checkpoints=max(1, _int("SWEEPLAB_KEEP_CHECKPOINTS", 2)), checkpoint_every=_checkpoint_every(),
+        rank=_rank(), world_size=max(1, _int("WORLD_SIZE", 1)), original_cwd=env.get("SWEEPLAB_ORIGINAL_CWD"),
+    )
+    _stop_on_sigterm(run, report)
+    atexit.register(run.flush)
+    return run
+
+
+def _stop_on_sigterm(run: Run, report: str) -> None:
+    """SIGTERM sets `run.should_stop` (and is noted in the report file); a handler installed before keeps
+    being called after it; a second SIGTERM ends the program as the default action does. Only the main
+    thread can install a handler: a Run made in another thread leaves SIGTERM as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    got = [0]
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        got[0] += 1
+        if got[0] > 1 and before in (signal.SIG_DFL, None):   # asked twice: do what SIGTERM does
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        if got[0] == 1 and report:
+            with contextlib.suppress(OSError):   # the report file is gone: the attempt ended anyway
+                _append(report, json.dumps({SIGNAL_MARK: "SIGTERM"}) + "\n")
+        run.request_stop("SIGTERM")
+        if callable(before):
+            before(signum, frame)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
