@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -103,3 +104,48 @@ def test_a_command_program_signalled_from_outside_is_preempted_and_resumes_and_a
     assert pruned["state"] == "pruned" and "rung 1" in pruned["reason"], dict(pruned)
     ran = len(chaos.steps(pruned["id"], 1, metric))
     assert 2 <= ran < epochs, f"the framework trained {ran} epochs, though pruned at step 1"
+
+
+PLAIN = """\
+import os, signal, sys, time
+import sweeplab as sl
+
+x = float(sys.argv[1].split("=")[1])
+who = os.environ["WHO_SIGNALS"]
+run = sl.Run.from_env()
+state = run.restore()
+for step in range(state["step"] + 1 if state else 0, 6):
+    run.log({"loss": x / (step + 1)}, step=step)
+    run.checkpoint({"step": step}, step=step)
+    if step == 2 and run.attempt == 1 and x == 1:   # a SIGTERM sweeplab did not send, to the program or its worker
+        os.kill(os.getpid() if who == "program" else os.getppid(), signal.SIGTERM)
+    for _ in range(100 if step == 2 and x == 1 else 4):   # the worker's SIGTERM reaches the program soon after
+        if run.should_stop:
+            break
+        time.sleep(0.05)
+    if run.should_stop:
+        break
+"""
+
+
+@pytest.mark.parametrize("who", ["program", "worker"])
+def test_a_plain_program_with_a_run_is_preempted_by_any_sigterm_and_pruned_by_asha(chaos, who):
+    """No framework: a program checkpointing with `run.checkpoint` every step. Trial 0 (x=1) gets a SIGTERM at
+    step 2 on its first attempt: sent to the program itself (a cluster's, which sweeplab did not send) or to
+    its worker (sweeplab's preemption): either way the attempt is `preempted` and attempt 2 restores step 2 and
+    logs steps 3-5. Trial 1 (x=3, worse) is pruned by ASHA at its first rung: that SIGTERM was sweeplab's, so
+    the trial is `pruned`, not preempted, although its Run noted the signal."""
+    (chaos.tmp / "prog.py").write_text(PLAIN)
+    spec = chaos.spec("plain", f"command: [{sys.executable}, prog.py, '${{args}}']\nmethod: grid\n"
+                               "metric: {name: loss, goal: minimize}\nparameters:\n  x: {values: [1, 3]}\n"
+                               "early_terminate: {type: asha, min_iter: 1, max_iter: 6, eta: 2}\n"
+                               "trial: {grace: 60s, retries: 0}\n")
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", str(spec), "--name", "plain", "--workers", "1",
+                         "-q"], cwd=chaos.tmp, env={**chaos.env(), "WHO_SIGNALS": who}, capture_output=True,
+                        text=True, timeout=120)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    first, second = chaos.trials("plain")
+    assert [a["state"] for a in chaos.attempts(first["id"])] == ["preempted", "completed"], cp.stdout + cp.stderr
+    assert first["state"] == "completed"
+    assert chaos.steps(first["id"], 1) == [0, 1, 2] and chaos.steps(first["id"], 2) == [3, 4, 5]
+    assert second["state"] == "pruned" and "rung 1" in second["reason"], dict(second)
