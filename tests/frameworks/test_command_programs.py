@@ -1,10 +1,10 @@
 """The framework callbacks in command trials: real sweeps through the CLI whose trials are a program
 (`command: [python, program.py, ...]`) building its Run with `sl.Run.from_env()`, not a function handed one.
 
-The same tiny Lightning and XGBoost trainings as tests/frameworks/test_frameworks.py: a trial whose program
-gets a real SIGTERM from outside sweeplab (as a cluster sends it, to the program itself) writes a last
-checkpoint, is recorded preempted (not completed with half its epochs) and resumes from that checkpoint; ASHA
-prunes another trial, whose framework stops training.
+The same tiny Lightning, XGBoost, Transformers and Keras trainings as tests/frameworks/test_frameworks.py: a
+trial whose program gets a real SIGTERM from outside sweeplab (as a cluster sends it, to the program itself)
+writes a last checkpoint, is recorded preempted (not completed with half its epochs) and resumes from that
+checkpoint; ASHA prunes another trial, whose framework stops training.
 """
 
 from __future__ import annotations
@@ -38,11 +38,13 @@ Chaos, wait_for = _faults.Chaos, _faults.wait_for
 reap = _faults.reap
 
 # framework -> (the metric its callback reports, step of its first epoch)
-FRAMEWORKS = {"lightning": ("val_loss", 0), "xgboost": ("val-mlogloss", 0)}
+FRAMEWORKS = {"lightning": ("val_loss", 0), "xgboost": ("val-mlogloss", 0), "transformers": ("eval_loss", 1),
+              "keras": ("val_loss", 0)}
 
 
 @pytest.fixture
-def chaos(tmp_path: Path) -> Chaos:
+def chaos(tmp_path: Path, monkeypatch) -> Chaos:
+    monkeypatch.setenv("KERAS_BACKEND", "torch")   # the backend this machine has (torch, CPU)
     return Chaos(tmp_path)
 
 
