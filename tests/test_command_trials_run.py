@@ -108,3 +108,20 @@ def test_in_a_command_trial_the_run_reports_checkpoints_and_notes_a_sigterm(tmp_
     assert [p[0] for ln in lines if not ln.startswith('{"@') for p in [parse_report_line(ln)]] == [2, 3]
     assert second.stdout.splitlines()[1:] == ["saved 2", "skipped 3"], second.stdout   # every 5 steps: 2 is the
     # attempt's first call (always due), 3 is not due
+
+
+def test_in_smoke_mode_a_program_that_never_reads_should_stop_ends_cleanly(tmp_path):
+    """`--smoke` (SWEEPLAB_SMOKE=1): a loop over its full length that never reads `run.should_stop` is ended by
+    `run.log` two new steps after the stop request, as in a function trial; the program exits 0 (it crashed
+    with a `SmokeDone` traceback, and the smoke trial failed)."""
+    report = tmp_path / "report.jsonl"
+    env = _env(SWEEPLAB_REPORT_FILE=str(report), SWEEPLAB_SMOKE="1", SWEEPLAB_TRIAL="0", SWEEPLAB_ATTEMPT="1")
+    cp = _python("""
+        import sweeplab as sl
+        run = sl.Run.from_env()
+        for step in range(1000):
+            run.log({"loss": 1.0 / (step + 1)}, step=step)
+        print("not reached")
+    """, env, tmp_path)
+    assert cp.returncode == 0 and "not reached" not in cp.stdout, cp.stdout + cp.stderr
+    assert [parse_report_line(ln)[0] for ln in report.read_text().splitlines()] == [0, 1, 2, 3]

@@ -26,11 +26,12 @@ import json
 import math
 import os
 import signal
+import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
 
-from sweeplab.run import Run
+from sweeplab.run import Run, SmokeDone
 
 __all__ = ["SIGNAL_MARK", "run_from_env"]
 
@@ -41,7 +42,11 @@ class ProgramRun(Run):
     """A Run whose reports go to a command trial's report file (or nowhere, outside a sweep)."""
 
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        super().log(metrics, step)
+        try:
+            super().log(metrics, step)
+        except SmokeDone as done:   # smoke mode, and the program never reads should_stop: it ends here, cleanly
+            print(f"sweeplab: {done}", file=sys.stderr, flush=True)
+            raise SystemExit(0) from None
         self.flush()   # no heartbeat thread here to send what stays buffered: one line per report, now
 
     def checkpoint(self, obj: Any, step: int | None = None, *, force: bool = False) -> bool:
