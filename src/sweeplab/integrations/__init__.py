@@ -7,10 +7,12 @@ One module per framework, each imported only when used, so `import sweeplab` nev
     from sweeplab.integrations.keras import SweeplabCallback          # Keras 3 `model.fit` (`keras`)
     from sweeplab.integrations.xgboost import SweeplabCallback        # XGBoost training callback (`xgboost`)
 
-Each does the same four things through the Run: reports the framework's metrics (`run.log`), checkpoints
-through `run.checkpoint` (when the `trial.checkpoint_every` policy says so, and always on the way out of a
-stopped trial), resumes from `run.restore()`, and makes the framework stop training when `run.should_stop`
-turns true (pruned by a scheduler, stopped by a monitor rule, preempted by SIGTERM, or the sweep ending).
+Each takes a Run: a function trial's argument, or `sweeplab.Run.from_env()` in a program run as a command
+trial (inert outside a sweep), and does the same four things through it: reports the framework's metrics
+(`run.log`), checkpoints through `run.checkpoint` (when the `trial.checkpoint_every` policy says so, and always
+on the way out of a stopped trial), resumes from `run.restore()`, and makes the framework stop training when
+`run.should_stop` turns true (pruned by a scheduler, stopped by a monitor rule, preempted by SIGTERM, or the
+sweep ending).
 In a multi-process (DDP) trial the Lightning and Transformers callbacks run on every rank and agree each
 decision (stop, checkpoint) across the ranks before acting on it, so the ranks save and stop together.
 """
