@@ -95,11 +95,12 @@ def _int(name: str, default: int) -> int:
 
 
 def _rank() -> int:
-    """This process's rank: RANK (torchrun, sweeplab's multi-process trials), else LOCAL_RANK / NODE_RANK as
-    Lightning's own launcher sets them in the processes it starts (as `sweeplab.report` reads them)."""
+    """This process's rank: RANK (torchrun, sweeplab's multi-process trials), else from LOCAL_RANK / NODE_RANK as
+    Lightning's own launcher sets them in the processes it starts (rank 0 is the one `sweeplab.report` keeps)."""
     if (os.environ.get("RANK") or "").strip():
         return _int("RANK", 0)
-    return 0 if all(_int(k, 0) == 0 for k in ("LOCAL_RANK", "NODE_RANK")) else 1
+    local, node, per_node = _int("LOCAL_RANK", 0), _int("NODE_RANK", 0), _int("LOCAL_WORLD_SIZE", 0)
+    return node * per_node + local if per_node > 0 else (local or node)
 
 
 def _checkpoint_every() -> Any:
@@ -121,7 +122,7 @@ def run_from_env(config: Mapping[str, Any] | None = None) -> Run:
     report = env.get("SWEEPLAB_REPORT_FILE") or ""
     seed = (env.get("SWEEPLAB_SEED") or "").strip()
     run = ProgramRun(
-        config=Config(config or {}), sink=_ReportSink(report), params=dict(config or {}),
+        config=Config(config or {}), sink=_ReportSink(report),
         sweep=env.get("SWEEPLAB_SWEEP", "") if report else "", trial=_int("SWEEPLAB_TRIAL", 0),
         attempt=max(1, _int("SWEEPLAB_ATTEMPT", 1)), seed=int(seed) if seed.lstrip("-").isdigit() else None,
         smoke=env.get("SWEEPLAB_SMOKE") == "1",
@@ -130,8 +131,14 @@ def run_from_env(config: Mapping[str, Any] | None = None) -> Run:
         rank=_rank(), world_size=max(1, _int("WORLD_SIZE", 1)), original_cwd=env.get("SWEEPLAB_ORIGINAL_CWD"),
     )
     _stop_on_sigterm(run, report)
-    atexit.register(run.flush)
+    atexit.register(_flush_quietly, run)
     return run
+
+
+def _flush_quietly(run: Run) -> None:
+    """At exit: what is still buffered (nothing, normally: `log` writes at once), unless the file is gone."""
+    with contextlib.suppress(OSError):
+        run.flush()
 
 
 def _stop_on_sigterm(run: Run, report: str) -> None:
