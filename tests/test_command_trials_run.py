@@ -125,3 +125,17 @@ def test_in_smoke_mode_a_program_that_never_reads_should_stop_ends_cleanly(tmp_p
     """, env, tmp_path)
     assert cp.returncode == 0 and "not reached" not in cp.stdout, cp.stdout + cp.stderr
     assert [parse_report_line(ln)[0] for ln in report.read_text().splitlines()] == [0, 1, 2, 3]
+
+
+def test_in_a_function_trial_from_env_warns_that_its_run_reports_nowhere(tmp_path):
+    """A function trial is handed its Run; `from_env` in its process (no report file there) would drop every
+    report in silence."""
+    cp = _python("""
+        import warnings, sweeplab as sl
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            run = sl.Run.from_env()
+        print(len(seen), seen[0].message if seen else "")
+    """, _env(SWEEPLAB_EVENT_FD="9"), tmp_path)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.startswith("1 sl.Run.from_env() in a function trial"), cp.stdout

@@ -28,6 +28,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -120,6 +121,9 @@ def run_from_env(config: Mapping[str, Any] | None = None) -> Run:
 
     env = os.environ
     report = env.get("SWEEPLAB_REPORT_FILE") or ""
+    if not report and env.get("SWEEPLAB_EVENT_FD"):   # a function trial's worker (or a process it started)
+        warnings.warn("sl.Run.from_env() in a function trial: the Run it returns reports nowhere; use the Run "
+                      "sweeplab passes to the function (`def train(config, run)`) and hand it on", stacklevel=3)
     seed = (env.get("SWEEPLAB_SEED") or "").strip()
     run = ProgramRun(
         config=Config(config or {}), sink=_ReportSink(report),
