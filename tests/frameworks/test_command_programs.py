@@ -151,3 +151,70 @@ def test_a_plain_program_with_a_run_is_preempted_by_any_sigterm_and_pruned_by_as
     assert first["state"] == "completed"
     assert chaos.steps(first["id"], 1) == [0, 1, 2] and chaos.steps(first["id"], 2) == [3, 4, 5]
     assert second["state"] == "pruned" and "rung 1" in second["reason"], dict(second)
+
+
+VALIDATING = """\
+import os, sys, time
+import lightning.pytorch as L
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+import sweeplab as sl
+from sweeplab.integrations.lightning import SweeplabCallback
+
+torch.set_num_threads(1)
+L.seed_everything(0, verbose=False)
+run = sl.Run.from_env()
+x = torch.randn(32, 4); y = (x[:, 0] > 0).long()
+
+class Net(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 2)
+    def training_step(self, batch, i):
+        return nn.functional.cross_entropy(self.net(batch[0]), batch[1])
+    def validation_step(self, batch, i):
+        if run.attempt == 1 and self.current_epoch == 2 and i == 0:
+            with open("validating.tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.replace("validating.tmp", "validating")
+            while not run.should_stop:   # the test's SIGTERM comes here, in the first of 2 validation batches
+                time.sleep(0.05)
+        self.log("val_loss", nn.functional.cross_entropy(self.net(batch[0]), batch[1]))
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+callback = SweeplabCallback(run)
+trainer = L.Trainer(max_epochs=5, callbacks=[callback], accelerator="cpu", devices=1, logger=False,
+                    enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                    num_sanity_val_steps=0)
+trainer.fit(Net(), DataLoader(TensorDataset(x, y), batch_size=16), DataLoader(TensorDataset(x, y), batch_size=16),
+            ckpt_path=callback.resume_path())
+"""
+
+
+def test_a_lightning_program_signalled_during_validation_saves_where_it_stopped(chaos, reap):
+    """Lightning checks for a SIGTERM inside its validation loop too, and ends `fit` there (SIGTERMException)
+    before any training batch ends for the callback to save at: the stop's checkpoint was never written, and
+    the next attempt went back to the last one the policy had let through (epoch 0 here), losing the epochs
+    since. The callback now saves in `on_exception` when the trial was asked to stop."""
+    if importlib.util.find_spec("lightning") is None:
+        pytest.skip("needs lightning")
+    (chaos.tmp / "prog.py").write_text(VALIDATING)
+    spec = chaos.spec("val", f"command: [{sys.executable}, prog.py]\nmethod: grid\n"
+                             "metric: {name: val_loss, goal: minimize}\n"
+                             "trial: {grace: 60s, retries: 0, checkpoint_every: 1000}\n")
+    proc = chaos.start("sweep", str(spec), "--name", "val", "--workers", "1", "-q")
+    reap.append(proc.pid)
+    marker = chaos.tmp / "validating"
+    validating = lambda: int(marker.read_text()) if marker.is_file() else None  # noqa: E731
+
+    pid = wait_for(validating, timeout=120, what="epoch 2's validation", proc=proc)
+    os.kill(pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    (trial,) = chaos.trials("val")
+    assert [a["state"] for a in chaos.attempts(trial["id"])] == ["preempted", "completed"], out + err
+    (restored,) = chaos.events("restored", trial["id"])
+    assert json.loads(restored["data"])["step"] == 2, dict(restored)
+    assert chaos.steps(trial["id"], 2, "val_loss")[0] in (2, 3)

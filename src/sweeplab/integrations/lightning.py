@@ -219,6 +219,17 @@ class SweeplabCallback(pl.Callback):  # type: ignore[misc,name-defined]
                 self._saved_for_stop = True
             self._stop(trainer)
 
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        # Lightning ends `fit` on a SIGTERM with a SIGTERMException (a SystemExit) at its next check, also between
+        # two batches of a validation run, where no training batch ends for `on_train_batch_end` to save at: the
+        # stop's checkpoint was never written, and the next attempt went back to an older one. Saved here. (Under
+        # DDP the trial's handler replaces Lightning's for `fit`, and a save here would be a collective call
+        # that the ranks might not all make.)
+        if (isinstance(exception, SystemExit) and self.run.should_stop and not self._saved_for_stop
+                and not _distributed(trainer)):
+            self._saved_for_stop = True
+            self._save(trainer)
+
     # ------------------------------------------------------------------ work
     def _report(self, trainer: Any) -> None:
         metrics = scalars(trainer.callback_metrics, self.keys)
