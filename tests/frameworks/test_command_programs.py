@@ -218,3 +218,77 @@ def test_a_lightning_program_signalled_during_validation_saves_where_it_stopped(
     (restored,) = chaos.events("restored", trial["id"])
     assert json.loads(restored["data"])["step"] == 2, dict(restored)
     assert chaos.steps(trial["id"], 2, "val_loss")[0] in (2, 3)
+
+
+LIGHTNING_DDP = """\
+import os, time
+import lightning.pytorch as L
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+import sweeplab as sl
+from sweeplab.integrations.lightning import SweeplabCallback
+
+torch.set_num_threads(1)
+L.seed_everything(0, verbose=False)
+run = sl.Run.from_env()
+if run.rank == 0:
+    with open(f"pid-{run.attempt}.tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(f"pid-{run.attempt}.tmp", f"pid-{run.attempt}")
+x = torch.randn(64, 4); y = (x[:, 0] > 0).long()
+
+class Net(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 2)
+    def on_train_start(self):
+        print(f"starts: rank {self.global_rank} epoch {self.current_epoch}", flush=True)
+    def training_step(self, batch, i):
+        time.sleep(0.1)
+        return nn.functional.cross_entropy(self.net(batch[0]), batch[1])
+    def validation_step(self, batch, i):
+        self.log("val_loss", nn.functional.cross_entropy(self.net(batch[0]), batch[1]), sync_dist=True)
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+callback = SweeplabCallback(run)
+trainer = L.Trainer(max_epochs=30, callbacks=[callback], accelerator="cpu", devices=2, strategy="ddp",
+                    logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                    enable_model_summary=False, num_sanity_val_steps=0)
+trainer.fit(Net(), DataLoader(TensorDataset(x, y), batch_size=16), DataLoader(TensorDataset(x, y), batch_size=32),
+            ckpt_path=callback.resume_path())
+"""
+
+
+@pytest.mark.parametrize("who", ["program", "worker"])
+def test_a_lightning_ddp_program_stops_every_rank_on_sigterm_and_resumes(chaos, reap, who):
+    """A command program whose Trainer starts its own 2 DDP ranks (`strategy="ddp"`, `devices=2`: Lightning runs
+    the program again for rank 1), each building its Run with `from_env`. A SIGTERM to rank 0 alone (from
+    outside sweeplab) or to the trial's worker (sweeplab's preemption, sent to every rank): the callback hands
+    SIGTERM to the Run's handler for `fit` (Lightning's own broadcasts from inside the handler and can hang, see
+    docs), the ranks agree to stop, save once, and return; the attempt is preempted (well within `trial.grace`)
+    and both ranks of attempt 2 start from the same checkpoint."""
+    if importlib.util.find_spec("lightning") is None:
+        pytest.skip("needs lightning")
+    (chaos.tmp / "prog.py").write_text(LIGHTNING_DDP)
+    spec = chaos.spec("ddp", f"command: [{sys.executable}, prog.py]\nmethod: grid\n"
+                             "metric: {name: val_loss, goal: minimize}\n"
+                             "trial: {grace: 100s, retries: 0, checkpoint_every: 1000}\n")
+    proc = chaos.start("sweep", str(spec), "--name", "ddp", "--workers", "1", "-q")
+    reap.append(proc.pid)
+    att = wait_for(lambda: chaos.running_attempt("ddp", 0), timeout=120, what="trial 0 running", proc=proc)
+    wait_for(lambda: len(chaos.steps(att["trial_id"], 1, "val_loss")) >= 2, timeout=120, what="2 epochs", proc=proc)
+    pid = int((chaos.tmp / "pid-1").read_text()) if who == "program" else att["pid"]
+    os.kill(pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=150)
+    assert proc.returncode == 0, out + err
+    (trial,) = chaos.trials("ddp")
+    attempts = chaos.attempts(trial["id"])
+    assert [a["state"] for a in attempts] == ["preempted", "completed"], (out + err, [dict(a) for a in attempts])
+    assert "grace" not in (attempts[0]["reason"] or ""), attempts[0]["reason"]
+    restored = {json.loads(e["data"])["step"] for e in chaos.events("restored", trial["id"])}
+    assert len(restored) == 1 and min(restored) >= 1, restored
+    log = (chaos.store / "logs" / "ddp" / "0-2.log").read_text(errors="replace")
+    starts = {line.split()[2]: line.split()[4] for line in log.splitlines() if line.startswith("starts: rank ")}
+    assert set(starts) == {"0", "1"} and len(set(starts.values())) == 1 and starts["0"] != "0", starts
