@@ -139,3 +139,21 @@ def test_in_a_function_trial_from_env_warns_that_its_run_reports_nowhere(tmp_pat
     """, _env(SWEEPLAB_EVENT_FD="9"), tmp_path)
     assert cp.returncode == 0, cp.stderr
     assert cp.stdout.startswith("1 sl.Run.from_env() in a function trial"), cp.stdout
+
+
+def test_the_same_restored_note_from_two_ranks_is_one_event():
+    """Lightning's own DDP launcher runs the program once per rank; every rank's checkpoint manager notes the
+    checkpoint it restored (the same one): the sweep's events listed `restored` once per rank."""
+    from sweeplab.backends.command_trial import _Reporter
+
+    sent: list[tuple[object, dict]] = []
+
+    class Channel:
+        def send(self, kind, data=None):
+            sent.append((kind, data))
+
+    reporter = _Reporter(Channel())  # type: ignore[arg-type]
+    note = '{"@note":{"level":"info","kind":"restored","step":4,"message":"restored checkpoint of step 4"}}'
+    for line in (note, note, note.replace("4", "5")):
+        reporter.line(line)
+    assert [d["step"] for _, d in sent] == [4, 5]

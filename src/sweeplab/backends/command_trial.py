@@ -56,13 +56,18 @@ class _Reporter:
         self.unread = 0                   # report lines that are not a JSON object (a Python dict printed) ...
         self.first_unread = ""            # ... and the first of them, named when the trial's metric is missing
         self.signalled = False            # the program's Run got a SIGTERM (`Run.from_env`: an `@signal` line)
+        self.notes: set[str] = set()      # the `@note` lines passed on (each once)
 
     def line(self, text: str) -> None:
         if text.startswith('{"@note":'):   # the program's CheckpointManager: a checkpoint skipped or restored
             with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
                 note = json.loads(text)["@note"]
                 if note.get("kind") in ("checkpoint_corrupt", "restored") and isinstance(note.get("message"), str):
-                    self.channel.send(EventKind.NOTE, note)
+                    # once: each rank of a program that starts its own (Lightning's strategy="ddp") restores
+                    # the same checkpoint, and each said so
+                    if text not in self.notes:
+                        self.notes.add(text)
+                        self.channel.send(EventKind.NOTE, note)
             return
         if text.startswith('{"@signal":'):
             self.signalled = True
