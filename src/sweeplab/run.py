@@ -7,6 +7,7 @@ microsecond per point; checkpoints are throttled by a policy so that frequent ca
 
 from __future__ import annotations
 
+import bisect
 import operator
 import os
 import threading
@@ -118,8 +119,9 @@ class Run:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._stop_reason = ""
-        self._decide_at = frozenset(int(s) for s in decision_steps) if decision_metric and rank == 0 \
-            else frozenset()   # only rank 0 reports, so only it waits (the others meet it in a collective)
+        # only rank 0 reports, so only it waits (the others meet it in a collective)
+        self._decide_at = sorted({int(s) for s in decision_steps}) if decision_metric and rank == 0 else []
+        self._decided_upto = -1 << 62   # the highest step a report waited for a verdict at
         self._decide_metric = decision_metric
         self._decided = threading.Condition()
         self._go_step = -1
@@ -193,10 +195,21 @@ class Run:
                 self.smoke_ended = step
                 raise SmokeDone(f"smoke: ended at step {step}: the trial went on reporting after "
                                 "run.should_stop was set")
-        if self._decide_at and step in self._decide_at and self._decide_metric in metrics:
+        if self._decide_at and self._decide_metric in metrics and self._passes_decision_step(step):
             self._await_decision(step)
         elif due:
             self.flush()
+
+    def _passes_decision_step(self, step: int) -> bool:
+        """Whether this report is the first at or past a decision step: the scheduler judges a rung on the
+        first report at or past it (a trial evaluating every 2 epochs reaches rung step 1 at step 2), so that
+        report waits too; waiting only at the rung steps themselves let such a trial train on to its end
+        after it was pruned."""
+        i = bisect.bisect_right(self._decide_at, self._decided_upto)
+        if i == len(self._decide_at) or self._decide_at[i] > step:
+            return False
+        self._decided_upto = step
+        return True
 
     def _await_decision(self, step: int) -> None:
         """At a rung of the scheduler: send the report now and wait until the driver says go on or stop,

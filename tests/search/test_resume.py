@@ -230,3 +230,30 @@ def test_grid_resume_skips_tried_combinations_whose_floats_differ_by_rounding_no
     resumed.replay([TrialSnapshot(k, p, TrialState.COMPLETED, value=1.0) for k, p in enumerate(noisy[:7])])
     assert [resumed.ask() for _ in range(len(every) - 7)] == every[7:]
     assert resumed.ask() is None and resumed.exhausted
+
+
+@pytest.mark.parametrize("impute", ["worst", "best"])
+def test_tpe_with_impute_after_a_replay_continues_the_uninterrupted_sequence_exactly(impute: str) -> None:
+    """A failed trial is imputed from the trials completed before it was told, live and on replay alike: a
+    replay that imputed every failure from the whole history told the rebuilt study other values than the
+    live one had (a failure before the worst result got that worse value), so TPE asked other trials after
+    a resume of a sequential sweep."""
+    def outcome(number: int, params: dict[str, Any]) -> tuple[TrialState, float | None]:
+        if number % 3 == 1:
+            return TrialState.FAILED, None
+        return TrialState.COMPLETED, objective(params) * (1 + number)   # later trials worse: worst moves on
+
+    asked, history = _uninterrupted("tpe", 16, outcome, n_startup_trials=2, impute=impute)
+    for cut in (5, 9, 12):
+        resumed = _make("tpe", n_startup_trials=2, impute=impute)
+        try:
+            resumed.replay(history[:cut])
+            got = []
+            for number in range(cut, 16):
+                params = resumed.ask()
+                got.append(params)
+                state, value = outcome(number, params)
+                resumed.tell(number, params, state, value)
+        finally:
+            resumed.close()
+        assert got == asked[cut:], cut

@@ -50,8 +50,9 @@ class Scheduler(ABC):
 
     def decision_steps(self, trial: int) -> tuple[int, ...]:
         """The steps at which `trial` may be stopped (ASHA's rungs, hyperband's bands), or () when any
-        report can stop it (the median rule). A trial that reports its metric at one of these steps waits
-        for the verdict before its next step (`Run.log`), so a pruned trial trains nothing past its rung."""
+        report can stop it (the median rule). A trial that reports its metric at one of these steps, or first
+        past one it skipped, waits for the verdict before its next step (`Run.log`), so a pruned trial trains
+        nothing past the report its rung judged."""
         return ()
 
     @abstractmethod

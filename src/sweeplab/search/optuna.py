@@ -485,11 +485,10 @@ class OptunaSearcher(Searcher):
     def replay(self, history: Sequence[TrialSnapshot]) -> None:
         """A fresh study holding every trial of `history`: terminal ones told, the others running."""
         self._new_study()
+        # in number order, as a sequential sweep told them: a failed trial is imputed from the trials completed
+        # before it (`_add`), as `tell` imputed it live; imputing from the whole history told the rebuilt study
+        # other values than the live one had, so TPE asked other trials after a resume
         ordered = sorted(history, key=lambda s: s.number)
-        if self.options.get("impute") is not None:   # failed trials are imputed from the whole history
-            for snap in ordered:
-                if snap.state is TrialState.COMPLETED and _finite(snap.value) and self._fits(snap.params):
-                    self._note(float(snap.value))  # type: ignore[arg-type]
         for snap in ordered:
             if snap.state.is_terminal:
                 self._told.add(snap.number)

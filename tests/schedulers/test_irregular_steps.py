@@ -1,0 +1,50 @@
+"""Early stopping on a real learning curve reported at irregular steps (every other epoch, as a trial that
+evaluates every 2 epochs does): the scheduler judges a rung on the first report at or past it, and the
+trial waits there for the verdict, so a pruned trial trains nothing past the report it was judged on."""
+
+from __future__ import annotations
+
+import sqlite3
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sweeplab.api import run_sweep
+
+TRAIN = textwrap.dedent("""
+    def train(config, run):
+        floor = {"good": 0.1, "good-b": 0.2, "hopeless": 2.0, "hopeless-b": 2.1}[config["kind"]]
+        for step in range(0, 61, 2):            # reports at 0, 2, 4, ...: never at a rung step (1, 3, 9, 27)
+            loss = floor + 1.0 / (step + 1)
+            run.log({"val_loss": loss if config["goal"] == "minimize" else -loss}, step=step)
+            if run.should_stop:
+                break
+        return {"val_loss": loss if config["goal"] == "minimize" else -loss}
+""")
+
+
+@pytest.mark.parametrize("kind", ["asha", "hyperband"])
+@pytest.mark.parametrize("goal", ["minimize", "maximize"])
+def test_a_trial_reporting_between_rungs_is_held_at_the_first_report_past_a_rung(tmp_path: Path, goal: str,
+                                                                                  kind: str) -> None:
+    (tmp_path / "irregular.py").write_text(TRAIN)
+    stop = ({"type": "asha", "min_iter": 1, "max_iter": 60, "eta": 3} if kind == "asha"
+            else {"type": "hyperband", "min_iter": 1, "eta": 3})
+    spec = {"function": f"{tmp_path / 'irregular.py'}:train", "method": "grid", "seed": 0,
+            "metric": {"name": "val_loss", "goal": goal}, "early_terminate": stop,
+            "parameters": {"kind": {"values": ["good", "good-b", "hopeless", "hopeless-b"]},
+                           "goal": {"value": goal}}}
+    outcome = run_sweep(spec, store=tmp_path / "store", workers=1, name="irregular")
+    assert outcome.exit_code == 0, outcome
+    with sqlite3.connect(tmp_path / "store" / "store.db") as c:
+        rows = c.execute("SELECT t.state, MAX(m.step) FROM metrics m JOIN trials t ON t.id = m.trial_id "
+                         "WHERE m.key = 'val_loss' GROUP BY t.number ORDER BY t.number").fetchall()
+    # grid order: good, good-b, hopeless, hopeless-b (W&B order: the values as written)
+    assert [r[0] for r in rows] == ["completed", "pruned", "pruned", "pruned"], rows
+    assert rows[0][1] == 60
+    # ASHA: the first report past rung 1 (step 1) is step 2, where good-b is behind good (top 1 of 2 with
+    # fewer than eta values there); hyperband: band 1 is the first report (step 0), judged against the
+    # threshold of the trials there
+    judged_at = 2 if kind == "asha" else 0
+    assert [step for _, step in rows[1:]] == [judged_at] * 3, rows
