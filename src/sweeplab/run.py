@@ -57,6 +57,16 @@ class SmokeDone(BaseException):
     trial's own `except Exception` does not swallow it; the trial ends as if it had returned (`call_trial`)."""
 
 
+def passes_decision_step(decide_at: Sequence[int], decided_upto: int, step: int) -> bool:
+    """Whether a report at `step` is the first at or past a decision step (sorted `decide_at`) after the
+    report that last waited, at `decided_upto`: the scheduler judges a rung on the first report at or past it
+    (a trial evaluating every 2 epochs reaches rung step 1 at step 2), so that report waits for the verdict;
+    waiting only at the rung steps themselves let such a trial train on to its end after it was pruned. One
+    rule for `Run.log` and the simulated backend (`sweeplab.testing.fake`)."""
+    i = bisect.bisect_right(decide_at, decided_upto)
+    return i < len(decide_at) and decide_at[i] <= step
+
+
 class Run:
     """Handed to `train(config, run)`. Attribute docs:
 
@@ -201,12 +211,7 @@ class Run:
             self.flush()
 
     def _passes_decision_step(self, step: int) -> bool:
-        """Whether this report is the first at or past a decision step: the scheduler judges a rung on the
-        first report at or past it (a trial evaluating every 2 epochs reaches rung step 1 at step 2), so that
-        report waits too; waiting only at the rung steps themselves let such a trial train on to its end
-        after it was pruned."""
-        i = bisect.bisect_right(self._decide_at, self._decided_upto)
-        if i == len(self._decide_at) or self._decide_at[i] > step:
+        if not passes_decision_step(self._decide_at, self._decided_upto, step):
             return False
         self._decided_upto = step
         return True

@@ -51,7 +51,8 @@ def fixture_scripts(backend_ref: list[FakeBackend]):
             return Script().finish(after=1e9).ignore_stop()
         if name == "rungs":             # no pause between steps; returns the last step it reached
             out = Script()
-            for s in range(1, int(c.get("steps", 50)) + 1):
+            every = int(c.get("every", 1))
+            for s in range(every, int(c.get("steps", 50)) + 1, every):
                 out = out.metrics(s, {"loss": 1.0 / s, "last_step": float(s)}, after=0.0)
             return out.finish()
         if name == "checkpointing":     # checkpoints every step, goes on from the last checkpoint

@@ -124,7 +124,7 @@ def test_status_counts_always_match_its_trials_while_a_sweep_writes(cli: Any) ->
             return via_queries() if flip[0] else via_columns()
 
         try:
-            reads, bad = _hammer(proc, either, reads=1200, growth=40)
+            reads, bad = _hammer(proc, either, reads=500, growth=40)
         finally:
             reader.close()
         assert not bad, f"{len(bad)} of {reads} answers disagreed with themselves:\n" + "\n".join(bad[:5])
@@ -182,7 +182,7 @@ def test_dashboard_api_counts_always_match_its_trials_while_a_sweep_writes(cli: 
                     return {"version": int(data["version"].split(":")[1])}, data["state"]
                 return data["sweep"]["counts"], data["state"]
 
-            reads, bad = _hammer(proc, via_api, reads=600, growth=40)
+            reads, bad = _hammer(proc, via_api, reads=250, growth=40)
         assert not bad, f"{len(bad)} of {reads} answers disagreed with themselves:\n" + "\n".join(bad[:5])
     finally:
         _finish(proc)
