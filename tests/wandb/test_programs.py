@@ -443,3 +443,16 @@ def test_a_run_without_the_hook_is_read_back_wherever_the_program_put_its_files(
     for t, where in zip(trials, ("dir", "env", "settings", "elsewhere")):
         assert t["value"] == pytest.approx(2.0 + len(where))   # the summary's last value
         assert [s for s, n, _ in t["history"] if n == "val_loss"] == [0, 1, 2]
+
+
+def test_define_metric_called_once_per_aggregate_keeps_them_all_as_wandb_does(tmp_path: Path) -> None:
+    # wandb merges repeated define_metric calls for one metric (its summary holds min, max and mean, as for
+    # summary="min,max,mean"); the hook kept only the last call's, so the trial's value was the mean
+    proc, store = _sweep("define_metric_repeated", tmp_path, "--workers", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (t,) = _trials(store)
+    m = t["metrics"]
+    assert (m["eval/mean_reward.min"], m["eval/mean_reward.max"]) == pytest.approx((0.1, 0.4))
+    assert m["eval/mean_reward.mean"] == pytest.approx(0.25) and m["eval/mean_ep_length.mean"] == pytest.approx(11.5)
+    # no one aggregate is the metric: its value is the last logged, as for one define_metric(summary="min,max,mean")
+    assert t["value"] == pytest.approx(0.3) and m["eval/mean_ep_length"] == 13

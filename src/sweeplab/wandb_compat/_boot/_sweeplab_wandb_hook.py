@@ -152,12 +152,13 @@ class _History:
         """`define_metric(name, summary=...)`: W&B's server keeps that summary as the rows come, so a run its
         agent stops keeps it. A command trial the sweep stops is terminated before `wandb.finish()`, when
         the hook would read it: the hook keeps it too and hands it over as it changes (an `@summary` line).
-        Older wandb's `summary="best"` is the min or max by `goal`."""
+        Older wandb's `summary="best"` is the min or max by `goal`. A second call for the same name adds its
+        aggregates to the first's, as wandb merges them (`summary="min"`, then `"max"`: the summary holds both)."""
         wanted = [a.strip().lower() for a in summary.split(",")]   # as wandb reads them ("Min" is "min")
         if "best" in wanted:
             wanted[wanted.index("best")] = "best-max" if str(goal or "").startswith("max") else "best-min"
-        self.specs[name] = tuple(a for a in wanted if a in ("min", "max", "mean", "first", "last", "best-min",
-                                                           "best-max"))
+        known = [a for a in wanted if a in ("min", "max", "mean", "first", "last", "best-min", "best-max")]
+        self.specs[name] = tuple(dict.fromkeys([*self.specs.get(name, ()), *known]))
 
     def _summarize(self, row: "Mapping[str, float]") -> "dict[str, float]":
         out: dict[str, float] = {}
