@@ -476,3 +476,16 @@ def test_every_run_a_program_starts_with_the_trials_id_reports_also_when_read_ba
         assert t["value"] == pytest.approx(2 * lr + 0.5)
         assert t["metrics"]["acc"] == pytest.approx(2 * lr + 1)   # the last seed's run's summary, as hooked
         assert (0, "mean_acc") in {(s, n) for s, n, _ in t["history"]}
+
+
+@pytest.mark.parametrize("how", ["command", "function"])
+def test_a_trial_in_its_own_directory_gets_the_config_defaults_yaml_of_the_sweeps(tmp_path: Path, how: str) -> None:
+    # wandb reads config-defaults.yaml from the working directory; with `--workdir trial` the program ran in
+    # the trial's own directory and lost its defaults: "'Config' object has no attribute 'dense_layer_size'"
+    extra = ("--function", "train.py:train") if how == "function" else ()
+    proc, store = _sweep("config_defaults", tmp_path, "--workdir", "trial", *extra)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed", "completed"]
+    for t, convs in zip(trials, (16, 32)):   # the sweep's values win over the defaults, as under W&B
+        assert t["value"] == pytest.approx(convs / 2) and t["metrics"]["dense_layer_size"] == 128

@@ -706,6 +706,44 @@ def _patch_init(wandb: Any) -> None:
     wandb.init = offline_init
     _patch_controller(wandb)
     _patch_config_of(sys.modules.get("wandb.sdk.wandb_helper"))
+    _patch_config_defaults(sys.modules.get("wandb.sdk.lib.config_util"))
+
+
+def _config_defaults_elsewhere() -> "str | None":
+    """The sweep's directory's `config-defaults.yaml`, for a trial's run started in another directory (its own,
+    `trial.workdir: trial`) that has none. wandb reads that file from the working directory into every run's
+    config (`wandb.config.epochs` with no `epochs` in the sweep), and W&B's agent runs the program where the
+    file is; a trial moved to its own directory lost its defaults ("object has no attribute 'epochs'")."""
+    original = os.environ.get("SWEEPLAB_ORIGINAL_CWD")
+    if not original or not in_trial():
+        return None
+    try:
+        if os.path.realpath(os.getcwd()) == os.path.realpath(original):
+            return None
+    except OSError:
+        return None
+    path = os.path.join(original, "config-defaults.yaml")
+    return path if os.path.isfile(path) else None
+
+
+def _patch_config_defaults(config_util: Any) -> None:
+    read = getattr(config_util, "dict_from_config_file", None)
+    if read is None or getattr(read, "_sweeplab_patched", False):
+        return
+
+    def dict_from_config_file(filename: Any, *args: Any, **kwargs: Any) -> Any:
+        if filename == "config-defaults.yaml" and not os.path.exists(filename):
+            try:
+                elsewhere = _config_defaults_elsewhere()
+            except Exception as exc:
+                _warn_once("find config-defaults.yaml", exc)
+                elsewhere = None
+            if elsewhere:
+                filename = elsewhere
+        return read(filename, *args, **kwargs)
+
+    dict_from_config_file._sweeplab_patched = True  # type: ignore[attr-defined]
+    config_util.dict_from_config_file = dict_from_config_file
 
 
 def _disabled(kwargs: "Mapping[str, Any]") -> bool:
