@@ -31,12 +31,14 @@ def _offline_env() -> dict[str, str]:
     return env
 
 
-def _sweep(project: str, tmp_path: Path, *extra: str, how: str | None = None
+def _sweep(project: str, tmp_path: Path, *extra: str, how: str | None = None, replace: tuple[str, str] | None = None
            ) -> tuple[subprocess.CompletedProcess[str], Path]:
     """Run the project's sweep.yaml; `how`: "command" adds `program: train.py`, "function" runs
-    `train.py:train` as a function trial."""
+    `train.py:train` as a function trial; `replace`: (old, new) text of the sweep.yaml."""
     work = tmp_path / project
     shutil.copytree(PROJECTS / project, work)
+    if replace:
+        (work / "sweep.yaml").write_text((work / "sweep.yaml").read_text().replace(*replace))
     if how == "command":
         (work / "sweep.yaml").write_text((work / "sweep.yaml").read_text() + "program: train.py\n")
     elif how == "function":
@@ -443,3 +445,47 @@ def test_a_run_without_the_hook_is_read_back_wherever_the_program_put_its_files(
     for t, where in zip(trials, ("dir", "env", "settings", "elsewhere")):
         assert t["value"] == pytest.approx(2.0 + len(where))   # the summary's last value
         assert [s for s, n, _ in t["history"] if n == "val_loss"] == [0, 1, 2]
+
+
+def test_define_metric_called_once_per_aggregate_keeps_them_all_as_wandb_does(tmp_path: Path) -> None:
+    # wandb merges repeated define_metric calls for one metric (its summary holds min, max and mean, as for
+    # summary="min,max,mean"); the hook kept only the last call's, so the trial's value was the mean
+    proc, store = _sweep("define_metric_repeated", tmp_path, "--workers", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (t,) = _trials(store)
+    m = t["metrics"]
+    assert (m["eval/mean_reward.min"], m["eval/mean_reward.max"]) == pytest.approx((0.1, 0.4))
+    assert m["eval/mean_reward.mean"] == pytest.approx(0.25) and m["eval/mean_ep_length.mean"] == pytest.approx(11.5)
+    # no one aggregate is the metric: its value is the last logged, as for one define_metric(summary="min,max,mean")
+    assert t["value"] == pytest.approx(0.3) and m["eval/mean_ep_length"] == 13
+
+
+@pytest.mark.parametrize("wrapped", [True, False])
+def test_every_run_a_program_starts_with_the_trials_id_reports_also_when_read_back(tmp_path: Path,
+                                                                                    wrapped: bool) -> None:
+    # a program that starts a run per seed with `wandb.init(reinit=True)`, then one for their mean: wandb names
+    # the folders of the later runs with the trial's id `offline-run-<time>-<id>-1`, `-2`, which the read-back
+    # (a wrapper without the hook) did not find: it read one run (the first or the last, by the second they
+    # started in), and the trial failed with "metric 'mean_acc' was never reported (reported: acc)"
+    hooked = None if wrapped else ('[bash, run.sh, "${args}"]', '[python, train.py, "${args}"]')
+    proc, store = _sweep("wrapper_reinit_runs", tmp_path, "--workers", "1", replace=hooked)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed", "completed"]
+    for t, lr in zip(trials, (0.5, 0.25)):
+        assert t["value"] == pytest.approx(2 * lr + 0.5)
+        assert t["metrics"]["acc"] == pytest.approx(2 * lr + 1)   # the last seed's run's summary, as hooked
+        assert (0, "mean_acc") in {(s, n) for s, n, _ in t["history"]}
+
+
+@pytest.mark.parametrize("how", ["command", "function"])
+def test_a_trial_in_its_own_directory_gets_the_config_defaults_yaml_of_the_sweeps(tmp_path: Path, how: str) -> None:
+    # wandb reads config-defaults.yaml from the working directory; with `--workdir trial` the program ran in
+    # the trial's own directory and lost its defaults: "'Config' object has no attribute 'dense_layer_size'"
+    extra = ("--function", "train.py:train") if how == "function" else ()
+    proc, store = _sweep("config_defaults", tmp_path, "--workdir", "trial", *extra)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed", "completed"]
+    for t, convs in zip(trials, (16, 32)):   # the sweep's values win over the defaults, as under W&B
+        assert t["value"] == pytest.approx(convs / 2) and t["metrics"]["dense_layer_size"] == 128

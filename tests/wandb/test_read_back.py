@@ -10,8 +10,8 @@ from sweeplab import wandb_compat
 from sweeplab.wandb_compat import _find_run_files
 
 
-def _run(root: Path, run_id: str) -> Path:
-    folder = root / "wandb" / f"offline-run-20260101_000000-{run_id}"
+def _run(root: Path, run_id: str, name: str = "") -> Path:
+    folder = root / "wandb" / (name or f"offline-run-20260101_000000-{run_id}")
     folder.mkdir(parents=True)
     (folder / f"run-{run_id}.wandb").write_bytes(b":W&B")
     return folder / f"run-{run_id}.wandb"
@@ -40,3 +40,17 @@ def test_a_run_outside_the_working_directory_is_found_where_wandb_printed_it(tmp
     cwd.mkdir()
     assert _find_run_files("abc123xy", [str(cwd)], str(log))[:1] == [str(want)]
     assert _find_run_files("abc123xy", [str(cwd)], None) == []
+
+
+def test_every_run_of_the_trials_id_is_found_in_the_order_they_started(tmp_path: Path) -> None:
+    # `wandb.init(reinit=True)` in a loop: wandb names a folder already taken `...-<id>-1`; they were not found
+    first = _run(tmp_path, "abc123xy", "offline-run-20260101_000000-abc123xy")
+    second = _run(tmp_path, "abc123xy", "offline-run-20260101_000000-abc123xy-1")
+    third = _run(tmp_path, "abc123xy", "offline-run-20260101_000001-abc123xy")
+    _run(tmp_path, "abc123xyz", "offline-run-20260101_000000-abc123xyz")   # not this trial's
+    found = _find_run_files("abc123xy", [str(tmp_path)], None)
+    assert sorted(found, key=wandb_compat._run_order) == [str(first), str(second), str(third)]
+    elsewhere = _run(tmp_path / "out", "zzzzzzzz", "offline-run-20260101_000000-zzzzzzzz-2")   # where wandb
+    log = tmp_path / "0-1.log"                                                               # printed it
+    log.write_text(f"wandb: Run data is saved locally in {elsewhere.parent}\n")
+    assert _find_run_files("zzzzzzzz", [str(tmp_path / "work")], str(log)) == [str(elsewhere)]

@@ -170,9 +170,13 @@ def _find_run_files(run_id: str, bases: list[str], log_path: str | None) -> list
     import tempfile
 
     name = f"run-{run_id}.wandb"
+    # a process that starts several runs with the trial's id (`wandb.init(reinit=True)` in a loop) gets a
+    # folder of each: wandb adds `-1`, `-2` to a name already taken (`offline-run-<time>-<id>-1`)
+    folder_name = re.compile(rf"offline-run-[0-9_]+-{re.escape(run_id)}(-[0-9]+)?")
 
     def at(folder: str) -> list[str]:
-        return glob.glob(os.path.join(glob.escape(folder), f"offline-run-*-{glob.escape(run_id)}", name))
+        pattern = os.path.join(glob.escape(folder), f"offline-run-*-{glob.escape(run_id)}*", name)
+        return [p for p in glob.glob(pattern) if folder_name.fullmatch(os.path.basename(os.path.dirname(p)))]
 
     found: list[str] = []
     for base in bases:
@@ -193,7 +197,9 @@ def _find_run_files(run_id: str, bases: list[str], log_path: str | None) -> list
                 start = max(text.rfind(c, 0, at_) for c in " \t\n\r'\"`") + 1   # stays linear)
                 end = text.find(tail, at_)
                 if end >= 0 and not any(c in text[at_:end] for c in " \t\n\r/\\"):
-                    path = os.path.join(text[start:end + len(tail)], name)
+                    end += len(tail)
+                    suffix = re.match(r"-[0-9]+", text[end:end + 12])   # a second run's `-1`
+                    path = os.path.join(text[start:end + (suffix.end() if suffix else 0)], name)
                     if os.path.isfile(path):
                         found.append(path)
                 at_ = text.find("offline-run-", at_ + 1)
@@ -230,14 +236,29 @@ def _find_run_files(run_id: str, bases: list[str], log_path: str | None) -> list
     return found or at(os.path.join(tempfile.gettempdir(), "wandb"))
 
 
+def _run_order(path: str) -> tuple[str, int, float]:
+    """The order runs of one id started in: their folders' start time (`offline-run-20260101_120000-<id>`),
+    then wandb's `-N` for a name already taken, then the file's time."""
+    folder = os.path.basename(os.path.dirname(path))[len("offline-run-"):]
+    stamp, _, rest = folder.partition("-")
+    number = rest.rpartition("-")[2] if rest.count("-") else "0"
+    try:
+        mtime = os.path.getmtime(path)
+    except OSError:
+        mtime = 0.0
+    return stamp, int(number) if number.isdigit() else 0, mtime
+
+
 def offline_run_lines(env: Mapping[str, str], cwd: str | None = None, log_path: str | None = None) -> list[str]:
     """What a command trial's W&B run logged, read back from the run's own offline files, as the hook's report
     lines (history rows at W&B's `_step`, then `{"@summary": ...}`, the summary as wandb-core computed it,
     `define_metric` aggregates included). For a program that ran without the hook: a wrapper script that sets
     its own PYTHONPATH (`PYTHONPATH=. python train.py "$@"`) drops the hook's folder, and its trial failed with
-    "metric ... was never reported" although its run logged the metric. The run is the one with the trial's
+    "metric ... was never reported" although its run logged the metric. The runs are those with the trial's
     WANDB_RUN_ID, found as `_find_run_files` says (WANDB_DIR, the working directory, the folder wandb printed
-    to the trial's log `log_path`). Nothing when there is no such run or no wandb here to read it with."""
+    to the trial's log `log_path`), each in turn in the order they started, as the hook reports a program's
+    runs (one that starts several, `wandb.init(reinit=True)` in a loop, has a folder of each). Nothing when
+    there is no such run or no wandb here to read it with."""
     run_id = env.get("WANDB_RUN_ID")
     if not run_id:
         return []
@@ -248,13 +269,22 @@ def offline_run_lines(env: Mapping[str, str], cwd: str | None = None, log_path: 
         from wandb.proto import wandb_internal_pb2 as pb
     except Exception:
         return []
+    lines: list[str] = []
+    runs = {os.path.realpath(p): p for p in found}
+    for path in sorted(runs.values(), key=_run_order):   # each run the program started with the trial's id, in
+        lines += _run_lines(path, pb)                     # order, as the hook reports them
+    return lines
+
+
+def _run_lines(path: str, pb: Any) -> list[str]:
+    """One offline run's history rows and summary (see `offline_run_lines`)."""
     from sweeplab.wandb_compat._boot._sweeplab_wandb_hook import _flatten, _summary_from
 
     lines: list[str] = []
     summary: dict[str, Any] = {}
     exit_code = 0
     try:
-        for data in _wandb_records(max(found, key=os.path.getmtime)):
+        for data in _wandb_records(path):
             record = pb.Record()   # type: ignore[attr-defined]
             record.ParseFromString(data)
             kind = record.WhichOneof("record_type")

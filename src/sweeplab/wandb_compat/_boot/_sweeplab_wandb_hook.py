@@ -152,12 +152,13 @@ class _History:
         """`define_metric(name, summary=...)`: W&B's server keeps that summary as the rows come, so a run its
         agent stops keeps it. A command trial the sweep stops is terminated before `wandb.finish()`, when
         the hook would read it: the hook keeps it too and hands it over as it changes (an `@summary` line).
-        Older wandb's `summary="best"` is the min or max by `goal`."""
+        Older wandb's `summary="best"` is the min or max by `goal`. A second call for the same name adds its
+        aggregates to the first's, as wandb merges them (`summary="min"`, then `"max"`: the summary holds both)."""
         wanted = [a.strip().lower() for a in summary.split(",")]   # as wandb reads them ("Min" is "min")
         if "best" in wanted:
             wanted[wanted.index("best")] = "best-max" if str(goal or "").startswith("max") else "best-min"
-        self.specs[name] = tuple(a for a in wanted if a in ("min", "max", "mean", "first", "last", "best-min",
-                                                           "best-max"))
+        known = [a for a in wanted if a in ("min", "max", "mean", "first", "last", "best-min", "best-max")]
+        self.specs[name] = tuple(dict.fromkeys([*self.specs.get(name, ()), *known]))
 
     def _summarize(self, row: "Mapping[str, float]") -> "dict[str, float]":
         out: dict[str, float] = {}
@@ -705,6 +706,44 @@ def _patch_init(wandb: Any) -> None:
     wandb.init = offline_init
     _patch_controller(wandb)
     _patch_config_of(sys.modules.get("wandb.sdk.wandb_helper"))
+    _patch_config_defaults(sys.modules.get("wandb.sdk.lib.config_util"))
+
+
+def _config_defaults_elsewhere() -> "str | None":
+    """The sweep's directory's `config-defaults.yaml`, for a trial's run started in another directory (its own,
+    `trial.workdir: trial`) that has none. wandb reads that file from the working directory into every run's
+    config (`wandb.config.epochs` with no `epochs` in the sweep), and W&B's agent runs the program where the
+    file is; a trial moved to its own directory lost its defaults ("object has no attribute 'epochs'")."""
+    original = os.environ.get("SWEEPLAB_ORIGINAL_CWD")
+    if not original or not in_trial():
+        return None
+    try:
+        if os.path.realpath(os.getcwd()) == os.path.realpath(original):
+            return None
+    except OSError:
+        return None
+    path = os.path.join(original, "config-defaults.yaml")
+    return path if os.path.isfile(path) else None
+
+
+def _patch_config_defaults(config_util: Any) -> None:
+    read = getattr(config_util, "dict_from_config_file", None)
+    if read is None or getattr(read, "_sweeplab_patched", False):
+        return
+
+    def dict_from_config_file(filename: Any, *args: Any, **kwargs: Any) -> Any:
+        if filename == "config-defaults.yaml" and not os.path.exists(filename):
+            try:
+                elsewhere = _config_defaults_elsewhere()
+            except Exception as exc:
+                _warn_once("find config-defaults.yaml", exc)
+                elsewhere = None
+            if elsewhere:
+                filename = elsewhere
+        return read(filename, *args, **kwargs)
+
+    dict_from_config_file._sweeplab_patched = True  # type: ignore[attr-defined]
+    config_util.dict_from_config_file = dict_from_config_file
 
 
 def _disabled(kwargs: "Mapping[str, Any]") -> bool:

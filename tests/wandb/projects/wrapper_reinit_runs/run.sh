@@ -1,0 +1,2 @@
+#!/bin/bash
+PYTHONPATH=. python train.py "$@"
