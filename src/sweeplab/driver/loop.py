@@ -32,6 +32,9 @@ __all__ = ["Driver"]
 _TOUCH_EVERY = 0.25        # bump sweeps.updated (what the dashboard polls) at most this often
 _SPEND_EVERY = 0.1         # save the spend so far (running trials included) this often: a killed driver loses
                            # at most this much of budget.time, cpu/gpu hours and its attempts' run time
+#: a SIGTERM this soon after the first is a copy of it (a kill of the process group as well as of the driver),
+#: not a second request
+_SAME_SIGNAL = 1.0
 
 
 class Driver(Recovery, EventWriter):
@@ -50,7 +53,9 @@ class Driver(Recovery, EventWriter):
             if self._signal is not None and signum == signal.SIGINT:
                 raise KeyboardInterrupt   # a second Ctrl-C: stop waiting for graceful ends
             if self._signal is None:      # the first signal decides how the sweep stops (and its exit code)
-                self._signal = signum
+                self._signal, self._signalled = signum, time.monotonic()
+            elif signum == signal.SIGTERM and time.monotonic() - self._signalled >= _SAME_SIGNAL:
+                self._hurry = True        # a second SIGTERM (`kill`, `sweeplab stop` again): stop waiting too
 
         if _main_thread():
             for sig in previous:
@@ -382,7 +387,7 @@ class Driver(Recovery, EventWriter):
             wait = min(self.spec.trial.grace, 5.0) if grace is None else grace
         deadline = self.clock.monotonic() + wait
         try:
-            while self.backend.running() and self.clock.monotonic() < deadline:
+            while self.backend.running() and self.clock.monotonic() < deadline and not self._hurry:
                 events = self.backend.poll(0.1)
                 with self.store.transaction():
                     for ev in events:
@@ -404,7 +409,8 @@ class Driver(Recovery, EventWriter):
             now = self.clock.time()
             for tid in list(self.backend.running()):
                 t = self.trials[tid]
-                self._mark_interrupted(t, f"{how}: killed after the grace period", now)
+                self._mark_interrupted(t, f"{how}: killed at a second SIGTERM, within the grace period" if self._hurry
+                                       else f"{how}: killed after the grace period", now)
             self.backend.shutdown(grace=0.0)
             for t in self.trials.values():
                 if t.state is TrialState.RUNNING:
