@@ -25,6 +25,7 @@ from sweeplab.driver.records import Progress, SweepOutcome, TrialRecord, resourc
 from sweeplab.driver.recovery import Recovery
 from sweeplab.driver.watchdog import Kill
 from sweeplab.errors import StoreError
+from sweeplab.store.queries import pid_namespace
 from sweeplab.types import Decision, MetricPoint, Origin, SweepState, TrialState, Verdict
 
 __all__ = ["Driver"]
@@ -65,6 +66,7 @@ class Driver(Recovery, EventWriter):
         with self.store.transaction():   # the host is gethostname()'s answer, without importing socket (start-up)
             self.store.update_sweep(self.sweep_id, driver=json.dumps(
                 {"pid": os.getpid(), "host": os.uname().nodename, "started": self.clock.time(),
+                 "pidns": pid_namespace(),    # a driver in a container is looked up in its own namespace only
                  "workers": self.backend.requested_workers,   # `resume` runs as wide again,
                  "hard": self.hard_budget}))                   # and stops trials at a budget as it did
         self.backend.start()
