@@ -227,3 +227,20 @@ def test_a_damaged_store_file_with_a_write_ahead_log_is_not_blamed_on_a_full_dis
     lines = cp.stderr.strip().splitlines()
     assert cp.returncode == 1 and len(lines) == 1, cp.stderr
     assert "damaged" in lines[0] and "full disk" not in lines[0] and "free some space" not in lines[0], lines
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm"])
+def test_a_directory_in_the_place_of_sqlite_s_own_files_is_named_in_one_line(tmp_path: Path, suffix: str) -> None:
+    """store.db-wal (or -shm) a directory: reads said the write-ahead log "cannot be read on a full disk: free some
+    space" (-wal), a resume "attempt to write a readonly database" (-shm). Every command names the directory."""
+    store = tmp_path / "store"
+    killed_writer(store)
+    db = store / "store.db"
+    side = Path(f"{db}{suffix}")
+    side.unlink()
+    side.mkdir()
+    for args in (("status",), ("best", "s1", "--json"), ("resume", "s1", "-q")):
+        cp = cli(store, *args)
+        lines = cp.stderr.strip().splitlines()
+        assert cp.returncode == 1 and len(lines) == 1, (args, cp.returncode, cp.stderr[-2000:])
+        assert f"store.db{suffix} is not a file" in lines[0] and "full disk" not in lines[0], (args, lines)

@@ -159,6 +159,17 @@ def _refuse_a_cut_file(db: Path) -> None:
     """A store.db shorter than SQLite's 100-byte header beside a store.db-wal with commits is a file cut short (a
     failed copy, `> store.db`): SQLite would take it for a new database and delete the log, whose commits a read
     (`status`) or a new sweep then destroyed. A store being created has its header before its log exists."""
+    import stat
+
+    for suffix in ("-wal", "-shm"):   # SQLite's own files beside it: a directory (a sync tool, a stray mkdir) there
+        try:                          # read as "unable to open", or as a full disk, or a read-only store
+            mode = os.stat(f"{db}{suffix}").st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            raise StoreError(f"the store {db} cannot be opened: {db.name}{suffix} is not a file (SQLite keeps its "
+                             f"{'write-ahead log' if suffix == '-wal' else 'shared memory index'} there); move it "
+                             "aside and run the command again") from None
     try:
         size, logged = db.stat().st_size, Path(f"{db}-wal").stat().st_size
     except OSError:
