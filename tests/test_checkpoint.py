@@ -25,8 +25,10 @@ from sweeplab.checkpoint import (
     CheckpointCorruptError,
     CheckpointManager,
     CheckpointPolicy,
+    fence,
     young_daly_interval,
 )
+from sweeplab.checkpoint._common import _FENCE
 from sweeplab.errors import ConfigError, TrialError
 
 SRC = str(Path(sweeplab.__file__).resolve().parents[1])
@@ -523,3 +525,31 @@ def test_latest_before_an_attempt_skips_that_attempts_own_checkpoints(tmp_path, 
     assert CheckpointManager(str(tmp_path), serializer="json", attempt=2).latest()[1] == [1]
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert CheckpointManager(str(tmp_path), serializer="json", attempt=2).latest()[1] == [2]
+
+
+@pytest.mark.parametrize("field", ["seq", "time", "seconds", "bytes", "step", "attempt"])
+def test_a_manifest_holding_a_number_too_large_for_a_float_is_skipped_as_corrupt(tmp_path, field):
+    """A manifest whose number has hundreds of digits (garbage, a hand edit) parses, and the check of its fields
+    raised OverflowError ("int too large to convert to float"): `latest()` failed, so every attempt of the trial
+    failed the same way (a resumed sweep's trial ended `failed`). It is skipped and reported as corrupt."""
+    mgr = CheckpointManager(str(tmp_path), serializer="json")
+    mgr.save([1], step=1)
+    bad = mgr.save([2], step=2)
+    path = Path(bad.path) / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest[field] = 10 ** 400
+    path.write_text(json.dumps(manifest))
+    assert mgr.latest()[1] == [1]
+    assert mgr.corrupt[0][0] == bad.path and "manifest unreadable" in mgr.corrupt[0][1]
+    assert mgr.save([3], step=3).step == 3
+
+
+def test_a_fence_file_holding_a_number_too_large_for_a_float_is_read_as_no_fence(tmp_path):
+    """The fence file (`fence`) with a time of hundreds of digits: reading it raised OverflowError, failing every
+    save and restore of the trial; it is read as no fence, as any other unreadable fence file is, and rewritten."""
+    mgr = CheckpointManager(str(tmp_path), serializer="json")
+    mgr.save([1], step=1)
+    (tmp_path / _FENCE).write_text(json.dumps({"dead": {"1": 10 ** 400}}))
+    assert mgr.latest()[1] == [1]
+    fence(str(tmp_path), 1)
+    assert mgr.latest()[1] == [1]

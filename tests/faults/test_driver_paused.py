@@ -147,3 +147,31 @@ def test_a_sweep_frozen_whole_past_its_silence_rules_kills_and_stops_no_trial(ch
     attempts = chaos.attempts(trial["id"])
     assert [(a["state"], a["reason"]) for a in attempts] == [("completed", None)]
     assert not chaos.stray_workers()
+
+
+def test_status_shows_a_sweep_whose_driver_is_paused_as_paused_not_running(chaos, reap):
+    """A sweep whose driver is stopped (Ctrl-Z, SIGSTOP) does nothing until continued; `status` listed it as
+    plain `running`, as a sweep at work. The list says `running (driver paused)`, the sweep's own view says how
+    to continue it; once continued it is plain `running` again."""
+    body = chaos.faulty_spec("stepper", params=chaos.params(x=0.5, steps=2000, delay=0.05),
+                             extra="budget: {trials: 1}")
+    proc = _one_trial_running(chaos, reap, "zp", body)
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        chaos.wait_for(lambda: _stopped(proc.pid), timeout=10, what="the driver to be stopped")
+        listed = chaos("status", check=True).stdout
+        assert "running (driver paused)" in listed, listed
+        one = chaos("status", "zp", check=True).stdout
+        assert f"driver (pid {proc.pid}) is paused" in one and f"kill -CONT {proc.pid}" in one, one
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    chaos.wait_for(lambda: not _stopped(proc.pid), timeout=10, what="the driver to be continued")
+    listed = chaos("status", check=True).stdout
+    assert "running" in listed and "paused" not in listed, listed
+    chaos("stop", "zp", check=True)
+    proc.communicate(timeout=60)
+
+
+def _stopped(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rpartition(")")[2].split()[0] in ("T", "t")

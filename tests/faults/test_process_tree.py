@@ -224,3 +224,32 @@ def test_trial_timeout_of_a_function_trial_kills_the_processes_it_started(chaos,
     assert proc.returncode == 1, err
     assert "trial.timeout" in chaos.trial("fto", 0)["reason"]
     _assert_all_dead([child], within=2.0)
+
+
+def test_a_second_sigterm_to_the_driver_ends_the_grace_period_at_once(chaos, reap, pids):
+    """A SIGTERM preempts the running trials and waits `trial.grace` for them to end; a program that ignores
+    SIGTERM held the driver the whole grace (10 minutes here) whatever else it was sent. A second SIGTERM (a
+    second `kill`, a second `sweeplab stop`), as a second Ctrl-C does and as Ray Tune's second signal does,
+    stops the wait: the trial's tree is killed, recorded resumable, and the driver exits 0 as for one SIGTERM.
+    (A copy of the first signal that arrives within a second of it, as a group kill's can, changes nothing.)"""
+    body = _spec(pids, trial="trial: {grace: 600s}", ignore_term=1)
+    proc = _start(chaos, reap, body, "twice")
+    tree = _wait_pids(chaos, pids, proc)
+    reap.extend(tree)
+    att = chaos.wait_for(lambda: chaos.running_attempt("twice", 0), what="trial 0 running", proc=proc)
+    reap.append(att["pid"])
+    os.kill(proc.pid, signal.SIGTERM)
+    time.sleep(1.5)   # past the second within which a copy of the first is ignored
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        _out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError("the driver still waited for trial.grace after a second SIGTERM") from None
+    assert proc.returncode == 0, err
+    _assert_all_dead(tree + [att["pid"]], within=3.0)
+    trial = chaos.trial("twice", 0)
+    assert trial["state"] in ("preempted", "interrupted"), dict(trial)
+    assert [r["state"] for r in chaos.rows("SELECT state FROM sweeps WHERE name='twice'")] == ["stopped"]
+    assert "second SIGTERM" in (chaos.attempts(trial["id"])[0]["reason"] or ""), dict(chaos.attempts(trial["id"])[0])

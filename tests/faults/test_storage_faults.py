@@ -358,6 +358,19 @@ def test_an_unusable_lock_path_fails_clearly_and_changes_nothing(chaos, obstacle
         assert chaos.trials("second") == [] and not chaos.rows("SELECT 1 FROM sweeps WHERE name='second'")
 
 
+def test_a_read_only_locks_directory_is_named_as_read_only_not_as_something_in_the_way(chaos, read_only):
+    """`<store>/locks` on a read-only mount (the rest of the store writable): the error said "remove or move it
+    (it holds no results)", advice for a file in the way; it says the directory must be writable."""
+    first = _first_sweep(chaos)
+    locks = chaos.store / "locks"
+    read_only(locks)
+    cp = chaos("resume", "first", "--trials", "+1", "-q")
+    _assert_clear_error(cp, locks / "first.lock")
+    assert "remove or move" not in cp.stderr and "writable" in cp.stderr, cp.stderr
+    assert chaos.dump_sweep("first") == first and chaos.integrity() == "ok"
+    assert not chaos.stray_workers()
+
+
 @pytest.mark.parametrize("place", ["logs", "checkpoints"])
 def test_a_file_in_the_place_of_a_sweep_directory_fails_clearly_and_burns_no_trial(chaos, place):
     """A file where the sweep keeps its logs or checkpoints (`<store>/logs/<sweep>`: a cleanup script, a sync tool)

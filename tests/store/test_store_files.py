@@ -186,3 +186,61 @@ def test_a_store_of_a_newer_or_unreadable_schema_version_is_refused_in_one_line(
             lines = cp.stderr.strip().splitlines()
             assert cp.returncode == 1 and len(lines) == 1 and "schema version" in lines[0], (version, args, cp.stderr)
         assert (store / "store.db").read_bytes() == before
+
+
+@pytest.mark.parametrize("cut", [0, 50], ids=["emptied", "cut-inside-its-header"])
+def test_a_store_file_cut_short_beside_its_write_ahead_log_is_refused_and_the_log_kept(tmp_path: Path,
+                                                                                       cut: int) -> None:
+    """store.db cut to nothing (a failed copy, `> store.db`, a sync tool) while store.db-wal holds commits of a
+    killed driver: SQLite takes an empty main file for a new database and deletes the log, so `status` read
+    "no store yet" and destroyed the commits, and a new sweep started a new store over them. Every command
+    now refuses in one line naming the damage, exit 1, and leaves both files byte for byte."""
+    store = tmp_path / "store"
+    killed_writer(store)
+    db, wal = store / "store.db", store / "store.db-wal"
+    with db.open("r+b") as f:
+        f.truncate(cut)
+    before = (db.read_bytes(), wal.read_bytes())
+    spec = tmp_path / "s.yaml"
+    trials = Path(__file__).resolve().parents[1] / "fixtures" / "trials.py"
+    spec.write_text(f"function: {trials}:quick\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+                    "parameters: {x: {values: [1.0]}}\n")
+    for args in (("status",), ("status", "s1"), ("best", "s1", "--json"), ("resume", "s1", "-q"),
+                 ("sweep", str(spec), "-q")):
+        cp = cli(store, *args)
+        lines = cp.stderr.strip().splitlines()
+        assert cp.returncode == 1 and len(lines) == 1, (args, cp.returncode, cp.stderr[-2000:])
+        assert lines[0].startswith("error: ") and str(db) in lines[0] and "damaged" in lines[0], (args, lines)
+        assert (db.read_bytes(), wal.read_bytes()) == before, args
+
+
+def test_a_damaged_store_file_with_a_write_ahead_log_is_not_blamed_on_a_full_disk(tmp_path: Path) -> None:
+    """store.db cut in half beside a write-ahead log, on a disk with room: the error said the log's commits
+    "cannot be read on a full disk without store.db-shm: free some space" (the advice for a full disk) after
+    the damage; it names the damage only."""
+    store = tmp_path / "store"
+    killed_writer(store)
+    db = store / "store.db"
+    with db.open("r+b") as f:
+        f.truncate(db.stat().st_size // 2)
+    cp = cli(store, "status", "s1")
+    lines = cp.stderr.strip().splitlines()
+    assert cp.returncode == 1 and len(lines) == 1, cp.stderr
+    assert "damaged" in lines[0] and "full disk" not in lines[0] and "free some space" not in lines[0], lines
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm"])
+def test_a_directory_in_the_place_of_sqlite_s_own_files_is_named_in_one_line(tmp_path: Path, suffix: str) -> None:
+    """store.db-wal (or -shm) a directory: reads said the write-ahead log "cannot be read on a full disk: free some
+    space" (-wal), a resume "attempt to write a readonly database" (-shm). Every command names the directory."""
+    store = tmp_path / "store"
+    killed_writer(store)
+    db = store / "store.db"
+    side = Path(f"{db}{suffix}")
+    side.unlink()
+    side.mkdir()
+    for args in (("status",), ("best", "s1", "--json"), ("resume", "s1", "-q")):
+        cp = cli(store, *args)
+        lines = cp.stderr.strip().splitlines()
+        assert cp.returncode == 1 and len(lines) == 1, (args, cp.returncode, cp.stderr[-2000:])
+        assert f"store.db{suffix} is not a file" in lines[0] and "full disk" not in lines[0], (args, lines)

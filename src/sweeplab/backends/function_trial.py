@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _signal
 import contextlib
+import errno
 import os
 import signal
 import sys
@@ -122,6 +123,20 @@ class _ProcessState:
             if now.get(key) != value:
                 os.environ[decode_key(key)] = decode_value(value)
 
+    @staticmethod
+    def fds_used_up() -> bool:
+        """Whether half or more of the process's file descriptors are open after the trial (a leak, or all of them
+        used up): the next trial on this worker would fail opening its log."""
+        try:
+            import resource
+
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            return soft != resource.RLIM_INFINITY and len(os.listdir("/proc/self/fd")) >= soft // 2
+        except OSError as exc:   # not even the directory could be opened: none is left
+            return exc.errno in (errno.EMFILE, errno.ENFILE)
+        except Exception:
+            return False
+
     def threads_left(self) -> bool:
         """Whether the trial left a thread of its own running that would keep going in the next trial."""
         return any(t.is_alive() and not t.daemon and t not in self.threads for t in threading.enumerate())
@@ -225,6 +240,9 @@ def execute_function(ex: Execution) -> None:
     building = False
     wandb_final: dict[str, Any] = {}
     wandb: Any = None   # the trial's W&B side (wandb_compat.FunctionTrial), if it may start W&B runs
+    # what a failure's report needs, imported before the trial can use up its file descriptors: imported then, a
+    # trial that leaked them all died as a bare "killed by SIGABRT"
+    import sweeplab.capture  # noqa: F401
     try:
         with redirect_output(task.log_path, log_header(task) if task.log_path else b""):
             before = _ProcessState()
@@ -277,7 +295,7 @@ def execute_function(ex: Execution) -> None:
                 if wandb is not None:   # the W&B environment its wandb.init set, if any, goes
                     wandb.end()
                 whole = before.restore()
-                ex.retiring = ex.retiring or not whole or before.threads_left()
+                ex.retiring = ex.retiring or not whole or before.threads_left() or before.fds_used_up()
         run.flush()
         _end_leftovers(ex, pid)
         send_profile(ex)

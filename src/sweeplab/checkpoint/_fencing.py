@@ -42,7 +42,7 @@ def _read_fence(fs: _Local | _Remote) -> dict[int, float]:
     try:
         raw = json.loads(fs.read_bytes(fs.join(fs.root, _FENCE)).decode("utf-8"))
         return {int(k): float(v) for k, v in dict(raw.get("dead", {})).items()}
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, ValueError, TypeError, AttributeError, OverflowError):   # a number of hundreds of digits
         return {}
 
 

@@ -439,8 +439,12 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _number(value: Any, *, whole: bool = False) -> bool:
+    """A finite number (a whole one with `whole`) within 64 bits: a number of hundreds of digits (garbage) is no
+    float (`math.isfinite` raised OverflowError) nor a step or size the store can hold."""
     kinds = (int,) if whole else (int, float)
-    return isinstance(value, kinds) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, kinds) or isinstance(value, bool):
+        return False
+    return -(2 ** 63) <= value < 2 ** 63 if isinstance(value, int) else math.isfinite(value)
 
 
 def _check_fields(m: dict[str, Any]) -> None:

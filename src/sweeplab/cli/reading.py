@@ -37,7 +37,8 @@ def status(
         table = Table("sweep", "state", "method", "trials", "completed", "pruned", "failed", "running", "best")
         for s in sweeps:
             c = s["counts"]
-            state = s["state"] + (" (driver gone)" if _gone_driver(st, s) else "")
+            how, _ = _driver(st, s)
+            state = s["state"] + (f" (driver {how})" if how else "")
             table.add_row(s["name"], state, s["method"], str(s["trials"]), str(c.get("completed", 0)),
                           str(c.get("pruned", 0) + c.get("stopped_by_rule", 0)), str(c.get("failed", 0)),
                           str(c.get("running", 0)), _best_cell(st, s))
@@ -56,10 +57,13 @@ def status(
                   f"{escape(_headline(st, s, data['trials']))}", markup=True)
     if s.get("end_reason"):
         console.print(f"ended: {s['end_reason'].splitlines()[0]}")
-    gone = _gone_driver(st, s)
-    if gone:
-        console.print(f"its driver (pid {gone['pid']}) is gone: its running trials stay `running` until "
+    how, pid = _driver(st, s)
+    if how == "gone":
+        console.print(f"its driver (pid {pid}) is gone: its running trials stay `running` until "
                       f"`{command('resume', s['name'])}` continues the sweep", markup=False)
+    elif how == "paused":
+        console.print(f"its driver (pid {pid}) is paused (Ctrl-Z or SIGSTOP): nothing happens until "
+                      f"`kill -CONT {pid}` or `fg` in its terminal continues it", markup=False)
     budget, spend = s.get("budget") or {}, s.get("spend") or {}
     if budget or spend:
         parts = []
@@ -125,14 +129,27 @@ def _headline(st: Any, s: dict[str, Any], trials: list[dict[str, Any]]) -> str:
     return f"{goals}  front {front} trial(s){hv}"
 
 
-def _gone_driver(st: Any, s: dict[str, Any]) -> Optional[dict[str, Any]]:
-    """The recorded driver of a `running` sweep when it is known to be gone (`queries.gone_driver`)."""
+def _driver(st: Any, s: dict[str, Any]) -> tuple[str, int]:
+    """How the recorded driver of a `running` sweep is, when that is worth saying, and its pid: "gone"
+    (`queries.driver_status`), "paused" (a stopped process, Ctrl-Z or SIGSTOP: it does nothing until continued,
+    though the sweep reads `running`), else ""."""
     if s.get("state") != "running":
-        return None
+        return "", 0
     from sweeplab.store import queries
 
     row = st.sweep_row(s["name"])
-    return None if row is None else queries.gone_driver(row)
+    status, driver, proc = queries.driver_status(row) if row is not None else ("none", None, None)
+    if status == "gone" and driver is not None:
+        return "gone", int(driver["pid"])
+    if status == "alive" and proc is not None:
+        import psutil
+
+        try:
+            if proc.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+                return "paused", int(proc.pid)
+        except psutil.Error:
+            pass
+    return "", 0
 
 
 def _best_cell(st: Any, s: dict[str, Any]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import Optional
@@ -34,7 +35,9 @@ def stop(
     if status == "none":
         raise UserError(f"sweep {sweep_name!r} is not running (state {row['state']})")
     if status == "elsewhere":   # as the driver records it
-        raise UserError(f"sweep {sweep_name!r} is driven from host {driver.get('host')}; run `sweeplab stop` there")
+        where = (f"host {driver.get('host')}" if driver.get("host") != os.uname().nodename
+                 else "another pid namespace of this host (a container)")
+        raise UserError(f"sweep {sweep_name!r} is driven from {where}; run `sweeplab stop` there")
     if status != "alive":
         raise UserError(f"the driver of {sweep_name!r} (pid {driver.get('pid')}) is gone; "
                         f"`{command('resume', sweep_name)}` continues the sweep")

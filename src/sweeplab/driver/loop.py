@@ -25,6 +25,7 @@ from sweeplab.driver.records import Progress, SweepOutcome, TrialRecord, resourc
 from sweeplab.driver.recovery import Recovery
 from sweeplab.driver.watchdog import Kill
 from sweeplab.errors import StoreError
+from sweeplab.store.queries import pid_namespace
 from sweeplab.types import Decision, MetricPoint, Origin, SweepState, TrialState, Verdict
 
 __all__ = ["Driver"]
@@ -32,6 +33,9 @@ __all__ = ["Driver"]
 _TOUCH_EVERY = 0.25        # bump sweeps.updated (what the dashboard polls) at most this often
 _SPEND_EVERY = 0.1         # save the spend so far (running trials included) this often: a killed driver loses
                            # at most this much of budget.time, cpu/gpu hours and its attempts' run time
+#: a SIGTERM this soon after the first is a copy of it (a kill of the process group as well as of the driver),
+#: not a second request
+_SAME_SIGNAL = 1.0
 
 
 class Driver(Recovery, EventWriter):
@@ -50,7 +54,9 @@ class Driver(Recovery, EventWriter):
             if self._signal is not None and signum == signal.SIGINT:
                 raise KeyboardInterrupt   # a second Ctrl-C: stop waiting for graceful ends
             if self._signal is None:      # the first signal decides how the sweep stops (and its exit code)
-                self._signal = signum
+                self._signal, self._signalled = signum, time.monotonic()
+            elif signum == signal.SIGTERM and time.monotonic() - self._signalled >= _SAME_SIGNAL:
+                self._hurry = True        # a second SIGTERM (`kill`, `sweeplab stop` again): stop waiting too
 
         if _main_thread():
             for sig in previous:
@@ -60,6 +66,7 @@ class Driver(Recovery, EventWriter):
         with self.store.transaction():   # the host is gethostname()'s answer, without importing socket (start-up)
             self.store.update_sweep(self.sweep_id, driver=json.dumps(
                 {"pid": os.getpid(), "host": os.uname().nodename, "started": self.clock.time(),
+                 "pidns": pid_namespace(),    # a driver in a container is looked up in its own namespace only
                  "workers": self.backend.requested_workers,   # `resume` runs as wide again,
                  "hard": self.hard_budget}))                   # and stops trials at a budget as it did
         self.backend.start()
@@ -382,7 +389,7 @@ class Driver(Recovery, EventWriter):
             wait = min(self.spec.trial.grace, 5.0) if grace is None else grace
         deadline = self.clock.monotonic() + wait
         try:
-            while self.backend.running() and self.clock.monotonic() < deadline:
+            while self.backend.running() and self.clock.monotonic() < deadline and not self._hurry:
                 events = self.backend.poll(0.1)
                 with self.store.transaction():
                     for ev in events:
@@ -404,7 +411,8 @@ class Driver(Recovery, EventWriter):
             now = self.clock.time()
             for tid in list(self.backend.running()):
                 t = self.trials[tid]
-                self._mark_interrupted(t, f"{how}: killed after the grace period", now)
+                self._mark_interrupted(t, f"{how}: killed at a second SIGTERM, within the grace period" if self._hurry
+                                       else f"{how}: killed after the grace period", now)
             self.backend.shutdown(grace=0.0)
             for t in self.trials.values():
                 if t.state is TrialState.RUNNING:

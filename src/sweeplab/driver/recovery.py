@@ -8,6 +8,7 @@ order they first happened; a completed trial is never run again.
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import shlex
@@ -109,6 +110,9 @@ class Recovery(DriverState):
             fh = open(path, "a+")   # held open, and locked, for this driver's life
         except OSError as exc:   # `locks` a file, the lock a directory (a cleanup script, a sync tool)
             where = path.parent if path.parent.exists() and not path.parent.is_dir() else path
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):   # nothing in the way: a read-only mount
+                raise StoreError(f"cannot lock sweep {self.name!r} in the store: {where}: {exc.strerror or exc}; "
+                                 f"a sweep runs only where {path.parent} is writable") from None
             raise StoreError(f"cannot lock sweep {self.name!r} in the store: {where}: {exc.strerror or exc}; "
                              "remove or move it (it holds no results) and run the command again") from None
         try:

@@ -88,6 +88,8 @@ class DriverState:
         self._bad_input: str | None = None         # a config no trial can build: the sweep ends, exit 2
         self._completed_any = False
         self._signal: int | None = None
+        self._signalled = 0.0                      # when it came (time.monotonic)
+        self._hurry = False                        # a second SIGTERM: stop waiting for trial.grace
         self._stopping: str | None = None          # the sweep stops at once, resumable: a trial found the disk full
         self._crash: str | None = None             # ... or the searcher raised (a bug, a MemoryError): its error line
         self._crash_trace = ""                     # and its traceback, shown with the sweep's end

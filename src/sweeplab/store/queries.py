@@ -40,6 +40,7 @@ __all__ = [
     "metric_history",
     "metric_keys",
     "pareto_front",
+    "pid_namespace",
     "rung_values",
     "sweep_id",
     "sweep_metric_keys",
@@ -251,6 +252,8 @@ def driver_status(row: sqlite3.Row) -> tuple[str, dict[str, Any] | None, Any]:
             return "none", None, None
         if driver.get("host") != os.uname().nodename:
             return "elsewhere", driver, None
+        if driver.get("pidns") and driver["pidns"] != pid_namespace():   # a container's: its pid means nothing here
+            return "elsewhere", driver, None
         pid, started = int(driver["pid"]), float(driver.get("started") or 0.0)
     except (ValueError, TypeError, KeyError):
         return "none", None, None
@@ -264,6 +267,15 @@ def driver_status(row: sqlite3.Row) -> tuple[str, dict[str, Any] | None, Any]:
     except psutil.Error:   # not ours to look at
         return "unknown", driver, None
     return ("alive", driver, proc) if alive else ("gone", driver, None)
+
+
+def pid_namespace() -> str | None:
+    """This process's pid namespace (`pid:[4026531836]`), which a driver records with its pid: a driver of another
+    namespace on this host (a container with the host's name) has a pid that may be any process here."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
 
 
 def gone_driver(row: sqlite3.Row) -> dict[str, Any] | None:

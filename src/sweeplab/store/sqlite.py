@@ -155,6 +155,31 @@ def _about_the_file(exc: BaseException) -> bool:
     return type(exc) in (sqlite3.DatabaseError, sqlite3.OperationalError)
 
 
+def _refuse_a_cut_file(db: Path) -> None:
+    """A store.db shorter than SQLite's 100-byte header beside a store.db-wal with commits is a file cut short (a
+    failed copy, `> store.db`): SQLite would take it for a new database and delete the log, whose commits a read
+    (`status`) or a new sweep then destroyed. A store being created has its header before its log exists."""
+    import stat
+
+    for suffix in ("-wal", "-shm"):   # SQLite's own files beside it: a directory (a sync tool, a stray mkdir) there
+        try:                          # read as "unable to open", or as a full disk, or a read-only store
+            mode = os.stat(f"{db}{suffix}").st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            raise StoreError(f"the store {db} cannot be opened: {db.name}{suffix} is not a file (SQLite keeps its "
+                             f"{'write-ahead log' if suffix == '-wal' else 'shared memory index'} there); move it "
+                             "aside and run the command again") from None
+    try:
+        size, logged = db.stat().st_size, Path(f"{db}-wal").stat().st_size
+    except OSError:
+        return
+    if size < 100 and logged > 0:
+        raise StoreError(f"the store {db} is damaged: it is {size} bytes long, cut short, while its write-ahead log "
+                         f"{db.name}-wal holds {logged} bytes of commits; nothing was read or changed: restore "
+                         f"{db.name} from a copy, or move the store directory aside and start a new one") from None
+
+
 def default_store_dir() -> Path:
     # `~` expanded: SWEEPLAB_STORE="~/runs" from a .env file or a container's environment means $HOME/runs
     return Path(os.environ.get("SWEEPLAB_STORE") or ".sweeplab").expanduser()
@@ -214,6 +239,7 @@ class Store:
                              "SWEEPLAB_STORE) names the store's directory")
         if db.is_dir():
             raise StorePathError(f"{db} is a directory, not an SQLite database; expected a sweeplab store")
+        _refuse_a_cut_file(db)
         if readonly:
             if not db.exists():
                 raise UserError(f"no sweeplab store at {root_path} (no {DB_NAME}); run a sweep first "
@@ -273,6 +299,8 @@ class Store:
             return cls._connect_ro(db, immutable=False)
         except sqlite3.Error as exc:
             first = exc
+        if "malformed" in str(first) or "not a database" in str(first):   # damage, whatever -shm can do
+            raise StoreError(f"cannot read the store {db}: {_why(first)}") from None
         # a live connection (a driver) holds -shm: immutable would read past its locks. Where none does, SQLite could
         # not create (or grow) -shm: a read-only directory, or a full disk (where a failed open leaves a stub -shm)
         writable = os.access(db.parent, os.W_OK)
