@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -38,8 +39,7 @@ Chaos, wait_for = _faults.Chaos, _faults.wait_for
 reap = _faults.reap
 
 # framework -> (the metric its callback reports, step of its first epoch)
-FRAMEWORKS = {"lightning": ("val_loss", 0), "xgboost": ("val-mlogloss", 0), "transformers": ("eval_loss", 1),
-              "keras": ("val_loss", 0)}
+FRAMEWORKS = {"lightning": ("val_loss", 0), "xgboost": ("val-mlogloss", 0)}   # metric, first epoch
 
 
 @pytest.fixture
@@ -61,7 +61,10 @@ def _pid(chaos: Chaos, trial: int, attempt: int) -> int | None:
     return int(path.read_text()) if path.is_file() and path.read_text() else None
 
 
-@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+# Lightning ends `fit` on a SIGTERM with a SystemExit (exit 0), XGBoost returns from `train`: the two ways a
+# program ends after its Run's stop. Transformers and Keras return as XGBoost does; their callbacks' stops and
+# resumes are tested in function trials (test_frameworks.py), by the same callbacks
+@pytest.mark.parametrize("framework", ["lightning", "xgboost"])
 def test_a_command_program_signalled_from_outside_is_preempted_and_resumes_and_asha_prunes_another(
         chaos, reap, framework):
     """Grid over lr [0.05, 0] (8 epochs, ASHA eta 2, one worker, long grace: only the callback can stop the
@@ -253,7 +256,7 @@ class Net(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 callback = SweeplabCallback(run)
-trainer = L.Trainer(max_epochs=30, callbacks=[callback], accelerator="cpu", devices=2, strategy="ddp",
+trainer = L.Trainer(max_epochs=10, callbacks=[callback], accelerator="cpu", devices=2, strategy="ddp",
                     logger=False, enable_checkpointing=False, enable_progress_bar=False,
                     enable_model_summary=False, num_sanity_val_steps=0)
 trainer.fit(Net(), DataLoader(TensorDataset(x, y), batch_size=16), DataLoader(TensorDataset(x, y), batch_size=32),
@@ -290,5 +293,6 @@ def test_a_lightning_ddp_program_stops_every_rank_on_sigterm_and_resumes(chaos, 
     restored = {json.loads(e["data"])["step"] for e in chaos.events("restored", trial["id"])}
     assert len(restored) == 1 and min(restored) >= 1, restored
     log = (chaos.store / "logs" / "ddp" / "0-2.log").read_text(errors="replace")
-    starts = {line.split()[2]: line.split()[4] for line in log.splitlines() if line.startswith("starts: rank ")}
+    # (the two ranks write one log: a line of one may end inside the other's)
+    starts = dict(re.findall(r"starts: rank (\d+) epoch (\d+)", log))
     assert set(starts) == {"0", "1"} and len(set(starts.values())) == 1 and starts["0"] != "0", starts
