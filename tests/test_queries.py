@@ -407,3 +407,25 @@ def test_a_driver_that_dies_moves_the_change_token_without_a_write(tmp_path: Pat
         if driver.poll() is None:
             driver.kill()
             driver.wait()
+
+
+def test_best_of_a_sweep_with_several_objectives_breaks_a_tie_in_the_first_by_the_others(tmp_path: Path) -> None:
+    """The best trial is the first objective's; among trials tied there, one on the front, not merely the
+    lowest-numbered (that was (0, 2) though (0, 0) was there too)."""
+    s = Store.open(tmp_path)
+    metric = [{"name": "err", "goal": "minimize"}, {"name": "lat", "goal": "minimize"}]
+    with s.transaction():
+        sid = s.create_sweep(name="mo", method="random", metric="err", goal="minimize", spec={"metric": metric},
+                             spec_path=None, seed=0)
+        for i, values in enumerate([[0.5, 0.0], [0.0, 2.0], [0.0, 3.0], [0.0, 0.0], [0.0, 0.0]]):
+            tid = s.add_trial(sid, i, {"x": i}, None, seed=i)
+            s.update_trial(tid, state="completed", value=values[0], objective_values=values)
+    best = q.best_trial(s, "mo")
+    assert best is not None and (best["trial"], best["value"]) == (3, 0.0)
+    with s.transaction():   # one objective: ties still go to the lowest number
+        sid = s.create_sweep(name="one", method="random", metric="err", goal="minimize", spec={}, spec_path=None,
+                             seed=0)
+        for i in range(3):
+            tid = s.add_trial(sid, i, {"x": i}, None, seed=i)
+            s.update_trial(tid, state="completed", value=0.0)
+    assert q.best_trial(s, "one")["trial"] == 0   # type: ignore[index]
