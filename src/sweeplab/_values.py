@@ -28,6 +28,7 @@ __all__ = [
     "Options",
     "boolean",
     "check_keys",
+    "decimal",
     "did_you_mean",
     "integer",
     "is_int",
@@ -36,6 +37,7 @@ __all__ = [
     "number",
     "objective_of",
     "parse_duration",
+    "shown_digits",
 ]
 
 DURATION_UNITS: Mapping[str, float] = {
@@ -61,6 +63,26 @@ def is_number(x: Any) -> bool:
         return math.isfinite(x)
     except OverflowError:
         return False
+
+
+def decimal(text: str) -> int | None:
+    """The integer `text` writes (`int(text)`: ValueError for what is no integer), or None for one of more
+    digits than Python reads (`sys.get_int_max_str_digits()`, 4,300): a number beyond any trial, attempt or
+    size, which `int()` refused with a ValueError ("Exceeds the limit"), as if it were no number."""
+    try:
+        return int(text)
+    except ValueError:
+        digits = text.strip().replace("_", "")
+        digits = digits[1:] if digits[:1] in "+-" else digits
+        if digits.isascii() and digits.isdigit():
+            return None
+        raise
+
+
+def shown_digits(text: str) -> str:
+    """A long number as an error names it: its first 20 digits and how many there are."""
+    text = text.strip()
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text):,} digits)"
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
