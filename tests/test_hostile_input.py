@@ -478,3 +478,28 @@ def test_an_error_about_a_huge_override_stays_short(tmp_path: Path, override: st
     line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q", override))
     assert len(line) < 1000, len(line)
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("line", [
+    'config: "base\\0.yaml"', 'checkpoint_dir: "ckpt\\0"', 'profile: "gpu\\0"', 'address: "auto\\0"',
+    'function: "tr\\0ain.py:train"',
+], ids=["config", "checkpoint_dir", "profile", "address", "function"])
+def test_a_path_or_name_with_a_nul_byte_is_refused_before_the_store(tmp_path: Path, line: str) -> None:
+    """`config: "base\\0.yaml"` ended in a traceback (ValueError: embedded null byte, from open()), and
+    `checkpoint_dir: "ckpt\\0"` in one after the store was created: no path, module or address holds a NUL."""
+    spec = GOOD.replace(f"function: {TRIALS}:quick\n", "") if line.startswith("function") else GOOD
+    write(tmp_path / "s.yaml", spec + SPACE + line + "\n")
+    key = line.partition(":")[0]
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), f"s.yaml: {key}: ", "NUL")
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_yaml_file_name_with_a_nul_byte_is_the_error_asked_for(tmp_path: Path) -> None:
+    from sweeplab._yaml import read_yaml
+    from sweeplab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="NUL"):
+        read_yaml(tmp_path / "a\x00b.yaml", what="config", error=ConfigError)
+    with pytest.raises(SpecError, match="NUL"):
+        run_sweep(str(tmp_path / "a\x00b.yaml"), store=tmp_path / "store")
+    assert not (tmp_path / "store").exists()

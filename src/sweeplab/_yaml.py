@@ -353,6 +353,9 @@ def forget_piped() -> None:
 def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError, keys_as_text: bool = False) -> Any:
     """Read and parse a YAML file; `error` (SpecError or ConfigError) names the file, the key path and the line."""
     file = str(path)
+    if "\x00" in file:   # open() raised ValueError ("embedded null byte"): a traceback
+        raise error(f"a {what} file name cannot hold a NUL byte (\\0)", file=file.replace("\x00", "\\0"),
+                    expected="a file name without NUL bytes")
     try:
         data = _read_bytes(path)
     except FileNotFoundError:

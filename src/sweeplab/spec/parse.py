@@ -130,7 +130,10 @@ class _SpecParser(_WandbWarnings, _Limits):
         """The sweep's name: text without control characters. A NUL byte made a sweep no command could name
         again (no argument can hold one), and a newline, tab or escape made the printed `sweeplab best NAME`
         name another sweep than the stored one."""
-        name = self.string(self.label(raw, "name"), "name")
+        label = self.label(raw, "name")
+        if isinstance(label, str) and label.strip():   # its control characters (NUL too) named as such
+            return check_sweep_name(label, file=self.file)
+        name = self.string(label, "name")
         return None if name is None else check_sweep_name(name, file=self.file)
 
     def method(self, raw: Any) -> str:
