@@ -503,3 +503,28 @@ def test_a_yaml_file_name_with_a_nul_byte_is_the_error_asked_for(tmp_path: Path)
     with pytest.raises(SpecError, match="NUL"):
         run_sweep(str(tmp_path / "a\x00b.yaml"), store=tmp_path / "store")
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("spec", [
+    'command: [/bin/echo, "a\\0b", "${args}"]\nparameters: {x: {values: [1]}}\n',
+    'command: [/bin/echo, "${args}"]\nparameters: {x: {values: ["ok", "a\\0b"]}}\n',
+    'command: [/bin/echo, "${args_no_hyphens}"]\nparameters: {"x\\0y": {value: 1}}\n',
+    'program: p.py\nparameters: {x: {value: "a\\0b"}}\n',
+], ids=["command-item", "value", "name", "program-default-command"])
+def test_a_nul_byte_a_command_trial_would_pass_as_an_argument_is_refused_before_the_store(tmp_path: Path,
+                                                                                          spec: str) -> None:
+    """No argument of a program can hold a NUL byte: every trial's worker ended in a traceback (ValueError:
+    embedded null byte, from Popen), retried, then failed with 'worker process exited with code 1'."""
+    write(tmp_path / "p.py", "print('ran')\n")
+    write(tmp_path / "s.yaml", "method: grid\n" + spec)
+    line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: ", "NUL byte")
+    assert "Traceback" not in line
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_nul_byte_a_command_trial_passes_inside_json_is_no_error(tmp_path: Path) -> None:
+    """`${args_json}` writes a NUL as \\u0000: the program gets it."""
+    write(tmp_path / "s.yaml", 'method: grid\ncommand: [/bin/echo, "${args_json}"]\n'
+                               'parameters: {x: {values: ["a\\0b"]}}\n')
+    cp = cli(tmp_path, "sweep", "s.yaml", "-q")
+    assert cp.returncode == 0, cp.stderr
