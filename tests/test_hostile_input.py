@@ -528,3 +528,14 @@ def test_a_nul_byte_a_command_trial_passes_inside_json_is_no_error(tmp_path: Pat
                                'parameters: {x: {values: ["a\\0b"]}}\n')
     cp = cli(tmp_path, "sweep", "s.yaml", "-q")
     assert cp.returncode == 0, cp.stderr
+
+
+@pytest.mark.parametrize("value", ["9" * 5000 + "s", "9" * 5000 + ":30", "9" * 5000 + ":30:00", "1" + "h" * 5000],
+                         ids=["seconds", "clock", "clock-seconds", "unit"])
+def test_an_error_about_a_huge_duration_stays_one_short_line(tmp_path: Path, value: str) -> None:
+    """`budget.time: "999...:30"` (5,000 digits) ended in a traceback (the clock-time hint's int() of the hours:
+    "Exceeds the limit (4300 digits)"); `"999...s"` was one error line of 5 KB, the value written out whole."""
+    write(tmp_path / "s.yaml", GOOD + SPACE + f"budget: {{time: '{value}'}}\n")
+    line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: budget.time: ")
+    assert len(line) < 600, len(line)
+    assert not (tmp_path / "store").exists()

@@ -107,7 +107,7 @@ def parse_duration(
     expected = DURATION_EXPECTED if not positive else DURATION_EXPECTED + ", above 0"
 
     def bad(message: str, hint: str | None = None) -> SpecError:
-        return error(message, file=file, key=key, value=value, expected=expected, hint=hint)
+        return error(message, file=file, key=key, value=_shown(value), expected=expected, hint=hint)
 
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise bad("a duration must be a string or a number")
@@ -121,10 +121,10 @@ def parse_duration(
             raise bad("a duration cannot be negative")
         clock = re.fullmatch(r"(\d+):(\d\d)(?::(\d\d))?", s)
         if clock:   # SLURM's 01:30:00; 1:30 is 1 h 30 min there, and 1 min 30 s elsewhere
-            h, m, sec = clock.group(1), clock.group(2), clock.group(3)
+            # as text, not int(): 5,000 digits of hours made int() raise (a traceback)
+            h, m, sec = (shown_digits(g.lstrip("0") or "0") if g else g for g in clock.groups())
             raise bad("a clock time is not a duration here",
-                      f"write {int(h)}h{int(m)}m{int(sec)}s" if sec is not None else
-                      f"write {int(h)}h{int(m)}m or {int(h)}m{int(m)}s")
+                      f"write {h}h{m}m{sec}s" if sec is not None else f"write {h}h{m}m or {h}m{m}s")
         pos, seconds, parts = 0, 0.0, 0
         for match in _DURATION_PART.finditer(s):
             if match.start() != pos:
@@ -135,7 +135,7 @@ def parse_duration(
                     raise bad("missing duration unit")
                 unit = "s"
             if unit not in DURATION_UNITS:
-                raise bad(f"unknown duration unit {unit!r}",
+                raise bad(f"unknown duration unit {_shown(unit)!r}",
                           did_you_mean(unit, DURATION_UNITS) or "units: ms, s, m, h, d")
             seconds += float(amount) * DURATION_UNITS[unit]
             pos, parts = match.end(), parts + 1
@@ -146,6 +146,19 @@ def parse_duration(
     if positive and seconds == 0:
         raise bad("a duration must be above 0")
     return seconds
+
+
+class _Abbreviated(str):
+    """A value's text cut short for an error message; shown as is (not quoted again)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _shown(value: Any) -> Any:
+    """`value`, or its first 77 characters of repr when longer than 80: one line of an error, not 5 KB."""
+    text = repr(value)
+    return value if len(text) <= 80 else _Abbreviated(f"{text[:77]}...({len(text):,} characters)")
 
 
 # ------------------------------------------------------------------------------------- typed values
