@@ -43,6 +43,11 @@ BAD = [
     # id, file content, key path in the message (None: none), fragments of the message
     ("non-utf8", HEAD.encode() + b"parameters: {lr: {values: [1]}}\nname: caf\xe9\n", None,
      ["line 4, column 10", "byte 0xe9 at offset", "not UTF-8", "expected a UTF-8"]),
+    ("utf-16", "\ufeff".encode("utf-16-le") + (HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-16-le"), None,
+     ["line 1, column 1: UTF-16 text (it starts with a UTF-16 byte-order mark)", "expected a UTF-8 encoded"]),
+    ("utf-16-be", ("\ufeff" + HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-16-be"), None,
+     ["UTF-16 text"]),
+    ("utf-32", (HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-32"), None, ["UTF-32 text"]),
     ("control-character", HEAD + 'name: "a\x07b"\n', None,
      ["line 3, column 9", "unacceptable character #x0007", "expected printable text"]),
     ("deep-nesting", nested_parameters(1000), "parameters.x.parameters",

@@ -305,10 +305,21 @@ def yaml_load(text: str, *, keys_as_text: bool = False) -> Any:
         loader.dispose()
 
 
+#: byte-order marks of the encodings a Windows editor or PowerShell's `>` writes, UTF-32 first (its
+#: little-endian mark starts with UTF-16's)
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+         (b"\xfe\xff", "UTF-16"))
+
+
 def _decode(data: bytes, file: str, what: str, error: type[SpecError]) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        encoding = next((name for bom, name in _BOMS if data.startswith(bom)), None)
+        if encoding is not None:   # said as "byte 0xff at offset 0 is not UTF-8 text", of a file that is text
+            raise error(f"line 1, column 1: {encoding} text (it starts with a {encoding} byte-order mark)",
+                        file=file, expected=f"a UTF-8 encoded {what} file (save it as UTF-8; in PowerShell, "
+                        "Out-File -Encoding utf8)") from None
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise error(f"line {line}, column {column}: byte 0x{data[exc.start]:02x} at offset {exc.start} is not "
