@@ -197,6 +197,18 @@ def test_an_integer_too_long_to_store_is_refused_in_any_base():
     assert yaml_load("x: 0x" + "f" * 1000)["x"] == 16 ** 1000 - 1
 
 
+
+def test_a_decimal_integer_too_long_to_store_says_so_not_what_python_says():
+    """`epochs=999...` (5,000 digits) was refused with Python's own words: 'Exceeds the limit (4300 digits) for
+    integer string conversion ... use sys.set_int_max_str_digits() to increase the limit', advice for a
+    programmer, not for a config."""
+    for text in ("x: " + "9" * 5000, "x: -" + "9" * 5000, "x: " + "1_" * 4400 + "1"):
+        with pytest.raises(YAMLInputError) as err:
+            yaml_load(text)
+        assert "more than 4300 decimal digits cannot be stored" in str(err.value), str(err.value)[:300]
+        assert "set_int_max_str_digits" not in str(err.value)
+
+
 def test_refusals_are_yaml_errors_for_overrides_too():
     assert isinstance(YAMLInputError("x"), yaml.YAMLError)
     with pytest.raises(ConfigError, match="cannot read the value of override 'x': duplicate key 'a'"):

@@ -261,10 +261,16 @@ def _construct_int(loader: yaml.SafeLoader, node: Any) -> int:
     text = str(loader.construct_scalar(node)).replace("_", "")
     sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text.lstrip("+"))
     base = {"0b": 2, "0o": 8, "0x": 16}.get(digits[:2].lower(), 10)
-    value = sign * int(digits[2:] if base != 10 else digits, base)
+    too_long = ValueError(f"an integer of more than {getattr(sys, 'get_int_max_str_digits', lambda: 0)()} "
+                          "decimal digits cannot be stored (as JSON)")
+    try:
+        value = sign * int(digits[2:] if base != 10 else digits, base)
+    except ValueError:   # decimal digits beyond int()'s limit: Python's words advised sys.set_int_max_str_digits()
+        if base == 10 and digits.isascii() and digits.isdigit():
+            raise too_long from None
+        raise
     if too_long_for_json(value):
-        raise ValueError(f"an integer of more than {sys.get_int_max_str_digits()} decimal digits cannot be stored "
-                         "(as JSON)")
+        raise too_long
     return value
 
 
