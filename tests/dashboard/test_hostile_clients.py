@@ -229,3 +229,13 @@ def test_cli_a_trial_number_of_more_digits_than_int_reads_is_a_one_line_error(de
     assert cp.returncode == 2, cp.stderr[-500:]
     assert len(cp.stderr.splitlines()) == 1, cp.stderr[-500:]
     assert cp.stderr.startswith("error: sweep 'demo' has no trial 99999999999999999999...(5,000 digits)"), cp.stderr
+
+
+@pytest.mark.parametrize("path", ["/", "/static/app.js", "/static/plotly.min.js", "/sweeps/demo"])
+def test_a_range_of_a_unit_the_dashboard_does_not_know_is_ignored(client: Any, path: str) -> None:
+    """`Range: lines=1-2` (a unit other than bytes) was a 400 on the page and its static files: a server MUST
+    ignore a Range of a unit it does not understand (RFC 9110, 14.2), and answer the whole file."""
+    r = client.get(path, headers={"Range": "lines=1-2"})
+    assert r.status_code == 200, (r.status_code, r.text[:200])
+    if path in ("/", "/static/app.js"):   # byte ranges are still served (the plotly bundle goes gzipped whole)
+        assert client.get(path, headers={"Range": "bytes=0-3"}).status_code == 206
