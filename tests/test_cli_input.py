@@ -208,6 +208,39 @@ def test_usage_errors_are_one_line_too(tmp_path, args):
     assert_one_line_error(cli(tmp_path, *args), "--help`)")
 
 
+DIGITS = "9" * 5000   # more digits than int() reads (sys.get_int_max_str_digits(): 4300)
+
+
+@pytest.mark.parametrize("args", [["sweep", "s.yaml", "--trials", DIGITS], ["sweep", "s.yaml", "-w", DIGITS],
+                                  ["sweep", "s.yaml", "--workers", "-" + DIGITS], ["dashboard", "--port", DIGITS],
+                                  ["status", "--limit", DIGITS]],
+                         ids=["trials", "workers", "negative-workers", "port", "limit"])
+def test_an_integer_option_of_more_digits_than_int_reads_is_a_usage_error(tmp_path, args):
+    """`--trials 999...` (5,000 digits) ended in a traceback (ValueError: Exceeds the limit (4300 digits)) from
+    the options' fast coercion (cli/_coerce.py), on every command's integer options."""
+    write(tmp_path / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
+    assert_one_line_error(cli(tmp_path, *args), "Invalid value for", "--help`)")
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "run"])
+def test_a_gpu_id_of_more_digits_than_int_reads_is_a_short_usage_error(tmp_path, dry_run):
+    write(tmp_path / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
+    line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "--gpus", "0," + DIGITS,
+                                     *(["--dry-run"] if dry_run else ["-q"])),
+                                 "--gpus: GPU id '99999999999999999999...(5,000 digits)' is not a device number")
+    assert len(line) < 400
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_spec_worker_count_of_more_digits_than_int_reads_is_a_spec_error(tmp_path):
+    """The early worker start reads a spec's `workers:` line before the CLI parses anything: int() of 5,000
+    digits ended in a traceback on import, before the spec's own one-line error."""
+    write(tmp_path / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\nworkers: " + DIGITS + "\n")
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: workers: ", "4300")
+    assert not (tmp_path / "store").exists()
+
+
 @pytest.mark.slow
 def test_piped_status_prints_whole_names_and_values(finished):
     listing = cli(finished, "status")

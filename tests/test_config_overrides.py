@@ -440,3 +440,36 @@ def test_an_unreadable_value_is_shown_quoted_with_its_own_key(text, hint):
     with pytest.raises(ConfigError) as info:
         parse_override(text)
     assert hint in str(info.value)
+
+
+def test_many_overrides_are_checked_for_repeated_keys_in_linear_time():
+    """30,000 overrides (a generated command line) took minutes before the sweep started: each key was compared
+    with every earlier one. CPU time, with a margin of about 50x: the quadratic check needs minutes here."""
+    import time
+
+    from sweeplab.config import check_distinct_overrides, check_overrides_against_parameters
+
+    overrides = [f"group{i}.key=" for i in range(30_000)]
+    start = time.process_time()
+    check_distinct_overrides(overrides)
+    check_overrides_against_parameters(overrides, [f"p{i}" for i in range(30_000)])
+    assert time.process_time() - start < 10
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    (["a=1", "b=2", "a=3"], "override 'a=3' names 'a' again ('a=1' came first)"),
+    (["a.b=1", "x=1", "a.b.c=2"], "overrides 'a.b=1' and 'a.b.c=2' both set 'a.b.c'"),
+    (["a.b.c=2", "a.b=1"], "overrides 'a.b.c=2' and 'a.b=1' both set 'a.b.c'"),
+    (["a.b.c=2", "a.b.d=1", "a=1"], "overrides 'a.b.c=2' and 'a=1' both set 'a.b.c'"),
+    (["~lr", "++lr=2"], "override '++lr=2' names 'lr' again ('~lr' came first)"),
+    (["ab=1", "a.b=2", "a.bc=3", "abc.d=4"], None),
+], ids=["same", "inside", "around", "first-of-several", "prefixes", "distinct"])
+def test_repeated_keys_name_the_first_override_they_clash_with(overrides, fragment):
+    from sweeplab.config import check_distinct_overrides
+
+    if fragment is None:
+        check_distinct_overrides(overrides)
+        return
+    with pytest.raises(ConfigError) as err:
+        check_distinct_overrides(overrides)
+    assert fragment in str(err.value), str(err.value)

@@ -478,3 +478,64 @@ def test_an_error_about_a_huge_override_stays_short(tmp_path: Path, override: st
     line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q", override))
     assert len(line) < 1000, len(line)
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("line", [
+    'config: "base\\0.yaml"', 'checkpoint_dir: "ckpt\\0"', 'profile: "gpu\\0"', 'address: "auto\\0"',
+    'function: "tr\\0ain.py:train"',
+], ids=["config", "checkpoint_dir", "profile", "address", "function"])
+def test_a_path_or_name_with_a_nul_byte_is_refused_before_the_store(tmp_path: Path, line: str) -> None:
+    """`config: "base\\0.yaml"` ended in a traceback (ValueError: embedded null byte, from open()), and
+    `checkpoint_dir: "ckpt\\0"` in one after the store was created: no path, module or address holds a NUL."""
+    spec = GOOD.replace(f"function: {TRIALS}:quick\n", "") if line.startswith("function") else GOOD
+    write(tmp_path / "s.yaml", spec + SPACE + line + "\n")
+    key = line.partition(":")[0]
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), f"s.yaml: {key}: ", "NUL")
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_yaml_file_name_with_a_nul_byte_is_the_error_asked_for(tmp_path: Path) -> None:
+    from sweeplab._yaml import read_yaml
+    from sweeplab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="NUL"):
+        read_yaml(tmp_path / "a\x00b.yaml", what="config", error=ConfigError)
+    with pytest.raises(SpecError, match="NUL"):
+        run_sweep(str(tmp_path / "a\x00b.yaml"), store=tmp_path / "store")
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("spec", [
+    'command: [/bin/echo, "a\\0b", "${args}"]\nparameters: {x: {values: [1]}}\n',
+    'command: [/bin/echo, "${args}"]\nparameters: {x: {values: ["ok", "a\\0b"]}}\n',
+    'command: [/bin/echo, "${args_no_hyphens}"]\nparameters: {"x\\0y": {value: 1}}\n',
+    'program: p.py\nparameters: {x: {value: "a\\0b"}}\n',
+], ids=["command-item", "value", "name", "program-default-command"])
+def test_a_nul_byte_a_command_trial_would_pass_as_an_argument_is_refused_before_the_store(tmp_path: Path,
+                                                                                          spec: str) -> None:
+    """No argument of a program can hold a NUL byte: every trial's worker ended in a traceback (ValueError:
+    embedded null byte, from Popen), retried, then failed with 'worker process exited with code 1'."""
+    write(tmp_path / "p.py", "print('ran')\n")
+    write(tmp_path / "s.yaml", "method: grid\n" + spec)
+    line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: ", "NUL byte")
+    assert "Traceback" not in line
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_nul_byte_a_command_trial_passes_inside_json_is_no_error(tmp_path: Path) -> None:
+    """`${args_json}` writes a NUL as \\u0000: the program gets it."""
+    write(tmp_path / "s.yaml", 'method: grid\ncommand: [/bin/echo, "${args_json}"]\n'
+                               'parameters: {x: {values: ["a\\0b"]}}\n')
+    cp = cli(tmp_path, "sweep", "s.yaml", "-q")
+    assert cp.returncode == 0, cp.stderr
+
+
+@pytest.mark.parametrize("value", ["9" * 5000 + "s", "9" * 5000 + ":30", "9" * 5000 + ":30:00", "1" + "h" * 5000],
+                         ids=["seconds", "clock", "clock-seconds", "unit"])
+def test_an_error_about_a_huge_duration_stays_one_short_line(tmp_path: Path, value: str) -> None:
+    """`budget.time: "999...:30"` (5,000 digits) ended in a traceback (the clock-time hint's int() of the hours:
+    "Exceeds the limit (4300 digits)"); `"999...s"` was one error line of 5 KB, the value written out whole."""
+    write(tmp_path / "s.yaml", GOOD + SPACE + f"budget: {{time: '{value}'}}\n")
+    line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: budget.time: ")
+    assert len(line) < 600, len(line)
+    assert not (tmp_path / "store").exists()

@@ -43,6 +43,11 @@ BAD = [
     # id, file content, key path in the message (None: none), fragments of the message
     ("non-utf8", HEAD.encode() + b"parameters: {lr: {values: [1]}}\nname: caf\xe9\n", None,
      ["line 4, column 10", "byte 0xe9 at offset", "not UTF-8", "expected a UTF-8"]),
+    ("utf-16", "\ufeff".encode("utf-16-le") + (HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-16-le"), None,
+     ["line 1, column 1: UTF-16 text (it starts with a UTF-16 byte-order mark)", "expected a UTF-8 encoded"]),
+    ("utf-16-be", ("\ufeff" + HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-16-be"), None,
+     ["UTF-16 text"]),
+    ("utf-32", (HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-32"), None, ["UTF-32 text"]),
     ("control-character", HEAD + 'name: "a\x07b"\n', None,
      ["line 3, column 9", "unacceptable character #x0007", "expected printable text"]),
     ("deep-nesting", nested_parameters(1000), "parameters.x.parameters",
@@ -190,6 +195,18 @@ def test_an_integer_too_long_to_store_is_refused_in_any_base():
         with pytest.raises(YAMLInputError, match="x: |cannot read"):
             yaml_load(text)
     assert yaml_load("x: 0x" + "f" * 1000)["x"] == 16 ** 1000 - 1
+
+
+
+def test_a_decimal_integer_too_long_to_store_says_so_not_what_python_says():
+    """`epochs=999...` (5,000 digits) was refused with Python's own words: 'Exceeds the limit (4300 digits) for
+    integer string conversion ... use sys.set_int_max_str_digits() to increase the limit', advice for a
+    programmer, not for a config."""
+    for text in ("x: " + "9" * 5000, "x: -" + "9" * 5000, "x: " + "1_" * 4400 + "1"):
+        with pytest.raises(YAMLInputError) as err:
+            yaml_load(text)
+        assert "more than 4300 decimal digits cannot be stored" in str(err.value), str(err.value)[:300]
+        assert "set_int_max_str_digits" not in str(err.value)
 
 
 def test_refusals_are_yaml_errors_for_overrides_too():

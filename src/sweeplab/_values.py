@@ -28,6 +28,7 @@ __all__ = [
     "Options",
     "boolean",
     "check_keys",
+    "decimal",
     "did_you_mean",
     "integer",
     "is_int",
@@ -36,6 +37,7 @@ __all__ = [
     "number",
     "objective_of",
     "parse_duration",
+    "shown_digits",
 ]
 
 DURATION_UNITS: Mapping[str, float] = {
@@ -63,6 +65,26 @@ def is_number(x: Any) -> bool:
         return False
 
 
+def decimal(text: str) -> int | None:
+    """The integer `text` writes (`int(text)`: ValueError for what is no integer), or None for one of more
+    digits than Python reads (`sys.get_int_max_str_digits()`, 4,300): a number beyond any trial, attempt or
+    size, which `int()` refused with a ValueError ("Exceeds the limit"), as if it were no number."""
+    try:
+        return int(text)
+    except ValueError:
+        digits = text.strip().replace("_", "")
+        digits = digits[1:] if digits[:1] in "+-" else digits
+        if digits.isascii() and digits.isdigit():
+            return None
+        raise
+
+
+def shown_digits(text: str) -> str:
+    """A long number as an error names it: its first 20 digits and how many there are."""
+    text = text.strip()
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text):,} digits)"
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     """'did you mean 'x'?' for the closest of `choices`, or None."""
     close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
@@ -85,7 +107,7 @@ def parse_duration(
     expected = DURATION_EXPECTED if not positive else DURATION_EXPECTED + ", above 0"
 
     def bad(message: str, hint: str | None = None) -> SpecError:
-        return error(message, file=file, key=key, value=value, expected=expected, hint=hint)
+        return error(message, file=file, key=key, value=_shown(value), expected=expected, hint=hint)
 
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise bad("a duration must be a string or a number")
@@ -99,10 +121,10 @@ def parse_duration(
             raise bad("a duration cannot be negative")
         clock = re.fullmatch(r"(\d+):(\d\d)(?::(\d\d))?", s)
         if clock:   # SLURM's 01:30:00; 1:30 is 1 h 30 min there, and 1 min 30 s elsewhere
-            h, m, sec = clock.group(1), clock.group(2), clock.group(3)
+            # as text, not int(): 5,000 digits of hours made int() raise (a traceback)
+            h, m, sec = (shown_digits(g.lstrip("0") or "0") if g else g for g in clock.groups())
             raise bad("a clock time is not a duration here",
-                      f"write {int(h)}h{int(m)}m{int(sec)}s" if sec is not None else
-                      f"write {int(h)}h{int(m)}m or {int(h)}m{int(m)}s")
+                      f"write {h}h{m}m{sec}s" if sec is not None else f"write {h}h{m}m or {h}m{m}s")
         pos, seconds, parts = 0, 0.0, 0
         for match in _DURATION_PART.finditer(s):
             if match.start() != pos:
@@ -113,7 +135,7 @@ def parse_duration(
                     raise bad("missing duration unit")
                 unit = "s"
             if unit not in DURATION_UNITS:
-                raise bad(f"unknown duration unit {unit!r}",
+                raise bad(f"unknown duration unit {_shown(unit)!r}",
                           did_you_mean(unit, DURATION_UNITS) or "units: ms, s, m, h, d")
             seconds += float(amount) * DURATION_UNITS[unit]
             pos, parts = match.end(), parts + 1
@@ -124,6 +146,19 @@ def parse_duration(
     if positive and seconds == 0:
         raise bad("a duration must be above 0")
     return seconds
+
+
+class _Abbreviated(str):
+    """A value's text cut short for an error message; shown as is (not quoted again)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _shown(value: Any) -> Any:
+    """`value`, or its first 77 characters of repr when longer than 80: one line of an error, not 5 KB."""
+    text = repr(value)
+    return value if len(text) <= 80 else _Abbreviated(f"{text[:77]}...({len(text):,} characters)")
 
 
 # ------------------------------------------------------------------------------------- typed values

@@ -261,10 +261,16 @@ def _construct_int(loader: yaml.SafeLoader, node: Any) -> int:
     text = str(loader.construct_scalar(node)).replace("_", "")
     sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text.lstrip("+"))
     base = {"0b": 2, "0o": 8, "0x": 16}.get(digits[:2].lower(), 10)
-    value = sign * int(digits[2:] if base != 10 else digits, base)
+    too_long = ValueError(f"an integer of more than {getattr(sys, 'get_int_max_str_digits', lambda: 0)()} "
+                          "decimal digits cannot be stored (as JSON)")
+    try:
+        value = sign * int(digits[2:] if base != 10 else digits, base)
+    except ValueError:   # decimal digits beyond int()'s limit: Python's words advised sys.set_int_max_str_digits()
+        if base == 10 and digits.isascii() and digits.isdigit():
+            raise too_long from None
+        raise
     if too_long_for_json(value):
-        raise ValueError(f"an integer of more than {sys.get_int_max_str_digits()} decimal digits cannot be stored "
-                         "(as JSON)")
+        raise too_long
     return value
 
 
@@ -305,10 +311,21 @@ def yaml_load(text: str, *, keys_as_text: bool = False) -> Any:
         loader.dispose()
 
 
+#: byte-order marks of the encodings a Windows editor or PowerShell's `>` writes, UTF-32 first (its
+#: little-endian mark starts with UTF-16's)
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+         (b"\xfe\xff", "UTF-16"))
+
+
 def _decode(data: bytes, file: str, what: str, error: type[SpecError]) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        encoding = next((name for bom, name in _BOMS if data.startswith(bom)), None)
+        if encoding is not None:   # said as "byte 0xff at offset 0 is not UTF-8 text", of a file that is text
+            raise error(f"line 1, column 1: {encoding} text (it starts with a {encoding} byte-order mark)",
+                        file=file, expected=f"a UTF-8 encoded {what} file (save it as UTF-8; in PowerShell, "
+                        "Out-File -Encoding utf8)") from None
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise error(f"line {line}, column {column}: byte 0x{data[exc.start]:02x} at offset {exc.start} is not "
@@ -353,6 +370,9 @@ def forget_piped() -> None:
 def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError, keys_as_text: bool = False) -> Any:
     """Read and parse a YAML file; `error` (SpecError or ConfigError) names the file, the key path and the line."""
     file = str(path)
+    if "\x00" in file:   # open() raised ValueError ("embedded null byte"): a traceback
+        raise error(f"a {what} file name cannot hold a NUL byte (\\0)", file=file.replace("\x00", "\\0"),
+                    expected="a file name without NUL bytes")
     try:
         data = _read_bytes(path)
     except FileNotFoundError:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sweeplab._values import decimal, shown_digits
 from sweeplab.errors import UserError
 from sweeplab.run import Run
 from sweeplab.store import Store
@@ -42,7 +43,10 @@ def parse_trial_ref(ref: str) -> tuple[str, int]:
     sweep, sep, number = ref.rpartition("/")
     if not sep or not sweep or not (number.isascii() and number.isdigit()):
         raise UserError(f"expected SWEEP/TRIAL, e.g. xgb-diabetes/17; got {ref!r}")
-    return sweep, int(number)
+    value = decimal(number)
+    if value is None:   # more digits than int() reads: a traceback ("Exceeds the limit") before
+        raise UserError(f"sweep {sweep!r} has no trial {shown_digits(number)}")
+    return sweep, value
 
 
 _PEER = "SWEEPLAB_REPRO_PEER"   # set for the other ranks of a multi-process replay

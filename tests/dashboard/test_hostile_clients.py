@@ -190,3 +190,52 @@ def test_cli_a_sweep_name_that_is_not_utf8_is_a_one_line_error(demo_store: Path,
     err = cp.stderr.decode("utf-8", "replace")
     assert cp.returncode == 2 and len(err.splitlines()) == 1, err
     assert err.startswith("error: no sweep named '") and "sweeps: demo" in err, err
+
+
+LONGER = "9" * 5000   # more digits than Python's int() reads (sys.get_int_max_str_digits(): 4300)
+
+
+@pytest.mark.parametrize("path, status, fragment", [
+    (f"/api/sweeps/demo/trials/{LONGER}", 404, "has no trial 99999999999999999999...(5,000 digits)"),
+    (f"/api/sweeps/demo/trials/{LONGER}/curves", 404, "has no trial 99999999999999999999...(5,000 digits)"),
+    (f"/api/sweeps/demo/trials/{LONGER}/log", 404, "has no trial 99999999999999999999...(5,000 digits)"),
+    (f"/sweeps/demo/trials/{LONGER}", 200, None),    # the page; its API calls say the trial is not there
+    (f"/api/sweeps/demo/events?trial={LONGER}", 404, "has no trial 99999999999999999999...(5,000 digits)"),
+    (f"/api/sweeps/demo/curves?key=loss&trials={LONGER}", 200, None),
+    (f"/api/sweeps/demo/events?limit={LONGER}&after_id={LONGER}", 200, None),
+    (f"/api/sweeps/demo/trials/1/log?tail={LONGER}&attempt={LONGER}", 404,
+     "trial 1 has no attempt 99999999999999999999...(5,000 digits)"),
+    (f"/api/sweeps/demo/events?trial=-{LONGER}", 400, "'trial' must be a number 0 or more"),
+])
+def test_a_number_of_more_digits_than_int_reads_is_beyond_the_store(client: Any, path: str, status: int,
+                                                                     fragment: str | None) -> None:
+    """A trial number of 5,000 digits in the path was a 500 (Starlette's int convertor raised ValueError:
+    "Exceeds the limit (4300 digits)", and the server logged a traceback); in a query it was a 400 saying
+    '... must be an integer', for a number. It is a number beyond any the store holds, as 23 digits are."""
+    r = client.get(path)
+    assert r.status_code == status, (r.status_code, r.text[:300])
+    if path.startswith("/api/"):
+        body = json.loads(r.text)
+        assert body.get("trials", []) == [] and body.get("events", []) == []
+        if fragment is not None:
+            assert fragment in body["error"] and len(body["error"]) < 200, body["error"]
+
+
+@pytest.mark.parametrize("command", ["repro", "profile"])
+def test_cli_a_trial_number_of_more_digits_than_int_reads_is_a_one_line_error(demo_store: Path,
+                                                                                command: str) -> None:
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", command, f"demo/{LONGER}", "--store", str(demo_store)],
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 2, cp.stderr[-500:]
+    assert len(cp.stderr.splitlines()) == 1, cp.stderr[-500:]
+    assert cp.stderr.startswith("error: sweep 'demo' has no trial 99999999999999999999...(5,000 digits)"), cp.stderr
+
+
+@pytest.mark.parametrize("path", ["/", "/static/app.js", "/static/plotly.min.js", "/sweeps/demo"])
+def test_a_range_of_a_unit_the_dashboard_does_not_know_is_ignored(client: Any, path: str) -> None:
+    """`Range: lines=1-2` (a unit other than bytes) was a 400 on the page and its static files: a server MUST
+    ignore a Range of a unit it does not understand (RFC 9110, 14.2), and answer the whole file."""
+    r = client.get(path, headers={"Range": "lines=1-2"})
+    assert r.status_code == 200, (r.status_code, r.text[:200])
+    if path in ("/", "/static/app.js"):   # byte ranges are still served (the plotly bundle goes gzipped whole)
+        assert client.get(path, headers={"Range": "bytes=0-3"}).status_code == 206

@@ -87,7 +87,12 @@ def _plain(kind: str, value: Any, param: Any) -> Any:
     if kind == "int":
         if type(value) is int:
             return value
-        return int(value) if type(value) is str and _INT.fullmatch(value) else _UNSET
+        if type(value) is str and _INT.fullmatch(value):
+            try:
+                return int(value)
+            except ValueError:   # more digits than int() reads (4,300): typer's own "exceeded maximum size"
+                return _UNSET
+        return _UNSET
     if kind == "list":
         if isinstance(value, (list, tuple)) and all(type(v) is str for v in value):
             return list(value)

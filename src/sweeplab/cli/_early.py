@@ -30,7 +30,7 @@ _VALUED = ("-w", "--workers", "--backend", "--address", "--name", "--store", "--
 #: workers started on a guess (neither -w nor a spec's `workers:`) are at most this many
 GUESS_CAP = 8
 #: top-level `workers: N` and `backend: NAME` lines of a spec, read without a YAML parser (a guess only)
-_SPEC_WORKERS = re.compile(r"^workers:[ \t]*(\d+)[ \t]*(?:#.*)?$", re.M)
+_SPEC_WORKERS = re.compile(r"^workers:[ \t]*([0-9]{1,18})[ \t]*(?:#.*)?$", re.M)   # (int() of 5,000 digits raises)
 _SPEC_BACKEND = re.compile(r"^backend:[ \t]*[\"']?([A-Za-z_]\w*)", re.M)
 #: the top-level `function: file.py:fn` line (unquoted or quoted), and whether a spec names `preload` at all
 _SPEC_FUNCTION = re.compile(r"^function:[ \t]*[\"']?([^\s\"'#]+)", re.M)
@@ -81,8 +81,9 @@ def planned_workers(argv: list[str]) -> int | None:
 
 
 def _digits(text: str) -> bool:
-    """ASCII digits only: `str.isdigit` is also true for '²', which `int` refuses (the typer option reports it)."""
-    return text.isascii() and text.isdigit()
+    """ASCII digits only: `str.isdigit` is also true for '²', which `int` refuses (the typer option reports it);
+    and at most 18 of them: `int` raised ValueError for more than 4,300 (a traceback on import)."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
 
 
 def _head(path: str | None) -> str:

@@ -125,16 +125,19 @@ def _parse_gpus(text: Optional[str]) -> Optional[list[int]]:
         return None
     if not text.strip():
         return []
+    from sweeplab._values import decimal, shown_digits
     from sweeplab.api import check_gpu_ids
 
     ids: list[int] = []
     for part in text.split(","):
         item = part.strip()
-        if not (item.isascii() and item.isdigit()):
-            what = "an empty GPU id" if not item else f"GPU id {item!r} is not a device number"
+        number = decimal(item) if item.isascii() and item.isdigit() else None   # None: 5,000 digits too
+        if number is None:
+            what = "an empty GPU id" if not item else f"GPU id {shown_digits(item)!r} is not a device number"
+            given = text if len(text) <= 80 else f"{text[:60]}...({len(text):,} characters)"
             raise UserError(f"--gpus: {what}; expected a comma-separated list of GPU ids (whole numbers from 0) "
-                            f"such as 0,1; got {text!r}")
-        ids.append(int(item))
+                            f"such as 0,1; got {given!r}")
+        ids.append(number)
     return check_gpu_ids(ids, key="--gpus", given=repr(text))
 
 

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
+from sweeplab._values import decimal, shown_digits
 from sweeplab.dashboard.importance import param_importance
 from sweeplab.dashboard.reader import Reader
 from sweeplab.dashboard.security import safe_join, store_file
@@ -56,6 +57,24 @@ class _SweepName(Convertor[str]):
 
 
 register_url_convertor("sweep", _SweepName())
+
+
+class _TrialNumber(Convertor[int | str]):
+    """`{number:trial}`: a trial's number, as Starlette's `int` convertor reads it, except that one of more
+    digits than `int()` reads (4,300) stays text, which the API answers as a trial the store does not hold
+    (`int()` raised ValueError: a 500, and a traceback in the server's log)."""
+
+    regex = "[0-9]+"
+
+    def convert(self, value: str) -> int | str:
+        number = decimal(value)
+        return value if number is None else number
+
+    def to_string(self, value: int | str) -> str:
+        return str(value)
+
+
+register_url_convertor("trial", _TrialNumber())
 
 
 class SweepNamePaths:
@@ -153,36 +172,45 @@ def _json(obj: Any, status: int = 200, etag: str | None = None) -> Response:
     return Response(_json_bytes(obj), status_code=status, media_type="application/json", headers=headers)
 
 
+def _integer(name: str, raw: str) -> int:
+    """`raw` as an int; one of more digits than `int()` reads is 2**64 (or -2**64): beyond any trial, event
+    id or size, as a number of 20 digits is."""
+    try:
+        value = decimal(raw)
+    except ValueError:
+        raise BadRequest(f"query parameter {name!r} must be an integer, got {shown_digits(raw)!r}") from None
+    return value if value is not None else -(1 << 64) if raw.strip().startswith("-") else 1 << 64
+
+
 def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequest(f"query parameter {name!r} must be an integer, got {raw!r}") from None
-    return max(lo, min(hi, value))
+    return max(lo, min(hi, _integer(name, raw)))
 
 
 def _number(request: Request, name: str, lo: int) -> int:
     """A query parameter that names one thing (`trial`, `attempt`): an integer from `lo` on. Unlike a size
     (`limit`, `tail`), it is never clamped: `?trial=-1` clamped to 0 answered with trial 0's events, and
-    `?attempt=0` with attempt 1's log. One past SQLite's integers names nothing, as any other absent one."""
+    `?attempt=0` with attempt 1's log; and `?trial=99999999999999999999999` clamped to 2**62 was answered
+    "has no trial 4611686018427387904". One past SQLite's integers names nothing, as any other absent one;
+    one of more digits than `int()` reads is not found by name."""
     raw = request.query_params.get(name, "")
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequest(f"query parameter {name!r} must be an integer, got {raw!r}") from None
+    value = _integer(name, raw)
     if value < lo:
-        raise BadRequest(f"query parameter {name!r} must be a number {lo} or more, got {raw!r}")
-    return min(value, 1 << 62)
+        raise BadRequest(f"query parameter {name!r} must be a number {lo} or more, got {shown_digits(raw)!r}")
+    if decimal(raw) is None:
+        owner = f"trial {request.path_params['number']}" if name == "attempt" \
+            else f"sweep {request.path_params['name']!r}"
+        raise UserError(f"{owner} has no {name} {shown_digits(raw)}")
+    return value
 
 
 def _int_list(request: Request, name: str, limit: int) -> list[int]:
     raw = request.query_params.get(name, "")
     try:
-        out = [int(x) for x in raw.split(",") if x.strip()]
-    except ValueError:
+        out = [_integer(name, x) for x in raw.split(",") if x.strip()]
+    except BadRequest:
         raise BadRequest(f"query parameter {name!r} must be comma-separated integers") from None
     if len(out) > limit:
         raise BadRequest(f"at most {limit} values in {name!r}")
@@ -239,6 +267,15 @@ def build_routes(reader: Reader) -> list[Route]:
 
     def sweep_id(name: str) -> int:
         return queries.sweep_id(reader.store(), name)  # a helpful UserError when there is none
+
+    def trial_number(request: Request) -> tuple[str, int]:
+        """The sweep's name and the trial's number in the path (a number of more digits than `int()` reads
+        is no trial of the sweep)."""
+        name, number = request.path_params["name"], request.path_params["number"]
+        if isinstance(number, str):
+            sweep_id(name)
+            raise UserError(f"sweep {name!r} has no trial {shown_digits(number)}")
+        return name, number
 
     # ------------------------------------------------------------------------------------------- pages
     def page(request: Request) -> Response:
@@ -373,7 +410,7 @@ def build_routes(reader: Reader) -> list[Route]:
     def api_trial(request: Request) -> Response:
         """One trial's details, cached until the store changes: a trial of 100,000 metrics is 2 MB of JSON that
         took seconds to read and encode on every refresh of its page."""
-        name, number = request.path_params["name"], request.path_params["number"]
+        name, number = trial_number(request)
         body = reader.cached("trial", name, (number, reader.version(name)),
                              lambda: _json_bytes(queries.trial_detail(reader.store(), name, number)))
         return Response(body, media_type="application/json", headers={"cache-control": "no-cache"})
@@ -382,7 +419,7 @@ def build_routes(reader: Reader) -> list[Route]:
         """The trial's first 50 metrics' curves, each downsampled server-side (`queries.downsample`: min and max
         of each bucket, the first and last points, a marker where values were not finite), cached until the
         store changes. Only the keys are read, not the whole trial (`trial_detail`: every final metric)."""
-        name, number = request.path_params["name"], request.path_params["number"]
+        name, number = trial_number(request)
         max_points = _int(request, "max_points", 1000, 4, 10_000)
 
         def compute() -> bytes:
@@ -399,7 +436,7 @@ def build_routes(reader: Reader) -> list[Route]:
         return Response(body, media_type="application/json", headers={"cache-control": "no-cache"})
 
     def api_log(request: Request) -> Response:
-        name, number = request.path_params["name"], request.path_params["number"]
+        name, number = trial_number(request)
         detail = queries.trial_detail(reader.store(), name, number)
         attempt = request.query_params.get("attempt")
         rel = detail["log_path"]
@@ -442,7 +479,7 @@ def build_routes(reader: Reader) -> list[Route]:
         Route("/", page),
         Route("/sweeps/{name:sweep}", page),
         Route("/sweeps/{name:sweep}/compare", page),
-        Route("/sweeps/{name:sweep}/trials/{number:int}", page),
+        Route("/sweeps/{name:sweep}/trials/{number:trial}", page),
         Route("/static/{path:path}", static),
         Route("/files/{path:path}", files),
         Route("/api/sweeps", g(api_sweeps)),
@@ -455,9 +492,9 @@ def build_routes(reader: Reader) -> list[Route]:
         Route("/api/sweeps/{name:sweep}/curves", g(api_curves)),
         Route("/api/sweeps/{name:sweep}/importance", g(api_importance)),
         Route("/api/sweeps/{name:sweep}/events", g(api_events)),
-        Route("/api/sweeps/{name:sweep}/trials/{number:int}", g(api_trial)),
-        Route("/api/sweeps/{name:sweep}/trials/{number:int}/curves", g(api_trial_curves)),
-        Route("/api/sweeps/{name:sweep}/trials/{number:int}/log", g(api_log)),
+        Route("/api/sweeps/{name:sweep}/trials/{number:trial}", g(api_trial)),
+        Route("/api/sweeps/{name:sweep}/trials/{number:trial}/curves", g(api_trial_curves)),
+        Route("/api/sweeps/{name:sweep}/trials/{number:trial}/log", g(api_log)),
         Route("/api/changes", g(api_changes)),
         Route("/api/{rest:path}", api_missing),
     ]

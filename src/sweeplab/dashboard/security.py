@@ -178,6 +178,10 @@ class Guard:
             status, message, extra = refusal
             await _send_error(send, status, message, extra)
             return
+        if "range" in headers and not headers["range"].strip().lower().startswith("bytes="):
+            # a unit other than bytes (`Range: lines=1-2`) was a 400 from Starlette's FileResponse; RFC 9110
+            # (14.2): a server MUST ignore a Range of a unit it does not understand
+            scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"range"]}
         set_cookie = False
         if self.token is not None:
             how = self._authenticated(scope, headers)

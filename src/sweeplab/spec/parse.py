@@ -27,6 +27,7 @@ from sweeplab.spec.keys import (
     _TOP_KEYS,
     _UNSUPPORTED_KEYS,
     _WANDB_NAME,
+    DEFAULT_COMMAND,
     MACROS,
     _dropped,
     _early_terminate_types,
@@ -81,6 +82,7 @@ class _SpecParser(_WandbWarnings, _Limits):
         metric = objectives[0] if objectives else MetricSpec()
         space = self.space(raw.get("parameters"), method)
         function, program, command = self.target(raw)
+        self.arguments_without_nul(space, DEFAULT_COMMAND if command is None and program is not None else command)
         budget = self.budget(raw.get("budget"), raw.get("run_cap"))
         early = self.early_terminate(raw.get("early_terminate"), metric, objectives)
         config = self.string(raw.get("config"), "config")
@@ -130,7 +132,10 @@ class _SpecParser(_WandbWarnings, _Limits):
         """The sweep's name: text without control characters. A NUL byte made a sweep no command could name
         again (no argument can hold one), and a newline, tab or escape made the printed `sweeplab best NAME`
         name another sweep than the stored one."""
-        name = self.string(self.label(raw, "name"), "name")
+        label = self.label(raw, "name")
+        if isinstance(label, str) and label.strip():   # its control characters (NUL too) named as such
+            return check_sweep_name(label, file=self.file)
+        name = self.string(label, "name")
         return None if name is None else check_sweep_name(name, file=self.file)
 
     def method(self, raw: Any) -> str:
@@ -377,6 +382,9 @@ class _SpecParser(_WandbWarnings, _Limits):
                           note=f"W&B's agent passes it as {str(item)!r}, and so does sweeplab",
                           hint="quote it if that text is meant")
                 item = str(item)
+            if "\x00" in item:
+                raise self.error("a command item cannot hold a NUL byte (\\0): no program argument can", key,
+                                 value=item, expected="text without NUL bytes")
             if "${" in _MACRO.sub("", item):
                 raise self.error("unclosed macro: '${' without '}'", key, value=item,
                                  expected="macros written as ${name}")
@@ -406,6 +414,26 @@ class _SpecParser(_WandbWarnings, _Limits):
                                      key, value=item, expected=f"an item that is exactly ${{{name}}}")
             items.append(item)
         return tuple(items)
+
+    def arguments_without_nul(self, space: SearchSpace, command: Sequence[str] | None) -> None:
+        """A parameter's name or text value that a command passes as an argument (`${args}`: `--name=value`)
+        cannot hold a NUL byte: every trial failed to start (ValueError: embedded null byte, from Popen).
+        `${args_json}` writes one as \\u0000, and a value inside a list or mapping is written escaped."""
+        whole = {m.group(1) for c in command or () if (m := _MACRO.fullmatch(c)) is not None}
+        if not whole & set(_LIST_MACROS):
+            return
+        for name, dist in space.params.items():
+            where = space.keys.get(name) or f"parameters.{name}"
+            if "\x00" in name:
+                raise self.error("a parameter name cannot hold a NUL byte (\\0): the command passes it as an "
+                                 "argument, which cannot hold one", where, value=name,
+                                 expected="a name without NUL bytes")
+            values = getattr(dist, "values", None)
+            for value in (values if isinstance(values, tuple) else (getattr(dist, "value", None),)):
+                if isinstance(value, str) and "\x00" in value:
+                    raise self.error("a value the command passes as an argument cannot hold a NUL byte (\\0)",
+                                     where, value=value, expected="text without NUL bytes",
+                                     hint="${args_json} or ${args_json_file} pass it (JSON writes \\u0000)")
 
     def executable(self, command: tuple[str, ...]) -> None:
         """A command without a program must start with something to execute."""

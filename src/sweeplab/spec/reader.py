@@ -62,6 +62,8 @@ class _Reader:
             return None
         if not isinstance(raw, str) or not raw.strip():
             raise self.error("must be a non-empty string", key, value=raw, expected="a string")
+        if "\x00" in raw:   # a path, module, address or choice: open() and exec() raised ValueError on it
+            raise self.error("cannot hold a NUL byte (\\0)", key, value=raw, expected="text without NUL bytes")
         return raw
 
     def integer(self, raw: Any, key: str, *, minimum: int) -> int | None:
