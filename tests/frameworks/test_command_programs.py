@@ -26,17 +26,9 @@ HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "program.py"
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+import _chaos  # noqa: E402  (tests/frameworks is on the path: it has no __init__)
 
-
-_faults = _load("_sweeplab_faults_conftest", HERE.parent / "faults" / "conftest.py")
-Chaos, wait_for = _faults.Chaos, _faults.wait_for
-reap = _faults.reap
+Chaos, wait_for, reap = _chaos.Chaos, _chaos.wait_for, _chaos.reap
 
 # framework -> (the metric its callback reports, step of its first epoch)
 FRAMEWORKS = {"lightning": ("val_loss", 0), "xgboost": ("val-mlogloss", 0)}   # metric, first epoch

@@ -92,9 +92,14 @@ class BackendContract:
         assert ev[-1].data["metrics"] == {"loss": 1 / 3, "x": 2.0}
         assert all(e.attempt == 1 and e.trial == 1 for e in ev)
 
+    @pytest.mark.parametrize("every, go, stop", [(1, ([1, 10], 50), ([1], 1)), (3, ([3, 12], 48), ([3], 3))],
+                             ids=["every-step", "every-3-steps"])
     @pytest.mark.parametrize("answer", ["go", "stop"])
-    def test_a_trial_waits_at_its_decision_steps_for_go_or_stop(self, backend, trials_file, tmp_path, answer):
-        """With no pause between steps, only waiting for the verdict makes the ends below exact."""
+    def test_a_trial_waits_at_its_decision_steps_for_go_or_stop(self, backend, trials_file, tmp_path, answer,
+                                                                 every, go, stop):
+        """With no pause between steps, only waiting for the verdict makes the ends below exact. Decision steps
+        1 and 10; a trial reporting every 3 steps is judged, and waits, at the first reports past them, 3 and 12
+        (a pruned trial trained on to its end when only the exact steps waited)."""
         b = backend(1)
         if not b.supports_decisions:
             pytest.skip(f"{b.name} does not hold trials at decision steps (supports_decisions is False)")
@@ -109,42 +114,12 @@ class BackendContract:
                 else:
                     b.stop(1)
 
-        b.submit(make_task(tmp_path, 1, self.fn(trials_file, "rungs"), config={"steps": 50},
+        b.submit(make_task(tmp_path, 1, self.fn(trials_file, "rungs"), config={"steps": 50, "every": every},
                            decision_steps=[1, 10], decision_metric="loss"))
         end = collect(b, [1], on_event=answer_it)[1][-1]
         assert end.kind is EventKind.FINISHED
-        if answer == "go":
-            assert decided == [1, 10] and end.data["metrics"]["last_step"] == 50
-        else:
-            assert decided == [1] and end.data["metrics"]["last_step"] == 1
-
-    @pytest.mark.parametrize("answer", ["go", "stop"])
-    def test_a_trial_reporting_past_its_decision_steps_waits_at_the_first_report_past_each(
-            self, backend, trials_file, tmp_path, answer):
-        """Reports every 3 steps, decision steps 1 and 10: the rungs are judged on the reports at 3 and 12, and
-        those wait (a pruned trial trained on to its end when only the exact steps waited)."""
-        b = backend(1)
-        if not b.supports_decisions:
-            pytest.skip(f"{b.name} does not hold trials at decision steps (supports_decisions is False)")
-        decided: list[int] = []
-
-        def answer_it(ev: Event) -> None:
-            step = ev.data.get("decide") if ev.kind is EventKind.METRICS else None
-            if step is not None:
-                decided.append(step)
-                if answer == "go":
-                    b.go(1, step)
-                else:
-                    b.stop(1)
-
-        b.submit(make_task(tmp_path, 1, self.fn(trials_file, "rungs"), config={"steps": 50, "every": 3},
-                           decision_steps=[1, 10], decision_metric="loss"))
-        end = collect(b, [1], on_event=answer_it)[1][-1]
-        assert end.kind is EventKind.FINISHED
-        if answer == "go":
-            assert decided == [3, 12] and end.data["metrics"]["last_step"] == 48
-        else:
-            assert decided == [3] and end.data["metrics"]["last_step"] == 3
+        steps, last = go if answer == "go" else stop
+        assert decided == steps and end.data["metrics"]["last_step"] == last
 
     def test_one_argument_function_gets_config_only(self, backend, trials_file, tmp_path):
         b = backend(1)
