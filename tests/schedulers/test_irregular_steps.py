@@ -95,3 +95,25 @@ def test_reports_are_counted_as_hyperband_counts_them() -> None:
     assert [d.passes(step, v) for step, v in reports] == [True, False, False, False, False, False, True]
     steps = DecisionPoints((1, 3, 9))   # ASHA's rungs: steps, the first report at or past each
     assert [steps.passes(s, 0.5) for s in (0, 5, 10, 15)] == [False, True, True, False]
+
+
+def test_the_simulated_backend_holds_a_hyperband_trial_at_the_reports_its_bands_judge() -> None:
+    """The fake backend's trial follows Run.log's rule: reports every 5 steps, bands 1 and 3 in reports."""
+    from sweeplab._clock import FakeClock
+    from sweeplab.backends.base import TrialTask
+    from sweeplab.backends.events import EventKind
+    from sweeplab.testing.fake import FakeBackend, Script
+
+    script = Script()
+    for i in range(5):
+        script = script.metrics(5 * i, {"loss": 1.0 - i / 10}, after=1.0)
+    b = FakeBackend(FakeClock(), script.finish())
+    b.submit(TrialTask(trial_id=1, number=0, attempt=1, sweep="fake", kind="function", target="x.py:f",
+                       decision_steps=(1, 3), decision_metric="loss", decision_reports=True))
+    held = []
+    for _ in range(40):
+        for e in b.poll(1.0):
+            if e.kind is EventKind.METRICS and "decide" in e.data:
+                held.append(e.data["decide"])
+                b.go(1, e.data["decide"])
+    assert held == [0, 10]
