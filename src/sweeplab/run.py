@@ -67,6 +67,39 @@ def passes_decision_step(decide_at: Sequence[int], decided_upto: int, step: int)
     return i < len(decide_at) and decide_at[i] <= step
 
 
+class DecisionPoints:
+    """Which reports of the judged metric wait for the verdict: the first at or past each decision point
+    (`passes_decision_step`). The points are steps (ASHA's rungs), or, with `reports`, counts of the metric's
+    reports (hyperband's bands, as W&B counts them: band 9 is the 9th report, step 40 for a trial logging
+    every 5 steps). Reports are counted as the hyperband scheduler counts them: a NaN or infinite value, or a
+    step at or below one already reported, is no new report. One rule for `Run.log` and the simulated backend
+    (`sweeplab.testing.fake`)."""
+
+    __slots__ = ("_count", "_top", "at", "reports", "upto")
+
+    def __init__(self, at: Sequence[int], *, reports: bool = False) -> None:
+        self.at = sorted({int(s) for s in at})
+        self.reports = reports
+        self.upto = -1 << 62   # the point (step or report count) the last waiting report was at
+        self._count = 0
+        self._top: int | None = None
+
+    def passes(self, step: int, value: float) -> bool:
+        """Whether the report of `value` at `step` waits for the verdict (call it for every report)."""
+        at = step
+        if self.reports:
+            again = self._top is not None and step <= self._top
+            self._top = step if self._top is None else max(self._top, step)
+            if again or value != value or value in (_INF, -_INF):
+                return False
+            self._count += 1
+            at = self._count
+        if not passes_decision_step(self.at, self.upto, at):
+            return False
+        self.upto = at
+        return True
+
+
 class Run:
     """Handed to `train(config, run)`. Attribute docs:
 
@@ -105,6 +138,7 @@ class Run:
         artifacts_dir: str = "",
         decision_steps: Sequence[int] = (),
         decision_metric: str | None = None,
+        decision_reports: bool = False,
         original_cwd: str | None = None,
     ) -> None:
         self.config = config
@@ -130,9 +164,9 @@ class Run:
         self._stop = threading.Event()
         self._stop_reason = ""
         # only rank 0 reports, so only it waits (the others meet it in a collective)
-        self._decide_at = sorted({int(s) for s in decision_steps}) if decision_metric and rank == 0 else []
-        self._decided_upto = -1 << 62   # the highest step a report waited for a verdict at
-        self._decide_metric = decision_metric
+        self._decide_at = DecisionPoints(decision_steps if decision_metric and rank == 0 else (),
+                                         reports=decision_reports)
+        self._decide_metric = decision_metric or ""   # no points without it (`_decide_at.at` is empty)
         self._decided = threading.Condition()
         self._go_step = -1
         self._ckpt_dir = checkpoint_dir
@@ -205,16 +239,11 @@ class Run:
                 self.smoke_ended = step
                 raise SmokeDone(f"smoke: ended at step {step}: the trial went on reporting after "
                                 "run.should_stop was set")
-        if self._decide_at and self._decide_metric in metrics and self._passes_decision_step(step):
+        judged = self._decide_metric
+        if self._decide_at.at and judged in metrics and self._decide_at.passes(step, float(metrics[judged])):
             self._await_decision(step)
         elif due:
             self.flush()
-
-    def _passes_decision_step(self, step: int) -> bool:
-        if not passes_decision_step(self._decide_at, self._decided_upto, step):
-            return False
-        self._decided_upto = step
-        return True
 
     def _await_decision(self, step: int) -> None:
         """At a rung of the scheduler: send the report now and wait until the driver says go on or stop,
@@ -273,7 +302,7 @@ class Run:
         """Ask the trial to stop at its next check (used by the worker; safe from signal handlers)."""
         self._stop_reason = self._stop_reason or reason
         self._stop.set()
-        if self._decide_at:   # a trial waiting at a decision step wakes up to stop (an RLock: a signal
+        if self._decide_at.at:   # a trial waiting at a decision step wakes up to stop (an RLock: a signal
             with self._decided:   # handler interrupting the waiting thread may take it again)
                 self._decided.notify_all()
 

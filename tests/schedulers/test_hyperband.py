@@ -149,7 +149,8 @@ def test_describe_lists_the_bands() -> None:
     assert sched.describe() == "hyperband: bands at reports 3, 9, 27 (eta 3, strict, maximize acc)"
 
 
-def test_decision_steps_are_the_bands():
-    # band b is the b-th report: step b-1 for a trial logging from step 0, step b from step 1
-    assert HyperbandScheduler(min_iter=1, s=3, eta=3).decision_steps(7)[:6] == (0, 1, 2, 3, 8, 9)
-    assert HyperbandScheduler(max_iter=27, s=2, eta=3).decision_steps(0) == (2, 3, 8, 9)
+def test_decision_points_are_the_bands_counted_in_reports():
+    # band b is the b-th report of the metric, whatever its steps: the trial counts its reports to wait there
+    s = HyperbandScheduler(min_iter=1, s=3, eta=3)
+    assert s.decides_on_reports and s.decision_steps(7)[:4] == (1, 3, 9, 27)
+    assert HyperbandScheduler(max_iter=27, s=2, eta=3).decision_steps(0) == (3, 9)

@@ -56,6 +56,7 @@ class TrialTask:
     replay: Mapping[str, Any] | None = None    # repro: {"capture": path} of a failed trial's captured objects
     decision_steps: Sequence[int] = ()         # steps whose report of decision_metric waits for the verdict
     decision_metric: str | None = None
+    decision_reports: bool = False             # decision_steps count reports of decision_metric, not steps
     wandb: Mapping[str, Any] | None = None     # a function trial's W&B setup {"param_path", "args"}, used by
                                                # the worker only if the trial starts a W&B run (wandb_compat)
 

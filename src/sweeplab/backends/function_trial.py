@@ -278,7 +278,8 @@ def execute_function(ex: Execution) -> None:
                     rank=int(os.environ.get("RANK", "0")), world_size=int(os.environ.get("WORLD_SIZE") or 1),
                     torch_profiler=task.torch_profiler,
                     artifacts_dir=task.artifacts_dir, decision_steps=task.decision_steps,
-                    decision_metric=task.decision_metric, original_cwd=task.original_cwd or os.getcwd(),
+                    decision_metric=task.decision_metric, decision_reports=task.decision_reports,
+                    original_cwd=task.original_cwd or os.getcwd(),
                 )
                 ex.run = run
                 if ex.stop_requested:

@@ -176,7 +176,11 @@ class TaskBuilder:
         if scheduler is None or not self.spec.function or not supported:
             return {}
         steps = scheduler.decision_steps(t.number)
-        return {"decision_steps": list(steps), "decision_metric": metric} if steps else {}
+        if not steps:
+            return {}
+        if scheduler.decides_on_reports:   # hyperband's bands count reports, whatever the steps
+            return {"decision_steps": list(steps), "decision_metric": metric, "decision_reports": True}
+        return {"decision_steps": list(steps), "decision_metric": metric}
 
     def function_target(self) -> str:
         """A 'file.py:fn' target is found beside the spec file first, then in the working directory."""

@@ -31,6 +31,10 @@ class Scheduler(ABC):
     #: `early_terminate.type` of this scheduler ("asha", "hyperband", "median").
     type: str = ""
 
+    #: Whether `decision_steps` count reports of the metric (hyperband's bands: band b is a trial's b-th
+    #: report, whatever its steps) instead of steps (ASHA's rungs). The trial counts its reports to wait.
+    decides_on_reports: bool = False
+
     def __init__(self, *, goal: Goal = Goal.MINIMIZE, metric: str | None = None) -> None:
         self.goal = Goal(goal)
         self.metric = metric
@@ -49,10 +53,11 @@ class Scheduler(ABC):
         recorded stay), so the replay keeps what the live driver decided."""
 
     def decision_steps(self, trial: int) -> tuple[int, ...]:
-        """The steps at which `trial` may be stopped (ASHA's rungs, hyperband's bands), or () when any
-        report can stop it (the median rule). A trial that reports its metric at one of these steps, or first
-        past one it skipped, waits for the verdict before its next step (`Run.log`), so a pruned trial trains
-        nothing past the report its rung judged."""
+        """The steps at which `trial` may be stopped (ASHA's rungs), or the counts of its reports
+        (hyperband's bands, with `decides_on_reports`), or () when any report can stop it (the median rule). A
+        trial that reports its metric at one of these points, or first past one it skipped, waits for the
+        verdict before its next step (`Run.log`), so a pruned trial trains nothing past the report its rung
+        judged."""
         return ()
 
     @abstractmethod

@@ -78,6 +78,7 @@ class HyperbandScheduler(Scheduler):
     """W&B-compatible hyperband stopping. See the module docstring for the exact rule."""
 
     type = "hyperband"
+    decides_on_reports = True
 
     def __init__(
         self, *, min_iter: int | None = None, max_iter: int | None = None, s: int | None = None,
@@ -118,9 +119,9 @@ class HyperbandScheduler(Scheduler):
         return hyperband_bands(min_iter=self.min_iter, eta=self.eta, upto=step)
 
     def decision_steps(self, trial: int) -> tuple[int, ...]:
-        """Band b is a trial's b-th report: at step b-1 when it logs from step 0, at step b from step 1;
-        it waits for the verdict at both."""
-        return tuple(sorted({s for b in self.bands() for s in (b - 1, b)}))
+        """The bands, in reports (`decides_on_reports`): band b is a trial's b-th report of the metric,
+        whatever its steps (step 40 for a trial logging every 5 steps from step 0); it waits there."""
+        return tuple(self.bands())
 
     def on_report(self, trial: int, step: int, value: float) -> Verdict:
         t = self._trials.setdefault(trial, _Trial())

@@ -35,7 +35,7 @@ from sweeplab._clock import FakeClock
 from sweeplab.backends.base import Backend, TrialTask
 from sweeplab.backends.events import Event, EventKind, describe_exit
 from sweeplab.errors import BackendError
-from sweeplab.run import passes_decision_step
+from sweeplab.run import DecisionPoints
 
 __all__ = ["DECISION_WAIT", "Call", "FakeBackend", "Script", "Step"]
 
@@ -157,7 +157,7 @@ class _Attempt:
     end_at: float | None = None               # a stop / SIGTERM makes the trial return then
     grace_expiry: float | None = None         # SIGTERM's grace timer (the worker's _grace_expired)
     waiting: int | None = None                # the decision step it waits at
-    decided_upto: int = -1 << 62              # the last step it waited at (`passes_decision_step`)
+    decide: DecisionPoints | None = None      # which reports wait (Run.log's rule), made at the first report
     wait_until: float = _INF
     hung: bool = False
     kill_reason: str | None = None
@@ -350,9 +350,10 @@ class FakeBackend(Backend):
             t = self.clock.time()
             data: dict[str, Any] = {"points": [[d["step"], k, v, t] for k, v in values.items()]}
             task = a.task
-            if (task.decision_metric in values and not a.stop_requested
-                    and passes_decision_step(sorted(task.decision_steps), a.decided_upto, d["step"])):
-                a.decided_upto = d["step"]
+            if a.decide is None:
+                a.decide = DecisionPoints(task.decision_steps, reports=task.decision_reports)
+            if (task.decision_metric in values and a.decide.passes(d["step"], values[task.decision_metric])
+                    and not a.stop_requested):
                 data["decide"] = d["step"]
                 a.waiting, a.wait_until, a.due = d["step"], now + DECISION_WAIT, None
             out.append(self._event(a, EventKind.METRICS, data))
