@@ -422,6 +422,8 @@ def test_best_of_a_sweep_with_several_objectives_breaks_a_tie_in_the_first_by_th
             s.update_trial(tid, state="completed", value=values[0], objective_values=values)
     best = q.best_trial(s, "mo")
     assert best is not None and (best["trial"], best["value"]) == (3, 0.0)
+    (listed,) = [w for w in q.list_sweeps(s) if w["name"] == "mo"]   # `status --json`, the dashboard's list
+    assert (listed["best_trial"], listed["best"]) == (3, 0.0)
     with s.transaction():   # one objective: ties still go to the lowest number
         sid = s.create_sweep(name="one", method="random", metric="err", goal="minimize", spec={}, spec_path=None,
                              seed=0)

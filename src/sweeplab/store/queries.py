@@ -212,6 +212,10 @@ def _sweep_dicts(store: Store, rows: Sequence[sqlite3.Row]) -> list[dict[str, An
         if isinstance(spec, dict) and spec.get("run_cap") is not None:
             budget.setdefault("trials", spec["run_cap"])
         b = best.get((r["id"], _goal(r)))
+        objectives = _objectives(spec, r)
+        if b and len(objectives) > 1:   # a tie in the first objective goes to a trial on the front (best_trial)
+            tie = _undominated_among_ties(store, r["id"], b[1], objectives)
+            b = (tie["number"], b[1]) if tie is not None else b
         out.append({
             "name": r["name"],
             "state": r["state"],
@@ -230,7 +234,7 @@ def _sweep_dicts(store: Store, rows: Sequence[sqlite3.Row]) -> list[dict[str, An
             "budget": budget,
             "backend": r["backend"] if "backend" in r.keys() else None,   # None: a store before version 2
             "address": r["address"] if "address" in r.keys() else None,
-            "objectives": [{"name": n, "goal": g.value} for n, g in _objectives(spec, r)],
+            "objectives": [{"name": n, "goal": g.value} for n, g in objectives],
             "constraints": list(spec.get("constraints") or []) if isinstance(spec, dict) else [],
             "driver_gone": gone_driver(r) is not None,
         })
@@ -510,7 +514,7 @@ def best_trial(store: Store, name: str) -> dict[str, Any] | None:
         return None
     objectives = _objectives(_loads(sweep["spec"], {}), sweep)
     if len(objectives) > 1:   # several trials best in the first objective: one of them on the front
-        row = _undominated_among_ties(store, sweep["id"], row, objectives)
+        row = _undominated_among_ties(store, sweep["id"], row["value"], objectives) or row
     return {
         "sweep": name,
         "trial": row["number"],
@@ -520,22 +524,23 @@ def best_trial(store: Store, name: str) -> dict[str, Any] | None:
     }
 
 
-def _undominated_among_ties(store: Store, sweep_id: int, row: sqlite3.Row,
-                            objectives: Sequence[tuple[str, Goal]]) -> sqlite3.Row:
-    """Of the completed feasible trials that tie `row` in the first objective, the lowest-numbered one that no
-    other of them dominates in the others: the best trial of a sweep with several objectives is the first
-    objective's, and a tie there (0.0 accuracy lost, a quantised latency) was broken by trial number alone,
-    so `best` could be a dominated trial, (0, 2) where (0, 0) was there too. An index range read of the ties."""
+def _undominated_among_ties(store: Store, sweep_id: int, value: float,
+                            objectives: Sequence[tuple[str, Goal]]) -> sqlite3.Row | None:
+    """Of the completed feasible trials whose first objective is the best `value`, when there are several, the
+    lowest-numbered one that no other of them dominates in the others (else None): the best trial of a sweep
+    with several objectives is the first objective's, and a tie there (0.0 accuracy lost, a quantised
+    latency) was broken by trial number alone, so `best` could be a dominated trial, (0, 2) where (0, 0) was
+    there too. An index range read of the ties."""
     ties = store.conn.execute(
         "SELECT number, value, params, metrics, objective_values FROM trials WHERE sweep_id=? AND "
-        f"state='completed' AND value=?{_feasible_only(store)} ORDER BY number", (sweep_id, row["value"]),
+        f"state='completed' AND value=?{_feasible_only(store)} ORDER BY number", (sweep_id, value),
     ).fetchall()
     if len(ties) < 2:
-        return row
+        return None
     names = [n for n, _ in objectives]
     on = front_indices([_objective_values(t, names) or [None] * len(names) for t in ties],
                        [g for _, g in objectives])
-    return ties[min(on)] if on else row
+    return ties[min(on)] if on else None
 
 
 def _last_seq(store: Store, sweep_id: int) -> int:
