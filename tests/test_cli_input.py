@@ -242,6 +242,15 @@ def test_a_spec_worker_count_of_more_digits_than_int_reads_is_a_spec_error(tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("given", ["+" + DIGITS, DIGITS], ids=["more", "total"])
+def test_resume_trials_of_more_digits_than_int_reads_is_named_short(finished, given):
+    """`resume --trials` printed all 5,000 digits of such a value in its one-line error."""
+    line = assert_one_line_error(cli(finished, "resume", LONG_NAME, "--trials", given),
+                                 "--trials: expected +N", "99999999999999999999...(5,000 digits)")
+    assert len(line) < 200
+
+
+@pytest.mark.slow
 def test_piped_status_prints_whole_names_and_values(finished):
     listing = cli(finished, "status")
     assert listing.returncode == 0, listing.stderr

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 import typer
 
+from sweeplab._values import shown_digits
 from sweeplab.api import check_spec as _check_spec
 from sweeplab.api import name_taken
 from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _known_sweep, _open_store, app
@@ -79,7 +80,9 @@ def resume(
             else:
                 total = int(text)
         except ValueError:
-            raise UserError(f"--trials: expected +N (more trials) or N (a new total); got {trials!r}") from None
+            digits = text.lstrip("+")
+            got = shown_digits(digits) if digits.isascii() and digits.isdigit() else repr(trials)[:80]
+            raise UserError(f"--trials: expected +N (more trials) or N (a new total); got {got}") from None
     if workers is None and spec.workers is None:   # as wide as it last ran (`sweep --workers N`), else the default
         workers = _last_workers(row)
     if hard is None:   # budgets as hard as the sweep's last driver held them (`sweep --hard`)
