@@ -29,7 +29,7 @@ from sweeplab.checkpoint import (
     young_daly_interval,
 )
 from sweeplab.checkpoint._common import _FENCE
-from sweeplab.errors import ConfigError, TrialError
+from sweeplab.errors import ConfigError, StoreError, TrialError
 
 SRC = str(Path(sweeplab.__file__).resolve().parents[1])
 
@@ -553,3 +553,18 @@ def test_a_fence_file_holding_a_number_too_large_for_a_float_is_read_as_no_fence
     assert mgr.latest()[1] == [1]
     fence(str(tmp_path), 1)
     assert mgr.latest()[1] == [1]
+
+
+@pytest.mark.parametrize("under", [False, True], ids=["root", "parent"])
+def test_a_checkpoint_directory_that_is_a_file_is_named_as_such_by_save_and_latest(tmp_path, under):
+    """It used to be a raw NotADirectoryError naming the save's temp dir (its cleanup raised over the
+    StoreError), and `latest()` said "no checkpoint"."""
+    (tmp_path / "ckpt").write_text("not a directory")
+    root = tmp_path / "ckpt" / "trial" if under else tmp_path / "ckpt"
+    mgr = CheckpointManager(str(root), attempt=1)
+    for call in (lambda: mgr.save({"a": 1}, step=0), mgr.latest):
+        with pytest.raises(StoreError) as got:
+            call()
+        assert str(got.value).endswith(f"{tmp_path / 'ckpt'} is a file, not a directory"), got.value
+        assert str(got.value).startswith(f"checkpoint directory {root} ") and ".tmp." not in str(got.value)
+    assert os.listdir(tmp_path) == ["ckpt"]

@@ -122,3 +122,53 @@ def test_a_command_program_s_skipped_and_restored_checkpoints_are_events_as_a_fu
     assert len(corrupt) == 1 and "step-0000000003" in corrupt[0]["message"] and corrupt[0]["attempt"] == 2
     restored = chaos.events("restored", trial["id"])
     assert [(e["attempt"], json.loads(e["data"])["step"]) for e in restored] == [(2, 2)]
+
+
+# Saves step 0, then finds its checkpoint directory replaced by a file (as a user's `cp` or a bad mount
+# might), then saves again. Every attempt restores first.
+FILE_IN_THE_WAY_FUNCTION = textwrap.dedent("""
+    import os, shutil
+    def train(config, run):
+        run.restore()
+        run.checkpoint({"next": 1}, step=0)
+        where = run._ckpt_dir   # the trial's checkpoint directory (nothing public names it)
+        shutil.rmtree(where)
+        open(where, "w").write("not a directory")
+        run.checkpoint({"next": 2}, step=1)
+""")
+FILE_IN_THE_WAY_PROGRAM = textwrap.dedent("""
+    import os, shutil
+    import sweeplab as sl
+    run = sl.Run.from_env()
+    run.restore()
+    where = os.environ["SWEEPLAB_CHECKPOINT_DIR"]
+    run.checkpoint({"next": 1}, step=0)
+    shutil.rmtree(where)
+    open(where, "w").write("not a directory")
+    from sweeplab.checkpoint import CheckpointManager
+    CheckpointManager(where).save({"next": 2}, step=1)
+""")
+
+
+@pytest.mark.parametrize("kind", ["function", "command"])
+def test_a_checkpoint_directory_replaced_by_a_file_fails_naming_it(chaos, kind):
+    """Each attempt used to fail with a raw NotADirectoryError naming a temp path under the checkpoint
+    directory (the cleanup of the failed save's temp dir raised over the StoreError), and a restore there
+    found "no checkpoint" and started over. Now the save and the retry's restore fail naming the trial's
+    checkpoint directory and what is wrong with it."""
+    if kind == "function":
+        (chaos.tmp / "inway.py").write_text(FILE_IN_THE_WAY_FUNCTION)
+        target = "function: inway.py:train\n"
+    else:
+        (chaos.tmp / "inway.py").write_text(FILE_IN_THE_WAY_PROGRAM)
+        target = "program: inway.py\n"
+    body = (f"{target}method: grid\nmetric: {{name: loss, goal: minimize}}\nparameters:\n"
+            f"  x: {{value: 1}}\ntrial: {{retries: 1}}\n")
+    cp = chaos("sweep", str(chaos.spec(f"inway-{kind}", body)), "--name", f"inway-{kind}", "-q", "--workers", "1")
+    trial = chaos.trial(f"inway-{kind}", 0)
+    assert cp.returncode == 1, cp.stderr
+    assert trial["state"] == "failed", trial["reason"]
+    reasons = [a["reason"] or "" for a in chaos.attempts(trial["id"])] + [trial["reason"] or ""]
+    for reason in reasons:
+        assert "is a file, not a directory" in reason and "/checkpoints/" in reason, reasons
+        assert ".tmp." not in reason and "NotADirectoryError" not in reason, reasons

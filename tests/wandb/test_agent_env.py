@@ -99,3 +99,35 @@ def test_both_kinds_of_trial_get_the_specs_project_and_entity(tmp_path: Path, mo
         assert (env["WANDB_PROJECT"], env["WANDB_ENTITY"]) == ("proj", "team"), task.kind
         if task.kind == "command":
             assert env["WANDB_DIR"] == str(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["function", "command"])
+def test_with_workdir_trial_each_trials_wandb_dir_and_offline_run_are_its_own(tmp_path: Path, kind: str) -> None:
+    """A function trial's WANDB_DIR was its worker's directory (the sweep's) with `--workdir trial`, where a
+    command trial's is its own directory: its offline run went to the sweep's `wandb/`, beside every other
+    trial's."""
+    (tmp_path / "train.py").write_text(
+        "import os, wandb\n"
+        "def main(config=None):\n"
+        "    run = wandb.init()\n"
+        "    wandb.log({'loss': 1.0})\n"
+        "    path = os.path.join(os.environ['SWEEPLAB_ORIGINAL_CWD'], 'seen')\n"
+        "    open(path, 'a').write(os.environ['WANDB_DIR'] + ' ' + os.getcwd() + '\\n')\n"
+        "    run.finish()\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n")
+    target = "function: train.py:main" if kind == "function" else "program: train.py"
+    (tmp_path / "sweep.yaml").write_text(f"{target}\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+                                         "parameters:\n  lr: {values: [0.1, 0.2]}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "s"),
+                           "-q", "--workers", "1", "--workdir", "trial"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    seen = [line.split(" ") for line in (tmp_path / "seen").read_text().splitlines()]
+    assert len(seen) == 2 and seen[0][1] != seen[1][1], seen
+    for wandb_dir, cwd in seen:
+        assert wandb_dir == cwd != str(tmp_path.resolve()), seen
+        assert len(list(Path(cwd, "wandb").glob("offline-run-*"))) == 1, sorted(Path(cwd).rglob("*"))
+    assert not (tmp_path / "wandb").exists()

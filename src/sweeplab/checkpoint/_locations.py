@@ -49,9 +49,24 @@ class _Local:
     def rmtree(self, path: str) -> None:
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
-        else:   # a file (or link) under a checkpoint's name
-            with contextlib.suppress(FileNotFoundError):
+        else:   # a file (or link) under a checkpoint's name; or nothing, under a file (a failed save's temp dir)
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
                 os.remove(path)
+
+    def in_the_way(self) -> str | None:
+        """Why the root cannot be a directory: it, or the nearest of its parents that exists, is a file (the
+        directory was replaced by one, say); None if it can."""
+        path = self.root
+        while True:
+            if os.path.lexists(path):
+                if os.path.isdir(path):
+                    return None
+                where = "" if path == self.root else f" cannot be made: {path}"
+                return f"checkpoint directory {self.root}{where} is a file, not a directory"
+            parent = os.path.dirname(path)
+            if parent == path:
+                return None
+            path = parent
 
     def rename(self, src: str, dst: str) -> None:
         os.rename(src, dst)  # a directory onto a missing name: atomic, fails if dst exists

@@ -126,7 +126,8 @@ class CheckpointManager:
         except BaseException as exc:
             fs.rmtree(work)
             if isinstance(exc, OSError):
-                raise StoreError(f"cannot write checkpoint under {self.root}: {exc}") from exc
+                why = fs.in_the_way() if isinstance(fs, _Local) else None
+                raise StoreError(why or f"cannot write checkpoint under {self.root}: {exc}") from exc
             raise
         seconds = time.perf_counter() - started
         removed = self._retain()
@@ -147,6 +148,7 @@ class CheckpointManager:
         if before_attempt is None and self.attempt is not None and _given_dir(self.root) \
                 and (os.environ.get("WORLD_SIZE") or "1").strip() not in ("", "0", "1"):
             before_attempt = self.attempt
+        self._check_root()
         entries, bad = self._scan()
         self.corrupt = list(bad)
         # deleted by the next save's retention; but for a missing manifest on an object store, where a live writer's
@@ -205,6 +207,13 @@ class CheckpointManager:
         return self._load(name, manifest)
 
     # -------------------------------------------------------------------------- writing
+    def _check_root(self) -> None:
+        """A root that cannot be a directory (it or a parent is a file) fails as that, not as "no checkpoint":
+        restoring nothing there would start the trial over and fail it at its first save."""
+        why = self._fs.in_the_way() if isinstance(self._fs, _Local) else None
+        if why:
+            raise StoreError(why)
+
     def _check_fence(self) -> None:
         if self.attempt is None:
             return

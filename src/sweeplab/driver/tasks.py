@@ -103,6 +103,8 @@ class TaskBuilder:
             kind, target, command = "function", self._target, None
             env: dict[str, str] = {}
             wandb = self._wandb_setup(t, paths)
+            if own_dir:   # its WANDB_DIR: where it runs, as a command trial's (the worker runs elsewhere)
+                wandb["dir"] = paths["workdir"]
         else:
             from sweeplab.spec import args_json, build_command, resolve_interpreter
 

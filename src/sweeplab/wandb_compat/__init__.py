@@ -343,7 +343,8 @@ class FunctionTrial:
     """A function trial's W&B side in the worker, from before its module is imported (which may call
     `wandb.sweep`/`wandb.agent` there, as W&B's function-style scripts do) to the trial's end.
 
-    It arms the hook and hands it the trial's setup (`TrialTask.wandb`: {"param_path", "args", "env"}). The trial's
+    It arms the hook and hands it the trial's setup (`TrialTask.wandb`: {"param_path", "args", "env", and "dir",
+    the trial's own directory with trial.workdir: trial, its WANDB_DIR}). The trial's
     W&B environment (`trial_env`) is set into os.environ only when the trial starts a run (`wandb.init`),
     with its parameters file, or before it forks; `end` takes it back. A trial that never uses W&B pays a
     few attribute stores for all this."""
@@ -353,7 +354,7 @@ class FunctionTrial:
         self.final: dict[str, Any] = {}   # the summary of W&B runs it started ("@exit_code": a failure)
         if not hook.installed():
             hook.install()
-        hook.begin_trial(setup["param_path"], setup.get("args") or {}, setup.get("env"))
+        hook.begin_trial(setup["param_path"], setup.get("args") or {}, setup.get("env"), cwd=setup.get("dir"))
         self._report = hook.report_path(str(setup["param_path"]))
 
     def call(self, fn: Callable[[], Any], log: Callable[..., Any], stopped: Callable[[], bool] | None = None, *,

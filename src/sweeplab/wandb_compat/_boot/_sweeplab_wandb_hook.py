@@ -583,7 +583,8 @@ def run_env(sweep: str, number: int) -> "dict[str, str]":
     return {"WANDB_SWEEP_ID": sweep, "WANDB_NAME": f"{sweep}-{number}"}
 
 
-def begin_trial(param_path: str, args: "Mapping[str, Any]", env: "Mapping[str, str] | None" = None) -> None:
+def begin_trial(param_path: str, args: "Mapping[str, Any]", env: "Mapping[str, str] | None" = None,
+                cwd: "str | None" = None) -> None:
     """A function trial starts in this process. Its W&B environment (WANDB_MODE=offline,
     WANDB_SWEEP_PARAM_PATH=`param_path`, a WANDB_RUN_ID of its own, and `env` (see `run_env`), as for a
     command trial) is set at its first wandb.init, or before it forks (so that forked processes inherit it,
@@ -591,13 +592,15 @@ def begin_trial(param_path: str, args: "Mapping[str, Any]", env: "Mapping[str, s
     process has imported wandb, or as soon as it does (the trial's module importing it), both are made at
     once, as W&B's agent makes them before calling the function: programs read WANDB_SWEEP_ID, WANDB_RUN_ID
     or the parameters file first, and `wandb.setup()` (or a `wandb.Image`) before `wandb.init()` reads
-    wandb's settings from the environment for good. A trial that never imports wandb pays nothing for it."""
+    wandb's settings from the environment for good. A trial that never imports wandb pays nothing for it.
+    `cwd`: where the function runs, its WANDB_DIR (a trial in its own directory is set up before it moves
+    there); by default this process's working directory."""
     global _pending, _args, _function_worker, _agent_ran
     _function_worker, _agent_ran = True, False
     _pending = {"WANDB_MODE": "offline", "WANDB_SWEEP_PARAM_PATH": param_path, "WANDB_RUN_ID": new_run_id(),
                 **(env or {}), **_children_env(param_path)}
     if not os.environ.get("WANDB_DIR"):   # as W&B's agent sets it in its own process (agents/pyagent.py)
-        _pending["WANDB_DIR"] = os.path.abspath(os.getcwd())
+        _pending["WANDB_DIR"] = os.path.abspath(cwd or os.getcwd())
     _args = args
     if "wandb" in sys.modules:   # a W&B program: its environment and parameters file now, as W&B's agent
         _params_file()           # makes them before it calls the function (programs read them first, and
