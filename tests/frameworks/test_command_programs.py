@@ -188,19 +188,26 @@ trainer.fit(Net(), DataLoader(TensorDataset(x, y), batch_size=16), DataLoader(Te
 """
 
 
+def _start_lightning_program(chaos: Chaos, reap: list[int], name: str, program: str, *, grace: int):
+    """A one-trial sweep of `program` (a Lightning script reporting val_loss), one worker, started in the
+    background; only its own checkpoints (the first and the stop's) are kept."""
+    if importlib.util.find_spec("lightning") is None:
+        pytest.skip("needs lightning")
+    (chaos.tmp / "prog.py").write_text(program)
+    spec = chaos.spec(name, f"command: [{sys.executable}, prog.py]\nmethod: grid\n"
+                            "metric: {name: val_loss, goal: minimize}\n"
+                            f"trial: {{grace: {grace}s, retries: 0, checkpoint_every: 1000}}\n")
+    proc = chaos.start("sweep", str(spec), "--name", name, "--workers", "1", "-q")
+    reap.append(proc.pid)
+    return proc
+
+
 def test_a_lightning_program_signalled_during_validation_saves_where_it_stopped(chaos, reap):
     """Lightning checks for a SIGTERM inside its validation loop too, and ends `fit` there (SIGTERMException)
     before any training batch ends for the callback to save at: the stop's checkpoint was never written, and
     the next attempt went back to the last one the policy had let through (epoch 0 here), losing the epochs
     since. The callback now saves in `on_exception` when the trial was asked to stop."""
-    if importlib.util.find_spec("lightning") is None:
-        pytest.skip("needs lightning")
-    (chaos.tmp / "prog.py").write_text(VALIDATING)
-    spec = chaos.spec("val", f"command: [{sys.executable}, prog.py]\nmethod: grid\n"
-                             "metric: {name: val_loss, goal: minimize}\n"
-                             "trial: {grace: 60s, retries: 0, checkpoint_every: 1000}\n")
-    proc = chaos.start("sweep", str(spec), "--name", "val", "--workers", "1", "-q")
-    reap.append(proc.pid)
+    proc = _start_lightning_program(chaos, reap, "val", VALIDATING, grace=60)
     marker = chaos.tmp / "validating"
     validating = lambda: int(marker.read_text()) if marker.is_file() else None  # noqa: E731
 
@@ -264,14 +271,7 @@ def test_a_lightning_ddp_program_stops_every_rank_on_sigterm_and_resumes(chaos, 
     SIGTERM to the Run's handler for `fit` (Lightning's own broadcasts from inside the handler and can hang, see
     docs), the ranks agree to stop, save once, and return; the attempt is preempted (well within `trial.grace`)
     and both ranks of attempt 2 start from the same checkpoint."""
-    if importlib.util.find_spec("lightning") is None:
-        pytest.skip("needs lightning")
-    (chaos.tmp / "prog.py").write_text(LIGHTNING_DDP)
-    spec = chaos.spec("ddp", f"command: [{sys.executable}, prog.py]\nmethod: grid\n"
-                             "metric: {name: val_loss, goal: minimize}\n"
-                             "trial: {grace: 100s, retries: 0, checkpoint_every: 1000}\n")
-    proc = chaos.start("sweep", str(spec), "--name", "ddp", "--workers", "1", "-q")
-    reap.append(proc.pid)
+    proc = _start_lightning_program(chaos, reap, "ddp", LIGHTNING_DDP, grace=100)
     att = wait_for(lambda: chaos.running_attempt("ddp", 0), timeout=120, what="trial 0 running", proc=proc)
     wait_for(lambda: len(chaos.steps(att["trial_id"], 1, "val_loss")) >= 2, timeout=120, what="2 epochs", proc=proc)
     pid = int((chaos.tmp / "pid-1").read_text()) if who == "program" else att["pid"]
