@@ -32,6 +32,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from sweeplab.reporting import append_line, env_int, program_rank
 from sweeplab.run import Run, SmokeDone
 
 __all__ = ["SIGNAL_MARK", "run_from_env"]
@@ -75,33 +76,8 @@ class _ReportSink:
         for step, key, value, _ in data.get("points") or ():
             by_step.setdefault(step, {})[key] = value if math.isfinite(value) else str(value)
         if by_step:
-            _append(self.path, "".join(json.dumps({**values, "@step": step}, separators=(",", ":")) + "\n"
+            append_line(self.path, "".join(json.dumps({**values, "@step": step}, separators=(",", ":")) + "\n"
                                        for step, values in by_step.items()))
-
-
-def _append(path: str, text: str) -> None:
-    """One O_APPEND write (concurrent writers of the file do not interleave lines under 4 KiB)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
-def _int(name: str, default: int) -> int:
-    try:
-        return int((os.environ.get(name) or "").strip())
-    except ValueError:
-        return default
-
-
-def _rank() -> int:
-    """This process's rank: RANK (torchrun, sweeplab's multi-process trials), else from LOCAL_RANK / NODE_RANK as
-    Lightning's own launcher sets them in the processes it starts (rank 0 is the one `sweeplab.report` keeps)."""
-    if (os.environ.get("RANK") or "").strip():
-        return _int("RANK", 0)
-    local, node, per_node = _int("LOCAL_RANK", 0), _int("NODE_RANK", 0), _int("LOCAL_WORLD_SIZE", 0)
-    return node * per_node + local if per_node > 0 else (local or node)
 
 
 def _checkpoint_every() -> Any:
@@ -127,12 +103,13 @@ def run_from_env(config: Mapping[str, Any] | None = None) -> Run:
     seed = (env.get("SWEEPLAB_SEED") or "").strip()
     run = ProgramRun(
         config=Config(config or {}), sink=_ReportSink(report),
-        sweep=env.get("SWEEPLAB_SWEEP", "") if report else "", trial=_int("SWEEPLAB_TRIAL", 0),
-        attempt=max(1, _int("SWEEPLAB_ATTEMPT", 1)), seed=int(seed) if seed.lstrip("-").isdigit() else None,
+        sweep=env.get("SWEEPLAB_SWEEP", "") if report else "", trial=env_int("SWEEPLAB_TRIAL", 0),
+        attempt=max(1, env_int("SWEEPLAB_ATTEMPT", 1)), seed=int(seed) if seed.lstrip("-").isdigit() else None,
         smoke=env.get("SWEEPLAB_SMOKE") == "1",
         checkpoint_dir=(env.get("SWEEPLAB_CHECKPOINT_DIR") or "") if report else "",
-        keep_checkpoints=max(1, _int("SWEEPLAB_KEEP_CHECKPOINTS", 2)), checkpoint_every=_checkpoint_every(),
-        rank=_rank(), world_size=max(1, _int("WORLD_SIZE", 1)), original_cwd=env.get("SWEEPLAB_ORIGINAL_CWD"),
+        keep_checkpoints=max(1, env_int("SWEEPLAB_KEEP_CHECKPOINTS", 2)), checkpoint_every=_checkpoint_every(),
+        rank=program_rank(), world_size=max(1, env_int("WORLD_SIZE", 1)),
+        original_cwd=env.get("SWEEPLAB_ORIGINAL_CWD"),
     )
     _stop_on_sigterm(run, report)
     atexit.register(_flush_quietly, run)
@@ -162,7 +139,7 @@ def _stop_on_sigterm(run: Run, report: str) -> None:
             return
         if got[0] == 1 and report:
             with contextlib.suppress(OSError):   # the report file is gone: the attempt ended anyway
-                _append(report, json.dumps({SIGNAL_MARK: "SIGTERM"}) + "\n")
+                append_line(report, json.dumps({SIGNAL_MARK: "SIGTERM"}) + "\n")
         run.request_stop("SIGTERM")
         if callable(before):
             before(signum, frame)

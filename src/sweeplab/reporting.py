@@ -34,21 +34,37 @@ def report(metrics: Mapping[str, Any] | None = None, *, step: int | None = None,
     for k, v in values.items():
         f = float(v)
         out[k] = f if math.isfinite(f) else str(f)
-    line = (json.dumps(out, separators=(",", ":")) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    append_line(path, json.dumps(out, separators=(",", ":")) + "\n")
     return True
 
 
+def append_line(path: str, text: str) -> None:
+    """Append `text` to the report file with one O_APPEND write (concurrent writers of the file do not
+    interleave lines under 4 KiB): `report` and `Run.from_env`'s Run."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def env_int(name: str, default: int) -> int:
+    try:
+        return int((os.environ.get(name) or "").strip())
+    except ValueError:
+        return default
+
+
+def program_rank() -> int:
+    """This process's rank in its program: `RANK` where it is set (torchrun, sweeplab's multi-process
+    trials), else from `LOCAL_RANK`, `NODE_RANK` and `LOCAL_WORLD_SIZE`, which Lightning's launcher sets in the
+    ranks it starts itself (`strategy="ddp"` in a command trial) without a `RANK`; they inherit the trial's
+    report file, and only rank 0's reports count."""
+    if (os.environ.get("RANK") or "").strip():
+        return env_int("RANK", 0)
+    local, node, per_node = env_int("LOCAL_RANK", 0), env_int("NODE_RANK", 0), env_int("LOCAL_WORLD_SIZE", 0)
+    return node * per_node + local if per_node > 0 else (local or node)
+
+
 def _rank_zero() -> bool:
-    """Whether this process is rank 0 of its program (or its only process): `RANK` where it is set (torchrun,
-    sweeplab's multi-process trials), else `LOCAL_RANK` and `NODE_RANK`, which Lightning's launcher sets in
-    the ranks it starts itself (`strategy="ddp"` in a command trial) without a `RANK`; they inherit the
-    trial's report file."""
-    rank = (os.environ.get("RANK") or "").strip()
-    if rank:
-        return rank == "0"
-    return all((os.environ.get(k) or "0").strip() == "0" for k in ("LOCAL_RANK", "NODE_RANK"))
+    return program_rank() == 0
