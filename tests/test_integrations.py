@@ -56,6 +56,7 @@ def test_checkpoint_due_is_false_on_other_ranks(tmp_path):
     ("sweeplab.integrations.transformers", "transformers", "transformers"),
     ("sweeplab.integrations.lightning", "lightning", "lightning"),
     ("sweeplab.integrations.xgboost", "xgboost", "xgboost"),
+    ("sweeplab.integrations.lightgbm", "lightgbm", "lightgbm"),
 ])
 def test_a_missing_framework_names_its_extra(monkeypatch, module, framework, extra):
     monkeypatch.setitem(sys.modules, framework, None)   # `import framework` raises ImportError
@@ -69,7 +70,8 @@ def test_import_sweeplab_imports_no_framework():
     import subprocess
 
     code = ("import sys, sweeplab, sweeplab.integrations, sweeplab.export; "
-            "print([m for m in ('lightning', 'transformers', 'keras', 'xgboost', 'tensorboard', 'pyarrow') "
+            "print([m for m in ('lightning', 'transformers', 'keras', 'xgboost', 'lightgbm', 'tensorboard', "
+            "'pyarrow') "
             "if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -417,3 +419,97 @@ def test_xgboost_scikit_learn_estimator_reports_its_eval_set_and_resumes(tmp_pat
     model = xgb.XGBRegressor(n_estimators=5 - callback.rounds_done, n_jobs=1, callbacks=[callback])
     model.fit(xt, yt, eval_set=[(xv, yv)], verbose=False, xgb_model=resumed)
     assert model.get_booster().num_boosted_rounds() == 5 and callback.metrics.keys() == {"validation_0-rmse"}
+
+
+def test_lightgbm_reports_each_round_checkpoints_and_a_resumed_attempt_goes_on_at_the_next_round(tmp_path):
+    """Attempt 1 is stopped after round 2 (a SIGTERM's stop request): the callback checkpoints the booster
+    and ends training, keeping the 3 rounds. Attempt 2 resumes from it: `rounds_done` 3, reports from step 3,
+    and ends with the model an uninterrupted run trains."""
+    lgb = pytest.importorskip("lightgbm")
+    from sweeplab.integrations.lightgbm import SweeplabCallback
+
+    xt, yt, xv, yv = _xgb_data()
+    params = {"objective": "regression", "learning_rate": 0.3, "num_leaves": 4, "min_data_in_leaf": 5,
+              "num_threads": 1, "seed": 0, "verbosity": -1, "deterministic": True}
+
+    def stop_at(run, at):
+        def callback(env):
+            if env.iteration == at:
+                run.request_stop("preempted (SIGTERM)")
+        callback.order = 5   # before sweeplab's, as the SIGTERM handler runs between two rounds
+        return callback
+
+    def attempt(n, at=None):
+        events: list = []
+        run = Run(config={}, sink=lambda kind, data: events.append((kind, data)), checkpoint_dir=str(tmp_path),
+                  checkpoint_every=1000, attempt=n)   # no checkpoint but the first one and the stop's
+        callback = SweeplabCallback(run)
+        resumed = callback.resume_model()
+        dtrain = lgb.Dataset(xt, label=yt, free_raw_data=False)
+        booster = lgb.train(params, dtrain, num_boost_round=6 - callback.rounds_done, init_model=resumed,
+                            valid_sets=[lgb.Dataset(xv, label=yv, reference=dtrain)], valid_names=["val"],
+                            callbacks=[stop_at(run, at), callback] if at is not None else [callback])
+        run.flush()   # what the worker does at the end of a trial
+        return callback, booster, events
+
+    callback, booster, events = attempt(1, at=2)
+    assert _points(events) == [(0, "val-l2"), (1, "val-l2"), (2, "val-l2")]
+    assert [d["step"] for k, d in events if k == "checkpoint"] == [0, 2]
+    assert booster.current_iteration() == 3 and booster.best_iteration == 3 and set(callback.metrics) == {"val-l2"}
+
+    callback, booster, events = attempt(2)
+    assert callback.rounds_done == 3
+    assert _points(events) == [(3, "val-l2"), (4, "val-l2"), (5, "val-l2")]
+    assert booster.current_iteration() == 6
+    whole = lgb.train(params, lgb.Dataset(xt, label=yt), num_boost_round=6)
+    np.testing.assert_allclose(booster.predict(xv), whole.predict(xv), rtol=1e-6)
+
+
+def test_lightgbm_cv_reports_the_folds_mean_and_stdv_and_a_stop_ends_it(tmp_path):
+    lgb = pytest.importorskip("lightgbm")
+    from sweeplab.integrations.lightgbm import SweeplabCallback
+
+    events: list = []
+    run = Run(config={}, sink=lambda kind, data: events.append((kind, data)), checkpoint_dir=str(tmp_path))
+    xt, yt, _, _ = _xgb_data()
+    seen: list = []
+
+    def prune(env):
+        seen.append(env.iteration)
+        if env.iteration == 1:
+            run.request_stop("pruned at rung 1")
+    prune.order = 5
+
+    history = lgb.cv({"objective": "regression", "num_threads": 1, "verbosity": -1, "min_data_in_leaf": 5},
+                     lgb.Dataset(xt, label=yt), num_boost_round=10, nfold=3, stratified=False,
+                     callbacks=[prune, SweeplabCallback(run)])
+    run.flush()
+    points = _points(events)
+    assert {key for _, key in points} == {"valid-l2", "valid-l2-stdv"}
+    assert sorted({step for step, _ in points}) == [0, 1] and len(history["valid l2-mean"]) == 2 and seen == [0, 1]
+    last = {p[1]: p[2] for kind, data in events if kind == "metrics" for p in data["points"] if p[0] == 1}
+    assert last["valid-l2"] == pytest.approx(history["valid l2-mean"][-1])
+    assert not [k for k, _ in events if k == "checkpoint"]   # the folds' boosters are not one model to resume
+
+
+def test_lightgbm_scikit_learn_estimator_reports_its_eval_set_and_resumes(tmp_path):
+    lgb = pytest.importorskip("lightgbm")
+    pytest.importorskip("sklearn")
+    from sweeplab.integrations.lightgbm import SweeplabCallback
+
+    xt, yt, xv, yv = _xgb_data()
+    events: list = []
+    run = Run(config={}, sink=lambda kind, data: events.append((kind, data)), checkpoint_dir=str(tmp_path))
+    callback = SweeplabCallback(run, metrics=["valid_0-l2"])
+    options = {"n_jobs": 1, "verbosity": -1, "min_child_samples": 5}
+    lgb.LGBMRegressor(n_estimators=3, **options).fit(xt, yt, eval_set=[(xv, yv)], callbacks=[callback])
+    run.flush()
+    assert _points(events) == [(0, "valid_0-l2"), (1, "valid_0-l2"), (2, "valid_0-l2")]
+
+    run2 = Run(config={}, sink=lambda kind, data: events.append((kind, data)), checkpoint_dir=str(tmp_path), attempt=2)
+    callback = SweeplabCallback(run2)
+    resumed = callback.resume_model()
+    assert callback.rounds_done == 3
+    model = lgb.LGBMRegressor(n_estimators=5 - callback.rounds_done, **options)
+    model.fit(xt, yt, eval_set=[(xv, yv)], init_model=resumed, callbacks=[callback])
+    assert model.booster_.current_iteration() == 5 and callback.metrics.keys() == {"valid_0-l2"}

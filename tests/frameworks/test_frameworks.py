@@ -1,5 +1,5 @@
 """The framework callbacks end to end: real sweeps through the CLI whose function trials train with
-PyTorch Lightning, a Hugging Face Trainer or Keras 3 (torch backend), tiny models on the CPU.
+PyTorch Lightning, a Hugging Face Trainer, Keras 3 (torch backend), XGBoost or LightGBM, tiny models on the CPU.
 
 For each framework, one sweep: a trial preempted by a real SIGTERM writes a last checkpoint through its
 callback and the next attempt resumes from it (not from epoch 0) and completes; a scheduler prunes another
@@ -33,6 +33,7 @@ FRAMEWORKS = {
     "transformers": ("transformers", "transformers_trial", "eval_loss", 1),
     "keras": ("keras", "keras_trial", "val_loss", 0),
     "xgboost": ("xgboost", "xgboost_trial", "val-mlogloss", 0),   # a boosting round is an epoch
+    "lightgbm": ("lightgbm", "lightgbm_trial", "val-multi_logloss", 0),
 }
 
 

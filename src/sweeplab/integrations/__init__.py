@@ -6,6 +6,7 @@ One module per framework, each imported only when used, so `import sweeplab` nev
     from sweeplab.integrations.transformers import SweeplabCallback   # Hugging Face Trainer (`transformers`)
     from sweeplab.integrations.keras import SweeplabCallback          # Keras 3 `model.fit` (`keras`)
     from sweeplab.integrations.xgboost import SweeplabCallback        # XGBoost training callback (`xgboost`)
+    from sweeplab.integrations.lightgbm import SweeplabCallback       # LightGBM training callback (`lightgbm`)
 
 Each takes a Run: a function trial's argument, or `sweeplab.Run.from_env()` in a program run as a command
 trial (inert outside a sweep), and does the same four things through it: reports the framework's metrics
