@@ -234,6 +234,13 @@ def _chdir(path: str) -> None:
     os.environ["PWD"] = os.path.abspath(path)
 
 
+def _log_traceback(exc: BaseException) -> None:
+    """Write the trial's traceback to its log (fd 2), after what it printed."""
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+        os.write(2, trial_traceback(exc).encode(errors="backslashreplace"))
+
+
 def execute_function(ex: Execution) -> None:
     task, channel = ex.task, ex.channel
     pid = os.getpid()
@@ -246,7 +253,8 @@ def execute_function(ex: Execution) -> None:
     # trial that leaked them all died as a bare "killed by SIGABRT"
     import sweeplab.capture  # noqa: F401
     try:
-        with redirect_output(task.log_path, log_header(task) if task.log_path else b""):
+        with redirect_output(task.log_path, log_header(task) if task.log_path else b"", task.log_max) as cap:
+            ex.log_cap = cap
             before = _ProcessState()
             _subreaper(True)
             os.environ.update({k: os_text(str(v)) for k, v in task.env.items()})
@@ -294,6 +302,10 @@ def execute_function(ex: Execution) -> None:
                                         mirror=not takes_run(fn))
                 else:
                     result = call_trial(fn, config, run)
+            except BaseException as exc:
+                if not ex.preempted and not isinstance(exc, SystemExit):   # as `python train.py` would, the log
+                    _log_traceback(exc)   # ends with it (inside the cap: its beginning, its end, this)
+                raise
             finally:
                 if wandb is not None:   # the W&B environment its wandb.init set, if any, goes
                     wandb.end()
