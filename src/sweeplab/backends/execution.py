@@ -143,7 +143,6 @@ class LogCap:
     (an O_APPEND descriptor cannot write in place)."""
 
     MARKER_ROOM = 512    # bytes kept free for the marker line
-
     MIN = 4096           # the least cap (spec/limits.py refuses less): room for a beginning, a marker, an end
 
     def __init__(self, path: str, limit: int, fd: int) -> None:
@@ -162,7 +161,8 @@ class LogCap:
                     return -1
                 size = os.fstat(self.fd).st_size
                 return self._cut(size) if size > self.limit else size
-            except OSError:   # a log that cannot be cut (its disk full, removed) stays as it is
+            except OSError:   # a log that cannot be cut (its disk full, removed) stays as it is, from here on
+                self.fd = -1
                 return -1
 
     def close(self) -> None:
@@ -174,8 +174,9 @@ class LogCap:
                     os.close(self._rw)
                 self._rw = -1
 
-    def marker(self) -> bytes:
-        return (f"# sweeplab: {self.dropped:,} bytes of output dropped here (trial.log_max: {_size(self.limit)}"
+    def marker(self, dropped: int) -> bytes:
+        """The line that stands where `dropped` bytes of output were taken out."""
+        return (f"# sweeplab: {dropped:,} bytes of output dropped here (trial.log_max: {_size(self.limit)}"
                 " keeps a log's beginning and its latest output; lines printed during a cut may be missing)\n"
                 ).encode()
 
@@ -196,9 +197,9 @@ class LogCap:
         newline = start.find(b"\n")
         if 0 <= newline < len(start) - 1:
             src += newline + 1
-        self.dropped += src - self._body
+        dropped = self.dropped + src - self._body
         lead = b"" if self._head == 0 or os.pread(fd, 1, self._head - 1) == b"\n" else b"\n"
-        mark = lead + self.marker()
+        mark = lead + self.marker(dropped)
         os.pwrite(fd, mark, self._head)
         dst = self._head + len(mark)
         for _ in range(64):   # forward, in pieces: the copy never overtakes what it has yet to read
@@ -214,7 +215,7 @@ class LogCap:
                 break
             size = grown
         os.ftruncate(fd, dst)
-        self._body = self._head + len(mark)
+        self.dropped, self._body = dropped, self._head + len(mark)
         return dst
 
 
