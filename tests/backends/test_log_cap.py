@@ -88,6 +88,23 @@ def test_a_trial_printing_5mb_keeps_its_beginning_a_marker_and_its_last_lines_un
 
 
 @pytest.mark.parametrize("kind", ["function", "command"])
+def test_the_dashboards_log_view_shows_a_capped_log_with_its_marker(tmp_path, kind):
+    pytest.importorskip("starlette")
+    import warnings
+
+    from sweeplab.dashboard import create_app
+
+    log = _sweep(tmp_path, kind, lines=20_000, fail=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+    with TestClient(create_app(tmp_path / "store"), base_url="http://127.0.0.1:8765") as client:
+        body = client.get("/api/sweeps/s/trials/0/log?tail=65536").json()
+    assert body["size"] == log.stat().st_size <= CAP and not body["truncated"]
+    assert MARKER.search(body["text"].encode()) and body["text"].rstrip().endswith("boom at the very end")
+
+
+@pytest.mark.parametrize("kind", ["function", "command"])
 def test_a_log_under_the_cap_is_unchanged(tmp_path, kind):
     capped = _sweep(tmp_path / "a", kind, lines=300).read_bytes()
     uncapped = _sweep(tmp_path / "b", kind, lines=300, log_max=0).read_bytes()
