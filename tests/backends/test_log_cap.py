@@ -136,7 +136,7 @@ def test_a_cut_keeps_cutting_while_the_log_grows(tmp_path):
     path = tmp_path / "t.log"
     path.write_bytes(b"# header\n")
     with open(path, "ab") as fh:
-        cap = LogCap(str(path), 8192, fh.fileno())
+        cap = LogCap(str(path), 8192)
         for i in range(2_000):
             fh.write(f"{i:06d} {'y' * 40}\n".encode())
             fh.flush()

@@ -115,7 +115,7 @@ class _Log:
         try:
             self._fh = open(path, "ab")   # closed by __exit__
             if log_max > 0:
-                self._cap = LogCap(path, log_max, self._fh.fileno())
+                self._cap = LogCap(path, log_max)
                 self._size = os.fstat(self._fh.fileno()).st_size
         except OSError as exc:
             if full_disk_error(exc) is None:

@@ -139,16 +139,17 @@ class LogCap:
     trial's heartbeat thread 20 times a second and once at the trial's end, so its log may pass the cap by what
     it prints in 50 ms until then. What the program writes while a cut copies may be lost (the marker says so).
 
-    `fd` is a descriptor of the log to look at its size (one fstat); the cut opens a read-write one of its own
-    (an O_APPEND descriptor cannot write in place)."""
+    It looks at the log by its path (one stat) and holds no descriptor between cuts: a trial that closes every
+    descriptor it did not open (a daemon's closerange) cannot take one from it, nor leave it one of its own.
+    A cut opens its own read-write descriptor (an O_APPEND one cannot write in place)."""
 
     MARKER_ROOM = 512    # bytes kept free for the marker line
     MIN = 4096           # the least cap (spec/limits.py refuses less): room for a beginning, a marker, an end
 
-    def __init__(self, path: str, limit: int, fd: int) -> None:
-        self.path, self.limit, self.fd = path, max(limit, self.MIN), fd
+    def __init__(self, path: str, limit: int) -> None:
+        self.path, self.limit = path, max(limit, self.MIN)
         self.dropped = 0
-        self._rw = -1
+        self.closed = False
         self._head = -1        # where the kept beginning ends
         self._body = 0         # where what follows the marker starts
         self._lock = threading.Lock()
@@ -156,23 +157,25 @@ class LogCap:
     def check(self) -> int:
         """Cut the log if it is over the cap; its size after (-1 when it cannot be looked at)."""
         with self._lock:
+            if self.closed:
+                return -1
             try:
-                if self.fd < 0:
-                    return -1
-                size = os.fstat(self.fd).st_size
-                return self._cut(size) if size > self.limit else size
+                size = os.stat(self.path).st_size
+                if size <= self.limit:
+                    return size
+                fd = os.open(self.path, os.O_RDWR)
+                try:
+                    return self._cut(fd)
+                finally:
+                    os.close(fd)
             except OSError:   # a log that cannot be cut (its disk full, removed) stays as it is, from here on
-                self.fd = -1
+                self.closed = True
                 return -1
 
     def close(self) -> None:
-        """Stop watching (the caller closes `fd`); a check after this does nothing."""
+        """Stop watching: a check after this does nothing."""
         with self._lock:
-            self.fd = -1
-            if self._rw >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(self._rw)
-                self._rw = -1
+            self.closed = True
 
     def marker(self, dropped: int) -> bytes:
         """The line that stands where `dropped` bytes of output were taken out."""
@@ -180,10 +183,7 @@ class LogCap:
                 " keeps a log's beginning and its latest output; lines printed during a cut may be missing)\n"
                 ).encode()
 
-    def _cut(self, size: int) -> int:
-        if self._rw < 0:
-            self._rw = os.open(self.path, os.O_RDWR)
-        fd = self._rw
+    def _cut(self, fd: int) -> int:
         size = os.fstat(fd).st_size
         if size <= self.limit:
             return size
@@ -258,11 +258,8 @@ def redirect_output(log_path: str, header: bytes = b"", log_max: int = 0):  # ty
             fd_writer(log_fd)(header)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
-    cap = None
-    if log_max > 0:   # its descriptor stays open to look at the size (not inherited: os.open's are not)
-        cap = LogCap(log_path, log_max, log_fd)
-    else:
-        os.close(log_fd)
+    os.close(log_fd)
+    cap = LogCap(log_path, log_max) if log_max > 0 else None
     try:
         yield cap
     finally:
@@ -272,7 +269,6 @@ def redirect_output(log_path: str, header: bytes = b"", log_max: int = 0):  # ty
         if cap is not None:
             cap.check()
             cap.close()
-            os.close(log_fd)
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
 
