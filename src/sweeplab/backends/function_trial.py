@@ -303,8 +303,8 @@ def execute_function(ex: Execution) -> None:
                 else:
                     result = call_trial(fn, config, run)
             except BaseException as exc:
-                if not ex.preempted and not isinstance(exc, SystemExit):   # as `python train.py` would, the log
-                    _log_traceback(exc)   # ends with it (inside the cap: its beginning, its end, this)
+                if task.log_path and not ex.preempted and not isinstance(exc, SystemExit):   # the log ends with
+                    _log_traceback(exc)   # it, as `python train.py` would (inside the cap: its beginning, its end)
                 raise
             finally:
                 if wandb is not None:   # the W&B environment its wandb.init set, if any, goes
