@@ -144,7 +144,10 @@ class LogCap:
     A cut opens its own read-write descriptor (an O_APPEND one cannot write in place)."""
 
     MARKER_ROOM = 512    # bytes kept free for the marker line
-    MIN = 4096           # the least cap (spec/limits.py refuses less): room for a beginning, a marker, an end
+    #: the least cap (spec/limits.py refuses less): the end kept after a cut (3/8 of the cap) must hold what a
+    #: command's stdout copier had yet to write (its 64 KB pipe, a 64 KB read) when the program's traceback
+    #: came on stderr; with less, a last burst of stdout could push the traceback out
+    MIN = 1 << 20
 
     def __init__(self, path: str, limit: int) -> None:
         self.path, self.limit = path, max(limit, self.MIN)

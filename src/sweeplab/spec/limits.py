@@ -15,7 +15,7 @@ from sweeplab.types import PLACEMENTS
 
 _SIZE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(b|[kmgt]i?b?)?")   # "100MB", "64 KiB", "1.5g"
 _SIZE_UNITS = ("b", "k", "m", "g", "t")
-_LOG_MIN = 4096   # trial.log_max: below this a log's header and the marker leave no room for its output
+_LOG_MIN = 1 << 20   # trial.log_max: the end a log keeps must hold what a command's pipes had in flight (LogCap)
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")   # "4", "1.5", ".5": a number of hours given as text
 
 
@@ -147,7 +147,7 @@ class _Limits(_Reader):
     def log_max(self, raw: Any) -> int:
         """`trial.log_max`: bytes a trial's log keeps, a number or a size like 100MB (KB, MB, GB: powers of
         1024; KiB, MiB, GiB too); 0 or null: no cap."""
-        expected = "a size like 100MB, 64KB or 2GB (0 or null: no cap)"
+        expected = "a size like 100MB, 10MB or 2GB (0 or null: no cap)"
         if raw is None:
             return 0
         size: float | None = None
@@ -161,7 +161,7 @@ class _Limits(_Reader):
             raise self.error("is not a size", "trial.log_max", value=raw, expected=expected)
         if 0 < size < _LOG_MIN:
             raise self.error("is too small to keep a log's beginning and end", "trial.log_max", value=raw,
-                             expected="at least 4KB, or 0 for no cap")
+                             expected="at least 1MB, or 0 for no cap")
         return int(size)
 
     def workdir(self, raw: Any) -> str:
