@@ -175,6 +175,10 @@ class LogCap:
                 self.closed = True
                 return -1
 
+    def holding(self) -> threading.Lock:
+        """Held, no cut runs: what sweeplab itself writes to the log (a trial's traceback) cannot be lost to one."""
+        return self._lock
+
     def close(self) -> None:
         """Stop watching: a check after this does nothing."""
         with self._lock:
@@ -266,9 +270,10 @@ def redirect_output(log_path: str, header: bytes = b"", log_max: int = 0):  # ty
     try:
         yield cap
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
+        with cap.holding() if cap is not None else contextlib.nullcontext():   # its last lines, not during a cut
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
         if cap is not None:
             cap.check()
             cap.close()
