@@ -35,6 +35,7 @@ class TrialTask:
     seed: int | None = None
     smoke: bool = False
     log_path: str = ""                         # absolute path of this attempt's log file
+    log_max: int = 0                           # bytes the log keeps (trial.log_max; execution.LogCap); 0: all
     report_path: str = ""                      # absolute path command trials report into (JSON lines)
     checkpoint_dir: str = ""                   # this trial's checkpoint root (path or fsspec URL)
     keep_checkpoints: int = 2

@@ -26,7 +26,7 @@ from sweeplab.backends import _tree
 from sweeplab.backends._diskfull import disk_full_data, full_disk_error, names_full_disk, trial_places
 from sweeplab.backends.channel import Channel
 from sweeplab.backends.events import EventKind, describe_exit
-from sweeplab.backends.execution import Execution, WorkdirError, log_header, make_workdir, send_profile
+from sweeplab.backends.execution import Execution, LogCap, WorkdirError, log_header, make_workdir, send_profile
 from sweeplab.types import MetricPoint
 
 __all__ = ["execute_command", "parse_report_line"]
@@ -102,15 +102,21 @@ class _Reporter:
 class _Log:
     """A command trial's log file. A write that fails (a full disk, a file-size limit) loses the log from there
     on, not the trial: the program's output is still drained and read for its reports, and the loss is noted
-    once (a warning NOTE event, in the sweep's events). Written by the stdout and stderr copiers under a lock."""
+    once (a warning NOTE event, in the sweep's events). Written by the stdout and stderr copiers under a lock.
+    Past `log_max` bytes (trial.log_max) it keeps its beginning, a marker and its latest output (LogCap)."""
 
-    def __init__(self, path: str, channel: Channel) -> None:
+    def __init__(self, path: str, channel: Channel, log_max: int = 0) -> None:
         self.path = path
         self.channel = channel
         self.lost: OSError | None = None
         self._fh: Any = None
+        self._cap: LogCap | None = None
+        self._size = 0   # the file's size, counted (the cap is checked when it passes)
         try:
             self._fh = open(path, "ab")   # closed by __exit__
+            if log_max > 0:
+                self._cap = LogCap(path, log_max)
+                self._size = os.fstat(self._fh.fileno()).st_size
         except OSError as exc:
             if full_disk_error(exc) is None:
                 raise
@@ -120,6 +126,8 @@ class _Log:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._cap is not None:
+            self._cap.close()
         if self._fh is not None:
             with contextlib.suppress(OSError):   # what a lost log still held in its buffer
                 self._fh.close()
@@ -129,6 +137,11 @@ class _Log:
             return
         try:
             self._fh.write(data)
+            if self._cap is not None:
+                self._size += len(data)
+                if self._size > self._cap.limit:
+                    self._fh.flush()
+                    self._size = self._cap.check()
         except ValueError:   # closed: a grandchild held the pipe past the end of the attempt
             pass
         except OSError as exc:
@@ -224,7 +237,7 @@ def execute_command(ex: Execution) -> None:
     reporter = _Reporter(channel)
     reporter.step = _first_step(task.checkpoint_dir) if task.attempt > 1 else 0
     stderr_tail = bytearray()
-    with _Log(task.log_path, channel) as log:
+    with _Log(task.log_path, channel, task.log_max) as log:
         log.write(log_header(task, argv=argv, added=added))
         log.flush()
         # the reaper first: a worker killed just after the program started still leaves one to end its tree

@@ -2,7 +2,8 @@
 
 `Execution` is what `stop`, SIGTERM and the heartbeat act on; the heartbeat thread (one per process) sends
 the held STARTED event, starts the CPU/memory sampler and tells the driver the trial is alive; `RssWatch`
-says when a worker grew too much to take the next trial; `log_header` is the first lines of every trial's log.
+says when a worker grew too much to take the next trial; `log_header` is the first lines of every trial's log;
+`LogCap` keeps that log under `trial.log_max`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sweeplab.backends.events import EventKind
 from sweeplab.profiling import UsageMark, profile_summary, rss
 from sweeplab.run import Run
 
-__all__ = ["Execution", "RssWatch", "control_stream", "heartbeat_thread", "log_header", "redirect_output",
+__all__ = ["Execution", "LogCap", "RssWatch", "control_stream", "heartbeat_thread", "log_header", "redirect_output",
            "send_profile"]
 
 _RSS_GROWTH_LIMIT = 1 << 30   # recycle the worker when a trial left it this much bigger
@@ -106,6 +107,9 @@ class _Heartbeat(threading.Thread):
                     with ex.lock:   # never after the attempt's end: send_profile sets `ended` before it
                         if not ex.ended:
                             ex.channel.send(EventKind.HEARTBEAT)
+                cap = ex.log_cap
+                if cap is not None:   # a function trial's log, which its process writes directly
+                    cap.check()
                 if ex.run is not None and ex.run.has_stale(1.0):   # checked every tick, not only at a beat:
                     with ex.lock:                                  # the last points before a hang or a long
                         if not ex.ended:                           # computation reach the monitors in ~1 s
@@ -123,17 +127,127 @@ def heartbeat_thread() -> _Heartbeat:
     return _heartbeat
 
 
+class LogCap:
+    """Keeps a trial's log under `limit` bytes (`trial.log_max`), as Ray's log rotation and Kubernetes'
+    container log limit keep theirs, but in one file that still reads as the trial's log: its beginning (the
+    first quarter of the cap, cut at a line's end: the header, the config, the first lines), one marker line
+    saying how many bytes were dropped there, and its latest output (the last lines, the traceback).
+
+    Past the cap, the part after the marker is cut to its last half, in place: copied forward over the dropped
+    part, then the file truncated where the copy ends. The writer keeps appending (O_APPEND: after the
+    truncation its next write lands at the new end): a command trial's copier checks after its writes, a function
+    trial's heartbeat thread 20 times a second and once at the trial's end, so its log may pass the cap by what
+    it prints in 50 ms until then. What the program writes while a cut copies may be lost (the marker says so).
+
+    It looks at the log by its path (one stat) and holds no descriptor between cuts: a trial that closes every
+    descriptor it did not open (a daemon's closerange) cannot take one from it, nor leave it one of its own.
+    A cut opens its own read-write descriptor (an O_APPEND one cannot write in place)."""
+
+    MARKER_ROOM = 512    # bytes kept free for the marker line
+    #: the least cap (spec/limits.py refuses less): the end kept after a cut (3/8 of the cap) must hold what a
+    #: command's stdout copier had yet to write (its 64 KB pipe, a 64 KB read) when the program's traceback
+    #: came on stderr; with less, a last burst of stdout could push the traceback out
+    MIN = 1 << 20
+
+    def __init__(self, path: str, limit: int) -> None:
+        self.path, self.limit = path, max(limit, self.MIN)
+        self.dropped = 0
+        self.closed = False
+        self._head = -1        # where the kept beginning ends
+        self._body = 0         # where what follows the marker starts
+        self._lock = threading.Lock()
+
+    def check(self) -> int:
+        """Cut the log if it is over the cap; its size after (-1 when it cannot be looked at)."""
+        with self._lock:
+            if self.closed:
+                return -1
+            try:
+                size = os.stat(self.path).st_size
+                if size <= self.limit:
+                    return size
+                fd = os.open(self.path, os.O_RDWR)
+                try:
+                    return self._cut(fd)
+                finally:
+                    os.close(fd)
+            except OSError:   # a log that cannot be cut (its disk full, removed) stays as it is, from here on
+                self.closed = True
+                return -1
+
+    def holding(self) -> threading.Lock:
+        """Held, no cut runs: what sweeplab itself writes to the log (a trial's traceback) cannot be lost to one."""
+        return self._lock
+
+    def close(self) -> None:
+        """Stop watching: a check after this does nothing."""
+        with self._lock:
+            self.closed = True
+
+    def marker(self, dropped: int) -> bytes:
+        """The line that stands where `dropped` bytes of output were taken out."""
+        return (f"# sweeplab: {dropped:,} bytes of output dropped here (trial.log_max: {_size(self.limit)}"
+                " keeps a log's beginning and its latest output; lines printed during a cut may be missing)\n"
+                ).encode()
+
+    def _cut(self, fd: int) -> int:
+        size = os.fstat(fd).st_size
+        if size <= self.limit:
+            return size
+        if self._head < 0:   # the beginning kept: the cap's first quarter, to its last line's end
+            first = os.pread(fd, self.limit // 4, 0)
+            self._head = first.rfind(b"\n") + 1 or len(first)
+            self._body = self._head
+        keep = max(0, (self.limit - self._head - self.MARKER_ROOM) // 2)
+        src = size - keep
+        start = os.pread(fd, min(keep, 65536), src)   # what is kept starts at a line's start when one is near
+        newline = start.find(b"\n")
+        if 0 <= newline < len(start) - 1:
+            src += newline + 1
+        dropped = self.dropped + src - self._body
+        lead = b"" if self._head == 0 or os.pread(fd, 1, self._head - 1) == b"\n" else b"\n"
+        mark = lead + self.marker(dropped)
+        os.pwrite(fd, mark, self._head)
+        dst = self._head + len(mark)
+        for _ in range(64):   # forward, in pieces: the copy never overtakes what it has yet to read
+            while src < size:
+                chunk = os.pread(fd, min(1 << 20, size - src), src)
+                if not chunk:
+                    break
+                os.pwrite(fd, chunk, dst)
+                src += len(chunk)
+                dst += len(chunk)
+            grown = os.fstat(fd).st_size   # what the program appended meanwhile follows
+            if grown <= size:
+                break
+            size = grown
+        os.ftruncate(fd, dst)
+        self.dropped, self._body = dropped, self._head + len(mark)
+        return dst
+
+
+def _size(n: int) -> str:
+    """`n` bytes as trial.log_max is written: 64KB, 100MB, 1.5GB."""
+    for shift, unit in ((30, "GB"), (20, "MB"), (10, "KB")):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.4g}{unit}"
+    return f"{n} bytes"
+
+
 _made_dirs: set[str] = set()   # log directories known to exist (one mkdir per directory, not per trial)
 _std_saved: tuple[int, int] | None = None   # copies of this process's own fds 1 and 2, made once
 
 
 @contextlib.contextmanager
-def redirect_output(log_path: str, header: bytes = b""):  # type: ignore[no-untyped-def]
+def redirect_output(log_path: str, header: bytes = b"", log_max: int = 0):  # type: ignore[no-untyped-def]
     """Send fds 1 and 2 (print, C extensions, subprocesses) to the trial's log file, which starts with
-    `header` (log_header). The process's own fds 1 and 2 are copied once and put back after each trial."""
+    `header` (log_header). The process's own fds 1 and 2 are copied once and put back after each trial.
+
+    Yields the log's `LogCap` when `log_max` caps it (else None): the caller has the heartbeat thread check it
+    while the trial runs; it is checked once more here, at the end, after the streams are flushed."""
     global _std_saved
     if not log_path:
-        yield
+        yield None
         return
     parent = os.path.dirname(log_path)
     if parent not in _made_dirs:
@@ -152,12 +266,17 @@ def redirect_output(log_path: str, header: bytes = b""):  # type: ignore[no-unty
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(log_fd)
+    cap = LogCap(log_path, log_max) if log_max > 0 else None
     try:
-        yield
+        yield cap
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
+        with cap.holding() if cap is not None else contextlib.nullcontext():   # its last lines, not during a cut
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+        if cap is not None:
+            cap.check()
+            cap.close()
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
 
@@ -206,6 +325,7 @@ class Execution:
         self.lock = threading.Lock()
         self.ended = False
         self.relay_go: Callable[[int], None] | None = None   # a multi-process trial: `go` to its rank 0
+        self.log_cap: LogCap | None = None  # a function trial's log cap, checked by the heartbeat thread
 
     def go(self, step: int) -> None:
         """The driver's verdict at decision step `step`: continue. To this process's Run, or to rank 0 of a

@@ -16,7 +16,7 @@ from typing import Any
 from sweeplab._process import os_text
 from sweeplab.backends._diskfull import disk_full_data, full_disk_error, trial_places
 from sweeplab.backends.events import EventKind
-from sweeplab.backends.execution import Execution, log_header, make_workdir, redirect_output, send_profile
+from sweeplab.backends.execution import Execution, LogCap, log_header, make_workdir, redirect_output, send_profile
 from sweeplab.backends.targets import call_trial, load_target, seed_everything, takes_run, trial_facts, trial_traceback
 from sweeplab.run import Run
 
@@ -234,6 +234,16 @@ def _chdir(path: str) -> None:
     os.environ["PWD"] = os.path.abspath(path)
 
 
+def _log_traceback(exc: BaseException, cap: LogCap | None) -> None:
+    """Write the trial's traceback to its log (fd 2), after what it printed (not while `cap` cuts the log: what
+    is written then may be lost)."""
+    with contextlib.suppress(Exception):
+        text = trial_traceback(exc).encode(errors="backslashreplace")
+        with cap.holding() if cap is not None else contextlib.nullcontext():
+            sys.stderr.flush()
+            os.write(2, text)
+
+
 def execute_function(ex: Execution) -> None:
     task, channel = ex.task, ex.channel
     pid = os.getpid()
@@ -246,7 +256,8 @@ def execute_function(ex: Execution) -> None:
     # trial that leaked them all died as a bare "killed by SIGABRT"
     import sweeplab.capture  # noqa: F401
     try:
-        with redirect_output(task.log_path, log_header(task) if task.log_path else b""):
+        with redirect_output(task.log_path, log_header(task) if task.log_path else b"", task.log_max) as cap:
+            ex.log_cap = cap
             before = _ProcessState()
             _subreaper(True)
             os.environ.update({k: os_text(str(v)) for k, v in task.env.items()})
@@ -294,6 +305,10 @@ def execute_function(ex: Execution) -> None:
                                         mirror=not takes_run(fn))
                 else:
                     result = call_trial(fn, config, run)
+            except BaseException as exc:
+                if task.log_path and not ex.preempted and not isinstance(exc, SystemExit):   # the log ends with
+                    _log_traceback(exc, cap)   # it, as `python train.py` would (inside the cap: its beginning, its end)
+                raise
             finally:
                 if wandb is not None:   # the W&B environment its wandb.init set, if any, goes
                     wandb.end()

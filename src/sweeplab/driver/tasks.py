@@ -135,7 +135,7 @@ class TaskBuilder:
             trial_id=t.id, number=t.number, attempt=t.attempt, sweep=self.sweep, kind=kind, target=target,
             command=command, config=t.config, params=t.params, seed=t.seed, smoke=self.smoke,
             log_path=paths["log"], report_path=paths["report"], checkpoint_dir=paths["checkpoint"],
-            keep_checkpoints=policy.keep_checkpoints, checkpoint_every=policy.checkpoint_every,
+            log_max=policy.log_max, keep_checkpoints=policy.keep_checkpoints, checkpoint_every=policy.checkpoint_every,
             mtbf=mtbf, grace=policy.grace, heartbeat_interval=heartbeat_interval(policy),
             cwd=cwd, original_cwd=original, python_path=self.import_path(), capture_dir=paths["capture"],
             artifacts_dir=paths["artifacts"], torch_profiler=policy.torch_profiler,

@@ -13,6 +13,9 @@ from sweeplab.spec.model import WORKDIRS, Budget, Resources, TrialPolicy
 from sweeplab.spec.reader import _did_you_mean, _Reader
 from sweeplab.types import PLACEMENTS
 
+_SIZE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(b|[kmgt]i?b?)?")   # "100MB", "64 KiB", "1.5g"
+_SIZE_UNITS = ("b", "k", "m", "g", "t")
+_LOG_MIN = 1 << 20   # trial.log_max: the end a log keeps must hold what a command's pipes had in flight (LogCap)
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")   # "4", "1.5", ".5": a number of hours given as text
 
 
@@ -116,7 +119,7 @@ class _Limits(_Reader):
             return TrialPolicy()
         raw = self.mapping(raw, "trial", "{timeout: 10m, retries: 2, checkpoint_every: 5m}")
         allowed = ("timeout", "retries", "checkpoint_every", "keep_checkpoints", "grace",
-                   "heartbeat_timeout", "torch_profiler", "preload", "workdir")
+                   "heartbeat_timeout", "torch_profiler", "preload", "workdir", "log_max")
         self.keys(raw, allowed, "trial")
         profiler = raw.get("torch_profiler")
         if profiler is True:
@@ -138,7 +141,28 @@ class _Limits(_Reader):
             torch_profiler=profiler,
             preload=self.preload(raw.get("preload")),
             workdir=self.workdir(raw.get("workdir", defaults.workdir)),
+            log_max=self.log_max(raw.get("log_max", defaults.log_max)),
         )
+
+    def log_max(self, raw: Any) -> int:
+        """`trial.log_max`: bytes a trial's log keeps, a number or a size like 100MB (KB, MB, GB: powers of
+        1024; KiB, MiB, GiB too); 0 or null: no cap."""
+        expected = "a size like 100MB, 10MB or 2GB (0 or null: no cap)"
+        if raw is None:
+            return 0
+        size: float | None = None
+        if _is_int(raw) or (isinstance(raw, float) and raw == raw):
+            size = float(min(raw, 1 << 61))   # 10**400 bytes: refused below, not an OverflowError
+        elif isinstance(raw, str):
+            m = _SIZE.fullmatch(raw.strip().lower())
+            if m:
+                size = float(m.group(1)) * 1024 ** _SIZE_UNITS.index((m.group(2) or "b")[0])
+        if size is None or size < 0 or size > 1 << 60:
+            raise self.error("is not a size", "trial.log_max", value=raw, expected=expected)
+        if 0 < size < _LOG_MIN:
+            raise self.error("is too small to keep a log's beginning and end", "trial.log_max", value=raw,
+                             expected="at least 1MB, or 0 for no cap")
+        return int(size)
 
     def workdir(self, raw: Any) -> str:
         return workdir_choice(raw, file=self.file)

@@ -79,6 +79,8 @@ class Budget:
     prices: Mapping[str, float] | None = None   # {cpu_hour, gpu_hour}: resource-hours priced into every cost
 
 
+#: `trial.log_max` left out: 100 MB (1 MB = 2**20 bytes)
+LOG_MAX_DEFAULT = 100 << 20
 #: the values of `trial.workdir`: where a trial runs (the sweep's working directory, or one of its own)
 WORKDIRS = ("sweep", "trial")
 
@@ -104,6 +106,8 @@ class TrialPolicy:
     #: reads them from the trial's code (backends/preload.trial_imports); () imports none
     preload: tuple[str, ...] | None = None
     workdir: str = "sweep"                      # "sweep" | "trial" (WORKDIRS)
+    #: bytes a trial's log keeps (its beginning, a marker, its latest output; backends/execution.LogCap); 0: no cap
+    log_max: int = LOG_MAX_DEFAULT
 
 
 @dataclass(frozen=True)
