@@ -5,6 +5,7 @@ sweeps of real programs; and a program whose runner is gone while it waits does 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -59,10 +60,19 @@ def _reported(store: Path) -> list[tuple[str, int]]:
                          "WHERE m.key = 'val_loss' GROUP BY t.number ORDER BY t.number").fetchall()
 
 
-def test_a_pruned_command_trial_trains_nothing_past_its_rung_and_a_continued_one_goes_on(tmp_path):
-    """Without the hold, the hopeless programs (no pause between steps) ran far past step 1, often to their
-    end, before the SIGTERM of the prune reached them."""
-    out, outcome = _sweep(tmp_path)
+ASHA = {"type": "asha", "min_iter": 1, "max_iter": 300, "eta": 3}
+HYPERBAND = {"type": "hyperband", "min_iter": 1, "max_iter": 300, "eta": 3}   # bands count reports
+
+
+@pytest.mark.parametrize(("backend", "early"), [("local", ASHA), ("local", HYPERBAND),
+                                                pytest.param("ray", ASHA, marks=pytest.mark.ray)],
+                         ids=["local-asha", "local-hyperband", "ray-asha"])
+def test_a_pruned_command_trial_trains_nothing_past_its_rung_and_a_continued_one_goes_on(tmp_path, backend, early):
+    """Without the hold, the hopeless programs (no pause between steps) ran far past step 1 (to step 8, 14,
+    300) before the SIGTERM of the prune reached them. Ray's actors run the local worker: the same hold."""
+    if backend == "ray":
+        pytest.importorskip("ray")
+    out, outcome = _sweep(tmp_path, backend=backend, early=early)
     assert outcome.exit_code == 0, outcome
     assert _reported(tmp_path / "store") == [("completed", 300), ("completed", 300), ("pruned", 1), ("pruned", 1)]
     assert _trained(out) == {"good-b": 300, "good": 300, "hopeless-a": 1, "hopeless-b": 1}
@@ -130,3 +140,70 @@ def test_without_decision_variables_a_program_never_waits(tmp_path):
     cp = subprocess.run([sys.executable, "-c", WAITER], env=env, capture_output=True, text=True, timeout=60)
     assert cp.stdout.split() == ["returned", "False"], cp.stderr
     assert "@decide" not in (tmp_path / "r.jsonl").read_text()
+
+
+HELD = """\
+import os, pathlib, sys, time
+import sweeplab as sl
+
+args = dict(a.lstrip("-").split("=", 1) for a in sys.argv[1:])
+out = pathlib.Path(args["out"])
+run = sl.Run.from_env(args)
+run.log({"val_loss": 1.0}, step=0)
+(out / "pid").write_text(str(os.getpid()))
+while not (out / "on").exists():     # the test stops the driver first
+    time.sleep(0.01)
+run.log({"val_loss": 0.5}, step=1)   # rung 1: waits for a verdict the stopped driver cannot give
+(out / "returned").write_text("")
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as fh:   # a zombie not yet reaped by its new parent is gone too
+        return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_a_program_waiting_for_a_verdict_ends_when_its_driver_is_killed(tmp_path):
+    """The driver stopped (SIGSTOP) while the program waits at its rung, then killed: the program does not
+    wait on (here its bound is 600 s): its worker goes with the driver and its process tree is ended, or the
+    program sees its worker gone."""
+    prog, out = tmp_path / "held.py", tmp_path / "out"
+    prog.write_text(HELD)
+    out.mkdir()
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(f"program: {prog}\nmethod: grid\nmetric: {{name: val_loss, goal: minimize}}\n"
+                    "early_terminate: {type: asha, min_iter: 1, max_iter: 9, eta: 3}\n"
+                    f"parameters:\n  out: {{value: '{out}'}}\n")
+    env = {**os.environ, "SWEEPLAB_DECISION_WAIT": "600", "PYTHONPATH": os.pathsep.join(sys.path)}
+    driver = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", str(spec), "--store",
+                               str(tmp_path / "store"), "--workers", "1", "-q"], env=env, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 60
+        while not (out / "pid").exists():
+            assert driver.poll() is None and time.monotonic() < end, "the program never started"
+            time.sleep(0.02)
+        pid = int((out / "pid").read_text())
+        driver.send_signal(signal.SIGSTOP)
+        (out / "on").write_text("")
+        reports = list((tmp_path / "store").rglob("*.report.jsonl"))
+        end = time.monotonic() + 30
+        while not any('"@decide": 1' in p.read_text() for p in reports):
+            assert time.monotonic() < end and not _gone(pid), "the program did not wait at its rung"
+            time.sleep(0.02)
+            reports = list((tmp_path / "store").rglob("*.report.jsonl"))
+        assert not (out / "returned").exists()     # held: the driver cannot answer
+        driver.kill()
+        driver.wait()
+        end = time.monotonic() + 60
+        while not _gone(pid):
+            assert time.monotonic() < end, "the program still waits for its killed driver"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
