@@ -19,14 +19,15 @@ import pytest
 import sweeplab as sl
 
 PROGRAM = """\
-import pathlib, sys
+import os, pathlib, sys
 import sweeplab as sl
 
 args = dict(a.lstrip("-").split("=", 1) for a in sys.argv[1:])
 run = sl.Run.from_env(args)
 kind, _, variant = args["kind"].partition("-")
 floor = 0.2 if variant else 0.1
-trained = pathlib.Path(args["out"]) / f"{args['kind']}.trained"
+rank = "" if run.rank == 0 else f".rank{run.rank}"   # only rank 0 reports, and waits
+trained = pathlib.Path(args["out"]) / f"{args['kind']}{rank}.trained"
 for step in range(1, int(args["steps"]) + 1):
     trained.write_text(str(step))          # this step was trained
     loss = floor + 1.0 / step if kind == "good" else 2.0 + 0.5 / step
@@ -36,14 +37,15 @@ for step in range(1, int(args["steps"]) + 1):
 """
 
 
-def _sweep(tmp_path: Path, *, backend: str = "local", early: dict | None = None) -> tuple[Path, sl.SweepOutcome]:
+def _sweep(tmp_path: Path, *, backend: str = "local", early: dict | None = None,
+           ranks: int = 1) -> tuple[Path, sl.SweepOutcome]:
     prog = tmp_path / "train.py"
     prog.write_text(PROGRAM)
     out = tmp_path / "out"
     out.mkdir()
     spec = {"program": str(prog), "method": "grid", "metric": {"name": "val_loss", "goal": "minimize"},
             "early_terminate": early or {"type": "asha", "min_iter": 1, "max_iter": 300, "eta": 3},
-            "trial": {"retries": 0},
+            "trial": {"retries": 0}, "resources": {"cpus": 1, "workers": ranks},
             "parameters": {"kind": {"values": ["good-b", "good", "hopeless-a", "hopeless-b"]},
                            "steps": {"value": 300}, "out": {"value": str(out)}}}
     outcome = sl.run_sweep(spec, store=tmp_path / "store", backend=backend, workers=1, name="held")
@@ -51,7 +53,7 @@ def _sweep(tmp_path: Path, *, backend: str = "local", early: dict | None = None)
 
 
 def _trained(out: Path) -> dict[str, int]:
-    return {p.stem: int(p.read_text()) for p in sorted(out.glob("*.trained"))}
+    return {p.stem: int(p.read_text()) for p in sorted(out.glob("*.trained")) if ".rank" not in p.name}
 
 
 def _reported(store: Path) -> list[tuple[str, int]]:
@@ -64,15 +66,19 @@ ASHA = {"type": "asha", "min_iter": 1, "max_iter": 300, "eta": 3}
 HYPERBAND = {"type": "hyperband", "min_iter": 1, "max_iter": 300, "eta": 3}   # bands count reports
 
 
-@pytest.mark.parametrize(("backend", "early"), [("local", ASHA), ("local", HYPERBAND),
-                                                pytest.param("ray", ASHA, marks=pytest.mark.ray)],
-                         ids=["local-asha", "local-hyperband", "ray-asha"])
-def test_a_pruned_command_trial_trains_nothing_past_its_rung_and_a_continued_one_goes_on(tmp_path, backend, early):
+@pytest.mark.parametrize(("backend", "early", "ranks"), [
+    ("local", ASHA, 1), ("local", HYPERBAND, 1), ("local", ASHA, 2),
+    pytest.param("ray", ASHA, 1, marks=pytest.mark.ray)],
+    ids=["local-asha", "local-hyperband", "local-asha-2-ranks", "ray-asha"])
+def test_a_pruned_command_trial_trains_nothing_past_its_rung_and_a_continued_one_goes_on(tmp_path, backend, early,
+                                                                                         ranks):
     """Without the hold, the hopeless programs (no pause between steps) ran far past step 1 (to step 8, 14,
-    300) before the SIGTERM of the prune reached them. Ray's actors run the local worker: the same hold."""
+    300) before the SIGTERM of the prune reached them. Ray's actors run the local worker: the same hold. In a
+    2-rank trial rank 0 (the one that reports) waits; the other ranks go on until they meet it in a collective
+    (this program has none: they run on until the SIGTERM)."""
     if backend == "ray":
         pytest.importorskip("ray")
-    out, outcome = _sweep(tmp_path, backend=backend, early=early)
+    out, outcome = _sweep(tmp_path, backend=backend, early=early, ranks=ranks)
     assert outcome.exit_code == 0, outcome
     assert _reported(tmp_path / "store") == [("completed", 300), ("completed", 300), ("pruned", 1), ("pruned", 1)]
     assert _trained(out) == {"good-b": 300, "good": 300, "hopeless-a": 1, "hopeless-b": 1}
