@@ -621,8 +621,8 @@ def _tail_file(path: str, reporter: _Reporter, child: subprocess.Popen[bytes], e
                 if not chunk:
                     break
                 pending += chunk
-            else:
-                time.sleep(0.05)
+            else:   # a program held at its rungs waits for its report to be read: a shorter look
+                time.sleep(0.05 if verdicts is None else 0.01)
         if pending.strip():
             reporter.line(pending.decode(errors="replace"))
 
