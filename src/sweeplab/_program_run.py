@@ -8,6 +8,12 @@ unchanged. What the Run does goes through the channels a command trial already h
 - `run.checkpoint` / `run.restore` use the trial's checkpoint directory (SWEEPLAB_CHECKPOINT_DIR) with the
   manager's layout, which the runner watches and lists in the store; `trial.checkpoint_every` arrives in
   SWEEPLAB_CHECKPOINT_EVERY;
+- at a decision step of the sweep's scheduler (an ASHA rung, a hyperband band: SWEEPLAB_DECISION_STEPS of
+  SWEEPLAB_DECISION_METRIC), `run.log` waits for the driver's verdict as a function trial's does: it writes
+  the report and an `{"@decide": step}` line, then polls the verdict file the runner writes
+  (SWEEPLAB_DECISION_FILE) until it says go on or stop (stop sets `should_stop`), for at most `_DECISION_WAIT`
+  seconds, and no longer once the runner's worker (SWEEPLAB_WORKER_PID) is gone. Without those variables
+  (no scheduler, an older runner) it never waits;
 - a SIGTERM (a prune, `sweeplab stop`, a preemption: the runner stops a program by SIGTERM; or a cluster
   signalling the program itself) sets `run.should_stop` instead of killing the program, and is written to the
   report file (`{"@signal": "SIGTERM"}`) so that the runner records a program that was cut short by a signal
@@ -28,20 +34,60 @@ import os
 import signal
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from sweeplab.reporting import append_line, env_int, program_rank
-from sweeplab.run import Run, SmokeDone
+from sweeplab.run import _DECISION_WAIT, Run, SmokeDone
 
 __all__ = ["SIGNAL_MARK", "run_from_env"]
 
 SIGNAL_MARK = "@signal"   # a report-file line {"@signal": "SIGTERM"}: the program got a SIGTERM
 
 
+_POLL_FIRST = 0.002   # the first look at the verdict file after a report at a decision step ...
+_POLL_MAX = 0.05      # ... then ever slower looks, up to this
+_ALIVE_EVERY = 0.5    # how often a waiting program checks that its runner's worker is still there
+
+
 class ProgramRun(Run):
     """A Run whose reports go to a command trial's report file (or nowhere, outside a sweep)."""
+
+    def __init__(self, *, verdict_file: str = "", worker_pid: int = 0, decision_wait: float = _DECISION_WAIT,
+                 **kw: Any) -> None:
+        super().__init__(**kw)
+        self._verdict_file = verdict_file
+        self._worker_pid = worker_pid
+        self._decision_wait = decision_wait
+
+    def _await_decision(self, step: int) -> None:
+        """At a decision step: send the report (with its `@decide` line) and poll the verdict file until it
+        says go on from `step` or stop, the stop flag is set (a SIGTERM), the bound passes, or the worker that
+        would answer is gone (its driver killed with it): never forever."""
+        if self._stop.is_set():
+            return
+        self.flush(decide=step)
+        start = time.monotonic()
+        deadline, alive_at, pause = start + self._decision_wait, start + _ALIVE_EVERY, _POLL_FIRST
+        while not self._stop.is_set():
+            verdict = _read_verdict(self._verdict_file)
+            if verdict.get("stop"):
+                self.request_stop(str(verdict["stop"]))
+                return
+            go = verdict.get("go")
+            if isinstance(go, int) and go >= step:
+                return
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            if now >= alive_at:
+                if not _alive(self._worker_pid):
+                    return
+                alive_at = now + _ALIVE_EVERY
+            time.sleep(min(pause, deadline - now))
+            pause = min(pause * 2, _POLL_MAX)
 
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         try:
@@ -61,10 +107,53 @@ class ProgramRun(Run):
         return super().restore() if self._ckpt_dir else None
 
 
+def _read_verdict(path: str) -> dict[str, Any]:
+    """The verdict file's `{"go": step, "stop": reason}`, or {} when there is none yet (or it is unreadable)."""
+    try:
+        with open(path) as fh:
+            verdict = json.loads(fh.read())
+    except (OSError, ValueError):
+        return {}
+    return verdict if isinstance(verdict, dict) else {}
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` is there (unknown, 0: assumed so, and the bound alone ends the wait)."""
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:   # there, but another user's (a reused pid): the bound ends the wait
+        return True
+    return True
+
+
+def _decisions(env: Mapping[str, str]) -> dict[str, Any]:
+    """The Run's decision steps and where their verdicts come from, from the runner's variables
+    (backends/command_trial.py, `decision_env`); none (no waiting, no cost) when they are absent."""
+    path, metric = env.get("SWEEPLAB_DECISION_FILE") or "", env.get("SWEEPLAB_DECISION_METRIC") or ""
+    steps = []
+    for part in (env.get("SWEEPLAB_DECISION_STEPS") or "").split(","):
+        with contextlib.suppress(ValueError):
+            steps.append(int(part))
+    if not (path and metric and steps):
+        return {}
+    wait = _DECISION_WAIT
+    with contextlib.suppress(ValueError):   # a test's (or a slow cluster's) own bound
+        wait = float(env.get("SWEEPLAB_DECISION_WAIT") or wait)
+    return {"decision_steps": steps, "decision_metric": metric,
+            "decision_reports": env.get("SWEEPLAB_DECISION_REPORTS") == "1", "verdict_file": path,
+            "worker_pid": env_int("SWEEPLAB_WORKER_PID", 0), "decision_wait": wait}
+
+
 class _ReportSink:
     """Run events as report-file lines: metrics (one line per step, its step under "@step" so that a metric
-    named "step" stays a metric); checkpoints need no line (the runner watches the directory), and neither do
-    notes (the checkpoint manager writes its `restored` / `checkpoint_corrupt` ones itself)."""
+    named "step" stays a metric), then `{"@decide": step}` when the batch ends at a decision step at which
+    the Run waits for the verdict (in the same write); checkpoints need no line (the runner watches the
+    directory), and neither do notes (the checkpoint manager writes its `restored` / `checkpoint_corrupt` ones
+    itself)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -75,9 +164,12 @@ class _ReportSink:
         by_step: dict[int, dict[str, Any]] = {}
         for step, key, value, _ in data.get("points") or ():
             by_step.setdefault(step, {})[key] = value if math.isfinite(value) else str(value)
-        if by_step:
-            append_line(self.path, "".join(json.dumps({**values, "@step": step}, separators=(",", ":")) + "\n"
-                                       for step, values in by_step.items()))
+        lines = [json.dumps({**values, "@step": step}, separators=(",", ":")) + "\n"
+                 for step, values in by_step.items()]
+        if data.get("decide") is not None:
+            lines.append(json.dumps({"@decide": int(data["decide"])}) + "\n")
+        if lines:
+            append_line(self.path, "".join(lines))
 
 
 def _checkpoint_every() -> Any:
@@ -109,7 +201,7 @@ def run_from_env(config: Mapping[str, Any] | None = None) -> Run:
         checkpoint_dir=(env.get("SWEEPLAB_CHECKPOINT_DIR") or "") if report else "",
         keep_checkpoints=max(1, env_int("SWEEPLAB_KEEP_CHECKPOINTS", 2)), checkpoint_every=_checkpoint_every(),
         rank=program_rank(), world_size=max(1, env_int("WORLD_SIZE", 1)),
-        original_cwd=env.get("SWEEPLAB_ORIGINAL_CWD"),
+        original_cwd=env.get("SWEEPLAB_ORIGINAL_CWD"), **(_decisions(env) if report else {}),
     )
     _stop_on_sigterm(run, report)
     atexit.register(_flush_quietly, run)

@@ -3,6 +3,10 @@
 The runner sets SWEEPLAB_REPORT_FILE; each call appends one JSON line there (lines under 4 KiB are written
 with one O_APPEND write, so concurrent writers do not interleave). Programs in other languages print
 `@sweeplab {"loss": 0.3, "step": 2}` on stdout instead. Outside a sweep, report() does nothing.
+
+`report` never waits at a scheduler's rung (it has no Run to set `should_stop` on): a pruned program learns
+of the stop by its SIGTERM. `sl.Run.from_env()`'s `run.log` waits there for the verdict (docs/early-stopping.md,
+command trials).
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """A command trial: a program run in a process tree of its own, its output copied into the trial's log.
 
 Metrics come from `@sweeplab {json}` lines on its stdout and from the report file it may append JSON lines
-to; the end of its stderr gives the reason of a failure. Every process of the attempt ends with it
+to; the end of its stderr gives the reason of a failure. A program whose `Run.from_env()` reports at a decision
+step of the scheduler (an ASHA rung) waits there for the verdict, which is written to its verdict file
+(`_Verdicts`). Every process of the attempt ends with it
 (backends/_tree.py: a reaper, PDEATHSIG, and a liveness check for the heartbeat).
 """
 
@@ -71,6 +73,12 @@ class _Reporter:
             return
         if text.startswith('{"@signal":'):
             self.signalled = True
+            return
+        if text.startswith('{"@decide":'):   # `Run.from_env` waits at this decision step for the verdict
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                decide = int(json.loads(text)["@decide"])
+                with self.lock:   # after the report it follows (sent under the same lock)
+                    self.channel.send(EventKind.METRICS, {"points": [], "decide": decide})
             return
         if text.startswith('{"@summary":'):
             with contextlib.suppress(ValueError, TypeError, AttributeError):
@@ -165,6 +173,59 @@ class _Log:
                            "from here on is not logged; the program goes on and its reports still count"})
 
 
+class _Verdicts:
+    """The driver's verdicts at the decision steps of a command trial, for a program whose `Run.from_env()`
+    waits there (its log at an ASHA rung or hyperband band): each written to a small JSON file,
+    `{"go": <the highest step to go on from>, "stop": <reason or null>}`, replaced atomically (a temporary file
+    renamed over it), which the program polls (sweeplab/_program_run.py). A stop also reaches the program as
+    the SIGTERM it always got; the file makes it a verdict the waiting program reads whatever its SIGTERM
+    handlers do. A program that does not wait (plain report lines, `sweeplab.report`, W&B) never reads it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        self.go_step = -1
+        self.stopped: str | None = None
+        with contextlib.suppress(OSError):   # an earlier attempt's verdicts are not this one's
+            os.unlink(path)
+
+    def go(self, step: int) -> None:
+        with self.lock:
+            if step > self.go_step:
+                self.go_step = step
+                self._write()
+
+    def stop(self, reason: str) -> None:
+        with self.lock:
+            if self.stopped is None:
+                self.stopped = reason or "stopped"
+                self._write()
+
+    def _write(self) -> None:
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w") as fh:
+                fh.write(json.dumps({"go": self.go_step, "stop": self.stopped}))
+            os.replace(tmp, self.path)
+        except OSError:   # a full disk: the program waits out its bound (`Run`'s), then goes on
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def decision_env(task: Any, verdict_path: str) -> dict[str, str]:
+    """What a program's `Run.from_env()` needs to wait at the trial's decision steps (those a function trial's
+    Run gets from its task): none when the trial has none (no scheduler, or a backend that cannot answer)."""
+    if not task.decision_steps or not task.decision_metric:
+        return {}
+    env = {"SWEEPLAB_DECISION_FILE": verdict_path,
+           "SWEEPLAB_DECISION_STEPS": ",".join(str(int(s)) for s in task.decision_steps),
+           "SWEEPLAB_DECISION_METRIC": str(task.decision_metric),
+           "SWEEPLAB_WORKER_PID": str(os.getpid())}   # gone: the program waits no longer
+    if task.decision_reports:
+        env["SWEEPLAB_DECISION_REPORTS"] = "1"
+    return env
+
+
 def _empty(path: str) -> bool:
     try:
         return os.path.getsize(path) == 0
@@ -220,6 +281,12 @@ def execute_command(ex: Execution) -> None:
         "PYTHONUNBUFFERED": "1",
         _tree.MARK: _tree.new_mark(),      # found on every process of this attempt, even orphaned ones
     })
+    verdicts: _Verdicts | None = None
+    held = decision_env(task, report_path + ".verdict")
+    if held:
+        added.update(held)
+        verdicts = _Verdicts(held["SWEEPLAB_DECISION_FILE"])
+        ex.relay_go = verdicts.go   # the driver's "go on" (`Execution.go`: no Run in this process)
     if "PYTHONFAULTHANDLER" not in os.environ:   # a Python program killed by a signal writes where it died
         added["PYTHONFAULTHANDLER"] = "1"
     if task.smoke:   # a program has no run.smoke: this tells it to keep everything tiny
@@ -260,7 +327,7 @@ def execute_command(ex: Execution) -> None:
         ex.liveness = _tree.Liveness(child.pid, (task.log_path, report_path), task.checkpoint_dir)
         if ex.stop_requested:
             ex.stop("stop requested")
-        tail = threading.Thread(target=_tail_file, args=(report_path, reporter, child), daemon=True)
+        tail = threading.Thread(target=_tail_file, args=(report_path, reporter, child, ex, verdicts), daemon=True)
         tail.start()
         checkpoints = _CheckpointWatch(task.checkpoint_dir, channel) if task.checkpoint_dir else None
         if checkpoints is not None:
@@ -549,10 +616,13 @@ class _CheckpointWatch:
         self.check()
 
 
-def _tail_file(path: str, reporter: _Reporter, child: subprocess.Popen[bytes]) -> None:
+def _tail_file(path: str, reporter: _Reporter, child: subprocess.Popen[bytes], ex: Execution | None = None,
+               verdicts: _Verdicts | None = None) -> None:
     with open(path, "rb") as fh:
         pending = b""
         while True:
+            if verdicts is not None and ex is not None and ex.stop_requested:   # stopped: a verdict too
+                verdicts.stop("stop requested")
             chunk = fh.read()
             if chunk:
                 pending += chunk
@@ -564,8 +634,8 @@ def _tail_file(path: str, reporter: _Reporter, child: subprocess.Popen[bytes]) -
                 if not chunk:
                     break
                 pending += chunk
-            else:
-                time.sleep(0.05)
+            else:   # a program held at its rungs waits for its report to be read: a shorter look
+                time.sleep(0.05 if verdicts is None else 0.01)
         if pending.strip():
             reporter.line(pending.decode(errors="replace"))
 

@@ -172,10 +172,12 @@ class TaskBuilder:
 
     def decisions(self, t: TrialRecord, scheduler: Scheduler | None, metric: str | None, *,
                   supported: bool) -> dict[str, Any]:
-        """Rungs at which a function trial waits for the scheduler's verdict (see Scheduler.decision_steps).
-        In a multi-process trial rank 0 reports and waits (its supervisor relays the verdict); the other
-        ranks go on until they meet it in their next collective."""
-        if scheduler is None or not self.spec.function or not supported:
+        """Rungs at which a trial waits for the scheduler's verdict (see Scheduler.decision_steps): a function
+        trial's Run, and a command trial's program that reports through `Run.from_env()` (its runner passes
+        them on; a program that does not wait never asks for a verdict). In a multi-process trial rank 0
+        reports and waits (its supervisor relays the verdict); the other ranks go on until they meet it in
+        their next collective."""
+        if scheduler is None or not supported:
             return {}
         steps = scheduler.decision_steps(t.number)
         if not steps:
