@@ -23,7 +23,7 @@ import json
 import math
 import os
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -325,6 +325,8 @@ class OptunaSearcher(Searcher):
                 trial.report(v, step)
         how = self._impute_how(state) if ostate is TS.FAIL else None
         if how is not None:
+            if constraints is None:
+                self._set_constraints(trial, self._unreported())
             self._tell_imputed(trial, steps, how)
             return
         self._study.tell(trial, ovalue if ostate is TS.COMPLETE else None, state=ostate)
@@ -352,6 +354,18 @@ class OptunaSearcher(Searcher):
         self._study.tell(trial, values, state=ostate)
 
     # ------------------------------------------------------------------ imputation (metric.impute)
+    def _unreported(self) -> tuple[float, ...]:
+        """The constraint values of an imputed trial the driver has none for (it failed before reporting a
+        constrained metric): each broken by 1.0, as the driver rates a trial missing the metric (and as a
+        resume rebuilds it). Every completed trial must hold them: Optuna's GP refuses a study whose
+        completed trials hold different numbers of constraint values."""
+        return (1.0,) * int(self.options.get("constraints") or 0)
+
+    @staticmethod
+    def _set_constraints(trial: Any, constraints: Iterable[float]) -> None:
+        for i, c in enumerate(constraints):
+            trial.set_constraint(str(i), float(c))
+
     def _impute_how(self, state: TrialState) -> str | None:
         """How a trial that ended without a usable value is imputed (None: the model ignores it).
 
@@ -444,8 +458,11 @@ class OptunaSearcher(Searcher):
             how = self._impute_how(state) if ostate is TS.FAIL else None
             if how is not None:
                 imputed = self._imputed(steps, how)
+                named = named or {str(i): c for i, c in enumerate(self._unreported())} or None
                 if imputed is None:   # imputed once a trial completes
-                    self._deferred.append((self._add_running(params, steps), steps, how))
+                    waiting = self._add_running(params, steps)
+                    self._set_constraints(waiting, (named or {}).values())
+                    self._deferred.append((waiting, steps, how))
                     return
                 ostate, ovalue, attrs = TS.COMPLETE, imputed, {_IMPUTED_ATTR: how}
             frozen = create(state=ostate, value=ovalue, params=self._encode(params),
@@ -531,21 +548,33 @@ class _WindowView:
 
 class _BestCache:
     """The best completed trials of a study's finished prefix, kept across asks so that a windowed view
-    costs O(window), not O(history): trials only go from running to finished, and new ones are appended."""
+    costs O(window), not O(history): trials only go from running to finished, and new ones are appended.
+
+    With constraints, TPE's good group is the best *feasible* trials (then, when too few, the least
+    infeasible ones): the feasible trials are ranked by value and the infeasible ones by how far they break
+    the constraints (Optuna's score), and the best of each are kept."""
 
     def __init__(self) -> None:
         self._study_key: Any = None
         self._upto = 0            # every trial numbered below this is finished and folded into `_best`
-        self._best: list[tuple[float, int, Any]] = []   # a max-heap of the best: (-sign*value, -number, trial)
+        # max-heaps of the best feasible and the least infeasible trials: (-rank, -number, trial)
+        self._best: list[tuple[float, int, Any]] = []
+        self._infeasible: list[tuple[float, int, Any]] = []
+
+    @staticmethod
+    def _entry(trial: Any, sign: float) -> tuple[bool, tuple[float, int, Any]]:
+        broken = sum(v for v in trial.constraints.values() if v > 0)   # Optuna's infeasibility score
+        return broken > 0, (-broken if broken > 0 else -sign * trial.value, -trial.number, trial)
 
     def _fold(self, trial: Any, sign: float) -> None:
         import heapq
 
-        entry = (-sign * trial.value, -trial.number, trial)
-        if len(self._best) < _TPE_KEEP_BEST:
-            heapq.heappush(self._best, entry)
-        elif entry[:2] > self._best[0][:2]:
-            heapq.heapreplace(self._best, entry)
+        infeasible, entry = self._entry(trial, sign)
+        heap = self._infeasible if infeasible else self._best
+        if len(heap) < _TPE_KEEP_BEST:
+            heapq.heappush(heap, entry)
+        elif entry[:2] > heap[0][:2]:
+            heapq.heapreplace(heap, entry)
 
     def view(self, study: Any, trials: list[Any], window: int) -> list[Any]:
         """`trials` (in number order) reduced to the best ones, the latest `window` finished ones, and
@@ -571,13 +600,13 @@ class _BestCache:
         while start > 0 and count < window:   # the latest `window` finished trials start here
             start -= 1
             count += trials[start].state is not running
-        later = [t for t in trials[i:] if t.state is complete]   # finished after a still-running trial
-        best = sorted(self._best, reverse=True)
-        if later:
-            best = sorted([*best, *((-sign * t.value, -t.number, t) for t in later)], reverse=True)
-        best = best[:_TPE_KEEP_BEST]
+        later = [self._entry(t, sign) for t in trials[i:] if t.state is complete]   # finished after a running one
+        kept: list[Any] = []
+        for infeasible, heap in ((False, self._best), (True, self._infeasible)):
+            best = sorted([*heap, *(e for bad, e in later if bad is infeasible)], reverse=True)
+            kept.extend(t for *_, t in best[:_TPE_KEEP_BEST])
         first = trials[start].number
-        before = {t.number: t for *_, t in best if t.number < first}
+        before = {t.number: t for t in kept if t.number < first}
         before.update((t.number, t) for t in trials[i:start] if t.state is running)
         return [before[k] for k in sorted(before)] + trials[start:]
 
