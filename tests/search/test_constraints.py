@@ -104,3 +104,33 @@ def test_the_tpe_window_keeps_the_best_feasible_trials(monkeypatch: pytest.Monke
             below_view, _ = _split_trials(study, view, n_below)
             below_all, _ = _split_trials(study, every, n_below)
             assert [t.number for t in below_view] == [t.number for t in below_all], (k, n_below)
+
+
+def test_an_infeasible_trial_reaching_metric_target_does_not_end_the_sweep(tmp_path):
+    """`metric.target` ends the sweep once a trial reaches it; an infeasible trial is never the best, so its
+    value reaching the target ended the sweep with no usable trial at all (`best` None)."""
+    from sweeplab._clock import FakeClock
+    from sweeplab.driver import Driver
+    from sweeplab.spec import parse_spec
+    from sweeplab.store import Store
+    from sweeplab.testing.fake import FakeBackend, Script
+
+    outcomes = {0: {"loss": 0.01, "mem": 9.0}, 1: {"loss": 0.5, "mem": 1.0}, 2: {"loss": 0.02, "mem": 1.0},
+                3: {"loss": 0.3, "mem": 1.0}}
+    spec = parse_spec({"function": "fake_trials:train", "method": "random", "seed": 7,
+                       "metric": {"name": "loss", "goal": "minimize", "target": 0.05},
+                       "parameters": {"x": {"min": 0.0, "max": 1.0}}, "budget": {"trials": 4},
+                       "constraints": [{"metric": "mem", "max": 4}]}, file="<test>")
+    clock = FakeClock()
+    store = Store.open(tmp_path / "store")
+    backend = FakeBackend(clock, lambda task: Script().finish(outcomes[task.number], after=1.0), slots=1)
+    driver = Driver(spec, store, backend, sweep_name="s", clock=clock, cwd=str(tmp_path))
+    driver.create(spec_path=None)
+    outcome = driver.run()
+    try:
+        assert outcome.best_trial == 2
+        assert "reached by trial 2" in (outcome.reason or ""), outcome.reason
+        assert outcome.counts.get("completed") == 3
+    finally:
+        driver.unlock()
+        store.close()
