@@ -631,6 +631,11 @@ def _windowed_tpe(optuna: Any) -> type:
                 self._sweeplab_best = _BestCache()
                 self._sweeplab_gamma = kwargs.get("gamma")
 
+            def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
+                if self._group:   # the groups from the trials alone, in number order (see `_fresh_groups`)
+                    _fresh_groups(self)
+                return super().infer_relative_search_space(study, trial)
+
             def _sample(self, study: Any, trial: Any, search_space: Any) -> Any:
                 if len(study.directions) == 1:
                     study = _WindowView(study, self._sweeplab_window, self._sweeplab_best)
@@ -640,6 +645,20 @@ def _windowed_tpe(optuna: Any) -> type:
 
         cls = _WINDOWED[id(optuna)] = WindowedTPESampler
     return cls
+
+
+def _fresh_groups(sampler: Any) -> None:
+    """Forget a grouped TPE's split of the space before it is computed again for an ask.
+
+    Optuna keeps the split (`_GroupDecomposedSearchSpace`) across asks and folds every finished trial into it
+    again at each one, so the order of its groups, in which TPE samples them from one generator, depended on
+    when each trial had finished: a trial told late (a failure imputed once a trial completes, after a pruned
+    one; a parallel trial) ordered them otherwise than a resume, which rebuilds the study at once and then
+    asked other trials. Computed afresh, the split is a function of the trials in number order. Costs nothing:
+    Optuna walks every finished trial on each ask either way."""
+    space = getattr(sampler, "_group_decomposed_search_space", None)
+    if space is not None:
+        sampler._group_decomposed_search_space = type(space)(space._include_pruned)
 
 
 def _valued_gamma(study: Any, optuna: Any) -> Any:
