@@ -1030,6 +1030,30 @@ class GPSearcher(OptunaSearcher):
         )
 
 
+_NSGA2: dict[int, type] = {}
+
+
+def _cached_parents_nsga2(optuna: Any) -> type:
+    """NSGAIISampler whose every ask draws from a generation's cached parents.
+
+    Optuna selects a generation's parents at its first ask and caches their ids in the study: that first ask
+    draws its parents from the selection (in selection order), the later ones from the cache (in trial order),
+    and which parent a random index picks depends on that order. A resume in the middle of a generation
+    selects them again, so its next ask drew as a first ask would, and the resumed sweep asked another child
+    than the uninterrupted one. Caching them before the ask makes every ask draw from the same order."""
+    cls = _NSGA2.get(id(optuna))
+    if cls is None:
+        base = optuna.samplers.NSGAIISampler
+
+        class CachedParentsNSGAIISampler(base):  # type: ignore[misc, valid-type]
+            def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
+                self.get_parent_population(study, self.get_trial_generation(study, trial))   # caches them
+                return super().sample_relative(study, trial, search_space)
+
+        cls = _NSGA2[id(optuna)] = CachedParentsNSGAIISampler
+    return cls
+
+
 class NSGA2Searcher(OptunaSearcher):
     """Optuna's NSGA-II: a genetic algorithm for several objectives (one works too); honours constraints."""
 
@@ -1037,7 +1061,7 @@ class NSGA2Searcher(OptunaSearcher):
     accepted_options: ClassVar[Mapping[str, type]] = {**Searcher.accepted_options, "population_size": int}
 
     def make_sampler(self, seed: int | None = None) -> Any:
-        return self._optuna.samplers.NSGAIISampler(
+        return _cached_parents_nsga2(self._optuna)(
             seed=self.seed if seed is None else seed,
             population_size=self.options.get("population_size", 50),
         )
