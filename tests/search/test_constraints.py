@@ -134,3 +134,31 @@ def test_an_infeasible_trial_reaching_metric_target_does_not_end_the_sweep(tmp_p
     finally:
         driver.unlock()
         store.close()
+
+
+def test_a_pruned_trial_reaches_tpe_with_the_same_constraints_live_and_resumed():
+    """A pruned trial's violations (it reported the constrained metric before its rung) were set on the live
+    study's trial, where TPE then ranked it among the infeasible ones, but a resume left them out (`replay`
+    gives constraints to completed trials only): the two studies differed. Only completed trials carry them."""
+    space = parse_parameters(SPACE)
+
+    def searcher() -> Any:
+        return make_searcher("tpe", space, Goal.MINIMIZE, 0, prefetch=False, n_startup_trials=2, metric="loss",
+                             constraints=1)
+
+    live, history = searcher(), []
+    for k in range(6):
+        p = live.ask()
+        state = TrialState.PRUNED if k % 2 else TrialState.COMPLETED
+        value = None if state is TrialState.PRUNED else p["x"]
+        live.tell(k, p, state, value, {1: p["x"]}, constraints=(p["y"] - 0.5,))
+        history.append(TrialSnapshot(k, p, state, history={"loss": ((1, p["x"]),)}, value=value,
+                                     constraints=(p["y"] - 0.5,)))
+    resumed = searcher()
+    resumed.replay(history)
+
+    def told(s: Any) -> list[Any]:
+        return [(t.state.name, t.constraints) for t in getattr(s, "model", s).study.get_trials()]
+
+    assert told(resumed) == told(live)
+    assert all(not c for state, c in told(live) if state == "PRUNED")

@@ -316,17 +316,17 @@ class OptunaSearcher(Searcher):
         if self.multi_objective:
             self._tell_several(trial, state, value, constraints)
             return
-        for i, c in enumerate(constraints or ()):   # Optuna's samplers read them from the trial
-            trial.set_constraint(str(i), float(c))
         ostate, ovalue, steps = self._outcome(state, value, intermediate)
         TS = self._optuna.trial.TrialState
+        how = self._impute_how(state) if ostate is TS.FAIL else None
+        if ostate is TS.COMPLETE or how is not None:
+            # Optuna's samplers read them from the trial. Only completed trials (imputed ones too) carry them, as
+            # `replay` gives them: a pruned trial with them was infeasible to TPE live but not after a resume
+            self._set_constraints(trial, constraints if constraints is not None else self._unreported())
         if ostate is not TS.COMPLETE:   # no sampler reads a completed trial's curve (hundreds of steps, ~5 us each)
             for step, v in steps.items():
                 trial.report(v, step)
-        how = self._impute_how(state) if ostate is TS.FAIL else None
         if how is not None:
-            if constraints is None:
-                self._set_constraints(trial, self._unreported())
             self._tell_imputed(trial, steps, how)
             return
         self._study.tell(trial, ovalue if ostate is TS.COMPLETE else None, state=ostate)
