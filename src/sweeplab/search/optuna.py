@@ -1019,7 +1019,8 @@ class GPSearcher(OptunaSearcher):
         if self._tpe_asks:   # the same study, so TPE reads every trial the GP saw
             return _windowed_tpe(self._optuna)(
                 window=TPE_WINDOW, seed=self.seed if seed is None else seed, constant_liar=True,
-                multivariate=self.space.dimension >= 2, n_startup_trials=self.options.get("n_startup_trials", 10))
+                multivariate=self.space.dimension >= 2, n_startup_trials=self.options.get("n_startup_trials", 10),
+                group=self.space.conditional and self.space.dimension >= 2)   # as `tpe` models a conditional space
         design = _StartupDesign(self._optuna, list(self._distributions), self.seed)   # seeded by the sweep, always
         return _liar_gp(self._optuna)(
             seed=self.seed if seed is None else seed,
