@@ -49,3 +49,19 @@ def test_gp_asked_for_by_name_stays_a_gp(monkeypatch: pytest.MonkeyPatch) -> Non
         params = searcher.ask()
         searcher.tell(number, params, TrialState.COMPLETED, quadratic(params))
     assert isinstance(searcher.study.sampler, optuna.samplers.GPSampler)
+
+
+def test_bayes_past_its_gp_trials_models_a_conditional_space_as_tpe_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The TPE that takes over a conditional space groups its parameters as `method: tpe` does (search.md:
+    each set of parameters that occur together is modelled jointly). Ungrouped, it modelled only the
+    parameters every trial has jointly, and each conditional one on its own."""
+    monkeypatch.setattr(searchopt, "BAYES_GP_TRIALS", 4)
+    space = parse_parameters({"x": {"min": 0.0, "max": 1.0}, "opt": {"values": ["sgd", "adam"], "when": {
+        "sgd": {"m": {"min": 0.0, "max": 1.0}}, "adam": {"b": {"min": 0.5, "max": 1.0}}}}})
+    searcher = make_searcher("bayes", space, Goal.MINIMIZE, 2, prefetch=False, n_startup_trials=3)
+    for number in range(10):
+        params = searcher.ask()
+        assert set(params) == {"x", "opt", "m" if params["opt"] == "sgd" else "b"}
+        searcher.tell(number, params, TrialState.COMPLETED, params["x"] + params.get("m", 0.5))
+    sampler = searcher.study.sampler
+    assert isinstance(sampler, optuna.samplers.TPESampler) and sampler._group

@@ -128,3 +128,33 @@ def test_replayed_conditional_history_reaches_the_model_with_only_active_paramet
         assert set(trial.params) == set(snap.params)
     nxt = resumed.ask()
     assert space.contains(nxt)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_resumed_conditional_tpe_asks_what_the_uninterrupted_one_asked(seed: int) -> None:
+    """Grouped TPE splits the space into the groups of parameters that occur together, and Optuna kept that
+    split across asks, folding the trials again at each one: its order (in which TPE samples the groups,
+    drawing from one generator) then depended on when each trial had completed, not only on the history. A
+    first trial that completed late (a monitor's stop, imputed once a trial completes, after a pruned one;
+    parallel trials) ordered the groups otherwise live than on a resume, which then asked other trials."""
+    space = parse_parameters(OPTIMIZER)
+
+    def searcher() -> Any:
+        return make_searcher("tpe", space, Goal.MINIMIZE, seed, prefetch=False, n_startup_trials=2, metric="loss")
+
+    live, history = searcher(), []
+    for number in range(12):
+        params = live.ask()
+        if history:
+            resumed = searcher()
+            resumed.replay(history)
+            assert resumed.ask() == params, number
+        if number == 0:   # stopped by the nan monitor: told as the worst value once a trial completes
+            live.tell(number, params, TrialState.STOPPED_BY_RULE, None, {1: float("nan")})
+            history.append(TrialSnapshot(number, params, TrialState.STOPPED_BY_RULE, {"loss": ((1, float("nan")),)}))
+        elif number == 1:   # pruned at its first rung: modelled at once
+            live.tell(number, params, TrialState.PRUNED, None, {1: loss(params) + 1})
+            history.append(TrialSnapshot(number, params, TrialState.PRUNED, {"loss": ((1, loss(params) + 1),)}))
+        else:
+            live.tell(number, params, TrialState.COMPLETED, loss(params))
+            history.append(TrialSnapshot(number, params, TrialState.COMPLETED, value=loss(params)))

@@ -83,3 +83,28 @@ def test_plain_searchers_accept_several_objectives_and_constraints(method):
     p = s.ask()
     s.tell(0, p, TrialState.COMPLETED, (0.1, 0.2), None, constraints=(0.0,))
     assert s.ask() != p
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nsga2_resumed_within_a_generation_asks_what_the_uninterrupted_one_asks(seed):
+    """Optuna's NSGA-II selects a generation's parents at its first ask and caches their ids: that first ask
+    drew from the parents in selection order, later ones from the cache, in trial order. A resume in the
+    middle of a generation selected them again, so its next ask drew from the selection order where the
+    uninterrupted sweep drew from the cached order: another child. Every ask now draws from the cached
+    order, the first one of a generation included."""
+    space = parse_parameters({"x": {"min": 0.0, "max": 1.0}, "y": {"min": -2.0, "max": 5.0}})
+
+    def searcher():
+        return make_searcher("nsga2", space, Goal.MINIMIZE, seed, prefetch=False, goals=("minimize", "maximize"),
+                             population_size=4)
+
+    live, history = searcher(), []
+    for k in range(14):
+        p = live.ask()
+        if history:
+            resumed = searcher()
+            resumed.replay(history)
+            assert resumed.ask() == p, k
+        values = (p["x"], p["y"] * p["x"])
+        live.tell(k, p, TrialState.COMPLETED, values)
+        history.append(TrialSnapshot(k, p, TrialState.COMPLETED, values=values))

@@ -431,8 +431,8 @@ class EventWriter(DriverState):
         if self.monitors and t.last:
             self._check_monitor_metrics((), ended=True)
         target = self.spec.metric.target
-        if (target is not None and value is not None and state is TrialState.COMPLETED
-                and (value <= target if self.goal is Goal.MINIMIZE else value >= target)):
+        if (target is not None and value is not None and state is TrialState.COMPLETED and t.feasible is not False
+                and (value <= target if self.goal is Goal.MINIMIZE else value >= target)):   # infeasible: never best
             self._end(f"metric.target {target:g} reached by trial {t.number}")
 
     def _objective_fields(self, t: TrialRecord, state: TrialState, metrics: Mapping[str, Any]) -> dict[str, Any]:

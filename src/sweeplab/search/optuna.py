@@ -23,7 +23,7 @@ import json
 import math
 import os
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -316,14 +316,16 @@ class OptunaSearcher(Searcher):
         if self.multi_objective:
             self._tell_several(trial, state, value, constraints)
             return
-        for i, c in enumerate(constraints or ()):   # Optuna's samplers read them from the trial
-            trial.set_constraint(str(i), float(c))
         ostate, ovalue, steps = self._outcome(state, value, intermediate)
         TS = self._optuna.trial.TrialState
+        how = self._impute_how(state) if ostate is TS.FAIL else None
+        if ostate is TS.COMPLETE or how is not None:
+            # Optuna's samplers read them from the trial. Only completed trials (imputed ones too) carry them, as
+            # `replay` gives them: a pruned trial with them was infeasible to TPE live but not after a resume
+            self._set_constraints(trial, constraints if constraints is not None else self._unreported())
         if ostate is not TS.COMPLETE:   # no sampler reads a completed trial's curve (hundreds of steps, ~5 us each)
             for step, v in steps.items():
                 trial.report(v, step)
-        how = self._impute_how(state) if ostate is TS.FAIL else None
         if how is not None:
             self._tell_imputed(trial, steps, how)
             return
@@ -352,6 +354,18 @@ class OptunaSearcher(Searcher):
         self._study.tell(trial, values, state=ostate)
 
     # ------------------------------------------------------------------ imputation (metric.impute)
+    def _unreported(self) -> tuple[float, ...]:
+        """The constraint values of an imputed trial the driver has none for (it failed before reporting a
+        constrained metric): each broken by 1.0, as the driver rates a trial missing the metric (and as a
+        resume rebuilds it). Every completed trial must hold them: Optuna's GP refuses a study whose
+        completed trials hold different numbers of constraint values."""
+        return (1.0,) * int(self.options.get("constraints") or 0)
+
+    @staticmethod
+    def _set_constraints(trial: Any, constraints: Iterable[float]) -> None:
+        for i, c in enumerate(constraints):
+            trial.set_constraint(str(i), float(c))
+
     def _impute_how(self, state: TrialState) -> str | None:
         """How a trial that ended without a usable value is imputed (None: the model ignores it).
 
@@ -444,8 +458,11 @@ class OptunaSearcher(Searcher):
             how = self._impute_how(state) if ostate is TS.FAIL else None
             if how is not None:
                 imputed = self._imputed(steps, how)
+                named = named or {str(i): c for i, c in enumerate(self._unreported())} or None
                 if imputed is None:   # imputed once a trial completes
-                    self._deferred.append((self._add_running(params, steps), steps, how))
+                    waiting = self._add_running(params, steps)
+                    self._set_constraints(waiting, (named or {}).values())
+                    self._deferred.append((waiting, steps, how))
                     return
                 ostate, ovalue, attrs = TS.COMPLETE, imputed, {_IMPUTED_ATTR: how}
             frozen = create(state=ostate, value=ovalue, params=self._encode(params),
@@ -531,21 +548,33 @@ class _WindowView:
 
 class _BestCache:
     """The best completed trials of a study's finished prefix, kept across asks so that a windowed view
-    costs O(window), not O(history): trials only go from running to finished, and new ones are appended."""
+    costs O(window), not O(history): trials only go from running to finished, and new ones are appended.
+
+    With constraints, TPE's good group is the best *feasible* trials (then, when too few, the least
+    infeasible ones): the feasible trials are ranked by value and the infeasible ones by how far they break
+    the constraints (Optuna's score), and the best of each are kept."""
 
     def __init__(self) -> None:
         self._study_key: Any = None
         self._upto = 0            # every trial numbered below this is finished and folded into `_best`
-        self._best: list[tuple[float, int, Any]] = []   # a max-heap of the best: (-sign*value, -number, trial)
+        # max-heaps of the best feasible and the least infeasible trials: (-rank, -number, trial)
+        self._best: list[tuple[float, int, Any]] = []
+        self._infeasible: list[tuple[float, int, Any]] = []
+
+    @staticmethod
+    def _entry(trial: Any, sign: float) -> tuple[bool, tuple[float, int, Any]]:
+        broken = sum(v for v in trial.constraints.values() if v > 0)   # Optuna's infeasibility score
+        return broken > 0, (-broken if broken > 0 else -sign * trial.value, -trial.number, trial)
 
     def _fold(self, trial: Any, sign: float) -> None:
         import heapq
 
-        entry = (-sign * trial.value, -trial.number, trial)
-        if len(self._best) < _TPE_KEEP_BEST:
-            heapq.heappush(self._best, entry)
-        elif entry[:2] > self._best[0][:2]:
-            heapq.heapreplace(self._best, entry)
+        infeasible, entry = self._entry(trial, sign)
+        heap = self._infeasible if infeasible else self._best
+        if len(heap) < _TPE_KEEP_BEST:
+            heapq.heappush(heap, entry)
+        elif entry[:2] > heap[0][:2]:
+            heapq.heapreplace(heap, entry)
 
     def view(self, study: Any, trials: list[Any], window: int) -> list[Any]:
         """`trials` (in number order) reduced to the best ones, the latest `window` finished ones, and
@@ -571,13 +600,13 @@ class _BestCache:
         while start > 0 and count < window:   # the latest `window` finished trials start here
             start -= 1
             count += trials[start].state is not running
-        later = [t for t in trials[i:] if t.state is complete]   # finished after a still-running trial
-        best = sorted(self._best, reverse=True)
-        if later:
-            best = sorted([*best, *((-sign * t.value, -t.number, t) for t in later)], reverse=True)
-        best = best[:_TPE_KEEP_BEST]
+        later = [self._entry(t, sign) for t in trials[i:] if t.state is complete]   # finished after a running one
+        kept: list[Any] = []
+        for infeasible, heap in ((False, self._best), (True, self._infeasible)):
+            best = sorted([*heap, *(e for bad, e in later if bad is infeasible)], reverse=True)
+            kept.extend(t for *_, t in best[:_TPE_KEEP_BEST])
         first = trials[start].number
-        before = {t.number: t for *_, t in best if t.number < first}
+        before = {t.number: t for t in kept if t.number < first}
         before.update((t.number, t) for t in trials[i:start] if t.state is running)
         return [before[k] for k in sorted(before)] + trials[start:]
 
@@ -602,6 +631,11 @@ def _windowed_tpe(optuna: Any) -> type:
                 self._sweeplab_best = _BestCache()
                 self._sweeplab_gamma = kwargs.get("gamma")
 
+            def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
+                if self._group:   # the groups from the trials alone, in number order (see `_fresh_groups`)
+                    _fresh_groups(self)
+                return super().infer_relative_search_space(study, trial)
+
             def _sample(self, study: Any, trial: Any, search_space: Any) -> Any:
                 if len(study.directions) == 1:
                     study = _WindowView(study, self._sweeplab_window, self._sweeplab_best)
@@ -611,6 +645,20 @@ def _windowed_tpe(optuna: Any) -> type:
 
         cls = _WINDOWED[id(optuna)] = WindowedTPESampler
     return cls
+
+
+def _fresh_groups(sampler: Any) -> None:
+    """Forget a grouped TPE's split of the space before it is computed again for an ask.
+
+    Optuna keeps the split (`_GroupDecomposedSearchSpace`) across asks and folds every finished trial into it
+    again at each one, so the order of its groups, in which TPE samples them from one generator, depended on
+    when each trial had finished: a trial told late (a failure imputed once a trial completes, after a pruned
+    one; a parallel trial) ordered them otherwise than a resume, which rebuilds the study at once and then
+    asked other trials. Computed afresh, the split is a function of the trials in number order. Costs nothing:
+    Optuna walks every finished trial on each ask either way."""
+    space = getattr(sampler, "_group_decomposed_search_space", None)
+    if space is not None:
+        sampler._group_decomposed_search_space = type(space)(space._include_pruned)
 
 
 def _valued_gamma(study: Any, optuna: Any) -> Any:
@@ -971,7 +1019,8 @@ class GPSearcher(OptunaSearcher):
         if self._tpe_asks:   # the same study, so TPE reads every trial the GP saw
             return _windowed_tpe(self._optuna)(
                 window=TPE_WINDOW, seed=self.seed if seed is None else seed, constant_liar=True,
-                multivariate=self.space.dimension >= 2, n_startup_trials=self.options.get("n_startup_trials", 10))
+                multivariate=self.space.dimension >= 2, n_startup_trials=self.options.get("n_startup_trials", 10),
+                group=self.space.conditional and self.space.dimension >= 2)   # as `tpe` models a conditional space
         design = _StartupDesign(self._optuna, list(self._distributions), self.seed)   # seeded by the sweep, always
         return _liar_gp(self._optuna)(
             seed=self.seed if seed is None else seed,
@@ -982,6 +1031,30 @@ class GPSearcher(OptunaSearcher):
         )
 
 
+_NSGA2: dict[int, type] = {}
+
+
+def _cached_parents_nsga2(optuna: Any) -> type:
+    """NSGAIISampler whose every ask draws from a generation's cached parents.
+
+    Optuna selects a generation's parents at its first ask and caches their ids in the study: that first ask
+    draws its parents from the selection (in selection order), the later ones from the cache (in trial order),
+    and which parent a random index picks depends on that order. A resume in the middle of a generation
+    selects them again, so its next ask drew as a first ask would, and the resumed sweep asked another child
+    than the uninterrupted one. Caching them before the ask makes every ask draw from the same order."""
+    cls = _NSGA2.get(id(optuna))
+    if cls is None:
+        base = optuna.samplers.NSGAIISampler
+
+        class CachedParentsNSGAIISampler(base):  # type: ignore[misc, valid-type]
+            def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
+                self.get_parent_population(study, self.get_trial_generation(study, trial))   # caches them
+                return super().sample_relative(study, trial, search_space)
+
+        cls = _NSGA2[id(optuna)] = CachedParentsNSGAIISampler
+    return cls
+
+
 class NSGA2Searcher(OptunaSearcher):
     """Optuna's NSGA-II: a genetic algorithm for several objectives (one works too); honours constraints."""
 
@@ -989,7 +1062,7 @@ class NSGA2Searcher(OptunaSearcher):
     accepted_options: ClassVar[Mapping[str, type]] = {**Searcher.accepted_options, "population_size": int}
 
     def make_sampler(self, seed: int | None = None) -> Any:
-        return self._optuna.samplers.NSGAIISampler(
+        return _cached_parents_nsga2(self._optuna)(
             seed=self.seed if seed is None else seed,
             population_size=self.options.get("population_size", 50),
         )
