@@ -489,3 +489,16 @@ def test_a_trial_in_its_own_directory_gets_the_config_defaults_yaml_of_the_sweep
     assert [t["state"] for t in trials] == ["completed", "completed"]
     for t, convs in zip(trials, (16, 32)):   # the sweep's values win over the defaults, as under W&B
         assert t["value"] == pytest.approx(convs / 2) and t["metrics"]["dense_layer_size"] == 128
+
+
+@pytest.mark.parametrize("how", ["command", "function"])
+def test_the_code_after_wandb_agent_is_the_sweeps_end_and_does_not_run_in_a_trial(tmp_path: Path, how: str) -> None:
+    # a script whose code after `wandb.agent(...)` asks W&B's API for the best run and retrains with it: each
+    # trial is one run of the agent's function, and what follows the agent runs after the whole sweep under W&B,
+    # so not in a trial (offline `wandb.Api()` failed every trial: "No API key configured")
+    extra = ("--function", "tune.py:sweep_main") if how == "function" else ()
+    proc, store = _sweep("agent_then_best_run", tmp_path, *extra)
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed", "completed"], proc.stdout + proc.stderr
+    assert [t["value"] for t in trials] == pytest.approx([0.02, 0.1] if how == "command" else [0.03, 0.15])
+    assert not (tmp_path / "agent_then_best_run" / "retrained.txt").exists()

@@ -17,7 +17,7 @@
     nothing for W&B (a file per trial costs more than the rest of a no-op trial);
   - `wandb.sweep`, `wandb.login`: inside a trial they do nothing (sweeplab is the controller); nor does
     `wandb.agent` as a function trial's module is imported, but elsewhere in a trial its first call runs
-    the function it is given once (the trial is that run).
+    the function it is given once (the trial is that run) and ends the trial there.
 Values that are not numbers (images, tables, strings) stay in wandb's own offline files only.
 
 Where the values go: the runner names a JSON-lines file in SWEEPLAB_REPORT_FILE (command trials); a worker
@@ -820,7 +820,8 @@ def _patch_controller(wandb: Any) -> None:
     """Inside a trial, sweeplab is the sweep's controller and agent: a script in W&B's
     `wandb.sweep(config)` + `wandb.agent(sweep_id, function=train)` style, imported for its `train`,
     creates no sweep and starts no agent, and `wandb.login()` asks for no key. A program (or a trial's
-    function) that hands `wandb.agent` a function while the trial runs gets it called once: see `agent`."""
+    function) that hands `wandb.agent` a function while the trial runs gets it called once, and the trial ends
+    there: see `agent`."""
     def wrap(name: str, inside: "Callable[..., Any]") -> None:
         original = getattr(wandb, name, None)
         if original is None or getattr(original, "_sweeplab_patched", False):
@@ -857,6 +858,14 @@ def _patch_controller(wandb: Any) -> None:
             _finish_current(wandb, 1)
             raise
         _finish_current(wandb, 0)
+        # What the script does after `wandb.agent` returns runs once the whole sweep is over under W&B (asking
+        # `wandb.Api()` for the best run, retraining with its config): it is the sweep's end, not a run's, so it
+        # does not run in a trial (offline, `wandb.Api()` failed every trial). A command trial's program exits 0;
+        # a function trial's function ends as a return would (`sys.exit(0)`).
+        sys.stderr.write("sweeplab: the agent's run is over and so is the trial: what follows wandb.agent() in "
+                         "the script runs after the whole sweep under W&B, not here (see `sweeplab best`)\n")
+        sys.stdout.flush()
+        raise SystemExit(0)
 
     wrap("sweep", sweep)
     wrap("agent", agent)
