@@ -502,3 +502,15 @@ def test_the_code_after_wandb_agent_is_the_sweeps_end_and_does_not_run_in_a_tria
     assert [t["state"] for t in trials] == ["completed", "completed"], proc.stdout + proc.stderr
     assert [t["value"] for t in trials] == pytest.approx([0.02, 0.1] if how == "command" else [0.03, 0.15])
     assert not (tmp_path / "agent_then_best_run" / "retrained.txt").exists()
+
+
+def test_a_run_marked_preempting_that_exits_non_zero_is_requeued_as_wandb_requeues_it(tmp_path: Path) -> None:
+    # `run.mark_preempting()` then a non-zero exit (a SIGTERM handler's `sys.exit(128 + signum)`): W&B requeues
+    # the run; it was a failure here, not retried with `retries: 0` (nor when preempted twice the same way)
+    proc, store = _sweep("mark_preempting", tmp_path)
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"], proc.stdout + proc.stderr
+    assert trials[0]["value"] == pytest.approx(0.1 / 3) and trials[0]["attempts"] == 3
+    con = sqlite3.connect(store / "store.db")
+    kinds = [k for (k,) in con.execute("SELECT kind FROM events WHERE trial_id IS NOT NULL ORDER BY id")]
+    assert kinds.count("preempted") == 2 and "failed" not in kinds, kinds

@@ -39,6 +39,7 @@ from typing import Any
 
 _SUMMARY_KEY = "@summary"
 _EXIT_KEY = "@exit_code"
+_PREEMPTING_KEY = "@preempting"   # a report-file line {"@preempting": true}: the run's `mark_preempting()`
 _lock = threading.Lock()
 _sink: "Callable[[dict[str, float], int], None] | None" = None
 _final: "Callable[[dict[str, Any]], None] | None" = None
@@ -420,7 +421,22 @@ def _patch_run_class(module: Any) -> None:
             _warn_once("follow run.summary", exc)
         return result
 
+    original_preempting = getattr(cls, "mark_preempting", None)
+
+    def mark_preempting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        """W&B requeues a sweep run marked preempting that then exits with a non-zero code (its "Signal handling
+        and sweep runs" contract); the runner makes such a command trial `preempted` (requeued), not failed."""
+        result = original_preempting(self, *args, **kwargs)   # type: ignore[misc]
+        try:
+            if _mirrored(self):
+                _write_line({_PREEMPTING_KEY: True})
+        except Exception as exc:
+            _warn_once("follow mark_preempting", exc)
+        return result
+
     patches = [("log", log, original_log), (finish_name, _finish, original_finish)]
+    if original_preempting is not None:
+        patches.append(("mark_preempting", mark_preempting, original_preempting))
     if original_define is not None:
         patches.append(("define_metric", define_metric, original_define))
     if original_summary is not None:
