@@ -514,3 +514,15 @@ def test_a_run_marked_preempting_that_exits_non_zero_is_requeued_as_wandb_requeu
     con = sqlite3.connect(store / "store.db")
     kinds = [k for (k,) in con.execute("SELECT kind FROM events WHERE trial_id IS NOT NULL ORDER BY id")]
     assert kinds.count("preempted") == 2 and "failed" not in kinds, kinds
+
+
+def test_a_sweep_named_in_free_text_gives_its_runs_a_sweep_id_and_names_safe_in_paths(tmp_path: Path) -> None:
+    # W&B's runs have an 8-character sweep id and names like `dainty-sweep-3`; here they were the sweep's
+    # `name:` as written, so `f"models/{wandb.run.sweep_id}_{wandb.run.name}.pt"` named folders that do not
+    # exist ("/" in the name) and every trial failed. Now the name as its folder under logs/ has it.
+    proc, store = _sweep("run_name_paths", tmp_path)
+    assert [t["state"] for t in _trials(store)] == ["completed", "completed"], proc.stdout + proc.stderr
+    safe = "sweep_EleutherAI_pythia-70m__lr__1"
+    assert (store / "logs" / safe).is_dir()   # the same name as the sweep's folders
+    models = sorted(p.name for p in (tmp_path / "run_name_paths" / "models").iterdir())
+    assert models == [f"{safe}_{safe}-0.pt", f"{safe}_{safe}-1.pt"]

@@ -595,8 +595,12 @@ def run_env(sweep: str, number: int) -> "dict[str, str]":
     (WANDB_SWEEP_ID: programs read `wandb.run.sweep_id` or the variable to know they run in a sweep, and
     take `wandb.config` only then) and a name (WANDB_NAME: W&B's server names every run, `dainty-sweep-3`;
     programs put `wandb.run.name` in paths, where None fails). sweeplab's are the sweep's name and
-    `<sweep>-<trial number>`."""
-    return {"WANDB_SWEEP_ID": sweep, "WANDB_NAME": f"{sweep}-{number}"}
+    `<sweep>-<trial number>`, with the name's characters other than letters, digits, `-`, `_` and `.` as `_`,
+    as the sweep's folders under the store name it (store.layout.safe_name): W&B's ids and names are safe in
+    paths, and programs put them there (`f"models/{wandb.run.sweep_id}_{wandb.run.name}.pt"`), where a
+    sweep's free-text `name:` (`sweep_EleutherAI/pythia-70m`) named folders that do not exist."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in sweep).strip(".") or "sweep"
+    return {"WANDB_SWEEP_ID": safe, "WANDB_NAME": safe + "-" + str(number)}
 
 
 def begin_trial(param_path: str, args: "Mapping[str, Any]", env: "Mapping[str, str] | None" = None,
@@ -852,7 +856,7 @@ def _patch_controller(wandb: Any) -> None:
 
     def sweep(*args: Any, **kwargs: Any) -> str:
         sys.stderr.write("sweeplab: wandb.sweep() creates nothing inside a sweeplab trial\n")
-        return os.environ.get("SWEEPLAB_SWEEP") or "sweeplab"
+        return os.environ.get("WANDB_SWEEP_ID") or os.environ.get("SWEEPLAB_SWEEP") or "sweeplab"
 
     def agent(*args: Any, **kwargs: Any) -> None:
         global _agent_ran
