@@ -526,3 +526,13 @@ def test_a_sweep_named_in_free_text_gives_its_runs_a_sweep_id_and_names_safe_in_
     assert (store / "logs" / safe).is_dir()   # the same name as the sweep's folders
     models = sorted(p.name for p in (tmp_path / "run_name_paths" / "models").iterdir())
     assert models == [f"{safe}_{safe}-0.pt", f"{safe}_{safe}-1.pt"]
+
+
+def test_what_a_wandb_function_returns_does_not_replace_its_runs_summary(tmp_path: Path) -> None:
+    # W&B's agent ignores a function's return; the sweep's metric is the run's summary (define_metric min). The
+    # returned dict's `val_loss` (the last epoch's) replaced it: every trial's value was its last, not its best
+    proc, store = _sweep("function_returns", tmp_path, how="function")
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed", "completed"], proc.stdout + proc.stderr
+    assert [t["value"] for t in trials] == pytest.approx([0.1, 0.2])
+    assert all(t["metrics"]["epochs"] == 3 for t in trials)   # what only the return has is kept
