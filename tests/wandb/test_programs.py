@@ -489,3 +489,50 @@ def test_a_trial_in_its_own_directory_gets_the_config_defaults_yaml_of_the_sweep
     assert [t["state"] for t in trials] == ["completed", "completed"]
     for t, convs in zip(trials, (16, 32)):   # the sweep's values win over the defaults, as under W&B
         assert t["value"] == pytest.approx(convs / 2) and t["metrics"]["dense_layer_size"] == 128
+
+
+@pytest.mark.parametrize("how", ["command", "function"])
+def test_the_code_after_wandb_agent_is_the_sweeps_end_and_does_not_run_in_a_trial(tmp_path: Path, how: str) -> None:
+    # a script whose code after `wandb.agent(...)` asks W&B's API for the best run and retrains with it: each
+    # trial is one run of the agent's function, and what follows the agent runs after the whole sweep under W&B,
+    # so not in a trial (offline `wandb.Api()` failed every trial: "No API key configured")
+    extra = ("--function", "tune.py:sweep_main") if how == "function" else ()
+    proc, store = _sweep("agent_then_best_run", tmp_path, *extra)
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed", "completed"], proc.stdout + proc.stderr
+    assert [t["value"] for t in trials] == pytest.approx([0.02, 0.1] if how == "command" else [0.03, 0.15])
+    assert not (tmp_path / "agent_then_best_run" / "retrained.txt").exists()
+
+
+def test_a_run_marked_preempting_that_exits_non_zero_is_requeued_as_wandb_requeues_it(tmp_path: Path) -> None:
+    # `run.mark_preempting()` then a non-zero exit (a SIGTERM handler's `sys.exit(128 + signum)`): W&B requeues
+    # the run; it was a failure here, not retried with `retries: 0` (nor when preempted twice the same way)
+    proc, store = _sweep("mark_preempting", tmp_path)
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"], proc.stdout + proc.stderr
+    assert trials[0]["value"] == pytest.approx(0.1 / 3) and trials[0]["attempts"] == 3
+    con = sqlite3.connect(store / "store.db")
+    kinds = [k for (k,) in con.execute("SELECT kind FROM events WHERE trial_id IS NOT NULL ORDER BY id")]
+    assert kinds.count("preempted") == 2 and "failed" not in kinds, kinds
+
+
+def test_a_sweep_named_in_free_text_gives_its_runs_a_sweep_id_and_names_safe_in_paths(tmp_path: Path) -> None:
+    # W&B's runs have an 8-character sweep id and names like `dainty-sweep-3`; here they were the sweep's
+    # `name:` as written, so `f"models/{wandb.run.sweep_id}_{wandb.run.name}.pt"` named folders that do not
+    # exist ("/" in the name) and every trial failed. Now the name as its folder under logs/ has it.
+    proc, store = _sweep("run_name_paths", tmp_path)
+    assert [t["state"] for t in _trials(store)] == ["completed", "completed"], proc.stdout + proc.stderr
+    safe = "sweep_EleutherAI_pythia-70m__lr__1"
+    assert (store / "logs" / safe).is_dir()   # the same name as the sweep's folders
+    models = sorted(p.name for p in (tmp_path / "run_name_paths" / "models").iterdir())
+    assert models == [f"{safe}_{safe}-0.pt", f"{safe}_{safe}-1.pt"]
+
+
+def test_what_a_wandb_function_returns_does_not_replace_its_runs_summary(tmp_path: Path) -> None:
+    # W&B's agent ignores a function's return; the sweep's metric is the run's summary (define_metric min). The
+    # returned dict's `val_loss` (the last epoch's) replaced it: every trial's value was its last, not its best
+    proc, store = _sweep("function_returns", tmp_path, how="function")
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed", "completed"], proc.stdout + proc.stderr
+    assert [t["value"] for t in trials] == pytest.approx([0.1, 0.2])
+    assert all(t["metrics"]["epochs"] == 3 for t in trials)   # what only the return has is kept

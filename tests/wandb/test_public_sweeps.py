@@ -22,6 +22,7 @@ REFUSED = {
     "04_dear.yaml": ("nothing to run", "--function"),
     "19_test_net.yaml": ("nothing to run", "--function"),
     "36_sign_language_dacon.yaml": ("nothing to run", "--function"),
+    "46_views_transformer_bayes.yaml": ("nothing to run", "--function"),
     "10_da6401_assignment1.yaml": ("invalid YAML", "line"),              # not YAML W&B reads either
     "11_attention_formers.yaml": ("method", "missing required key"),     # no sweep: a Lightning grid file
     "12_ssf.yaml": ("method", "the sweep is under 'sweep'"),            # the sweep under a `sweep:` key

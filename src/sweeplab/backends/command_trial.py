@@ -58,6 +58,7 @@ class _Reporter:
         self.unread = 0                   # report lines that are not a JSON object (a Python dict printed) ...
         self.first_unread = ""            # ... and the first of them, named when the trial's metric is missing
         self.signalled = False            # the program's Run got a SIGTERM (`Run.from_env`: an `@signal` line)
+        self.preempting = False           # its W&B run called `mark_preempting()` (an `@preempting` line)
         self.notes: set[str] = set()      # the `@note` lines passed on (each once)
 
     def line(self, text: str) -> None:
@@ -79,6 +80,9 @@ class _Reporter:
                 decide = int(json.loads(text)["@decide"])
                 with self.lock:   # after the report it follows (sent under the same lock)
                     self.channel.send(EventKind.METRICS, {"points": [], "decide": decide})
+            return
+        if text.startswith('{"@preempting":'):   # the program's W&B run: `run.mark_preempting()`
+            self.preempting = True
             return
         if text.startswith('{"@summary":'):
             with contextlib.suppress(ValueError, TypeError, AttributeError):
@@ -355,6 +359,10 @@ def execute_command(ex: Execution) -> None:
     elif _cut_short(code, reporter.signalled, ex.stop_requested):
         channel.send(EventKind.PREEMPTED, {"reason": "the program got a SIGTERM sweeplab did not send (preemption)",
                                            "retire": False})
+    elif reporter.preempting and code != 0 and not ex.stop_requested:   # requeued, as W&B's sweeps do
+        why = describe_exit(code)[0]
+        channel.send(EventKind.PREEMPTED, {"reason": f"the program's W&B run called mark_preempting() and it {why} "
+                                                     "(preemption; W&B requeues such a run)", "retire": False})
     elif code == 0 and reporter.final.get("@exit_code"):   # wandb.finish(exit_code=N): failed, as in W&B
         channel.send(EventKind.FAILED, {"reason": f"wandb.finish(exit_code={reporter.final['@exit_code']})",
                                         "error_type": "CommandFailed", "message": _log_tail(task.log_path)})

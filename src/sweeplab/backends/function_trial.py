@@ -327,7 +327,8 @@ def execute_function(ex: Execution) -> None:
         if wandb_final:
             from sweeplab.wandb_compat import summary_metrics
 
-            metrics = {**summary_metrics(wandb_final), **metrics}
+            # its W&B runs' summary wins over what it returns, as W&B's agent ignores the return
+            metrics = {**metrics, **summary_metrics(wandb_final)}
         finished = {"metrics": metrics, "stopped": run.should_stop, "retire": ex.decide_retire()}
         if result is not None and not isinstance(result, Mapping) and not unusable:
             finished["scalar"] = True   # a bare number: the sweep's metric (the driver knows its name)

@@ -17,7 +17,7 @@
     nothing for W&B (a file per trial costs more than the rest of a no-op trial);
   - `wandb.sweep`, `wandb.login`: inside a trial they do nothing (sweeplab is the controller); nor does
     `wandb.agent` as a function trial's module is imported, but elsewhere in a trial its first call runs
-    the function it is given once (the trial is that run).
+    the function it is given once (the trial is that run) and ends the trial there.
 Values that are not numbers (images, tables, strings) stay in wandb's own offline files only.
 
 Where the values go: the runner names a JSON-lines file in SWEEPLAB_REPORT_FILE (command trials); a worker
@@ -39,6 +39,7 @@ from typing import Any
 
 _SUMMARY_KEY = "@summary"
 _EXIT_KEY = "@exit_code"
+_PREEMPTING_KEY = "@preempting"   # a report-file line {"@preempting": true}: the run's `mark_preempting()`
 _lock = threading.Lock()
 _sink: "Callable[[dict[str, float], int], None] | None" = None
 _final: "Callable[[dict[str, Any]], None] | None" = None
@@ -420,7 +421,22 @@ def _patch_run_class(module: Any) -> None:
             _warn_once("follow run.summary", exc)
         return result
 
+    original_preempting = getattr(cls, "mark_preempting", None)
+
+    def mark_preempting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        """W&B requeues a sweep run marked preempting that then exits with a non-zero code (its "Signal handling
+        and sweep runs" contract); the runner makes such a command trial `preempted` (requeued), not failed."""
+        result = original_preempting(self, *args, **kwargs)   # type: ignore[misc]
+        try:
+            if _mirrored(self):
+                _write_line({_PREEMPTING_KEY: True})
+        except Exception as exc:
+            _warn_once("follow mark_preempting", exc)
+        return result
+
     patches = [("log", log, original_log), (finish_name, _finish, original_finish)]
+    if original_preempting is not None:
+        patches.append(("mark_preempting", mark_preempting, original_preempting))
     if original_define is not None:
         patches.append(("define_metric", define_metric, original_define))
     if original_summary is not None:
@@ -579,8 +595,12 @@ def run_env(sweep: str, number: int) -> "dict[str, str]":
     (WANDB_SWEEP_ID: programs read `wandb.run.sweep_id` or the variable to know they run in a sweep, and
     take `wandb.config` only then) and a name (WANDB_NAME: W&B's server names every run, `dainty-sweep-3`;
     programs put `wandb.run.name` in paths, where None fails). sweeplab's are the sweep's name and
-    `<sweep>-<trial number>`."""
-    return {"WANDB_SWEEP_ID": sweep, "WANDB_NAME": f"{sweep}-{number}"}
+    `<sweep>-<trial number>`, with the name's characters other than letters, digits, `-`, `_` and `.` as `_`,
+    as the sweep's folders under the store name it (store.layout.safe_name): W&B's ids and names are safe in
+    paths, and programs put them there (`f"models/{wandb.run.sweep_id}_{wandb.run.name}.pt"`), where a
+    sweep's free-text `name:` (`sweep_EleutherAI/pythia-70m`) named folders that do not exist."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in sweep).strip(".") or "sweep"
+    return {"WANDB_SWEEP_ID": safe, "WANDB_NAME": safe + "-" + str(number)}
 
 
 def begin_trial(param_path: str, args: "Mapping[str, Any]", env: "Mapping[str, str] | None" = None,
@@ -820,7 +840,8 @@ def _patch_controller(wandb: Any) -> None:
     """Inside a trial, sweeplab is the sweep's controller and agent: a script in W&B's
     `wandb.sweep(config)` + `wandb.agent(sweep_id, function=train)` style, imported for its `train`,
     creates no sweep and starts no agent, and `wandb.login()` asks for no key. A program (or a trial's
-    function) that hands `wandb.agent` a function while the trial runs gets it called once: see `agent`."""
+    function) that hands `wandb.agent` a function while the trial runs gets it called once, and the trial ends
+    there: see `agent`."""
     def wrap(name: str, inside: "Callable[..., Any]") -> None:
         original = getattr(wandb, name, None)
         if original is None or getattr(original, "_sweeplab_patched", False):
@@ -835,7 +856,7 @@ def _patch_controller(wandb: Any) -> None:
 
     def sweep(*args: Any, **kwargs: Any) -> str:
         sys.stderr.write("sweeplab: wandb.sweep() creates nothing inside a sweeplab trial\n")
-        return os.environ.get("SWEEPLAB_SWEEP") or "sweeplab"
+        return os.environ.get("WANDB_SWEEP_ID") or os.environ.get("SWEEPLAB_SWEEP") or "sweeplab"
 
     def agent(*args: Any, **kwargs: Any) -> None:
         global _agent_ran
@@ -857,6 +878,14 @@ def _patch_controller(wandb: Any) -> None:
             _finish_current(wandb, 1)
             raise
         _finish_current(wandb, 0)
+        # What the script does after `wandb.agent` returns runs once the whole sweep is over under W&B (asking
+        # `wandb.Api()` for the best run, retraining with its config): it is the sweep's end, not a run's, so it
+        # does not run in a trial (offline, `wandb.Api()` failed every trial). A command trial's program exits 0;
+        # a function trial's function ends as a return would (`sys.exit(0)`).
+        sys.stderr.write("sweeplab: the agent's run is over and so is the trial: what follows wandb.agent() in "
+                         "the script runs after the whole sweep under W&B, not here (see `sweeplab best`)\n")
+        sys.stdout.flush()
+        raise SystemExit(0)
 
     wrap("sweep", sweep)
     wrap("agent", agent)
