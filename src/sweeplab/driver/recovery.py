@@ -380,9 +380,7 @@ class Recovery(DriverState):
                     t.state = TrialState.INTERRUPTED
                     self.store.update_trial(t.id, state=t.state.value, reason="the driver stopped while it ran")
                     # ended when the driver that ran it last saw it, not now: its downtime is no run time
-                    started = self.store.attempt_started(t.id, t.attempt)
-                    ended = alive if alive is not None and started is not None and started <= alive <= now \
-                        else now
+                    ended = _last_alive(self.store.attempt_started(t.id, t.attempt), alive, now)
                     self.store.update_attempt(t.id, t.attempt, state="interrupted", ended=ended,
                                               reason="the driver stopped while it ran")
                     self.store.add_event(self.sweep_id, "interrupted", f"trial {t.number} was running when the "
@@ -446,7 +444,7 @@ class Recovery(DriverState):
             extra["feasible"] = t.feasible
         running = self.store.attempt_started(t.id, t.attempt) if was is TrialState.RUNNING else None
         # ended when the driver that ran it last saw it (as an interrupted attempt): its downtime is no run time
-        ended = alive if alive is not None and running is not None and running <= alive <= now else now
+        ended = _last_alive(running, alive, now)
         reason = str(verdict["message"])
         self.store.update_trial(t.id, state=state.value, value=t.value, metrics=last, ended=ended, reason=reason,
                                 **extra)
@@ -560,6 +558,16 @@ class Recovery(DriverState):
             spec["budget"]["trials"] = self.max_trials
         spec.pop("run_cap", None)
         self.store.update_sweep(self.sweep_id, spec=spec)
+
+
+def _last_alive(started: float | None, alive: float | None, now: float) -> float:
+    """When an attempt a killed driver left running ended, as far as the store can tell: when that driver last
+    saved its spend (`alive`), or the attempt's start when it began after that (the driver died in the moments
+    before its next save). Its downtime is no run time: an attempt ended at `now` (the resume) counted the hours
+    the machine was down against `trial.timeout`, which then failed the trial unrun. `now` without a record."""
+    if alive is None or started is None or not started <= now or not alive <= now:
+        return now
+    return max(started, alive)
 
 
 def _next_name(name: str, store: Any) -> str:
