@@ -516,3 +516,39 @@ def test_an_attempt_begun_just_before_a_driver_kill_does_not_count_the_downtime_
     assert t["state"] == "completed", t["reason"]
     first = chaos.attempts(t["id"])[0]
     assert first["state"] == "interrupted" and first["ended"] - first["started"] < 3.0
+
+
+def test_stop_while_a_resume_replays_the_sweep_s_history_stops_it(chaos, reap):
+    """`sweeplab stop` while `sweeplab resume` replays a long history (a model-based searcher told thousands of
+    trials) found the killed driver's pid in the store ("its driver is gone; `sweeplab resume` continues"),
+    exit 2, and the resume then ran on: the resuming process is recorded as the driver as it takes the sweep."""
+    from sweeplab.store import Store
+
+    body = chaos.faulty_spec("stepper", params=chaos.params(x="{min: 0.0, max: 1.0}", steps=1, delay=0.0),
+                             method="tpe", extra="budget: {trials: 1}")
+    chaos("sweep", str(chaos.spec("rp", body)), "--name", "rp", "-q", "--workers", "1", check=True)
+    st = Store.open(chaos.store)
+    try:
+        with st.transaction():   # a long history, as thousands of trials leave it
+            sweep_id = int(st.sweep_row("rp")["id"])
+            for n in range(1, 3001):
+                x = n / 3001
+                tid = st.add_trial(sweep_id, n, {"x": x, "steps": 1, "delay": 0.0}, {"x": x, "steps": 1,
+                                   "delay": 0.0}, n, state="completed", attempts=1)
+                st.update_trial(tid, value=(x - 0.3) ** 2, metrics={"loss": (x - 0.3) ** 2})
+    finally:
+        st.close()
+    proc = chaos.start("resume", "rp", "-q", "--trials", "+2")
+    reap.append(proc.pid)
+    chaos.wait_for(lambda: chaos.events("sweep_resumed"), interval=0.005, what="the resume took the sweep",
+                   proc=proc)
+    os.kill(proc.pid, signal.SIGSTOP)   # held in its replay, whatever the machine's speed
+    try:
+        cp = chaos("stop", "rp")
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=120)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert proc.returncode == 0, out + err
+    assert chaos.rows("SELECT state FROM sweeps WHERE name='rp'")[0][0] == "stopped"
+    assert len(chaos.trials("rp")) == 3001   # stopped before it created a trial

@@ -135,6 +135,20 @@ class Recovery(DriverState):
                              "file-size limit reached?); free some space and run the command again") from None
         self._lock_file = fh
 
+    def _record_driver(self) -> None:
+        """This process as the sweep's driver (what `sweeplab stop` signals and `status` checks), written as it
+        takes the sweep: recorded only once the loop began, a `stop` during a long replay of the history found
+        the killed driver's pid ("its driver is gone"), and the resume ran on."""
+        import json
+
+        from sweeplab.store.queries import pid_namespace
+
+        self.store.update_sweep(self.sweep_id, driver=json.dumps(   # the host: gethostname()'s, without `socket`
+            {"pid": os.getpid(), "host": os.uname().nodename, "started": self.clock.time(),
+             "pidns": pid_namespace(),    # a driver in a container is looked up in its own namespace only
+             "workers": self.backend.requested_workers,   # `resume` runs as wide again,
+             "hard": self.hard_budget}))                   # and stops trials at a budget as it did
+
     def unlock(self) -> None:
         """Release the one-driver lock once this driver is done: a process that outlives its sweep (a
         notebook kernel, `sl.sweep` in a script that goes on) must not keep `sweeplab resume` out."""
@@ -174,6 +188,7 @@ class Recovery(DriverState):
                 name=self.name, method=self.spec.method, metric=self.metric, goal=self.goal.value,
                 spec=self._stored_spec(), spec_path=spec_path, seed=self.seed,
             )
+            self._record_driver()
             queued = self._queue_points(chosen, first=0) if points and chosen else []
         if queued:
             self._searcher.replay(queued)
@@ -411,6 +426,7 @@ class Recovery(DriverState):
             if self.max_trials != self.spec.budget.trials:
                 self._persist_budget()
             self.store.update_sweep(self.sweep_id, state=SweepState.RUNNING.value, ended=None, end_reason=None)
+            self._record_driver()
             self.store.add_event(self.sweep_id, "sweep_resumed",
                                  f"resumed with {len(rows)} trials, {len(self.requeue)} requeued")
         self._searcher.replay(history)
