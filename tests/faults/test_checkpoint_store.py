@@ -32,6 +32,36 @@ def test_the_store_lists_only_the_checkpoints_retention_kept(chaos):
     assert [r["step"] for r in rows] == [8, 9]
 
 
+def test_a_moved_store_still_lists_only_the_checkpoints_that_exist(chaos, reap, tmp_path):
+    """A store moved between two drivers (`mv`, a copy to another disk): the checkpoints retention deletes after
+    the move are forgotten too (the store held them by their old absolute paths, which no deletion matched)."""
+    import signal
+
+    ready = tmp_path / "ready"
+    body = chaos.faulty_spec("checkpoint_then_wait", params=chaos.params(x=0.5, steps=4, ready_file=str(ready)),
+                             extra="trial: {retries: 1, keep_checkpoints: 2}")
+    proc = chaos.start("sweep", str(chaos.spec("mv", body)), "--name", "mv", "-q", "--workers", "1")
+    reap.append(proc.pid)
+    chaos.wait_for(ready.exists, what="attempt 1 checkpointed and waiting", proc=proc)
+    trial_id = chaos.wait_for(lambda: chaos.running_attempt("mv", 0), what="attempt 1 row", proc=proc)["trial_id"]
+    chaos.wait_for(lambda: [c["step"] for c in chaos.checkpoints(trial_id, 1)] == [2, 3],
+                   what="checkpoints of steps 2 and 3 recorded", proc=proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    chaos.wait_for(lambda: not chaos.stray_workers(), what="the workers end with their driver")
+    moved = tmp_path / "moved-store"
+    chaos.store.rename(moved)
+    chaos.store = moved
+    cp = chaos("resume", "mv", "-q")
+    assert cp.returncode == 0, cp.stderr
+    assert chaos.trial("mv", 0)["state"] == "completed"
+    rows = chaos.checkpoints(trial_id)
+    on_disk = sorted(p.name for p in (moved / "checkpoints" / "mv" / "0").iterdir() if p.name.startswith("step-"))
+    assert on_disk == ["step-0000000004", "step-0000000005"]
+    assert sorted(Path(r["path"]).name for r in rows) == on_disk, [r["path"] for r in rows]
+    assert all((moved / r["path"]).is_dir() for r in rows), [r["path"] for r in rows]
+
+
 # ------------------------------------------------------------------------------------------------ fencing
 _WRITER = textwrap.dedent("""
     import sys, time

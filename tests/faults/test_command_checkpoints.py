@@ -84,7 +84,7 @@ def _assert_the_store_lists_what_exists(chaos, sweep: str, trial, expected: list
     rows = chaos.checkpoints(trial["id"])
     assert [(r["attempt"], r["step"]) for r in rows] == expected, [tuple(r) for r in rows]
     on_disk = sorted((chaos.store / "checkpoints" / sweep / "0").glob("step-*"))
-    assert [r["path"] for r in rows] == [str(d) for d in on_disk]
+    assert [str(chaos.store / r["path"]) for r in rows] == [str(d) for d in on_disk]   # relative to the store
     assert [r["checksum"] for r in rows] == [json.loads((d / "manifest.json").read_text())["checksum"]
                                              for d in on_disk]
 

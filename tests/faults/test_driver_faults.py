@@ -469,3 +469,86 @@ def test_a_sweep_killed_as_it_queued_its_points_to_evaluate_still_runs_them(chao
     trials = chaos.trials("pts")
     assert len(trials) == 3 and all(t["state"] == "completed" for t in trials), [dict(t) for t in trials]
     assert json.loads(trials[0]["params"])["x"] == 0.25, [t["params"] for t in trials]
+
+
+def _interrupted_in_its_first_moments(chaos, proc) -> int:
+    """Kill the driver -9 while a trial's attempt is recorded as started after the driver last saved its spend
+    (`saved_at`): the moments between a submission and the driver's next turn. The store's write lock, taken
+    from here, holds the driver still while that is checked. Returns the trial's number."""
+    import sqlite3
+
+    while proc.poll() is None:
+        if not chaos.rows("SELECT 1 FROM attempts"):   # the store and the first attempt are not there yet
+            time.sleep(0.01)
+            continue
+        conn = sqlite3.connect(str(chaos.db_path), timeout=30, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")   # the driver writes nothing more until the kill
+            spend = conn.execute("SELECT spend FROM sweeps").fetchone()
+            saved_at = (json.loads(spend[0]) if spend and spend[0] else {}).get("saved_at")
+            row = conn.execute("SELECT t.number, a.started FROM attempts a JOIN trials t ON t.id = a.trial_id "
+                               "WHERE a.ended IS NULL ORDER BY a.started DESC LIMIT 1").fetchone()
+            if saved_at is not None and row is not None and row[1] > saved_at:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.communicate(timeout=30)
+                return int(row[0])
+        finally:
+            conn.close()
+        time.sleep(0.002)
+    raise AssertionError("the sweep ended before the driver could be killed in a trial's first moments")
+
+
+def test_an_attempt_begun_just_before_a_driver_kill_does_not_count_the_downtime_to_trial_timeout(chaos, reap):
+    """The driver records the spend (and when it last knew its attempts alive) every turn; an attempt it started
+    after that was ended at the resume's time, so the hours the machine was down counted as the trial's run time
+    and a `trial.timeout` failed it at once, unrun ("trial.timeout exceeded")."""
+    body = chaos.faulty_spec("stepper", params=chaos.params(x="{values: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]}",
+                                                            steps=2, delay=0.02),
+                             extra="trial: {timeout: 3s, retries: 0}")
+    proc = chaos.start("sweep", str(chaos.spec("dt", body)), "--name", "dt", "-q", "--workers", "1")
+    reap.append(proc.pid)
+    number = _interrupted_in_its_first_moments(chaos, proc)
+    chaos.wait_for(lambda: not chaos.stray_workers(), what="the workers end with their driver")
+    time.sleep(3.5)   # the machine is down for longer than trial.timeout
+    cp = chaos("resume", "dt", "-q")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    t = chaos.trial("dt", number)
+    assert t["state"] == "completed", t["reason"]
+    first = chaos.attempts(t["id"])[0]
+    assert first["state"] == "interrupted" and first["ended"] - first["started"] < 3.0
+
+
+def test_stop_while_a_resume_replays_the_sweep_s_history_stops_it(chaos, reap):
+    """`sweeplab stop` while `sweeplab resume` replays a long history (a model-based searcher told thousands of
+    trials) found the killed driver's pid in the store ("its driver is gone; `sweeplab resume` continues"),
+    exit 2, and the resume then ran on: the resuming process is recorded as the driver as it takes the sweep."""
+    from sweeplab.store import Store
+
+    body = chaos.faulty_spec("stepper", params=chaos.params(x="{min: 0.0, max: 1.0}", steps=1, delay=0.0),
+                             method="tpe", extra="budget: {trials: 1}")
+    chaos("sweep", str(chaos.spec("rp", body)), "--name", "rp", "-q", "--workers", "1", check=True)
+    st = Store.open(chaos.store)
+    try:
+        with st.transaction():   # a long history, as thousands of trials leave it
+            sweep_id = int(st.sweep_row("rp")["id"])
+            for n in range(1, 3001):
+                x = n / 3001
+                tid = st.add_trial(sweep_id, n, {"x": x, "steps": 1, "delay": 0.0}, {"x": x, "steps": 1,
+                                   "delay": 0.0}, n, state="completed", attempts=1)
+                st.update_trial(tid, value=(x - 0.3) ** 2, metrics={"loss": (x - 0.3) ** 2})
+    finally:
+        st.close()
+    proc = chaos.start("resume", "rp", "-q", "--trials", "+2")
+    reap.append(proc.pid)
+    chaos.wait_for(lambda: chaos.events("sweep_resumed"), interval=0.005, what="the resume took the sweep",
+                   proc=proc)
+    os.kill(proc.pid, signal.SIGSTOP)   # held in its replay, whatever the machine's speed
+    try:
+        cp = chaos("stop", "rp")
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=120)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert proc.returncode == 0, out + err
+    assert chaos.rows("SELECT state FROM sweeps WHERE name='rp'")[0][0] == "stopped"
+    assert len(chaos.trials("rp")) == 3001   # stopped before it created a trial

@@ -92,6 +92,12 @@ def resume(
     be = _make_backend(spec, workers=workers, backend=backend, address=address, gpus=gpus,
                        smoke=bool(meta.get("smoke")), store_root=st.root)
     if meta.get("cwd") and Path(meta["cwd"]).is_dir():
+        # the sweep runs in its own directory; paths typed relative to this one (`--store ../runs`, `--spec`) must
+        # name what they named here (the lock, logs and checkpoints went to another store, its trials restarted)
+        if not st.root.is_absolute() and not os.path.samefile(meta["cwd"], "."):
+            st.root = Path(os.path.abspath(st.root))
+        if spec_file is not None:
+            spec_file = Path(os.path.abspath(spec_file))
         os.chdir(meta["cwd"])
     _check_spec(spec, list(meta.get("overrides") or []), new_sweep=False)   # accepted at its creation
     if fork is None:

@@ -13,7 +13,6 @@ the state from the store (recovery.py).
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
 import signal
 import time
@@ -25,7 +24,6 @@ from sweeplab.driver.records import Progress, SweepOutcome, TrialRecord, resourc
 from sweeplab.driver.recovery import Recovery
 from sweeplab.driver.watchdog import Kill
 from sweeplab.errors import StoreError
-from sweeplab.store.queries import pid_namespace
 from sweeplab.types import Decision, MetricPoint, Origin, SweepState, TrialState, Verdict
 
 __all__ = ["Driver"]
@@ -61,14 +59,8 @@ class Driver(Recovery, EventWriter):
         if _main_thread():
             for sig in previous:
                 signal.signal(sig, on_signal)
-        import json
-
-        with self.store.transaction():   # the host is gethostname()'s answer, without importing socket (start-up)
-            self.store.update_sweep(self.sweep_id, driver=json.dumps(
-                {"pid": os.getpid(), "host": os.uname().nodename, "started": self.clock.time(),
-                 "pidns": pid_namespace(),    # a driver in a container is looked up in its own namespace only
-                 "workers": self.backend.requested_workers,   # `resume` runs as wide again,
-                 "hard": self.hard_budget}))                   # and stops trials at a budget as it did
+        with self.store.transaction():
+            self._record_driver()
         self.backend.start()
         try:
             with self.store.background_checkpoints():

@@ -135,6 +135,20 @@ class Recovery(DriverState):
                              "file-size limit reached?); free some space and run the command again") from None
         self._lock_file = fh
 
+    def _record_driver(self) -> None:
+        """This process as the sweep's driver (what `sweeplab stop` signals and `status` checks), written as it
+        takes the sweep: recorded only once the loop began, a `stop` during a long replay of the history found
+        the killed driver's pid ("its driver is gone"), and the resume ran on."""
+        import json
+
+        from sweeplab.store.queries import pid_namespace
+
+        self.store.update_sweep(self.sweep_id, driver=json.dumps(   # the host: gethostname()'s, without `socket`
+            {"pid": os.getpid(), "host": os.uname().nodename, "started": self.clock.time(),
+             "pidns": pid_namespace(),    # a driver in a container is looked up in its own namespace only
+             "workers": self.backend.requested_workers,   # `resume` runs as wide again,
+             "hard": self.hard_budget}))                   # and stops trials at a budget as it did
+
     def unlock(self) -> None:
         """Release the one-driver lock once this driver is done: a process that outlives its sweep (a
         notebook kernel, `sl.sweep` in a script that goes on) must not keep `sweeplab resume` out."""
@@ -174,6 +188,7 @@ class Recovery(DriverState):
                 name=self.name, method=self.spec.method, metric=self.metric, goal=self.goal.value,
                 spec=self._stored_spec(), spec_path=spec_path, seed=self.seed,
             )
+            self._record_driver()
             queued = self._queue_points(chosen, first=0) if points and chosen else []
         if queued:
             self._searcher.replay(queued)
@@ -380,9 +395,7 @@ class Recovery(DriverState):
                     t.state = TrialState.INTERRUPTED
                     self.store.update_trial(t.id, state=t.state.value, reason="the driver stopped while it ran")
                     # ended when the driver that ran it last saw it, not now: its downtime is no run time
-                    started = self.store.attempt_started(t.id, t.attempt)
-                    ended = alive if alive is not None and started is not None and started <= alive <= now \
-                        else now
+                    ended = _last_alive(self.store.attempt_started(t.id, t.attempt), alive, now)
                     self.store.update_attempt(t.id, t.attempt, state="interrupted", ended=ended,
                                               reason="the driver stopped while it ran")
                     self.store.add_event(self.sweep_id, "interrupted", f"trial {t.number} was running when the "
@@ -413,6 +426,7 @@ class Recovery(DriverState):
             if self.max_trials != self.spec.budget.trials:
                 self._persist_budget()
             self.store.update_sweep(self.sweep_id, state=SweepState.RUNNING.value, ended=None, end_reason=None)
+            self._record_driver()
             self.store.add_event(self.sweep_id, "sweep_resumed",
                                  f"resumed with {len(rows)} trials, {len(self.requeue)} requeued")
         self._searcher.replay(history)
@@ -446,7 +460,7 @@ class Recovery(DriverState):
             extra["feasible"] = t.feasible
         running = self.store.attempt_started(t.id, t.attempt) if was is TrialState.RUNNING else None
         # ended when the driver that ran it last saw it (as an interrupted attempt): its downtime is no run time
-        ended = alive if alive is not None and running is not None and running <= alive <= now else now
+        ended = _last_alive(running, alive, now)
         reason = str(verdict["message"])
         self.store.update_trial(t.id, state=state.value, value=t.value, metrics=last, ended=ended, reason=reason,
                                 **extra)
@@ -560,6 +574,16 @@ class Recovery(DriverState):
             spec["budget"]["trials"] = self.max_trials
         spec.pop("run_cap", None)
         self.store.update_sweep(self.sweep_id, spec=spec)
+
+
+def _last_alive(started: float | None, alive: float | None, now: float) -> float:
+    """When an attempt a killed driver left running ended, as far as the store can tell: when that driver last
+    saved its spend (`alive`), or the attempt's start when it began after that (the driver died in the moments
+    before its next save). Its downtime is no run time: an attempt ended at `now` (the resume) counted the hours
+    the machine was down against `trial.timeout`, which then failed the trial unrun. `now` without a record."""
+    if alive is None or started is None or not started <= now or not alive <= now:
+        return now
+    return max(started, alive)
 
 
 def _next_name(name: str, store: Any) -> str:

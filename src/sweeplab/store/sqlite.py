@@ -697,13 +697,20 @@ class Store:
         self._exec(
             "INSERT INTO checkpoints(trial_id, attempt, step, path, checksum, bytes, seconds, time) "
             "VALUES (?,?,?,?,?,?,?,?)",
-            (trial_id, attempt, step, path, checksum, nbytes, seconds, at),
+            (trial_id, attempt, step, self.relpath(path), checksum, nbytes, seconds, at),
         )
 
     def remove_checkpoints(self, trial_id: int, paths: Iterable[str]) -> None:
-        """Forget checkpoints of a trial that no longer exist (deleted by retention)."""
-        self.conn.executemany("DELETE FROM checkpoints WHERE trial_id=? AND path=?",
-                              [(trial_id, p) for p in paths])
+        """Forget checkpoints of a trial that no longer exist (deleted by retention).
+
+        Matched by name: a trial's checkpoints share one directory, and a row may name it by a path that is no
+        longer the one retention reports (an absolute path of a store since moved, which kept its rows forever)."""
+        names = {_last_part(p) for p in paths}
+        if not names:
+            return
+        rows = self.conn.execute("SELECT id, path FROM checkpoints WHERE trial_id=?", (trial_id,)).fetchall()
+        self.conn.executemany("DELETE FROM checkpoints WHERE id=?",
+                              [(r["id"],) for r in rows if _last_part(str(r["path"])) in names])
 
     def add_artifact(self, trial_id: int, attempt: int | None, name: str, path: str, at: float) -> None:
         self._exec("INSERT INTO artifacts(trial_id, attempt, name, path, time) VALUES (?,?,?,?,?)",
@@ -844,9 +851,16 @@ class Store:
         return self._exec("SELECT * FROM checkpoints WHERE trial_id=? ORDER BY id", (trial_id,)).fetchall()
 
     def relpath(self, path: str | os.PathLike[str]) -> str:
-        """`path` relative to the store root when inside it, else as given."""
+        """`path` relative to the store root when inside it, else as given (a relative path: already so; a URL)."""
         p = Path(path)
+        if not p.is_absolute() or "://" in str(path):
+            return str(path)
         try:
             return str(p.resolve().relative_to(self.root.resolve()))
         except ValueError:
             return str(path)
+
+
+def _last_part(path: str) -> str:
+    """The last component of a path or URL (`.../0/step-0000000004/` -> `step-0000000004`)."""
+    return path.rstrip("/").rpartition("/")[2]
