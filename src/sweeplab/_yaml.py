@@ -292,7 +292,10 @@ def _construct_float(loader: yaml.SafeLoader, node: Any) -> float:
 _Loader.yaml_constructors = {t: c for t, c in yaml.SafeLoader.yaml_constructors.items() if t not in _NOT_JSON}
 _Loader.yaml_constructors[_STD_TAG + "int"] = _construct_int
 _Loader.yaml_constructors[_STD_TAG + "float"] = _construct_float
-_Loader.yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag not in _NOT_JSON | _NUMBER_TAGS]
+# `=` is the text '=': YAML 1.1 tags a plain `=` as !!value (a "default value" key no loader builds), so `sep: =`
+# and the override `sep==` were refused as an "unsupported YAML tag '!!value'" nobody wrote
+_VALUE = _STD_TAG + "value"
+_Loader.yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag not in _NOT_JSON | _NUMBER_TAGS | {_VALUE}]
                                    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _Loader.add_implicit_resolver(_STD_TAG + "int", _INT, list("-+0123456789"))       # before float: `3` is an int
 _Loader.add_implicit_resolver(_STD_TAG + "float", _FLOAT, list("-+0123456789."))
@@ -317,9 +320,32 @@ _BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\x
          (b"\xfe\xff", "UTF-16"))
 
 
+def _bomless_encoding(data: bytes) -> str | None:
+    """UTF-16 or UTF-32 written without a byte-order mark, told by where its 0x00 bytes fall in the first
+    characters (ASCII text, as YAML's keys are): such a file is valid UTF-8 and failed as "unacceptable
+    character #x0000", which does not say what the file is."""
+    head = data[:256]
+    for width, name in ((4, "UTF-32"), (2, "UTF-16")):
+        size = len(head) - len(head) % width
+        if size < 2 * width:
+            continue
+        units = [head[i:i + width] for i in range(0, size, width)]
+        for nonzero in (0, width - 1):   # little-endian: 'a\0'; big-endian: '\0a'
+            if all(unit[nonzero] and unit.count(0) == width - 1 for unit in units):
+                return name
+    return None
+
+
 def _decode(data: bytes, file: str, what: str, error: type[SpecError]) -> str:
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
+        encoding = _bomless_encoding(data) if "\x00" in text else None
+        if encoding is not None:
+            raise error(f"line 1, column 1: {encoding} text without a byte-order mark (every other byte is 0x00)"
+                        if encoding == "UTF-16" else f"line 1, column 1: {encoding} text without a byte-order "
+                        "mark (three bytes in four are 0x00)", file=file,
+                        expected=f"a UTF-8 encoded {what} file (save it as UTF-8)")
+        return text
     except UnicodeDecodeError as exc:
         encoding = next((name for bom, name in _BOMS if data.startswith(bom)), None)
         if encoding is not None:   # said as "byte 0xff at offset 0 is not UTF-8 text", of a file that is text
