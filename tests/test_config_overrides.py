@@ -473,3 +473,18 @@ def test_repeated_keys_name_the_first_override_they_clash_with(overrides, fragme
     with pytest.raises(ConfigError) as err:
         check_distinct_overrides(overrides)
     assert fragment in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("lr=0.5", "override 'lr=0.5' sets the sweep parameter 'lr': every trial would run with the override"),
+    ("~lr", "override '~lr' deletes the sweep parameter 'lr': every trial would run without it"),
+    ("~model", "override '~model' deletes the sweep parameter 'model.hidden': every trial would run without it"),
+], ids=["set", "delete", "delete-group"])
+def test_an_override_of_a_sweep_parameter_says_whether_it_sets_or_deletes_it(override, fragment):
+    """`~lr` was refused as an override that "sets the sweep parameter 'lr'", and trials that would "run with
+    the override": it deletes it, and trials would run without the value the sweep records."""
+    from sweeplab.config import check_overrides_against_parameters
+
+    with pytest.raises(ConfigError) as info:
+        check_overrides_against_parameters([override], ["lr", "model.hidden"])
+    assert fragment in str(info.value)

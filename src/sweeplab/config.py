@@ -541,13 +541,14 @@ def check_overrides_against_parameters(overrides: Sequence[str], parameters: Seq
     for i, name in enumerate(names):
         index.add(name, i)
     for text in overrides:
-        key = parse_override(text)[0]
+        op, key, _value = _parse_override(text)
         clash = index.first_clash(key)
         if clash is not None:
             name = names[clash]
+            does, runs = ("deletes", "without it") if op == "~" else ("sets", "with the override")
             raise ConfigError(
-                f"override '{_clip(text)}' sets the sweep parameter '{name}': every trial would run with the "
-                "override while the sweep records its sampled value", key=_clip(key),
+                f"override '{_clip(text)}' {does} the sweep parameter '{name}': every trial would run {runs} "
+                "while the sweep records its sampled value", key=_clip(key),
                 expected="overrides of keys the sweep does not search",
                 hint=f"change parameters.{name} in the spec, or drop the override",
             )
