@@ -539,3 +539,20 @@ def test_an_error_about_a_huge_duration_stays_one_short_line(tmp_path: Path, val
     line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: budget.time: ")
     assert len(line) < 600, len(line)
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("fork, fragment", [("", "--fork: expected a sweep name (a non-empty string); got ''"),
+                                            ("  ", "--fork: expected a sweep name (a non-empty string)"),
+                                            ("a\nb", "--fork: a sweep name cannot hold a control character")],
+                         ids=["empty", "blank", "newline"])
+def test_a_fork_name_is_checked_as_a_sweep_name_before_the_store_changes(tmp_path: Path, fork: str,
+                                                                         fragment: str) -> None:
+    """`resume OLD --fork '' --spec NEW.yaml` made a sweep named '' (a blank row in `status`), and
+    `--fork $'a\\nb'` one the printed next commands could not name: `--name` refused both, `--fork` did not."""
+    write(tmp_path / "s.yaml", GOOD + SPACE)
+    assert cli(tmp_path, "sweep", "s.yaml", "-q", "--name", "old").returncode == 0
+    before = (tmp_path / "store" / "store.db").read_bytes()
+    assert_one_line_error(cli(tmp_path, "resume", "old", "--spec", "s.yaml", "--fork", fork, "-q"), fragment)
+    assert json.loads(cli(tmp_path, "status", "--json").stdout)["sweeps"][0]["name"] == "old"
+    assert len(json.loads(cli(tmp_path, "status", "--json").stdout)["sweeps"]) == 1
+    assert (tmp_path / "store" / "store.db").read_bytes() == before
