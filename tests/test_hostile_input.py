@@ -556,3 +556,13 @@ def test_a_fork_name_is_checked_as_a_sweep_name_before_the_store_changes(tmp_pat
     assert json.loads(cli(tmp_path, "status", "--json").stdout)["sweeps"][0]["name"] == "old"
     assert len(json.loads(cli(tmp_path, "status", "--json").stdout)["sweeps"]) == 1
     assert (tmp_path / "store" / "store.db").read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["", "   "], ids=["empty", "blank"])
+def test_run_sweep_refuses_a_blank_name_before_the_store(tmp_path: Path, name: str) -> None:
+    """`sl.run_sweep(spec, name="   ")` recorded a sweep whose name is blank (a blank row in `status`), and
+    `name=""` one named 'sweep': the spec's `name:` and `--name` refuse both."""
+    with pytest.raises(SpecError, match=r"name: a sweep name cannot be blank"):
+        run_sweep({"function": f"{TRIALS}:quick", "method": "grid",
+                  "parameters": {"x": {"values": [1]}}}, store=tmp_path / "store", name=name)
+    assert not (tmp_path / "store").exists()

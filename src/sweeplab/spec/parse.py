@@ -45,7 +45,11 @@ from sweeplab.types import Goal
 def check_sweep_name(name: str, *, key: str = "name", file: str | None = None) -> str:
     """`name` when it can name a sweep (from a spec's `name:`, `--name` or `sl.sweep(name=...)`), else a
     SpecError: a control character (NUL, newline, tab, escape) makes a sweep that no command line can name
-    again, or whose printed `sweeplab best NAME` names another sweep."""
+    again, or whose printed `sweeplab best NAME` names another sweep. A blank name (`sl.run_sweep(name="  ")`,
+    `resume --fork ''`) made a sweep that `status` showed as a blank row."""
+    if not name.strip():
+        raise SpecError("a sweep name cannot be blank", file=file, key=key, value=name,
+                        expected="a non-empty name, e.g. lr-sweep or team/lr-sweep")
     bad = next((ch for ch in name if unicodedata.category(ch) == "Cc"), None)
     if bad is not None:
         raise SpecError(f"a sweep name cannot hold a control character ({bad!r})", file=file, key=key, value=name,
