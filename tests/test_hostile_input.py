@@ -566,3 +566,15 @@ def test_run_sweep_refuses_a_blank_name_before_the_store(tmp_path: Path, name: s
         run_sweep({"function": f"{TRIALS}:quick", "method": "grid",
                   "parameters": {"x": {"values": [1]}}}, store=tmp_path / "store", name=name)
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("where", ["config", "profile"])
+def test_a_parameter_through_a_config_key_with_a_dot_is_refused_before_the_store(tmp_path: Path, where: str) -> None:
+    """A base config (or profile) written `model.hidden: 5` and a sweep searching `model.hidden`: every trial got
+    the sampled model: {hidden: 7} and the stale 'model.hidden': 5 beside it, and the sweep ran."""
+    write(tmp_path / "c.yaml", "steps: 1\n" + ("model.hidden: 5\n" if where == "config" else ""))
+    write(tmp_path / "profiles" / "p.yaml", "model.hidden: 5\n" if where == "profile" else "data: /d\n")
+    write(tmp_path / "s.yaml", GOOD + "config: c.yaml\nprofile: p\nparameters:\n  model.hidden: {values: [7]}\n")
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "parameters.model.hidden: ",
+                          "'model.hidden' is one key of the config, with a dot in it", "model: {hidden: ...}")
+    assert not (tmp_path / "store").exists()
