@@ -37,7 +37,7 @@ from sweeplab.spec.keys import (
 from sweeplab.spec.limits import _Limits
 from sweeplab.spec.model import MAX_SEED, Constraint, MetricSpec, SweepSpec
 from sweeplab.spec.points import parse_points
-from sweeplab.spec.reader import _did_you_mean
+from sweeplab.spec.reader import _did_you_mean, yaml_bool_hint
 from sweeplab.spec.wandb import _WandbWarnings
 from sweeplab.types import Goal
 
@@ -151,7 +151,7 @@ class _SpecParser(_WandbWarnings, _Limits):
             raise self.error("W&B's custom method is not supported", "method", value=raw, expected=expected)
         if raw not in methods:
             raise self.error("unknown method", "method", value=raw, expected=expected,
-                             hint=_did_you_mean(str(raw), methods))
+                             hint=yaml_bool_hint(raw) or _did_you_mean(str(raw), methods))
         return str(raw)
 
     def objectives(self, raw: Any, method: str) -> tuple[MetricSpec, ...]:
@@ -465,7 +465,7 @@ class _SpecParser(_WandbWarnings, _Limits):
         if kind not in types:
             raise self.error("unknown early_terminate type", "early_terminate.type", value=kind,
                              expected=f"one of {', '.join(types)}",
-                             hint=_did_you_mean(str(kind), types))
+                             hint=yaml_bool_hint(kind) or _did_you_mean(str(kind), types))
         if raw.get("metric") is None and metric.name is None:
             raise self.error("early termination needs a metric", "early_terminate",
                              expected="a sweep metric or early_terminate.metric")
