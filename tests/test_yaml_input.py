@@ -53,6 +53,8 @@ BAD = [
       "expected a UTF-8 encoded"]),
     ("utf-16-be-no-bom", (HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-16-be"), None,
      ["UTF-16 text without a byte-order mark"]),
+    ("utf-16-no-bom-non-ascii-start", ("# 扫描 café\n" + HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-16-le"),
+     None, ["UTF-16 text without a byte-order mark"]),
     ("utf-32-no-bom", (HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-32-le"), None,
      ["UTF-32 text without a byte-order mark"]),
     ("control-character", HEAD + 'name: "a\x07b"\n', None,

@@ -321,17 +321,21 @@ _BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\x
 
 
 def _bomless_encoding(data: bytes) -> str | None:
-    """UTF-16 or UTF-32 written without a byte-order mark, told by where its 0x00 bytes fall in the first
-    characters (ASCII text, as YAML's keys are): such a file is valid UTF-8 and failed as "unacceptable
-    character #x0000", which does not say what the file is."""
-    head = data[:256]
+    """UTF-16 or UTF-32 written without a byte-order mark, told by where the 0x00 bytes of its first characters
+    fall (the high bytes of ASCII and Latin text, as YAML's keys are): such a file is valid UTF-8 and failed as
+    "unacceptable character #x0000", which does not say what the file is. Called only for text holding a NUL."""
+    head = data[:1024]
     for width, name in ((4, "UTF-32"), (2, "UTF-16")):
         size = len(head) - len(head) % width
         if size < 2 * width:
             continue
-        units = [head[i:i + width] for i in range(0, size, width)]
-        for nonzero in (0, width - 1):   # little-endian: 'a\0'; big-endian: '\0a'
-            if all(unit[nonzero] and unit.count(0) == width - 1 for unit in units):
+        zeros = [sum(1 for i in range(k, size, width) if head[i] == 0) / (size // width) for k in range(width)]
+        for low in (0, width - 1):   # little-endian: 'a\0' ('a\0\0\0'); big-endian: '\0a'
+            if width == 4:   # a character below U+10000: its two high bytes are 0x00, its lowest is rarely
+                high = (2, 3) if low == 0 else (0, 1)
+                if all(zeros[k] == 1 for k in high) and zeros[low] < 0.05:
+                    return name
+            elif zeros[1 - low] >= 0.3 and zeros[low] < 0.05:
                 return name
     return None
 
@@ -339,23 +343,28 @@ def _bomless_encoding(data: bytes) -> str | None:
 def _decode(data: bytes, file: str, what: str, error: type[SpecError]) -> str:
     try:
         text = data.decode("utf-8-sig")
-        encoding = _bomless_encoding(data) if "\x00" in text else None
-        if encoding is not None:
-            raise error(f"line 1, column 1: {encoding} text without a byte-order mark (every other byte is 0x00)"
-                        if encoding == "UTF-16" else f"line 1, column 1: {encoding} text without a byte-order "
-                        "mark (three bytes in four are 0x00)", file=file,
-                        expected=f"a UTF-8 encoded {what} file (save it as UTF-8)")
-        return text
     except UnicodeDecodeError as exc:
         encoding = next((name for bom, name in _BOMS if data.startswith(bom)), None)
         if encoding is not None:   # said as "byte 0xff at offset 0 is not UTF-8 text", of a file that is text
             raise error(f"line 1, column 1: {encoding} text (it starts with a {encoding} byte-order mark)",
                         file=file, expected=f"a UTF-8 encoded {what} file (save it as UTF-8; in PowerShell, "
                         "Out-File -Encoding utf8)") from None
+        _refuse_bomless(data, file, what, error)
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise error(f"line {line}, column {column}: byte 0x{data[exc.start]:02x} at offset {exc.start} is not "
                     "UTF-8 text", file=file, expected=f"a UTF-8 encoded {what} file") from None
+    if "\x00" in text:
+        _refuse_bomless(data, file, what, error)
+    return text
+
+
+def _refuse_bomless(data: bytes, file: str, what: str, error: type[SpecError]) -> None:
+    encoding = _bomless_encoding(data) if b"\x00" in data[:1024] else None
+    if encoding is not None:
+        share = "every other byte is" if encoding == "UTF-16" else "two bytes in four are"
+        raise error(f"line 1, column 1: {encoding} text without a byte-order mark ({share} 0x00)", file=file,
+                    expected=f"a UTF-8 encoded {what} file (save it as UTF-8)")
 
 
 #: what was read of a pipe (a FIFO, the shell's `<(...)`), by absolute path: a pipe is read once, and every
