@@ -83,7 +83,10 @@ BAD = [
     ("bad-int-tag", HEAD + "seed: !!int abc\n", "seed", ["line 3, column 7", "cannot read 'abc' as !!int"]),
     ("bad-float-tag", HEAD + "parameters:\n  lr: {values: [!!float fast]}\n", "parameters.lr.values[0]",
      ["cannot read 'fast' as !!float"]),
-    ("unhashable-key", HEAD + "? [a, b]\n: 1\n", None, ["line 3", "unhashable key"]),
+    ("unhashable-key", HEAD + "? [a, b]\n: 1\n", None,
+     ["line 3", "a key that is a list or a mapping", "expected a key of text, a number, a boolean or null"]),
+    ("long-plain-key", HEAD + "k" * 1100 + ": 1\n", None,
+     ["line 3", "a key of more than 1024 characters", "YAML reads such a key only after '? '"]),
     ("flow-key-without-space", HEAD + "parameters: {lr: {values: [1]}}\nentity: {team:ml}\n", "entity.team:ml",
      ["line 4, column 10", "'team:ml' in {...} reads as a key with no value", "expected 'team: ml'"]),
 ]

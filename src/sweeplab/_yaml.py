@@ -239,6 +239,10 @@ class _Loader(yaml.SafeLoader):
                                   expected="plain YAML values (mappings, lists, strings, numbers, booleans, "
                                   "null); tags such as !!python/... are never read")
         problem = getattr(exc, "problem", None) or " ".join(str(exc).split()) or type(exc).__name__
+        if problem == "found unhashable key":   # `? [a, b]`: SafeConstructor's words, with no way out
+            return YAMLInputError("a key that is a list or a mapping", key=path,
+                                  mark=getattr(exc, "problem_mark", None) or node.start_mark,
+                                  expected="a key of text, a number, a boolean or null")
         if isinstance(node, ScalarNode):
             text = node.value if len(node.value) <= 60 else f"{node.value[:40]}...({len(node.value):,} characters)"
             return YAMLInputError(f"cannot read {text!r} as {_tag_name(tag)}: {problem}", key=path,
@@ -402,6 +406,16 @@ def forget_piped() -> None:
     _PIPED.clear()
 
 
+def _long_plain_key(text: str, mark: Any) -> bool:
+    """The ':' at `mark` ends a plain key longer than YAML allows one (1024 characters): PyYAML said "mapping
+    values are not allowed here", of a line that reads as a key and its value."""
+    lines = text.splitlines()
+    if mark.line >= len(lines):
+        return False
+    head = lines[mark.line][: mark.column].lstrip(" -")
+    return len(head) > 1024 and ": " not in head
+
+
 def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError, keys_as_text: bool = False) -> Any:
     """Read and parse a YAML file; `error` (SpecError or ConfigError) names the file, the key path and the line."""
     file = str(path)
@@ -433,4 +447,8 @@ def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError
         problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
         if "'\\t'" in problem:   # PyYAML: "found character '\t' that cannot start any token"
             problem = "a tab; YAML does not indent with tabs: indent with spaces"
+        elif (problem in ("mapping values are not allowed here", "could not find expected ':'") and mark is not None
+              and _long_plain_key(text, mark)):
+            problem = ("a key of more than 1024 characters: YAML reads such a key only after '? ' (`? long-key`, "
+                       "its value on the next line as `: value`)")
         raise error(f"invalid YAML: {where}{problem}", file=file) from None
