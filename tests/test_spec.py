@@ -253,6 +253,7 @@ ERRORS = [
     ("string-read-as-bool", {"profile": False}, "profile", "YAML reads yes, no, on, off, true and false as "
      "booleans: quote the text ('off', 'no')"),
     ("metric-name-read-as-bool", {"metric/name": True}, "metric.name", "quote the text ('on', 'yes')"),
+    ("name-read-as-bool", {"name": True}, "name", "got True; expected a string (YAML reads yes, no, on, off"),
     ("choice-read-as-bool", {"trial": {"workdir": True}}, "trial.workdir", "quote the text ('on', 'yes')"),
 ]
 

@@ -127,7 +127,7 @@ class _SpecParser(_WandbWarnings, _Limits):
     def label(self, raw: Any, key: str) -> Any:
         """`name: 2024`: W&B's schema wants a string, warns, and shows it; so does sweeplab, as text."""
         if isinstance(raw, bool) or _is_number(raw):
-            self.warn("must be a string", key, value=raw, expected="a string",
+            self.warn("must be a string", key, value=raw, expected="a string", hint=yaml_bool_hint(raw),
                       note=f"W&B warns and runs it; sweeplab reads it as {str(raw)!r}")
             return str(raw)
         return raw
