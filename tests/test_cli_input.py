@@ -859,3 +859,15 @@ def test_a_command_trial_with_text_the_c_locale_cannot_encode_runs_and_gets_it_a
                  if line.startswith("{\"argv\""))
     assert shown == {"argv": ["--label=naïve"], "sweep": UNICODE_NAME}
 
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["status", "--help"], ["sweep", "s.yaml", "-h"]],
+                         ids=["help", "h", "command-help", "after-arguments"])
+def test_help_with_stdout_closed_is_one_error_line_exit_1(tmp_path, args):
+    """`sweeplab --help >&-` printed nothing and exited 0 (click's echo writes nowhere when there is no stdout),
+    while every other output said `standard output is closed` and exited 1."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", *args], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE, text=True, timeout=120, preexec_fn=lambda: os.close(1))
+    assert cp.returncode == 1, cp.stderr
+    assert cp.stderr.startswith("error: standard output is closed") and len(cp.stderr.splitlines()) == 1, cp.stderr

@@ -473,3 +473,51 @@ def test_repeated_keys_name_the_first_override_they_clash_with(overrides, fragme
     with pytest.raises(ConfigError) as err:
         check_distinct_overrides(overrides)
     assert fragment in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("lr=0.5", "override 'lr=0.5' sets the sweep parameter 'lr': every trial would run with the override"),
+    ("~lr", "override '~lr' deletes the sweep parameter 'lr': every trial would run without it"),
+    ("~model", "override '~model' deletes the sweep parameter 'model.hidden': every trial would run without it"),
+], ids=["set", "delete", "delete-group"])
+def test_an_override_of_a_sweep_parameter_says_whether_it_sets_or_deletes_it(override, fragment):
+    """`~lr` was refused as an override that "sets the sweep parameter 'lr'", and trials that would "run with
+    the override": it deletes it, and trials would run without the value the sweep records."""
+    from sweeplab.config import check_overrides_against_parameters
+
+    with pytest.raises(ConfigError) as info:
+        check_overrides_against_parameters([override], ["lr", "model.hidden"])
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("override", ["model.hidden=6", "+model.hidden=6", "++model.hidden=6", "~model.hidden",
+                                      "opt.lr.decay=0.1"], ids=["set", "add", "set-or-add", "delete", "under"])
+@pytest.mark.parametrize("strict", [False, True], ids=["lenient", "strict"])
+def test_an_override_through_a_config_key_with_a_dot_is_refused(override, strict):
+    """A config file's `model.hidden: 5` is one key with a dot in it, while an override's dots name nested keys:
+    `model.hidden=6` was refused as an "unknown key 'model.hidden' (did you mean 'model.hidden'?)", and
+    `+model.hidden=6` (or any override where keys are not checked) added model: {hidden: 6} beside it, the
+    trial getting both, the stale 5 under the name the user wrote."""
+    base = {"model.hidden": 5, "opt": {"lr.decay": 0.5}}
+    with pytest.raises(ConfigError) as info:
+        apply_overrides(base, [override], strict=strict)
+    message = str(info.value)
+    assert "is one key of the config, with a dot in it" in message, message
+    assert "did you mean" not in message
+
+
+def test_a_parameter_through_a_config_key_with_a_dot_is_refused():
+    from sweeplab.config import check_parameters_against_config
+
+    with pytest.raises(ConfigError) as info:
+        check_parameters_against_config({"x": 1, "model.hidden": 5}, ["x", "model.hidden"])
+    assert "parameter 'model.hidden'" in str(info.value)
+    assert "'model.hidden' is one key of the config, with a dot in it" in str(info.value)
+    check_parameters_against_config({"x": 1, "model": {"hidden": 5}}, ["x", "model.hidden"])   # nested: fine
+    check_parameters_against_config({"data.csv": 5}, ["x"])   # a dotted key no parameter reaches: fine
+    # W&B keeps `model.dropout` one key when `model` is a parameter too: the trial gets the key it names
+    check_parameters_against_config({"model.dropout": 0.1}, ["model", "model.dropout"])
+
+
+def test_keys_with_dots_no_override_reaches_are_kept():
+    assert apply_overrides({"files": {"a.csv": 1}, "x": 1}, ["x=2"]) == {"files": {"a.csv": 1}, "x": 2}

@@ -539,3 +539,42 @@ def test_an_error_about_a_huge_duration_stays_one_short_line(tmp_path: Path, val
     line = assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: budget.time: ")
     assert len(line) < 600, len(line)
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("fork, fragment", [("", "--fork: expected a sweep name (a non-empty string); got ''"),
+                                            ("  ", "--fork: expected a sweep name (a non-empty string)"),
+                                            ("a\nb", "--fork: a sweep name cannot hold a control character")],
+                         ids=["empty", "blank", "newline"])
+def test_a_fork_name_is_checked_as_a_sweep_name_before_the_store_changes(tmp_path: Path, fork: str,
+                                                                         fragment: str) -> None:
+    """`resume OLD --fork '' --spec NEW.yaml` made a sweep named '' (a blank row in `status`), and
+    `--fork $'a\\nb'` one the printed next commands could not name: `--name` refused both, `--fork` did not."""
+    write(tmp_path / "s.yaml", GOOD + SPACE)
+    assert cli(tmp_path, "sweep", "s.yaml", "-q", "--name", "old").returncode == 0
+    before = (tmp_path / "store" / "store.db").read_bytes()
+    assert_one_line_error(cli(tmp_path, "resume", "old", "--spec", "s.yaml", "--fork", fork, "-q"), fragment)
+    assert json.loads(cli(tmp_path, "status", "--json").stdout)["sweeps"][0]["name"] == "old"
+    assert len(json.loads(cli(tmp_path, "status", "--json").stdout)["sweeps"]) == 1
+    assert (tmp_path / "store" / "store.db").read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["", "   "], ids=["empty", "blank"])
+def test_run_sweep_refuses_a_blank_name_before_the_store(tmp_path: Path, name: str) -> None:
+    """`sl.run_sweep(spec, name="   ")` recorded a sweep whose name is blank (a blank row in `status`), and
+    `name=""` one named 'sweep': the spec's `name:` and `--name` refuse both."""
+    with pytest.raises(SpecError, match=r"name: a sweep name cannot be blank"):
+        run_sweep({"function": f"{TRIALS}:quick", "method": "grid",
+                  "parameters": {"x": {"values": [1]}}}, store=tmp_path / "store", name=name)
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("where", ["config", "profile"])
+def test_a_parameter_through_a_config_key_with_a_dot_is_refused_before_the_store(tmp_path: Path, where: str) -> None:
+    """A base config (or profile) written `model.hidden: 5` and a sweep searching `model.hidden`: every trial got
+    the sampled model: {hidden: 7} and the stale 'model.hidden': 5 beside it, and the sweep ran."""
+    write(tmp_path / "c.yaml", "steps: 1\n" + ("model.hidden: 5\n" if where == "config" else ""))
+    write(tmp_path / "profiles" / "p.yaml", "model.hidden: 5\n" if where == "profile" else "data: /d\n")
+    write(tmp_path / "s.yaml", GOOD + "config: c.yaml\nprofile: p\nparameters:\n  model.hidden: {values: [7]}\n")
+    assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "parameters.model.hidden: ",
+                          "'model.hidden' is one key of the config, with a dot in it", "model: {hidden: ...}")
+    assert not (tmp_path / "store").exists()

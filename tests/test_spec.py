@@ -249,6 +249,12 @@ ERRORS = [
      "parameters.lr", "normal draws infinite values"),
     ("q-over-a-uniform", {"parameters/lr": {"distribution": "q_uniform", "min": 0, "max": 1, "q": 5}},
      "parameters.lr.q", "every value q_uniform draws is 0"),
+    # `profile: off`, `metric: {name: on}`: YAML 1.1 read the word as a boolean, and the error said "got False"
+    ("string-read-as-bool", {"profile": False}, "profile", "YAML reads yes, no, on, off, true and false as "
+     "booleans: quote the text ('off', 'no')"),
+    ("metric-name-read-as-bool", {"metric/name": True}, "metric.name", "quote the text ('on', 'yes')"),
+    ("name-read-as-bool", {"name": True}, "name", "got True; expected a string (YAML reads yes, no, on, off"),
+    ("choice-read-as-bool", {"trial": {"workdir": True}}, "trial.workdir", "quote the text ('on', 'yes')"),
 ]
 
 

@@ -48,6 +48,16 @@ BAD = [
     ("utf-16-be", ("\ufeff" + HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-16-be"), None,
      ["UTF-16 text"]),
     ("utf-32", (HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-32"), None, ["UTF-32 text"]),
+    ("utf-16-no-bom", (HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-16-le"), None,
+     ["line 1, column 1: UTF-16 text without a byte-order mark (every other byte is 0x00)",
+      "expected a UTF-8 encoded"]),
+    ("utf-16-be-no-bom", (HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-16-be"), None,
+     ["UTF-16 text without a byte-order mark"]),
+    ("utf-16-no-bom-non-ascii-start",
+     ("# 扫描 café\n" + HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-16-le"), None,
+     ["UTF-16 text without a byte-order mark"]),
+    ("utf-32-no-bom", (HEAD + "parameters: {lr: {values: [1]}}\n").encode("utf-32-le"), None,
+     ["UTF-32 text without a byte-order mark"]),
     ("control-character", HEAD + 'name: "a\x07b"\n', None,
      ["line 3, column 9", "unacceptable character #x0007", "expected printable text"]),
     ("deep-nesting", nested_parameters(1000), "parameters.x.parameters",
@@ -73,7 +83,10 @@ BAD = [
     ("bad-int-tag", HEAD + "seed: !!int abc\n", "seed", ["line 3, column 7", "cannot read 'abc' as !!int"]),
     ("bad-float-tag", HEAD + "parameters:\n  lr: {values: [!!float fast]}\n", "parameters.lr.values[0]",
      ["cannot read 'fast' as !!float"]),
-    ("unhashable-key", HEAD + "? [a, b]\n: 1\n", None, ["line 3", "unhashable key"]),
+    ("unhashable-key", HEAD + "? [a, b]\n: 1\n", None,
+     ["line 3", "a key that is a list or a mapping", "expected a key of text, a number, a boolean or null"]),
+    ("long-plain-key", HEAD + "k" * 1100 + ": 1\n", None,
+     ["line 3", "a key of more than 1024 characters", "YAML reads such a key only after '? '"]),
     ("flow-key-without-space", HEAD + "parameters: {lr: {values: [1]}}\nentity: {team:ml}\n", "entity.team:ml",
      ["line 4, column 10", "'team:ml' in {...} reads as a key with no value", "expected 'team: ml'"]),
 ]
@@ -207,6 +220,22 @@ def test_a_decimal_integer_too_long_to_store_says_so_not_what_python_says():
             yaml_load(text)
         assert "more than 4300 decimal digits cannot be stored" in str(err.value), str(err.value)[:300]
         assert "set_int_max_str_digits" not in str(err.value)
+
+
+@pytest.mark.parametrize("text", ["sep: =\n", "sep: [=, '-']\n", "sep: {a: =}\n"], ids=["plain", "list", "flow"])
+def test_a_plain_equals_sign_is_text_not_yaml_11_value_key(text):
+    # PyYAML's YAML 1.1 resolver tags a plain `=` as !!value, which it cannot build: a config `sep: =` or an
+    # override `sep==` was refused as an "unsupported YAML tag '!!value'" the user never wrote
+    assert "=" in str(yaml_load(text)["sep"])
+    assert parse_override("sep==") == ("sep", "=")
+
+
+def test_a_nul_byte_in_utf8_text_is_not_taken_for_utf16(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_bytes(HEAD.encode() + b"name: a\x00b\n")
+    with pytest.raises(SpecError, match=r"unacceptable character #x0000") as info:
+        load_spec(path)
+    assert "UTF-16" not in str(info.value)
 
 
 def test_refusals_are_yaml_errors_for_overrides_too():

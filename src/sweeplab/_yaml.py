@@ -239,6 +239,10 @@ class _Loader(yaml.SafeLoader):
                                   expected="plain YAML values (mappings, lists, strings, numbers, booleans, "
                                   "null); tags such as !!python/... are never read")
         problem = getattr(exc, "problem", None) or " ".join(str(exc).split()) or type(exc).__name__
+        if problem == "found unhashable key":   # `? [a, b]`: SafeConstructor's words, with no way out
+            return YAMLInputError("a key that is a list or a mapping", key=path,
+                                  mark=getattr(exc, "problem_mark", None) or node.start_mark,
+                                  expected="a key of text, a number, a boolean or null")
         if isinstance(node, ScalarNode):
             text = node.value if len(node.value) <= 60 else f"{node.value[:40]}...({len(node.value):,} characters)"
             return YAMLInputError(f"cannot read {text!r} as {_tag_name(tag)}: {problem}", key=path,
@@ -292,7 +296,10 @@ def _construct_float(loader: yaml.SafeLoader, node: Any) -> float:
 _Loader.yaml_constructors = {t: c for t, c in yaml.SafeLoader.yaml_constructors.items() if t not in _NOT_JSON}
 _Loader.yaml_constructors[_STD_TAG + "int"] = _construct_int
 _Loader.yaml_constructors[_STD_TAG + "float"] = _construct_float
-_Loader.yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag not in _NOT_JSON | _NUMBER_TAGS]
+# `=` is the text '=': YAML 1.1 tags a plain `=` as !!value (a "default value" key no loader builds), so `sep: =`
+# and the override `sep==` were refused as an "unsupported YAML tag '!!value'" nobody wrote
+_VALUE = _STD_TAG + "value"
+_Loader.yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag not in _NOT_JSON | _NUMBER_TAGS | {_VALUE}]
                                    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _Loader.add_implicit_resolver(_STD_TAG + "int", _INT, list("-+0123456789"))       # before float: `3` is an int
 _Loader.add_implicit_resolver(_STD_TAG + "float", _FLOAT, list("-+0123456789."))
@@ -317,19 +324,51 @@ _BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\x
          (b"\xfe\xff", "UTF-16"))
 
 
+def _bomless_encoding(data: bytes) -> str | None:
+    """UTF-16 or UTF-32 written without a byte-order mark, told by where the 0x00 bytes of its first characters
+    fall (the high bytes of ASCII and Latin text, as YAML's keys are): such a file is valid UTF-8 and failed as
+    "unacceptable character #x0000", which does not say what the file is. Called only for text holding a NUL."""
+    head = data[:1024]
+    for width, name in ((4, "UTF-32"), (2, "UTF-16")):
+        size = len(head) - len(head) % width
+        if size < 2 * width:
+            continue
+        zeros = [sum(1 for i in range(k, size, width) if head[i] == 0) / (size // width) for k in range(width)]
+        for low in (0, width - 1):   # little-endian: 'a\0' ('a\0\0\0'); big-endian: '\0a'
+            if width == 4:   # a character below U+10000: its two high bytes are 0x00, its lowest is rarely
+                high = (2, 3) if low == 0 else (0, 1)
+                if all(zeros[k] == 1 for k in high) and zeros[low] < 0.05:
+                    return name
+            elif zeros[1 - low] >= 0.3 and zeros[low] < 0.05:
+                return name
+    return None
+
+
 def _decode(data: bytes, file: str, what: str, error: type[SpecError]) -> str:
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         encoding = next((name for bom, name in _BOMS if data.startswith(bom)), None)
         if encoding is not None:   # said as "byte 0xff at offset 0 is not UTF-8 text", of a file that is text
             raise error(f"line 1, column 1: {encoding} text (it starts with a {encoding} byte-order mark)",
                         file=file, expected=f"a UTF-8 encoded {what} file (save it as UTF-8; in PowerShell, "
                         "Out-File -Encoding utf8)") from None
+        _refuse_bomless(data, file, what, error)
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise error(f"line {line}, column {column}: byte 0x{data[exc.start]:02x} at offset {exc.start} is not "
                     "UTF-8 text", file=file, expected=f"a UTF-8 encoded {what} file") from None
+    if "\x00" in text:
+        _refuse_bomless(data, file, what, error)
+    return text
+
+
+def _refuse_bomless(data: bytes, file: str, what: str, error: type[SpecError]) -> None:
+    encoding = _bomless_encoding(data) if b"\x00" in data[:1024] else None
+    if encoding is not None:
+        share = "every other byte is" if encoding == "UTF-16" else "two bytes in four are"
+        raise error(f"line 1, column 1: {encoding} text without a byte-order mark ({share} 0x00)", file=file,
+                    expected=f"a UTF-8 encoded {what} file (save it as UTF-8)")
 
 
 #: what was read of a pipe (a FIFO, the shell's `<(...)`), by absolute path: a pipe is read once, and every
@@ -367,6 +406,16 @@ def forget_piped() -> None:
     _PIPED.clear()
 
 
+def _long_plain_key(text: str, mark: Any) -> bool:
+    """The ':' at `mark` ends a plain key longer than YAML allows one (1024 characters): PyYAML said "mapping
+    values are not allowed here", of a line that reads as a key and its value."""
+    lines = text.splitlines()
+    if mark.line >= len(lines):
+        return False
+    head = lines[mark.line][: mark.column].lstrip(" -")
+    return len(head) > 1024 and ": " not in head
+
+
 def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError, keys_as_text: bool = False) -> Any:
     """Read and parse a YAML file; `error` (SpecError or ConfigError) names the file, the key path and the line."""
     file = str(path)
@@ -398,4 +447,8 @@ def read_yaml(path: str | Path, *, what: str, error: type[SpecError] = SpecError
         problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
         if "'\\t'" in problem:   # PyYAML: "found character '\t' that cannot start any token"
             problem = "a tab; YAML does not indent with tabs: indent with spaces"
+        elif (problem in ("mapping values are not allowed here", "could not find expected ':'") and mark is not None
+              and _long_plain_key(text, mark)):
+            problem = ("a key of more than 1024 characters: YAML reads such a key only after '? ' (`? long-key`, "
+                       "its value on the next line as `: value`)")
         raise error(f"invalid YAML: {where}{problem}", file=file) from None

@@ -95,11 +95,14 @@ def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: boo
         _refuse_workdir_override(spec, overrides)
         check_config_reaches_trials(function_trials=spec.is_function, config=spec.config, profile=spec.profile,
                                     overrides=list(overrides), file=str(spec.source) if spec.source else None)
-    if overrides:
+    if overrides or (new_sweep and (spec.config is not None or spec.profile)):
         from sweeplab.config import apply_overrides, check_overrides_against_parameters, load_base_config
+        from sweeplab.config import check_parameters_against_config as _check_params
 
         base = (load_base_config(spec.config, spec.profile, spec_file=spec.source, cwd=os.getcwd())
                 if spec.config is not None or spec.profile else {})
+        if new_sweep:   # `model.hidden` searched, the config's one key 'model.hidden' kept stale in every trial
+            _check_params(base, list(spec.space.params))
         apply_overrides(base, list(overrides))
         if new_sweep:
             check_overrides_against_parameters(list(overrides), list(spec.space.params))

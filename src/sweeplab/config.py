@@ -35,6 +35,7 @@ __all__ = [
     "check_config_reaches_trials",
     "check_distinct_overrides",
     "check_overrides_against_parameters",
+    "check_parameters_against_config",
     "coerce",
     "deep_merge",
     "find_profile",
@@ -431,6 +432,7 @@ def apply_overrides(base: Mapping[str, Any], overrides: Sequence[str], *, strict
     out = deep_merge({}, base)
     for text in overrides:
         op, key, value = _parse_override(text)
+        _refuse_through_dotted_key(out, key, f"override '{_clip(text)}'")
         exists, current = _lookup(out, key)
         if op == "+" and exists:
             raise ConfigError(
@@ -464,6 +466,51 @@ def apply_overrides(base: Mapping[str, Any], overrides: Sequence[str], *, strict
             )
         _set_dotted(out, key, value, source=f"override {_clip(text)!r}")
     return out
+
+
+def _dotted_literal(config: Mapping[str, Any], dotted: str) -> tuple[str, str] | None:
+    """(where, key) when the nested keys `dotted` names run into a key with a dot in it (a config file's
+    `model.hidden: 5`, or `lr.decay` under `opt`): `where` is the dotted path of the mapping that holds it."""
+    parts = dotted.split(".")
+    node: Any = config
+    for i in range(len(parts) - 1):
+        if not isinstance(node, Mapping):
+            return None
+        for j in range(len(parts), i + 1, -1):
+            if ".".join(parts[i:j]) in node:
+                return ".".join(parts[:i]), ".".join(parts[i:j])
+        node = node.get(parts[i])
+    return None
+
+
+def _refuse_through_dotted_key(config: Mapping[str, Any], dotted: str, what: str, *, key: str | None = None) -> None:
+    """A ConfigError when `what` (an override, a parameter) names nested keys where the config holds one key with
+    a dot: `model.hidden=6` was "unknown key 'model.hidden' (did you mean 'model.hidden'?)", and where keys were
+    not checked (`+model.hidden=6`, a sweep parameter) the trial got model: {hidden: 6} beside the stale
+    'model.hidden': 5."""
+    found = _dotted_literal(config, dotted)
+    if found is None:
+        return
+    where, literal = found
+    head, _, rest = literal.partition(".")
+    raise ConfigError(
+        f"{what} names nested keys ({' > '.join(dotted.split('.'))}), but {literal!r} is one key of the config, "
+        f"with a dot in it" + (f" (under '{where}')" if where else ""), key=key or _clip(dotted),
+        expected=f"the config file to nest it ({head}: {{{rest}: ...}}): dots in overrides, parameters and "
+        "config paths name nested keys",
+    )
+
+
+def check_parameters_against_config(config: Mapping[str, Any], parameters: Sequence[str]) -> None:
+    """Refuse a sweep parameter (`model.hidden`) whose nested keys run into a key with a dot of the base config or
+    profile (`model.hidden: 5`): each trial would get the sampled model: {hidden: 7} and the stale
+    'model.hidden': 5 beside it. A dotted parameter under another parameter (`model` and `model.dropout`) is
+    one key, as W&B keeps it (`space.unflatten`), so it replaces the config's key of that name."""
+    names = set(parameters)
+    for name in parameters:
+        parts = name.split(".")
+        if len(parts) > 1 and not any(".".join(parts[:i]) in names for i in range(1, len(parts))):
+            _refuse_through_dotted_key(config, name, f"parameter '{name}'", key=f"parameters.{name}")
 
 
 def override_list(overrides: Sequence[str] | str | None) -> list[str]:
@@ -541,13 +588,14 @@ def check_overrides_against_parameters(overrides: Sequence[str], parameters: Seq
     for i, name in enumerate(names):
         index.add(name, i)
     for text in overrides:
-        key = parse_override(text)[0]
+        op, key, _value = _parse_override(text)
         clash = index.first_clash(key)
         if clash is not None:
             name = names[clash]
+            does, runs = ("deletes", "without it") if op == "~" else ("sets", "with the override")
             raise ConfigError(
-                f"override '{_clip(text)}' sets the sweep parameter '{name}': every trial would run with the "
-                "override while the sweep records its sampled value", key=_clip(key),
+                f"override '{_clip(text)}' {does} the sweep parameter '{name}': every trial would run {runs} "
+                "while the sweep records its sampled value", key=_clip(key),
                 expected="overrides of keys the sweep does not search",
                 hint=f"change parameters.{name} in the spec, or drop the override",
             )

@@ -73,6 +73,12 @@ def _one_command() -> None:
 
 def _main() -> None:
     try:
+        if sys.stdout is None and any(a in ("--help", "-h") for a in sys.argv[1:]):
+            # started with fd 1 closed (`>&-`): click's echo writes the help nowhere and the command exited 0,
+            # while every other output says so (cli/output.py)
+            from sweeplab.cli.output import _CLOSED_STDOUT
+
+            raise SweeplabError(_CLOSED_STDOUT)
         code = _app_for(sys.argv)(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as e:

@@ -51,6 +51,12 @@ def resume(
 
     if workers is not None and workers < 1:   # 0 would silently mean one per core
         raise UserError(f"--workers must be at least 1; got {workers}")
+    if fork is not None:   # a new sweep's name, checked as `--name` is: '' or a newline made one no command names
+        from sweeplab.spec import check_sweep_name
+
+        if not fork.strip():
+            raise UserError(f"--fork: expected a sweep name (a non-empty string); got {fork!r}")
+        check_sweep_name(fork, key="--fork")
     _known_sweep(store, sweep_name)   # before the writer opens (and would create) the store
     st = _open_store(store)
     row = st.sweep_row(sweep_name)

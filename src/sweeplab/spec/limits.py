@@ -10,7 +10,7 @@ from typing import Any
 from sweeplab._values import is_int as _is_int
 from sweeplab._values import parse_duration
 from sweeplab.spec.model import WORKDIRS, Budget, Resources, TrialPolicy
-from sweeplab.spec.reader import _did_you_mean, _Reader
+from sweeplab.spec.reader import _did_you_mean, _Reader, yaml_bool_hint
 from sweeplab.types import PLACEMENTS
 
 _SIZE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(b|[kmgt]i?b?)?")   # "100MB", "64 KiB", "1.5g"
@@ -225,7 +225,7 @@ def workdir_choice(raw: Any, *, file: str | None = None, key: str = "trial.workd
     raise SpecError("unknown working directory choice", file=file, key=key, value=raw,
                     expected=f"one of {', '.join(WORKDIRS)} (sweep: the sweep's working directory, shared by "
                              "every trial; trial: a directory of its own per trial)",
-                    hint=_did_you_mean(str(raw), WORKDIRS) if isinstance(raw, str) else None)
+                    hint=_did_you_mean(str(raw), WORKDIRS) if isinstance(raw, str) else yaml_bool_hint(raw))
 
 
 def _findable(top: str, base_dir: Path | None) -> bool:

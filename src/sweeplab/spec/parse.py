@@ -37,7 +37,7 @@ from sweeplab.spec.keys import (
 from sweeplab.spec.limits import _Limits
 from sweeplab.spec.model import MAX_SEED, Constraint, MetricSpec, SweepSpec
 from sweeplab.spec.points import parse_points
-from sweeplab.spec.reader import _did_you_mean
+from sweeplab.spec.reader import _did_you_mean, yaml_bool_hint
 from sweeplab.spec.wandb import _WandbWarnings
 from sweeplab.types import Goal
 
@@ -45,7 +45,11 @@ from sweeplab.types import Goal
 def check_sweep_name(name: str, *, key: str = "name", file: str | None = None) -> str:
     """`name` when it can name a sweep (from a spec's `name:`, `--name` or `sl.sweep(name=...)`), else a
     SpecError: a control character (NUL, newline, tab, escape) makes a sweep that no command line can name
-    again, or whose printed `sweeplab best NAME` names another sweep."""
+    again, or whose printed `sweeplab best NAME` names another sweep. A blank name (`sl.run_sweep(name="  ")`,
+    `resume --fork ''`) made a sweep that `status` showed as a blank row."""
+    if not name.strip():
+        raise SpecError("a sweep name cannot be blank", file=file, key=key, value=name,
+                        expected="a non-empty name, e.g. lr-sweep or team/lr-sweep")
     bad = next((ch for ch in name if unicodedata.category(ch) == "Cc"), None)
     if bad is not None:
         raise SpecError(f"a sweep name cannot hold a control character ({bad!r})", file=file, key=key, value=name,
@@ -123,7 +127,7 @@ class _SpecParser(_WandbWarnings, _Limits):
     def label(self, raw: Any, key: str) -> Any:
         """`name: 2024`: W&B's schema wants a string, warns, and shows it; so does sweeplab, as text."""
         if isinstance(raw, bool) or _is_number(raw):
-            self.warn("must be a string", key, value=raw, expected="a string",
+            self.warn("must be a string", key, value=raw, expected="a string", hint=yaml_bool_hint(raw),
                       note=f"W&B warns and runs it; sweeplab reads it as {str(raw)!r}")
             return str(raw)
         return raw
@@ -147,7 +151,7 @@ class _SpecParser(_WandbWarnings, _Limits):
             raise self.error("W&B's custom method is not supported", "method", value=raw, expected=expected)
         if raw not in methods:
             raise self.error("unknown method", "method", value=raw, expected=expected,
-                             hint=_did_you_mean(str(raw), methods))
+                             hint=yaml_bool_hint(raw) or _did_you_mean(str(raw), methods))
         return str(raw)
 
     def objectives(self, raw: Any, method: str) -> tuple[MetricSpec, ...]:
@@ -461,7 +465,7 @@ class _SpecParser(_WandbWarnings, _Limits):
         if kind not in types:
             raise self.error("unknown early_terminate type", "early_terminate.type", value=kind,
                              expected=f"one of {', '.join(types)}",
-                             hint=_did_you_mean(str(kind), types))
+                             hint=yaml_bool_hint(kind) or _did_you_mean(str(kind), types))
         if raw.get("metric") is None and metric.name is None:
             raise self.error("early termination needs a metric", "early_terminate",
                              expected="a sweep metric or early_terminate.metric")

@@ -16,6 +16,15 @@ def _did_you_mean(word: str, choices: Sequence[str]) -> str | None:
     return _values.did_you_mean(word, choices)
 
 
+def yaml_bool_hint(raw: Any) -> str | None:
+    """For a boolean where text was expected (`profile: off`, `metric: {name: on}`): YAML 1.1, which W&B's
+    files are written in, reads the word as a boolean, and the error said "got False" of what the user wrote."""
+    if not isinstance(raw, bool):
+        return None
+    words = "'on', 'yes'" if raw else "'off', 'no'"
+    return f"YAML reads yes, no, on, off, true and false as booleans: quote the text ({words})"
+
+
 class _Abbrev(str):
     def __repr__(self) -> str:
         return str(self)
@@ -61,7 +70,8 @@ class _Reader:
         if raw is None:
             return None
         if not isinstance(raw, str) or not raw.strip():
-            raise self.error("must be a non-empty string", key, value=raw, expected="a string")
+            raise self.error("must be a non-empty string", key, value=raw, expected="a string",
+                             hint=yaml_bool_hint(raw))
         if "\x00" in raw:   # a path, module, address or choice: open() and exec() raised ValueError on it
             raise self.error("cannot hold a NUL byte (\\0)", key, value=raw, expected="text without NUL bytes")
         return raw
@@ -86,5 +96,5 @@ class _Reader:
         if raw is None:
             return None
         if not isinstance(raw, str):
-            raise self.error("must be a string", key, value=raw, expected="a string")
+            raise self.error("must be a string", key, value=raw, expected="a string", hint=yaml_bool_hint(raw))
         return raw
