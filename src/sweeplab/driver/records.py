@@ -137,9 +137,10 @@ def resources_dict(res: Resources) -> dict[str, Any]:
 
 def judged_curve(curve: Mapping[int, float], verdict: Mapping[str, Any] | None) -> dict[int, float]:
     """The intermediate values a searcher is told of a trial a verdict stopped: those up to the step it was judged
-    at (`verdict["step"]`). A trial that is not held at that report (the median rule, a command trial) reports on
-    until it notices the stop, as far as its timing lets it; told those reports, a searcher (TPE ranks pruned
-    trials by their last value) would learn what the timing decided. Without a verdict step: the whole curve."""
+    at (`verdict["step"]`). A trial that is not held at that report (the median rule, a command trial not
+    using `Run.from_env`) reports on until it notices the stop, as far as its timing lets it; told those
+    reports, a searcher (TPE ranks pruned trials by their last value) would learn what the timing decided.
+    Without a verdict step: the whole curve."""
     step = (verdict or {}).get("step")
     if isinstance(step, bool) or not isinstance(step, (int, float)):
         return dict(curve)
