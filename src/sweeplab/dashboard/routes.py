@@ -447,11 +447,13 @@ def build_routes(reader: Reader) -> list[Route]:
         if target is None:
             return _json({"error": f"trial {number} has no log file in the store", "path": rel}, 404)
         tail = _int(request, "tail", 64 * 1024, 1, MAX_LOG_TAIL)
-        size = target.stat().st_size
         with target.open("rb") as fh:
-            if size > tail:
-                fh.seek(size - tail)
-            data = fh.read(tail)
+            for _ in range(3):   # a capped log (trial.log_max) cut between its size and the read: look again
+                size = os.fstat(fh.fileno()).st_size
+                fh.seek(max(0, size - tail))
+                data = fh.read(tail)
+                if data or not size:
+                    break
         text = data.decode("utf-8", errors="replace")
         if size > tail and "\n" in text:
             text = text.split("\n", 1)[1]  # drop the partial first line
