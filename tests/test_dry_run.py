@@ -96,7 +96,9 @@ def test_the_smoke_checks_own_import_of_the_target_is_not_the_commands_overhead(
     assert done.returncode == 0 and "smoke check passed" in done.stdout, done.stdout + done.stderr
     assert wall > 3   # the import did take its 3 s in the driver
     timing = json.loads((tmp_path / SMOKE_RECORD).read_text())["s.yaml"]
-    assert timing["overhead_s"] < 3, timing
+    # without the 3 s: less than the command's whole time minus most of them (a load that slows the command
+    # slows both sides; a fixed bound of 3 s failed at load 10 with an overhead of 4.4 s in a 9 s command)
+    assert timing["overhead_s"] < wall - 2.5, (timing, wall)
 
 
 def test_dry_run_without_a_smoke_says_so(tmp_path: Path) -> None:
