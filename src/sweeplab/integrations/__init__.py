@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["claim_directory", "release_directory", "scalars"]
+__all__ = ["BoosterCallback", "claim_directory", "release_directory", "scalars"]
 
 
 def scalars(values: Mapping[str, Any], keys: Iterable[str] | None = None) -> dict[str, float]:
@@ -59,6 +59,46 @@ def _number(value: Any) -> float | None:
         return None
     return None
 
+
+
+class BoosterCallback:
+    """What the gradient-boosting callbacks (XGBoost, LightGBM) share: the names to report and the last values
+    reported (`metrics`, what `train` can return), and the booster a resumed attempt goes on from
+    (`resume_model()`, `rounds_done`). A subclass says how its framework reads a checkpoint (`_load`)."""
+
+    def __init__(self, run: Any, *, metrics: Iterable[str] | None = None, checkpoint: bool = True) -> None:
+        super().__init__()   # the framework's callback base, where there is one
+        self.run = run
+        self.keys = list(metrics) if metrics is not None else None
+        self.checkpoint = checkpoint
+        self.metrics: dict[str, float] = {}   # the last reported round's values
+        self.rounds_done = 0                  # rounds of the model `resume_model()` returned
+        self._resumed: Any = None
+        self._restored = False
+
+    def resume_model(self) -> Any:
+        """This trial's newest checkpoint as the framework's booster, to continue training from (`xgb_model=`,
+        `init_model=`), or None on a first attempt. The framework then trains `num_boost_round` rounds *more*
+        (`n_estimators` more), so pass the rounds left: `config.rounds - callback.rounds_done` (`rounds_done`
+        is set by this call)."""
+        if self._restored or not self.checkpoint:
+            return self._resumed
+        self._restored = True
+        found = self.run.restore()
+        if isinstance(found, (bytes, bytearray, memoryview)):
+            self._resumed, self.rounds_done = self._load(bytes(found))
+        return self._resumed
+
+    def _load(self, data: bytes) -> tuple[Any, int]:
+        """The booster a checkpoint holds and its rounds."""
+        raise NotImplementedError
+
+    def _report(self, metrics: dict[str, float], step: int) -> None:
+        if self.keys is not None:
+            metrics = {k: v for k, v in metrics.items() if k in self.keys}
+        if metrics:
+            self.metrics = metrics
+            self.run.log(metrics, step=step)   # at a scheduler's rung: waits for the verdict
 
 
 MARKER = ".sweeplab-trial"   # in a framework's output directory: the trial that writes there now

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sweeplab._imports import optional_import
-from sweeplab.integrations import scalars
+from sweeplab.integrations import BoosterCallback, scalars
 from sweeplab.run import Run
 
 __all__ = ["SweeplabCallback"]
@@ -27,7 +27,7 @@ __all__ = ["SweeplabCallback"]
 lgb = optional_import("lightgbm", "lightgbm", "the LightGBM callback")
 
 
-class SweeplabCallback:
+class SweeplabCallback(BoosterCallback):
     """Connects LightGBM's training loop to a trial's `Run`.
 
     After each boosting round it logs the round's evaluation results as `"<data>-<metric>"` (`"val-l2"` for
@@ -48,42 +48,20 @@ class SweeplabCallback:
     before_iteration = False
 
     def __init__(self, run: Run, *, metrics: Sequence[str] | None = None, checkpoint: bool = True) -> None:
+        super().__init__(run, metrics=metrics, checkpoint=checkpoint)
         # LightGBM runs callbacks in the order of this attribute: after `log_evaluation` (10) and
         # `record_evaluation` (20), before `early_stopping` (30), so the round early stopping ends on is still
         # reported. An instance attribute: `lgb.train` gives one the instance lacks its place in the list
         self.order = 25
-        self.run = run
-        self.keys = list(metrics) if metrics is not None else None
-        self.checkpoint = checkpoint
-        self.metrics: dict[str, float] = {}   # the last reported round's values (what `train` can return)
-        self.rounds_done = 0                  # rounds of the model `resume_model()` returned
-        self._resumed: Any = None
-        self._restored = False
 
-    # ------------------------------------------------------------------ resume
-    def resume_model(self) -> Any:
-        """This trial's newest checkpoint as an `lgb.Booster`, to pass as `lgb.train(init_model=...)` (or a
-        scikit-learn estimator's `fit(init_model=...)`), or None on a first attempt. LightGBM then trains
-        `num_boost_round` rounds *more* (`n_estimators` more), so pass the rounds left:
-        `config.rounds - callback.rounds_done` (`rounds_done` is set by this call)."""
-        if self._restored or not self.checkpoint:
-            return self._resumed
-        self._restored = True
-        found = self.run.restore()
-        if isinstance(found, (bytes, bytearray, memoryview)):
-            booster = lgb.Booster(model_str=bytes(found).decode())
-            self._resumed, self.rounds_done = booster, booster.current_iteration()
-        return self._resumed
+    def _load(self, data: bytes) -> tuple[Any, int]:
+        booster = lgb.Booster(model_str=data.decode())
+        return booster, booster.current_iteration()
 
     # ------------------------------------------------------------------ the hook
     def __call__(self, env: Any) -> None:
         step = int(env.iteration)
-        metrics = _results(env.evaluation_result_list or ())
-        if self.keys is not None:
-            metrics = {k: v for k, v in metrics.items() if k in self.keys}
-        if metrics:
-            self.metrics = metrics
-            self.run.log(metrics, step=step)   # at a scheduler's rung: waits for the verdict
+        self._report(_results(env.evaluation_result_list or ()), step)
         if self.checkpoint and isinstance(env.model, lgb.Booster) and self.run.checkpoint_due(step):
             self.run.checkpoint(env.model.model_to_string().encode(), step=step, force=True)
         if self.run.should_stop:

@@ -15,19 +15,18 @@ booster through `run.checkpoint`, and ends training once the trial should stop (
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from sweeplab._imports import optional_import
-from sweeplab.integrations import scalars
-from sweeplab.run import Run
+from sweeplab.integrations import BoosterCallback, scalars
 
 __all__ = ["SweeplabCallback"]
 
 xgb = optional_import("xgboost", "xgboost", "the XGBoost callback")
 
 
-class SweeplabCallback(xgb.callback.TrainingCallback):  # type: ignore[misc,name-defined]
+class SweeplabCallback(BoosterCallback, xgb.callback.TrainingCallback):  # type: ignore[misc,name-defined]
     """Connects XGBoost's training loop to a trial's `Run`.
 
     After each boosting round it logs the round's evaluation results as `"<data>-<metric>"` (`"val-rmse"` for
@@ -44,42 +43,16 @@ class SweeplabCallback(xgb.callback.TrainingCallback):  # type: ignore[misc,name
     checkpoint  False: never checkpoint (and `resume_model()` returns None)
     """
 
-    def __init__(self, run: Run, *, metrics: Sequence[str] | None = None, checkpoint: bool = True) -> None:
-        super().__init__()
-        self.run = run
-        self.keys = list(metrics) if metrics is not None else None
-        self.checkpoint = checkpoint
-        self.metrics: dict[str, float] = {}   # the last reported round's values (what `train` can return)
-        self.rounds_done = 0                  # rounds of the model `resume_model()` returned
-        self._resumed: Any = None
-        self._restored = False
-
-    # ------------------------------------------------------------------ resume
-    def resume_model(self) -> Any:
-        """This trial's newest checkpoint as an `xgb.Booster`, to pass as `xgb.train(xgb_model=...)` (or a
-        scikit-learn estimator's `fit(xgb_model=...)`), or None on a first attempt. XGBoost then trains
-        `num_boost_round` rounds *more* (`n_estimators` more), so pass the rounds left:
-        `config.rounds - callback.rounds_done` (`rounds_done` is set by this call)."""
-        if self._restored or not self.checkpoint:
-            return self._resumed
-        self._restored = True
-        found = self.run.restore()
-        if isinstance(found, (bytes, bytearray, memoryview)):
-            booster = xgb.Booster()
-            booster.load_model(bytearray(found))
-            self._resumed, self.rounds_done = booster, booster.num_boosted_rounds()
-        return self._resumed
+    def _load(self, data: bytes) -> tuple[Any, int]:
+        booster = xgb.Booster()
+        booster.load_model(bytearray(data))
+        return booster, booster.num_boosted_rounds()
 
     # ------------------------------------------------------------------ hooks
     def after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Mapping[str, Any]]) -> bool:
         rounds = _rounds(model)
         step = rounds - 1 if rounds is not None else int(epoch)
-        metrics = _results(evals_log)
-        if self.keys is not None:
-            metrics = {k: v for k, v in metrics.items() if k in self.keys}
-        if metrics:
-            self.metrics = metrics
-            self.run.log(metrics, step=step)   # at a scheduler's rung: waits for the verdict
+        self._report(_results(evals_log), step)
         if self.checkpoint and isinstance(model, xgb.Booster) and self.run.checkpoint_due(step):
             self.run.checkpoint(bytes(model.save_raw("ubj")), step=step, force=True)
         if not self.run.should_stop:
