@@ -1,0 +1,142 @@
+"""A W&B program in a command trial is held at the scheduler's decision steps (an ASHA rung, a hyperband band)
+as a program using `sl.Run.from_env()` is: the hook's `wandb.log` at such a step writes the report and an
+`@decide` line and waits for the verdict file (wandb_compat/_boot/_sweeplab_wandb_hook.py, `_Hold`), so a
+pruned run trains nothing past its rung. W&B's own agent does not hold runs: its controller stops them at its
+next look, minutes later. Real sweeps of real W&B programs, offline."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sweeplab.wandb_compat import BOOT_DIR
+
+pytest.importorskip("wandb", reason="pip install 'sweeplab[wandb]'")
+pytestmark = pytest.mark.slow
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+PROGRAM = """\
+import pathlib, sys
+import wandb
+
+run = wandb.init(project="held")
+kind, out = run.config.kind, pathlib.Path(run.config.out)
+floor = 0.2 if kind.endswith("-b") else 0.1
+for step in range(1, run.config.steps + 1):
+    (out / f"{kind}.trained").write_text(str(step))          # this step was trained
+    loss = floor + 1.0 / step if kind.startswith("good") else 2.0 + 0.5 / step
+    wandb.log({"val_loss": loss}, step=step)
+run.finish()
+"""
+
+
+def _offline_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "SWEEPLAB_"))}
+    nowhere = "http://127.0.0.1:9"
+    env.update({"WANDB_BASE_URL": nowhere, "HTTP_PROXY": nowhere, "HTTPS_PROXY": nowhere, "http_proxy": nowhere,
+                "https_proxy": nowhere, "NO_PROXY": "", "no_proxy": "", "WANDB_API_KEY": "",
+                "PYTHONPATH": os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)})
+    env.update(extra)
+    return env
+
+
+ASHA = "{type: asha, min_iter: 1, max_iter: 300, eta: 3}"
+HYPERBAND = "{type: hyperband, min_iter: 1, max_iter: 300, eta: 3}"   # bands count reports
+
+
+@pytest.mark.parametrize("early", [ASHA, HYPERBAND], ids=["asha", "hyperband"])
+def test_a_pruned_wandb_program_trains_nothing_past_its_rung_and_a_continued_one_goes_on(tmp_path, early):
+    """Without the hold the hopeless runs (no pause between steps) trained and logged past step 1 until the
+    SIGTERM of the prune reached them, as many steps as the round trip through the driver took."""
+    (tmp_path / "train.py").write_text(PROGRAM)
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "sweep.yaml").write_text(
+        "program: train.py\nmethod: grid\nmetric: {name: val_loss, goal: minimize}\n"
+        f"early_terminate: {early}\ntrial: {{retries: 0}}\nparameters:\n"
+        "  kind: {values: [good-b, good, hopeless-a, hopeless-b]}\n  steps: {value: 300}\n"
+        f"  out: {{value: '{out}'}}\n")
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", "store", "-q",
+                           "--workers", "1"], cwd=tmp_path, env=_offline_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with sqlite3.connect(tmp_path / "store" / "store.db") as c:
+        reported = c.execute("SELECT t.state, MAX(m.step) FROM metrics m JOIN trials t ON t.id = m.trial_id "
+                             "WHERE m.key = 'val_loss' GROUP BY t.number ORDER BY t.number").fetchall()
+    assert reported == [("completed", 300), ("completed", 300), ("pruned", 1), ("pruned", 1)]
+    trained = {p.stem: int(p.read_text()) for p in out.glob("*.trained")}
+    assert trained == {"good-b": 300, "good": 300, "hopeless-a": 1, "hopeless-b": 1}
+
+
+WAITER = """\
+import signal, sys
+import wandb
+
+if sys.argv[1] == "handler":   # the program's own SIGTERM handler: it saves and exits 3
+    signal.signal(signal.SIGTERM, lambda signum, frame: (print("handled", flush=True), sys.exit(3)))
+run = wandb.init(project="held")
+wandb.log({"val_loss": 1.0})           # step 0
+wandb.log({"val_loss": 0.5})           # step 1, decision step 1: waits for the verdict
+print("returned", flush=True)
+run.finish()
+"""
+
+
+def _program(tmp_path: Path, worker_pid: int, how: str = "plain") -> subprocess.Popen[str]:
+    params = tmp_path / "params.yaml"
+    params.write_text("wandb_version: 1\n")
+    env = _offline_env(
+        PYTHONPATH=os.pathsep.join([str(BOOT_DIR), os.environ.get("PYTHONPATH", "")]),
+        WANDB_MODE="offline", WANDB_SWEEP_PARAM_PATH=str(params), WANDB_DIR=str(tmp_path),
+        SWEEPLAB_REPORT_FILE=str(tmp_path / "r.jsonl"), SWEEPLAB_DECISION_FILE=str(tmp_path / "r.jsonl.verdict"),
+        SWEEPLAB_DECISION_STEPS="1,3", SWEEPLAB_DECISION_METRIC="val_loss", SWEEPLAB_WORKER_PID=str(worker_pid),
+        SWEEPLAB_DECISION_WAIT="600")   # so long that a test would time out on it
+    return subprocess.Popen([sys.executable, "-c", WAITER, how], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                            text=True)
+
+
+def _waiting(report: Path, prog: subprocess.Popen[str], deadline: float = 120.0) -> None:
+    end = time.monotonic() + deadline
+    while '{"@decide":1}' not in (report.read_text() if report.exists() else ""):
+        assert prog.poll() is None and time.monotonic() < end, "the program did not wait at its decision step"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("answer", ["go", "stop", "worker-gone", "sigterm"])
+def test_a_waiting_wandb_program_returns_on_the_verdict_its_worker_gone_or_a_sigterm(tmp_path, answer):
+    """The run waits at step 1 (its report and `@decide` line written) until the verdict file says go on or
+    stop, or the worker that would answer is gone (here a stand-in process, killed), not for its (600 s)
+    bound; a SIGTERM ends it and reaches the program's own handler, as it would without the hold (with none,
+    the program ends by the signal, as before)."""
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    try:
+        prog = _program(tmp_path, worker.pid, "handler" if answer == "sigterm" else "plain")
+        _waiting(tmp_path / "r.jsonl", prog)
+        assert prog.poll() is None                 # held
+        if answer == "worker-gone":
+            worker.kill()
+            worker.wait()
+        elif answer == "sigterm":
+            prog.send_signal(signal.SIGTERM)
+        else:
+            tmp = tmp_path / "v.tmp"
+            tmp.write_text('{"go": 1, "stop": null}' if answer == "go" else '{"go": -1, "stop": "pruned"}')
+            os.replace(tmp, tmp_path / "r.jsonl.verdict")
+        stdout, _ = prog.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            worker.kill()
+        worker.wait()
+    said = [w for w in stdout.split() if w in ("returned", "handled")]   # (wandb's own lines go there too)
+    assert (said, prog.returncode) == ((["handled"], 3) if answer == "sigterm" else (["returned"], 0))
+    lines = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert lines[:3] == ['{"val_loss":1.0,"@step":0}', '{"val_loss":0.5,"@step":1}', '{"@decide":1}']
