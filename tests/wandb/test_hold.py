@@ -31,10 +31,10 @@ import wandb
 run = wandb.init(project="held")
 kind, out = run.config.kind, pathlib.Path(run.config.out)
 floor = 0.2 if kind.endswith("-b") else 0.1
-for step in range(1, run.config.steps + 1):
+for step in range(run.config.steps):
     (out / f"{kind}.trained").write_text(str(step))          # this step was trained
-    loss = floor + 1.0 / step if kind.startswith("good") else 2.0 + 0.5 / step
-    wandb.log({"val_loss": loss}, step=step)
+    loss = floor + 1.0 / (step + 1) if kind.startswith("good") else 2.0 + 0.5 / (step + 1)
+    wandb.log({"val_loss": loss})   # a row of its own, at W&B's next _step (0, 1, ...): reported at once
 run.finish()
 """
 
@@ -53,10 +53,11 @@ ASHA = "{type: asha, min_iter: 1, max_iter: 300, eta: 3}"
 HYPERBAND = "{type: hyperband, min_iter: 1, max_iter: 300, eta: 3}"   # bands count reports
 
 
-@pytest.mark.parametrize("early", [ASHA, HYPERBAND], ids=["asha", "hyperband"])
-def test_a_pruned_wandb_program_trains_nothing_past_its_rung_and_a_continued_one_goes_on(tmp_path, early):
-    """Without the hold the hopeless runs (no pause between steps) trained and logged past step 1 until the
-    SIGTERM of the prune reached them, as many steps as the round trip through the driver took."""
+@pytest.mark.parametrize(("early", "rung"), [(ASHA, 1), (HYPERBAND, 0)], ids=["asha", "hyperband"])
+def test_a_pruned_wandb_program_trains_nothing_past_its_rung_and_a_continued_one_goes_on(tmp_path, early, rung):
+    """Without the hold the hopeless runs (no pause between steps) trained and logged past their rung (ASHA's
+    step 1; hyperband's band 1, their first report, at _step 0) until the SIGTERM of the prune reached them, as
+    many steps as the round trip through the driver took."""
     (tmp_path / "train.py").write_text(PROGRAM)
     out = tmp_path / "out"
     out.mkdir()
@@ -72,9 +73,9 @@ def test_a_pruned_wandb_program_trains_nothing_past_its_rung_and_a_continued_one
     with sqlite3.connect(tmp_path / "store" / "store.db") as c:
         reported = c.execute("SELECT t.state, MAX(m.step) FROM metrics m JOIN trials t ON t.id = m.trial_id "
                              "WHERE m.key = 'val_loss' GROUP BY t.number ORDER BY t.number").fetchall()
-    assert reported == [("completed", 300), ("completed", 300), ("pruned", 1), ("pruned", 1)]
+    assert reported == [("completed", 299), ("completed", 299), ("pruned", rung), ("pruned", rung)]
     trained = {p.stem: int(p.read_text()) for p in out.glob("*.trained")}
-    assert trained == {"good-b": 300, "good": 300, "hopeless-a": 1, "hopeless-b": 1}
+    assert trained == {"good-b": 299, "good": 299, "hopeless-a": rung, "hopeless-b": rung}
 
 
 WAITER = """\
@@ -140,3 +141,67 @@ def test_a_waiting_wandb_program_returns_on_the_verdict_its_worker_gone_or_a_sig
     assert (said, prog.returncode) == ((["handled"], 3) if answer == "sigterm" else (["returned"], 0))
     lines = (tmp_path / "r.jsonl").read_text().splitlines()
     assert lines[:3] == ['{"val_loss":1.0,"@step":0}', '{"val_loss":0.5,"@step":1}', '{"@decide":1}']
+
+
+HELD = """\
+import os, pathlib, time
+import wandb
+
+run = wandb.init(project="held")
+out = pathlib.Path(run.config.out)
+wandb.log({"val_loss": 1.0})         # step 0
+(out / "pid").write_text(str(os.getpid()))
+while not (out / "on").exists():     # the test stops the driver first
+    time.sleep(0.01)
+wandb.log({"val_loss": 0.5})         # step 1, rung 1: waits for a verdict the stopped driver cannot give
+(out / "returned").write_text("")
+run.finish()
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as fh:   # a zombie not yet reaped by its new parent is gone too
+        return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_a_wandb_program_waiting_for_a_verdict_ends_when_its_driver_is_killed(tmp_path):
+    """The driver stopped (SIGSTOP) while the run waits at its rung, then killed: the program does not wait on
+    (here its bound is 600 s): its worker goes with the driver and its process tree is ended, or the hook sees
+    the worker gone."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "held.py").write_text(HELD)
+    (tmp_path / "sweep.yaml").write_text(
+        "program: held.py\nmethod: grid\nmetric: {name: val_loss, goal: minimize}\n"
+        "early_terminate: {type: asha, min_iter: 1, max_iter: 9, eta: 3}\n"
+        f"parameters:\n  out: {{value: '{out}'}}\n")
+    driver = subprocess.Popen([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", "store",
+                               "--workers", "1", "-q"], cwd=tmp_path, env=_offline_env(SWEEPLAB_DECISION_WAIT="600"),
+                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 120
+        while not (out / "pid").exists():
+            assert driver.poll() is None and time.monotonic() < end, "the program never started"
+            time.sleep(0.02)
+        pid = int((out / "pid").read_text())
+        driver.send_signal(signal.SIGSTOP)
+        (out / "on").write_text("")
+        end = time.monotonic() + 60
+        while not any('{"@decide":1}' in p.read_text() for p in (tmp_path / "store").rglob("*.report.jsonl")):
+            assert time.monotonic() < end and not _gone(pid), "the program did not wait at its rung"
+            time.sleep(0.02)
+        assert not (out / "returned").exists()     # held: the driver cannot answer
+        driver.kill()
+        driver.wait()
+        end = time.monotonic() + 60
+        while not _gone(pid):
+            assert time.monotonic() < end, "the program still waits for its killed driver"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
