@@ -578,10 +578,13 @@ def _patch_run_class(module: Any) -> None:
 
     def mark_preempting(self: Any, *args: Any, **kwargs: Any) -> Any:
         """W&B requeues a sweep run marked preempting that then exits with a non-zero code (its "Signal handling
-        and sweep runs" contract); the runner makes such a command trial `preempted` (requeued), not failed."""
+        and sweep runs" contract); the runner makes such a command trial `preempted` (requeued), not failed,
+        and a function trial whose function then raises (the mark goes into its `final`)."""
         result = original_preempting(self, *args, **kwargs)   # type: ignore[misc]
         try:
-            if _mirrored(self):
+            if _mirrored(self) and _final is not None:
+                _final({_PREEMPTING_KEY: True})
+            elif _mirrored(self):
                 _write_line({_PREEMPTING_KEY: True})
         except Exception as exc:
             _warn_once("follow mark_preempting", exc)
