@@ -147,7 +147,7 @@ def _emit(metrics: "dict[str, float]", step: int) -> bool:
         return False
     row: dict[str, Any] = {k: (v if math.isfinite(v) else str(v)) for k, v in metrics.items()}
     row["@step"] = step   # not "step": programs log a metric of that name (`{"step": global_step}`)
-    hold = _hold()
+    hold = _hold() if _rank_zero() else None   # (a rank set after a fork: only rank 0's run reports and waits)
     if hold is None or hold.metric not in metrics or not hold.passes(step, metrics[hold.metric]):
         _write_line(row)
         return False
@@ -254,11 +254,11 @@ class _Hold:
 
 
 def _hold() -> "_Hold | None":
-    """This process's `_Hold`: only in a command trial whose runner passed decision steps (a scheduler), and
-    for rank 0's run (the one that reports); else None, and nothing waits."""
+    """This process's `_Hold`: only in a command trial whose runner passed decision steps (a scheduler); else
+    None, and nothing waits."""
     if "hold" not in _holds:
         env = os.environ
-        hold = _Hold(env) if env.get("SWEEPLAB_REPORT_FILE") and _rank_zero() else None
+        hold = _Hold(env) if env.get("SWEEPLAB_REPORT_FILE") else None
         _holds["hold"] = hold if hold is not None and hold.path and hold.metric and hold.at else None
     return _holds["hold"]   # type: ignore[no-any-return]
 
@@ -842,6 +842,7 @@ def _forked_child() -> None:
     global _pending, _restore, _sink, _final, _stopped
     _pending, _restore = None, None
     _sink, _final, _stopped = None, None, None
+    _holds.clear()   # its runs' decision steps are counted from its own reports (read again from its environment)
 
 
 def _patch_init(wandb: Any) -> None:
