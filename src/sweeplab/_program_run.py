@@ -47,6 +47,7 @@ __all__ = ["SIGNAL_MARK", "run_from_env"]
 SIGNAL_MARK = "@signal"   # a report-file line {"@signal": "SIGTERM"}: the program got a SIGTERM
 
 
+# (the W&B hook, which cannot import sweeplab, has a copy of this wait: wandb_compat/_boot, `_Hold`)
 _POLL_FIRST = 0.002   # the first look at the verdict file after a report at a decision step ...
 _POLL_MAX = 0.05      # ... then ever slower looks, up to this
 _ALIVE_EVERY = 0.5    # how often a waiting program checks that its runner's worker is still there

@@ -169,3 +169,20 @@ def test_a_key_set_in_the_summary_then_logged_is_its_last_logged_value(tmp_path:
     for s in summaries:
         final.update(s)
     assert final == {"loss": 0.75, "best.epoch": 3}
+
+
+@pytest.mark.parametrize("reports", [False, True], ids=["steps", "reports"])
+def test_the_hooks_copy_of_the_decision_rule_waits_at_the_reports_sweeplabs_run_waits_at(reports: bool) -> None:
+    # the hook cannot import sweeplab: its copy of `DecisionPoints` (which row of a W&B run waits for the verdict)
+    # must pick the reports sweeplab's Run picks, repeated steps, NaN and reports past several points included
+    from sweeplab.run import DecisionPoints
+
+    nan, inf = float("nan"), float("inf")
+    reports_seen = [(0, 1.0), (1, nan), (1, 0.5), (2, 0.4), (2, 0.3), (3, inf), (5, 0.2), (6, 0.1), (7, 0.1),
+                    (12, 0.1), (13, 0.1), (30, 0.1), (31, 0.1), (32, 0.1), (40, 0.1)]
+    env = {"SWEEPLAB_DECISION_FILE": "v", "SWEEPLAB_DECISION_METRIC": "loss", "SWEEPLAB_DECISION_STEPS": "1,3,9,27",
+           "SWEEPLAB_DECISION_REPORTS": "1" if reports else ""}
+    theirs, ours = DecisionPoints([1, 3, 9, 27], reports=reports), hook._Hold(env)
+    expected = [theirs.passes(step, value) for step, value in reports_seen]
+    assert [ours.passes(step, value) for step, value in reports_seen] == expected
+    assert sum(expected) == (3 if reports else 4)   # (a case that waits somewhere)

@@ -516,6 +516,18 @@ def test_a_run_marked_preempting_that_exits_non_zero_is_requeued_as_wandb_requeu
     assert kinds.count("preempted") == 2 and "failed" not in kinds, kinds
 
 
+def test_a_function_run_marked_preempting_that_raises_is_requeued_as_wandb_requeues_it(tmp_path: Path) -> None:
+    # a function trial's `run.mark_preempting()` then an exception: W&B requeues the run, as for a command trial
+    # (above); it was a failure, not retried with `retries: 0`
+    proc, store = _sweep("mark_preempting_function", tmp_path, "--workers", "1", how="function")
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"], proc.stdout + proc.stderr
+    assert trials[0]["value"] == pytest.approx(0.1 / 3) and trials[0]["attempts"] == 3
+    con = sqlite3.connect(store / "store.db")
+    kinds = [k for (k,) in con.execute("SELECT kind FROM events WHERE trial_id IS NOT NULL ORDER BY id")]
+    assert kinds.count("preempted") == 2 and "failed" not in kinds, kinds
+
+
 def test_a_sweep_named_in_free_text_gives_its_runs_a_sweep_id_and_names_safe_in_paths(tmp_path: Path) -> None:
     # W&B's runs have an 8-character sweep id and names like `dainty-sweep-3`; here they were the sweep's
     # `name:` as written, so `f"models/{wandb.run.sweep_id}_{wandb.run.name}.pt"` named folders that do not

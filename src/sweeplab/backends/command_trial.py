@@ -1,8 +1,9 @@
 """A command trial: a program run in a process tree of its own, its output copied into the trial's log.
 
 Metrics come from `@sweeplab {json}` lines on its stdout and from the report file it may append JSON lines
-to; the end of its stderr gives the reason of a failure. A program whose `Run.from_env()` reports at a decision
-step of the scheduler (an ASHA rung) waits there for the verdict, which is written to its verdict file
+to; the end of its stderr gives the reason of a failure. A program whose `Run.from_env()` (or W&B run, through
+sweeplab's W&B hook) reports at a decision step of the scheduler (an ASHA rung) waits there for the verdict,
+which is written to its verdict file
 (`_Verdicts`). Every process of the attempt ends with it
 (backends/_tree.py: a reaper, PDEATHSIG, and a liveness check for the heartbeat).
 """
@@ -183,7 +184,8 @@ class _Verdicts:
     `{"go": <the highest step to go on from>, "stop": <reason or null>}`, replaced atomically (a temporary file
     renamed over it), which the program polls (sweeplab/_program_run.py). A stop also reaches the program as
     the SIGTERM it always got; the file makes it a verdict the waiting program reads whatever its SIGTERM
-    handlers do. A program that does not wait (plain report lines, `sweeplab.report`, W&B) never reads it."""
+    handlers do. A W&B program's hook waits the same way (wandb_compat/_boot/_sweeplab_wandb_hook.py, `_Hold`);
+    a program that does not wait (plain report lines, `sweeplab.report`) never reads it."""
 
     def __init__(self, path: str) -> None:
         self.path = path

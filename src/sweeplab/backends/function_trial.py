@@ -361,6 +361,11 @@ def execute_function(ex: Execution) -> None:
         if ex.preempted:
             channel.send(EventKind.PREEMPTED, {"reason": "SIGTERM (preemption)", "retire": True})
             return
+        if wandb_final.get("@preempting") and not ex.stop_requested:   # requeued, as W&B requeues such a run
+            channel.send(EventKind.PREEMPTED, {"reason": f"the function's W&B run called mark_preempting() and it "
+                                                         f"raised {type(exc).__name__} (preemption; W&B requeues "
+                                                         "such a run)", "retire": False})
+            return
         from sweeplab.capture import (
             environment_facts,
             exception_message,

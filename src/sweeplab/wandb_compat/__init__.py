@@ -369,7 +369,9 @@ class FunctionTrial:
         (the sweep stopped the trial), the run's next `wandb.log` ends the function, as W&B's agent ends a
         stopped run: the trial ends stopped, not failed (and `fn` returns None). `sys.exit()` or `sys.exit(0)`
         in `fn` ends it as a return of None would. A run it finished with `wandb.finish(exit_code=N)`, N not 0,
-        fails the trial (TrialError), as W&B marks the run failed and as a command trial fails.
+        fails the trial (TrialError), as W&B marks the run failed and as a command trial fails. A run marked
+        `mark_preempting()` leaves `final["@preempting"]`: if `fn` then raises, the trial is preempted
+        (backends/function_trial.py), as W&B requeues such a run.
 
         `mirror=False`: `fn` reports through its sweeplab Run (a `train(config, run)` function), and the W&B
         runs it starts are its own logging, not the trial's reports (see the hook's `own_runs`)."""
@@ -458,6 +460,9 @@ class _ReportTail:
     def _line(self, obj: dict[str, Any]) -> None:
         if "@summary" in obj:
             self._final.update(obj["@summary"])
+            return
+        if obj.get("@preempting"):   # its run's `mark_preempting()`: see `FunctionTrial.call`
+            self._final["@preempting"] = True
             return
         from sweeplab._values import report_values
 

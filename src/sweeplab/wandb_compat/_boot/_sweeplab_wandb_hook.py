@@ -20,19 +20,28 @@
     the function it is given once (the trial is that run) and ends the trial there.
 Values that are not numbers (images, tables, strings) stay in wandb's own offline files only.
 
+A command trial's run is held at the scheduler's decision steps (an ASHA rung, a hyperband band) as a program
+using `sl.Run.from_env()` is: a `wandb.log` whose row is the first at or past one (its `_step`, as mirrored)
+writes the report and an `{"@decide": step}` line, then waits for the verdict file the runner writes (see
+`_Hold`), so that a pruned run trains nothing past its rung (W&B's own agent lets it train on until its
+controller's next look) and ASHA judges every trial at the same point.
+
 Where the values go: the runner names a JSON-lines file in SWEEPLAB_REPORT_FILE (command trials); a worker
 running a function trial passes `sink` and `final` callables instead. Standard library only.
 """
 
 import atexit
+import bisect
 import fnmatch
 import importlib.abc
 import json
 import math
 import os
 import re
+import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -108,11 +117,12 @@ def _flatten(data: "Mapping[str, Any]", prefix: str = "") -> "dict[str, float]":
     return out
 
 
-def _write_line(obj: "dict[str, Any]") -> None:
+def _write_line(*objs: "dict[str, Any]") -> None:
+    """Append `objs` to the report file as JSON lines, in one write."""
     path = os.environ.get("SWEEPLAB_REPORT_FILE")
     if not path or not _rank_zero():   # another rank's enabled run: only rank 0's reports count
         return
-    line = (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode()
+    line = "".join(json.dumps(obj, separators=(",", ":"), default=str) + "\n" for obj in objs).encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line)
@@ -129,13 +139,150 @@ def _rank_zero() -> bool:
     return all((os.environ.get(k) or "0").strip() == "0" for k in ("LOCAL_RANK", "NODE_RANK"))
 
 
-def _emit(metrics: "dict[str, float]", step: int) -> None:
+def _emit(metrics: "dict[str, float]", step: int) -> bool:
+    """Send a committed row to the trial; True when it is at a decision step, where the run now waits for the
+    verdict (its `@decide` line written after it: see `_Hold`)."""
     if _sink is not None:
         _sink(metrics, step)
-        return
+        return False
     row: dict[str, Any] = {k: (v if math.isfinite(v) else str(v)) for k, v in metrics.items()}
     row["@step"] = step   # not "step": programs log a metric of that name (`{"step": global_step}`)
-    _write_line(row)
+    hold = _hold() if _rank_zero() else None   # (a rank set after a fork: only rank 0's run reports and waits)
+    if hold is None or hold.metric not in metrics or not hold.passes(step, metrics[hold.metric]):
+        _write_line(row)
+        return False
+    _write_line(row, {"@decide": step})
+    return True
+
+
+# sweeplab.run's `_DECISION_WAIT` and _program_run's polling pace (this module cannot import sweeplab)
+_DECISION_WAIT = 10.0   # longest wait for the verdict at a decision step (then the run goes on)
+_POLL_FIRST, _POLL_MAX = 0.002, 0.05   # the first look at the verdict file, then ever slower ones up to this
+_ALIVE_EVERY = 0.5      # how often a waiting run checks that its runner's worker is still there
+_holds: "dict[str, Any]" = {}   # the process's _Hold (or None), read from its environment once
+
+
+class _Hold:
+    """The decision steps of a command trial (SWEEPLAB_DECISION_*, from the runner's `decision_env` in
+    backends/command_trial.py) and the wait for their verdicts. The rule which row waits is
+    sweeplab.run's `DecisionPoints` (the first report of the metric at or past each point; with `reports`,
+    hyperband's, the points count the metric's finite reports at new steps), and the wait is
+    sweeplab._program_run's `ProgramRun._await_decision`: poll the verdict file (`{"go": step, "stop":
+    reason}`) until it says go on from this step or stop, for at most the bound, and no longer once the
+    worker is gone or a SIGTERM came. Both are copied here, small, because this module must run without
+    sweeplab (a program's own Python may not have it): keep them in step with those."""
+
+    def __init__(self, env: "Mapping[str, str]") -> None:
+        self.path = env.get("SWEEPLAB_DECISION_FILE") or ""
+        self.metric = env.get("SWEEPLAB_DECISION_METRIC") or ""
+        steps = set()
+        for part in (env.get("SWEEPLAB_DECISION_STEPS") or "").split(","):
+            try:
+                steps.add(int(part))
+            except ValueError:
+                pass
+        self.at = sorted(steps)
+        self.reports = env.get("SWEEPLAB_DECISION_REPORTS") == "1"
+        try:
+            self.wait_for = float(env.get("SWEEPLAB_DECISION_WAIT") or _DECISION_WAIT)
+        except ValueError:
+            self.wait_for = _DECISION_WAIT
+        try:
+            self.worker = int(env.get("SWEEPLAB_WORKER_PID") or 0)
+        except ValueError:
+            self.worker = 0
+        self.upto = -1 << 62   # the point (step or report count) the last waiting report was at
+        self.count = 0
+        self.top: int | None = None
+
+    def passes(self, step: int, value: float) -> bool:
+        """Whether the report of `value` at `step` waits for the verdict (called for every report of it)."""
+        at = step
+        if self.reports:
+            again = self.top is not None and step <= self.top
+            self.top = step if self.top is None else max(self.top, step)
+            if again or not math.isfinite(value):
+                return False
+            self.count += 1
+            at = self.count
+        i = bisect.bisect_right(self.at, self.upto)
+        if i < len(self.at) and self.at[i] <= at:
+            self.upto = at
+            return True
+        return False
+
+    def wait(self, step: int) -> None:
+        """Wait for the verdict at `step`. In the main thread a SIGTERM that comes meanwhile ends the wait and
+        is then delivered again, to what the program had for it (by default: the end of the program, as
+        without the wait); from another thread the verdict, the worker or the bound ends it."""
+        got: list[int] = []
+        before: Any = None
+        if threading.current_thread() is threading.main_thread():
+            try:
+                before = signal.getsignal(signal.SIGTERM)
+                if before is not None and before != signal.SIG_IGN:   # (None: not set from Python: left alone)
+                    signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+                else:
+                    before = None
+            except (ValueError, OSError):
+                before = None
+        try:
+            self._poll(step, got)
+        finally:
+            if before is not None:
+                signal.signal(signal.SIGTERM, before)
+                if got:
+                    os.kill(os.getpid(), signal.SIGTERM)
+
+    def _poll(self, step: int, got: "list[int]") -> None:
+        start = time.monotonic()
+        deadline, alive_at, pause = start + self.wait_for, start + _ALIVE_EVERY, _POLL_FIRST
+        while not got:
+            verdict = _read_verdict(self.path)
+            go = verdict.get("go")
+            if verdict.get("stop") or (isinstance(go, int) and go >= step):
+                return   # a stop sets nothing W&B knows of: the runner's SIGTERM follows, as under W&B's agent
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            if now >= alive_at:
+                if not _alive(self.worker):
+                    return
+                alive_at = now + _ALIVE_EVERY
+            time.sleep(min(pause, deadline - now))
+            pause = min(pause * 2, _POLL_MAX)
+
+
+def _hold() -> "_Hold | None":
+    """This process's `_Hold`: only in a command trial whose runner passed decision steps (a scheduler); else
+    None, and nothing waits."""
+    if "hold" not in _holds:
+        env = os.environ
+        hold = _Hold(env) if env.get("SWEEPLAB_REPORT_FILE") else None
+        _holds["hold"] = hold if hold is not None and hold.path and hold.metric and hold.at else None
+    return _holds["hold"]   # type: ignore[no-any-return]
+
+
+def _read_verdict(path: str) -> "dict[str, Any]":
+    try:
+        with open(path) as fh:
+            verdict = json.loads(fh.read())
+    except (OSError, ValueError):
+        return {}
+    return verdict if isinstance(verdict, dict) else {}
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` is there (unknown, 0: assumed so, and the bound alone ends the wait)."""
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:   # there, but another user's (a reused pid): the bound ends the wait
+        return True
+    return True
 
 
 class _History:
@@ -146,6 +293,7 @@ class _History:
         self.step = 0
         self.row: dict[str, float] = {}
         self.open = False
+        self.decide: int | None = None   # a row committed at a decision step: `log` waits for its verdict
         self.specs: dict[str, tuple[str, ...]] = {}       # define_metric name (or glob) -> aggregates
         self.aggregates: dict[str, dict[str, float]] = {}  # metric -> {"min": ..., "count": ...}
 
@@ -201,7 +349,8 @@ class _History:
             return
         row, self.row, self.open = self.row, {}, False
         if row:
-            _emit(row, self.step)
+            if _emit(row, self.step):
+                self.decide = self.step
             if (self.specs or _summary_keys) and _final is None:   # a command trial's (or a process of a
                 summary = self._summarize(row) if self.specs else {}   # function trial's)
                 # a key the program set in the summary itself (`_summary_set`) is the last value logged again
@@ -371,15 +520,19 @@ def _patch_run_class(module: Any) -> None:
 
     def log(self: Any, data: Any, step: Any = None, commit: Any = None, *args: Any, **kwargs: Any) -> Any:
         result = original_log(self, data, step, commit, *args, **kwargs)
-        mirrored = False
+        mirrored, decide = False, None
         try:
             mirrored = isinstance(data, Mapping) and _mirrored(self)
             if mirrored:
                 state = _history_of(self)
                 with _lock:
                     state.log(data, step, commit)
+                    decide, state.decide = state.decide, None
         except Exception as exc:   # (an interpreter or wandb lacking what the hook uses): wandb logged it
             _warn_once("mirror wandb.log", exc)
+        hold = _hold() if decide is not None else None
+        if hold is not None and decide is not None:   # outside the lock (a SIGTERM handler may finish the run
+            hold.wait(decide)                          # meanwhile), and what the program's handler raises, raises
         if mirrored and _stopped is not None and _stopped():
             raise TrialStopped("stopped by the sweep's scheduler")
         return result
@@ -425,10 +578,13 @@ def _patch_run_class(module: Any) -> None:
 
     def mark_preempting(self: Any, *args: Any, **kwargs: Any) -> Any:
         """W&B requeues a sweep run marked preempting that then exits with a non-zero code (its "Signal handling
-        and sweep runs" contract); the runner makes such a command trial `preempted` (requeued), not failed."""
+        and sweep runs" contract); the runner makes such a command trial `preempted` (requeued), not failed,
+        and a function trial whose function then raises (the mark goes into its `final`)."""
         result = original_preempting(self, *args, **kwargs)   # type: ignore[misc]
         try:
-            if _mirrored(self):
+            if _mirrored(self) and _final is not None:
+                _final({_PREEMPTING_KEY: True})
+            elif _mirrored(self):
                 _write_line({_PREEMPTING_KEY: True})
         except Exception as exc:
             _warn_once("follow mark_preempting", exc)
@@ -686,6 +842,7 @@ def _forked_child() -> None:
     global _pending, _restore, _sink, _final, _stopped
     _pending, _restore = None, None
     _sink, _final, _stopped = None, None, None
+    _holds.clear()   # its runs' decision steps are counted from its own reports (read again from its environment)
 
 
 def _patch_init(wandb: Any) -> None:
