@@ -137,8 +137,8 @@ def resources_dict(res: Resources) -> dict[str, Any]:
 
 def judged_curve(curve: Mapping[int, float], verdict: Mapping[str, Any] | None) -> dict[int, float]:
     """The intermediate values a searcher is told of a trial a verdict stopped: those up to the step it was judged
-    at (`verdict["step"]`). A trial that is not held at that report (the median rule, a command trial not
-    using `Run.from_env`) reports on until it notices the stop, as far as its timing lets it; told those
+    at (`verdict["step"]`). A trial that is not held at that report (the median rule, a command trial using
+    neither `Run.from_env` nor W&B) reports on until it notices the stop, as far as its timing lets it; told those
     reports, a searcher (TPE ranks pruned trials by their last value) would learn what the timing decided.
     Without a verdict step: the whole curve."""
     step = (verdict or {}).get("step")

@@ -122,8 +122,8 @@ class AshaScheduler(Scheduler):
         sc = self._score(value)
         # A report past several rungs is recorded at each in turn until one prunes the trial: a pruned
         # trial was not promoted, so it joins no later rung, even when it had trained past it (a report
-        # that jumped rungs, a batch of reports, a command trial not held at its rung: one not using
-        # `Run.from_env`). Counting it there would let more than the top 1/eta of the promoted trials through.
+        # that jumped rungs, a batch of reports, a command trial not held at its rung: one using neither
+        # `Run.from_env` nor W&B). Counting it there would let more than the top 1/eta of the promoted trials through.
         while (rung_step := self._rung_step(bracket, t.done)) is not None and rung_step <= step:
             index = t.done
             values = self._rungs[bracket].setdefault(rung_step, [])
