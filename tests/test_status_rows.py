@@ -206,3 +206,18 @@ def test_a_store_whose_path_is_not_utf8_is_read_as_it_is_written(tmp_path: Path)
     assert json.loads(cli(b"best", b"s", b"--json"))["value"] == 1.0
     assert "s " in cli(b"status") and json.loads(cli(b"status", b"s", b"--json"))["sweep"]["trials"] == 2
     assert cli(b"export", b"s", b"-o", b"-").splitlines()[0].startswith("number,state,value")
+
+
+def test_status_shows_a_small_cpu_hour_spend_that_ended_the_sweep_not_zero(tmp_path: Path) -> None:
+    """A sweep ended by `budget.cpu_hours: 1e-5` after 4.26e-05 CPU-hours printed `cpu-hours 0.000/1e-05`:
+    a spend of zero, under the limit its own end reason said it had reached."""
+    s = Store.open(tmp_path)
+    with s.transaction():
+        sid = s.create_sweep(name="b", method="random", metric="loss", goal="minimize",
+                             spec={"budget": {"cpu_hours": 1e-5, "gpu_hours": 2e-5}}, spec_path=None, seed=0)
+        s.update_sweep(sid, spend=json.dumps({"seconds": 1.0, "cpu_seconds": 0.1534, "gpu_seconds": 0.0036}))
+    s.close()
+    cp = subprocess.run([sys.executable, "-m", "sweeplab", "status", "b", "--store", str(tmp_path)],
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert "cpu-hours 4.26e-05/1e-05, gpu-hours 1e-06/2e-05" in cp.stdout, cp.stdout

@@ -73,10 +73,10 @@ def status(
             parts.append(f"time {spend['seconds']:.0f}s" + (f"/{_limit(budget['time'], 's')}" if budget.get("time")
                                                             else ""))
         if spend.get("cpu_seconds"):
-            parts.append(f"cpu-hours {spend['cpu_seconds'] / 3600:.3f}"
+            parts.append(f"cpu-hours {_hours(spend['cpu_seconds'])}"
                          + (f"/{_limit(budget['cpu_hours'])}" if budget.get("cpu_hours") else ""))
         if spend.get("gpu_seconds"):
-            parts.append(f"gpu-hours {spend['gpu_seconds'] / 3600:.3f}"
+            parts.append(f"gpu-hours {_hours(spend['gpu_seconds'])}"
                          + (f"/{_limit(budget['gpu_hours'])}" if budget.get("gpu_hours") else ""))
         for name, limit in (budget.get("cost") or {}).items():
             parts.append(f"{name} {spend.get(f'cost.{name}', 0.0):.4g}/{_limit(limit)}")
@@ -104,6 +104,12 @@ def status(
                       f"{best}; --all shows every trial, --limit N the N newest", markup=False)
     if several:
         console.print("rank 1: the feasible Pareto front (`sweeplab best` lists it)")
+
+
+def _hours(seconds: float) -> str:
+    """Hours spent, to 3 decimals, or 3 significant digits below 0.001 (a tiny budget's spend is not 0.000)."""
+    hours = seconds / 3600
+    return f"{hours:.3f}" if hours >= 0.001 else f"{hours:.3g}"
 
 
 def _limit(value: Any, unit: str = "") -> str:
