@@ -154,6 +154,9 @@ ERRORS = [
     ("method-missing", {"method": _DELETE}, "method", "missing required key 'method'"),
     ("method-unknown", {"method": "hyperopt"}, "method", "expected one of grid, random, sobol, bayes, tpe, gp"),
     ("method-custom", {"method": "custom"}, "method", "custom method is not supported"),
+    # `method: optuna` is what sl.optimize and `sweeplab sweep objective.py:fn` set for an Optuna objective;
+    # written in a spec it passed --dry-run, then the sweep failed with "has no Optuna study"
+    ("method-optuna", {"method": "optuna"}, "method", "is set by sweeplab.optimize"),
     ("method-typo", {"method": "radnom"}, "method", "did you mean 'random'?"),
     ("metric-goal", {"metric/goal": "minimise"}, "metric.goal", "expected minimize or maximize"),
     ("metric-not-mapping", {"metric": "loss"}, "metric", "must be a mapping"),

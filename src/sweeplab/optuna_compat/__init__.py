@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeplab.errors import UserError
+from sweeplab.search import OBJECTIVE_TRIAL
 
 if TYPE_CHECKING:
     from sweeplab.api import Sweep
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TRIAL_FUNCTION", "optimize", "optuna_spec"]
 
-TRIAL_FUNCTION = "sweeplab.optuna_compat._trial:objective_trial"
+TRIAL_FUNCTION = OBJECTIVE_TRIAL
 
 
 def optuna_spec(name: str, n_trials: int | None, *, direction: str | Sequence[str] = "minimize",

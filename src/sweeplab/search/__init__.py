@@ -130,6 +130,9 @@ MODEL_BASED: tuple[str, ...] = ("bayes", "tpe", "gp", "nsga2")
 METHODS: tuple[str, ...] = tuple(SEARCHERS)
 #: methods whose parameters are chosen by the trial while it runs (an Optuna objective): no declared space
 DEFINE_BY_RUN: tuple[str, ...] = ("optuna",)
+#: the trial function of such a sweep (`sweeplab.optimize`, `sweeplab sweep objective.py:fn`), which calls the
+#: objective with an Optuna trial; a spec file cannot name these methods
+OBJECTIVE_TRIAL = "sweeplab.optuna_compat._trial:objective_trial"
 
 
 def make_searcher(

@@ -86,6 +86,10 @@ class _SpecParser(_WandbWarnings, _Limits):
         metric = objectives[0] if objectives else MetricSpec()
         space = self.space(raw.get("parameters"), method)
         function, program, command = self.target(raw)
+        if method in _search.DEFINE_BY_RUN and function != _search.OBJECTIVE_TRIAL:
+            raise self.error(f"method {method!r} is set by sweeplab.optimize (or `sweeplab sweep objective.py:fn`) "
+                             "for an Optuna objective, not written in a spec", "method", value=method,
+                             expected=f"one of {', '.join(m for m in _methods() if m not in _search.DEFINE_BY_RUN)}")
         self.arguments_without_nul(space, DEFAULT_COMMAND if command is None and program is not None else command)
         budget = self.budget(raw.get("budget"), raw.get("run_cap"))
         early = self.early_terminate(raw.get("early_terminate"), metric, objectives)
@@ -143,7 +147,9 @@ class _SpecParser(_WandbWarnings, _Limits):
         return None if name is None else check_sweep_name(name, file=self.file)
 
     def method(self, raw: Any) -> str:
-        methods = _methods()
+        methods = tuple(m for m in _methods() if m not in _search.DEFINE_BY_RUN)
+        if raw in _search.DEFINE_BY_RUN:   # accepted by `target` for the spec sweeplab.optimize builds
+            return str(raw)
         expected = f"one of {', '.join(methods)}"
         if raw is None:
             raise self.error("missing required key 'method'", "method", expected=expected)
