@@ -88,3 +88,63 @@ def test_repro_of_an_intact_capture_replays_it(failed_store):
                           cwd=failed_store, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "captured: batch" in done.stdout and "the failure reproduced" in done.stdout
+
+
+CHECKPOINTING = """
+def train(config, run):
+    state = run.restore()
+    print("restored", state)
+    run.checkpoint({"epoch": 1}, step=1)
+    raise ValueError("boom")
+"""
+
+
+@pytest.fixture(scope="module")
+def checkpointed_store(tmp_path_factory):
+    base = tmp_path_factory.mktemp("trust-ckpt")
+    (base / "ck_trial.py").write_text(CHECKPOINTING)
+    spec = {"method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+            "parameters": {"lr": {"value": 0.5}}, "trial": {"retries": 0, "checkpoint_every": 1}}
+    old = os.getcwd()
+    os.chdir(base)
+    try:
+        sl.sweep(spec, fn="ck_trial.py:train", store=str(base / "st"), workers=1, name="c")
+    finally:
+        os.chdir(old)
+    return base
+
+
+def _pickle_checkpoint(entry: Path, marker: Path, step: int) -> None:
+    """A checkpoint directory another program wrote: a pickle payload with a manifest that matches it."""
+    entry.mkdir(exist_ok=True)
+    for old in entry.glob("payload*"):
+        old.unlink()
+    data = pickle.dumps(Evil(str(marker)))
+    (entry / "payload.pkl").write_bytes(data)
+    (entry / "manifest.json").write_text(json.dumps({
+        "version": 1, "step": step, "seq": step, "format": "pickle", "payload": "payload.pkl",
+        "checksum": "sha256:" + hashlib.sha256(data).hexdigest(), "bytes": len(data), "time": 1.0, "attempt": 1}))
+
+
+@pytest.mark.parametrize("where", ["replaces-the-recorded-one", "beside-it"])
+def test_repro_never_unpickles_a_checkpoint_the_store_did_not_record(checkpointed_store, tmp_path, where):
+    store = tmp_path / "st"
+    shutil.copytree(checkpointed_store / "st", store)
+    trial_dir = store / "checkpoints" / "c" / "0"
+    recorded = sorted(trial_dir.glob("step-*"))
+    assert [p.name for p in recorded] == ["step-0000000001"]
+    marker = tmp_path / "marker"
+    if where == "replaces-the-recorded-one":
+        _pickle_checkpoint(recorded[0], marker, 1)
+    else:
+        _pickle_checkpoint(trial_dir / "step-0000000009", marker, 9)
+    done = subprocess.run([sys.executable, "-m", "sweeplab", "repro", "c/0", "--store", str(store)],
+                          cwd=checkpointed_store, capture_output=True, text=True, timeout=120)
+    assert not marker.exists(), "the foreign checkpoint was unpickled"
+    assert "Traceback" not in done.stderr and "│" not in done.stderr, done.stderr
+    if where == "replaces-the-recorded-one":
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "step-0000000001" in done.stderr and "refusing" in done.stderr, done.stderr
+    else:   # not the store's: left out of the replay, which restores the recorded one
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "step-0000000009" in done.stdout and "restored {'epoch': 1}" in done.stdout, done.stdout
