@@ -1,0 +1,47 @@
+"""Wrong argument types to the Python API: a clear UserError (or TypeError) naming the argument, raised
+before anything is written (the store directory is not even created)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import sweeplab as sl
+from sweeplab.errors import UserError
+
+SPEC = {"method": "random", "metric": {"name": "loss", "goal": "minimize"},
+        "parameters": {"lr": {"min": 0.1, "max": 1.0}}, "budget": {"trials": 1}}
+
+
+def objective(trial):
+    return trial.suggest_float("x", 0, 1)
+
+
+CASES = {
+    "sweep-name-int": (lambda st: sl.sweep(SPEC, fn="m:f", store=st, name=5), "name"),
+    "run_sweep-name-int": (lambda st: sl.run_sweep({**SPEC, "function": "m:f"}, store=st, name=5), "name"),
+    "optimize-name-int": (lambda st: sl.optimize(objective, 1, store=st, name=5), "name"),
+    "optimize-name-control": (lambda st: sl.optimize(objective, 1, store=st, name="a\nb"), "name"),
+    "sweep-store-int": (lambda st: sl.sweep(SPEC, fn="m:f", store=5), "store"),
+    "run_sweep-store-int": (lambda st: sl.run_sweep({**SPEC, "function": "m:f"}, store=5), "store"),
+    "optimize-store-int": (lambda st: sl.optimize(objective, 1, store=5), "store"),
+    "sweep-spec-list": (lambda st: sl.sweep([1, 2], fn="m:f", store=st), "spec"),
+    "sweep-spec-none": (lambda st: sl.sweep(None, fn="m:f", store=st), "spec"),
+    "run_sweep-spec-int": (lambda st: sl.run_sweep(3, store=st), "spec"),
+    "sweep-overrides-int": (lambda st: sl.sweep(SPEC, fn="m:f", store=st, overrides=5), "overrides"),
+    "optimize-timeout-nan": (lambda st: sl.optimize(objective, 1, store=st, timeout=math.nan), "timeout"),
+    "optimize-callbacks-not-callable": (lambda st: sl.optimize(objective, 1, store=st, callbacks=[5]), "callbacks"),
+    "optimize-callbacks-one-function": (lambda st: sl.optimize(objective, 1, store=st, callbacks=len), "callbacks"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_a_wrong_argument_is_refused_by_name_before_the_store_is_written(tmp_path, monkeypatch, case):
+    monkeypatch.chdir(tmp_path)
+    call, argument = CASES[case]
+    with pytest.raises((UserError, TypeError)) as info:
+        call(str(tmp_path / "st"))
+    assert argument in str(info.value), info.value
+    assert not (tmp_path / "st").exists()
+    assert not (tmp_path / ".sweeplab").exists()
