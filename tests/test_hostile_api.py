@@ -45,3 +45,39 @@ def test_a_wrong_argument_is_refused_by_name_before_the_store_is_written(tmp_pat
     assert argument in str(info.value), info.value
     assert not (tmp_path / "st").exists()
     assert not (tmp_path / ".sweeplab").exists()
+
+
+class _ReduceRaises:
+    def __reduce__(self):
+        raise RuntimeError("no pickling this")
+
+
+def _run(tmp_path):
+    from sweeplab.run import Run
+
+    return Run(config={}, sink=lambda kind, data: None, checkpoint_dir=str(tmp_path / "ckpt"))
+
+
+@pytest.mark.parametrize(("call", "error", "words"), [
+    (lambda run: run.log({1: 2.0}, step=0), TypeError, "metric name"),
+    (lambda run: run.log({("a", "b"): 2.0}, step=0), TypeError, "metric name"),
+    (lambda run: run.log([("loss", 1.0)], step=0), TypeError, "mapping"),
+    (lambda run: run.log(0.5, step=0), TypeError, "mapping"),
+    (lambda run: run.checkpoint({"a": 1}, step="3", force=True), TypeError, "step must be an integer"),
+    (lambda run: run.checkpoint({"a": 1}, step=2.5, force=True), TypeError, "step must be an integer"),
+], ids=["int-key", "tuple-key", "list", "float", "ckpt-step-str", "ckpt-step-float"])
+def test_run_refuses_a_wrong_argument_with_a_clear_type_error(tmp_path, call, error, words):
+    run = _run(tmp_path)
+    with pytest.raises(error) as info:
+        call(run)
+    assert words in str(info.value), info.value
+    run.flush()
+
+
+def test_a_checkpoint_whose_reduce_raises_is_a_clear_checkpoint_error(tmp_path):
+    from sweeplab.errors import SweeplabError
+
+    run = _run(tmp_path)
+    with pytest.raises(SweeplabError, match=r"checkpoint: cannot save a dict .*no pickling this"):
+        run.checkpoint({"obj": _ReduceRaises()}, step=1, force=True)
+    assert run.restore() is None   # nothing half-written was kept
