@@ -81,3 +81,31 @@ def test_a_checkpoint_whose_reduce_raises_is_a_clear_checkpoint_error(tmp_path):
     with pytest.raises(SweeplabError, match=r"checkpoint: cannot save a dict .*no pickling this"):
         run.checkpoint({"obj": _ReduceRaises()}, step=1, force=True)
     assert run.restore() is None   # nothing half-written was kept
+
+
+@pytest.fixture(scope="module")
+def one_trial(tmp_path_factory):
+    root = tmp_path_factory.mktemp("handle")
+    (root / "handle_trial.py").write_text("def train(config, run):\n    run.log({'loss': 1.0}, step=0)\n"
+                                          "    return {'loss': 1.0}\n")
+    spec = {"method": "grid", "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"lr": {"value": 0.5}}}
+    sl.sweep(spec, fn=f"{root / 'handle_trial.py'}:train", store=str(root / "st"), workers=1, name="h")
+    return root / "st"
+
+
+@pytest.mark.parametrize(("trial", "words"), [
+    ("0", "not a trial number"), (True, "not a trial number"), (-1, "not a trial number"), (0.0, "not a trial number"),
+    (5, "has no trial 5"),
+], ids=["str", "bool", "negative", "float", "unknown"])
+def test_handle_metrics_of_a_wrong_trial_says_so_instead_of_an_empty_table(one_trial, trial, words):
+    handle = sl.load("h", store=one_trial)
+    assert len(handle.metrics(0)) == 1
+    with pytest.raises(UserError, match=words):
+        handle.metrics(trial)
+
+
+def test_load_with_a_wrong_argument_type_names_it(one_trial):
+    with pytest.raises(UserError, match="name"):
+        sl.load(5, store=one_trial)
+    with pytest.raises(UserError, match="store"):
+        sl.load("h", store=5)

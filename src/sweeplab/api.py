@@ -499,6 +499,7 @@ def load(name: str, *, store: str | Path | None = None) -> Sweep:
     """The handle of an existing sweep in the store (read-only: `best`, `trials()`, `status()`...)."""
     from sweeplab.store import Store, default_store_dir
 
+    check_arguments(store=store, name=name)
     root = Path(store) if store is not None else default_store_dir()
     st = Store.open(root, readonly=True)
     try:
