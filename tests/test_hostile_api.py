@@ -109,3 +109,22 @@ def test_load_with_a_wrong_argument_type_names_it(one_trial):
         sl.load(5, store=one_trial)
     with pytest.raises(UserError, match="store"):
         sl.load("h", store=5)
+
+
+def _train(config, run):
+    return {"loss": 1.0}
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"argv": "lr=1"}, "argv"), ({"argv": [1, 2]}, "argv"), ({"argv": [], "config": 5}, "config"),
+    ({"argv": [], "profile": 5}, "profile"),
+], ids=["argv-str", "argv-ints", "config-int", "profile-int"])
+def test_main_refuses_a_wrong_argument_as_bad_input(tmp_path, monkeypatch, capsys, kwargs, words):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SWEEPLAB_STORE", str(tmp_path / "st"))
+    with pytest.raises(SystemExit) as info:
+        sl.main(_train, **kwargs)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err, err
+    assert not (tmp_path / "st").exists()
