@@ -154,18 +154,20 @@ def optimize(
     return launched
 
 
-def _check_callbacks(callbacks: Any) -> None:
+def _check_callbacks(callbacks: Any) -> list[Callable[[Any, Any], None]] | None:
     """`callbacks` as `study.optimize` takes them: a list of `callback(study, frozen_trial)` callables (one given
     alone, or a non-callable in the list, failed only when the first trial ended)."""
     if callbacks is None:
-        return
+        return None
     if callable(callbacks) or isinstance(callbacks, (str, bytes, Mapping)) or not isinstance(callbacks, Iterable):
         raise UserError(f"callbacks: {callbacks!r} is not a list; give a list of callback(study, trial) functions, "
                         "e.g. callbacks=[my_callback]")
-    for i, callback in enumerate(callbacks):
+    listed = list(callbacks)   # a generator is read once, here
+    for i, callback in enumerate(listed):
         if not callable(callback):
             raise UserError(f"callbacks[{i}]: {callback!r} is not callable; expected a callback(study, trial) "
                             "function")
+    return listed
 
 
 def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, workers: int | None, sampler: Any,
@@ -187,7 +189,7 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
         from sweeplab.spec import check_sweep_name
 
         check_sweep_name(name)
-    _check_callbacks(callbacks)
+    callbacks = _check_callbacks(callbacks)
     root = Path(store) if store is not None else default_store_dir()
     target, ship = shipping(objective, root, "objective")
     python_path = [os.getcwd()]
