@@ -696,3 +696,37 @@ def test_a_trial_s_curves_read_in_any_key_order_are_the_same(tmp_path):
     assert backwards == in_order and len(in_order[0]) == 6 and len(in_order[0]["loss"]) == 300
     assert in_order[0]["loss"][-1] == (299, -299.0, 5299.0)   # the second attempt's point wins
     assert skipping[0] == {k: in_order[0][k] for k in list(in_order[0])[1::2]}
+
+
+def test_parquet_to_standard_output_on_a_terminal_is_refused_not_printed(swept, tmp_path):
+    """`sweeplab export SW -o - -f parquet` typed at a terminal: binary bytes would garble it; refused (exit 2)
+    with the fix, and nothing written. Redirected (`> t.parquet`) it is written as before."""
+    import pty
+
+    main, side = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "sweeplab", "export", "sw", "--store", str(swept), "-o", "-",
+                               "-f", "parquet"], cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=side,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+        os.set_blocking(main, False)
+        try:
+            shown = os.read(main, 65536)
+        except BlockingIOError:
+            shown = b""
+    finally:
+        os.close(side)
+        os.close(main)
+    assert done.returncode == 2, done.stderr
+    assert "terminal" in done.stderr and "parquet" in done.stderr and "Traceback" not in done.stderr
+    assert b"PAR1" not in shown
+    with open(tmp_path / "t.parquet", "wb") as f:
+        piped = subprocess.run([sys.executable, "-m", "sweeplab", "export", "sw", "--store", str(swept), "-o", "-",
+                                "-f", "parquet"], cwd=tmp_path, stdout=f, stderr=subprocess.PIPE, timeout=120)
+    assert piped.returncode == 0 and (tmp_path / "t.parquet").read_bytes()[:4] == b"PAR1"
+
+
+@pytest.mark.parametrize("given", ["CSV", "Parquet", " csv "])
+def test_a_format_name_is_read_whatever_its_case(swept, tmp_path, given):
+    out = export_sweep("sw", tmp_path / "t", format=given, store=swept)
+    assert out == tmp_path / "t"
+    assert (out.read_bytes()[:4] == b"PAR1") == ("arq" in given)

@@ -301,6 +301,17 @@ def record_backend(st: Store, sweep_id: int, be: Backend) -> None:
         st.update_sweep(sweep_id, backend=be.name, address=address)
 
 
+def check_arguments(*, store: Any = None, name: Any = None) -> None:
+    """A UserError naming `store` or `name` when it is not of a type it can be (`store=5`, `name=5` failed
+    with a TypeError or an AttributeError from deep inside pathlib or the store)."""
+    from sweeplab.errors import UserError
+
+    if store is not None and not isinstance(store, (str, os.PathLike)):
+        raise UserError(f"store: {store!r} is not a path; expected the store directory as a str or pathlib.Path")
+    if name is not None and not isinstance(name, str):
+        raise UserError(f"name: {name!r} is not a string; expected the sweep's name, e.g. 'lr-sweep'")
+
+
 def _as_spec(spec: SweepSpec | Mapping[str, Any] | str | Path, function: str | None = None) -> SweepSpec:
     """A validated spec; with `function`, that trial function replaces the spec's own (or its program)."""
     from sweeplab.spec import SweepSpec, load_spec, parse_spec
@@ -322,6 +333,11 @@ def _as_spec(spec: SweepSpec | Mapping[str, Any] | str | Path, function: str | N
                 raw.pop(key, None)
             raw["function"] = function
         return parse_spec(raw, file="<run_sweep>", base_dir=Path.cwd())
+    if not isinstance(spec, (str, os.PathLike)):
+        from sweeplab.errors import UserError
+
+        raise UserError(f"spec: {type(spec).__name__} {spec!r:.80} is not a spec; expected a spec file path, a "
+                        "mapping (what the YAML would load to) or a SweepSpec")
     return load_spec(spec, function=function)
 
 
@@ -357,6 +373,7 @@ def run_sweep(
     from sweeplab.store import Store, default_store_dir
 
     refuse_in_trial_import()
+    check_arguments(store=store, name=name)
     the_spec = _as_spec(spec)
     overrides = override_list(overrides)   # "epochs=5" is one override, not nine
     check_spec(the_spec, overrides)
@@ -431,6 +448,7 @@ def sweep(
     from sweeplab.store import default_store_dir
 
     refuse_in_trial_import()
+    check_arguments(store=store, name=name)
     root = Path(store) if store is not None else default_store_dir()
     target, ship = shipping(fn, root) if fn is not None else (None, None)
     the_spec = _as_spec(spec, function=target)
@@ -481,6 +499,7 @@ def load(name: str, *, store: str | Path | None = None) -> Sweep:
     """The handle of an existing sweep in the store (read-only: `best`, `trials()`, `status()`...)."""
     from sweeplab.store import Store, default_store_dir
 
+    check_arguments(store=store, name=name)
     root = Path(store) if store is not None else default_store_dir()
     st = Store.open(root, readonly=True)
     try:

@@ -1,7 +1,10 @@
 """Failure capture: objects a trial registered with `run.capture(name, obj)`, saved when it fails.
 
-Saved with pickle beside a manifest holding their SHA-256; `load_captures` unpickles only a file whose
-checksum matches the manifest sweeplab wrote, inside the store (nothing unpickles data it did not write).
+Saved with pickle beside a manifest holding their SHA-256, in a file whose name holds it too
+(`capture-<id>-<sha256>.pkl`): the store's record of the capture (its artifact row, written by the driver)
+names that file, so `load_captures` unpickles only a payload whose checksum matches the name sweeplab wrote
+and its manifest (nothing unpickles data it did not write: a pickle another program wrote, with a manifest
+that matches it, is refused, as is a truncated, tampered or missing one).
 A capture is bounded: at most MAX_CAPTURE_BYTES pickled in all; a larger object is skipped and named.
 """
 
@@ -12,6 +15,7 @@ import json
 import os
 import pickle
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -19,6 +23,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from sweeplab.errors import UserError
 
 __all__ = ["MAX_CAPTURE_BYTES", "capture_manifest", "environment_facts", "exception_message", "failure_reason",
            "load_captures", "save_captures", "source_changes", "source_fact", "source_of_argv", "source_of_function"]
@@ -95,11 +101,12 @@ def save_captures(objects: Mapping[str, Any], directory: str, *, stale: Sequence
         saved[name] = obj
         left -= size
     payload = pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL)
-    path = root / f"capture-{uuid.uuid4().hex[:12]}.pkl"
+    digest = hashlib.sha256(payload).hexdigest()
+    path = root / f"capture-{uuid.uuid4().hex[:12]}-{digest}.pkl"
     tmp = path.with_suffix(".tmp")
     tmp.write_bytes(payload)
     os.replace(tmp, path)
-    manifest = {"sha256": hashlib.sha256(payload).hexdigest(), "names": sorted(saved),
+    manifest = {"sha256": digest, "names": sorted(saved),
                 "skipped": skipped, "time": time.time(), "stale": sorted(set(stale) & set(saved))}
     if loading:
         manifest["failed_loading"] = {"loop": loading["loop"], "batch": loading["batch"]}
@@ -148,18 +155,42 @@ def capture_manifest(path: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+_NAMED = re.compile(r"capture-[0-9a-f]{12}-(?P<sha256>[0-9a-f]{64})")
+
+
 def load_captures(path: str) -> dict[str, Any]:
+    """The objects of the capture `path` (a payload `save_captures` wrote), unpickled only when its SHA-256 is
+    the one its name and its manifest hold; else a UserError naming the file and what is wrong."""
     p = Path(path)
-    manifest = json.loads(p.with_suffix(".json").read_text())
-    payload = p.read_bytes()
-    if hashlib.sha256(payload).hexdigest() != manifest.get("sha256"):
-        raise ValueError(f"capture {p} does not match its manifest; refusing to load it")
+
+    def refuse(why: str) -> UserError:
+        return UserError(f"capture {p}: {why}; refusing to load it (sweeplab unpickles only the captures it "
+                         "wrote)")
+
+    named = _NAMED.fullmatch(p.stem)
+    if p.suffix != ".pkl" or named is None:
+        raise refuse("not a capture file sweeplab wrote (capture-<id>-<sha256>.pkl, with its checksum in its "
+                     "name; an earlier sweeplab's capture-<id>.pkl cannot be verified)")
     try:
-        return pickle.loads(payload)
+        manifest = json.loads(p.with_suffix(".json").read_text(encoding="utf-8"))
+        payload = p.read_bytes()
+    except FileNotFoundError as exc:
+        raise refuse(f"{Path(exc.filename or p).name} is missing") from None
+    except (OSError, ValueError) as exc:   # a directory, unreadable, a manifest that is not JSON
+        raise refuse(f"unreadable ({type(exc).__name__}: {exception_message(exc)})") from None
+    digest = hashlib.sha256(payload).hexdigest()
+    if not isinstance(manifest, dict) or digest != manifest.get("sha256") or digest != named["sha256"]:
+        raise refuse("its content does not match the checksum sweeplab recorded for it (tampered, truncated or "
+                     "replaced)")
+    try:
+        data = pickle.loads(payload)
     except RuntimeError as exc:   # tensors captured on a GPU, replayed on a machine without CUDA
         if "CUDA" not in str(exc) or "torch" not in sys.modules:
             raise
-        return _loads_onto_cpu(payload)
+        data = _loads_onto_cpu(payload)
+    if not isinstance(data, dict):
+        raise refuse(f"it holds a {type(data).__name__}, not the mapping of captured objects")
+    return data
 
 
 def _loads_onto_cpu(payload: bytes) -> Any:

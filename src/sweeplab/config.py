@@ -524,6 +524,9 @@ def override_list(overrides: Sequence[str] | str | None) -> list[str]:
         written = [f"{k}={v}" for k, v in list(overrides.items())[:3]]
         raise ConfigError("overrides must be a list of 'key=value' strings, not a mapping", value=_short(overrides),
                           expected=f"a list like {written!r}")
+    if isinstance(overrides, (bytes, bytearray)) or not isinstance(overrides, (list, tuple, Sequence)):
+        raise ConfigError(f"overrides must be a list of 'key=value' strings, not a {type(overrides).__name__}",
+                          value=_short(overrides), expected="a list like ['lr=0.1'], or one string")
     return list(overrides)
 
 

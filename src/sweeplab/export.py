@@ -74,6 +74,9 @@ def export_sweep(sweep: str, out: str | os.PathLike[str] | None = None, *, forma
         target = target / _default_name(sweep, format)   # a directory (`-o exports/`): the table goes in it
     _outside_store(target, Path(store) if store is not None else default_store_dir())
     _check_target(target, format)
+    if format == "parquet" and _a_terminal(target):
+        raise UserError(f"export: {out} is a terminal; Parquet is binary and would garble it: redirect it "
+                        "(`-o - > trials.parquet`, `| python read.py`) or write a file (-o trials.parquet)")
     writer = _writer(format)            # a missing extra is reported before the store is read
     st = Store.open(store, readonly=True)
     try:
@@ -91,6 +94,8 @@ _SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 def _format_for(format: str | None, out: str | os.PathLike[str] | None) -> str:
     """The format to write: the one given, else the one `out`'s suffix names, else csv. A given table format
     that another suffix contradicts (`--format csv -o t.parquet`) is a mistake, refused before any writing."""
+    if isinstance(format, str):   # `-f CSV`, `format="Parquet"`: the name, whatever its case
+        format = format.strip().lower()
     path = Path(out) if out is not None else None
     suffix = path.suffix.lower() if path is not None else ""
     named = _SUFFIXES.get(suffix)
@@ -524,6 +529,26 @@ def _atomic_file(target: Path, mode: str, **kwargs: Any):  # type: ignore[no-unt
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _a_terminal(target: Path) -> bool:
+    """Whether `target` (`/dev/stdout` for `-o -`, `/dev/fd/N`, `/dev/tty`, a `/dev/pts/N`) is a terminal."""
+    fd = _stream_fd(target)
+    if fd is not None:
+        try:
+            return os.isatty(fd)
+        except OSError:
+            return False
+    try:
+        if not target.is_char_device():
+            return False
+        opened = os.open(target, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        return os.isatty(opened)
+    finally:
+        os.close(opened)
 
 
 def _stream_fd(target: Path) -> int | None:

@@ -149,14 +149,28 @@ class Sweep:
         from sweeplab._imports import optional_import
 
         pd = optional_import("pandas", "pandas", "Sweep.metrics()")
+        if trial is not None and (isinstance(trial, bool) or not isinstance(trial, int) or trial < 0):
+            from sweeplab.errors import UserError
+
+            raise UserError(f"metrics(trial={trial!r}): not a trial number; expected an integer >= 0, e.g. 3")
         rows = self._read(_metric_rows, trial)
         return pd.DataFrame(rows, columns=["trial", "key", "step", "value"])
 
 
 def _metric_rows(st: Store, name: str, trial: int | None) -> list[dict[str, Any]]:
     row = st.sweep_row(name)
+    if row is None:   # deleted since the handle was made
+        from sweeplab.store.queries import unknown_sweep
+
+        raise unknown_sweep(st, name)
     rows: list[dict[str, Any]] = []
-    for t in st.trial_rows(int(row["id"])) if row is not None else ():
+    trials = st.trial_rows(int(row["id"]))
+    if trial is not None and not any(int(t["number"]) == trial for t in trials):
+        from sweeplab.errors import UserError
+
+        raise UserError(f"sweep {name!r} has no trial {trial} ("
+                        f"{f'it has trials 0..{len(trials) - 1}' if trials else 'it has no trials yet'})")
+    for t in trials:
         if trial is not None and int(t["number"]) != trial:
             continue
         for key, points in st.metric_history(int(t["id"])).items():

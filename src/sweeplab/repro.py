@@ -184,6 +184,12 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     ckpt_copy = tmp / "checkpoints"
     if recorded:
         shutil.copytree(src, ckpt_copy)
+        try:
+            _keep_recorded_checkpoints(ckpt_copy, recorded, echo)
+        except BaseException:
+            wandb.end()
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         _drop_later_attempts(ckpt_copy, int(failed["number"]), echo)
         if nonfinite is not None:   # written at or after the NaN step: they hold the broken state
             _drop_checkpoints_from(ckpt_copy, recorded, int(nonfinite["step"]), len(recorded), echo)
@@ -433,6 +439,33 @@ def _rank_capture(path: Path, rank: int, peer: bool) -> Path | None:
     if isinstance(name, str) and name == Path(name).name and name.endswith(".pkl"):
         return path.parent / name
     return None if peer else path
+
+
+def _keep_recorded_checkpoints(copy: Path, recorded: list[Any], echo: Callable[[str], None]) -> None:
+    """Leave in the replay's copy only the checkpoints the store recorded, as it recorded them: the checksum
+    of a checkpoint's manifest (which `run.restore` checks the payload against before it unpickles it) must be
+    the one the driver stored for it. A checkpoint directory the store does not know (another program's) is
+    left out, with a note; a recorded one whose manifest no longer holds the stored checksum (replaced,
+    tampered) is refused: nothing unpickles data sweeplab did not write."""
+    known = {Path(str(row["path"])).name: row["checksum"] for row in recorded}
+    unknown: list[str] = []
+    for entry in sorted(copy.iterdir()):
+        manifest_path = entry / "manifest.json"
+        if not entry.is_dir() or not (manifest_path.exists() or manifest_path.is_symlink()):
+            continue   # not a checkpoint (a temporary directory, a command program's own files)
+        if entry.name not in known:
+            unknown.append(entry.name)
+            shutil.rmtree(entry, ignore_errors=True)
+            continue
+        try:
+            checksum = json.loads(manifest_path.read_text(encoding="utf-8")).get("checksum")
+        except (OSError, ValueError, AttributeError):
+            checksum = None
+        if known[entry.name] and checksum != known[entry.name]:
+            raise UserError(f"checkpoint {entry.name} of this trial does not hold the checksum the store recorded "
+                            f"for it ({known[entry.name]}): it was replaced or changed since; refusing to load it")
+    if unknown:
+        echo(f"  {len(unknown)} checkpoint(s) the store did not record are not restored: {', '.join(unknown[:5])}")
 
 
 def _drop_later_attempts(copy: Path, attempt: int, echo: Callable[[str], None]) -> None:

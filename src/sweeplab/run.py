@@ -204,6 +204,13 @@ class Run:
 
         At a rung of the sweep's scheduler (ASHA, hyperband), a report of the judged metric waits for the
         verdict before returning: check `should_stop` right after it."""
+        if not isinstance(metrics, Mapping):
+            raise TypeError(f"run.log: expected a mapping of metric names to numbers, e.g. {{'loss': 0.5}}; got "
+                            f"{type(metrics).__name__} {repr(metrics)[:100]}")
+        if not all(type(k) is str for k in metrics):   # an int key reached the store as a number, not a name
+            for bad_key in (k for k in metrics if not isinstance(k, str)):   # a str subclass is a name too
+                raise TypeError(f"run.log: a metric name must be a string, got {type(bad_key).__name__} "
+                                f"{repr(bad_key)[:100]}")
         if step is None:
             step = self._auto_step
         if type(step) is not int or not _STEP_MIN <= step < _STEP_MAX:
@@ -334,6 +341,8 @@ class Run:
         Returns True when it was written; False when the `trial.checkpoint_every` policy skipped it.
         A stop request (preemption, pruning) always lets the next checkpoint through.
         """
+        if step is not None and (type(step) is not int or not _STEP_MIN <= step < _STEP_MAX):
+            step = valid_step(step, "run.checkpoint")
         manager = self._manager()
         if not (force or self.should_stop or self._policy.due(step)):
             return False

@@ -212,3 +212,19 @@ def test_importance_that_cannot_be_computed_says_why_and_draws_no_bars(values: l
             "params": {"a": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "b": [1, 2, 1, 2, 1, 2]}}
     got = param_importance(cols)
     assert got["importances"] == [] and expect in got["message"], got
+
+
+@pytest.mark.parametrize("header", ["*", "ETAG", '"x", ETAG', 'W/ETAG', ' ETAG , "y"'],
+                         ids=["star", "exact", "in-a-list", "weak", "spaces"])
+def test_if_none_match_is_read_as_rfc_9110_says(client: Any, header: str) -> None:
+    r = client.get("/api/sweeps/demo/trials")
+    again = client.get("/api/sweeps/demo/trials", headers={"if-none-match": header.replace("ETAG", r.headers["etag"])})
+    assert again.status_code == 304 and again.content == b""
+    other = client.get("/api/sweeps/demo/trials", headers={"if-none-match": '"nope", W/"other"'})
+    assert other.status_code == 200
+
+
+def test_a_log_of_an_attempt_the_trial_did_not_have_says_so(client: Any, ro: Store) -> None:
+    once = next(t["number"] for t in q.sweep_status(ro, "demo")["trials"] if t["attempts"] == 1)
+    body = _get(client, f"/api/sweeps/demo/trials/{once}/log?attempt=2", 404)
+    assert body["error"] == f"trial {once} has no attempt 2 (it has attempt 1)", body

@@ -9,7 +9,6 @@ import json
 import math
 import operator
 import os
-import pickle
 import re
 import socket
 import time
@@ -234,7 +233,9 @@ class CheckpointManager:
             writer = _HashingWriter(f)
             try:
                 serializer.dump(obj, writer)  # type: ignore[arg-type]
-            except (TypeError, ValueError, AttributeError, pickle.PicklingError, RecursionError) as exc:
+            except OSError:
+                raise   # the disk, not the object: as it is
+            except Exception as exc:   # TypeError, PicklingError, RecursionError, whatever a __reduce__ raises
                 raise TrialError(
                     f"checkpoint: cannot save a {type(obj).__name__} with the {fmt!r} serializer: {exc}"
                 ) from exc

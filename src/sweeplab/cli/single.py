@@ -104,6 +104,14 @@ def script_main(fn: Callable[..., Any] | str, argv: Sequence[str] | None = None,
                             f"sweep of its own: name the function in the spec instead (function: FILE.py:{name})")
         refuse_in_trial_import()
         target = target_of(fn)
+        if argv is not None and (isinstance(argv, (str, bytes)) or not isinstance(argv, Sequence)
+                                 or not all(isinstance(a, str) for a in argv)):   # "lr=1" was read letter by letter
+            raise UserError(f"sl.main: argv {argv!r:.100} is not a list of strings; expected a command line such as "
+                            "['lr=0.01', '--smoke'] (default: sys.argv[1:])")
+        if config is not None and not isinstance(config, (str, os.PathLike)):
+            raise UserError(f"sl.main: config {config!r:.100} is not a path; expected e.g. 'configs/base.yaml'")
+        if profile is not None and not isinstance(profile, str):
+            raise UserError(f"sl.main: profile {profile!r:.100} is not a profile's name; expected e.g. 'local'")
     except UserError as e:   # as the CLI reports bad input: one line, exit 2
         print_error(str(e))
         sys.exit(2)

@@ -236,7 +236,15 @@ def _guarded(fn: Callable[[Request], Response]) -> Callable[[Request], Response]
 
 
 def _not_modified(request: Request, etag: str) -> bool:
-    return request.headers.get("if-none-match") == etag
+    """Whether `If-None-Match` matches `etag` as RFC 9110 13.1.2 reads it: `*` (the resource exists: it is
+    answered), or a comma-separated list of entity tags compared weakly (`W/"x"` matches `"x"`)."""
+    header = request.headers.get("if-none-match")
+    if header is None:
+        return False
+    if header.strip() == "*":
+        return True
+    strong = etag.removeprefix("W/")
+    return any(tag.strip().removeprefix("W/") == strong for tag in header.split(","))
 
 
 class _Plotly:
@@ -442,7 +450,13 @@ def build_routes(reader: Reader) -> list[Route]:
         rel = detail["log_path"]
         if attempt not in (None, ""):
             n = _number(request, "attempt", 1)
-            rel = next((a["log_path"] for a in detail["attempts"] if a["number"] == n), None)
+            found = [a for a in detail["attempts"] if a["number"] == n]
+            if not found:
+                had = [int(a["number"]) for a in detail["attempts"]]
+                which = "no attempts" if not had else f"attempt {had[0]}" if len(had) == 1 else \
+                    f"attempts {min(had)} to {max(had)}"
+                return _json({"error": f"trial {number} has no attempt {n} (it has {which})"}, 404)
+            rel = found[0]["log_path"]
         target = store_file(reader.root, rel, SERVED_DIRS) if rel else None
         if target is None:
             return _json({"error": f"trial {number} has no log file in the store", "path": rel}, 404)

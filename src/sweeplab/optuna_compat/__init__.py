@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +57,8 @@ def optuna_spec(name: str, n_trials: int | None, *, direction: str | Sequence[st
         raise UserError("directions: give at least one (minimize | maximize)")
     if n_trials is not None and (isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1):
         raise UserError(f"n_trials: {n_trials!r} is not a positive integer")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout > 0):   # NaN too
         raise UserError(f"timeout: {timeout!r} is not a positive number of seconds (the whole study's, as in "
                         "study.optimize; trial_timeout= limits each trial)")
     metrics = [{"name": m, "goal": d} for m, d in zip(metric_names(len(directions)), directions, strict=True)]
@@ -154,6 +155,22 @@ def optimize(
     return launched
 
 
+def _check_callbacks(callbacks: Any) -> list[Callable[[Any, Any], None]] | None:
+    """`callbacks` as `study.optimize` takes them: a list of `callback(study, frozen_trial)` callables (one given
+    alone, or a non-callable in the list, failed only when the first trial ended)."""
+    if callbacks is None:
+        return None
+    if callable(callbacks) or isinstance(callbacks, (str, bytes, Mapping)) or not isinstance(callbacks, Iterable):
+        raise UserError(f"callbacks: {callbacks!r} is not a list; give a list of callback(study, trial) functions, "
+                        "e.g. callbacks=[my_callback]")
+    listed = list(callbacks)   # a generator is read once, here
+    for i, callback in enumerate(listed):
+        if not callable(callback):
+            raise UserError(f"callbacks[{i}]: {callback!r} is not callable; expected a callback(study, trial) "
+                            "function")
+    return listed
+
+
 def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, workers: int | None, sampler: Any,
               pruner: Any, direction: str | None, directions: Sequence[str] | None, study: Any, name: str | None,
               store: str | Path | None, backend: str | None, address: str | None, seed: int | None,
@@ -162,12 +179,18 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
               on_progress: Callable[[Any], None] | None, on_note: Callable[[str], None] | None,
               raise_interrupt: bool, workdir: str | None) -> Sweep:
     from sweeplab.api import Sweep as _Sweep
-    from sweeplab.api import _Runner, build_backend, check_spec
+    from sweeplab.api import _Runner, build_backend, check_arguments, check_spec
     from sweeplab.notebook import Progress, shipping
     from sweeplab.search.optuna_objective import StudySettings, open_study, write_settings
     from sweeplab.spec import parse_spec
     from sweeplab.store import default_store_dir
 
+    check_arguments(store=store, name=name)
+    if name is not None:
+        from sweeplab.spec import check_sweep_name
+
+        check_sweep_name(name)
+    callbacks = _check_callbacks(callbacks)
     root = Path(store) if store is not None else default_store_dir()
     target, ship = shipping(objective, root, "objective")
     python_path = [os.getcwd()]
