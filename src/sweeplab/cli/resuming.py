@@ -47,7 +47,6 @@ def resume(
     --spec NEW.yaml changes budgets, early stopping, monitors, resources or trial policy of the sweep;
     a different search space needs --fork NEW_NAME: a new sweep seeded with the old trials that fit it.
     """
-    from sweeplab.spec import SweepSpec, load_spec
 
     if workers is not None and workers < 1:   # 0 would silently mean one per core
         raise UserError(f"--workers must be at least 1; got {workers}")
@@ -62,6 +61,34 @@ def resume(
     row = st.sweep_row(sweep_name)
     if row is None:   # gone since: another process's doing
         raise UserError(f"no sweep named {sweep_name!r} in {st.root}")
+    drop_lock: Any = None
+    hold: Any = None
+    if fork is None:   # the sweep is this command's from now on: a `stop` finds it by the lock, not by the pid of
+        # the driver it replaces; a SIGTERM or Ctrl-C before the driver runs is held, and ends it before it starts
+        from sweeplab.backends._start_signals import SignalHold
+        from sweeplab.driver.recovery import take_sweep_lock_early
+
+        raw_spec = json.loads(row["spec"])
+        grace = (raw_spec.get("trial") or {}).get("grace") if isinstance(raw_spec, dict) else None
+        drop_lock = take_sweep_lock_early(
+            st.root, sweep_name, wait=(float(grace) if isinstance(grace, (int, float)) else 30.0) + 10.0,
+            echo=lambda line: console.print(line, markup=False))
+        hold = SignalHold.install()
+    try:
+        _resume(sweep_name, trials, workers, backend, address, store, gpus, hard, spec_file, fork, quiet, st, row,
+                hold)
+    finally:
+        if hold is not None:
+            hold.release(restore=True)   # the driver took it over, or the command ended: the signal acts now
+        if drop_lock is not None:
+            drop_lock()   # unless the driver took it over
+
+
+def _resume(sweep_name: str, trials: Optional[str], workers: Optional[int], backend: Optional[str],
+            address: Optional[str], store: Optional[Path], gpus: Optional[str], hard: Optional[bool],
+            spec_file: Optional[Path], fork: Optional[str], quiet: bool, st: Any, row: Any, hold: Any) -> None:
+    from sweeplab.spec import SweepSpec, load_spec
+
     raw = json.loads(row["spec"])
     meta = raw.pop("_sweeplab", {}) or {}
     spec_path = _relocate(raw, meta, row["spec_path"], st.root) if meta.get("cwd") else row["spec_path"]
@@ -126,6 +153,14 @@ def resume(
 
         raise UserError(f"--fork: a sweep named {fork!r} (or one with the same directories: "
                         f"{safe_name(fork)!r}) already exists in {st.root}")
+    if hold is not None and hold.got:   # `sweeplab stop`, Ctrl-C while it started: nothing was changed yet
+        import signal
+
+        console.print(f"resume of {sweep_name} stopped before it began ({signal.Signals(hold.got[0]).name}); the "
+                      "sweep is as it was", markup=False)
+        code = 128 + int(hold.got[0])   # 143 after SIGTERM, 130 after Ctrl-C: as a driver stopped so exits
+        hold.got.clear()
+        raise typer.Exit(code)
     if be.name == "local":
         be.start()   # workers boot (in the sweep's directory) while the driver replays the sweep's history
     try:

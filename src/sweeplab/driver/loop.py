@@ -53,6 +53,7 @@ class Driver(Recovery, EventWriter):
                 raise KeyboardInterrupt   # a second Ctrl-C: stop waiting for graceful ends
             if self._signal is None:      # the first signal decides how the sweep stops (and its exit code)
                 self._signal, self._signalled = signum, time.monotonic()
+                self.mark_stopping()      # a `resume` typed meanwhile waits for this driver to exit
             elif signum == signal.SIGTERM and time.monotonic() - self._signalled >= _SAME_SIGNAL:
                 self._hurry = True        # a second SIGTERM (`kill`, `sweeplab stop` again): stop waiting too
 
