@@ -11,7 +11,6 @@ import contextlib
 import os
 import signal
 import threading
-from pathlib import Path
 
 import pytest
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from sweeplab.driver.objectives import feasible, objective_values, violations
+from sweeplab.driver.objectives import feasible, objective_values, rated, violations
 from sweeplab.driver.rank_feed import RankFeed
 from sweeplab.driver.records import TrialRecord, costs_of, judged_curve, loads
 from sweeplab.driver.state import DriverState
@@ -565,7 +565,7 @@ class Recovery(DriverState):
         if self.spec.multi_objective:
             t.values = objective_values(self.spec, last)
             extra["objective_values"] = list(t.values or ())
-        if self.spec.constraints and any(c.metric in last for c in self.spec.constraints):
+        if rated(self.spec, state is TrialState.COMPLETED, last):
             t.violations, t.feasible = violations(self.spec, last), feasible(self.spec, last)
             extra["feasible"] = t.feasible
         running = self.store.attempt_started(t.id, t.attempt) if was is TrialState.RUNNING else None
@@ -588,7 +588,7 @@ class Recovery(DriverState):
         if self.spec.multi_objective:
             stored = loads(row["objective_values"]) if "objective_values" in row.keys() else None
             t.values = tuple(stored) if stored is not None else objective_values(self.spec, metrics)
-        if self.spec.constraints:
+        if rated(self.spec, t.state is TrialState.COMPLETED, metrics):   # as the live driver rated it
             t.violations = violations(self.spec, metrics)
             t.feasible = feasible(self.spec, metrics)
 
