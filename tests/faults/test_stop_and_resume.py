@@ -79,3 +79,23 @@ def test_stop_while_a_resume_starts_stops_that_resume(chaos, reap, tmp_path):
     assert again.returncode == 143 and "stopped before it began (SIGTERM)" in out, f"{out}\n{err}"
     assert [t["state"] for t in chaos.trials("su")] == ["completed"]   # no trial added or run
     assert served.wait(5)
+
+
+def test_resume_of_a_stopping_driver_that_was_then_sigstopped_names_kill_cont(chaos, reap, tmp_path):
+    # waiting for it would be waiting for nothing: it cannot finish stopping until continued
+    ready = tmp_path / "ready"
+    body = chaos.faulty_spec("checkpoint_then_wait", params=chaos.params(x=0.5, steps=2, ready_file=str(ready)),
+                             extra="trial: {retries: 1, grace: 120}")
+    proc = chaos.start("sweep", str(chaos.spec("s", body)), "--name", "ps", "--workers", "1", "-q")
+    reap.append(proc.pid)
+    chaos.wait_for(ready.exists, what="trial 0 checkpointed and waiting", proc=proc)
+    reap.append(int(ready.read_text()))
+    assert chaos("stop", "ps", timeout=60).returncode == 0
+    chaos.wait_for(lambda: "stopping" in _lock_text(chaos, "ps"), what="the driver marked stopping", proc=proc)
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        cp = chaos("resume", "ps", "-q", timeout=60)
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    assert "was asked to stop at" in cp.stderr and f"kill -CONT {proc.pid}" in cp.stderr, cp.stderr

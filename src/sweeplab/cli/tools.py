@@ -67,9 +67,11 @@ def stop(
     if asked is not None:   # a second stop: the driver ends its trials now rather than at trial.grace
         import time
 
+        again = ("asked again, it ends its trials without waiting for trial.grace" if time.time() - asked >= 1.0
+                 else "this stop is the same request (a second one a second later ends its trials at once)")
         console.print(f"the driver of {sweep_name} (pid {proc.pid}) was already asked to stop at "
-                      f"{time.strftime('%H:%M:%S', time.localtime(asked))}; asked again, it ends its trials without "
-                      f"waiting for trial.grace (the sweep stays resumable: {command('resume', sweep_name)})")
+                      f"{time.strftime('%H:%M:%S', time.localtime(asked))}; {again}; the sweep stays resumable: "
+                      f"{command('resume', sweep_name)}")
         return
     console.print(f"asked the driver of {sweep_name} (pid {proc.pid}) to stop; its trials checkpoint and the sweep "
                   f"stays resumable: {command('resume', sweep_name)}")

@@ -135,9 +135,13 @@ def take_sweep_lock(root: Path, name: str, *, wait: float = 0.0, echo: Callable[
                 continue
             fh.close()
             if stopping is not None:
-                raise UserError(f"sweep {name!r}: its driver ({holder}{_paused(holder)}) is still stopping (asked to "
-                                f"stop at {time.strftime('%H:%M:%S', time.localtime(stopping))}): its trials "
-                                "checkpoint within trial.grace; wait for it to exit and run the command "
+                asked = time.strftime('%H:%M:%S', time.localtime(stopping))
+                paused = _paused(holder)
+                if paused:   # it cannot finish stopping until continued
+                    raise UserError(f"sweep {name!r}: its driver ({holder}) was asked to stop at {asked}{paused}; "
+                                    "it exits once continued: run the command again then") from None
+                raise UserError(f"sweep {name!r}: its driver ({holder}) is still stopping (asked to stop at {asked}): "
+                                "its trials checkpoint within trial.grace; wait for it to exit and run the command "
                                 "again") from None
             raise UserError(f"sweep {name!r} is already being run by {holder}{_paused(holder)}; "
                             f"`sweeplab stop {shlex.quote(name)}` stops it") from None
