@@ -60,6 +60,10 @@ class Driver(Recovery, EventWriter):
         if _main_thread():
             for sig in previous:
                 signal.signal(sig, on_signal)
+            # a start-up hold that is no backend's (`sweeplab resume` holds signals from its first moment, and a
+            # Ray backend starts only now): what it held comes to this driver now, not after it ended
+            for hold in {id(h): h for h in previous.values() if isinstance(h, SignalHold)}.values():
+                hold.release()
         with self.store.transaction():
             self._record_driver()
         self.backend.start()
