@@ -47,7 +47,6 @@ def resume(
     --spec NEW.yaml changes budgets, early stopping, monitors, resources or trial policy of the sweep;
     a different search space needs --fork NEW_NAME: a new sweep seeded with the old trials that fit it.
     """
-    from sweeplab.spec import SweepSpec, load_spec
 
     if workers is not None and workers < 1:   # 0 would silently mean one per core
         raise UserError(f"--workers must be at least 1; got {workers}")
@@ -62,9 +61,38 @@ def resume(
     row = st.sweep_row(sweep_name)
     if row is None:   # gone since: another process's doing
         raise UserError(f"no sweep named {sweep_name!r} in {st.root}")
+    drop_lock: Any = None
+    hold: Any = None
+    if fork is None:   # the sweep is this command's from now on: a `stop` finds it by the lock, not by the pid of
+        # the driver it replaces; a SIGTERM or Ctrl-C before the driver runs is held, and ends it before it starts
+        from sweeplab.backends._start_signals import SignalHold
+        from sweeplab.driver.recovery import take_sweep_lock_early
+
+        raw_spec = json.loads(row["spec"])
+        grace = (raw_spec.get("trial") or {}).get("grace") if isinstance(raw_spec, dict) else None
+        drop_lock = take_sweep_lock_early(
+            st.root, sweep_name, wait=(float(grace) if isinstance(grace, (int, float)) else 30.0) + 10.0,
+            echo=lambda line: console.print(line, markup=False))
+        hold = SignalHold.install()
+    try:
+        _resume(sweep_name, trials, workers, backend, address, store, gpus, hard, spec_file, fork, quiet, st, row,
+                hold)
+    finally:
+        if hold is not None:
+            hold.release(restore=True)   # the driver took it over, or the command ended: the signal acts now
+        if drop_lock is not None:
+            drop_lock()   # unless the driver took it over
+
+
+def _resume(sweep_name: str, trials: Optional[str], workers: Optional[int], backend: Optional[str],
+            address: Optional[str], store: Optional[Path], gpus: Optional[str], hard: Optional[bool],
+            spec_file: Optional[Path], fork: Optional[str], quiet: bool, st: Any, row: Any, hold: Any) -> None:
+    from sweeplab.spec import SweepSpec, load_spec
+
     raw = json.loads(row["spec"])
     meta = raw.pop("_sweeplab", {}) or {}
-    source = row["spec_path"] if row["spec_path"] and Path(row["spec_path"]).exists() else None
+    spec_path = _relocate(raw, meta, row["spec_path"], st.root) if meta.get("cwd") else row["spec_path"]
+    source = spec_path if spec_path and Path(spec_path).exists() else None
     spec = SweepSpec.from_jsonable(raw, source=source)
     if meta.get("config_text") is not None and spec.config is not None:   # its base config was a pipe, read once
         from sweeplab._yaml import remember_piped
@@ -125,6 +153,14 @@ def resume(
 
         raise UserError(f"--fork: a sweep named {fork!r} (or one with the same directories: "
                         f"{safe_name(fork)!r}) already exists in {st.root}")
+    if hold is not None and hold.got:   # `sweeplab stop`, Ctrl-C while it started: nothing was changed yet
+        import signal
+
+        console.print(f"resume of {sweep_name} stopped before it began ({signal.Signals(hold.got[0]).name}); the "
+                      "sweep is as it was", markup=False)
+        code = 128 + int(hold.got[0])   # 143 after SIGTERM, 130 after Ctrl-C: as a driver stopped so exits
+        hold.got.clear()
+        raise typer.Exit(code)
     if be.name == "local":
         be.start()   # workers boot (in the sweep's directory) while the driver replays the sweep's history
     try:
@@ -140,6 +176,60 @@ def resume(
                         new_spec_path=str(Path(spec_file).resolve()) if spec_file is not None else None)
     finally:
         be.shutdown(grace=0.0)   # a resume refused after the workers started (nothing to run) leaves none
+
+
+def _relocate(raw: dict[str, Any], meta: dict[str, Any], spec_path: Optional[str], store_root: Path
+              ) -> Optional[str]:
+    """A sweep whose directory is gone (the project moved: `mv proj proj2`) runs from where it is now.
+
+    The store recorded the sweep's directory, spec file and base config (and any absolute function file or
+    program) as absolute paths. When the directory is gone, the new one is the store's parent, else the current
+    directory, whichever holds the sweep's files at the same relative paths; every recorded path under the old
+    directory is moved there (`raw` and `meta` edited in place), and one line says so. A file missing there too
+    is an error naming both paths. Returns the spec file's path now.
+    """
+    old = str(meta["cwd"])
+    if Path(old).is_dir():
+        return spec_path
+    inside = old.rstrip(os.sep) + os.sep
+
+    def under(path: Any) -> Optional[str]:   # a path in the old directory, relative to it
+        return path[len(inside):] if isinstance(path, str) and path.startswith(inside) else None
+
+    function = raw.get("function")
+    function_file = function.rpartition(":")[0] if isinstance(function, str) and ":" in function else None
+    command: list[Any] = raw["command"] if isinstance(raw.get("command"), list) else []
+    named = [p for p in (spec_path, raw.get("config"), function_file, raw.get("program"), *command)
+             if under(p) is not None]
+    candidates = list(dict.fromkeys(os.path.abspath(p) for p in (Path(store_root).absolute().parent, ".")))
+    new = next((c for c in candidates if all(os.path.exists(os.path.join(c, under(p) or "")) for p in named)),
+               candidates[0])
+
+    def moved(path: Any, what: str, *, must: bool = True) -> Any:
+        rel = under(path)
+        if rel is None or os.path.exists(path):
+            return path
+        there = os.path.join(new, rel)
+        if must and not os.path.exists(there):
+            raise UserError(f"{what}: {path} is gone (the sweep's directory {old} no longer exists) and "
+                            f"{there}, the same place under {new}, is missing too; put the file back at either "
+                            "path and run the command again")
+        return there
+
+    if raw.get("config") is not None:
+        raw["config"] = moved(raw["config"], "config")
+    if function_file is not None and under(function_file) is not None:
+        raw["function"] = moved(function_file, "function") + ":" + str(function).rpartition(":")[2]
+    if raw.get("program") is not None:
+        raw["program"] = moved(raw["program"], "program")
+    if command:
+        raw["command"] = [moved(item, "command", must=False) for item in command]
+    if raw.get("checkpoint_dir") is not None:
+        raw["checkpoint_dir"] = moved(raw["checkpoint_dir"], "checkpoint_dir", must=False)
+    meta["cwd"] = new
+    console.print(f"the sweep's directory {old} is gone: running it from {new}, its files at the same relative "
+                  "paths", markup=False)
+    return moved(spec_path, "spec", must=False) if spec_path else spec_path
 
 
 def _check_same_config(st: Any, row: Any, spec: Any, overrides: list[str]) -> None:

@@ -32,6 +32,17 @@ def stop(
     # started after the driver recorded itself holds a reused pid
     status, recorded, proc = queries.driver_status(row)
     driver = recorded or {}
+    if status in ("none", "gone"):   # a `resume` starting up holds the sweep's lock before it records itself
+        from sweeplab.driver.recovery import read_lock
+
+        holder = read_lock(st.root, sweep_name)
+        if holder is not None and holder[0] != os.getpid():
+            import psutil
+
+            try:
+                proc, status = psutil.Process(holder[0]), "alive"
+            except psutil.Error:
+                pass
     if status == "none":
         raise UserError(f"sweep {sweep_name!r} is not running (state {row['state']})")
     if status == "elsewhere":   # as the driver records it
@@ -41,6 +52,10 @@ def stop(
     if status != "alive":
         raise UserError(f"the driver of {sweep_name!r} (pid {driver.get('pid')}) is gone; "
                         f"`{command('resume', sweep_name)}` continues the sweep")
+    from sweeplab.driver.recovery import read_lock
+
+    holder = read_lock(st.root, sweep_name)
+    asked = holder[1] if holder is not None and holder[0] == proc.pid else None
     proc.send_signal(signal.SIGTERM)
     import psutil
 
@@ -49,6 +64,15 @@ def stop(
             proc.send_signal(signal.SIGCONT)
     except psutil.Error:
         pass
+    if asked is not None:   # a second stop: the driver ends its trials now rather than at trial.grace
+        import time
+
+        again = ("asked again, it ends its trials without waiting for trial.grace" if time.time() - asked >= 1.0
+                 else "this stop is the same request (a second one a second later ends its trials at once)")
+        console.print(f"the driver of {sweep_name} (pid {proc.pid}) was already asked to stop at "
+                      f"{time.strftime('%H:%M:%S', time.localtime(asked))}; {again}; the sweep stays resumable: "
+                      f"{command('resume', sweep_name)}")
+        return
     console.print(f"asked the driver of {sweep_name} (pid {proc.pid}) to stop; its trials checkpoint and the sweep "
                   f"stays resumable: {command('resume', sweep_name)}")
 

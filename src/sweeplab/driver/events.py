@@ -10,7 +10,7 @@ from typing import Any
 
 from sweeplab._values import objective_of
 from sweeplab.backends.events import SWEEP, Event, EventKind
-from sweeplab.driver.objectives import feasible, objective_problem, objective_values, violated, violations
+from sweeplab.driver.objectives import feasible, objective_problem, objective_values, rated, violated, violations
 from sweeplab.driver.records import TrialRecord, costs_of, finite_dict, fired_at, judged_curve, shown_path
 from sweeplab.driver.state import DriverState
 from sweeplab.errors import SweeplabError
@@ -441,8 +441,7 @@ class EventWriter(DriverState):
         if self.spec.multi_objective:
             t.values = objective_values(self.spec, metrics)
             out["objective_values"] = list(t.values or ())
-        if self.spec.constraints and (state is TrialState.COMPLETED
-                                      or any(c.metric in metrics for c in self.spec.constraints)):
+        if rated(self.spec, state is TrialState.COMPLETED, metrics):
             # a trial that failed before reporting any constrained metric has no feasibility (not "infeasible")
             t.violations = violations(self.spec, metrics)
             t.feasible = feasible(self.spec, metrics)

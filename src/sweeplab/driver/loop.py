@@ -53,12 +53,17 @@ class Driver(Recovery, EventWriter):
                 raise KeyboardInterrupt   # a second Ctrl-C: stop waiting for graceful ends
             if self._signal is None:      # the first signal decides how the sweep stops (and its exit code)
                 self._signal, self._signalled = signum, time.monotonic()
+                self.mark_stopping()      # a `resume` typed meanwhile waits for this driver to exit
             elif signum == signal.SIGTERM and time.monotonic() - self._signalled >= _SAME_SIGNAL:
                 self._hurry = True        # a second SIGTERM (`kill`, `sweeplab stop` again): stop waiting too
 
         if _main_thread():
             for sig in previous:
                 signal.signal(sig, on_signal)
+            # a start-up hold that is no backend's (`sweeplab resume` holds signals from its first moment, and a
+            # Ray backend starts only now): what it held comes to this driver now, not after it ended
+            for hold in {id(h): h for h in previous.values() if isinstance(h, SignalHold)}.values():
+                hold.release()
         with self.store.transaction():
             self._record_driver()
         self.backend.start()

@@ -20,7 +20,7 @@ from sweeplab.pareto import default_reference, dominates, hypervolume, to_min
 if TYPE_CHECKING:
     from sweeplab.spec import SweepSpec
 
-__all__ = ["ParetoTracker", "feasible", "objective_problem", "objective_values", "violations"]
+__all__ = ["ParetoTracker", "feasible", "objective_problem", "objective_values", "rated", "violations"]
 
 
 def _number(x: Any) -> float | None:
@@ -55,6 +55,13 @@ def violations(spec: SweepSpec, metrics: Mapping[str, Any]) -> tuple[float, ...]
     if not spec.constraints:
         return None
     return tuple(c.violation(_number(metrics.get(c.metric))) for c in spec.constraints)
+
+
+def rated(spec: SweepSpec, completed: bool, metrics: Mapping[str, Any]) -> bool:
+    """Whether a trial that ended has a feasibility: a completed one always, any other one (failed, pruned,
+    stopped) only once it reported a constrained metric (one that failed first is not "infeasible": it has
+    none). The same rule live and on resume, so the scheduler and the searcher hear of it alike."""
+    return bool(spec.constraints) and (completed or any(c.metric in metrics for c in spec.constraints))
 
 
 def feasible(spec: SweepSpec, metrics: Mapping[str, Any]) -> bool | None:

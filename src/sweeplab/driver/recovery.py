@@ -12,10 +12,12 @@ import errno
 import math
 import os
 import shlex
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from sweeplab.driver.objectives import feasible, objective_values, violations
+from sweeplab.driver.objectives import feasible, objective_values, rated, violations
 from sweeplab.driver.rank_feed import RankFeed
 from sweeplab.driver.records import TrialRecord, costs_of, judged_curve, loads
 from sweeplab.driver.state import DriverState
@@ -24,7 +26,7 @@ from sweeplab.errors import SpecError, StoreError, UserError
 from sweeplab.store.queries import unknown_sweep
 from sweeplab.types import Decision, SweepState, TrialSnapshot, TrialState
 
-__all__ = ["Recovery"]
+__all__ = ["Recovery", "read_lock", "take_sweep_lock", "take_sweep_lock_early"]
 
 
 
@@ -40,6 +42,137 @@ def _paused(holder: str) -> str:
     if state not in ("T", "t"):
         return ""
     return f", which is stopped (Ctrl-Z or SIGSTOP: `kill -CONT {pid}` or `fg` in its terminal continues it)"
+
+#: sweep locks this process took before its driver existed (`sweeplab resume` as it starts), by the lock file's
+#: (device, inode): the same file however its path is spelt (relative, then absolute after a chdir)
+_EARLY: dict[tuple[int, int], IO[str]] = {}
+
+
+def _file_key(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _lock_path(root: Path, name: str) -> Path:
+    from sweeplab.store.layout import safe_name
+
+    return Path(root) / "locks" / f"{safe_name(name)}.lock"
+
+
+def read_lock(root: Path, name: str) -> tuple[int, float | None] | None:
+    """(pid, asked to stop at: epoch seconds or None) of the process holding sweep `name`'s lock, or None when
+    no process holds it. What `sweeplab stop` signals when the recorded driver is not (yet) that process."""
+    import fcntl
+
+    try:
+        with open(_lock_path(root, name), encoding="utf-8", errors="replace") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return _holder(fh.read())
+            return None   # nobody holds it (closing the file drops our shared lock)
+    except OSError:
+        return None
+
+
+def _holder(text: str) -> tuple[int, float | None] | None:
+    lines = text.split("\n")
+    try:
+        pid = int(lines[0].removeprefix("pid ").strip())
+    except ValueError:
+        return None
+    stopping = None
+    if len(lines) > 1 and lines[1].startswith("stopping "):
+        with contextlib.suppress(ValueError):
+            stopping = float(lines[1].removeprefix("stopping "))
+    return pid, stopping
+
+
+def take_sweep_lock(root: Path, name: str, *, wait: float = 0.0, echo: Callable[[str], None] | None = None
+                    ) -> IO[str]:
+    """Sweep `name`'s one-driver lock (an flock on `locks/NAME.lock`, held while the returned file is open), with
+    this process's pid written in it. A holder that was asked to stop (`sweeplab stop`, Ctrl-C: it marked the
+    file) is waited for up to `wait` seconds (it checkpoints its trials within trial.grace); any other holder,
+    or one still stopping then, is refused with a message saying which."""
+    import fcntl
+
+    path = _lock_path(root, name)
+    key = _file_key(path)
+    early = _EARLY.pop(key, None) if key is not None else None
+    if early is not None:
+        return early
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a+")   # held open, and locked, for this driver's life
+    except OSError as exc:   # `locks` a file, the lock a directory (a cleanup script, a sync tool)
+        where = path.parent if path.parent.exists() and not path.parent.is_dir() else path
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):   # nothing in the way: a read-only mount
+            raise StoreError(f"cannot lock sweep {name!r} in the store: {where}: {exc.strerror or exc}; "
+                             f"a sweep runs only where {path.parent} is writable") from None
+        raise StoreError(f"cannot lock sweep {name!r} in the store: {where}: {exc.strerror or exc}; "
+                         "remove or move it (it holds no results) and run the command again") from None
+    deadline, told = time.monotonic() + wait, False
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            fh.seek(0)
+            text = fh.read()
+            found = _holder(text)
+            holder = f"pid {found[0]}" if found else (text.strip() or "another process")
+            stopping = found[1] if found else None
+            if stopping is not None and time.monotonic() < deadline and not _paused(holder):
+                if not told and echo is not None:
+                    echo(f"sweep {name}: its driver ({holder}) is stopping (asked to stop at "
+                         f"{time.strftime('%H:%M:%S', time.localtime(stopping))}); waiting up to {wait:.0f}s for it "
+                         "to exit")
+                    told = True
+                time.sleep(0.1)
+                continue
+            fh.close()
+            if stopping is not None:
+                asked = time.strftime('%H:%M:%S', time.localtime(stopping))
+                paused = _paused(holder)
+                if paused:   # it cannot finish stopping until continued
+                    raise UserError(f"sweep {name!r}: its driver ({holder}) was asked to stop at {asked}{paused}; "
+                                    "it exits once continued: run the command again then") from None
+                raise UserError(f"sweep {name!r}: its driver ({holder}) is still stopping (asked to stop at {asked}): "
+                                "its trials checkpoint within trial.grace; wait for it to exit and run the command "
+                                "again") from None
+            raise UserError(f"sweep {name!r} is already being run by {holder}{_paused(holder)}; "
+                            f"`sweeplab stop {shlex.quote(name)}` stops it") from None
+    try:   # the holder's pid, for the refusal above; a full disk fails here first (a new sweep's lock)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}")
+        fh.flush()
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            fh.close()   # drops the flock: nothing was started
+        raise StoreError(f"cannot write the store {path}: {exc.strerror or exc} (is the disk full, or a "
+                         "file-size limit reached?); free some space and run the command again") from None
+    return fh
+
+
+def take_sweep_lock_early(root: Path, name: str, *, wait: float, echo: Callable[[str], None]) -> Callable[[], None]:
+    """`take_sweep_lock` for a driver this process builds next (`sweeplab resume`, as it starts: a `stop` then
+    finds it by the lock, not the pid of the driver it replaces); returns the function that drops it when no
+    driver took it over (the command ended first)."""
+    fh = take_sweep_lock(root, name, wait=wait, echo=echo)
+    st = os.fstat(fh.fileno())
+    key = (st.st_dev, st.st_ino)
+    _EARLY[key] = fh
+
+    def drop() -> None:
+        if _EARLY.get(key) is fh:
+            del _EARLY[key]
+            fh.close()
+    return drop
+
 
 class Recovery(DriverState):
     """create / fork / resume, and the replay of the searcher and scheduler that resume needs."""
@@ -97,43 +230,24 @@ class Recovery(DriverState):
         self.watchdog = Watchdog(self.spec.trial, self.monitors, self.budget, self.clock)
 
     def _lock(self) -> None:
-        """One driver per sweep: an flock held for this process's life (the OS drops it if we are killed)."""
-        import fcntl
-
+        """One driver per sweep: an flock held for this process's life (the OS drops it if we are killed). A lock
+        this process took already (`take_sweep_lock` by `sweeplab resume`, as it starts) is this driver's."""
         if self._lock_file is not None:
             return
-        from sweeplab.store.layout import safe_name
+        self._lock_file = take_sweep_lock(self.store.root, self.name, wait=self.spec.trial.grace + 10.0,
+                                          echo=self.on_note)
 
-        path = self.store.root / "locks" / f"{safe_name(self.name)}.lock"
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fh = open(path, "a+")   # held open, and locked, for this driver's life
-        except OSError as exc:   # `locks` a file, the lock a directory (a cleanup script, a sync tool)
-            where = path.parent if path.parent.exists() and not path.parent.is_dir() else path
-            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):   # nothing in the way: a read-only mount
-                raise StoreError(f"cannot lock sweep {self.name!r} in the store: {where}: {exc.strerror or exc}; "
-                                 f"a sweep runs only where {path.parent} is writable") from None
-            raise StoreError(f"cannot lock sweep {self.name!r} in the store: {where}: {exc.strerror or exc}; "
-                             "remove or move it (it holds no results) and run the command again") from None
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
-            fh.close()
-            raise UserError(f"sweep {self.name!r} is already being run by {holder}{_paused(holder)}; "
-                            f"`sweeplab stop {self.name}` stops it") from None
-        try:   # the holder's pid, for the refusal above; a full disk fails here first (a new sweep's lock)
+    def mark_stopping(self) -> None:
+        """Say in the lock file that this driver was asked to stop (SIGTERM, Ctrl-C) and when: a `resume` typed
+        meanwhile waits for it to exit, or says it is stopping, rather than "already being run"."""
+        fh = self._lock_file
+        if fh is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
             fh.seek(0)
             fh.truncate()
-            fh.write(f"pid {os.getpid()}")
+            fh.write(f"pid {os.getpid()}\nstopping {time.time():.3f}")
             fh.flush()
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                fh.close()   # drops the flock: nothing was started
-            raise StoreError(f"cannot write the store {path}: {exc.strerror or exc} (is the disk full, or a "
-                             "file-size limit reached?); free some space and run the command again") from None
-        self._lock_file = fh
 
     def _record_driver(self) -> None:
         """This process as the sweep's driver (what `sweeplab stop` signals and `status` checks), written as it
@@ -455,7 +569,7 @@ class Recovery(DriverState):
         if self.spec.multi_objective:
             t.values = objective_values(self.spec, last)
             extra["objective_values"] = list(t.values or ())
-        if self.spec.constraints and any(c.metric in last for c in self.spec.constraints):
+        if rated(self.spec, state is TrialState.COMPLETED, last):
             t.violations, t.feasible = violations(self.spec, last), feasible(self.spec, last)
             extra["feasible"] = t.feasible
         running = self.store.attempt_started(t.id, t.attempt) if was is TrialState.RUNNING else None
@@ -478,7 +592,7 @@ class Recovery(DriverState):
         if self.spec.multi_objective:
             stored = loads(row["objective_values"]) if "objective_values" in row.keys() else None
             t.values = tuple(stored) if stored is not None else objective_values(self.spec, metrics)
-        if self.spec.constraints:
+        if rated(self.spec, t.state is TrialState.COMPLETED, metrics):   # as the live driver rated it
             t.violations = violations(self.spec, metrics)
             t.feasible = feasible(self.spec, metrics)
 
