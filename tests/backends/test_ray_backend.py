@@ -1132,15 +1132,17 @@ def test_asha_verdicts_reach_trials_waiting_at_their_rung_on_ray(cluster, tmp_pa
 
 
 def ignores_stop(config, run):
-    """Reports once, then never looks at run.should_stop: only the kill after trial.grace ends it."""
-    run.log({"loss": 0.25}, step=0)
+    """Reports once, then never looks at run.should_stop: only the kill after trial.grace ends it. Its report
+    spends the sweep's whole `budget.cost.spent`: the budget stops it once it has reported, however long Ray
+    took to start it (a time budget of 8 s ran out before a loaded CI run's actor had started it)."""
+    run.log({"loss": 0.25, "spent": 1.0}, step=0)
     while True:
         time.sleep(0.05)
 
 
 @pytest.mark.ray
 def test_a_trial_killed_after_its_grace_keeps_its_last_report_on_ray(cluster, tmp_path):
-    """As on the local backend: stopped by the budget, killed after trial.grace, the trial is `stopped` with its
+    """As on the local backend: stopped by the (hard) budget, killed after trial.grace, the trial is `stopped` with its
     last reported value (the Ray kill's end is not a failure of its own), and nothing of it runs on."""
     from sweeplab.driver import Driver
     from sweeplab.spec import parse_spec
@@ -1148,9 +1150,10 @@ def test_a_trial_killed_after_its_grace_keeps_its_last_report_on_ray(cluster, tm
 
     spec = parse_spec({"function": f"{Path(__file__).resolve()}:ignores_stop", "method": "grid",
                        "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"values": [1]}},
-                       "budget": {"time": "8s"}, "trial": {"grace": "1s"}}, file="<test>")
+                       "budget": {"cost": {"spent": 1}, "time": "120s"}, "trial": {"grace": "1s"}}, file="<test>")
     store = Store.open(tmp_path / "store")
-    driver = Driver(spec, store, RayBackend(spec, workers=1, resources={"cpus": 1}), sweep_name="ray-grace")
+    driver = Driver(spec, store, RayBackend(spec, workers=1, resources={"cpus": 1}), sweep_name="ray-grace",
+                    hard_budget=True)
     driver.create(spec_path=None)
     driver.run()
     rows = [tuple(r) for r in store.conn.execute("SELECT state, value FROM trials").fetchall()]
@@ -1167,10 +1170,9 @@ def test_a_multi_process_trial_killed_after_its_grace_keeps_its_last_report_on_r
     spec = parse_spec({"function": f"{Path(__file__).resolve()}:ignores_stop", "method": "grid",
                        "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"values": [1]}},
                        "resources": {"workers": 2, "cpus_per_worker": 0.5},
-                       # time for both ranks to start and report under the suite's load (4 s failed there once)
-                       "budget": {"time": "8s"}, "trial": {"grace": "1s"}}, file="<test>")
+                       "budget": {"cost": {"spent": 1}, "time": "120s"}, "trial": {"grace": "1s"}}, file="<test>")
     store = Store.open(tmp_path / "store")
-    driver = Driver(spec, store, RayBackend(spec, workers=1), sweep_name="ray-grace-ranks")
+    driver = Driver(spec, store, RayBackend(spec, workers=1), sweep_name="ray-grace-ranks", hard_budget=True)
     driver.create(spec_path=None)
     driver.run()
     rows = [tuple(r) for r in store.conn.execute("SELECT state, value FROM trials").fetchall()]
