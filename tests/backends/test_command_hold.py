@@ -164,16 +164,7 @@ run.log({"val_loss": 0.5}, step=1)   # rung 1: waits for a verdict the stopped d
 """
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    with open(f"/proc/{pid}/stat") as fh:   # a zombie not yet reaped by its new parent is gone too
-        return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-
-
-def test_a_program_waiting_for_a_verdict_ends_when_its_driver_is_killed(tmp_path):
+def test_a_program_waiting_for_a_verdict_ends_when_its_driver_is_killed(tmp_path, killed_driver_frees):
     """The driver stopped (SIGSTOP) while the program waits at its rung, then killed: the program does not
     wait on (here its bound is 600 s): its worker goes with the driver and its process tree is ended, or the
     program sees its worker gone."""
@@ -189,26 +180,7 @@ def test_a_program_waiting_for_a_verdict_ends_when_its_driver_is_killed(tmp_path
                                str(tmp_path / "store"), "--workers", "1", "-q"], env=env, start_new_session=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        end = time.monotonic() + 60
-        while not (out / "pid").exists():
-            assert driver.poll() is None and time.monotonic() < end, "the program never started"
-            time.sleep(0.02)
-        pid = int((out / "pid").read_text())
-        driver.send_signal(signal.SIGSTOP)
-        (out / "on").write_text("")
-        reports = list((tmp_path / "store").rglob("*.report.jsonl"))
-        end = time.monotonic() + 30
-        while not any('"@decide": 1' in p.read_text() for p in reports):
-            assert time.monotonic() < end and not _gone(pid), "the program did not wait at its rung"
-            time.sleep(0.02)
-            reports = list((tmp_path / "store").rglob("*.report.jsonl"))
-        assert not (out / "returned").exists()     # held: the driver cannot answer
-        driver.kill()
-        driver.wait()
-        end = time.monotonic() + 60
-        while not _gone(pid):
-            assert time.monotonic() < end, "the program still waits for its killed driver"
-            time.sleep(0.05)
+        killed_driver_frees(driver, out, tmp_path / "store", '"@decide": 1')
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(driver.pid, signal.SIGKILL)
