@@ -69,8 +69,8 @@ def test_stop_while_a_resume_starts_stops_that_resume(chaos, reap, tmp_path):
     again = chaos.start("resume", "su", "--trials", "+1", "-q")
     reap.append(again.pid)
     try:
-        chaos.wait_for(lambda: _lock_text(chaos, "su") == f"pid {again.pid}", what="the resume holds the lock",
-                       proc=again, timeout=30)
+        chaos.wait_for(lambda: _lock_text(chaos, "su").startswith(f"pid {again.pid}\n"),
+                       what="the resume holds the lock", proc=again, timeout=30)
         cp = chaos("stop", "su", timeout=60)
         assert cp.returncode == 0 and f"pid {again.pid}" in cp.stdout, cp.stdout + cp.stderr
     finally:

@@ -36,18 +36,20 @@ def stop(
         from sweeplab.driver.recovery import read_lock
 
         holder = read_lock(st.root, sweep_name)
-        if holder is not None and holder[0] != os.getpid():
+        if holder is not None and holder.elsewhere:   # a store on a shared disk: its pid is not this host's
+            raise UserError(f"sweep {sweep_name!r} is being run from {holder.elsewhere} ({holder}); "
+                            "run `sweeplab stop` there")
+        if holder is not None and holder.pid != os.getpid():
             import psutil
 
             try:
-                proc, status = psutil.Process(holder[0]), "alive"
+                proc, status = psutil.Process(holder.pid), "alive"
             except psutil.Error:
                 pass
     if status == "none":
         raise UserError(f"sweep {sweep_name!r} is not running (state {row['state']})")
     if status == "elsewhere":   # as the driver records it
-        where = (f"host {driver.get('host')}" if driver.get("host") != os.uname().nodename
-                 else "another pid namespace of this host (a container)")
+        where = queries.elsewhere(driver.get("host"), driver.get("pidns")) or f"host {driver.get('host')}"
         raise UserError(f"sweep {sweep_name!r} is driven from {where}; run `sweeplab stop` there")
     if status != "alive":
         raise UserError(f"the driver of {sweep_name!r} (pid {driver.get('pid')}) is gone; "
@@ -55,7 +57,7 @@ def stop(
     from sweeplab.driver.recovery import read_lock
 
     holder = read_lock(st.root, sweep_name)
-    asked = holder[1] if holder is not None and holder[0] == proc.pid else None
+    asked = holder.stopping if holder is not None and holder.pid == proc.pid else None
     proc.send_signal(signal.SIGTERM)
     import psutil
 

@@ -15,7 +15,7 @@ import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from sweeplab.driver.objectives import feasible, objective_values, rated, violations
 from sweeplab.driver.rank_feed import RankFeed
@@ -26,22 +26,53 @@ from sweeplab.errors import SpecError, StoreError, UserError
 from sweeplab.store.queries import unknown_sweep
 from sweeplab.types import Decision, SweepState, TrialSnapshot, TrialState
 
-__all__ = ["Recovery", "read_lock", "take_sweep_lock", "take_sweep_lock_early"]
+__all__ = ["LockHolder", "Recovery", "read_lock", "take_sweep_lock", "take_sweep_lock_early"]
 
 
 
-def _paused(holder: str) -> str:
-    """", which is stopped (...)" when the lock holder `pid N` is a stopped process (Ctrl-Z, SIGSTOP): it does
-    nothing until continued, which a user told only "already being run" would not guess."""
-    pid = holder.removeprefix("pid ")
+def _paused(holder: LockHolder | None) -> str:
+    """", which is stopped (...)" when the lock holder is a stopped process of this host (Ctrl-Z, SIGSTOP): it
+    does nothing until continued, which a user told only "already being run" would not guess."""
+    if holder is None or holder.elsewhere:
+        return ""
     try:
-        with open(f"/proc/{int(pid)}/stat", encoding="ascii", errors="replace") as f:
+        with open(f"/proc/{holder.pid}/stat", encoding="ascii", errors="replace") as f:
             state = f.read().rpartition(")")[2].split()[0]
-    except (OSError, ValueError, IndexError):
+    except (OSError, IndexError):
         return ""
     if state not in ("T", "t"):
         return ""
-    return f", which is stopped (Ctrl-Z or SIGSTOP: `kill -CONT {pid}` or `fg` in its terminal continues it)"
+    return f", which is stopped (Ctrl-Z or SIGSTOP: `kill -CONT {holder.pid}` or `fg` in its terminal continues it)"
+
+
+class LockHolder(NamedTuple):
+    """The process holding a sweep's lock, as the lock file names it: its pid, host and pid namespace (a store
+    on a shared disk is locked from other machines and containers too, where the pid is not this host's), and
+    when it was asked to stop. A file of an older sweeplab names only the pid."""
+
+    pid: int
+    stopping: float | None = None
+    host: str | None = None
+    pidns: str | None = None
+
+    @property
+    def elsewhere(self) -> str | None:
+        """"host NAME" or "another pid namespace ..." when the pid is not one of this host's; None when it is."""
+        from sweeplab.store.queries import elsewhere
+
+        return elsewhere(self.host, self.pidns)
+
+    def __str__(self) -> str:
+        where = self.elsewhere
+        return f"pid {self.pid}" + (f" on {where}" if where else "")
+
+
+def _lock_text(stopping: float | None = None) -> str:
+    from sweeplab.store.queries import pid_namespace
+
+    text = f"pid {os.getpid()}\nhost {os.uname().nodename}\npidns {pid_namespace() or ''}"
+    return text if stopping is None else f"{text}\nstopping {stopping:.3f}"
+
 
 #: sweep locks this process took before its driver existed (`sweeplab resume` as it starts), by the lock file's
 #: (device, inode): the same file however its path is spelt (relative, then absolute after a chdir)
@@ -62,9 +93,9 @@ def _lock_path(root: Path, name: str) -> Path:
     return Path(root) / "locks" / f"{safe_name(name)}.lock"
 
 
-def read_lock(root: Path, name: str) -> tuple[int, float | None] | None:
-    """(pid, asked to stop at: epoch seconds or None) of the process holding sweep `name`'s lock, or None when
-    no process holds it. What `sweeplab stop` signals when the recorded driver is not (yet) that process."""
+def read_lock(root: Path, name: str) -> LockHolder | None:
+    """The process holding sweep `name`'s lock, or None when no process holds it. What `sweeplab stop` signals
+    when the recorded driver is not (yet) that process (and the holder's pid is this host's)."""
     import fcntl
 
     try:
@@ -78,17 +109,17 @@ def read_lock(root: Path, name: str) -> tuple[int, float | None] | None:
         return None
 
 
-def _holder(text: str) -> tuple[int, float | None] | None:
+def _holder(text: str) -> LockHolder | None:
     lines = text.split("\n")
     try:
         pid = int(lines[0].removeprefix("pid ").strip())
     except ValueError:
         return None
+    fields = dict(line.partition(" ")[::2] for line in lines[1:])
     stopping = None
-    if len(lines) > 1 and lines[1].startswith("stopping "):
-        with contextlib.suppress(ValueError):
-            stopping = float(lines[1].removeprefix("stopping "))
-    return pid, stopping
+    with contextlib.suppress(ValueError):
+        stopping = float(fields["stopping"]) if "stopping" in fields else None
+    return LockHolder(pid, stopping, fields.get("host") or None, fields.get("pidns") or None)
 
 
 def take_sweep_lock(root: Path, name: str, *, wait: float = 0.0, echo: Callable[[str], None] | None = None
@@ -123,9 +154,9 @@ def take_sweep_lock(root: Path, name: str, *, wait: float = 0.0, echo: Callable[
             fh.seek(0)
             text = fh.read()
             found = _holder(text)
-            holder = f"pid {found[0]}" if found else (text.strip() or "another process")
-            stopping = found[1] if found else None
-            if stopping is not None and time.monotonic() < deadline and not _paused(holder):
+            holder = str(found) if found else (text.strip() or "another process")
+            stopping = found.stopping if found else None
+            if stopping is not None and time.monotonic() < deadline and not _paused(found):
                 if not told and echo is not None:
                     echo(f"sweep {name}: its driver ({holder}) is stopping (asked to stop at "
                          f"{time.strftime('%H:%M:%S', time.localtime(stopping))}); waiting up to {wait:.0f}s for it "
@@ -136,19 +167,19 @@ def take_sweep_lock(root: Path, name: str, *, wait: float = 0.0, echo: Callable[
             fh.close()
             if stopping is not None:
                 asked = time.strftime('%H:%M:%S', time.localtime(stopping))
-                paused = _paused(holder)
+                paused = _paused(found)
                 if paused:   # it cannot finish stopping until continued
                     raise UserError(f"sweep {name!r}: its driver ({holder}) was asked to stop at {asked}{paused}; "
                                     "it exits once continued: run the command again then") from None
                 raise UserError(f"sweep {name!r}: its driver ({holder}) is still stopping (asked to stop at {asked}): "
                                 "its trials checkpoint within trial.grace; wait for it to exit and run the command "
                                 "again") from None
-            raise UserError(f"sweep {name!r} is already being run by {holder}{_paused(holder)}; "
+            raise UserError(f"sweep {name!r} is already being run by {holder}{_paused(found)}; "
                             f"`sweeplab stop {shlex.quote(name)}` stops it") from None
     try:   # the holder's pid, for the refusal above; a full disk fails here first (a new sweep's lock)
         fh.seek(0)
         fh.truncate()
-        fh.write(f"pid {os.getpid()}")
+        fh.write(_lock_text())
         fh.flush()
     except OSError as exc:
         with contextlib.suppress(OSError):
@@ -246,7 +277,7 @@ class Recovery(DriverState):
         with contextlib.suppress(OSError, ValueError):
             fh.seek(0)
             fh.truncate()
-            fh.write(f"pid {os.getpid()}\nstopping {time.time():.3f}")
+            fh.write(_lock_text(stopping=time.time()))
             fh.flush()
 
     def _record_driver(self) -> None:
@@ -723,5 +754,5 @@ def _refuse_a_live_driver(name: str, row: Any) -> None:
 
     status, _, proc = driver_status(row)
     if status == "alive" and proc.pid != os.getpid():
-        raise UserError(f"sweep {name!r} is already being run by pid {proc.pid}{_paused(f'pid {proc.pid}')}; "
+        raise UserError(f"sweep {name!r} is already being run by pid {proc.pid}{_paused(LockHolder(proc.pid))}; "
                         f"`sweeplab stop {shlex.quote(name)}` stops it")

@@ -31,6 +31,7 @@ __all__ = [
     "curves",
     "downsample",
     "driver_status",
+    "elsewhere",
     "events",
     "finished_version",
     "gone_driver",
@@ -254,9 +255,7 @@ def driver_status(row: sqlite3.Row) -> tuple[str, dict[str, Any] | None, Any]:
         driver = json.loads(row["driver"])
         if not isinstance(driver, dict):
             return "none", None, None
-        if driver.get("host") != os.uname().nodename:
-            return "elsewhere", driver, None
-        if driver.get("pidns") and driver["pidns"] != pid_namespace():   # a container's: its pid means nothing here
+        if driver.get("host") != os.uname().nodename or elsewhere(driver["host"], driver.get("pidns")):
             return "elsewhere", driver, None
         pid, started = int(driver["pid"]), float(driver.get("started") or 0.0)
     except (ValueError, TypeError, KeyError):
@@ -280,6 +279,18 @@ def pid_namespace() -> str | None:
         return os.readlink("/proc/self/ns/pid")
     except OSError:
         return None
+
+
+def elsewhere(host: str | None, pidns: str | None) -> str | None:
+    """Where a process recorded as (host, pid namespace) runs when its pid is not this host's own: "host NAME",
+    "another pid namespace of this host (a container)", or None (here, or not recorded)."""
+    if host is None:
+        return None
+    if host != os.uname().nodename:
+        return f"host {host}"
+    if pidns and pidns != pid_namespace():   # a container with the host's name
+        return "another pid namespace of this host (a container)"
+    return None
 
 
 def gone_driver(row: sqlite3.Row) -> dict[str, Any] | None:
