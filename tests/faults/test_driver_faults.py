@@ -177,9 +177,11 @@ def test_sigterm_to_the_driver_preempts_running_trials_exits_0_and_resume_finish
 
 
 def _sweep_with_two_trials_running(chaos, reap, name: str, *, steps: int):
-    """`sweeplab sweep --name NAME` of 3 stepper trials on 2 workers, once both are running: its process."""
+    """`sweeplab sweep --name NAME` of 3 stepper trials on 2 workers, once both are running: its process. The
+    trials end only once the test writes `<tmp>/gate` (a loaded run's sweep was over before the test looked)."""
+    gate = chaos.tmp / "gate"
     body = chaos.faulty_spec("stepper", method="random",
-                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=steps, delay=0.03),
+                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=steps, delay=0.03, gate=str(gate)),
                              extra="budget: {trials: 3}")
     proc = chaos.start("sweep", str(chaos.spec("s", body)), "--name", name, "--workers", "2", "-q")
     reap.append(proc.pid)
@@ -193,6 +195,7 @@ def test_resume_while_the_driver_runs_is_refused_and_changes_nothing(chaos, reap
     assert proc.poll() is None, "the first driver should still be running"
     assert second.returncode != 0 and "Traceback" not in second.stdout + second.stderr
     assert "twice" in second.stderr and str(proc.pid) in second.stderr, second.stderr   # names the driver
+    (chaos.tmp / "gate").write_text("")
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, out + err
     _assert_exactly_once(chaos, "twice", 3)
@@ -389,6 +392,7 @@ def test_resume_is_refused_while_the_driver_runs_even_after_its_lock_file_was_de
     assert proc.poll() is None, "the first driver should still be running"
     assert second.returncode == 2 and "Traceback" not in second.stderr, second.stdout + second.stderr
     assert str(proc.pid) in second.stderr, second.stderr   # names the running driver
+    (chaos.tmp / "gate").write_text("")
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, out + err
     _assert_exactly_once(chaos, "unlocked", 3)
