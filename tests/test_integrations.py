@@ -373,6 +373,49 @@ def test_xgboost_reports_each_round_checkpoints_and_a_resumed_attempt_goes_on_at
     np.testing.assert_allclose(booster.predict(dval), whole.predict(dval), rtol=1e-6)
 
 
+def test_xgboost_early_stopping_goes_on_counting_across_a_resume_and_ends_as_an_uninterrupted_run(tmp_path):
+    """A trial stopped (preempted) two rounds after its best round, then resumed. XGBoost's own EarlyStopping
+    (`early_stopping_rounds=5`) starts counting afresh on a continued model: the resumed attempt trained past
+    the round an uninterrupted run stops at, and took its first new round as the best. `callback.early_stopping`
+    goes on from the resumed booster's best round and score (which XGBoost keeps in the model)."""
+    xgb = pytest.importorskip("xgboost")
+    from sweeplab.integrations.xgboost import SweeplabCallback
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 5))
+    y = (x[:, 0] + 0.5 * rng.normal(size=400) > 0).astype(int)
+    params = {"objective": "binary:logistic", "eta": 0.3, "max_depth": 2, "nthread": 1, "seed": 0}
+    dtrain, dval = xgb.DMatrix(x[:300], label=y[:300]), xgb.DMatrix(x[300:], label=y[300:])
+
+    def attempt(n, stop_at=None):
+        run = Run(config={}, sink=lambda kind, data: None, checkpoint_dir=str(tmp_path / "ck"), checkpoint_every=1000,
+                  attempt=n)
+        callback = SweeplabCallback(run)
+        resumed = callback.resume_model()
+
+        class StopAt(xgb.callback.TrainingCallback):
+            def after_iteration(self, model, epoch, evals_log):
+                if model.num_boosted_rounds() - 1 == stop_at:
+                    run.request_stop("preempted (SIGTERM)")
+                return False
+
+        booster = xgb.train(params, dtrain, num_boost_round=60 - callback.rounds_done, evals=[(dval, "val")],
+                            xgb_model=resumed, verbose_eval=False,
+                            callbacks=[StopAt(), callback, callback.early_stopping(5)])
+        run.flush()
+        return booster
+
+    whole = attempt(1)
+    (tmp_path / "ck").rename(tmp_path / "whole")
+    stop_at = whole.best_iteration + 2
+    assert stop_at < whole.num_boosted_rounds() - 1   # the data make the case: stopped after the best round
+    assert attempt(1, stop_at=stop_at).num_boosted_rounds() == stop_at + 1
+    resumed = attempt(2)
+    assert (resumed.best_iteration, resumed.num_boosted_rounds()) == (whole.best_iteration, whole.num_boosted_rounds())
+    assert resumed.best_score == whole.best_score
+    np.testing.assert_allclose(resumed.predict(dval), whole.predict(dval), rtol=1e-6)
+
+
 def test_xgboost_cv_reports_the_folds_mean_and_std_and_a_stop_ends_it(tmp_path):
     xgb = pytest.importorskip("xgboost")
     from sweeplab.integrations.xgboost import SweeplabCallback

@@ -139,9 +139,10 @@ def train(config, run):
             "params": float(sum(p.numel() for p in model.parameters())),   # model size (sweep_multiobjective.yaml)
         }
         run.log(metrics, step=epoch + 1)                    # step = epochs trained: the fidelity
+        stop = strategy.should_stop(run)  # pruned, stopped by a monitor, preempted: all DDP ranks agree
         run.checkpoint({"model": strategy.state_dict(model), "optimizer": optimizer.state_dict(),
-                        "epoch": epoch + 1}, step=epoch + 1)
-        if strategy.should_stop(run):     # pruned, stopped by a monitor, preempted: all DDP ranks agree
+                        "epoch": epoch + 1}, step=epoch + 1, force=stop)   # a stopping epoch's is always kept
+        if stop:
             break
 
     strategy.cleanup()

@@ -199,3 +199,67 @@ def test_ddp_trials_stop_together_and_resume_on_every_rank(chaos, reap, framewor
     assert pruned["state"] == "pruned" and "rung 1" in pruned["reason"], dict(pruned)
     assert _steps(chaos, pruned["id"], 1, metric)[:2] == [first, first + 1]
     assert json.loads(pruned["metrics"])["epochs_run"] < epochs
+
+
+def test_a_sweeplab_torch_ddp_trial_saves_where_a_sigterm_stopped_it_and_ends_as_an_uninterrupted_run(
+        chaos, reap, monkeypatch):
+    """docs/torch.md's loop as a 2-rank trial (gloo, CPU). Trial 0 gets a real SIGTERM after its epoch-2 report
+    (after the epoch-2 `run.checkpoint` of the loop as the docs wrote it before): both ranks stop at epoch 2, rank
+    0 writes that epoch's checkpoint (the policy keeps only the first and a stop's), and attempt 2 starts both
+    ranks at epoch 3 and ends with the parameters of an uninterrupted one-process run. Before, the loop
+    checkpointed before it asked whether to stop: the stop's checkpoint was never written and attempt 2 trained
+    epochs 1 and 2 again. Trial 1 (lr 0) is pruned at the first rung: both ranks train epochs 0 and 1 only and
+    return. Reports and checkpoints come from rank 0 alone."""
+    pytest.importorskip("torch")
+    import sys
+
+    sys.path.insert(0, str(HERE))
+    import torch_trial
+
+    from sweeplab.config import Config
+    from sweeplab.run import Run
+
+    epochs = 6
+    spec = chaos.spec("tddp", (
+        f"function: {HERE / 'torch_trial.py'}:train\nmethod: grid\nseed: 1\n"
+        "metric: {name: val_loss, goal: minimize}\nresources: {workers: 2}\n"
+        f"parameters:\n  lr: {{values: [0.05, 0.0]}}\n  epochs: {{value: {epochs}}}\n  hold_at: {{value: 2}}\n"
+        f"early_terminate: {{type: asha, min_iter: 1, max_iter: {epochs}, eta: 2}}\n"
+        "trial: {grace: 60s, retries: 0, checkpoint_every: 1000}\n"))
+    proc = chaos.start("sweep", str(spec), "--name", "tddp", "--workers", "1", "-q")
+    reap.append(proc.pid)
+    att = wait_for(lambda: chaos.running_attempt("tddp", 0), timeout=120, what="trial 0 running", proc=proc)
+
+    def facts(attempt: int, rank: int, trial: int = 0) -> dict:
+        path = chaos.tmp / f"{trial}-{attempt}-{rank}.json"
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    wait_for(lambda: 2 in facts(1, 0).get("epochs", []) and 2 in facts(1, 1).get("epochs", []), timeout=120,
+             what="both ranks reported epoch 2", proc=proc)
+    os.kill(att["pid"], signal.SIGTERM)   # the trial's worker: it passes it to both ranks
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, out + err
+
+    trial, pruned = chaos.trials("tddp")
+    assert [a["state"] for a in chaos.attempts(trial["id"])] == ["preempted", "completed"], out + err
+    for rank in (0, 1):
+        assert facts(1, rank)["epochs"] == [0, 1, 2], (rank, facts(1, rank))
+        assert facts(2, rank)["start"] == 3 and facts(2, rank)["epochs"] == [3, 4, 5], (rank, facts(2, rank))
+    assert _steps(chaos, trial["id"], 1, "val_loss") == [0, 1, 2]   # rank 0's reports only, once each
+    assert _steps(chaos, trial["id"], 2, "val_loss") == [3, 4, 5]
+    (restored,) = chaos.events("restored", trial["id"])
+    assert json.loads(restored["data"])["step"] == 2
+    (chaos.tmp / "whole").mkdir()
+    monkeypatch.chdir(chaos.tmp / "whole")   # one process, no stop: the run the resumed trial must equal
+    alone = Run(config={}, sink=lambda kind, data: None, seed=trial["seed"], checkpoint_dir=str(chaos.tmp / "whole"))
+    whole = torch_trial.train(Config({"lr": 0.05, "epochs": epochs, "hold_at": -1}), alone)
+    assert abs(whole["val_loss"] - json.loads(trial["metrics"])["val_loss"]) < 1e-5, (whole, trial["metrics"])
+    assert facts(2, 0)["params"] == facts(2, 1)["params"]
+
+    assert pruned["state"] == "pruned" and "rung 1" in pruned["reason"], dict(pruned)
+    for rank in (0, 1):
+        assert facts(1, rank, trial=1)["epochs"] == [0, 1] and "params" in facts(1, rank, trial=1)
+    assert not chaos.events("ranks_killed")
