@@ -104,3 +104,30 @@ def test_a_direction_against_the_given_studys_is_refused_before_anything_is_writ
     same = sl.optimize("objectives:quadratic", n_trials=1, workers=1, store=workdir / "st", study=study,
                        direction="minimize")                      # the study's own: taken
     assert same.outcome.exit_code == 0 and len(study.trials) == 1
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::optuna.exceptions.ExperimentalWarning")
+def test_a_stale_trial_of_a_heartbeat_storage_is_failed_and_retried_first_as_study_optimize_does(workdir):
+    """pytorch/pytorch_checkpoint.py: an RDB study with `heartbeat_interval` and a RetryFailedTrialCallback,
+    rerun after `timeout 20 python ...` killed it mid-trial. `study.optimize` fails the stale trial and runs
+    its retry (same params, `failed_trial` system attr) first; sl.optimize left it RUNNING for ever, never
+    ran the retry, and the objective's `trial.number` was one less than the trial's number in the study."""
+    from optuna.storages import RetryFailedTrialCallback
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{workdir}/example.db", heartbeat_interval=1, grace_period=1,
+                                         failed_trial_callback=RetryFailedTrialCallback())
+    study = optuna.create_study(storage=storage, study_name="ckpt", direction="maximize", load_if_exists=True)
+    killed = storage.create_new_trial(study._study_id)      # the killed process's trial: it beat once
+    dist = optuna.distributions.FloatDistribution(0.0, 1.0)
+    storage.set_trial_param(killed, "x", 0.25, dist)
+    storage.record_heartbeat(killed)
+    import time
+
+    time.sleep(1.5)              # its heartbeat is now older than the grace period: stale, whatever the load
+    study = optuna.load_study(storage=storage, study_name="ckpt")
+    sl.optimize("objectives:checkpointed", n_trials=2, workers=1, store=workdir / "st", study=study, timeout=600)
+    trials = study.trials
+    assert [t.state.name for t in trials] == ["FAIL", "COMPLETE", "COMPLETE"]
+    assert trials[1].params == {"x": 0.25} and trials[1].system_attrs.get("failed_trial") == 0
+    assert [t.user_attrs.get("number") for t in trials[1:]] == [1, 2]     # the number the objective saw
+    assert study.best_trial.number in (1, 2)

@@ -220,6 +220,8 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
                                  pruner=pruner, python_path=python_path,
                                  timeout=float(timeout) if timeout is not None else None)
         write_settings(directory, settings)
+        if study is not None:
+            _fail_stale_trials(study)
         imported = _seed_journal(open_study(directory, settings, create=True), study) if study is not None else []
         waiting = [t._trial_id for t in study.get_trials(deepcopy=False) if t.state.name == "WAITING"] \
             if study is not None else []
@@ -489,6 +491,23 @@ def _check_importable(target: str, python_path: Sequence[str]) -> None:
 
 
 # ------------------------------------------------------------------------------------------ importing
+def _fail_stale_trials(study: Any) -> None:
+    """A study on a storage with heartbeats (`RDBStorage(..., heartbeat_interval=1)`, as
+    `pytorch/pytorch_checkpoint.py` makes it) may hold a trial whose process was killed: `study.optimize` fails
+    it before it runs a trial, and the storage's `failed_trial_callback` (`RetryFailedTrialCallback`) enqueues
+    its retry. Done here the same way before the study is imported, so the retry runs first and the trials
+    the sweep adds get the numbers their objective saw (a trial left running would hold one)."""
+    import warnings
+
+    import optuna
+    from optuna.storages._heartbeat import is_heartbeat_enabled
+
+    if is_heartbeat_enabled(study._storage):
+        with warnings.catch_warnings():   # as in study.optimize: the call is experimental
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+
+
 def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
     """Copy `source` into the sweep's journal study: its user attrs and metric names, its finished trials, then
     its enqueued (WAITING) trials, which the sweep's first trials run as `study.optimize` would; returns the
