@@ -131,3 +131,24 @@ def test_a_stale_trial_of_a_heartbeat_storage_is_failed_and_retried_first_as_stu
     assert trials[1].params == {"x": 0.25} and trials[1].system_attrs.get("failed_trial") == 0
     assert [t.user_attrs.get("number") for t in trials[1:]] == [1, 2]     # the number the objective saw
     assert study.best_trial.number in (1, 2)
+
+
+def test_a_trial_a_killed_run_left_running_keeps_the_numbers_the_objective_sees(workdir):
+    """A notebook's kernel restarted (or a run killed) mid-trial leaves that trial RUNNING in its SQLite study;
+    rerun with `load_if_exists=True`, `study.optimize` numbers the next trials after it. The sweep left it out
+    of its own study, so the objective saw `trial.number` 2 for the trial the study then recorded as 3 (files
+    named after the trial number no longer matched the study's)."""
+    import objectives
+
+    study = optuna.create_study(storage=f"sqlite:///{workdir}/nb.db", study_name="nb", load_if_exists=True)
+    study.optimize(objectives.checkpointed, n_trials=2)
+    study.ask().suggest_float("x", 0.0, 1.0)                 # the killed run's trial: RUNNING for ever
+    study = optuna.create_study(storage=f"sqlite:///{workdir}/nb.db", study_name="nb", load_if_exists=True)
+    sweep = sl.optimize("objectives:checkpointed", n_trials=2, workers=1, store=workdir / "st", study=study)
+    trials = study.trials
+    assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE", "RUNNING", "COMPLETE", "COMPLETE"]
+    assert [t.user_attrs.get("number") for t in trials] == [0, 1, None, 3, 4]
+    frame = sweep.trials()
+    assert list(frame["state"]) == ["completed", "completed", "failed", "completed", "completed"]
+    assert "running there" in frame["reason"][2], frame["reason"][2]
+    assert sweep.best["trial"] in (0, 1, 3, 4)

@@ -511,18 +511,28 @@ def _fail_stale_trials(study: Any) -> None:
 def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
     """Copy `source` into the sweep's journal study: its user attrs and metric names, its finished trials, then
     its enqueued (WAITING) trials, which the sweep's first trials run as `study.optimize` would; returns the
-    finished ones (frozen), in order."""
+    finished ones (frozen), in order. A trial still RUNNING there (its process was killed: a restarted
+    kernel, `kill -9`) is copied as failed, in its place: the trials the sweep adds then get the numbers in
+    `source` their objective saw (`trial.number`), as `study.optimize` numbers them after it."""
+    import datetime
+
     from sweeplab.search.optuna_objective import link
 
     trials = source.get_trials(deepcopy=True)
-    finished = [t for t in trials if t.state.is_finished()]
+    finished = [t for t in trials if t.state.name != "WAITING"]
     waiting = [t for t in trials if t.state.name == "WAITING"]
+    running = [t for t in finished if not t.state.is_finished()]
+    for t in running:
+        t.state, t.values = type(t.state).FAIL, None
+        t.datetime_complete = t.datetime_start = t.datetime_start or datetime.datetime.now()
     for key, value in source.user_attrs.items():
         journal_study.set_user_attr(key, value)
     names = getattr(source, "metric_names", None)   # study.set_metric_names: trials_dataframe's `values_<name>`
     if names:
         journal_study.set_metric_names(list(names))
     journal_study.add_trials(finished)
+    for t in running:   # for the store's reason, not in the journal
+        t.system_attrs = {**t.system_attrs, _RUNNING_THERE: True}
     for number, frozen in enumerate(journal_study.get_trials(deepcopy=False)[:len(finished)]):
         link(journal_study, number, frozen._trial_id, running=False)
     journal_study.add_trials(waiting)
@@ -530,6 +540,7 @@ def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
 
 
 _STATES = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}
+_RUNNING_THERE = "sweeplab_running_there"   # on the journal's copy of a trial left RUNNING in the given study
 
 
 def _writable(study: Any) -> bool:
@@ -632,6 +643,7 @@ def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int | None, *, sou
     with st.transaction():
         for number, t in enumerate(trials):
             state = _STATES[t.state.name]
+            running = ", still running there: taken as failed" if t.system_attrs.get(_RUNNING_THERE) else ""
             started = t.datetime_start.timestamp() if t.datetime_start else None
             ended = t.datetime_complete.timestamp() if t.datetime_complete else started
             tid = st.add_trial(driver.sweep_id, number, dict(t.params), {}, None)
@@ -645,7 +657,7 @@ def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int | None, *, sou
                 extra["feasible"] = metrics[VIOLATION] <= 0
             st.update_trial(tid, state=state, value=values[0] if values and state == "completed" else None,
                             metrics=metrics, started=started, ended=ended,
-                            reason=f"imported from {source} (trial {t.number})", **extra)
+                            reason=f"imported from {source} (trial {t.number}{running})", **extra)
             points = [(int(step), METRIC, float(v), ended or 0.0) for step, v in t.intermediate_values.items()]
             if points:
                 st.add_metrics(tid, 0, points)
