@@ -152,3 +152,23 @@ def test_a_trial_a_killed_run_left_running_keeps_the_numbers_the_objective_sees(
     assert list(frame["state"]) == ["completed", "completed", "failed", "completed", "completed"]
     assert "running there" in frame["reason"][2], frame["reason"][2]
     assert sweep.best["trial"] in (0, 1, 3, 4)
+
+
+def test_trials_another_process_adds_to_the_given_study_meanwhile_are_warned_of(workdir):
+    """Optuna's distributed mode, the same script in two terminals on one RDB study, ported with sl.optimize:
+    each sweep has a study of its own seeded when it starts, so neither's sampler sees the other's new
+    trials, and its trials land in the shared study under other numbers than their objective saw. Nothing
+    said so; a warning now names it and the fix (one sweep with more workers)."""
+    import objectives
+
+    study = optuna.create_study(storage=f"sqlite:///{workdir}/d.db", study_name="d")
+    other = optuna.load_study(storage=f"sqlite:///{workdir}/d.db", study_name="d")   # the other terminal's
+
+    def another_process(_study, trial):
+        if trial.number == 0:
+            other.optimize(objectives.checkpointed, n_trials=1)
+
+    with pytest.warns(UserWarning, match=r"another process.*workers="):
+        sl.optimize("objectives:checkpointed", n_trials=2, workers=1, store=workdir / "st", study=study,
+                    callbacks=[another_process])
+    assert [t.user_attrs["number"] for t in study.trials] == [0, 1, 1]   # its trial 1 is the study's 2

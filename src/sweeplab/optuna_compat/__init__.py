@@ -566,6 +566,7 @@ class _StudyWriter:
         self.source, self.imported, self.waiting = source, imported, list(waiting)
         self.written: set[int] = set()   # journal trial numbers written
         self.done = 0                    # the first `done` trials after the imported ones are written
+        self.warned = False              # another process adds trials to the study (warned once)
         self.lock = threading.Lock()
 
     def __call__(self, journal_study: Any, frozen: Any) -> None:
@@ -609,7 +610,25 @@ class _StudyWriter:
                 storage.set_trial_system_attr(tid, key, value)
             storage.set_trial_state_values(tid, frozen.state, frozen.values)
         else:
+            self._check_alone(frozen.number)
             self.source.add_trial(frozen)
+
+    def _check_alone(self, number: int) -> None:
+        """Warn once if the study holds more trials than the sweep gave it: another process optimizes it too
+        (Optuna's distributed mode, one script in several terminals), which the sweep's study, seeded when
+        it started, does not see."""
+        import warnings
+
+        held = len(self.source.get_trials(deepcopy=False))
+        if held > number and not self.warned:
+            self.warned = True
+            name = getattr(self.source, "study_name", "the study")
+            warnings.warn(
+                f"study {name!r} got trials from another process while this sweep ran: the sweep's sampler "
+                f"does not see them (its study was seeded from {name!r} when it started), and its trials are "
+                f"added after them (trial {number} is {held} there). Run one sweep with more workers= "
+                "(backend='ray' for several machines) rather than several scripts on one study",
+                UserWarning, stacklevel=2)
 
 
 _MISSING = object()
