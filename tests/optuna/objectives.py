@@ -182,3 +182,11 @@ def datetime_attr(trial):
 
     trial.set_user_attr("finished_at", datetime.datetime(2026, 1, 2))
     return trial.suggest_float("x", 0.0, 1.0)
+
+
+def checkpointed(trial):
+    """pytorch/pytorch_checkpoint.py's shape: records the number it saw and an artifact id per trial."""
+    x = trial.suggest_float("x", 0.0, 1.0)
+    trial.set_user_attr("number", trial.number)
+    trial.set_user_attr("artifact_id", f"a{trial.number}")
+    return x

@@ -104,3 +104,71 @@ def test_a_direction_against_the_given_studys_is_refused_before_anything_is_writ
     same = sl.optimize("objectives:quadratic", n_trials=1, workers=1, store=workdir / "st", study=study,
                        direction="minimize")                      # the study's own: taken
     assert same.outcome.exit_code == 0 and len(study.trials) == 1
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::optuna.exceptions.ExperimentalWarning")
+def test_a_stale_trial_of_a_heartbeat_storage_is_failed_and_retried_first_as_study_optimize_does(workdir):
+    """pytorch/pytorch_checkpoint.py: an RDB study with `heartbeat_interval` and a RetryFailedTrialCallback,
+    rerun after `timeout 20 python ...` killed it mid-trial. `study.optimize` fails the stale trial and runs
+    its retry (same params, `failed_trial` system attr) first; sl.optimize left it RUNNING for ever, never
+    ran the retry, and the objective's `trial.number` was one less than the trial's number in the study."""
+    from optuna.storages import RetryFailedTrialCallback
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{workdir}/example.db", heartbeat_interval=1, grace_period=1,
+                                         failed_trial_callback=RetryFailedTrialCallback())
+    study = optuna.create_study(storage=storage, study_name="ckpt", direction="maximize", load_if_exists=True)
+    killed = storage.create_new_trial(study._study_id)      # the killed process's trial: it beat once
+    dist = optuna.distributions.FloatDistribution(0.0, 1.0)
+    storage.set_trial_param(killed, "x", 0.25, dist)
+    storage.record_heartbeat(killed)
+    import time
+
+    time.sleep(1.5)              # its heartbeat is now older than the grace period: stale, whatever the load
+    study = optuna.load_study(storage=storage, study_name="ckpt")
+    sl.optimize("objectives:checkpointed", n_trials=2, workers=1, store=workdir / "st", study=study, timeout=600)
+    trials = study.trials
+    assert [t.state.name for t in trials] == ["FAIL", "COMPLETE", "COMPLETE"]
+    assert trials[1].params == {"x": 0.25} and trials[1].system_attrs.get("failed_trial") == 0
+    assert [t.user_attrs.get("number") for t in trials[1:]] == [1, 2]     # the number the objective saw
+    assert study.best_trial.number in (1, 2)
+
+
+def test_a_trial_a_killed_run_left_running_keeps_the_numbers_the_objective_sees(workdir):
+    """A notebook's kernel restarted (or a run killed) mid-trial leaves that trial RUNNING in its SQLite study;
+    rerun with `load_if_exists=True`, `study.optimize` numbers the next trials after it. The sweep left it out
+    of its own study, so the objective saw `trial.number` 2 for the trial the study then recorded as 3 (files
+    named after the trial number no longer matched the study's)."""
+    import objectives
+
+    study = optuna.create_study(storage=f"sqlite:///{workdir}/nb.db", study_name="nb", load_if_exists=True)
+    study.optimize(objectives.checkpointed, n_trials=2)
+    study.ask().suggest_float("x", 0.0, 1.0)                 # the killed run's trial: RUNNING for ever
+    study = optuna.create_study(storage=f"sqlite:///{workdir}/nb.db", study_name="nb", load_if_exists=True)
+    sweep = sl.optimize("objectives:checkpointed", n_trials=2, workers=1, store=workdir / "st", study=study)
+    trials = study.trials
+    assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE", "RUNNING", "COMPLETE", "COMPLETE"]
+    assert [t.user_attrs.get("number") for t in trials] == [0, 1, None, 3, 4]
+    frame = sweep.trials()
+    assert list(frame["state"]) == ["completed", "completed", "failed", "completed", "completed"]
+    assert "running there" in frame["reason"][2], frame["reason"][2]
+    assert sweep.best["trial"] in (0, 1, 3, 4)
+
+
+def test_trials_another_process_adds_to_the_given_study_meanwhile_are_warned_of(workdir):
+    """Optuna's distributed mode, the same script in two terminals on one RDB study, ported with sl.optimize:
+    each sweep has a study of its own seeded when it starts, so neither's sampler sees the other's new
+    trials, and its trials land in the shared study under other numbers than their objective saw. Nothing
+    said so; a warning now names it and the fix (one sweep with more workers)."""
+    import objectives
+
+    study = optuna.create_study(storage=f"sqlite:///{workdir}/d.db", study_name="d")
+    other = optuna.load_study(storage=f"sqlite:///{workdir}/d.db", study_name="d")   # the other terminal's
+
+    def another_process(_study, trial):
+        if trial.number == 0:
+            other.optimize(objectives.checkpointed, n_trials=1)
+
+    with pytest.warns(UserWarning, match=r"another process.*workers="):
+        sl.optimize("objectives:checkpointed", n_trials=2, workers=1, store=workdir / "st", study=study,
+                    callbacks=[another_process])
+    assert [t.user_attrs["number"] for t in study.trials] == [0, 1, 1]   # its trial 1 is the study's 2

@@ -620,3 +620,76 @@ def test_cli_sweep_optuna_takes_workdir_trial(workdir):
     assert not (workdir / "model.txt").exists()
     files = (workdir / "st" / "workdirs" / "writes_in_cwd").glob("*/model.txt")
     assert sorted(p.parent.name for p in files) == ["0", "1"]
+
+
+_LIGHTGBM_SIMPLE = '''
+import lightgbm as lgb
+import numpy as np
+import optuna
+import sklearn.datasets
+import sklearn.metrics
+from sklearn.model_selection import train_test_split
+
+import sweeplab as sl
+
+
+def objective(trial):
+    data, target = sklearn.datasets.load_breast_cancer(return_X_y=True)
+    train_x, valid_x, train_y, valid_y = train_test_split(data, target, test_size=0.25)
+    dtrain = lgb.Dataset(train_x, label=train_y)
+
+    param = {
+        "objective": "binary",
+        "metric": "binary_logloss",
+        "verbosity": -1,
+        "boosting_type": "gbdt",
+        "num_iterations": 5,
+        "lambda_l1": trial.suggest_float("lambda_l1", 1e-8, 10.0, log=True),
+        "lambda_l2": trial.suggest_float("lambda_l2", 1e-8, 10.0, log=True),
+        "num_leaves": trial.suggest_int("num_leaves", 2, 256),
+        "feature_fraction": trial.suggest_float("feature_fraction", 0.4, 1.0),
+        "bagging_fraction": trial.suggest_float("bagging_fraction", 0.4, 1.0),
+        "bagging_freq": trial.suggest_int("bagging_freq", 1, 7),
+        "min_child_samples": trial.suggest_int("min_child_samples", 5, 100),
+    }
+
+    gbm = lgb.train(param, dtrain)
+    preds = gbm.predict(valid_x)
+    pred_labels = np.rint(preds)
+    accuracy = sklearn.metrics.accuracy_score(valid_y, pred_labels)
+    return accuracy
+
+
+if __name__ == "__main__":
+    study = optuna.create_study(direction="maximize")
+    sl.optimize(objective, n_trials=3, study=study, workers=2, store="st", progress=False)
+
+    print("Number of finished trials: {}".format(len(study.trials)))
+
+    print("Best trial:")
+    trial = study.best_trial
+
+    print("  Value: {}".format(trial.value))
+
+    print("  Params: ")
+    for key, value in trial.params.items():
+        print("    {}: {}".format(key, value))
+    print("types", sorted((k, type(v).__name__) for k, v in trial.params.items()))
+'''
+
+
+def test_lightgbm_simple_runs_as_a_script_with_its_study_read_as_after_study_optimize(workdir):
+    """optuna-examples lightgbm/lightgbm_simple.py (100 boosting rounds cut to 5, 3 trials), its objective
+    defined in the script: what it prints from `study` after the sweep is there, with Optuna's param types."""
+    pytest.importorskip("lightgbm")
+    script = workdir / "lightgbm_simple.py"
+    script.write_text(_LIGHTGBM_SIMPLE)
+    proc = _python([str(script)], workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Number of finished trials: 3" in proc.stdout, proc.stdout
+    value = float(re.search(r"Value: (\S+)", proc.stdout).group(1))   # type: ignore[union-attr]
+    assert 0.5 < value <= 1.0
+    types = dict(re.findall(r"\('(\w+)', '(\w+)'\)", proc.stdout))
+    assert types == {"bagging_fraction": "float", "bagging_freq": "int", "feature_fraction": "float",
+                     "lambda_l1": "float", "lambda_l2": "float", "min_child_samples": "int",
+                     "num_leaves": "int"}, proc.stdout

@@ -220,6 +220,8 @@ def _optimize(objective: Callable[[Any], Any] | str, n_trials: int | None, *, wo
                                  pruner=pruner, python_path=python_path,
                                  timeout=float(timeout) if timeout is not None else None)
         write_settings(directory, settings)
+        if study is not None:
+            _fail_stale_trials(study)
         imported = _seed_journal(open_study(directory, settings, create=True), study) if study is not None else []
         waiting = [t._trial_id for t in study.get_trials(deepcopy=False) if t.state.name == "WAITING"] \
             if study is not None else []
@@ -489,21 +491,48 @@ def _check_importable(target: str, python_path: Sequence[str]) -> None:
 
 
 # ------------------------------------------------------------------------------------------ importing
+def _fail_stale_trials(study: Any) -> None:
+    """A study on a storage with heartbeats (`RDBStorage(..., heartbeat_interval=1)`, as
+    `pytorch/pytorch_checkpoint.py` makes it) may hold a trial whose process was killed: `study.optimize` fails
+    it before it runs a trial, and the storage's `failed_trial_callback` (`RetryFailedTrialCallback`) enqueues
+    its retry. Done here the same way before the study is imported, so the retry runs first and the trials
+    the sweep adds get the numbers their objective saw (a trial left running would hold one)."""
+    import warnings
+
+    import optuna
+    from optuna.storages._heartbeat import is_heartbeat_enabled
+
+    if is_heartbeat_enabled(study._storage):
+        with warnings.catch_warnings():   # as in study.optimize: the call is experimental
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+
+
 def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
     """Copy `source` into the sweep's journal study: its user attrs and metric names, its finished trials, then
     its enqueued (WAITING) trials, which the sweep's first trials run as `study.optimize` would; returns the
-    finished ones (frozen), in order."""
+    finished ones (frozen), in order. A trial still RUNNING there (its process was killed: a restarted
+    kernel, `kill -9`) is copied as failed, in its place: the trials the sweep adds then get the numbers in
+    `source` their objective saw (`trial.number`), as `study.optimize` numbers them after it."""
+    import datetime
+
     from sweeplab.search.optuna_objective import link
 
     trials = source.get_trials(deepcopy=True)
-    finished = [t for t in trials if t.state.is_finished()]
+    finished = [t for t in trials if t.state.name != "WAITING"]
     waiting = [t for t in trials if t.state.name == "WAITING"]
+    running = [t for t in finished if not t.state.is_finished()]
+    for t in running:
+        t.state, t.values = type(t.state).FAIL, None
+        t.datetime_complete = t.datetime_start = t.datetime_start or datetime.datetime.now()
     for key, value in source.user_attrs.items():
         journal_study.set_user_attr(key, value)
     names = getattr(source, "metric_names", None)   # study.set_metric_names: trials_dataframe's `values_<name>`
     if names:
         journal_study.set_metric_names(list(names))
     journal_study.add_trials(finished)
+    for t in running:   # for the store's reason, not in the journal
+        t.system_attrs = {**t.system_attrs, _RUNNING_THERE: True}
     for number, frozen in enumerate(journal_study.get_trials(deepcopy=False)[:len(finished)]):
         link(journal_study, number, frozen._trial_id, running=False)
     journal_study.add_trials(waiting)
@@ -511,6 +540,7 @@ def _seed_journal(journal_study: Any, source: Any) -> list[Any]:
 
 
 _STATES = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}
+_RUNNING_THERE = "sweeplab_running_there"   # on the journal's copy of a trial left RUNNING in the given study
 
 
 def _writable(study: Any) -> bool:
@@ -536,6 +566,7 @@ class _StudyWriter:
         self.source, self.imported, self.waiting = source, imported, list(waiting)
         self.written: set[int] = set()   # journal trial numbers written
         self.done = 0                    # the first `done` trials after the imported ones are written
+        self.warned = False              # another process adds trials to the study (warned once)
         self.lock = threading.Lock()
 
     def __call__(self, journal_study: Any, frozen: Any) -> None:
@@ -579,7 +610,25 @@ class _StudyWriter:
                 storage.set_trial_system_attr(tid, key, value)
             storage.set_trial_state_values(tid, frozen.state, frozen.values)
         else:
+            self._check_alone(frozen.number)
             self.source.add_trial(frozen)
+
+    def _check_alone(self, number: int) -> None:
+        """Warn once if the study holds more trials than the sweep gave it: another process optimizes it too
+        (Optuna's distributed mode, one script in several terminals), which the sweep's study, seeded when
+        it started, does not see."""
+        import warnings
+
+        held = len(self.source.get_trials(deepcopy=False))
+        if held > number and not self.warned:
+            self.warned = True
+            name = getattr(self.source, "study_name", "the study")
+            warnings.warn(
+                f"study {name!r} got trials from another process while this sweep ran: the sweep's sampler "
+                f"does not see them (its study was seeded from {name!r} when it started), and its trials are "
+                f"added after them (trial {number} is {held} there). Run one sweep with more workers= "
+                "(backend='ray' for several machines) rather than several scripts on one study",
+                UserWarning, stacklevel=2)
 
 
 _MISSING = object()
@@ -613,6 +662,7 @@ def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int | None, *, sou
     with st.transaction():
         for number, t in enumerate(trials):
             state = _STATES[t.state.name]
+            running = ", still running there: taken as failed" if t.system_attrs.get(_RUNNING_THERE) else ""
             started = t.datetime_start.timestamp() if t.datetime_start else None
             ended = t.datetime_complete.timestamp() if t.datetime_complete else started
             tid = st.add_trial(driver.sweep_id, number, dict(t.params), {}, None)
@@ -626,7 +676,7 @@ def _seed_store(runner: Any, trials: Sequence[Any], n_trials: int | None, *, sou
                 extra["feasible"] = metrics[VIOLATION] <= 0
             st.update_trial(tid, state=state, value=values[0] if values and state == "completed" else None,
                             metrics=metrics, started=started, ended=ended,
-                            reason=f"imported from {source} (trial {t.number})", **extra)
+                            reason=f"imported from {source} (trial {t.number}{running})", **extra)
             points = [(int(step), METRIC, float(v), ended or 0.0) for step, v in t.intermediate_values.items()]
             if points:
                 st.add_metrics(tid, 0, points)
