@@ -427,9 +427,11 @@ def _raylet_pid() -> int | None:
 
 
 def two_steps(config, run):
-    """Reports at steps 1 and 2 (step 1 a decision step for rank 0, which waits there for the verdict)."""
-    for step in (1, 2):
-        run.log({"loss": 1.0 / step}, step=step)
+    """Reports at steps 1 and 2 (step 1 a decision step for rank 0, which waits there for the verdict); step 2
+    carries `went`, the verdict step rank 0 had received when its wait at step 1 ended (0: it waited out
+    Run's fallback, no `go` reached it)."""
+    run.log({"loss": 1.0}, step=1)
+    run.log({"loss": 0.5, "went": float(run._go_step)}, step=2)
     return {"loss": 0.5}
 
 
@@ -475,7 +477,7 @@ def where_am_i(config, run):
             dist.destroy_process_group()
     if run.rank == int(config.get("bad", -1)):
         peer = Path(config["out"], "rank0.json")   # break once rank 0 runs: it must be killed, not spared
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while run.rank != 0 and not peer.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         raise ValueError(f"rank {run.rank} broke on purpose")
@@ -551,11 +553,11 @@ class TestRanksOnSeveralNodes:
         out.mkdir()
         me = f"{Path(__file__).resolve()}:where_am_i"
         backend.submit(make_task(tmp_path, 4, me, config={"out": str(out), "bad": 99}))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while len(list(out.glob("rank*.json"))) < 2 and time.monotonic() < deadline:
             backend.poll(0.05)
         backend.stop(4, "enough")
-        end = collect(backend, [4], timeout=30)[4][-1]
+        end = collect(backend, [4], timeout=60)[4][-1]
         assert end.kind is EventKind.FINISHED, end.data   # both ranks saw should_stop and returned
 
     def test_the_verdict_at_a_rung_reaches_rank_0_on_its_node(self, backend, tmp_path):
@@ -572,9 +574,11 @@ class TestRanksOnSeveralNodes:
 
         events = collect(backend, [6], timeout=60, on_event=on_event)[6]
         assert events[-1].kind is EventKind.FINISHED, events[-1].data
-        assert went and time.monotonic() - went[0] < 5, "rank 0 waited out its fallback: `go` did not reach it"
-        steps = [p[0] for e in events if e.kind is EventKind.METRICS for p in e.data["points"]]
-        assert steps == [1, 2]
+        assert went, "rank 0 reported no decision step"
+        points = [p for e in events if e.kind is EventKind.METRICS for p in e.data["points"]]
+        assert sorted({p[0] for p in points}) == [1, 2], points
+        # rank 0's own record, not a wall-clock gap (a loaded machine's actor took more than 5 s to report)
+        assert [p[2] for p in points if p[1] == "went"] == [1.0], "rank 0 waited out its fallback"
 
     def test_ddp_all_reduce_over_gloo_across_the_two_nodes(self, backend, tmp_path):
         pytest.importorskip("torch")
@@ -650,7 +654,7 @@ class TestRanksOnSeveralNodes:
         out.mkdir()
         me = f"{Path(__file__).resolve()}:where_am_i"
         backend.submit(make_task(tmp_path, 6, me, config={"out": str(out), "bad": 99}))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while len(list(out.glob("rank*.json"))) < 2 and time.monotonic() < deadline:
             backend.poll(0.05)
         rank1_node = backend._core.slots[0].members[1].node
@@ -752,7 +756,7 @@ def test_a_killed_actor_process_preempts_its_trial_naming_the_process_not_the_no
         assert ev[-1].kind is EventKind.PREEMPTED, ev[-1].data
         reason = ev[-1].data["reason"]
         assert "node" not in reason and "process died" in reason, reason
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while Path(f"/proc/{worker[0]}").exists() and "Z" not in Path(f"/proc/{worker[0]}/stat").read_text():
             assert time.monotonic() < deadline, "the trial's worker outlived its actor"
             time.sleep(0.1)
