@@ -1462,7 +1462,8 @@ def test_a_worker_killed_or_frozen_mid_trial_is_retried_from_its_checkpoint_on_r
                        "metric": {"name": "loss", "goal": "minimize"},
                        "parameters": {"kind": {"values": ["killed", "frozen"]}},
                        "points_to_evaluate": [{"kind": "killed"}, {"kind": "frozen"}],
-                       "budget": {"trials": 2}, "trial": {"retries": 1, "heartbeat_timeout": 3}}, file="<test>")
+                       "budget": {"trials": 2}, "trial": {"retries": 1, "heartbeat_timeout": 10}},
+                       file="<test>")   # not 3 s: a loaded run's starved (not frozen) worker could be failed as hung
     store = Store.open(tmp_path / "store")
     be = (RayBackend(spec, workers=1, resources={"cpus": 1}) if backend == "ray"
           else build_backend(spec, workers=1, backend="local", store_root=tmp_path / "store"))
