@@ -430,7 +430,7 @@ def _raylet_pid() -> int | None:
 
 def two_steps(config, run):
     """Reports at steps 1 and 2 (step 1 a decision step for rank 0, which waits there for the verdict); step 2
-    carries `went`, the verdict step rank 0 had received when its wait at step 1 ended (0: it waited out
+    carries `went`, the verdict step rank 0 had received when its wait at step 1 ended (-1: it waited out
     Run's fallback, no `go` reached it)."""
     run.log({"loss": 1.0}, step=1)
     run.log({"loss": 0.5, "went": float(run._go_step)}, step=2)
