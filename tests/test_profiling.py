@@ -207,8 +207,11 @@ def test_sampler_records_a_busy_subprocess_cpu_and_rss(busy_child):
     tree_batches: list[list[dict]] = []
     child = SystemSampler(batches.append, interval=0.1, pid=busy_child.pid, flush_every=3)
     tree = SystemSampler(tree_batches.append, interval=0.1)  # this process and its children
-    with child, tree:
-        time.sleep(1.2)
+    with child, tree:   # until both have 3 samples (a sleep of 1.2 s gave a starved sampler thread fewer)
+        deadline = time.monotonic() + 60
+        while min(child.peak()["system_samples"], tree.peak()["system_samples"]) < 3:
+            assert time.monotonic() < deadline, (child.peak(), tree.peak())
+            time.sleep(0.05)
     peak = child.peak()
     assert peak["system_samples"] >= 3
     assert peak["rss_peak"] >= 100_000_000
@@ -225,14 +228,20 @@ def test_sampler_records_a_busy_subprocess_cpu_and_rss(busy_child):
 
 
 def test_sampler_stops_by_itself_when_the_process_is_gone_and_keeps_sink_errors():
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
 
     def failing_sink(batch):
         raise RuntimeError("sink down")
 
     sampler = SystemSampler(failing_sink, interval=0.05, pid=proc.pid, flush_every=1)
     sampler.start()
-    proc.wait(timeout=10)
+    deadline = time.monotonic() + 60   # one sample of the live process (a starved thread may take a while)
+    while sampler.peak()["system_samples"] < 1:
+        assert time.monotonic() < deadline, "no sample"
+        time.sleep(0.02)
+    assert proc.stdin is not None
+    proc.stdin.close()   # the process ends
+    proc.wait(timeout=60)
     time.sleep(0.3)
     sampler.stop()
     assert isinstance(sampler.error, RuntimeError)
@@ -248,7 +257,7 @@ SPAWNER = (
     "    subprocess.run([sys.executable, '-c', burn], check=True)\n"
     "kids = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
     "print(kids.ru_utime + kids.ru_stime, flush=True)\n"
-    "time.sleep(0.4)\n"
+    "sys.stdin.readline()\n"
 )
 
 
@@ -261,18 +270,28 @@ def test_sampler_counts_the_cpu_of_short_lived_children():
     try:
         assert proc.stdout.readline().strip() == "ready"
         batches: list[list[dict]] = []
-        with SystemSampler(batches.append, interval=0.1, pid=proc.pid):
+        with SystemSampler(batches.append, interval=0.1, pid=proc.pid) as sampler:
+            began = time.time()   # just after the baseline: its first sample's CPU % is over the time since
             proc.stdin.write("go\n")
             proc.stdin.flush()
             truth = float(proc.stdout.readline())
-            proc.wait(timeout=30)
+            # two samples after every child was reaped (a sleep of 0.4 s left a starved sampler thread none),
+            # and the program ends
+            seen = sampler.peak()["system_samples"]
+            deadline = time.monotonic() + 60
+            while sampler.peak()["system_samples"] < seen + 2:
+                assert time.monotonic() < deadline, sampler.peak()
+                time.sleep(0.05)
+            proc.stdin.write("end\n")
+            proc.stdin.flush()
+            proc.wait(timeout=60)
     finally:
         proc.kill()
         proc.wait(timeout=10)
     samples = [s for b in batches for s in b]
     times = [s["time"] for s in samples]
     measured = sum(s["cpu"] / 100 * (t1 - t0) for s, t0, t1 in zip(samples[1:], times, times[1:]))
-    measured += samples[0]["cpu"] / 100 * 0.1
+    measured += samples[0]["cpu"] / 100 * (times[0] - began)   # the first sample's time since the start
     assert 0.7 * truth <= measured <= 1.3 * truth + 0.05, (measured, truth, [s["cpu"] for s in samples])
 
 

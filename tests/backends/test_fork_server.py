@@ -53,7 +53,7 @@ def _metrics(events) -> dict:
     return {p[1]: p[2] for e in events if e.kind is EventKind.METRICS for p in e.data["points"]}
 
 
-def _gone(pids, timeout: float = 15.0) -> list[int]:
+def _gone(pids, timeout: float = 60.0) -> list[int]:
     """The pids still alive (not zombies) after waiting up to `timeout` for them to end."""
     def running(pid: int) -> bool:
         try:
@@ -167,13 +167,13 @@ def test_a_fork_server_killed_mid_trial_fails_its_workers_trials_and_the_next_tr
         server = b._server
         assert server is not None
         seen: dict[int, int] = {}
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while len(seen) < 2 and time.monotonic() < deadline:   # both trials running
             for ev in b.poll(0.1):
                 if ev.kind is EventKind.METRICS:
                     seen[ev.trial] = int(_metrics([ev])["pid"])
         os.kill(server.proc.pid, signal.SIGKILL)
-        ended = collect(b, [1, 2], timeout=30)
+        ended = collect(b, [1, 2], timeout=60)
         for i in (1, 2):
             last = ended[i][-1]
             assert last.kind is EventKind.FAILED and last.data["signal"] == signal.SIGKILL, last
@@ -262,7 +262,7 @@ def test_nothing_outlives_a_driver_killed_with_sigkill(tmp_path):
             time.sleep(0.2)
         assert len(workers) >= 2, [(p.pid, p.cmdline()) for p in tree]
         driver.kill()
-        driver.wait(timeout=10)
+        driver.wait(timeout=60)
         assert _gone([p.pid for p in tree]) == []
     finally:
         if driver.poll() is None:
@@ -354,7 +354,7 @@ def test_a_stopped_fork_server_loses_no_worker_death_and_blocks_no_new_trial(tmp
         server = b._server
         assert server is not None
         pids: dict[int, int] = {}
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while len(pids) < 2 and time.monotonic() < deadline:
             for ev in b.poll(0.1):
                 if ev.kind is EventKind.METRICS:
@@ -469,7 +469,7 @@ def test_a_fork_server_whose_driver_dies_while_it_imports_ends_at_once_and_quiet
         time.sleep(0.5)                    # importing slowlib
         driver.kill()
         driver.wait()
-        assert _gone([server], timeout=10) == []
+        assert _gone([server], timeout=60) == []
         assert "Traceback" not in driver.stderr.read()
     finally:
         if driver.poll() is None:
@@ -519,7 +519,7 @@ def test_a_fork_server_stopped_while_it_imports_costs_no_wait_for_its_imports(tm
     assert server is not None
     try:
         os.kill(server.proc.pid, signal.SIGSTOP)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while b.free_slots() < 2 and time.monotonic() < deadline:
             b.poll(0.1)
         assert b.free_slots() == 2, server.status
@@ -625,11 +625,11 @@ def test_sigterm_to_the_fork_server_preempts_its_workers_trials_instead_of_faili
         server = b._server
         assert server is not None
         seen: set[int] = set()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while len(seen) < 2 and time.monotonic() < deadline:   # both trials running
             seen.update(ev.trial for ev in b.poll(0.1) if ev.kind is EventKind.METRICS)
         os.kill(server.proc.pid, signal.SIGTERM)
-        ended = collect(b, [1, 2], timeout=30)
+        ended = collect(b, [1, 2], timeout=60)
         assert [ended[i][-1].kind for i in (1, 2)] == [EventKind.PREEMPTED] * 2, ended
         assert _gone([server.proc.pid]) == []
         b.submit(make_task(tmp_path, 3, fn, config={"module": "colorsys"}))
@@ -771,7 +771,7 @@ def test_a_forked_worker_started_again_by_its_trial_says_why_it_cannot_run(tmp_p
     b.start()
     try:
         b.submit(make_task(tmp_path, 1, f"{proj / 'rerun.py'}:reruns_main"))
-        ev = collect(b, [1], timeout=40)[1]
+        ev = collect(b, [1], timeout=60)[1]
         assert ev[-1].kind is EventKind.FINISHED, ev[-1]
         assert next(e.data for e in ev if e.kind is EventKind.NOTE)["forked"] is True
         got = _metrics(ev)

@@ -104,7 +104,7 @@ def test_sigterm_to_a_worker_whose_trial_has_not_started_preempts_the_trial(tmp_
         task = (make_task(tmp_path, 1, command=["python3", "-c", "print(1)"]) if kind == "command"
                 else make_task(tmp_path, 1, f"{tmp_path / 'fn.py'}:f"))
         b.submit(task)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert marker.exists()

@@ -179,7 +179,7 @@ def test_ranks_die_with_their_worker_even_when_it_is_killed_alone(backend, tmp_p
         except psutil.NoSuchProcess:
             return False
 
-    deadline = time.monotonic() + 2.0     # without polling the backend: the kernel ends them
+    deadline = time.monotonic() + 10.0    # without polling the backend: the kernel ends them
     while time.monotonic() < deadline and any(alive(p) for p in ranks):
         time.sleep(0.05)
     left = [p for p in ranks if alive(p)]
@@ -245,7 +245,7 @@ def test_sigterm_to_one_rank_preempts_every_rank_of_the_trial(backend, tmp_path)
         assert time.monotonic() < deadline, "the ranks did not start"
         time.sleep(0.05)
     os.kill(int((tmp_path / "pid1").read_text()), signal.SIGTERM)
-    end = collect(backend, [1], timeout=20)[1]
+    end = collect(backend, [1], timeout=60)[1]
     assert end and end[-1].kind is EventKind.PREEMPTED, [e.kind for e in end]
     assert (tmp_path / "stopped0").exists() and (tmp_path / "stopped1").exists()
     assert any(e.kind is EventKind.CHECKPOINT for e in end)
@@ -267,7 +267,7 @@ def test_a_rank_killed_by_sigterm_preempts_the_trial_instead_of_failing_it(backe
     (`rank 1: process killed by signal SIGTERM`), retried from scratch or failing the trial."""
     backend.submit(make_task(tmp_path, 1, f"{HERE}:rank1_dies_of_sigterm", config={"out": str(tmp_path)},
                              world_size=2, grace=30.0))
-    end = collect(backend, [1], timeout=30)[1]
+    end = collect(backend, [1], timeout=60)[1]
     assert end and end[-1].kind is EventKind.PREEMPTED, [(e.kind, e.data.get("reason")) for e in end]
     assert (tmp_path / "stopped0").exists()          # rank 0 was stopped, and checkpointed on the way out
     assert any(e.kind is EventKind.CHECKPOINT for e in end)
@@ -291,7 +291,7 @@ def test_a_segfault_leaves_the_python_stack_where_it_died(backend, tmp_path, wor
     where the trial died, not only `process killed by signal SIGSEGV`."""
     backend.submit(make_task(tmp_path, 1, f"{HERE}:segfaults_on_rank1", config={"also": 0 if world_size == 1 else 1},
                              world_size=world_size))
-    end = collect(backend, [1], timeout=30)[1]
+    end = collect(backend, [1], timeout=60)[1]
     assert end and end[-1].kind is EventKind.FAILED, [e.kind for e in end]
     data = end[-1].data
     assert data["signal"] == signal.SIGSEGV, data
@@ -313,7 +313,7 @@ def test_a_segfaulting_command_trial_says_where_it_died(backend, tmp_path, world
     prog.write_text(SEGFAULTING_PROGRAM)
     backend.submit(make_task(tmp_path, 1, command=[sys.executable, str(prog)], world_size=world_size,
                              env={"CRASH_RANK": str(world_size - 1)}))
-    end = collect(backend, [1], timeout=30)[1]
+    end = collect(backend, [1], timeout=60)[1]
     data = end[-1].data
     assert end[-1].kind is EventKind.FAILED and data["signal"] == signal.SIGSEGV, data
     assert "Fatal Python error: Segmentation fault" in data["reason"], data["reason"]

@@ -27,8 +27,10 @@ from sweeplab.testing.backends import BackendContract, collect, make_task
 TRIALS = str(Path(__file__).resolve().parents[1] / "fixtures" / "trials.py")
 
 # fast node-death detection, so that a lost node is noticed in about a second
-_SYSTEM = {"health_check_period_ms": 300, "health_check_failure_threshold": 3,
-           "health_check_initial_delay_ms": 0, "health_check_timeout_ms": 300}
+# a removed node's death noticed in a few seconds; not in one (300 ms x 3 with a 300 ms timeout): a loaded
+# machine's starved raylet missed that many checks and was declared dead with every actor on it
+_SYSTEM = {"health_check_period_ms": 500, "health_check_failure_threshold": 5,
+           "health_check_initial_delay_ms": 0, "health_check_timeout_ms": 1000}
 
 
 @pytest.fixture(scope="module")
@@ -427,9 +429,11 @@ def _raylet_pid() -> int | None:
 
 
 def two_steps(config, run):
-    """Reports at steps 1 and 2 (step 1 a decision step for rank 0, which waits there for the verdict)."""
-    for step in (1, 2):
-        run.log({"loss": 1.0 / step}, step=step)
+    """Reports at steps 1 and 2 (step 1 a decision step for rank 0, which waits there for the verdict); step 2
+    carries `went`, the verdict step rank 0 had received when its wait at step 1 ended (-1: it waited out
+    Run's fallback, no `go` reached it)."""
+    run.log({"loss": 1.0}, step=1)
+    run.log({"loss": 0.5, "went": float(run._go_step)}, step=2)
     return {"loss": 0.5}
 
 
@@ -475,7 +479,7 @@ def where_am_i(config, run):
             dist.destroy_process_group()
     if run.rank == int(config.get("bad", -1)):
         peer = Path(config["out"], "rank0.json")   # break once rank 0 runs: it must be killed, not spared
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while run.rank != 0 and not peer.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         raise ValueError(f"rank {run.rank} broke on purpose")
@@ -551,11 +555,11 @@ class TestRanksOnSeveralNodes:
         out.mkdir()
         me = f"{Path(__file__).resolve()}:where_am_i"
         backend.submit(make_task(tmp_path, 4, me, config={"out": str(out), "bad": 99}))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while len(list(out.glob("rank*.json"))) < 2 and time.monotonic() < deadline:
             backend.poll(0.05)
         backend.stop(4, "enough")
-        end = collect(backend, [4], timeout=30)[4][-1]
+        end = collect(backend, [4], timeout=60)[4][-1]
         assert end.kind is EventKind.FINISHED, end.data   # both ranks saw should_stop and returned
 
     def test_the_verdict_at_a_rung_reaches_rank_0_on_its_node(self, backend, tmp_path):
@@ -572,9 +576,11 @@ class TestRanksOnSeveralNodes:
 
         events = collect(backend, [6], timeout=60, on_event=on_event)[6]
         assert events[-1].kind is EventKind.FINISHED, events[-1].data
-        assert went and time.monotonic() - went[0] < 5, "rank 0 waited out its fallback: `go` did not reach it"
-        steps = [p[0] for e in events if e.kind is EventKind.METRICS for p in e.data["points"]]
-        assert steps == [1, 2]
+        assert went, "rank 0 reported no decision step"
+        points = [p for e in events if e.kind is EventKind.METRICS for p in e.data["points"]]
+        assert sorted({p[0] for p in points}) == [1, 2], points
+        # rank 0's own record, not a wall-clock gap (a loaded machine's actor took more than 5 s to report)
+        assert [p[2] for p in points if p[1] == "went"] == [1.0], "rank 0 waited out its fallback"
 
     def test_ddp_all_reduce_over_gloo_across_the_two_nodes(self, backend, tmp_path):
         pytest.importorskip("torch")
@@ -650,7 +656,7 @@ class TestRanksOnSeveralNodes:
         out.mkdir()
         me = f"{Path(__file__).resolve()}:where_am_i"
         backend.submit(make_task(tmp_path, 6, me, config={"out": str(out), "bad": 99}))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while len(list(out.glob("rank*.json"))) < 2 and time.monotonic() < deadline:
             backend.poll(0.05)
         rank1_node = backend._core.slots[0].members[1].node
@@ -752,7 +758,7 @@ def test_a_killed_actor_process_preempts_its_trial_naming_the_process_not_the_no
         assert ev[-1].kind is EventKind.PREEMPTED, ev[-1].data
         reason = ev[-1].data["reason"]
         assert "node" not in reason and "process died" in reason, reason
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while Path(f"/proc/{worker[0]}").exists() and "Z" not in Path(f"/proc/{worker[0]}/stat").read_text():
             assert time.monotonic() < deadline, "the trial's worker outlived its actor"
             time.sleep(0.1)
@@ -1456,7 +1462,8 @@ def test_a_worker_killed_or_frozen_mid_trial_is_retried_from_its_checkpoint_on_r
                        "metric": {"name": "loss", "goal": "minimize"},
                        "parameters": {"kind": {"values": ["killed", "frozen"]}},
                        "points_to_evaluate": [{"kind": "killed"}, {"kind": "frozen"}],
-                       "budget": {"trials": 2}, "trial": {"retries": 1, "heartbeat_timeout": 3}}, file="<test>")
+                       "budget": {"trials": 2}, "trial": {"retries": 1, "heartbeat_timeout": 10}},
+                       file="<test>")   # not 3 s: a loaded run's starved (not frozen) worker could be failed as hung
     store = Store.open(tmp_path / "store")
     be = (RayBackend(spec, workers=1, resources={"cpus": 1}) if backend == "ray"
           else build_backend(spec, workers=1, backend="local", store_root=tmp_path / "store"))

@@ -404,8 +404,8 @@ spec = parse_spec({"function": sys.argv[2] + ":checkpointing", "method": "grid",
                    "parameters": {"steps": {"value": 2000}, "delay": {"value": 0.05}},
                    "budget": {"time": "60s"}}, file="<test>")   # never hang the suite
 store = Store.open(sys.argv[1])
-fast = {"health_check_period_ms": 300, "health_check_failure_threshold": 3, "health_check_initial_delay_ms": 0,
-        "health_check_timeout_ms": 300}   # the node's death noticed in about a second
+fast = {"health_check_period_ms": 500, "health_check_failure_threshold": 5, "health_check_initial_delay_ms": 0,
+        "health_check_timeout_ms": 1000}   # the node's death noticed in seconds (1 s: a starved raylet failed it)
 driver = Driver(spec, store, RayBackend(spec, workers=1, init={"_system_config": fast}), sweep_name="raylet")
 driver.create(spec_path=None)
 

@@ -240,16 +240,15 @@ def test_connecting_without_the_cluster_s_token_fails_at_once_naming_cause_and_f
         head: Head, tmp_path: Path, auth: dict[str, str], expect: str) -> None:
     store = tmp_path / "store"
     spec = _spec(tmp_path, trials=1, seconds=0.1)
-    t0 = time.monotonic()
     cp = _sweeplab(["sweep", str(spec), "--name", "noauth", "--backend", "ray", "--address", head.address, "-q"],
                    head.env(store, **auth), tmp_path, timeout=120)
-    took = time.monotonic() - t0
     assert cp.returncode == 1, cp.stdout + cp.stderr
     err = cp.stderr
     assert f"--address {head.address}: {expect}" in err
     assert "RAY_AUTH_MODE=token" in err and "RAY_AUTH_TOKEN" in err and "ray get-auth-token" in err
     assert "ray start --head" not in err and "InvalidAuthToken" not in err   # no wrong advice, no warning spam
-    assert took < 15, f"the error took {took:.1f} s"   # Ray alone retries for ~20 s before it gives up
+    # at once: these errors come only from the check before ray.init (which alone retries for ~20 s, logging
+    # InvalidAuthToken); no wall-clock bound (a loaded run's CLI took seconds to import Ray)
     if (store / "store.db").exists():   # nothing was created
         with contextlib.closing(sqlite3.connect(store / "store.db")) as c:
             assert c.execute("SELECT count(*) FROM sweeps").fetchone()[0] == 0

@@ -27,8 +27,8 @@ def forks(config, run):
     queue = ctx.Queue()
     child = ctx.Process(target=_square, args=(config["x"], queue))
     child.start()
-    value = queue.get(timeout=15)
-    child.join(15)
+    value = queue.get(timeout=60)
+    child.join(60)
     return {"loss": value, "exitcode": child.exitcode}
 
 
@@ -64,7 +64,7 @@ def test_a_function_trial_can_fork_a_multiprocessing_child(backend, tmp_path):
     module.write_text(TRIALS)
     for trial in (1, 2):   # the same worker, twice: its command reader is blocked on stdin both times
         backend.submit(make_task(tmp_path, trial, f"{module}:forks", config={"x": 3.0}))
-        end = collect(backend, [trial], timeout=40)[trial][-1]
+        end = collect(backend, [trial], timeout=60)[trial][-1]
         assert end.kind is EventKind.FINISHED, end.data
         assert end.data["metrics"] == {"loss": 9.0, "exitcode": 0.0}
 
@@ -73,10 +73,10 @@ def test_a_function_trial_reading_stdin_gets_eof_not_the_drivers_commands(backen
     module = tmp_path / "reading.py"
     module.write_text(TRIALS)
     backend.submit(make_task(tmp_path, 1, f"{module}:reads_stdin"))
-    end = collect(backend, [1], timeout=20)[1][-1]
+    end = collect(backend, [1], timeout=60)[1][-1]
     assert end.kind is EventKind.FINISHED and end.data["metrics"] == {"loss": 0.0}
     backend.submit(make_task(tmp_path, 2, f"{module}:reads_stdin"))   # the worker still gets its commands
-    assert collect(backend, [2], timeout=20)[2][-1].kind is EventKind.FINISHED
+    assert collect(backend, [2], timeout=60)[2][-1].kind is EventKind.FINISHED
 
 
 def test_a_worker_started_again_by_its_trial_says_why_it_cannot_run(backend, tmp_path):
@@ -86,6 +86,6 @@ def test_a_worker_started_again_by_its_trial_says_why_it_cannot_run(backend, tmp
     module = tmp_path / "rerun.py"
     module.write_text(TRIALS)
     backend.submit(make_task(tmp_path, 1, f"{module}:reruns_main"))
-    end = collect(backend, [1], timeout=40)[1][-1]
+    end = collect(backend, [1], timeout=60)[1][-1]
     assert end.kind is EventKind.FINISHED, end.data
     assert end.data["metrics"]["loss"] != 0 and end.data["metrics"]["explained"] == 1.0, end.data

@@ -312,10 +312,11 @@ def test_stalled_stops_a_trial_that_reports_only_a_heartbeat(cli, trial):
     time of the last report, taken later and on another clock than the progress time, always came after
     it), where it sent no report at all."""
     head = f"function: {STALLING}:train\n" if trial == "function" else f"program: {STALLING}\n"
+    # stalled after 2 s, not 1: a loaded run's healthy trial, starved that long between two reports, was stopped
     f = cli.spec("s", head + "method: grid\nmetric: {name: val_loss, goal: minimize}\n"
-                 "parameters:\n  kind: {values: [stuck, healthy, silent]}\n  seconds: {value: 2}\n"
-                 "monitors: [{stalled: {after: 1s}}]\ntrial: {retries: 0, grace: 1s}\n")
-    cli("sweep", str(f), "--name", "st", "--workers", "2", "-q", timeout=60)
+                 "parameters:\n  kind: {values: [stuck, healthy, silent]}\n  seconds: {value: 4}\n"
+                 "monitors: [{stalled: {after: 2s}}]\ntrial: {retries: 0, grace: 1s}\n")
+    cli("sweep", str(f), "--name", "st", "--workers", "2", "-q", timeout=120)
     trials = by_kind(cli.status("st"))
     stuck, healthy = trials["stuck"], trials["healthy"]
     assert stuck["state"] == "stopped_by_rule", stuck
@@ -324,7 +325,7 @@ def test_stalled_stops_a_trial_that_reports_only_a_heartbeat(cli, trial):
     assert healthy["state"] == "completed", healthy
     silent = trials["silent"]
     assert silent["state"] == "stopped_by_rule", silent
-    assert silent["reason"].startswith("stalled: no report for ") and silent["reason"].endswith("(limit 1s)"), \
+    assert silent["reason"].startswith("stalled: no report for ") and silent["reason"].endswith("(limit 2s)"), \
         silent["reason"]
 
 
@@ -393,9 +394,12 @@ def test_resume_rebuilds_a_monitors_count_from_the_stored_reports(cli):
     import sqlite3
     import time
 
+    # the first attempt holds after its 2nd report until the file `go` exists: the interrupt comes after
+    # exactly 2 reports (a delay of 0.25 s between reports let a loaded run's make 7, the plateau's stop)
+    go = cli.store.parent / "go"
     f = cli.spec("s", f"function: {STALLING}:flat\nmethod: grid\nmetric: {{name: val_loss, goal: minimize}}\n"
-                 "parameters:\n  steps: {value: 40}\n  delay: {value: 0.25}\n"
-                 "monitors: [{plateau: {patience: 6}}]\n")
+                 f"parameters:\n  steps: {{value: 40}}\n  delay: {{value: 0.05}}\n  hold: {{value: '{go}'}}\n"
+                 "  hold_at: {value: 2}\nmonitors: [{plateau: {patience: 6}}]\n")
     proc = cli.start("sweep", str(f), "--name", "pr", "--workers", "1", "-q")
     db = cli.store / "store.db"
 
@@ -412,7 +416,8 @@ def test_resume_rebuilds_a_monitors_count_from_the_stored_reports(cli):
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
     before = stored()
-    assert 2 <= before < 7, before
+    assert before == 2, before
+    go.write_text("")
     cli("resume", "pr", "-q")
     [t] = cli.status("pr")["trials"]
     assert t["state"] == "stopped_by_rule" and t["attempts"] == 2, t

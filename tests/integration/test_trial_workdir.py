@@ -28,7 +28,11 @@ with open("out.txt", "w") as f:
 if x == 2 and attempt == 1:
     open("resume.txt", "w").write("written by attempt 1")
     sys.exit(3)
-time.sleep(0.4)   # both trials have written their out.txt by now
+open(os.path.join(os.environ["SWEEPLAB_ORIGINAL_CWD"], f"wrote-{x}"), "w").close()
+end = time.monotonic() + 60   # both trials have written their out.txt (a sleep of 0.4 s did not wait for a late one)
+while not all(os.path.exists(os.path.join(os.environ["SWEEPLAB_ORIGINAL_CWD"], f"wrote-{n}")) for n in (1, 2)):
+    assert time.monotonic() < end, "the other trial did not write its out.txt"
+    time.sleep(0.02)
 facts = {"cwd": os.getcwd(), "original": os.environ["SWEEPLAB_ORIGINAL_CWD"], "wandb_dir": os.environ.get("WANDB_DIR")}
 with open(os.path.join(os.environ["SWEEPLAB_ORIGINAL_CWD"], f"facts-{x}.json"), "w") as f:
     json.dump(facts, f)
