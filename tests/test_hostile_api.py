@@ -128,3 +128,20 @@ def test_main_refuses_a_wrong_argument_as_bad_input(tmp_path, monkeypatch, capsy
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err, err
     assert not (tmp_path / "st").exists()
+
+
+@pytest.mark.parametrize("fn, words", [
+    ("nomodule:f", "module 'nomodule' not found"),
+    ("json.nomodule:f", "module 'json.nomodule' not found"),
+    ("json:dumpz", "has no function 'dumpz'"),
+], ids=["missing-module", "missing-submodule", "missing-function"])
+def test_sweep_of_a_target_that_cannot_be_imported_fails_before_the_store(tmp_path, fn, words):
+    """`sl.sweep(fn="nomodule:f")` ran every trial into a ModuleNotFoundError (after the store was written),
+    where `sl.optimize` refuses such an objective up front."""
+    with pytest.raises(UserError, match=words) as info:
+        sl.sweep({**SPEC, "function": "m:f"}, fn=fn, store=tmp_path / "st", workers=1)
+    assert fn in str(info.value)
+    assert not (tmp_path / "st").exists()
+    with pytest.raises(UserError, match=words):
+        sl.run_sweep({**SPEC, "function": fn}, store=tmp_path / "st", workers=1)
+    assert not (tmp_path / "st").exists()
