@@ -886,3 +886,14 @@ def test_a_spec_function_that_cannot_be_imported_is_refused_before_the_store(tmp
     line = assert_one_line_error(cli(tmp_path, "sweep", str(spec)), *fragments, "s.yaml")
     assert "Traceback" not in line
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("args", [["sweep", "s.yaml", "-q", "--store", ""], ["sweep", "s.yaml", "-q", "--store="],
+                                  ["status", "--store", ""], ["run", f"{TRIALS}:quick", "--store", " "]],
+                         ids=["sweep", "sweep-equals", "status", "run-blank"])
+def test_an_empty_store_option_is_a_usage_error_not_the_working_directory(tmp_path, args):
+    """`--store "$UNSET_VAR"` ran the sweep with the working directory as the store: store.db, logs/, locks/
+    and checkpoints/ written straight into it."""
+    write(tmp_path / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
+    assert_one_line_error(cli(tmp_path, *args), "--store", "is empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]

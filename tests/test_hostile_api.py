@@ -25,6 +25,8 @@ CASES = {
     "optimize-name-control": (lambda st: sl.optimize(objective, 1, store=st, name="a\nb"), "name"),
     "sweep-store-int": (lambda st: sl.sweep(SPEC, fn="m:f", store=5), "store"),
     "run_sweep-store-int": (lambda st: sl.run_sweep({**SPEC, "function": "m:f"}, store=5), "store"),
+    "run_sweep-store-empty": (lambda st: sl.run_sweep({**SPEC, "function": "json:dumps"}, store=""), "store"),
+    "sweep-store-empty": (lambda st: sl.sweep(SPEC, fn="json:dumps", store=""), "store"),
     "optimize-store-int": (lambda st: sl.optimize(objective, 1, store=5), "store"),
     "sweep-spec-list": (lambda st: sl.sweep([1, 2], fn="m:f", store=st), "spec"),
     "sweep-spec-none": (lambda st: sl.sweep(None, fn="m:f", store=st), "spec"),
@@ -45,6 +47,7 @@ def test_a_wrong_argument_is_refused_by_name_before_the_store_is_written(tmp_pat
     assert argument in str(info.value), info.value
     assert not (tmp_path / "st").exists()
     assert not (tmp_path / ".sweeplab").exists()
+    assert not (tmp_path / "store.db").exists()   # store="" is the working directory
 
 
 class _ReduceRaises:

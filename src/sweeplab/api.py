@@ -323,6 +323,9 @@ def check_arguments(*, store: Any = None, name: Any = None) -> None:
 
     if store is not None and not isinstance(store, (str, os.PathLike)):
         raise UserError(f"store: {store!r} is not a path; expected the store directory as a str or pathlib.Path")
+    if isinstance(store, str) and not store.strip():   # Path("") is the working directory: store.db right in it
+        raise UserError(f"store: {store!r} is empty; expected the store directory (None for $SWEEPLAB_STORE or "
+                        "./.sweeplab)")
     if name is not None and not isinstance(name, str):
         raise UserError(f"name: {name!r} is not a string; expected the sweep's name, e.g. 'lr-sweep'")
 
