@@ -176,8 +176,8 @@ def _check_function_file(spec: SweepSpec) -> None:
     found: Path | None
     if module.endswith(".py"):
         path = Path(module)
-        places = [path] if path.is_absolute() else [
-            *([spec.source.resolve().parent / path] if spec.source is not None else []), Path.cwd() / path]
+        places = [path] if path.is_absolute() else list(dict.fromkeys([   # once each: the spec may be in the cwd
+            *([spec.source.resolve().parent / path] if spec.source is not None else []), Path.cwd() / path]))
         found = next((p for p in places if _is_file(p)), None)
         if found is None:
             raise SpecError("function file not found", file=str(spec.source) if spec.source else None,
