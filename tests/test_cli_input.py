@@ -871,3 +871,29 @@ def test_help_with_stdout_closed_is_one_error_line_exit_1(tmp_path, args):
                         stderr=subprocess.PIPE, text=True, timeout=120, preexec_fn=lambda: os.close(1))
     assert cp.returncode == 1, cp.stderr
     assert cp.stderr.startswith("error: standard output is closed") and len(cp.stderr.splitlines()) == 1, cp.stderr
+
+
+@pytest.mark.parametrize("target, fragments", [
+    ("nomodule:f", ["function: module 'nomodule' not found", "got 'nomodule:f'"]),
+    ("json.nomodule:f", ["module 'json.nomodule' not found"]),
+    ("helpers:nofn", ["helpers.py has no function 'nofn'", "did you mean 'nofun'?"]),
+], ids=["missing-module", "missing-submodule", "missing-function"])
+def test_a_spec_function_that_cannot_be_imported_is_refused_before_the_store(tmp_path, target, fragments):
+    """`function: nomodule:f` failed every trial (ModuleNotFoundError), after the sweep was written."""
+    write(tmp_path / "helpers.py", "def nofun(config):\n    return {'loss': 1.0}\n")
+    spec = write(tmp_path / "s.yaml", f"function: {target}\nmethod: grid\nmetric: {{name: loss, goal: minimize}}\n"
+                 "parameters: {x: {values: [1]}}\n")
+    line = assert_one_line_error(cli(tmp_path, "sweep", str(spec)), *fragments, "s.yaml")
+    assert "Traceback" not in line
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("args", [["sweep", "s.yaml", "-q", "--store", ""], ["sweep", "s.yaml", "-q", "--store="],
+                                  ["status", "--store", ""], ["run", f"{TRIALS}:quick", "--store", " "]],
+                         ids=["sweep", "sweep-equals", "status", "run-blank"])
+def test_an_empty_store_option_is_a_usage_error_not_the_working_directory(tmp_path, args):
+    """`--store "$UNSET_VAR"` ran the sweep with the working directory as the store: store.db, logs/, locks/
+    and checkpoints/ written straight into it."""
+    write(tmp_path / "s.yaml", GOOD + "parameters: {x: {values: [1]}}\n")
+    assert_one_line_error(cli(tmp_path, *args), "--store", "is empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]

@@ -25,6 +25,8 @@ CASES = {
     "optimize-name-control": (lambda st: sl.optimize(objective, 1, store=st, name="a\nb"), "name"),
     "sweep-store-int": (lambda st: sl.sweep(SPEC, fn="m:f", store=5), "store"),
     "run_sweep-store-int": (lambda st: sl.run_sweep({**SPEC, "function": "m:f"}, store=5), "store"),
+    "run_sweep-store-empty": (lambda st: sl.run_sweep({**SPEC, "function": "json:dumps"}, store=""), "store"),
+    "sweep-store-empty": (lambda st: sl.sweep(SPEC, fn="json:dumps", store=""), "store"),
     "optimize-store-int": (lambda st: sl.optimize(objective, 1, store=5), "store"),
     "sweep-spec-list": (lambda st: sl.sweep([1, 2], fn="m:f", store=st), "spec"),
     "sweep-spec-none": (lambda st: sl.sweep(None, fn="m:f", store=st), "spec"),
@@ -45,6 +47,7 @@ def test_a_wrong_argument_is_refused_by_name_before_the_store_is_written(tmp_pat
     assert argument in str(info.value), info.value
     assert not (tmp_path / "st").exists()
     assert not (tmp_path / ".sweeplab").exists()
+    assert not (tmp_path / "store.db").exists()   # store="" is the working directory
 
 
 class _ReduceRaises:
@@ -127,4 +130,21 @@ def test_main_refuses_a_wrong_argument_as_bad_input(tmp_path, monkeypatch, capsy
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err, err
+    assert not (tmp_path / "st").exists()
+
+
+@pytest.mark.parametrize("fn, words", [
+    ("nomodule:f", "module 'nomodule' not found"),
+    ("json.nomodule:f", "module 'json.nomodule' not found"),
+    ("json:dumpz", "has no function 'dumpz'"),
+], ids=["missing-module", "missing-submodule", "missing-function"])
+def test_sweep_of_a_target_that_cannot_be_imported_fails_before_the_store(tmp_path, fn, words):
+    """`sl.sweep(fn="nomodule:f")` ran every trial into a ModuleNotFoundError (after the store was written),
+    where `sl.optimize` refuses such an objective up front."""
+    with pytest.raises(UserError, match=words) as info:
+        sl.sweep({**SPEC, "function": "m:f"}, fn=fn, store=tmp_path / "st", workers=1)
+    assert fn in str(info.value)
+    assert not (tmp_path / "st").exists()
+    with pytest.raises(UserError, match=words):
+        sl.run_sweep({**SPEC, "function": fn}, store=tmp_path / "st", workers=1)
     assert not (tmp_path / "st").exists()

@@ -166,20 +166,35 @@ def _is_file(path: Path) -> bool:
 def _check_function_file(spec: SweepSpec) -> None:
     """A `file.py:fn` target's file exists where the driver looks for it (beside the spec, then the working
     directory, as `driver.tasks.function_target`): else every trial would fail to import it, after the store
-    was written. A module target (`pkg.module:fn`) is not imported here: importing runs the user's code."""
+    was written. A module target (`pkg.module:fn`) is found as the workers' import finds it, and its source
+    read for the function, but not imported: importing runs the user's code."""
     module = str(spec.function or "").rpartition(":")[0]
-    if not module.endswith(".py"):
+    if not module or module.endswith(".pkl"):   # no function, or one shipped by value (sl.sweep(fn=...))
         return
-    path = Path(module)
-    places = [path] if path.is_absolute() else [
-        *([spec.source.resolve().parent / path] if spec.source is not None else []), Path.cwd() / path]
-    found = next((p for p in places if _is_file(p)), None)
     from sweeplab.errors import SpecError
 
-    if found is None:
-        raise SpecError("function file not found", file=str(spec.source) if spec.source else None, key="function",
-                        value=module, expected="a Python file beside the spec or in the working directory: "
-                        + ", ".join(str(p) for p in places))
+    found: Path | None
+    if module.endswith(".py"):
+        path = Path(module)
+        places = [path] if path.is_absolute() else list(dict.fromkeys([   # once each: the spec may be in the cwd
+            *([spec.source.resolve().parent / path] if spec.source is not None else []), Path.cwd() / path]))
+        found = next((p for p in places if _is_file(p)), None)
+        if found is None:
+            raise SpecError("function file not found", file=str(spec.source) if spec.source else None,
+                            key="function", value=module, expected="a Python file beside the spec or in the "
+                            "working directory: " + ", ".join(str(p) for p in places))
+    else:   # found as the workers' import looks (working directory, spec directory, sys.path), not imported
+        from sweeplab.spec.target import find_module
+
+        search = list(dict.fromkeys([os.getcwd(), *([str(spec.source.resolve().parent)] if spec.source else [])]))
+        importable, found = find_module(module, search)
+        if not importable:
+            raise SpecError(f"module '{module}' not found", file=str(spec.source) if spec.source else None,
+                            key="function", value=spec.function, expected="'module:function' with a module "
+                            "importable from the working directory, the spec's directory or the Python path ("
+                            + ", ".join(search) + ", sys.path), or 'file.py:function'")
+        if found is None:
+            return
     from sweeplab.spec.target import top_level_names
 
     fn = str(spec.function).rpartition(":")[2].partition(".")[0]
@@ -308,6 +323,9 @@ def check_arguments(*, store: Any = None, name: Any = None) -> None:
 
     if store is not None and not isinstance(store, (str, os.PathLike)):
         raise UserError(f"store: {store!r} is not a path; expected the store directory as a str or pathlib.Path")
+    if isinstance(store, str) and not store.strip():   # Path("") is the working directory: store.db right in it
+        raise UserError(f"store: {store!r} is empty; expected the store directory (None for $SWEEPLAB_STORE or "
+                        "./.sweeplab)")
     if name is not None and not isinstance(name, str):
         raise UserError(f"name: {name!r} is not a string; expected the sweep's name, e.g. 'lr-sweep'")
 

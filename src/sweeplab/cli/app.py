@@ -81,6 +81,22 @@ BACKEND_NAMES = " | ".join(BACKENDS)   # the backend registry's names, for --bac
 STORE_HELP = "store directory (default: $SWEEPLAB_STORE or ./.sweeplab)"
 
 
+def _store_arg(value: str | Path) -> Path:
+    """`--store` as a path; an empty one (`--store "$UNSET_VAR"`) is refused: Path("") is the working
+    directory, which took store.db, logs/ and checkpoints/ straight into it."""
+    if isinstance(value, Path):
+        return value
+    if not value.strip():
+        raise typer.BadParameter(f"{value!r} is empty; expected the store directory (e.g. --store runs/.sweeplab),"
+                                 " or no --store for $SWEEPLAB_STORE or ./.sweeplab")
+    return Path(value)
+
+
+def store_option() -> Any:
+    """The `--store` option every command takes."""
+    return typer.Option(None, "--store", help=STORE_HELP, parser=_store_arg)
+
+
 def _store_path(store: Optional[Path]) -> Path:
     from sweeplab.store import default_store_dir
 

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from sweeplab.cli.app import STORE_HELP, _store_path, app
+from sweeplab.cli.app import _store_path, app, store_option
 from sweeplab.cli.output import console, err, utf8_argument
 
 
@@ -23,7 +23,7 @@ def export(
                                        help="file (csv, parquet; - for standard output; a directory: SWEEP.csv in "
                                             "it) or directory (tensorboard) to write; default SWEEP.csv, "
                                             "SWEEP.parquet or SWEEP-tensorboard/"),
-    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    store: Optional[Path] = store_option(),
 ) -> None:
     """Export a sweep (read-only; written atomically): a table of its trials, or TensorBoard runs with
     curves and the HParams table (`tensorboard --logdir OUT`)."""

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from sweeplab.cli.app import STORE_HELP, _open_store, app
+from sweeplab.cli.app import _open_store, app, store_option
 from sweeplab.cli.output import Table, _fmt, _print_json, command, console, escape, utf8_argument
 
 STATUS_ROWS = 20   # trials `status SWEEP` shows by default: a 10,000-trial sweep answers as fast as a small one
@@ -19,7 +19,7 @@ def status(
     sweep_name: Optional[str] = typer.Argument(None, callback=utf8_argument, metavar="[SWEEP]",
                                                     help="one sweep's trials (default: every sweep)"),
     as_json: bool = typer.Option(False, "--json", help="stable JSON (see docs/api.md)"),
-    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    store: Optional[Path] = store_option(),
     limit: Optional[int] = typer.Option(None, "--limit", "-n", min=0,
                                         help=f"show the N newest trials (and the running ones, the best) "
                                              f"(default {STATUS_ROWS}; --json: every trial)"),
@@ -176,7 +176,7 @@ def _rank(rank: Optional[int]) -> str:
 def best(
     sweep_name: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP", help="a sweep in the store"),
     as_json: bool = typer.Option(False, "--json", help="stable JSON (see docs/api.md)"),
-    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    store: Optional[Path] = store_option(),
 ) -> None:
     """The best completed trial of a sweep (with several objectives: its Pareto front)."""
     from sweeplab.store import queries

@@ -12,7 +12,7 @@ import typer
 from sweeplab._values import shown_digits
 from sweeplab.api import check_spec as _check_spec
 from sweeplab.api import name_taken
-from sweeplab.cli.app import BACKEND_NAMES, STORE_HELP, _known_sweep, _open_store, app
+from sweeplab.cli.app import BACKEND_NAMES, _known_sweep, _open_store, app, store_option
 from sweeplab.cli.driving import _make_backend, _run_driver
 from sweeplab.cli.output import console, utf8_argument
 from sweeplab.errors import UserError
@@ -29,7 +29,7 @@ def resume(
                                           help=f"{BACKEND_NAMES} (default: where the sweep last ran)"),
     address: Optional[str] = typer.Option(None, "--address",
                                           help="Ray cluster address (default: the one the sweep last ran on)"),
-    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    store: Optional[Path] = store_option(),
     gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU ids to use, e.g. 0,1 (default: detected)"),
     hard: Optional[bool] = typer.Option(None, "--hard/--no-hard",
                                         help="when a budget is hit, stop running trials too (default: as the "

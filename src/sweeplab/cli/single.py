@@ -14,7 +14,7 @@ import typer
 from sweeplab.api import check_spec as _check_spec
 from sweeplab.api import refuse_in_trial_import
 from sweeplab.api import unique_name as _unique_name
-from sweeplab.cli.app import STORE_HELP, _name_option, _open_store, _split_overrides, app
+from sweeplab.cli.app import _name_option, _open_store, _split_overrides, app, store_option
 from sweeplab.cli.driving import _run_driver
 from sweeplab.cli.output import console
 from sweeplab.errors import UserError
@@ -28,7 +28,7 @@ def run(
                                                 help="config overrides, e.g. lr=0.01 model.hidden=256"),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="base config YAML"),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="environment profile name"),
-    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    store: Optional[Path] = store_option(),
     smoke: bool = typer.Option(False, "--smoke", help="a tiny run on the CPU (run.smoke is set)"),
     name: Optional[str] = typer.Option(None, "--name", callback=_name_option,
                                        help="name of the recorded run (default: run-FUNCTION)"),

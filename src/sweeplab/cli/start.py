@@ -16,13 +16,13 @@ from sweeplab.api import unique_name as _unique_name
 from sweeplab.cli import _early
 from sweeplab.cli.app import (
     BACKEND_NAMES,
-    STORE_HELP,
     _name_option,
     _open_store,
     _parse_gpus,
     _split_overrides,
     _store_path,
     app,
+    store_option,
 )
 from sweeplab.cli.driving import _make_backend, _run_driver
 from sweeplab.cli.output import console, err, escape
@@ -43,7 +43,7 @@ def sweep(
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (ray backend)"),
     name: Optional[str] = typer.Option(None, "--name", callback=_name_option,
                                        help="sweep name (default: spec name or file name)"),
-    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    store: Optional[Path] = store_option(),
     gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU ids to use, e.g. 0,1 (default: detected)"),
     trials: Optional[int] = typer.Option(None, "--trials", help="override budget.trials"),
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="environment profile (replaces the "

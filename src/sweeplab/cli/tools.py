@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from sweeplab.cli.app import STORE_HELP, _open_store, _store_path, app
+from sweeplab.cli.app import _open_store, _store_path, app, store_option
 from sweeplab.cli.output import Table, _fmt, _print_json, command, console, utf8_argument
 from sweeplab.errors import UserError
 
@@ -17,7 +17,7 @@ from sweeplab.errors import UserError
 @app.command()
 def stop(
     sweep_name: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP", help="the running sweep to stop"),
-    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    store: Optional[Path] = store_option(),
 ) -> None:
     """Stop a running sweep: its trials checkpoint within trial.grace and it exits resumable."""
     import signal
@@ -83,7 +83,7 @@ def stop(
 def repro(
     ref: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
     debug: bool = typer.Option(False, "--debug", help="drop into pdb at the exception"),
-    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    store: Optional[Path] = store_option(),
 ) -> None:
     """Replay a failed trial in the foreground with its config, seed, checkpoint and captured objects."""
     from sweeplab.repro import repro as replay
@@ -96,7 +96,7 @@ def repro(
 def profile(
     ref: str = typer.Argument(..., callback=utf8_argument, metavar="SWEEP/TRIAL", help="e.g. xgb-diabetes/17"),
     as_json: bool = typer.Option(False, "--json", help="the whole profile as JSON"),
-    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    store: Optional[Path] = store_option(),
 ) -> None:
     """Where a trial's time went: throughput, data-wait vs compute, step-time percentiles, memory, a hint."""
     from sweeplab.repro import parse_trial_ref
@@ -161,7 +161,7 @@ def init(
 
 @app.command()
 def dashboard(
-    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    store: Optional[Path] = store_option(),
     host: str = typer.Option("127.0.0.1", "--host", help="address to bind"),
     port: int = typer.Option(8765, "--port", help="port to listen on"),
     token: Optional[str] = typer.Option(None, "--token", help="required to bind a non-loopback host"),
