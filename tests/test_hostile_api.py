@@ -148,3 +148,16 @@ def test_sweep_of_a_target_that_cannot_be_imported_fails_before_the_store(tmp_pa
     with pytest.raises(UserError, match=words):
         sl.run_sweep({**SPEC, "function": fn}, store=tmp_path / "st", workers=1)
     assert not (tmp_path / "st").exists()
+
+
+def test_a_module_target_not_found_here_is_left_to_a_ray_cluster(tmp_path):
+    """On a Ray cluster the trials import the module on its nodes, where a package of their image may be
+    installed that this machine lacks: only a local sweep refuses it up front."""
+    from sweeplab.api import check_spec
+    from sweeplab.spec import parse_spec
+
+    spec = parse_spec({**SPEC, "function": "only_on_the_cluster.train:main"}, file="<test>")
+    with pytest.raises(UserError, match="only_on_the_cluster"):
+        check_spec(spec)
+    check_spec(spec, backend="ray")
+    check_spec(parse_spec({**SPEC, "function": "only_on_the_cluster.train:main", "backend": "ray"}, file="<t>"))

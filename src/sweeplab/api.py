@@ -73,19 +73,20 @@ def _refuse_workdir_override(spec: SweepSpec, overrides: Sequence[str]) -> None:
 
 
 def check_spec(spec: SweepSpec, overrides: Sequence[str] = (), *, new_sweep: bool = True,
-               config_key: str = "config", profile_key: str = "profile") -> None:
+               config_key: str = "config", profile_key: str = "profile", backend: str | None = None) -> None:
     """Build now what the driver builds from the spec and the overrides once the store is open: the base
     config and profile with the overrides applied, the early-stopping scheduler and the monitors. A mistake
     in any of them is an error before the store is opened, so nothing is written for it.
 
     For a new sweep, an override may not set a sweep parameter, and with a base config its key must exist
     (`+key=` adds one); a resumed sweep's overrides were accepted when it was created (`new_sweep=False`).
-    `config_key` / `profile_key` name the option that gave the base config / profile (`--config`), if not the spec."""
+    `config_key` / `profile_key` name the option that gave the base config / profile (`--config`), if not the spec;
+    `backend` the one given beside the spec (`--backend`), if any."""
     from sweeplab.config import override_list
 
     overrides = override_list(overrides)
     check_config_files(spec, config_key=config_key, profile_key=profile_key)
-    _check_function_file(spec)
+    _check_function_file(spec, remote=(backend or spec.backend or "local") != "local")
     if new_sweep:
         from sweeplab.config import check_config_reaches_trials, check_distinct_overrides, parse_override
 
@@ -163,11 +164,12 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def _check_function_file(spec: SweepSpec) -> None:
+def _check_function_file(spec: SweepSpec, *, remote: bool = False) -> None:
     """A `file.py:fn` target's file exists where the driver looks for it (beside the spec, then the working
     directory, as `driver.tasks.function_target`): else every trial would fail to import it, after the store
     was written. A module target (`pkg.module:fn`) is found as the workers' import finds it, and its source
-    read for the function, but not imported: importing runs the user's code."""
+    read for the function, but not imported: importing runs the user's code. `remote` (a Ray backend): a module
+    not found here may be installed on the cluster's nodes only, and is left to the trials."""
     module = str(spec.function or "").rpartition(":")[0]
     if not module or module.endswith(".pkl"):   # no function, or one shipped by value (sl.sweep(fn=...))
         return
@@ -188,6 +190,8 @@ def _check_function_file(spec: SweepSpec) -> None:
 
         search = list(dict.fromkeys([os.getcwd(), *([str(spec.source.resolve().parent)] if spec.source else [])]))
         importable, found = find_module(module, search)
+        if not importable and remote:   # a package installed on the cluster's nodes only (their image)
+            return
         if not importable:
             raise SpecError(f"module '{module}' not found", file=str(spec.source) if spec.source else None,
                             key="function", value=spec.function, expected="'module:function' with a module "
@@ -394,7 +398,7 @@ def run_sweep(
     check_arguments(store=store, name=name)
     the_spec = _as_spec(spec)
     overrides = override_list(overrides)   # "epochs=5" is one override, not nine
-    check_spec(the_spec, overrides)
+    check_spec(the_spec, overrides, backend=backend)
     if name is not None:
         from sweeplab.spec import check_sweep_name
 
@@ -477,7 +481,7 @@ def sweep(
             raise UserError(f"trials: {trials!r} is not a positive integer (budget.trials)")
         the_spec = the_spec.with_overrides(budget=dataclasses.replace(the_spec.budget, trials=trials))
     overrides = override_list(overrides)   # "epochs=5" is one override, not nine
-    check_spec(the_spec, overrides)   # bad input writes nothing, not even a shipped function's file
+    check_spec(the_spec, overrides, backend=backend)   # bad input writes nothing, not even a shipped function's file
     if name is not None:
         from sweeplab.spec import check_sweep_name
 
@@ -542,7 +546,7 @@ class _Runner:
         from sweeplab.driver import Driver
         from sweeplab.store import Store, default_store_dir
 
-        check_spec(spec, overrides)
+        check_spec(spec, overrides, backend=backend)
         backend = backend_name(spec, backend)
         self.store_root = Path(store) if store is not None else default_store_dir()
         self.outcome: SweepOutcome | None = None

@@ -133,7 +133,8 @@ def _resume(sweep_name: str, trials: Optional[str], workers: Optional[int], back
         if spec_file is not None:
             spec_file = Path(os.path.abspath(spec_file))
         os.chdir(meta["cwd"])
-    _check_spec(spec, list(meta.get("overrides") or []), new_sweep=False)   # accepted at its creation
+    _check_spec(spec, list(meta.get("overrides") or []), new_sweep=False,   # accepted at its creation
+                backend=backend)
     if fork is None:
         _check_same_config(st, row, spec, list(meta.get("overrides") or []))
     else:   # the fork keeps the old sweep's overrides: one of a key the new spec searches would win in every trial

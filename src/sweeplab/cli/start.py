@@ -121,7 +121,7 @@ def sweep(
     overrides = _split_overrides(overrides or [])
     _check_spec(spec, overrides,   # config files, overrides, scheduler, monitors: before the store exists
                 config_key="config" if config is None else "--config",
-                profile_key="profile" if profile is None else "--profile")
+                profile_key="profile" if profile is None else "--profile", backend=backend)
     if name is not None:
         from sweeplab.spec import check_sweep_name
 
