@@ -324,11 +324,17 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
         echo(f"  in a copy of the trial's own directory {own} (trial.workdir: trial), as its last attempt left it")
         cwd = str(_copy_workdir(Path(own), tmp / "workdir"))
     ckpt_copy = tmp / "checkpoints"
-    if src.is_dir():
-        shutil.copytree(src, ckpt_copy)
-        _drop_later_attempts(ckpt_copy, int(failed["number"]), echo)
-    else:
-        ckpt_copy.mkdir()
+    try:
+        if src.is_dir():
+            shutil.copytree(src, ckpt_copy)
+            # only what the store recorded, as a function trial's replay (and a retried attempt) restores
+            _keep_recorded_checkpoints(ckpt_copy, store.checkpoint_rows(trial["id"]), echo)
+            _drop_later_attempts(ckpt_copy, int(failed["number"]), echo)
+        else:
+            ckpt_copy.mkdir()
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     env = dict(os.environ)
     env.update(added)
     env.update({"SWEEPLAB_CHECKPOINT_DIR": str(ckpt_copy), "SWEEPLAB_REPORT_FILE": str(tmp / "report.jsonl"),
@@ -442,28 +448,22 @@ def _rank_capture(path: Path, rank: int, peer: bool) -> Path | None:
 
 
 def _keep_recorded_checkpoints(copy: Path, recorded: list[Any], echo: Callable[[str], None]) -> None:
-    """Leave in the replay's copy only the checkpoints the store recorded, as it recorded them: the checksum
-    of a checkpoint's manifest (which `run.restore` checks the payload against before it unpickles it) must be
-    the one the driver stored for it. A checkpoint directory the store does not know (another program's) is
-    left out, with a note; a recorded one whose manifest no longer holds the stored checksum (replaced,
-    tampered) is refused: nothing unpickles data sweeplab did not write."""
-    known = {Path(str(row["path"])).name: row["checksum"] for row in recorded}
+    """Leave in the replay's copy only the checkpoints the store recorded, as it recorded them (the check a
+    retried attempt's driver makes, checkpoint/_trust.py): the checksum of a checkpoint's manifest (which
+    `run.restore` checks the payload against before it unpickles it) must be the one the driver stored for it.
+    A checkpoint directory the store does not know (another program's) is left out, with a note; a recorded one
+    whose manifest no longer holds the stored checksum (replaced, tampered) is refused: nothing unpickles data
+    sweeplab did not write."""
+    from sweeplab.checkpoint import recorded_checksums, untrusted
+
+    known = recorded_checksums(recorded)
     unknown: list[str] = []
-    for entry in sorted(copy.iterdir()):
-        manifest_path = entry / "manifest.json"
-        if not entry.is_dir() or not (manifest_path.exists() or manifest_path.is_symlink()):
-            continue   # not a checkpoint (a temporary directory, a command program's own files)
-        if entry.name not in known:
-            unknown.append(entry.name)
-            shutil.rmtree(entry, ignore_errors=True)
-            continue
-        try:
-            checksum = json.loads(manifest_path.read_text(encoding="utf-8")).get("checksum")
-        except (OSError, ValueError, AttributeError):
-            checksum = None
-        if known[entry.name] and checksum != known[entry.name]:
-            raise UserError(f"checkpoint {entry.name} of this trial does not hold the checksum the store recorded "
-                            f"for it ({known[entry.name]}): it was replaced or changed since; refusing to load it")
+    for name, _why in untrusted(str(copy), known):
+        if name in known:
+            raise UserError(f"checkpoint {name} of this trial does not hold the checksum the store recorded "
+                            f"for it ({known[name]}): it was replaced or changed since; refusing to load it")
+        unknown.append(name)
+        shutil.rmtree(copy / name, ignore_errors=True)
     if unknown:
         echo(f"  {len(unknown)} checkpoint(s) the store did not record are not restored: {', '.join(unknown[:5])}")
 
