@@ -148,3 +148,53 @@ def test_repro_never_unpickles_a_checkpoint_the_store_did_not_record(checkpointe
     else:   # not the store's: left out of the replay, which restores the recorded one
         assert done.returncode == 1, done.stdout + done.stderr
         assert "step-0000000009" in done.stdout and "restored {'epoch': 1}" in done.stdout, done.stdout
+
+
+COMMAND = """
+import os, sys
+from sweeplab.checkpoint import CheckpointManager
+mgr = CheckpointManager(os.environ["SWEEPLAB_CHECKPOINT_DIR"])
+found = mgr.latest()
+print("restored", found[1] if found else None, flush=True)
+mgr.save({"epoch": 1}, step=1)
+sys.exit(3)
+"""
+
+
+@pytest.fixture(scope="module")
+def command_store(tmp_path_factory):
+    base = tmp_path_factory.mktemp("trust-cmd")
+    (base / "ck_prog.py").write_text(COMMAND)
+    (base / "cmd.yaml").write_text("program: ck_prog.py\nmethod: grid\nmetric: {name: loss, goal: minimize}\n"
+                                   "parameters:\n  lr: {value: 0.5}\ntrial: {retries: 0}\n")
+    done = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "cmd.yaml", "--name", "k", "-q", "--store",
+                           str(base / "st")], cwd=base, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr   # its one trial failed
+    return base
+
+
+@pytest.mark.parametrize("where", ["replaces-the-recorded-one", "beside-it"])
+def test_command_repro_never_restores_a_checkpoint_the_store_did_not_record(command_store, tmp_path, where):
+    """A command trial's replay got a copy of its checkpoint directory as it was on disk: a checkpoint replaced
+    there (or put beside the trial's) was restored and unpickled by the program's `CheckpointManager`. Now its
+    copy is checked against the store as a function trial's is."""
+    store = tmp_path / "st"
+    shutil.copytree(command_store / "st", store)
+    trial_dir = store / "checkpoints" / "k" / "0"
+    recorded = sorted(trial_dir.glob("step-*"))
+    assert [p.name for p in recorded] == ["step-0000000001"]
+    marker = tmp_path / "marker"
+    if where == "replaces-the-recorded-one":
+        _pickle_checkpoint(recorded[0], marker, 1)
+    else:
+        _pickle_checkpoint(trial_dir / "step-0000000009", marker, 9)
+    done = subprocess.run([sys.executable, "-m", "sweeplab", "repro", "k/0", "--store", str(store)],
+                          cwd=command_store, capture_output=True, text=True, timeout=120)
+    assert not marker.exists(), "the foreign checkpoint was unpickled"
+    assert "Traceback" not in done.stderr and "│" not in done.stderr, done.stderr
+    if where == "replaces-the-recorded-one":
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "step-0000000001" in done.stderr and "refusing" in done.stderr, done.stderr
+    else:   # not the store's: left out of the replay, which restores the recorded one
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert "step-0000000009" in done.stdout and "restored {'epoch': 1}" in done.stdout, done.stdout

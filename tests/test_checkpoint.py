@@ -568,3 +568,19 @@ def test_a_checkpoint_directory_that_is_a_file_is_named_as_such_by_save_and_late
         assert str(got.value).endswith(f"{tmp_path / 'ckpt'} is a file, not a directory"), got.value
         assert str(got.value).startswith(f"checkpoint directory {root} ") and ".tmp." not in str(got.value)
     assert os.listdir(tmp_path) == ["ckpt"]
+
+
+@pytest.mark.parametrize("rank", [0, 1], ids=["rank0", "other-rank"])
+def test_a_negative_checkpoint_step_is_refused_naming_the_call(tmp_path, rank):
+    """`run.checkpoint(obj, step=-1)` was written as `step--000000001` (and the checkpoint policy counted from
+    it); a step is a count of steps done: one below 0 is the trial's mistake, refused as a bad type is."""
+    from sweeplab.run import Run
+
+    run = Run(config={}, checkpoint_dir=str(tmp_path / "r"), sink=lambda kind, data: None, rank=rank)
+    with pytest.raises(ValueError, match=r"^run\.checkpoint: step -1 is negative"):
+        run.checkpoint({"a": 1}, step=-1, force=True)
+    mgr = CheckpointManager(str(tmp_path / "m"))
+    with pytest.raises(ValueError, match=r"^CheckpointManager\.save: step -3 is negative"):
+        mgr.save({"a": 1}, step=-3)
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").iterdir())
+    assert not (tmp_path / "m").exists() or not list((tmp_path / "m").iterdir())

@@ -82,12 +82,18 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
             raise UserError(f"trial {name}/{number} did not fail (state {trial['state']}); repro replays "
                             "failures (and trials stopped at a NaN or infinite metric that captured objects)")
     spec = json.loads(sweep["spec"])
+    meta = spec.get("_sweeplab") or {}
+    was = meta.get("cwd")
+    spec_path = sweep["spec_path"]
+    if was:   # the project moved since (`mv proj proj2`): its files where they are now, as `resume` finds them
+        from sweeplab.store.moved import relocate
+
+        spec_path = relocate(spec, meta, spec_path, store.root, lambda line: echo(f"  {line}"))
     if not spec.get("function"):
         if debug:
             raise UserError(f"--debug opens pdb in a function trial; {name}/{number} runs a command: "
                             "run it without --debug (its program may call breakpoint() itself)")
-        return _repro_command(store, name, number, trial, failed, spec, echo)
-    meta = spec.get("_sweeplab") or {}
+        return _repro_command(store, name, number, trial, failed, spec, echo, moved_from=was)
     cwd = meta.get("cwd") or "."
     root = str(store.root.resolve())
     paths = trial_paths(root, name, number, int(failed["number"]), _checkpoint_dir(spec))
@@ -114,7 +120,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     else:
         stale, where, skipped = [], {}, {}
     config_raw = json.loads(trial["config"] or "{}")
-    target = _resolve_target(spec["function"], sweep["spec_path"], cwd)
+    target = _resolve_target(spec["function"], spec_path, cwd)
     if nonfinite is not None:
         echo(f"replaying {name}/{number} (attempt {failed['number']} logged {nonfinite['metric']} = "
              f"{nonfinite.get('value', 'nan')} at step {nonfinite['step']}: {failed['reason']})")
@@ -129,7 +135,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
     if world > 1:
         echo(f"  {world} processes (resources.workers) with the torchrun variables, rank {failed_rank} in the "
              "foreground; the other ranks run beside it")
-    _warn_changed(store, name, number, int(failed["number"]), echo)
+    _warn_changed(store, name, number, int(failed["number"]), echo, _moved(was, meta))
     if stale:   # registered in the step before the failing batch was fetched: not the failing input
         echo(f"  the trial failed while loading batch {where.get('batch', '?')} of run.track loop "
              f"{where.get('loop', '?')}: {', '.join(stale)} captured in the step before is not replayed "
@@ -170,7 +176,7 @@ def repro(store: Store, ref: str, *, debug: bool = False, echo: Callable[[str], 
 
         wandb = FunctionTrial({"param_path": str(tmp / "wandb-params.yaml"),
                                "args": wandb_args(params, spec.get("parameters")), "env": run_env(name, number)})
-        import_path = [cwd, str(Path(sweep["spec_path"]).parent) if sweep["spec_path"] else cwd]
+        import_path = [cwd, str(Path(spec_path).parent) if spec_path else cwd]
         fn = load_target(target, import_path)   # imported in the sweep's directory, as in the worker
         config = coerce(config_raw, typed_schema_of(fn))
         if own_dir:   # then into a copy of the trial's directory (the original is never written)
@@ -302,8 +308,10 @@ def _resolve_target(target: str, spec_path: str | None, cwd: str) -> str:
 
 
 def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any, spec: dict[str, Any],
-                   echo: Callable[[str], None]) -> int:
-    """Run a failed command trial's argv again in the foreground; returns the program's exit code."""
+                   echo: Callable[[str], None], *, moved_from: str | None = None) -> int:
+    """Run a failed command trial's argv again in the foreground; returns the program's exit code.
+    `moved_from`: the sweep's directory as recorded, when `relocate` moved it (the spec's `_sweeplab.cwd`): the
+    log header's paths under it (cwd, argv, environment) are taken at the same place under the new one."""
 
     from sweeplab.store.layout import trial_paths
 
@@ -313,6 +321,14 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
         raise UserError(f"trial {name}/{number}: {log} does not start with the argv, cwd and env of the "
                         "attempt (a log of an older sweeplab?); run its command by hand")
     argv, cwd, added = how["argv"], how["cwd"], how["env"]
+    now = (spec.get("_sweeplab") or {}).get("cwd")
+    if moved_from and now and now != moved_from:
+        from sweeplab.store.moved import moved_path
+
+        def move(value: Any) -> Any:
+            return moved_path(value, moved_from, now) if isinstance(value, str) else value
+
+        argv, cwd, added = [move(a) for a in argv], move(cwd), {k: move(v) for k, v in added.items()}
     own_dir = (spec.get("trial") or {}).get("workdir") == "trial"   # its own directory, in the store
     if not own_dir and not Path(cwd).is_dir():
         raise UserError(f"trial {name}/{number} ran in {cwd}, which is gone; cannot run it there again")
@@ -324,11 +340,17 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
         echo(f"  in a copy of the trial's own directory {own} (trial.workdir: trial), as its last attempt left it")
         cwd = str(_copy_workdir(Path(own), tmp / "workdir"))
     ckpt_copy = tmp / "checkpoints"
-    if src.is_dir():
-        shutil.copytree(src, ckpt_copy)
-        _drop_later_attempts(ckpt_copy, int(failed["number"]), echo)
-    else:
-        ckpt_copy.mkdir()
+    try:
+        if src.is_dir():
+            shutil.copytree(src, ckpt_copy)
+            # only what the store recorded, as a function trial's replay (and a retried attempt) restores
+            _keep_recorded_checkpoints(ckpt_copy, store.checkpoint_rows(trial["id"]), echo)
+            _drop_later_attempts(ckpt_copy, int(failed["number"]), echo)
+        else:
+            ckpt_copy.mkdir()
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     env = dict(os.environ)
     env.update(added)
     env.update({"SWEEPLAB_CHECKPOINT_DIR": str(ckpt_copy), "SWEEPLAB_REPORT_FILE": str(tmp / "report.jsonl"),
@@ -344,7 +366,7 @@ def _repro_command(store: Store, name: str, number: int, trial: Any, failed: Any
     if world > 1:
         echo(f"  {world} processes (resources.workers) with the torchrun variables, rank {failed_rank} in the "
              "foreground; its exit code is the replay's")
-    _warn_changed(store, name, number, int(failed["number"]), echo)
+    _warn_changed(store, name, number, int(failed["number"]), echo, _moved(moved_from, spec.get("_sweeplab")))
     sys.stdout.flush()
     peers = _RankPeers(world, failed_rank)
     code: int | None = None
@@ -442,28 +464,22 @@ def _rank_capture(path: Path, rank: int, peer: bool) -> Path | None:
 
 
 def _keep_recorded_checkpoints(copy: Path, recorded: list[Any], echo: Callable[[str], None]) -> None:
-    """Leave in the replay's copy only the checkpoints the store recorded, as it recorded them: the checksum
-    of a checkpoint's manifest (which `run.restore` checks the payload against before it unpickles it) must be
-    the one the driver stored for it. A checkpoint directory the store does not know (another program's) is
-    left out, with a note; a recorded one whose manifest no longer holds the stored checksum (replaced,
-    tampered) is refused: nothing unpickles data sweeplab did not write."""
-    known = {Path(str(row["path"])).name: row["checksum"] for row in recorded}
+    """Leave in the replay's copy only the checkpoints the store recorded, as it recorded them (the check a
+    retried attempt's driver makes, checkpoint/_trust.py): the checksum of a checkpoint's manifest (which
+    `run.restore` checks the payload against before it unpickles it) must be the one the driver stored for it.
+    A checkpoint directory the store does not know (another program's) is left out, with a note; a recorded one
+    whose manifest no longer holds the stored checksum (replaced, tampered) is refused: nothing unpickles data
+    sweeplab did not write."""
+    from sweeplab.checkpoint import recorded_checksums, untrusted
+
+    known = recorded_checksums(recorded)
     unknown: list[str] = []
-    for entry in sorted(copy.iterdir()):
-        manifest_path = entry / "manifest.json"
-        if not entry.is_dir() or not (manifest_path.exists() or manifest_path.is_symlink()):
-            continue   # not a checkpoint (a temporary directory, a command program's own files)
-        if entry.name not in known:
-            unknown.append(entry.name)
-            shutil.rmtree(entry, ignore_errors=True)
-            continue
-        try:
-            checksum = json.loads(manifest_path.read_text(encoding="utf-8")).get("checksum")
-        except (OSError, ValueError, AttributeError):
-            checksum = None
-        if known[entry.name] and checksum != known[entry.name]:
-            raise UserError(f"checkpoint {entry.name} of this trial does not hold the checksum the store recorded "
-                            f"for it ({known[entry.name]}): it was replaced or changed since; refusing to load it")
+    for name, _why in untrusted(str(copy), known):
+        if name in known:
+            raise UserError(f"checkpoint {name} of this trial does not hold the checksum the store recorded "
+                            f"for it ({known[name]}): it was replaced or changed since; refusing to load it")
+        unknown.append(name)
+        shutil.rmtree(copy / name, ignore_errors=True)
     if unknown:
         echo(f"  {len(unknown)} checkpoint(s) the store did not record are not restored: {', '.join(unknown[:5])}")
 
@@ -569,15 +585,27 @@ class _RankPeers:
             self._port = None
 
 
-def _warn_changed(store: Store, name: str, number: int, attempt: int, echo: Callable[[str], None]) -> None:
+def _moved(was: str | None, meta: Any) -> tuple[str, str] | None:
+    """(old, new) directory of a sweep whose project `relocate` found moved, else None."""
+    now = meta.get("cwd") if isinstance(meta, dict) else None
+    return (was, str(now)) if was and now and now != was else None
+
+
+def _warn_changed(store: Store, name: str, number: int, attempt: int, echo: Callable[[str], None],
+                  moved: tuple[str, str] | None = None) -> None:
     """Say so when the source file the failed attempt ran (its SHA-256 is in the failure event) has changed
-    or is gone: the replay runs today's code, which may not fail the same way."""
+    or is gone: the replay runs today's code, which may not fail the same way. `moved`: (old, new) directory of
+    a project moved since (`relocate`): the file is compared where it is now."""
     from sweeplab.capture import source_changes
+    from sweeplab.store.moved import moved_path
     from sweeplab.store.queries import events
 
     for ev in events(store, name, trial=number, limit=10_000):
         if ev["kind"] == "failure" and ev["attempt"] == attempt and isinstance(ev["data"], dict):
-            why = source_changes((ev["data"].get("environment") or {}).get("source"))
+            source = (ev["data"].get("environment") or {}).get("source")
+            if moved is not None and isinstance(source, dict) and isinstance(source.get("path"), str):
+                source = {**source, "path": moved_path(source["path"], *moved)}
+            why = source_changes(source)
             if why:
                 echo(f"  warning: {why}")
             return

@@ -40,6 +40,15 @@ def valid_step(step: Any, where: str) -> int:
     return value
 
 
+def checkpoint_step(step: Any, where: str) -> int:
+    """`step` of a checkpoint: a valid step (`valid_step`) that is not negative (a count of steps done; a
+    negative one was written as `step--000000001`, and the checkpoint policy counted from it)."""
+    value = valid_step(step, where)
+    if value < 0:
+        raise ValueError(f"{where}: step {value} is negative (a checkpoint's step counts the steps done: 0 or more)")
+    return value
+
+
 _point = tuple.__new__   # builds a MetricPoint at about half the cost of its Python-level constructor
 Sink = Callable[[str, dict[str, Any]], None]   # (event kind, data): see backends/events.py
 
@@ -341,8 +350,8 @@ class Run:
         Returns True when it was written; False when the `trial.checkpoint_every` policy skipped it.
         A stop request (preemption, pruning) always lets the next checkpoint through.
         """
-        if step is not None and (type(step) is not int or not _STEP_MIN <= step < _STEP_MAX):
-            step = valid_step(step, "run.checkpoint")
+        if step is not None and (type(step) is not int or not 0 <= step < _STEP_MAX):
+            step = checkpoint_step(step, "run.checkpoint")
         manager = self._manager()
         if not (force or self.should_stop or self._policy.due(step)):
             return False

@@ -77,3 +77,44 @@ def test_resume_after_a_move_that_lost_the_base_config_names_both_paths(tmp_path
     assert str(proj / "configs" / "base.yaml") in done.stderr
     assert str(moved / "configs" / "base.yaml") in done.stderr
     assert "Traceback" not in done.stderr
+
+
+FAILING = {   # a trial that checkpoints, then fails: its replay restores the checkpoint and fails again
+    "function": ("function: train.py:train\nconfig: configs/base.yaml\n",
+                 "def train(config, run):\n    print('restored', run.restore())\n"
+                 "    run.checkpoint({'epoch': 1}, step=1)\n    raise ValueError('boom')\n"),
+    "program": ("program: train.py\n",
+                "import os, sys\nfrom sweeplab.checkpoint import CheckpointManager\n"
+                "mgr = CheckpointManager(os.environ['SWEEPLAB_CHECKPOINT_DIR'])\nfound = mgr.latest()\n"
+                "print('restored', found[1] if found else None, 'in', os.getcwd(), flush=True)\n"
+                "mgr.save({'epoch': 1}, step=1)\nsys.exit(3)\n"),
+}
+
+
+@pytest.mark.parametrize("kind", list(FAILING))
+@pytest.mark.parametrize("where", ["inside", "outside"], ids=["repro-in-project", "repro-with-store"])
+def test_repro_after_the_project_directory_moved_replays_from_its_new_place(tmp_path, kind, where):
+    """`sweeplab repro` of a moved project: a command trial's was refused ("ran in .../proj, which is gone"), a
+    function trial's run from outside the project imported train.py from the current directory (a
+    FileNotFoundError traceback), and both warned that the source file "is gone". Now the sweep's files are
+    found where they are now, as `resume` finds them, and the replay restores the trial's checkpoint there."""
+    spec, code = FAILING[kind]
+    proj = tmp_path / "proj"
+    (proj / "configs").mkdir(parents=True)
+    (proj / "configs" / "base.yaml").write_text("lr: 0.1\n")
+    (proj / "train.py").write_text(code)
+    (proj / "spec.yaml").write_text(spec + "method: grid\nmetric: {name: loss, goal: minimize}\n"
+                                    "parameters: {lr: {value: 0.5}}\ntrial: {retries: 0}\n")
+    done = _sweeplab(["sweep", "spec.yaml", "--name", "s", "-q"], proj)
+    assert done.returncode == 1, done.stdout + done.stderr   # its one trial failed
+    moved = tmp_path / "proj2"
+    proj.rename(moved)
+    args, cwd = (["repro", "s/0"], moved) if where == "inside" else (["repro", "s/0", "--store", "proj2/.sweeplab"],
+                                                                     tmp_path)
+    done = _sweeplab(args, cwd)
+    assert done.returncode == (1 if kind == "function" else 3), done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "error" not in done.stderr, done.stderr
+    assert f"running it from {moved}" in done.stdout and "the failure reproduced" in done.stdout, done.stdout
+    assert "restored {'epoch': 1}" in done.stdout and "since the trial failed" not in done.stdout, done.stdout
+    if kind == "program":
+        assert f"in {moved}\n" in done.stdout, done.stdout

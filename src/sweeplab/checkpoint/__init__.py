@@ -17,7 +17,8 @@ every T seconds, always, or "auto", the Young/Daly interval sqrt(2 x cost x MTBF
 
 One concern a file: `_manager.py` (save, retention, verified restore), `_serializers.py` (formats and the
 "auto" choice), `_locations.py` (local directory or fsspec URL), `_hashing.py` (checksum while writing),
-`_fencing.py` (dead attempts), `_policy.py` (when to write), `_common.py` (names, errors, `CheckpointInfo`).
+`_fencing.py` (dead attempts), `_policy.py` (when to write), `_trust.py` (what the store vouches for),
+`_common.py` (names, errors, `CheckpointInfo`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from sweeplab.checkpoint._locations import discard, entries
 from sweeplab.checkpoint._manager import CheckpointManager
 from sweeplab.checkpoint._policy import CheckpointPolicy, young_daly_interval
 from sweeplab.checkpoint._serializers import SERIALIZERS, Serializer, register_serializer
+from sweeplab.checkpoint._trust import recorded_checksums, set_aside, untrusted
 
 __all__ = [
     "SERIALIZERS",
@@ -40,6 +42,9 @@ __all__ = [
     "discard",
     "entries",
     "fence",
+    "recorded_checksums",
     "register_serializer",
+    "set_aside",
+    "untrusted",
     "young_daly_interval",
 ]

@@ -86,6 +86,9 @@ class CheckpointManager:
         """Write `obj` atomically, then keep only the newest `keep` checkpoints."""
         if step is not None:
             step = operator.index(step)
+            if step < 0:
+                raise ValueError(f"CheckpointManager.save: step {step} is negative (a checkpoint's step counts the "
+                                 "steps done: 0 or more)")
         started = time.perf_counter()
         fmt = _pick_format(obj) if self.serializer == _AUTO else self.serializer
         fs = self._fs

@@ -212,6 +212,7 @@ class Driver(Recovery, EventWriter):
     def _submit(self, t: TrialRecord) -> None:
         if t.attempt >= 1:
             self._fence(t)      # the attempts before this one are over, whatever they still write
+            self._set_aside_untrusted(t)   # it restores only checkpoints the store recorded, as recorded
         t.attempt += 1
         t.state = TrialState.RUNNING
         t.stop_verdict = t.stop_state = t.kill_reason = None

@@ -422,6 +422,29 @@ class Recovery(DriverState):
                 self.store.add_event(self.sweep_id, "info", f"removed the checkpoints of trial {name}, which the "
                                      "driver that started it never recorded", data={"trial": int(name)})
 
+    def _set_aside_untrusted(self, t: TrialRecord) -> None:
+        """Before a retried attempt restores: the checkpoints of its trial the store does not vouch for (never
+        recorded, or not holding the checksum recorded for them: replaced or changed on disk while the sweep was
+        down) are set aside, so that it restores the newest one that does (or starts fresh); each one is said in
+        the trial's events. `sweeplab repro` makes the same check (checkpoint/_trust.py)."""
+        from sweeplab.checkpoint import recorded_checksums, set_aside, untrusted
+
+        root = str(self.tasks.paths(t)["checkpoint"])
+        try:
+            found = untrusted(root, recorded_checksums(self.store.checkpoint_rows(t.id)))
+        except Exception:   # a location this host cannot reach now: the attempt's restore will say why
+            return
+        for name, why in found:
+            try:
+                where = set_aside(root, name)
+            except Exception:
+                where = ""
+            self.store.remove_checkpoints(t.id, [name])
+            self.store.add_event(self.sweep_id, "checkpoint_untrusted",
+                                 f"checkpoint {name} of trial {t.number} is not restored: {why}"
+                                 + (f"; moved to {where}" if where else ""),
+                                 trial_id=t.id, attempt=t.attempt, data={"checkpoint": name, "moved_to": where})
+
     def _stored_spec(self) -> dict[str, Any]:
         d = dict(self.spec.to_jsonable())
         d["_sweeplab"] = {"overrides": self.overrides, "smoke": self.smoke, "cwd": self.cwd}
