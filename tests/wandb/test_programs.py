@@ -548,3 +548,36 @@ def test_what_a_wandb_function_returns_does_not_replace_its_runs_summary(tmp_pat
     assert [t["state"] for t in trials] == ["completed", "completed"], proc.stdout + proc.stderr
     assert [t["value"] for t in trials] == pytest.approx([0.1, 0.2])
     assert all(t["metrics"]["epochs"] == 3 for t in trials)   # what only the return has is kept
+
+
+def test_a_bayes_sweep_with_nested_pinned_settings_reads_its_config_back_and_updates_it(tmp_path: Path) -> None:
+    # karapostK/hassaku (conf/sweeps/protomf/*.yml, sweep_agent.py): `wandb.config.items()` read back whole,
+    # `running_settings` a nested dict, `wandb.config.update` with the sweep's own values and new keys,
+    # `run.tags +=`, metric names with `@`, the objective logged as a running best in every row
+    proc, store = _sweep("hassaku_protomf", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"] * 3   # run_cap
+    for t in trials:
+        p = json.loads(t["params"])
+        assert 64 <= p["embedding_dim"] <= 256 and 5e-5 <= p["lr"] <= 3e-3
+        assert p["running_settings.batch_verbose"] is True
+        assert t["value"] == pytest.approx(min(1.0, p["embedding_dim"] / 256 * 5 * p["lr"] * 100))
+        assert t["metrics"]["ndcg@10"] == pytest.approx(t["value"])
+        assert [s for s, k, _ in t["history"] if k == "ndcg@10"] == [0, 1, 2, 3, 4]
+    saved = list((tmp_path / "hassaku_protomf" / "saved_models").rglob("conf.yml"))
+    assert len(saved) == 3
+
+
+def test_a_program_in_a_package_directory_imports_its_package_from_where_the_agent_runs(tmp_path: Path) -> None:
+    # WilderLavington/FunctionalStochasticOptimization (configs/aistats/mujoco/funcopt.yaml): `program:
+    # mujoco/mujoco_ex.py` puts '' (the agent's directory) on sys.path and imports mujoco.online_learning; a
+    # parameter its parser does not know; the program setting WANDB_MODE=online itself: still offline
+    proc, store = _sweep("funcopt_mujoco", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"] * 4
+    values = {(json.loads(t["params"])["algo"], json.loads(t["params"])["log_lr"]): t["value"] for t in trials}
+    assert values == pytest.approx({("SSO_OGD", -3.0): 2 + 1 / 3, ("SSO_OGD", 0.0): 1 + 1 / 3,
+                                    ("SSO_SLS", -3.0): 3 + 1 / 3, ("SSO_SLS", 0.0): 2 + 1 / 3})
+    assert all(len([1 for _, k, _ in t["history"] if k == "grad_norm"]) == 3 for t in trials)
