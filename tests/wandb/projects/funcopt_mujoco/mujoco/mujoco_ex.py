@@ -6,14 +6,15 @@ import sys
 
 sys.path.append(os.path.dirname(os.path.dirname('../../')))
 sys.path.append(os.path.dirname(os.path.dirname('./')))
-from mujoco.online_learning.trainer import train_il_agent  # noqa: E402
+from mujoco.online_learning.trainer import train_il_agent
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument('--train_expert_flag', type=int, default=0, metavar='N')
     args, _ = parser.parse_known_args()
-    train_il_agent()
+    if not args.train_expert_flag:
+        train_il_agent()
 
 
 if __name__ == "__main__":
