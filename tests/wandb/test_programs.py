@@ -581,3 +581,32 @@ def test_a_program_in_a_package_directory_imports_its_package_from_where_the_age
     assert values == pytest.approx({("SSO_OGD", -3.0): 2 + 1 / 3, ("SSO_OGD", 0.0): 1 + 1 / 3,
                                     ("SSO_SLS", -3.0): 3 + 1 / 3, ("SSO_SLS", 0.0): 2 + 1 / 3})
     assert all(len([1 for _, k, _ in t["history"] if k == "grad_norm"]) == 3 for t in trials)
+
+
+def test_a_command_with_uv_numbers_and_a_program_path_up_from_the_sweep_file_runs_and_is_pruned(tmp_path: Path
+                                                                                               ) -> None:
+    # lucacorbucci/FlowerFLTemplate (FLTemplate/examples/*/..._cross_silo_iid.yaml), run from its folder:
+    # `program: ../../main.py`, `command: [${env}, uv, run, python, ${program}, ${args}, --num_rounds, 10, ...]`
+    # (YAML numbers and items with trailing spaces among the fixed flags), hyperband on a metric logged in one
+    # row of several per round. `uv` is a stand-in on PATH (bin/uv: `uv run CMD` runs CMD).
+    work = tmp_path / "fl_template"
+    shutil.copytree(PROJECTS / "fl_template", work)
+    here = work / "FLTemplate" / "examples" / "mnist"
+    env = _offline_env()
+    env["PATH"] = os.pathsep.join([str(work / "bin"), str(Path(sys.executable).parent), env.get("PATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "store"),
+                           "-q", "--workers", "2", "--trials", "4"], cwd=here, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(tmp_path / "store")
+    assert len(trials) == 4 and {t["state"] for t in trials} <= {"completed", "pruned"}, proc.stdout + proc.stderr
+    done = {p.stem for p in (work / "training_data" / "mnist").glob("*.done")}   # ../../../ from the sweep's folder
+    for t in trials:
+        p = json.loads(t["params"])
+        assert isinstance(p["batch_size"], int) and 32 <= p["batch_size"] <= 512 and p["num_epochs"] in (1, 2, 3)
+        reports = [s for s, k, _ in t["history"] if k == "Validation_Accuracy"]
+        if t["state"] == "completed":
+            assert len(reports) == 10 and t["value"] == pytest.approx(min(1.0, p["lr"] * 100 * p["num_epochs"]))
+        else:
+            assert len(reports) < 10   # stopped by hyperband (its band 3 is the metric's 3rd report)
+    assert len(done) == sum(t["state"] == "completed" for t in trials)
