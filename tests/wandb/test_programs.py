@@ -610,3 +610,20 @@ def test_a_command_with_uv_numbers_and_a_program_path_up_from_the_sweep_file_run
         else:
             assert len(reports) < 10   # stopped by hyperband (its band 3 is the metric's 3rd report)
     assert len(done) == sum(t["state"] == "completed" for t in trials)
+
+
+def test_a_nested_parameter_reaches_a_string_flag_as_wandb_passes_it_and_the_config_as_a_dict(tmp_path: Path
+                                                                                             ) -> None:
+    # wandb/examples' nested-config CLI example: `--optimizer` is an argparse string, so the nested parameter
+    # must come as one `--optimizer=...` argument (W&B's agent passes the dict's text), never as dotted flags
+    # argparse refuses; `wandb.config["optimizer"]["nadam"]["beta"]` reads the nested values
+    proc, store = _sweep("nested_cli", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"] * 4
+    for t in trials:
+        p = json.loads(t["params"])
+        assert t["value"] == pytest.approx(1 - 2 / 3 * p["optimizer.lr"] * p["batch_size"])
+    argv = next(ln for ln in next((store / "logs").rglob("0-1.log")).read_text().splitlines()
+                if ln.startswith("# argv: "))
+    assert "--optimizer={'lr': 0.001, 'nadam': {'beta': 0.9}}" in json.loads(argv[len("# argv: "):])
