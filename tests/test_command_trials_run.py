@@ -157,3 +157,48 @@ def test_the_same_restored_note_from_two_ranks_is_one_event():
     for line in (note, note, note.replace("4", "5")):
         reporter.line(line)
     assert [d["step"] for _, d in sent] == [4, 5]
+
+
+REPORTER = """\
+import pathlib, sys
+import sweeplab
+
+args = dict(a.lstrip("-").split("=", 1) for a in sys.argv[1:])
+kind, out = args["kind"], pathlib.Path(args["out"])
+for step in range(int(args["steps"])):
+    (out / f"{kind}.trained").write_text(str(step))          # this step was trained
+    floor = 0.2 if kind.endswith("-b") else 0.1
+    loss = floor + 1.0 / (step + 1) if kind.startswith("good") else 2.0 + 0.5 / (step + 1)
+    if args["how"] == "step":
+        sweeplab.report({"train_loss": loss * 2}, step=step)
+        sweeplab.report(val_loss=loss, step=step)
+    else:                                                    # no step: the runner counts on from the last
+        sweeplab.report(train_loss=loss * 2, val_loss=loss)
+"""
+
+
+@pytest.mark.parametrize("how", ["step", "auto"])
+@pytest.mark.parametrize("early", ["asha", "hyperband"])
+def test_a_program_reporting_through_sweeplab_report_is_held_at_its_rung(tmp_path, how, early):
+    """`sweeplab.report()` waits at a rung (an ASHA rung step, a hyperband band's report) for the verdict, as
+    `sl.Run.from_env()`'s `run.log` does, so a pruned program trains nothing past it: it had no reply channel,
+    and a hopeless program (no pause between steps) trained on until the SIGTERM of its prune reached it."""
+    import sqlite3
+
+    import sweeplab as sl
+
+    (tmp_path / "train.py").write_text(REPORTER)
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = {"program": str(tmp_path / "train.py"), "method": "grid", "metric": {"name": "val_loss", "goal": "minimize"},
+            "early_terminate": {"type": early, "min_iter": 1, "max_iter": 300, "eta": 3}, "trial": {"retries": 0},
+            "parameters": {"kind": {"values": ["good-b", "good", "hopeless-a", "hopeless-b"]}, "steps": {"value": 300},
+                           "out": {"value": str(out)}, "how": {"value": how}}}
+    sl.run_sweep(spec, store=tmp_path / "store", workers=1, name="held")
+    with sqlite3.connect(tmp_path / "store" / "store.db") as c:
+        reported = c.execute("SELECT t.state, MAX(m.step) FROM metrics m JOIN trials t ON t.id = m.trial_id "
+                             "WHERE m.key = 'val_loss' GROUP BY t.number ORDER BY t.number").fetchall()
+    rung = 1 if early == "asha" else 0   # hyperband's band 1 is the first report
+    assert reported == [("completed", 299), ("completed", 299), ("pruned", rung), ("pruned", rung)]
+    trained = {p.stem: int(p.read_text()) for p in out.glob("*.trained")}
+    assert trained == {"good-b": 299, "good": 299, "hopeless-a": rung, "hopeless-b": rung}

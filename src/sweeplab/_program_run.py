@@ -36,13 +36,13 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sweeplab.reporting import append_line, env_int, program_rank
 from sweeplab.run import _DECISION_WAIT, Run, SmokeDone
 
-__all__ = ["SIGNAL_MARK", "run_from_env"]
+__all__ = ["SIGNAL_MARK", "await_verdict", "run_from_env"]
 
 SIGNAL_MARK = "@signal"   # a report-file line {"@signal": "SIGTERM"}: the program got a SIGTERM
 
@@ -70,25 +70,9 @@ class ProgramRun(Run):
         if self._stop.is_set():
             return
         self.flush(decide=step)
-        start = time.monotonic()
-        deadline, alive_at, pause = start + self._decision_wait, start + _ALIVE_EVERY, _POLL_FIRST
-        while not self._stop.is_set():
-            verdict = _read_verdict(self._verdict_file)
-            if verdict.get("stop"):
-                self.request_stop(str(verdict["stop"]))
-                return
-            go = verdict.get("go")
-            if isinstance(go, int) and go >= step:
-                return
-            now = time.monotonic()
-            if now >= deadline:
-                return
-            if now >= alive_at:
-                if not _alive(self._worker_pid):
-                    return
-                alive_at = now + _ALIVE_EVERY
-            time.sleep(min(pause, deadline - now))
-            pause = min(pause * 2, _POLL_MAX)
+        stop = await_verdict(self._verdict_file, step, self._worker_pid, self._decision_wait, self._stop.is_set)
+        if stop:
+            self.request_stop(stop)
 
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         try:
@@ -106,6 +90,28 @@ class ProgramRun(Run):
 
     def restore(self) -> Any:
         return super().restore() if self._ckpt_dir else None
+
+
+def await_verdict(path: str, step: int, worker_pid: int, bound: float, stopped: Callable[[], bool]) -> str | None:
+    """Poll the verdict file `path` until it says go on from `step` (None) or stop (its reason), `stopped()`
+    is true (None), the `bound` passes, or the worker that would answer is gone (None): never forever."""
+    start = time.monotonic()
+    deadline, alive_at, pause = start + bound, start + _ALIVE_EVERY, _POLL_FIRST
+    while not stopped():
+        verdict = _read_verdict(path)
+        if verdict.get("stop"):
+            return str(verdict["stop"])
+        go = verdict.get("go")
+        if isinstance(go, int) and go >= step:
+            return None
+        now = time.monotonic()
+        if now >= deadline or (now >= alive_at and not _alive(worker_pid)):
+            return None
+        if now >= alive_at:
+            alive_at = now + _ALIVE_EVERY
+        time.sleep(min(pause, deadline - now))
+        pause = min(pause * 2, _POLL_MAX)
+    return None
 
 
 def _read_verdict(path: str) -> dict[str, Any]:

@@ -179,3 +179,58 @@ def test_a_wandb_program_waiting_for_a_verdict_ends_when_its_driver_is_killed(tm
         with contextlib.suppress(ProcessLookupError):
             os.killpg(driver.pid, signal.SIGKILL)
         driver.wait()
+
+
+STEPPED = """\
+import pathlib
+import wandb
+
+
+def main():
+    run = wandb.init(project="held")
+    kind, out = run.config.kind, pathlib.Path(run.config.out)
+    for epoch in range(run.config.steps):
+        (out / f"{kind}.trained").write_text(str(epoch))         # this epoch was trained
+        loss = 0.1 + 1.0 / (epoch + 1) if kind.startswith("good") else 2.0 + 0.5 / (epoch + 1)
+        wandb.log({"train_loss": loss * 2}, step=epoch)           # several dicts at one step: one W&B row
+        wandb.log({"val_loss": loss}, step=epoch)
+        wandb.log({"lr": 0.1}, step=epoch)
+    run.finish()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.parametrize("how", ["command", "function"])
+def test_a_wandb_program_logging_with_step_is_held_at_the_log_of_its_rung_not_one_epoch_later(tmp_path, how):
+    """`wandb.log(..., step=epoch)` leaves W&B's row open (it is committed by the next log at a later step), so the
+    hook held such a run only at epoch rung+1's first log, one epoch trained past its rung (a function trial's
+    run was stopped there too). Its values at the step are reported as they are logged now, and the log of the
+    judged metric at the rung waits; the other dicts logged at that step still join the row."""
+    (tmp_path / "train.py").write_text(STEPPED)
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "sweep.yaml").write_text(
+        "program: train.py\nmethod: grid\nmetric: {name: val_loss, goal: minimize}\n"
+        f"early_terminate: {ASHA}\ntrial: {{retries: 0}}\nparameters:\n"
+        "  kind: {values: [good, hopeless-a, hopeless-b]}\n  steps: {value: 30}\n"
+        f"  out: {{value: '{out}'}}\n")
+    spec = (tmp_path / "sweep.yaml").read_text()
+    if how == "function":
+        (tmp_path / "sweep.yaml").write_text(spec.replace("program: train.py\n", "function: train:main\n"))
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", "store", "-q",
+                           "--workers", "1"], cwd=tmp_path, env=_offline_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with sqlite3.connect(tmp_path / "store" / "store.db") as c:
+        states = c.execute("SELECT state FROM trials ORDER BY number").fetchall()
+        rows = c.execute("SELECT t.number, m.step, m.key, m.value FROM metrics m JOIN trials t ON t.id = m.trial_id "
+                         "ORDER BY t.number, m.step, m.key").fetchall()
+    assert states == [("completed",), ("pruned",), ("pruned",)]
+    trained = {p.stem: int(p.read_text()) for p in out.glob("*.trained")}
+    assert trained == {"good": 29, "hopeless-a": 1, "hopeless-b": 1}
+    first = {(s, k) for n, s, k, _ in rows if n == 0}
+    assert first == {(s, k) for s in range(30) for k in ("train_loss", "val_loss", "lr")}
+    assert len([r for r in rows if r[0] == 0]) == 90   # each value once

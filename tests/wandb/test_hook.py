@@ -25,12 +25,16 @@ def test_history_rows_follow_wandbs_step_and_commit_rules(rows: list) -> None:
     h.log({"a": 1}, None, None)                 # step 0, committed
     h.log({"b": 2}, None, False)                # step 1, open
     h.log({"c": 3}, None, None)                 # joins it, commits step 1
-    h.log({"d": 4}, 5, None)                    # step 5, open until a later step or finish
-    h.log({"e": 5}, 5, None)
+    h.log({"d": 4}, 5, None)                    # step 5, open until a later step or finish, but reported now
+    h.log({"e": 5, "d": 4}, 5, None)            # joins it: only what is new is reported
     h.log({"x": 9}, 2, None)                    # smaller than the current step: dropped, as W&B drops it
+    h.log({"e": 6}, 5, False)                   # the row's last value of a key is its value: reported again
     h.log({"f": {"g": 6}}, 7, True)             # commits step 5, then step 7 (nested -> dotted)
+    h.log({"h": 1}, None, False)                # step 8, open (no step=): reported when committed
+    h.log({"i": 2}, 8, None)                    # the same step, given: reported now
     h.commit()
-    assert rows == [(0, {"a": 1.0}), (1, {"b": 2.0, "c": 3.0}), (5, {"d": 4.0, "e": 5.0}), (7, {"f.g": 6.0})]
+    assert rows == [(0, {"a": 1.0}), (1, {"b": 2.0, "c": 3.0}), (5, {"d": 4.0}), (5, {"e": 5.0}), (5, {"e": 6.0}),
+                    (7, {"f.g": 6.0}), (8, {"i": 2.0}), (8, {"h": 1.0})]
 
 
 def test_only_numbers_are_mirrored(rows: list) -> None:

@@ -548,3 +548,82 @@ def test_what_a_wandb_function_returns_does_not_replace_its_runs_summary(tmp_pat
     assert [t["state"] for t in trials] == ["completed", "completed"], proc.stdout + proc.stderr
     assert [t["value"] for t in trials] == pytest.approx([0.1, 0.2])
     assert all(t["metrics"]["epochs"] == 3 for t in trials)   # what only the return has is kept
+
+
+def test_a_bayes_sweep_with_nested_pinned_settings_reads_its_config_back_and_updates_it(tmp_path: Path) -> None:
+    # karapostK/hassaku (conf/sweeps/protomf/*.yml, sweep_agent.py): `wandb.config.items()` read back whole,
+    # `running_settings` a nested dict, `wandb.config.update` with the sweep's own values and new keys,
+    # `run.tags +=`, metric names with `@`, the objective logged as a running best in every row
+    proc, store = _sweep("hassaku_protomf", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"] * 3   # run_cap
+    for t in trials:
+        p = json.loads(t["params"])
+        assert 64 <= p["embedding_dim"] <= 256 and 5e-5 <= p["lr"] <= 3e-3
+        assert p["running_settings.batch_verbose"] is True
+        assert t["value"] == pytest.approx(min(1.0, p["embedding_dim"] / 256 * 5 * p["lr"] * 100))
+        assert t["metrics"]["ndcg@10"] == pytest.approx(t["value"])
+        assert [s for s, k, _ in t["history"] if k == "ndcg@10"] == [0, 1, 2, 3, 4]
+    saved = list((tmp_path / "hassaku_protomf" / "saved_models").rglob("conf.yml"))
+    assert len(saved) == 3
+
+
+def test_a_program_in_a_package_directory_imports_its_package_from_where_the_agent_runs(tmp_path: Path) -> None:
+    # WilderLavington/FunctionalStochasticOptimization (configs/aistats/mujoco/funcopt.yaml): `program:
+    # mujoco/mujoco_ex.py` puts '' (the agent's directory) on sys.path and imports mujoco.online_learning; a
+    # parameter its parser does not know; the program setting WANDB_MODE=online itself: still offline
+    proc, store = _sweep("funcopt_mujoco", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"] * 4
+    values = {(json.loads(t["params"])["algo"], json.loads(t["params"])["log_lr"]): t["value"] for t in trials}
+    assert values == pytest.approx({("SSO_OGD", -3.0): 2 + 1 / 3, ("SSO_OGD", 0.0): 1 + 1 / 3,
+                                    ("SSO_SLS", -3.0): 3 + 1 / 3, ("SSO_SLS", 0.0): 2 + 1 / 3})
+    assert all(len([1 for _, k, _ in t["history"] if k == "grad_norm"]) == 3 for t in trials)
+
+
+def test_a_command_with_uv_numbers_and_a_program_path_up_from_the_sweep_file_runs_and_is_pruned(tmp_path: Path
+                                                                                               ) -> None:
+    # lucacorbucci/FlowerFLTemplate (FLTemplate/examples/*/..._cross_silo_iid.yaml), run from its folder:
+    # `program: ../../main.py`, `command: [${env}, uv, run, python, ${program}, ${args}, --num_rounds, 10, ...]`
+    # (YAML numbers and items with trailing spaces among the fixed flags), hyperband on a metric logged in one
+    # row of several per round. `uv` is a stand-in on PATH (bin/uv: `uv run CMD` runs CMD).
+    work = tmp_path / "fl_template"
+    shutil.copytree(PROJECTS / "fl_template", work)
+    here = work / "FLTemplate" / "examples" / "mnist"
+    env = _offline_env()
+    env["PATH"] = os.pathsep.join([str(work / "bin"), str(Path(sys.executable).parent), env.get("PATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", "sweep.yaml", "--store", str(tmp_path / "store"),
+                           "-q", "--workers", "2", "--trials", "4"], cwd=here, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(tmp_path / "store")
+    assert len(trials) == 4 and {t["state"] for t in trials} <= {"completed", "pruned"}, proc.stdout + proc.stderr
+    done = {p.stem for p in (work / "training_data" / "mnist").glob("*.done")}   # ../../../ from the sweep's folder
+    for t in trials:
+        p = json.loads(t["params"])
+        assert isinstance(p["batch_size"], int) and 32 <= p["batch_size"] <= 512 and p["num_epochs"] in (1, 2, 3)
+        reports = [s for s, k, _ in t["history"] if k == "Validation_Accuracy"]
+        if t["state"] == "completed":
+            assert len(reports) == 10 and t["value"] == pytest.approx(min(1.0, p["lr"] * 100 * p["num_epochs"]))
+        else:
+            assert len(reports) < 10   # stopped by hyperband (its band 3 is the metric's 3rd report)
+    assert len(done) == sum(t["state"] == "completed" for t in trials)
+
+
+def test_a_nested_parameter_reaches_a_string_flag_as_wandb_passes_it_and_the_config_as_a_dict(tmp_path: Path
+                                                                                             ) -> None:
+    # wandb/examples' nested-config CLI example: `--optimizer` is an argparse string, so the nested parameter
+    # must come as one `--optimizer=...` argument (W&B's agent passes the dict's text), never as dotted flags
+    # argparse refuses; `wandb.config["optimizer"]["nadam"]["beta"]` reads the nested values
+    proc, store = _sweep("nested_cli", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    trials = _trials(store)
+    assert [t["state"] for t in trials] == ["completed"] * 4
+    for t in trials:
+        p = json.loads(t["params"])
+        assert t["value"] == pytest.approx(1 - 2 / 3 * p["optimizer.lr"] * p["batch_size"])
+    argv = next(ln for ln in next((store / "logs").rglob("0-1.log")).read_text().splitlines()
+                if ln.startswith("# argv: "))
+    assert "--optimizer={'lr': 0.001, 'nadam': {'beta': 0.9}}" in json.loads(argv[len("# argv: "):])

@@ -34,7 +34,8 @@ FILES = sorted(p.name for p in HERE.glob("*.yaml"))
 
 
 def _stage(name: str, tmp_path: Path) -> Path:
-    spec = tmp_path / name
+    spec = tmp_path / "sweeps" / "here" / name   # (deep enough for a `program: ../../main.py` to stay in tmp_path)
+    spec.parent.mkdir(parents=True)
     shutil.copy(HERE / name, spec)
     try:
         raw = yaml.safe_load(spec.read_text())
@@ -42,8 +43,8 @@ def _stage(name: str, tmp_path: Path) -> Path:
         return spec
     program = raw.get("program") if isinstance(raw, dict) else None
     if isinstance(program, str) and "<" not in program:
-        (tmp_path / program).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / program).write_text(STUB)
+        (spec.parent / program).parent.mkdir(parents=True, exist_ok=True)
+        (spec.parent / program).write_text(STUB)
     return spec
 
 
@@ -59,7 +60,7 @@ def test_dry_run_accepts_or_refuses_naming_file_and_key(name: str, tmp_path: Pat
     from sweeplab.errors import SpecError
 
     spec = _stage(name, tmp_path)
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(spec.parent)
     result = CliRunner().invoke(cli.app, ["sweep", spec.name, "--dry-run"])
     if name not in REFUSED:
         assert result.exit_code == 0, (result.output, result.exception)
@@ -80,7 +81,7 @@ def test_a_refused_file_is_one_line_and_exit_2_from_the_console(name: str, tmp_p
     spec = _stage(name, tmp_path)
     src = str(Path(__file__).resolve().parents[2] / "src")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", spec.name, "--dry-run"], cwd=tmp_path,
+    proc = subprocess.run([sys.executable, "-m", "sweeplab", "sweep", spec.name, "--dry-run"], cwd=spec.parent,
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr

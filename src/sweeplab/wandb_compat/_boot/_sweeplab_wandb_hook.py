@@ -4,8 +4,10 @@
   - `Run.log`: each committed history row becomes one report line `{"@step": _step, metric: value, ...}`,
     rows built with W&B's partial-history rules (`commit=False` adds to the row; `step=` greater than the
     current step commits the row and moves to it; a smaller step is dropped, as W&B drops it with a
-    warning). Sources: wandb/sdk/wandb_run.py (`Run._log`) and the history handler of the client's
-    internal process (wandb/sdk/internal/handler.py, `handle_request_partial_history`).
+    warning); values logged with `step=` are reported as they are logged (the row's other values join it
+    later), so a run is judged at its rung when it logs it, not at its next log. Sources:
+    wandb/sdk/wandb_run.py (`Run._log`) and the history handler of the client's internal process
+    (wandb/sdk/internal/handler.py, `handle_request_partial_history`).
   - `Run._finish` (every way a run ends) and the end of the process: the run's summary as W&B has it
     (`run.summary`, with `define_metric` summaries such as `{"acc": {"max": 0.9}}`) becomes the trial's
     final metrics, and a `finish(exit_code=N)` its exit code; once finished, the summary it ended with too
@@ -292,6 +294,7 @@ class _History:
     def __init__(self) -> None:
         self.step = 0
         self.row: dict[str, float] = {}
+        self.sent: dict[str, float] = {}   # values of the open row already reported (logged with `step=`)
         self.open = False
         self.decide: int | None = None   # a row committed at a decision step: `log` waits for its verdict
         self.specs: dict[str, tuple[str, ...]] = {}       # define_metric name (or glob) -> aggregates
@@ -339,26 +342,48 @@ class _History:
             if step > self.step:
                 self.commit()
                 self.step = step
-        self.row.update(_flatten(data))
+        values = _flatten(data)
+        self.row.update(values)
         self.open = True
         if (step is None and commit is None) or commit:
             self.commit()
+        elif step is not None:
+            self._send(values)
+
+    def _send(self, values: "Mapping[str, float]") -> None:
+        """Report `values` of the open row now. A row logged with `step=N` is committed by W&B only at the
+        next log at a later step (or `commit=True`, or the end of the run), so a run reporting its rung with
+        `wandb.log({...}, step=epoch)` was judged, and held, only at the next epoch's first log, one epoch
+        trained past its rung. The values at step N are final as logged (W&B's row holds the last value of
+        each key): report them at once; `commit` reports only what changed since."""
+        new = {k: v for k, v in values.items() if k not in self.sent or not _same(self.sent[k], v)}
+        self.sent.update(new)
+        self._report(new)
 
     def commit(self) -> None:
         if not self.open:
             return
-        row, self.row, self.open = self.row, {}, False
-        if row:
-            if _emit(row, self.step):
-                self.decide = self.step
-            if (self.specs or _summary_keys) and _final is None:   # a command trial's (or a process of a
-                summary = self._summarize(row) if self.specs else {}   # function trial's)
-                # a key the program set in the summary itself (`_summary_set`) is the last value logged again
-                summary.update({k: v for k, v in row.items() if k in _summary_keys and k not in summary
-                                and math.isfinite(v)})
-                if summary:
-                    _write_line({_SUMMARY_KEY: summary})
+        row, sent, self.row, self.sent, self.open = self.row, self.sent, {}, {}, False
+        self._report({k: v for k, v in row.items() if k not in sent or not _same(sent[k], v)})
         self.step += 1
+
+    def _report(self, row: "dict[str, float]") -> None:
+        """Values of the row at `self.step` not reported yet: to the trial, and to the summaries kept."""
+        if not row:
+            return
+        if _emit(row, self.step):
+            self.decide = self.step
+        if (self.specs or _summary_keys) and _final is None:   # a command trial's (or a process of a
+            summary = self._summarize(row) if self.specs else {}   # function trial's)
+            # a key the program set in the summary itself (`_summary_set`) is the last value logged again
+            summary.update({k: v for k, v in row.items() if k in _summary_keys and k not in summary
+                            and math.isfinite(v)})
+            if summary:
+                _write_line({_SUMMARY_KEY: summary})
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (a != a and b != b)   # (NaN is NaN again)
 
 
 def _history_of(run: Any) -> "_History":
