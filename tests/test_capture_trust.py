@@ -126,11 +126,12 @@ def _pickle_checkpoint(entry: Path, marker: Path, step: int) -> None:
         "checksum": "sha256:" + hashlib.sha256(data).hexdigest(), "bytes": len(data), "time": 1.0, "attempt": 1}))
 
 
-@pytest.mark.parametrize("where", ["replaces-the-recorded-one", "beside-it"])
-def test_repro_never_unpickles_a_checkpoint_the_store_did_not_record(checkpointed_store, tmp_path, where):
+def _tamper_and_repro(base, sweep: str, tmp_path, where: str):
+    """A copy of `base`'s store whose trial `sweep/0` got a foreign pickle checkpoint (replacing its recorded
+    one, or beside it), then `sweeplab repro sweep/0` on it: (the repro's process, the marker the pickle makes)."""
     store = tmp_path / "st"
-    shutil.copytree(checkpointed_store / "st", store)
-    trial_dir = store / "checkpoints" / "c" / "0"
+    shutil.copytree(base / "st", store)
+    trial_dir = store / "checkpoints" / sweep / "0"
     recorded = sorted(trial_dir.glob("step-*"))
     assert [p.name for p in recorded] == ["step-0000000001"]
     marker = tmp_path / "marker"
@@ -138,14 +139,20 @@ def test_repro_never_unpickles_a_checkpoint_the_store_did_not_record(checkpointe
         _pickle_checkpoint(recorded[0], marker, 1)
     else:
         _pickle_checkpoint(trial_dir / "step-0000000009", marker, 9)
-    done = subprocess.run([sys.executable, "-m", "sweeplab", "repro", "c/0", "--store", str(store)],
-                          cwd=checkpointed_store, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "sweeplab", "repro", f"{sweep}/0", "--store", str(store)],
+                          cwd=base, capture_output=True, text=True, timeout=120)
     assert not marker.exists(), "the foreign checkpoint was unpickled"
     assert "Traceback" not in done.stderr and "│" not in done.stderr, done.stderr
     if where == "replaces-the-recorded-one":
         assert done.returncode == 2, done.stdout + done.stderr
         assert "step-0000000001" in done.stderr and "refusing" in done.stderr, done.stderr
-    else:   # not the store's: left out of the replay, which restores the recorded one
+    return done
+
+
+@pytest.mark.parametrize("where", ["replaces-the-recorded-one", "beside-it"])
+def test_repro_never_unpickles_a_checkpoint_the_store_did_not_record(checkpointed_store, tmp_path, where):
+    done = _tamper_and_repro(checkpointed_store, "c", tmp_path, where)
+    if where == "beside-it":   # not the store's: left out of the replay, which restores the recorded one
         assert done.returncode == 1, done.stdout + done.stderr
         assert "step-0000000009" in done.stdout and "restored {'epoch': 1}" in done.stdout, done.stdout
 
@@ -178,23 +185,7 @@ def test_command_repro_never_restores_a_checkpoint_the_store_did_not_record(comm
     """A command trial's replay got a copy of its checkpoint directory as it was on disk: a checkpoint replaced
     there (or put beside the trial's) was restored and unpickled by the program's `CheckpointManager`. Now its
     copy is checked against the store as a function trial's is."""
-    store = tmp_path / "st"
-    shutil.copytree(command_store / "st", store)
-    trial_dir = store / "checkpoints" / "k" / "0"
-    recorded = sorted(trial_dir.glob("step-*"))
-    assert [p.name for p in recorded] == ["step-0000000001"]
-    marker = tmp_path / "marker"
-    if where == "replaces-the-recorded-one":
-        _pickle_checkpoint(recorded[0], marker, 1)
-    else:
-        _pickle_checkpoint(trial_dir / "step-0000000009", marker, 9)
-    done = subprocess.run([sys.executable, "-m", "sweeplab", "repro", "k/0", "--store", str(store)],
-                          cwd=command_store, capture_output=True, text=True, timeout=120)
-    assert not marker.exists(), "the foreign checkpoint was unpickled"
-    assert "Traceback" not in done.stderr and "│" not in done.stderr, done.stderr
-    if where == "replaces-the-recorded-one":
-        assert done.returncode == 2, done.stdout + done.stderr
-        assert "step-0000000001" in done.stderr and "refusing" in done.stderr, done.stderr
-    else:   # not the store's: left out of the replay, which restores the recorded one
+    done = _tamper_and_repro(command_store, "k", tmp_path, where)
+    if where == "beside-it":   # not the store's: left out of the replay, which restores the recorded one
         assert done.returncode == 3, done.stdout + done.stderr
         assert "step-0000000009" in done.stdout and "restored {'epoch': 1}" in done.stdout, done.stdout
