@@ -283,6 +283,18 @@ def test_a_store_path_that_is_a_file_says_so(tmp_path: Path) -> None:
             Store.open(tmp_path / "st", readonly=readonly)
 
 
+def test_a_store_path_that_is_a_dangling_or_looping_link_says_so(tmp_path: Path) -> None:
+    """`--store` a symbolic link to nothing (or to itself) said "not writable: File exists" (mkdir's error)."""
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    write(tmp_path / "s.yaml", GOOD)
+    for name in ("dangling", "loop"):
+        cp = cli(tmp_path, "sweep", "s.yaml", "-q", store=tmp_path / name)
+        assert cp.returncode == 2 and "is a symbolic link to" in cp.stderr, cp.stderr
+        assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+    assert not (tmp_path / "gone").exists()
+
+
 def test_a_function_file_that_does_not_exist_is_refused_before_the_store(tmp_path: Path) -> None:
     write(tmp_path / "s.yaml", GOOD.replace(f"function: {TRIALS}:quick", "function: nope.py:train") + SPACE)
     assert_one_line_error(cli(tmp_path, "sweep", "s.yaml", "-q"), "s.yaml: function: function file not found; "

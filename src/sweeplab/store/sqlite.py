@@ -237,6 +237,10 @@ class Store:
         if root_path.exists() and not root_path.is_dir():
             raise StorePathError(f"the store path {root_path} is a file, not a directory; --store (or "
                              "SWEEPLAB_STORE) names the store's directory")
+        if root_path.is_symlink() and not root_path.exists():   # mkdir fails on it with "File exists"
+            raise StorePathError(f"the store path {root_path} is a symbolic link to {os.readlink(root_path)}, which "
+                                 "does not exist (or loops back on itself); point --store (or SWEEPLAB_STORE) at the "
+                                 "store's directory, or create the directory the link names")
         if db.is_dir():
             raise StorePathError(f"{db} is a directory, not an SQLite database; expected a sweeplab store")
         _refuse_a_cut_file(db)
