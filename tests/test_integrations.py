@@ -556,3 +556,74 @@ def test_lightgbm_scikit_learn_estimator_reports_its_eval_set_and_resumes(tmp_pa
     model = lgb.LGBMRegressor(n_estimators=5 - callback.rounds_done, **options)
     model.fit(xt, yt, eval_set=[(xv, yv)], init_model=resumed, callbacks=[callback])
     assert model.booster_.current_iteration() == 5 and callback.metrics.keys() == {"valid_0-l2"}
+
+
+def _lgb_early_stopping_attempt(lgb, path, n, *, sklearn=False, stop_at=None, patience=5):
+    """One attempt of a LightGBM trial with `callback.early_stopping(patience)`, stopped (a SIGTERM's stop
+    request) after round `stop_at`: the booster and the rounds it reported."""
+    from sweeplab.integrations.lightgbm import SweeplabCallback
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 5))
+    y = (x[:, 0] + 0.5 * rng.normal(size=400) > 0).astype(int)
+    events: list = []
+    run = Run(config={}, sink=lambda kind, data: events.append((kind, data)), checkpoint_dir=str(path),
+              checkpoint_every=1000, attempt=n)   # no checkpoint but the first one and the stop's
+
+    def preempt(env):
+        if env.iteration == stop_at:
+            run.request_stop("preempted (SIGTERM)")
+    preempt.order = 5   # type: ignore[attr-defined]
+
+    callback = SweeplabCallback(run)
+    callbacks = [preempt, callback, callback.early_stopping(patience, verbose=False)]   # before resume_model()
+    options = {"learning_rate": 0.3, "num_leaves": 4, "min_data_in_leaf": 5, "seed": 0, "deterministic": True}
+    if sklearn:
+        model = lgb.LGBMClassifier(n_estimators=60 - callback.rounds_done, n_jobs=1, verbosity=-1, **options)
+        model.fit(x[:300], y[:300], eval_set=[(x[300:], y[300:])], callbacks=callbacks,
+                  init_model=callback.resume_model())
+        booster = model.booster_
+    else:
+        dtrain = lgb.Dataset(x[:300], label=y[:300], free_raw_data=False)
+        booster = lgb.train({"objective": "binary", "num_threads": 1, "verbosity": -1, **options}, dtrain,
+                            num_boost_round=60 - callback.rounds_done, init_model=callback.resume_model(),
+                            valid_sets=[lgb.Dataset(x[300:], label=y[300:], reference=dtrain)],
+                            valid_names=["val"], callbacks=callbacks)
+    run.flush()
+    return booster, [step for step, _ in _points(events)], x[300:]
+
+
+@pytest.mark.parametrize("sklearn", [False, True], ids=["lgb.train", "LGBMClassifier"])
+def test_lightgbm_early_stopping_goes_on_counting_across_a_resume_and_ends_as_an_uninterrupted_run(tmp_path, sklearn):
+    """A trial stopped (preempted) two rounds after its best round, then resumed. LightGBM's `early_stopping`
+    keeps its best round, best score and patience in the callback only: the resumed attempt counted afresh,
+    took its first new round as the best, and trained past the round an uninterrupted run stops at (best round
+    29 at round 33, against 23). `callback.early_stopping` saves that state in the checkpoint and goes on
+    from it."""
+    lgb = pytest.importorskip("lightgbm")
+    if sklearn:
+        pytest.importorskip("sklearn")
+    whole, whole_steps, xv = _lgb_early_stopping_attempt(lgb, tmp_path / "whole", 1, sklearn=sklearn)
+    best = whole.best_iteration - 1   # 0-based
+    assert whole_steps[-1] == best + 5 < 59   # the data make the case: early stopping ended it
+    stopped, steps, _ = _lgb_early_stopping_attempt(lgb, tmp_path / "ck", 1, sklearn=sklearn, stop_at=best + 2)
+    assert steps[-1] == best + 2 and stopped.current_iteration() == best + 3
+    resumed, steps, _ = _lgb_early_stopping_attempt(lgb, tmp_path / "ck", 2, sklearn=sklearn)
+    assert steps[0] == best + 3 and steps[-1] == whole_steps[-1]   # went on, and stopped where `whole` did
+    assert resumed.best_iteration == whole.best_iteration and resumed.best_score == whole.best_score
+    np.testing.assert_allclose(resumed.predict(xv), whole.predict(xv), rtol=1e-6)
+
+
+def test_lightgbm_early_stopping_resumes_from_a_checkpoint_of_plain_booster_text(tmp_path):
+    """A checkpoint written before `callback.early_stopping` saved its state (the booster's text alone) still
+    resumes: early stopping then counts from the resumed model's rounds, as LightGBM's own does."""
+    lgb = pytest.importorskip("lightgbm")
+    whole, _, xv = _lgb_early_stopping_attempt(lgb, tmp_path / "whole", 1)
+    plain = lgb.Booster(model_str=whole.model_to_string(num_iteration=whole.best_iteration - 2))
+    run = Run(config={}, sink=lambda kind, data: None, checkpoint_dir=str(tmp_path / "ck"))
+    assert run.checkpoint(plain.model_to_string().encode(), step=whole.best_iteration - 3, force=True)
+    run.flush()
+    resumed, steps, _ = _lgb_early_stopping_attempt(lgb, tmp_path / "ck", 2)
+    assert steps[0] == whole.best_iteration - 2 and resumed.best_iteration >= whole.best_iteration - 1
+    np.testing.assert_allclose(resumed.predict(xv, num_iteration=whole.best_iteration - 2),
+                               plain.predict(xv), rtol=1e-6)
