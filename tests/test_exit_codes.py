@@ -160,6 +160,7 @@ def test_a_sweep_started_under_nohup_ignores_the_hang_up(tmp_path: Path) -> None
         deadline = time.monotonic() + 60
         while not (tmp_path / "ready").exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert (tmp_path / "ready").exists(), proc.communicate(timeout=60)
         proc.send_signal(signal.SIGHUP)
         time.sleep(0.5)
         assert proc.poll() is None   # still running: the hang-up was ignored
@@ -169,6 +170,7 @@ def test_a_sweep_started_under_nohup_ignores_the_hang_up(tmp_path: Path) -> None
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
+    assert "SIGHUP" not in err and "SIGTERM" in err, err   # stopped by the SIGTERM alone, however late it came
     assert _sweep_state(tmp_path, "nohup")["sweep"]["state"] == "stopped"
 
 

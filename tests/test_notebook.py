@@ -93,12 +93,14 @@ def test_interrupting_the_kernel_stops_a_blocking_sweep_and_leaves_it_resumable(
     """Jupyter's "interrupt kernel" (SIGINT) during a blocking sweep: the running trials are stopped, no
     worker process is left, the cell ends with KeyboardInterrupt (so "Run All" stops there) after saying how
     to resume, the kernel runs the next cell, and the sweep resumes to its end with the cell's function."""
+    gate = tmp_path / "gate"   # the trials run until the resume writes it: both are running at the interrupt
     nb = _execute([
         "import os, signal, subprocess, sys, threading, time\nimport sweeplab as sl\n"
         "spec = {'method': 'grid', 'metric': {'name': 'loss', 'goal': 'minimize'},\n"
         "        'parameters': {'x': {'values': [1.0, 2.0]}}}\n"
         "def slow(config, run):\n"
-        "    for step in range(20):\n        time.sleep(0.1)\n        run.log({'loss': config['x']}, step=step)\n"
+        f"    step = 0\n    while not os.path.exists({str(gate)!r}):\n"
+        "        time.sleep(0.1)\n        run.log({'loss': config['x']}, step=step)\n        step += 1\n"
         "    return {'loss': config['x']}\n"
         "def interrupt_once_running():\n"
         "    while True:\n        time.sleep(0.05)\n"
@@ -110,6 +112,7 @@ def test_interrupting_the_kernel_stops_a_blocking_sweep_and_leaves_it_resumable(
         "out = subprocess.run(['ps', '-o', 'pid=', '--ppid', str(os.getpid())], capture_output=True, text=True)\n"
         "print('children', len(out.stdout.split()) - 1)\n"
         "print(sl.load('blk', store='st').status()['counts'])\n"
+        f"open({str(gate)!r}, 'w').close()\n"
         "done = subprocess.run([sys.executable, '-m', 'sweeplab', 'resume', 'blk', '--store', 'st'],\n"
         "                      capture_output=True, text=True)\n"
         "print('resumed', done.returncode, sl.load('blk', store='st').status()['counts'])\n"
@@ -274,11 +277,13 @@ def test_interrupting_the_kernel_stops_an_optuna_sweep_of_a_cells_objective_and_
     interrupted trials stay RUNNING in the sweep's study (neither told complete nor failed: `sweeplab resume`
     reruns them on the same Optuna trials), resume finishes the sweep with the cell's objective, and running
     the cell again starts a new sweep that completes."""
+    gate = tmp_path / "gate"   # the trials run until the resume writes it: both are running at the interrupt
     nb = _execute([
         "import os, signal, subprocess, sys, threading, time\nimport optuna, sweeplab as sl\n"
         "def objective(trial):\n"
         "    x = trial.suggest_float('x', -1, 1)\n"
-        "    for step in range(20):\n        time.sleep(0.1)\n        trial.report(x * x, step)\n"
+        f"    step = 0\n    while not os.path.exists({str(gate)!r}):\n"
+        "        time.sleep(0.1)\n        trial.report(x * x, step)\n        step += 1\n"
         "    return x * x\n"
         "def interrupt_once_running():\n"
         "    while True:\n        time.sleep(0.05)\n"
@@ -291,6 +296,7 @@ def test_interrupting_the_kernel_stops_an_optuna_sweep_of_a_cells_objective_and_
         "print('children', len(out.stdout.split()) - 1)\n"
         "print(sl.load('opt', store='st').status()['counts'])\n"
         "print(sorted(t.state.name for t in sl.load('opt', store='st').study().trials))\n"
+        f"open({str(gate)!r}, 'w').close()\n"
         "done = subprocess.run([sys.executable, '-m', 'sweeplab', 'resume', 'opt', '--store', 'st'],\n"
         "                      capture_output=True, text=True)\n"
         "again = sl.load('opt', store='st')\n"

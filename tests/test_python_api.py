@@ -312,9 +312,11 @@ INTERRUPTED_WAIT = '''import os, signal, threading, time
 import sweeplab as sl
 
 def train(config, run):
-    for step in range(20):
+    step = 0
+    while not run.should_stop:   # runs until stopped: no trial ends before the Ctrl-C, however loaded
         time.sleep(0.05)
         run.log({"loss": config["x"]}, step=step)
+        step += 1
     return {"loss": config["x"]}
 
 if __name__ == "__main__":

@@ -99,8 +99,10 @@ def test_resume_after_driver_kill_loses_no_completed_trial(chaos, reap, run):
     started (early runs hit the first trials, late runs the last ones); the last run also kills the
     resuming driver once."""
     rng = random.Random(1000 + run)
+    gate = chaos.tmp / "gate"   # the last trial waits at its last step until the final resume: no kill comes late
     body = chaos.faulty_spec("stepper", method="random", seed=run,
-                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=12, delay=0.05),
+                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=12, delay=0.05, gate=str(gate),
+                                                 gate_from=BUDGET - 1),
                              extra=f"budget: {{trials: {BUDGET}}}\ntrial: {{retries: 1}}")
     proc = chaos.start("sweep", str(chaos.spec("s", body)), "--name", "dk", "--workers", "2", "-q")
     reap.append(proc.pid)
@@ -118,6 +120,7 @@ def test_resume_after_driver_kill_loses_no_completed_trial(chaos, reap, run):
         before = again
         interrupted |= set(running)
 
+    gate.write_text("")
     cp = chaos("resume", "dk", "-q", timeout=120)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert chaos.status("dk")["sweep"]["state"] == "finished"
@@ -134,8 +137,9 @@ def test_resume_after_driver_kill_loses_no_completed_trial(chaos, reap, run):
 
 
 def test_sigterm_to_the_driver_preempts_running_trials_exits_0_and_resume_finishes(chaos, reap):
+    gate = chaos.tmp / "gate"   # trials wait at their last step until the resume: none ends before the SIGTERM
     body = chaos.faulty_spec("stepper", method="random",
-                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=50, delay=0.02),
+                             params=chaos.params(x="{min: -1.0, max: 1.0}", steps=50, delay=0.02, gate=str(gate)),
                              extra="budget: {trials: 3}\ntrial: {grace: 10s}")
     proc = chaos.start("sweep", str(chaos.spec("s", body)), "--name", "term", "--workers", "2")
     reap.append(proc.pid)
@@ -162,6 +166,7 @@ def test_sigterm_to_the_driver_preempts_running_trials_exits_0_and_resume_finish
         assert max(c["step"] for c in chaos.checkpoints(t["id"], 1)) == last   # checkpointed on the way out
         preempted[t["number"]] = last
 
+    gate.write_text("")
     cp = chaos("resume", "term", "-q", timeout=120)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     st = chaos.status("term")

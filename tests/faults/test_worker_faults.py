@@ -40,7 +40,8 @@ def _newest(chaos, trial_id: int, attempt: int = 1) -> int:
 
 
 def test_worker_sigkill_mid_trial_is_retried_from_its_checkpoint(chaos, reap):
-    body = chaos.faulty_spec("stepper", params=chaos.params(x=0.5, steps=60, delay=0.03),
+    gate = chaos.tmp / "gate"   # attempt 1 waits at its last step until the kill: it cannot end first
+    body = chaos.faulty_spec("stepper", params=chaos.params(x=0.5, steps=60, delay=0.03, gate=str(gate)),
                 extra="trial: {retries: 1}")
     proc = _start(chaos, reap, "k9", body, "--workers", "1")
     att = chaos.wait_for(lambda: chaos.running_attempt("k9", 0), what="trial 0 running", proc=proc)
@@ -50,6 +51,7 @@ def test_worker_sigkill_mid_trial_is_retried_from_its_checkpoint(chaos, reap):
     assert proc.poll() is None and chaos.trial("k9", 0)["state"] == "running"
     recorded = _newest(chaos, trial_id)     # (attempt 2's retention later deletes attempt 1's checkpoints)
     os.kill(att["pid"], signal.SIGKILL)
+    gate.write_text("")
     _finish(proc)
 
     trial = chaos.trial("k9", 0)
@@ -70,7 +72,8 @@ def test_worker_sigkill_mid_trial_is_retried_from_its_checkpoint(chaos, reap):
 
 
 def test_worker_sigterm_is_a_preemption_then_the_trial_resumes_and_completes(chaos, reap):
-    body = chaos.faulty_spec("stepper", params=chaos.params(x=0.5, steps=50, delay=0.03),
+    gate = chaos.tmp / "gate"   # attempt 1 waits at its last step until the SIGTERM: it cannot end first
+    body = chaos.faulty_spec("stepper", params=chaos.params(x=0.5, steps=50, delay=0.03, gate=str(gate)),
                 extra="trial: {retries: 0, grace: 10s}")
     proc = _start(chaos, reap, "pre", body, "--workers", "1")
     att = chaos.wait_for(lambda: chaos.running_attempt("pre", 0), what="trial 0 running", proc=proc)
@@ -79,6 +82,7 @@ def test_worker_sigterm_is_a_preemption_then_the_trial_resumes_and_completes(cha
                    proc=proc)
     assert proc.poll() is None and chaos.trial("pre", 0)["state"] == "running"
     os.kill(att["pid"], signal.SIGTERM)
+    gate.write_text("")
     _finish(proc)
 
     trial = chaos.trial("pre", 0)

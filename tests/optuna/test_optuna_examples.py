@@ -180,6 +180,16 @@ def test_timeout_is_the_studys_as_in_study_optimize_and_trial_timeout_each_trial
     assert row["state"] == "failed" and "timeout" in row["reason"], row["reason"]
 
 
+def test_a_timeout_shorter_than_the_workers_start_still_runs_a_trial(workdir):
+    """`timeout` counts from the first trial's start, as study.optimize's does (its first trial starts at its
+    call): it counted from the driver's start, so a loaded machine's slow worker start (seconds) used up a short
+    timeout and the sweep ended with no trial at all."""
+    sweep = sl.optimize("objectives:sleeps", n_trials=5, workers=1, store=workdir / "st", timeout=0.001)
+    status = sweep.status()
+    assert "timeout" in status["end_reason"] and status["trials"] == 1, status
+    assert status["counts"] == {"completed": 1}, status
+
+
 def test_callbacks_run_after_each_trial_and_may_stop_the_study(workdir):
     """faq/max_trials_callback.py: `callbacks=[MaxTrialsCallback(3, states=(TrialState.COMPLETE,))]`; a
     callback is called with the study and each finished trial, in the calling process."""

@@ -257,6 +257,7 @@ class ObjectiveSearcher(Searcher):
         self._study: Any = None
         self._next = 0
         self._deadline: float | None = None
+        self._timeout: float | None = None
         self.end_reason: str | None = None   # why ask() returned None, for the sweep's end reason
         self.callbacks: list[Any] = []       # study.optimize's callbacks(study, frozen_trial), this process only
         self._callback_failed = False
@@ -271,11 +272,7 @@ class ObjectiveSearcher(Searcher):
         settings = read_settings(directory)
         self._study = open_study(directory, settings, create=True)
         timeout = getattr(settings, "timeout", None)   # settings written before it had one: none
-        if timeout is not None:   # from now, as each study.optimize(timeout=) call counts from its start
-            import time
-
-            self._deadline = time.monotonic() + timeout
-            self._timeout = timeout
+        self._timeout = timeout   # counted from the first ask (see ask), afresh for each driver (a resume)
 
     @property
     def study(self) -> Any:
@@ -290,10 +287,14 @@ class ObjectiveSearcher(Searcher):
         if study._stop_flag or study._storage.get_study_system_attrs(study._study_id).get(_STOP_KEY):
             self.end_reason = "study.stop() was called (running trials finish)"
             return None   # study.stop(): the sweep ends as an exhausted search space does
-        if self._deadline is not None:
+        if self._timeout is not None:
             import time
 
-            if time.monotonic() >= self._deadline:
+            # from the first ask, once the workers are up, as study.optimize's first trial starts at its call:
+            # a slow start (a loaded machine, a Ray cluster) does not use up the timeout before any trial ran
+            if self._deadline is None:
+                self._deadline = time.monotonic() + self._timeout
+            elif time.monotonic() >= self._deadline:
                 self.end_reason = f"timeout {self._timeout:g}s reached (running trials finish)"
                 return None
         study._thread_local.cached_all_trials = None
