@@ -281,6 +281,23 @@ def _init_error(exc: Exception, address: str | None, *, local: bool) -> Sweeplab
                         "still starting: try again; `ray status` there shows its state)")
 
 
+def _wait_dead(actor_ids: list[str], deadline: float = 10.0) -> None:
+    """Before `ray.shutdown`: wait until the cluster has the actors just killed as DEAD (or `deadline`).
+    `ray.kill` and dropping their handles only start their end: the cluster's calls about them (the GCS
+    asking their owner, this driver, whether their handles are gone; their workers' last calls) then reach
+    this process while `ray.shutdown` destroys its core worker, and a reply sent then crashed the process
+    with SIGSEGV in Ray's C++ (`ServerCallImpl::SendReply`) on a loaded machine, after the sweep finished."""
+    end = time.monotonic() + deadline
+    state = ray._private.state.state
+    while actor_ids and time.monotonic() < end:
+        try:
+            actor_ids = [a for a in actor_ids if (state.actor_table(a) or {}).get("State") not in ("DEAD", None)]
+        except Exception:   # no GCS to ask (it is gone): nothing to wait for
+            return
+        if actor_ids:
+            time.sleep(0.05)
+
+
 @dataclass
 class _Slot:
     index: int
@@ -1059,10 +1076,12 @@ class RayCore:
         if refs:
             with contextlib.suppress(Exception):
                 ray.wait(refs, num_returns=len(refs), timeout=grace + 10.0)
+        killed: list[str] = []
         for slot in hosts:
             if slot.actor is not None:
                 with contextlib.suppress(Exception):
                     ray.kill(slot.actor, no_restart=True)
+                    killed.append(slot.actor._actor_id.hex())
             slot.actor = slot.drain = slot.where = None
             slot.task = None
         for slot in self.slots:
@@ -1075,6 +1094,8 @@ class RayCore:
                 slot.pg = None
         self._by_trial.clear()
         if self._owns_ray:
+            if killed and self._head_lost is None:
+                _wait_dead(killed)
             with contextlib.suppress(Exception):
                 ray.shutdown()
             self._owns_ray = False
