@@ -335,3 +335,32 @@ def test_a_function_of_the_user_s_main_script_runs_on_the_cluster(head: Head, tm
                         text=True, timeout=240)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert "RESULT finished 0.1" in cp.stdout, cp.stdout + cp.stderr
+
+
+def test_a_local_ray_that_cannot_start_is_one_error_line_exit_1_and_the_sweep_stays_resumable(tmp_path: Path) -> None:
+    """Ray's own start-up failures (a bare `Exception` for "the current node timed out during startup" on a
+    loaded machine, `TimeoutError`, an `OSError` of its temp directory...) were a full traceback from `sweep`
+    and `resume`. Provoked here deterministically with RAY_TMPDIR naming a file: one line naming Ray's error
+    and what to try, exit 1, nothing stored lost."""
+    pytest.importorskip("ray")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_TMPDIR"))}
+    env.update(SWEEPLAB_STORE=str(tmp_path / "store"), COLUMNS="200")
+    spec = _spec(tmp_path, trials=2, seconds=0.0)
+    cp = _sweeplab(["sweep", str(spec), "--name", "s", "--backend", "local", "--workers", "1", "-q"], env, tmp_path)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    (tmp_path / "notadir").write_text("")
+    bad = {**env, "RAY_TMPDIR": str(tmp_path / "notadir")}
+    for args in (["resume", "s", "--backend", "ray", "--trials", "4", "-q"],
+                 ["sweep", str(spec), "--name", "t", "--backend", "ray", "-q"]):
+        cp = _sweeplab(args, bad, tmp_path)
+        err = cp.stderr.strip()
+        assert cp.returncode == 1, cp.stdout + cp.stderr
+        assert "Traceback" not in cp.stdout + cp.stderr and "╭" not in cp.stdout + cp.stderr, cp.stderr
+        line = [x for x in err.splitlines() if x.startswith("error:")]
+        assert len(line) == 1 and line[0] == err.splitlines()[-1], err
+        assert "cannot start a local Ray instance: NotADirectoryError" in line[0], err
+        assert f"{tmp_path / 'notadir'}/ray is a writable directory" in line[0] and "--address" in line[0], err
+    assert _status("s", env, tmp_path)["sweep"]["counts"]["completed"] == 2
+    cp = _sweeplab(["resume", "s", "--backend", "local", "--trials", "4", "-q"], env, tmp_path)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert _status("s", env, tmp_path)["sweep"]["counts"]["completed"] == 4

@@ -52,7 +52,7 @@ from sweeplab.backends.ray._plan import (
     checkpoint_scheme,
     workdir_warning,
 )
-from sweeplab.errors import BackendError, UserError
+from sweeplab.errors import BackendError, SweeplabError, UserError
 
 __all__ = ["RayCore", "TrialHost"]
 
@@ -254,6 +254,50 @@ def _init_interruptibly(address: str | None, kwargs: dict[str, Any]) -> None:
         raise outcome[0]
 
 
+def _init_error(exc: Exception, address: str | None, *, local: bool) -> SweeplabError:
+    """The one-line error for `ray.init` failing: Ray's own first line, and what to try. A cluster that
+    refuses the connection or our token, or options Ray rejects, are the user's to fix (exit 2); a local
+    instance that cannot start (its raylet or GCS timed out on a loaded machine, its temp directory
+    unusable) is the environment's (exit 1). Nothing of the sweep is touched: it stays resumable."""
+    where = f"--address {address}" if address else "Ray"
+    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "") or type(exc).__name__
+    if not isinstance(exc, (ConnectionError, RuntimeError, ValueError)):
+        text = f"{type(exc).__name__}: {text}" if type(exc) is not Exception else text
+    auth = _AUTH_ERROR is not ConnectionError and isinstance(exc, _AUTH_ERROR)
+    if auth or "authenticat" in text.lower() or "InvalidAuthToken" in text:
+        return BackendError(f"{where}: Ray token authentication failed: {text}; {token_help()}")
+    if local:
+        if isinstance(exc, ValueError):   # the `init` options given to ray.init
+            return UserError(f"cannot start a local Ray instance: {text}")
+        tmp = os.environ.get("RAY_TMPDIR") or "/tmp"
+        return BackendError(f"cannot start a local Ray instance: {text} (a loaded machine can time Ray's start "
+                            f"out: try again; check that {tmp}/ray is a writable directory with free space, or "
+                            "start Ray yourself (`ray start --head`) and pass its --address)")
+    if isinstance(exc, (ConnectionError, RuntimeError, ValueError)):
+        return UserError(f"{where}: cannot connect to a Ray cluster: {text} (is its head running "
+                         "(`ray start --head`) and reachable at that address? A cluster with token "
+                         "authentication also needs RAY_AUTH_MODE=token and its token here)")
+    return BackendError(f"{where}: cannot connect to the Ray cluster: {text} (its head may be overloaded or "
+                        "still starting: try again; `ray status` there shows its state)")
+
+
+def _wait_dead(actor_ids: list[str], deadline: float = 10.0) -> None:
+    """Before `ray.shutdown`: wait until the cluster has the actors just killed as DEAD (or `deadline`).
+    `ray.kill` and dropping their handles only start their end: the cluster's calls about them (the GCS
+    asking their owner, this driver, whether their handles are gone; their workers' last calls) then reach
+    this process while `ray.shutdown` destroys its core worker, and a reply sent then crashed the process
+    with SIGSEGV in Ray's C++ (`ServerCallImpl::SendReply`) on a loaded machine, after the sweep finished."""
+    end = time.monotonic() + deadline
+    state = ray._private.state.state
+    while actor_ids and time.monotonic() < end:
+        try:
+            actor_ids = [a for a in actor_ids if (state.actor_table(a) or {}).get("State") not in ("DEAD", None)]
+        except Exception:   # no GCS to ask (it is gone): nothing to wait for
+            return
+        if actor_ids:
+            time.sleep(0.05)
+
+
 @dataclass
 class _Slot:
     index: int
@@ -405,15 +449,10 @@ class RayCore:
                 with contextlib.suppress(Exception):
                     ray.shutdown()
                 signals.raise_held()
-        except (ConnectionError, RuntimeError, ValueError, _AUTH_ERROR) as exc:
-            where = f"--address {address}" if address else "Ray"
-            text = str(exc).splitlines()[0]
-            auth = _AUTH_ERROR is not ConnectionError and isinstance(exc, _AUTH_ERROR)
-            if auth or "authenticat" in text.lower() or "InvalidAuthToken" in text:
-                raise BackendError(f"{where}: Ray token authentication failed: {text}; {token_help()}") from None
-            raise UserError(f"{where}: cannot connect to a Ray cluster: {text} (is its head running "
-                            "(`ray start --head`) and reachable at that address? A cluster with token "
-                            f"authentication also needs RAY_AUTH_MODE=token and its token here)") from None
+        except SweeplabError:   # an interruption held while the local instance started (StartInterrupted)
+            raise
+        except Exception as exc:   # Ray raises bare Exception, TimeoutError, OSError... as well: one line each
+            raise _init_error(exc, address, local=target == "local") from None
         self._owns_ray = True
         self._own_instance = target == "local"   # a new local Ray instance, this sweep's alone
 
@@ -1037,10 +1076,12 @@ class RayCore:
         if refs:
             with contextlib.suppress(Exception):
                 ray.wait(refs, num_returns=len(refs), timeout=grace + 10.0)
+        killed: list[str] = []
         for slot in hosts:
             if slot.actor is not None:
                 with contextlib.suppress(Exception):
                     ray.kill(slot.actor, no_restart=True)
+                    killed.append(slot.actor._actor_id.hex())
             slot.actor = slot.drain = slot.where = None
             slot.task = None
         for slot in self.slots:
@@ -1053,6 +1094,8 @@ class RayCore:
                 slot.pg = None
         self._by_trial.clear()
         if self._owns_ray:
+            if killed and self._head_lost is None:
+                _wait_dead(killed)
             with contextlib.suppress(Exception):
                 ray.shutdown()
             self._owns_ray = False
