@@ -1410,6 +1410,7 @@ def test_a_command_trial_with_trial_workdir_runs_in_its_own_directory_and_its_re
     mod = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(mod)
     (tmp_path / "prog.py").write_text(mod.PROGRAM)
+    (tmp_path / "wrote-1").touch()   # the program waits for the local test's other trial (x=1): none here
     spec = parse_spec({"program": "prog.py", "command": ["${env}", "${interpreter}", "${program}", "${args}"],
                        "method": "grid", "metric": {"name": "x"}, "parameters": {"x": {"values": [2]}},
                        "trial": {"workdir": "trial", "retries": 1}}, file="<test>")
