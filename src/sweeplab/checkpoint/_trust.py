@@ -26,12 +26,14 @@ def recorded_checksums(rows: Iterable[Mapping[str, Any] | Any]) -> dict[str, str
     return {str(row["path"]).rstrip("/").replace("\\", "/").rsplit("/", 1)[-1]: row["checksum"] for row in rows}
 
 
-def untrusted(root: str, recorded: Mapping[str, str | None]) -> list[tuple[str, str]]:
+def untrusted(root: str, recorded: Mapping[str, str | None], *, unrecorded: bool = True) -> list[tuple[str, str]]:
     """(name, why) of the checkpoints under `root` (a local path or an fsspec URL) the store does not vouch
     for: one it never recorded (written by an attempt whose event never reached the store, a late write of a
     dead attempt, another program's), or whose manifest does not hold the checksum recorded for it (replaced,
     rewritten). A row without a checksum vouches for its name only. Names that are no checkpoint's (temporary
-    directories, the fence, a command program's own files) are left out."""
+    directories, the fence, a command program's own files) are left out. `unrecorded=False`: only recorded ones
+    that changed (a retry: a checkpoint whose event was lost with its node or driver is the trial's newest work,
+    and a dead attempt's late writes are the fence's to refuse)."""
     root = root.removeprefix("file://")
     fs: _Local | _Remote = _Remote(root) if _is_url(root) else _Local(root)
     found: list[tuple[str, str]] = []
@@ -44,6 +46,8 @@ def untrusted(root: str, recorded: Mapping[str, str | None]) -> list[tuple[str, 
             continue   # no manifest or an unreadable one: `latest()` skips it as corrupt and says so
         checksum = manifest.get("checksum") if isinstance(manifest, dict) else None
         if name not in recorded:
+            if not unrecorded:
+                continue
             found.append((name, "the store has no record of it (written by an attempt whose checkpoint event "
                                 "never reached the store, or not by this trial)"))
         elif recorded[name] and checksum != recorded[name]:

@@ -423,15 +423,17 @@ class Recovery(DriverState):
                                      "driver that started it never recorded", data={"trial": int(name)})
 
     def _set_aside_untrusted(self, t: TrialRecord) -> None:
-        """Before a retried attempt restores: the checkpoints of its trial the store does not vouch for (never
-        recorded, or not holding the checksum recorded for them: replaced or changed on disk while the sweep was
-        down) are set aside, so that it restores the newest one that does (or starts fresh); each one is said in
-        the trial's events. `sweeplab repro` makes the same check (checkpoint/_trust.py)."""
+        """Before a retried attempt restores: the checkpoints of its trial that no longer hold the checksum the
+        store recorded for them (replaced or changed on disk while the sweep was down) are set aside, so that it
+        restores the newest one that does (or starts fresh); each one is said in the trial's events. One the store
+        never recorded is restored as before: its event was lost with the node or the driver that died (on a
+        lost Ray node, the last ones written; with `keep_checkpoints` of them the only ones on disk), and a late
+        write of a dead attempt is the fence's to refuse. `sweeplab repro` refuses both (checkpoint/_trust.py)."""
         from sweeplab.checkpoint import recorded_checksums, set_aside, untrusted
 
         root = str(self.tasks.paths(t)["checkpoint"])
         try:
-            found = untrusted(root, recorded_checksums(self.store.checkpoint_rows(t.id)))
+            found = untrusted(root, recorded_checksums(self.store.checkpoint_rows(t.id)), unrecorded=False)
         except Exception:   # a location this host cannot reach now: the attempt's restore will say why
             return
         for name, why in found:
