@@ -10,7 +10,8 @@ that answers what typer would, without pydantic, for the values where that is ev
   * str                                   -> the string itself;
   * int from ASCII digits with a sign     -> int(value) (pydantic accepts these and gives the same number);
   * pathlib.Path without path checks      -> Path(value), after typer's readability check where the path exists;
-  * list[str] of strings                  -> the list.
+  * list[str] of strings                  -> the list;
+  * pathlib.Path with a parser of ours    -> what the parser returns (`--store`), when it is a Path.
 
 Any other value or parameter (a malformed number, "3.0", choices, ranges, callbacks' parsers, files, dates,
 path options such as exists=...) goes to typer's own coercion, built on first need, so its results and error
@@ -54,11 +55,14 @@ class _FastCoercion:
 
 
 def _kind(param: Any) -> str | None:
-    """"str", "int", "path", "list" or "bool" for a parameter with no parser, choices, range or path options."""
+    """"str", "int", "path", "list" or "bool" for a parameter with no parser, choices, range or path options;
+    "parsed" for a pathlib.Path one with a parser."""
     descriptor = getattr(param, "type_descriptor", None)
     info = getattr(descriptor, "parameter_info", None)
-    if descriptor is None or info is None or getattr(info, "parser", None) is not None:
+    if descriptor is None or info is None:
         return None
+    if getattr(info, "parser", None) is not None:   # ours (`--store`): its own answer, when it gives a Path
+        return "parsed" if descriptor.annotation is Path else None
     if getattr(descriptor, "file_annotation", None) is not None or getattr(descriptor, "is_choice", True):
         return None
     annotation = descriptor.annotation
@@ -97,6 +101,10 @@ def _plain(kind: str, value: Any, param: Any) -> Any:
         if isinstance(value, (list, tuple)) and all(type(v) is str for v in value):
             return list(value)
         return _UNSET
+    if kind == "parsed":
+        if type(value) is str:
+            value = param.type_descriptor.parameter_info.parser(value)   # its BadParameter is typer's message
+        return value if isinstance(value, Path) else _UNSET
     if kind == "path" and (type(value) is str or isinstance(value, Path)):
         path = value if isinstance(value, Path) else Path(value)
         try:
