@@ -123,7 +123,9 @@ def test_a_stale_trial_of_a_heartbeat_storage_is_failed_and_retried_first_as_stu
     storage.record_heartbeat(killed)
     import time
 
-    time.sleep(1.5)              # its heartbeat is now older than the grace period: stale, whatever the load
+    # stale once its heartbeat is more than grace_period old by the database's clock, which SQLite's
+    # CURRENT_TIMESTAMP keeps in whole seconds: 1.5 s could read as 1 s (not stale; a clean-clone run failed)
+    time.sleep(2.5)
     study = optuna.load_study(storage=storage, study_name="ckpt")
     sl.optimize("objectives:checkpointed", n_trials=2, workers=1, store=workdir / "st", study=study, timeout=600)
     trials = study.trials
